@@ -1,0 +1,155 @@
+"""Deploy the dev token on anvil, fund payers, and describe the result as a ``DevChain``.
+
+The token is deployed from anvil's dev account 0 (its owner, who may mint); dev account 1 is the
+relayer that pays gas for settlements. Payers are fresh keys generated per run that hold tokens
+but no ETH, like real x402 payers who only sign.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from eth_abi import decode, encode
+from eth_account import Account
+from eth_utils import to_checksum_address
+
+from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
+from ._artifacts import load_artifact
+from ._rpc import RpcClient, encode_call
+
+__all__ = ["DEFAULT_MINT_ATOMIC", "DevChain", "deploy_devchain", "start_devchain"]
+
+# Base Sepolia USDC's EIP-712 domain name and version; x402 clients sign against these.
+ASSET_NAME = "USDC"
+ASSET_VERSION = "2"
+ASSET_DECIMALS = 6
+DEFAULT_MINT_ATOMIC = 1_000 * 10**ASSET_DECIMALS
+
+
+@dataclass(frozen=True)
+class DevChain:
+    """A running dev chain with the token deployed: the settings other commands need, plus helpers."""
+
+    chain_id: int
+    asset: str
+    asset_name: str
+    asset_version: str
+    decimals: int
+    deployer_key: str
+    relayer_key: str
+    payer_keys: tuple[str, ...]
+    erc1271_wallet: str
+    erc1271_wallet_owner_key: str
+    rpc: RpcClient = field(repr=False, compare=False)
+
+    @property
+    def rpc_url(self) -> str:
+        """The node's JSON-RPC URL."""
+        return self.rpc.url
+
+    @property
+    def network(self) -> str:
+        """The CAIP-2 network id, e.g. ``eip155:84532``."""
+        return f"eip155:{self.chain_id}"
+
+    def eip712_domain(self) -> dict[str, Any]:
+        """The token's EIP-712 domain, as eth-account's ``sign_typed_data`` takes it."""
+        return {
+            "name": self.asset_name,
+            "version": self.asset_version,
+            "chainId": self.chain_id,
+            "verifyingContract": self.asset,
+        }
+
+    def env(self) -> dict[str, str]:
+        """The settings as ``X402_*`` environment variables."""
+        return {
+            "X402_RPC_URL": self.rpc_url,
+            "X402_NETWORK": self.network,
+            "X402_ASSET": self.asset,
+            "X402_ASSET_NAME": self.asset_name,
+            "X402_ASSET_VERSION": self.asset_version,
+            "X402_RELAYER_KEY": self.relayer_key,
+            "X402_PAYER_KEYS": ",".join(self.payer_keys),
+        }
+
+    def mint(self, to: str, amount_atomic: int) -> None:
+        """Mint ``amount_atomic`` token units to ``to`` (sent by the deployer, who owns the token)."""
+        self.rpc.transact(
+            self.deployer_key, to=self.asset, data=encode_call("mint(address,uint256)", [to, amount_atomic])
+        )
+
+    def new_payer(self, amount_atomic: int = DEFAULT_MINT_ATOMIC) -> str:
+        """Generate a fresh key, mint ``amount_atomic`` to it and return the key (``0x`` hex, no ETH)."""
+        account = Account.create()
+        self.mint(account.address, amount_atomic)
+        return str(account.key.to_0x_hex())
+
+    def balance_of(self, address: str) -> int:
+        """Token balance of ``address`` in atomic units."""
+        (balance,) = decode(["uint256"], self.rpc.eth_call(self.asset, encode_call("balanceOf(address)", [address])))
+        return int(balance)
+
+    def authorization_state(self, authorizer: str, nonce: bytes) -> bool:
+        """True once the EIP-3009 ``nonce`` of ``authorizer`` is used or canceled."""
+        data = encode_call("authorizationState(address,bytes32)", [authorizer, nonce])
+        (state,) = decode(["bool"], self.rpc.eth_call(self.asset, data))
+        return bool(state)
+
+
+def _deploy(rpc: RpcClient, key: str, contract: str, arg_types: Sequence[str], args: Sequence[Any]) -> str:
+    artifact = load_artifact(contract)
+    init_code = bytes.fromhex(artifact.bytecode[2:]) + encode(list(arg_types), list(args))
+    receipt = rpc.transact(key, to=None, data=init_code)
+    return to_checksum_address(receipt["contractAddress"])
+
+
+def deploy_devchain(rpc: RpcClient, *, payers: int = 3, mint_atomic: int = DEFAULT_MINT_ATOMIC) -> DevChain:
+    """Deploy ``DevUSDC("USDC", "USDC", "2")`` and a ``MockERC1271Wallet``, then fund payers and the wallet.
+
+    Args:
+        rpc: client of a fresh anvil node (dev accounts 0 and 1 must hold ETH).
+        payers: how many fresh payer keys to generate.
+        mint_atomic: tokens minted to each payer and to the wallet, in atomic units.
+    """
+    deployer_key, relayer_key = ANVIL_DEV_KEYS[0], ANVIL_DEV_KEYS[1]
+    asset = _deploy(rpc, deployer_key, "DevUSDC", ["string"] * 3, [ASSET_NAME, ASSET_NAME, ASSET_VERSION])
+    wallet_owner = Account.create()
+    wallet = _deploy(rpc, deployer_key, "MockERC1271Wallet", ["address"], [wallet_owner.address])
+    chain = DevChain(
+        chain_id=int(rpc.call("eth_chainId"), 16),
+        asset=asset,
+        asset_name=ASSET_NAME,
+        asset_version=ASSET_VERSION,
+        decimals=ASSET_DECIMALS,
+        deployer_key=deployer_key,
+        relayer_key=relayer_key,
+        payer_keys=(),
+        erc1271_wallet=wallet,
+        erc1271_wallet_owner_key=wallet_owner.key.to_0x_hex(),
+        rpc=rpc,
+    )
+    chain.mint(wallet, mint_atomic)
+    return dataclasses.replace(chain, payer_keys=tuple(chain.new_payer(mint_atomic) for _ in range(payers)))
+
+
+@contextmanager
+def start_devchain(
+    *,
+    chain_id: int = DEFAULT_CHAIN_ID,
+    payers: int = 3,
+    mint_atomic: int = DEFAULT_MINT_ATOMIC,
+    anvil_args: Sequence[str] = (),
+) -> Iterator[DevChain]:
+    """Start anvil, deploy the token and yield the ``DevChain``; anvil and its state are removed on exit.
+
+    Raises:
+        AnvilNotFoundError: anvil is not installed (run ``npm ci``).
+        AnvilStartError: anvil did not come up.
+    """
+    with AnvilNode(chain_id=chain_id, extra_args=anvil_args) as node:
+        yield deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)

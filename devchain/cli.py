@@ -1,0 +1,67 @@
+"""``x402-devchain``: run anvil with the dev token deployed until interrupted.
+
+Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env
+file (mode 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state
+directory and removes the env file, which would otherwise point at a chain that no longer exists.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from ._anvil import DEFAULT_CHAIN_ID, AnvilNode
+from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
+
+__all__ = ["main"]
+
+
+def _write_private(path: Path, text: str) -> None:
+    # Write then rename, so a reader polling for the file never sees half of it.
+    partial = path.with_name(path.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(partial, path)
+
+
+@click.command()
+@click.option("--chain-id", type=int, default=DEFAULT_CHAIN_ID, show_default=True, help="Chain id anvil reports.")
+@click.option("--payers", type=click.IntRange(min=0), default=3, show_default=True, help="Fresh payer keys to fund.")
+@click.option(
+    "--mint",
+    "mint_atomic",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MINT_ATOMIC,
+    show_default=True,
+    help="Tokens minted to each payer, in atomic units (6 decimals).",
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".devchain.env"),
+    show_default=True,
+    help="Where to write the settings; removed again on exit.",
+)
+def main(chain_id: int, payers: int, mint_atomic: int, env_file: Path) -> None:
+    """Start a local chain with the EIP-3009 dev token and funded payers; stop with Ctrl-C."""
+    stop = threading.Event()
+    # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with AnvilNode(chain_id=chain_id) as node:
+        chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
+        text = "".join(f"{key}={value}\n" for key, value in chain.env().items())
+        _write_private(env_file, text)
+        try:
+            click.echo(text, nl=False)
+            click.echo(f"# settings written to {env_file}; press Ctrl-C to stop", err=True)
+            while not stop.wait(0.5):
+                if not node.running:
+                    raise click.ClickException("anvil exited unexpectedly")
+        finally:
+            env_file.unlink(missing_ok=True)

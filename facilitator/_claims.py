@@ -1,0 +1,293 @@
+"""Durable settlement claims: at most one broadcast per EIP-3009 authorization, across processes.
+
+A claim row keyed by (chain id, asset, payer, nonce) is inserted *before* anything is broadcast. The
+database's unique constraint decides the race between concurrent settles of one authorization, in one
+process or in replicas sharing PostgreSQL: exactly one insert wins, and only its owner may broadcast.
+
+States::
+
+    claimed ──► broadcast ──► succeeded        (receipt status 1, Transfer log checked, depth reached)
+       │            └───────► failed           (receipt status 0: the chain refused it)
+       └──────────► released                   (refused before any broadcast; may be claimed again)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from storage import Uint256
+
+__all__ = ["Claim", "ClaimKey", "ClaimState", "ClaimStore", "claims_table"]
+
+metadata = sa.MetaData()
+
+claims_table = sa.Table(
+    "settlement_claims",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("chain_id", sa.BigInteger, nullable=False),
+    sa.Column("asset", sa.String(42), nullable=False),
+    sa.Column("payer", sa.String(42), nullable=False),
+    sa.Column("nonce", sa.String(66), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=True),
+    sa.Column("payload_hash", sa.String(64), nullable=False),
+    sa.Column("network", sa.String(64), nullable=False),
+    sa.Column("pay_to", sa.String(42), nullable=False),
+    sa.Column("amount", Uint256(), nullable=False),
+    sa.Column("valid_before", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("lease_until", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("relayer", sa.String(42), nullable=True),
+    sa.Column("relayer_nonce", sa.BigInteger, nullable=True),
+    sa.Column("tx_hash", sa.String(66), nullable=True),
+    sa.Column("raw_tx", sa.Text, nullable=True),
+    sa.Column("block_number", sa.BigInteger, nullable=True),
+    sa.Column("block_hash", sa.String(66), nullable=True),
+    sa.Column("error_reason", sa.String(80), nullable=True),
+    sa.Column("response", sa.JSON, nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class ClaimState(StrEnum):
+    """Where a claimed authorization stands; see the module docstring for the transitions."""
+
+    CLAIMED = "claimed"
+    BROADCAST = "broadcast"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RELEASED = "released"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimKey:
+    """What identifies one EIP-3009 authorization on one chain."""
+
+    chain_id: int
+    asset: str
+    payer: str
+    nonce: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A row of `settlement_claims`."""
+
+    id: str
+    chain_id: int
+    asset: str
+    payer: str
+    nonce: str
+    idempotency_key: str | None
+    payload_hash: str
+    network: str
+    pay_to: str
+    amount: int
+    valid_before: int
+    state: ClaimState
+    attempt: int
+    lease_until: datetime
+    relayer: str | None
+    relayer_nonce: int | None
+    tx_hash: str | None
+    raw_tx: str | None
+    block_number: int | None
+    block_hash: str | None
+    error_reason: str | None
+    response: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> ClaimKey:
+        """The authorization this claim is for."""
+        return ClaimKey(self.chain_id, self.asset, self.payer, self.nonce)
+
+    @property
+    def lease_expired(self) -> bool:
+        """Whether the owner of a `claimed` row has been silent for longer than its lease."""
+        return _aware(self.lease_until) < _now()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands timestamps back without a zone; everything stored here is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _row(row: sa.Row[Any]) -> Claim:
+    values = dict(row._mapping)
+    values["state"] = ClaimState(values["state"])
+    for column in ("lease_until", "created_at", "updated_at"):
+        values[column] = _aware(values[column])
+    return Claim(**values)
+
+
+class ClaimStore:
+    """Inserts, looks up and advances settlement claims."""
+
+    def __init__(self, engine: AsyncEngine, *, lease_s: float = 60.0):
+        self._engine = engine
+        self._lease = timedelta(seconds=lease_s)
+        self._settled: dict[str, asyncio.Event] = {}
+
+    async def claim(
+        self,
+        key: ClaimKey,
+        *,
+        idempotency_key: str | None,
+        payload_hash: str,
+        network: str,
+        pay_to: str,
+        amount: int,
+        valid_before: int,
+    ) -> tuple[Claim, bool]:
+        """Claim `key`. Returns (claim, True) when this call inserted it, else (the existing claim, False).
+
+        The existing claim is the one for the same authorization, or failing that the one holding the same
+        idempotency key (a key reused for another authorization).
+        """
+        now = _now()
+        values = {
+            "id": "clm_" + secrets.token_hex(16),
+            "chain_id": key.chain_id,
+            "asset": key.asset,
+            "payer": key.payer,
+            "nonce": key.nonce,
+            "idempotency_key": idempotency_key,
+            "payload_hash": payload_hash,
+            "network": network,
+            "pay_to": pay_to,
+            "amount": amount,
+            "valid_before": valid_before,
+            "state": ClaimState.CLAIMED.value,
+            "attempt": 1,
+            "lease_until": now + self._lease,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            async with self._engine.begin() as connection:
+                await connection.execute(claims_table.insert().values(**values))
+        except IntegrityError:
+            existing = await self.by_key(key)
+            if existing is None and idempotency_key is not None:
+                existing = await self.by_idempotency_key(idempotency_key)
+            if existing is None:
+                raise
+            return existing, False
+        blank = {c: None for c in ("relayer", "relayer_nonce", "tx_hash", "raw_tx", "block_number", "block_hash")}
+        return Claim(**{**values, **blank, "state": ClaimState.CLAIMED, "error_reason": None, "response": None}), True
+
+    async def take_over(self, claim: Claim, *, idempotency_key: str | None, payload_hash: str) -> Claim | None:
+        """Claim again a released claim, or one whose owner vanished; None if someone else got it first."""
+        now = _now()
+        stale = sa.and_(claims_table.c.state == ClaimState.CLAIMED.value, claims_table.c.lease_until < now)
+        statement = (
+            claims_table.update()
+            .where(
+                claims_table.c.id == claim.id,
+                claims_table.c.attempt == claim.attempt,
+                sa.or_(claims_table.c.state == ClaimState.RELEASED.value, stale),
+            )
+            .values(
+                state=ClaimState.CLAIMED.value,
+                attempt=claim.attempt + 1,
+                idempotency_key=idempotency_key,
+                payload_hash=payload_hash,
+                lease_until=now + self._lease,
+                response=None,
+                error_reason=None,
+                updated_at=now,
+            )
+        )
+        async with self._engine.begin() as connection:
+            updated = (await connection.execute(statement)).rowcount
+        return await self.get(claim.id) if updated == 1 else None
+
+    async def mark_broadcast(self, claim_id: str, *, relayer: str, relayer_nonce: int, tx_hash: str, raw_tx: str) -> None:
+        """Record the transaction that carries the claimed authorization."""
+        await self._update(
+            claim_id,
+            state=ClaimState.BROADCAST.value,
+            relayer=relayer,
+            relayer_nonce=relayer_nonce,
+            tx_hash=tx_hash,
+            raw_tx=raw_tx,
+        )
+
+    async def record_response(self, claim_id: str, response: dict[str, Any], **changes: Any) -> None:
+        """Store the answer given for this claim (and any state change) and wake local waiters."""
+        if "state" in changes:
+            changes["state"] = ClaimState(changes["state"]).value
+        await self._update(claim_id, response=response, **changes)
+        event = self._settled.pop(claim_id, None)
+        if event is not None:
+            event.set()
+
+    async def wait_for_response(self, claim_id: str, timeout_s: float, poll_s: float = 0.01) -> Claim | None:
+        """Wait until the claim carries an answer (set here or by another process); None on timeout."""
+        event = self._settled.setdefault(claim_id, asyncio.Event())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            claim = await self.get(claim_id)
+            if claim is not None and claim.response is not None:
+                return claim
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(event.wait(), min(remaining, poll_s * 5))
+            except TimeoutError:
+                pass
+
+    async def get(self, claim_id: str) -> Claim | None:
+        """The claim with this id."""
+        return await self._one(claims_table.c.id == claim_id)
+
+    async def by_key(self, key: ClaimKey) -> Claim | None:
+        """The claim for this authorization."""
+        return await self._one(
+            claims_table.c.chain_id == key.chain_id,
+            claims_table.c.asset == key.asset,
+            claims_table.c.payer == key.payer,
+            claims_table.c.nonce == key.nonce,
+        )
+
+    async def by_idempotency_key(self, idempotency_key: str) -> Claim | None:
+        """The claim first made with this idempotency key."""
+        return await self._one(claims_table.c.idempotency_key == idempotency_key)
+
+    async def unfinished(self) -> list[Claim]:
+        """Claims that are claimed or broadcast: work in flight, or left behind by a crash."""
+        statement = sa.select(claims_table).where(
+            claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
+        )
+        async with self._engine.connect() as connection:
+            return [_row(r) for r in (await connection.execute(statement)).all()]
+
+    async def _one(self, *conditions: sa.ColumnElement[bool]) -> Claim | None:
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(sa.select(claims_table).where(*conditions))).first()
+        return _row(row) if row is not None else None
+
+    async def _update(self, claim_id: str, **values: Any) -> None:
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                claims_table.update().where(claims_table.c.id == claim_id).values(updated_at=_now(), **values)
+            )

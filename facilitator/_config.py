@@ -1,0 +1,69 @@
+"""Facilitator settings, read from the environment (prefix `X402_`) and an optional `.env` file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from storage import DEFAULT_DATABASE_URL
+
+__all__ = ["FacilitatorSettings", "load_private_key"]
+
+_HEX_KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
+_CAIP2_EVM = re.compile(r"^eip155:[1-9][0-9]{0,18}$")
+
+
+def load_private_key(value: str) -> str:
+    """A private key given as 0x-hex, or as the path of a file holding it."""
+    value = value.strip()
+    if not _HEX_KEY.match(value):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError("relayer key must be 32 bytes of hex or the path of a file holding them")
+        value = path.read_text().strip()
+        if not _HEX_KEY.match(value):
+            raise ValueError(f"{path} does not hold a 32-byte hex private key")
+    return value if value.startswith("0x") else "0x" + value
+
+
+class FacilitatorSettings(BaseSettings):
+    """Everything the facilitator needs to verify and settle on one EVM chain."""
+
+    model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
+
+    rpc_url: str = Field("http://127.0.0.1:8545", description="JSON-RPC endpoint of the chain")
+    network: str = Field("eip155:84532", description="CAIP-2 id of the chain; the node must report this chain id")
+    relayer_key: SecretStr | None = Field(None, description="relayer private key (hex) or a file path holding it")
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
+    confirmations: int = Field(1, ge=1, le=256, description="blocks on top of (and including) the settlement's")
+    receipt_timeout_s: float = Field(
+        20.0, gt=0, le=600, description="how long a settle waits for its receipt before answering pending"
+    )
+    rpc_timeout_s: float = Field(10.0, gt=0, le=120)
+    validity_margin_s: int = Field(6, ge=0, le=600, description="validBefore must be at least this far ahead")
+    gas_limit_cap: int = Field(300_000, ge=21_000, le=10_000_000)
+    receipt_poll_s: float = Field(0.003, gt=0, le=5)
+    claim_lease_s: float = Field(60.0, gt=0, description="after this, a claim whose owner vanished may be retaken")
+    host: str = "127.0.0.1"
+    port: int = Field(4022, ge=0, le=65535)
+
+    @field_validator("network")
+    @classmethod
+    def _evm_network(cls, value: str) -> str:
+        if not _CAIP2_EVM.match(value):
+            raise ValueError("network must be a CAIP-2 EVM id like eip155:84532")
+        return value
+
+    @property
+    def chain_id(self) -> int:
+        """The chain id named by `network`."""
+        return int(self.network.split(":", 1)[1])
+
+    def relayer_private_key(self) -> str:
+        """The relayer key, loaded from hex or from its file."""
+        if self.relayer_key is None:
+            raise ValueError("X402_RELAYER_KEY is not set: the facilitator cannot settle without a relayer key")
+        return load_private_key(self.relayer_key.get_secret_value())

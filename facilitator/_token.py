@@ -1,0 +1,146 @@
+"""ABI of the EIP-3009 token calls and logs the facilitator uses (USDC v2.2 compatible)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
+from eth_utils import keccak, to_checksum_address
+
+__all__ = [
+    "AUTHORIZATION_USED_TOPIC",
+    "ERC1271_MAGIC",
+    "TRANSFER_TOPIC",
+    "Authorization",
+    "TransferLog",
+    "decode_bool",
+    "decode_string",
+    "decode_uint",
+    "encode_authorization_state",
+    "encode_balance_of",
+    "encode_is_valid_signature",
+    "encode_name",
+    "encode_transfer_with_authorization",
+    "encode_version",
+    "transfer_logs",
+]
+
+
+def _selector(signature: str) -> bytes:
+    return keccak(text=signature)[:4]
+
+
+_NAME = _selector("name()")
+_VERSION = _selector("version()")
+_BALANCE_OF = _selector("balanceOf(address)")
+_AUTHORIZATION_STATE = _selector("authorizationState(address,bytes32)")
+_TRANSFER_VRS = _selector(
+    "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
+)
+_TRANSFER_BYTES = _selector("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)")
+_IS_VALID_SIGNATURE = _selector("isValidSignature(bytes32,bytes)")
+
+ERC1271_MAGIC = _IS_VALID_SIGNATURE
+TRANSFER_TOPIC = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
+AUTHORIZATION_USED_TOPIC = "0x" + keccak(text="AuthorizationUsed(address,bytes32)").hex()
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """The fields of an EIP-3009 TransferWithAuthorization, as integers and raw bytes."""
+
+    from_: str
+    to: str
+    value: int
+    valid_after: int
+    valid_before: int
+    nonce: bytes
+    signature: bytes
+
+
+def _hex(data: bytes) -> str:
+    return "0x" + data.hex()
+
+
+def encode_name() -> str:
+    """Calldata for `name()`."""
+    return _hex(_NAME)
+
+
+def encode_version() -> str:
+    """Calldata for `version()`."""
+    return _hex(_VERSION)
+
+
+def encode_balance_of(owner: str) -> str:
+    """Calldata for `balanceOf(owner)`."""
+    return _hex(_BALANCE_OF + abi_encode(["address"], [owner]))
+
+
+def encode_authorization_state(authorizer: str, nonce: bytes) -> str:
+    """Calldata for `authorizationState(authorizer, nonce)`."""
+    return _hex(_AUTHORIZATION_STATE + abi_encode(["address", "bytes32"], [authorizer, nonce]))
+
+
+def encode_is_valid_signature(digest: bytes, signature: bytes) -> str:
+    """Calldata for ERC-1271 `isValidSignature(digest, signature)`."""
+    return _hex(_IS_VALID_SIGNATURE + abi_encode(["bytes32", "bytes"], [digest, signature]))
+
+
+def encode_transfer_with_authorization(auth: Authorization) -> str:
+    """Calldata for `transferWithAuthorization`.
+
+    A 65-byte signature uses the (v, r, s) overload, which every FiatToken v2 has; anything else (ERC-1271
+    contract wallets) needs the `bytes signature` overload added in v2.2.
+    """
+    head = [auth.from_, auth.to, auth.value, auth.valid_after, auth.valid_before, auth.nonce]
+    types = ["address", "address", "uint256", "uint256", "uint256", "bytes32"]
+    sig = auth.signature
+    if len(sig) == 65:
+        v = sig[64] if sig[64] >= 27 else sig[64] + 27
+        return _hex(_TRANSFER_VRS + abi_encode([*types, "uint8", "bytes32", "bytes32"], [*head, v, sig[:32], sig[32:64]]))
+    return _hex(_TRANSFER_BYTES + abi_encode([*types, "bytes"], [*head, sig]))
+
+
+def decode_string(result: str) -> str:
+    """Decode an ABI `string` return value."""
+    (value,) = abi_decode(["string"], bytes.fromhex(result.removeprefix("0x")))
+    return str(value)
+
+
+def decode_uint(result: str) -> int:
+    """Decode an ABI `uint256` return value."""
+    return int(result, 16) if result not in ("0x", "") else 0
+
+
+def decode_bool(result: str) -> bool:
+    """Decode an ABI `bool` return value."""
+    return decode_uint(result) != 0
+
+
+@dataclass(frozen=True, slots=True)
+class TransferLog:
+    """An ERC-20 Transfer event."""
+
+    token: str
+    from_: str
+    to: str
+    value: int
+
+
+def transfer_logs(receipt: dict[str, object]) -> list[TransferLog]:
+    """Every ERC-20 Transfer event in a transaction receipt."""
+    found = []
+    for log in receipt.get("logs", []) or []:  # type: ignore[union-attr]
+        topics = log.get("topics", [])
+        if len(topics) == 3 and topics[0] == TRANSFER_TOPIC:
+            found.append(
+                TransferLog(
+                    token=to_checksum_address(log["address"]),
+                    from_=to_checksum_address("0x" + topics[1][-40:]),
+                    to=to_checksum_address("0x" + topics[2][-40:]),
+                    value=decode_uint(log["data"]),
+                )
+            )
+    return found

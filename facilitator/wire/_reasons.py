@@ -1,0 +1,99 @@
+"""The x402 reason codes this project emits in `invalidReason` / `errorReason`.
+
+The three x402 SDKs spell many codes differently; we follow the Python SDK 2.25 spellings so that
+clients built on it recognise them. Every member's name is its value upper-cased, so a code seen
+in a log can be found in the source by grepping either spelling.
+
+Parsing (raised as `WireError.reason`, answered as `isValid: false` / `success: false`):
+
+    invalid_payload                    the payment payload (or a facilitator body) is malformed
+    invalid_payment_requirements       the payment requirements are malformed
+    invalid_x402_version               x402Version is missing, not an integer, unknown, or inconsistent
+    invalid_network                    a network that is not eip155:<chainId> or has no v1 name
+
+Verification, cheapest checks first:
+
+    unsupported_scheme                 the scheme is not "exact"
+    network_mismatch                   payload network differs from the requirements' network
+    invalid_exact_evm_accepted_mismatch
+                                       payload.accepted differs from the requirements in another field
+    missing_eip712_domain              requirements.extra lacks the EIP-712 `name` / `version`
+    invalid_exact_evm_payload_recipient_mismatch
+                                       authorization.to is not requirements.payTo
+    invalid_exact_evm_payload_authorization_value_mismatch
+                                       authorization.value is not exactly requirements.amount
+    invalid_exact_evm_payload_authorization_valid_before
+                                       validBefore has passed (or is too close to now)
+    invalid_exact_evm_payload_authorization_valid_after
+                                       validAfter is still in the future
+    invalid_exact_evm_payload_signature
+                                       the signature does not recover to authorization.from
+    invalid_exact_evm_payload_undeployed_smart_wallet
+                                       a non-EOA signature for an address without code
+    asset_not_deployed_contract        the asset address has no bytecode
+    invalid_exact_evm_nonce_already_used
+                                       the token reports the authorization nonce as used
+    invalid_exact_evm_insufficient_balance
+                                       the payer's balance is below the value
+    invalid_exact_evm_token_name_mismatch / invalid_exact_evm_token_version_mismatch
+                                       extra.name / extra.version differ from the token's domain
+    invalid_exact_evm_eip3009_not_supported
+                                       the token does not implement EIP-3009
+    invalid_exact_evm_transaction_simulation_failed
+                                       the simulated transfer reverted for another reason
+
+Settlement:
+
+    transaction_failed                 the transfer transaction reverted or could not be sent
+    invalid_exact_evm_transfer_event_mismatch
+                                       the receipt lacks the expected ERC-20 Transfer event
+    settlement_pending                 broadcast, but not yet confirmed (not terminal; carries the hash)
+    duplicate_settlement               this authorization was already settled under other requirements
+    idempotency_key_conflict           an idempotency key was reused for a different payment
+
+Catch-alls for faults of the service itself: unexpected_verify_error, unexpected_settle_error.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["Reason"]
+
+
+class Reason(StrEnum):
+    """An x402 reason code; the value is the exact wire string."""
+
+    INVALID_PAYLOAD = "invalid_payload"
+    INVALID_PAYMENT_REQUIREMENTS = "invalid_payment_requirements"
+    INVALID_X402_VERSION = "invalid_x402_version"
+    INVALID_NETWORK = "invalid_network"
+
+    UNSUPPORTED_SCHEME = "unsupported_scheme"
+    NETWORK_MISMATCH = "network_mismatch"
+    INVALID_EXACT_EVM_ACCEPTED_MISMATCH = "invalid_exact_evm_accepted_mismatch"
+    MISSING_EIP712_DOMAIN = "missing_eip712_domain"
+    INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH = "invalid_exact_evm_payload_recipient_mismatch"
+    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH = (
+        "invalid_exact_evm_payload_authorization_value_mismatch"
+    )
+    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE = "invalid_exact_evm_payload_authorization_valid_before"
+    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER = "invalid_exact_evm_payload_authorization_valid_after"
+    INVALID_EXACT_EVM_PAYLOAD_SIGNATURE = "invalid_exact_evm_payload_signature"
+    INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET = "invalid_exact_evm_payload_undeployed_smart_wallet"
+    ASSET_NOT_DEPLOYED_CONTRACT = "asset_not_deployed_contract"
+    INVALID_EXACT_EVM_NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
+    INVALID_EXACT_EVM_INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"
+    INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"
+    INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"
+    INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED = "invalid_exact_evm_eip3009_not_supported"
+    INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED = "invalid_exact_evm_transaction_simulation_failed"
+
+    TRANSACTION_FAILED = "transaction_failed"
+    INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH = "invalid_exact_evm_transfer_event_mismatch"
+    SETTLEMENT_PENDING = "settlement_pending"
+    DUPLICATE_SETTLEMENT = "duplicate_settlement"
+    IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
+
+    UNEXPECTED_VERIFY_ERROR = "unexpected_verify_error"
+    UNEXPECTED_SETTLE_ERROR = "unexpected_settle_error"

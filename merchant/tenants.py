@@ -1,0 +1,364 @@
+"""Tenants: the sellers one merchant deployment serves, keyed by the A2A `tenant` routing key.
+
+A tenant has its own payee address, prices, webhook and API token. A request names its tenant through the
+protocol's `tenant` field (a path segment on HTTP+JSON, `params.tenant` on JSON-RPC); the empty string is the
+default tenant, reached by requests that carry no tenant.
+
+The registry is built once at startup, either from a TOML file (`X402_TENANTS_FILE`) or as the built-in
+registry holding only the default tenant. Validation is strict and complete: every mistake in the file is
+reported at once with its key path, and nothing half-valid is ever returned. Invariants of a `Tenant`:
+`pay_to` is EIP-55 checksummed, every price is an `int` number of atomic units in [0, 2**256), and a webhook
+URL always comes with its signing secret.
+
+File format::
+
+    [default]                       # optional: the default tenant "" (requests without a tenant)
+    pay_to = "0x..."
+    price = 10000                   # atomic units: a TOML integer or a decimal string such as "10000"
+
+    [tenants.acme]
+    pay_to = "0x..."
+    price = "2500000"
+    webhook_url = "https://acme.example/x402/events"
+    webhook_secret = "whsec_..."
+    api_token = "..."
+
+    [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
+    translate = 5000
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
+
+__all__ = [
+    "DEFAULT_TENANT",
+    "TENANTS_FILE_ENV",
+    "Tenant",
+    "TenantConfigError",
+    "TenantRegistry",
+    "UnknownTenantError",
+]
+
+DEFAULT_TENANT = ""
+"""The tenant of requests that name none."""
+
+TENANTS_FILE_ENV = "X402_TENANTS_FILE"
+"""Environment variable holding the path of the tenants TOML file."""
+
+_TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+# Tenant ids are path segments on HTTP+JSON (`/a2a/rest/{tenant}/...`). These would collide with the
+# default tenant's own routes there: `/a2a/rest/tasks/...`, and the SDK's 0.3 compatibility routes under `/v1`.
+_RESERVED_TENANT_IDS = frozenset({"tasks", "v1"})
+_DECIMAL = re.compile(r"^[0-9]+$")
+_MIN_SECRET_CHARS = 16
+_UINT256_LIMIT = 2**256
+_TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "api_token")
+_REQUIRED_TENANT_KEYS = ("pay_to", "price")
+_TOP_LEVEL_KEYS = ("default", "tenants")
+
+
+class TenantConfigError(ValueError):
+    """The tenant configuration is invalid; `problems` lists every mistake found, each with its key path."""
+
+    code = "tenant_config_invalid"
+
+    def __init__(self, problems: Sequence[str], source: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            message = prefix + self.problems[0]
+        else:
+            listed = "\n".join(f"  - {problem}" for problem in self.problems)
+            message = f"{prefix}{len(self.problems)} problems in the tenant configuration:\n{listed}"
+        super().__init__(message)
+
+
+class UnknownTenantError(LookupError):
+    """No tenant with this id is configured."""
+
+    code = "unknown_tenant"
+
+    def __init__(self, tenant_id: str) -> None:
+        self.tenant_id = tenant_id
+        super().__init__(f"unknown tenant {tenant_id!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenant:
+    """One seller: where its payments go, what it charges, and how it is told and authenticated.
+
+    Construction validates every field and raises `TenantConfigError` listing all problems. An all-lowercase
+    or all-uppercase `pay_to` is normalised to its EIP-55 form; a mixed-case one must already be correct,
+    since a wrong checksum usually means a mistyped address.
+    """
+
+    id: str
+    pay_to: str
+    price: int
+    skill_prices: Mapping[str, int] = field(default_factory=dict, hash=False)
+    webhook_url: str | None = None
+    webhook_secret: str | None = field(default=None, repr=False)
+    api_token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        problems = [
+            *_tenant_id_problems(self.id),
+            *_address_problems("pay_to", self.pay_to),
+            *_amount_problems("price", self.price),
+            *_skill_price_problems(self.skill_prices),
+            *_webhook_problems(self.webhook_url, self.webhook_secret),
+            *_secret_problems("api_token", self.api_token),
+        ]
+        if problems:
+            raise TenantConfigError(problems, source=f"tenant {self.id!r}")
+        object.__setattr__(self, "pay_to", to_checksum_address(self.pay_to))
+        object.__setattr__(self, "skill_prices", MappingProxyType(dict(self.skill_prices)))
+
+    def price_for(self, skill_id: str | None = None) -> int:
+        """The price in atomic units for `skill_id`, falling back to the tenant's default price."""
+        if skill_id is None:
+            return self.price
+        return self.skill_prices.get(skill_id, self.price)
+
+    def accepts_api_token(self, token: str) -> bool:
+        """Whether `token` is this tenant's API token (constant-time; always False when none is set)."""
+        if self.api_token is None:
+            return False
+        return hmac.compare_digest(token.encode(), self.api_token.encode())
+
+
+class TenantRegistry:
+    """The configured tenants, in declaration order with the default tenant (if any) first."""
+
+    def __init__(self, tenants: Iterable[Tenant]) -> None:
+        """Build a registry; raises `TenantConfigError` on duplicate ids or when there is no tenant at all."""
+        ordered = sorted(tenants, key=lambda tenant: tenant.id != DEFAULT_TENANT)
+        by_id: dict[str, Tenant] = {}
+        problems: list[str] = []
+        for tenant in ordered:
+            if tenant.id in by_id:
+                problems.append(f"tenant {tenant.id!r} is declared more than once")
+            by_id[tenant.id] = tenant
+        if not by_id:
+            problems.append("no tenant is configured")
+        if problems:
+            raise TenantConfigError(problems)
+        self._by_id = by_id
+
+    @classmethod
+    def default(cls, *, pay_to: str, price: int) -> TenantRegistry:
+        """The built-in registry: only the default tenant "", paid to `pay_to` at `price` atomic units."""
+        return cls([Tenant(id=DEFAULT_TENANT, pay_to=pay_to, price=price)])
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> TenantRegistry:
+        """Load and validate a tenants TOML file (format in the module docstring).
+
+        Reads the file synchronously: call it at startup, not from request handling.
+
+        Raises:
+            TenantConfigError: the file cannot be read or parsed, or any entry is invalid (all are listed).
+        """
+        source = os.fspath(path)
+        try:
+            with open(source, "rb") as handle:
+                document = tomllib.load(handle)
+        except OSError as exc:
+            raise TenantConfigError([f"cannot read the file: {exc.strerror or exc}"], source) from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise TenantConfigError([f"not valid TOML: {exc}"], source) from exc
+        tenants, problems = _parse_document(document)
+        if problems:
+            raise TenantConfigError(problems, source)
+        try:
+            return cls(tenants)
+        except TenantConfigError as exc:
+            raise TenantConfigError(exc.problems, source) from exc
+
+    @classmethod
+    def from_environment(
+        cls, *, default_pay_to: str, default_price: int, environ: Mapping[str, str] | None = None
+    ) -> TenantRegistry:
+        """The registry from the file named by `X402_TENANTS_FILE`, or the built-in default registry if unset.
+
+        Raises:
+            TenantConfigError: the named file is unreadable or invalid, or the default tenant is invalid.
+        """
+        env = os.environ if environ is None else environ
+        path = env.get(TENANTS_FILE_ENV, "").strip()
+        if path:
+            return cls.from_toml(path)
+        return cls.default(pay_to=default_pay_to, price=default_price)
+
+    def get(self, tenant_id: str) -> Tenant | None:
+        """The tenant with this id, or None."""
+        return self._by_id.get(tenant_id)
+
+    def require(self, tenant_id: str) -> Tenant:
+        """The tenant with this id.
+
+        Raises:
+            UnknownTenantError: no such tenant is configured.
+        """
+        tenant = self._by_id.get(tenant_id)
+        if tenant is None:
+            raise UnknownTenantError(tenant_id)
+        return tenant
+
+    def __contains__(self, tenant_id: object) -> bool:
+        return tenant_id in self._by_id
+
+    def __iter__(self) -> Iterator[Tenant]:
+        return iter(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"TenantRegistry({list(self._by_id)!r})"
+
+
+def _parse_document(document: Mapping[str, Any]) -> tuple[list[Tenant], list[str]]:
+    problems = [_unknown_key(key, "", _TOP_LEVEL_KEYS) for key in document if key not in _TOP_LEVEL_KEYS]
+    tenants: list[Tenant] = []
+    entries: list[tuple[str, str, Any]] = []
+    if "default" in document:
+        entries.append((DEFAULT_TENANT, "default", document["default"]))
+    declared = document.get("tenants", {})
+    if not isinstance(declared, dict):
+        problems.append(f"tenants: must be a table of tenant tables, got {_describe(declared)}")
+        declared = {}
+    for tenant_id, table in declared.items():
+        if tenant_id == DEFAULT_TENANT:
+            problems.append('tenants."": the default tenant is declared as the [default] table')
+            continue
+        entries.append((tenant_id, f"tenants.{tenant_id}", table))
+    if not entries:
+        problems.append("no tenant is declared: add a [default] table or [tenants.<id>] tables")
+    for tenant_id, where, table in entries:
+        tenant, tenant_problems = _parse_tenant(tenant_id, where, table)
+        problems.extend(tenant_problems)
+        if tenant is not None:
+            tenants.append(tenant)
+    return tenants, problems
+
+
+def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None, list[str]]:
+    if not isinstance(table, dict):
+        return None, [f"{where}: must be a table, got {_describe(table)}"]
+    problems = [_unknown_key(key, f"{where}.", _TENANT_KEYS) for key in table if key not in _TENANT_KEYS]
+    problems += [f"{where}.{key}: is required" for key in _REQUIRED_TENANT_KEYS if key not in table]
+    skill_prices = table.get("skill_prices", {})
+    if not isinstance(skill_prices, dict):
+        problems.append(f"{where}.skill_prices: must be a table of skill id = amount, got {_describe(skill_prices)}")
+    if problems:
+        return None, problems
+    try:
+        tenant = Tenant(
+            id=tenant_id,
+            pay_to=table["pay_to"],
+            price=_coerce_amount(table["price"]),
+            skill_prices={skill: _coerce_amount(amount) for skill, amount in skill_prices.items()},
+            webhook_url=table.get("webhook_url"),
+            webhook_secret=table.get("webhook_secret"),
+            api_token=table.get("api_token"),
+        )
+    except TenantConfigError as exc:
+        return None, [f"{where}.{problem}" for problem in exc.problems]
+    return tenant, []
+
+
+def _coerce_amount(value: Any) -> Any:
+    # Decimal strings let a file state amounts beyond TOML's 64-bit integers; anything else is left for the
+    # Tenant validation to reject with the field's name.
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value)
+    return value
+
+
+def _unknown_key(key: str, prefix: str, allowed: Sequence[str]) -> str:
+    return f"{prefix}{key}: unknown key (allowed: {', '.join(allowed)})"
+
+
+def _describe(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _tenant_id_problems(tenant_id: object) -> list[str]:
+    if tenant_id == DEFAULT_TENANT:
+        return []
+    if not isinstance(tenant_id, str) or not _TENANT_ID.fullmatch(tenant_id):
+        return [
+            f"id: {tenant_id!r} is not a valid tenant id (1-63 lowercase letters, digits and inner hyphens, "
+            "or the empty string for the default tenant)"
+        ]
+    if tenant_id in _RESERVED_TENANT_IDS:
+        return [f"id: {tenant_id!r} is reserved (it collides with a route)"]
+    return []
+
+
+def _address_problems(name: str, value: object) -> list[str]:
+    if not isinstance(value, str) or not is_hex_address(value):
+        return [f"{name}: must be a 0x-prefixed 20-byte hex address, got {_describe(value)}"]
+    body = value[2:]
+    if body != body.lower() and body != body.upper() and not is_checksum_address(value):
+        return [f"{name}: {value} has a wrong EIP-55 checksum (expected {to_checksum_address(value)})"]
+    return []
+
+
+def _amount_problems(name: str, value: object) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [
+            f"{name}: must be a whole number of atomic units (an integer or a decimal string such as "
+            f'"2500000"), got {_describe(value)}'
+        ]
+    if value < 0:
+        return [f"{name}: must not be negative, got {value}"]
+    if value >= _UINT256_LIMIT:
+        return [f"{name}: must be below 2**256, got {value}"]
+    return []
+
+
+def _skill_price_problems(skill_prices: Mapping[str, object]) -> list[str]:
+    problems: list[str] = []
+    for skill_id, amount in skill_prices.items():
+        if not isinstance(skill_id, str) or not skill_id:
+            problems.append(f"skill_prices: skill ids must be non-empty strings, got {_describe(skill_id)}")
+            continue
+        problems += _amount_problems(f"skill_prices.{skill_id}", amount)
+    return problems
+
+
+def _webhook_problems(url: object, secret: object) -> list[str]:
+    if url is None:
+        return [] if secret is None else ["webhook_secret: is set but webhook_url is not"]
+    problems: list[str] = []
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(f"webhook_url: must be an absolute http(s) URL, got {_describe(url)}")
+    if secret is None:
+        problems.append("webhook_secret: is required when webhook_url is set")
+    else:
+        problems += _secret_problems("webhook_secret", secret)
+    return problems
+
+
+def _secret_problems(name: str, value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, str) or len(value) < _MIN_SECRET_CHARS or any(ch.isspace() for ch in value):
+        # Never echo the value: it is a secret.
+        return [f"{name}: must be a string of at least {_MIN_SECRET_CHARS} characters without whitespace"]
+    return []

@@ -1,0 +1,22 @@
+"""Database plumbing shared by the facilitator and the merchant.
+
+One engine factory for SQLite (the embedded default) and PostgreSQL, and the Alembic runner that is the
+only way tables are made. Callers own their sessions and transactions.
+"""
+
+from __future__ import annotations
+
+from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
+from ._types import Uint256
+from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "SchemaOutdatedError",
+    "Uint256",
+    "create_engine",
+    "current_revisions",
+    "ensure_schema_current",
+    "normalize_url",
+    "upgrade_schema",
+]
