@@ -6,7 +6,9 @@ of the specification's migration section, so every literal is spelled exactly as
 ``None`` on one side means that side has no counterpart; a parenthesised text describes a
 behaviour rather than a literal (the end of a stream has no bytes of its own).
 
-What is *not* in the table is unchanged between the dialects: the six payment status values, the
+The network rows are the EVM networks that have an x402 v1 name, taken from
+``facilitator.wire`` so that the table and the parser cannot disagree; this project settles on
+EVM chains only. What is *not* in the table is unchanged between the dialects: the six payment status values, the
 seven error codes, and the shapes of the x402 ``payload`` (EIP-3009 ``signature`` and
 ``authorization``) and of receipts apart from the rows below.
 """
@@ -17,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+
+from facilitator.wire import V1_NETWORK_CHAIN_IDS, caip2_from_chain_id
 
 from ._uris import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 
@@ -65,38 +69,6 @@ def _ext(field: str) -> tuple[str, str, str]:
     """A metadata row: the flat v0.2 key and the member of the v0.3 object holding the same value."""
     return f'metadata["x402.payment.{field}"]', f'metadata["{EXTENSION_URI}"]["{field}"]', ""
 
-
-# x402 v1 network names and their CAIP-2 identifiers, as the x402 SDKs translate them.
-_EVM_CHAIN_IDS: tuple[tuple[str, int], ...] = (
-    ("base", 8453),
-    ("base-sepolia", 84532),
-    ("ethereum", 1),
-    ("polygon", 137),
-    ("polygon-amoy", 80002),
-    ("avalanche", 43114),
-    ("avalanche-fuji", 43113),
-    ("abstract", 2741),
-    ("abstract-testnet", 11124),
-    ("iotex", 4689),
-    ("sei", 1329),
-    ("sei-testnet", 1328),
-    ("peaq", 3338),
-    ("story", 1513),
-    ("educhain", 656476),
-    ("skale-base-sepolia", 1444673419),
-    ("megaeth", 4326),
-    ("monad", 143),
-    ("monad-testnet", 10143),
-    ("stable", 988),
-    ("stable-testnet", 2201),
-    ("celo", 42220),
-    ("flare", 14),
-)
-_SOLANA_NETWORKS: tuple[tuple[str, str], ...] = (
-    ("solana", "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"),
-    ("solana-devnet", "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"),
-    ("solana-testnet", "solana:4uhcVJyU9pJkvQyS88uRDiswHXSCkY3z"),
-)
 
 LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     *_rows(
@@ -214,8 +186,7 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     ),
     *_rows(
         LiteralCategory.NETWORK,
-        *((name, f"eip155:{chain_id}", "") for name, chain_id in _EVM_CHAIN_IDS),
-        *((name, caip2, "") for name, caip2 in _SOLANA_NETWORKS),
+        *((name, caip2_from_chain_id(chain_id), "") for name, chain_id in V1_NETWORK_CHAIN_IDS.items()),
     ),
 )
 """Every row of the v0.2-on-A2A-0.3 ↔ v0.3-on-A2A-1.0 mapping, grouped by category."""

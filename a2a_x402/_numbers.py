@@ -17,7 +17,7 @@ so that garbage raises ``ExtensionMetadataError`` instead of crashing or exhaust
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from ._errors import ExtensionMetadataError, MetadataErrorCode, child_path
@@ -86,6 +86,16 @@ def normalize_struct_value(value: object, path: str) -> JsonValue:
     return _walk(value, path, 0, _Budget())
 
 
+def normalize_members(members: Mapping[str, object], path_of: Callable[[str], str]) -> dict[str, JsonValue]:
+    """Normalise the members of one extension value under one shared size budget.
+
+    The v0.2 dialect spreads one extension value over several flat metadata keys; sharing the
+    budget keeps the limits the same as for the single v0.3 object.
+    """
+    budget = _Budget()
+    return {name: _walk(value, path_of(name), 1, budget) for name, value in members.items()}
+
+
 def expect_int(value: JsonValue, path: str) -> int:
     """Return ``value`` as an int where the wire requires an integer.
 
@@ -150,16 +160,18 @@ def _normalize_float(value: float, path: str) -> int | float:
     return int(value)
 
 
-def json_type_name(value: JsonValue) -> str:
-    """Name the JSON type of ``value`` for error messages ("an object", "null", ...)."""
+def json_type_name(value: object) -> str:
+    """Name the JSON type of ``value`` for error messages ("an object", "null", ...), never its content."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return "an object"
-    return "a number"
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return "an array"
+    return f"a Python {type(value).__name__}"

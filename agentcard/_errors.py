@@ -9,7 +9,7 @@ The code is what callers map to HTTP, JSON-RPC or log fields; the message is for
   + CanonicalizationError             card_not_canonicalizable  -- no canonical form (type, number, depth)
   + SigningError                      signing_failed            -- no key, or an algorithm we do not sign with
   + KeyLoadError                      key_load_failed           -- unreadable PEM / JWK / JWKS / env value
-  + KeyStoreError                     key_store_error           -- key directory misuse (unknown kid, last key)
+  + KeyStoreError                     key_store_error           -- unknown kid, last active key, bad file
   + SignatureError                    signature_invalid         -- one signature did not verify
     - SignatureMalformedError         signature_malformed       -- bad base64url, header JSON or members
     - AlgorithmNotAllowedError        signature_alg_not_allowed -- `none`, HMAC, or outside the allow-list
@@ -127,7 +127,7 @@ class SignatureMalformedError(SignatureError):
 
 
 class AlgorithmNotAllowedError(SignatureError):
-    """The protected header names an algorithm outside the verifier's allow-list (e.g. ``none``, ``HS256``)."""
+    """The protected header names an algorithm outside the allow-list (e.g. ``none``, ``HS256``)."""
 
     code = "signature_alg_not_allowed"
 
@@ -163,7 +163,7 @@ class KeyRevokedError(KeyUnusableError):
 
 
 class KeyMismatchError(KeyUnusableError):
-    """The key does not fit the header: wrong key type or curve, a different JWK ``alg``, or not for signing."""
+    """The key does not fit the header: wrong type or curve, another JWK ``alg``, or not for signing."""
 
     code = "signature_key_mismatch"
 

@@ -56,7 +56,9 @@ def load_json_object(data: bytes, *, max_bytes: int, what: str) -> dict[str, Any
     try:
         value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise CardParseError(f"{what} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        raise CardParseError(
+            f"{what} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
     except RecursionError as exc:
         raise CardParseError(f"{what} is nested too deeply") from exc
     if not isinstance(value, dict):

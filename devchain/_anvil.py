@@ -66,10 +66,14 @@ def _find_binary() -> Path:
         return path
     package = _PLATFORM_PACKAGES.get((platform.system(), platform.machine()))
     if package is None:
-        raise AnvilNotFoundError(f"no anvil build for {platform.system()} {platform.machine()}; set X402_ANVIL_BIN")
+        raise AnvilNotFoundError(
+            f"no anvil build for {platform.system()} {platform.machine()}; set X402_ANVIL_BIN"
+        )
     path = _REPO_ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
     if not path.is_file():
-        raise AnvilNotFoundError(f"anvil not found at {path}; run `npm ci` in {_REPO_ROOT} or set X402_ANVIL_BIN")
+        raise AnvilNotFoundError(
+            f"anvil not found at {path}; run `npm ci` in {_REPO_ROOT} or set X402_ANVIL_BIN"
+        )
     return path
 
 
@@ -184,7 +188,11 @@ class AnvilNode:
         ]  # fmt: skip
         with open(state_dir / "anvil.log", "ab") as log:
             process = subprocess.Popen(  # noqa: S603 - fixed binary, no shell
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.port, self._process = port, process
         self._client = RpcClient(self.rpc_url)
@@ -200,9 +208,13 @@ class AnvilNode:
                 time.sleep(0.01)
                 continue
             if answered != self.chain_id:
-                raise AnvilStartError(f"anvil on port {port} reports chain id {answered}, not {self.chain_id}")
+                raise AnvilStartError(
+                    f"anvil on port {port} reports chain id {answered}, not {self.chain_id}"
+                )
             return True
-        raise AnvilStartError(f"anvil did not answer within {self.start_timeout_s} s:\n{_log_tail(state_dir)}")
+        raise AnvilStartError(
+            f"anvil did not answer within {self.start_timeout_s} s:\n{_log_tail(state_dir)}"
+        )
 
 
 def _log_tail(state_dir: Path, lines: int = 20) -> str:

@@ -1,4 +1,4 @@
-"""Compiled contract artifacts committed under ``devchain/artifacts`` (rebuilt by ``node devchain/build.mjs``)."""
+"""Compiled contract artifacts under ``devchain/artifacts``, rebuilt by ``node devchain/build.mjs``."""
 
 from __future__ import annotations
 

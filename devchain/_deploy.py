@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from eth_abi import decode, encode
+from eth_abi.abi import decode, encode
 from eth_account import Account
-from eth_utils import to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
 from ._artifacts import load_artifact
@@ -91,7 +91,9 @@ class DevChain:
 
     def balance_of(self, address: str) -> int:
         """Token balance of ``address`` in atomic units."""
-        (balance,) = decode(["uint256"], self.rpc.eth_call(self.asset, encode_call("balanceOf(address)", [address])))
+        (balance,) = decode(
+            ["uint256"], self.rpc.eth_call(self.asset, encode_call("balanceOf(address)", [address]))
+        )
         return int(balance)
 
     def authorization_state(self, authorizer: str, nonce: bytes) -> bool:

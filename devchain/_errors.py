@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_abi import decode
+from eth_abi.abi import decode
 
 __all__ = ["AnvilNotFoundError", "AnvilStartError", "DevchainError", "RpcError", "TransactionFailedError"]
 

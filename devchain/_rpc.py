@@ -14,9 +14,9 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-from eth_abi import encode
+from eth_abi.abi import encode
 from eth_account import Account
-from eth_utils import function_signature_to_4byte_selector
+from eth_utils.abi import function_signature_to_4byte_selector
 
 from ._errors import RpcError, TransactionFailedError
 
@@ -108,7 +108,9 @@ class RpcClient:
         tx_hash: str = self.call("eth_sendRawTransaction", [signed.raw_transaction.to_0x_hex()])
         return tx_hash
 
-    def wait_for_receipt(self, tx_hash: str, *, timeout_s: float = 10.0, poll_s: float = 0.003) -> dict[str, Any]:
+    def wait_for_receipt(
+        self, tx_hash: str, *, timeout_s: float = 10.0, poll_s: float = 0.003
+    ) -> dict[str, Any]:
         """Poll until the transaction is mined and return its receipt.
 
         Raises:

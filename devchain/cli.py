@@ -30,8 +30,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 @click.command()
-@click.option("--chain-id", type=int, default=DEFAULT_CHAIN_ID, show_default=True, help="Chain id anvil reports.")
-@click.option("--payers", type=click.IntRange(min=0), default=3, show_default=True, help="Fresh payer keys to fund.")
+@click.option(
+    "--chain-id", type=int, default=DEFAULT_CHAIN_ID, show_default=True, help="Chain id anvil reports."
+)
+@click.option(
+    "--payers", type=click.IntRange(min=0), default=3, show_default=True, help="Fresh payer keys to fund."
+)
 @click.option(
     "--mint",
     "mint_atomic",

@@ -1,0 +1,47 @@
+"""Verify and settle x402 `exact` payments (EIP-3009 `transferWithAuthorization`) on an EVM chain.
+
+In process::
+
+    facilitator = await Facilitator.open(FacilitatorSettings())
+    answer = await facilitator.settle(payload, requirements, idempotency_key="task-123")
+
+or as an HTTP service (`x402-facilitator serve`, `create_app`) that any x402 resource server can call.
+The x402 documents themselves are in `facilitator.wire`.
+"""
+
+from __future__ import annotations
+
+from ._app import create_app
+from ._claims import Claim, ClaimState
+from ._client import FacilitatorClient, HttpFacilitatorClient
+from ._config import FacilitatorSettings, load_private_key
+from ._errors import (
+    ChainError,
+    ChainMismatchError,
+    ChainUnavailableError,
+    FacilitatorError,
+    IdempotencyConflictError,
+    InvalidIdempotencyKeyError,
+    PaymentInvalidError,
+    RpcError,
+)
+from ._service import Facilitator
+
+__all__ = [
+    "ChainError",
+    "ChainMismatchError",
+    "ChainUnavailableError",
+    "Claim",
+    "ClaimState",
+    "Facilitator",
+    "FacilitatorClient",
+    "FacilitatorError",
+    "FacilitatorSettings",
+    "HttpFacilitatorClient",
+    "IdempotencyConflictError",
+    "InvalidIdempotencyKeyError",
+    "PaymentInvalidError",
+    "RpcError",
+    "create_app",
+    "load_private_key",
+]

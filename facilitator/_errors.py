@@ -6,7 +6,8 @@
     │   ├── RpcError                the node answered a call with a JSON-RPC error (reverts included)
     │   └── ChainMismatchError      the node's eth_chainId is not the configured network's
     ├── PaymentInvalidError         a payment failed a check; carries the x402 reason code
-    └── IdempotencyConflictError    an idempotency key was reused for a different payment
+    ├── IdempotencyConflictError    an idempotency key was reused for a different payment
+    └── InvalidIdempotencyKeyError  an idempotency key that is not 1-255 printable ASCII characters
 
 A payment that fails a check is not an error of the service: public entry points turn
 PaymentInvalidError into `isValid: false` / `success: false` answers with its reason.
@@ -24,6 +25,7 @@ __all__ = [
     "ChainUnavailableError",
     "FacilitatorError",
     "IdempotencyConflictError",
+    "InvalidIdempotencyKeyError",
     "PaymentInvalidError",
     "RpcError",
 ]
@@ -82,3 +84,7 @@ class PaymentInvalidError(FacilitatorError):
 
 class IdempotencyConflictError(FacilitatorError):
     """The idempotency key was first used with a different payment."""
+
+
+class InvalidIdempotencyKeyError(FacilitatorError, ValueError):
+    """The idempotency key is not 1 to 255 printable ASCII characters."""

@@ -58,7 +58,7 @@ TENANTS_FILE_ENV = "X402_TENANTS_FILE"
 
 _TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 # Tenant ids are path segments on HTTP+JSON (`/a2a/rest/{tenant}/...`). These would collide with the
-# default tenant's own routes there: `/a2a/rest/tasks/...`, and the SDK's 0.3 compatibility routes under `/v1`.
+# default tenant's routes there: `/a2a/rest/tasks/...`, and the SDK's 0.3 compatibility routes (`/v1`).
 _RESERVED_TENANT_IDS = frozenset({"tasks", "v1"})
 _DECIMAL = re.compile(r"^[0-9]+$")
 _MIN_SECRET_CHARS = 16
@@ -262,7 +262,9 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
     problems += [f"{where}.{key}: is required" for key in _REQUIRED_TENANT_KEYS if key not in table]
     skill_prices = table.get("skill_prices", {})
     if not isinstance(skill_prices, dict):
-        problems.append(f"{where}.skill_prices: must be a table of skill id = amount, got {_describe(skill_prices)}")
+        problems.append(
+            f"{where}.skill_prices: must be a table of skill id = amount, got {_describe(skill_prices)}"
+        )
     if problems:
         return None, problems
     try:

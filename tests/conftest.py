@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.chain"]
+pytest_plugins = ["tests.fixtures.chain", "tests.fixtures.servers", "tests.fixtures.facilitator"]

@@ -76,6 +76,9 @@ def format_path(loc: Sequence[int | str]) -> str:
     """Render a pydantic location as a wire path: `accepts[0].payTo`."""
     parts: list[str] = []
     for segment in loc:
+        if segment == "[key]":
+            # pydantic's marker for "the key of the preceding entry"; the detail says so instead.
+            continue
         if isinstance(segment, int):
             parts.append(f"[{segment}]")
             continue

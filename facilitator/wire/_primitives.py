@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, NoReturn
 
-from eth_utils import to_checksum_address
+from eth_utils.address import to_checksum_address
 from pydantic import PlainSerializer, PlainValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 

@@ -77,15 +77,20 @@ class Reason(StrEnum):
     INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH = (
         "invalid_exact_evm_payload_authorization_value_mismatch"
     )
-    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE = "invalid_exact_evm_payload_authorization_valid_before"
-    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER = "invalid_exact_evm_payload_authorization_valid_after"
+    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE = (
+        "invalid_exact_evm_payload_authorization_valid_before"
+    )
+    INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER = (
+        "invalid_exact_evm_payload_authorization_valid_after"
+    )
     INVALID_EXACT_EVM_PAYLOAD_SIGNATURE = "invalid_exact_evm_payload_signature"
     INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET = "invalid_exact_evm_payload_undeployed_smart_wallet"
     ASSET_NOT_DEPLOYED_CONTRACT = "asset_not_deployed_contract"
     INVALID_EXACT_EVM_NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
     INVALID_EXACT_EVM_INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"
-    INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"
-    INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"
+    # "token" in these names is an ERC-20 token, not a credential (ruff's S105 guesses otherwise).
+    INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"  # noqa: S105
+    INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"  # noqa: S105
     INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED = "invalid_exact_evm_eip3009_not_supported"
     INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED = "invalid_exact_evm_transaction_simulation_failed"
 

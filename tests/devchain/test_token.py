@@ -21,7 +21,9 @@ from devchain import ANVIL_DEV_KEYS, DevChain, load_artifact
 
 # Circle's constants in FiatTokenV2 / EIP3009.sol, and the topics of its two events.
 USDC_TYPEHASHES = {
-    "TRANSFER_WITH_AUTHORIZATION_TYPEHASH": "7c7c6cdb67a18743f49ec6fa9b35f50d52ed05cbed4cc592e13b44501c1a2267",
+    "TRANSFER_WITH_AUTHORIZATION_TYPEHASH": (
+        "7c7c6cdb67a18743f49ec6fa9b35f50d52ed05cbed4cc592e13b44501c1a2267"
+    ),
     "RECEIVE_WITH_AUTHORIZATION_TYPEHASH": "d099cc98ef71107a616c4f0f941f04c322d8e254fe26b3c6668db87aae413de8",
     "CANCEL_AUTHORIZATION_TYPEHASH": "158b0a9edf7a828aad02f63cd515c68ef2f50ba807396f6d12842833a1597429",
 }
@@ -62,7 +64,8 @@ def address_of(key: str) -> str:
 
 
 def sign(key: str, domain: dict[str, Any], primary_type: str, message: dict[str, Any]) -> SignedMessage:
-    return Account.sign_typed_data(key, domain, {primary_type: TYPES[primary_type]}, message)
+    signed: SignedMessage = Account.sign_typed_data(key, domain, {primary_type: TYPES[primary_type]}, message)
+    return signed
 
 
 def authorization(payer: str, to: str, value: int, **overrides: Any) -> dict[str, Any]:
@@ -132,7 +135,9 @@ def test_transfer_with_authorization(
     signed = sign(payer_key, chain.eip712_domain(), "TransferWithAuthorization", message)
     signature = [signed.signature] if form == "bytes" else vrs(signed)
 
-    receipt = send(w3, chain.relayer_key, token.functions.transferWithAuthorization(*args(message), *signature))
+    receipt = send(
+        w3, chain.relayer_key, token.functions.transferWithAuthorization(*args(message), *signature)
+    )
 
     assert receipt["status"] == 1
     assert (chain.balance_of(payer), chain.balance_of(payee)) == (3_500_000, 1_500_000)
@@ -168,7 +173,9 @@ def test_receive_with_authorization_by_payee(
     signature = [signed.signature] if form == "bytes" else vrs(signed)
     payee_before = chain.balance_of(PAYEE.address)
 
-    receipt = send(w3, PAYEE.key.to_0x_hex(), token.functions.receiveWithAuthorization(*args(message), *signature))
+    receipt = send(
+        w3, PAYEE.key.to_0x_hex(), token.functions.receiveWithAuthorization(*args(message), *signature)
+    )
 
     assert receipt["status"] == 1
     assert chain.balance_of(payer) == 0

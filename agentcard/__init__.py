@@ -1,0 +1,115 @@
+"""Signed A2A Agent Cards: canonicalization (A2A §8.4.1 + RFC 8785), JWS signing, keys, JWKS, verification.
+
+Used by both sides and importing neither: the merchant signs the card it serves and publishes its JWK Set;
+the payer verifies a counterpart's card. The modules' docstrings carry the usage and the decisions:
+
+* ``canonicalize_card``          -- what a signature covers (``_canonical``)
+* ``sign_card``                  -- detached JWS per key (``_jws``)
+* ``KeyStore`` and key loaders   -- generate / rotate / retire, PEM / JWK / env (``_keys``)
+* ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``)
+* ``CardVerifier``               -- policy and per-signature result (``_verify``)
+* ``parse_card_json``            -- size-limited, duplicate-rejecting JSON parsing (``_parse``)
+* errors with stable codes       -- (``_errors``)
+"""
+
+from __future__ import annotations
+
+from ._canonical import canonicalize_card
+from ._errors import (
+    AgentCardError,
+    AlgorithmNotAllowedError,
+    CanonicalizationError,
+    CardParseError,
+    CardTooLargeError,
+    CardUnsignedError,
+    CardVerificationError,
+    DuplicateKeyError,
+    JkuNotAllowedError,
+    JwksError,
+    JwksFetchError,
+    JwksInvalidError,
+    JwksTimeoutError,
+    KeyExpiredError,
+    KeyLoadError,
+    KeyMismatchError,
+    KeyNotFoundError,
+    KeyNotYetValidError,
+    KeyRevokedError,
+    KeyStoreError,
+    KeyUnusableError,
+    SignatureError,
+    SignatureMalformedError,
+    SignatureMismatchError,
+    SigningError,
+)
+from ._jwks import JWKS_PATH, JwksCache, jwks_url
+from ._jws import JOSE_TYPE, sign_card
+from ._keys import (
+    DEFAULT_KEYS_ENV,
+    SIGNING_ALGORITHMS,
+    VERIFICATION_ALGORITHMS,
+    KeyRecord,
+    KeyStatus,
+    KeyStore,
+    SigningKey,
+    VerificationKey,
+    generate_signing_key,
+    load_signing_key,
+    load_signing_keys_from_env,
+    parse_jwks,
+)
+from ._parse import MAX_CARD_BYTES, parse_card_json
+from ._verify import CardStatus, CardVerifier, SignatureCheck, SignaturePolicy, VerificationResult
+
+__all__ = [
+    "AgentCardError",
+    "AlgorithmNotAllowedError",
+    "CanonicalizationError",
+    "CardParseError",
+    "CardStatus",
+    "CardTooLargeError",
+    "CardUnsignedError",
+    "CardVerificationError",
+    "CardVerifier",
+    "DEFAULT_KEYS_ENV",
+    "DuplicateKeyError",
+    "JOSE_TYPE",
+    "JWKS_PATH",
+    "JkuNotAllowedError",
+    "JwksCache",
+    "JwksError",
+    "JwksFetchError",
+    "JwksInvalidError",
+    "JwksTimeoutError",
+    "KeyExpiredError",
+    "KeyLoadError",
+    "KeyMismatchError",
+    "KeyNotFoundError",
+    "KeyNotYetValidError",
+    "KeyRecord",
+    "KeyRevokedError",
+    "KeyStatus",
+    "KeyStore",
+    "KeyStoreError",
+    "KeyUnusableError",
+    "MAX_CARD_BYTES",
+    "SIGNING_ALGORITHMS",
+    "SignatureCheck",
+    "SignatureError",
+    "SignatureMalformedError",
+    "SignatureMismatchError",
+    "SignaturePolicy",
+    "SigningError",
+    "SigningKey",
+    "VERIFICATION_ALGORITHMS",
+    "VerificationKey",
+    "VerificationResult",
+    "canonicalize_card",
+    "generate_signing_key",
+    "jwks_url",
+    "load_signing_key",
+    "load_signing_keys_from_env",
+    "parse_card_json",
+    "parse_jwks",
+    "sign_card",
+]

@@ -1,0 +1,110 @@
+"""A client for a remote facilitator's HTTP API, interchangeable with the in-process `Facilitator`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import httpx
+import orjson
+
+from ._errors import ChainUnavailableError, IdempotencyConflictError
+from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
+
+__all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
+
+
+class FacilitatorClient(Protocol):
+    """What a merchant needs from a facilitator, wherever it runs."""
+
+    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
+        """Check a payment without changing anything."""
+        ...
+
+    async def settle(
+        self,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> SettleResponse:
+        """Settle a payment at most once."""
+        ...
+
+    async def settlement_status(
+        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+    ) -> SettleResponse | None:
+        """The settlement answer for a payment, or None if it was never presented."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+class HttpFacilitatorClient:
+    """Talks x402 v2 to a facilitator at `base_url`. Transport failures raise ChainUnavailableError."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+
+    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
+        """POST /verify."""
+        return VerifyResponse.from_wire(await self._post("/verify", payload, requirements, None))
+
+    async def settle(
+        self,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> SettleResponse:
+        """POST /settle with an `Idempotency-Key` header when given."""
+        headers = {"idempotency-key": idempotency_key} if idempotency_key else None
+        return SettleResponse.from_wire(await self._post("/settle", payload, requirements, headers))
+
+    async def settlement_status(
+        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+    ) -> SettleResponse | None:
+        """POST /settle/status; None when the facilitator never saw the payment."""
+        answer = await self._post("/settle/status", payload, requirements, None, allow_not_found=True)
+        return None if answer is None else SettleResponse.from_wire(answer)
+
+    async def supported(self) -> SupportedResponse:
+        """GET /supported."""
+        try:
+            response = await self._http.get("/supported")
+        except httpx.HTTPError as exc:
+            raise ChainUnavailableError(f"facilitator unreachable: {exc}") from exc
+        return SupportedResponse.from_wire(orjson.loads(response.content))
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _post(
+        self,
+        path: str,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        headers: dict[str, str] | None,
+        *,
+        allow_not_found: bool = False,
+    ) -> object:
+        body = {
+            "x402Version": 2,
+            "paymentPayload": payload.to_json_dict(),
+            "paymentRequirements": requirements.to_json_dict(),
+        }
+        try:
+            response = await self._http.post(path, content=orjson.dumps(body), headers=headers)
+        except httpx.HTTPError as exc:
+            raise ChainUnavailableError(f"facilitator unreachable: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 404 and allow_not_found:
+            return None
+        if response.status_code == 409:
+            raise IdempotencyConflictError(response.text)
+        if response.status_code != 200:
+            raise ChainUnavailableError(f"facilitator answered HTTP {response.status_code}: {response.text[:200]}")
+        return orjson.loads(response.content)

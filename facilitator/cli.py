@@ -1,0 +1,51 @@
+"""`x402-facilitator`: run the facilitator HTTP service and manage its database."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import click
+import uvicorn
+
+from storage import upgrade_schema
+
+from ._app import create_app
+from ._config import FacilitatorSettings
+
+
+@click.group()
+def main() -> None:
+    """An x402 facilitator for EIP-3009 payments on an EVM chain (settings from X402_* variables)."""
+
+
+@main.command()
+@click.option("--host", default=None, help="interface to bind (default X402_HOST or 127.0.0.1)")
+@click.option("--port", type=int, default=None, help="port (default X402_PORT or 4022)")
+@click.option("--migrate/--no-migrate", default=False, help="upgrade the claim store's schema first")
+def serve(host: str | None, port: int | None, migrate: bool) -> None:
+    """Serve POST /verify, POST /settle, GET /supported and GET /healthz."""
+    settings = FacilitatorSettings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if migrate:
+        asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    uvicorn.run(
+        create_app(settings=settings),
+        host=host or settings.host,
+        port=settings.port if port is None else port,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+@main.group()
+def db() -> None:
+    """The claim store's schema."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Create or upgrade the claim store's tables (X402_DATABASE_URL)."""
+    settings = FacilitatorSettings()
+    asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    click.echo(f"facilitator schema is up to date in {settings.database_url}")

@@ -1,0 +1,112 @@
+"""x402 wire types: v2 and v1 documents, strict parsing, and conversions between the versions.
+
+Pure data, no I/O. Untrusted input goes through the `parse_*` functions or `Model.from_wire`,
+which accept exactly the wire form (camelCase names, checksummed addresses, uint256 decimal
+strings, 32-byte nonces, known `x402Version`s, bounded sizes) and raise only `WireError`, whose
+`reason` is the x402 code to answer with. Models are frozen; `to_json_dict()` gives the wire form.
+"""
+
+from __future__ import annotations
+
+from ._api import SettleRequest, SettleRequestV1, VerifyRequest, VerifyRequestV1
+from ._base import WireModel
+from ._convert import (
+    payload_v1_to_v2,
+    request_to_v2,
+    requirements_v1_to_v2,
+    requirements_v2_to_v1,
+    resource_info_from_v1,
+    settle_response_to_v1,
+    verify_response_to_v1,
+)
+from ._errors import WireError
+from ._networks import (
+    MAX_CHAIN_ID,
+    V1_NETWORK_CHAIN_IDS,
+    Caip2Network,
+    V1Network,
+    caip2_from_chain_id,
+    chain_id_from_caip2,
+    chain_id_from_v1_network,
+    v1_network_from_chain_id,
+)
+from ._parse import (
+    parse_payment_payload,
+    parse_payment_required,
+    parse_payment_requirements,
+    parse_settle_request,
+    parse_verify_request,
+)
+from ._primitives import MAX_SIGNATURE_BYTES, Address, Bytes32, Signature, TxHash, Uint256, UnixTime
+from ._reasons import Reason
+from ._v1 import (
+    PaymentPayloadV1,
+    PaymentRequiredV1,
+    PaymentRequirementsV1,
+    SettleResponseV1,
+    VerifyResponseV1,
+)
+from ._v2 import (
+    ExactEvmAuthorization,
+    ExactEvmPayload,
+    PaymentPayload,
+    PaymentRequired,
+    PaymentRequirements,
+    ResourceInfo,
+    SettleResponse,
+    SupportedKind,
+    SupportedResponse,
+    VerifyResponse,
+)
+
+__all__ = [
+    "MAX_CHAIN_ID",
+    "MAX_SIGNATURE_BYTES",
+    "V1_NETWORK_CHAIN_IDS",
+    "Address",
+    "Bytes32",
+    "Caip2Network",
+    "ExactEvmAuthorization",
+    "ExactEvmPayload",
+    "PaymentPayload",
+    "PaymentPayloadV1",
+    "PaymentRequired",
+    "PaymentRequiredV1",
+    "PaymentRequirements",
+    "PaymentRequirementsV1",
+    "Reason",
+    "ResourceInfo",
+    "SettleRequest",
+    "SettleRequestV1",
+    "SettleResponse",
+    "SettleResponseV1",
+    "Signature",
+    "SupportedKind",
+    "SupportedResponse",
+    "TxHash",
+    "Uint256",
+    "UnixTime",
+    "V1Network",
+    "VerifyRequest",
+    "VerifyRequestV1",
+    "VerifyResponse",
+    "VerifyResponseV1",
+    "WireError",
+    "WireModel",
+    "caip2_from_chain_id",
+    "chain_id_from_caip2",
+    "chain_id_from_v1_network",
+    "parse_payment_payload",
+    "parse_payment_required",
+    "parse_payment_requirements",
+    "parse_settle_request",
+    "parse_verify_request",
+    "payload_v1_to_v2",
+    "request_to_v2",
+    "requirements_v1_to_v2",
+    "requirements_v2_to_v1",
+    "resource_info_from_v1",
+    "settle_response_to_v1",
+    "v1_network_from_chain_id",
+    "verify_response_to_v1",
+]

@@ -1,0 +1,57 @@
+"""Bodies of the facilitator's `POST /verify` and `POST /settle`, for x402 v1 and v2.
+
+Both endpoints take `{x402Version, paymentPayload, paymentRequirements}`. The body's version
+fixes the version of both parts: a v2 body carrying a v1 payload is refused with
+`invalid_x402_version`. Problems inside `paymentRequirements` are reported as
+`invalid_payment_requirements`, all others as `invalid_payload`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, ClassVar
+
+from ._base import WireModel
+from ._primitives import version
+from ._reasons import Reason
+from ._v1 import PaymentPayloadV1, PaymentRequirementsV1
+from ._v2 import PaymentPayload, PaymentRequirements
+
+__all__ = ["SettleRequest", "SettleRequestV1", "VerifyRequest", "VerifyRequestV1"]
+
+_REASON_BY_FIELD: Mapping[str, Reason] = {
+    "paymentPayload": Reason.INVALID_PAYLOAD,
+    "paymentRequirements": Reason.INVALID_PAYMENT_REQUIREMENTS,
+}
+
+
+class _RequestV2(WireModel):
+    wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
+
+    x402_version: Annotated[int, version(2)]
+    payment_payload: PaymentPayload
+    payment_requirements: PaymentRequirements
+
+
+class _RequestV1(WireModel):
+    wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
+
+    x402_version: Annotated[int, version(1)]
+    payment_payload: PaymentPayloadV1
+    payment_requirements: PaymentRequirementsV1
+
+
+class VerifyRequest(_RequestV2):
+    """A v2 `/verify` body: the payer's payload and the resource server's requirements."""
+
+
+class SettleRequest(_RequestV2):
+    """A v2 `/settle` body: the payer's payload and the resource server's requirements."""
+
+
+class VerifyRequestV1(_RequestV1):
+    """A v1 `/verify` body."""
+
+
+class SettleRequestV1(_RequestV1):
+    """A v1 `/settle` body."""

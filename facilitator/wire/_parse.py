@@ -1,0 +1,106 @@
+"""Entry points that parse untrusted x402 documents of either version.
+
+Each takes a decoded JSON value (what `json.loads` returns), reads `x402Version` to choose the
+v1 or v2 model, and parses strictly. The only exception they raise is `WireError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, overload
+
+from ._api import SettleRequest, SettleRequestV1, VerifyRequest, VerifyRequestV1
+from ._errors import WireError, json_type_name
+from ._reasons import Reason
+from ._v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
+from ._v2 import PaymentPayload, PaymentRequired, PaymentRequirements
+
+__all__ = [
+    "parse_payment_payload",
+    "parse_payment_required",
+    "parse_payment_requirements",
+    "parse_settle_request",
+    "parse_verify_request",
+]
+
+
+def _check_version(value: object) -> Literal[1, 2]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        detail = f"expected an integer, got {json_type_name(value)}"
+        raise WireError(Reason.INVALID_X402_VERSION, detail, "x402Version")
+    if value == 1:
+        return 1
+    if value == 2:
+        return 2
+    shown = f" {value}" if -1000 < value < 1000 else ""
+    detail = f"unsupported version{shown} (supported: 1, 2)"
+    raise WireError(Reason.INVALID_X402_VERSION, detail, "x402Version")
+
+
+def _read_version(data: object, not_an_object: Reason) -> Literal[1, 2]:
+    if not isinstance(data, Mapping):
+        raise WireError(not_an_object, f"expected a JSON object, got {json_type_name(data)}")
+    if "x402Version" not in data:
+        raise WireError(Reason.INVALID_X402_VERSION, "required field is missing", "x402Version")
+    return _check_version(data["x402Version"])
+
+
+def parse_payment_payload(data: object) -> PaymentPayload | PaymentPayloadV1:
+    """Parse a payer's payment payload (the decoded `PAYMENT-SIGNATURE` / `X-PAYMENT` value).
+
+    Raises:
+        WireError: `invalid_x402_version` or `invalid_payload`.
+    """
+    if _read_version(data, Reason.INVALID_PAYLOAD) == 2:
+        return PaymentPayload.from_wire(data)
+    return PaymentPayloadV1.from_wire(data)
+
+
+@overload
+def parse_payment_requirements(data: object, version: Literal[2]) -> PaymentRequirements: ...
+@overload
+def parse_payment_requirements(data: object, version: Literal[1]) -> PaymentRequirementsV1: ...
+@overload
+def parse_payment_requirements(data: object, version: int) -> PaymentRequirements | PaymentRequirementsV1: ...
+def parse_payment_requirements(data: object, version: int) -> PaymentRequirements | PaymentRequirementsV1:
+    """Parse one payment requirements object of the given x402 version (it carries none itself).
+
+    Raises:
+        WireError: `invalid_x402_version` for an unknown `version`, else `invalid_payment_requirements`.
+    """
+    if _check_version(version) == 2:
+        return PaymentRequirements.from_wire(data)
+    return PaymentRequirementsV1.from_wire(data)
+
+
+def parse_payment_required(data: object) -> PaymentRequired | PaymentRequiredV1:
+    """Parse a 402 answer body (or the decoded `PAYMENT-REQUIRED` header).
+
+    Raises:
+        WireError: `invalid_x402_version` or `invalid_payment_requirements`.
+    """
+    if _read_version(data, Reason.INVALID_PAYMENT_REQUIREMENTS) == 2:
+        return PaymentRequired.from_wire(data)
+    return PaymentRequiredV1.from_wire(data)
+
+
+def parse_verify_request(data: object) -> VerifyRequest | VerifyRequestV1:
+    """Parse a `POST /verify` body; both parts must have the body's x402 version.
+
+    Raises:
+        WireError: `invalid_x402_version`, `invalid_payload` or `invalid_payment_requirements`.
+    """
+    if _read_version(data, Reason.INVALID_PAYLOAD) == 2:
+        return VerifyRequest.from_wire(data)
+    return VerifyRequestV1.from_wire(data)
+
+
+def parse_settle_request(data: object) -> SettleRequest | SettleRequestV1:
+    """Parse a `POST /settle` body; both parts must have the body's x402 version.
+
+    Raises:
+        WireError: `invalid_x402_version`, `invalid_payload` or `invalid_payment_requirements`.
+    """
+    if _read_version(data, Reason.INVALID_PAYLOAD) == 2:
+        return SettleRequest.from_wire(data)
+    return SettleRequestV1.from_wire(data)

@@ -1,0 +1,161 @@
+"""Tenant scoping of A2A requests: the owner key of stored tasks, and the unknown-tenant gate.
+
+The a2a-sdk scopes every task-store read and write by an owner string that its default resolver takes from
+the user alone, so two tenants' anonymous callers would share one owner. `tenant_owner` puts the tenant
+into that key: a task is visible only to requests of the tenant (and user) that created it, and every other
+tenant gets TaskNotFound from the SDK's own owner-scoped lookups.
+
+`TenantGate` wraps the request handler and refuses requests for tenants the registry does not know before
+anything is read or written. Task operations (get, cancel, subscribe, push configs) answer TaskNotFound,
+exactly as for a task the caller cannot see; SendMessage, SendStreamingMessage and ListTasks, which name no
+existing task, answer InvalidParams ("unknown tenant") so a misconfigured client learns what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncGenerator
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+
+from merchant.tenants import TenantRegistry
+
+__all__ = ["TenantGate", "tenant_owner"]
+
+# The SDK's task table caps ids (`tasks.id`, `tasks.context_id`) at 36 characters, i.e. a UUID.
+_MAX_ID_CHARS = 36
+# Width of the `owner` column.
+_MAX_OWNER_CHARS = 255
+
+
+def tenant_owner(context: ServerCallContext) -> str:
+    """The task-store owner key for a request: its tenant and its user.
+
+    Tenant ids never contain "/", so the key is unambiguous. A user name too long for the owner column is
+    replaced by its SHA-256, which keeps it unique without truncating two users into one owner.
+    """
+    owner = f"{context.tenant}/{context.user.user_name}"
+    if len(owner) <= _MAX_OWNER_CHARS:
+        return owner
+    digest = hashlib.sha256(context.user.user_name.encode()).hexdigest()
+    return f"{context.tenant}/sha256:{digest}"
+
+
+class TenantGate(RequestHandler):
+    """A request handler that admits only requests for configured tenants, then delegates to `inner`."""
+
+    def __init__(self, inner: DefaultRequestHandler, tenants: TenantRegistry) -> None:
+        self._inner = inner
+        self._tenants = tenants
+
+    async def aclose(self) -> None:
+        """Drain the wrapped handler's running tasks (call once, on shutdown)."""
+        await self._inner.aclose()
+
+    def _require_task_tenant(self, context: ServerCallContext) -> None:
+        # Same error as an invisible task: an unknown tenant has no tasks.
+        if context.tenant not in self._tenants:
+            raise TaskNotFoundError
+
+    def _require_tenant(self, context: ServerCallContext) -> None:
+        if context.tenant not in self._tenants:
+            raise InvalidParamsError(message=f"Unknown tenant {context.tenant!r}")
+
+    def _check_send(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        self._require_tenant(context)
+        # Longer ids could never name a stored task, and a new task with a longer context id would not fit
+        # its row on PostgreSQL; refuse both up front with a clear message.
+        for name, value in (("taskId", params.message.task_id), ("contextId", params.message.context_id)):
+            if len(value) > _MAX_ID_CHARS:
+                raise InvalidParamsError(message=f"message.{name} must be at most {_MAX_ID_CHARS} characters")
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        """SendMessage for a known tenant."""
+        self._check_send(params, context)
+        return await self._inner.on_message_send(params, context)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """SendStreamingMessage for a known tenant."""
+        self._check_send(params, context)
+        async for event in self._inner.on_message_send_stream(params, context):
+            yield event
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        """GetTask within the caller's tenant."""
+        self._require_task_tenant(context)
+        return await self._inner.on_get_task(params, context)
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """ListTasks within the caller's tenant."""
+        self._require_tenant(context)
+        return await self._inner.on_list_tasks(params, context)
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        """CancelTask within the caller's tenant."""
+        self._require_task_tenant(context)
+        return await self._inner.on_cancel_task(params, context)
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """SubscribeToTask within the caller's tenant."""
+        self._require_task_tenant(context)
+        async for event in self._inner.on_subscribe_to_task(params, context):
+            yield event
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        """CreateTaskPushNotificationConfig within the caller's tenant."""
+        self._require_task_tenant(context)
+        return await self._inner.on_create_task_push_notification_config(params, context)
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        """GetTaskPushNotificationConfig within the caller's tenant."""
+        self._require_task_tenant(context)
+        return await self._inner.on_get_task_push_notification_config(params, context)
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        """ListTaskPushNotificationConfigs within the caller's tenant."""
+        self._require_task_tenant(context)
+        return await self._inner.on_list_task_push_notification_configs(params, context)
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        """DeleteTaskPushNotificationConfig within the caller's tenant."""
+        self._require_task_tenant(context)
+        await self._inner.on_delete_task_push_notification_config(params, context)
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        """GetExtendedAgentCard for a known tenant."""
+        self._require_tenant(context)
+        return await self._inner.on_get_extended_agent_card(params, context)

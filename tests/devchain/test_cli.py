@@ -1,0 +1,93 @@
+"""``x402-devchain`` as a user runs it: settings out, a live chain while running, nothing left after."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from eth_account import Account
+
+from devchain import RpcClient, encode_call
+
+EXPECTED_KEYS = {
+    "X402_RPC_URL",
+    "X402_NETWORK",
+    "X402_ASSET",
+    "X402_ASSET_NAME",
+    "X402_ASSET_VERSION",
+    "X402_RELAYER_KEY",
+    "X402_PAYER_KEYS",
+}
+
+
+def wait_for_file(path: Path, process: subprocess.Popen[str], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if process.poll() is not None:
+            pytest.fail(f"x402-devchain exited with {process.returncode}: {process.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} not written within {timeout_s} s")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_cli_runs_a_chain_until_signalled(signum: signal.Signals, tmp_path: Path) -> None:
+    env_file, temp_root = tmp_path / "chain.env", tmp_path / "tmp"
+    temp_root.mkdir()
+    command = [
+        str(Path(sys.executable).with_name("x402-devchain")),
+        "--chain-id", "31337",
+        "--payers", "2",
+        "--mint", "5000000",
+        "--env-file", str(env_file),
+    ]  # fmt: skip
+    process = subprocess.Popen(  # noqa: S603 - our own console script
+        command,
+        env={**os.environ, "TMPDIR": str(temp_root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_file(env_file, process)
+        text = env_file.read_text()
+        settings = dict(line.split("=", 1) for line in text.splitlines())
+        assert set(settings) == EXPECTED_KEYS
+        assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+        assert (settings["X402_NETWORK"], settings["X402_ASSET_NAME"], settings["X402_ASSET_VERSION"]) == (
+            "eip155:31337",
+            "USDC",
+            "2",
+        )
+        (state_dir,) = temp_root.glob("x402-anvil-*")
+
+        with RpcClient(settings["X402_RPC_URL"]) as rpc:
+            assert rpc.call("eth_chainId") == hex(31337)
+            assert rpc.call("eth_getCode", [settings["X402_ASSET"], "latest"]) != "0x"
+            payers = [Account.from_key(key).address for key in settings["X402_PAYER_KEYS"].split(",")]
+            assert len(payers) == 2
+            for payer in payers:
+                balance = rpc.eth_call(settings["X402_ASSET"], encode_call("balanceOf(address)", [payer]))
+                assert int.from_bytes(balance, "big") == 5_000_000
+                assert rpc.call("eth_getBalance", [payer, "latest"]) == "0x0"
+
+        process.send_signal(signum)
+        stdout, _ = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    assert process.returncode == 0
+    assert stdout == text
+    assert not state_dir.exists()
+    assert not env_file.exists()
+    with pytest.raises(httpx.TransportError), RpcClient(settings["X402_RPC_URL"]) as rpc:
+        rpc.call("eth_chainId")
