@@ -45,11 +45,11 @@ class MetadataErrorCode(StrEnum):
     INVALID_X402_VALUE = "invalid_x402_value"
     """An x402 value that does not validate against its x402 wire type."""
     INVALID_NUMBER = "invalid_number"
-    """A number that cannot stand for what it encodes: non-integral, non-finite, or an integral float of 2**53 or more."""
+    """A fraction where an integer is needed, NaN or infinity, or an integral float of 2**53 or more."""
     TOO_LARGE = "too_large"
     """The extension data exceeds the size, depth or string-length limits."""
     INCONSISTENT_CONTENT = "inconsistent_content"
-    """Well-formed fields that contradict the status (e.g. ``payment-completed`` without a successful receipt)."""
+    """Well-formed fields that contradict the status (``payment-completed`` without a successful receipt)."""
 
 
 class ExtensionMetadataError(ValueError):

@@ -6,10 +6,11 @@ of the specification's migration section, so every literal is spelled exactly as
 ``None`` on one side means that side has no counterpart; a parenthesised text describes a
 behaviour rather than a literal (the end of a stream has no bytes of its own).
 
-The network rows are the EVM networks that have an x402 v1 name, taken from
-``facilitator.wire`` so that the table and the parser cannot disagree; this project settles on
-EVM chains only. What is *not* in the table is unchanged between the dialects: the six payment status values, the
-seven error codes, and the shapes of the x402 ``payload`` (EIP-3009 ``signature`` and
+The network rows are the EVM networks that have an x402 v1 name, taken from ``facilitator.wire``
+so that the table and the parser cannot disagree; this project settles on EVM chains only.
+
+What is *not* in the table is unchanged between the dialects: the six payment status values,
+the seven error codes, and the shapes of the x402 ``payload`` (EIP-3009 ``signature`` and
 ``authorization``) and of receipts apart from the rows below.
 """
 
@@ -61,7 +62,9 @@ class LiteralMapping:
     note: str = ""
 
 
-def _rows(category: LiteralCategory, *pairs: tuple[str | None, str | None, str]) -> tuple[LiteralMapping, ...]:
+def _rows(
+    category: LiteralCategory, *pairs: tuple[str | None, str | None, str]
+) -> tuple[LiteralMapping, ...]:
     return tuple(LiteralMapping(category, v02, v03, note) for v02, v03, note in pairs)
 
 
@@ -73,7 +76,11 @@ def _ext(field: str) -> tuple[str, str, str]:
 LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     *_rows(
         LiteralCategory.EXTENSION_URI,
-        (EXTENSION_URI_V02, EXTENSION_URI, "in AgentCard capabilities.extensions[].uri and in the activation header"),
+        (
+            EXTENSION_URI_V02,
+            EXTENSION_URI,
+            "in AgentCard capabilities.extensions[].uri and in the activation header",
+        ),
         (EXTENSION_URI_V01, None, "accepted as v0.2 on A2A 0.3 interfaces only; never on A2A 1.0"),
     ),
     *_rows(
@@ -118,7 +125,11 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     *_rows(
         LiteralCategory.PART,
         ('{"kind": "text", "text": "…"}', '{"text": "…"}', ""),
-        ('{"kind": "data", "data": {…}}', '{"data": {…}}', "1.0 allows any JSON value as data; 0.3 only an object"),
+        (
+            '{"kind": "data", "data": {…}}',
+            '{"data": {…}}',
+            "1.0 allows any JSON value as data; 0.3 only an object",
+        ),
         (
             '{"kind": "file", "file": {"bytes": "<base64>", "mimeType": "…", "name": "…"}}',
             '{"raw": "<base64>", "mediaType": "…", "filename": "…"}',
@@ -135,7 +146,7 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
         (
             '{"kind": "task", …}',
             '{"task": {…}}',
-            "a result (SendMessage, stream event) is wrapped in its oneof member; nested objects just drop kind",
+            "a SendMessage result or stream event is wrapped in its oneof member; nested objects drop kind",
         ),
         ('{"kind": "message", …}', '{"message": {…}}', "also dropped on status.message and history entries"),
     ),
@@ -169,19 +180,31 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     *_rows(
         LiteralCategory.X402_FIELD,
         ('"x402Version": 1', '"x402Version": 2', "in PaymentRequired and PaymentPayload"),
-        ("PaymentRequirements.maxAmountRequired", "PaymentRequirements.amount", "atomic units as a decimal string"),
+        (
+            "PaymentRequirements.maxAmountRequired",
+            "PaymentRequirements.amount",
+            "atomic units as a decimal string",
+        ),
         ("PaymentRequirements.resource", "PaymentRequired.resource.url", "moves from each option to the top"),
         ("PaymentRequirements.description", "PaymentRequired.resource.description", "moves to the top"),
         ("PaymentRequirements.mimeType", "PaymentRequired.resource.mimeType", "moves to the top"),
         ("PaymentRequirements.outputSchema", None, "no x402 v2 field"),
-        ("PaymentRequirements.network", "PaymentRequirements.network", "legacy name becomes CAIP-2; see networks"),
+        (
+            "PaymentRequirements.network",
+            "PaymentRequirements.network",
+            "legacy name becomes CAIP-2; see networks",
+        ),
         ("PaymentRequired.error", "PaymentRequired.error", "required in v1, optional in v2"),
         ("PaymentPayload.scheme", "PaymentPayload.accepted.scheme", ""),
         ("PaymentPayload.network", "PaymentPayload.accepted.network", "CAIP-2 in v2"),
         (None, "PaymentPayload.accepted", "the complete PaymentRequirements the client chose"),
         (None, "PaymentPayload.resource", "optional"),
         (None, "PaymentRequired.extensions", "optional; echoed in PaymentPayload.extensions"),
-        ("SettleResponse.transaction", "SettleResponse.transaction", 'optional in v1; required in v2, "" if nothing was sent'),
+        (
+            "SettleResponse.transaction",
+            "SettleResponse.transaction",
+            'optional in v1; required in v2, "" if nothing was sent',
+        ),
         ("SettleResponse.network", "SettleResponse.network", "CAIP-2 in v2"),
     ),
     *_rows(

@@ -150,7 +150,7 @@ class PaymentVerifiedData:
         if self.receipts and not _is_pending(self.receipts[-1]):
             raise _inconsistent(
                 child_path("receipts", len(self.receipts) - 1),
-                "receipts on payment-verified report a pending settlement: the newest must be settlement_pending",
+                "receipts on payment-verified report a pending settlement: the newest must be one",
             )
 
     @property
@@ -170,7 +170,9 @@ class PaymentCompletedData:
         object.__setattr__(self, "receipts", tuple(self.receipts))
         _check_receipts(self.receipts)
         if not self.receipts or not self.receipts[-1].success:
-            raise _inconsistent("receipts", "payment-completed needs a successful settlement as the newest receipt")
+            raise _inconsistent(
+                "receipts", "payment-completed needs a successful settlement as the newest receipt"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +257,8 @@ def encode(data: PaymentData, dialect: Dialect) -> dict[str, JsonValue]:
         ExtensionMetadataError: ``x402_version_mismatch`` when an x402 v1 value is written on
             ``Dialect.V03``; ``invalid_type`` when ``data`` is not one of the message classes.
     """
+    # A plain string would otherwise be taken for V02 by the identity checks below.
+    dialect = Dialect(dialect)
     if not isinstance(data, tuple(_DATA_TYPES.values())):
         raise ExtensionMetadataError(
             MetadataErrorCode.INVALID_TYPE, f"expected an extension message, got {type(data).__name__}"
@@ -286,6 +290,7 @@ def decode(metadata: Mapping[str, object] | None, dialect: Dialect) -> PaymentDa
             ``dialect``'s form, including data in the other dialect's form (``dialect_mismatch``).
             The error's path names the offending field.
     """
+    dialect = Dialect(dialect)
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping):
@@ -307,16 +312,17 @@ def decode(metadata: Mapping[str, object] | None, dialect: Dialect) -> PaymentDa
             )
         if name in allowed_required and name not in members:
             raise ExtensionMetadataError(
-                MetadataErrorCode.MISSING_FIELD, f"required with status {status.value}", _wire_path(dialect, name)
+                MetadataErrorCode.MISSING_FIELD,
+                f"required with status {status.value}",
+                _wire_path(dialect, name),
             )
-    values = {
-        name: _decode_field(name, members[name], dialect, _wire_path(dialect, name))
-        for name in _FIELD_NAMES
-        if name in members
-    }
     try:
-        return _DATA_TYPES[status](**values)
+        return _build(status, _Fields(members, dialect))
     except ExtensionMetadataError as exc:
+        if exc.path.startswith("metadata"):
+            raise
+        # Parse errors carry their full path already; a message class's own checks know only the
+        # field's name (``receipts[2]``), so complete it.
         raise ExtensionMetadataError(exc.code, exc.detail, _wire_path(dialect, exc.path)) from None
 
 
@@ -370,7 +376,9 @@ def _extract_v02(metadata: Mapping[str, object]) -> Mapping[str, object] | None:
 def _read_status(members: Mapping[str, JsonValue], dialect: Dialect) -> PaymentStatus:
     path = _wire_path(dialect, "status")
     if "status" not in members:
-        raise ExtensionMetadataError(MetadataErrorCode.MISSING_FIELD, "every extension message has a status", path)
+        raise ExtensionMetadataError(
+            MetadataErrorCode.MISSING_FIELD, "every extension message has a status", path
+        )
     value = members["status"]
     if not isinstance(value, str):
         raise ExtensionMetadataError(
@@ -386,28 +394,76 @@ def _read_status(members: Mapping[str, JsonValue], dialect: Dialect) -> PaymentS
         ) from None
 
 
-def _decode_field(name: str, value: JsonValue, dialect: Dialect, path: str) -> object:
-    if name == "required":
-        return parse_required(value, dialect, path)
-    if name == "payload":
-        return parse_payload(value, dialect, path)
-    if name == "receipts":
+def _build(status: PaymentStatus, reader: _Fields) -> PaymentData:
+    match status:
+        case PaymentStatus.PAYMENT_REQUIRED:
+            return PaymentRequiredData(reader.required(), reader.error() if "error" in reader else None)
+        case PaymentStatus.PAYMENT_SUBMITTED:
+            return PaymentSubmittedData(reader.payload())
+        case PaymentStatus.PAYMENT_VERIFIED:
+            return PaymentVerifiedData(reader.pending_receipts() if "receipts" in reader else ())
+        case PaymentStatus.PAYMENT_COMPLETED:
+            return PaymentCompletedData(reader.receipts())
+        case PaymentStatus.PAYMENT_FAILED:
+            return PaymentFailedData(reader.error(), reader.receipts())
+        case PaymentStatus.PAYMENT_REJECTED:
+            return PaymentRejectedData()
+
+
+class _Fields:
+    """Typed readers of the normalised fields of one extension value."""
+
+    def __init__(self, members: Mapping[str, JsonValue], dialect: Dialect) -> None:
+        self._members = members
+        self._dialect = dialect
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._members
+
+    def required(self) -> X402PaymentRequired:
+        return parse_required(self._members["required"], self._dialect, self._path("required"))
+
+    def payload(self) -> X402PaymentPayload:
+        return parse_payload(self._members["payload"], self._dialect, self._path("payload"))
+
+    def receipts(self) -> tuple[X402Receipt, ...]:
+        value, path = self._members["receipts"], self._path("receipts")
         if not isinstance(value, list):
             raise ExtensionMetadataError(
                 MetadataErrorCode.INVALID_TYPE, f"expected an array, got {json_type_name(value)}", path
             )
-        return tuple(parse_receipt(item, dialect, child_path(path, index)) for index, item in enumerate(value))
-    if not isinstance(value, str):
-        raise ExtensionMetadataError(
-            MetadataErrorCode.INVALID_TYPE, f"expected a string, got {json_type_name(value)}", path
-        )
-    try:
-        return PaymentErrorCode(value)
-    except ValueError:
-        expected = ", ".join(c.value for c in PaymentErrorCode)
-        raise ExtensionMetadataError(
-            MetadataErrorCode.UNKNOWN_ERROR_CODE, f"unknown payment error code (expected one of {expected})", path
-        ) from None
+        return tuple(parse_receipt(item, self._dialect, child_path(path, i)) for i, item in enumerate(value))
+
+    def pending_receipts(self) -> tuple[X402Receipt, ...]:
+        receipts = self.receipts()
+        if not receipts:
+            # Only a pending settlement puts receipts on payment-verified; an empty list is a
+            # second spelling of "no receipts", and every message has one wire form.
+            raise ExtensionMetadataError(
+                MetadataErrorCode.INCONSISTENT_CONTENT,
+                "must not be empty on payment-verified; leave it out when no settlement is pending",
+                self._path("receipts"),
+            )
+        return receipts
+
+    def error(self) -> PaymentErrorCode:
+        value, path = self._members["error"], self._path("error")
+        if not isinstance(value, str):
+            raise ExtensionMetadataError(
+                MetadataErrorCode.INVALID_TYPE, f"expected a string, got {json_type_name(value)}", path
+            )
+        try:
+            return PaymentErrorCode(value)
+        except ValueError:
+            expected = ", ".join(c.value for c in PaymentErrorCode)
+            raise ExtensionMetadataError(
+                MetadataErrorCode.UNKNOWN_ERROR_CODE,
+                f"unknown payment error code (expected one of {expected})",
+                path,
+            ) from None
+
+    def _path(self, name: str) -> str:
+        return _wire_path(self._dialect, name)
 
 
 def _encode_field(value: object, dialect: Dialect, path: str) -> JsonValue:

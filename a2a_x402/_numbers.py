@@ -126,14 +126,22 @@ def _walk(value: object, path: str, depth: int, budget: _Budget) -> JsonValue:
     if isinstance(value, str):
         budget.spend_chars(value, path)
         return value
-    if depth >= MAX_DEPTH and isinstance(value, Mapping | Sequence) and not isinstance(value, bytes | bytearray):
-        raise ExtensionMetadataError(MetadataErrorCode.TOO_LARGE, f"nested deeper than {MAX_DEPTH} levels", path)
+    if (
+        depth >= MAX_DEPTH
+        and isinstance(value, Mapping | Sequence)
+        and not isinstance(value, bytes | bytearray)
+    ):
+        raise ExtensionMetadataError(
+            MetadataErrorCode.TOO_LARGE, f"nested deeper than {MAX_DEPTH} levels", path
+        )
     if isinstance(value, Mapping):
         result: dict[str, JsonValue] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ExtensionMetadataError(
-                    MetadataErrorCode.INVALID_TYPE, f"object keys must be strings, got {type(key).__name__}", path
+                    MetadataErrorCode.INVALID_TYPE,
+                    f"object keys must be strings, got {type(key).__name__}",
+                    path,
                 )
             budget.spend_chars(key, path)
             item_path = child_path(path, key)
@@ -148,13 +156,15 @@ def _walk(value: object, path: str, depth: int, budget: _Budget) -> JsonValue:
 
 def _normalize_float(value: float, path: str) -> int | float:
     if not math.isfinite(value):
-        raise ExtensionMetadataError(MetadataErrorCode.INVALID_NUMBER, f"{value!r} is not a JSON number", path)
+        raise ExtensionMetadataError(
+            MetadataErrorCode.INVALID_NUMBER, f"{value!r} is not a JSON number", path
+        )
     if not value.is_integer():
         return value
     if abs(value) > _MAX_EXACT_FLOAT_INT:
         raise ExtensionMetadataError(
             MetadataErrorCode.INVALID_NUMBER,
-            f"{value!r} is at least 2**53 and may have lost precision as a float; send large integers as strings",
+            f"{value!r} is 2**53 or more and may have lost precision as a float; send it as a string",
             path,
         )
     return int(value)

@@ -26,8 +26,10 @@ the card's ProtoJSON.
 Free-form JSON (``google.protobuf.Struct`` such as ``AgentExtension.params``) is kept as is.
 
 Numbers: JCS reads JSON numbers as IEEE 754 doubles. An integer beyond 2**53 - 1 is accepted only when it is
-exactly a double (``10**22``, ``2**60``), and then written as that double; any other such integer is refused,
-because its text and its signed value would differ. NaN and infinities are refused.
+exactly a double (``10**22``, ``2**60``) or the JCS spelling of one (``1152921504606847000`` for 2**60), and is
+then written as that double; any other such integer (``12345678901234567890``) is refused, because the value
+a reader of the text sees would not be the value signed, and many texts would share one signature. NaN and
+infinities are refused.
 
 Deviation from a2a-sdk 1.3.0: the SDK drops every empty string, list and object before JCS, including
 REQUIRED ones and ``optional`` fields set to ``""``; this module follows the spec and keeps them.
@@ -103,8 +105,9 @@ def canonicalize_card(card: AgentCard | Mapping[str, Any]) -> bytes:
     canonical = _message(unsigned, AgentCard.DESCRIPTOR, "", 1)
     try:
         return rfc8785.dumps(canonical)
-    except rfc8785.CanonicalizationError as exc:
-        raise CanonicalizationError(f"no canonical form: {exc}") from exc
+    except (rfc8785.CanonicalizationError, UnicodeError) as exc:
+        # rfc8785 reports a lone surrogate in a value as its own error but in a member name as UnicodeError.
+        raise CanonicalizationError(f"no canonical form: text is not valid Unicode ({exc})") from exc
 
 
 def card_to_json(card: AgentCard | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -198,8 +201,13 @@ def _integer(value: int, path: str) -> int | float:
         as_double = float(value)
     except OverflowError as exc:
         raise CanonicalizationError(f"{path}: {value} is out of the range of a JSON number") from exc
-    if int(as_double) != value:
-        raise CanonicalizationError(f"{path}: {value} is not exactly representable as an IEEE 754 double")
+    # Two spellings name a double: its exact value (2**60 = 1152921504606846976) and its JCS form
+    # (1152921504606847000), which must be accepted so that canonical output canonicalizes to itself.
+    if int(as_double) != value and rfc8785.dumps(as_double) != str(value).encode("ascii"):
+        raise CanonicalizationError(
+            f"{path}: {value} is neither an IEEE 754 double nor the shortest form of one; "
+            "write large integers as strings"
+        )
     return as_double
 
 

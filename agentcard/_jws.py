@@ -109,8 +109,6 @@ def decode_signature(entry: Any, algorithms: Collection[str]) -> tuple[Protected
     protected, signature = entry.get("protected"), entry.get("signature")
     if not isinstance(protected, str) or not isinstance(signature, str):
         raise SignatureMalformedError('"protected" and "signature" must both be strings')
-    if not signature or len(signature) > _MAX_SIGNATURE_CHARS or not _B64URL_RE.match(signature):
-        raise SignatureMalformedError('"signature" is not unpadded base64url')
     try:
         header = load_json_object(_b64decode(protected), max_bytes=_MAX_HEADER_BYTES, what="protected header")
     except ValueError as exc:  # CardParseError and base64 errors are ValueErrors
@@ -136,6 +134,8 @@ def decode_signature(entry: Any, algorithms: Collection[str]) -> tuple[Protected
     if header.get("b64", True) is not True:
         raise SignatureMalformedError("unencoded payloads (b64) are not used for agent cards")
     _check_unprotected(entry.get("header"), header)
+    if not signature or len(signature) > _MAX_SIGNATURE_CHARS or not _B64URL_RE.match(signature):
+        raise SignatureMalformedError('"signature" is not unpadded base64url')
     return ProtectedHeader(alg=alg, kid=kid, typ=typ, jku=jku), protected, signature
 
 

@@ -9,7 +9,8 @@ Invariants:
 * The size is checked on the raw bytes, before decoding, so an oversized body costs no parsing.
 * A JSON object that repeats a member name is refused. Parsers disagree on which copy wins, so a
   signature checked over one reading could be trusted by code that reads the other.
-* ``NaN`` / ``Infinity`` (accepted by Python's ``json`` but not JSON) are refused.
+* ``NaN`` / ``Infinity`` (accepted by Python's ``json`` but not JSON) and numbers that overflow a double
+  (``1e400``, which Python would read as infinity) are refused.
 * Numbers are returned as Python parses them (exact ``int``, ``float``); whether they have a canonical
   form is decided by canonicalization, not here.
 """
@@ -17,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NoReturn
 
 from ._errors import CardParseError, CardTooLargeError, DuplicateKeyError
@@ -54,11 +56,18 @@ def load_json_object(data: bytes, *, max_bytes: int, what: str) -> dict[str, Any
     except UnicodeDecodeError as exc:
         raise CardParseError(f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from exc
     try:
-        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
+        value = json.loads(
+            text, object_pairs_hook=_unique_object, parse_constant=_refuse_constant, parse_float=_finite_float
+        )
     except json.JSONDecodeError as exc:
         raise CardParseError(
             f"{what} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
+    except CardParseError:
+        raise
+    except ValueError as exc:
+        # Python refuses integer literals of more than 4300 digits with a plain ValueError.
+        raise CardParseError(f"{what} holds a number Python cannot read: {exc}") from exc
     except RecursionError as exc:
         raise CardParseError(f"{what} is nested too deeply") from exc
     if not isinstance(value, dict):
@@ -77,3 +86,10 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> NoReturn:
     raise CardParseError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise CardParseError(f"{text} is out of the range of a JSON number")
+    return value

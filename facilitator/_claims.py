@@ -14,7 +14,9 @@ States::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -25,6 +27,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage import Uint256
+
+from ._errors import IdempotencyConflictError
 
 __all__ = ["Claim", "ClaimKey", "ClaimState", "ClaimStore", "claims_table"]
 
@@ -130,7 +134,7 @@ def _aware(value: datetime) -> datetime:
 
 
 def _row(row: sa.Row[Any]) -> Claim:
-    values = dict(row._mapping)
+    values: dict[str, Any] = dict(row._mapping)
     values["state"] = ClaimState(values["state"])
     for column in ("lease_until", "created_at", "updated_at"):
         values[column] = _aware(values[column])
@@ -140,10 +144,12 @@ def _row(row: sa.Row[Any]) -> Claim:
 class ClaimStore:
     """Inserts, looks up and advances settlement claims."""
 
-    def __init__(self, engine: AsyncEngine, *, lease_s: float = 60.0):
+    def __init__(self, engine: AsyncEngine, *, lease_s: float = 60.0, poll_s: float = 0.05):
         self._engine = engine
         self._lease = timedelta(seconds=lease_s)
-        self._settled: dict[str, asyncio.Event] = {}
+        self._poll_s = poll_s
+        # Waiters in this process wake on these at once; claims advanced by another process are polled.
+        self._changed: dict[str, asyncio.Event] = {}
 
     async def claim(
         self,
@@ -162,24 +168,34 @@ class ClaimStore:
         idempotency key (a key reused for another authorization).
         """
         now = _now()
-        values = {
-            "id": "clm_" + secrets.token_hex(16),
-            "chain_id": key.chain_id,
-            "asset": key.asset,
-            "payer": key.payer,
-            "nonce": key.nonce,
-            "idempotency_key": idempotency_key,
-            "payload_hash": payload_hash,
-            "network": network,
-            "pay_to": pay_to,
-            "amount": amount,
-            "valid_before": valid_before,
-            "state": ClaimState.CLAIMED.value,
-            "attempt": 1,
-            "lease_until": now + self._lease,
-            "created_at": now,
-            "updated_at": now,
-        }
+        claim = Claim(
+            id="clm_" + secrets.token_hex(16),
+            chain_id=key.chain_id,
+            asset=key.asset,
+            payer=key.payer,
+            nonce=key.nonce,
+            idempotency_key=idempotency_key,
+            payload_hash=payload_hash,
+            network=network,
+            pay_to=pay_to,
+            amount=amount,
+            valid_before=valid_before,
+            state=ClaimState.CLAIMED,
+            attempt=1,
+            lease_until=now + self._lease,
+            relayer=None,
+            relayer_nonce=None,
+            tx_hash=None,
+            raw_tx=None,
+            block_number=None,
+            block_hash=None,
+            error_reason=None,
+            response=None,
+            created_at=now,
+            updated_at=now,
+        )
+        values = {column: getattr(claim, column) for column in claims_table.c.keys()}
+        values["state"] = claim.state.value
         try:
             async with self._engine.begin() as connection:
                 await connection.execute(claims_table.insert().values(**values))
@@ -190,11 +206,14 @@ class ClaimStore:
             if existing is None:
                 raise
             return existing, False
-        blank = {c: None for c in ("relayer", "relayer_nonce", "tx_hash", "raw_tx", "block_number", "block_hash")}
-        return Claim(**{**values, **blank, "state": ClaimState.CLAIMED, "error_reason": None, "response": None}), True
+        return claim, True
 
     async def take_over(self, claim: Claim, *, idempotency_key: str | None, payload_hash: str) -> Claim | None:
-        """Claim again a released claim, or one whose owner vanished; None if someone else got it first."""
+        """Claim again a released claim, or one whose owner vanished; None if someone else got it first.
+
+        Raises:
+            IdempotencyConflictError: `idempotency_key` already names another claim.
+        """
         now = _now()
         stale = sa.and_(claims_table.c.state == ClaimState.CLAIMED.value, claims_table.c.lease_until < now)
         statement = (
@@ -214,10 +233,15 @@ class ClaimStore:
                 error_reason=None,
                 updated_at=now,
             )
+            .returning(*claims_table.c)
         )
-        async with self._engine.begin() as connection:
-            updated = (await connection.execute(statement)).rowcount
-        return await self.get(claim.id) if updated == 1 else None
+        try:
+            async with self._engine.begin() as connection:
+                row = (await connection.execute(statement)).first()
+        except IntegrityError as exc:
+            raise IdempotencyConflictError("this idempotency key was first used for another payment") from exc
+        self._notify(claim.id)
+        return _row(row) if row is not None else None
 
     async def mark_broadcast(self, claim_id: str, *, relayer: str, relayer_nonce: int, tx_hash: str, raw_tx: str) -> None:
         """Record the transaction that carries the claimed authorization."""
@@ -230,31 +254,35 @@ class ClaimStore:
             raw_tx=raw_tx,
         )
 
-    async def record_response(self, claim_id: str, response: dict[str, Any], **changes: Any) -> None:
-        """Store the answer given for this claim (and any state change) and wake local waiters."""
+    async def record_response(self, claim_id: str, response: dict[str, Any], **changes: Any) -> Claim:
+        """Store the answer for an unfinished claim (with any state change) and return the claim as stored.
+
+        A claim that already ended (succeeded, failed, released) keeps its answer: when two waiters race to
+        record the outcome of one transaction, the first answer stands and the second gets it back.
+        """
         if "state" in changes:
             changes["state"] = ClaimState(changes["state"]).value
-        await self._update(claim_id, response=response, **changes)
-        event = self._settled.pop(claim_id, None)
-        if event is not None:
-            event.set()
+        unfinished = claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
+        await self._update(claim_id, unfinished, response=response, **changes)
+        stored = await self.get(claim_id)
+        if stored is None:
+            raise LookupError(f"claim {claim_id} vanished")
+        return stored
 
-    async def wait_for_response(self, claim_id: str, timeout_s: float, poll_s: float = 0.01) -> Claim | None:
-        """Wait until the claim carries an answer (set here or by another process); None on timeout."""
-        event = self._settled.setdefault(claim_id, asyncio.Event())
+    async def wait_for(self, claim_id: str, done: Callable[[Claim], bool], timeout_s: float) -> Claim | None:
+        """Wait until `done(claim)` holds (advanced here or by another process); None on timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
+            event = self._changed.setdefault(claim_id, asyncio.Event())
             claim = await self.get(claim_id)
-            if claim is not None and claim.response is not None:
+            if claim is not None and done(claim):
                 return claim
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
-            try:
-                await asyncio.wait_for(event.wait(), min(remaining, poll_s * 5))
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(remaining, self._poll_s))
 
     async def get(self, claim_id: str) -> Claim | None:
         """The claim with this id."""
@@ -273,21 +301,21 @@ class ClaimStore:
         """The claim first made with this idempotency key."""
         return await self._one(claims_table.c.idempotency_key == idempotency_key)
 
-    async def unfinished(self) -> list[Claim]:
-        """Claims that are claimed or broadcast: work in flight, or left behind by a crash."""
-        statement = sa.select(claims_table).where(
-            claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
-        )
-        async with self._engine.connect() as connection:
-            return [_row(r) for r in (await connection.execute(statement)).all()]
-
     async def _one(self, *conditions: sa.ColumnElement[bool]) -> Claim | None:
         async with self._engine.connect() as connection:
             row = (await connection.execute(sa.select(claims_table).where(*conditions))).first()
         return _row(row) if row is not None else None
 
-    async def _update(self, claim_id: str, **values: Any) -> None:
+    async def _update(self, claim_id: str, *conditions: sa.ColumnElement[bool], **values: Any) -> None:
         async with self._engine.begin() as connection:
             await connection.execute(
-                claims_table.update().where(claims_table.c.id == claim_id).values(updated_at=_now(), **values)
+                claims_table.update()
+                .where(claims_table.c.id == claim_id, *conditions)
+                .values(updated_at=_now(), **values)
             )
+        self._notify(claim_id)
+
+    def _notify(self, claim_id: str) -> None:
+        event = self._changed.pop(claim_id, None)
+        if event is not None:
+            event.set()

@@ -34,21 +34,31 @@ class FacilitatorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
 
-    rpc_url: str = Field("http://127.0.0.1:8545", description="JSON-RPC endpoint of the chain")
-    network: str = Field("eip155:84532", description="CAIP-2 id of the chain; the node must report this chain id")
-    relayer_key: SecretStr | None = Field(None, description="relayer private key (hex) or a file path holding it")
-    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
-    confirmations: int = Field(1, ge=1, le=256, description="blocks on top of (and including) the settlement's")
-    receipt_timeout_s: float = Field(
-        20.0, gt=0, le=600, description="how long a settle waits for its receipt before answering pending"
+    rpc_url: str = Field(default="http://127.0.0.1:8545", description="JSON-RPC endpoint of the chain")
+    network: str = Field(
+        default="eip155:84532", description="CAIP-2 id of the chain; the node must report this chain id"
     )
-    rpc_timeout_s: float = Field(10.0, gt=0, le=120)
-    validity_margin_s: int = Field(6, ge=0, le=600, description="validBefore must be at least this far ahead")
-    gas_limit_cap: int = Field(300_000, ge=21_000, le=10_000_000)
-    receipt_poll_s: float = Field(0.003, gt=0, le=5)
-    claim_lease_s: float = Field(60.0, gt=0, description="after this, a claim whose owner vanished may be retaken")
+    relayer_key: SecretStr | None = Field(
+        default=None, description="relayer private key (hex) or a file path holding it"
+    )
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
+    confirmations: int = Field(
+        default=1, ge=1, le=256, description="blocks on top of (and including) the settlement's"
+    )
+    receipt_timeout_s: float = Field(
+        default=20.0, gt=0, le=600, description="how long a settle waits for its receipt before answering pending"
+    )
+    rpc_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    validity_margin_s: int = Field(
+        default=6, ge=0, le=600, description="validBefore must be at least this far ahead"
+    )
+    gas_limit_cap: int = Field(default=300_000, ge=21_000, le=10_000_000)
+    receipt_poll_s: float = Field(default=0.003, gt=0, le=5)
+    claim_lease_s: float = Field(
+        default=60.0, gt=0, description="after this, a claim whose owner vanished may be retaken"
+    )
     host: str = "127.0.0.1"
-    port: int = Field(4022, ge=0, le=65535)
+    port: int = Field(default=4022, ge=0, le=65535)
 
     @field_validator("network")
     @classmethod

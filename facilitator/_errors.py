@@ -1,13 +1,13 @@
-"""Facilitator exceptions.
+"""Facilitator exceptions, each with a stable `code`.
 
-    FacilitatorError
-    ├── ChainError
-    │   ├── ChainUnavailableError   the RPC node could not be reached or answered garbage
-    │   ├── RpcError                the node answered a call with a JSON-RPC error (reverts included)
-    │   └── ChainMismatchError      the node's eth_chainId is not the configured network's
-    ├── PaymentInvalidError         a payment failed a check; carries the x402 reason code
-    ├── IdempotencyConflictError    an idempotency key was reused for a different payment
-    └── InvalidIdempotencyKeyError  an idempotency key that is not 1-255 printable ASCII characters
+    FacilitatorError                                  facilitator_error
+    ├── ChainError                                    chain_error
+    │   ├── ChainUnavailableError                     chain_unavailable: node unreachable or answering garbage
+    │   ├── RpcError                                  rpc_error: a JSON-RPC error reply (reverts included)
+    │   └── ChainMismatchError                        chain_mismatch: eth_chainId is not the configured network's
+    ├── PaymentInvalidError                           the x402 reason code of the failed check
+    ├── IdempotencyConflictError                      idempotency_key_conflict: a key reused for another payment
+    └── InvalidIdempotencyKeyError (ValueError)       invalid_idempotency_key: not 1-255 printable ASCII characters
 
 A payment that fails a check is not an error of the service: public entry points turn
 PaymentInvalidError into `isValid: false` / `success: false` answers with its reason.
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_abi import decode as abi_decode
+from eth_abi.abi import decode as abi_decode
+from eth_abi.exceptions import DecodingError
 
 __all__ = [
     "ChainError",
@@ -36,25 +37,35 @@ _ERROR_STRING_SELECTOR = "0x08c379a0"  # Error(string)
 class FacilitatorError(Exception):
     """Root of every exception the facilitator raises on purpose."""
 
+    code: str = "facilitator_error"
+
 
 class ChainError(FacilitatorError):
     """Something went wrong talking to the chain."""
+
+    code = "chain_error"
 
 
 class ChainUnavailableError(ChainError):
     """The RPC node is unreachable, timed out, or answered something that is not JSON-RPC."""
 
+    code = "chain_unavailable"
+
 
 class ChainMismatchError(ChainError):
     """The RPC node serves another chain than the configured CAIP-2 network."""
+
+    code = "chain_mismatch"
 
 
 class RpcError(ChainError):
     """A JSON-RPC error reply, e.g. a reverted eth_call or a rejected transaction."""
 
-    def __init__(self, code: int, message: str, data: Any):
-        super().__init__(f"RPC error {code}: {message}")
-        self.code = code
+    code = "rpc_error"
+
+    def __init__(self, rpc_code: int, message: str, data: Any):
+        super().__init__(f"RPC error {rpc_code}: {message}")
+        self.rpc_code = rpc_code
         self.message = message
         self.data = data
 
@@ -64,9 +75,10 @@ class RpcError(ChainError):
         if isinstance(self.data, str) and self.data.startswith(_ERROR_STRING_SELECTOR):
             try:
                 (reason,) = abi_decode(["string"], bytes.fromhex(self.data[10:]))
+            except (DecodingError, ValueError):
+                reason = None  # malformed revert data: fall back to the node's message
+            if reason is not None:
                 return str(reason)
-            except Exception:  # noqa: BLE001 - malformed revert data falls back to the message
-                pass
         prefix = "execution reverted: "
         if self.message.startswith(prefix):
             return self.message[len(prefix) :]
@@ -80,11 +92,17 @@ class PaymentInvalidError(FacilitatorError):
         super().__init__(message)
         self.reason = reason
         self.message = message
+        # The x402 reason is the stable code of a payment failure.
+        self.code = reason
 
 
 class IdempotencyConflictError(FacilitatorError):
     """The idempotency key was first used with a different payment."""
 
+    code = "idempotency_key_conflict"
+
 
 class InvalidIdempotencyKeyError(FacilitatorError, ValueError):
     """The idempotency key is not 1 to 255 printable ASCII characters."""
+
+    code = "invalid_idempotency_key"

@@ -45,7 +45,7 @@ class WireModel(BaseModel):
             WireError: the value does not match the document's wire form; see its `reason`.
         """
         try:
-            return cls.model_validate(data, context=dict(WIRE_CONTEXT), by_alias=True, by_name=False)
+            return cls.model_validate(data, context=WIRE_CONTEXT, by_alias=True, by_name=False)
         except ValidationError as exc:
             # `from None`: the pydantic error embeds the (possibly huge, hostile) input.
             raise wire_error_from_validation(

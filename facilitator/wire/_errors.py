@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ._reasons import Reason
 
-__all__ = ["WireError"]
+__all__ = ["VERSION_ERROR_TYPE", "WireError", "json_type_name", "wire_error_from_validation"]
 
 # pydantic error type of a wrong, missing or unknown x402Version (see `_primitives.version`).
 VERSION_ERROR_TYPE: Final = "x402_version"
@@ -72,7 +72,7 @@ def json_type_name(value: object) -> str:
     return f"a Python {type(value).__name__}"
 
 
-def format_path(loc: Sequence[int | str]) -> str:
+def _format_path(loc: Sequence[int | str]) -> str:
     """Render a pydantic location as a wire path: `accepts[0].payTo`."""
     parts: list[str] = []
     for segment in loc:
@@ -115,6 +115,13 @@ def _detail(error: Mapping[str, Any]) -> str:
     return message if len(message) <= _MAX_DETAIL_CHARS else message[:_MAX_DETAIL_CHARS] + "…"
 
 
+def _is_version_problem(error: Mapping[str, Any]) -> bool:
+    if error["type"] == VERSION_ERROR_TYPE:
+        return True
+    loc = error["loc"]
+    return error["type"] == "missing" and bool(loc) and loc[-1] == "x402Version"
+
+
 def wire_error_from_validation(
     exc: ValidationError,
     *,
@@ -128,9 +135,9 @@ def wire_error_from_validation(
     the top-level field it sits under (`by_field`), else `default`.
     """
     errors = exc.errors(include_url=False, include_context=True, include_input=True)
-    chosen = next((e for e in errors if e["type"] == VERSION_ERROR_TYPE), errors[0])
+    chosen = next((e for e in errors if _is_version_problem(e)), errors[0])
     loc = chosen["loc"]
-    if chosen["type"] == VERSION_ERROR_TYPE:
+    if _is_version_problem(chosen):
         reason = Reason.INVALID_X402_VERSION
     elif loc and isinstance(loc[0], str) and loc[0] in by_field:
         reason = by_field[loc[0]]
@@ -140,4 +147,4 @@ def wire_error_from_validation(
     if len(errors) > 1:
         others = len(errors) - 1
         detail += f" (and {others} more problem{'s' if others > 1 else ''})"
-    return WireError(reason, detail, format_path(loc))
+    return WireError(reason, detail, _format_path(loc))

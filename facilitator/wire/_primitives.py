@@ -3,16 +3,16 @@
 Each type is an `Annotated` pydantic type whose validator accepts exactly one wire form and
 raises a message that says what was expected and never quotes the input.
 
-| type          | wire form                                   | Python value                      |
-| ------------- | ------------------------------------------- | --------------------------------- |
-| Address       | 0x + 40 hex; all-lower, all-upper or EIP-55 | str, EIP-55 checksummed           |
-| Uint256       | decimal string, no sign/space/leading zero  | int, 0 <= n < 2**256 (<= 78 digits) |
-| UnixTime      | same, within uint64                         | int, unix seconds                 |
-| Bytes32       | 0x + 64 hex                                 | str, lower-case hex               |
-| TxHash        | "" or 0x + 64 hex                           | str, lower-case hex or ""         |
-| Signature     | 0x + even hex, 1..MAX_SIGNATURE_BYTES bytes | str, lower-case hex               |
-| texts         | strings with the lengths below, no NUL      | str                               |
-| JSON objects  | bounded in keys, size and depth             | dict                              |
+| type         | wire form                                     | Python value                      |
+| ------------ | --------------------------------------------- | --------------------------------- |
+| Address      | 0x + 40 hex; all-lower, all-upper or EIP-55   | str, EIP-55 checksummed           |
+| Uint256      | decimal string, no sign/space/leading zero    | int, 0 <= n < 2**256 (78 digits)  |
+| UnixTime     | the same, within uint64                       | int, unix seconds                 |
+| Bytes32      | 0x + 64 hex                                   | str, lower-case hex               |
+| TxHash       | "" or 0x + 64 hex                             | str, lower-case hex or ""         |
+| Signature    | 0x + even hex, 1..MAX_SIGNATURE_BYTES bytes   | str, lower-case hex               |
+| texts        | strings of the bounded lengths defined below  | str                               |
+| JSON objects | objects bounded in keys, size and depth       | dict (a private copy)             |
 
 Uint256 and UnixTime reject JSON numbers when parsed from the wire (`WIRE_CONTEXT`), but accept
 Python ints when a model is built in code, so `PaymentRequirements(amount=10_000, ...)` works.

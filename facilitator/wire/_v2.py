@@ -7,10 +7,9 @@ byte. Networks are CAIP-2 `eip155:<chainId>`; amounts are uint256 decimal string
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Final
 
 from pydantic import Field, PlainValidator, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from ._base import WireModel
 from ._errors import json_type_name
@@ -43,6 +42,7 @@ from ._primitives import (
 from ._reasons import Reason
 
 __all__ = [
+    "MAX_ACCEPTS",
     "ExactEvmAuthorization",
     "ExactEvmPayload",
     "PaymentPayload",
@@ -55,7 +55,8 @@ __all__ = [
     "VerifyResponse",
 ]
 
-MAX_ACCEPTS = 32
+# An offer lists a handful of networks and assets; 32 leaves room without inviting abuse.
+MAX_ACCEPTS: Final = 32
 
 
 class ResourceInfo(WireModel):
@@ -198,7 +199,7 @@ class SupportedKind(WireModel):
             problem = caip2_problem(value)
         else:
             # The version itself failed; that error is the one reported.
-            raise PydanticCustomError("wire_value", "depends on a valid x402Version")
+            fail("depends on a valid x402Version")
         if problem is not None:
             fail(problem)
         return str.__str__(value)

@@ -4,6 +4,7 @@ from collections import Counter
 
 from a2a.compat.v0_3 import types as types_v03
 from a2a.types import Role, TaskState
+from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS as SDK_V1_NETWORK_CHAIN_IDS
 
 from a2a_x402 import (
     EXTENSION_URI,
@@ -89,13 +90,12 @@ def test_x402_fields() -> None:
     assert fields["PaymentPayload.network"] == "PaymentPayload.accepted.network"
 
 
-def test_networks_are_caip2() -> None:
+def test_networks_match_the_x402_sdk() -> None:
     networks = literal_map(LiteralCategory.NETWORK)
     assert networks["base"] == "eip155:8453"
     assert networks["base-sepolia"] == "eip155:84532"
-    assert networks["solana"] == "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
-    assert len(set(networks.values())) == len(networks)
-    assert all(v.startswith(("eip155:", "solana:")) for v in networks.values())
+    # The x402 Python SDK's own v1 table is an independent source for every EVM name.
+    assert networks == {name: f"eip155:{chain_id}" for name, chain_id in SDK_V1_NETWORK_CHAIN_IDS.items()}
 
 
 def test_literal_map_is_read_only() -> None:

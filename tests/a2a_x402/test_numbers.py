@@ -5,8 +5,8 @@ import math
 from collections.abc import Iterator, Mapping
 
 import pytest
-from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
+from google.protobuf.struct_pb2 import Struct  # type: ignore[import-untyped]
 
 from a2a_x402 import (
     MAX_DEPTH,
@@ -23,7 +23,7 @@ def test_integral_floats_become_ints_recursively() -> None:
     value = {"x402Version": 2.0, "accepts": [{"maxTimeoutSeconds": 600.0, "extra": {"n": [1.0, -3.0, 0.0]}}]}
     result = normalize_struct_value(value, "m")
     assert result == {"x402Version": 2, "accepts": [{"maxTimeoutSeconds": 600, "extra": {"n": [1, -3, 0]}}]}
-    assert type(result["x402Version"]) is int  # type: ignore[index,call-overload]
+    assert isinstance(result, dict) and type(result["x402Version"]) is int
     assert json.dumps(result) == (
         '{"x402Version": 2, "accepts": [{"maxTimeoutSeconds": 600, "extra": {"n": [1, -3, 0]}}]}'
     )
@@ -36,10 +36,19 @@ def test_the_input_is_not_modified() -> None:
 
 
 def test_fractions_strings_and_other_scalars_are_kept() -> None:
-    value = {"price": 0.5, "amount": "10000", "ratio": "2.0", "ok": True, "no": False, "nothing": None, "n": 7}
+    value = {
+        "price": 0.5,
+        "amount": "10000",
+        "ratio": "2.0",
+        "ok": True,
+        "no": False,
+        "nothing": None,
+        "n": 7,
+    }
     result = normalize_struct_value(value, "m")
     assert result == value
-    assert result["ok"] is True and result["amount"] == "10000" and result["ratio"] == "2.0"  # type: ignore[index,call-overload]
+    assert isinstance(result, dict)
+    assert result["ok"] is True and result["amount"] == "10000" and result["ratio"] == "2.0"
 
 
 def test_protobuf_struct_is_read_directly() -> None:

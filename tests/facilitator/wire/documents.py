@@ -73,7 +73,11 @@ def payment_payload_v2() -> dict[str, Any]:
 
 
 def verify_request_v2() -> dict[str, Any]:
-    return {"x402Version": 2, "paymentPayload": payment_payload_v2(), "paymentRequirements": requirements_v2()}
+    return {
+        "x402Version": 2,
+        "paymentPayload": payment_payload_v2(),
+        "paymentRequirements": requirements_v2(),
+    }
 
 
 def requirements_v1() -> dict[str, Any]:
@@ -101,7 +105,11 @@ def payment_payload_v1() -> dict[str, Any]:
 
 
 def verify_request_v1() -> dict[str, Any]:
-    return {"x402Version": 1, "paymentPayload": payment_payload_v1(), "paymentRequirements": requirements_v1()}
+    return {
+        "x402Version": 1,
+        "paymentPayload": payment_payload_v1(),
+        "paymentRequirements": requirements_v1(),
+    }
 
 
 def settle_success_v2() -> dict[str, Any]:

@@ -33,7 +33,7 @@ def test_bodies_dispatch_on_their_version() -> None:
 @pytest.mark.parametrize("make", [docs.verify_request_v2, docs.verify_request_v1])
 def test_bodies_round_trip(make: Callable[[], dict[str, Any]]) -> None:
     doc = make()
-    assert parse_verify_request(doc).to_json_dict() == doc  # type: ignore[union-attr]
+    assert parse_verify_request(doc).to_json_dict() == doc
 
 
 @pytest.mark.parametrize("parse", PARSERS)
@@ -88,11 +88,27 @@ def test_requirement_errors_report_invalid_payment_requirements() -> None:
         ([], Reason.INVALID_PAYLOAD, "expected a JSON object, got an array"),
         ("{}", Reason.INVALID_PAYLOAD, "expected a JSON object, got a string"),
         ({}, Reason.INVALID_X402_VERSION, "x402Version: required field is missing"),
-        ({"x402Version": 3}, Reason.INVALID_X402_VERSION, "x402Version: unsupported version 3 (supported: 1, 2)"),
-        ({"x402Version": 10**30}, Reason.INVALID_X402_VERSION, "x402Version: unsupported version (supported: 1, 2)"),
-        ({"x402Version": True}, Reason.INVALID_X402_VERSION, "x402Version: expected an integer, got a boolean"),
+        (
+            {"x402Version": 3},
+            Reason.INVALID_X402_VERSION,
+            "x402Version: unsupported version 3 (supported: 1, 2)",
+        ),
+        (
+            {"x402Version": 10**30},
+            Reason.INVALID_X402_VERSION,
+            "x402Version: unsupported version (supported: 1, 2)",
+        ),
+        (
+            {"x402Version": True},
+            Reason.INVALID_X402_VERSION,
+            "x402Version: expected an integer, got a boolean",
+        ),
         ({"x402Version": 2.0}, Reason.INVALID_X402_VERSION, "x402Version: expected an integer, got a number"),
-        ({"x402Version": 2}, Reason.INVALID_PAYLOAD, "paymentPayload: required field is missing (and 1 more problem)"),
+        (
+            {"x402Version": 2},
+            Reason.INVALID_PAYLOAD,
+            "paymentPayload: required field is missing (and 1 more problem)",
+        ),
         (
             {"x402Version": 2, "paymentPayload": docs.payment_payload_v2()},
             Reason.INVALID_PAYMENT_REQUIREMENTS,

@@ -22,7 +22,8 @@ from . import documents as docs
 
 
 @pytest.mark.parametrize(
-    ("network", "chain_id"), [("eip155:1", 1), ("eip155:8453", 8453), (f"eip155:{MAX_CHAIN_ID}", MAX_CHAIN_ID)]
+    ("network", "chain_id"),
+    [("eip155:1", 1), ("eip155:8453", 8453), (f"eip155:{MAX_CHAIN_ID}", MAX_CHAIN_ID)],
 )
 def test_caip2_round_trip(network: str, chain_id: int) -> None:
     assert chain_id_from_caip2(network) == chain_id

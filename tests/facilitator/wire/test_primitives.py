@@ -92,7 +92,8 @@ def test_address_of_wrong_shape_is_refused(bad: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("bad", "kind"), [(123, "an integer"), ({}, "an object"), ([docs.MERCHANT], "an array"), (True, "a boolean")]
+    ("bad", "kind"),
+    [(123, "an integer"), ({}, "an object"), ([docs.MERCHANT], "an array"), (True, "a boolean")],
 )
 def test_address_of_wrong_json_type_is_refused(bad: object, kind: str) -> None:
     assert _probe_error(address=bad).message == f"address: expected a string, got {kind}"
@@ -109,15 +110,29 @@ def test_uint256_accepts_canonical_decimals(text: str) -> None:
 
 
 UINT_SHAPE = (
-    "amount: expected an unsigned decimal integer string of at most 78 digits (no sign, spaces or leading zeros)"
+    "amount: expected an unsigned decimal integer string of at most 78 digits"
+    " (no sign, spaces or leading zeros)"
 )
 
 
 @pytest.mark.parametrize(
     "bad",
     ["-1", "+1", " 1", "1 ", "01", "00", "1.0", "1e3", "0x10", "1_000", "", "٣", "9" * 79],
-    ids=["neg", "plus", "lead-space", "trail-space", "lead-zero", "zeros", "fraction", "exp", "hex",
-         "underscore", "empty", "unicode-digit", "79-digits"],
+    ids=[
+        "neg",
+        "plus",
+        "lead-space",
+        "trail-space",
+        "lead-zero",
+        "zeros",
+        "fraction",
+        "exp",
+        "hex",
+        "underscore",
+        "empty",
+        "unicode-digit",
+        "79-digits",
+    ],
 )
 def test_uint256_refuses_non_canonical_decimals(bad: str) -> None:
     assert _probe_error(amount=bad).message == UINT_SHAPE
@@ -161,7 +176,10 @@ def test_bytes32_of_wrong_shape_is_refused(bad: object) -> None:
 def test_tx_hash_may_be_empty_but_not_short() -> None:
     assert _probe(tx="").tx == ""
     assert _probe(tx=docs.TX_HASH.upper().replace("0X", "0x")).tx == docs.TX_HASH
-    assert _probe_error(tx="0x").message == 'tx: expected "" or 0x followed by 64 hex digits (a transaction hash)'
+    assert (
+        _probe_error(tx="0x").message
+        == 'tx: expected "" or 0x followed by 64 hex digits (a transaction hash)'
+    )
 
 
 @pytest.mark.parametrize("size", [1, 65, 66, 1000, MAX_SIGNATURE_BYTES])
@@ -176,9 +194,7 @@ def test_signature_accepts_1_to_max_bytes(size: int) -> None:
 )
 def test_signature_of_wrong_shape_is_refused(bad: str) -> None:
     message = _probe_error(signature=bad).message
-    assert message == (
-        "signature: expected 0x followed by an even number of hex digits, 1 to 4096 bytes"
-    )
+    assert message == ("signature: expected 0x followed by an even number of hex digits, 1 to 4096 bytes")
 
 
 # --- texts, timeouts and free-form objects, through the fields that use them ----------------------------
@@ -250,7 +266,7 @@ def test_extra_objects_are_bounded(extra: object, message: str) -> None:
 
 
 def test_extra_is_copied_so_later_edits_do_not_reach_the_model() -> None:
-    extra = {"name": "USDC", "version": "2", "nested": {"a": [1]}}
+    extra: dict[str, Any] = {"name": "USDC", "version": "2", "nested": {"a": [1]}}
     parsed = PaymentRequirements.from_wire(docs.requirements_v2() | {"extra": extra})
     extra["nested"]["a"].append(2)
     assert parsed.extra == {"name": "USDC", "version": "2", "nested": {"a": [1]}}

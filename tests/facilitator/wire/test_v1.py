@@ -52,7 +52,11 @@ def test_a2a_x402_receipts_with_nulls_and_free_text_reasons_parse() -> None:
     }
     parsed = SettleResponseV1.from_wire(receipt)
     assert parsed.transaction is None
-    assert parsed.to_json_dict() == {"success": False, "errorReason": receipt["errorReason"], "network": "base"}
+    assert parsed.to_json_dict() == {
+        "success": False,
+        "errorReason": receipt["errorReason"],
+        "network": "base",
+    }
 
 
 def test_a2a_x402_requirements_with_null_optionals_parse() -> None:
@@ -67,7 +71,9 @@ def test_successful_v1_settlement_must_name_its_transaction(transaction: str | N
     doc: dict[str, Any] = {"success": True, "network": "base"}
     if transaction is not None:
         doc["transaction"] = transaction
-    with pytest.raises(WireError, match="^transaction: a successful settlement must name its transaction hash$"):
+    with pytest.raises(
+        WireError, match="^transaction: a successful settlement must name its transaction hash$"
+    ):
         SettleResponseV1.from_wire(doc)
 
 

@@ -67,14 +67,21 @@ ROUND_TRIPS: list[tuple[type[WireModel], Callable[[], dict[str, Any]]]] = [
     ),
     (
         SettleResponse,
-        lambda: {"success": False, "errorReason": "transaction_failed", "transaction": "", "network": "eip155:1"},
+        lambda: {
+            "success": False,
+            "errorReason": "transaction_failed",
+            "transaction": "",
+            "network": "eip155:1",
+        },
     ),
     (SupportedResponse, lambda: {"kinds": [], "extensions": [], "signers": {}}),
 ]
 
 
 @pytest.mark.parametrize(("model", "make"), ROUND_TRIPS)
-def test_documents_round_trip_byte_for_byte(model: type[WireModel], make: Callable[[], dict[str, Any]]) -> None:
+def test_documents_round_trip_byte_for_byte(
+    model: type[WireModel], make: Callable[[], dict[str, Any]]
+) -> None:
     doc = make()
     assert _compact(model.from_wire(doc).to_json_dict()) == _compact(doc)
 
@@ -91,7 +98,7 @@ def test_python_values_are_typed() -> None:
 def test_models_are_frozen() -> None:
     requirements = PaymentRequirements.from_wire(docs.requirements_v2())
     with pytest.raises(ValidationError):
-        requirements.amount = 1  # type: ignore[misc]
+        requirements.amount = 1
 
 
 def test_models_can_be_built_in_code_with_snake_case_and_ints() -> None:
@@ -107,7 +114,10 @@ def test_models_can_be_built_in_code_with_snake_case_and_ints() -> None:
     assert built.to_json_dict() == docs.requirements_v2()
     response = VerifyResponse(is_valid=False, invalid_reason=Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
     assert type(response.invalid_reason) is str
-    assert response.to_json_dict() == {"isValid": False, "invalidReason": "invalid_exact_evm_nonce_already_used"}
+    assert response.to_json_dict() == {
+        "isValid": False,
+        "invalidReason": "invalid_exact_evm_nonce_already_used",
+    }
 
 
 def test_snake_case_names_are_refused_on_the_wire() -> None:
@@ -125,9 +135,7 @@ def test_unknown_fields_are_refused() -> None:
         )
 
 
-@pytest.mark.parametrize(
-    "field", ["scheme", "network", "asset", "amount", "payTo", "maxTimeoutSeconds"]
-)
+@pytest.mark.parametrize("field", ["scheme", "network", "asset", "amount", "payTo", "maxTimeoutSeconds"])
 def test_required_requirement_fields(field: str) -> None:
     doc = docs.requirements_v2()
     del doc[field]
@@ -149,7 +157,10 @@ def test_required_authorization_fields(field: str) -> None:
     ("change", "message"),
     [
         ({"payload": []}, "payload: expected an object, got an array"),
-        ({"payload": {"authorization": docs.authorization()}}, "payload.signature: required field is missing"),
+        (
+            {"payload": {"authorization": docs.authorization()}},
+            "payload.signature: required field is missing",
+        ),
         ({"accepted": "exact"}, "accepted: expected an object, got a string"),
         ({"resource": {"url": ""}}, "resource.url: must not be empty"),
         ({"resource": {"url": "u" * 2049}}, "resource.url: too long (at most 2048 characters)"),
@@ -230,9 +241,18 @@ def test_settle_response_field_errors(change: dict[str, Any], path: str) -> None
     ("kind", "message"),
     [
         ({"x402Version": 2, "scheme": "exact", "network": "base"}, "kinds[0].network: expected a CAIP-2"),
-        ({"x402Version": 1, "scheme": "exact", "network": "eip155:8453"}, "kinds[0].network: unknown x402 v1"),
-        ({"x402Version": 3, "scheme": "exact", "network": "eip155:8453"}, "kinds[0].x402Version: expected 1 or 2"),
-        ({"x402Version": 2, "scheme": "exact", "network": 8453}, "kinds[0].network: expected a network string"),
+        (
+            {"x402Version": 1, "scheme": "exact", "network": "eip155:8453"},
+            "kinds[0].network: unknown x402 v1",
+        ),
+        (
+            {"x402Version": 3, "scheme": "exact", "network": "eip155:8453"},
+            "kinds[0].x402Version: expected 1 or 2",
+        ),
+        (
+            {"x402Version": 2, "scheme": "exact", "network": 8453},
+            "kinds[0].network: expected a network string",
+        ),
     ],
 )
 def test_supported_kind_network_follows_its_version(kind: dict[str, Any], message: str) -> None:
@@ -256,5 +276,7 @@ def test_supported_signers_are_eip155_addresses(signers: dict[str, Any], path: s
 
 
 def test_v1_only_supported_answer_gets_empty_defaults() -> None:
-    parsed = SupportedResponse.from_wire({"kinds": [{"x402Version": 1, "scheme": "exact", "network": "base"}]})
+    parsed = SupportedResponse.from_wire(
+        {"kinds": [{"x402Version": 1, "scheme": "exact", "network": "base"}]}
+    )
     assert parsed.extensions == () and parsed.signers == {}

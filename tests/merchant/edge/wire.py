@@ -11,7 +11,6 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,14 +21,15 @@ JSON = dict[str, Any]
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
-@dataclass(frozen=True)
 class A2AFailure(Exception):
     """An A2A error response: HTTP status, JSON-RPC code (None on REST), ErrorInfo reason, message."""
 
-    http_status: int
-    rpc_code: int | None
-    reason: str
-    message: str
+    def __init__(self, http_status: int, rpc_code: int | None, reason: str, message: str) -> None:
+        super().__init__(f"{http_status} {rpc_code} {reason}: {message}")
+        self.http_status = http_status
+        self.rpc_code = rpc_code
+        self.reason = reason
+        self.message = message
 
 
 def user_message(text: str, *, message_id: str, task_id: str = "", context_id: str = "") -> JSON:

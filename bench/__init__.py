@@ -1,0 +1,9 @@
+"""Benchmarks of the project against reference software; run them with ``python -m bench.<name>``.
+
+``bench.facilitator_bench`` measures the facilitator beside the x402 SDK's on one anvil chain.
+Results go to stdout and to ``bench/results/`` (not versioned).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

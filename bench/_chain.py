@@ -1,0 +1,97 @@
+"""The benchmark's chain: one anvil with the project's token, reset to the same snapshot before each segment.
+
+anvil in automine mode gets slower per block as the chain grows (perf-baselines, "Anvil slows down as
+the chain grows"), so a segment that ran after another would be measured on a longer, slower chain.
+Every segment therefore starts with ``evm_revert`` to a snapshot taken right after deployment; anvil
+drops a snapshot once it is reverted to, so a new one is taken at once. Servers must be restarted after
+a reset, because their relayers cache the next nonce.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from eth_account import Account
+
+from devchain import AnvilNode, DevChain, deploy_devchain
+
+__all__ = ["BenchChain", "ChainState", "process_cpu_s", "start_bench_chain"]
+
+# Payments go to anvil's well-known account 9; it never sends anything in the benchmark.
+PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User plus system CPU seconds used so far by process `pid`, or None where /proc is unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the command name: state is field 3, utime 14 and stime 15 (1-based, man proc).
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_S
+
+
+@dataclass(frozen=True, slots=True)
+class ChainState:
+    """What a segment's correctness checks compare before and after: all in atomic units or counts."""
+
+    height: int
+    payee_balance: int
+    relayer_nonce: int
+
+
+@dataclass
+class BenchChain:
+    """The dev chain plus its anvil process and the snapshot every segment starts from."""
+
+    chain: DevChain
+    node: AnvilNode
+    relayer: str
+    pay_to: str = PAY_TO
+    _snapshot: str = field(default="", repr=False)
+
+    def take_snapshot(self) -> None:
+        """Remember the current state as the start of every later segment."""
+        self._snapshot = self.chain.rpc.call("evm_snapshot")
+
+    def reset(self) -> ChainState:
+        """Revert to the snapshot (and take it again); return the state a segment starts from."""
+        if not self.chain.rpc.call("evm_revert", [self._snapshot]):
+            raise RuntimeError(f"anvil refused to revert to snapshot {self._snapshot}")
+        self.take_snapshot()
+        return self.state()
+
+    def state(self) -> ChainState:
+        """The head height, the payee's token balance and the relayer's count of mined transactions."""
+        return ChainState(
+            height=int(self.chain.rpc.call("eth_blockNumber"), 16),
+            payee_balance=self.chain.balance_of(self.pay_to),
+            relayer_nonce=int(self.chain.rpc.call("eth_getTransactionCount", [self.relayer, "latest"]), 16),
+        )
+
+    @property
+    def rpc_target(self) -> tuple[str, int]:
+        """(host, port) of anvil's JSON-RPC endpoint."""
+        if self.node.port is None:
+            raise RuntimeError("anvil is not running")
+        return ("127.0.0.1", self.node.port)
+
+    def anvil_cpu_s(self) -> float | None:
+        """CPU seconds anvil has used so far."""
+        return process_cpu_s(self.node.pid)
+
+
+@contextmanager
+def start_bench_chain(payers: int) -> Iterator[BenchChain]:
+    """Start anvil, deploy the token, fund `payers` payers and take the segment snapshot."""
+    with AnvilNode() as node:
+        chain = deploy_devchain(node.client, payers=payers)
+        bench = BenchChain(chain=chain, node=node, relayer=Account.from_key(chain.relayer_key).address)
+        bench.take_snapshot()
+        yield bench

@@ -1,0 +1,177 @@
+"""The benchmark's summary: targets table, per-segment details and correctness findings, as Markdown.
+
+Each figure is the median over the repetitions with its min and max. A ratio is computed within each
+repetition (ours and the reference measured on the same chain in the same run) and its median is shown,
+as perf-baselines does.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ._segments import Segment
+
+__all__ = ["NODE", "OURS", "REFERENCE", "REFERENCE_TWO_SIGNERS", "render_report", "targets_met"]
+
+Key = tuple[str, str, int]  # (server, mode, concurrency)
+
+OURS = "ours"
+REFERENCE = "reference"
+REFERENCE_TWO_SIGNERS = "reference x2"
+NODE = "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A throughput comparison of ours against the reference, with an optional minimum ratio."""
+
+    title: str
+    mode: str
+    concurrency: int
+    min_ratio: float | None
+
+
+def _targets(concurrency: int) -> tuple[Target, ...]:
+    return (
+        Target("verify/s, sequential", "verify", 1, 3.0),
+        Target(f"verify/s, {concurrency} concurrent", "verify", concurrency, 3.0),
+        Target("settle/s, sequential", "settle", 1, None),
+        Target(f"settle/s, {concurrency} concurrent", "settle", concurrency, 5.0),
+    )
+
+
+def _by_key(runs: Sequence[Sequence[Segment]]) -> dict[Key, list[Segment]]:
+    grouped: dict[Key, list[Segment]] = {}
+    for run in runs:
+        for segment in run:
+            grouped.setdefault((segment.server, segment.mode, segment.concurrency), []).append(segment)
+    return grouped
+
+
+def _spread(values: Sequence[float], digits: int = 0) -> str:
+    if not values:
+        return "–"
+    middle = statistics.median(values)
+    if len(values) == 1:
+        return f"{middle:,.{digits}f}"
+    return f"{middle:,.{digits}f} ({min(values):,.{digits}f}–{max(values):,.{digits}f})"
+
+
+def _median_of(segments: Sequence[Segment], value: Callable[[Segment], float | None], digits: int = 1) -> str:
+    values = [v for v in (value(s) for s in segments) if v is not None]
+    return f"{statistics.median(values):,.{digits}f}" if values else "n/a"
+
+
+def _ratios(runs: Sequence[Sequence[Segment]], mode: str, concurrency: int) -> list[float]:
+    """Ours over the reference within each repetition that measured both."""
+    ratios = []
+    for run in runs:
+        rates = {s.server: s.rate for s in run if s.mode == mode and s.concurrency == concurrency}
+        if rates.get(OURS) and rates.get(REFERENCE):
+            ratios.append(rates[OURS] / rates[REFERENCE])
+    return ratios
+
+
+def _ours_clean(grouped: dict[Key, list[Segment]]) -> bool:
+    ours = [s for (server, mode, _), segments in grouped.items() if server == OURS for s in segments]
+    return all(s.failed == 0 and not s.problems for s in ours)
+
+
+def targets_met(runs: Sequence[Sequence[Segment]], concurrency: int) -> bool:
+    """Whether every ratio target is met and none of our segments failed anything."""
+    for target in _targets(concurrency):
+        ratios = _ratios(runs, target.mode, target.concurrency)
+        if target.min_ratio is not None and (not ratios or statistics.median(ratios) < target.min_ratio):
+            return False
+    return _ours_clean(_by_key(runs))
+
+
+def _settle_faults(segments: Sequence[Segment]) -> str:
+    total = sum(s.count for s in segments)
+    failed = sum(s.failed for s in segments)
+    problems = sum(len(s.problems) for s in segments)
+    text = f"{failed} of {total} failed"
+    return text + (f", {problems} check(s) broken" if problems else ", checks ok")
+
+
+def _target_rows(runs: Sequence[Sequence[Segment]], grouped: dict[Key, list[Segment]], concurrency: int) -> list[str]:
+    rows = []
+    for target in _targets(concurrency):
+        ours = [s.rate for s in grouped.get((OURS, target.mode, target.concurrency), [])]
+        reference = [s.rate for s in grouped.get((REFERENCE, target.mode, target.concurrency), [])]
+        ratios = _ratios(runs, target.mode, target.concurrency)
+        ratio = f"{statistics.median(ratios):.2f}x" if ratios else "–"
+        if target.min_ratio is None:
+            goal, verdict = "–", "–"
+        else:
+            goal = f"≥ {target.min_ratio:g}x"
+            verdict = "yes" if ratios and statistics.median(ratios) >= target.min_ratio else "**NO**"
+        rows.append(f"| {target.title} | {_spread(ours)} | {_spread(reference)} | {ratio} | {goal} | {verdict} |")
+    ours_settles = [s for (server, mode, _), ss in grouped.items() if server == OURS and mode == "settle" for s in ss]
+    ref_settles = [s for (server, mode, _), ss in grouped.items() if server == REFERENCE and mode == "settle" for s in ss]
+    clean = _ours_clean(grouped)
+    rows.append(
+        f"| failed or duplicated settlements | {_settle_faults(ours_settles)} | {_settle_faults(ref_settles)} "
+        f"| – | 0 (ours) | {'yes' if clean else '**NO**'} |"
+    )
+    two = grouped.get((REFERENCE_TWO_SIGNERS, "settle", concurrency), [])
+    if two:
+        rows.append(
+            f"| reference, 2 signers with one key, settle {concurrency} concurrent: ok/s | – | "
+            f"{_spread([s.rate for s in two])}; {_settle_faults(two)} | – | – | – |"
+        )
+    node = [s.rate for s in grouped.get((NODE, "raw", 1), [])]
+    ours_conc = [s.rate for s in grouped.get((OURS, "settle", concurrency), [])]
+    if node:
+        share = f"ours at c={concurrency}: {statistics.median(ours_conc) / statistics.median(node):.0%} of it" if ours_conc else "–"
+        rows.append(f"| node ceiling: pre-signed raw tx/s, 1 connection | {_spread(node)} | – | {share} | – | – |")
+    return rows
+
+
+def _detail_rows(grouped: dict[Key, list[Segment]]) -> list[str]:
+    rows = []
+    for (server, mode, concurrency), segments in grouped.items():
+        failures: Counter[str] = Counter()
+        for segment in segments:
+            failures.update(segment.failures)
+        failed = ", ".join(f"{reason} ×{n}" for reason, n in failures.most_common()) or "0"
+        heights = f"{min(s.height_start for s in segments)}→{max(s.height_end for s in segments)}"
+        rows.append(
+            f"| {server} | {mode} | {concurrency} | {segments[0].count}×{len(segments)} "
+            f"| {_spread([s.rate for s in segments], 1)} "
+            f"| {_median_of(segments, lambda s: s.percentile_ms(0.5))} "
+            f"| {_median_of(segments, lambda s: s.percentile_ms(0.99))} "
+            f"| {_median_of(segments, lambda s: s.server_cpu_ms, 2)} "
+            f"| {_median_of(segments, lambda s: s.anvil_cpu_ms, 2)} "
+            f"| {_median_of(segments, lambda s: s.loadgen_cpu_ms, 2)} | {failed} | {heights} |"
+        )
+    return rows
+
+
+def render_report(runs: Sequence[Sequence[Segment]], *, concurrency: int, header: Sequence[str]) -> str:
+    """The full Markdown summary of a benchmark run."""
+    grouped = _by_key(runs)
+    lines = [*header, ""]
+    lines += [
+        "| metric | ours | reference (x402 SDK) | ratio | target | pass? |",
+        "|---|---|---|---|---|---|",
+        *_target_rows(runs, grouped, concurrency),
+        "",
+        "Per segment (medians over repetitions; CPU is milliseconds per request, from /proc):",
+        "",
+        "| server | mode | c | N×reps | ok/s | p50 ms | p99 ms | server CPU | anvil CPU | load-gen CPU | failed | heights |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *_detail_rows(grouped),
+    ]
+    problems = [
+        f"- rep {index + 1} {s.server} {s.mode} c={s.concurrency}: {problem}"
+        for index, run in enumerate(runs)
+        for s in run
+        for problem in s.problems
+    ]
+    lines += ["", "Correctness checks (balance, relayer transactions, answers):", ""]
+    lines += problems or ["- all segments passed their checks"]
+    return "\n".join(lines) + "\n"

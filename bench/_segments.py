@@ -1,0 +1,231 @@
+"""One timed segment each: a batch of facilitator requests over HTTP, or raw transactions sent to the node.
+
+A segment starts from the reset chain, times only the requests, and checks its own outcome afterwards:
+every answer is read, and for settlements the payee's balance must have grown by exactly the amount
+times the successes, and the relayer must have mined exactly one transaction per success (a second
+transaction for one authorization would show up here, even though the token refuses to pay it twice).
+CPU time of the servers, of anvil and of the load generator is read around the timed part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+import uvloop
+
+from facilitator.wire import PaymentPayload, PaymentRequirements
+
+from ._chain import BenchChain, ChainState
+from ._http import Answer, HttpConnection, build_request, run_requests
+from ._payloads import AMOUNT_ATOMIC, sign_raw_transfers, to_requests
+from ._servers import ServerProcess
+
+__all__ = ["Segment", "measure_http", "measure_raw", "warm_up"]
+
+_T = TypeVar("_T")
+_RECEIPT_BATCH = 100
+_RECEIPT_POLL_S = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """The outcome of one timed segment."""
+
+    server: str
+    mode: str
+    concurrency: int
+    count: int
+    elapsed_s: float
+    ok: int
+    failures: Counter[str] = field(default_factory=Counter)
+    latencies_ms: tuple[float, ...] = ()
+    server_cpu_ms: float | None = None
+    anvil_cpu_ms: float | None = None
+    loadgen_cpu_ms: float | None = None
+    height_start: int = 0
+    height_end: int = 0
+    problems: tuple[str, ...] = ()
+
+    @property
+    def rate(self) -> float:
+        """Successful operations per second."""
+        return self.ok / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def failed(self) -> int:
+        """Operations that did not succeed."""
+        return self.count - self.ok
+
+    def percentile_ms(self, fraction: float) -> float | None:
+        """A latency percentile in milliseconds (nearest rank), None without latencies."""
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    # uvloop keeps the load generator's own CPU per request low; the servers use it too (uvicorn's default).
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+def _per_request_ms(before: float | None, after: float | None, count: int) -> float | None:
+    if before is None or after is None or count == 0:
+        return None
+    return (after - before) * 1000 / count
+
+
+def _sum_cpu(servers: Sequence[ServerProcess]) -> float | None:
+    values = [s.cpu_s() for s in servers]
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _outcome(answer: Answer, mode: str) -> tuple[bool, str, str | None]:
+    """(success, failure reason, transaction hash) of one facilitator answer."""
+    if answer.status != 200:
+        return False, f"http_{answer.status}", None
+    body = orjson.loads(answer.body)
+    if mode == "verify":
+        return bool(body.get("isValid")), str(body.get("invalidReason")), None
+    return bool(body.get("success")), str(body.get("errorReason")), body.get("transaction") or None
+
+
+def warm_up(servers: Sequence[ServerProcess], payloads: Sequence[PaymentPayload], requirements: PaymentRequirements) -> None:
+    """Send a few untimed verifications to every server, so first-call costs fall outside the timing."""
+    for server in servers:
+        requests = to_requests(*server.target, "/verify", payloads, requirements)
+        answers, _ = _run(run_requests([server.target], requests, concurrency=1))
+        bad = [a for a in answers if not _outcome(a, "verify")[0]]
+        if bad:
+            raise RuntimeError(f"{server.name} failed its warm-up: {bad[0].status} {bad[0].body[:300]!r}")
+
+
+def _settlement_problems(before: ChainState, after: ChainState, ok: int, tx_hashes: list[str]) -> list[str]:
+    problems = []
+    if after.payee_balance - before.payee_balance != AMOUNT_ATOMIC * ok:
+        problems.append(
+            f"payee balance grew by {after.payee_balance - before.payee_balance}, expected {AMOUNT_ATOMIC * ok}"
+        )
+    mined = after.relayer_nonce - before.relayer_nonce
+    if mined != ok:
+        problems.append(f"relayer mined {mined} transactions for {ok} successful settlements")
+    if len(set(tx_hashes)) != len(tx_hashes):
+        problems.append(f"{len(tx_hashes) - len(set(tx_hashes))} transaction hashes answered twice")
+    return problems
+
+
+def measure_http(
+    chain: BenchChain,
+    servers: Sequence[ServerProcess],
+    *,
+    label: str,
+    mode: str,
+    payloads: Sequence[PaymentPayload],
+    requirements: PaymentRequirements,
+    concurrency: int,
+) -> Segment:
+    """POST every payload once to /verify or /settle (`mode`) of `servers` and check the outcome."""
+    requests = to_requests(*servers[0].target, f"/{mode}", payloads, requirements)
+    before = chain.state()
+    cpu = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time())
+    answers, elapsed = _run(run_requests([s.target for s in servers], requests, concurrency=concurrency))
+    cpu_after = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time())
+    after = chain.state()
+    outcomes = [_outcome(a, mode) for a in answers]
+    ok = sum(1 for success, _, _ in outcomes if success)
+    failures = Counter(reason for success, reason, _ in outcomes if not success)
+    problems: list[str] = []
+    if len(answers) != len(payloads):
+        problems.append(f"{len(payloads) - len(answers)} requests got no answer")
+    if mode == "settle":
+        hashes = [tx for success, _, tx in outcomes if success and tx]
+        problems += _settlement_problems(before, after, ok, hashes)
+    elif after.height != before.height:
+        problems.append(f"verification changed the chain (height {before.height} -> {after.height})")
+    return Segment(
+        server=label,
+        mode=mode,
+        concurrency=concurrency,
+        count=len(payloads),
+        elapsed_s=elapsed,
+        ok=ok,
+        failures=failures,
+        latencies_ms=tuple(a.latency_s * 1000 for a in answers),
+        server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(payloads)),
+        anvil_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(payloads)),
+        loadgen_cpu_ms=_per_request_ms(cpu[2], cpu_after[2], len(payloads)),
+        height_start=before.height,
+        height_end=after.height,
+        problems=tuple(problems),
+    )
+
+
+async def _rpc(connection: HttpConnection, body: object) -> Any:
+    answer = await connection.send(build_request(connection.host, connection.port, "POST", "/", orjson.dumps(body)))
+    if answer.status != 200:
+        raise RuntimeError(f"anvil answered HTTP {answer.status}")
+    return orjson.loads(answer.body)
+
+
+async def _send_and_confirm(host: str, port: int, raws: Sequence[str], hashes: Sequence[str]) -> tuple[float, int]:
+    """Send each raw transaction in its own request, then poll receipts in batches until all are mined.
+
+    Returns the wall time and the number of receipts with status 1.
+    """
+    connection = HttpConnection(host, port)
+    await connection.open()
+    try:
+        started = time.monotonic()
+        for i, raw in enumerate(raws):
+            reply = await _rpc(connection, {"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": [raw]})
+            if "error" in reply:
+                raise RuntimeError(f"anvil refused raw transaction {i}: {reply['error']}")
+        waiting, succeeded = list(hashes), 0
+        while waiting:
+            batch = waiting[:_RECEIPT_BATCH]
+            replies = await _rpc(
+                connection,
+                [{"jsonrpc": "2.0", "id": i, "method": "eth_getTransactionReceipt", "params": [h]} for i, h in enumerate(batch)],
+            )
+            receipts = {r["id"]: r.get("result") for r in replies}
+            mined = {i for i, receipt in receipts.items() if receipt is not None}
+            succeeded += sum(1 for i in mined if int(receipts[i]["status"], 16) == 1)
+            waiting = [h for i, h in enumerate(batch) if i not in mined] + waiting[_RECEIPT_BATCH:]
+            if len(mined) < len(batch):
+                await asyncio.sleep(_RECEIPT_POLL_S)
+        return time.monotonic() - started, succeeded
+    finally:
+        await connection.close()
+
+
+def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segment:
+    """The node's ceiling: pre-signed relayer transactions sent straight to anvil over one connection."""
+    before = chain.state()
+    block = chain.chain.rpc.call("eth_getBlockByNumber", ["latest", False])
+    first_nonce = int(chain.chain.rpc.call("eth_getTransactionCount", [chain.relayer, "pending"]), 16)
+    signed = sign_raw_transfers(chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16))
+    anvil_before, loadgen_before = chain.anvil_cpu_s(), time.process_time()
+    elapsed, ok = _run(_send_and_confirm(*chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed]))
+    anvil_after, loadgen_after = chain.anvil_cpu_s(), time.process_time()
+    after = chain.state()
+    return Segment(
+        server="node",
+        mode="raw",
+        concurrency=1,
+        count=len(payloads),
+        elapsed_s=elapsed,
+        ok=ok,
+        failures=Counter({"reverted": len(payloads) - ok}) if ok < len(payloads) else Counter(),
+        anvil_cpu_ms=_per_request_ms(anvil_before, anvil_after, len(payloads)),
+        loadgen_cpu_ms=_per_request_ms(loadgen_before, loadgen_after, len(payloads)),
+        height_start=before.height,
+        height_end=after.height,
+        problems=tuple(_settlement_problems(before, after, ok, [t.tx_hash for t in signed])),
+    )

@@ -1,0 +1,99 @@
+"""Reading a verify or settle request: x402 documents in, the authorization and terms to check out.
+
+Only the checks that need neither the chain nor the clock happen here (scheme, network, `accepted` equal to
+the requirements, the token's EIP-712 domain named), so a settle can find an earlier claim for the same
+authorization before anything time-dependent could refuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from ._errors import InvalidIdempotencyKeyError, PaymentInvalidError
+from ._token import Authorization
+from ._verify import Terms
+from .wire import PaymentPayload, PaymentRequirements, Reason
+
+__all__ = ["PaymentRequest", "idempotency_key_of", "read_payment"]
+
+_PAYMENT_IDENTIFIER = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentRequest:
+    """One payment as the service works with it."""
+
+    authorization: Authorization
+    terms: Terms
+    # sha256 of the canonical payload and requirements: what an idempotency key is bound to.
+    payload_hash: str
+
+
+def read_payment(payload: PaymentPayload, requirements: PaymentRequirements, network: str) -> PaymentRequest:
+    """The payment of a request to a facilitator serving `network`.
+
+    Raises:
+        PaymentInvalidError: wrong scheme or network, `accepted` differs from the requirements, or the
+            requirements do not name the token's EIP-712 domain.
+    """
+    if requirements.scheme != "exact" or payload.accepted.scheme != "exact":
+        raise PaymentInvalidError(Reason.UNSUPPORTED_SCHEME, "only the exact scheme is supported")
+    if requirements.network != network:
+        raise PaymentInvalidError(Reason.INVALID_NETWORK, f"this facilitator settles on {network} only")
+    if payload.accepted.network != requirements.network:
+        raise PaymentInvalidError(Reason.NETWORK_MISMATCH, "the payment was made for another network")
+    if payload.accepted != requirements:
+        raise PaymentInvalidError(
+            Reason.INVALID_EXACT_EVM_ACCEPTED_MISMATCH, "the accepted terms differ from the requirements"
+        )
+    extra = requirements.extra or {}
+    name, version = extra.get("name"), extra.get("version")
+    if not isinstance(name, str) or not isinstance(version, str):
+        raise PaymentInvalidError(
+            Reason.MISSING_EIP712_DOMAIN, "requirements.extra needs the token's name and version"
+        )
+    wire = payload.payload.authorization
+    authorization = Authorization(
+        from_=wire.from_address,
+        to=wire.to,
+        value=wire.value,
+        valid_after=wire.valid_after,
+        valid_before=wire.valid_before,
+        nonce=bytes.fromhex(wire.nonce[2:]),
+        signature=bytes.fromhex(payload.payload.signature[2:]),
+    )
+    terms = Terms(
+        network=requirements.network,
+        chain_id=requirements.chain_id,
+        asset=requirements.asset,
+        pay_to=requirements.pay_to,
+        amount=requirements.amount,
+        token_name=name,
+        token_version=version,
+    )
+    document = {"payload": payload.to_json_dict(), "requirements": requirements.to_json_dict()}
+    payload_hash = hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return PaymentRequest(authorization=authorization, terms=terms, payload_hash=payload_hash)
+
+
+def idempotency_key_of(explicit: str | None, payload: PaymentPayload) -> str | None:
+    """The caller's idempotency key, else the x402 `payment-identifier` extension's id, else None.
+
+    Raises:
+        InvalidIdempotencyKeyError: `explicit` is not 1 to 255 printable ASCII characters.
+    """
+    if explicit is not None:
+        if not _IDEMPOTENCY_KEY.match(explicit):
+            raise InvalidIdempotencyKeyError("an idempotency key is 1 to 255 printable ASCII characters")
+        return explicit
+    info = ((payload.extensions or {}).get("payment-identifier") or {}).get("info")
+    identifier = info.get("id") if isinstance(info, dict) else None
+    if isinstance(identifier, str) and _PAYMENT_IDENTIFIER.match(identifier):
+        # Namespaced, so an extension id can never collide with a caller's explicit key.
+        return "payment-identifier:" + identifier
+    return None

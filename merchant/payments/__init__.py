@@ -1,0 +1,25 @@
+"""The x402 payment extension as a wrapper around any a2a-sdk `AgentExecutor`.
+
+`PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentGate` holds the checks the
+edge runs before a request reaches a task; `OfferStore` keeps the terms offered per task durably.
+"""
+
+from __future__ import annotations
+
+from ._executor import PaymentExecutor, SkillResolver, protocol_version
+from ._gate import MAX_MESSAGE_BYTES, PaymentGate
+from ._offers import Offer, OfferState, OfferStore
+from ._pricing import Asset, Pricing
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "Asset",
+    "Offer",
+    "OfferState",
+    "OfferStore",
+    "PaymentExecutor",
+    "PaymentGate",
+    "Pricing",
+    "SkillResolver",
+    "protocol_version",
+]

@@ -1,0 +1,366 @@
+"""The payment layer: the x402 extension's state machine around any a2a-sdk `AgentExecutor`.
+
+A priced request is answered with `TASK_STATE_INPUT_REQUIRED` and the terms; the terms are stored with
+the task. When the client submits a signed payment for them the layer verifies it (`payment-verified`,
+`TASK_STATE_WORKING`), runs the wrapped executor while holding back its artifacts, settles, books the
+settlement in the tenant's ledger, and only then delivers: the artifacts and `TASK_STATE_COMPLETED` with
+`payment-completed` and the receipts. The payer is never charged for work that failed (no settlement is
+attempted), and the artifacts are never delivered unless the settlement succeeded.
+
+Failures: a payment that can succeed if retried (expired, insufficient funds) gets fresh terms and the
+task returns to `TASK_STATE_INPUT_REQUIRED` (`payment-required` with the error); any other failure ends
+the task in `TASK_STATE_FAILED` (`payment-failed`). A client's `payment-rejected` cancels the task. A
+settlement still unconfirmed at the deadline leaves the task `TASK_STATE_WORKING` with the pending
+receipt (its transaction hash), and the task completes when the settlement does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import stamina
+from a2a.helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.types import (
+    Message,
+    SendMessageRequest,
+    TaskArtifactUpdateEvent,
+    TaskState,
+)
+from a2a.utils.errors import ExtensionSupportRequiredError
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from a2a_x402 import (
+    RETRYABLE_ERROR_CODES,
+    Dialect,
+    PaymentCompletedData,
+    PaymentErrorCode,
+    PaymentFailedData,
+    PaymentRejectedData,
+    PaymentRequiredData,
+    PaymentSubmittedData,
+    PaymentVerifiedData,
+    error_code_for_reason,
+    negotiate_dialect,
+)
+from facilitator import ChainUnavailableError, FacilitatorClient
+from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
+
+from ..ledger import Ledger, SettlementBooking
+from ._held import HoldingQueue, WorkOutcome
+from ._offers import Offer, OfferState, OfferStore
+from ._pricing import Pricing
+from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
+
+__all__ = ["PaymentExecutor", "SkillResolver", "protocol_version"]
+
+logger = logging.getLogger(__name__)
+
+SkillResolver = Callable[[Message], str]
+
+
+def protocol_version(context: RequestContext) -> str:
+    """The A2A version the request is served in, as negotiated by the edge (missing means 0.3)."""
+    state = context.call_context.state
+    negotiated = state.get("a2a_version")
+    if isinstance(negotiated, str):
+        return negotiated
+    headers = state.get("headers") or {}
+    return str(headers.get("a2a-version", "")).strip() or "0.3"
+
+
+class PaymentExecutor(AgentExecutor):
+    """Charges for the skills of `delegate` per tenant, settling through `facilitator` into `ledger`."""
+
+    def __init__(
+        self,
+        delegate: AgentExecutor,
+        *,
+        pricing: Pricing,
+        facilitator: FacilitatorClient,
+        offers: OfferStore,
+        ledger: Ledger,
+        skill_of: SkillResolver,
+        settle_timeout_s: float = 15.0,
+        settle_horizon_s: float = 900.0,
+    ):
+        self._delegate = delegate
+        self._pricing = pricing
+        self._facilitator = facilitator
+        self._offers = offers
+        self._ledger = ledger
+        self._skill_of = skill_of
+        self._settle_timeout_s = settle_timeout_s
+        self._settle_horizon_s = settle_horizon_s
+
+    @property
+    def settle_timeout_s(self) -> float:
+        """How long a payment turn waits for its settlement before answering with the task still working."""
+        return self._settle_timeout_s
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Run one turn of a task: ask for payment, take it, or run free work."""
+        dialect = negotiate_dialect(context.requested_extensions, protocol_version(context))
+        data = message_payment_data(context.message, dialect) if dialect is not None else None
+        if isinstance(data, PaymentSubmittedData) and dialect is not None:
+            await self._take_payment(context, event_queue, data, dialect)
+            return
+        if isinstance(data, PaymentRejectedData) and dialect is not None:
+            await self._reject(context, event_queue, dialect)
+            return
+        skill = self._skill_of(context.message or Message())
+        if self._pricing.price(context.tenant, skill) == 0:
+            await self._delegate.execute(context, event_queue)
+            return
+        if dialect is None:
+            raise ExtensionSupportRequiredError(message="this skill is paid: activate the x402 payment extension")
+        if context.current_task is None and context.message is not None:
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
+        await self._offer_terms(context, event_queue, skill, dialect, error=None)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Cancel the wrapped work; a task whose payment is being taken is not cancelable (edge-enforced)."""
+        await self._delegate.cancel(context, event_queue)
+
+    # -- asking ---------------------------------------------------------------------------------------
+
+    async def _offer_terms(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        skill: str,
+        dialect: Dialect,
+        *,
+        error: PaymentErrorCode | None,
+        request: dict[str, Any] | None = None,
+    ) -> None:
+        task_id, context_id = _ids(context)
+        price = self._pricing.price(context.tenant, skill)
+        required = self._pricing.terms(context.tenant, skill, description=f"{skill} for {self._pricing.asset.format(price)}")
+        await self._offers.offer(
+            task_id=task_id,
+            tenant=context.tenant,
+            context_id=context_id,
+            skill=skill,
+            dialect=dialect.value,
+            required=required.to_json_dict(),
+            request=request if request is not None else _message_dict(context.message),
+        )
+        text = f"Payment required: {self._pricing.asset.format(price)} to {self._pricing.pay_to(context.tenant)}."
+        if error is not None:
+            text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
+        data = PaymentRequiredData(required=terms_for(required, dialect), error=error)
+        await event_queue.enqueue_event(
+            agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
+        )
+
+    async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
+        task_id, context_id = _ids(context)
+        await self._offers.advance(task_id, OfferState.REJECTED)
+        await event_queue.enqueue_event(
+            agent_status(
+                task_id, context_id, TaskState.TASK_STATE_CANCELED, "Payment declined; the task is canceled.",
+                PaymentRejectedData(), dialect,
+            )
+        )
+
+    # -- taking a payment -----------------------------------------------------------------------------
+
+    async def _take_payment(
+        self, context: RequestContext, event_queue: EventQueue, data: PaymentSubmittedData, dialect: Dialect
+    ) -> None:
+        task_id, context_id = _ids(context)
+        offer = await self._offers.get(task_id)
+        if offer is None or offer.state is not OfferState.OFFERED:
+            # A re-presented payment (a client retry) while the first is being taken: nothing to add.
+            return
+        offered = PaymentRequired.from_wire(offer.required)
+        matched = match_offer(data.payload, offered)
+        if matched is None:
+            return  # the edge's gate refuses such messages before they reach the task
+        payload, requirements = matched
+        authorization = payload.payload.authorization
+        taken = await self._offers.submit(
+            task_id,
+            round_=offer.round,
+            payer=authorization.from_address,
+            nonce=authorization.nonce,
+            payload=payload.to_json_dict(),
+            payload_hash=payload_hash(payload),
+            accepted=requirements.to_json_dict(),
+        )
+        if not taken:
+            return
+        verification = await self._facilitator.verify(payload, requirements)
+        if not verification.is_valid:
+            reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
+            message = verification.invalid_message or reason
+            await self._fail(context, event_queue, offer, dialect, error_code_for_reason(reason), f"Payment verification failed: {message}", ())
+            return
+        await self._offers.advance(task_id, OfferState.WORKING)
+        await event_queue.enqueue_event(
+            agent_status(task_id, context_id, TaskState.TASK_STATE_WORKING, "Payment verified; working.", PaymentVerifiedData(), dialect)
+        )
+        outcome = await self._run_paid_work(context, event_queue, offer)
+        if not outcome.completed:
+            await self._fail(
+                context, event_queue, offer, dialect, PaymentErrorCode.SETTLEMENT_FAILED,
+                "The work could not be completed, so the payment was not settled: nothing was charged.", (),
+            )
+            return
+        await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts])
+        await self._settle_and_deliver(context, event_queue, offer, dialect, data, payload, requirements, outcome)
+
+    async def _run_paid_work(self, context: RequestContext, event_queue: EventQueue, offer: Offer) -> WorkOutcome:
+        """Run the delegate on the request that was priced, holding back what it produces."""
+        task = context.current_task
+        if task is None:
+            raise RuntimeError("a payment turn always has a task")
+        holding = HoldingQueue(event_queue, task)
+        request = SendMessageRequest(tenant=context.tenant, message=ParseDict(offer.request, Message()))
+        work_context = RequestContext(
+            call_context=context.call_context,
+            request=request,
+            task_id=task.id,
+            context_id=task.context_id,
+            task=task,
+        )
+        try:
+            await self._delegate.execute(work_context, holding)
+        except Exception:  # noqa: BLE001 - any failure of the work means it is not paid for
+            logger.exception("paid work for task %s failed", task.id)
+            return WorkOutcome()
+        return holding.outcome
+
+    async def _settle_and_deliver(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        offer: Offer,
+        dialect: Dialect,
+        data: PaymentSubmittedData,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        outcome: WorkOutcome,
+    ) -> None:
+        task_id, context_id = _ids(context)
+        key = f"a2a-task:{task_id}:{offer.round}"
+        receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
+        response = await self._settle(payload, requirements, key)
+        if response.error_reason == Reason.SETTLEMENT_PENDING:
+            receipts.append(receipt_for(response, data.payload))
+            await self._offers.advance(task_id, OfferState.SETTLING, receipts=[r.to_json_dict() for r in receipts])
+            await event_queue.enqueue_event(
+                agent_status(
+                    task_id, context_id, TaskState.TASK_STATE_WORKING,
+                    f"Settlement transaction {response.transaction} is waiting for confirmation.",
+                    PaymentVerifiedData(receipts=tuple(receipts)), dialect,
+                )
+            )
+            deadline = time.monotonic() + self._settle_horizon_s
+            while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
+                response = await self._settle(payload, requirements, key)
+            receipts.pop()
+        receipts.append(receipt_for(response, data.payload))
+        if not response.success:
+            reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
+            await self._fail(
+                context, event_queue, offer, dialect, error_code_for_reason(reason),
+                f"Settlement failed: {response.error_message or reason}", tuple(receipts),
+            )
+            return
+        await self._book(context, offer, payload, requirements, response)
+        await self._offers.advance(task_id, OfferState.PAID, receipts=[r.to_json_dict() for r in receipts])
+        for artifact in outcome.artifacts:
+            await event_queue.enqueue_event(
+                TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True)
+            )
+        text = f"Payment settled in transaction {response.transaction}."
+        await event_queue.enqueue_event(
+            agent_status(
+                task_id, context_id, TaskState.TASK_STATE_COMPLETED, text,
+                PaymentCompletedData(receipts=tuple(receipts)), dialect,
+            )
+        )
+
+    async def _settle(self, payload: PaymentPayload, requirements: PaymentRequirements, key: str) -> SettleResponse:
+        """Settle with the task's idempotency key, retrying a facilitator that cannot be reached."""
+        async for attempt in stamina.retry_context(on=ChainUnavailableError, attempts=10, timeout=self._settle_horizon_s):
+            with attempt:
+                return await self._facilitator.settle(
+                    payload, requirements, idempotency_key=key, timeout_s=self._settle_timeout_s
+                )
+        raise RuntimeError("unreachable: stamina re-raises the last error")
+
+    async def _book(
+        self,
+        context: RequestContext,
+        offer: Offer,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        response: SettleResponse,
+    ) -> None:
+        """Book the settlement; the reconciler books it later if the ledger cannot be written now."""
+        authorization = payload.payload.authorization
+        settlement = (response.extensions or {}).get("settlement") or {}
+        block = settlement.get("blockNumber")
+        booking = SettlementBooking(
+            tenant=offer.tenant,
+            task_id=offer.task_id,
+            context_id=offer.context_id,
+            payer=authorization.from_address,
+            pay_to=requirements.pay_to,
+            asset=requirements.asset,
+            network=requirements.network,
+            chain_id=requirements.chain_id,
+            amount=requirements.amount,
+            nonce=authorization.nonce,
+            tx_hash=response.transaction,
+            block_number=block if isinstance(block, int) else None,
+            settled_at=datetime.now(UTC),
+        )
+        try:
+            async for attempt in stamina.retry_context(on=Exception, attempts=5, timeout=10.0):
+                with attempt:
+                    await self._ledger.book_settlement(booking)
+        except Exception:  # noqa: BLE001 - the payer paid: deliver, and let the reconciler book it
+            logger.exception("booking the settlement of task %s failed; the reconciler will book it", offer.task_id)
+
+    async def _fail(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        offer: Offer,
+        dialect: Dialect,
+        error: PaymentErrorCode,
+        text: str,
+        receipts: tuple[Any, ...],
+    ) -> None:
+        task_id, context_id = _ids(context)
+        stored = [r.to_json_dict() for r in receipts]
+        if error in RETRYABLE_ERROR_CODES:
+            await self._offers.advance(task_id, OfferState.OFFERED, receipts=stored, error=error.value)
+            await self._offer_terms(context, event_queue, offer.skill, dialect, error=error, request=offer.request)
+            return
+        await self._offers.advance(task_id, OfferState.FAILED, receipts=stored, error=error.value)
+        await event_queue.enqueue_event(
+            agent_status(
+                task_id, context_id, TaskState.TASK_STATE_FAILED, text,
+                PaymentFailedData(error=error, receipts=receipts), dialect,
+            )
+        )
+
+
+def _ids(context: RequestContext) -> tuple[str, str]:
+    if context.task_id is None or context.context_id is None:
+        raise RuntimeError("the request handler always assigns task and context ids")
+    return context.task_id, context.context_id
+
+
+def _message_dict(message: Message | None) -> dict[str, Any]:
+    return MessageToDict(message) if message is not None else {}

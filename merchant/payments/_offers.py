@@ -1,0 +1,239 @@
+"""Payment offers: the terms a task was offered and what became of its payment, durably.
+
+One row per priced task. The offered x402 `PaymentRequired` lives here, not in process memory, so any
+replica (or a restarted process) can check a submitted payment against exactly what this task was
+offered; the row then records the authorization submitted, each settlement receipt (the task's complete
+receipt history), and the held artifacts of work done but not yet paid for.
+
+States::
+
+    offered ──► verifying ──► working ──► settling ──► paid
+       ▲            │            │           │
+       └── (fresh terms after a retryable failure)
+                    └────────────┴───────────┴──► failed
+    offered ──► rejected
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["Offer", "OfferState", "OfferStore", "offers_table"]
+
+metadata = sa.MetaData()
+
+offers_table = sa.Table(
+    "payment_offers",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("tenant", sa.String(64), nullable=False),
+    sa.Column("context_id", sa.String(64), nullable=False),
+    sa.Column("skill", sa.String(128), nullable=False),
+    sa.Column("dialect", sa.String(8), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("round", sa.Integer, nullable=False),
+    sa.Column("required", sa.JSON, nullable=False),
+    sa.Column("request", sa.JSON, nullable=False),
+    sa.Column("payer", sa.String(42), nullable=True),
+    sa.Column("nonce", sa.String(66), nullable=True),
+    sa.Column("payload", sa.JSON, nullable=True),
+    sa.Column("payload_hash", sa.String(64), nullable=True),
+    sa.Column("accepted", sa.JSON, nullable=True),
+    sa.Column("receipts", sa.JSON, nullable=False),
+    sa.Column("held_artifacts", sa.JSON, nullable=True),
+    sa.Column("error", sa.String(32), nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class OfferState(StrEnum):
+    """Where a task's payment stands; see the module docstring."""
+
+    OFFERED = "offered"
+    VERIFYING = "verifying"
+    WORKING = "working"
+    SETTLING = "settling"
+    PAID = "paid"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A row of `payment_offers`."""
+
+    task_id: str
+    tenant: str
+    context_id: str
+    skill: str
+    dialect: str
+    state: OfferState
+    round: int
+    required: dict[str, Any]
+    request: dict[str, Any]
+    payer: str | None
+    nonce: str | None
+    payload: dict[str, Any] | None
+    payload_hash: str | None
+    accepted: dict[str, Any] | None
+    receipts: list[dict[str, Any]]
+    held_artifacts: list[dict[str, Any]] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _offer(row: sa.Row[Any]) -> Offer:
+    values = dict(row._mapping)
+    values["state"] = OfferState(values["state"])
+    return Offer(**values)
+
+
+class OfferStore:
+    """Reads and advances payment offers; every change is one short transaction."""
+
+    def __init__(self, engine: AsyncEngine):
+        self._engine = engine
+
+    async def offer(
+        self,
+        *,
+        task_id: str,
+        tenant: str,
+        context_id: str,
+        skill: str,
+        dialect: str,
+        required: dict[str, Any],
+        request: dict[str, Any],
+    ) -> Offer:
+        """Record the terms offered for a task (or fresh terms replacing earlier ones).
+
+        `request` is the client message that asked for the paid work; the work runs on it once paid.
+        """
+        now = _now()
+        async with self._engine.begin() as connection:
+            current = (
+                await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
+            ).first()
+            if current is None:
+                await connection.execute(
+                    offers_table.insert().values(
+                        task_id=task_id,
+                        tenant=tenant,
+                        context_id=context_id,
+                        skill=skill,
+                        dialect=dialect,
+                        state=OfferState.OFFERED.value,
+                        round=1,
+                        required=required,
+                        request=request,
+                        receipts=[],
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            else:
+                await connection.execute(
+                    offers_table.update()
+                    .where(offers_table.c.task_id == task_id)
+                    .values(
+                        state=OfferState.OFFERED.value,
+                        round=current.round + 1,
+                        required=required,
+                        payer=None,
+                        nonce=None,
+                        payload=None,
+                        payload_hash=None,
+                        accepted=None,
+                        held_artifacts=None,
+                        updated_at=now,
+                    )
+                )
+        offer = await self.get(task_id)
+        if offer is None:
+            raise RuntimeError(f"offer for task {task_id} vanished after it was written")
+        return offer
+
+    async def get(self, task_id: str) -> Offer | None:
+        """The offer of a task."""
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))).first()
+        return _offer(row) if row is not None else None
+
+    async def by_authorization(self, payer: str, nonce: str) -> Offer | None:
+        """The offer that an authorization was submitted for, if any."""
+        statement = sa.select(offers_table).where(offers_table.c.payer == payer, offers_table.c.nonce == nonce)
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(statement)).first()
+        return _offer(row) if row is not None else None
+
+    async def submit(
+        self,
+        task_id: str,
+        *,
+        round_: int,
+        payer: str,
+        nonce: str,
+        payload: dict[str, Any],
+        payload_hash: str,
+        accepted: dict[str, Any],
+    ) -> bool:
+        """Take a submitted payment for the task's current offer; False if the offer is no longer open.
+
+        The unique index on (payer, nonce) makes an authorization usable for one task only, even when two
+        tasks race to use it.
+        """
+        statement = (
+            offers_table.update()
+            .where(
+                offers_table.c.task_id == task_id,
+                offers_table.c.round == round_,
+                offers_table.c.state == OfferState.OFFERED.value,
+            )
+            .values(
+                state=OfferState.VERIFYING.value,
+                payer=payer,
+                nonce=nonce,
+                payload=payload,
+                payload_hash=payload_hash,
+                accepted=accepted,
+                updated_at=_now(),
+            )
+        )
+        try:
+            async with self._engine.begin() as connection:
+                return (await connection.execute(statement)).rowcount == 1
+        except IntegrityError:
+            return False
+
+    async def advance(self, task_id: str, state: OfferState, **values: Any) -> None:
+        """Move the offer to `state`, recording `values` (receipts, held artifacts, error)."""
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                offers_table.update()
+                .where(offers_table.c.task_id == task_id)
+                .values(state=state.value, updated_at=_now(), **values)
+            )
+
+    async def unfinished(self) -> list[Offer]:
+        """Offers whose payment was taken but not yet settled: work a restart or the reconciler must finish."""
+        statement = sa.select(offers_table).where(
+            offers_table.c.state.in_([OfferState.VERIFYING.value, OfferState.WORKING.value, OfferState.SETTLING.value])
+        )
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]

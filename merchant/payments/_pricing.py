@@ -1,0 +1,71 @@
+"""What a tenant charges for a skill, as x402 v2 payment terms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eth_utils import to_checksum_address
+
+from facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
+
+from ..tenants import TenantRegistry
+
+__all__ = ["Asset", "Pricing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """The token payments are made in, on one chain."""
+
+    network: str
+    address: str
+    name: str
+    version: str
+    decimals: int = 6
+    symbol: str = "USDC"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", to_checksum_address(self.address))
+
+    def format(self, amount_atomic: int) -> str:
+        """`amount_atomic` in whole units for people, e.g. 1500000 → '1.50 USDC'."""
+        whole, fraction = divmod(amount_atomic, 10**self.decimals)
+        digits = str(fraction).rjust(self.decimals, "0").rstrip("0").ljust(2, "0")
+        return f"{whole}.{digits} {self.symbol}"
+
+
+class Pricing:
+    """Prices per tenant and skill, and the x402 terms that ask for them."""
+
+    def __init__(self, tenants: TenantRegistry, asset: Asset, *, resource_url: str, max_timeout_seconds: int = 300):
+        self.tenants = tenants
+        self.asset = asset
+        self._resource_url = resource_url.rstrip("/")
+        self._max_timeout_seconds = max_timeout_seconds
+
+    def price(self, tenant_id: str, skill: str) -> int:
+        """The price in atomic units of `skill` for `tenant_id`; 0 means free.
+
+        Raises:
+            merchant.tenants.UnknownTenantError: no such tenant.
+        """
+        return self.tenants.require(tenant_id).price_for(skill)
+
+    def pay_to(self, tenant_id: str) -> str:
+        """Where the tenant's payments go."""
+        return self.tenants.require(tenant_id).pay_to
+
+    def terms(self, tenant_id: str, skill: str, *, description: str) -> PaymentRequired:
+        """The x402 v2 `PaymentRequired` asking for this skill's price."""
+        requirements = PaymentRequirements(
+            scheme="exact",
+            network=self.asset.network,
+            asset=self.asset.address,
+            amount=self.price(tenant_id, skill),
+            pay_to=self.pay_to(tenant_id),
+            max_timeout_seconds=self._max_timeout_seconds,
+            extra={"name": self.asset.name, "version": self.asset.version},
+        )
+        tenant_part = f"/{tenant_id}" if tenant_id else ""
+        resource = ResourceInfo(url=f"{self._resource_url}{tenant_part}/skills/{skill}", description=description)
+        return PaymentRequired(x402_version=2, resource=resource, accepts=(requirements,))

@@ -1,0 +1,107 @@
+"""Building and reading the A2A messages and events that carry the extension's data."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+
+import orjson
+from a2a.types import Message, Part, Role, TaskState, TaskStatus, TaskStatusUpdateEvent
+from google.protobuf.json_format import MessageToDict
+
+from a2a_x402 import Dialect, PaymentData, X402PaymentPayload, decode, encode
+from facilitator.wire import (
+    PaymentPayload,
+    PaymentRequired,
+    PaymentRequiredV1,
+    PaymentRequirements,
+    SettleResponse,
+    SettleResponseV1,
+    chain_id_from_v1_network,
+    payload_v1_to_v2,
+    requirements_v2_to_v1,
+    settle_response_to_v1,
+)
+
+__all__ = [
+    "agent_status",
+    "match_offer",
+    "message_payment_data",
+    "payload_hash",
+    "receipt_for",
+    "terms_for",
+]
+
+
+def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentData | None:
+    """The extension data a client message carries in `dialect`, strictly decoded.
+
+    Raises:
+        a2a_x402.ExtensionMetadataError: the metadata is malformed or in the other dialect's form.
+    """
+    if message is None or not message.HasField("metadata"):
+        return None
+    return decode(MessageToDict(message.metadata), dialect)
+
+
+def agent_status(
+    task_id: str, context_id: str, state: TaskState, text: str, data: PaymentData, dialect: Dialect
+) -> TaskStatusUpdateEvent:
+    """A status update whose agent message says `text` and carries the extension `data`."""
+    message = Message(
+        message_id=str(uuid.uuid4()),
+        context_id=context_id,
+        task_id=task_id,
+        role=Role.ROLE_AGENT,
+        parts=[Part(text=text)],
+    )
+    message.metadata.update(encode(data, dialect))
+    if dialect is Dialect.V03:
+        message.extensions.append(next(iter(encode(data, dialect))))
+    status = TaskStatus(state=state, message=message)
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+
+
+def terms_for(required: PaymentRequired, dialect: Dialect) -> PaymentRequired | PaymentRequiredV1:
+    """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 for v0.3."""
+    if dialect is Dialect.V03:
+        return required
+    accepts = tuple(requirements_v2_to_v1(r, required.resource) for r in required.accepts)
+    return PaymentRequiredV1(x402_version=1, error=required.error, accepts=accepts)
+
+
+def match_offer(
+    payload: X402PaymentPayload, offered: PaymentRequired
+) -> tuple[PaymentPayload, PaymentRequirements] | None:
+    """The v2 payload and the offered requirements it pays, or None if it pays none of them exactly.
+
+    A v2 payload must carry one offered entry unchanged in `accepted`; a v1 payload names only its scheme
+    and network. Either way the signed authorization must pay the offered amount to the offered payTo.
+    """
+    for requirements in offered.accepts:
+        if isinstance(payload, PaymentPayload):
+            candidate = payload if payload.accepted == requirements else None
+        elif payload.scheme == requirements.scheme and chain_id_from_v1_network(payload.network) == requirements.chain_id:
+            candidate = payload_v1_to_v2(payload, requirements)
+        else:
+            candidate = None
+        if candidate is None:
+            continue
+        authorization = candidate.payload.authorization
+        if authorization.to == requirements.pay_to and authorization.value == requirements.amount:
+            return candidate, requirements
+    return None
+
+
+def payload_hash(payload: PaymentPayload) -> str:
+    """A digest identifying one signed payment (for recognising a re-presented payload)."""
+    return hashlib.sha256(orjson.dumps(payload.to_json_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def receipt_for(response: SettleResponse, submitted: X402PaymentPayload) -> SettleResponse | SettleResponseV1:
+    """A settlement receipt in the x402 version the payer used."""
+    if isinstance(submitted, PaymentPayload):
+        return response
+    return settle_response_to_v1(response)

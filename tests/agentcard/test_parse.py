@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from agentcard import MAX_CARD_BYTES, CardParseError, CardTooLargeError, DuplicateKeyError, parse_card_json
+from tests.agentcard.conftest import merchant_card
+
+
+def test_a_card_parses_to_the_same_object() -> None:
+    card = merchant_card()
+    assert parse_card_json(json.dumps(card, ensure_ascii=False).encode()) == card
+
+
+def test_duplicate_member_is_refused_at_any_depth() -> None:
+    with pytest.raises(DuplicateKeyError, match="'name'") as raised:
+        parse_card_json(b'{"name": "a", "description": "", "name": "b"}')
+    assert raised.value.code == "card_duplicate_key"
+    with pytest.raises(DuplicateKeyError, match="'streaming'"):
+        parse_card_json(b'{"capabilities": {"streaming": true, "streaming": false}}')
+
+
+def test_ten_megabyte_card_is_refused_by_size_before_parsing() -> None:
+    # Not JSON at all: only a size check that runs before parsing can report "too large" for it.
+    body = b"{" + b"x" * (10 * 1024 * 1024)
+    started = time.perf_counter()
+    with pytest.raises(CardTooLargeError, match="over the limit of 262144") as raised:
+        parse_card_json(body)
+    assert raised.value.code == "card_too_large"
+    assert time.perf_counter() - started < 0.5
+
+
+def test_size_limit_is_inclusive_and_configurable() -> None:
+    body = b'{"pad": "' + b"x" * (MAX_CARD_BYTES - 11) + b'"}'
+    assert len(body) == MAX_CARD_BYTES
+    assert parse_card_json(body)["pad"]
+    with pytest.raises(CardTooLargeError):
+        parse_card_json(body + b" ")
+    with pytest.raises(CardTooLargeError):
+        parse_card_json(b'{"a": 1}', max_bytes=7)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"name": ', "not JSON"),
+        (b"[]", "must be a JSON object, got list"),
+        (b'"card"', "must be a JSON object, got str"),
+        (b'{"x": NaN}', "NaN is not a JSON number"),
+        (b'{"x": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"x": 1e400}', "1e400 is out of the range"),
+        (b'{"x": ' + b"9" * 5000 + b"}", "number Python cannot read"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"\xef\xbb\xbf{}", "not JSON"),
+    ],
+    ids=["not-utf8", "truncated", "array", "string", "nan", "infinity", "overflow", "5000-digits", "deep", "bom"],
+)
+def test_malformed_bodies_are_refused_with_a_reason(body: bytes, message: str) -> None:
+    with pytest.raises(CardParseError, match=message) as raised:
+        parse_card_json(body, max_bytes=1 << 20)
+    assert raised.value.code in {"card_parse_error", "card_duplicate_key"}
+
+
+def test_parse_errors_are_value_errors() -> None:
+    with pytest.raises(ValueError):
+        parse_card_json(b"nope")

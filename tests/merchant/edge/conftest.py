@@ -1,0 +1,106 @@
+"""A running merchant edge per test: the scripted executor, three tenants, a fresh database, real uvicorn."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+
+import httpx
+import pytest
+from a2a.server.agent_execution import AgentExecutor
+from a2a.types import AgentSkill
+from starlette.routing import BaseRoute
+
+from merchant.edge import AgentCardSettings, create_app
+from merchant.tenants import Tenant, TenantRegistry
+from storage import create_engine
+from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
+
+from .executors import ScriptedExecutor
+from .wire import BINDINGS, Wire, binding
+
+TENANT_A = "acme"
+TENANT_B = "globex"
+PAY_TO = {
+    "": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    TENANT_A: "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+    TENANT_B: "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+}
+SKILL = AgentSkill(id="order", name="Order", description="Orders a t-shirt", tags=["commerce"])
+
+
+def make_tenants() -> TenantRegistry:
+    """The default tenant plus TENANT_A and TENANT_B."""
+    return TenantRegistry(
+        Tenant(id=tenant_id, pay_to=pay_to, price=1000) for tenant_id, pay_to in PAY_TO.items()
+    )
+
+
+def make_card(base_url: str) -> AgentCardSettings:
+    """Card settings for a merchant reachable at `base_url`."""
+    return AgentCardSettings(
+        name="Test Merchant", description="Sells t-shirts", version="1.2.3", base_url=base_url, skills=[SKILL]
+    )
+
+
+@contextmanager
+def running_merchant(
+    database_url: str,
+    *,
+    sock: socket.socket | None = None,
+    executor: AgentExecutor | None = None,
+    routes: Sequence[BaseRoute] = (),
+) -> Iterator[str]:
+    """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop."""
+    sock = sock if sock is not None else bind_loopback()
+    engine = create_engine(database_url)
+    app = create_app(
+        executor=executor or ScriptedExecutor(),
+        engine=engine,
+        tenants=make_tenants(),
+        card=make_card(base_url_of(sock)),
+        routes=routes,
+    )
+    with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
+        yield base_url
+
+
+def a2a_http(base_url: str) -> httpx.AsyncClient:
+    """An HTTP client for the merchant at `base_url` that speaks A2A 1.0."""
+    return httpx.AsyncClient(base_url=base_url, headers={"A2A-Version": "1.0"}, timeout=10)
+
+
+@pytest.fixture
+def merchant_url(database_url: str) -> Iterator[str]:
+    """Base URL of a merchant edge on a fresh database (runs on SQLite and PostgreSQL)."""
+    with running_merchant(database_url) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+async def http(merchant_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An A2A 1.0 HTTP client for `merchant_url`."""
+    async with a2a_http(merchant_url) as client:
+        yield client
+
+
+@pytest.fixture
+async def sqlite_http(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An A2A 1.0 HTTP client for a merchant on SQLite only, for behaviour that does not touch storage."""
+    with running_merchant(sqlite_url) as base_url:
+        async with a2a_http(base_url) as client:
+            yield client
+
+
+@pytest.fixture(params=BINDINGS)
+def binding_name(request: pytest.FixtureRequest) -> str:
+    """Each A2A binding in turn."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def wire(binding_name: str, http: httpx.AsyncClient) -> Wire:
+    """Raw A2A calls for the default tenant over the binding under test."""
+    return binding(binding_name, http)

@@ -1,0 +1,309 @@
+"""The edge app over real HTTP, raw ProtoJSON on both bindings, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH
+
+from .conftest import TENANT_A, a2a_http, running_merchant
+from .executors import QUESTION, STREAM_STEPS
+from .wire import A2AFailure, Rest, Wire, binding, user_message, walk_keys
+
+NOT_FOUND = {"jsonrpc": (200, -32001), "rest": (404, None)}
+INVALID_PARAMS = {"jsonrpc": (200, -32602), "rest": (400, None)}
+NOT_CANCELABLE = {"jsonrpc": (200, -32002), "rest": (400, None)}
+UNSUPPORTED = {"jsonrpc": (200, -32004), "rest": (400, None)}
+
+
+def mid() -> str:
+    return f"msg-{uuid.uuid4()}"
+
+
+def assert_failure(failure: pytest.ExceptionInfo[A2AFailure], wire: Wire, reason: str, codes: dict) -> None:
+    """The error carries `reason` and the binding's status/code for it."""
+    assert failure.value.reason == reason
+    assert (failure.value.http_status, failure.value.rpc_code) == codes[wire.name]
+
+
+def assert_protojson_1_0(payload: object) -> None:
+    """No 0.3 leftovers anywhere: no `kind` discriminator, no `final` flag."""
+    keys = set(walk_keys(payload))
+    assert "kind" not in keys
+    assert "final" not in keys
+
+
+async def start_quote(wire: Wire) -> dict:
+    """Send "quote" and return the task, which waits for input."""
+    response = await wire.send(user_message("quote", message_id=mid()))
+    assert list(response) == ["task"]
+    return response["task"]
+
+
+async def test_input_required_then_follow_up_completes(wire: Wire) -> None:
+    task = await start_quote(wire)
+
+    assert_protojson_1_0(task)
+    assert len(task["id"]) == 36 and len(task["contextId"]) == 36
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    question = task["status"]["message"]
+    assert question["role"] == "ROLE_AGENT"
+    assert question["parts"] == [{"text": QUESTION}]
+    assert (question["taskId"], question["contextId"]) == (task["id"], task["contextId"])
+    assert [(m["role"], m["parts"]) for m in task["history"]] == [("ROLE_USER", [{"text": "quote"}])]
+
+    follow_up = user_message("M", message_id=mid(), task_id=task["id"], context_id=task["contextId"])
+    done = (await wire.send(follow_up))["task"]
+
+    assert_protojson_1_0(done)
+    assert (done["id"], done["contextId"]) == (task["id"], task["contextId"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["status"]["timestamp"].endswith("Z")
+    assert [artifact["name"] for artifact in done["artifacts"]] == ["order"]
+    assert done["artifacts"][0]["parts"] == [{"text": "order: M"}]
+    assert [m["role"] for m in done["history"]] == ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]
+
+
+async def test_follow_up_naming_only_the_task_stays_in_its_context(wire: Wire) -> None:
+    task = await start_quote(wire)
+
+    done = (await wire.send(user_message("L", message_id=mid(), task_id=task["id"])))["task"]
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert {message["contextId"] for message in done["history"]} == {task["contextId"]}
+
+
+async def test_context_id_not_matching_the_task_is_rejected(wire: Wire) -> None:
+    task = await start_quote(wire)
+    other_context = str(uuid.uuid4())
+
+    with pytest.raises(A2AFailure) as failure:
+        await wire.send(user_message("M", message_id=mid(), task_id=task["id"], context_id=other_context))
+
+    assert_failure(failure, wire, "INVALID_PARAMS", INVALID_PARAMS)
+    assert await wire.get_task(task["id"]) == task
+
+
+async def test_overlong_ids_are_rejected(wire: Wire) -> None:
+    for field in ("task_id", "context_id"):
+        with pytest.raises(A2AFailure) as failure:
+            await wire.send(user_message("hello", message_id=mid(), **{field: "x" * 37}))
+        assert_failure(failure, wire, "INVALID_PARAMS", INVALID_PARAMS)
+    assert (await wire.list_tasks())["tasks"] == []
+
+
+async def test_new_task_may_join_a_client_chosen_context(wire: Wire) -> None:
+    context_id = str(uuid.uuid4())
+
+    task = (await wire.send(user_message("hello", message_id=mid(), context_id=context_id)))["task"]
+
+    assert task["contextId"] == context_id
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_streaming_sends_the_task_then_updates(wire: Wire) -> None:
+    events = await wire.stream(user_message("stream", message_id=mid()))
+
+    assert_protojson_1_0(events)
+    assert [list(event) for event in events] == [
+        ["task"],
+        *[["statusUpdate"]] * STREAM_STEPS,
+        ["artifactUpdate"],
+        ["statusUpdate"],
+    ]
+    task = events[0]["task"]
+    for event in events[1:]:
+        update = next(iter(event.values()))
+        assert (update["taskId"], update["contextId"]) == (task["id"], task["contextId"])
+    states = [event["statusUpdate"]["status"]["state"] for event in events if "statusUpdate" in event]
+    assert states == ["TASK_STATE_WORKING"] * STREAM_STEPS + ["TASK_STATE_COMPLETED"]
+    assert events[1]["statusUpdate"]["status"]["message"]["role"] == "ROLE_AGENT"
+    assert events[-2]["artifactUpdate"]["artifact"]["parts"] == [{"text": "streamed"}]
+    stored = await wire.get_task(task["id"])
+    assert stored["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_get_task_honours_history_length(wire: Wire) -> None:
+    task = await start_quote(wire)
+
+    assert await wire.get_task(task["id"]) == task
+    assert "history" not in await wire.get_task(task["id"], history_length=0)
+    latest = await wire.get_task(task["id"], history_length=1)
+    assert [message["parts"] for message in latest["history"]] == [[{"text": "quote"}]]
+
+
+async def test_list_tasks_filters_and_pages(wire: Wire) -> None:
+    first = (await wire.send(user_message("hello", message_id=mid())))["task"]
+    second = await start_quote(wire)
+
+    listed = await wire.list_tasks()
+    assert {task["id"] for task in listed["tasks"]} == {first["id"], second["id"]}
+    assert (listed["totalSize"], listed["pageSize"], listed["nextPageToken"]) == (2, 50, "")
+    assert all("artifacts" not in task for task in listed["tasks"])
+
+    waiting = await wire.list_tasks(status="TASK_STATE_INPUT_REQUIRED")
+    assert [task["id"] for task in waiting["tasks"]] == [second["id"]]
+    in_context = await wire.list_tasks(contextId=first["contextId"], includeArtifacts=True)
+    assert [task["id"] for task in in_context["tasks"]] == [first["id"]]
+    assert in_context["tasks"][0]["artifacts"] == first["artifacts"]
+
+    page = await wire.list_tasks(pageSize=1)
+    assert len(page["tasks"]) == 1 and page["nextPageToken"]
+    rest = await wire.list_tasks(pageSize=1, pageToken=page["nextPageToken"])
+    assert {page["tasks"][0]["id"], rest["tasks"][0]["id"]} == {first["id"], second["id"]}
+    assert rest["nextPageToken"] == ""
+
+
+async def test_cancel_is_final(wire: Wire) -> None:
+    task = await start_quote(wire)
+
+    canceled = await wire.cancel(task["id"])
+
+    assert canceled["id"] == task["id"]
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_CANCELED"
+    with pytest.raises(A2AFailure) as failure:
+        await wire.cancel(task["id"])
+    assert_failure(failure, wire, "TASK_NOT_CANCELABLE", NOT_CANCELABLE)
+    with pytest.raises(A2AFailure) as failure:
+        await wire.send(user_message("M", message_id=mid(), task_id=task["id"]))
+    assert_failure(failure, wire, "UNSUPPORTED_OPERATION", UNSUPPORTED)
+
+
+async def test_cancel_a_working_task(wire: Wire) -> None:
+    started = await wire.send(
+        user_message("slow", message_id=mid()), configuration={"returnImmediately": True}
+    )
+    task_id = started["task"]["id"]
+
+    canceled = await wire.cancel(task_id)
+
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_subscribe_streams_the_task_until_it_ends(wire: Wire) -> None:
+    task = await start_quote(wire)
+
+    async with wire.subscribe(task["id"]) as events:
+        first = await anext(events)
+        await wire.send(user_message("S", message_id=mid(), task_id=task["id"]))
+        later = [event async for event in events]
+
+    assert list(first) == ["task"]
+    assert first["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert_protojson_1_0(later)
+    assert [list(event) for event in later][-2:] == [["artifactUpdate"], ["statusUpdate"]]
+    assert later[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_rest_subscribe_also_accepts_get(http: httpx.AsyncClient) -> None:
+    rest = Rest(http, subscribe_method="GET")
+    task = await start_quote(rest)
+
+    async with rest.subscribe(task["id"]) as events:
+        first = await anext(events)
+
+    assert first["task"]["id"] == task["id"]
+
+
+async def test_subscribe_to_a_finished_task_is_unsupported(wire: Wire) -> None:
+    task = (await wire.send(user_message("hello", message_id=mid())))["task"]
+
+    with pytest.raises(A2AFailure) as failure:
+        async with wire.subscribe(task["id"]):
+            pass
+
+    assert_failure(failure, wire, "UNSUPPORTED_OPERATION", UNSUPPORTED)
+
+
+async def test_unknown_task_id_is_not_found(wire: Wire) -> None:
+    unknown = str(uuid.uuid4())
+
+    for operation in (wire.get_task, wire.cancel):
+        with pytest.raises(A2AFailure) as failure:
+            await operation(unknown)
+        assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
+    with pytest.raises(A2AFailure) as failure:
+        async with wire.subscribe(unknown):
+            pass
+    assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
+    with pytest.raises(A2AFailure) as failure:
+        await wire.send(user_message("M", message_id=mid(), task_id=unknown))
+    assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
+    assert (await wire.list_tasks())["tasks"] == []
+
+
+async def test_both_bindings_share_one_task_space(http: httpx.AsyncClient) -> None:
+    task = await start_quote(binding("rest", http, TENANT_A))
+
+    seen = await binding("jsonrpc", http, TENANT_A).get_task(task["id"])
+
+    assert seen == task
+
+
+@pytest.mark.parametrize("version_header", [{}, {"A2A-Version": "0.3"}])
+async def test_requests_not_speaking_1_0_are_refused(
+    sqlite_http: httpx.AsyncClient, version_header: dict
+) -> None:
+    headers = {"A2A-Version": "", **version_header}
+    rest = await sqlite_http.get(f"{REST_PATH}/tasks", headers=headers)
+    rpc = await sqlite_http.post(
+        JSONRPC_PATH, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    )
+
+    assert rest.status_code == 400
+    assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert rpc.json()["error"]["code"] == -32009
+
+
+async def test_version_may_travel_as_query_parameter(sqlite_http: httpx.AsyncClient) -> None:
+    response = await sqlite_http.get(
+        f"{REST_PATH}/tasks", headers={"A2A-Version": ""}, params={"A2A-Version": "1.0"}
+    )
+
+    assert response.status_code == 200
+    assert response.json()["tasks"] == []
+
+
+async def test_healthz(sqlite_http: httpx.AsyncClient) -> None:
+    response = await sqlite_http.get(HEALTH_PATH)
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+async def test_tasks_survive_a_restart(database_url: str, binding_name: str) -> None:
+    async def send(base_url: str, message: dict) -> dict:
+        async with a2a_http(base_url) as http:
+            return (await binding(binding_name, http, TENANT_A).send(message))["task"]
+
+    with running_merchant(database_url) as base_url:
+        task = await send(base_url, user_message("quote", message_id=mid()))
+
+    with running_merchant(database_url) as base_url:
+        async with a2a_http(base_url) as http:
+            assert await binding(binding_name, http, TENANT_A).get_task(task["id"]) == task
+        done = await send(base_url, user_message("XL", message_id=mid(), task_id=task["id"]))
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["artifacts"][0]["parts"] == [{"text": "order: XL"}]
+
+
+async def test_extra_routes_are_served_next_to_the_tenant_routes(sqlite_url: str) -> None:
+    async def ledger(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(f"ledger of {request.path_params['tenant']}")
+
+    extra = [Route("/tenants/{tenant}/ledger/balance", ledger)]
+    with running_merchant(sqlite_url, routes=extra) as base_url:
+        async with a2a_http(base_url) as http:
+            response = await http.get(f"/tenants/{TENANT_A}/ledger/balance")
+            listed = await binding("rest", http, TENANT_A).list_tasks()
+
+    assert response.text == f"ledger of {TENANT_A}"
+    assert listed["tasks"] == []
