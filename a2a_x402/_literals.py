@@ -194,7 +194,7 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
             "PaymentRequirements.network",
             "legacy name becomes CAIP-2; see networks",
         ),
-        ("PaymentRequired.error", "PaymentRequired.error", "required in v1, optional in v2"),
+        ("PaymentRequired.error", "PaymentRequired.error", "required by the v1 spec, optional in v2"),
         ("PaymentPayload.scheme", "PaymentPayload.accepted.scheme", ""),
         ("PaymentPayload.network", "PaymentPayload.accepted.network", "CAIP-2 in v2"),
         (None, "PaymentPayload.accepted", "the complete PaymentRequirements the client chose"),

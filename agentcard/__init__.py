@@ -58,7 +58,7 @@ from ._keys import (
     load_signing_keys_from_env,
     parse_jwks,
 )
-from ._parse import MAX_CARD_BYTES, parse_card_json
+from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
 from ._verify import CardStatus, CardVerifier, SignatureCheck, SignaturePolicy, VerificationResult
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "KeyStoreError",
     "KeyUnusableError",
     "MAX_CARD_BYTES",
+    "MAX_NESTING",
     "SIGNING_ALGORITHMS",
     "SignatureCheck",
     "SignatureError",

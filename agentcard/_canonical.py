@@ -25,11 +25,11 @@ the card's ProtoJSON.
 
 Free-form JSON (``google.protobuf.Struct`` such as ``AgentExtension.params``) is kept as is.
 
-Numbers: JCS reads JSON numbers as IEEE 754 doubles. An integer beyond 2**53 - 1 is accepted only when it is
-exactly a double (``10**22``, ``2**60``) or the JCS spelling of one (``1152921504606847000`` for 2**60), and is
-then written as that double; any other such integer (``12345678901234567890``) is refused, because the value
-a reader of the text sees would not be the value signed, and many texts would share one signature. NaN and
-infinities are refused.
+Numbers: JCS reads JSON numbers as IEEE 754 doubles. An integer beyond 2**53 - 1 is accepted only when it
+is exactly a double (``10**22``, ``2**60``) or the JCS spelling of one (``1152921504606847000`` for 2**60),
+and is then written as that double; any other such integer (``12345678901234567890``) is refused, because
+the value a reader of the text sees would not be the value signed, and many texts would share one
+signature. NaN and infinities are refused.
 
 Deviation from a2a-sdk 1.3.0: the SDK drops every empty string, list and object before JCS, including
 REQUIRED ones and ``optional`` fields set to ``""``; this module follows the spec and keeps them.
@@ -40,21 +40,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import rfc8785
 from a2a.types import AgentCard
-from google.api import field_behavior_pb2
+from google.api import field_behavior_pb2  # type: ignore[import-untyped]  # no stubs published
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ._errors import CanonicalizationError
+from ._parse import MAX_NESTING
 
 __all__ = ["canonicalize_card"]
 
-# Containers on the path to a value, the card itself at 1; the same bound as a2a-sdk's JCS, so a card one
-# side can canonicalize is not refused by the other. Nesting is attacker-chosen through extension params.
-_MAX_DEPTH = 128
+# upb's descriptor class implements protobuf's Descriptor interface.
+_CARD_DESCRIPTOR = cast(Descriptor, AgentCard.DESCRIPTOR)
 _MAX_SAFE_INT = 2**53 - 1
 _WELL_KNOWN_PACKAGE = "google.protobuf"
 
@@ -102,7 +102,7 @@ def canonicalize_card(card: AgentCard | Mapping[str, Any]) -> bytes:
     """
     card_json = card_to_json(card)
     unsigned = {key: value for key, value in card_json.items() if key != "signatures"}
-    canonical = _message(unsigned, AgentCard.DESCRIPTOR, "", 1)
+    canonical = _message(unsigned, _CARD_DESCRIPTOR, "", 1)
     try:
         return rfc8785.dumps(canonical)
     except (rfc8785.CanonicalizationError, UnicodeError) as exc:
@@ -148,11 +148,12 @@ def _message(obj: Any, descriptor: Descriptor, path: str, depth: int) -> dict[st
 
 
 def _field(field: FieldDescriptor, value: Any, path: str, depth: int) -> Any:
-    if _is_map(field):
+    entry = field.message_type
+    if entry is not None and entry.GetOptions().map_entry:
         if not isinstance(value, Mapping):
             raise CanonicalizationError(f"{path}: expected a JSON object (map), got {_type_name(value)}")
         _check_depth(path, depth)
-        value_field = field.message_type.fields_by_name["value"]
+        value_field = entry.fields_by_name["value"]
         return {
             _map_key(key, path): _single(value_field, item, f"{path}.{key}", depth + 1)
             for key, item in value.items()
@@ -166,10 +167,11 @@ def _field(field: FieldDescriptor, value: Any, path: str, depth: int) -> Any:
 
 
 def _single(field: FieldDescriptor, value: Any, path: str, depth: int) -> Any:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        if field.message_type.file.package == _WELL_KNOWN_PACKAGE:
+    message = field.message_type
+    if message is not None:
+        if message.file.package == _WELL_KNOWN_PACKAGE:
             return _json(value, path, depth)
-        return _message(value, field.message_type, path, depth)
+        return _message(value, message, path, depth)
     if not _scalar_type_matches(field, value):
         raise CanonicalizationError(f"{path}: {_type_name(value)} is not a valid {_scalar_kind(field)} value")
     return _json(value, path, depth)
@@ -215,12 +217,13 @@ def _default(field: FieldDescriptor, path: str, depth: int) -> Any:
     """The ProtoJSON form of ``field`` at its default value."""
     if field.is_repeated:
         return {} if _is_map(field) else []
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        if field.message_type.file.package == _WELL_KNOWN_PACKAGE:
-            return json_format.MessageToDict(message_factory.GetMessageClass(field.message_type)())
-        return _message({}, field.message_type, path, depth)
-    if field.type == FieldDescriptor.TYPE_ENUM:
-        return field.enum_type.values_by_number[0].name
+    message, enum = field.message_type, field.enum_type
+    if message is not None:
+        if message.file.package == _WELL_KNOWN_PACKAGE:
+            return json_format.MessageToDict(message_factory.GetMessageClass(message)())
+        return _message({}, message, path, depth)
+    if enum is not None:
+        return enum.values_by_number[0].name
     if field.type in _STRING_ENCODED_TYPES:
         return "0"
     if field.type in _NUMERIC_TYPES:
@@ -234,7 +237,7 @@ def _is_default(field: FieldDescriptor, value: Any) -> bool:
     """Whether ``value`` (already checked against the field's type) is the field's default."""
     if field.is_repeated:
         return len(value) == 0
-    if field.type == FieldDescriptor.TYPE_ENUM:
+    if field.enum_type is not None:
         return value in (0, field.enum_type.values_by_number[0].name)
     if field.type in _NUMERIC_TYPES:
         return float(value) == 0
@@ -278,8 +281,10 @@ def _map_key(key: Any, path: str) -> str:
 
 
 def _check_depth(path: str, depth: int) -> None:
-    if depth > _MAX_DEPTH:
-        raise CanonicalizationError(f"{path}: nesting exceeds {_MAX_DEPTH} levels")
+    # Containers on the path, the card itself at 1; the bound is a2a-sdk's too, so a card one side can
+    # canonicalize is not refused by the other. Nesting is attacker-chosen through extension params.
+    if depth > MAX_NESTING:
+        raise CanonicalizationError(f"{path}: nesting exceeds {MAX_NESTING} levels")
 
 
 def _type_name(value: Any) -> str:
@@ -311,4 +316,4 @@ def _is_required(field: FieldDescriptor) -> bool:
 
 @cache
 def _is_map(field: FieldDescriptor) -> bool:
-    return field.type == FieldDescriptor.TYPE_MESSAGE and bool(field.message_type.GetOptions().map_entry)
+    return field.message_type is not None and bool(field.message_type.GetOptions().map_entry)

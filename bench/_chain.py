@@ -3,13 +3,16 @@
 anvil in automine mode gets slower per block as the chain grows (perf-baselines, "Anvil slows down as
 the chain grows"), so a segment that ran after another would be measured on a longer, slower chain.
 Every segment therefore starts with ``evm_revert`` to a snapshot taken right after deployment; anvil
-drops a snapshot once it is reverted to, so a new one is taken at once. Servers must be restarted after
-a reset, because their relayers cache the next nonce.
+drops a snapshot once it is reverted to, so a new one is taken at once. A revert also rewinds anvil's
+clock to the snapshot's, which would make authorizations signed since then "not yet valid" on chain, so
+one empty block stamped with the current time follows every revert. Servers must be restarted after a
+reset, because their relayers cache the next nonce.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,10 +64,12 @@ class BenchChain:
         self._snapshot = self.chain.rpc.call("evm_snapshot")
 
     def reset(self) -> ChainState:
-        """Revert to the snapshot (and take it again); return the state a segment starts from."""
+        """Revert to the snapshot (and take it again), bring the chain's clock to now, return the state."""
         if not self.chain.rpc.call("evm_revert", [self._snapshot]):
             raise RuntimeError(f"anvil refused to revert to snapshot {self._snapshot}")
         self.take_snapshot()
+        self.chain.rpc.call("evm_setNextBlockTimestamp", [int(time.time())])
+        self.chain.rpc.call("evm_mine")
         return self.state()
 
     def state(self) -> ChainState:

@@ -28,7 +28,9 @@ AMOUNT_ATOMIC = 1_000  # 0.001 dev USDC per payment
 _VALIDITY_S = 600
 _RAW_GAS = 150_000  # a transferWithAuthorization uses about 86k
 _RAW_TIP_WEI = 1_000_000_000
-_TRANSFER_WITH_AUTHORIZATION = "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+_TRANSFER_WITH_AUTHORIZATION = (
+    "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+)
 
 
 def make_requirements(chain: DevChain, pay_to: str) -> PaymentRequirements:
@@ -44,7 +46,9 @@ def make_requirements(chain: DevChain, pay_to: str) -> PaymentRequirements:
     )
 
 
-def sign_payloads(payer_keys: Sequence[str], requirements: PaymentRequirements, count: int) -> list[PaymentPayload]:
+def sign_payloads(
+    payer_keys: Sequence[str], requirements: PaymentRequirements, count: int
+) -> list[PaymentPayload]:
     """`count` fresh authorizations for `requirements`, signed by the payers in turn."""
     return [sign_payment(payer_keys[i % len(payer_keys)], requirements) for i in range(count)]
 
@@ -61,7 +65,11 @@ def to_requests(
             "POST",
             path,
             orjson.dumps(
-                {"x402Version": 2, "paymentPayload": p.to_json_dict(), "paymentRequirements": wire_requirements}
+                {
+                    "x402Version": 2,
+                    "paymentPayload": p.to_json_dict(),
+                    "paymentRequirements": wire_requirements,
+                }
             ),
         )
         for p in payloads

@@ -97,7 +97,9 @@ def _settle_faults(segments: Sequence[Segment]) -> str:
     return text + (f", {problems} check(s) broken" if problems else ", checks ok")
 
 
-def _target_rows(runs: Sequence[Sequence[Segment]], grouped: dict[Key, list[Segment]], concurrency: int) -> list[str]:
+def _target_rows(
+    runs: Sequence[Sequence[Segment]], grouped: dict[Key, list[Segment]], concurrency: int
+) -> list[str]:
     rows = []
     for target in _targets(concurrency):
         ours = [s.rate for s in grouped.get((OURS, target.mode, target.concurrency), [])]
@@ -109,13 +111,19 @@ def _target_rows(runs: Sequence[Sequence[Segment]], grouped: dict[Key, list[Segm
         else:
             goal = f"≥ {target.min_ratio:g}x"
             verdict = "yes" if ratios and statistics.median(ratios) >= target.min_ratio else "**NO**"
-        rows.append(f"| {target.title} | {_spread(ours)} | {_spread(reference)} | {ratio} | {goal} | {verdict} |")
-    ours_settles = [s for (server, mode, _), ss in grouped.items() if server == OURS and mode == "settle" for s in ss]
-    ref_settles = [s for (server, mode, _), ss in grouped.items() if server == REFERENCE and mode == "settle" for s in ss]
-    clean = _ours_clean(grouped)
+        rows.append(
+            f"| {target.title} | {_spread(ours)} | {_spread(reference)} | {ratio} | {goal} | {verdict} |"
+        )
+    ours_settles = [
+        s for (server, mode, _), ss in grouped.items() if server == OURS and mode == "settle" for s in ss
+    ]
+    ref_settles = [
+        s for (server, mode, _), ss in grouped.items() if server == REFERENCE and mode == "settle" for s in ss
+    ]
+    verdict = "yes" if _ours_clean(grouped) else "**NO**"
+    ours_faults, ref_faults = _settle_faults(ours_settles), _settle_faults(ref_settles)
     rows.append(
-        f"| failed or duplicated settlements | {_settle_faults(ours_settles)} | {_settle_faults(ref_settles)} "
-        f"| – | 0 (ours) | {'yes' if clean else '**NO**'} |"
+        f"| failed or duplicated settlements | {ours_faults} | {ref_faults} | – | 0 (ours) | {verdict} |"
     )
     two = grouped.get((REFERENCE_TWO_SIGNERS, "settle", concurrency), [])
     if two:
@@ -126,8 +134,14 @@ def _target_rows(runs: Sequence[Sequence[Segment]], grouped: dict[Key, list[Segm
     node = [s.rate for s in grouped.get((NODE, "raw", 1), [])]
     ours_conc = [s.rate for s in grouped.get((OURS, "settle", concurrency), [])]
     if node:
-        share = f"ours at c={concurrency}: {statistics.median(ours_conc) / statistics.median(node):.0%} of it" if ours_conc else "–"
-        rows.append(f"| node ceiling: pre-signed raw tx/s, 1 connection | {_spread(node)} | – | {share} | – | – |")
+        share = (
+            f"ours at c={concurrency}: {statistics.median(ours_conc) / statistics.median(node):.0%} of it"
+            if ours_conc
+            else "–"
+        )
+        rows.append(
+            f"| node ceiling: pre-signed raw tx/s, 1 connection | {_spread(node)} | – | {share} | – | – |"
+        )
     return rows
 
 
@@ -162,7 +176,8 @@ def render_report(runs: Sequence[Sequence[Segment]], *, concurrency: int, header
         "",
         "Per segment (medians over repetitions; CPU is milliseconds per request, from /proc):",
         "",
-        "| server | mode | c | N×reps | ok/s | p50 ms | p99 ms | server CPU | anvil CPU | load-gen CPU | failed | heights |",
+        "| server | mode | c | N×reps | ok/s | p50 ms | p99 ms | server CPU | anvil CPU | load-gen CPU "
+        "| failed | heights |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *_detail_rows(grouped),
     ]
@@ -174,4 +189,12 @@ def render_report(runs: Sequence[Sequence[Segment]], *, concurrency: int, header
     ]
     lines += ["", "Correctness checks (balance, relayer transactions, answers):", ""]
     lines += problems or ["- all segments passed their checks"]
+    samples: dict[tuple[str, str], str] = {}
+    for run in runs:
+        for s in run:
+            for reason, message in s.failure_samples.items():
+                samples.setdefault((s.server, reason), message)
+    if samples:
+        lines += ["", "Failure samples (first message per server and reason):", ""]
+        lines += [f"- {server}, {reason}: {message[:200]}" for (server, reason), message in samples.items()]
     return "\n".join(lines) + "\n"

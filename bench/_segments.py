@@ -44,6 +44,7 @@ class Segment:
     elapsed_s: float
     ok: int
     failures: Counter[str] = field(default_factory=Counter)
+    failure_samples: dict[str, str] = field(default_factory=dict)
     latencies_ms: tuple[float, ...] = ()
     server_cpu_ms: float | None = None
     anvil_cpu_ms: float | None = None
@@ -87,32 +88,48 @@ def _sum_cpu(servers: Sequence[ServerProcess]) -> float | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _outcome(answer: Answer, mode: str) -> tuple[bool, str, str | None]:
-    """(success, failure reason, transaction hash) of one facilitator answer."""
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    success: bool
+    reason: str = ""
+    message: str = ""
+    tx_hash: str | None = None
+
+
+def _outcome(answer: Answer, mode: str) -> _Outcome:
+    """What one facilitator answer says: success, or the failure reason and message."""
     if answer.status != 200:
-        return False, f"http_{answer.status}", None
+        return _Outcome(False, f"http_{answer.status}", answer.body[:200].decode(errors="replace"))
     body = orjson.loads(answer.body)
     if mode == "verify":
-        return bool(body.get("isValid")), str(body.get("invalidReason")), None
-    return bool(body.get("success")), str(body.get("errorReason")), body.get("transaction") or None
+        return _Outcome(
+            bool(body.get("isValid")), str(body.get("invalidReason")), str(body.get("invalidMessage"))
+        )
+    return _Outcome(
+        bool(body.get("success")),
+        str(body.get("errorReason")),
+        str(body.get("errorMessage")),
+        body.get("transaction") or None,
+    )
 
 
-def warm_up(servers: Sequence[ServerProcess], payloads: Sequence[PaymentPayload], requirements: PaymentRequirements) -> None:
+def warm_up(
+    servers: Sequence[ServerProcess], payloads: Sequence[PaymentPayload], requirements: PaymentRequirements
+) -> None:
     """Send a few untimed verifications to every server, so first-call costs fall outside the timing."""
     for server in servers:
         requests = to_requests(*server.target, "/verify", payloads, requirements)
         answers, _ = _run(run_requests([server.target], requests, concurrency=1))
-        bad = [a for a in answers if not _outcome(a, "verify")[0]]
+        bad = [a for a in answers if not _outcome(a, "verify").success]
         if bad:
             raise RuntimeError(f"{server.name} failed its warm-up: {bad[0].status} {bad[0].body[:300]!r}")
 
 
 def _settlement_problems(before: ChainState, after: ChainState, ok: int, tx_hashes: list[str]) -> list[str]:
     problems = []
-    if after.payee_balance - before.payee_balance != AMOUNT_ATOMIC * ok:
-        problems.append(
-            f"payee balance grew by {after.payee_balance - before.payee_balance}, expected {AMOUNT_ATOMIC * ok}"
-        )
+    received = after.payee_balance - before.payee_balance
+    if received != AMOUNT_ATOMIC * ok:
+        problems.append(f"payee balance grew by {received}, expected {AMOUNT_ATOMIC * ok}")
     mined = after.relayer_nonce - before.relayer_nonce
     if mined != ok:
         problems.append(f"relayer mined {mined} transactions for {ok} successful settlements")
@@ -139,13 +156,17 @@ def measure_http(
     cpu_after = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time())
     after = chain.state()
     outcomes = [_outcome(a, mode) for a in answers]
-    ok = sum(1 for success, _, _ in outcomes if success)
-    failures = Counter(reason for success, reason, _ in outcomes if not success)
+    ok = sum(1 for o in outcomes if o.success)
+    failures = Counter(o.reason for o in outcomes if not o.success)
+    samples: dict[str, str] = {}
+    for o in outcomes:
+        if not o.success:
+            samples.setdefault(o.reason, o.message)
     problems: list[str] = []
     if len(answers) != len(payloads):
         problems.append(f"{len(payloads) - len(answers)} requests got no answer")
     if mode == "settle":
-        hashes = [tx for success, _, tx in outcomes if success and tx]
+        hashes = [o.tx_hash for o in outcomes if o.success and o.tx_hash]
         problems += _settlement_problems(before, after, ok, hashes)
     elif after.height != before.height:
         problems.append(f"verification changed the chain (height {before.height} -> {after.height})")
@@ -157,6 +178,7 @@ def measure_http(
         elapsed_s=elapsed,
         ok=ok,
         failures=failures,
+        failure_samples=samples,
         latencies_ms=tuple(a.latency_s * 1000 for a in answers),
         server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(payloads)),
         anvil_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(payloads)),
@@ -168,13 +190,17 @@ def measure_http(
 
 
 async def _rpc(connection: HttpConnection, body: object) -> Any:
-    answer = await connection.send(build_request(connection.host, connection.port, "POST", "/", orjson.dumps(body)))
+    answer = await connection.send(
+        build_request(connection.host, connection.port, "POST", "/", orjson.dumps(body))
+    )
     if answer.status != 200:
         raise RuntimeError(f"anvil answered HTTP {answer.status}")
     return orjson.loads(answer.body)
 
 
-async def _send_and_confirm(host: str, port: int, raws: Sequence[str], hashes: Sequence[str]) -> tuple[float, int]:
+async def _send_and_confirm(
+    host: str, port: int, raws: Sequence[str], hashes: Sequence[str]
+) -> tuple[float, int]:
     """Send each raw transaction in its own request, then poll receipts in batches until all are mined.
 
     Returns the wall time and the number of receipts with status 1.
@@ -184,7 +210,9 @@ async def _send_and_confirm(host: str, port: int, raws: Sequence[str], hashes: S
     try:
         started = time.monotonic()
         for i, raw in enumerate(raws):
-            reply = await _rpc(connection, {"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": [raw]})
+            reply = await _rpc(
+                connection, {"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": [raw]}
+            )
             if "error" in reply:
                 raise RuntimeError(f"anvil refused raw transaction {i}: {reply['error']}")
         waiting, succeeded = list(hashes), 0
@@ -192,7 +220,10 @@ async def _send_and_confirm(host: str, port: int, raws: Sequence[str], hashes: S
             batch = waiting[:_RECEIPT_BATCH]
             replies = await _rpc(
                 connection,
-                [{"jsonrpc": "2.0", "id": i, "method": "eth_getTransactionReceipt", "params": [h]} for i, h in enumerate(batch)],
+                [
+                    {"jsonrpc": "2.0", "id": i, "method": "eth_getTransactionReceipt", "params": [h]}
+                    for i, h in enumerate(batch)
+                ],
             )
             receipts = {r["id"]: r.get("result") for r in replies}
             mined = {i for i, receipt in receipts.items() if receipt is not None}
@@ -210,9 +241,13 @@ def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segmen
     before = chain.state()
     block = chain.chain.rpc.call("eth_getBlockByNumber", ["latest", False])
     first_nonce = int(chain.chain.rpc.call("eth_getTransactionCount", [chain.relayer, "pending"]), 16)
-    signed = sign_raw_transfers(chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16))
+    signed = sign_raw_transfers(
+        chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16)
+    )
     anvil_before, loadgen_before = chain.anvil_cpu_s(), time.process_time()
-    elapsed, ok = _run(_send_and_confirm(*chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed]))
+    elapsed, ok = _run(
+        _send_and_confirm(*chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed])
+    )
     anvil_after, loadgen_after = chain.anvil_cpu_s(), time.process_time()
     after = chain.state()
     return Segment(

@@ -66,7 +66,9 @@ class ServerProcess:
             except httpx.TransportError:
                 pass  # not listening yet
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not become ready within {_START_TIMEOUT_S} s:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"{self.name} did not become ready within {_START_TIMEOUT_S} s:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """Terminate the server's process group: SIGTERM, then SIGKILL after ten seconds."""
@@ -94,7 +96,9 @@ def _free_port() -> int:
         return port
 
 
-def _spawn(name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path, port: int) -> ServerProcess:
+def _spawn(
+    name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path, port: int
+) -> ServerProcess:
     with open(log_path, "ab") as log:
         process = subprocess.Popen(  # noqa: S603 - fixed executables from this virtualenv, no shell
             command,
@@ -113,12 +117,18 @@ def migrate_claim_store(workdir: Path) -> Path:
     template = workdir / "claims-template.db"
     env = {**os.environ, "X402_DATABASE_URL": f"sqlite+aiosqlite:///{template}"}
     subprocess.run(  # noqa: S603 - fixed executable from this virtualenv, no shell
-        [str(_BIN / "x402-facilitator"), "db", "upgrade"], cwd=workdir, env=env, check=True, capture_output=True
+        [str(_BIN / "x402-facilitator"), "db", "upgrade"],
+        cwd=workdir,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     return template
 
 
-def start_ours(*, rpc_url: str, network: str, relayer_key: str, template_db: Path, workdir: Path, tag: str) -> ServerProcess:
+def start_ours(
+    *, rpc_url: str, network: str, relayer_key: str, template_db: Path, workdir: Path, tag: str
+) -> ServerProcess:
     """Start ``x402-facilitator serve`` on a fresh copy of the migrated claim store and wait until ready.
 
     It runs in `workdir`, so no ``.env`` file of the repository changes its settings.
@@ -144,7 +154,9 @@ def start_ours(*, rpc_url: str, network: str, relayer_key: str, template_db: Pat
     return server
 
 
-def start_reference(*, rpc_url: str, network: str, relayer_key: str, workdir: Path, tag: str) -> ServerProcess:
+def start_reference(
+    *, rpc_url: str, network: str, relayer_key: str, workdir: Path, tag: str
+) -> ServerProcess:
     """Start the x402 SDK reference app under uvicorn (one worker) and wait until it answers."""
     port = _free_port()
     env = {

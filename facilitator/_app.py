@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ._config import FacilitatorSettings
-from ._errors import ChainError, IdempotencyConflictError, InvalidIdempotencyKeyError
+from ._errors import ChainError, FacilitatorError, IdempotencyConflictError, InvalidIdempotencyKeyError
 from ._service import Facilitator
 from .wire import (
     Reason,
@@ -44,6 +44,22 @@ def _json(body: dict[str, Any] | WireModel, status_code: int = 200) -> Response:
 
 def _problem(status_code: int, error: str, message: str) -> Response:
     return _json({"error": error, "message": message}, status_code)
+
+
+# The one table from the errors a request can cause to HTTP statuses; the body names the error's code.
+_HTTP_STATUS: dict[type[WireError | FacilitatorError], int] = {
+    WireError: 400,
+    InvalidIdempotencyKeyError: 400,
+    IdempotencyConflictError: 409,
+}
+
+
+def _error_answer(status_code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+    async def answer(_request: Request, exc: Exception) -> Response:
+        code = exc.code if isinstance(exc, WireError | FacilitatorError) else "internal_error"
+        return _problem(status_code, code, str(exc))
+
+    return answer
 
 
 async def _read_json(request: Request) -> object:
@@ -81,22 +97,10 @@ def create_app(
             await opened.aclose()
 
     app = FastAPI(title="x402 facilitator", lifespan=lifespan, docs_url=None, redoc_url=None)
-
-    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except WireError as exc:
-                return _problem(400, exc.reason, exc.message)
-            except InvalidIdempotencyKeyError as exc:
-                return _problem(400, "invalid_idempotency_key", str(exc))
-            except IdempotencyConflictError as exc:
-                return _problem(409, Reason.IDEMPOTENCY_KEY_CONFLICT, str(exc))
-
-        return endpoint
+    for error_type, status_code in _HTTP_STATUS.items():
+        app.add_exception_handler(error_type, _error_answer(status_code))
 
     @app.post("/verify")
-    @guarded
     async def verify(request: Request) -> Response:
         parsed = parse_verify_request(await _read_json(request))
         payload, requirements = request_to_v2(parsed)
@@ -104,7 +108,6 @@ def create_app(
         return _json(verify_response_to_v1(answer) if isinstance(parsed, VerifyRequestV1) else answer)
 
     @app.post("/settle")
-    @guarded
     async def settle(request: Request) -> Response:
         parsed = parse_settle_request(await _read_json(request))
         payload, requirements = request_to_v2(parsed)
@@ -114,7 +117,6 @@ def create_app(
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
     @app.post("/settle/status")
-    @guarded
     async def settle_status(request: Request) -> Response:
         parsed = parse_settle_request(await _read_json(request))
         payload, requirements = request_to_v2(parsed)

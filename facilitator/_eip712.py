@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from eth_abi import encode as abi_encode
-from eth_utils import keccak
+from eth_abi.abi import encode as abi_encode
+from eth_utils.crypto import keccak
 
 from ._token import Authorization
 

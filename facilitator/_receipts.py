@@ -102,8 +102,8 @@ class ReceiptWatcher:
         receipts = {h: r for h, r in zip(hashes, receipt_replies, strict=True) if isinstance(r, dict)}
         for waiter in waiters:
             receipt = receipts.get(waiter.tx_hash)
-            if receipt is None:
-                continue
+            if receipt is None or receipt.get("blockNumber") is None:
+                continue  # not mined yet (some nodes answer a pending receipt without a block)
             block_number = int(receipt["blockNumber"], 16)
             if head - block_number + 1 >= waiter.confirmations:
                 waiter.future.set_result(

@@ -2,8 +2,8 @@
 
 Transactions from one account must use consecutive nonces, and a nonce that is taken but never reaches
 the node leaves a gap that stalls every later transaction. So nonces are allocated, signed and sent under
-one lock, and any doubt about what the node holds (an error reply, a lost answer) is settled by asking the
-node for its pending count before the next allocation. Receipt waits happen outside the lock, so sends
+one lock. After an error reply the next allocation asks the node for its pending count; after a lost answer
+the node is asked whether it holds the transaction's hash. Receipt waits happen outside the lock, so sends
 pipeline while earlier transactions are still being mined.
 """
 
@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -58,66 +59,62 @@ class Relayer:
     async def send(self, to: str, data: str, gas: int) -> SentTransaction:
         """Sign and submit a call to `to` with `data`; return once the node has accepted it.
 
-        Raises RpcError when the node refuses the transaction (nothing was submitted) and
-        ChainUnavailableError when the node cannot be reached (nothing was submitted either: a lost answer
-        is resolved by asking the node whether it holds our nonce).
+        Raises:
+            RpcError: the node refused the transaction; nothing was submitted.
+            ChainUnavailableError: the node could not be reached, and it does not hold the transaction (a lost
+                answer is resolved by asking the node for the transaction's hash).
         """
         async with self._lock:
-            for attempt in range(_SEND_ATTEMPTS):
+            attempt = 0
+            while True:
+                attempt += 1
                 nonce = await self._nonce()
                 max_fee, priority_fee = await self._fee_caps()
-                signed = self._account.sign_transaction(
-                    {
-                        "type": 2,
-                        "chainId": self._chain_id,
-                        "nonce": nonce,
-                        "to": to,
-                        "data": data,
-                        "gas": gas,
-                        "maxFeePerGas": max_fee,
-                        "maxPriorityFeePerGas": priority_fee,
-                        "value": 0,
-                    }
+                transaction: dict[str, Any] = {
+                    "type": 2,
+                    "chainId": self._chain_id,
+                    "nonce": nonce,
+                    "to": to,
+                    "data": data,
+                    "gas": gas,
+                    "maxFeePerGas": max_fee,
+                    "maxPriorityFeePerGas": priority_fee,
+                    "value": 0,
+                }
+                signed = self._account.sign_transaction(transaction)
+                sent = SentTransaction(
+                    tx_hash="0x" + signed.hash.hex(),
+                    raw="0x" + signed.raw_transaction.hex(),
+                    nonce=nonce,
+                    sender=self.address,
                 )
-                raw = "0x" + signed.raw_transaction.hex()
-                tx_hash = "0x" + signed.hash.hex()
                 try:
-                    await self._rpc.call("eth_sendRawTransaction", raw)
+                    await self._rpc.call("eth_sendRawTransaction", sent.raw)
                 except RpcError as exc:
-                    if _already_known(exc):
-                        break
-                    self._next_nonce = None
-                    if _stale_nonce_or_fee(exc) and attempt + 1 < _SEND_ATTEMPTS:
+                    if not _already_known(exc):
+                        # Whatever the node holds now, the next allocation asks it.
+                        self._next_nonce = None
+                        if not _stale_nonce_or_fee(exc) or attempt >= _SEND_ATTEMPTS:
+                            raise
                         self._fees = None
                         logger.info("relayer resync after %s (nonce %d)", exc.message, nonce)
                         continue
-                    raise
                 except ChainUnavailableError:
-                    if await self._node_holds(nonce):
-                        break
-                    raise
-                break
-            self._next_nonce = nonce + 1
-            return SentTransaction(tx_hash=tx_hash, raw=raw, nonce=nonce, sender=self.address)
-
-    async def rebroadcast(self, raw: str) -> None:
-        """Send an already-signed transaction again (after it was dropped from the pool)."""
-        try:
-            await self._rpc.call("eth_sendRawTransaction", raw)
-        except RpcError as exc:
-            if not _already_known(exc):
-                raise
+                    self._next_nonce = None
+                    if not await self._node_knows(sent.tx_hash):
+                        raise
+                self._next_nonce = nonce + 1
+                return sent
 
     async def _nonce(self) -> int:
         if self._next_nonce is None:
             self._next_nonce = int(await self._rpc.call("eth_getTransactionCount", self.address, "pending"), 16)
         return self._next_nonce
 
-    async def _node_holds(self, nonce: int) -> bool:
-        """Whether the node has a transaction of ours with `nonce` (after a send whose answer was lost)."""
-        self._next_nonce = None
+    async def _node_knows(self, tx_hash: str) -> bool:
+        """Whether the node holds `tx_hash` (after a send whose answer was lost)."""
         try:
-            return await self._nonce() > nonce
+            return await self._rpc.call("eth_getTransactionByHash", tx_hash) is not None
         except ChainUnavailableError:
             return False
 

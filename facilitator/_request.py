@@ -91,9 +91,9 @@ def idempotency_key_of(explicit: str | None, payload: PaymentPayload) -> str | N
         if not _IDEMPOTENCY_KEY.match(explicit):
             raise InvalidIdempotencyKeyError("an idempotency key is 1 to 255 printable ASCII characters")
         return explicit
-    info = ((payload.extensions or {}).get("payment-identifier") or {}).get("info")
+    extension = (payload.extensions or {}).get("payment-identifier")
+    info = extension.get("info") if isinstance(extension, dict) else None
     identifier = info.get("id") if isinstance(info, dict) else None
     if isinstance(identifier, str) and _PAYMENT_IDENTIFIER.match(identifier):
-        # Namespaced, so an extension id can never collide with a caller's explicit key.
         return "payment-identifier:" + identifier
     return None

@@ -4,41 +4,34 @@ This is the one implementation behind both the HTTP service and the merchant's i
 answers are x402 v2 `VerifyResponse` / `SettleResponse` documents; a payment that fails a check is an
 answer (`isValid: false`, `success: false`), never an exception.
 
-Settling, in order: checks without chain access; an existing claim for the authorization or the
-idempotency key short-circuits to its answer; chain checks in one RPC batch; the durable claim; the
-broadcast; a bounded wait for the receipt at the configured depth. A settlement still unconfirmed at the
-deadline is answered `settlement_pending` with its transaction hash; a later settle with the same
-idempotency key, or a status call, finishes it.
+Settling, in order: reading the request; an existing claim for the authorization or the idempotency key
+short-circuits to its answer (before any clock check, so a retry after `validBefore` still gets it); the
+checks without chain access; chain checks in one RPC batch; the durable claim; the broadcast; a bounded
+wait for the receipt at the configured depth. A settlement still unconfirmed at the deadline is answered
+`settlement_pending` with its transaction hash; a later settle with the same idempotency key, or a status
+call, finishes it. Every answer about a claim is the one stored with it, so repeated answers are identical.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import logging
-import re
 import time
 from typing import Any, Self
 
-import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage import create_engine, ensure_schema_current
 
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._config import FacilitatorSettings
-from ._errors import (
-    ChainError,
-    ChainMismatchError,
-    IdempotencyConflictError,
-    InvalidIdempotencyKeyError,
-    PaymentInvalidError,
-    RpcError,
-)
+from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
 from ._receipts import ReceiptWatcher
 from ._relayer import Relayer
-from ._rpc import RpcCall, RpcClient
-from ._token import Authorization, decode_bool, encode_authorization_state, transfer_logs
-from ._verify import Terms, VerifiedPayment, Verifier
+from ._request import PaymentRequest, idempotency_key_of, read_payment
+from ._rpc import RpcClient
+from ._token import decode_bool, encode_authorization_state, transfer_logs
+from ._verify import VerifiedPayment, Verifier
 from .wire import (
     PaymentPayload,
     PaymentRequirements,
@@ -54,8 +47,7 @@ __all__ = ["Facilitator"]
 
 logger = logging.getLogger(__name__)
 
-_PAYMENT_IDENTIFIER = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_CHAIN_DOWN = "the chain could not be reached; try again"
 
 
 class Facilitator:
@@ -82,7 +74,9 @@ class Facilitator:
         self._confirmations = confirmations
         self._receipt_timeout_s = receipt_timeout_s
         self._gas_limit_cap = gas_limit_cap
-        self._verifier = Verifier(rpc, chain_id=self.chain_id, relayer=relayer.address, validity_margin_s=validity_margin_s)
+        self._verifier = Verifier(
+            rpc, chain_id=self.chain_id, relayer=relayer.address, validity_margin_s=validity_margin_s
+        )
         self._watcher = ReceiptWatcher(rpc, poll_interval_s=receipt_poll_s)
         self._owned_engine: AsyncEngine | None = None
 
@@ -92,9 +86,13 @@ class Facilitator:
 
         Raises:
             ChainMismatchError: the node's eth_chainId is not the configured network's.
+            ChainUnavailableError: the node could not be reached.
             storage.SchemaOutdatedError: the claim store was not migrated.
+            ValueError: no usable relayer key is configured.
         """
         await ensure_schema_current(settings.database_url, "facilitator")
+        # The key may be a file path: read it off the event loop.
+        relayer_key = await asyncio.to_thread(settings.relayer_private_key)
         rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
         try:
             node_chain_id = int(await rpc.call("eth_chainId"), 16)
@@ -102,7 +100,6 @@ class Facilitator:
                 raise ChainMismatchError(
                     f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {settings.network}"
                 )
-            relayer = Relayer(rpc, settings.relayer_private_key(), settings.chain_id)
         except BaseException:
             await rpc.aclose()
             raise
@@ -111,7 +108,7 @@ class Facilitator:
         facilitator = cls(
             rpc=rpc,
             claims=ClaimStore(engine, lease_s=settings.claim_lease_s),
-            relayer=relayer,
+            relayer=Relayer(rpc, relayer_key, settings.chain_id),
             network=settings.network,
             confirmations=settings.confirmations,
             receipt_timeout_s=settings.receipt_timeout_s,
@@ -142,9 +139,11 @@ class Facilitator:
         """The kinds this facilitator verifies and settles, and its signer."""
         kinds = [SupportedKind(x402_version=2, scheme="exact", network=self.network)]
         try:
-            kinds.append(SupportedKind(x402_version=1, scheme="exact", network=v1_network_from_chain_id(self.chain_id)))
+            v1_network = v1_network_from_chain_id(self.chain_id)
         except ValueError:
             pass  # a chain without a legacy v1 name is offered to v2 clients only
+        else:
+            kinds.append(SupportedKind(x402_version=1, scheme="exact", network=v1_network))
         return SupportedResponse(
             kinds=tuple(kinds),
             extensions=("payment-identifier",),
@@ -155,18 +154,14 @@ class Facilitator:
         """Check `payload` against `requirements` without changing anything anywhere."""
         payer = payload.payload.authorization.from_address
         try:
-            authorization, terms = self._read(payload, requirements)
-            eoa = self._verifier.check_offline(authorization, terms)
-            await self._verifier.check_onchain(authorization, terms, eoa_signature=eoa)
+            request = read_payment(payload, requirements, self.network)
+            await self._verify(request)
         except PaymentInvalidError as exc:
             return VerifyResponse(is_valid=False, invalid_reason=exc.reason, invalid_message=exc.message, payer=payer)
         except ChainError as exc:
             logger.warning("verify could not reach the chain: %s", exc)
             return VerifyResponse(
-                is_valid=False,
-                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
-                invalid_message="the chain could not be reached; try again",
-                payer=payer,
+                is_valid=False, invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR, invalid_message=_CHAIN_DOWN, payer=payer
             )
         return VerifyResponse(is_valid=True, payer=payer)
 
@@ -181,43 +176,49 @@ class Facilitator:
         """Settle `payload` on chain at most once; see the module docstring for the sequence.
 
         `idempotency_key` (or the payload's `payment-identifier` extension id) makes retries safe: the same
-        key gets the first answer again, the transaction hash included.
+        key gets the first answer again, the transaction hash included. Without one, a second settle of an
+        authorization is refused as `duplicate_settlement`, naming the original transaction.
 
         Raises:
             IdempotencyConflictError: the key was first used for a different payment.
             InvalidIdempotencyKeyError: the key is not 1 to 255 printable ASCII characters.
         """
-        deadline = time.monotonic() + min(timeout_s or self._receipt_timeout_s, self._receipt_timeout_s)
-        key_text = _idempotency_key(idempotency_key, payload)
-        payer = payload.payload.authorization.from_address
+        budget_s = self._receipt_timeout_s if timeout_s is None else min(timeout_s, self._receipt_timeout_s)
+        deadline = time.monotonic() + budget_s
+        key_text = idempotency_key_of(idempotency_key, payload)
         try:
-            authorization, terms = self._read(payload, requirements)
-            eoa = self._verifier.check_offline(authorization, terms)
+            request = read_payment(payload, requirements, self.network)
         except PaymentInvalidError as exc:
-            return self._failure(exc.reason, exc.message, payer)
-        key = ClaimKey(self.chain_id, terms.asset, authorization.from_, "0x" + authorization.nonce.hex())
-        payload_hash = _payload_hash(payload, requirements)
-        existing = await self._existing_claim(key, key_text)
+            return self._failure(exc.reason, exc.message, payload.payload.authorization.from_address)
+        key = self._claim_key(request)
+        existing = await self._claims.by_key(key)
+        if existing is None and key_text is not None:
+            existing = await self._claims.by_idempotency_key(key_text)
         if existing is not None:
-            return await self._answer_existing(existing, key, key_text, payload_hash, authorization, terms, eoa, deadline)
+            return await self._answer_existing(existing, request, key_text, deadline)
         try:
-            verified = await self._verifier.check_onchain(authorization, terms, eoa_signature=eoa)
+            verified = await self._verify(request)
         except PaymentInvalidError as exc:
-            return self._failure(exc.reason, exc.message, payer)
+            if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
+                # A concurrent settle of this very authorization may have claimed and mined it meanwhile.
+                raced = await self._claims.by_key(key)
+                if raced is not None:
+                    return await self._answer_existing(raced, request, key_text, deadline)
+            return self._failure(exc.reason, exc.message, request.authorization.from_)
         except ChainError as exc:
             logger.warning("settle could not reach the chain: %s", exc)
-            return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, "the chain could not be reached; try again", payer)
+            return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, request.authorization.from_)
         claim, created = await self._claims.claim(
             key,
             idempotency_key=key_text,
-            payload_hash=payload_hash,
+            payload_hash=request.payload_hash,
             network=self.network,
-            pay_to=terms.pay_to,
-            amount=terms.amount,
-            valid_before=authorization.valid_before,
+            pay_to=request.terms.pay_to,
+            amount=request.terms.amount,
+            valid_before=request.authorization.valid_before,
         )
         if not created:
-            return await self._answer_existing(claim, key, key_text, payload_hash, authorization, terms, eoa, deadline)
+            return await self._answer_existing(claim, request, key_text, deadline)
         return await self._broadcast(claim, verified, deadline)
 
     async def settlement_status(
@@ -225,83 +226,80 @@ class Facilitator:
     ) -> SettleResponse | None:
         """The settlement answer for this authorization, finishing a pending one; None if never claimed."""
         try:
-            authorization, terms = self._read(payload, requirements)
+            request = read_payment(payload, requirements, self.network)
         except PaymentInvalidError:
             return None
-        claim = await self._claims.by_key(ClaimKey(self.chain_id, terms.asset, authorization.from_, "0x" + authorization.nonce.hex()))
+        claim = await self._claims.by_key(self._claim_key(request))
         if claim is None:
             return None
         if claim.state is ClaimState.BROADCAST:
-            return await self._await_outcome(claim, claim.tx_hash or "", time.monotonic() + timeout_s)
+            return await self._await_outcome(claim, time.monotonic() + timeout_s)
         if claim.response is not None:
             return SettleResponse.from_wire(claim.response)
         return self._pending(claim)
 
     # -- claims ---------------------------------------------------------------------------------------
 
-    async def _existing_claim(self, key: ClaimKey, key_text: str | None) -> Claim | None:
-        claim = await self._claims.by_key(key)
-        if claim is None and key_text is not None:
-            claim = await self._claims.by_idempotency_key(key_text)
-        return claim
+    def _claim_key(self, request: PaymentRequest) -> ClaimKey:
+        auth = request.authorization
+        return ClaimKey(self.chain_id, request.terms.asset, auth.from_, "0x" + auth.nonce.hex())
 
     async def _answer_existing(
-        self,
-        claim: Claim,
-        key: ClaimKey,
-        key_text: str | None,
-        payload_hash: str,
-        authorization: Authorization,
-        terms: Terms,
-        eoa: bool,
-        deadline: float,
+        self, claim: Claim, request: PaymentRequest, key_text: str | None, deadline: float
     ) -> SettleResponse:
+        """Answer a settle of an authorization (or idempotency key) that already has a claim."""
         same_key = key_text is not None and claim.idempotency_key == key_text
-        if same_key and (claim.key != key or claim.payload_hash != payload_hash):
+        if same_key and (claim.key != self._claim_key(request) or claim.payload_hash != request.payload_hash):
             raise IdempotencyConflictError("this idempotency key was first used for a different payment")
-        if claim.key != key:
-            raise IdempotencyConflictError("this idempotency key was first used for a different authorization")
-        abandoned = claim.state is ClaimState.CLAIMED and claim.lease_expired and not await self._used_on_chain(claim)
-        if claim.state is ClaimState.RELEASED or abandoned:
-            return await self._retry(claim, key_text, payload_hash, authorization, terms, eoa, deadline)
+        if claim.state is ClaimState.RELEASED or await self._abandoned(claim):
+            retried = await self._retry(claim, request, key_text, deadline)
+            if retried is not None:
+                return retried
+            claim = await self._claims.get(claim.id) or claim
+        if claim.state is ClaimState.CLAIMED:
+            # Another settle owns this authorization and is about to broadcast: wait for its transaction
+            # (or its failure) so the answer can name it.
+            attempt = claim.attempt
+            progressed = await self._claims.wait_for(
+                claim.id,
+                lambda c: c.attempt != attempt or c.state is not ClaimState.CLAIMED,
+                max(deadline - time.monotonic(), 0.0),
+            )
+            if progressed is None:
+                return self._pending(claim) if same_key else self._duplicate(claim)
+            claim = progressed
+            if claim.state is ClaimState.RELEASED and claim.response is not None:
+                # The attempt we waited for failed before broadcasting: that is our answer too.
+                return SettleResponse.from_wire(claim.response)
         if not same_key:
             return self._duplicate(claim)
         if claim.state is ClaimState.BROADCAST:
-            return await self._await_outcome(claim, claim.tx_hash or "", deadline)
+            return await self._await_outcome(claim, deadline)
         if claim.response is None:
-            answered = await self._claims.wait_for_response(claim.id, max(deadline - time.monotonic(), 0.0))
-            if answered is None:
-                return self._pending(claim)
-            claim = answered
-            if claim.state is ClaimState.RELEASED and claim.response is None:
-                return self._pending(claim)
-        return SettleResponse.from_wire(claim.response or {})
+            return self._pending(claim)
+        return SettleResponse.from_wire(claim.response)
 
     async def _retry(
-        self,
-        claim: Claim,
-        key_text: str | None,
-        payload_hash: str,
-        authorization: Authorization,
-        terms: Terms,
-        eoa: bool,
-        deadline: float,
-    ) -> SettleResponse:
-        """Settle an authorization whose earlier claim ended before any broadcast."""
+        self, claim: Claim, request: PaymentRequest, key_text: str | None, deadline: float
+    ) -> SettleResponse | None:
+        """Settle an authorization whose earlier claim ended before any broadcast; None if another took it."""
+        payer = request.authorization.from_
         try:
-            verified = await self._verifier.check_onchain(authorization, terms, eoa_signature=eoa)
+            verified = await self._verify(request)
         except PaymentInvalidError as exc:
-            return self._failure(exc.reason, exc.message, authorization.from_)
+            return self._failure(exc.reason, exc.message, payer)
         except ChainError:
-            return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, "the chain could not be reached; try again", authorization.from_)
-        taken = await self._claims.take_over(claim, idempotency_key=key_text, payload_hash=payload_hash)
+            return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, payer)
+        taken = await self._claims.take_over(claim, idempotency_key=key_text, payload_hash=request.payload_hash)
         if taken is None:
-            current = await self._claims.get(claim.id)
-            return self._duplicate(current or claim)
+            return None
+        logger.info("claim %s retaken for attempt %d", taken.id, taken.attempt)
         return await self._broadcast(taken, verified, deadline)
 
-    async def _used_on_chain(self, claim: Claim) -> bool:
-        """Whether the authorization of a silent claim is already used (its owner may have broadcast it)."""
+    async def _abandoned(self, claim: Claim) -> bool:
+        """Whether a `claimed` claim's owner vanished before broadcasting (lease over, authorization unused)."""
+        if claim.state is not ClaimState.CLAIMED or not claim.lease_expired:
+            return False
         try:
             used = await self._rpc.call(
                 "eth_call",
@@ -309,20 +307,24 @@ class Facilitator:
                 "pending",
             )
         except ChainError:
-            return True
-        return decode_bool(used)
+            # Unknown: the owner may have broadcast it; never risk a second transaction.
+            return False
+        return not decode_bool(used)
 
     # -- chain ----------------------------------------------------------------------------------------
 
+    async def _verify(self, request: PaymentRequest) -> VerifiedPayment:
+        eoa = self._verifier.check_offline(request.authorization, request.terms)
+        return await self._verifier.check_onchain(request.authorization, request.terms, eoa_signature=eoa)
+
     async def _broadcast(self, claim: Claim, verified: VerifiedPayment, deadline: float) -> SettleResponse:
         payer = verified.authorization.from_
-        gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         if verified.gas_estimate > self._gas_limit_cap:
             response = self._failure(
                 Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, "the transfer needs more gas than allowed", payer
             )
-            await self._claims.record_response(claim.id, response.to_json_dict(), state=ClaimState.RELEASED)
-            return response
+            return await self._record(claim, response, state=ClaimState.RELEASED)
+        gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
             sent = await self._relayer.send(claim.asset, verified.calldata, gas)
         except ChainError as exc:
@@ -332,41 +334,33 @@ class Facilitator:
                 "the settlement transaction could not be submitted; nothing was charged",
                 payer,
             )
-            await self._claims.record_response(claim.id, response.to_json_dict(), state=ClaimState.RELEASED)
-            return response
+            return await self._record(claim, response, state=ClaimState.RELEASED)
         logger.info("claim %s broadcast as %s (relayer nonce %d)", claim.id, sent.tx_hash, sent.nonce)
         await self._claims.mark_broadcast(
             claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=sent.tx_hash, raw_tx=sent.raw
         )
-        return await self._await_outcome(claim, sent.tx_hash, deadline)
+        return await self._await_outcome(claim, deadline, tx_hash=sent.tx_hash)
 
-    async def _await_outcome(self, claim: Claim, tx_hash: str, deadline: float) -> SettleResponse:
+    async def _await_outcome(self, claim: Claim, deadline: float, *, tx_hash: str | None = None) -> SettleResponse:
+        """Wait for the claim's transaction at the configured depth and record what it did."""
+        tx_hash = tx_hash or claim.tx_hash or ""
         receipt = await self._watcher.wait(
             tx_hash, confirmations=self._confirmations, timeout_s=max(deadline - time.monotonic(), 0.0)
         )
         if receipt is None:
-            response = self._pending(claim, tx_hash)
-            await self._claims.record_response(claim.id, response.to_json_dict())
-            return response
+            return await self._record(claim, self._pending(claim, tx_hash))
         changes: dict[str, Any] = {"block_number": receipt.block_number, "block_hash": receipt.block_hash}
         if receipt.status != 1:
-            response = self._failure(
-                Reason.TRANSACTION_FAILED, "the settlement transaction reverted", claim.payer, transaction=tx_hash
-            )
-            changes.update(state=ClaimState.FAILED, error_reason=Reason.TRANSACTION_FAILED.value)
+            reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
         elif not any(
             log.token == claim.asset and log.from_ == claim.payer and log.to == claim.pay_to and log.value == claim.amount
             for log in transfer_logs(receipt.raw)
         ):
-            response = self._failure(
-                Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH,
-                "the transaction did not transfer the authorized amount",
-                claim.payer,
-                transaction=tx_hash,
-            )
-            changes.update(state=ClaimState.FAILED, error_reason=Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH.value)
+            reason = Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH
+            message = "the transaction did not transfer the authorized amount"
         else:
-            response = SettleResponse(
+            logger.info("claim %s settled in block %d", claim.id, receipt.block_number)
+            success = SettleResponse(
                 success=True,
                 payer=claim.payer,
                 transaction=tx_hash,
@@ -374,16 +368,26 @@ class Facilitator:
                 amount=claim.amount,
                 extensions={"settlement": {"blockNumber": receipt.block_number, "confirmations": self._confirmations}},
             )
-            changes.update(state=ClaimState.SUCCEEDED)
-            logger.info("claim %s settled in block %d", claim.id, receipt.block_number)
-        await self._claims.record_response(claim.id, response.to_json_dict(), **changes)
-        return response
+            return await self._record(claim, success, state=ClaimState.SUCCEEDED, **changes)
+        logger.warning("claim %s failed on chain in %s: %s", claim.id, tx_hash, reason)
+        failure = self._failure(reason, message, claim.payer, transaction=tx_hash)
+        return await self._record(claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes)
+
+    async def _record(self, claim: Claim, response: SettleResponse, **changes: Any) -> SettleResponse:
+        """Store `response` with the claim and answer with what the claim holds (the first answer wins)."""
+        stored = await self._claims.record_response(claim.id, response.to_json_dict(), **changes)
+        return SettleResponse.from_wire(stored.response) if stored.response is not None else response
 
     # -- answers --------------------------------------------------------------------------------------
 
     def _failure(self, reason: str, message: str, payer: str, *, transaction: str = "") -> SettleResponse:
         return SettleResponse(
-            success=False, error_reason=reason, error_message=message, payer=payer, transaction=transaction, network=self.network
+            success=False,
+            error_reason=reason,
+            error_message=message,
+            payer=payer,
+            transaction=transaction,
+            network=self.network,
         )
 
     def _pending(self, claim: Claim, tx_hash: str | None = None) -> SettleResponse:
@@ -400,65 +404,3 @@ class Facilitator:
         )
         original = {"state": claim.state.value, "transaction": claim.tx_hash or ""}
         return response.model_copy(update={"extensions": {"originalSettlement": original}})
-
-    # -- reading the request --------------------------------------------------------------------------
-
-    def _read(self, payload: PaymentPayload, requirements: PaymentRequirements) -> tuple[Authorization, Terms]:
-        """The authorization and terms of a request, after the checks that need neither chain nor clock."""
-        if requirements.scheme != "exact" or payload.accepted.scheme != "exact":
-            raise PaymentInvalidError(Reason.UNSUPPORTED_SCHEME, "only the exact scheme is supported")
-        if requirements.network != self.network:
-            raise PaymentInvalidError(Reason.INVALID_NETWORK, f"this facilitator settles on {self.network} only")
-        if payload.accepted.network != requirements.network:
-            raise PaymentInvalidError(Reason.NETWORK_MISMATCH, "the payment was made for another network")
-        if payload.accepted != requirements:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_ACCEPTED_MISMATCH, "the accepted terms differ from the requirements"
-            )
-        return self._read_unchecked(payload, requirements)
-
-    def _read_unchecked(
-        self, payload: PaymentPayload, requirements: PaymentRequirements
-    ) -> tuple[Authorization, Terms]:
-        extra = requirements.extra or {}
-        name, version = extra.get("name"), extra.get("version")
-        if not isinstance(name, str) or not isinstance(version, str):
-            raise PaymentInvalidError(Reason.MISSING_EIP712_DOMAIN, "requirements.extra needs the token's name and version")
-        wire = payload.payload.authorization
-        authorization = Authorization(
-            from_=wire.from_address,
-            to=wire.to,
-            value=wire.value,
-            valid_after=wire.valid_after,
-            valid_before=wire.valid_before,
-            nonce=bytes.fromhex(wire.nonce[2:]),
-            signature=bytes.fromhex(payload.payload.signature[2:]),
-        )
-        terms = Terms(
-            network=requirements.network,
-            chain_id=requirements.chain_id,
-            asset=requirements.asset,
-            pay_to=requirements.pay_to,
-            amount=requirements.amount,
-            token_name=name,
-            token_version=version,
-        )
-        return authorization, terms
-
-
-def _payload_hash(payload: PaymentPayload, requirements: PaymentRequirements) -> str:
-    document = {"payload": payload.to_json_dict(), "requirements": requirements.to_json_dict()}
-    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def _idempotency_key(explicit: str | None, payload: PaymentPayload) -> str | None:
-    """The caller's idempotency key, else the x402 `payment-identifier` extension's id, else None."""
-    if explicit is not None:
-        if not _IDEMPOTENCY_KEY.match(explicit):
-            raise InvalidIdempotencyKeyError("an idempotency key is 1 to 255 printable ASCII characters")
-        return explicit
-    info = ((payload.extensions or {}).get("payment-identifier") or {}).get("info")
-    identifier = info.get("id") if isinstance(info, dict) else None
-    if isinstance(identifier, str) and _PAYMENT_IDENTIFIER.match(identifier):
-        return "payment-identifier:" + identifier
-    return None

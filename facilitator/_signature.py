@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import coincurve
-from eth_utils import keccak, to_checksum_address
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 
 __all__ = ["recover_signer"]
 

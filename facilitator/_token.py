@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from eth_abi import decode as abi_decode
-from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_checksum_address
+from eth_abi.abi import decode as abi_decode
+from eth_abi.abi import encode as abi_encode
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 
 __all__ = [
-    "AUTHORIZATION_USED_TOPIC",
     "ERC1271_MAGIC",
     "TRANSFER_TOPIC",
     "Authorization",
@@ -43,7 +44,6 @@ _IS_VALID_SIGNATURE = _selector("isValidSignature(bytes32,bytes)")
 
 ERC1271_MAGIC = _IS_VALID_SIGNATURE
 TRANSFER_TOPIC = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
-AUTHORIZATION_USED_TOPIC = "0x" + keccak(text="AuthorizationUsed(address,bytes32)").hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +129,10 @@ class TransferLog:
     value: int
 
 
-def transfer_logs(receipt: dict[str, object]) -> list[TransferLog]:
-    """Every ERC-20 Transfer event in a transaction receipt."""
+def transfer_logs(receipt: dict[str, Any]) -> list[TransferLog]:
+    """Every ERC-20 Transfer event in a transaction receipt (a JSON-RPC receipt object)."""
     found = []
-    for log in receipt.get("logs", []) or []:  # type: ignore[union-attr]
+    for log in receipt.get("logs") or []:
         topics = log.get("topics", [])
         if len(topics) == 3 and topics[0] == TRANSFER_TOPIC:
             found.append(

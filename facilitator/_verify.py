@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from eth_abi.exceptions import DecodingError
+
 from ._eip712 import authorization_digest
 from ._errors import PaymentInvalidError, RpcError
 from ._rpc import RpcCall, RpcClient
@@ -27,16 +29,17 @@ from ._token import (
     encode_transfer_with_authorization,
     encode_version,
 )
+from .wire import Reason
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
 
 # Revert strings of USDC v2.2 (and the dev token) mapped to the x402 reason a payer can act on.
 _REVERT_REASONS = (
-    ("authorization is expired", "invalid_exact_evm_payload_authorization_valid_before"),
-    ("authorization is not yet valid", "invalid_exact_evm_payload_authorization_valid_after"),
-    ("authorization is used", "invalid_exact_evm_nonce_already_used"),
-    ("transfer amount exceeds balance", "invalid_exact_evm_insufficient_balance"),
-    ("invalid signature", "invalid_exact_evm_payload_signature"),
+    ("authorization is expired", Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE),
+    ("authorization is not yet valid", Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER),
+    ("authorization is used", Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
+    ("transfer amount exceeds balance", Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE),
+    ("invalid signature", Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE),
 )
 
 
@@ -80,23 +83,23 @@ class Verifier:
         """
         now = int(time.time()) if now is None else now
         if terms.chain_id != self._chain_id:
-            raise PaymentInvalidError("invalid_network", f"this facilitator settles on chain {self._chain_id} only")
+            raise PaymentInvalidError(Reason.INVALID_NETWORK, f"this facilitator settles on chain {self._chain_id} only")
         if auth.to != terms.pay_to:
             raise PaymentInvalidError(
-                "invalid_exact_evm_payload_recipient_mismatch", "authorization.to is not the payTo address"
+                Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH, "authorization.to is not the payTo address"
             )
         if auth.value != terms.amount:
             raise PaymentInvalidError(
-                "invalid_exact_evm_payload_authorization_value_mismatch",
+                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
                 f"authorization.value {auth.value} is not the required amount {terms.amount}",
             )
         if auth.valid_after >= now:
             raise PaymentInvalidError(
-                "invalid_exact_evm_payload_authorization_valid_after", "the authorization is not valid yet"
+                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER, "the authorization is not valid yet"
             )
         if auth.valid_before <= now + self._margin_s:
             raise PaymentInvalidError(
-                "invalid_exact_evm_payload_authorization_valid_before",
+                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
                 "the authorization expires before it could be settled",
             )
         self.cached_domain_check(terms)
@@ -137,16 +140,16 @@ class Verifier:
             wallet_code, magic = rest
             if not _is_contract(wallet_code) or isinstance(magic, RpcError) or magic[:10] != "0x" + ERC1271_MAGIC.hex():
                 raise PaymentInvalidError(
-                    "invalid_exact_evm_payload_signature", "the signature is not from authorization.from"
+                    Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE, "the signature is not from authorization.from"
                 )
         if isinstance(used, RpcError) or isinstance(balance, RpcError):
-            raise PaymentInvalidError("invalid_exact_evm_eip3009_not_supported", "the asset does not support EIP-3009")
+            raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset does not support EIP-3009")
         if decode_bool(used):
             raise PaymentInvalidError(
-                "invalid_exact_evm_nonce_already_used", "this authorization was already used or cancelled"
+                Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED, "this authorization was already used or cancelled"
             )
         if decode_uint(balance) < auth.value:
-            raise PaymentInvalidError("invalid_exact_evm_insufficient_balance", "the payer's balance is too low")
+            raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE, "the payer's balance is too low")
         if isinstance(gas, RpcError):
             raise _simulation_failure(gas)
         return VerifiedPayment(authorization=auth, calldata=calldata, gas_estimate=int(gas, 16))
@@ -158,10 +161,13 @@ class Verifier:
 
     def _check_domain(self, terms: Terms, code: object, name: object, version: object) -> None:
         if isinstance(code, RpcError) or not _is_contract(code):
-            raise PaymentInvalidError("asset_not_deployed_contract", f"the asset {terms.asset} has no contract code")
-        if isinstance(name, RpcError) or isinstance(version, RpcError):
-            raise PaymentInvalidError("invalid_exact_evm_eip3009_not_supported", "the asset has no name()/version()")
-        actual = (decode_string(str(name)), decode_string(str(version)))
+            raise PaymentInvalidError(Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code")
+        token_name, token_version = _string_result(name), _string_result(version)
+        if token_name is None or token_version is None:
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset has no usable name()/version()"
+            )
+        actual = (token_name, token_version)
         # Only a token that answered is cached: its EIP-712 domain cannot change under the same address.
         self._domains[terms.asset] = actual
         self._compare_domain(terms, actual)
@@ -169,11 +175,11 @@ class Verifier:
     def _compare_domain(self, terms: Terms, actual: tuple[str, str]) -> None:
         if terms.token_name != actual[0]:
             raise PaymentInvalidError(
-                "invalid_exact_evm_token_name_mismatch", f"extra.name is not the token's name {actual[0]!r}"
+                Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH, f"extra.name is not the token's name {actual[0]!r}"
             )
         if terms.token_version != actual[1]:
             raise PaymentInvalidError(
-                "invalid_exact_evm_token_version_mismatch", f"extra.version is not the token's version {actual[1]!r}"
+                Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH, f"extra.version is not the token's version {actual[1]!r}"
             )
 
     def cached_domain_check(self, terms: Terms) -> None:
@@ -181,6 +187,16 @@ class Verifier:
         known = self._domains.get(terms.asset)
         if known is not None:
             self._compare_domain(terms, known)
+
+
+def _string_result(reply: object) -> str | None:
+    """The string an eth_call returned, or None for a revert or a result that is not an ABI string."""
+    if not isinstance(reply, str):
+        return None
+    try:
+        return decode_string(reply)
+    except (DecodingError, ValueError):
+        return None
 
 
 def _is_contract(code: object) -> bool:
@@ -192,4 +208,4 @@ def _simulation_failure(error: RpcError) -> PaymentInvalidError:
     for needle, code in _REVERT_REASONS:
         if needle in reason:
             return PaymentInvalidError(code, f"the transfer would revert: {reason}")
-    return PaymentInvalidError("invalid_exact_evm_transaction_simulation_failed", f"the transfer would revert: {reason}")
+    return PaymentInvalidError(Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, f"the transfer would revert: {reason}")

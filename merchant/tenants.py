@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
-from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
+from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_address
 
 __all__ = [
     "DEFAULT_TENANT",

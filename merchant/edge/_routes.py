@@ -77,7 +77,7 @@ def _rest_list_tasks_canonical(endpoint: Endpoint) -> Endpoint:
         response = await endpoint(request)
         if response.status_code != 200:
             return response
-        result = json.loads(response.body)
+        result = json.loads(bytes(response.body))
         return JSONResponse(_canonical_list_tasks(result), media_type=response.media_type)
 
     return list_tasks
@@ -88,7 +88,7 @@ def _jsonrpc_list_tasks_canonical(endpoint: Endpoint) -> Endpoint:
         response = await endpoint(request)
         if not isinstance(response, JSONResponse):
             return response  # a stream
-        body = json.loads(response.body)
+        body = json.loads(bytes(response.body))
         # The dispatcher has parsed the request body already; Starlette hands back the cached JSON.
         if "result" not in body or (await request.json()).get("method") != _LIST_TASKS_METHOD:
             return response

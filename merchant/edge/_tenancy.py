@@ -65,12 +65,15 @@ class TenantGate(RequestHandler):
     """A request handler that admits only requests for configured tenants, then delegates to `inner`."""
 
     def __init__(self, inner: DefaultRequestHandler, tenants: TenantRegistry) -> None:
-        self._inner = inner
+        # Delegate through the typed RequestHandler interface: the SDK's concrete methods are wrapped in
+        # untyped decorators.
+        self._inner: RequestHandler = inner
+        self._close = inner.aclose
         self._tenants = tenants
 
     async def aclose(self) -> None:
         """Drain the wrapped handler's running tasks (call once, on shutdown)."""
-        await self._inner.aclose()
+        await self._close()
 
     def _require_task_tenant(self, context: ServerCallContext) -> None:
         # Same error as an invisible task: an unknown tenant has no tasks.

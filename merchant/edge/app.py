@@ -44,6 +44,8 @@ CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
 """Called on every card request with the built card; returns the card to serve (e.g. signed)."""
 
 _DEFAULT_CARD_CACHE_CONTROL = "public, max-age=300"
+# Quotes waiting for payment are often abandoned; without a release the SDK keeps each one in memory forever.
+_DEFAULT_INTERRUPTED_TASK_TIMEOUT_S = 600.0
 
 
 def create_app(
@@ -55,7 +57,7 @@ def create_app(
     routes: Sequence[BaseRoute] = (),
     card_modifier: CardModifier | None = None,
     card_cache_control: str | None = _DEFAULT_CARD_CACHE_CONTROL,
-    interrupted_task_timeout_s: float | None = None,
+    interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -68,7 +70,8 @@ def create_app(
         card_modifier: applied to the card on every card request; the hook for signing.
         card_cache_control: `Cache-Control` of the card response (an ETag is always sent).
         interrupted_task_timeout_s: release a task idle in input-required / auth-required from memory
-            after this many seconds (it resumes from the store); None keeps it until it finishes.
+            after this many seconds; the next message resumes it from the store. None keeps every such
+            task in memory until it finishes.
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising

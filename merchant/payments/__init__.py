@@ -6,13 +6,15 @@ edge runs before a request reaches a task; `OfferStore` keeps the terms offered 
 
 from __future__ import annotations
 
-from ._executor import PaymentExecutor, SkillResolver, protocol_version
+from ._executor import PaymentExecutor, SkillResolver
 from ._gate import MAX_MESSAGE_BYTES, PaymentGate
 from ._offers import Offer, OfferState, OfferStore
 from ._pricing import Asset, Pricing
+from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "NEGOTIATED_VERSION_KEY",
     "Asset",
     "Offer",
     "OfferState",

@@ -55,23 +55,14 @@ from ..ledger import Ledger, SettlementBooking
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import Offer, OfferState, OfferStore
 from ._pricing import Pricing
+from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
 
-__all__ = ["PaymentExecutor", "SkillResolver", "protocol_version"]
+__all__ = ["PaymentExecutor", "SkillResolver"]
 
 logger = logging.getLogger(__name__)
 
 SkillResolver = Callable[[Message], str]
-
-
-def protocol_version(context: RequestContext) -> str:
-    """The A2A version the request is served in, as negotiated by the edge (missing means 0.3)."""
-    state = context.call_context.state
-    negotiated = state.get("a2a_version")
-    if isinstance(negotiated, str):
-        return negotiated
-    headers = state.get("headers") or {}
-    return str(headers.get("a2a-version", "")).strip() or "0.3"
 
 
 class PaymentExecutor(AgentExecutor):
@@ -105,7 +96,7 @@ class PaymentExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run one turn of a task: ask for payment, take it, or run free work."""
-        dialect = negotiate_dialect(context.requested_extensions, protocol_version(context))
+        dialect = negotiate_dialect(context.requested_extensions, protocol_version(context.call_context))
         data = message_payment_data(context.message, dialect) if dialect is not None else None
         if isinstance(data, PaymentSubmittedData) and dialect is not None:
             await self._take_payment(context, event_queue, data, dialect)
@@ -118,7 +109,9 @@ class PaymentExecutor(AgentExecutor):
             await self._delegate.execute(context, event_queue)
             return
         if dialect is None:
-            raise ExtensionSupportRequiredError(message="this skill is paid: activate the x402 payment extension")
+            raise ExtensionSupportRequiredError(
+                message="this skill is paid: activate the x402 payment extension"
+            )
         if context.current_task is None and context.message is not None:
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
         await self._offer_terms(context, event_queue, skill, dialect, error=None)
@@ -141,7 +134,9 @@ class PaymentExecutor(AgentExecutor):
     ) -> None:
         task_id, context_id = _ids(context)
         price = self._pricing.price(context.tenant, skill)
-        required = self._pricing.terms(context.tenant, skill, description=f"{skill} for {self._pricing.asset.format(price)}")
+        required = self._pricing.terms(
+            context.tenant, skill, description=f"{skill} for {self._pricing.asset.format(price)}"
+        )
         await self._offers.offer(
             task_id=task_id,
             tenant=context.tenant,
@@ -164,8 +159,12 @@ class PaymentExecutor(AgentExecutor):
         await self._offers.advance(task_id, OfferState.REJECTED)
         await event_queue.enqueue_event(
             agent_status(
-                task_id, context_id, TaskState.TASK_STATE_CANCELED, "Payment declined; the task is canceled.",
-                PaymentRejectedData(), dialect,
+                task_id,
+                context_id,
+                TaskState.TASK_STATE_CANCELED,
+                "Payment declined; the task is canceled.",
+                PaymentRejectedData(),
+                dialect,
             )
         )
 
@@ -200,23 +199,49 @@ class PaymentExecutor(AgentExecutor):
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
             message = verification.invalid_message or reason
-            await self._fail(context, event_queue, offer, dialect, error_code_for_reason(reason), f"Payment verification failed: {message}", ())
+            await self._fail(
+                context,
+                event_queue,
+                offer,
+                dialect,
+                error_code_for_reason(reason),
+                f"Payment verification failed: {message}",
+                (),
+            )
             return
         await self._offers.advance(task_id, OfferState.WORKING)
         await event_queue.enqueue_event(
-            agent_status(task_id, context_id, TaskState.TASK_STATE_WORKING, "Payment verified; working.", PaymentVerifiedData(), dialect)
+            agent_status(
+                task_id,
+                context_id,
+                TaskState.TASK_STATE_WORKING,
+                "Payment verified; working.",
+                PaymentVerifiedData(),
+                dialect,
+            )
         )
         outcome = await self._run_paid_work(context, event_queue, offer)
         if not outcome.completed:
             await self._fail(
-                context, event_queue, offer, dialect, PaymentErrorCode.SETTLEMENT_FAILED,
-                "The work could not be completed, so the payment was not settled: nothing was charged.", (),
+                context,
+                event_queue,
+                offer,
+                dialect,
+                PaymentErrorCode.SETTLEMENT_FAILED,
+                "The work could not be completed, so the payment was not settled: nothing was charged.",
+                (),
             )
             return
-        await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts])
-        await self._settle_and_deliver(context, event_queue, offer, dialect, data, payload, requirements, outcome)
+        await self._offers.advance(
+            task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts]
+        )
+        await self._settle_and_deliver(
+            context, event_queue, offer, dialect, data, payload, requirements, outcome
+        )
 
-    async def _run_paid_work(self, context: RequestContext, event_queue: EventQueue, offer: Offer) -> WorkOutcome:
+    async def _run_paid_work(
+        self, context: RequestContext, event_queue: EventQueue, offer: Offer
+    ) -> WorkOutcome:
         """Run the delegate on the request that was priced, holding back what it produces."""
         task = context.current_task
         if task is None:
@@ -254,12 +279,17 @@ class PaymentExecutor(AgentExecutor):
         response = await self._settle(payload, requirements, key)
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
-            await self._offers.advance(task_id, OfferState.SETTLING, receipts=[r.to_json_dict() for r in receipts])
+            await self._offers.advance(
+                task_id, OfferState.SETTLING, receipts=[r.to_json_dict() for r in receipts]
+            )
             await event_queue.enqueue_event(
                 agent_status(
-                    task_id, context_id, TaskState.TASK_STATE_WORKING,
+                    task_id,
+                    context_id,
+                    TaskState.TASK_STATE_WORKING,
                     f"Settlement transaction {response.transaction} is waiting for confirmation.",
-                    PaymentVerifiedData(receipts=tuple(receipts)), dialect,
+                    PaymentVerifiedData(receipts=tuple(receipts)),
+                    dialect,
                 )
             )
             deadline = time.monotonic() + self._settle_horizon_s
@@ -270,27 +300,42 @@ class PaymentExecutor(AgentExecutor):
         if not response.success:
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
             await self._fail(
-                context, event_queue, offer, dialect, error_code_for_reason(reason),
-                f"Settlement failed: {response.error_message or reason}", tuple(receipts),
+                context,
+                event_queue,
+                offer,
+                dialect,
+                error_code_for_reason(reason),
+                f"Settlement failed: {response.error_message or reason}",
+                tuple(receipts),
             )
             return
         await self._book(context, offer, payload, requirements, response)
         await self._offers.advance(task_id, OfferState.PAID, receipts=[r.to_json_dict() for r in receipts])
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
-                TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True)
+                TaskArtifactUpdateEvent(
+                    task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
+                )
             )
         text = f"Payment settled in transaction {response.transaction}."
         await event_queue.enqueue_event(
             agent_status(
-                task_id, context_id, TaskState.TASK_STATE_COMPLETED, text,
-                PaymentCompletedData(receipts=tuple(receipts)), dialect,
+                task_id,
+                context_id,
+                TaskState.TASK_STATE_COMPLETED,
+                text,
+                PaymentCompletedData(receipts=tuple(receipts)),
+                dialect,
             )
         )
 
-    async def _settle(self, payload: PaymentPayload, requirements: PaymentRequirements, key: str) -> SettleResponse:
+    async def _settle(
+        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str
+    ) -> SettleResponse:
         """Settle with the task's idempotency key, retrying a facilitator that cannot be reached."""
-        async for attempt in stamina.retry_context(on=ChainUnavailableError, attempts=10, timeout=self._settle_horizon_s):
+        async for attempt in stamina.retry_context(
+            on=ChainUnavailableError, attempts=10, timeout=self._settle_horizon_s
+        ):
             with attempt:
                 return await self._facilitator.settle(
                     payload, requirements, idempotency_key=key, timeout_s=self._settle_timeout_s
@@ -329,7 +374,9 @@ class PaymentExecutor(AgentExecutor):
                 with attempt:
                     await self._ledger.book_settlement(booking)
         except Exception:  # noqa: BLE001 - the payer paid: deliver, and let the reconciler book it
-            logger.exception("booking the settlement of task %s failed; the reconciler will book it", offer.task_id)
+            logger.exception(
+                "booking the settlement of task %s failed; the reconciler will book it", offer.task_id
+            )
 
     async def _fail(
         self,
@@ -345,13 +392,19 @@ class PaymentExecutor(AgentExecutor):
         stored = [r.to_json_dict() for r in receipts]
         if error in RETRYABLE_ERROR_CODES:
             await self._offers.advance(task_id, OfferState.OFFERED, receipts=stored, error=error.value)
-            await self._offer_terms(context, event_queue, offer.skill, dialect, error=error, request=offer.request)
+            await self._offer_terms(
+                context, event_queue, offer.skill, dialect, error=error, request=offer.request
+            )
             return
         await self._offers.advance(task_id, OfferState.FAILED, receipts=stored, error=error.value)
         await event_queue.enqueue_event(
             agent_status(
-                task_id, context_id, TaskState.TASK_STATE_FAILED, text,
-                PaymentFailedData(error=error, receipts=receipts), dialect,
+                task_id,
+                context_id,
+                TaskState.TASK_STATE_FAILED,
+                text,
+                PaymentFailedData(error=error, receipts=receipts),
+                dialect,
             )
         )
 

@@ -30,6 +30,7 @@ from facilitator.wire import PaymentRequired
 
 from ._offers import OfferState, OfferStore
 from ._pricing import Pricing
+from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
 
 __all__ = ["MAX_MESSAGE_BYTES", "PaymentGate"]
@@ -55,21 +56,18 @@ class PaymentGate:
         offers: OfferStore,
         task_store: TaskStore,
         skill_of: Callable[[Message], str],
-        protocol_version: Callable[[ServerCallContext], str],
     ):
         self._pricing = pricing
         self._offers = offers
         self._tasks = task_store
         self._skill_of = skill_of
-        self._protocol_version = protocol_version
 
     async def check_send(self, request: SendMessageRequest, call_context: ServerCallContext) -> None:
         """Raise the A2A error for a message the payment layer must refuse; return if it may proceed."""
         message = request.message
         if message.ByteSize() > MAX_MESSAGE_BYTES:
             raise InvalidParamsError(message=f"the message is larger than {MAX_MESSAGE_BYTES} bytes")
-        version = self._protocol_version(call_context)
-        dialect = negotiate_dialect(call_context.requested_extensions, version)
+        dialect = negotiate_dialect(call_context.requested_extensions, protocol_version(call_context))
         data = self._read(message, dialect)
         if not message.task_id:
             if data is not None:
@@ -88,7 +86,9 @@ class PaymentGate:
                 raise InvalidParamsError(message="this task asked for no payment")
             return
         if dialect is None:
-            raise ExtensionSupportRequiredError(message="this task is paid: activate the x402 payment extension")
+            raise ExtensionSupportRequiredError(
+                message="this task is paid: activate the x402 payment extension"
+            )
         if isinstance(data, PaymentRejectedData) and offer.state is not OfferState.OFFERED:
             raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
         if not isinstance(data, PaymentSubmittedData):
@@ -108,7 +108,9 @@ class PaymentGate:
         """Refuse to cancel a task whose payment is being taken: the payer could be charged for nothing."""
         offer = await self._offers.get(task_id)
         if offer is not None and offer.state in _TAKING_PAYMENT:
-            raise TaskNotCancelableError(message="the task's payment is being settled; it can no longer be canceled")
+            raise TaskNotCancelableError(
+                message="the task's payment is being settled; it can no longer be canceled"
+            )
 
     def _read(self, message: Message, dialect: Dialect | None) -> object:
         """The message's extension data; extension data without the extension activated is refused."""

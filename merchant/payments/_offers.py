@@ -172,12 +172,16 @@ class OfferStore:
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
         async with self._engine.connect() as connection:
-            row = (await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))).first()
+            row = (
+                await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
+            ).first()
         return _offer(row) if row is not None else None
 
     async def by_authorization(self, payer: str, nonce: str) -> Offer | None:
         """The offer that an authorization was submitted for, if any."""
-        statement = sa.select(offers_table).where(offers_table.c.payer == payer, offers_table.c.nonce == nonce)
+        statement = sa.select(offers_table).where(
+            offers_table.c.payer == payer, offers_table.c.nonce == nonce
+        )
         async with self._engine.connect() as connection:
             row = (await connection.execute(statement)).first()
         return _offer(row) if row is not None else None
@@ -233,7 +237,9 @@ class OfferStore:
     async def unfinished(self) -> list[Offer]:
         """Offers whose payment was taken but not yet settled: work a restart or the reconciler must finish."""
         statement = sa.select(offers_table).where(
-            offers_table.c.state.in_([OfferState.VERIFYING.value, OfferState.WORKING.value, OfferState.SETTLING.value])
+            offers_table.c.state.in_(
+                [OfferState.VERIFYING.value, OfferState.WORKING.value, OfferState.SETTLING.value]
+            )
         )
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]

@@ -37,7 +37,9 @@ class Asset:
 class Pricing:
     """Prices per tenant and skill, and the x402 terms that ask for them."""
 
-    def __init__(self, tenants: TenantRegistry, asset: Asset, *, resource_url: str, max_timeout_seconds: int = 300):
+    def __init__(
+        self, tenants: TenantRegistry, asset: Asset, *, resource_url: str, max_timeout_seconds: int = 300
+    ):
         self.tenants = tenants
         self.asset = asset
         self._resource_url = resource_url.rstrip("/")
@@ -67,5 +69,7 @@ class Pricing:
             extra={"name": self.asset.name, "version": self.asset.version},
         )
         tenant_part = f"/{tenant_id}" if tenant_id else ""
-        resource = ResourceInfo(url=f"{self._resource_url}{tenant_part}/skills/{skill}", description=description)
+        resource = ResourceInfo(
+            url=f"{self._resource_url}{tenant_part}/skills/{skill}", description=description
+        )
         return PaymentRequired(x402_version=2, resource=resource, accepts=(requirements,))

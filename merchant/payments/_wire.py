@@ -83,7 +83,10 @@ def match_offer(
     for requirements in offered.accepts:
         if isinstance(payload, PaymentPayload):
             candidate = payload if payload.accepted == requirements else None
-        elif payload.scheme == requirements.scheme and chain_id_from_v1_network(payload.network) == requirements.chain_id:
+        elif (
+            payload.scheme == requirements.scheme
+            and chain_id_from_v1_network(payload.network) == requirements.chain_id
+        ):
             candidate = payload_v1_to_v2(payload, requirements)
         else:
             candidate = None

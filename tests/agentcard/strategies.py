@@ -7,20 +7,20 @@ list, map or object anywhere (the SDK strips those), every message with at least
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from a2a.types import AgentCard
-from google.api import field_behavior_pb2
+from google.api import field_behavior_pb2  # type: ignore[import-untyped]
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import strategies as st
 
 _MAX_SAFE_INT = 2**53 - 1
-_TEXT = st.characters(blacklist_categories=("Cs",))
+_TEXT = st.characters(blacklist_categories=["Cs"])
 
 
 def card_dicts(*, nonempty: bool = False) -> st.SearchStrategy[dict[str, Any]]:
     """Card JSON objects valid for ``ParseDict`` (no ``signatures``)."""
-    return _message(AgentCard.DESCRIPTOR, nonempty, skip=frozenset({"signatures"}))
+    return _message(cast(Descriptor, AgentCard.DESCRIPTOR), nonempty, skip=frozenset({"signatures"}))
 
 
 def _message(
@@ -49,8 +49,9 @@ def _message(
 
 def _field(field: FieldDescriptor, nonempty: bool) -> st.SearchStrategy[Any]:
     min_size = 1 if nonempty else 0
-    if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-        value = _single(field.message_type.fields_by_name["value"], nonempty)
+    entry = field.message_type
+    if entry is not None and entry.GetOptions().map_entry:
+        value = _single(entry.fields_by_name["value"], nonempty)
         return st.dictionaries(st.text(_TEXT, min_size=1, max_size=6), value, min_size=min_size, max_size=3)
     if field.is_repeated:
         return st.lists(_single(field, nonempty), min_size=min_size, max_size=3)
@@ -58,10 +59,11 @@ def _field(field: FieldDescriptor, nonempty: bool) -> st.SearchStrategy[Any]:
 
 
 def _single(field: FieldDescriptor, nonempty: bool) -> st.SearchStrategy[Any]:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        if field.message_type.full_name == "google.protobuf.Struct":
+    message = field.message_type
+    if message is not None:
+        if message.full_name == "google.protobuf.Struct":
             return _struct(nonempty)
-        return _message(field.message_type, nonempty)
+        return _message(message, nonempty)
     if field.type == FieldDescriptor.TYPE_BOOL:
         # Without presence, false is the default and dropped by both sides; with it, false is a value.
         return st.just(True) if nonempty and not field.has_presence else st.booleans()

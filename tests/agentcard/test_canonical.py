@@ -15,10 +15,18 @@ from tests.agentcard.conftest import VECTORS, load_vector, merchant_card
 from tests.agentcard.strategies import card_dicts
 
 CANONICAL_VECTORS = sorted(
-    path.name for path in VECTORS.glob("*.json") if "canonical" in load_vector(path.name) and "input" in load_vector(path.name)
+    path.name
+    for path in VECTORS.glob("*.json")
+    if "canonical" in load_vector(path.name) and "input" in load_vector(path.name)
 )
-# Vectors whose only members unknown to the proto sit at the top level (so they can be stripped for ParseDict).
-PROTO_VECTORS = ["all_fields.json", "nested_empties.json", "non_ascii.json", "numbers.json", "security_schemes.json"]
+# Vectors whose members unknown to the proto are all top level, so they can be stripped for ParseDict.
+PROTO_VECTORS = [
+    "all_fields.json",
+    "nested_empties.json",
+    "non_ascii.json",
+    "numbers.json",
+    "security_schemes.json",
+]
 # The spec's AgentCard table (§5): the fields a canonical card always has, however empty.
 SPEC_REQUIRED_TOP_LEVEL = {
     "name",
@@ -34,7 +42,9 @@ SPEC_REQUIRED_TOP_LEVEL = {
 
 def _read_as_doubles(text: str) -> Any:
     """Parse JSON reading integers beyond 2**53 as doubles (rfc8785 and the SDK's JCS refuse big ints)."""
-    return json.loads(text, parse_int=lambda digits: int(digits) if abs(int(digits)) < 2**53 else float(digits))
+    return json.loads(
+        text, parse_int=lambda digits: int(digits) if abs(int(digits)) < 2**53 else float(digits)
+    )
 
 
 def test_vectors_are_all_exercised() -> None:
@@ -89,14 +99,17 @@ def test_spec_example_byte_for_byte_as_a_fragment() -> None:
         "version": "",
     }
     assert rfc8785.dumps(canonical) == (
-        b'{"capabilities":{"pushNotifications":false,"streaming":false},"description":"","name":"Example Agent","skills":[]}'
+        b'{"capabilities":{"pushNotifications":false,"streaming":false},'
+        b'"description":"","name":"Example Agent","skills":[]}'
     )
     assert rfc8785.dumps(canonical) == vector["spec_canonical"].encode()
 
 
 def test_spec_example_from_a_protobuf_card() -> None:
     card = AgentCard(
-        name="Example Agent", description="", capabilities=AgentCapabilities(streaming=False, push_notifications=False)
+        name="Example Agent",
+        description="",
+        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
     )
     assert canonicalize_card(card) == load_vector("spec_example.json")["canonical"].encode()
 

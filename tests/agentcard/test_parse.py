@@ -1,11 +1,20 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from agentcard import MAX_CARD_BYTES, CardParseError, CardTooLargeError, DuplicateKeyError, parse_card_json
+from agentcard import (
+    MAX_CARD_BYTES,
+    MAX_NESTING,
+    CardParseError,
+    CardTooLargeError,
+    DuplicateKeyError,
+    parse_card_json,
+)
 from tests.agentcard.conftest import merchant_card
 
 
@@ -53,10 +62,9 @@ def test_size_limit_is_inclusive_and_configurable() -> None:
         (b'{"x": -Infinity}', "-Infinity is not a JSON number"),
         (b'{"x": 1e400}', "1e400 is out of the range"),
         (b'{"x": ' + b"9" * 5000 + b"}", "number Python cannot read"),
-        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
         (b"\xef\xbb\xbf{}", "not JSON"),
     ],
-    ids=["not-utf8", "truncated", "array", "string", "nan", "infinity", "overflow", "5000-digits", "deep", "bom"],
+    ids=["not-utf8", "truncated", "array", "string", "nan", "infinity", "overflow", "5000-digits", "bom"],
 )
 def test_malformed_bodies_are_refused_with_a_reason(body: bytes, message: str) -> None:
     with pytest.raises(CardParseError, match=message) as raised:
@@ -67,3 +75,42 @@ def test_malformed_bodies_are_refused_with_a_reason(body: bytes, message: str) -
 def test_parse_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
         parse_card_json(b"nope")
+
+
+@pytest.fixture
+def raised_recursion_limit() -> Iterator[None]:
+    """The limit py_ecc (imported by web3/eth-account) sets process-wide, under which json.loads of deep
+    input overflows the C stack instead of raising RecursionError."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+@pytest.mark.usefixtures("raised_recursion_limit")
+def test_deep_nesting_is_refused_before_parsing_even_with_a_raised_recursion_limit() -> None:
+    with pytest.raises(CardParseError, match="nested more than 128 levels"):
+        parse_card_json(b"[" * 100_000 + b"]" * 100_000, max_bytes=1 << 20)
+    with pytest.raises(CardParseError, match="nested more than 128 levels"):
+        parse_card_json(b'{"a":' * 200_000 + b"1" + b"}" * 200_000, max_bytes=1 << 21)
+
+
+def test_nesting_limit_counts_containers_not_brackets_in_strings() -> None:
+    assert MAX_NESTING == 128
+    deepest = b'{"a":' * (MAX_NESTING - 1) + b"[]" + b"}" * (MAX_NESTING - 1)
+    assert parse_card_json(deepest)
+    with pytest.raises(CardParseError):
+        parse_card_json(b'{"a":' * MAX_NESTING + b"[]" + b"}" * MAX_NESTING)
+    brackets_in_text = {"s": "[" * 1000 + '\\"{' * 500, "t": ["]]]"]}
+    assert parse_card_json(json.dumps(brackets_in_text).encode()) == brackets_in_text
+
+
+def test_a_full_size_card_parses_quickly() -> None:
+    card = {"skills": [{"id": str(i), "name": 'n\\"[{', "tags": ["t"] * 20} for i in range(1000)]}
+    body = json.dumps(card).encode()
+    assert len(body) < MAX_CARD_BYTES
+    started = time.perf_counter()
+    assert parse_card_json(body) == card
+    assert time.perf_counter() - started < 0.5

@@ -12,7 +12,7 @@ from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentSkill
 from starlette.routing import BaseRoute
 
-from merchant.edge import AgentCardSettings, create_app
+from merchant.edge import AgentCardSettings, CardModifier, create_app
 from merchant.tenants import Tenant, TenantRegistry
 from storage import create_engine
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
@@ -51,6 +51,8 @@ def running_merchant(
     sock: socket.socket | None = None,
     executor: AgentExecutor | None = None,
     routes: Sequence[BaseRoute] = (),
+    card_modifier: CardModifier | None = None,
+    interrupted_task_timeout_s: float | None = 600.0,
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop."""
     sock = sock if sock is not None else bind_loopback()
@@ -61,6 +63,8 @@ def running_merchant(
         tenants=make_tenants(),
         card=make_card(base_url_of(sock)),
         routes=routes,
+        card_modifier=card_modifier,
+        interrupted_task_timeout_s=interrupted_task_timeout_s,
     )
     with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
         yield base_url

@@ -14,7 +14,7 @@ from storage import create_engine
 
 from .conftest import TENANT_A, TENANT_B
 from .test_app import INVALID_PARAMS, NOT_FOUND, assert_failure, mid, start_quote
-from .wire import A2AFailure, Wire, binding, user_message
+from .wire import JSON, A2AFailure, Wire, binding, user_message
 
 
 async def stored_rows(database_url: str) -> list[tuple[str, str]]:
@@ -28,7 +28,7 @@ async def stored_rows(database_url: str) -> list[tuple[str, str]]:
         await engine.dispose()
 
 
-async def assert_task_not_found(wire: Wire, task: dict) -> None:
+async def assert_task_not_found(wire: Wire, task: JSON) -> None:
     """Every operation on `task` through `wire` fails as if the task did not exist."""
     for operation in (wire.get_task, wire.cancel):
         with pytest.raises(A2AFailure) as failure:

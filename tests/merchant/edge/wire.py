@@ -42,22 +42,19 @@ def user_message(text: str, *, message_id: str, task_id: str = "", context_id: s
     return message
 
 
-def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
     """(event type, data) for each SSE event."""
-
-    async def parse() -> AsyncIterator[tuple[str, str]]:
-        event, data = "message", []
-        async for line in lines:
-            if not line:
-                if data:
-                    yield event, "\n".join(data)
-                event, data = "message", []
-            elif line.startswith("data:"):
-                data.append(line[5:].lstrip())
-            elif line.startswith("event:"):
-                event = line[6:].strip()
-
-    return parse()
+    event = "message"
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif line.startswith("event:"):
+            event = line[6:].strip()
 
 
 class JsonRpc:

@@ -1,0 +1,272 @@
+"""Facilitator throughput: ours beside the x402 Python SDK's, on one anvil chain with the project's token.
+
+Run ``python -m bench.facilitator_bench`` (about five minutes on two cores) or with ``--quick`` (about one
+minute, one repetition). Each repetition measures, every segment from the same reset chain:
+
+* the node's ceiling: pre-signed ``transferWithAuthorization`` transactions sent straight to anvil;
+* for ours (``x402-facilitator serve``) and the reference (``bench._x402_reference_app``), one uvicorn
+  worker each: verifications sequentially and at concurrency 50, settlements sequentially, and
+  settlements at concurrency 50 on a freshly started server;
+* the reference with two signers sharing one relayer key (two processes), settling at concurrency 50.
+
+Each settlement segment checks that every answer succeeded, that the payee received exactly the amount
+times the successes, and that the relayer mined one transaction per success. The summary goes to stdout
+and to ``bench/results/facilitator-latest.md``; the exit status is 1 when a target is missed or one of our
+segments failed a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from facilitator.wire import PaymentPayload
+
+from ._chain import BenchChain, start_bench_chain
+from ._payloads import make_requirements, sign_payloads
+from ._report import OURS, REFERENCE, REFERENCE_TWO_SIGNERS, render_report, targets_met
+from ._segments import Segment, measure_http, measure_raw, warm_up
+from ._servers import ServerProcess, migrate_claim_store, start_ours, start_reference
+
+__all__ = ["Plan", "main"]
+
+RESULTS_PATH = Path(__file__).resolve().parent / "results" / "facilitator-latest.md"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How much work each segment does, and how often the whole set is repeated."""
+
+    repetitions: int
+    verify_count: int
+    settle_sequential_count: int
+    settle_concurrent_count: int
+    two_signer_count: int
+    concurrency: int = 50
+    warmup_count: int = 20
+    payers: int = 8
+
+
+FULL = Plan(
+    repetitions=3,
+    verify_count=500,
+    settle_sequential_count=300,
+    settle_concurrent_count=500,
+    two_signer_count=300,
+)
+QUICK = Plan(
+    repetitions=1,
+    verify_count=150,
+    settle_sequential_count=100,
+    settle_concurrent_count=200,
+    two_signer_count=100,
+)
+
+StartServer = Callable[[str], ServerProcess]
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _describe(rep: int, segment: Segment) -> str:
+    checks = "checks ok" if not segment.problems else "; ".join(segment.problems)
+    return (
+        f"rep {rep + 1}: {segment.server:<12} {segment.mode:<6} c={segment.concurrency:<3} "
+        f"{segment.rate:8.1f}/s  {segment.failed} failed of {segment.count}  "
+        f"height {segment.height_start}->{segment.height_end}  {checks}"
+    )
+
+
+@contextmanager
+def _running(servers: Sequence[ServerProcess]) -> Iterator[Sequence[ServerProcess]]:
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+class _Runner:
+    """Runs the segments of a plan on one chain and collects them per repetition."""
+
+    def __init__(self, chain: BenchChain, plan: Plan, workdir: Path) -> None:
+        self.chain = chain
+        self.plan = plan
+        self.workdir = workdir
+        self.requirements = make_requirements(chain.chain, chain.pay_to)
+        self.template_db = migrate_claim_store(workdir)
+
+    def sign(self, count: int) -> list[PaymentPayload]:
+        return sign_payloads(self.chain.chain.payer_keys, self.requirements, count)
+
+    def start_ours(self, tag: str) -> ServerProcess:
+        chain = self.chain.chain
+        return start_ours(
+            rpc_url=chain.rpc_url,
+            network=chain.network,
+            relayer_key=chain.relayer_key,
+            template_db=self.template_db,
+            workdir=self.workdir,
+            tag=tag,
+        )
+
+    def start_reference(self, tag: str) -> ServerProcess:
+        chain = self.chain.chain
+        return start_reference(
+            rpc_url=chain.rpc_url,
+            network=chain.network,
+            relayer_key=chain.relayer_key,
+            workdir=self.workdir,
+            tag=tag,
+        )
+
+    def segment(
+        self, rep: int, servers: Sequence[ServerProcess], label: str, mode: str, concurrency: int, count: int
+    ) -> Segment:
+        segment = measure_http(
+            self.chain,
+            servers,
+            label=label,
+            mode=mode,
+            payloads=self.sign(count),
+            requirements=self.requirements,
+            concurrency=concurrency,
+        )
+        _progress(_describe(rep, segment))
+        return segment
+
+    def server_suite(self, rep: int, label: str, start: StartServer) -> list[Segment]:
+        """Verify and settle sequentially on one server, then settle concurrently on a fresh one."""
+        plan, segments = self.plan, []
+        self.chain.reset()
+        with _running([start(f"{rep}-a")]) as servers:
+            warm_up(servers, self.sign(plan.warmup_count), self.requirements)
+            segments.append(self.segment(rep, servers, label, "verify", 1, plan.verify_count))
+            segments.append(self.segment(rep, servers, label, "verify", plan.concurrency, plan.verify_count))
+            segments.append(self.segment(rep, servers, label, "settle", 1, plan.settle_sequential_count))
+        # The relayer caches its next nonce, so a server never outlives the chain state it started on.
+        self.chain.reset()
+        with _running([start(f"{rep}-b")]) as servers:
+            warm_up(servers, self.sign(plan.warmup_count), self.requirements)
+            segments.append(
+                self.segment(rep, servers, label, "settle", plan.concurrency, plan.settle_concurrent_count)
+            )
+        return segments
+
+    def two_signers(self, rep: int) -> Segment:
+        """The reference as two processes with the same relayer key, sharing the connections evenly."""
+        self.chain.reset()
+        with ExitStack() as stack:
+            servers = [self.start_reference(f"{rep}-x2-{i}") for i in range(2)]
+            stack.enter_context(_running(servers))
+            warm_up(servers, self.sign(self.plan.warmup_count), self.requirements)
+            return self.segment(
+                rep,
+                servers,
+                REFERENCE_TWO_SIGNERS,
+                "settle",
+                self.plan.concurrency,
+                self.plan.two_signer_count,
+            )
+
+    def node_ceiling(self, rep: int) -> Segment:
+        self.chain.reset()
+        segment = measure_raw(self.chain, self.sign(self.plan.settle_concurrent_count))
+        _progress(_describe(rep, segment))
+        return segment
+
+    def repetition(self, rep: int) -> list[Segment]:
+        """One full set of segments; ours and the reference take turns going first."""
+        suites: list[tuple[str, StartServer]] = [(OURS, self.start_ours), (REFERENCE, self.start_reference)]
+        if rep % 2:
+            suites.reverse()
+        segments = [self.node_ceiling(rep)]
+        for label, start in suites:
+            segments += self.server_suite(rep, label, start)
+        segments.append(self.two_signers(rep))
+        return segments
+
+
+def _anvil_version(chain: BenchChain) -> str:
+    completed = subprocess.run(  # noqa: S603 - the anvil binary devchain found, no shell
+        [str(chain.node.binary), "--version"], capture_output=True, text=True, check=False
+    )
+    return completed.stdout.splitlines()[0].removeprefix("anvil Version: ") if completed.stdout else "unknown"
+
+
+def _header(
+    chain: BenchChain, plan: Plan, started: datetime, elapsed_s: float, snapshot_height: int
+) -> list[str]:
+    packages = ", ".join(
+        f"{name} {version(name)}" for name in ("x402", "web3", "uvicorn", "fastapi", "httpx")
+    )
+    return [
+        f"## Facilitator benchmark, {started:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"anvil {_anvil_version(chain)}; {packages}.",
+        f"- Chain: anvil automine, chain id {chain.chain.chain_id}, the project's DevUSDC; every segment "
+        f"starts from a snapshot at height {snapshot_height} (evm_revert), heights per segment below.",
+        "- Servers: one uvicorn worker each, own process; ours = `x402-facilitator serve` (SQLite claim "
+        "store), reference = x402 SDK `x402Facilitator` in a minimal FastAPI app "
+        "(`bench/_x402_reference_app.py`).",
+        f"- Work: {plan.repetitions} repetition(s); verify N={plan.verify_count}, settle sequential "
+        f"N={plan.settle_sequential_count}, settle c={plan.concurrency} N={plan.settle_concurrent_count}, "
+        f"two signers N={plan.two_signer_count}; every authorization distinct and pre-signed. "
+        f"Load generator: raw asyncio HTTP/1.1 keep-alive client. Run took {elapsed_s:.0f} s.",
+        "- The reference app awaits the SDK's async `x402Facilitator` in `async def` routes, as the SDK's "
+        "example does; its EVM scheme makes blocking web3 calls inside, so one request runs at a time and "
+        "the event loop stalls meanwhile. That is measured as a user would deploy it, not worked around.",
+        "- Figures are medians over repetitions (min–max); a ratio is taken within each repetition, then "
+        "its median is shown. CPU columns are milliseconds per request read from /proc.",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print the summary and write it to bench/results/facilitator-latest.md."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.facilitator_bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="one small repetition (about a minute)")
+    parser.add_argument("--repetitions", type=int, default=None, help="override the number of repetitions")
+    parser.add_argument(
+        "--output", type=Path, default=RESULTS_PATH, help="where to write the Markdown summary"
+    )
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.repetitions is not None:
+        plan = dataclasses.replace(plan, repetitions=max(1, args.repetitions))
+    started, clock = datetime.now(UTC), time.monotonic()
+    runs: list[list[Segment]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="x402-bench-") as workdir,
+        start_bench_chain(plan.payers) as chain,
+    ):
+        snapshot_height = chain.state().height
+        runner = _Runner(chain, plan, Path(workdir))
+        for rep in range(plan.repetitions):
+            runs.append(runner.repetition(rep))
+        header = _header(chain, plan, started, time.monotonic() - clock, snapshot_height)
+    report = render_report(runs, concurrency=plan.concurrency, header=header)
+    print(report)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report)
+    _progress(f"written to {args.output}")
+    return 0 if targets_met(runs, plan.concurrency) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The merchant's double-entry ledger: one immutable journal entry per settled payment, per tenant.
+
+A settlement debits the payer's account and credits the tenant's revenue account (chart of accounts in
+`_models.py`); a reorg is corrected by a reversal entry, confirmation depth by a finalization fact, never by
+changing an entry. An authorization (chain id, asset, payer, nonce) is booked at most once, enforced by a
+unique index, so booking is idempotent. Every fact is handed, in its own transaction, to a
+`LedgerEventSink` (the webhook outbox) and carries a per-database sequence number in commit order.
+
+Knows tenants, accounts, amounts and authorizations; nothing of A2A or HTTP.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    BookingConflictError,
+    EntryNotFoundError,
+    EntryNotReversibleError,
+    EntryReversedError,
+    InvalidBookingError,
+    LedgerError,
+    LedgerInvariantError,
+)
+from ._invariants import check_invariants
+from ._ledger import Ledger
+from ._models import LedgerAccount, LedgerBase, LedgerEntry, LedgerFinalization, LedgerLine, LedgerSequence
+from ._queries import LedgerReader
+from ._records import (
+    Balance,
+    BookedEntry,
+    EntryKind,
+    EntryStatus,
+    Finalization,
+    LedgerEventSink,
+    LedgerFact,
+    SettlementBooked,
+    SettlementBooking,
+    SettlementFinalized,
+    SettlementReversed,
+    StatementLine,
+)
+from ._sequence import allocate_sequence
+from ._statement import STATEMENT_COLUMNS, balances_json, format_time, statement_csv, statement_json
+from .cli import ledger_cli
+
+__all__ = [
+    "STATEMENT_COLUMNS",
+    "Balance",
+    "BookedEntry",
+    "BookingConflictError",
+    "EntryKind",
+    "EntryNotFoundError",
+    "EntryNotReversibleError",
+    "EntryReversedError",
+    "EntryStatus",
+    "Finalization",
+    "InvalidBookingError",
+    "Ledger",
+    "LedgerAccount",
+    "LedgerBase",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerEventSink",
+    "LedgerFact",
+    "LedgerFinalization",
+    "LedgerInvariantError",
+    "LedgerLine",
+    "LedgerReader",
+    "LedgerSequence",
+    "SettlementBooked",
+    "SettlementBooking",
+    "SettlementFinalized",
+    "SettlementReversed",
+    "StatementLine",
+    "allocate_sequence",
+    "balances_json",
+    "check_invariants",
+    "format_time",
+    "ledger_cli",
+    "statement_csv",
+    "statement_json",
+]

@@ -1,0 +1,224 @@
+"""Reading the books: entries, balances and statements. Never writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from eth_utils import is_hex_address, to_checksum_address
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ._errors import EntryNotFoundError, InvalidBookingError
+from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
+from ._records import Balance, BookedEntry, EntryKind, EntryStatus, Finalization, StatementLine, utc
+
+__all__ = [
+    "LedgerReader",
+    "aware",
+    "entry_from_row",
+    "entry_query",
+    "finalization_from_row",
+    "normalize_address",
+]
+
+_entries = LedgerEntry.__table__
+_reversals = _entries.alias("reversal")
+_accounts = LedgerAccount.__table__
+_lines = LedgerLine.__table__
+_finalizations = LedgerFinalization.__table__
+
+
+def aware(value: datetime) -> datetime:
+    """A stored timestamp as aware UTC (SQLite hands them back naive; everything stored is UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def normalize_address(name: str, value: str) -> str:
+    """`value` in EIP-55 form.
+
+    Raises:
+        InvalidBookingError: `value` is not a 20-byte hex address.
+    """
+    if not isinstance(value, str) or not is_hex_address(value):
+        raise InvalidBookingError(f"{name}: must be a 0x-prefixed 20-byte hex address, got {value!r}")
+    return to_checksum_address(value)
+
+
+def entry_query() -> sa.Select[Any]:
+    """Entries with what is needed to derive their status: the id of their reversal and finalization."""
+    return (
+        sa.select(
+            _entries,
+            _reversals.c.id.label("reversed_by"),
+            _finalizations.c.id.label("finalization_id"),
+        )
+        .outerjoin(_reversals, _reversals.c.reverses_entry_id == _entries.c.id)
+        .outerjoin(_finalizations, _finalizations.c.entry_id == _entries.c.id)
+    )
+
+
+def _status(kind: EntryKind, reversed_by: str | None, finalization_id: str | None) -> EntryStatus:
+    if kind is EntryKind.REVERSAL or reversed_by is not None:
+        return EntryStatus.REVERSED
+    return EntryStatus.FINALIZED if finalization_id is not None else EntryStatus.SETTLED
+
+
+def entry_from_row(row: sa.Row[Any]) -> BookedEntry:
+    """A row of `entry_query()` as a `BookedEntry`."""
+    kind = EntryKind(row.kind)
+    return BookedEntry(
+        id=row.id,
+        sequence=row.sequence,
+        kind=kind,
+        status=_status(kind, row.reversed_by, row.finalization_id),
+        tenant=row.tenant,
+        task_id=row.task_id,
+        context_id=row.context_id,
+        payer=row.payer,
+        pay_to=row.pay_to,
+        asset=row.asset,
+        network=row.network,
+        chain_id=row.chain_id,
+        nonce=row.nonce,
+        amount=row.amount,
+        tx_hash=row.tx_hash,
+        block_number=row.block_number,
+        effective_at=aware(row.effective_at),
+        booked_at=aware(row.booked_at),
+        reverses_entry_id=row.reverses_entry_id,
+        reason=row.reason,
+    )
+
+
+def finalization_from_row(row: sa.Row[Any]) -> Finalization:
+    """A `ledger_finalizations` row as a `Finalization`."""
+    return Finalization(
+        id=row.id,
+        entry_id=row.entry_id,
+        sequence=row.sequence,
+        confirmations=row.confirmations,
+        finalized_at=aware(row.finalized_at),
+        recorded_at=aware(row.recorded_at),
+    )
+
+
+class LedgerReader:
+    """Read access to the books in `engine` (migrated to the `merchant` head)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def get_entry(self, entry_id: str) -> BookedEntry:
+        """The journal entry `entry_id`, with its current status.
+
+        Raises:
+            EntryNotFoundError: there is no such entry.
+        """
+        async with self._engine.connect() as connection:
+            return await self._entry(connection, entry_id)
+
+    async def find_settlement(self, chain_id: int, asset: str, payer: str, nonce: str) -> BookedEntry | None:
+        """The settlement entry booked for this EIP-3009 authorization, or None."""
+        condition = sa.and_(
+            _entries.c.kind == EntryKind.SETTLEMENT.value,
+            _entries.c.chain_id == chain_id,
+            _entries.c.asset == normalize_address("asset", asset),
+            _entries.c.payer == normalize_address("payer", payer),
+            _entries.c.nonce == nonce.lower(),
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(entry_query().where(condition))).one_or_none()
+        return None if row is None else entry_from_row(row)
+
+    async def has_authorization(self, chain_id: int, asset: str, payer: str, nonce: str) -> bool:
+        """Whether this EIP-3009 authorization has been booked (reversed or not)."""
+        return await self.find_settlement(chain_id, asset, payer, nonce) is not None
+
+    async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
+        """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
+        statement = sa.select(_accounts).where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")
+        if asset is not None:
+            statement = statement.where(_accounts.c.asset == normalize_address("asset", asset))
+        statement = statement.order_by(_accounts.c.network, _accounts.c.asset)
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [
+            Balance(
+                tenant=row.tenant,
+                network=row.network,
+                asset=row.asset,
+                account_id=row.id,
+                balance=row.credits_posted - row.debits_posted,
+                credits=row.credits_posted,
+                debits=row.debits_posted,
+            )
+            for row in rows
+        ]
+
+    async def statement(
+        self, tenant: str, since: datetime | None = None, until: datetime | None = None
+    ) -> list[StatementLine]:
+        """Every movement of the tenant's revenue accounts booked in [since, until), in sequence order.
+
+        The window is on booking time, not on-chain time: a statement for a closed period never changes
+        afterwards, even when a late booking reports an older settlement (`effective_at` shows that time).
+        `status` is the settlement's status now.
+
+        Raises:
+            InvalidBookingError: `since` or `until` is naive.
+        """
+        statement = (
+            sa.select(
+                _lines.c.direction,
+                _lines.c.amount.label("line_amount"),
+                _lines.c.balance_after,
+                _entries,
+                _reversals.c.id.label("reversed_by"),
+                _finalizations.c.id.label("finalization_id"),
+            )
+            .select_from(_lines)
+            .join(_accounts, _accounts.c.id == _lines.c.account_id)
+            .join(_entries, _entries.c.id == _lines.c.entry_id)
+            .outerjoin(_reversals, _reversals.c.reverses_entry_id == _entries.c.id)
+            .outerjoin(_finalizations, _finalizations.c.entry_id == _entries.c.id)
+            .where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")
+            .order_by(_entries.c.sequence, _lines.c.id)
+        )
+        if since is not None:
+            statement = statement.where(_entries.c.booked_at >= utc(since, "since"))
+        if until is not None:
+            statement = statement.where(_entries.c.booked_at < utc(until, "until"))
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [_statement_line(row) for row in rows]
+
+    async def _entry(self, connection: AsyncConnection, entry_id: str) -> BookedEntry:
+        row = (await connection.execute(entry_query().where(_entries.c.id == entry_id))).one_or_none()
+        if row is None:
+            raise EntryNotFoundError(entry_id)
+        return entry_from_row(row)
+
+
+def _statement_line(row: sa.Row[Any]) -> StatementLine:
+    entry = entry_from_row(row)
+    return StatementLine(
+        sequence=entry.sequence,
+        entry_id=entry.id,
+        kind=entry.kind,
+        status=entry.status,
+        booked_at=entry.booked_at,
+        effective_at=entry.effective_at,
+        task_id=entry.task_id,
+        context_id=entry.context_id,
+        payer=entry.payer,
+        pay_to=entry.pay_to,
+        network=entry.network,
+        asset=entry.asset,
+        direction=row.direction,
+        amount=row.line_amount,
+        balance_after=row.balance_after,
+        tx_hash=entry.tx_hash,
+        block_number=entry.block_number,
+        reverses_entry_id=entry.reverses_entry_id,
+    )

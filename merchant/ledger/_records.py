@@ -1,0 +1,297 @@
+"""What the ledger is told (a `SettlementBooking`) and what it answers (entries, balances, statement lines).
+
+Also the facts it publishes to its event sink, inside the transaction that records them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Protocol
+
+from eth_utils import is_hex_address, to_checksum_address
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ._errors import InvalidBookingError
+
+__all__ = [
+    "Balance",
+    "BookedEntry",
+    "EntryKind",
+    "EntryStatus",
+    "Finalization",
+    "LedgerEventSink",
+    "LedgerFact",
+    "SettlementBooked",
+    "SettlementBooking",
+    "SettlementFinalized",
+    "SettlementReversed",
+    "StatementLine",
+    "utc",
+]
+
+_HASH32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_CAIP2 = re.compile(r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")
+_UINT256_LIMIT = 2**256
+_TEXT_MAX = 255
+
+
+class EntryKind(StrEnum):
+    """What a journal entry records."""
+
+    SETTLEMENT = "settlement"
+    REVERSAL = "reversal"
+
+
+class EntryStatus(StrEnum):
+    """Where a settlement stands, derived from the immutable facts recorded about it.
+
+    `settled` once booked, `finalized` when its confirmation depth is reached, `reversed` when a reorg took
+    its transaction off the chain (whether or not it had been finalized).
+    """
+
+    SETTLED = "settled"
+    FINALIZED = "finalized"
+    REVERSED = "reversed"
+
+
+def utc(value: datetime, name: str = "time") -> datetime:
+    """`value` as an aware UTC datetime; naive datetimes are refused, not guessed.
+
+    Raises:
+        InvalidBookingError: `value` has no time zone.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidBookingError(f"{name}: must be timezone-aware (UTC), got naive {value.isoformat()}")
+    return value.astimezone(UTC)
+
+
+def _address(name: str, value: str) -> str:
+    if not isinstance(value, str) or not is_hex_address(value):
+        raise InvalidBookingError(f"{name}: must be a 0x-prefixed 20-byte hex address, got {value!r}")
+    return to_checksum_address(value)
+
+
+def _hash32(name: str, value: str) -> str:
+    if not isinstance(value, str) or not _HASH32.fullmatch(value):
+        raise InvalidBookingError(f"{name}: must be 0x followed by 64 hex digits, got {value!r}")
+    return value.lower()
+
+
+def _text(name: str, value: str, *, allow_empty: bool = False) -> None:
+    if not isinstance(value, str) or len(value) > _TEXT_MAX or (not value and not allow_empty):
+        kind = "string" if allow_empty else "non-empty string"
+        raise InvalidBookingError(
+            f"{name}: must be a {kind} of at most {_TEXT_MAX} characters, got {value!r}"
+        )
+
+
+def _whole(name: str, value: int, *, minimum: int, limit: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < limit:
+        raise InvalidBookingError(f"{name}: must be an integer in [{minimum}, {limit}), got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettlementBooking:
+    """One settled EIP-3009 payment to book: who paid which tenant how much, and where it is on chain.
+
+    Construction validates and normalizes: addresses to EIP-55, the nonce and transaction hash to lowercase
+    hex, `settled_at` to UTC. `amount` is in the asset's atomic units (an `int`, never a float). `network`
+    is the CAIP-2 id; for `eip155` networks its reference must equal `chain_id`.
+
+    Raises:
+        InvalidBookingError: a field is malformed (the message names it).
+    """
+
+    tenant: str
+    task_id: str
+    context_id: str
+    payer: str
+    pay_to: str
+    asset: str
+    network: str
+    chain_id: int
+    amount: int
+    nonce: str
+    tx_hash: str
+    block_number: int
+    settled_at: datetime
+
+    def __post_init__(self) -> None:
+        _text("tenant", self.tenant, allow_empty=True)
+        _text("task_id", self.task_id)
+        _text("context_id", self.context_id)
+        _whole("chain_id", self.chain_id, minimum=1, limit=2**63)
+        _whole("amount", self.amount, minimum=1, limit=_UINT256_LIMIT)
+        _whole("block_number", self.block_number, minimum=0, limit=2**63)
+        if not isinstance(self.network, str) or not _CAIP2.fullmatch(self.network):
+            raise InvalidBookingError(
+                f"network: must be a CAIP-2 id such as eip155:8453, got {self.network!r}"
+            )
+        namespace, reference = self.network.split(":", 1)
+        if namespace == "eip155" and reference != str(self.chain_id):
+            raise InvalidBookingError(f"network: {self.network} is not chain {self.chain_id}")
+        normalized = {
+            "payer": _address("payer", self.payer),
+            "pay_to": _address("pay_to", self.pay_to),
+            "asset": _address("asset", self.asset),
+            "nonce": _hash32("nonce", self.nonce),
+            "tx_hash": _hash32("tx_hash", self.tx_hash),
+            "settled_at": utc(self.settled_at, "settled_at"),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BookedEntry:
+    """A journal entry as stored, with the current status of the settlement it concerns.
+
+    For a reversal, the details are those of the reversed settlement, `reverses_entry_id` names it, and
+    `status` is always `reversed`.
+    """
+
+    id: str
+    sequence: int
+    kind: EntryKind
+    status: EntryStatus
+    tenant: str
+    task_id: str
+    context_id: str
+    payer: str
+    pay_to: str
+    asset: str
+    network: str
+    chain_id: int
+    nonce: str
+    amount: int
+    tx_hash: str
+    block_number: int
+    effective_at: datetime
+    booked_at: datetime
+    reverses_entry_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finalization:
+    """The fact that settlement `entry_id` reached `confirmations` blocks of depth."""
+
+    id: str
+    entry_id: str
+    sequence: int
+    confirmations: int
+    finalized_at: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Balance:
+    """A tenant's revenue on one network and asset, in atomic units: `credits - debits`."""
+
+    tenant: str
+    network: str
+    asset: str
+    account_id: str
+    balance: int
+    credits: int
+    debits: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatementLine:
+    """One movement of a tenant's revenue account, in booking order.
+
+    `direction` is `credit` (a settlement: revenue up) or `debit` (a reversal: revenue down);
+    `balance_after` is the revenue account's balance right after this line; `status` is the current status
+    of the settlement the line concerns.
+    """
+
+    sequence: int
+    entry_id: str
+    kind: EntryKind
+    status: EntryStatus
+    booked_at: datetime
+    effective_at: datetime
+    task_id: str
+    context_id: str
+    payer: str
+    pay_to: str
+    network: str
+    asset: str
+    direction: str
+    amount: int
+    balance_after: int
+    tx_hash: str
+    block_number: int
+    reverses_entry_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementBooked:
+    """A settlement was booked (a new entry)."""
+
+    entry: BookedEntry
+
+    @property
+    def sequence(self) -> int:
+        """The ledger sequence number of this fact."""
+        return self.entry.sequence
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the fact belongs to."""
+        return self.entry.tenant
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementFinalized:
+    """A booked settlement reached its confirmation depth."""
+
+    entry: BookedEntry
+    finalization: Finalization
+
+    @property
+    def sequence(self) -> int:
+        """The ledger sequence number of this fact."""
+        return self.finalization.sequence
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the fact belongs to."""
+        return self.entry.tenant
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementReversed:
+    """A booked settlement was reversed by the new entry `reversal`."""
+
+    original: BookedEntry
+    reversal: BookedEntry
+
+    @property
+    def sequence(self) -> int:
+        """The ledger sequence number of this fact."""
+        return self.reversal.sequence
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the fact belongs to."""
+        return self.original.tenant
+
+
+LedgerFact = SettlementBooked | SettlementFinalized | SettlementReversed
+"""Everything the ledger publishes."""
+
+
+class LedgerEventSink(Protocol):
+    """Where the ledger publishes its facts: the webhook outbox.
+
+    `publish` runs on the ledger's own connection, inside the transaction that records the fact, so the
+    fact and its events commit or roll back together. It must not commit, and should only write.
+    """
+
+    async def publish(self, connection: AsyncConnection, fact: LedgerFact) -> None:
+        """Record the events for `fact` on `connection` (no commit)."""

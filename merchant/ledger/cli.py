@@ -1,0 +1,110 @@
+"""`ledger` commands (mounted under `x402-merchant`): a tenant's balances and statements, and an audit.
+
+The database comes from `X402_DATABASE_URL` (SQLite `./x402.db` by default) and must be migrated to the
+`merchant` head first; these commands only read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TypeVar
+
+import click
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
+
+from ._errors import LedgerError
+from ._invariants import check_invariants
+from ._queries import LedgerReader
+from ._statement import balances_json, statement_csv, statement_json
+
+__all__ = ["LedgerSettings", "ledger_cli"]
+
+_T = TypeVar("_T")
+
+
+class LedgerSettings(BaseSettings):
+    """Where the ledger lives (`X402_DATABASE_URL`)."""
+
+    model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database")
+
+
+class _UtcTime(click.ParamType):
+    """An ISO 8601 time with a zone (`2026-11-30T00:00:00Z`); a naive time would be ambiguous."""
+
+    name = "iso8601"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time", param, ctx)
+        if parsed.tzinfo is None:
+            self.fail(f"{value!r} has no time zone (add Z or +00:00)", param, ctx)
+        return parsed
+
+
+def _run(action: Callable[[AsyncEngine], Awaitable[_T]]) -> _T:
+    async def main() -> _T:
+        settings = LedgerSettings()
+        await ensure_schema_current(settings.database_url, "merchant")
+        engine = create_engine(settings.database_url)
+        try:
+            return await action(engine)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(main())
+    except LedgerError as exc:
+        raise click.ClickException(f"{exc.code}: {exc}") from exc
+
+
+@click.group("ledger")
+def ledger_cli() -> None:
+    """The double-entry ledger: balances, statements and an invariant audit (X402_DATABASE_URL)."""
+
+
+@ledger_cli.command()
+@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@click.option("--asset", default=None, help="only this token contract address")
+@click.option("--format", "output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def balance(tenant: str, asset: str | None, output: str) -> None:
+    """The tenant's revenue per network and asset, in atomic units."""
+    balances = _run(lambda engine: LedgerReader(engine).balance(tenant, asset))
+    if output == "json":
+        click.echo(balances_json(tenant, balances))
+        return
+    click.echo(f"{'network':<16} {'asset':<42} {'balance':>24}")
+    for item in balances:
+        click.echo(f"{item.network:<16} {item.asset:<42} {item.balance:>24}")
+
+
+@ledger_cli.command()
+@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@click.option("--since", type=_UtcTime(), default=None, help="booked at or after (ISO 8601 with zone)")
+@click.option("--until", type=_UtcTime(), default=None, help="booked before (ISO 8601 with zone)")
+@click.option("--format", "output", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+def statement(tenant: str, since: datetime | None, until: datetime | None, output: str) -> None:
+    """Every movement of the tenant's revenue in [since, until), as CSV or JSON on stdout."""
+    lines = _run(lambda engine: LedgerReader(engine).statement(tenant, since, until))
+    if output == "json":
+        click.echo(statement_json(tenant, lines, since=since, until=until))
+    else:
+        click.echo(statement_csv(lines), nl=False)
+
+
+@ledger_cli.command()
+def check() -> None:
+    """Audit the whole ledger: every entry balances and every account total equals its lines."""
+    _run(check_invariants)
+    click.echo("ledger invariants hold")

@@ -1,0 +1,68 @@
+"""Merchant settings, from the environment (prefix `X402_`) and an optional `.env` file."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from facilitator import FacilitatorSettings
+from storage import DEFAULT_DATABASE_URL
+
+__all__ = ["MerchantSettings"]
+
+
+class MerchantSettings(BaseSettings):
+    """Everything `x402-merchant serve` needs. See the README's settings table."""
+
+    model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="ledger, tasks, offers and outbox database")
+    rpc_url: str = Field("http://127.0.0.1:8545", description="JSON-RPC endpoint (in-process facilitator)")
+    network: str = Field("eip155:84532", description="CAIP-2 id of the chain payments are made on")
+    asset: str = Field(..., description="token contract address (EIP-3009)")
+    asset_name: str = Field("USDC", description="the token's EIP-712 domain name")
+    asset_version: str = Field("2", description="the token's EIP-712 domain version")
+    asset_decimals: int = Field(6, ge=0, le=36)
+    relayer_key: SecretStr | None = Field(
+        None, description="relayer key (hex or file) for the in-process facilitator"
+    )
+    facilitator_url: str | None = Field(
+        None, description="a remote x402 facilitator instead of the in-process one"
+    )
+    confirmations: int = Field(1, ge=1, le=256)
+    tenants_file: str | None = Field(
+        None, description="TOML file of tenants (pay_to, prices, webhooks, api token)"
+    )
+    pay_to: str | None = Field(None, description="the default tenant's payee when no tenants file is given")
+    price: int = Field(10_000, ge=0, description="the default tenant's price in atomic units")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    public_url: str | None = Field(None, description="the URL clients reach the merchant at (for the card)")
+    settle_timeout_s: float = Field(
+        15.0, gt=0, le=300, description="how long a paid turn waits for settlement"
+    )
+    webhooks_allow_private: bool = Field(
+        False, description="allow webhook endpoints on private/loopback hosts"
+    )
+
+    @model_validator(mode="after")
+    def _tenants_or_pay_to(self) -> MerchantSettings:
+        if self.tenants_file is None and self.pay_to is None:
+            raise ValueError("set X402_TENANTS_FILE, or X402_PAY_TO for a single default tenant")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        """The public base URL of the merchant."""
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def facilitator_settings(self) -> FacilitatorSettings:
+        """Settings for the in-process facilitator, sharing this database and chain."""
+        return FacilitatorSettings(
+            rpc_url=self.rpc_url,
+            network=self.network,
+            relayer_key=self.relayer_key,
+            database_url=self.database_url,
+            confirmations=self.confirmations,
+            receipt_timeout_s=self.settle_timeout_s,
+        )

@@ -1,0 +1,445 @@
+"""Delivery workers: claim due deliveries, POST them signed, record every attempt, retry on a schedule.
+
+A pass is three steps, and only the first and last touch the database, each in a short transaction:
+
+1. Claim: one UPDATE marks up to `batch_size` due deliveries as leased (`lease_until`, a fresh
+   `lease_token`, `attempts + 1`). On PostgreSQL the rows are picked with `FOR UPDATE SKIP LOCKED`, so
+   workers in several replicas never claim the same row; on SQLite the single writer makes the UPDATE
+   atomic (one process).
+2. Send, outside any transaction: the stored body byte for byte, `webhook-id` = the event id on every
+   attempt, a fresh `webhook-timestamp` and one `v1,` signature per active secret; 15 s timeout, no
+   redirects, the response body is never read.
+3. Record: the attempt goes to the log, and the delivery's new state is written only if this worker still
+   holds the lease (same token).
+
+Outcomes: 2xx is delivered. 410 disables the endpoint and fails the delivery. Anything else (3xx, 4xx,
+5xx, timeouts, connection errors, a refused target) is retried after the next delay of `RETRY_SCHEDULE_S`
+(±10 % jitter), or after `Retry-After` on 429/503 if that is longer; when the schedule is exhausted the
+delivery is failed. A worker that dies mid-attempt loses nothing: its lease expires and another worker
+claims the delivery again (that claim counts as an attempt).
+
+Guarantees: at least once, with the same `webhook-id`, so receivers deduplicate on it. Order is not kept,
+even per endpoint (retries and parallel sends reorder events); each body carries `sequence`, the commit
+order of the facts, for receivers that need it, and the replay endpoint lists events in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._endpoints import disable_endpoint, endpoint_from_row
+from ._errors import UnsafeTargetError
+from ._events import EventType, WebhookTestData, serialize_event
+from ._ids import new_id
+from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from ._signing import webhook_headers
+from ._ssrf import resolve_target
+
+__all__ = [
+    "REQUEST_TIMEOUT_S",
+    "RETRY_SCHEDULE_S",
+    "DeliveryWorker",
+    "RetryPolicy",
+    "TestDelivery",
+    "send_test_event",
+]
+
+logger = logging.getLogger(__name__)
+
+RETRY_SCHEDULE_S: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
+"""Delays between attempts after each failure: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h.
+
+With the immediate first attempt that is 10 attempts over about 75.6 hours, a little over three days
+(the Standard Webhooks example schedule)."""
+
+REQUEST_TIMEOUT_S = 15.0
+"""Timeout of one delivery request (connect, write, read and pool)."""
+
+_LEASE_S = 60.0
+_BATCH_SIZE = 20
+_ERROR_MAX = 255
+_THROTTLE_STATUSES = frozenset({429, 503})
+_GONE = 410
+_random = random.SystemRandom()
+
+_deliveries = WebhookDelivery.__table__
+_events = WebhookEvent.__table__
+_endpoints = WebhookEndpoint.__table__
+_attempts = WebhookAttempt.__table__
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When to try again: `delays_s[k]` after the (k+1)-th failure of a round, scaled by a random factor
+    in [1 - jitter_ratio, 1 + jitter_ratio] so that endpoints recovering from an outage are not hit by
+    every retry at once."""
+
+    delays_s: tuple[float, ...] = RETRY_SCHEDULE_S
+    jitter_ratio: float = 0.1
+
+    def delay_after(self, failures: int, retry_after_s: float | None = None) -> float | None:
+        """Seconds to wait after the `failures`-th failure of a round, or None when it is the last.
+
+        A `Retry-After` longer than the scheduled delay is honoured, up to the longest scheduled delay.
+        """
+        if failures > len(self.delays_s):
+            return None
+        delay = self.delays_s[failures - 1] * (1 + self.jitter_ratio * _random.uniform(-1.0, 1.0))
+        if retry_after_s is not None:
+            delay = max(delay, min(retry_after_s, max(self.delays_s)))
+        return delay
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    delivery_id: str
+    token: str
+    attempt: int
+    failures_before: int
+    event_id: str
+    payload: bytes
+    endpoint_id: str
+    url: str
+    secrets: tuple[str, ...] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    status_code: int | None
+    error: str | None
+    retry_after_s: float | None
+    latency_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestDelivery:
+    """The result of sending `webhook.test` to one endpoint."""
+
+    endpoint_id: str
+    url: str
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the endpoint answered 2xx."""
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - _now()).total_seconds())
+
+
+async def _post(
+    client: httpx.AsyncClient,
+    url: str,
+    msg_id: str,
+    payload: bytes,
+    secrets_: Sequence[str],
+    *,
+    allow_private: bool,
+    timeout_s: float,
+) -> _Response:
+    started = time.monotonic()
+    status_code: int | None = None
+    error: str | None = None
+    retry_after: float | None = None
+    try:
+        target = await resolve_target(url, allow_private=allow_private)
+        headers = {"host": target.host, **webhook_headers(msg_id, payload, secrets_, now=_now())}
+        extensions: dict[str, Any] = {"timeout": httpx.Timeout(timeout_s).as_dict()}
+        if target.sni_hostname is not None:
+            extensions["sni_hostname"] = target.sni_hostname
+        request = client.build_request("POST", target.url, content=payload, headers=headers, extensions=extensions)
+        # stream=True and no read: a receiver cannot make the worker hold a large response body.
+        response = await client.send(request, stream=True, follow_redirects=False)
+        await response.aclose()
+        status_code = response.status_code
+        if status_code in _THROTTLE_STATUSES:
+            retry_after = _retry_after_s(response)
+    except UnsafeTargetError as exc:
+        error = f"{exc.code}: {exc}"
+    except httpx.TimeoutException:
+        error = f"timeout after {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    latency_ms = round((time.monotonic() - started) * 1000)
+    return _Response(status_code, None if error is None else error[:_ERROR_MAX], retry_after, latency_ms)
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class DeliveryWorker:
+    """Delivers the outbox in `engine` with `client`; run one or more per process, in any number of replicas
+    sharing one PostgreSQL (one process for SQLite).
+
+    Args:
+        engine: the merchant database.
+        client: the HTTP client (inject a transport to test); its own timeout is overridden per request.
+        retry: the retry schedule (default `RETRY_SCHEDULE_S`; tests pass a short one).
+        allow_private_targets: let deliveries reach private, loopback and link-local addresses
+            (development and tests only).
+        lease_s: how long a claim lasts; must exceed `timeout_s` so a live worker never loses its lease.
+        batch_size: deliveries claimed per pass, sent concurrently.
+        timeout_s: timeout of one request.
+        worker_id: recorded with each attempt (default host:pid:random).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        client: httpx.AsyncClient,
+        *,
+        retry: RetryPolicy | None = None,
+        allow_private_targets: bool = False,
+        lease_s: float = _LEASE_S,
+        batch_size: int = _BATCH_SIZE,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        worker_id: str | None = None,
+    ) -> None:
+        if lease_s <= timeout_s:
+            raise ValueError(f"lease_s ({lease_s}) must exceed timeout_s ({timeout_s})")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._engine = engine
+        self._client = client
+        self._retry = retry or RetryPolicy()
+        self._allow_private = allow_private_targets
+        self._lease = timedelta(seconds=lease_s)
+        self._batch_size = batch_size
+        self._timeout_s = timeout_s
+        self.worker_id = worker_id or _default_worker_id()
+
+    async def run_once(self) -> int:
+        """Claim the due deliveries (up to the batch size), send them concurrently, record the outcomes.
+
+        Returns how many were claimed.
+        """
+        claims = await self._claim()
+        await asyncio.gather(*(self._deliver(claim) for claim in claims))
+        return len(claims)
+
+    async def run(self, stop: asyncio.Event, *, poll_interval_s: float = 1.0) -> None:
+        """Deliver until `stop` is set, polling every `poll_interval_s` when there is nothing due.
+
+        Database errors (a restart, a failover) are logged and retried after the poll interval; the
+        leases of whatever was in flight expire and the deliveries are claimed again.
+        """
+        while not stop.is_set():
+            try:
+                claimed = await self.run_once()
+            except (SQLAlchemyError, OSError):
+                logger.exception("webhook delivery pass failed; retrying in %.1f s", poll_interval_s)
+                claimed = 0
+            if claimed < self._batch_size:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), poll_interval_s)
+
+    async def _claim(self) -> list[_Claim]:
+        now = _now()
+        token = secrets.token_hex(16)
+        due = (
+            sa.select(_deliveries.c.id)
+            .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
+            .where(
+                _deliveries.c.status == "pending",
+                _deliveries.c.next_attempt_at <= now,
+                sa.or_(_deliveries.c.lease_until.is_(None), _deliveries.c.lease_until < now),
+                _endpoints.c.status == "active",
+            )
+            .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
+            .limit(self._batch_size)
+            .with_for_update(skip_locked=True, of=_deliveries)
+        )
+        async with self._engine.begin() as connection:
+            claimed = (
+                await connection.execute(
+                    sa.update(_deliveries)
+                    .where(_deliveries.c.id.in_(due.scalar_subquery()))
+                    .values(
+                        attempts=_deliveries.c.attempts + 1,
+                        lease_until=now + self._lease,
+                        lease_token=token,
+                        updated_at=now,
+                    )
+                    .returning(_deliveries.c.id)
+                )
+            ).scalars().all()
+            if not claimed:
+                return []
+            rows = (
+                await connection.execute(
+                    sa.select(
+                        _deliveries.c.id.label("delivery_id"),
+                        _deliveries.c.event_id,
+                        _deliveries.c.attempts.label("claimed_attempts"),
+                        _deliveries.c.round_start,
+                        _events.c.payload,
+                        _endpoints,
+                    )
+                    .join(_events, _events.c.id == _deliveries.c.event_id)
+                    .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
+                    .where(_deliveries.c.id.in_(claimed))
+                )
+            ).all()
+        return [self._to_claim(row, token, now) for row in rows]
+
+    @staticmethod
+    def _to_claim(row: sa.Row[Any], token: str, now: datetime) -> _Claim:
+        endpoint = endpoint_from_row(row)
+        return _Claim(
+            delivery_id=row.delivery_id,
+            token=token,
+            attempt=row.claimed_attempts,
+            failures_before=row.claimed_attempts - 1 - row.round_start,
+            event_id=row.event_id,
+            payload=bytes(row.payload),
+            endpoint_id=endpoint.id,
+            url=endpoint.url,
+            secrets=endpoint.signing_secrets(now),
+        )
+
+    async def _deliver(self, claim: _Claim) -> None:
+        started_at = _now()
+        response = await _post(
+            self._client,
+            claim.url,
+            claim.event_id,
+            claim.payload,
+            claim.secrets,
+            allow_private=self._allow_private,
+            timeout_s=self._timeout_s,
+        )
+        await self._record(claim, started_at, response)
+
+    async def _record(self, claim: _Claim, started_at: datetime, response: _Response) -> None:
+        now = _now()
+        status = response.status_code
+        next_attempt_at: datetime | None = None
+        changes: dict[str, Any] = {"last_status_code": status, "last_error": response.error}
+        if status is not None and 200 <= status < 300:
+            outcome = "delivered"
+            changes.update(status="delivered", delivered_at=now)
+        elif status == _GONE:
+            outcome = "disabled"
+            changes.update(status="failed")
+        else:
+            delay = self._retry.delay_after(claim.failures_before + 1, response.retry_after_s)
+            if delay is None:
+                outcome = "failed"
+                changes.update(status="failed")
+            else:
+                outcome = "retry"
+                next_attempt_at = now + timedelta(seconds=delay)
+        changes.update(next_attempt_at=next_attempt_at, lease_until=None, lease_token=None, updated_at=now)
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                sa.insert(_attempts).values(
+                    id=new_id("att"),
+                    delivery_id=claim.delivery_id,
+                    attempt=claim.attempt,
+                    worker=self.worker_id[:64],
+                    started_at=started_at,
+                    latency_ms=response.latency_ms,
+                    status_code=status,
+                    error=response.error,
+                    outcome=outcome,
+                    next_attempt_at=next_attempt_at,
+                )
+            )
+            await connection.execute(
+                sa.update(_deliveries)
+                .where(_deliveries.c.id == claim.delivery_id, _deliveries.c.lease_token == claim.token)
+                .values(**changes)
+            )
+            if outcome == "disabled":
+                await disable_endpoint(connection, claim.endpoint_id, "gone: the receiver answered 410")
+        logger.info(
+            "webhook %s to endpoint %s attempt %d: %s (status %s, %d ms)",
+            claim.event_id,
+            claim.endpoint_id,
+            claim.attempt,
+            outcome,
+            status,
+            response.latency_ms,
+        )
+
+
+async def send_test_event(
+    engine: AsyncEngine,
+    client: httpx.AsyncClient,
+    tenant: str,
+    *,
+    allow_private_targets: bool = False,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+) -> list[TestDelivery]:
+    """Send a signed `webhook.test` event to each of the tenant's active endpoints, now, once; the event
+    is not stored and no retry is made. Returns one result per endpoint."""
+    async with engine.connect() as connection:
+        rows = (
+            await connection.execute(
+                sa.select(_endpoints)
+                .where(_endpoints.c.tenant == tenant, _endpoints.c.status == "active")
+                .order_by(_endpoints.c.id)
+            )
+        ).all()
+    results: list[TestDelivery] = []
+    for endpoint in map(endpoint_from_row, rows):
+        event_id = new_id("evt")
+        data = WebhookTestData(tenant=tenant, endpoint_id=endpoint.id, message="test event from x402-merchant")
+        payload = serialize_event(EventType.WEBHOOK_TEST, event_id=event_id, timestamp=_now(), sequence=None, data=data)
+        response = await _post(
+            client,
+            endpoint.url,
+            event_id,
+            payload,
+            endpoint.signing_secrets(_now()),
+            allow_private=allow_private_targets,
+            timeout_s=timeout_s,
+        )
+        results.append(
+            TestDelivery(
+                endpoint_id=endpoint.id,
+                url=endpoint.url,
+                status_code=response.status_code,
+                latency_ms=response.latency_ms,
+                error=response.error,
+            )
+        )
+    return results

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import agentcard
+
+
+def test_all_is_sorted_and_is_the_public_surface() -> None:
+    public = sorted(name for name in vars(agentcard) if not name.startswith("_") and name != "annotations")
+    assert agentcard.__all__ == sorted(agentcard.__all__)
+    assert agentcard.__all__ == public
+
+
+def test_private_modules_declare_all() -> None:
+    for name in ("_canonical", "_errors", "_jwks", "_jws", "_keys", "_parse", "_verify"):
+        module = getattr(agentcard, name)
+        assert set(module.__all__) <= set(agentcard.__all__), name
+
+
+def test_imports_neither_side_nor_anything_but_the_sdk_types() -> None:
+    forbidden = {"merchant", "payer", "facilitator", "a2a_x402", "storage", "devchain", "web3", "jwt"}
+    code = f"import sys, agentcard; print(sorted({{m.split('.')[0] for m in sys.modules}} & {forbidden!r}))"
+    root = Path(agentcard.__file__).parent.parent
+    command = [sys.executable, "-c", code]
+    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root)  # noqa: S603
+    assert output.stdout.strip() == "[]"

@@ -1,0 +1,66 @@
+"""Fixtures of the facilitator tests: facilitators on either claim store, and the HTTP service on uvicorn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from devchain import DevChain
+from facilitator import Facilitator, FacilitatorSettings, create_app
+
+OpenFacilitator = Callable[..., Awaitable[Facilitator]]
+StartService = Callable[..., str]
+
+
+@pytest.fixture
+def settings_for(chain: DevChain) -> Callable[..., FacilitatorSettings]:
+    """`settings_for(database_url, **changes)`: settings for the session chain and that claim store."""
+
+    def build(database_url: str, **changes: Any) -> FacilitatorSettings:
+        values: dict[str, Any] = {
+            "rpc_url": chain.rpc_url,
+            "network": chain.network,
+            "relayer_key": chain.relayer_key,
+            "database_url": database_url,
+            "receipt_timeout_s": 10.0,
+        }
+        values.update(changes)
+        return FacilitatorSettings(**values)
+
+    return build
+
+
+@pytest.fixture
+async def open_facilitator(
+    settings_for: Callable[..., FacilitatorSettings],
+) -> AsyncIterator[OpenFacilitator]:
+    """`await open_facilitator(database_url, **changes)`: an in-process facilitator, closed after the test."""
+    opened: list[Facilitator] = []
+
+    async def start(database_url: str, **changes: Any) -> Facilitator:
+        service = await Facilitator.open(settings_for(database_url, **changes))
+        opened.append(service)
+        return service
+
+    try:
+        yield start
+    finally:
+        for service in opened:
+            await service.aclose()
+
+
+@pytest.fixture
+def start_service(
+    chain: DevChain, asgi_server: StartService, settings_for: Callable[..., FacilitatorSettings]
+) -> StartService:
+    """`start_service(database_url, **changes) -> base URL`: the HTTP service on uvicorn, stopped after the test.
+
+    The facilitator opens in the server's own event loop (its lifespan), as in production.
+    """
+
+    def start(database_url: str, **changes: Any) -> str:
+        return asgi_server(create_app(settings=settings_for(database_url, **changes)))
+
+    return start

@@ -1,0 +1,213 @@
+"""Building good and bad EIP-3009 payments on the dev chain, and reading what a settlement left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from eth_abi.abi import decode
+from eth_account import Account
+
+from devchain import DevChain, encode_call
+from facilitator.wire import ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements
+from storage import create_engine
+
+__all__ = [
+    "SECP256K1_N",
+    "cancel_authorization",
+    "claim_rows",
+    "eth_balance",
+    "high_s",
+    "relayer_address",
+    "relayer_nonce",
+    "sign_exact",
+    "submit_directly",
+    "tampered",
+    "transfer_logs_of",
+    "tx_count",
+]
+
+SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+_TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+
+_AUTHORIZATION_FIELDS = [
+    {"name": "from", "type": "address"},
+    {"name": "to", "type": "address"},
+    {"name": "value", "type": "uint256"},
+    {"name": "validAfter", "type": "uint256"},
+    {"name": "validBefore", "type": "uint256"},
+    {"name": "nonce", "type": "bytes32"},
+]
+
+
+def sign_exact(
+    key: str,
+    requirements: PaymentRequirements,
+    *,
+    signer_key: str | None = None,
+    from_address: str | None = None,
+    domain: dict[str, Any] | None = None,
+    extensions: dict[str, Any] | None = None,
+    **message: Any,
+) -> PaymentPayload:
+    """A v2 payload for `requirements` from `key`'s address, with any field of the signed message overridden.
+
+    `signer_key` signs instead of `key` (a wrong signer, or a contract wallet's owner) and `from_address`
+    replaces the payer; `domain` entries replace those of the token's EIP-712 domain.
+    """
+    now = int(time.time())
+    fields: dict[str, Any] = {
+        "from": from_address or Account.from_key(key).address,
+        "to": requirements.pay_to,
+        "value": requirements.amount,
+        "validAfter": now - 60,
+        "validBefore": now + requirements.max_timeout_seconds,
+        "nonce": os.urandom(32),
+    }
+    fields.update({_camel(name): value for name, value in message.items()})
+    extra = requirements.extra or {}
+    typed_domain = {
+        "name": extra.get("name", ""),
+        "version": extra.get("version", ""),
+        "chainId": requirements.chain_id,
+        "verifyingContract": requirements.asset,
+        **(domain or {}),
+    }
+    signed = Account.sign_typed_data(
+        signer_key or key, typed_domain, {"TransferWithAuthorization": _AUTHORIZATION_FIELDS}, fields
+    )
+    authorization = ExactEvmAuthorization(
+        from_address=fields["from"],
+        to=fields["to"],
+        value=fields["value"],
+        valid_after=fields["validAfter"],
+        valid_before=fields["validBefore"],
+        nonce="0x" + fields["nonce"].hex(),
+    )
+    return PaymentPayload(
+        x402_version=2,
+        payload=ExactEvmPayload(authorization=authorization, signature="0x" + signed.signature.hex()),
+        accepted=requirements,
+        extensions=extensions,
+    )
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def tampered(
+    payload: PaymentPayload, *, signature: str | None = None, **authorization: Any
+) -> PaymentPayload:
+    """`payload` with authorization fields (snake_case) or the signature changed after signing."""
+    inner = payload.payload
+    return payload.model_copy(
+        update={
+            "payload": inner.model_copy(
+                update={
+                    "authorization": inner.authorization.model_copy(update=authorization),
+                    "signature": signature or inner.signature,
+                }
+            )
+        }
+    )
+
+
+def high_s(signature: str) -> str:
+    """The other valid ECDSA signature of the same digest: s replaced by n - s and the parity flipped."""
+    raw = bytes.fromhex(signature[2:])
+    s = SECP256K1_N - int.from_bytes(raw[32:64], "big")
+    v = 55 - raw[64]  # 27 <-> 28
+    return "0x" + (raw[:32] + s.to_bytes(32, "big") + bytes([v])).hex()
+
+
+def cancel_authorization(chain: DevChain, key: str, nonce: str) -> None:
+    """Cancel `key`'s EIP-3009 `nonce` on chain (sent by the deployer, so the relayer is untouched)."""
+    authorizer = Account.from_key(key).address
+    signed = Account.sign_typed_data(
+        key,
+        chain.eip712_domain(),
+        {
+            "CancelAuthorization": [
+                {"name": "authorizer", "type": "address"},
+                {"name": "nonce", "type": "bytes32"},
+            ]
+        },
+        {"authorizer": authorizer, "nonce": bytes.fromhex(nonce[2:])},
+    )
+    data = encode_call(
+        "cancelAuthorization(address,bytes32,bytes)", [authorizer, bytes.fromhex(nonce[2:]), signed.signature]
+    )
+    chain.rpc.transact(chain.deployer_key, to=chain.asset, data=data)
+
+
+def submit_directly(chain: DevChain, payload: PaymentPayload) -> None:
+    """Submit `payload`'s authorization from the deployer, outside the facilitator (someone front-running)."""
+    auth = payload.payload.authorization
+    data = encode_call(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)",
+        [
+            auth.from_address,
+            auth.to,
+            auth.value,
+            auth.valid_after,
+            auth.valid_before,
+            bytes.fromhex(auth.nonce[2:]),
+            bytes.fromhex(payload.payload.signature[2:]),
+        ],
+    )
+    chain.rpc.transact(chain.deployer_key, to=chain.asset, data=data)
+
+
+def relayer_address(chain: DevChain) -> str:
+    """The address that pays gas for the facilitator's settlements."""
+    return str(Account.from_key(chain.relayer_key).address)
+
+
+def tx_count(chain: DevChain, address: str, block: str = "latest") -> int:
+    """The account nonce of `address` at `block`."""
+    return int(chain.rpc.call("eth_getTransactionCount", [address, block]), 16)
+
+
+def relayer_nonce(chain: DevChain) -> int:
+    """How many transactions the relayer has mined: it moves by one per settlement broadcast."""
+    return tx_count(chain, relayer_address(chain))
+
+
+def eth_balance(chain: DevChain, address: str) -> int:
+    """Wei held by `address`."""
+    return int(chain.rpc.call("eth_getBalance", [address, "latest"]), 16)
+
+
+def transfer_logs_of(chain: DevChain, tx_hash: str) -> list[tuple[str, str, str, int]]:
+    """(token, from, to, value) of every ERC-20 Transfer in the receipt of `tx_hash`."""
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [tx_hash])
+    logs = []
+    for log in receipt["logs"]:
+        if log["topics"][0] == _TRANSFER_TOPIC:
+            (value,) = decode(["uint256"], bytes.fromhex(log["data"][2:]))
+            sender, recipient = ("0x" + topic[-40:] for topic in log["topics"][1:3])
+            logs.append((log["address"].lower(), sender, recipient, int(value)))
+    return logs
+
+
+async def claim_rows(database_url: str) -> list[dict[str, Any]]:
+    """Every row of the claim store at `database_url`."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = (await connection.execute(sa.text("SELECT * FROM settlement_claims"))).mappings().all()
+    finally:
+        await engine.dispose()
+    # A raw query hands the JSON column back as text on SQLite (PostgreSQL's driver decodes it).
+    return [
+        {
+            **row,
+            "response": json.loads(row["response"]) if isinstance(row["response"], str) else row["response"],
+        }
+        for row in rows
+    ]

@@ -1,0 +1,248 @@
+"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), and fifty concurrent
+settles of one authorization make exactly one transaction, with or without an idempotency key."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from devchain import DevChain
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .conftest import StartService
+from .payments import claim_rows, relayer_nonce, sign_exact
+
+Body = dict[str, Any]
+
+
+def _body(payload: PaymentPayload, requirements: PaymentRequirements) -> Body:
+    return {
+        "x402Version": 2,
+        "paymentPayload": payload.to_json_dict(),
+        "paymentRequirements": requirements.to_json_dict(),
+    }
+
+
+def _changed(path: str, value: object) -> Callable[[Body], Body]:
+    """A mutation of a valid body: the field at dotted `path` set to `value` (removed when value is ...)."""
+
+    def change(body: Body) -> Body:
+        body = copy.deepcopy(body)
+        *parents, last = path.split(".")
+        target = body
+        for name in parents:
+            target = target[name]
+        if value is ...:
+            del target[last]
+        else:
+            target[last] = value
+        return body
+
+    return change
+
+
+AUTH = "paymentPayload.payload.authorization"
+MALFORMED: dict[str, tuple[Callable[[Body], Any], Reason]] = {
+    "signature is not hex": (_changed("paymentPayload.payload.signature", "0x" + "zz" * 65), Reason.INVALID_PAYLOAD),
+    "signature of odd length": (_changed("paymentPayload.payload.signature", "0x" + "a" * 129), Reason.INVALID_PAYLOAD),
+    "signature oversized": (_changed("paymentPayload.payload.signature", "0x" + "ab" * 4097), Reason.INVALID_PAYLOAD),
+    "nonce of 31 bytes": (_changed(f"{AUTH}.nonce", "0x" + "ab" * 31), Reason.INVALID_PAYLOAD),
+    "from of 19 bytes": (_changed(f"{AUTH}.from", "0x" + "ab" * 19), Reason.INVALID_PAYLOAD),
+    "from with a broken checksum": (
+        _changed(f"{AUTH}.from", "0xA0Ee7A142d267C1f36714E4a8F75612F20a79720"),
+        Reason.INVALID_PAYLOAD,
+    ),
+    "value as a JSON number": (_changed(f"{AUTH}.value", 1_500_000), Reason.INVALID_PAYLOAD),
+    "value negative": (_changed(f"{AUTH}.value", "-1"), Reason.INVALID_PAYLOAD),
+    "value beyond uint256": (_changed(f"{AUTH}.value", str(2**256)), Reason.INVALID_PAYLOAD),
+    "validBefore as a boolean": (_changed(f"{AUTH}.validBefore", True), Reason.INVALID_PAYLOAD),
+    "authorization as a list": (_changed(AUTH, []), Reason.INVALID_PAYLOAD),
+    "payload missing": (_changed("paymentPayload.payload", ...), Reason.INVALID_PAYLOAD),
+    "unknown field": (_changed("paymentPayload.surprise", 1), Reason.INVALID_PAYLOAD),
+    "payTo of 21 bytes": (
+        _changed("paymentRequirements.payTo", "0x" + "ab" * 21),
+        Reason.INVALID_PAYMENT_REQUIREMENTS,
+    ),
+    "amount as a JSON number": (
+        _changed("paymentRequirements.amount", 1_500_000),
+        Reason.INVALID_PAYMENT_REQUIREMENTS,
+    ),
+    "extra larger than 2 KiB": (
+        _changed("paymentRequirements.extra", {"name": "U" * 3000, "version": "2"}),
+        Reason.INVALID_PAYMENT_REQUIREMENTS,
+    ),
+    "body larger than 64 KiB": (
+        _changed("paymentPayload.resource", {"url": "https://x.example/", "description": "d" * 70_000}),
+        Reason.INVALID_PAYLOAD,
+    ),
+    "x402Version 3": (_changed("x402Version", 3), Reason.INVALID_X402_VERSION),
+    "x402Version as a string": (_changed("x402Version", "2"), Reason.INVALID_X402_VERSION),
+    "x402Version missing": (_changed("x402Version", ...), Reason.INVALID_X402_VERSION),
+    "payload of version 1 in a version 2 body": (
+        _changed("paymentPayload.x402Version", 1),
+        Reason.INVALID_X402_VERSION,
+    ),
+    "body is a JSON array": (lambda body: [body], Reason.INVALID_PAYLOAD),
+    "body is not JSON": (lambda body: b"{not json", Reason.INVALID_PAYLOAD),
+}
+
+
+async def test_malformed_requests_are_a_400_with_their_reason(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    good = _body(sign_payment(new_payer(), requirements), requirements)
+    nonce_before = relayer_nonce(chain)
+    answers: dict[tuple[str, str], tuple[int, str]] = {}
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for path in ("/verify", "/settle", "/settle/status"):
+            for name, (mutate, _) in MALFORMED.items():
+                body = mutate(good)
+                content = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
+                response = await client.post(path, content=content, headers={"content-type": "application/json"})
+                answers[path, name] = (response.status_code, response.json()["error"])
+
+    expected = {(path, name): (400, reason.value) for path, _ in answers for name, (_, reason) in MALFORMED.items()}
+    assert answers == expected
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(sqlite_url) == []
+
+
+async def test_a_malformed_idempotency_key_header_is_a_400(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    body = _body(sign_payment(new_payer(), requirements), requirements)
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.post("/settle", json=body, headers={"idempotency-key": "two words"})
+
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_idempotency_key")
+    assert await claim_rows(sqlite_url) == []
+
+
+async def _settle_concurrently(base_url: str, body: Body, count: int, headers: dict[str, str]) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=count)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
+        return await asyncio.gather(*(client.post("/settle", json=body, headers=headers) for _ in range(count)))
+
+
+async def test_fifty_concurrent_settles_without_key_make_one_transaction(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    body = _body(sign_payment(new_payer(), requirements), requirements)
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    responses = await _settle_concurrently(base_url, body, 50, {})
+
+    assert {r.status_code for r in responses} == {200}
+    answers = [r.json() for r in responses]
+    [winner] = [a for a in answers if a["success"]]
+    refusals = [a for a in answers if not a["success"]]
+    assert len(refusals) == 49
+    assert {(a["errorReason"], a["transaction"]) for a in refusals} == {("duplicate_settlement", "")}
+    assert {a["extensions"]["originalSettlement"]["transaction"] for a in refusals} == {winner["transaction"]}
+    assert relayer_nonce(chain) == nonce_before + 1
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_fifty_concurrent_settles_with_one_key_get_byte_identical_answers(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    body = _body(sign_payment(new_payer(), requirements), requirements)
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    responses = await _settle_concurrently(base_url, body, 50, {"Idempotency-Key": "order-50"})
+
+    assert {(r.status_code, r.content) for r in responses} == {(200, responses[0].content)}
+    answer = responses[0].json()
+    assert answer["success"] is True and len(answer["transaction"]) == 66
+    assert relayer_nonce(chain) == nonce_before + 1
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_one_key_for_two_payments_is_a_409_and_the_payment_identifier_is_a_key(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    key = new_payer()
+    extensions = {"payment-identifier": {"info": {"id": "pay_fedcba9876543210"}}}
+    first, second = (_body(sign_exact(key, requirements, extensions=extensions), requirements) for _ in range(2))
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        by_header = await client.post("/settle", json=first, headers={"Idempotency-Key": "order-9"})
+        header_conflict = await client.post("/settle", json=second, headers={"Idempotency-Key": "order-9"})
+        by_extension = await client.post("/settle", json=second)
+        by_extension_again = await client.post("/settle", json=second)
+        other_resource = _changed("paymentPayload.resource", {"url": "https://merchant.example/other"})(second)
+        extension_conflict = await client.post("/settle", json=other_resource)
+
+    assert by_header.json()["success"] is True
+    assert (header_conflict.status_code, header_conflict.json()["error"]) == (409, "idempotency_key_conflict")
+    assert by_extension.json()["success"] is True
+    assert by_extension_again.content == by_extension.content
+    assert (extension_conflict.status_code, extension_conflict.json()["error"]) == (409, "idempotency_key_conflict")
+    assert len(await claim_rows(database_url)) == 2
+
+
+async def test_settle_status_reports_a_settlement_and_404s_an_unknown_one(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    body = _body(sign_payment(new_payer(), requirements), requirements)
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        unknown = await client.post("/settle/status", json=body)
+        settled = await client.post("/settle", json=body)
+        status = await client.post("/settle/status", json=body)
+
+    assert (unknown.status_code, unknown.json()["error"]) == (404, "settlement_not_found")
+    assert settled.json()["success"] is True
+    assert (status.status_code, status.content) == (200, settled.content)
+
+
+async def test_supported_and_health_describe_the_service(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        supported = (await client.get("/supported")).json()
+        health = (await client.get("/healthz")).json()
+
+    assert supported["kinds"][0] == {"x402Version": 2, "scheme": "exact", "network": chain.network}
+    assert health["network"] == chain.network
+    assert supported["signers"] == {"eip155:*": [health["relayer"]]}
+    assert health["head"] >= 1
+
+
+@pytest.mark.parametrize("path", ["/verify", "/settle"])
+async def test_a_payment_that_fails_a_check_is_a_200_with_its_reason(
+    path: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    body = _body(sign_exact(new_payer(), requirements, value=requirements.amount - 1), requirements)
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.post(path, json=body)
+
+    reason_field = "invalidReason" if path == "/verify" else "errorReason"
+    assert response.status_code == 200
+    assert response.json()[reason_field] == Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH

@@ -1,0 +1,114 @@
+"""Interop of the HTTP service with the official x402 Python SDK (a test dependency): payloads the SDK's client
+signs verify and settle on chain, our answers parse with the SDK's models, and the SDK's facilitator client
+drives the service, in x402 v2 and v1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from eth_account import Account
+from x402 import x402ClientSync
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+from x402.mechanisms.evm import EthAccountSigner
+from x402.mechanisms.evm.exact import register_exact_evm_client
+from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse, SupportedResponse
+from x402.schemas import VerifyResponse
+from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
+
+from devchain import DevChain
+from tests.fixtures.facilitator import PAY_TO
+
+from .conftest import StartService
+from .payments import claim_rows, relayer_nonce
+
+AMOUNT = 1_500_000
+
+
+def _sdk_client(key: str) -> x402ClientSync:
+    client = register_exact_evm_client(x402ClientSync(), EthAccountSigner(Account.from_key(key)))
+    # The SDK's spend controls only know the real USDC deployments, not the dev chain's token.
+    client.set_spend_controls(False)
+    return client
+
+
+def _requirements(chain: DevChain) -> PaymentRequirements:
+    return PaymentRequirements(
+        scheme="exact",
+        network=chain.network,
+        asset=chain.asset,
+        amount=str(AMOUNT),
+        pay_to=PAY_TO,
+        max_timeout_seconds=120,
+        extra={"name": chain.asset_name, "version": chain.asset_version},
+    )
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    # What the SDK's own HTTP clients send.
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+async def test_a_payment_signed_by_the_sdk_verifies_and_settles_and_our_answers_parse_with_its_models(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = _requirements(chain)
+    required = PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
+    payload = _sdk_client(new_payer()).create_payment_payload(required)
+    body = {"x402Version": 2, "paymentPayload": _dump(payload), "paymentRequirements": _dump(requirements)}
+    payer = payload.payload["authorization"]["from"]
+    payee_before = chain.balance_of(PAY_TO)
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        verified = VerifyResponse.model_validate_json((await client.post("/verify", json=body)).content)
+        settled = SettleResponse.model_validate_json((await client.post("/settle", json=body)).content)
+        supported = SupportedResponse.model_validate_json((await client.get("/supported")).content)
+
+    assert (verified.is_valid, verified.payer) == (True, payer)
+    assert (settled.success, settled.payer, settled.network) == (True, payer, chain.network)
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [settled.transaction])["status"], 16) == 1
+    assert chain.balance_of(PAY_TO) == payee_before + AMOUNT
+    assert [(k.x402_version, k.network) for k in supported.kinds] == [(2, chain.network), (1, "base-sepolia")]
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
+
+
+async def test_the_sdk_facilitator_client_drives_the_service_in_v2_and_v1(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    sdk = _sdk_client(new_payer())
+    requirements = _requirements(chain)
+    payload = sdk.create_payment_payload(
+        PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
+    )
+    requirements_v1 = PaymentRequirementsV1(
+        scheme="exact",
+        network="base-sepolia",
+        max_amount_required=str(AMOUNT),
+        resource="https://merchant.example/a2a",
+        description="a paid skill",
+        mime_type="application/json",
+        pay_to=PAY_TO,
+        max_timeout_seconds=120,
+        asset=chain.asset,
+        extra={"name": chain.asset_name, "version": chain.asset_version},
+    )
+    payload_v1 = sdk.create_payment_payload(PaymentRequiredV1(accepts=[requirements_v1]))
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    async with HTTPFacilitatorClient(FacilitatorConfig(url=base_url)) as facilitator:
+        verified = await facilitator.verify(payload, requirements)
+        settled = await facilitator.settle(payload, requirements)
+        duplicate = await facilitator.settle(payload, requirements)
+        verified_v1 = await facilitator.verify(payload_v1, requirements_v1)
+        settled_v1 = await facilitator.settle(payload_v1, requirements_v1)
+
+    assert verified.is_valid and settled.success
+    assert (duplicate.success, duplicate.error_reason, duplicate.transaction) == (False, "duplicate_settlement", "")
+    assert verified_v1.is_valid
+    assert (settled_v1.success, settled_v1.network) == (True, "base-sepolia")
+    assert relayer_nonce(chain) == nonce_before + 2
+    assert chain.balance_of(PAY_TO) == payee_before + 2 * AMOUNT

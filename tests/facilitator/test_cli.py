@@ -1,0 +1,141 @@
+"""`x402-facilitator` as real processes: `db upgrade` makes the claim store, two `serve` processes sharing one
+PostgreSQL database settle an authorization exactly once, and `serve` refuses a node of another chain."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from devchain import DevChain
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.servers import bind_loopback
+
+from .payments import claim_rows, relayer_nonce
+
+CLI = str(Path(sys.executable).parent / "x402-facilitator")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 30.0
+
+Serve = Callable[[str], Awaitable[str]]
+
+
+def _env(chain: DevChain, database_url: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        # The processes run the code of this checkout, whatever is installed.
+        "PYTHONPATH": str(REPO_ROOT),
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_DATABASE_URL": database_url,
+        **extra,
+    }
+
+
+def _free_port() -> int:
+    with bind_loopback() as sock:
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def _wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                raise RuntimeError(f"x402-facilitator serve exited with {process.returncode}")
+            try:
+                if (await client.get(url + "/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"x402-facilitator serve at {url} did not become healthy")
+
+
+@asynccontextmanager
+async def _processes(chain: DevChain, tmp_path: Path) -> AsyncIterator[Serve]:
+    started: list[asyncio.subprocess.Process] = []
+
+    async def serve(database_url: str) -> str:
+        port = _free_port()
+        log = (tmp_path / f"serve-{port}.log").open("wb")
+        process = await asyncio.create_subprocess_exec(
+            CLI, "serve", env=_env(chain, database_url, X402_PORT=str(port)), stdout=log, stderr=log, cwd=tmp_path
+        )
+        log.close()
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        await _wait_healthy(url, process)
+        return url
+
+    try:
+        yield serve
+    finally:
+        for process in started:
+            if process.returncode is None:
+                process.terminate()
+        for process in started:
+            await asyncio.wait_for(process.wait(), 15)
+
+
+async def test_db_upgrade_creates_the_claim_store(chain: DevChain, tmp_path: Path) -> None:
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'claims.db'}"
+
+    process = await asyncio.create_subprocess_exec(
+        CLI, "db", "upgrade", env=_env(chain, database_url), stdout=asyncio.subprocess.PIPE, cwd=tmp_path
+    )
+    output, _ = await process.communicate()
+
+    assert process.returncode == 0
+    assert b"facilitator schema is up to date" in output
+    assert await claim_rows(database_url) == []
+
+
+async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
+    chain: DevChain, postgres_url: str, new_payer: Callable[..., str], tmp_path: Path
+) -> None:
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    body = {"x402Version": 2, "paymentPayload": payload.to_json_dict(), "paymentRequirements": requirements.to_json_dict()}
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    async with _processes(chain, tmp_path) as serve:
+        urls = await asyncio.gather(serve(postgres_url), serve(postgres_url))
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=50)) as client:
+            responses = await asyncio.gather(
+                *(client.post(urls[i % 2] + "/settle", json=body) for i in range(50))
+            )
+
+    answers = [r.json() for r in responses]
+    [winner] = [a for a in answers if a["success"]]
+    refusals = [a for a in answers if not a["success"]]
+    assert {r.status_code for r in responses} == {200}
+    assert {(a["errorReason"], a["transaction"]) for a in refusals} == {("duplicate_settlement", "")}
+    assert {a["extensions"]["originalSettlement"]["transaction"] for a in refusals} == {winner["transaction"]}
+    assert relayer_nonce(chain) == nonce_before + 1
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [row["state"] for row in await claim_rows(postgres_url)] == ["succeeded"]
+
+
+async def test_serve_refuses_a_node_serving_another_chain(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        CLI,
+        "serve",
+        env=_env(chain, sqlite_url, X402_NETWORK="eip155:1", X402_PORT=str(_free_port())),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    _, errors = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT_S)
+
+    assert process.returncode != 0
+    assert f"serves chain {chain.chain_id}, but X402_NETWORK is eip155:1".encode() in errors

@@ -1,0 +1,70 @@
+"""`HttpFacilitatorClient` against the real HTTP service: the same answers as the in-process facilitator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from devchain import DevChain
+from facilitator import ChainUnavailableError, HttpFacilitatorClient, IdempotencyConflictError
+from facilitator.wire import Reason
+from payer import sign_payment
+from tests.fixtures.facilitator import make_requirements
+from tests.fixtures.servers import base_url_of, bind_loopback
+
+from .conftest import StartService
+
+
+async def test_the_http_client_verifies_settles_and_reports_status(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    client = HttpFacilitatorClient(start_service(sqlite_url))
+    requirements = make_requirements(chain)
+    key = new_payer()
+    payload = sign_payment(key, requirements)
+    try:
+        unknown = await client.settlement_status(payload, requirements)
+        verified = await client.verify(payload, requirements)
+        settled = await client.settle(payload, requirements, idempotency_key="client-1")
+        again = await client.settle(payload, requirements, idempotency_key="client-1")
+        status = await client.settlement_status(payload, requirements)
+        supported = await client.supported()
+        with pytest.raises(IdempotencyConflictError):
+            await client.settle(sign_payment(key, requirements), requirements, idempotency_key="client-1")
+    finally:
+        await client.aclose()
+
+    assert unknown is None
+    assert verified.is_valid
+    assert settled.success and again == settled and status == settled
+    assert supported.kinds[0].network == chain.network
+
+
+async def test_the_http_client_reports_a_refused_payment_as_an_answer(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    client = HttpFacilitatorClient(start_service(sqlite_url))
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements, valid_after=2**40)
+    try:
+        settled = await client.settle(payload, requirements)
+    finally:
+        await client.aclose()
+
+    assert (settled.success, settled.error_reason) == (
+        False,
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER,
+    )
+
+
+async def test_an_unreachable_facilitator_is_a_chain_unavailable_error(chain: DevChain) -> None:
+    with bind_loopback() as sock:
+        url = base_url_of(sock)  # bound but never listening: connections are refused
+    client = HttpFacilitatorClient(url, timeout_s=2)
+    requirements = make_requirements(chain)
+    try:
+        with pytest.raises(ChainUnavailableError):
+            await client.supported()
+    finally:
+        await client.aclose()

@@ -1,0 +1,105 @@
+"""Receipt waits: bounded by a deadline (answered `settlement_pending` with the hash), finished later by a retry
+with the same key or a status call, counted to the configured depth, and a reverted receipt is a failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from devchain import DevChain
+from facilitator import ClaimState
+from facilitator.wire import Reason
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .conftest import OpenFacilitator
+from .payments import claim_rows
+
+PENDING_TIMEOUT_S = 1.0
+
+
+async def test_an_unmined_settlement_is_pending_with_its_hash_until_mined(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url, receipt_timeout_s=PENDING_TIMEOUT_S)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payee_before = chain.balance_of(PAY_TO)
+    chain.rpc.call("evm_setAutomine", [False])
+
+    started = time.monotonic()
+    pending = await service.settle(payload, requirements, idempotency_key="slow-1")
+    elapsed = time.monotonic() - started
+    status_before = await service.settlement_status(payload, requirements)
+    duplicate = await service.settle(payload, requirements)
+
+    assert PENDING_TIMEOUT_S * 0.9 < elapsed < PENDING_TIMEOUT_S + 0.5
+    assert (pending.success, pending.error_reason) == (False, Reason.SETTLEMENT_PENDING)
+    tx_hash = pending.transaction
+    assert chain.rpc.call("eth_getTransactionByHash", [tx_hash])["blockNumber"] is None
+    assert status_before == pending
+    assert (duplicate.error_reason, duplicate.transaction) == (Reason.DUPLICATE_SETTLEMENT, "")
+    assert duplicate.extensions == {"originalSettlement": {"state": "broadcast", "transaction": tx_hash}}
+    assert [row["state"] for row in await claim_rows(database_url)] == [ClaimState.BROADCAST]
+
+    chain.rpc.call("evm_mine")
+    settled = await service.settle(payload, requirements, idempotency_key="slow-1")
+    status_after = await service.settlement_status(payload, requirements)
+
+    assert (settled.success, settled.transaction) == (True, tx_hash)
+    assert status_after == settled
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [row["state"] for row in await claim_rows(database_url)] == [ClaimState.SUCCEEDED]
+
+
+async def test_success_waits_for_the_configured_confirmations(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, confirmations=3, receipt_timeout_s=0.5)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+
+    included = await service.settle(payload, requirements, idempotency_key="deep-1")
+    mined_in = int(chain.rpc.call("eth_getTransactionReceipt", [included.transaction])["blockNumber"], 16)
+    chain.rpc.call("anvil_mine", ["0x1"])
+    two_deep = await service.settlement_status(payload, requirements, timeout_s=0.3)
+    chain.rpc.call("anvil_mine", ["0x1"])
+    three_deep = await service.settle(payload, requirements, idempotency_key="deep-1")
+
+    assert (included.error_reason, two_deep.error_reason if two_deep else None) == (
+        Reason.SETTLEMENT_PENDING,
+        Reason.SETTLEMENT_PENDING,
+    )
+    assert (three_deep.success, three_deep.transaction) == (True, included.transaction)
+    assert three_deep.extensions == {"settlement": {"blockNumber": mined_in, "confirmations": 3}}
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["block_number"]) == (ClaimState.SUCCEEDED, mined_in)
+
+
+async def test_a_transaction_reverted_on_chain_is_a_failure_naming_it(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, receipt_timeout_s=0.5)
+    requirements = make_requirements(chain)
+    valid_before = int(time.time()) + 60
+    payload = sign_payment(new_payer(), requirements, valid_before=valid_before)
+    payee_before = chain.balance_of(PAY_TO)
+    chain.rpc.call("evm_setAutomine", [False])
+    pending = await service.settle(payload, requirements, idempotency_key="late-block")
+
+    # The authorization expires while its transaction waits in the pool: the token reverts it.
+    chain.rpc.call("evm_setNextBlockTimestamp", [valid_before + 1])
+    chain.rpc.call("evm_mine")
+    failed = await service.settle(payload, requirements, idempotency_key="late-block")
+
+    assert pending.error_reason == Reason.SETTLEMENT_PENDING
+    assert (failed.success, failed.error_reason, failed.transaction) == (
+        False,
+        Reason.TRANSACTION_FAILED,
+        pending.transaction,
+    )
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [failed.transaction])
+    assert int(receipt["status"], 16) == 0
+    assert chain.balance_of(PAY_TO) == payee_before
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["error_reason"]) == (ClaimState.FAILED, Reason.TRANSACTION_FAILED)

@@ -1,0 +1,103 @@
+"""The relayer's nonces stay gap-free: a refused broadcast charges nothing and leaves no hole, a nonce taken by
+someone else is skipped, and concurrent settlements get consecutive nonces."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from devchain import DevChain
+from facilitator import ClaimState
+from facilitator.wire import Reason
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .conftest import OpenFacilitator
+from .payments import claim_rows, eth_balance, relayer_address, relayer_nonce, tx_count
+
+
+def _nonce_of(chain: DevChain, tx_hash: str) -> int:
+    return int(chain.rpc.call("eth_getTransactionByHash", [tx_hash])["nonce"], 16)
+
+
+def _pool_is_empty(chain: DevChain) -> bool:
+    return chain.rpc.call("txpool_status") == {"pending": "0x0", "queued": "0x0"}
+
+
+async def test_a_broadcast_refused_for_gas_money_charges_nothing_and_leaves_no_gap(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    first_key, second_key = new_payer(), new_payer()
+    refused_payload = sign_payment(first_key, requirements)
+    payer = refused_payload.payload.authorization.from_address
+    relayer = relayer_address(chain)
+    wei = eth_balance(chain, relayer)
+    nonce = relayer_nonce(chain)
+    payer_before, payee_before = chain.balance_of(payer), chain.balance_of(PAY_TO)
+
+    chain.rpc.call("anvil_setBalance", [relayer, "0x0"])
+    refused = await service.settle(refused_payload, requirements, idempotency_key="broke-1")
+
+    assert (refused.success, refused.error_reason, refused.transaction) == (
+        False,
+        Reason.TRANSACTION_FAILED,
+        "",
+    )
+    assert refused.error_message is not None and "nothing was charged" in refused.error_message
+    assert (chain.balance_of(payer), chain.balance_of(PAY_TO)) == (payer_before, payee_before)
+    assert (tx_count(chain, relayer, "latest"), tx_count(chain, relayer, "pending")) == (nonce, nonce)
+    assert [row["state"] for row in await claim_rows(database_url)] == [ClaimState.RELEASED]
+
+    chain.rpc.call("anvil_setBalance", [relayer, hex(wei)])
+    next_one = await service.settle(sign_payment(second_key, requirements), requirements)
+    retried = await service.settle(refused_payload, requirements, idempotency_key="broke-1")
+
+    assert next_one.success and retried.success
+    assert (_nonce_of(chain, next_one.transaction), _nonce_of(chain, retried.transaction)) == (
+        nonce,
+        nonce + 1,
+    )
+    assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
+    assert _pool_is_empty(chain)
+    assert {row["state"] for row in await claim_rows(database_url)} == {ClaimState.SUCCEEDED}
+
+
+async def test_a_nonce_taken_by_someone_else_is_skipped(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    key = new_payer()
+    relayer = relayer_address(chain)
+    assert (await service.settle(sign_payment(key, requirements), requirements)).success
+    # Another process with the same key sent five transactions: the facilitator's next nonce is stale.
+    moved_to = relayer_nonce(chain) + 5
+    chain.rpc.call("anvil_setNonce", [relayer, hex(moved_to)])
+
+    after_move = await service.settle(sign_payment(key, requirements), requirements)
+    next_one = await service.settle(sign_payment(key, requirements), requirements)
+
+    assert after_move.success and next_one.success
+    assert (_nonce_of(chain, after_move.transaction), _nonce_of(chain, next_one.transaction)) == (
+        moved_to,
+        moved_to + 1,
+    )
+    assert _pool_is_empty(chain)
+
+
+async def test_concurrent_settlements_get_consecutive_nonces(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    payloads = [sign_payment(new_payer(), requirements) for _ in range(10)]
+    nonce = relayer_nonce(chain)
+
+    answers = await asyncio.gather(*(service.settle(p, requirements) for p in payloads))
+
+    assert all(a.success for a in answers)
+    assert sorted(_nonce_of(chain, a.transaction) for a in answers) == list(range(nonce, nonce + 10))
+    assert relayer_nonce(chain) == nonce + 10
+    assert _pool_is_empty(chain)

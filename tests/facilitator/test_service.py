@@ -1,0 +1,294 @@
+"""The facilitator service in process: settlement moves the tokens exactly once, answers are stored and
+repeated, idempotency keys bind to one payment, and the service refuses to start on the wrong chain."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+from pathlib import Path
+
+import pytest
+
+import facilitator as facilitator_package
+from devchain import DevChain
+from facilitator import (
+    ChainMismatchError,
+    ClaimState,
+    Facilitator,
+    IdempotencyConflictError,
+    InvalidIdempotencyKeyError,
+)
+from facilitator.wire import Reason, ResourceInfo, SettleResponse
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .conftest import OpenFacilitator
+from .payments import claim_rows, relayer_nonce, sign_exact, transfer_logs_of
+
+# A stand-in for a token whose code changed under the facilitator (an upgraded proxy): it answers
+# balanceOf (36 bytes of calldata) with 2**256-1 and every other call, transferWithAuthorization included,
+# with a zero word, so every check passes and the "transfer" succeeds without moving anything.
+SILENT_TOKEN_CODE = "0x36602414600c5760206000f35b7f" + "ff" * 32 + "60005260206000f3"
+
+
+async def test_settle_moves_the_tokens_and_records_success(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payer = payload.payload.authorization.from_address
+    payer_before, payee_before, nonce_before = (
+        chain.balance_of(payer),
+        chain.balance_of(PAY_TO),
+        relayer_nonce(chain),
+    )
+
+    answer = await service.settle(payload, requirements)
+
+    assert (answer.success, answer.error_reason, answer.payer, answer.network) == (
+        True,
+        None,
+        payer,
+        chain.network,
+    )
+    assert answer.amount == requirements.amount
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [answer.transaction])
+    assert int(receipt["status"], 16) == 1
+    assert transfer_logs_of(chain, answer.transaction) == [
+        (chain.asset.lower(), payer.lower(), PAY_TO.lower(), requirements.amount)
+    ]
+    assert chain.balance_of(payer) == payer_before - requirements.amount
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert relayer_nonce(chain) == nonce_before + 1
+    [row] = await claim_rows(database_url)
+    assert (row["state"], row["tx_hash"], row["block_number"]) == (
+        ClaimState.SUCCEEDED,
+        answer.transaction,
+        int(receipt["blockNumber"], 16),
+    )
+    assert SettleResponse.from_wire(row["response"]) == answer
+
+
+async def test_a_second_settle_without_key_is_refused_naming_the_original_transaction(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    first = await service.settle(payload, requirements)
+    payee_after_first = chain.balance_of(PAY_TO)
+
+    second = await service.settle(payload, requirements)
+
+    assert first.success
+    assert (second.success, second.error_reason, second.transaction) == (
+        False,
+        Reason.DUPLICATE_SETTLEMENT,
+        "",
+    )
+    assert second.extensions == {
+        "originalSettlement": {"state": "succeeded", "transaction": first.transaction}
+    }
+    assert chain.balance_of(PAY_TO) == payee_after_first
+
+
+async def test_the_same_idempotency_key_gets_the_same_answer(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    nonce_before = relayer_nonce(chain)
+
+    answers = [await service.settle(payload, requirements, idempotency_key="order-7") for _ in range(3)]
+
+    assert answers[0].success
+    assert {a.model_dump_json() for a in answers} == {answers[0].model_dump_json()}
+    assert relayer_nonce(chain) == nonce_before + 1
+
+
+async def test_an_idempotency_key_is_bound_to_one_payment(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    key = new_payer()
+    payload = sign_payment(key, requirements)
+    other_authorization = sign_payment(key, requirements)
+    same_authorization_other_resource = payload.model_copy(
+        update={"resource": ResourceInfo(url="https://merchant.example/other")}
+    )
+    await service.settle(payload, requirements, idempotency_key="order-8")
+    nonce_after_first = relayer_nonce(chain)
+
+    for different in (other_authorization, same_authorization_other_resource):
+        with pytest.raises(IdempotencyConflictError):
+            await service.settle(different, requirements, idempotency_key="order-8")
+
+    assert relayer_nonce(chain) == nonce_after_first
+    assert len(await claim_rows(database_url)) == 1
+
+
+async def test_the_payment_identifier_extension_is_the_idempotency_key(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    key = new_payer()
+    extensions = {"payment-identifier": {"info": {"id": "pay_0123456789abcdef"}}}
+    payload = sign_exact(key, requirements, extensions=extensions)
+
+    first = await service.settle(payload, requirements)
+    again = await service.settle(payload, requirements)
+    with pytest.raises(IdempotencyConflictError):
+        await service.settle(sign_exact(key, requirements, extensions=extensions), requirements)
+
+    assert first.success
+    assert again.model_dump_json() == first.model_dump_json()
+    [row] = await claim_rows(database_url)
+    assert row["idempotency_key"] == "payment-identifier:pay_0123456789abcdef"
+
+
+@pytest.mark.parametrize("key", ["", "has space", "x" * 256, "non-ascii-ü"])
+async def test_a_malformed_idempotency_key_is_refused_before_anything_happens(
+    key: str, chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+
+    with pytest.raises(InvalidIdempotencyKeyError):
+        await facilitator.settle(sign_payment(new_payer(), requirements), requirements, idempotency_key=key)
+
+    assert await claim_rows(sqlite_url) == []
+
+
+async def test_fifty_concurrent_settles_of_one_authorization_make_one_transaction(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    answers = await asyncio.gather(*(service.settle(payload, requirements) for _ in range(50)))
+
+    [winner] = [a for a in answers if a.success]
+    duplicates = [a for a in answers if not a.success]
+    assert len(duplicates) == 49
+    assert {(a.error_reason, a.transaction) for a in duplicates} == {(Reason.DUPLICATE_SETTLEMENT, "")}
+    # Every refusal names the transaction, even those that arrived before it was broadcast.
+    assert {(a.extensions or {})["originalSettlement"]["transaction"] for a in duplicates} == {
+        winner.transaction
+    }
+    assert relayer_nonce(chain) == nonce_before + 1
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_a_retry_after_the_authorization_expired_still_gets_the_first_answer(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, validity_margin_s=0)
+    requirements = make_requirements(chain)
+    valid_before = int(time.time()) + 2
+    payload = sign_payment(new_payer(), requirements, valid_before=valid_before)
+    first = await service.settle(payload, requirements, idempotency_key="late-retry")
+
+    await asyncio.sleep(valid_before - time.time() + 0.1)
+    again = await service.settle(payload, requirements, idempotency_key="late-retry")
+    without_key = await service.settle(payload, requirements)
+
+    assert first.success
+    assert again == first
+    assert without_key.error_reason == Reason.DUPLICATE_SETTLEMENT
+
+
+async def test_success_needs_a_transfer_log_not_just_a_mined_transaction(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    key = new_payer()
+    assert (await facilitator.verify(sign_payment(key, requirements), requirements)).is_valid
+    chain.rpc.call("anvil_setCode", [chain.asset, SILENT_TOKEN_CODE])
+
+    answer = await facilitator.settle(sign_payment(key, requirements), requirements)
+
+    assert (answer.success, answer.error_reason) == (False, Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH)
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [answer.transaction])
+    assert (int(receipt["status"], 16), receipt["logs"]) == (1, [])
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["error_reason"]) == (
+        ClaimState.FAILED,
+        Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH,
+    )
+
+
+async def test_open_refuses_a_node_serving_another_chain(
+    chain: DevChain, settings_for: Callable[..., Any], sqlite_url: str
+) -> None:
+    with pytest.raises(
+        ChainMismatchError, match=f"serves chain {chain.chain_id}, but X402_NETWORK is eip155:1"
+    ):
+        await Facilitator.open(settings_for(sqlite_url, network="eip155:1"))
+
+
+async def test_supported_names_the_network_and_the_relayer(chain: DevChain, facilitator: Facilitator) -> None:
+    supported = facilitator.supported()
+
+    assert [(k.x402_version, k.scheme, k.network) for k in supported.kinds] == [
+        (2, "exact", chain.network),
+        (1, "exact", "base-sepolia"),
+    ]
+    assert supported.signers == {"eip155:*": (facilitator.relayer_address,)}
+    assert supported.extensions == ("payment-identifier",)
+
+
+async def test_settling_keeps_the_event_loop_responsive(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
+) -> None:
+    # One-second blocks: a blocking receipt wait would stall the loop for most of a second.
+    chain.rpc.call("evm_setIntervalMining", [1])
+    requirements = make_requirements(chain)
+    payloads = [sign_payment(new_payer(), requirements) for _ in range(3)]
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def measure() -> None:
+        loop = asyncio.get_running_loop()
+        while not done.is_set():
+            start = loop.time()
+            await asyncio.sleep(0.005)
+            lags.append(loop.time() - start - 0.005)
+
+    monitor = asyncio.create_task(measure())
+    started = time.monotonic()
+    answers = await asyncio.gather(*(facilitator.settle(p, requirements) for p in payloads))
+    elapsed = time.monotonic() - started
+    done.set()
+    await monitor
+
+    assert all(a.success for a in answers)
+    assert elapsed > 0.2  # the settlements really waited for a block
+    assert max(lags) < 0.1
+
+
+BLOCKING_CALLS = {("time", "sleep"), ("httpx", "Client"), ("requests", "get"), ("requests", "post")}
+BLOCKING_IMPORTS = {"requests", "urllib.request", "subprocess"}
+
+
+def test_facilitator_code_makes_no_blocking_calls() -> None:
+    sources = sorted(Path(facilitator_package.__file__).parent.glob("*.py"))
+    found = []
+    for source in sources:
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if (node.value.id, node.attr) in BLOCKING_CALLS:
+                    found.append(f"{source.name}: {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                found += [f"{source.name}: import {n}" for n in names if n in BLOCKING_IMPORTS]
+
+    assert len(sources) > 10
+    assert found == []

@@ -1,0 +1,252 @@
+"""Verification: every bad payment is refused with its exact reason, by verify and by settle alike, and nothing
+is broadcast or claimed for it; good payments (EOA and ERC-1271 wallets) pass without changing anything."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from eth_account import Account
+
+from devchain import DevChain
+from facilitator import ClaimState, Facilitator
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from payer import sign_payment
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .payments import (
+    cancel_authorization,
+    claim_rows,
+    high_s,
+    relayer_nonce,
+    sign_exact,
+    submit_directly,
+    tampered,
+)
+
+AMOUNT = 1_500_000
+OTHER = "0x1111111111111111111111111111111111111111"  # an address without code
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bad payment: how to build it from a funded payer key, and the reason it must be refused with."""
+
+    build: Callable[[DevChain, str], tuple[PaymentPayload, PaymentRequirements]]
+    reason: Reason
+
+
+def _signed(chain: DevChain, key: str, **message: object) -> tuple[PaymentPayload, PaymentRequirements]:
+    requirements = make_requirements(chain)
+    return sign_exact(key, requirements, **message), requirements
+
+
+def _retargeted(chain: DevChain, key: str, **changes: object) -> tuple[PaymentPayload, PaymentRequirements]:
+    """Signed for the dev chain's requirements, then the requirements (and the authorization to match) changed."""
+    original = make_requirements(chain)
+    payload = sign_exact(key, original)
+    requirements = make_requirements(chain, **changes)
+    authorization_changes = {"to": requirements.pay_to, "value": requirements.amount}
+    return tampered(payload, **authorization_changes).model_copy(
+        update={"accepted": requirements}
+    ), requirements
+
+
+def _tampered(chain: DevChain, key: str, **changes: object) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    return tampered(payload, **changes), requirements
+
+
+def _wrong_signer(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    requirements = make_requirements(chain)
+    other_key = Account.create().key.to_0x_hex()
+    return sign_exact(key, requirements, signer_key=other_key), requirements
+
+
+def _with_requirements(
+    chain: DevChain, key: str, **changes: object
+) -> tuple[PaymentPayload, PaymentRequirements]:
+    """Signed consistently for requirements that differ from the dev chain's in `changes`."""
+    requirements = make_requirements(chain, **changes)
+    return sign_exact(key, requirements), requirements
+
+
+def _used_nonce(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    requirements = make_requirements(chain, amount=AMOUNT // 2)
+    first = sign_exact(key, requirements)
+    submit_directly(chain, first)
+    # The same nonce again, freshly signed for the full amount: only the chain knows it is spent.
+    requirements = make_requirements(chain)
+    return sign_exact(
+        key, requirements, nonce=bytes.fromhex(first.payload.authorization.nonce[2:])
+    ), requirements
+
+
+def _cancelled_nonce(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    cancel_authorization(chain, key, payload.payload.authorization.nonce)
+    return payload, requirements
+
+
+def _poor_payer(chain: DevChain, _key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    return _signed(chain, chain.new_payer(AMOUNT - 1))
+
+
+def _high_s(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    return tampered(payload, signature=high_s(payload.payload.signature)), requirements
+
+
+def _accepted_differs(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    return payload.model_copy(
+        update={"accepted": make_requirements(chain, max_timeout_seconds=60)}
+    ), requirements
+
+
+def _accepted_other_network(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    return payload.model_copy(update={"accepted": make_requirements(chain, network="eip155:1")}), requirements
+
+
+SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
+CASES = {
+    "wrong signer": Case(_wrong_signer, SIGNATURE),
+    "value tampered with (amount too)": Case(lambda c, k: _retargeted(c, k, amount=AMOUNT * 2), SIGNATURE),
+    "to tampered with (payTo too)": Case(lambda c, k: _retargeted(c, k, pay_to=OTHER), SIGNATURE),
+    "nonce tampered with": Case(lambda c, k: _tampered(c, k, nonce="0x" + "ab" * 32), SIGNATURE),
+    "validBefore tampered with": Case(
+        lambda c, k: _tampered(c, k, valid_before=int(time.time()) + 3600), SIGNATURE
+    ),
+    "value below the amount": Case(
+        lambda c, k: _signed(c, k, value=AMOUNT - 1),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
+    ),
+    "value above the amount": Case(
+        lambda c, k: _signed(c, k, value=AMOUNT + 1),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
+    ),
+    "to is not payTo": Case(
+        lambda c, k: _signed(c, k, to=OTHER), Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH
+    ),
+    "expired": Case(
+        lambda c, k: _signed(c, k, valid_before=int(time.time()) - 1),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+    ),
+    "expiring within the settlement margin": Case(
+        lambda c, k: _signed(c, k, valid_before=int(time.time()) + 3),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+    ),
+    "not yet valid": Case(
+        lambda c, k: _signed(c, k, valid_after=int(time.time()) + 3600),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER,
+    ),
+    "domain of another chain id": Case(lambda c, k: _signed(c, k, domain={"chainId": 1}), SIGNATURE),
+    "domain of another token": Case(
+        lambda c, k: _signed(c, k, domain={"verifyingContract": OTHER}), SIGNATURE
+    ),
+    "wrong token name": Case(
+        lambda c, k: _with_requirements(c, k, extra={"name": "USD Coin", "version": "2"}),
+        Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH,
+    ),
+    "wrong token version": Case(
+        lambda c, k: _with_requirements(c, k, extra={"name": "USDC", "version": "1"}),
+        Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH,
+    ),
+    "no token domain in extra": Case(
+        lambda c, k: _with_requirements(c, k, extra=None), Reason.MISSING_EIP712_DOMAIN
+    ),
+    "asset is an EOA": Case(
+        lambda c, k: _with_requirements(c, k, asset=OTHER), Reason.ASSET_NOT_DEPLOYED_CONTRACT
+    ),
+    "unknown network": Case(
+        lambda c, k: _with_requirements(c, k, network="eip155:1"), Reason.INVALID_NETWORK
+    ),
+    "unknown scheme": Case(lambda c, k: _with_requirements(c, k, scheme="upto"), Reason.UNSUPPORTED_SCHEME),
+    "accepted for another network": Case(_accepted_other_network, Reason.NETWORK_MISMATCH),
+    "accepted differs from the requirements": Case(
+        _accepted_differs, Reason.INVALID_EXACT_EVM_ACCEPTED_MISMATCH
+    ),
+    "nonce already used on chain": Case(_used_nonce, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
+    "nonce cancelled": Case(_cancelled_nonce, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
+    "balance too low": Case(_poor_payer, Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE),
+    "high-s signature": Case(_high_s, SIGNATURE),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+async def test_bad_payment_is_refused_with_its_reason_and_never_broadcast(
+    case: Case, chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    payload, requirements = case.build(chain, new_payer())
+    nonce_before = relayer_nonce(chain)
+    payee_before = chain.balance_of(PAY_TO)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements, idempotency_key="bad-payment")
+
+    assert (verified.is_valid, verified.invalid_reason) == (False, case.reason)
+    assert verified.invalid_message
+    assert verified.payer == payload.payload.authorization.from_address
+    assert (settled.success, settled.error_reason, settled.transaction) == (False, case.reason, "")
+    assert settled.network == chain.network
+    assert relayer_nonce(chain) == nonce_before
+    assert chain.balance_of(PAY_TO) == payee_before
+    assert await claim_rows(sqlite_url) == []
+
+
+async def test_verify_accepts_a_good_payment_and_changes_nothing(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    key = new_payer()
+    requirements = make_requirements(chain)
+    payload = sign_payment(key, requirements)
+    nonce = bytes.fromhex(payload.payload.authorization.nonce[2:])
+    payer = payload.payload.authorization.from_address
+    before = (relayer_nonce(chain), chain.balance_of(payer), chain.balance_of(PAY_TO))
+
+    answers = [await facilitator.verify(payload, requirements) for _ in range(3)]
+
+    assert {(a.is_valid, a.invalid_reason, a.payer) for a in answers} == {(True, None, payer)}
+    assert (relayer_nonce(chain), chain.balance_of(payer), chain.balance_of(PAY_TO)) == before
+    assert chain.authorization_state(payer, nonce) is False
+    assert await claim_rows(sqlite_url) == []
+    # Verifying consumed nothing: the very same authorization still settles.
+    assert (await facilitator.settle(payload, requirements)).success
+
+
+async def test_contract_wallet_payer_verifies_and_settles_through_erc1271(
+    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    wallet = chain.erc1271_wallet
+    payload = sign_exact(
+        chain.erc1271_wallet_owner_key,
+        requirements,
+        signer_key=chain.erc1271_wallet_owner_key,
+        from_address=wallet,
+    )
+    wallet_before, payee_before = chain.balance_of(wallet), chain.balance_of(PAY_TO)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements)
+
+    assert (verified.is_valid, verified.payer) == (True, wallet)
+    assert (settled.success, settled.payer) == (True, wallet)
+    assert chain.balance_of(wallet) == wallet_before - requirements.amount
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
+
+
+async def test_contract_wallet_refuses_a_signature_of_someone_else(
+    chain: DevChain, facilitator: Facilitator
+) -> None:
+    requirements = make_requirements(chain)
+    stranger = Account.create().key.to_0x_hex()
+    payload = sign_exact(stranger, requirements, from_address=chain.erc1271_wallet)
+
+    verified = await facilitator.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason) == (False, SIGNATURE)

@@ -1,0 +1,23 @@
+"""The public API of the edge package and the tenants module: `__all__` sorted, complete and importable."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import merchant.edge
+import merchant.tenants
+
+
+@pytest.mark.parametrize("module", [merchant.edge, merchant.tenants])
+def test_all_lists_the_public_api(module: types.ModuleType) -> None:
+    defined_here = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith(module.__name__)
+    }
+
+    assert module.__all__ == sorted(module.__all__)
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert defined_here <= set(module.__all__)

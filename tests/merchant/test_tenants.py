@@ -1,0 +1,264 @@
+"""Tenants and the tenant registry: TOML loading, strict validation with complete error lists."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from merchant.tenants import (
+    DEFAULT_TENANT,
+    TENANTS_FILE_ENV,
+    Tenant,
+    TenantConfigError,
+    TenantRegistry,
+    UnknownTenantError,
+)
+
+CHECKSUMMED = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+OTHER = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # noqa: S105 (a test value)
+TOKEN = "tok_3b1f5d7c9e2a4b6c8d0e"  # noqa: S105 (a test value)
+NOT_AN_AMOUNT = 'must be a whole number of atomic units (an integer or a decimal string such as "2500000")'
+
+
+VALID = f"""
+[default]
+pay_to = "{CHECKSUMMED}"
+price = 10000
+
+[tenants.acme]
+pay_to = "{OTHER.lower()}"
+price = "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+webhook_url = "https://acme.example/x402/events"
+webhook_secret = "{SECRET}"
+api_token = "{TOKEN}"
+
+[tenants.acme.skill_prices]
+translate = 5000
+summarize = "250"
+
+[tenants.globex]
+pay_to = "{OTHER}"
+price = 0
+"""
+
+
+def write(tmp_path: Path, content: str) -> Path:
+    path = tmp_path / "tenants.toml"
+    path.write_text(content)
+    return path
+
+
+def problems_of(tmp_path: Path, content: str) -> tuple[str, ...]:
+    with pytest.raises(TenantConfigError) as failure:
+        TenantRegistry.from_toml(write(tmp_path, content))
+    assert failure.value.code == "tenant_config_invalid"
+    assert str(tmp_path) in str(failure.value)
+    return failure.value.problems
+
+
+def test_loads_a_valid_file(tmp_path: Path) -> None:
+    registry = TenantRegistry.from_toml(write(tmp_path, VALID))
+
+    assert [tenant.id for tenant in registry] == [DEFAULT_TENANT, "acme", "globex"]
+    assert len(registry) == 3 and "acme" in registry and "ghost" not in registry
+    acme = registry.require("acme")
+    assert acme.pay_to == OTHER
+    assert acme.price == 2**256 - 1
+    assert dict(acme.skill_prices) == {"translate": 5000, "summarize": 250}
+    assert (acme.webhook_url, acme.webhook_secret, acme.api_token) == (
+        "https://acme.example/x402/events",
+        SECRET,
+        TOKEN,
+    )
+    default = registry.require(DEFAULT_TENANT)
+    assert (default.pay_to, default.price, dict(default.skill_prices)) == (CHECKSUMMED, 10000, {})
+    assert registry.get("globex") is not None and registry.get("ghost") is None
+
+
+def test_prices_fall_back_to_the_default_price() -> None:
+    tenant = Tenant(id="acme", pay_to=CHECKSUMMED, price=100, skill_prices={"translate": 7})
+
+    assert (tenant.price_for(), tenant.price_for("translate"), tenant.price_for("other")) == (100, 7, 100)
+
+
+def test_api_token_check() -> None:
+    tenant = Tenant(id="acme", pay_to=CHECKSUMMED, price=1, api_token=TOKEN)
+
+    assert tenant.accepts_api_token(TOKEN)
+    assert not tenant.accepts_api_token(TOKEN + "x")
+    assert not Tenant(id="acme", pay_to=CHECKSUMMED, price=1).accepts_api_token(TOKEN)
+
+
+def test_tenant_is_frozen_and_hides_secrets() -> None:
+    tenant = Tenant(
+        id="acme", pay_to=CHECKSUMMED, price=1, webhook_url="https://a.example/h", webhook_secret=SECRET
+    )
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tenant.price = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        tenant.skill_prices["x"] = 1  # type: ignore[index]
+    assert SECRET not in repr(tenant)
+
+
+def test_unknown_tenant() -> None:
+    registry = TenantRegistry.default(pay_to=CHECKSUMMED, price=5)
+
+    with pytest.raises(UnknownTenantError, match="unknown tenant 'ghost'") as failure:
+        registry.require("ghost")
+    assert failure.value.code == "unknown_tenant"
+
+
+def test_default_registry_holds_only_the_default_tenant() -> None:
+    registry = TenantRegistry.default(pay_to=OTHER.lower(), price=5)
+
+    assert [(tenant.id, tenant.pay_to, tenant.price) for tenant in registry] == [(DEFAULT_TENANT, OTHER, 5)]
+
+
+def test_from_environment_reads_the_named_file_or_falls_back(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID)
+
+    from_file = TenantRegistry.from_environment(
+        default_pay_to=OTHER, default_price=1, environ={TENANTS_FILE_ENV: str(path)}
+    )
+    built_in = TenantRegistry.from_environment(default_pay_to=OTHER, default_price=1, environ={})
+
+    assert [tenant.id for tenant in from_file] == [DEFAULT_TENANT, "acme", "globex"]
+    assert [(tenant.id, tenant.pay_to) for tenant in built_in] == [(DEFAULT_TENANT, OTHER)]
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        f"""
+colour = "blue"
+
+[tenants.acme]
+pay_to = "0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+price = -1
+surprise = 1
+
+[tenants.globex]
+pay_to = "not an address"
+price = 1.5
+
+[tenants.initech]
+price = "12.5"
+
+[tenants.Bad_Id]
+pay_to = "{CHECKSUMMED}"
+price = true
+
+[tenants.tasks]
+pay_to = "{CHECKSUMMED}"
+price = 1
+""",
+    )
+
+    assert problems == (
+        "colour: unknown key (allowed: default, tenants)",
+        "tenants.acme.surprise: unknown key "
+        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, api_token)",
+        "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
+        f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
+        "tenants.initech.pay_to: is required",
+        "tenants.Bad_Id.id: 'Bad_Id' is not a valid tenant id (1-63 lowercase letters, digits and inner "
+        "hyphens, or the empty string for the default tenant)",
+        f"tenants.Bad_Id.price: {NOT_AN_AMOUNT}, got bool True",
+        "tenants.tasks.id: 'tasks' is reserved (it collides with a route)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            f'pay_to = "{CHECKSUMMED[:-1]}D"\nprice = 1',
+            "pay_to: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD has a ",
+        ),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = -1', "price: must not be negative, got -1"),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = "-1"', "price: must be a whole number"),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = "1e6"', "price: must be a whole number"),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = " 1"', "price: must be a whole number"),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = "{2**256}"', "price: must be below 2**256"),
+        (
+            f'pay_to = "{CHECKSUMMED}"\nprice = 1\nskill_prices = {{ a = 0.5 }}',
+            "skill_prices.a: must be a whole",
+        ),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = 1\nskill_prices = 3', "skill_prices: must be a table"),
+        (
+            f'pay_to = "{CHECKSUMMED}"\nprice = 1\nwebhook_url = "https://a.example/h"',
+            "webhook_secret: is required",
+        ),
+        (f'pay_to = "{CHECKSUMMED}"\nprice = 1\nwebhook_secret = "{SECRET}"', "webhook_secret: is set but"),
+        (
+            f'pay_to = "{CHECKSUMMED}"\nprice = 1\nwebhook_url = "mailto:x@a.example"\n'
+            f'webhook_secret = "{SECRET}"',
+            "webhook_url: must be an absolute http(s) URL",
+        ),
+        (
+            f'pay_to = "{CHECKSUMMED}"\nprice = 1\napi_token = "short"',
+            "api_token: must be a string of at least 16",
+        ),
+    ],
+)
+def test_invalid_tenant_entries_are_rejected(tmp_path: Path, entry: str, problem: str) -> None:
+    problems = problems_of(tmp_path, f"[tenants.acme]\n{entry}\n")
+
+    assert len(problems) == 1
+    assert problems[0].startswith(f"tenants.acme.{problem}")
+
+
+def test_secrets_are_never_echoed(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path, f'[tenants.acme]\npay_to = "{CHECKSUMMED}"\nprice = 1\napi_token = "my secret"\n'
+    )
+
+    assert "my secret" not in "".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("", "no tenant is declared"),
+        ("tenants = 3", "tenants: must be a table of tenant tables"),
+        ("[default]\npay_to = 1\nprice = 1\n", "default.pay_to: must be a 0x-prefixed"),
+        (
+            f'[tenants.""]\npay_to = "{CHECKSUMMED}"\nprice = 1\n',
+            'tenants."": the default tenant is declared as',
+        ),
+        ("[tenants]\nacme = 3\n", "tenants.acme: must be a table"),
+        ("price = = 1", "not valid TOML"),
+    ],
+)
+def test_invalid_files_are_rejected(tmp_path: Path, content: str, problem: str) -> None:
+    assert problems_of(tmp_path, content)[0].startswith(problem)
+
+
+def test_missing_file_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(TenantConfigError, match="cannot read the file"):
+        TenantRegistry.from_toml(tmp_path / "absent.toml")
+
+
+def test_registry_rejects_duplicates_and_emptiness() -> None:
+    tenant = Tenant(id="acme", pay_to=CHECKSUMMED, price=1)
+
+    with pytest.raises(TenantConfigError, match="'acme' is declared more than once"):
+        TenantRegistry([tenant, tenant])
+    with pytest.raises(TenantConfigError, match="no tenant is configured"):
+        TenantRegistry([])
+
+
+def test_direct_construction_is_validated() -> None:
+    with pytest.raises(TenantConfigError) as failure:
+        Tenant(id="acme", pay_to="0x12", price=-5, api_token="x")  # noqa: S106 (a test value)
+
+    assert failure.value.problems == (
+        "pay_to: must be a 0x-prefixed 20-byte hex address, got str '0x12'",
+        "price: must not be negative, got -5",
+        "api_token: must be a string of at least 16 characters without whitespace",
+    )
+    assert str(failure.value).startswith("tenant 'acme': 3 problems in the tenant configuration:")
