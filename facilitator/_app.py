@@ -122,7 +122,9 @@ def create_app(
         payload, requirements = request_to_v2(parsed)
         answer = await request.app.state.facilitator.settlement_status(payload, requirements, timeout_s=1.0)
         if answer is None:
-            return _problem(404, "settlement_not_found", "this authorization was never presented for settlement")
+            return _problem(
+                404, "settlement_not_found", "this authorization was never presented for settlement"
+            )
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
     @app.get("/supported")
@@ -136,6 +138,8 @@ def create_app(
             head = await service.head_block()
         except ChainError as exc:
             return _problem(503, "chain_unavailable", str(exc))
-        return _json({"status": "ok", "network": service.network, "relayer": service.relayer_address, "head": head})
+        return _json(
+            {"status": "ok", "network": service.network, "relayer": service.relayer_address, "head": head}
+        )
 
     return app

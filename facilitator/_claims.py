@@ -7,8 +7,12 @@ process or in replicas sharing PostgreSQL: exactly one insert wins, and only its
 States::
 
     claimed ──► broadcast ──► succeeded        (receipt status 1, Transfer log checked, depth reached)
-       │            └───────► failed           (receipt status 0: the chain refused it)
+       │            └───────► failed           (status 0, or no matching Transfer log)
        └──────────► released                   (refused before any broadcast; may be claimed again)
+
+Each claim stores the answer given for it. Only an unfinished claim's answer may change (a pending answer
+becomes the final one); once a claim has ended, the first final answer stands, so every later answer about
+it is the same document.
 """
 
 from __future__ import annotations
@@ -208,7 +212,9 @@ class ClaimStore:
             return existing, False
         return claim, True
 
-    async def take_over(self, claim: Claim, *, idempotency_key: str | None, payload_hash: str) -> Claim | None:
+    async def take_over(
+        self, claim: Claim, *, idempotency_key: str | None, payload_hash: str
+    ) -> Claim | None:
         """Claim again a released claim, or one whose owner vanished; None if someone else got it first.
 
         Raises:
@@ -243,7 +249,9 @@ class ClaimStore:
         self._notify(claim.id)
         return _row(row) if row is not None else None
 
-    async def mark_broadcast(self, claim_id: str, *, relayer: str, relayer_nonce: int, tx_hash: str, raw_tx: str) -> None:
+    async def mark_broadcast(
+        self, claim_id: str, *, relayer: str, relayer_nonce: int, tx_hash: str, raw_tx: str
+    ) -> None:
         """Record the transaction that carries the claimed authorization."""
         await self._update(
             claim_id,

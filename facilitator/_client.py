@@ -45,7 +45,9 @@ class FacilitatorClient(Protocol):
 class HttpFacilitatorClient:
     """Talks x402 v2 to a facilitator at `base_url`. Transport failures raise ChainUnavailableError."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, base_url: str, *, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+    ):
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
 
     async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
@@ -106,5 +108,7 @@ class HttpFacilitatorClient:
         if response.status_code == 409:
             raise IdempotencyConflictError(response.text)
         if response.status_code != 200:
-            raise ChainUnavailableError(f"facilitator answered HTTP {response.status_code}: {response.text[:200]}")
+            raise ChainUnavailableError(
+                f"facilitator answered HTTP {response.status_code}: {response.text[:200]}"
+            )
         return orjson.loads(response.content)

@@ -46,7 +46,10 @@ class FacilitatorSettings(BaseSettings):
         default=1, ge=1, le=256, description="blocks on top of (and including) the settlement's"
     )
     receipt_timeout_s: float = Field(
-        default=20.0, gt=0, le=600, description="how long a settle waits for its receipt before answering pending"
+        default=20.0,
+        gt=0,
+        le=600,
+        description="how long a settle waits for its receipt before answering pending",
     )
     rpc_timeout_s: float = Field(default=10.0, gt=0, le=120)
     validity_margin_s: int = Field(
@@ -75,5 +78,7 @@ class FacilitatorSettings(BaseSettings):
     def relayer_private_key(self) -> str:
         """The relayer key, loaded from hex or from its file."""
         if self.relayer_key is None:
-            raise ValueError("X402_RELAYER_KEY is not set: the facilitator cannot settle without a relayer key")
+            raise ValueError(
+                "X402_RELAYER_KEY is not set: the facilitator cannot settle without a relayer key"
+            )
         return load_private_key(self.relayer_key.get_secret_value())

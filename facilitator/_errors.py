@@ -1,13 +1,13 @@
 """Facilitator exceptions, each with a stable `code`.
 
-    FacilitatorError                                  facilitator_error
-    ├── ChainError                                    chain_error
-    │   ├── ChainUnavailableError                     chain_unavailable: node unreachable or answering garbage
-    │   ├── RpcError                                  rpc_error: a JSON-RPC error reply (reverts included)
-    │   └── ChainMismatchError                        chain_mismatch: eth_chainId is not the configured network's
-    ├── PaymentInvalidError                           the x402 reason code of the failed check
-    ├── IdempotencyConflictError                      idempotency_key_conflict: a key reused for another payment
-    └── InvalidIdempotencyKeyError (ValueError)       invalid_idempotency_key: not 1-255 printable ASCII characters
+    FacilitatorError                            facilitator_error
+    ├── ChainError                              chain_error
+    │   ├── ChainUnavailableError               chain_unavailable: node unreachable or answering garbage
+    │   ├── RpcError                            rpc_error: a JSON-RPC error reply (reverts included)
+    │   └── ChainMismatchError                  chain_mismatch: eth_chainId is not the configured network's
+    ├── PaymentInvalidError                     the x402 reason code of the failed check
+    ├── IdempotencyConflictError                idempotency_key_conflict: a key reused for another payment
+    └── InvalidIdempotencyKeyError (ValueError) invalid_idempotency_key: not 1-255 printable ASCII characters
 
 A payment that fails a check is not an error of the service: public entry points turn
 PaymentInvalidError into `isValid: false` / `success: false` answers with its reason.

@@ -108,7 +108,9 @@ class Relayer:
 
     async def _nonce(self) -> int:
         if self._next_nonce is None:
-            self._next_nonce = int(await self._rpc.call("eth_getTransactionCount", self.address, "pending"), 16)
+            self._next_nonce = int(
+                await self._rpc.call("eth_getTransactionCount", self.address, "pending"), 16
+            )
         return self._next_nonce
 
     async def _node_knows(self, tx_hash: str) -> bool:
@@ -144,5 +146,10 @@ def _stale_nonce_or_fee(exc: RpcError) -> bool:
     text = exc.message.lower()
     return any(
         phrase in text
-        for phrase in ("nonce too low", "nonce too high", "replacement transaction underpriced", "less than block base fee")
+        for phrase in (
+            "nonce too low",
+            "nonce too high",
+            "replacement transaction underpriced",
+            "less than block base fee",
+        )
     )

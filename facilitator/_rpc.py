@@ -31,7 +31,9 @@ class RpcCall:
 class RpcClient:
     """JSON-RPC over HTTP. Transport failures raise ChainUnavailableError; error replies raise RpcError."""
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, url: str, *, timeout_s: float = 10.0, transport: httpx.AsyncBaseTransport | None = None
+    ):
         self.url = url
         self._ids = itertools.count(1)
         self._http = httpx.AsyncClient(
@@ -47,7 +49,9 @@ class RpcClient:
 
     async def call(self, method: str, *params: Any) -> Any:
         """Call one method and return its `result`."""
-        reply = await self._post({"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params})
+        reply = await self._post(
+            {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        )
         return _result(reply)
 
     async def batch(self, calls: Sequence[RpcCall]) -> list[Any | RpcError]:

@@ -157,11 +157,16 @@ class Facilitator:
             request = read_payment(payload, requirements, self.network)
             await self._verify(request)
         except PaymentInvalidError as exc:
-            return VerifyResponse(is_valid=False, invalid_reason=exc.reason, invalid_message=exc.message, payer=payer)
+            return VerifyResponse(
+                is_valid=False, invalid_reason=exc.reason, invalid_message=exc.message, payer=payer
+            )
         except ChainError as exc:
             logger.warning("verify could not reach the chain: %s", exc)
             return VerifyResponse(
-                is_valid=False, invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR, invalid_message=_CHAIN_DOWN, payer=payer
+                is_valid=False,
+                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
+                invalid_message=_CHAIN_DOWN,
+                payer=payer,
             )
         return VerifyResponse(is_valid=True, payer=payer)
 
@@ -290,20 +295,31 @@ class Facilitator:
             return self._failure(exc.reason, exc.message, payer)
         except ChainError:
             return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, payer)
-        taken = await self._claims.take_over(claim, idempotency_key=key_text, payload_hash=request.payload_hash)
+        # A retry without a key keeps the first caller's key, so that caller can still ask with it.
+        if key_text is None:
+            taken = await self._claims.take_over(
+                claim, idempotency_key=claim.idempotency_key, payload_hash=claim.payload_hash
+            )
+        else:
+            taken = await self._claims.take_over(
+                claim, idempotency_key=key_text, payload_hash=request.payload_hash
+            )
         if taken is None:
             return None
         logger.info("claim %s retaken for attempt %d", taken.id, taken.attempt)
         return await self._broadcast(taken, verified, deadline)
 
     async def _abandoned(self, claim: Claim) -> bool:
-        """Whether a `claimed` claim's owner vanished before broadcasting (lease over, authorization unused)."""
+        """Whether a `claimed` claim's owner vanished before broadcasting (lease over, nonce unused)."""
         if claim.state is not ClaimState.CLAIMED or not claim.lease_expired:
             return False
         try:
             used = await self._rpc.call(
                 "eth_call",
-                {"to": claim.asset, "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:]))},
+                {
+                    "to": claim.asset,
+                    "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
+                },
                 "pending",
             )
         except ChainError:
@@ -321,7 +337,9 @@ class Facilitator:
         payer = verified.authorization.from_
         if verified.gas_estimate > self._gas_limit_cap:
             response = self._failure(
-                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, "the transfer needs more gas than allowed", payer
+                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+                "the transfer needs more gas than allowed",
+                payer,
             )
             return await self._record(claim, response, state=ClaimState.RELEASED)
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
@@ -341,7 +359,9 @@ class Facilitator:
         )
         return await self._await_outcome(claim, deadline, tx_hash=sent.tx_hash)
 
-    async def _await_outcome(self, claim: Claim, deadline: float, *, tx_hash: str | None = None) -> SettleResponse:
+    async def _await_outcome(
+        self, claim: Claim, deadline: float, *, tx_hash: str | None = None
+    ) -> SettleResponse:
         """Wait for the claim's transaction at the configured depth and record what it did."""
         tx_hash = tx_hash or claim.tx_hash or ""
         receipt = await self._watcher.wait(
@@ -353,7 +373,10 @@ class Facilitator:
         if receipt.status != 1:
             reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
         elif not any(
-            log.token == claim.asset and log.from_ == claim.payer and log.to == claim.pay_to and log.value == claim.amount
+            log.token == claim.asset
+            and log.from_ == claim.payer
+            and log.to == claim.pay_to
+            and log.value == claim.amount
             for log in transfer_logs(receipt.raw)
         ):
             reason = Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH
@@ -366,12 +389,16 @@ class Facilitator:
                 transaction=tx_hash,
                 network=self.network,
                 amount=claim.amount,
-                extensions={"settlement": {"blockNumber": receipt.block_number, "confirmations": self._confirmations}},
+                extensions={
+                    "settlement": {"blockNumber": receipt.block_number, "confirmations": self._confirmations}
+                },
             )
             return await self._record(claim, success, state=ClaimState.SUCCEEDED, **changes)
         logger.warning("claim %s failed on chain in %s: %s", claim.id, tx_hash, reason)
         failure = self._failure(reason, message, claim.payer, transaction=tx_hash)
-        return await self._record(claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes)
+        return await self._record(
+            claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes
+        )
 
     async def _record(self, claim: Claim, response: SettleResponse, **changes: Any) -> SettleResponse:
         """Store `response` with the claim and answer with what the claim holds (the first answer wins)."""
@@ -400,7 +427,9 @@ class Facilitator:
 
     def _duplicate(self, claim: Claim) -> SettleResponse:
         response = self._failure(
-            Reason.DUPLICATE_SETTLEMENT, "this authorization was already presented for settlement", claim.payer
+            Reason.DUPLICATE_SETTLEMENT,
+            "this authorization was already presented for settlement",
+            claim.payer,
         )
         original = {"state": claim.state.value, "transaction": claim.tx_hash or ""}
         return response.model_copy(update={"extensions": {"originalSettlement": original}})

@@ -39,7 +39,9 @@ _AUTHORIZATION_STATE = _selector("authorizationState(address,bytes32)")
 _TRANSFER_VRS = _selector(
     "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
 )
-_TRANSFER_BYTES = _selector("transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)")
+_TRANSFER_BYTES = _selector(
+    "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+)
 _IS_VALID_SIGNATURE = _selector("isValidSignature(bytes32,bytes)")
 
 ERC1271_MAGIC = _IS_VALID_SIGNATURE
@@ -99,7 +101,10 @@ def encode_transfer_with_authorization(auth: Authorization) -> str:
     sig = auth.signature
     if len(sig) == 65:
         v = sig[64] if sig[64] >= 27 else sig[64] + 27
-        return _hex(_TRANSFER_VRS + abi_encode([*types, "uint8", "bytes32", "bytes32"], [*head, v, sig[:32], sig[32:64]]))
+        return _hex(
+            _TRANSFER_VRS
+            + abi_encode([*types, "uint8", "bytes32", "bytes32"], [*head, v, sig[:32], sig[32:64]])
+        )
     return _hex(_TRANSFER_BYTES + abi_encode([*types, "bytes"], [*head, sig]))
 
 

@@ -83,10 +83,13 @@ class Verifier:
         """
         now = int(time.time()) if now is None else now
         if terms.chain_id != self._chain_id:
-            raise PaymentInvalidError(Reason.INVALID_NETWORK, f"this facilitator settles on chain {self._chain_id} only")
+            raise PaymentInvalidError(
+                Reason.INVALID_NETWORK, f"this facilitator settles on chain {self._chain_id} only"
+            )
         if auth.to != terms.pay_to:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH, "authorization.to is not the payTo address"
+                Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH,
+                "authorization.to is not the payTo address",
             )
         if auth.value != terms.amount:
             raise PaymentInvalidError(
@@ -95,7 +98,8 @@ class Verifier:
             )
         if auth.valid_after >= now:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER, "the authorization is not valid yet"
+                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER,
+                "the authorization is not valid yet",
             )
         if auth.valid_before <= now + self._margin_s:
             raise PaymentInvalidError(
@@ -105,12 +109,17 @@ class Verifier:
         self.cached_domain_check(terms)
         return recover_signer(self._digest(auth, terms), auth.signature) == auth.from_
 
-    async def check_onchain(self, auth: Authorization, terms: Terms, *, eoa_signature: bool) -> VerifiedPayment:
+    async def check_onchain(
+        self, auth: Authorization, terms: Terms, *, eoa_signature: bool
+    ) -> VerifiedPayment:
         """Run the chain checks in one batch; raise PaymentInvalidError on the first that fails."""
         calldata = encode_transfer_with_authorization(auth)
         known_domain = self._domains.get(terms.asset)
         calls = [
-            RpcCall("eth_call", [{"to": terms.asset, "data": encode_authorization_state(auth.from_, auth.nonce)}, "latest"]),
+            RpcCall(
+                "eth_call",
+                [{"to": terms.asset, "data": encode_authorization_state(auth.from_, auth.nonce)}, "latest"],
+            ),
             RpcCall("eth_call", [{"to": terms.asset, "data": encode_balance_of(auth.from_)}, "latest"]),
             RpcCall("eth_estimateGas", [{"from": self._relayer, "to": terms.asset, "data": calldata}]),
         ]
@@ -138,30 +147,45 @@ class Verifier:
             self._check_domain(terms, code, name, version)
         if not eoa_signature:
             wallet_code, magic = rest
-            if not _is_contract(wallet_code) or isinstance(magic, RpcError) or magic[:10] != "0x" + ERC1271_MAGIC.hex():
+            if (
+                not _is_contract(wallet_code)
+                or isinstance(magic, RpcError)
+                or magic[:10] != "0x" + ERC1271_MAGIC.hex()
+            ):
                 raise PaymentInvalidError(
                     Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE, "the signature is not from authorization.from"
                 )
         if isinstance(used, RpcError) or isinstance(balance, RpcError):
-            raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset does not support EIP-3009")
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset does not support EIP-3009"
+            )
         if decode_bool(used):
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED, "this authorization was already used or cancelled"
+                Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+                "this authorization was already used or cancelled",
             )
         if decode_uint(balance) < auth.value:
-            raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE, "the payer's balance is too low")
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE, "the payer's balance is too low"
+            )
         if isinstance(gas, RpcError):
             raise _simulation_failure(gas)
         return VerifiedPayment(authorization=auth, calldata=calldata, gas_estimate=int(gas, 16))
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return authorization_digest(
-            auth, name=terms.token_name, version=terms.token_version, chain_id=terms.chain_id, asset=terms.asset
+            auth,
+            name=terms.token_name,
+            version=terms.token_version,
+            chain_id=terms.chain_id,
+            asset=terms.asset,
         )
 
     def _check_domain(self, terms: Terms, code: object, name: object, version: object) -> None:
         if isinstance(code, RpcError) or not _is_contract(code):
-            raise PaymentInvalidError(Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code")
+            raise PaymentInvalidError(
+                Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code"
+            )
         token_name, token_version = _string_result(name), _string_result(version)
         if token_name is None or token_version is None:
             raise PaymentInvalidError(
@@ -175,11 +199,13 @@ class Verifier:
     def _compare_domain(self, terms: Terms, actual: tuple[str, str]) -> None:
         if terms.token_name != actual[0]:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH, f"extra.name is not the token's name {actual[0]!r}"
+                Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH,
+                f"extra.name is not the token's name {actual[0]!r}",
             )
         if terms.token_version != actual[1]:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH, f"extra.version is not the token's version {actual[1]!r}"
+                Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH,
+                f"extra.version is not the token's version {actual[1]!r}",
             )
 
     def cached_domain_check(self, terms: Terms) -> None:
@@ -208,4 +234,6 @@ def _simulation_failure(error: RpcError) -> PaymentInvalidError:
     for needle, code in _REVERT_REASONS:
         if needle in reason:
             return PaymentInvalidError(code, f"the transfer would revert: {reason}")
-    return PaymentInvalidError(Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, f"the transfer would revert: {reason}")
+    return PaymentInvalidError(
+        Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, f"the transfer would revert: {reason}"
+    )

@@ -6,7 +6,7 @@ The only part of the merchant that knows HTTP, JSON-RPC and protocol versions. I
 
 from __future__ import annotations
 
-from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, create_app
+from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, HandlerLayer, create_app
 from .card import AgentCardSettings, CardSettingsError, build_agent_card
 from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
 
@@ -16,6 +16,7 @@ __all__ = [
     "CardModifier",
     "CardSettingsError",
     "HEALTH_PATH",
+    "HandlerLayer",
     "JSONRPC_PATH",
     "MERCHANT_SCHEMA_BRANCH",
     "REST_PATH",

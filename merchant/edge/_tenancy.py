@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
-from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
+from a2a.server.request_handlers import RequestHandler
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -38,6 +38,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
+from merchant._handlers import DelegatingRequestHandler
 from merchant.tenants import TenantRegistry
 
 __all__ = ["TenantGate", "tenant_owner"]
@@ -61,19 +62,12 @@ def tenant_owner(context: ServerCallContext) -> str:
     return f"{context.tenant}/sha256:{digest}"
 
 
-class TenantGate(RequestHandler):
+class TenantGate(DelegatingRequestHandler):
     """A request handler that admits only requests for configured tenants, then delegates to `inner`."""
 
-    def __init__(self, inner: DefaultRequestHandler, tenants: TenantRegistry) -> None:
-        # Delegate through the typed RequestHandler interface: the SDK's concrete methods are wrapped in
-        # untyped decorators.
-        self._inner: RequestHandler = inner
-        self._close = inner.aclose
+    def __init__(self, inner: RequestHandler, tenants: TenantRegistry) -> None:
+        super().__init__(inner)
         self._tenants = tenants
-
-    async def aclose(self) -> None:
-        """Drain the wrapped handler's running tasks (call once, on shutdown)."""
-        await self._close()
 
     def _require_task_tenant(self, context: ServerCallContext) -> None:
         # Same error as an invisible task: an unknown tenant has no tasks.
@@ -95,37 +89,37 @@ class TenantGate(RequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         """SendMessage for a known tenant."""
         self._check_send(params, context)
-        return await self._inner.on_message_send(params, context)
+        return await super().on_message_send(params, context)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """SendStreamingMessage for a known tenant."""
         self._check_send(params, context)
-        async for event in self._inner.on_message_send_stream(params, context):
+        async for event in super().on_message_send_stream(params, context):
             yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         """GetTask within the caller's tenant."""
         self._require_task_tenant(context)
-        return await self._inner.on_get_task(params, context)
+        return await super().on_get_task(params, context)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """ListTasks within the caller's tenant."""
         self._require_tenant(context)
-        return await self._inner.on_list_tasks(params, context)
+        return await super().on_list_tasks(params, context)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         """CancelTask within the caller's tenant."""
         self._require_task_tenant(context)
-        return await self._inner.on_cancel_task(params, context)
+        return await super().on_cancel_task(params, context)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """SubscribeToTask within the caller's tenant."""
         self._require_task_tenant(context)
-        async for event in self._inner.on_subscribe_to_task(params, context):
+        async for event in super().on_subscribe_to_task(params, context):
             yield event
 
     async def on_create_task_push_notification_config(
@@ -133,32 +127,32 @@ class TenantGate(RequestHandler):
     ) -> TaskPushNotificationConfig:
         """CreateTaskPushNotificationConfig within the caller's tenant."""
         self._require_task_tenant(context)
-        return await self._inner.on_create_task_push_notification_config(params, context)
+        return await super().on_create_task_push_notification_config(params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         """GetTaskPushNotificationConfig within the caller's tenant."""
         self._require_task_tenant(context)
-        return await self._inner.on_get_task_push_notification_config(params, context)
+        return await super().on_get_task_push_notification_config(params, context)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         """ListTaskPushNotificationConfigs within the caller's tenant."""
         self._require_task_tenant(context)
-        return await self._inner.on_list_task_push_notification_configs(params, context)
+        return await super().on_list_task_push_notification_configs(params, context)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
         """DeleteTaskPushNotificationConfig within the caller's tenant."""
         self._require_task_tenant(context)
-        await self._inner.on_delete_task_push_notification_config(params, context)
+        await super().on_delete_task_push_notification_config(params, context)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         """GetExtendedAgentCard for a known tenant."""
         self._require_tenant(context)
-        return await self._inner.on_get_extended_agent_card(params, context)
+        return await super().on_get_extended_agent_card(params, context)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
 from a2a.server.routes import add_a2a_routes_to_fastapi, create_agent_card_routes
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentCard
@@ -35,13 +35,17 @@ from ._tenancy import TenantGate, tenant_owner
 from .card import AgentCardSettings, build_agent_card
 from .paths import AGENT_CARD_PATH, HEALTH_PATH
 
-__all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "create_app"]
+__all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "HandlerLayer", "create_app"]
 
 MERCHANT_SCHEMA_BRANCH = "merchant"
 """The Alembic branch whose head the app requires at startup."""
 
 CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
 """Called on every card request with the built card; returns the card to serve (e.g. signed)."""
+
+HandlerLayer = Callable[[RequestHandler], RequestHandler]
+"""Wraps a request handler in another that adds behaviour (see `merchant._handlers`)."""
+
 
 _DEFAULT_CARD_CACHE_CONTROL = "public, max-age=300"
 # Quotes waiting for payment are often abandoned; without a release the SDK keeps each one in memory forever.
@@ -56,6 +60,7 @@ def create_app(
     card: AgentCardSettings,
     routes: Sequence[BaseRoute] = (),
     card_modifier: CardModifier | None = None,
+    handler_layers: Sequence[HandlerLayer] = (),
     card_cache_control: str | None = _DEFAULT_CARD_CACHE_CONTROL,
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
 ) -> FastAPI:
@@ -68,6 +73,8 @@ def create_app(
         card: what the Agent Card says about the agent (name, skills, base URL, extensions, ...).
         routes: extra routes (JWKS, per-tenant endpoints, ...), registered before the A2A ones.
         card_modifier: applied to the card on every card request; the hook for signing.
+        handler_layers: wrappers around the SDK's request handler, innermost first (the payment layer's);
+            the tenant gate is always outermost.
         card_cache_control: `Cache-Control` of the card response (an ETag is always sent).
         interrupted_task_timeout_s: release a task idle in input-required / auth-required from memory
             after this many seconds; the next message resumes it from the store. None keeps every such
@@ -79,16 +86,16 @@ def create_app(
     """
     agent_card = build_agent_card(card, tenants)
     task_store = DatabaseTaskStore(engine, create_table=False, owner_resolver=tenant_owner)
-    handler = TenantGate(
-        DefaultRequestHandler(
-            executor,
-            task_store,
-            agent_card,
-            request_context_builder=TaskContextRequestContextBuilder(task_store),
-            interrupted_task_timeout=interrupted_task_timeout_s,
-        ),
-        tenants,
+    inner: RequestHandler = DefaultRequestHandler(
+        executor,
+        task_store,
+        agent_card,
+        request_context_builder=TaskContextRequestContextBuilder(task_store),
+        interrupted_task_timeout=interrupted_task_timeout_s,
     )
+    for layer in handler_layers:
+        inner = layer(inner)
+    handler = TenantGate(inner, tenants)
     database_url = engine.url.render_as_string(hide_password=False)
 
     @asynccontextmanager

@@ -14,6 +14,7 @@ Reads every row, so it is O(size of the ledger): an audit and test tool, not a r
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -87,7 +88,7 @@ def _entry_problems(
     return problems
 
 
-def _account_problems(accounts: dict[str, Any], lines: list[Any], entries: dict[str, Any]) -> list[str]:
+def _account_problems(accounts: dict[str, Any], lines: Sequence[Any], entries: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     by_account: dict[str, list[Any]] = defaultdict(list)
     for line in lines:

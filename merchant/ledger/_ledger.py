@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -53,10 +53,10 @@ __all__ = ["Ledger"]
 
 logger = logging.getLogger(__name__)
 
-_entries = LedgerEntry.__table__
-_accounts = LedgerAccount.__table__
-_lines = LedgerLine.__table__
-_finalizations = LedgerFinalization.__table__
+_entries = cast(sa.Table, LedgerEntry.__table__)
+_accounts = cast(sa.Table, LedgerAccount.__table__)
+_lines = cast(sa.Table, LedgerLine.__table__)
+_finalizations = cast(sa.Table, LedgerFinalization.__table__)
 
 # Fields that must match for a second booking of an authorization to be the same booking. The block
 # number and settlement time are observations that a retry may report differently (a shallow reorg can

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
-from eth_utils import is_hex_address, to_checksum_address
+from eth_utils.address import is_hex_address, to_checksum_address
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._errors import EntryNotFoundError, InvalidBookingError
@@ -22,11 +22,11 @@ __all__ = [
     "normalize_address",
 ]
 
-_entries = LedgerEntry.__table__
+_entries = cast(sa.Table, LedgerEntry.__table__)
 _reversals = _entries.alias("reversal")
-_accounts = LedgerAccount.__table__
-_lines = LedgerLine.__table__
-_finalizations = LedgerFinalization.__table__
+_accounts = cast(sa.Table, LedgerAccount.__table__)
+_lines = cast(sa.Table, LedgerLine.__table__)
+_finalizations = cast(sa.Table, LedgerFinalization.__table__)
 
 
 def aware(value: datetime) -> datetime:

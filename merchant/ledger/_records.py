@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from eth_utils import is_hex_address, to_checksum_address
+from eth_utils.address import is_hex_address, to_checksum_address
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._errors import InvalidBookingError

@@ -33,10 +33,12 @@ class LedgerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
 
-    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database")
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database"
+    )
 
 
-class _UtcTime(click.ParamType):
+class _UtcTime(click.ParamType[datetime, str | datetime]):
     """An ISO 8601 time with a zone (`2026-11-30T00:00:00Z`); a naive time would be ambiguous."""
 
     name = "iso8601"

@@ -1,14 +1,15 @@
 """The x402 payment extension as a wrapper around any a2a-sdk `AgentExecutor`.
 
-`PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentGate` holds the checks the
-edge runs before a request reaches a task; `OfferStore` keeps the terms offered per task durably.
+`PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentRequestHandler` refuses bad
+payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably.
 """
 
 from __future__ import annotations
 
 from ._executor import PaymentExecutor, SkillResolver
-from ._gate import MAX_MESSAGE_BYTES, PaymentGate
+from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
 from ._offers import Offer, OfferState, OfferStore
+from ._pending import PendingSettlements
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 
@@ -20,7 +21,8 @@ __all__ = [
     "OfferState",
     "OfferStore",
     "PaymentExecutor",
-    "PaymentGate",
+    "PaymentRequestHandler",
+    "PendingSettlements",
     "Pricing",
     "SkillResolver",
     "protocol_version",

@@ -54,6 +54,7 @@ from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirement
 from ..ledger import Ledger, SettlementBooking
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import Offer, OfferState, OfferStore
+from ._pending import PendingSettlements
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
@@ -77,6 +78,7 @@ class PaymentExecutor(AgentExecutor):
         offers: OfferStore,
         ledger: Ledger,
         skill_of: SkillResolver,
+        pending: PendingSettlements,
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
     ):
@@ -86,6 +88,7 @@ class PaymentExecutor(AgentExecutor):
         self._offers = offers
         self._ledger = ledger
         self._skill_of = skill_of
+        self._pending = pending
         self._settle_timeout_s = settle_timeout_s
         self._settle_horizon_s = settle_horizon_s
 
@@ -292,6 +295,7 @@ class PaymentExecutor(AgentExecutor):
                     dialect,
                 )
             )
+            self._pending.announce(task_id)
             deadline = time.monotonic() + self._settle_horizon_s
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
                 response = await self._settle(payload, requirements, key)

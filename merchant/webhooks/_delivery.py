@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import sqlalchemy as sa
@@ -79,10 +79,10 @@ _THROTTLE_STATUSES = frozenset({429, 503})
 _GONE = 410
 _random = random.SystemRandom()
 
-_deliveries = WebhookDelivery.__table__
-_events = WebhookEvent.__table__
-_endpoints = WebhookEndpoint.__table__
-_attempts = WebhookAttempt.__table__
+_deliveries = cast(sa.Table, WebhookDelivery.__table__)
+_events = cast(sa.Table, WebhookEvent.__table__)
+_endpoints = cast(sa.Table, WebhookEndpoint.__table__)
+_attempts = cast(sa.Table, WebhookAttempt.__table__)
 
 
 def _now() -> datetime:
@@ -184,7 +184,9 @@ async def _post(
         extensions: dict[str, Any] = {"timeout": httpx.Timeout(timeout_s).as_dict()}
         if target.sni_hostname is not None:
             extensions["sni_hostname"] = target.sni_hostname
-        request = client.build_request("POST", target.url, content=payload, headers=headers, extensions=extensions)
+        request = client.build_request(
+            "POST", target.url, content=payload, headers=headers, extensions=extensions
+        )
         # stream=True and no read: a receiver cannot make the worker hold a large response body.
         response = await client.send(request, stream=True, follow_redirects=False)
         await response.aclose()
@@ -289,18 +291,22 @@ class DeliveryWorker:
         )
         async with self._engine.begin() as connection:
             claimed = (
-                await connection.execute(
-                    sa.update(_deliveries)
-                    .where(_deliveries.c.id.in_(due.scalar_subquery()))
-                    .values(
-                        attempts=_deliveries.c.attempts + 1,
-                        lease_until=now + self._lease,
-                        lease_token=token,
-                        updated_at=now,
+                (
+                    await connection.execute(
+                        sa.update(_deliveries)
+                        .where(_deliveries.c.id.in_(due.scalar_subquery()))
+                        .values(
+                            attempts=_deliveries.c.attempts + 1,
+                            lease_until=now + self._lease,
+                            lease_token=token,
+                            updated_at=now,
+                        )
+                        .returning(_deliveries.c.id)
                     )
-                    .returning(_deliveries.c.id)
                 )
-            ).scalars().all()
+                .scalars()
+                .all()
+            )
             if not claimed:
                 return []
             rows = (
@@ -422,8 +428,12 @@ async def send_test_event(
     results: list[TestDelivery] = []
     for endpoint in map(endpoint_from_row, rows):
         event_id = new_id("evt")
-        data = WebhookTestData(tenant=tenant, endpoint_id=endpoint.id, message="test event from x402-merchant")
-        payload = serialize_event(EventType.WEBHOOK_TEST, event_id=event_id, timestamp=_now(), sequence=None, data=data)
+        data = WebhookTestData(
+            tenant=tenant, endpoint_id=endpoint.id, message="test event from x402-merchant"
+        )
+        payload = serialize_event(
+            EventType.WEBHOOK_TEST, event_id=event_id, timestamp=_now(), sequence=None, data=data
+        )
         response = await _post(
             client,
             endpoint.url,

@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -47,11 +47,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_ROTATION_OVERLAP = timedelta(hours=24)
 """How long the previous secret keeps signing after a rotation."""
 
-_SECRET_PREFIX = "whsec_"
+_SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret
 _SECRET_BYTES = 32
 _SECRET_BYTES_MIN, _SECRET_BYTES_MAX = 24, 64
 _NOT_CONFIGURED = "not_configured"
-_endpoints = WebhookEndpoint.__table__
+_endpoints = cast(sa.Table, WebhookEndpoint.__table__)
 
 
 def generate_secret() -> str:
@@ -202,15 +202,18 @@ class WebhookEndpoints:
                 await connection.execute(statement.on_conflict_do_nothing(index_elements=["tenant", "url"]))
             stored = [endpoint_from_row(row) for row in await connection.execute(sa.select(_endpoints))]
             for endpoint in stored:
-                config = wanted.get((endpoint.tenant, endpoint.url))
-                if config is None and endpoint.active:
+                configured = wanted.get((endpoint.tenant, endpoint.url))
+                if configured is None and endpoint.active:
                     await _set_status(connection, endpoint.id, "disabled", _NOT_CONFIGURED, now)
-                elif config is not None and endpoint.disabled_reason == _NOT_CONFIGURED:
+                elif configured is not None and endpoint.disabled_reason == _NOT_CONFIGURED:
                     await _set_status(connection, endpoint.id, "active", None, now)
-                if config is not None and config.secret not in (endpoint.secret, endpoint.previous_secret):
+                if configured is not None and configured.secret not in (
+                    endpoint.secret,
+                    endpoint.previous_secret,
+                ):
                     logger.warning(
-                        "webhook endpoint %s: the configured secret differs from the stored one, which is kept "
-                        "(rotate with `webhooks rotate-secret`)",
+                        "webhook endpoint %s: the configured secret differs from the stored one, which is "
+                        "kept (rotate with `webhooks rotate-secret`)",
                         endpoint.id,
                     )
         return await self.list()
@@ -307,4 +310,3 @@ async def _set_status(
 async def disable_endpoint(connection: AsyncConnection, endpoint_id: str, reason: str) -> None:
     """Stop deliveries to `endpoint_id` (inside the caller's transaction)."""
     await _set_status(connection, endpoint_id, "disabled", reason, _now())
-

@@ -67,7 +67,12 @@ class EventModel(BaseModel):
     """Base of every event and event-data model: strict keys, immutable, camelCase on the wire."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        field_title_generator=lambda name, _info: to_camel(name),
     )
 
 
@@ -132,6 +137,7 @@ class WebhookTestData(EventModel):
 
 class _Envelope(EventModel):
     id: EventId
+    type: str
     timestamp: AwareDatetime
 
 
@@ -222,7 +228,7 @@ def fact_event(fact: LedgerFact) -> tuple[EventType, EventModel]:
     reversed_data = SettlementReversedData(
         **_completed(fact.original),
         reversal_entry_id=fact.reversal.id,
-        reason=fact.reversal.reason,
+        reason=fact.reversal.reason or "",  # never empty: the schema rejects it
         reversed_at=fact.reversal.effective_at,
     )
     return EventType.SETTLEMENT_REVERSED, reversed_data

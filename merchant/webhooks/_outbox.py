@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from pydantic import ValidationError
@@ -21,18 +21,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from merchant.ledger import LedgerFact, allocate_sequence
 
+from ._endpoints import active_endpoints
 from ._errors import EventNotFoundError, InvalidEventError
 from ._events import EVENT_DATA_MODELS, EventModel, EventType, fact_event, serialize_event
-from ._endpoints import active_endpoints
 from ._ids import new_id
 from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 __all__ = ["DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"]
 
-_events = WebhookEvent.__table__
-_deliveries = WebhookDelivery.__table__
-_endpoints = WebhookEndpoint.__table__
-_attempts = WebhookAttempt.__table__
+_events = cast(sa.Table, WebhookEvent.__table__)
+_deliveries = cast(sa.Table, WebhookDelivery.__table__)
+_endpoints = cast(sa.Table, WebhookEndpoint.__table__)
+_attempts = cast(sa.Table, WebhookAttempt.__table__)
 
 # Types the payment layer records itself; the others are only ever derived from ledger facts, so that a
 # `settlement.completed` always has its journal entry.
@@ -166,7 +166,9 @@ class Outbox:
             tenant=tenant,
             type=event_type.value,
             sequence=sequence,
-            payload=serialize_event(event_type, event_id=event_id, timestamp=now, sequence=sequence, data=data),
+            payload=serialize_event(
+                event_type, event_id=event_id, timestamp=now, sequence=sequence, data=data
+            ),
             created_at=now,
         )
         await connection.execute(sa.insert(_events).values(**_fields(event)))
@@ -249,7 +251,9 @@ class Outbox:
             )
         return len(endpoints)
 
-    async def deliveries(self, tenant: str, *, limit: int = 50, status: str | None = None) -> list[DeliveryState]:
+    async def deliveries(
+        self, tenant: str, *, limit: int = 50, status: str | None = None
+    ) -> list[DeliveryState]:
         """The tenant's most recent deliveries (newest event first), optionally only those in `status`."""
         statement = (
             sa.select(

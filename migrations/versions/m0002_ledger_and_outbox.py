@@ -182,7 +182,9 @@ def _outbox() -> None:
         _time("created_at"),
         _time("updated_at"),
         sa.UniqueConstraint("event_id", "endpoint_id", name="uq_webhook_deliveries_event_endpoint"),
-        sa.CheckConstraint("status IN ('pending', 'delivered', 'failed')", name="ck_webhook_deliveries_status"),
+        sa.CheckConstraint(
+            "status IN ('pending', 'delivered', 'failed')", name="ck_webhook_deliveries_status"
+        ),
     )
     op.create_index("ix_webhook_deliveries_due", "webhook_deliveries", ["status", "next_attempt_at"])
     op.create_index("ix_webhook_deliveries_endpoint_id", "webhook_deliveries", ["endpoint_id"])

@@ -55,7 +55,7 @@ async def open_facilitator(
 def start_service(
     chain: DevChain, asgi_server: StartService, settings_for: Callable[..., FacilitatorSettings]
 ) -> StartService:
-    """`start_service(database_url, **changes) -> base URL`: the HTTP service on uvicorn, stopped after the test.
+    """`start_service(database_url, **changes) -> base URL`: the HTTP service on uvicorn until the test ends.
 
     The facilitator opens in the server's own event loop (its lifespan), as in production.
     """

@@ -79,13 +79,8 @@ def sign_exact(
     signed = Account.sign_typed_data(
         signer_key or key, typed_domain, {"TransferWithAuthorization": _AUTHORIZATION_FIELDS}, fields
     )
-    authorization = ExactEvmAuthorization(
-        from_address=fields["from"],
-        to=fields["to"],
-        value=fields["value"],
-        valid_after=fields["validAfter"],
-        valid_before=fields["validBefore"],
-        nonce="0x" + fields["nonce"].hex(),
+    authorization = ExactEvmAuthorization.model_validate(
+        {**fields, "nonce": "0x" + fields["nonce"].hex()}, by_alias=True
     )
     return PaymentPayload(
         x402_version=2,

@@ -1,5 +1,5 @@
-"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), and fifty concurrent
-settles of one authorization make exactly one transaction, with or without an idempotency key."""
+"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), and fifty
+concurrent settles of one authorization make exactly one transaction, with or without an idempotency key."""
 
 from __future__ import annotations
 
@@ -50,9 +50,18 @@ def _changed(path: str, value: object) -> Callable[[Body], Body]:
 
 AUTH = "paymentPayload.payload.authorization"
 MALFORMED: dict[str, tuple[Callable[[Body], Any], Reason]] = {
-    "signature is not hex": (_changed("paymentPayload.payload.signature", "0x" + "zz" * 65), Reason.INVALID_PAYLOAD),
-    "signature of odd length": (_changed("paymentPayload.payload.signature", "0x" + "a" * 129), Reason.INVALID_PAYLOAD),
-    "signature oversized": (_changed("paymentPayload.payload.signature", "0x" + "ab" * 4097), Reason.INVALID_PAYLOAD),
+    "signature is not hex": (
+        _changed("paymentPayload.payload.signature", "0x" + "zz" * 65),
+        Reason.INVALID_PAYLOAD,
+    ),
+    "signature of odd length": (
+        _changed("paymentPayload.payload.signature", "0x" + "a" * 129),
+        Reason.INVALID_PAYLOAD,
+    ),
+    "signature oversized": (
+        _changed("paymentPayload.payload.signature", "0x" + "ab" * 4097),
+        Reason.INVALID_PAYLOAD,
+    ),
     "nonce of 31 bytes": (_changed(f"{AUTH}.nonce", "0x" + "ab" * 31), Reason.INVALID_PAYLOAD),
     "from of 19 bytes": (_changed(f"{AUTH}.from", "0x" + "ab" * 19), Reason.INVALID_PAYLOAD),
     "from with a broken checksum": (
@@ -108,10 +117,14 @@ async def test_malformed_requests_are_a_400_with_their_reason(
             for name, (mutate, _) in MALFORMED.items():
                 body = mutate(good)
                 content = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
-                response = await client.post(path, content=content, headers={"content-type": "application/json"})
+                response = await client.post(
+                    path, content=content, headers={"content-type": "application/json"}
+                )
                 answers[path, name] = (response.status_code, response.json()["error"])
 
-    expected = {(path, name): (400, reason.value) for path, _ in answers for name, (_, reason) in MALFORMED.items()}
+    expected = {
+        (path, name): (400, reason.value) for path, _ in answers for name, (_, reason) in MALFORMED.items()
+    }
     assert answers == expected
     assert relayer_nonce(chain) == nonce_before
     assert await claim_rows(sqlite_url) == []
@@ -131,10 +144,14 @@ async def test_a_malformed_idempotency_key_header_is_a_400(
     assert await claim_rows(sqlite_url) == []
 
 
-async def _settle_concurrently(base_url: str, body: Body, count: int, headers: dict[str, str]) -> list[httpx.Response]:
+async def _settle_concurrently(
+    base_url: str, body: Body, count: int, headers: dict[str, str]
+) -> list[httpx.Response]:
     limits = httpx.Limits(max_connections=count)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
-        return await asyncio.gather(*(client.post("/settle", json=body, headers=headers) for _ in range(count)))
+        return await asyncio.gather(
+            *(client.post("/settle", json=body, headers=headers) for _ in range(count))
+        )
 
 
 async def test_fifty_concurrent_settles_without_key_make_one_transaction(
@@ -182,21 +199,28 @@ async def test_one_key_for_two_payments_is_a_409_and_the_payment_identifier_is_a
     requirements = make_requirements(chain)
     key = new_payer()
     extensions = {"payment-identifier": {"info": {"id": "pay_fedcba9876543210"}}}
-    first, second = (_body(sign_exact(key, requirements, extensions=extensions), requirements) for _ in range(2))
+    first, second = (
+        _body(sign_exact(key, requirements, extensions=extensions), requirements) for _ in range(2)
+    )
 
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
         by_header = await client.post("/settle", json=first, headers={"Idempotency-Key": "order-9"})
         header_conflict = await client.post("/settle", json=second, headers={"Idempotency-Key": "order-9"})
         by_extension = await client.post("/settle", json=second)
         by_extension_again = await client.post("/settle", json=second)
-        other_resource = _changed("paymentPayload.resource", {"url": "https://merchant.example/other"})(second)
+        other_resource = _changed("paymentPayload.resource", {"url": "https://merchant.example/other"})(
+            second
+        )
         extension_conflict = await client.post("/settle", json=other_resource)
 
     assert by_header.json()["success"] is True
     assert (header_conflict.status_code, header_conflict.json()["error"]) == (409, "idempotency_key_conflict")
     assert by_extension.json()["success"] is True
     assert by_extension_again.content == by_extension.content
-    assert (extension_conflict.status_code, extension_conflict.json()["error"]) == (409, "idempotency_key_conflict")
+    assert (extension_conflict.status_code, extension_conflict.json()["error"]) == (
+        409,
+        "idempotency_key_conflict",
+    )
     assert len(await claim_rows(database_url)) == 2
 
 

@@ -1,6 +1,6 @@
-"""Interop of the HTTP service with the official x402 Python SDK (a test dependency): payloads the SDK's client
-signs verify and settle on chain, our answers parse with the SDK's models, and the SDK's facilitator client
-drives the service, in x402 v2 and v1."""
+"""Interop of the HTTP service with the official x402 Python SDK (a test dependency): payloads the SDK's
+client signs verify and settle on chain, our answers parse with the SDK's models, and the SDK's facilitator
+client drives the service, in x402 v2 and v1."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from x402 import x402ClientSync
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
-from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse, SupportedResponse
-from x402.schemas import VerifyResponse
+from x402.schemas import (
+    PaymentRequired,
+    PaymentRequirements,
+    ResourceInfo,
+    SettleResponse,
+    SupportedResponse,
+    VerifyResponse,
+)
 from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
 
 from devchain import DevChain
@@ -56,7 +62,9 @@ async def test_a_payment_signed_by_the_sdk_verifies_and_settles_and_our_answers_
 ) -> None:
     base_url = start_service(sqlite_url)
     requirements = _requirements(chain)
-    required = PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
+    required = PaymentRequired(
+        resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements]
+    )
     payload = _sdk_client(new_payer()).create_payment_payload(required)
     body = {"x402Version": 2, "paymentPayload": _dump(payload), "paymentRequirements": _dump(requirements)}
     payer = payload.payload["authorization"]["from"]
@@ -107,7 +115,11 @@ async def test_the_sdk_facilitator_client_drives_the_service_in_v2_and_v1(
         settled_v1 = await facilitator.settle(payload_v1, requirements_v1)
 
     assert verified.is_valid and settled.success
-    assert (duplicate.success, duplicate.error_reason, duplicate.transaction) == (False, "duplicate_settlement", "")
+    assert (duplicate.success, duplicate.error_reason, duplicate.transaction) == (
+        False,
+        "duplicate_settlement",
+        "",
+    )
     assert verified_v1.is_valid
     assert (settled_v1.success, settled_v1.network) == (True, "base-sepolia")
     assert relayer_nonce(chain) == nonce_before + 2

@@ -62,7 +62,9 @@ async def test_one_of_many_concurrent_claims_wins(engine: AsyncEngine) -> None:
     assert (stored.state, stored.attempt, stored.amount) == (ClaimState.CLAIMED, 1, 2**256 - 1)
 
 
-async def test_an_idempotency_key_reused_for_another_authorization_finds_its_claim(engine: AsyncEngine) -> None:
+async def test_an_idempotency_key_reused_for_another_authorization_finds_its_claim(
+    engine: AsyncEngine,
+) -> None:
     claim = _claiming(ClaimStore(engine))
     first, _ = await claim(_key(), "order-1")
 
@@ -123,7 +125,9 @@ async def test_the_first_answer_recorded_for_a_finished_claim_stands(engine: Asy
     await store.mark_broadcast(claim.id, relayer=PAY_TO, relayer_nonce=7, tx_hash=TX_HASH, raw_tx="0x02")
 
     pending = await store.record_response(claim.id, {"errorReason": "settlement_pending"})
-    settled = await store.record_response(claim.id, {"success": True}, state=ClaimState.SUCCEEDED, block_number=9)
+    settled = await store.record_response(
+        claim.id, {"success": True}, state=ClaimState.SUCCEEDED, block_number=9
+    )
     late = await store.record_response(claim.id, {"errorReason": "settlement_pending"})
 
     assert (pending.state, pending.response, pending.tx_hash) == (
@@ -131,7 +135,11 @@ async def test_the_first_answer_recorded_for_a_finished_claim_stands(engine: Asy
         {"errorReason": "settlement_pending"},
         TX_HASH,
     )
-    assert (settled.state, settled.response, settled.block_number) == (ClaimState.SUCCEEDED, {"success": True}, 9)
+    assert (settled.state, settled.response, settled.block_number) == (
+        ClaimState.SUCCEEDED,
+        {"success": True},
+        9,
+    )
     assert late == settled
 
 

@@ -69,7 +69,12 @@ async def _processes(chain: DevChain, tmp_path: Path) -> AsyncIterator[Serve]:
         port = _free_port()
         log = (tmp_path / f"serve-{port}.log").open("wb")
         process = await asyncio.create_subprocess_exec(
-            CLI, "serve", env=_env(chain, database_url, X402_PORT=str(port)), stdout=log, stderr=log, cwd=tmp_path
+            CLI,
+            "serve",
+            env=_env(chain, database_url, X402_PORT=str(port)),
+            stdout=log,
+            stderr=log,
+            cwd=tmp_path,
         )
         log.close()
         started.append(process)
@@ -105,7 +110,11 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
 ) -> None:
     requirements = make_requirements(chain)
     payload = sign_payment(new_payer(), requirements)
-    body = {"x402Version": 2, "paymentPayload": payload.to_json_dict(), "paymentRequirements": requirements.to_json_dict()}
+    body = {
+        "x402Version": 2,
+        "paymentPayload": payload.to_json_dict(),
+        "paymentRequirements": requirements.to_json_dict(),
+    }
     nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
 
     async with _processes(chain, tmp_path) as serve:
@@ -126,7 +135,9 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
     assert [row["state"] for row in await claim_rows(postgres_url)] == ["succeeded"]
 
 
-async def test_serve_refuses_a_node_serving_another_chain(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+async def test_serve_refuses_a_node_serving_another_chain(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
     process = await asyncio.create_subprocess_exec(
         CLI,
         "serve",

@@ -58,11 +58,10 @@ async def test_the_http_client_reports_a_refused_payment_as_an_answer(
     )
 
 
-async def test_an_unreachable_facilitator_is_a_chain_unavailable_error(chain: DevChain) -> None:
+async def test_an_unreachable_facilitator_is_a_chain_unavailable_error() -> None:
     with bind_loopback() as sock:
         url = base_url_of(sock)  # bound but never listening: connections are refused
     client = HttpFacilitatorClient(url, timeout_s=2)
-    requirements = make_requirements(chain)
     try:
         with pytest.raises(ChainUnavailableError):
             await client.supported()

@@ -1,5 +1,5 @@
-"""Receipt waits: bounded by a deadline (answered `settlement_pending` with the hash), finished later by a retry
-with the same key or a status call, counted to the configured depth, and a reverted receipt is a failure."""
+"""Receipt waits: bounded by a deadline (answered `settlement_pending` with the hash), finished later by a
+retry with the same key or a status call, counted to the configured depth; a reverted receipt is a failure."""
 
 from __future__ import annotations
 

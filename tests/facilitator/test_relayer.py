@@ -1,5 +1,5 @@
-"""The relayer's nonces stay gap-free: a refused broadcast charges nothing and leaves no hole, a nonce taken by
-someone else is skipped, and concurrent settlements get consecutive nonces."""
+"""The relayer's nonces stay gap-free: a refused broadcast charges nothing and leaves no hole, a nonce taken
+by someone else is skipped, and concurrent settlements get consecutive nonces."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def _nonce_of(chain: DevChain, tx_hash: str) -> int:
 
 
 def _pool_is_empty(chain: DevChain) -> bool:
-    return chain.rpc.call("txpool_status") == {"pending": "0x0", "queued": "0x0"}
+    status: dict[str, str] = chain.rpc.call("txpool_status")
+    return status == {"pending": "0x0", "queued": "0x0"}
 
 
 async def test_a_broadcast_refused_for_gas_money_charges_nothing_and_leaves_no_gap(
@@ -52,9 +53,12 @@ async def test_a_broadcast_refused_for_gas_money_charges_nothing_and_leaves_no_g
 
     chain.rpc.call("anvil_setBalance", [relayer, hex(wei)])
     next_one = await service.settle(sign_payment(second_key, requirements), requirements)
-    retried = await service.settle(refused_payload, requirements, idempotency_key="broke-1")
+    # Retried without the key, which still names the settlement afterwards.
+    retried = await service.settle(refused_payload, requirements)
+    asked_with_key = await service.settle(refused_payload, requirements, idempotency_key="broke-1")
 
     assert next_one.success and retried.success
+    assert asked_with_key == retried
     assert (_nonce_of(chain, next_one.transaction), _nonce_of(chain, retried.transaction)) == (
         nonce,
         nonce + 1,

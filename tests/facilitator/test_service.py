@@ -7,8 +7,8 @@ import ast
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,10 +248,10 @@ async def test_supported_names_the_network_and_the_relayer(chain: DevChain, faci
 async def test_settling_keeps_the_event_loop_responsive(
     chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
 ) -> None:
-    # One-second blocks: a blocking receipt wait would stall the loop for most of a second.
-    chain.rpc.call("evm_setIntervalMining", [1])
     requirements = make_requirements(chain)
     payloads = [sign_payment(new_payer(), requirements) for _ in range(3)]
+    # One-second blocks: a blocking receipt wait would stall the loop for most of a second.
+    chain.rpc.call("evm_setIntervalMining", [1])
     lags: list[float] = []
     done = asyncio.Event()
 

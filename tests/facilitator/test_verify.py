@@ -1,11 +1,12 @@
-"""Verification: every bad payment is refused with its exact reason, by verify and by settle alike, and nothing
-is broadcast or claimed for it; good payments (EOA and ERC-1271 wallets) pass without changing anything."""
+"""Verification: every bad payment is refused with its exact reason, by verify and by settle alike, and
+nothing is broadcast or claimed for it; good payments (EOA and ERC-1271 wallets) pass, changing nothing."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -38,23 +39,21 @@ class Case:
     reason: Reason
 
 
-def _signed(chain: DevChain, key: str, **message: object) -> tuple[PaymentPayload, PaymentRequirements]:
+def _signed(chain: DevChain, key: str, **message: Any) -> tuple[PaymentPayload, PaymentRequirements]:
     requirements = make_requirements(chain)
     return sign_exact(key, requirements, **message), requirements
 
 
-def _retargeted(chain: DevChain, key: str, **changes: object) -> tuple[PaymentPayload, PaymentRequirements]:
-    """Signed for the dev chain's requirements, then the requirements (and the authorization to match) changed."""
+def _retargeted(chain: DevChain, key: str, **changes: Any) -> tuple[PaymentPayload, PaymentRequirements]:
+    """Signed for the dev chain's requirements, then the requirements (and the authorization) changed."""
     original = make_requirements(chain)
     payload = sign_exact(key, original)
     requirements = make_requirements(chain, **changes)
-    authorization_changes = {"to": requirements.pay_to, "value": requirements.amount}
-    return tampered(payload, **authorization_changes).model_copy(
-        update={"accepted": requirements}
-    ), requirements
+    changed = tampered(payload, to=requirements.pay_to, value=requirements.amount)
+    return changed.model_copy(update={"accepted": requirements}), requirements
 
 
-def _tampered(chain: DevChain, key: str, **changes: object) -> tuple[PaymentPayload, PaymentRequirements]:
+def _tampered(chain: DevChain, key: str, **changes: Any) -> tuple[PaymentPayload, PaymentRequirements]:
     payload, requirements = _signed(chain, key)
     return tampered(payload, **changes), requirements
 

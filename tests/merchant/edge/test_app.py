@@ -17,42 +17,22 @@ from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH
 
 from .conftest import TENANT_A, a2a_http, running_merchant
 from .executors import QUESTION, STREAM_STEPS
-from .wire import JSON, A2AFailure, Rest, Wire, binding, user_message, walk_keys
-
-NOT_FOUND = {"jsonrpc": (200, -32001), "rest": (404, None)}
-INVALID_PARAMS = {"jsonrpc": (200, -32602), "rest": (400, None)}
-NOT_CANCELABLE = {"jsonrpc": (200, -32002), "rest": (400, None)}
-UNSUPPORTED = {"jsonrpc": (200, -32004), "rest": (400, None)}
-
-
-def mid() -> str:
-    return f"msg-{uuid.uuid4()}"
-
-
-def assert_failure(
-    failure: pytest.ExceptionInfo[A2AFailure],
-    wire: Wire,
-    reason: str,
-    codes: dict[str, tuple[int, int | None]],
-) -> None:
-    """The error carries `reason` and the binding's status/code for it."""
-    assert failure.value.reason == reason
-    assert (failure.value.http_status, failure.value.rpc_code) == codes[wire.name]
-
-
-def assert_protojson_1_0(payload: object) -> None:
-    """No 0.3 leftovers anywhere: no `kind` discriminator, no `final` flag."""
-    keys = set(walk_keys(payload))
-    assert "kind" not in keys
-    assert "final" not in keys
-
-
-async def start_quote(wire: Wire) -> JSON:
-    """Send "quote" and return the task, which waits for input."""
-    response = await wire.send(user_message("quote", message_id=mid()))
-    assert list(response) == ["task"]
-    task: JSON = response["task"]
-    return task
+from .wire import (
+    INVALID_PARAMS,
+    JSON,
+    NOT_CANCELABLE,
+    NOT_FOUND,
+    UNSUPPORTED,
+    A2AFailure,
+    Rest,
+    Wire,
+    assert_failure,
+    assert_protojson_1_0,
+    binding,
+    mid,
+    start_quote,
+    user_message,
+)
 
 
 async def test_input_required_then_follow_up_completes(wire: Wire) -> None:

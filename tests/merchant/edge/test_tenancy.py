@@ -13,8 +13,18 @@ from merchant.edge._tenancy import tenant_owner
 from storage import create_engine
 
 from .conftest import TENANT_A, TENANT_B
-from .test_app import INVALID_PARAMS, NOT_FOUND, assert_failure, mid, start_quote
-from .wire import JSON, A2AFailure, Wire, binding, user_message
+from .wire import (
+    INVALID_PARAMS,
+    JSON,
+    NOT_FOUND,
+    A2AFailure,
+    Wire,
+    assert_failure,
+    binding,
+    mid,
+    start_quote,
+    user_message,
+)
 
 
 async def stored_rows(database_url: str) -> list[tuple[str, str]]:

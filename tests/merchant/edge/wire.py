@@ -2,18 +2,20 @@
 
 Results come back exactly as ProtoJSON on the wire (the JSON-RPC envelope removed), and errors as an
 `A2AFailure` holding the HTTP status and the ErrorInfo `reason`, so one test can run the same scenario on
-both bindings and compare what the server said.
+both bindings and compare what the server said. The checks at the end are shared by the edge tests.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from merchant.edge import JSONRPC_PATH, REST_PATH
 
@@ -225,3 +227,41 @@ def walk_keys(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for inner in value:
             yield from walk_keys(inner)
+
+
+# (HTTP status, JSON-RPC code) of an A2A error per binding.
+NOT_FOUND = {"jsonrpc": (200, -32001), "rest": (404, None)}
+INVALID_PARAMS = {"jsonrpc": (200, -32602), "rest": (400, None)}
+NOT_CANCELABLE = {"jsonrpc": (200, -32002), "rest": (400, None)}
+UNSUPPORTED = {"jsonrpc": (200, -32004), "rest": (400, None)}
+
+
+def mid() -> str:
+    """A fresh message id."""
+    return f"msg-{uuid.uuid4()}"
+
+
+def assert_failure(
+    failure: pytest.ExceptionInfo[A2AFailure],
+    wire: Wire,
+    reason: str,
+    codes: dict[str, tuple[int, int | None]],
+) -> None:
+    """The error carries `reason` and the binding's status/code for it."""
+    assert failure.value.reason == reason
+    assert (failure.value.http_status, failure.value.rpc_code) == codes[wire.name]
+
+
+def assert_protojson_1_0(payload: object) -> None:
+    """No 0.3 leftovers anywhere: no `kind` discriminator, no `final` flag."""
+    keys = set(walk_keys(payload))
+    assert "kind" not in keys
+    assert "final" not in keys
+
+
+async def start_quote(wire: Wire) -> JSON:
+    """Send "quote" and return the task, which waits for input."""
+    response = await wire.send(user_message("quote", message_id=mid()))
+    assert list(response) == ["task"]
+    task: JSON = response["task"]
+    return task

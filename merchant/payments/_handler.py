@@ -1,19 +1,32 @@
-"""Refusing bad payment requests before anything changes.
+"""The payment layer's request handler: refuse bad payment requests before anything changes.
 
 The executor runs inside the task's lifecycle, where an error moves the task to FAILED. Requests the
 payment layer must refuse — malformed extension data, a priced skill without the extension activated, a
-payment that does not match the task's terms or was already used — are refused here, by the edge, before
-the request reaches the task: a clear A2A error, no state change, nothing booked.
+payment that does not match the task's terms or was already used — are refused here, before the request
+reaches the task: a clear A2A error, no state change, nothing booked. A task whose payment is being taken
+cannot be canceled.
+
+A blocking SendMessage that carries a payment waits for the task to finish, as A2A says, unless the
+settlement is still unconfirmed at the executor's deadline: then it answers with the task as it is
+(`TASK_STATE_WORKING`, the pending receipt with its transaction hash) while the executor keeps waiting
+for the settlement in the background.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncGenerator, Callable
 
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import TaskStore
-from a2a.types import Message, SendMessageRequest, TaskState
-from a2a.utils.errors import ExtensionSupportRequiredError, InvalidParamsError, TaskNotCancelableError
+from a2a.server.events import Event
+from a2a.server.request_handlers import RequestHandler
+from a2a.types import CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import (
+    ExtensionSupportRequiredError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+)
 
 from a2a_x402 import (
     EXTENSION_URI,
@@ -28,12 +41,14 @@ from a2a_x402 import (
 )
 from facilitator.wire import PaymentRequired
 
+from .._handlers import DelegatingRequestHandler
 from ._offers import OfferState, OfferStore
+from ._pending import PendingSettlements
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
 
-__all__ = ["MAX_MESSAGE_BYTES", "PaymentGate"]
+__all__ = ["MAX_MESSAGE_BYTES", "PaymentRequestHandler"]
 
 MAX_MESSAGE_BYTES = 64 * 1024
 _TERMINAL = {
@@ -46,23 +61,58 @@ EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01}
 _TAKING_PAYMENT = {OfferState.VERIFYING, OfferState.WORKING, OfferState.SETTLING}
 
 
-class PaymentGate:
-    """The checks the edge runs on SendMessage and CancelTask before handing them to the SDK."""
+class PaymentRequestHandler(DelegatingRequestHandler):
+    """Wraps the SDK's request handler with the payment layer's checks and its pending-settlement answer."""
 
     def __init__(
         self,
+        inner: RequestHandler,
         *,
         pricing: Pricing,
         offers: OfferStore,
-        task_store: TaskStore,
         skill_of: Callable[[Message], str],
+        pending: PendingSettlements,
     ):
+        super().__init__(inner)
         self._pricing = pricing
         self._offers = offers
-        self._tasks = task_store
         self._skill_of = skill_of
+        self._pending = pending
 
-    async def check_send(self, request: SendMessageRequest, call_context: ServerCallContext) -> None:
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        """SendMessage, answered early with the working task when its settlement is still pending."""
+        await self._check_send(params, context)
+        if not params.message.task_id:
+            return await super().on_message_send(params, context)
+        task_id = params.message.task_id
+        with self._pending.watch(task_id) as pending:
+            send = asyncio.ensure_future(super().on_message_send(params, context))
+            await asyncio.wait({send, pending}, return_when=asyncio.FIRST_COMPLETED)
+            if send.done():
+                return send.result()
+            # The executor goes on in the background; only this caller's wait for it ends.
+            send.cancel()
+        task = await super().on_get_task(GetTaskRequest(id=task_id, tenant=params.tenant), context)
+        if task is None:
+            raise TaskNotFoundError
+        return task
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """SendStreamingMessage after the payment checks (the stream shows every stage)."""
+        await self._check_send(params, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        """CancelTask, refused while the task's payment is being taken."""
+        offer = await self._offers.get(params.id)
+        if offer is not None and offer.tenant == context.tenant and offer.state in _TAKING_PAYMENT:
+            raise TaskNotCancelableError(message="the task's payment is being settled; it can no longer be canceled")
+        return await super().on_cancel_task(params, context)
+
+    async def _check_send(self, request: SendMessageRequest, call_context: ServerCallContext) -> None:
         """Raise the A2A error for a message the payment layer must refuse; return if it may proceed."""
         message = request.message
         if message.ByteSize() > MAX_MESSAGE_BYTES:
@@ -77,7 +127,10 @@ class PaymentGate:
                     message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
                 )
             return
-        task = await self._tasks.get(message.task_id, call_context)
+        try:
+            task = await super().on_get_task(GetTaskRequest(id=message.task_id, tenant=request.tenant), call_context)
+        except TaskNotFoundError:
+            return  # the SDK answers TaskNotFound itself
         if task is None or task.status.state in _TERMINAL:
             return  # the SDK answers TaskNotFound / UnsupportedOperation itself
         offer = await self._offers.get(task.id)
@@ -103,14 +156,6 @@ class PaymentGate:
             raise InvalidParamsError(message="this payment authorization was already used for another task")
         if offer.state is not OfferState.OFFERED and offer.payload_hash != payload_hash(payload):
             raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
-
-    async def check_cancel(self, task_id: str) -> None:
-        """Refuse to cancel a task whose payment is being taken: the payer could be charged for nothing."""
-        offer = await self._offers.get(task_id)
-        if offer is not None and offer.state in _TAKING_PAYMENT:
-            raise TaskNotCancelableError(
-                message="the task's payment is being settled; it can no longer be canceled"
-            )
 
     def _read(self, message: Message, dialect: Dialect | None) -> object:
         """The message's extension data; extension data without the extension activated is refused."""

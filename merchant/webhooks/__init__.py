@@ -1,0 +1,107 @@
+"""Billing webhooks: a transactional outbox fed by the ledger, and workers that deliver it signed.
+
+Events (`settlement.pending|completed|failed|finalized|reversed`) are written in the same database
+transaction as the fact they report (`Outbox.publish` is the ledger's event sink; `Outbox.record_event`
+serves the payment layer), serialized once, and delivered at least once to each tenant endpoint by
+`DeliveryWorker`s: Standard Webhooks signatures (`standardwebhooks`), retries with backoff and jitter for
+about three days, 410 disables the endpoint, `Retry-After` honoured, SSRF guard on every target. JSON
+Schemas of every event type are under `schemas/`. `create_billing_router` serves per-tenant balances,
+statements, event replay and redelivery; `webhooks_cli` the operator commands.
+"""
+
+from __future__ import annotations
+
+from ._delivery import (
+    REQUEST_TIMEOUT_S,
+    RETRY_SCHEDULE_S,
+    DeliveryWorker,
+    RetryPolicy,
+    TestDelivery,
+    send_test_event,
+)
+from ._endpoints import (
+    DEFAULT_ROTATION_OVERLAP,
+    Endpoint,
+    EndpointConfig,
+    WebhookEndpoints,
+    generate_secret,
+    validate_secret,
+)
+from ._errors import (
+    EndpointNotFoundError,
+    EventNotFoundError,
+    InvalidEventError,
+    InvalidWebhookSecretError,
+    UnsafeTargetError,
+    WebhookError,
+)
+from ._events import (
+    EVENT_DATA_MODELS,
+    EVENT_MODELS,
+    EventModel,
+    EventType,
+    SettlementCompletedData,
+    SettlementFailedData,
+    SettlementFinalizedData,
+    SettlementPendingData,
+    SettlementReversedData,
+    WebhookTestData,
+    event_json_schema,
+)
+from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
+from ._routes import ApiTokenLookup, create_billing_router
+from ._signing import signature_header, webhook_headers
+from ._ssrf import Target, is_public_address, resolve_target
+from .cli import WebhookSettings, endpoint_configs, webhooks_cli
+
+__all__ = [
+    "DEFAULT_ROTATION_OVERLAP",
+    "EVENT_DATA_MODELS",
+    "EVENT_MODELS",
+    "REQUEST_TIMEOUT_S",
+    "RETRY_SCHEDULE_S",
+    "ApiTokenLookup",
+    "DeliveryLogEntry",
+    "DeliveryState",
+    "DeliveryWorker",
+    "Endpoint",
+    "EndpointConfig",
+    "EndpointNotFoundError",
+    "EventModel",
+    "EventNotFoundError",
+    "EventType",
+    "InvalidEventError",
+    "InvalidWebhookSecretError",
+    "Outbox",
+    "RetryPolicy",
+    "SettlementCompletedData",
+    "SettlementFailedData",
+    "SettlementFinalizedData",
+    "SettlementPendingData",
+    "SettlementReversedData",
+    "StoredEvent",
+    "Target",
+    "TestDelivery",
+    "UnsafeTargetError",
+    "WebhookAttempt",
+    "WebhookBase",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEndpoints",
+    "WebhookError",
+    "WebhookEvent",
+    "WebhookSettings",
+    "WebhookTestData",
+    "create_billing_router",
+    "endpoint_configs",
+    "event_json_schema",
+    "generate_secret",
+    "is_public_address",
+    "resolve_target",
+    "send_test_event",
+    "signature_header",
+    "validate_secret",
+    "webhook_headers",
+    "webhooks_cli",
+]

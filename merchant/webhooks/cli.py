@@ -1,0 +1,216 @@
+"""`webhooks` commands (mounted under `x402-merchant`): list, redeliver, rotate-secret, test, enable, worker.
+
+Settings: `X402_DATABASE_URL` (the merchant database, migrated to the `merchant` head),
+`X402_TENANTS_FILE` (the tenants TOML; every command first syncs the endpoints from it) and
+`X402_WEBHOOK_ALLOW_PRIVATE_TARGETS` (development only: let deliveries reach private addresses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+import click
+import httpx
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from merchant.tenants import TenantConfigError, TenantRegistry
+from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
+
+from ._delivery import REQUEST_TIMEOUT_S, DeliveryWorker, send_test_event
+from ._endpoints import DEFAULT_ROTATION_OVERLAP, EndpointConfig, WebhookEndpoints
+from ._errors import WebhookError
+from ._outbox import Outbox
+
+__all__ = ["WebhookSettings", "endpoint_configs", "webhooks_cli"]
+
+_T = TypeVar("_T")
+
+
+class WebhookSettings(BaseSettings):
+    """The webhook commands' settings, from `X402_*` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database"
+    )
+    tenants_file: str | None = Field(default=None, description="the tenants TOML that seeds the endpoints")
+    webhook_allow_private_targets: bool = Field(
+        default=False,
+        description="let deliveries reach private, loopback and link-local addresses (development only)",
+    )
+
+
+def endpoint_configs(registry: TenantRegistry) -> list[EndpointConfig]:
+    """The webhook endpoint of every tenant that configures one."""
+    return [
+        EndpointConfig(tenant=tenant.id, url=tenant.webhook_url, secret=tenant.webhook_secret)
+        for tenant in registry
+        if tenant.webhook_url is not None and tenant.webhook_secret is not None
+    ]
+
+
+def _run(action: Callable[[AsyncEngine, WebhookSettings], Awaitable[_T]]) -> _T:
+    async def main() -> _T:
+        settings = WebhookSettings()
+        await ensure_schema_current(settings.database_url, "merchant")
+        engine = create_engine(settings.database_url)
+        try:
+            if settings.tenants_file:
+                registry = await asyncio.to_thread(TenantRegistry.from_toml, settings.tenants_file)
+                await WebhookEndpoints(engine).sync(endpoint_configs(registry))
+            return await action(engine, settings)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(main())
+    except (WebhookError, TenantConfigError) as exc:
+        raise click.ClickException(f"{exc.code}: {exc}") from exc
+
+
+def _when(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+@click.group("webhooks")
+def webhooks_cli() -> None:
+    """Billing webhooks: endpoints, the delivery log, redelivery, secret rotation and the delivery worker."""
+
+
+@webhooks_cli.command("list")
+@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="log lines")
+def list_(tenant: str, limit: int) -> None:
+    """The tenant's endpoints and its most recent delivery attempts."""
+
+    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> None:
+        for endpoint in await WebhookEndpoints(engine).list(tenant):
+            reason = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
+            rotating = " [rotating secret]" if endpoint.previous_secret_expires_at else ""
+            click.echo(f"endpoint {endpoint.id} {endpoint.status}{reason}{rotating} {endpoint.url}")
+        for entry in await Outbox(engine).delivery_log(tenant, limit=limit):
+            click.echo(
+                f"{entry.started_at.isoformat()} {entry.event_id} {entry.event_type} -> {entry.endpoint_id} "
+                f"attempt {entry.attempt}: {entry.outcome} status={_when(entry.status_code)} "
+                f"{_when(entry.latency_ms)} ms error={_when(entry.error)} next={_when(entry.next_attempt_at)}"
+            )
+
+    _run(action)
+
+
+@webhooks_cli.command()
+@click.argument("event_id")
+@click.option("--tenant", required=True, help="the event's tenant")
+def redeliver(event_id: str, tenant: str) -> None:
+    """Send EVENT_ID again to the tenant's active endpoints (a new round of retries)."""
+    count = _run(lambda engine, _settings: Outbox(engine).redeliver(tenant, event_id))
+    click.echo(f"{event_id} queued for {count} endpoint(s)")
+
+
+@webhooks_cli.command("rotate-secret")
+@click.option("--tenant", required=True, help="the endpoint's tenant")
+@click.option(
+    "--endpoint", "endpoint_id", default=None, help="endpoint id (needed if the tenant has several)"
+)
+@click.option("--secret", default=None, help="the new whsec_ secret (default: a fresh random one)")
+@click.option(
+    "--overlap-hours",
+    type=click.FloatRange(0, 24 * 30),
+    default=DEFAULT_ROTATION_OVERLAP.total_seconds() / 3600,
+    show_default=True,
+    help="how long the old secret keeps signing",
+)
+def rotate_secret(tenant: str, endpoint_id: str | None, secret: str | None, overlap_hours: float) -> None:
+    """Make a new signing secret current; both sign until the overlap ends. Prints the new secret."""
+
+    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> str:
+        endpoints = WebhookEndpoints(engine)
+        endpoint = await endpoints.resolve(tenant, endpoint_id)
+        rotated = await endpoints.rotate_secret(
+            endpoint.id, new_secret=secret, overlap=timedelta(hours=overlap_hours)
+        )
+        return rotated.secret
+
+    click.echo(_run(action))
+
+
+@webhooks_cli.command()
+@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+def test(tenant: str) -> None:
+    """Send a signed webhook.test event to each of the tenant's active endpoints now and show the answers."""
+
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> bool:
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
+            results = await send_test_event(
+                engine, client, tenant, allow_private_targets=settings.webhook_allow_private_targets
+            )
+        for result in results:
+            click.echo(
+                f"{result.endpoint_id} {result.url}: status={_when(result.status_code)} "
+                f"{result.latency_ms} ms error={_when(result.error)}"
+            )
+        return bool(results) and all(result.ok for result in results)
+
+    if not _run(action):
+        raise click.ClickException("not every endpoint accepted the test event")
+
+
+@webhooks_cli.command()
+@click.option("--tenant", required=True, help="the endpoint's tenant")
+@click.option(
+    "--endpoint", "endpoint_id", default=None, help="endpoint id (needed if the tenant has several)"
+)
+def enable(tenant: str, endpoint_id: str | None) -> None:
+    """Resume deliveries to a disabled endpoint (after a 410, say)."""
+
+    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> str:
+        endpoints = WebhookEndpoints(engine)
+        endpoint = await endpoints.resolve(tenant, endpoint_id)
+        return (await endpoints.enable(endpoint.id)).id
+
+    click.echo(f"endpoint {_run(action)} active")
+
+
+@webhooks_cli.command()
+@click.option("--batch-size", type=click.IntRange(1, 500), default=20, show_default=True)
+@click.option(
+    "--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True, help="seconds"
+)
+@click.option(
+    "--lease", type=click.FloatRange(1, 3600), default=60.0, show_default=True, help="claim lease, seconds"
+)
+@click.option(
+    "--timeout", type=click.FloatRange(0.1, 60), default=REQUEST_TIMEOUT_S, show_default=True, help="seconds"
+)
+def worker(batch_size: int, poll_interval: float, lease: float, timeout: float) -> None:
+    """Deliver the outbox until SIGINT or SIGTERM (any number of workers, in any number of replicas)."""
+    if lease <= timeout:
+        raise click.BadParameter("the lease must be longer than the request timeout", param_hint="--lease")
+
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signum, stop.set)
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            delivery = DeliveryWorker(
+                engine,
+                client,
+                allow_private_targets=settings.webhook_allow_private_targets,
+                lease_s=lease,
+                batch_size=batch_size,
+                timeout_s=timeout,
+            )
+            click.echo(f"webhook worker {delivery.worker_id} started", err=True)
+            await delivery.run(stop, poll_interval_s=poll_interval)
+
+    _run(action)

@@ -1,0 +1,56 @@
+"""`SettlementBooking` validates and normalizes every field before anything touches the database."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from merchant.ledger import InvalidBookingError
+
+from .bookings import PAYER, booking
+
+
+def test_normalizes_addresses_hashes_and_time() -> None:
+    tokyo = timezone(timedelta(hours=9))
+    settled = booking(
+        payer=PAYER.lower(),
+        nonce="0x" + "AB" * 32,
+        tx_hash="0x" + "CD" * 32,
+        settled_at=datetime(2026, 11, 30, 21, 0, tzinfo=tokyo),
+    )
+
+    assert settled.payer == PAYER
+    assert settled.nonce == "0x" + "ab" * 32 and settled.tx_hash == "0x" + "cd" * 32
+    assert settled.settled_at.utcoffset() == timedelta(0) and settled.settled_at.hour == 12
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"amount": 0}, "amount"),
+        ({"amount": 2**256}, "amount"),
+        ({"amount": 1.0}, "amount"),
+        ({"amount": True}, "amount"),
+        ({"payer": "0x1234"}, "payer"),
+        ({"pay_to": "0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED!"}, "pay_to"),
+        ({"nonce": "0x" + "ab" * 31}, "nonce"),
+        ({"tx_hash": "ab" * 32}, "tx_hash"),
+        ({"network": "base-sepolia"}, "network"),
+        ({"network": "eip155:1"}, "network"),
+        ({"chain_id": 0}, "chain_id"),
+        ({"block_number": -1}, "block_number"),
+        ({"task_id": ""}, "task_id"),
+        ({"context_id": "x" * 256}, "context_id"),
+        ({"settled_at": datetime(2026, 11, 30)}, "settled_at"),  # noqa: DTZ001 - naive on purpose
+    ],
+)
+def test_refuses_malformed_fields(changes: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidBookingError, match=f"^{field}:") as raised:
+        booking(**changes)
+    assert raised.value.code == "invalid_booking"
+    assert isinstance(raised.value, ValueError)
+
+
+def test_the_default_tenant_is_the_empty_string() -> None:
+    assert booking(tenant="").tenant == ""
