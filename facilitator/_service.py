@@ -79,36 +79,24 @@ class Facilitator:
         )
         self._watcher = ReceiptWatcher(rpc, poll_interval_s=receipt_poll_s)
         self._owned_engine: AsyncEngine | None = None
+        self._database_url: str | None = None
 
     @classmethod
-    async def open(cls, settings: FacilitatorSettings, *, engine: AsyncEngine | None = None) -> Self:
-        """Connect to the node and the claim store; refuse to start on a wrong chain or an old schema.
+    def from_settings(cls, settings: FacilitatorSettings, *, engine: AsyncEngine | None = None) -> Self:
+        """Build a facilitator without network I/O (connections open on first use); see `startup_checks`.
+
+        Call it at startup, not while serving: a relayer key given as a file path is read here.
 
         Raises:
-            ChainMismatchError: the node's eth_chainId is not the configured network's.
-            ChainUnavailableError: the node could not be reached.
-            storage.SchemaOutdatedError: the claim store was not migrated.
             ValueError: no usable relayer key is configured.
         """
-        await ensure_schema_current(settings.database_url, "facilitator")
-        # The key may be a file path: read it off the event loop.
-        relayer_key = await asyncio.to_thread(settings.relayer_private_key)
         rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
-        try:
-            node_chain_id = int(await rpc.call("eth_chainId"), 16)
-            if node_chain_id != settings.chain_id:
-                raise ChainMismatchError(
-                    f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {settings.network}"
-                )
-        except BaseException:
-            await rpc.aclose()
-            raise
         owned = engine is None
         engine = engine or create_engine(settings.database_url)
         facilitator = cls(
             rpc=rpc,
             claims=ClaimStore(engine, lease_s=settings.claim_lease_s),
-            relayer=Relayer(rpc, relayer_key, settings.chain_id),
+            relayer=Relayer(rpc, settings.relayer_private_key(), settings.chain_id),
             network=settings.network,
             confirmations=settings.confirmations,
             receipt_timeout_s=settings.receipt_timeout_s,
@@ -117,7 +105,43 @@ class Facilitator:
             receipt_poll_s=settings.receipt_poll_s,
         )
         facilitator._owned_engine = engine if owned else None
+        facilitator._database_url = settings.database_url
         return facilitator
+
+    @classmethod
+    async def open(cls, settings: FacilitatorSettings, *, engine: AsyncEngine | None = None) -> Self:
+        """`from_settings` then `startup_checks`: a facilitator ready to serve.
+
+        Raises:
+            ChainMismatchError: the node's eth_chainId is not the configured network's.
+            ChainUnavailableError: the node could not be reached.
+            storage.SchemaOutdatedError: the claim store was not migrated.
+            ValueError: no usable relayer key is configured.
+        """
+        # The key may be a file path: build off the event loop.
+        facilitator = await asyncio.to_thread(cls.from_settings, settings, engine=engine)
+        try:
+            await facilitator.startup_checks()
+        except BaseException:
+            await facilitator.aclose()
+            raise
+        return facilitator
+
+    async def startup_checks(self) -> None:
+        """Refuse to serve on a wrong chain or an outdated claim store.
+
+        Raises:
+            ChainMismatchError: the node's eth_chainId is not the configured network's.
+            ChainUnavailableError: the node could not be reached.
+            storage.SchemaOutdatedError: the claim store was not migrated.
+        """
+        if self._database_url is not None:
+            await ensure_schema_current(self._database_url, "facilitator")
+        node_chain_id = int(await self._rpc.call("eth_chainId"), 16)
+        if node_chain_id != self.chain_id:
+            raise ChainMismatchError(
+                f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"
+            )
 
     async def aclose(self) -> None:
         """Stop background work and close connections this facilitator opened."""

@@ -29,11 +29,12 @@ from merchant.tenants import TenantRegistry
 from storage import ensure_schema_current
 
 from ._call_context import EdgeCallContextBuilder
+from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
 from ._tenancy import TenantGate, tenant_owner
 from .card import AgentCardSettings, build_agent_card
-from .paths import AGENT_CARD_PATH, HEALTH_PATH
+from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
 
 __all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "HandlerLayer", "create_app"]
 
@@ -107,6 +108,7 @@ def create_app(
             await handler.aclose()
 
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan)
+    app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX, AGENT_CARD_PATH))
     app.router.routes.extend(routes)
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
     context_builder = EdgeCallContextBuilder()

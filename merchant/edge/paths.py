@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
-__all__ = ["AGENT_CARD_PATH", "HEALTH_PATH", "JSONRPC_PATH", "REST_PATH"]
+__all__ = ["A2A_PATH_PREFIX", "AGENT_CARD_PATH", "HEALTH_PATH", "JSONRPC_PATH", "REST_PATH"]
 
 AGENT_CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
+A2A_PATH_PREFIX = "/a2a/"
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
 HEALTH_PATH = "/healthz"

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from devchain import DevChain
-from facilitator import ClaimState
+import httpx
+import pytest
+
+from devchain import DevChain, encode_call
+from facilitator import ChainUnavailableError, ClaimState
+from facilitator._relayer import Relayer
+from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
@@ -104,4 +109,51 @@ async def test_concurrent_settlements_get_consecutive_nonces(
     assert all(a.success for a in answers)
     assert sorted(_nonce_of(chain, a.transaction) for a in answers) == list(range(nonce, nonce + 10))
     assert relayer_nonce(chain) == nonce + 10
+    assert _pool_is_empty(chain)
+
+
+class _LosingTransport(httpx.AsyncBaseTransport):
+    """The real connection to the node, except that the first send loses its answer (after or instead of
+    reaching the node): a connection reset no node can be asked to produce on cue."""
+
+    def __init__(self, *, deliver: bool):
+        self._real = httpx.AsyncHTTPTransport()
+        self._deliver = deliver
+        self.lost = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.lost or b"eth_sendRawTransaction" not in request.content:
+            return await self._real.handle_async_request(request)
+        self.lost += 1
+        if self._deliver:
+            await (await self._real.handle_async_request(request)).aclose()
+        raise httpx.ReadError("connection reset before the answer", request=request)
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+@pytest.mark.parametrize("delivered", [True, False], ids=["answer lost", "request lost"])
+async def test_a_send_whose_answer_is_lost_is_settled_by_asking_the_node(
+    delivered: bool, chain: DevChain
+) -> None:
+    transport = _LosingTransport(deliver=delivered)
+    rpc = RpcClient(chain.rpc_url, transport=transport)
+    relayer = Relayer(rpc, chain.relayer_key, chain.chain_id)
+    nonce = relayer_nonce(chain)
+    call = "0x" + encode_call("balanceOf(address)", [PAY_TO]).hex()
+    try:
+        if delivered:
+            assert (await relayer.send(chain.asset, call, 100_000)).nonce == nonce
+        else:
+            with pytest.raises(ChainUnavailableError):
+                await relayer.send(chain.asset, call, 100_000)
+        # The next send takes the next free nonce: no gap, no reuse.
+        following = await relayer.send(chain.asset, call, 100_000)
+    finally:
+        await rpc.aclose()
+
+    assert transport.lost == 1
+    assert following.nonce == nonce + (1 if delivered else 0)
+    assert relayer_nonce(chain) == following.nonce + 1
     assert _pool_is_empty(chain)

@@ -1,0 +1,134 @@
+"""The reference merchant: the text-stats skill, charged for through the payment layer, as one app.
+
+Composition, outside in: the edge (A2A routes, tenants, card) → the payment layer's request handler (checks
+before anything changes) → the SDK's handler → `PaymentExecutor` → `TextStatsExecutor`. The settlement
+goes through the in-process facilitator (sharing this database and chain) or a remote one
+(`X402_FACILITATOR_URL`), and is booked in the ledger, whose webhook events a delivery worker sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from a2a.types import AgentExtension, Message
+from fastapi import FastAPI
+from google.protobuf.struct_pb2 import Struct
+
+from a2a_x402 import EXTENSION_URI
+from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient
+from storage import create_engine
+
+from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
+from .edge import AgentCardSettings, create_app
+from .ledger import Ledger
+from .payments import Asset, OfferStore, PaymentExecutor, PaymentRequestHandler, PendingSettlements, Pricing
+from .settings import MerchantSettings
+from .tenants import TenantRegistry
+from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
+
+__all__ = ["build_app", "payment_extension"]
+
+
+def payment_extension(pricing: Pricing) -> AgentExtension:
+    """The card's declaration of the x402 extension: required, with what is accepted and who is paid."""
+    params = Struct()
+    params.update(
+        {
+            "networks": [pricing.asset.network],
+            "assets": [{"network": pricing.asset.network, "address": pricing.asset.address, "name": pricing.asset.name, "version": pricing.asset.version, "decimals": pricing.asset.decimals}],
+            "payTo": [{"network": pricing.asset.network, "tenant": t.id, "address": t.pay_to} for t in pricing.tenants],
+        }
+    )
+    return AgentExtension(
+        uri=EXTENSION_URI,
+        description="Payments for skills with x402 (EIP-3009 transferWithAuthorization).",
+        required=True,
+        params=params,
+    )
+
+
+def _skill_of(_message: Message) -> str:
+    return TEXT_STATS_SKILL.id
+
+
+def build_app(settings: MerchantSettings, *, tenants: TenantRegistry | None = None) -> FastAPI:
+    """The reference merchant app for `settings`; connections open in the app's lifespan."""
+    if tenants is None:
+        tenants = (
+            TenantRegistry.from_toml(settings.tenants_file)
+            if settings.tenants_file
+            else TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price)
+        )
+    engine = create_engine(settings.database_url)
+    asset = Asset(
+        network=settings.network,
+        address=settings.asset,
+        name=settings.asset_name,
+        version=settings.asset_version,
+        decimals=settings.asset_decimals,
+    )
+    pricing = Pricing(tenants, asset, resource_url=settings.base_url)
+    facilitator: FacilitatorClient = (
+        HttpFacilitatorClient(settings.facilitator_url)
+        if settings.facilitator_url
+        else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    )
+    outbox = Outbox(engine)
+    ledger = Ledger(engine, outbox)
+    offers = OfferStore(engine)
+    pending = PendingSettlements()
+    executor = PaymentExecutor(
+        TextStatsExecutor(),
+        pricing=pricing,
+        facilitator=facilitator,
+        offers=offers,
+        ledger=ledger,
+        skill_of=_skill_of,
+        pending=pending,
+        settle_timeout_s=settings.settle_timeout_s,
+    )
+    billing = create_billing_router(ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None))
+    app = create_app(
+        executor=executor,
+        engine=engine,
+        tenants=tenants,
+        card=AgentCardSettings(
+            name="x402 reference merchant",
+            description="Text statistics, paid per request in USDC over the A2A x402 extension.",
+            version="0.1.0",
+            base_url=settings.base_url,
+            skills=[TEXT_STATS_SKILL],
+            extensions=[payment_extension(pricing)],
+        ),
+        routes=billing.routes,
+        handler_layers=[lambda inner: PaymentRequestHandler(inner, pricing=pricing, offers=offers, skill_of=_skill_of, pending=pending)],
+    )
+    edge_lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app_: FastAPI) -> AsyncIterator[None]:
+        if isinstance(facilitator, Facilitator):
+            await facilitator.startup_checks()
+        http = httpx.AsyncClient()
+        endpoints = WebhookEndpoints(engine)
+        await endpoints.sync(endpoint_configs(tenants))
+        worker = DeliveryWorker(engine, http, allow_private_targets=settings.webhooks_allow_private)
+        stop = asyncio.Event()
+        delivery = asyncio.create_task(worker.run(stop), name="webhook-delivery")
+        try:
+            async with edge_lifespan(app_):
+                yield
+        finally:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await delivery
+            await http.aclose()
+            await facilitator.aclose()
+            await engine.dispose()
+
+    app.router.lifespan_context = lifespan
+    return app

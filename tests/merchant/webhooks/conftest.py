@@ -1,0 +1,95 @@
+"""Webhook fixtures: a ledger wired to the real outbox, endpoints, and a fast delivery worker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from merchant.ledger import Ledger, check_invariants
+from merchant.webhooks import DeliveryWorker, Outbox, RetryPolicy, WebhookEndpoints, generate_secret
+from storage import create_engine
+
+# Short enough for tests, long enough (13 attempts over ~2.6 s) to outlast a receiver outage of ~1 s.
+FAST_RETRY = RetryPolicy(delays_s=(0.05, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3))
+SECRET = generate_secret()
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on a fresh migrated database (SQLite and PostgreSQL); the ledger is audited after."""
+    engine = create_engine(database_url)
+    try:
+        yield engine
+        await check_invariants(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+def outbox(engine: AsyncEngine) -> Outbox:
+    """The outbox in `engine`."""
+    return Outbox(engine)
+
+
+@pytest.fixture
+def ledger(engine: AsyncEngine, outbox: Outbox) -> Ledger:
+    """A ledger whose facts go to the real outbox."""
+    return Ledger(engine, outbox)
+
+
+@pytest.fixture
+def endpoints(engine: AsyncEngine) -> WebhookEndpoints:
+    """Endpoint management in `engine`."""
+    return WebhookEndpoints(engine)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """The HTTP client workers send with."""
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+WorkerFactory = Callable[..., DeliveryWorker]
+
+
+@pytest.fixture
+def make_worker(engine: AsyncEngine, client: httpx.AsyncClient) -> WorkerFactory:
+    """Build a worker on `engine` with the fast schedule, allowed to reach 127.0.0.1; kwargs override."""
+
+    def make(**overrides: object) -> DeliveryWorker:
+        options: dict[str, object] = {
+            "retry": FAST_RETRY,
+            "allow_private_targets": True,
+            "lease_s": 5.0,
+            "timeout_s": 2.0,
+        }
+        options.update(overrides)
+        return DeliveryWorker(engine, client, **options)  # type: ignore[arg-type]
+
+    return make
+
+
+async def drain(worker: DeliveryWorker, done: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+    """Run delivery passes until `done()` holds; fail after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not await done():
+        if loop.time() > deadline:
+            raise AssertionError(f"not done after {timeout_s} s")
+        if await worker.run_once() == 0:
+            await asyncio.sleep(0.01)
+
+
+async def wait_until(done: Callable[[], Awaitable[bool]], timeout_s: float = 15.0) -> None:
+    """Poll `done()` until it holds (something else does the work); fail after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not await done():
+        if loop.time() > deadline:
+            raise AssertionError(f"not done after {timeout_s} s")
+        await asyncio.sleep(0.02)

@@ -1,0 +1,114 @@
+"""A real webhook receiver for tests: verifies every request with the `standardwebhooks` library.
+
+It answers from a script (`plan`: one `Reply` per request, then 200), records every request with which of
+its secrets verified it, can hold requests open (`holding`, until `released` is set) and notes when two
+requests for one `webhook-id` were ever in flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+HOOK_PATH = "/hook"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What to answer to one request."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the receiver saw it."""
+
+    webhook_id: str
+    timestamp: str
+    signature: str
+    body: bytes
+    verified_with: tuple[bool, ...]
+    answered: int
+    at: float
+
+    @property
+    def verified(self) -> bool:
+        """Whether at least one of the receiver's secrets verified the request."""
+        return any(self.verified_with)
+
+
+class Receiver:
+    """The receiver's state and its Starlette app (`app`), served with `serve_asgi`."""
+
+    def __init__(self, secrets: Sequence[str], plan: Sequence[Reply] = (), *, delay_s: float = 0.0) -> None:
+        self.secrets = list(secrets)
+        self.plan = list(plan)
+        self.delay_s = delay_s
+        self.received: list[Received] = []
+        self.overlaps: list[str] = []
+        self.holding = False
+        self.released = threading.Event()
+        self.arrived = threading.Event()
+        self._in_flight: set[str] = set()
+        self._lock = threading.Lock()
+        self.app = Starlette(routes=[Route(HOOK_PATH, self._handle, methods=["POST"])])
+
+    def ids(self) -> set[str]:
+        """Every `webhook-id` received so far."""
+        return {request.webhook_id for request in self.received}
+
+    def _verify(self, body: bytes, headers: dict[str, str]) -> tuple[bool, ...]:
+        results = []
+        for secret in self.secrets:
+            try:
+                Webhook(secret).verify(body, headers)
+                results.append(True)
+            except WebhookVerificationError:
+                results.append(False)
+        return tuple(results)
+
+    async def _handle(self, request: Request) -> Response:
+        body = await request.body()
+        headers = dict(request.headers)
+        webhook_id = headers.get("webhook-id", "")
+        with self._lock:
+            if webhook_id in self._in_flight:
+                self.overlaps.append(webhook_id)
+            self._in_flight.add(webhook_id)
+            reply = self.plan.pop(0) if self.plan else Reply(delay_s=self.delay_s)
+        try:
+            self.arrived.set()
+            if self.holding:
+                await asyncio.to_thread(self.released.wait, 30)
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            verified = self._verify(body, headers)
+            status = reply.status if any(verified) else 401
+            self.received.append(
+                Received(
+                    webhook_id=webhook_id,
+                    timestamp=headers.get("webhook-timestamp", ""),
+                    signature=headers.get("webhook-signature", ""),
+                    body=body,
+                    verified_with=verified,
+                    answered=status,
+                    at=time.monotonic(),
+                )
+            )
+            return Response(status_code=status, headers=reply.headers)
+        finally:
+            with self._lock:
+                self._in_flight.discard(webhook_id)

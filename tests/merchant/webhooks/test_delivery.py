@@ -1,0 +1,303 @@
+"""Delivery against a real receiver on 127.0.0.1: signatures, retries, outages, rotation, 410, Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from merchant.ledger import Ledger
+from merchant.webhooks import (
+    EndpointConfig,
+    Outbox,
+    RetryPolicy,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEndpoints,
+    generate_secret,
+)
+from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
+from tests.merchant.ledger.bookings import booking
+
+from .conftest import FAST_RETRY, SECRET, WorkerFactory, drain, wait_until
+from .receiver import HOOK_PATH, Receiver, Reply
+
+StartServer = Callable[..., str]
+
+
+async def _deliveries(engine: AsyncEngine) -> list[sa.Row[tuple[object, ...]]]:
+    async with engine.connect() as connection:
+        return list((await connection.execute(sa.select(WebhookDelivery.__table__))).all())
+
+
+async def _attempts(engine: AsyncEngine) -> list[sa.Row[tuple[object, ...]]]:
+    table = WebhookAttempt.__table__
+    async with engine.connect() as connection:
+        return list((await connection.execute(sa.select(table).order_by(table.c.started_at))).all())
+
+
+async def _all_delivered(engine: AsyncEngine) -> bool:
+    return all(row.status == "delivered" for row in await _deliveries(engine))
+
+
+async def test_an_event_arrives_signed_byte_for_byte(
+    ledger: Ledger,
+    outbox: Outbox,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET])
+    url = asgi_server(receiver.app) + HOOK_PATH
+    await endpoints.sync([EndpointConfig("acme", url, SECRET)])
+    entry = await ledger.book_settlement(booking())
+    [event] = await outbox.events_since("acme")
+
+    await drain(make_worker(), lambda: _all_delivered(engine))
+
+    [received] = receiver.received
+    assert received.body == event.payload
+    assert received.webhook_id == event.id and received.verified_with == (True,)
+    assert received.signature.startswith("v1,") and " " not in received.signature
+    [attempt] = await _attempts(engine)
+    assert (attempt.outcome, attempt.status_code, attempt.error, attempt.attempt) == (
+        "delivered",
+        200,
+        None,
+        1,
+    )
+    assert attempt.latency_ms >= 0
+    [delivery] = await _deliveries(engine)
+    assert delivery.lease_token is None and delivery.delivered_at is not None
+    assert entry.id in event.payload.decode()
+
+
+async def test_a_flaky_receiver_that_goes_down_and_comes_back_loses_nothing(
+    ledger: Ledger,
+    outbox: Outbox,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+) -> None:
+    receiver = Receiver([SECRET], plan=[Reply(500), Reply(502), Reply(500), Reply(429), Reply(500)])
+    sock = bind_loopback()
+    port = sock.getsockname()[1]
+    url = base_url_of(sock) + HOOK_PATH
+    await endpoints.sync([EndpointConfig("acme", url, SECRET)])
+    stop = asyncio.Event()
+    worker = make_worker(timeout_s=1.0)
+    running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02))
+    with ExitStack() as stack:
+        await asyncio.to_thread(stack.enter_context, serve_asgi(receiver.app, sock=sock))
+        for _ in range(10):
+            await ledger.book_settlement(booking())
+        await asyncio.sleep(0.4)
+        await asyncio.to_thread(stack.close)  # the receiver goes down...
+        for _ in range(10):
+            await ledger.book_settlement(booking())
+        await asyncio.sleep(0.8)
+        # ...and comes back on the same port.
+        await asyncio.to_thread(stack.enter_context, serve_asgi(receiver.app, sock=bind_loopback(port)))
+        events = await outbox.events_since("acme")
+
+        async def all_arrived() -> bool:
+            return receiver.ids() == {event.id for event in events} and await _all_delivered(engine)
+
+        await wait_until(all_arrived)
+        stop.set()
+        await running
+
+    assert len(events) == 20
+    assert all(request.verified for request in receiver.received)
+    payloads = {event.id: event.payload for event in events}
+    assert all(
+        request.body == payloads[request.webhook_id] for request in receiver.received
+    )  # duplicates: same id, same bytes
+    attempts = await _attempts(engine)
+    errors = [attempt.error for attempt in attempts if attempt.error]
+    assert [attempt.status_code for attempt in attempts if attempt.status_code in (500, 502, 429)]
+    assert any("ConnectError" in error for error in errors), errors  # the outage was seen as such
+    assert {attempt.outcome for attempt in attempts} == {"retry", "delivered"}
+
+
+async def test_exhausting_the_schedule_fails_the_delivery(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver(
+        [SECRET], plan=[Reply(500), Reply(302, {"location": "http://127.0.0.1:1/"}), Reply(404)]
+    )
+    await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    await ledger.book_settlement(booking())
+    worker = make_worker(retry=RetryPolicy(delays_s=(0.01, 0.01), jitter_ratio=0))
+
+    async def failed() -> bool:
+        return [row.status for row in await _deliveries(engine)] == ["failed"]
+
+    await drain(worker, failed)
+
+    attempts = await _attempts(engine)
+    assert [(a.attempt, a.status_code, a.outcome) for a in attempts] == [
+        (1, 500, "retry"),
+        (2, 302, "retry"),  # a redirect is not followed: it is a failure
+        (3, 404, "failed"),
+    ]
+    assert attempts[-1].next_attempt_at is None
+    assert len({request.webhook_id for request in receiver.received}) == 1  # the same webhook-id every time
+
+
+async def test_a_timeout_is_a_failed_attempt(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET], plan=[Reply(delay_s=1.0)])
+    await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    await ledger.book_settlement(booking())
+
+    await drain(make_worker(timeout_s=0.2, lease_s=1.0), lambda: _all_delivered(engine))
+
+    first, second = await _attempts(engine)
+    assert (first.outcome, first.status_code, first.error) == ("retry", None, "timeout after 0.2 s")
+    assert second.outcome == "delivered"
+
+
+async def test_retry_after_on_429_and_503_is_honoured(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET], plan=[Reply(429, {"retry-after": "1"}), Reply(503, {"retry-after": "1"})])
+    await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    await ledger.book_settlement(booking())
+
+    await drain(
+        make_worker(retry=RetryPolicy(delays_s=(0.01, 0.01, 5.0), jitter_ratio=0)),
+        lambda: _all_delivered(engine),
+    )
+
+    first, second, third = receiver.received
+    assert (first.answered, second.answered, third.answered) == (429, 503, 200)
+    assert second.at - first.at >= 0.95 and third.at - second.at >= 0.95  # not the scheduled 0.01 s
+    waits = [attempt.next_attempt_at - attempt.started_at for attempt in (await _attempts(engine))[:2]]
+    assert all(wait >= timedelta(seconds=1) for wait in waits)
+
+
+async def test_secret_rotation_signs_with_both_secrets_during_the_overlap(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    old, new = SECRET, generate_secret()
+    receiver = Receiver([old, new])
+    url = asgi_server(receiver.app) + HOOK_PATH
+    [endpoint] = await endpoints.sync([EndpointConfig("acme", url, old)])
+    worker = make_worker()
+
+    await ledger.book_settlement(booking())
+    await drain(worker, lambda: _all_delivered(engine))
+    rotated = await endpoints.rotate_secret(endpoint.id, new_secret=new, overlap=timedelta(hours=1))
+    await ledger.book_settlement(booking())
+    await drain(worker, lambda: _all_delivered(engine))
+    endpoints_table = WebhookEndpoint.__table__
+    async with engine.begin() as connection:  # an hour later: the overlap is over
+        await connection.execute(
+            sa.update(endpoints_table).values(
+                previous_secret_expires_at=datetime.now(UTC) - timedelta(seconds=1)
+            )
+        )
+    await ledger.book_settlement(booking())
+    await drain(worker, lambda: _all_delivered(engine))
+
+    before, during, after = receiver.received
+    assert rotated.secret == new and rotated.previous_secret == old
+    assert before.verified_with == (True, False)
+    assert during.verified_with == (True, True)  # a receiver holding either secret accepts it
+    assert len(during.signature.split(" ")) == 2 and all(
+        part.startswith("v1,") for part in during.signature.split()
+    )
+    assert after.verified_with == (False, True) and " " not in after.signature  # only the new secret signs
+
+
+async def test_410_disables_the_endpoint_until_it_is_enabled(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET], plan=[Reply(410)])
+    [endpoint] = await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    worker = make_worker()
+    await ledger.book_settlement(booking())
+
+    async def gone() -> bool:
+        return [row.status for row in await _deliveries(engine)] == ["failed"]
+
+    await drain(worker, gone)
+    await ledger.book_settlement(booking())
+    claimed = await worker.run_once()
+
+    [disabled] = await endpoints.list("acme")
+    assert (disabled.status, disabled.disabled_reason) == ("disabled", "gone: the receiver answered 410")
+    assert claimed == 0 and len(receiver.received) == 1  # nothing more is sent to a gone endpoint
+    assert [attempt.outcome for attempt in await _attempts(engine)] == ["disabled"]
+
+    await endpoints.enable(endpoint.id)
+
+    async def resumed() -> bool:
+        return sorted(row.status for row in await _deliveries(engine)) == ["delivered", "failed"]
+
+    await drain(worker, resumed)
+    assert [request.answered for request in receiver.received] == [410, 200]
+
+
+async def test_private_targets_are_refused_unless_allowed(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET])
+    await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    await ledger.book_settlement(booking())
+    worker = make_worker(allow_private_targets=False, retry=RetryPolicy(delays_s=(), jitter_ratio=0))
+
+    assert await worker.run_once() == 1
+
+    [attempt] = await _attempts(engine)
+    assert attempt.outcome == "failed" and attempt.status_code is None
+    assert attempt.error.startswith("unsafe_webhook_target: 127.0.0.1 resolves to non-public address")
+    assert receiver.received == []
+
+
+def test_retry_policy_schedule_jitter_and_retry_after() -> None:
+    policy = RetryPolicy()
+
+    delays = [policy.delay_after(failures) for failures in range(1, 11)]
+
+    assert delays[-1] is None  # ten attempts in all, then the delivery fails
+    assert sum(d for d in delays if d is not None) == pytest.approx(272_105, rel=0.1)  # ~75.6 h: about 3 days
+    for scheduled, delay in zip(policy.delays_s, delays, strict=False):
+        assert delay is not None and 0.9 * scheduled <= delay <= 1.1 * scheduled
+    assert (
+        RetryPolicy(delays_s=(5,), jitter_ratio=0).delay_after(1, retry_after_s=3600) == 5
+    )  # capped at the schedule
+    assert FAST_RETRY.delay_after(1, retry_after_s=0.25) == pytest.approx(0.25)
