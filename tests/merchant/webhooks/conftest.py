@@ -49,12 +49,15 @@ def endpoints(engine: AsyncEngine) -> WebhookEndpoints:
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    """The HTTP client workers send with."""
-    async with httpx.AsyncClient() as client:
+    """The HTTP client workers send with; no keep-alive, so receivers stop at once at teardown."""
+    async with httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)) as client:
         yield client
 
 
 WorkerFactory = Callable[..., DeliveryWorker]
+
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+"""For tests of HTTP behaviour that the database backend cannot change: run them once."""
 
 
 @pytest.fixture

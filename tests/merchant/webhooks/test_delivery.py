@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger
+from merchant.ledger import Ledger, check_invariants
 from merchant.webhooks import (
+    DeliveryWorker,
     EndpointConfig,
     Outbox,
     RetryPolicy,
@@ -22,13 +29,15 @@ from merchant.webhooks import (
     WebhookEndpoints,
     generate_secret,
 )
+from storage import create_engine
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
-from .conftest import FAST_RETRY, SECRET, WorkerFactory, drain, wait_until
+from .conftest import FAST_RETRY, SECRET, SQLITE_ONLY, WorkerFactory, drain, wait_until
 from .receiver import HOOK_PATH, Receiver, Reply
 
 StartServer = Callable[..., str]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 async def _deliveries(engine: AsyncEngine) -> list[sa.Row[tuple[object, ...]]]:
@@ -127,6 +136,7 @@ async def test_a_flaky_receiver_that_goes_down_and_comes_back_loses_nothing(
     assert {attempt.outcome for attempt in attempts} == {"retry", "delivered"}
 
 
+@SQLITE_ONLY
 async def test_exhausting_the_schedule_fails_the_delivery(
     ledger: Ledger,
     endpoints: WebhookEndpoints,
@@ -156,6 +166,7 @@ async def test_exhausting_the_schedule_fails_the_delivery(
     assert len({request.webhook_id for request in receiver.received}) == 1  # the same webhook-id every time
 
 
+@SQLITE_ONLY
 async def test_a_timeout_is_a_failed_attempt(
     ledger: Ledger,
     endpoints: WebhookEndpoints,
@@ -163,7 +174,7 @@ async def test_a_timeout_is_a_failed_attempt(
     make_worker: WorkerFactory,
     asgi_server: StartServer,
 ) -> None:
-    receiver = Receiver([SECRET], plan=[Reply(delay_s=1.0)])
+    receiver = Receiver([SECRET], plan=[Reply(delay_s=0.5)])
     await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
     await ledger.book_settlement(booking())
 
@@ -174,6 +185,7 @@ async def test_a_timeout_is_a_failed_attempt(
     assert second.outcome == "delivered"
 
 
+@SQLITE_ONLY
 async def test_retry_after_on_429_and_503_is_honoured(
     ledger: Ledger,
     endpoints: WebhookEndpoints,
@@ -197,6 +209,7 @@ async def test_retry_after_on_429_and_503_is_honoured(
     assert all(wait >= timedelta(seconds=1) for wait in waits)
 
 
+@SQLITE_ONLY
 async def test_secret_rotation_signs_with_both_secrets_during_the_overlap(
     ledger: Ledger,
     endpoints: WebhookEndpoints,
@@ -237,6 +250,7 @@ async def test_secret_rotation_signs_with_both_secrets_during_the_overlap(
 
 async def test_410_disables_the_endpoint_until_it_is_enabled(
     ledger: Ledger,
+    outbox: Outbox,
     endpoints: WebhookEndpoints,
     engine: AsyncEngine,
     make_worker: WorkerFactory,
@@ -257,17 +271,22 @@ async def test_410_disables_the_endpoint_until_it_is_enabled(
     [disabled] = await endpoints.list("acme")
     assert (disabled.status, disabled.disabled_reason) == ("disabled", "gone: the receiver answered 410")
     assert claimed == 0 and len(receiver.received) == 1  # nothing more is sent to a gone endpoint
+    assert len(await _deliveries(engine)) == 1  # the event booked meanwhile was not queued for it
     assert [attempt.outcome for attempt in await _attempts(engine)] == ["disabled"]
 
     await endpoints.enable(endpoint.id)
+    await ledger.book_settlement(booking())
+    _first, while_gone, _third = await outbox.events_since("acme")
+    assert await outbox.redeliver("acme", while_gone.id) == 1  # what it missed is sent on request
 
     async def resumed() -> bool:
-        return sorted(row.status for row in await _deliveries(engine)) == ["delivered", "failed"]
+        return sorted(row.status for row in await _deliveries(engine)) == ["delivered", "delivered", "failed"]
 
     await drain(worker, resumed)
-    assert [request.answered for request in receiver.received] == [410, 200]
+    assert sorted(request.answered for request in receiver.received) == [200, 200, 410]
 
 
+@SQLITE_ONLY
 async def test_private_targets_are_refused_unless_allowed(
     ledger: Ledger,
     endpoints: WebhookEndpoints,
@@ -286,6 +305,95 @@ async def test_private_targets_are_refused_unless_allowed(
     assert attempt.outcome == "failed" and attempt.status_code is None
     assert attempt.error.startswith("unsafe_webhook_target: 127.0.0.1 resolves to non-public address")
     assert receiver.received == []
+
+
+async def test_two_workers_on_one_postgres_never_send_an_event_twice_at_once(
+    postgres_url: str, client: httpx.AsyncClient, asgi_server: StartServer
+) -> None:
+    engines = [create_engine(postgres_url), create_engine(postgres_url)]  # as two replicas would
+    receiver = Receiver([SECRET], plan=[Reply(500, delay_s=0.02)] * 20, delay_s=0.02)
+    await WebhookEndpoints(engines[0]).sync(
+        [EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)]
+    )
+    ledger = Ledger(engines[0], Outbox(engines[0]))
+    for _ in range(40):
+        await ledger.book_settlement(booking())
+    workers = [
+        DeliveryWorker(
+            engine, client, retry=FAST_RETRY, allow_private_targets=True, batch_size=4, timeout_s=2
+        )
+        for engine in engines
+    ]
+    stop = asyncio.Event()
+    running = [asyncio.create_task(worker.run(stop, poll_interval_s=0.01)) for worker in workers]
+    try:
+        await wait_until(lambda: _all_delivered(engines[1]))
+    finally:
+        stop.set()
+        await asyncio.gather(*running)
+    attempts = await _attempts(engines[1])
+    await check_invariants(engines[0])
+    for engine in engines:
+        await engine.dispose()
+
+    assert receiver.overlaps == []  # never two requests for one event in flight at once
+    per_event = Counter(request.webhook_id for request in receiver.received)
+    assert len(per_event) == 40 and sorted(per_event.values()) == [1] * 20 + [2] * 20  # once per attempt
+    assert len(attempts) == 60
+    per_delivery = Counter((attempt.delivery_id, attempt.attempt) for attempt in attempts)
+    assert set(per_delivery.values()) == {1}  # each attempt recorded once, by one worker
+    assert {attempt.worker for attempt in attempts} == {worker.worker_id for worker in workers}  # both worked
+
+
+async def test_a_worker_killed_mid_delivery_loses_nothing(
+    postgres_url: str, client: httpx.AsyncClient, asgi_server: StartServer
+) -> None:
+    engine = create_engine(postgres_url)
+    receiver = Receiver([SECRET])
+    receiver.holding = True
+    await WebhookEndpoints(engine).sync(
+        [EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)]
+    )
+    await Ledger(engine, Outbox(engine)).book_settlement(booking())
+    [event] = await Outbox(engine).events_since("acme")
+    environment = {
+        **os.environ,
+        "X402_DATABASE_URL": postgres_url,
+        "X402_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
+    }
+    environment.pop("X402_TENANTS_FILE", None)
+    worker_process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from merchant.webhooks import webhooks_cli; webhooks_cli()",
+        *("worker", "--lease", "2", "--timeout", "1", "--poll-interval", "0.05"),
+        env=environment,
+        cwd=REPOSITORY,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert await asyncio.to_thread(receiver.arrived.wait, 30)  # the worker claimed it and is sending it
+        worker_process.send_signal(signal.SIGKILL)
+        assert await worker_process.wait() == -signal.SIGKILL
+    finally:
+        if worker_process.returncode is None:
+            worker_process.kill()
+            await worker_process.wait()
+        receiver.holding = False
+        receiver.released.set()
+    [leased] = await _deliveries(engine)
+    assert (leased.status, leased.attempts, await _attempts(engine)) == ("pending", 1, [])
+
+    restarted = DeliveryWorker(
+        engine, client, retry=FAST_RETRY, allow_private_targets=True, lease_s=5, timeout_s=1
+    )
+    await drain(restarted, lambda: _all_delivered(engine))
+    [attempt] = await _attempts(engine)
+    await engine.dispose()
+
+    assert (attempt.attempt, attempt.outcome, attempt.worker) == (2, "delivered", restarted.worker_id)
+    assert [request.webhook_id for request in receiver.received] == [event.id, event.id]
+    assert all(request.verified and request.body == event.payload for request in receiver.received)
 
 
 def test_retry_policy_schedule_jitter_and_retry_after() -> None:
