@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
@@ -55,8 +56,17 @@ def _skill_of(_message: Message) -> str:
     return TEXT_STATS_SKILL.id
 
 
-def build_app(settings: MerchantSettings, *, tenants: TenantRegistry | None = None) -> FastAPI:
-    """The reference merchant app for `settings`; connections open in the app's lifespan."""
+def build_app(
+    settings: MerchantSettings,
+    *,
+    tenants: TenantRegistry | None = None,
+    delegate: AgentExecutor | None = None,
+) -> FastAPI:
+    """The reference merchant app for `settings`; connections open in the app's lifespan.
+
+    `delegate` does the paid work of the text-stats skill (default: `TextStatsExecutor`); tests put an
+    executor there that fails or waits, to exercise the payment layer around it.
+    """
     if tenants is None:
         tenants = (
             TenantRegistry.from_toml(settings.tenants_file)
@@ -82,7 +92,7 @@ def build_app(settings: MerchantSettings, *, tenants: TenantRegistry | None = No
     offers = OfferStore(engine)
     pending = PendingSettlements()
     executor = PaymentExecutor(
-        TextStatsExecutor(),
+        delegate if delegate is not None else TextStatsExecutor(),
         pricing=pricing,
         facilitator=facilitator,
         offers=offers,

@@ -221,12 +221,7 @@ async def test_contract_wallet_payer_verifies_and_settles_through_erc1271(
 ) -> None:
     requirements = make_requirements(chain)
     wallet = chain.erc1271_wallet
-    payload = sign_exact(
-        chain.erc1271_wallet_owner_key,
-        requirements,
-        signer_key=chain.erc1271_wallet_owner_key,
-        from_address=wallet,
-    )
+    payload = sign_exact(chain.erc1271_wallet_owner_key, requirements, from_address=wallet)
     wallet_before, payee_before = chain.balance_of(wallet), chain.balance_of(PAY_TO)
 
     verified = await facilitator.verify(payload, requirements)
