@@ -170,8 +170,11 @@ class _Runner:
         """The reference as two processes with the same relayer key, sharing the connections evenly."""
         self.chain.reset()
         with ExitStack() as stack:
-            servers = [self.start_reference(f"{rep}-x2-{i}") for i in range(2)]
-            stack.enter_context(_running(servers))
+            servers = []
+            for i in range(2):
+                server = self.start_reference(f"{rep}-x2-{i}")
+                stack.callback(server.stop)
+                servers.append(server)
             warm_up(servers, self.sign(self.plan.warmup_count), self.requirements)
             return self.segment(
                 rep,
@@ -219,7 +222,8 @@ def _header(
         f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"anvil {_anvil_version(chain)}; {packages}.",
         f"- Chain: anvil automine, chain id {chain.chain.chain_id}, the project's DevUSDC; every segment "
-        f"starts from a snapshot at height {snapshot_height} (evm_revert), heights per segment below.",
+        f"starts from a snapshot at height {snapshot_height} (evm_revert) plus one empty block that sets the "
+        "chain's clock to now; start and end heights per segment below.",
         "- Servers: one uvicorn worker each, own process; ours = `x402-facilitator serve` (SQLite claim "
         "store), reference = x402 SDK `x402Facilitator` in a minimal FastAPI app "
         "(`bench/_x402_reference_app.py`).",

@@ -292,6 +292,26 @@ class ClaimStore:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), min(remaining, self._poll_s))
 
+    async def unfinished(self) -> list[Claim]:
+        """Claims still `claimed` or `broadcast`: work in flight, or left behind by a crash."""
+        statement = sa.select(claims_table).where(
+            claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
+        )
+        async with self._engine.connect() as connection:
+            return [_row(r) for r in (await connection.execute(statement)).all()]
+
+    async def succeeded_since(self, block_number: int) -> list[Claim]:
+        """Succeeded claims mined at or after `block_number` (still within reach of a reorg)."""
+        statement = sa.select(claims_table).where(
+            claims_table.c.state == ClaimState.SUCCEEDED.value, claims_table.c.block_number >= block_number
+        )
+        async with self._engine.connect() as connection:
+            return [_row(r) for r in (await connection.execute(statement)).all()]
+
+    async def release(self, claim_id: str) -> None:
+        """Give up an abandoned `claimed` claim that never broadcast, so a retry may take it."""
+        await self._update(claim_id, claims_table.c.state == ClaimState.CLAIMED.value, state=ClaimState.RELEASED.value)
+
     async def get(self, claim_id: str) -> Claim | None:
         """The claim with this id."""
         return await self._one(claims_table.c.id == claim_id)

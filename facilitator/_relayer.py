@@ -106,6 +106,23 @@ class Relayer:
                 self._next_nonce = nonce + 1
                 return sent
 
+    async def rebroadcast(self, raw: str) -> bool:
+        """Send an already-signed transaction of ours again (it left the pool); False if its nonce is taken.
+
+        Raises:
+            RpcError: the node refused it for another reason.
+            ChainUnavailableError: the node could not be reached.
+        """
+        try:
+            await self._rpc.call("eth_sendRawTransaction", raw)
+        except RpcError as exc:
+            if _already_known(exc):
+                return True
+            if "nonce too low" in exc.message.lower():
+                return False
+            raise
+        return True
+
     async def _nonce(self) -> int:
         if self._next_nonce is None:
             self._next_nonce = int(

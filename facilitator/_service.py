@@ -27,6 +27,7 @@ from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
 from ._receipts import ReceiptWatcher
+from ._recovery import Recovery, ThirdPartySettlement
 from ._relayer import Relayer
 from ._request import PaymentRequest, idempotency_key_of, read_payment
 from ._rpc import RpcClient
@@ -78,6 +79,7 @@ class Facilitator:
             rpc, chain_id=self.chain_id, relayer=relayer.address, validity_margin_s=validity_margin_s
         )
         self._watcher = ReceiptWatcher(rpc, poll_interval_s=receipt_poll_s)
+        self._recovery = Recovery(rpc, claims, relayer)
         self._owned_engine: AsyncEngine | None = None
         self._database_url: str | None = None
 
@@ -392,9 +394,16 @@ class Facilitator:
             tx_hash, confirmations=self._confirmations, timeout_s=max(deadline - time.monotonic(), 0.0)
         )
         if receipt is None:
-            return await self._record(claim, self._pending(claim, tx_hash))
+            # Still unconfirmed: make sure it has not silently left the pool before answering "pending".
+            revived = await self._recovery.safely(claim, tx_hash)
+            if isinstance(revived, ThirdPartySettlement):
+                return await self._record_success(claim, revived.tx_hash, revived.block_number, revived.block_hash)
+            return await self._record(claim, self._pending(claim, revived))
         changes: dict[str, Any] = {"block_number": receipt.block_number, "block_hash": receipt.block_hash}
         if receipt.status != 1:
+            settled = await self._third_party_settlement(claim)
+            if settled is not None:
+                return settled
             reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
         elif not any(
             log.token == claim.asset
@@ -407,22 +416,74 @@ class Facilitator:
             message = "the transaction did not transfer the authorized amount"
         else:
             logger.info("claim %s settled in block %d", claim.id, receipt.block_number)
-            success = SettleResponse(
-                success=True,
-                payer=claim.payer,
-                transaction=tx_hash,
-                network=self.network,
-                amount=claim.amount,
-                extensions={
-                    "settlement": {"blockNumber": receipt.block_number, "confirmations": self._confirmations}
-                },
-            )
-            return await self._record(claim, success, state=ClaimState.SUCCEEDED, **changes)
+            return await self._record_success(claim, tx_hash, receipt.block_number, receipt.block_hash)
         logger.warning("claim %s failed on chain in %s: %s", claim.id, tx_hash, reason)
         failure = self._failure(reason, message, claim.payer, transaction=tx_hash)
         return await self._record(
             claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes
         )
+
+    async def _record_success(self, claim: Claim, tx_hash: str, block_number: int, block_hash: str) -> SettleResponse:
+        success = SettleResponse(
+            success=True,
+            payer=claim.payer,
+            transaction=tx_hash,
+            network=self.network,
+            amount=claim.amount,
+            extensions={"settlement": {"blockNumber": block_number, "confirmations": self._confirmations}},
+        )
+        return await self._record(
+            claim, success, state=ClaimState.SUCCEEDED, tx_hash=tx_hash, block_number=block_number, block_hash=block_hash
+        )
+
+    async def _third_party_settlement(self, claim: Claim) -> SettleResponse | None:
+        """Success, if the authorization was used by another transaction that paid the payee (front-running).
+
+        Anyone holding a signed authorization may submit it; when someone beat our transaction to it, ours
+        reverts, but the payer did pay: the settlement is theirs.
+        """
+        try:
+            settled = await self._recovery.settlement_of(claim)
+        except ChainError:
+            return None
+        if settled is None:
+            return None
+        logger.info("claim %s was settled by another transaction, %s", claim.id, settled.tx_hash)
+        return await self._record_success(claim, settled.tx_hash, settled.block_number, settled.block_hash)
+
+    async def reconcile(self, *, reorg_window_blocks: int = 64) -> int:
+        """Finish what crashes, dropped transactions and reorgs left behind; return how many claims moved.
+
+        Broadcast claims are awaited briefly (and revived if their transaction left the pool); claims whose
+        owner vanished before broadcasting are released, or recorded as settled if their authorization was
+        used meanwhile; recent successes whose transaction a reorg removed are broadcast again while their
+        authorization is still unused.
+        """
+        moved = 0
+        for claim in await self._claims.unfinished():
+            try:
+                if claim.state is ClaimState.BROADCAST:
+                    answer = await self._await_outcome(claim, time.monotonic() + 0.2)
+                    moved += answer.error_reason != Reason.SETTLEMENT_PENDING
+                elif claim.lease_expired:
+                    if not await self._recovery.authorization_used(claim, "latest"):
+                        await self._claims.release(claim.id)
+                        moved += 1
+                    elif await self._third_party_settlement(claim) is not None:
+                        moved += 1
+            except ChainError as exc:
+                logger.warning("reconcile: claim %s: %s", claim.id, exc)
+        head = await self.head_block()
+        for claim in await self._claims.succeeded_since(head - reorg_window_blocks):
+            try:
+                receipt = await self._rpc.call("eth_getTransactionReceipt", claim.tx_hash)
+                if receipt is None and claim.tx_hash:
+                    logger.warning("claim %s: %s is no longer on chain (reorg)", claim.id, claim.tx_hash)
+                    await self._recovery.revive(claim, claim.tx_hash)
+                    moved += 1
+            except ChainError as exc:
+                logger.warning("reconcile: claim %s: %s", claim.id, exc)
+        return moved
 
     async def _record(self, claim: Claim, response: SettleResponse, **changes: Any) -> SettleResponse:
         """Store `response` with the claim and answer with what the claim holds (the first answer wins)."""

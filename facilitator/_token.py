@@ -11,6 +11,7 @@ from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
 __all__ = [
+    "AUTHORIZATION_USED_TOPIC",
     "ERC1271_MAGIC",
     "TRANSFER_TOPIC",
     "Authorization",
@@ -45,6 +46,7 @@ _TRANSFER_BYTES = _selector(
 _IS_VALID_SIGNATURE = _selector("isValidSignature(bytes32,bytes)")
 
 ERC1271_MAGIC = _IS_VALID_SIGNATURE
+AUTHORIZATION_USED_TOPIC = "0x" + keccak(text="AuthorizationUsed(address,bytes32)").hex()
 TRANSFER_TOPIC = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
 
 

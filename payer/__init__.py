@@ -1,7 +1,60 @@
-"""The paying side: sign x402 payments and pay A2A merchants that use the x402 extension."""
+"""The paying side: resolve a merchant's card, pay for its x402-priced skills, and the ``x402-pay`` CLI.
+
+* ``Payer``            -- one merchant (card, binding, tenant), one key: ``pay``, ``pay_streaming``
+* ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning
+* ``resolve_card``     -- fetch, verify and read a card's x402 terms (``_card``)
+* ``PaymentStage`` / ``PaidResult`` -- what a run reports (``_stages``)
+* ``sign_payment``     -- the EIP-3009 authorization itself (``_signing``)
+* errors with stable codes (``_errors``)
+"""
 
 from __future__ import annotations
 
+from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
+from ._errors import (
+    AmountOverLimitError,
+    CardError,
+    MerchantError,
+    MerchantUnreachableError,
+    NoAcceptableTermsError,
+    PayerError,
+    PaymentAttemptsExhaustedError,
+    PaymentFailedError,
+    PaymentPendingError,
+    PaymentRefusedError,
+    PayToNotPinnedError,
+    UntrustedCardError,
+)
+from ._payer import FreshTermsHook, Payer, PayerSettings
+from ._policy import PaymentPolicy
 from ._signing import sign_payment
+from ._stages import PaidResult, PaymentStage, StageKind
 
-__all__ = ["sign_payment"]
+__all__ = [
+    "AmountOverLimitError",
+    "Binding",
+    "CardAsset",
+    "CardError",
+    "CardPayee",
+    "CardPaymentTerms",
+    "FreshTermsHook",
+    "MerchantError",
+    "MerchantUnreachableError",
+    "NoAcceptableTermsError",
+    "PaidResult",
+    "PayToNotPinnedError",
+    "Payer",
+    "PayerError",
+    "PayerSettings",
+    "PaymentAttemptsExhaustedError",
+    "PaymentFailedError",
+    "PaymentPendingError",
+    "PaymentPolicy",
+    "PaymentRefusedError",
+    "PaymentStage",
+    "ResolvedCard",
+    "StageKind",
+    "UntrustedCardError",
+    "resolve_card",
+    "sign_payment",
+]

@@ -15,8 +15,8 @@ from ._delivery import (
     REQUEST_TIMEOUT_S,
     RETRY_SCHEDULE_S,
     DeliveryWorker,
+    EndpointProbe,
     RetryPolicy,
-    TestDelivery,
     send_test_event,
 )
 from ._endpoints import (
@@ -68,6 +68,7 @@ __all__ = [
     "Endpoint",
     "EndpointConfig",
     "EndpointNotFoundError",
+    "EndpointProbe",
     "EventModel",
     "EventNotFoundError",
     "EventType",
@@ -82,7 +83,6 @@ __all__ = [
     "SettlementReversedData",
     "StoredEvent",
     "Target",
-    "TestDelivery",
     "UnsafeTargetError",
     "WebhookAttempt",
     "WebhookBase",

@@ -56,8 +56,8 @@ __all__ = [
     "REQUEST_TIMEOUT_S",
     "RETRY_SCHEDULE_S",
     "DeliveryWorker",
+    "EndpointProbe",
     "RetryPolicy",
-    "TestDelivery",
     "send_test_event",
 ]
 
@@ -133,7 +133,7 @@ class _Response:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TestDelivery:
+class EndpointProbe:
     """The result of sending `webhook.test` to one endpoint."""
 
     endpoint_id: str
@@ -181,11 +181,10 @@ async def _post(
     try:
         target = await resolve_target(url, allow_private=allow_private)
         headers = {"host": target.host, **webhook_headers(msg_id, payload, secrets_, now=_now())}
-        extensions: dict[str, Any] = {"timeout": httpx.Timeout(timeout_s).as_dict()}
-        if target.sni_hostname is not None:
-            extensions["sni_hostname"] = target.sni_hostname
+        # TLS is negotiated for the original host name although the connection goes to the checked IP.
+        extensions = {} if target.sni_hostname is None else {"sni_hostname": target.sni_hostname}
         request = client.build_request(
-            "POST", target.url, content=payload, headers=headers, extensions=extensions
+            "POST", target.url, content=payload, headers=headers, timeout=timeout_s, extensions=extensions
         )
         # stream=True and no read: a receiver cannot make the worker hold a large response body.
         response = await client.send(request, stream=True, follow_redirects=False)
@@ -414,7 +413,7 @@ async def send_test_event(
     *,
     allow_private_targets: bool = False,
     timeout_s: float = REQUEST_TIMEOUT_S,
-) -> list[TestDelivery]:
+) -> list[EndpointProbe]:
     """Send a signed `webhook.test` event to each of the tenant's active endpoints, now, once; the event
     is not stored and no retry is made. Returns one result per endpoint."""
     async with engine.connect() as connection:
@@ -425,7 +424,7 @@ async def send_test_event(
                 .order_by(_endpoints.c.id)
             )
         ).all()
-    results: list[TestDelivery] = []
+    results: list[EndpointProbe] = []
     for endpoint in map(endpoint_from_row, rows):
         event_id = new_id("evt")
         data = WebhookTestData(
@@ -444,7 +443,7 @@ async def send_test_event(
             timeout_s=timeout_s,
         )
         results.append(
-            TestDelivery(
+            EndpointProbe(
                 endpoint_id=endpoint.id,
                 url=endpoint.url,
                 status_code=response.status_code,

@@ -49,6 +49,11 @@ _HTTP_STATUS: dict[type[Exception], int] = {
     LedgerError: status.HTTP_500_INTERNAL_SERVER_ERROR,
     WebhookError: status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
+_BEARER = HTTPBearer(auto_error=False)
+# Module-level so that FastAPI can resolve these annotations (this module uses postponed annotations).
+_Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+_SinceSequence = Annotated[int, Query(ge=0)]
+_Limit = Annotated[int, Query(ge=1, le=1000)]
 _JSON = "application/json"
 _CSV = "text/csv; charset=utf-8"
 
@@ -61,11 +66,8 @@ def _raise_http(exc: LedgerError | WebhookError) -> NoReturn:
 def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of: ApiTokenLookup) -> APIRouter:
     """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`."""
     router = APIRouter(tags=["billing"])
-    bearer = HTTPBearer(auto_error=False)
 
-    def authenticated_tenant(
-        tenant: str, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-    ) -> str:
+    def authenticated_tenant(tenant: str, credentials: _Credentials) -> str:
         expected = api_token_of(tenant)
         if (
             credentials is None
@@ -82,10 +84,10 @@ def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of:
             )
         return tenant
 
-    Tenant = Annotated[str, Depends(authenticated_tenant)]
+    authenticated = Depends(authenticated_tenant)
 
     @router.get("/tenants/{tenant}/ledger/balance")
-    async def ledger_balance(tenant: Tenant, asset: str | None = None) -> Response:
+    async def ledger_balance(tenant: str = authenticated, asset: str | None = None) -> Response:
         """The tenant's revenue per network and asset (atomic units as decimal strings)."""
         try:
             balances = await ledger.balance(tenant, asset)
@@ -95,7 +97,7 @@ def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of:
 
     @router.get("/tenants/{tenant}/ledger/statement")
     async def ledger_statement(
-        tenant: Tenant,
+        tenant: str = authenticated,
         format: Literal["csv", "json"] = "json",  # noqa: A002 - the documented query parameter
         since: datetime | None = None,
         until: datetime | None = None,
@@ -111,9 +113,9 @@ def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of:
 
     @router.get("/tenants/{tenant}/webhooks/events")
     async def replay_events(
-        tenant: Tenant,
-        since_sequence: Annotated[int, Query(ge=0)] = 0,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        tenant: str = authenticated,
+        since_sequence: _SinceSequence = 0,
+        limit: _Limit = 100,
     ) -> Response:
         """The tenant's events after ledger sequence `since_sequence`, in sequence order, exactly as sent.
 
@@ -141,7 +143,7 @@ def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of:
     @router.post(
         "/tenants/{tenant}/webhooks/events/{event_id}/redeliver", status_code=status.HTTP_202_ACCEPTED
     )
-    async def redeliver_event(tenant: Tenant, event_id: str) -> Response:
+    async def redeliver_event(event_id: str, tenant: str = authenticated) -> Response:
         """Queue the event for delivery again to every active endpoint of the tenant subscribed to it."""
         try:
             count = await outbox.redeliver(tenant, event_id)

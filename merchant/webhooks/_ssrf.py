@@ -26,7 +26,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where to send: `url` has the checked IP address as its host; `host` and `sni_hostname` keep the
-    original name for the `Host` header and TLS."""
+    original name for the `Host` header and, for https to a host name, TLS (name and certificate check)."""
 
     url: httpx.URL
     host: str
@@ -61,11 +61,11 @@ async def resolve_target(url: str, *, allow_private: bool) -> Target:
         if refused:
             raise UnsafeTargetError(f"{parsed.host} resolves to non-public address(es) {', '.join(refused)}")
     address = addresses[0]
-    host_header = parsed.netloc.decode("ascii")
+    named = str(address) != parsed.host.strip("[]")
     return Target(
         url=parsed.copy_with(host=str(address)),
-        host=host_header,
-        sni_hostname=parsed.host if parsed.scheme == "https" else None,
+        host=parsed.netloc.decode("ascii"),
+        sni_hostname=parsed.host if parsed.scheme == "https" and named else None,
         address=address,
     )
 

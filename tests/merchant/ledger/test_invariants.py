@@ -48,8 +48,9 @@ async def test_an_account_total_out_of_step_with_its_lines_is_caught(
     books: tuple[AsyncEngine, Ledger],
 ) -> None:
     engine, _ledger = books
-    accounts = LedgerAccount.__table__
-    await _tamper(engine, sa.update(accounts).where(accounts.c.kind == "revenue").values(credits_posted=1))
+    await _tamper(
+        engine, sa.update(LedgerAccount).where(LedgerAccount.kind == "revenue").values(credits_posted=1)
+    )
 
     with pytest.raises(LedgerInvariantError) as raised:
         await check_invariants(engine)
@@ -60,8 +61,7 @@ async def test_an_account_total_out_of_step_with_its_lines_is_caught(
 
 async def test_an_unbalanced_entry_is_caught(books: tuple[AsyncEngine, Ledger]) -> None:
     engine, _ledger = books
-    lines = LedgerLine.__table__
-    await _tamper(engine, sa.update(lines).where(lines.c.direction == "debit").values(amount=1))
+    await _tamper(engine, sa.update(LedgerLine).where(LedgerLine.direction == "debit").values(amount=1))
 
     with pytest.raises(LedgerInvariantError, match="debits and credits differ") as raised:
         await check_invariants(engine)
@@ -73,8 +73,9 @@ async def test_a_reversal_that_does_not_match_its_settlement_is_caught(
     books: tuple[AsyncEngine, Ledger],
 ) -> None:
     engine, _ledger = books
-    entries = LedgerEntry.__table__
-    await _tamper(engine, sa.update(entries).where(entries.c.kind == "reversal").values(tenant="globex"))
+    await _tamper(
+        engine, sa.update(LedgerEntry).where(LedgerEntry.kind == "reversal").values(tenant="globex")
+    )
 
     with pytest.raises(LedgerInvariantError, match="does not match the settlement it reverses"):
         await check_invariants(engine)

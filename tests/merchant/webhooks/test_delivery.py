@@ -228,13 +228,9 @@ async def test_secret_rotation_signs_with_both_secrets_during_the_overlap(
     rotated = await endpoints.rotate_secret(endpoint.id, new_secret=new, overlap=timedelta(hours=1))
     await ledger.book_settlement(booking())
     await drain(worker, lambda: _all_delivered(engine))
-    endpoints_table = WebhookEndpoint.__table__
     async with engine.begin() as connection:  # an hour later: the overlap is over
-        await connection.execute(
-            sa.update(endpoints_table).values(
-                previous_secret_expires_at=datetime.now(UTC) - timedelta(seconds=1)
-            )
-        )
+        expired = datetime.now(UTC) - timedelta(seconds=1)
+        await connection.execute(sa.update(WebhookEndpoint).values(previous_secret_expires_at=expired))
     await ledger.book_settlement(booking())
     await drain(worker, lambda: _all_delivered(engine))
 

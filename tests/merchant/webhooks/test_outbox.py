@@ -41,7 +41,7 @@ FAILED_DATA: dict[str, Any] = {
 }
 
 
-async def _rows(engine: AsyncEngine, table: sa.Table) -> list[sa.Row[Any]]:
+async def _rows(engine: AsyncEngine, table: sa.FromClause) -> list[sa.Row[Any]]:
     async with engine.connect() as connection:
         return list((await connection.execute(sa.select(table))).all())
 
@@ -153,7 +153,7 @@ async def test_redeliver_starts_a_new_round_for_every_active_endpoint(
     assert await outbox.redeliver("acme", event.id) == 1
     in_flight_token = uuid.uuid4().hex
     async with engine.begin() as connection:  # as if a worker were sending its third attempt right now
-        await connection.execute(sa.update(deliveries).values(attempts=3, lease_token=in_flight_token))
+        await connection.execute(sa.update(WebhookDelivery).values(attempts=3, lease_token=in_flight_token))
     assert await outbox.redeliver("acme", event.id) == 1
 
     [row] = await _rows(engine, deliveries)

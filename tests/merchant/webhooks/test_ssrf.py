@@ -50,16 +50,18 @@ async def test_a_public_address_is_allowed_and_pinned() -> None:
     target = await resolve_target("https://93.184.215.14:8443/x402/events?t=1", allow_private=False)
 
     assert str(target.url) == "https://93.184.215.14:8443/x402/events?t=1"
-    assert target.host == "93.184.215.14:8443" and target.sni_hostname == "93.184.215.14"
+    assert target.host == "93.184.215.14:8443" and target.sni_hostname is None  # no name to present
 
 
 async def test_allowed_private_names_are_pinned_to_the_checked_address() -> None:
     target = await resolve_target("http://localhost:8080/hook", allow_private=True)
+    secure = await resolve_target("https://localhost/hook", allow_private=True)
 
     assert target.address.is_loopback
     assert target.url.host == str(target.address) and target.url.port == 8080 and target.url.path == "/hook"
     assert target.host == "localhost:8080"  # sent as the Host header
     assert target.sni_hostname is None
+    assert secure.url.host == str(secure.address) and secure.sni_hostname == "localhost"
 
 
 @pytest.mark.parametrize(

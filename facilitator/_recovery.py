@@ -1,0 +1,115 @@
+"""Finishing settlements that went astray: dropped from the pool, sent by someone else, or orphaned.
+
+A settlement transaction can leave the node's pool without being mined (evicted, dropped, a node restart)
+or be reorganised out of a block; while its authorization is unused and unexpired it can still land. The
+same signed bytes are broadcast again; if the relayer nonce they carry was meanwhile taken, the transfer
+is re-sent with a fresh nonce. An authorization can also be used by a transaction that is not ours (anyone
+may submit a signed EIP-3009 authorization): the `AuthorizationUsed` log tells which, and its `Transfer`
+log whether the payee was paid.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from eth_account.typed_transactions import TypedTransaction
+from hexbytes import HexBytes
+
+from ._claims import Claim, ClaimStore
+from ._errors import ChainError
+from ._relayer import Relayer
+from ._rpc import RpcClient
+from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
+
+__all__ = ["Recovery", "ThirdPartySettlement"]
+
+logger = logging.getLogger(__name__)
+
+# How far back to look for the transaction that used an authorization.
+_LOG_WINDOW_BLOCKS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class ThirdPartySettlement:
+    """A transaction (maybe not ours) that used the claim's authorization and paid the payee."""
+
+    tx_hash: str
+    block_number: int
+    block_hash: str
+
+
+class Recovery:
+    """Chain-side repair of one claim at a time; every method is safe to repeat."""
+
+    def __init__(self, rpc: RpcClient, claims: ClaimStore, relayer: Relayer):
+        self._rpc = rpc
+        self._claims = claims
+        self._relayer = relayer
+
+    async def revive(self, claim: Claim, tx_hash: str) -> str | ThirdPartySettlement:
+        """Make sure the claim's transaction is in the pool or mined; return the hash to wait for.
+
+        Nothing is sent while the node still knows the transaction, or once the authorization is used; if
+        another transaction used it and paid the payee, that settlement is returned instead.
+        """
+        if await self._rpc.call("eth_getTransactionByHash", tx_hash) is not None:
+            return tx_hash
+        if await self.authorization_used(claim):
+            return await self.settlement_of(claim) or tx_hash
+        if claim.raw_tx and await self._relayer.rebroadcast(claim.raw_tx):
+            logger.info("claim %s: %s left the pool; broadcast it again", claim.id, tx_hash)
+            return tx_hash
+        if claim.raw_tx is None:
+            return tx_hash
+        sent_before = TypedTransaction.from_bytes(HexBytes(claim.raw_tx)).as_dict()
+        sent = await self._relayer.send(claim.asset, "0x" + bytes(sent_before["data"]).hex(), int(sent_before["gas"]))
+        logger.info("claim %s: the nonce of %s was taken; re-sent as %s", claim.id, tx_hash, sent.tx_hash)
+        await self._claims.mark_broadcast(
+            claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=sent.tx_hash, raw_tx=sent.raw
+        )
+        return sent.tx_hash
+
+    async def authorization_used(self, claim: Claim, block: str = "pending") -> bool:
+        """Whether the token reports the claim's authorization as used (or cancelled)."""
+        result = await self._rpc.call(
+            "eth_call",
+            {"to": claim.asset, "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:]))},
+            block,
+        )
+        return decode_bool(result)
+
+    async def settlement_of(self, claim: Claim) -> ThirdPartySettlement | None:
+        """The mined transaction that used the claim's authorization and paid the payee, if any."""
+        head = int(await self._rpc.call("eth_blockNumber"), 16)
+        logs = await self._rpc.call(
+            "eth_getLogs",
+            {
+                "address": claim.asset,
+                "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
+                "toBlock": "latest",
+                "topics": [AUTHORIZATION_USED_TOPIC, "0x" + claim.payer[2:].lower().rjust(64, "0"), claim.nonce],
+            },
+        )
+        for log in logs or []:
+            receipt = await self._rpc.call("eth_getTransactionReceipt", log["transactionHash"])
+            if receipt is None or int(receipt.get("status", "0x0"), 16) != 1:
+                continue
+            if any(
+                t.token == claim.asset and t.from_ == claim.payer and t.to == claim.pay_to and t.value == claim.amount
+                for t in transfer_logs(receipt)
+            ):
+                return ThirdPartySettlement(
+                    tx_hash=log["transactionHash"],
+                    block_number=int(receipt["blockNumber"], 16),
+                    block_hash=receipt["blockHash"],
+                )
+        return None
+
+    async def safely(self, claim: Claim, tx_hash: str) -> str | ThirdPartySettlement:
+        """`revive`, logging instead of raising when the chain cannot be reached (a later pass retries)."""
+        try:
+            return await self.revive(claim, tx_hash)
+        except ChainError as exc:
+            logger.warning("claim %s: could not check %s: %s", claim.id, tx_hash, exc)
+            return tx_hash

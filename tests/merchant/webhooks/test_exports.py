@@ -1,0 +1,39 @@
+"""The webhooks package's public surface: everything public is exported, sorted, and nothing else."""
+
+from __future__ import annotations
+
+import types
+
+import merchant.webhooks as webhooks
+from tests.merchant.ledger.test_exports import _isort_key
+
+
+def test_all_is_sorted_and_complete() -> None:
+    public = {
+        name
+        for name, value in vars(webhooks).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    } - {"annotations"}
+    assert set(webhooks.__all__) == public
+    assert webhooks.__all__ == sorted(webhooks.__all__, key=_isort_key)
+
+
+def test_every_module_declares_all() -> None:
+    modules = [value for value in vars(webhooks).values() if isinstance(value, types.ModuleType)]
+    assert {module.__name__.rsplit(".", 1)[1] for module in modules} == {
+        "_delivery",
+        "_endpoints",
+        "_errors",
+        "_events",
+        "_ids",
+        "_models",
+        "_outbox",
+        "_routes",
+        "_signing",
+        "_ssrf",
+        "cli",
+    }
+    for module in modules:
+        assert module.__all__, module.__name__
+        for name in module.__all__:
+            assert hasattr(module, name), (module.__name__, name)
