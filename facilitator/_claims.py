@@ -310,7 +310,9 @@ class ClaimStore:
 
     async def release(self, claim_id: str) -> None:
         """Give up an abandoned `claimed` claim that never broadcast, so a retry may take it."""
-        await self._update(claim_id, claims_table.c.state == ClaimState.CLAIMED.value, state=ClaimState.RELEASED.value)
+        await self._update(
+            claim_id, claims_table.c.state == ClaimState.CLAIMED.value, state=ClaimState.RELEASED.value
+        )
 
     async def get(self, claim_id: str) -> Claim | None:
         """The claim with this id."""

@@ -63,7 +63,9 @@ class Recovery:
         if claim.raw_tx is None:
             return tx_hash
         sent_before = TypedTransaction.from_bytes(HexBytes(claim.raw_tx)).as_dict()
-        sent = await self._relayer.send(claim.asset, "0x" + bytes(sent_before["data"]).hex(), int(sent_before["gas"]))
+        sent = await self._relayer.send(
+            claim.asset, "0x" + bytes(sent_before["data"]).hex(), int(sent_before["gas"])
+        )
         logger.info("claim %s: the nonce of %s was taken; re-sent as %s", claim.id, tx_hash, sent.tx_hash)
         await self._claims.mark_broadcast(
             claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=sent.tx_hash, raw_tx=sent.raw
@@ -74,7 +76,10 @@ class Recovery:
         """Whether the token reports the claim's authorization as used (or cancelled)."""
         result = await self._rpc.call(
             "eth_call",
-            {"to": claim.asset, "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:]))},
+            {
+                "to": claim.asset,
+                "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
+            },
             block,
         )
         return decode_bool(result)
@@ -88,7 +93,11 @@ class Recovery:
                 "address": claim.asset,
                 "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
                 "toBlock": "latest",
-                "topics": [AUTHORIZATION_USED_TOPIC, "0x" + claim.payer[2:].lower().rjust(64, "0"), claim.nonce],
+                "topics": [
+                    AUTHORIZATION_USED_TOPIC,
+                    "0x" + claim.payer[2:].lower().rjust(64, "0"),
+                    claim.nonce,
+                ],
             },
         )
         for log in logs or []:
@@ -96,7 +105,10 @@ class Recovery:
             if receipt is None or int(receipt.get("status", "0x0"), 16) != 1:
                 continue
             if any(
-                t.token == claim.asset and t.from_ == claim.payer and t.to == claim.pay_to and t.value == claim.amount
+                t.token == claim.asset
+                and t.from_ == claim.payer
+                and t.to == claim.pay_to
+                and t.value == claim.amount
                 for t in transfer_logs(receipt)
             ):
                 return ThirdPartySettlement(

@@ -397,7 +397,9 @@ class Facilitator:
             # Still unconfirmed: make sure it has not silently left the pool before answering "pending".
             revived = await self._recovery.safely(claim, tx_hash)
             if isinstance(revived, ThirdPartySettlement):
-                return await self._record_success(claim, revived.tx_hash, revived.block_number, revived.block_hash)
+                return await self._record_success(
+                    claim, revived.tx_hash, revived.block_number, revived.block_hash
+                )
             return await self._record(claim, self._pending(claim, revived))
         changes: dict[str, Any] = {"block_number": receipt.block_number, "block_hash": receipt.block_hash}
         if receipt.status != 1:
@@ -423,7 +425,9 @@ class Facilitator:
             claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes
         )
 
-    async def _record_success(self, claim: Claim, tx_hash: str, block_number: int, block_hash: str) -> SettleResponse:
+    async def _record_success(
+        self, claim: Claim, tx_hash: str, block_number: int, block_hash: str
+    ) -> SettleResponse:
         success = SettleResponse(
             success=True,
             payer=claim.payer,
@@ -433,7 +437,12 @@ class Facilitator:
             extensions={"settlement": {"blockNumber": block_number, "confirmations": self._confirmations}},
         )
         return await self._record(
-            claim, success, state=ClaimState.SUCCEEDED, tx_hash=tx_hash, block_number=block_number, block_hash=block_hash
+            claim,
+            success,
+            state=ClaimState.SUCCEEDED,
+            tx_hash=tx_hash,
+            block_number=block_number,
+            block_hash=block_hash,
         )
 
     async def _third_party_settlement(self, claim: Claim) -> SettleResponse | None:

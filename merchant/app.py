@@ -40,8 +40,19 @@ def payment_extension(pricing: Pricing) -> AgentExtension:
     params.update(
         {
             "networks": [pricing.asset.network],
-            "assets": [{"network": pricing.asset.network, "address": pricing.asset.address, "name": pricing.asset.name, "version": pricing.asset.version, "decimals": pricing.asset.decimals}],
-            "payTo": [{"network": pricing.asset.network, "tenant": t.id, "address": t.pay_to} for t in pricing.tenants],
+            "assets": [
+                {
+                    "network": pricing.asset.network,
+                    "address": pricing.asset.address,
+                    "name": pricing.asset.name,
+                    "version": pricing.asset.version,
+                    "decimals": pricing.asset.decimals,
+                }
+            ],
+            "payTo": [
+                {"network": pricing.asset.network, "tenant": t.id, "address": t.pay_to}
+                for t in pricing.tenants
+            ],
         }
     )
     return AgentExtension(
@@ -101,7 +112,9 @@ def build_app(
         pending=pending,
         settle_timeout_s=settings.settle_timeout_s,
     )
-    billing = create_billing_router(ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None))
+    billing = create_billing_router(
+        ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None)
+    )
     app = create_app(
         executor=executor,
         engine=engine,
@@ -115,7 +128,11 @@ def build_app(
             extensions=[payment_extension(pricing)],
         ),
         routes=billing.routes,
-        handler_layers=[lambda inner: PaymentRequestHandler(inner, pricing=pricing, offers=offers, skill_of=_skill_of, pending=pending)],
+        handler_layers=[
+            lambda inner: PaymentRequestHandler(
+                inner, pricing=pricing, offers=offers, skill_of=_skill_of, pending=pending
+            )
+        ],
     )
     edge_lifespan = app.router.lifespan_context
 

@@ -36,7 +36,9 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
-    uvicorn.run(build_app(settings), host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        build_app(settings), host=settings.host, port=settings.port, log_level="warning", access_log=False
+    )
 
 
 @main.group()

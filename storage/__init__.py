@@ -7,8 +7,8 @@ only way tables are made. Callers own their sessions and transactions.
 from __future__ import annotations
 
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
-from ._types import Uint256
 from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
+from ._types import Uint256
 
 __all__ = [
     "DEFAULT_DATABASE_URL",

@@ -12,7 +12,11 @@ __all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url"]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./x402.db"
 
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
 
 
 def normalize_url(url: str) -> str:
