@@ -12,16 +12,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ._segments import Segment
+from ._segments import NODE, OURS, REFERENCE, REFERENCE_TWO_SIGNERS, Segment
 
-__all__ = ["NODE", "OURS", "REFERENCE", "REFERENCE_TWO_SIGNERS", "render_report", "targets_met"]
+__all__ = ["render_report", "targets_met"]
 
 Key = tuple[str, str, int]  # (server, mode, concurrency)
-
-OURS = "ours"
-REFERENCE = "reference"
-REFERENCE_TWO_SIGNERS = "reference x2"
-NODE = "node"
 
 
 @dataclass(frozen=True, slots=True)

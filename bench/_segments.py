@@ -26,7 +26,22 @@ from ._http import Answer, HttpConnection, build_request, run_requests
 from ._payloads import AMOUNT_ATOMIC, sign_raw_transfers, to_requests
 from ._servers import ServerProcess
 
-__all__ = ["Segment", "measure_http", "measure_raw", "warm_up"]
+__all__ = [
+    "NODE",
+    "OURS",
+    "REFERENCE",
+    "REFERENCE_TWO_SIGNERS",
+    "Segment",
+    "measure_http",
+    "measure_raw",
+    "warm_up",
+]
+
+# Who a segment measured; the summary pairs ours with the reference by these labels.
+OURS = "ours"
+REFERENCE = "reference"
+REFERENCE_TWO_SIGNERS = "reference x2"
+NODE = "node"
 
 _T = TypeVar("_T")
 _RECEIPT_BATCH = 100
@@ -167,6 +182,8 @@ def measure_http(
         problems.append(f"{len(payloads) - len(answers)} requests got no answer")
     if mode == "settle":
         hashes = [o.tx_hash for o in outcomes if o.success and o.tx_hash]
+        if len(hashes) != ok:
+            problems.append(f"{ok - len(hashes)} successful settlements named no transaction")
         problems += _settlement_problems(before, after, ok, hashes)
     elif after.height != before.height:
         problems.append(f"verification changed the chain (height {before.height} -> {after.height})")
@@ -251,7 +268,7 @@ def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segmen
     anvil_after, loadgen_after = chain.anvil_cpu_s(), time.process_time()
     after = chain.state()
     return Segment(
-        server="node",
+        server=NODE,
         mode="raw",
         concurrency=1,
         count=len(payloads),

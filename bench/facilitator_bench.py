@@ -36,8 +36,8 @@ from facilitator.wire import PaymentPayload
 
 from ._chain import BenchChain, start_bench_chain
 from ._payloads import make_requirements, sign_payloads
-from ._report import OURS, REFERENCE, REFERENCE_TWO_SIGNERS, render_report, targets_met
-from ._segments import Segment, measure_http, measure_raw, warm_up
+from ._report import render_report, targets_met
+from ._segments import OURS, REFERENCE, REFERENCE_TWO_SIGNERS, Segment, measure_http, measure_raw, warm_up
 from ._servers import ServerProcess, migrate_claim_store, start_ours, start_reference
 
 __all__ = ["Plan", "main"]

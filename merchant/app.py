@@ -19,14 +19,14 @@ from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
 
-from a2a_x402 import EXTENSION_URI
+from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, create_app
 from .ledger import Ledger
-from .payments import Asset, OfferStore, PaymentExecutor, PaymentRequestHandler, PendingSettlements, Pricing
+from .payments import Asset, OfferStore, PaymentExecutor, PaymentRequestHandler, Pricing
 from .settings import MerchantSettings
 from .tenants import TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
@@ -34,8 +34,8 @@ from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_r
 __all__ = ["build_app", "payment_extension"]
 
 
-def payment_extension(pricing: Pricing) -> AgentExtension:
-    """The card's declaration of the x402 extension: required, with what is accepted and who is paid."""
+def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True) -> AgentExtension:
+    """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid."""
     params = Struct()
     params.update(
         {
@@ -56,9 +56,9 @@ def payment_extension(pricing: Pricing) -> AgentExtension:
         }
     )
     return AgentExtension(
-        uri=EXTENSION_URI,
+        uri=uri,
         description="Payments for skills with x402 (EIP-3009 transferWithAuthorization).",
-        required=True,
+        required=required,
         params=params,
     )
 
@@ -101,7 +101,6 @@ def build_app(
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
     offers = OfferStore(engine)
-    pending = PendingSettlements()
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
         pricing=pricing,
@@ -109,7 +108,6 @@ def build_app(
         offers=offers,
         ledger=ledger,
         skill_of=_skill_of,
-        pending=pending,
         settle_timeout_s=settings.settle_timeout_s,
     )
     billing = create_billing_router(
@@ -126,11 +124,16 @@ def build_app(
             base_url=settings.base_url,
             skills=[TEXT_STATS_SKILL],
             extensions=[payment_extension(pricing)],
+            # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
+            extensions_v0_3=[
+                payment_extension(pricing, EXTENSION_URI_V02),
+                payment_extension(pricing, EXTENSION_URI_V01, required=False),
+            ],
         ),
         routes=billing.routes,
         handler_layers=[
             lambda inner: PaymentRequestHandler(
-                inner, pricing=pricing, offers=offers, skill_of=_skill_of, pending=pending
+                inner, pricing=pricing, offers=offers, skill_of=_skill_of
             )
         ],
     )

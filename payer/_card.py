@@ -27,7 +27,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard, AgentInterface
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
+from a2a.utils.constants import (
+    AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_1_0,
+    VERSION_HEADER,
+    TransportProtocol,
+)
 from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_address
 from google.protobuf.json_format import ParseError
 
@@ -197,10 +202,10 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     """The card's bytes, refusing a body over ``MAX_CARD_BYTES`` without downloading all of it."""
     chunks: list[bytes] = []
     size = 0
+    # A server with a card per protocol version answers a request without A2A-Version with its 0.3 card.
+    headers = {"Accept": "application/json", VERSION_HEADER: PROTOCOL_VERSION_1_0}
     try:
-        async with http.stream(
-            "GET", url, timeout=timeout_s, headers={"Accept": "application/json"}
-        ) as reply:
+        async with http.stream("GET", url, timeout=timeout_s, headers=headers) as reply:
             if reply.status_code != httpx.codes.OK:
                 raise CardError(f"fetching the card at {url} answered HTTP {reply.status_code}")
             async for chunk in reply.aiter_bytes():

@@ -116,7 +116,7 @@ class PaymentFailedError(PayerError):
         message: str,
         *,
         task_id: str,
-        state: TaskState.ValueType,
+        state: TaskState,
         error: PaymentErrorCode | None,
         receipts: Sequence[X402Receipt],
         signed: bool,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -42,8 +41,6 @@ from a2a.types import (
     AgentCard,
     GetTaskRequest,
     Message,
-    Part,
-    Role,
     SendMessageRequest,
     Task,
     TaskState,
@@ -55,14 +52,9 @@ from eth_account import Account
 
 from a2a_x402 import (
     EXTENSION_URI,
-    Dialect,
     PaymentCompletedData,
     PaymentData,
-    PaymentFailedData,
-    PaymentRejectedData,
     PaymentRequiredData,
-    PaymentSubmittedData,
-    encode,
 )
 from agentcard import CardVerifier
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
@@ -72,13 +64,13 @@ from ._errors import (
     MerchantError,
     MerchantUnreachableError,
     PaymentAttemptsExhaustedError,
-    PaymentFailedError,
     PaymentPendingError,
     PaymentRefusedError,
 )
+from ._messages import decline_message, payment_message, user_message
 from ._policy import PaymentPolicy
 from ._signing import sign_payment
-from ._stages import PaidResult, PaymentStage, StageKind, TaskView, transaction_of
+from ._stages import PaidResult, PaymentStage, StageKind, TaskView, failure_of, transaction_of
 
 __all__ = ["FreshTermsHook", "Payer", "PayerSettings"]
 
@@ -120,6 +112,15 @@ class PayerSettings:
             raise ValueError("timeouts and intervals must be positive")
 
 
+@dataclass(slots=True)
+class _RunState:
+    """What one payment run has done: authorizations signed, the last one's terms, the status it answered."""
+
+    payments: int = 0
+    paid: PaymentRequirements | None = None
+    answered: TaskStatus | None = None
+
+
 class Payer:
     """Pays one merchant (card, binding, tenant) with one key.
 
@@ -146,8 +147,9 @@ class Payer:
         interface = card.interface(binding, tenant)
         try:
             self._address: str = Account.from_key(private_key).address
-        except Exception as exc:  # eth-account raises several types; none may echo the key
-            raise ValueError("the payer key is not a valid secp256k1 private key") from exc
+        except ValueError:
+            # `from None`: eth-account's message may quote the key.
+            raise ValueError("the payer key is not a valid secp256k1 private key") from None
         self._key = private_key
         self.card = card
         self.tenant = tenant
@@ -284,25 +286,21 @@ class Payer:
     async def _run(self, request: str | Message, *, streaming: bool) -> AsyncIterator[PaymentStage]:
         view = TaskView()
         try:
-            async for stage in self._send(
-                SendMessageRequest(message=_user_message(request)), view, streaming
-            ):
+            async for stage in self._send(SendMessageRequest(message=user_message(request)), view, streaming):
                 yield stage
         except A2AClientError as exc:
             raise MerchantUnreachableError(f"sending the request failed: {exc}") from exc
         except A2AError as exc:
             raise MerchantError(f"the merchant refused the request: {exc}") from exc
-        answered: TaskStatus | None = None
-        paid: PaymentRequirements | None = None
-        payments = 0
+        run = _RunState()
         while True:
             task, payment = view.task, view.payment
             state = task.status.state
             if state == TaskState.TASK_STATE_COMPLETED:
-                yield self._completed(view, payment, paid)
+                yield self._completed(view, payment, run.paid)
                 return
             if state in _ENDED:
-                raise _failure(task, payment, signed=payments > 0)
+                raise failure_of(task, payment, signed=run.payments > 0)
             if state in _RUNNING:
                 async for stage in self._wait(view):
                     yield stage
@@ -311,30 +309,39 @@ class Payer:
                 raise MerchantError(
                     f"the task is {TaskState.Name(state)} without payment terms: the payer cannot go on",
                     task_id=task.id,
-                    signed=payments > 0,
+                    signed=run.payments > 0,
                 )
-            if answered is not None and task.status == answered:
-                raise MerchantUnreachableError(
-                    "the payment never reached the merchant: the task still shows the terms it answered",
-                    task_id=task.id,
-                    signed=True,
-                )
-            if payments == self.settings.max_payments:
-                raise PaymentAttemptsExhaustedError(
-                    f"the merchant asked for payment again ({payment.error}) after {payments} payments",
-                    task_id=task.id,
-                    error=payment.error,
-                )
-            if payments and self._on_fresh_terms is not None:
-                await self._on_fresh_terms(payment)
-            payload = await self._sign(task, payment, signed=payments > 0)
-            payments, paid, answered = payments + 1, payload.accepted, _copy_status(task.status)
-            yield PaymentStage(
-                StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=payment, payload=payload
-            )
-            message = _extension_message(task, PaymentSubmittedData(payload), _payment_text(payload))
-            async for stage in self._submit(SendMessageRequest(message=message), view, streaming):
+            async for stage in self._pay_terms(view, payment, run, streaming):
                 yield stage
+
+    async def _pay_terms(
+        self, view: TaskView, terms: PaymentRequiredData, run: _RunState, streaming: bool
+    ) -> AsyncIterator[PaymentStage]:
+        """Answer a ``payment-required`` status with a new authorization, if it is one not answered yet."""
+        task = view.task
+        if run.answered is not None and task.status == run.answered:
+            raise MerchantUnreachableError(
+                "the payment never reached the merchant: the task still shows the terms it answered",
+                task_id=task.id,
+                signed=True,
+            )
+        if run.payments == self.settings.max_payments:
+            reason = terms.error.value if terms.error is not None else "no reason given"
+            raise PaymentAttemptsExhaustedError(
+                f"the merchant asked for payment again ({reason}) after {run.payments} payments",
+                task_id=task.id,
+                error=terms.error,
+            )
+        if run.payments and self._on_fresh_terms is not None:
+            await self._on_fresh_terms(terms)
+        payload = await self._sign(task, terms, signed=run.payments > 0)
+        run.payments, run.paid, run.answered = run.payments + 1, payload.accepted, _copy_status(task.status)
+        yield PaymentStage(
+            StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
+        )
+        message = payment_message(task, payload)
+        async for stage in self._submit(SendMessageRequest(message=message), view, streaming):
+            yield stage
 
     async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> PaymentPayload:
         """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses."""
@@ -343,6 +350,7 @@ class Payer:
         try:
             requirements = self.policy.choose(terms.required, self.card.terms, self.tenant)
         except PaymentRefusedError as exc:
+            # The policy knows nothing of tasks; the caller needs to know which one was declined.
             exc.task_id, exc.signed = task.id, signed
             await self._decline(task)
             raise
@@ -370,8 +378,10 @@ class Payer:
         """Present the signed payment, again (the same message) after transport errors; learn the outcome."""
         attempts = self.settings.submit_attempts
         for attempt in range(1, attempts + 1):
+            answered = False
             try:
                 async for stage in self._send(request, view, streaming):
+                    answered = True
                     yield stage
                 return
             except A2AClientError as exc:
@@ -385,14 +395,13 @@ class Payer:
                 )
                 await asyncio.sleep(self.settings.retry_backoff_s * attempt)
             except A2AError as exc:
-                if attempt == 1:
+                if attempt == 1 and not answered:
                     raise MerchantError(
                         f"the merchant refused the payment: {exc}", task_id=view.task.id, signed=True
                     ) from exc
-                # The task moved on (e.g. completed): an earlier presentation was taken.
-                logger.info(
-                    "re-presented payment for task %s refused (%s); asking for the task", view.task.id, exc
-                )
+                # The payment was taken (this stream had begun, or an earlier presentation arrived and the
+                # task moved on): the task tells the outcome.
+                logger.info("payment for task %s: %s; asking for the task", view.task.id, exc)
                 break
         yield view.replace(await self._get_task(view.task.id))
 
@@ -433,7 +442,7 @@ class Payer:
 
     async def _decline(self, task: Task) -> None:
         """Tell the merchant the terms are declined (best effort: the refusal stands either way)."""
-        message = _extension_message(task, PaymentRejectedData(), "Payment declined by the payer's policy.")
+        message = decline_message(task)
         try:
             async for _ in self._client.send_message(
                 SendMessageRequest(message=message), context=self._context
@@ -462,51 +471,6 @@ def _client_for(card: AgentCard, http: httpx.AsyncClient, binding: Binding, *, s
         httpx_client=http, supported_protocol_bindings=[binding.protocol], streaming=streaming
     )
     return ClientFactory(config).create(card)
-
-
-def _failure(task: Task, payment: PaymentData | None, *, signed: bool) -> PaymentFailedError:
-    error = payment.error if isinstance(payment, PaymentFailedData) else None
-    receipts = payment.receipts if isinstance(payment, PaymentFailedData) else ()
-    text = task.status.message.parts[0].text if task.status.message.parts else ""
-    reason = f" ({error.value})" if error is not None else ""
-    return PaymentFailedError(
-        f"the task ended {TaskState.Name(task.status.state)}{reason}: {text}".rstrip(": "),
-        task_id=task.id,
-        state=task.status.state,
-        error=error,
-        receipts=receipts,
-        signed=signed,
-    )
-
-
-def _user_message(request: str | Message) -> Message:
-    if isinstance(request, str):
-        return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=request)])
-    message = Message()
-    message.CopyFrom(request)
-    if not message.message_id:
-        message.message_id = str(uuid.uuid4())
-    if message.role == Role.ROLE_UNSPECIFIED:
-        message.role = Role.ROLE_USER
-    return message
-
-
-def _extension_message(task: Task, data: PaymentData, text: str) -> Message:
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        task_id=task.id,
-        context_id=task.context_id,
-        parts=[Part(text=text)],
-        extensions=[EXTENSION_URI],
-    )
-    message.metadata.update(encode(data, Dialect.V03))
-    return message
-
-
-def _payment_text(payload: PaymentPayload) -> str:
-    terms = payload.accepted
-    return f"Payment of {terms.amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}."
 
 
 def _copy_status(status: TaskStatus) -> TaskStatus:

@@ -56,8 +56,10 @@ def sign_payment(
         "verifyingContract": requirements.asset,
     }
     signed = Account.sign_typed_data(private_key, domain, _TYPES, message)
+    # `from` is a keyword, so the field is `from_address` in Python and its alias on the wire; type
+    # checkers see only the alias.
     authorization = ExactEvmAuthorization(
-        from_address=account.address,
+        **{"from": account.address},
         to=requirements.pay_to,
         value=requirements.amount,
         valid_after=message["validAfter"],

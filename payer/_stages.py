@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from a2a.helpers import get_message_text
 from a2a.types import Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState
+from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import (
     Dialect,
@@ -25,9 +26,9 @@ from a2a_x402 import (
 )
 from facilitator.wire import PaymentPayload, PaymentRequirements
 
-from ._errors import MerchantError
+from ._errors import MerchantError, PaymentFailedError
 
-__all__ = ["PaidResult", "PaymentStage", "StageKind", "TaskView", "transaction_of"]
+__all__ = ["PaidResult", "PaymentStage", "StageKind", "TaskView", "failure_of", "transaction_of"]
 
 
 class StageKind(StrEnum):
@@ -70,7 +71,7 @@ class PaidResult:
         return self.task.id
 
     @property
-    def state(self) -> TaskState.ValueType:
+    def state(self) -> TaskState:
         """The task's final state (completed)."""
         return self.task.status.state
 
@@ -95,6 +96,7 @@ class PaymentStage:
         task_id: the merchant's task.
         state: the task's state after this stage.
         payment: the x402 extension data of the task's status message after this stage, if any.
+        message: the text of the task's status message after this stage, if any.
         artifact: the artifact of an ``ARTIFACT`` stage.
         payload: the signed payment of a ``PAYMENT_SIGNED`` stage.
         transaction: a settlement transaction this stage names (pending, settled or failed).
@@ -104,8 +106,9 @@ class PaymentStage:
 
     kind: StageKind
     task_id: str
-    state: TaskState.ValueType
+    state: TaskState
     payment: PaymentData | None = None
+    message: str | None = None
     artifact: Artifact | None = None
     payload: PaymentPayload | None = None
     transaction: str | None = None
@@ -142,7 +145,7 @@ class TaskView:
         if not status.HasField("message") or not status.message.HasField("metadata"):
             return None
         try:
-            return decode(status.message.metadata, Dialect.V03)
+            return decode(MessageToDict(status.message.metadata), Dialect.V03)
         except ExtensionMetadataError as exc:
             raise MerchantError(
                 f"the merchant's x402 metadata is malformed: {exc}", task_id=self.task.id
@@ -193,11 +196,13 @@ class TaskView:
 
     def _stage(self, kind: StageKind, *, artifact: Artifact | None = None) -> PaymentStage:
         payment = self.payment
+        status = self.task.status
         return PaymentStage(
             kind,
             self.task.id,
-            self.task.status.state,
+            status.state,
             payment=payment,
+            message=get_message_text(status.message) if status.HasField("message") else None,
             artifact=artifact,
             transaction=transaction_of(payment),
         )
@@ -221,3 +226,20 @@ def _merge_artifact(task: Task, update: TaskArtifactUpdateEvent) -> None:
                 existing.CopyFrom(update.artifact)
             return
     task.artifacts.append(update.artifact)
+
+
+def failure_of(task: Task, payment: PaymentData | None, *, signed: bool) -> PaymentFailedError:
+    """The error for a task that ended failed, canceled or rejected, with the merchant's code and receipts."""
+    error = payment.error if isinstance(payment, PaymentFailedData) else None
+    receipts = payment.receipts if isinstance(payment, PaymentFailedData) else ()
+    text = get_message_text(task.status.message) if task.status.HasField("message") else ""
+    reason = f" ({error.value})" if error is not None else ""
+    summary = f"the task ended {TaskState.Name(task.status.state)}{reason}"
+    return PaymentFailedError(
+        f"{summary}: {text}" if text else summary,
+        task_id=task.id,
+        state=task.status.state,
+        error=error,
+        receipts=receipts,
+        signed=signed,
+    )

@@ -1,14 +1,16 @@
-"""The merchant's edge: the A2A 1.0 app (JSON-RPC and HTTP+JSON on a2a-sdk), its Agent Card and tenancy.
+"""The merchant's edge: the A2A app (JSON-RPC and HTTP+JSON on a2a-sdk), its Agent Cards and tenancy.
 
-The only part of the merchant that knows HTTP, JSON-RPC and protocol versions. It serves any a2a-sdk
-`AgentExecutor`; tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.paths`.
+The only part of the merchant that knows HTTP, JSON-RPC and protocol versions: A2A 1.0 for every tenant and
+A2A 0.3 for the default tenant, negotiated per request (`versions`). It serves any a2a-sdk `AgentExecutor`;
+tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.paths`.
 """
 
 from __future__ import annotations
 
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, HandlerLayer, create_app
-from .card import AgentCardSettings, CardSettingsError, build_agent_card
+from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
 from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
+from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
 
 __all__ = [
     "AGENT_CARD_PATH",
@@ -19,7 +21,12 @@ __all__ = [
     "HandlerLayer",
     "JSONRPC_PATH",
     "MERCHANT_SCHEMA_BRANCH",
+    "ProtocolVersion",
     "REST_PATH",
+    "VersionNegotiator",
     "build_agent_card",
     "create_app",
+    "negotiate_version",
+    "render_agent_card",
+    "served_versions",
 ]

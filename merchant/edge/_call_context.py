@@ -1,9 +1,10 @@
-"""The one place the edge reads what protocol version a request speaks.
+"""The call context every A2A request is handled with, carrying the version the edge negotiated.
 
-The SDK's handlers validate `A2A-Version` from the headers the call-context builder copies into
-`ServerCallContext.state["headers"]`. This builder decides that value for both bindings: the header, or,
-when the header is absent, the `A2A-Version` query parameter the spec (§3.2.6) allows clients to use
-instead. Version negotiation proper (accepting 0.3 next to 1.0) is to be added here.
+The SDK's handlers validate `A2A-Version` from the headers the builder copies into
+`ServerCallContext.state["headers"]`, comparing only the major version; the payment layer reads
+`state[NEGOTIATED_VERSION_KEY]`. This builder writes the negotiated `Major.Minor` into both, so a version
+that came as a query parameter, or with a patch part, reaches them exactly as negotiated. The routes refuse
+a request whose version cannot be negotiated before a context is ever built.
 """
 
 from __future__ import annotations
@@ -13,25 +14,29 @@ from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.utils.constants import VERSION_HEADER
 from starlette.requests import Request
 
-__all__ = ["EdgeCallContextBuilder", "requested_version"]
+from merchant.payments import NEGOTIATED_VERSION_KEY
 
-_STATE_VERSION_KEY = VERSION_HEADER.lower()  # Starlette header keys are lowercase
+from .versions import VersionNegotiator
 
+__all__ = ["EdgeCallContextBuilder"]
 
-def requested_version(request: Request) -> str | None:
-    """The A2A protocol version the request asks for, or None when it names none (which means 0.3)."""
-    return request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER) or None
+_HEADERS_VERSION_KEY = VERSION_HEADER.lower()  # Starlette header keys are lowercase
 
 
 class EdgeCallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's default context (user, headers, requested extensions) with the version resolved here."""
+    """The SDK's default context (user, headers, requested extensions) with the negotiated version."""
+
+    def __init__(self, negotiator: VersionNegotiator) -> None:
+        self._negotiator = negotiator
 
     def build(self, request: Request) -> ServerCallContext:
-        """Build the call context for `request`; the tenant is filled in afterwards by the SDK dispatchers."""
+        """Build the call context for `request`; the tenant is filled in afterwards by the SDK dispatchers.
+
+        Raises:
+            VersionNotSupportedError: the request's version cannot be negotiated.
+        """
+        version = self._negotiator.version_of(request)
         context = super().build(request)
-        headers = context.state["headers"]
-        headers.pop(_STATE_VERSION_KEY, None)
-        version = requested_version(request)
-        if version is not None:
-            headers[_STATE_VERSION_KEY] = version
+        context.state["headers"][_HEADERS_VERSION_KEY] = version.value
+        context.state[NEGOTIATED_VERSION_KEY] = version.value
         return context

@@ -72,7 +72,10 @@ class _Rewriter:
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             content_type = _header(message, b"content-type")
-            self._mode = "sse" if b"text/event-stream" in content_type else "json" if b"json" in content_type else ""
+            if b"text/event-stream" in content_type:
+                self._mode = "sse"
+            else:
+                self._mode = "json" if b"json" in content_type else ""
             if self._mode == "json":
                 self._start = message  # sent with the rewritten body, whose length changes
             else:

@@ -1,17 +1,29 @@
-"""The A2A routes, built by the SDK's route factories and adjusted where the SDK falls short.
+"""The A2A routes of every binding and version, built by the SDK's route factories and guarded here.
+
+Versions. Each route serves one protocol version: the 1.0 JSON-RPC methods (`SendMessage`, ...) and
+HTTP+JSON paths, and — when the deployment serves 0.3 — the SDK's 0.3 compatibility layer: the 0.3 methods
+(`message/send`, ...) on the same JSON-RPC URL and the 0.3 HTTP+JSON paths under `REST_PATH/v1`. Before a
+request reaches the SDK, its route negotiates the version (`VersionNegotiator`) and refuses, with
+VersionNotSupported in the binding's error form, a version it cannot negotiate or an operation of the
+other version (a 1.0 client calling `message/send`, a header-less — hence 0.3 — client calling
+`SendMessage`). The SDK would otherwise answer the former with a 0.3 InternalError. A SendMessage whose
+message is written in the other version's form is refused with InvalidParams (`_forms`). Every response
+served in a version carries `A2A-Version` and the activated extensions (`_echo`).
 
 Tenant mount. `create_rest_routes(path_prefix=REST_PATH)` returns the prefixed routes plus
 `Mount('/{tenant}', ...)` holding the same routes, i.e. the tenant form `/{tenant}/a2a/rest/...`. That is
 wrong twice over: the A2A proto and the SDK's own client put the tenant after the interface URL
 (`/a2a/rest/{tenant}/...`), and a catch-all mount at the root shadows every route registered after it. The
-mount is replaced by one at `REST_PATH/{tenant}` carrying the same endpoints; the SDK's dispatcher reads
-the tenant from the path parameter either way.
+mount is replaced by one at `REST_PATH/{tenant}` carrying the same 1.0 endpoints; the SDK's dispatcher reads
+the tenant from the path parameter either way. The 0.3 routes come first: `v1` is a reserved tenant id.
 
-ListTasks body. The SDK serializes ListTasks with `always_print_fields_with_no_presence`, which is needed
-for the response's own REQUIRED fields (`nextPageToken` is "" on the last page) but also prints every
-default inside the tasks (`"filename": ""`, `"extensions": []`, ...), so a task listed differs from the
-same task fetched. Both bindings' ListTasks results are re-serialized as plain ProtoJSON with the four
-REQUIRED top-level fields kept.
+Errors. The SDK gives the errors it builds itself (JSON-RPC parse error, method not found, internal error;
+an HTTP+JSON internal error) no `google.rpc.ErrorInfo`; they get one here, so every 1.0 error names its
+reason.
+ListTasks: the SDK serializes it with `always_print_fields_with_no_presence`, which is needed for the
+response's own REQUIRED fields (`nextPageToken` is "" on the last page) but also prints every default inside
+the tasks (`"filename": ""`, `"extensions": []`, ...), so a task listed differs from the same task fetched.
+Both bindings' ListTasks results are re-serialized as plain ProtoJSON with the four REQUIRED fields kept.
 """
 
 from __future__ import annotations
@@ -20,50 +32,243 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
 from a2a.server.request_handlers import RequestHandler
+from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import ListTasksResponse
+from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
+from a2a.utils.errors import A2AError, VersionNotSupportedError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from ._echo import ProtocolEcho
+from ._forms import check_jsonrpc_v0_3_form, check_rest_v0_3_form, check_v1_0_form
 from .paths import JSONRPC_PATH, REST_PATH
+from .versions import ProtocolVersion, VersionNegotiator
 
 __all__ = ["jsonrpc_routes", "rest_routes"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+FormCheck = Callable[[Any], None]
 
 _SDK_TENANT_MOUNT = "/{tenant}"
+_REST_V0_3_PREFIX = REST_PATH + "/v1/"
 _LIST_TASKS_PATH = "/tasks"
 _LIST_TASKS_METHOD = "ListTasks"
+_METHODS = {
+    **dict.fromkeys(JsonRpcDispatcher.METHOD_TO_MODEL, ProtocolVersion.V1_0),
+    **dict.fromkeys(JSONRPC03Adapter.METHOD_TO_MODEL, ProtocolVersion.V0_3),
+}
+_SEND_FORMS: dict[str, FormCheck] = {
+    "SendMessage": check_v1_0_form,
+    "SendStreamingMessage": check_v1_0_form,
+    "message/send": check_jsonrpc_v0_3_form,
+    "message/stream": check_jsonrpc_v0_3_form,
+}
+_REST_SEND_PATHS = ("/message:send", "/message:stream")
+# ErrorInfo reasons of the errors the SDK answers without one: by JSON-RPC code, by google.rpc status.
+_REST_REASONS = {"INTERNAL": "INTERNAL_ERROR", "INVALID_ARGUMENT": "INVALID_REQUEST"}
+_STANDARD_REASONS = {
+    -32700: "JSON_PARSE",
+    -32600: "INVALID_REQUEST",
+    -32601: "METHOD_NOT_FOUND",
+    -32602: "INVALID_PARAMS",
+    -32603: "INTERNAL_ERROR",
+}
 
 
-def jsonrpc_routes(handler: RequestHandler, context_builder: ServerCallContextBuilder) -> list[BaseRoute]:
-    """The JSON-RPC endpoint at `JSONRPC_PATH`; the tenant travels in `params.tenant`."""
+def _other_version(operation: str, version: ProtocolVersion) -> VersionNotSupportedError:
+    if version is ProtocolVersion.V1_0:
+        hint = "the request asks for A2A 1.0; send A2A-Version: 0.3 to use it"
+        belongs = "0.3"
+    else:
+        hint = (
+            "the request asks for A2A 0.3 (an empty or missing A2A-Version means 0.3); "
+            "send A2A-Version: 1.0"
+        )
+        belongs = "1.0"
+    return VersionNotSupportedError(
+        message=f"{operation} is an A2A {belongs} operation, but {hint}",
+        data={"requested": version.value, "supported": belongs},
+    )
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON body, or None when it has none or it is not JSON (the SDK answers that)."""
+    try:
+        return await request.json()
+    except ValueError:
+        return None
+
+
+# -- JSON-RPC -------------------------------------------------------------------------------------------
+
+
+def jsonrpc_routes(
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    negotiator: VersionNegotiator,
+    echo: ProtocolEcho,
+) -> list[BaseRoute]:
+    """The JSON-RPC endpoint at `JSONRPC_PATH` for every served version; the tenant is `params.tenant`."""
+    compat = ProtocolVersion.V0_3 in negotiator.supported
     routes: list[BaseRoute] = []
-    for route in create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH, context_builder=context_builder):
-        routes.append(Route(route.path, _jsonrpc_list_tasks_canonical(route.endpoint), methods=route.methods))
+    for route in create_jsonrpc_routes(
+        handler, rpc_url=JSONRPC_PATH, context_builder=context_builder, enable_v0_3_compat=compat
+    ):
+        endpoint = _jsonrpc_endpoint(route.endpoint, negotiator, echo)
+        routes.append(Route(route.path, endpoint, methods=route.methods))
     return routes
 
 
-def rest_routes(handler: RequestHandler, context_builder: ServerCallContextBuilder) -> list[BaseRoute]:
-    """The HTTP+JSON routes under `REST_PATH`, and their tenant form under `REST_PATH/{tenant}`."""
-    routes: list[Route] = []
-    for route in create_rest_routes(handler, context_builder=context_builder, path_prefix=REST_PATH):
+def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: ProtocolEcho) -> Endpoint:
+    async def handle(request: Request) -> Response:
+        body = await _json_body(request)
+        envelope = body if isinstance(body, dict) else {}
+        request_id = envelope.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            request_id = None
+        method = envelope.get("method")
+        try:
+            version = negotiator.version_of(request)
+        except VersionNotSupportedError as exc:
+            return JSONResponse(build_error_response(request_id, exc))
+        belongs = _METHODS.get(method) if isinstance(method, str) else None
+        if belongs is not None and belongs is not version:
+            return JSONResponse(build_error_response(request_id, _other_version(f"{method!r}", version)))
+        try:
+            if isinstance(method, str) and method in _SEND_FORMS:
+                _SEND_FORMS[method](envelope.get("params"))
+        except A2AError as exc:
+            return echo.stamp(JSONResponse(build_error_response(request_id, exc)), request, version)
+        response = await endpoint(request)
+        if version is ProtocolVersion.V1_0 and isinstance(response, JSONResponse):
+            response = _finish_v1_0(response, method)
+        return echo.stamp(response, request, version)
+
+    return handle
+
+
+def _finish_v1_0(response: JSONResponse, method: Any) -> JSONResponse:
+    """A 1.0 JSON-RPC answer with ErrorInfo on every error and ListTasks as plain ProtoJSON."""
+    body = json.loads(bytes(response.body))
+    if not isinstance(body, dict):
+        return response
+    error = body.get("error")
+    if isinstance(error, dict):
+        body["error"] = _with_error_info(error)
+    elif "result" in body and method == _LIST_TASKS_METHOD:
+        body["result"] = _canonical_list_tasks(body["result"])
+    else:
+        return response
+    return JSONResponse(body, status_code=response.status_code)
+
+
+def _has_error_info(details: Any) -> bool:
+    return isinstance(details, list) and any(
+        isinstance(detail, dict) and detail.get("@type") == ERROR_INFO_TYPE for detail in details
+    )
+
+
+def _error_info(reason: str, data: Any) -> dict[str, Any]:
+    metadata = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    return {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": metadata}
+
+
+def _with_error_info(error: dict[str, Any]) -> dict[str, Any]:
+    code = error.get("code")
+    reason = _STANDARD_REASONS.get(code) if isinstance(code, int) else None
+    if reason is None or _has_error_info(error.get("data")):
+        return error
+    return {**error, "data": [_error_info(reason, error.get("data"))]}
+
+
+def _rest_with_error_info(response: Response) -> Response:
+    """An HTTP+JSON error the SDK built without ErrorInfo (an unexpected exception), given one."""
+    if response.status_code < 400 or not isinstance(response, JSONResponse):
+        return response
+    body = json.loads(bytes(response.body))
+    error = body.get("error") if isinstance(body, dict) else None
+    reason = _REST_REASONS.get(error.get("status")) if isinstance(error, dict) else None
+    if error is None or reason is None or _has_error_info(error.get("details")):
+        return response
+    error["details"] = [_error_info(reason, None)]
+    return JSONResponse(body, status_code=response.status_code, media_type=response.media_type)
+
+
+# -- HTTP+JSON ------------------------------------------------------------------------------------------
+
+
+def rest_routes(
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    negotiator: VersionNegotiator,
+    echo: ProtocolEcho,
+) -> list[BaseRoute]:
+    """The HTTP+JSON routes: 1.0 under `REST_PATH` and `REST_PATH/{tenant}`, 0.3 under `REST_PATH/v1`."""
+    compat = ProtocolVersion.V0_3 in negotiator.supported
+    legacy: list[Route] = []
+    current: list[Route] = []
+    for route in create_rest_routes(
+        handler, context_builder=context_builder, enable_v0_3_compat=compat, path_prefix=REST_PATH
+    ):
         if isinstance(route, Route):
+            legacy_route = route.path.startswith(_REST_V0_3_PREFIX)
+            version = ProtocolVersion.V0_3 if legacy_route else ProtocolVersion.V1_0
             endpoint = route.endpoint
             if route.path == REST_PATH + _LIST_TASKS_PATH:
                 endpoint = _rest_list_tasks_canonical(endpoint)
-            routes.append(Route(route.path, endpoint, methods=route.methods))
+            guarded = _rest_endpoint(endpoint, version, _rest_form(route.path, version), negotiator, echo)
+            (legacy if version is ProtocolVersion.V0_3 else current).append(
+                Route(route.path, guarded, methods=route.methods)
+            )
         elif not (isinstance(route, Mount) and route.path == _SDK_TENANT_MOUNT):
             # A new kind of route from a newer SDK must be looked at, not silently served or dropped.
             raise RuntimeError(f"unexpected route from a2a-sdk create_rest_routes: {route!r}")
     tenant_routes = [
         Route(route.path.removeprefix(REST_PATH), endpoint=route.endpoint, methods=route.methods)
-        for route in routes
+        for route in current
     ]
-    return [*routes, Mount(f"{REST_PATH}/{{tenant}}", routes=tenant_routes)]
+    return [*legacy, *current, Mount(f"{REST_PATH}/{{tenant}}", routes=tenant_routes)]
+
+
+def _rest_form(path: str, version: ProtocolVersion) -> FormCheck | None:
+    if not path.endswith(_REST_SEND_PATHS):
+        return None
+    return check_rest_v0_3_form if version is ProtocolVersion.V0_3 else check_v1_0_form
+
+
+def _rest_error(error: A2AError) -> JSONResponse:
+    payload = build_rest_error_payload(error)
+    return JSONResponse(payload, status_code=payload["error"]["code"], media_type="application/json")
+
+
+def _rest_endpoint(
+    endpoint: Endpoint,
+    serves: ProtocolVersion,
+    form_check: FormCheck | None,
+    negotiator: VersionNegotiator,
+    echo: ProtocolEcho,
+) -> Endpoint:
+    async def handle(request: Request) -> Response:
+        try:
+            version = negotiator.version_of(request)
+        except VersionNotSupportedError as exc:
+            return _rest_error(exc)
+        if version is not serves:
+            return _rest_error(_other_version(f"{request.method} {request.url.path}", version))
+        if form_check is not None:
+            try:
+                form_check(await _json_body(request))
+            except A2AError as exc:
+                return echo.stamp(_rest_error(exc), request, version)
+        return echo.stamp(_rest_with_error_info(await endpoint(request)), request, version)
+
+    return handle
 
 
 def _canonical_list_tasks(result: dict[str, Any]) -> dict[str, Any]:
@@ -81,18 +286,3 @@ def _rest_list_tasks_canonical(endpoint: Endpoint) -> Endpoint:
         return JSONResponse(_canonical_list_tasks(result), media_type=response.media_type)
 
     return list_tasks
-
-
-def _jsonrpc_list_tasks_canonical(endpoint: Endpoint) -> Endpoint:
-    async def handle(request: Request) -> Response:
-        response = await endpoint(request)
-        if not isinstance(response, JSONResponse):
-            return response  # a stream
-        body = json.loads(bytes(response.body))
-        # The dispatcher has parsed the request body already; Starlette hands back the cached JSON.
-        if "result" not in body or (await request.json()).get("method") != _LIST_TASKS_METHOD:
-            return response
-        body["result"] = _canonical_list_tasks(body["result"])
-        return JSONResponse(body, status_code=response.status_code)
-
-    return handle

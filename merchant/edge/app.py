@@ -1,12 +1,15 @@
-"""The merchant's A2A 1.0 app: any a2a-sdk `AgentExecutor` behind JSON-RPC and HTTP+JSON, per tenant.
+"""The merchant's A2A app: any a2a-sdk `AgentExecutor` behind JSON-RPC and HTTP+JSON, per tenant.
 
-Wiring, outermost first: the SDK's route factories (`paths` has the URL layout) → `EdgeCallContextBuilder`
-(the one place the protocol version is read) → `TenantGate` (unknown tenants refused) → the SDK's
-`DefaultRequestHandler` → the executor. Tasks live in the SDK's `DatabaseTaskStore` on the caller's engine,
-owner-scoped by tenant and user, in the table made by migration `m0001` (never by the SDK).
+A2A 1.0 is served to every tenant; A2A 0.3 (through the SDK's compatibility layer, which converts 0.3
+requests to 1.0 before the handlers see them and the answers back) to the default tenant, since 0.3 has
+no tenants. Wiring, outermost first: the routes (`paths` has the URL layout), each negotiating the version
+through one `VersionNegotiator` → `EdgeCallContextBuilder` (which hands the negotiated version on) →
+`TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
+`DefaultRequestHandler` → the executor. Tasks live in the SDK's `DatabaseTaskStore` on the caller's
+engine, owner-scoped by tenant and user, in the table made by migration `m0001` (never by the SDK).
 
-The card JSON is produced in exactly one place, the SDK's card route, with an optional `card_modifier`
-applied to every response; card signing plugs in there.
+The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
+optional `card_modifier`; card signing plugs in there.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from contextlib import asynccontextmanager
 
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
-from a2a.server.routes import add_a2a_routes_to_fastapi, create_agent_card_routes
+from a2a.server.routes import add_a2a_routes_to_fastapi
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentCard
 from fastapi import FastAPI
@@ -29,12 +32,15 @@ from merchant.tenants import TenantRegistry
 from storage import ensure_schema_current
 
 from ._call_context import EdgeCallContextBuilder
+from ._card_route import AgentCardEndpoint
+from ._echo import ProtocolEcho
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
 from ._tenancy import TenantGate, tenant_owner
-from .card import AgentCardSettings, build_agent_card
+from .card import AgentCardSettings, CardSettingsError, build_agent_card, served_versions
 from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
+from .versions import ProtocolVersion, VersionNegotiator
 
 __all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "HandlerLayer", "create_app"]
 
@@ -62,7 +68,7 @@ def create_app(
     routes: Sequence[BaseRoute] = (),
     card_modifier: CardModifier | None = None,
     handler_layers: Sequence[HandlerLayer] = (),
-    card_cache_control: str | None = _DEFAULT_CARD_CACHE_CONTROL,
+    card_cache_control: str = _DEFAULT_CARD_CACHE_CONTROL,
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
@@ -73,10 +79,11 @@ def create_app(
         tenants: the tenants served; each gets interfaces in the card and its own task scope.
         card: what the Agent Card says about the agent (name, skills, base URL, extensions, ...).
         routes: extra routes (JWKS, per-tenant endpoints, ...), registered before the A2A ones.
-        card_modifier: applied to the card on every card request; the hook for signing.
+        card_modifier: applied to the card of the requested version on every card request.
         handler_layers: wrappers around the SDK's request handler, innermost first (the payment layer's);
             the tenant gate is always outermost.
-        card_cache_control: `Cache-Control` of the card response (an ETag is always sent).
+        card_cache_control: `Cache-Control` of the card responses; must set a `max-age` (an ETag and
+            `Vary: A2A-Version` are always sent).
         interrupted_task_timeout_s: release a task idle in input-required / auth-required from memory
             after this many seconds; the next message resumes it from the store. None keeps every such
             task in memory until it finishes.
@@ -84,15 +91,28 @@ def create_app(
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
         `storage.SchemaOutdatedError` otherwise) and, on shutdown, drains the tasks still running.
+
+    Raises:
+        CardSettingsError: `card_cache_control` sets no `max-age`.
     """
-    agent_card = build_agent_card(card, tenants)
+    if "max-age=" not in card_cache_control:
+        raise CardSettingsError(f"card_cache_control must set a max-age, got {card_cache_control!r}")
+    negotiator = VersionNegotiator(served_versions(tenants))
+    cards = {version: build_agent_card(card, tenants, version) for version in negotiator.supported}
+    echo = ProtocolEcho(
+        {
+            ProtocolVersion.V1_0: frozenset(e.uri for e in card.extensions),
+            ProtocolVersion.V0_3: frozenset(e.uri for e in card.extensions_v0_3),
+        }
+    )
     task_store = DatabaseTaskStore(engine, create_table=False, owner_resolver=tenant_owner)
     inner: RequestHandler = DefaultRequestHandler(
         executor,
         task_store,
-        agent_card,
+        cards[ProtocolVersion.V1_0],
         request_context_builder=TaskContextRequestContextBuilder(task_store),
         interrupted_task_timeout=interrupted_task_timeout_s,
+        validate_input_modes=True,
     )
     for layer in handler_layers:
         inner = layer(inner)
@@ -108,20 +128,19 @@ def create_app(
             await handler.aclose()
 
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan)
-    app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX, AGENT_CARD_PATH))
+    # The card renders its own integers: its ETag is computed over the exact bytes it sends.
+    app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX,))
     app.router.routes.extend(routes)
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
-    context_builder = EdgeCallContextBuilder()
+    context_builder = EdgeCallContextBuilder(negotiator)
+    card_endpoint = AgentCardEndpoint(
+        cards, negotiator=negotiator, modifier=card_modifier, cache_control=card_cache_control
+    )
     add_a2a_routes_to_fastapi(
         app,
-        agent_card_routes=create_agent_card_routes(
-            agent_card,
-            card_modifier=card_modifier,
-            card_url=AGENT_CARD_PATH,
-            cache_control=card_cache_control,
-        ),
-        jsonrpc_routes=jsonrpc_routes(handler, context_builder),
-        rest_routes=rest_routes(handler, context_builder),
+        agent_card_routes=[Route(AGENT_CARD_PATH, card_endpoint.serve, methods=["GET"])],
+        jsonrpc_routes=jsonrpc_routes(handler, context_builder, negotiator, echo),
+        rest_routes=rest_routes(handler, context_builder, negotiator, echo),
     )
     return app
 

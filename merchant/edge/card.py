@@ -1,12 +1,17 @@
-"""The merchant's public Agent Card: what it is built from and how tenants become interfaces.
+"""The merchant's public Agent Card, one per protocol version: what it is built from and its served bytes.
 
-The card lists one interface per binding (JSON-RPC, HTTP+JSON) per served tenant, all at protocol version
-1.0; the default tenant's interfaces carry no `tenant` and come first, so a client that simply takes the
-first interface talks to the default tenant. Capabilities are fixed by what the edge implements: streaming
-yes, push notifications no. Extension declarations (the x402 payment extension) are supplied by the caller.
+The 1.0 card lists one interface per binding (JSON-RPC, HTTP+JSON) per served tenant at protocol version 1.0;
+the default tenant's interfaces carry no `tenant` and come first, so a client that simply takes the first
+interface talks to the default tenant. When the default tenant exists the deployment also serves A2A 0.3
+(which has no tenants) for it, and the 1.0 card lists those two 0.3 interfaces last. The 0.3 card is the
+0.3 shape of the same agent: `url` and `preferredTransport` (JSON-RPC), `protocolVersion: "0.3"`, and
+`additionalInterfaces` listing both 0.3 interfaces. Capabilities are fixed by what the edge implements:
+streaming yes, push notifications no. Extension declarations are supplied by the caller per version
+(`extensions` for 1.0, `extensions_v0_3` for 0.3): an extension URI names one version of the extension.
 
-The protocol version is set on every interface on purpose: an interface without one makes the SDK merge
-0.3 legacy fields into the served JSON.
+`render_agent_card` is the one place that turns a card into the exact bytes served for its version (and
+so the bytes a signature must cover). The 1.0 card is written with plain `MessageToDict`, never the SDK's
+`agent_card_to_dict`, which would merge the 0.3 fields into a 1.0 card that lists a 0.3 interface.
 """
 
 from __future__ import annotations
@@ -15,14 +20,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import orjson
+from a2a.compat.v0_3.conversions import to_compat_agent_card, to_compat_agent_interface
 from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import TransportProtocol
+from google.protobuf.json_format import MessageToDict
 
-from merchant.tenants import TenantRegistry
+from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 
+from ._numbers import restore_integers
 from .paths import JSONRPC_PATH, REST_PATH
+from .versions import ProtocolVersion
 
-__all__ = ["AgentCardSettings", "CardSettingsError", "build_agent_card"]
+__all__ = [
+    "AgentCardSettings",
+    "CardSettingsError",
+    "build_agent_card",
+    "render_agent_card",
+    "served_versions",
+]
 
 _DEFAULT_MODES = ("text/plain", "application/json")
 # Preferred binding first: the SDK client picks the first interface it supports.
@@ -40,9 +56,10 @@ class AgentCardSettings:
     """What the operator says about the agent; the edge adds interfaces and capabilities.
 
     `base_url` is the public origin (and optional path prefix) clients reach the app at, for example
-    `https://shop.example`; interface URLs are built from it. `extensions` go into
-    `capabilities.extensions` as given. Raises `CardSettingsError` on an empty name, description, version
-    or skill list, or a base URL that is not an absolute http(s) URL.
+    `https://shop.example`; interface URLs are built from it. `extensions` go into the 1.0 card's
+    `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's. Raises `CardSettingsError`
+    on an empty name, description, version or skill list, or a base URL that is not an absolute http(s)
+    URL.
     """
 
     name: str
@@ -51,6 +68,7 @@ class AgentCardSettings:
     base_url: str
     skills: Sequence[AgentSkill]
     extensions: Sequence[AgentExtension] = ()
+    extensions_v0_3: Sequence[AgentExtension] = ()
     default_input_modes: Sequence[str] = _DEFAULT_MODES
     default_output_modes: Sequence[str] = _DEFAULT_MODES
     provider: AgentProvider | None = None
@@ -73,26 +91,60 @@ class AgentCardSettings:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
 
-def build_agent_card(settings: AgentCardSettings, tenants: TenantRegistry) -> AgentCard:
-    """The Agent Card for `settings`: one JSON-RPC and one HTTP+JSON interface per tenant in `tenants`."""
+def served_versions(tenants: TenantRegistry) -> tuple[ProtocolVersion, ...]:
+    """The protocol versions served: 1.0, and 0.3 when there is a default tenant (0.3 has no tenants)."""
+    if DEFAULT_TENANT in tenants:
+        return (ProtocolVersion.V1_0, ProtocolVersion.V0_3)
+    return (ProtocolVersion.V1_0,)
+
+
+def _interfaces(settings: AgentCardSettings, tenants: TenantRegistry) -> list[AgentInterface]:
     interfaces = [
         AgentInterface(
             url=settings.base_url + path,
             protocol_binding=binding,
-            protocol_version=PROTOCOL_VERSION_1_0,
+            protocol_version=ProtocolVersion.V1_0.value,
             tenant=tenant.id,
         )
         for tenant in tenants
         for binding, path in _BINDINGS
     ]
+    if ProtocolVersion.V0_3 in served_versions(tenants):
+        interfaces.extend(
+            AgentInterface(
+                url=settings.base_url + path,
+                protocol_binding=binding,
+                protocol_version=ProtocolVersion.V0_3.value,
+            )
+            for binding, path in _BINDINGS
+        )
+    return interfaces
+
+
+def build_agent_card(
+    settings: AgentCardSettings, tenants: TenantRegistry, version: ProtocolVersion = ProtocolVersion.V1_0
+) -> AgentCard:
+    """The Agent Card for `settings` and `tenants` in `version`, as an A2A 1.0 `AgentCard` message.
+
+    For 1.0: every interface of every served version. For 0.3: only the 0.3 interfaces and the 0.3
+    extension declarations, ready for `render_agent_card` to write in the 0.3 shape.
+
+    Raises:
+        CardSettingsError: `version` is not served to `tenants` (0.3 needs the default tenant).
+    """
+    if version not in served_versions(tenants):
+        raise CardSettingsError(f"A2A {version} is not served: it needs a default tenant")
+    interfaces = _interfaces(settings, tenants)
+    extensions = settings.extensions
+    if version is ProtocolVersion.V0_3:
+        interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
+        extensions = settings.extensions_v0_3
     card = AgentCard(
         name=settings.name,
         description=settings.description,
         version=settings.version,
         supported_interfaces=interfaces,
-        capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extensions=list(settings.extensions)
-        ),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extensions=list(extensions)),
         default_input_modes=list(settings.default_input_modes),
         default_output_modes=list(settings.default_output_modes),
         skills=list(settings.skills),
@@ -104,3 +156,21 @@ def build_agent_card(settings: AgentCardSettings, tenants: TenantRegistry) -> Ag
     if settings.icon_url is not None:
         card.icon_url = settings.icon_url
     return card
+
+
+def render_agent_card(card: AgentCard, version: ProtocolVersion) -> bytes:
+    """The exact bytes served for `card` (from `build_agent_card` for `version`) to clients of `version`.
+
+    Integral numbers stay integers (a `Struct` in extension params stores them as doubles). For 0.3 the
+    first 0.3 interface becomes `url`/`preferredTransport` and every 0.3 interface, that one included, is
+    listed in `additionalInterfaces`, as the 0.3 specification recommends.
+    """
+    if version is ProtocolVersion.V1_0:
+        document = MessageToDict(card)
+    else:
+        legacy = [i for i in card.supported_interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
+        compat = to_compat_agent_card(card)
+        compat.additional_interfaces = [to_compat_agent_interface(i) for i in legacy]
+        compat.protocol_version = ProtocolVersion.V0_3.value
+        document = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return orjson.dumps(restore_integers(document))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from ._executor import PaymentExecutor, SkillResolver
 from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
 from ._offers import Offer, OfferState, OfferStore
-from ._pending import PendingSettlements
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 
@@ -22,7 +21,6 @@ __all__ = [
     "OfferStore",
     "PaymentExecutor",
     "PaymentRequestHandler",
-    "PendingSettlements",
     "Pricing",
     "SkillResolver",
     "protocol_version",

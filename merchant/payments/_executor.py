@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -51,10 +52,9 @@ from a2a_x402 import (
 from facilitator import ChainUnavailableError, FacilitatorClient
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
 
-from ..ledger import Ledger, SettlementBooking
+from ..ledger import Ledger, LedgerError, SettlementBooking
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import Offer, OfferState, OfferStore
-from ._pending import PendingSettlements
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
@@ -78,7 +78,6 @@ class PaymentExecutor(AgentExecutor):
         offers: OfferStore,
         ledger: Ledger,
         skill_of: SkillResolver,
-        pending: PendingSettlements,
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
     ):
@@ -88,7 +87,6 @@ class PaymentExecutor(AgentExecutor):
         self._offers = offers
         self._ledger = ledger
         self._skill_of = skill_of
-        self._pending = pending
         self._settle_timeout_s = settle_timeout_s
         self._settle_horizon_s = settle_horizon_s
 
@@ -138,7 +136,10 @@ class PaymentExecutor(AgentExecutor):
         task_id, context_id = _ids(context)
         price = self._pricing.price(context.tenant, skill)
         required = self._pricing.terms(
-            context.tenant, skill, description=f"{skill} for {self._pricing.asset.format(price)}"
+            context.tenant,
+            skill,
+            description=f"{skill} for {self._pricing.asset.format(price)}",
+            offer_id=uuid.uuid4().hex,
         )
         await self._offers.offer(
             task_id=task_id,
@@ -149,7 +150,8 @@ class PaymentExecutor(AgentExecutor):
             required=required.to_json_dict(),
             request=request if request is not None else _message_dict(context.message),
         )
-        text = f"Payment required: {self._pricing.asset.format(price)} to {self._pricing.pay_to(context.tenant)}."
+        pay_to = self._pricing.pay_to(context.tenant)
+        text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
         if error is not None:
             text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
         data = PaymentRequiredData(required=terms_for(required, dialect), error=error)
@@ -295,7 +297,6 @@ class PaymentExecutor(AgentExecutor):
                     dialect,
                 )
             )
-            self._pending.announce(task_id)
             deadline = time.monotonic() + self._settle_horizon_s
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
                 response = await self._settle(payload, requirements, key)
@@ -313,7 +314,7 @@ class PaymentExecutor(AgentExecutor):
                 tuple(receipts),
             )
             return
-        await self._book(context, offer, payload, requirements, response)
+        await self._book(offer, payload, requirements, response)
         await self._offers.advance(task_id, OfferState.PAID, receipts=[r.to_json_dict() for r in receipts])
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
@@ -348,38 +349,51 @@ class PaymentExecutor(AgentExecutor):
 
     async def _book(
         self,
-        context: RequestContext,
         offer: Offer,
         payload: PaymentPayload,
         requirements: PaymentRequirements,
         response: SettleResponse,
     ) -> None:
-        """Book the settlement; the reconciler books it later if the ledger cannot be written now."""
+        """Book the settlement in the tenant's ledger; a failure here never stops delivery (the payer paid).
+
+        A settlement that cannot be booked is logged as an error naming the task and the transaction; the
+        task's offer (state `paid`, with its receipts) keeps what is needed to book it by hand.
+        """
         authorization = payload.payload.authorization
         settlement = (response.extensions or {}).get("settlement") or {}
         block = settlement.get("blockNumber")
-        booking = SettlementBooking(
-            tenant=offer.tenant,
-            task_id=offer.task_id,
-            context_id=offer.context_id,
-            payer=authorization.from_address,
-            pay_to=requirements.pay_to,
-            asset=requirements.asset,
-            network=requirements.network,
-            chain_id=requirements.chain_id,
-            amount=requirements.amount,
-            nonce=authorization.nonce,
-            tx_hash=response.transaction,
-            block_number=block if isinstance(block, int) else None,
-            settled_at=datetime.now(UTC),
-        )
+        if not isinstance(block, int):
+            logger.error(
+                "settlement of task %s in %s not booked: the facilitator reported no block number",
+                offer.task_id,
+                response.transaction,
+            )
+            return
         try:
-            async for attempt in stamina.retry_context(on=Exception, attempts=5, timeout=10.0):
+            booking = SettlementBooking(
+                tenant=offer.tenant,
+                task_id=offer.task_id,
+                context_id=offer.context_id,
+                payer=authorization.from_address,
+                pay_to=requirements.pay_to,
+                asset=requirements.asset,
+                network=requirements.network,
+                chain_id=requirements.chain_id,
+                amount=requirements.amount,
+                nonce=authorization.nonce,
+                tx_hash=response.transaction,
+                block_number=block,
+                settled_at=datetime.now(UTC),
+            )
+            # A ledger error is a verdict on the booking itself; anything else (the database) may pass.
+            async for attempt in stamina.retry_context(
+                on=lambda exc: not isinstance(exc, LedgerError), attempts=5, timeout=10.0
+            ):
                 with attempt:
                     await self._ledger.book_settlement(booking)
-        except Exception:  # noqa: BLE001 - the payer paid: deliver, and let the reconciler book it
+        except Exception:  # noqa: BLE001 - the payer paid: deliver even when the books cannot be written
             logger.exception(
-                "booking the settlement of task %s failed; the reconciler will book it", offer.task_id
+                "settlement of task %s in %s could not be booked", offer.task_id, response.transaction
             )
 
     async def _fail(

@@ -9,18 +9,26 @@ cannot be canceled.
 A blocking SendMessage that carries a payment waits for the task to finish, as A2A says, unless the
 settlement is still unconfirmed at the executor's deadline: then it answers with the task as it is
 (`TASK_STATE_WORKING`, the pending receipt with its transaction hash) while the executor keeps waiting
-for the settlement in the background.
+for the settlement in the background. The handler follows the task's own events to see that moment, so
+the task it answers with is the stored one, pending receipt included.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Callable
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.request_handlers import RequestHandler
-from a2a.types import CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, Task, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import (
     ExtensionSupportRequiredError,
     InvalidParamsError,
@@ -35,15 +43,16 @@ from a2a_x402 import (
     FLAT_KEY_PREFIX,
     Dialect,
     ExtensionMetadataError,
+    PaymentData,
     PaymentRejectedData,
     PaymentSubmittedData,
+    PaymentVerifiedData,
     negotiate_dialect,
 )
 from facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
 from ._offers import OfferState, OfferStore
-from ._pending import PendingSettlements
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
@@ -57,6 +66,8 @@ _TERMINAL = {
     TaskState.TASK_STATE_CANCELED,
     TaskState.TASK_STATE_REJECTED,
 }
+# Where a blocking SendMessage answers (A2A §3.1.2): a terminal or an interrupted state.
+_ANSWERED = _TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01})
 _TAKING_PAYMENT = {OfferState.VERIFYING, OfferState.WORKING, OfferState.SETTLING}
 
@@ -71,28 +82,33 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         pricing: Pricing,
         offers: OfferStore,
         skill_of: Callable[[Message], str],
-        pending: PendingSettlements,
     ):
         super().__init__(inner)
         self._pricing = pricing
         self._offers = offers
         self._skill_of = skill_of
-        self._pending = pending
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        """SendMessage, answered early with the working task when its settlement is still pending."""
-        await self._check_send(params, context)
-        if not params.message.task_id:
+        """SendMessage; a blocking payment answers early (task working) while its settlement is pending."""
+        data, dialect = await self._check_send(params, context)
+        if (
+            not isinstance(data, PaymentSubmittedData)
+            or dialect is None
+            or params.configuration.return_immediately
+        ):
             return await super().on_message_send(params, context)
-        task_id = params.message.task_id
-        with self._pending.watch(task_id) as pending:
-            send = asyncio.ensure_future(super().on_message_send(params, context))
-            await asyncio.wait({send, pending}, return_when=asyncio.FIRST_COMPLETED)
-            if send.done():
-                return send.result()
-            # The executor goes on in the background; only this caller's wait for it ends.
-            send.cancel()
-        task = await super().on_get_task(GetTaskRequest(id=task_id, tenant=params.tenant), context)
+        # Follow the task's events. Each one reaches a subscriber only after it is stored, so the task read
+        # afterwards is at least as new as the event that ended the wait.
+        async for event in super().on_message_send_stream(params, context):
+            if isinstance(event, Message):
+                return event
+            if isinstance(event, Task | TaskStatusUpdateEvent) and _answers(event, dialect):
+                break
+        # Leaving the stream only ends this caller's wait; the executor goes on in the background.
+        request = GetTaskRequest(id=params.message.task_id, tenant=params.tenant)
+        if params.configuration.HasField("history_length"):
+            request.history_length = params.configuration.history_length
+        task = await super().on_get_task(request, context)
         if task is None:
             raise TaskNotFoundError
         return task
@@ -109,11 +125,19 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         """CancelTask, refused while the task's payment is being taken."""
         offer = await self._offers.get(params.id)
         if offer is not None and offer.tenant == context.tenant and offer.state in _TAKING_PAYMENT:
-            raise TaskNotCancelableError(message="the task's payment is being settled; it can no longer be canceled")
+            raise TaskNotCancelableError(
+                message="the task's payment is being settled; it can no longer be canceled"
+            )
         return await super().on_cancel_task(params, context)
 
-    async def _check_send(self, request: SendMessageRequest, call_context: ServerCallContext) -> None:
-        """Raise the A2A error for a message the payment layer must refuse; return if it may proceed."""
+    async def _check_send(
+        self, request: SendMessageRequest, call_context: ServerCallContext
+    ) -> tuple[PaymentData | None, Dialect | None]:
+        """Raise the A2A error for a message the payment layer must refuse.
+
+        Returns:
+            The message's extension data (None without any) and the dialect it was read in.
+        """
         message = request.message
         if message.ByteSize() > MAX_MESSAGE_BYTES:
             raise InvalidParamsError(message=f"the message is larger than {MAX_MESSAGE_BYTES} bytes")
@@ -126,18 +150,20 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                 raise ExtensionSupportRequiredError(
                     message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
                 )
-            return
+            return data, dialect
         try:
-            task = await super().on_get_task(GetTaskRequest(id=message.task_id, tenant=request.tenant), call_context)
+            task = await super().on_get_task(
+                GetTaskRequest(id=message.task_id, tenant=request.tenant), call_context
+            )
         except TaskNotFoundError:
-            return  # the SDK answers TaskNotFound itself
+            return data, dialect  # the SDK answers TaskNotFound itself
         if task is None or task.status.state in _TERMINAL:
-            return  # the SDK answers TaskNotFound / UnsupportedOperation itself
+            return data, dialect  # the SDK answers TaskNotFound / UnsupportedOperation itself
         offer = await self._offers.get(task.id)
         if offer is None:
             if data is not None:
                 raise InvalidParamsError(message="this task asked for no payment")
-            return
+            return data, dialect
         if dialect is None:
             raise ExtensionSupportRequiredError(
                 message="this task is paid: activate the x402 payment extension"
@@ -145,7 +171,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if isinstance(data, PaymentRejectedData) and offer.state is not OfferState.OFFERED:
             raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
         if not isinstance(data, PaymentSubmittedData):
-            return
+            return data, dialect
         matched = match_offer(data.payload, PaymentRequired.from_wire(offer.required))
         if matched is None:
             raise InvalidParamsError(message="the payment does not match the terms offered for this task")
@@ -156,8 +182,9 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             raise InvalidParamsError(message="this payment authorization was already used for another task")
         if offer.state is not OfferState.OFFERED and offer.payload_hash != payload_hash(payload):
             raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
+        return data, dialect
 
-    def _read(self, message: Message, dialect: Dialect | None) -> object:
+    def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
         """The message's extension data; extension data without the extension activated is refused."""
         if dialect is None:
             keys = message.metadata.keys() if message.HasField("metadata") else ()
@@ -170,3 +197,14 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return message_payment_data(message, dialect)
         except ExtensionMetadataError as exc:
             raise InvalidParamsError(message=f"malformed x402 extension metadata: {exc}") from None
+
+
+def _answers(event: Task | TaskStatusUpdateEvent, dialect: Dialect) -> bool:
+    """Whether a blocking SendMessage answers at this event: the task is done, interrupted or pending."""
+    if event.status.state in _ANSWERED:
+        return True
+    try:
+        data = message_payment_data(event.status.message, dialect)
+    except ExtensionMetadataError:
+        return False
+    return isinstance(data, PaymentVerifiedData) and data.pending_transaction is not None

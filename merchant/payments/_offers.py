@@ -235,7 +235,7 @@ class OfferStore:
             )
 
     async def unfinished(self) -> list[Offer]:
-        """Offers whose payment was taken but not yet settled: work a restart or the reconciler must finish."""
+        """Offers whose payment was taken but not yet settled: what a restart or reconciler must finish."""
         statement = sa.select(offers_table).where(
             offers_table.c.state.in_(
                 [OfferState.VERIFYING.value, OfferState.WORKING.value, OfferState.SETTLING.value]

@@ -57,8 +57,13 @@ class Pricing:
         """Where the tenant's payments go."""
         return self.tenants.require(tenant_id).pay_to
 
-    def terms(self, tenant_id: str, skill: str, *, description: str) -> PaymentRequired:
-        """The x402 v2 `PaymentRequired` asking for this skill's price."""
+    def terms(self, tenant_id: str, skill: str, *, description: str, offer_id: str) -> PaymentRequired:
+        """The x402 v2 `PaymentRequired` asking for this skill's price, as the offer `offer_id`.
+
+        Every offer gets its own id, carried in `extra.offerId` next to the token's EIP-712 name and
+        version. A v2 payload returns the terms it pays verbatim in `accepted`, so the id tells a payment
+        made for these terms from one signed for another task's (or an earlier round's) identical terms.
+        """
         requirements = PaymentRequirements(
             scheme="exact",
             network=self.asset.network,
@@ -66,7 +71,7 @@ class Pricing:
             amount=self.price(tenant_id, skill),
             pay_to=self.pay_to(tenant_id),
             max_timeout_seconds=self._max_timeout_seconds,
-            extra={"name": self.asset.name, "version": self.asset.version},
+            extra={"name": self.asset.name, "version": self.asset.version, "offerId": offer_id},
         )
         tenant_part = f"/{tenant_id}" if tenant_id else ""
         resource = ResourceInfo(

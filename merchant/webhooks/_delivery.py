@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import logging
 import os
 import random
 import secrets
 import socket
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -45,12 +42,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._endpoints import disable_endpoint, endpoint_from_row
-from ._errors import UnsafeTargetError
 from ._events import EventType, WebhookTestData, serialize_event
 from ._ids import new_id
 from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from ._signing import webhook_headers
-from ._ssrf import resolve_target
+from ._sender import SendResult, send_signed
 
 __all__ = [
     "REQUEST_TIMEOUT_S",
@@ -74,8 +69,6 @@ REQUEST_TIMEOUT_S = 15.0
 
 _LEASE_S = 60.0
 _BATCH_SIZE = 20
-_ERROR_MAX = 255
-_THROTTLE_STATUSES = frozenset({429, 503})
 _GONE = 410
 _random = random.SystemRandom()
 
@@ -124,14 +117,6 @@ class _Claim:
     secrets: tuple[str, ...] = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Response:
-    status_code: int | None
-    error: str | None
-    retry_after_s: float | None
-    latency_ms: int
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndpointProbe:
     """The result of sending `webhook.test` to one endpoint."""
@@ -146,60 +131,6 @@ class EndpointProbe:
     def ok(self) -> bool:
         """Whether the endpoint answered 2xx."""
         return self.status_code is not None and 200 <= self.status_code < 300
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, (moment - _now()).total_seconds())
-
-
-async def _post(
-    client: httpx.AsyncClient,
-    url: str,
-    msg_id: str,
-    payload: bytes,
-    secrets_: Sequence[str],
-    *,
-    allow_private: bool,
-    timeout_s: float,
-) -> _Response:
-    started = time.monotonic()
-    status_code: int | None = None
-    error: str | None = None
-    retry_after: float | None = None
-    try:
-        target = await resolve_target(url, allow_private=allow_private)
-        headers = {"host": target.host, **webhook_headers(msg_id, payload, secrets_, now=_now())}
-        # TLS is negotiated for the original host name although the connection goes to the checked IP.
-        extensions = {} if target.sni_hostname is None else {"sni_hostname": target.sni_hostname}
-        request = client.build_request(
-            "POST", target.url, content=payload, headers=headers, timeout=timeout_s, extensions=extensions
-        )
-        # stream=True and no read: a receiver cannot make the worker hold a large response body.
-        response = await client.send(request, stream=True, follow_redirects=False)
-        await response.aclose()
-        status_code = response.status_code
-        if status_code in _THROTTLE_STATUSES:
-            retry_after = _retry_after_s(response)
-    except UnsafeTargetError as exc:
-        error = f"{exc.code}: {exc}"
-    except httpx.TimeoutException:
-        error = f"timeout after {timeout_s:g} s"
-    except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    latency_ms = round((time.monotonic() - started) * 1000)
-    return _Response(status_code, None if error is None else error[:_ERROR_MAX], retry_after, latency_ms)
 
 
 def _default_worker_id() -> str:
@@ -342,7 +273,7 @@ class DeliveryWorker:
 
     async def _deliver(self, claim: _Claim) -> None:
         started_at = _now()
-        response = await _post(
+        response = await send_signed(
             self._client,
             claim.url,
             claim.event_id,
@@ -353,7 +284,7 @@ class DeliveryWorker:
         )
         await self._record(claim, started_at, response)
 
-    async def _record(self, claim: _Claim, started_at: datetime, response: _Response) -> None:
+    async def _record(self, claim: _Claim, started_at: datetime, response: SendResult) -> None:
         now = _now()
         status = response.status_code
         next_attempt_at: datetime | None = None
@@ -433,7 +364,7 @@ async def send_test_event(
         payload = serialize_event(
             EventType.WEBHOOK_TEST, event_id=event_id, timestamp=_now(), sequence=None, data=data
         )
-        response = await _post(
+        response = await send_signed(
             client,
             endpoint.url,
             event_id,

@@ -228,7 +228,7 @@ def fact_event(fact: LedgerFact) -> tuple[EventType, EventModel]:
     reversed_data = SettlementReversedData(
         **_completed(fact.original),
         reversal_entry_id=fact.reversal.id,
-        reason=fact.reversal.reason or "",  # never empty: the schema rejects it
+        reason=fact.reversal.reason or "",  # always set on a reversal (a CHECK); "" would fail validation
         reversed_at=fact.reversal.effective_at,
     )
     return EventType.SETTLEMENT_REVERSED, reversed_data

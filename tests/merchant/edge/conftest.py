@@ -1,4 +1,9 @@
-"""A running merchant edge per test: the scripted executor, three tenants, a fresh database, real uvicorn."""
+"""Running merchant edges: the scripted executor, three tenants, a migrated database, real uvicorn.
+
+`running_merchant` serves one per test (on SQLite and PostgreSQL through `database_url`); `shared_merchant`
+is one per test module on SQLite, with the `MembersOnly` layer and its extension declared on both cards,
+for the many small requests of the version, error and binding tables.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,16 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from a2a.server.agent_execution import AgentExecutor
-from a2a.types import AgentSkill
+from a2a.types import AgentExtension, AgentSkill
 from starlette.routing import BaseRoute
 
-from merchant.edge import AgentCardSettings, CardModifier, create_app
+from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, create_app
 from merchant.tenants import Tenant, TenantRegistry
-from storage import create_engine
+from storage import create_engine, upgrade_schema
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 
 from .executors import ScriptedExecutor
+from .layers import MEMBERS_EXTENSION, MembersOnly
 from .wire import BINDINGS, Wire, binding
 
 TENANT_A = "acme"
@@ -37,10 +43,16 @@ def make_tenants() -> TenantRegistry:
     )
 
 
-def make_card(base_url: str) -> AgentCardSettings:
-    """Card settings for a merchant reachable at `base_url`."""
+def make_card(base_url: str, extensions: Sequence[AgentExtension] = ()) -> AgentCardSettings:
+    """Card settings for a merchant reachable at `base_url`, declaring `extensions` on both versions."""
     return AgentCardSettings(
-        name="Test Merchant", description="Sells t-shirts", version="1.2.3", base_url=base_url, skills=[SKILL]
+        name="Test Merchant",
+        description="Sells t-shirts",
+        version="1.2.3",
+        base_url=base_url,
+        skills=[SKILL],
+        extensions=extensions,
+        extensions_v0_3=extensions,
     )
 
 
@@ -53,6 +65,8 @@ def running_merchant(
     routes: Sequence[BaseRoute] = (),
     card_modifier: CardModifier | None = None,
     interrupted_task_timeout_s: float | None = 600.0,
+    handler_layers: Sequence[HandlerLayer] = (),
+    extensions: Sequence[AgentExtension] = (),
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop."""
     sock = sock if sock is not None else bind_loopback()
@@ -61,10 +75,11 @@ def running_merchant(
         executor=executor or ScriptedExecutor(),
         engine=engine,
         tenants=make_tenants(),
-        card=make_card(base_url_of(sock)),
+        card=make_card(base_url_of(sock), extensions),
         routes=routes,
         card_modifier=card_modifier,
         interrupted_task_timeout_s=interrupted_task_timeout_s,
+        handler_layers=handler_layers,
     )
     with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
         yield base_url
@@ -73,6 +88,16 @@ def running_merchant(
 def a2a_http(base_url: str) -> httpx.AsyncClient:
     """An HTTP client for the merchant at `base_url` that speaks A2A 1.0."""
     return httpx.AsyncClient(base_url=base_url, headers={"A2A-Version": "1.0"}, timeout=10)
+
+
+@pytest.fixture(scope="module")
+async def shared_merchant(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """Base URL of one merchant edge per test module (SQLite) with the `MembersOnly` layer."""
+    url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('edge') / 'x402.db'}"
+    await upgrade_schema(url)
+    members = AgentExtension(uri=MEMBERS_EXTENSION, description="members only", required=False)
+    with running_merchant(url, handler_layers=[MembersOnly], extensions=[members]) as base_url:
+        yield base_url
 
 
 @pytest.fixture

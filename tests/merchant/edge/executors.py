@@ -3,6 +3,7 @@
 - "quote": asks a question (TASK_STATE_INPUT_REQUIRED); the follow-up gets an artifact and COMPLETED.
 - "stream": three WORKING status updates, an artifact, then COMPLETED.
 - "slow": WORKING, then waits until canceled.
+- "bad-response": breaks the SDK's event rules (a Message after the Task): InvalidAgentResponse.
 - anything else: an artifact echoing the text, then COMPLETED.
 """
 
@@ -43,6 +44,8 @@ class ScriptedExecutor(AgentExecutor):
                 await updater.update_status(TaskState.TASK_STATE_WORKING, message=progress)
             await updater.add_artifact([new_text_part("streamed")], name="result")
             await updater.complete()
+        elif text == "bad-response":
+            await event_queue.enqueue_event(updater.new_agent_message([new_text_part("too late")]))
         elif text == "slow":
             await updater.start_work()
             await asyncio.Event().wait()

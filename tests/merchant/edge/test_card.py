@@ -1,6 +1,9 @@
-"""The Agent Card: built from settings and tenants, and served at the well-known path."""
+"""The Agent Card: built from settings and tenants per protocol version, and served at the well-known path."""
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import httpx
 import pytest
@@ -8,7 +11,15 @@ from a2a.types import AgentCard, AgentExtension, AgentProvider
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct
 
-from merchant.edge import AGENT_CARD_PATH, AgentCardSettings, CardSettingsError, build_agent_card
+from merchant.edge import (
+    AGENT_CARD_PATH,
+    AgentCardSettings,
+    CardSettingsError,
+    ProtocolVersion,
+    build_agent_card,
+    render_agent_card,
+    served_versions,
+)
 from merchant.tenants import Tenant, TenantRegistry
 
 from .conftest import PAY_TO, SKILL, TENANT_A, TENANT_B, make_card, make_tenants, running_merchant
@@ -18,7 +29,7 @@ BASE = "https://shop.example"
 
 
 def interfaces(base_url: str) -> list[JSON]:
-    """The interfaces the test tenants' card must list, in order."""
+    """The interfaces the test tenants' 1.0 card must list, in order: 1.0 per tenant, then 0.3."""
     listed = []
     for tenant in ("", TENANT_A, TENANT_B):
         for path, binding in (("/a2a/jsonrpc", "JSONRPC"), ("/a2a/rest", "HTTP+JSON")):
@@ -26,6 +37,8 @@ def interfaces(base_url: str) -> list[JSON]:
             if tenant:
                 interface["tenant"] = tenant
             listed.append(interface)
+    for path, binding in (("/a2a/jsonrpc", "JSONRPC"), ("/a2a/rest", "HTTP+JSON")):
+        listed.append({"url": base_url + path, "protocolBinding": binding, "protocolVersion": "0.3"})
     return listed
 
 
@@ -48,14 +61,68 @@ def test_card_lists_every_tenant_on_every_binding_default_first() -> None:
     assert MessageToDict(card) == expected_card(BASE)
 
 
-def test_card_without_a_default_tenant_has_no_tenantless_interface() -> None:
+def expected_card_v0_3(base_url: str) -> JSON:
+    """The 0.3-shaped card of the test merchant."""
+    return {
+        "name": "Test Merchant",
+        "description": "Sells t-shirts",
+        "version": "1.2.3",
+        "url": base_url + "/a2a/jsonrpc",
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3",
+        "additionalInterfaces": [
+            {"url": base_url + "/a2a/jsonrpc", "transport": "JSONRPC"},
+            {"url": base_url + "/a2a/rest", "transport": "HTTP+JSON"},
+        ],
+        "capabilities": {"streaming": True, "pushNotifications": False},
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [{"id": "order", "name": "Order", "description": "Orders a t-shirt", "tags": ["commerce"]}],
+    }
+
+
+def test_card_without_a_default_tenant_has_no_tenantless_interface_and_no_0_3() -> None:
     tenants = TenantRegistry([Tenant(id=TENANT_B, pay_to=PAY_TO[TENANT_B], price=1)])
 
     card = build_agent_card(make_card(BASE), tenants)
 
-    assert [(i.tenant, i.protocol_binding) for i in card.supported_interfaces] == [
-        (TENANT_B, "JSONRPC"),
-        (TENANT_B, "HTTP+JSON"),
+    assert [(i.tenant, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
+        (TENANT_B, "JSONRPC", "1.0"),
+        (TENANT_B, "HTTP+JSON", "1.0"),
+    ]
+    assert served_versions(tenants) == (ProtocolVersion.V1_0,)
+    with pytest.raises(CardSettingsError, match="needs a default tenant"):
+        build_agent_card(make_card(BASE), tenants, ProtocolVersion.V0_3)
+
+
+def test_0_3_card_has_the_0_3_shape_and_only_0_3_extensions() -> None:
+    v1 = AgentExtension(uri="https://example.org/ext/x402/v0.3", required=True)
+    v02 = AgentExtension(uri="https://example.org/ext/x402/v0.2", required=True)
+    params = Struct()
+    params.update({"decimals": 6})
+    v02.params.CopyFrom(params)
+    settings = AgentCardSettings(
+        name="Test Merchant",
+        description="Sells t-shirts",
+        version="1.2.3",
+        base_url=BASE,
+        skills=[SKILL],
+        extensions=[v1],
+        extensions_v0_3=[v02],
+    )
+
+    v1_card = build_agent_card(settings, make_tenants())
+    v03_card = build_agent_card(settings, make_tenants(), ProtocolVersion.V0_3)
+    served = json.loads(render_agent_card(v03_card, ProtocolVersion.V0_3))
+
+    assert [e.uri for e in v1_card.capabilities.extensions] == [v1.uri]
+    expected = expected_card_v0_3(BASE)
+    expected["capabilities"]["extensions"] = [{"uri": v02.uri, "required": True, "params": {"decimals": 6}}]
+    assert served == expected
+    # An integral number in params is written as an integer, never as 6.0.
+    assert b'"decimals":6}' in render_agent_card(v03_card, ProtocolVersion.V0_3)
+    assert json.loads(render_agent_card(v1_card, ProtocolVersion.V1_0))["capabilities"]["extensions"] == [
+        {"uri": v1.uri, "required": True}
     ]
 
 
@@ -114,16 +181,68 @@ def test_card_settings_are_validated(field: str, value: object, message: str) ->
     assert failure.value.code == "card_settings_invalid"
 
 
-async def test_served_card_is_exact_cached_and_revalidated(sqlite_url: str) -> None:
+@pytest.mark.parametrize(
+    ("headers", "version"),
+    [
+        ({"A2A-Version": "1.0"}, "1.0"),
+        ({}, "0.3"),
+        ({"A2A-Version": "0.3"}, "0.3"),
+        ({"A2A-Version": ""}, "0.3"),
+    ],
+)
+async def test_served_card_is_the_requested_version_cached_and_revalidated(
+    sqlite_url: str, headers: dict[str, str], version: str
+) -> None:
     with running_merchant(sqlite_url) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:
-            response = await http.get(AGENT_CARD_PATH)
-            revalidated = await http.get(AGENT_CARD_PATH, headers={"If-None-Match": response.headers["etag"]})
+            response = await http.get(AGENT_CARD_PATH, headers=headers)
+            etag = response.headers["etag"]
+            revalidated = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": etag})
+            listed = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": f'"x", {etag}'})
 
+    expected = expected_card(base_url) if version == "1.0" else expected_card_v0_3(base_url)
     assert response.status_code == 200
-    assert response.json() == expected_card(base_url)
+    assert response.json() == expected
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["a2a-version"] == version
+    assert response.headers["vary"] == "A2A-Version"
     assert response.headers["cache-control"] == "public, max-age=300"
-    assert revalidated.status_code == 304
+    # A strong tag: the SHA-256 of exactly the bytes served.
+    assert etag == f'"{hashlib.sha256(response.content).hexdigest()}"'
+    for answer in (revalidated, listed):
+        assert answer.status_code == 304
+        assert answer.content == b""
+        assert (answer.headers["etag"], answer.headers["vary"]) == (etag, "A2A-Version")
+        assert answer.headers["cache-control"] == "public, max-age=300"
+
+
+async def test_each_version_has_its_own_entity_tag(sqlite_url: str) -> None:
+    with running_merchant(sqlite_url) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            legacy = await http.get(AGENT_CARD_PATH)
+            current = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})
+            crossed = await http.get(
+                AGENT_CARD_PATH, headers={"A2A-Version": "1.0", "If-None-Match": legacy.headers["etag"]}
+            )
+            by_query = await http.get(AGENT_CARD_PATH, params={"A2A-Version": "1.0"})
+
+    assert legacy.headers["etag"] != current.headers["etag"]
+    assert crossed.status_code == 200
+    assert crossed.json() == current.json()
+    assert by_query.content == current.content
+
+
+@pytest.mark.parametrize("version", ["1.7", "2.0", "0.2", "abc"])
+async def test_card_of_an_unsupported_version_is_refused(sqlite_url: str, version: str) -> None:
+    with running_merchant(sqlite_url) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            response = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": version})
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["status"]) == (400, "FAILED_PRECONDITION")
+    assert error["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert "a2a-version" not in response.headers
 
 
 async def test_card_modifier_shapes_every_served_card(sqlite_url: str) -> None:
@@ -135,7 +254,9 @@ async def test_card_modifier_shapes_every_served_card(sqlite_url: str) -> None:
 
     with running_merchant(sqlite_url, card_modifier=rename) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:
-            served = (await http.get(AGENT_CARD_PATH)).json()
+            served = (await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})).json()
+            legacy = (await http.get(AGENT_CARD_PATH)).json()
 
     assert served == {**expected_card(base_url), "name": "Signed Merchant"}
     assert ParseDict(served, AgentCard()).name == "Signed Merchant"
+    assert legacy == {**expected_card_v0_3(base_url), "name": "Signed Merchant"}

@@ -44,7 +44,8 @@ async def client_factory(
     merchant_url: str, binding_name: str
 ) -> AsyncIterator[tuple[AgentCard, ClientFactory, ClientFactory]]:
     """The served card, and client factories (non-streaming, streaming) for the binding under test."""
-    async with httpx.AsyncClient(timeout=10) as http:
+    # A 1.0 client asks for the 1.0 card (ClientFactory sets the same default header on its client).
+    async with httpx.AsyncClient(timeout=10, headers={"A2A-Version": "1.0"}) as http:
         card = await A2ACardResolver(http, merchant_url).get_agent_card()
         factories = tuple(
             ClientFactory(

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import LedgerBase
+from merchant.ledger import Ledger, LedgerBase, LedgerEntry
 from storage import create_engine
+
+from .bookings import booking
 
 
 def _differences(connection: Connection, metadata: sa.MetaData) -> list[Any]:
@@ -39,3 +44,26 @@ async def test_models_match_the_migration(database_url: str) -> None:
         "ledger_lines",
         "ledger_sequence",
     }
+
+
+async def test_the_schema_itself_refuses_zero_amounts_and_a_second_settlement(
+    ledger: Ledger, engine: AsyncEngine
+) -> None:
+    entry = await ledger.book_settlement(booking())
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(sa.select(LedgerEntry.__table__).where(LedgerEntry.id == entry.id))
+        ).one()
+    copy = {**row._asdict(), "id": "je_copy", "sequence": 99}
+
+    for values in (copy, {**copy, "nonce": "0x" + "00" * 32, "amount": 0}):
+        with pytest.raises(IntegrityError):
+            async with engine.begin() as connection:
+                await connection.execute(sa.insert(LedgerEntry).values(values))
+    async with engine.begin() as connection:  # a reversal of the same authorization is a different kind
+        await connection.execute(
+            sa.insert(LedgerEntry).values(
+                {**copy, "kind": "reversal", "reverses_entry_id": entry.id, "reason": "x"}
+            )
+        )
+        await connection.rollback()  # it has no lines: keep the books balanced for the audit

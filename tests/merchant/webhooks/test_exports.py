@@ -29,6 +29,7 @@ def test_every_module_declares_all() -> None:
         "_models",
         "_outbox",
         "_routes",
+        "_sender",
         "_signing",
         "_ssrf",
         "cli",

@@ -1,0 +1,91 @@
+"""Serving the Agent Card per protocol version, cacheable behind any HTTP cache.
+
+`GET AGENT_CARD_PATH` negotiates the version like every A2A route and answers with that version's card
+(`card.render_agent_card`). Each version's document has its own strong `ETag` (the SHA-256 of the exact
+bytes served), `Cache-Control` and `Vary: A2A-Version`, so a shared cache (a CDN, a reverse proxy) keeps the
+versions apart and never hands a 0.3 card to a 1.0 client. `If-None-Match` is answered with 304 carrying
+the same validators. A version that cannot be negotiated gets VersionNotSupported as an HTTP+JSON error.
+
+The card modifier is applied on every request to the version's card before it is rendered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from a2a.types import AgentCard
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import VersionNotSupportedError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .card import render_agent_card
+from .versions import ProtocolVersion, VersionNegotiator
+
+__all__ = ["AgentCardEndpoint", "CardDocument"]
+
+CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
+_MEDIA_TYPE = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class CardDocument:
+    """The card as served to one version's clients: its bytes and their strong entity tag."""
+
+    version: ProtocolVersion
+    body: bytes
+    etag: str
+
+
+def _if_none_match_hits(header: str, etag: str) -> bool:
+    """Whether `If-None-Match` selects `etag` (RFC 9110 §13.1.2: weak comparison, `*` matches)."""
+    candidates = [candidate.strip() for candidate in header.split(",")]
+    return "*" in candidates or any(candidate.removeprefix("W/") == etag for candidate in candidates)
+
+
+class AgentCardEndpoint:
+    """The card route: the negotiated version's card, revalidated by its ETag."""
+
+    def __init__(
+        self,
+        cards: Mapping[ProtocolVersion, AgentCard],
+        *,
+        negotiator: VersionNegotiator,
+        modifier: CardModifier | None,
+        cache_control: str,
+    ) -> None:
+        self._cards = dict(cards)
+        self._negotiator = negotiator
+        self._modifier = modifier
+        self._cache_control = cache_control
+
+    async def document(self, version: ProtocolVersion) -> CardDocument:
+        """The exact document served to `version` clients now (the modifier applied)."""
+        card = self._cards[version]
+        if self._modifier is not None:
+            card = await self._modifier(card)
+        body = render_agent_card(card, version)
+        return CardDocument(version, body, f'"{hashlib.sha256(body).hexdigest()}"')
+
+    async def serve(self, request: Request) -> Response:
+        """`GET AGENT_CARD_PATH`."""
+        try:
+            version = self._negotiator.version_of(request)
+        except VersionNotSupportedError as exc:
+            payload = build_rest_error_payload(exc)
+            status = payload["error"]["code"]
+            return JSONResponse(payload, status_code=status, headers={"Vary": VERSION_HEADER})
+        document = await self.document(version)
+        headers = {
+            "ETag": document.etag,
+            "Cache-Control": self._cache_control,
+            "Vary": VERSION_HEADER,
+            VERSION_HEADER: version.value,
+        }
+        if_none_match = request.headers.get("if-none-match")
+        if if_none_match and _if_none_match_hits(if_none_match, document.etag):
+            return Response(status_code=304, headers=headers)
+        return Response(document.body, media_type=_MEDIA_TYPE, headers=headers)

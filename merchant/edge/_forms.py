@@ -1,0 +1,100 @@
+"""Refusing a message written in the other protocol version's wire form.
+
+Both SDK parsers are lenient: the 1.0 one ignores unknown fields and reads unknown enum values as 0, so a
+0.3 message sent with `A2A-Version: 1.0` (`"role": "user"`, `"kind": "text"` parts) would be half read —
+a message with no role; the 0.3 HTTP+JSON one ignores unknown fields, so a 1.0 message sent there loses
+its `parts`. A message carrying a marker that exists only in the other version's form is refused with
+InvalidParams naming the marker, before it reaches a task. Metadata values are never inspected here: they
+belong to extensions (the payment layer checks its own).
+
+Forms, per interface:
+
+- A2A 1.0 (JSON-RPC and HTTP+JSON, ProtoJSON of `lf.a2a.v1`): `parts` of `{"text"|"raw"|"url"|"data"}`,
+  roles `ROLE_*`, `configuration.returnImmediately`.
+- A2A 0.3 JSON-RPC (the 0.3 JSON schema): `kind` discriminators, roles `user`/`agent`, `file` parts,
+  `configuration.blocking`.
+- A2A 0.3 HTTP+JSON (ProtoJSON of the 0.3 proto): `content` instead of `parts`, roles `ROLE_*`,
+  `configuration.blocking`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.utils.errors import InvalidParamsError
+
+__all__ = ["check_jsonrpc_v0_3_form", "check_rest_v0_3_form", "check_v1_0_form"]
+
+_V0_3_ROLES = frozenset({"user", "agent"})
+
+
+def _refuse(where: str, found: str, form: str) -> InvalidParamsError:
+    return InvalidParamsError(
+        message=f"{where} has {found}, which belongs to the A2A {form} wire form; "
+        "this request is served in the other version (see its A2A-Version)"
+    )
+
+
+def _parts(message: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    parts = message.get(key)
+    return [part for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
+
+
+def _configuration(params: dict[str, Any]) -> dict[str, Any]:
+    configuration = params.get("configuration")
+    return configuration if isinstance(configuration, dict) else {}
+
+
+def _message(params: Any) -> dict[str, Any] | None:
+    if not isinstance(params, dict):
+        return None
+    message = params.get("message")
+    return message if isinstance(message, dict) else None
+
+
+def check_v1_0_form(params: Any) -> None:
+    """Refuse a SendMessage request (JSON-RPC `params` or HTTP+JSON body) carrying 0.3 markers.
+
+    Raises:
+        InvalidParamsError: the request is written in an A2A 0.3 form.
+    """
+    message = _message(params)
+    if message is None:
+        return
+    for key, found in (("kind", '"kind"'), ("content", '"content" (0.3 HTTP+JSON parts)')):
+        if key in message:
+            raise _refuse("message", found, "0.3")
+    if message.get("role") in _V0_3_ROLES:
+        raise _refuse("message", f'role "{message["role"]}"', "0.3")
+    for index, part in enumerate(_parts(message, "parts")):
+        for key in ("kind", "file"):
+            if key in part:
+                raise _refuse(f"message.parts[{index}]", f'"{key}"', "0.3")
+    if "blocking" in _configuration(params):
+        raise _refuse("configuration", '"blocking"', "0.3")
+
+
+def check_jsonrpc_v0_3_form(params: Any) -> None:
+    """Refuse a 0.3 `message/send` or `message/stream` whose `params` carry 1.0-only markers.
+
+    The 0.3 schema already refuses `ROLE_*` roles and 1.0 file parts; what it would silently drop is
+    checked here.
+
+    Raises:
+        InvalidParamsError: the request is written in the A2A 1.0 form.
+    """
+    if "returnImmediately" in _configuration(params if isinstance(params, dict) else {}):
+        raise _refuse("configuration", '"returnImmediately"', "1.0")
+
+
+def check_rest_v0_3_form(body: Any) -> None:
+    """Refuse a 0.3 HTTP+JSON `message:send` or `message:stream` body carrying 1.0-only markers.
+
+    Raises:
+        InvalidParamsError: the request is written in the A2A 1.0 form.
+    """
+    message = _message(body)
+    if message is not None and "parts" in message:
+        raise _refuse("message", '"parts" (0.3 HTTP+JSON calls them "content")', "1.0")
+    if isinstance(body, dict) and "returnImmediately" in _configuration(body):
+        raise _refuse("configuration", '"returnImmediately"', "1.0")

@@ -1,0 +1,193 @@
+"""``x402-pay``: send a request to an x402-priced A2A agent and pay for it.
+
+    x402-pay --card-url http://127.0.0.1:8000 --key-file payer.key --max-amount 1000000 "some text"
+
+It prints each task state as it changes, the payment it signs, the settlement transaction, and the
+artifacts (text parts as text, data parts as JSON). A refusal or failure goes to stderr as
+``Error: <code>: <message>`` with exit status 1; usage errors exit with 2.
+
+The key comes from ``--key``, ``--key-file``, ``X402_PAYER_KEY``, or else the first of ``X402_PAYER_KEYS``
+(what ``x402-devchain`` writes to its env file), in that order. Prefer the file or the environment: a key on
+the command line is visible to other users of the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+
+import click
+from a2a.types import Artifact, TaskState
+from google.protobuf.json_format import MessageToDict
+
+from ._card import Binding
+from ._errors import PayerError
+from ._payer import Payer
+from ._policy import PaymentPolicy
+from ._stages import PaidResult, PaymentStage, StageKind
+
+__all__ = ["main"]
+
+_DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
+
+
+class _Printer:
+    """Prints a run's stages: a state line when the state or its message changes, and payment events."""
+
+    def __init__(self) -> None:
+        self._last: tuple[int, str | None] | None = None
+        self._transaction: str | None = None
+
+    def __call__(self, stage: PaymentStage) -> None:
+        if stage.kind is StageKind.PAYMENT_SIGNED and stage.requirements is not None:
+            terms = stage.requirements
+            click.echo(
+                f"signed: {terms.amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}"
+            )
+        elif stage.kind is StageKind.RESUBMITTED:
+            click.echo(f"resubmitting the same signed payment: {stage.detail}")
+        elif stage.kind is not StageKind.COMPLETED and (stage.state, stage.message) != self._last:
+            self._last = (stage.state, stage.message)
+            suffix = f" - {stage.message}" if stage.message else ""
+            click.echo(f"state: {TaskState.Name(stage.state)}{suffix}")
+        if stage.transaction is not None and stage.transaction != self._transaction:
+            self._transaction = stage.transaction
+            click.echo(f"transaction: {stage.transaction}")
+
+
+def _read_key(key: str | None, key_file: Path | None) -> str:
+    if key is not None and key_file is not None:
+        raise click.UsageError("give either --key or --key-file, not both")
+    if key_file is not None:
+        return key_file.read_text().strip()
+    if key:
+        return key.strip()
+    devchain_keys = os.environ.get(_DEVCHAIN_KEYS_ENV, "").split(",")
+    if devchain_keys[0].strip():
+        return devchain_keys[0].strip()
+    raise click.UsageError(f"no key: use --key-file, --key, X402_PAYER_KEY or {_DEVCHAIN_KEYS_ENV}")
+
+
+def _print_result(result: PaidResult) -> None:
+    if result.paid is not None:
+        click.echo(f"paid: {result.paid.amount} atomic units to {result.paid.pay_to} from {result.payer}")
+    else:
+        click.echo("paid: nothing (the agent asked for no payment)")
+    for artifact in result.artifacts:
+        _print_artifact(artifact)
+
+
+def _print_artifact(artifact: Artifact) -> None:
+    click.echo(f"artifact: {artifact.name or artifact.artifact_id}")
+    for part in artifact.parts:
+        match part.WhichOneof("content"):
+            case "text":
+                click.echo(part.text)
+            case "data":
+                click.echo(json.dumps(_integral(MessageToDict(part.data)), indent=2, sort_keys=True))
+            case "url":
+                click.echo(part.url)
+            case "raw":
+                click.echo(f"<{len(part.raw)} bytes of {part.media_type or 'binary data'}>")
+            case _:
+                click.echo("<empty part>")
+
+
+def _integral(value: object) -> object:
+    """``value`` with the integral numbers a protobuf ``Value`` turned into floats shown as integers again."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+async def _pay(
+    card_url: str, key: str, text: str, *, stream: bool, binding: Binding, tenant: str, policy: PaymentPolicy
+) -> PaidResult:
+    printer = _Printer()
+    async with await Payer.connect(card_url, key, binding=binding, tenant=tenant, policy=policy) as payer:
+        click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
+        where = f"tenant {tenant!r}" if tenant else "default tenant"
+        click.echo(f"payer: {payer.address} ({binding.value}, {where})")
+        if not stream:
+            return await payer.pay(text, on_stage=printer)
+        async for stage in payer.pay_streaming(text):
+            printer(stage)
+            if stage.result is not None:
+                return stage.result
+    raise RuntimeError("a payment run ends with a result or an error")
+
+
+@click.command()
+@click.option("--card-url", required=True, help="The agent's card URL, or its origin.")
+@click.option("--tenant", default="", help="The merchant tenant to pay (default: the default tenant).")
+@click.option(
+    "--binding",
+    type=click.Choice([b.value for b in Binding]),
+    default=Binding.JSONRPC.value,
+    show_default=True,
+    help="The A2A protocol binding.",
+)
+@click.option("--key", envvar="X402_PAYER_KEY", help="The payer's private key (hex); env X402_PAYER_KEY.")
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file holding the payer's private key (hex).",
+)
+@click.option(
+    "--max-amount",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Refuse payments over this many atomic units (default: no cap).",
+)
+@click.option("--network", "networks", multiple=True, help="Only pay on this CAIP-2 network (repeatable).")
+@click.option("--stream", is_flag=True, help="Use SendStreamingMessage and print stages as they arrive.")
+@click.option("-v", "--verbose", is_flag=True, help="Log the payer's progress to stderr.")
+@click.argument("text")
+def main(
+    card_url: str,
+    tenant: str,
+    binding: str,
+    key: str | None,
+    key_file: Path | None,
+    max_amount: int | None,
+    networks: tuple[str, ...],
+    stream: bool,
+    verbose: bool,
+    text: str,
+) -> None:
+    """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+    private_key = _read_key(key, key_file)
+    policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)
+    try:
+        result = asyncio.run(
+            _pay(
+                card_url,
+                private_key,
+                text,
+                stream=stream,
+                binding=Binding(binding),
+                tenant=tenant,
+                policy=policy,
+            )
+        )
+    except PayerError as exc:
+        where = f" (task {exc.task_id})" if exc.task_id else ""
+        signed = "a payment was signed" if exc.signed else "nothing was signed"
+        raise click.ClickException(f"{exc.code}: {exc}{where}; {signed}") from exc
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_result(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+"""Requests the payment layer refuses: a clear A2A error, the task unchanged, nothing booked or on chain.
+
+Each refusal is checked on both bindings: JSON-RPC (`error.code`, ErrorInfo in `error.data`) and HTTP+JSON
+(HTTP status, ErrorInfo in `error.details`), with the same reason and message.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eth_account import Account
+
+from a2a_x402 import EXTENSION_URI
+from devchain import DevChain
+from facilitator.wire import PaymentRequirements
+from payer import sign_payment
+from tests.fixtures.merchant import (
+    DEFAULT_PRICE,
+    TWO_TENANTS,
+    A2ACallError,
+    MerchantStarter,
+    MerchantWire,
+    RunningMerchant,
+    ledger_entries,
+    offered_terms,
+    payment_message,
+    user_message,
+    write_tenants_file,
+)
+
+from .flows import JSON, address_of, assert_nothing_happened, offer, snapshot
+
+# (HTTP status, JSON-RPC code) of each A2A error per binding; the reason is the same on both.
+CODES = {
+    "TASK_NOT_FOUND": {"jsonrpc": (200, -32001), "rest": (404, None)},
+    "TASK_NOT_CANCELABLE": {"jsonrpc": (200, -32002), "rest": (400, None)},
+    "UNSUPPORTED_OPERATION": {"jsonrpc": (200, -32004), "rest": (400, None)},
+    "EXTENSION_SUPPORT_REQUIRED": {"jsonrpc": (200, -32008), "rest": (400, None)},
+    "INVALID_PARAMS": {"jsonrpc": (200, -32602), "rest": (400, None)},
+}
+NOT_THE_TERMS = "the payment does not match the terms offered for this task"
+
+
+def terms_of(task: JSON) -> PaymentRequirements:
+    """The one payment option a task offers."""
+    [requirements] = offered_terms(task).accepts
+    return requirements
+
+
+async def refused(call: Any, wire: MerchantWire, reason: str, message: str) -> None:
+    """`call` (an awaitable A2A call) fails with `reason` and exactly `message`, coded for the binding."""
+    with pytest.raises(A2ACallError) as failure:
+        await call
+    assert failure.value.reason == reason
+    assert failure.value.message == message
+    assert (failure.value.http_status, failure.value.rpc_code) == CODES[reason][wire.binding]
+
+
+async def assert_unchanged(wire: MerchantWire, task: JSON) -> None:
+    """The task's status is still the one it had."""
+    assert (await wire.get_task(task["id"]))["status"] == task["status"]
+
+
+# -- tasks and contexts -------------------------------------------------------------------------------
+
+
+async def test_payment_for_an_unknown_task(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(wire)
+    before = snapshot(chain, address_of(payer_key))
+    unknown = str(uuid.uuid4())
+
+    call = wire.send(payment_message(unknown, sign_payment(payer_key, terms_of(task))))
+
+    await refused(call, wire, "TASK_NOT_FOUND", f"Task {unknown} not found")
+    await assert_unchanged(wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), merchant.database_url)
+
+
+async def test_payment_in_another_context(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(wire)
+    other = (await offer(wire))["contextId"]
+    before = snapshot(chain, address_of(payer_key))
+    message = payment_message(task["id"], sign_payment(payer_key, terms_of(task)), context_id=other)
+
+    call = wire.send(message)
+
+    expected = f"Context {other} does not match context {task['contextId']} of task {task['id']}"
+    await refused(call, wire, "INVALID_PARAMS", expected)
+    await assert_unchanged(wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), merchant.database_url)
+
+
+# -- payloads that are not for this task's terms ------------------------------------------------------
+
+
+async def test_payment_signed_for_another_tasks_terms(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task, other = await offer(wire), await offer(wire)
+    before = snapshot(chain, address_of(payer_key))
+
+    call = wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(other))))
+
+    await refused(call, wire, "INVALID_PARAMS", NOT_THE_TERMS)
+    await assert_unchanged(wire, task)
+    await assert_unchanged(wire, other)
+    await assert_nothing_happened(chain, before, address_of(payer_key), merchant.database_url)
+
+
+@pytest.mark.parametrize("change", ["payTo", "asset", "amount", "network"])
+async def test_payment_on_other_terms(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str, change: str
+) -> None:
+    """Signed, consistent with itself, but for another payee, token, price or chain than offered."""
+    task = await offer(sqlite_wire)
+    before = snapshot(chain, address_of(payer_key))
+    changed = {
+        "payTo": Account.create().address,
+        "asset": chain.erc1271_wallet,  # some other contract
+        "amount": str(DEFAULT_PRICE - 1),
+        "network": "eip155:1",
+    }[change]
+    other_terms = PaymentRequirements.model_validate({**terms_of(task).to_json_dict(), change: changed})
+
+    call = sqlite_wire.send(payment_message(task["id"], sign_payment(payer_key, other_terms)))
+
+    await refused(call, sqlite_wire, "INVALID_PARAMS", NOT_THE_TERMS)
+    await assert_unchanged(sqlite_wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+async def test_payment_signed_to_another_payee_than_it_claims(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    """`accepted` is copied from the offer, but the signed authorization pays someone else."""
+    task = await offer(sqlite_wire)
+    terms = terms_of(task)
+    before = snapshot(chain, address_of(payer_key))
+    elsewhere = PaymentRequirements.model_validate(
+        {**terms.to_json_dict(), "payTo": Account.create().address}
+    )
+    signed = sign_payment(payer_key, elsewhere)
+    disguised = signed.model_copy(update={"accepted": terms})
+
+    call = sqlite_wire.send(payment_message(task["id"], disguised))
+
+    await refused(call, sqlite_wire, "INVALID_PARAMS", NOT_THE_TERMS)
+    await assert_unchanged(sqlite_wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+# -- replays ------------------------------------------------------------------------------------------
+
+
+async def test_payment_already_settled_for_an_earlier_task(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    first = await offer(wire)
+    payload = sign_payment(payer_key, terms_of(first))
+    paid = (await wire.send(payment_message(first["id"], payload)))["task"]
+    assert paid["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = await offer(wire)
+    before = snapshot(chain, address_of(payer_key))
+    booked = await ledger_entries(merchant.database_url)
+
+    # As sent for the first task, and with `accepted` (which is not signed) swapped for this task's terms.
+    as_sent = wire.send(payment_message(task["id"], payload))
+    await refused(as_sent, wire, "INVALID_PARAMS", NOT_THE_TERMS)
+    replayed = payload.model_copy(update={"accepted": terms_of(task)})
+    await refused(
+        wire.send(payment_message(task["id"], replayed)),
+        wire,
+        "INVALID_PARAMS",
+        "this payment authorization was already used for another task",
+    )
+
+    await assert_unchanged(wire, task)
+    assert snapshot(chain, address_of(payer_key)) == before
+    assert await ledger_entries(merchant.database_url) == booked
+
+
+async def test_second_payment_for_a_completed_task(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(wire)
+    done = (await wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task)))))["task"]
+    before = snapshot(chain, address_of(payer_key))
+    booked = await ledger_entries(merchant.database_url)
+
+    call = wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task))))
+
+    expected = f"Task {task['id']} is in terminal state: TASK_STATE_COMPLETED"
+    await refused(call, wire, "UNSUPPORTED_OPERATION", expected)
+    assert (await wire.get_task(task["id"]))["status"] == done["status"]
+    assert snapshot(chain, address_of(payer_key)) == before
+    assert len(booked) == 1 and await ledger_entries(merchant.database_url) == booked
+
+
+# -- the extension itself -----------------------------------------------------------------------------
+
+
+async def test_priced_skill_without_the_extension(sqlite_merchant: RunningMerchant, binding: str) -> None:
+    async with sqlite_merchant.http(extensions=None) as http:
+        wire = MerchantWire(http, binding)
+
+        call = wire.send(user_message())
+
+        expected = "this skill is paid: activate the x402 payment extension (A2A-Extensions)"
+        await refused(call, wire, "EXTENSION_SUPPORT_REQUIRED", expected)
+        assert (await wire.list_tasks())["tasks"] == []
+
+
+async def test_payment_without_the_extension(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(sqlite_wire)
+    before = snapshot(chain, address_of(payer_key))
+    async with sqlite_merchant.http(extensions=None) as http:
+        plain = MerchantWire(http, sqlite_wire.binding)
+
+        call = plain.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task))))
+
+        expected = "the message carries x402 payment data but the extension is not activated"
+        await refused(call, plain, "EXTENSION_SUPPORT_REQUIRED", expected)
+    await assert_unchanged(sqlite_wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+MALFORMED: dict[str, tuple[Any, str]] = {
+    "no-payload": (
+        {"status": "payment-submitted"},
+        f"metadata['{EXTENSION_URI}'].payload: required with status payment-submitted",
+    ),
+    "unknown-status": (
+        {"status": "payment-sent"},
+        f"metadata['{EXTENSION_URI}'].status",
+    ),
+    "not-an-object": ("payment-submitted", f"metadata['{EXTENSION_URI}']"),
+    "bad-payload": (
+        {"status": "payment-submitted", "payload": {"x402Version": 2, "payload": {}}},
+        f"metadata['{EXTENSION_URI}'].payload",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_malformed_extension_metadata(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, case: str
+) -> None:
+    task = await offer(sqlite_wire)
+    value, where = MALFORMED[case]
+    message = user_message("paying", task_id=task["id"], metadata={EXTENSION_URI: value})
+
+    with pytest.raises(A2ACallError) as failure:
+        await sqlite_wire.send(message)
+
+    assert failure.value.reason == "INVALID_PARAMS"
+    assert (failure.value.http_status, failure.value.rpc_code) == CODES["INVALID_PARAMS"][sqlite_wire.binding]
+    assert failure.value.message.startswith(f"malformed x402 extension metadata: {where}")
+    await assert_unchanged(sqlite_wire, task)
+    assert await ledger_entries(sqlite_merchant.database_url) == []
+
+
+async def test_oversized_messages(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    big = "x" * (64 * 1024)
+    expected = "the message is larger than 65536 bytes"
+    await refused(sqlite_wire.send(user_message(big)), sqlite_wire, "INVALID_PARAMS", expected)
+    task = await offer(sqlite_wire)
+    message = payment_message(task["id"], sign_payment(payer_key, terms_of(task)))
+    message["parts"] = [{"text": big}]
+    before = snapshot(chain, address_of(payer_key))
+
+    await refused(sqlite_wire.send(message), sqlite_wire, "INVALID_PARAMS", expected)
+
+    await assert_unchanged(sqlite_wire, task)
+    assert len((await sqlite_wire.list_tasks())["tasks"]) == 1
+    await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+# -- cancel -------------------------------------------------------------------------------------------
+
+
+async def test_cancel_while_the_payment_is_settled(
+    start_merchant: MerchantStarter, database_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    merchant = start_merchant(database_url, settle_timeout_s=0.5)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = await offer(wire)
+        chain.rpc.call("evm_setAutomine", [False])
+        working = (await wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task)))))[
+            "task"
+        ]
+        assert working["status"]["state"] == "TASK_STATE_WORKING"
+
+        expected = "the task's payment is being settled; it can no longer be canceled"
+        await refused(wire.cancel(task["id"]), wire, "TASK_NOT_CANCELABLE", expected)
+
+        await assert_unchanged(wire, working)
+        chain.rpc.call("evm_mine")
+        deadline = time.monotonic() + 10
+        while (await wire.get_task(task["id"]))["status"]["state"] != "TASK_STATE_COMPLETED":
+            assert time.monotonic() < deadline, "the settlement never completed the task"
+    [entry] = await ledger_entries(merchant.database_url)
+    assert entry.task_id == task["id"]
+
+
+async def test_cancel_before_paying(
+    sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(sqlite_wire)
+    before = snapshot(chain, address_of(payer_key))
+
+    canceled = await sqlite_wire.cancel(task["id"])
+
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    expected = f"Task {task['id']} is in terminal state: TASK_STATE_CANCELED"
+    call = sqlite_wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task))))
+    await refused(call, sqlite_wire, "UNSUPPORTED_OPERATION", expected)
+    await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+# -- tenants ------------------------------------------------------------------------------------------
+
+
+async def test_tenant_cannot_pay_or_read_another_tenants_task(
+    start_merchant: MerchantStarter,
+    database_url: str,
+    binding: str,
+    chain: DevChain,
+    payer_key: str,
+    tmp_path: Path,
+) -> None:
+    merchant = start_merchant(database_url, tenants_file=write_tenants_file(tmp_path / "t.toml", TWO_TENANTS))
+    acme_pay_to = TWO_TENANTS["acme"][0]
+    payer = address_of(payer_key)
+    async with merchant.http() as http:
+        acme, globex = MerchantWire(http, binding, "acme"), MerchantWire(http, binding, "globex")
+        task = await offer(acme)
+        globex_terms = terms_of(await offer(globex))
+        before = snapshot(chain, payer, acme_pay_to)
+        globex_balance = chain.balance_of(TWO_TENANTS["globex"][0])
+
+        # Exactly what an unknown task id gets: another tenant's task does not exist for globex.
+        await refused(globex.get_task(task["id"]), globex, "TASK_NOT_FOUND", "Task not found")
+        await refused(globex.cancel(task["id"]), globex, "TASK_NOT_FOUND", "Task not found")
+        payment = payment_message(task["id"], sign_payment(payer_key, terms_of(task)))
+        await refused(globex.send(payment), globex, "TASK_NOT_FOUND", f"Task {task['id']} not found")
+        assert task["id"] not in [t["id"] for t in (await globex.list_tasks())["tasks"]]
+        # Paying acme's task on globex's terms (globex's payee and price) is refused by acme.
+        other_terms = payment_message(task["id"], sign_payment(payer_key, globex_terms))
+        await refused(acme.send(other_terms), acme, "INVALID_PARAMS", NOT_THE_TERMS)
+
+        await assert_unchanged(acme, task)
+    await assert_nothing_happened(chain, before, payer, merchant.database_url, acme_pay_to)
+    assert chain.balance_of(TWO_TENANTS["globex"][0]) == globex_balance

@@ -1,0 +1,135 @@
+"""Resolving the reference merchant's Agent Card: its x402 terms, bad cards, interfaces and verification."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_x402 import EXTENSION_URI
+from agentcard import CardStatus, CardVerifier, SignaturePolicy
+from devchain import DevChain
+from merchant.tenants import Tenant, TenantRegistry
+from payer import (
+    Binding,
+    CardAsset,
+    CardError,
+    CardPayee,
+    Payer,
+    UntrustedCardError,
+    resolve_card,
+)
+
+from .conftest import PAY_TO, PRICE, TENANT, TENANT_PAY_TO
+
+
+def x402_params(card: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = next(e for e in card["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI)[
+        "params"
+    ]
+    return params
+
+
+async def test_resolve_card_reads_the_x402_terms_the_card_pins(
+    merchant: Callable[..., str], chain: DevChain
+) -> None:
+    tenants = TenantRegistry(
+        [Tenant(id="", pay_to=PAY_TO, price=PRICE), Tenant(id=TENANT, pay_to=TENANT_PAY_TO, price=1)]
+    )
+    url = merchant(tenants=tenants)
+
+    async with httpx.AsyncClient() as http:
+        by_origin = await resolve_card(http, url)
+        by_url = await resolve_card(http, url + "/.well-known/agent-card.json")
+
+    assert by_origin.url == by_url.url == url + "/.well-known/agent-card.json"
+    assert by_origin.terms == by_url.terms
+    terms = by_origin.terms
+    assert terms.networks == {chain.network}
+    assert terms.assets == (CardAsset(chain.network, chain.asset, chain.asset_name, chain.asset_version, 6),)
+    assert set(terms.pay_to) == {
+        CardPayee(chain.network, "", PAY_TO),
+        CardPayee(chain.network, TENANT, TENANT_PAY_TO),
+    }
+    assert terms.payees(chain.network, TENANT) == {TENANT_PAY_TO}
+    assert by_origin.verification is None
+    assert by_origin.interface(Binding.HTTP_JSON, TENANT).url == url + "/a2a/rest"
+
+
+def drop_extension(card: dict[str, Any]) -> None:
+    card["capabilities"]["extensions"] = []
+
+
+def mistype_pay_to(card: dict[str, Any]) -> None:
+    entry = x402_params(card)["payTo"][0]
+    entry["address"] = entry["address"][:-1] + ("a" if entry["address"][-1] == "A" else "A")
+
+
+def drop_decimals_type(card: dict[str, Any]) -> None:
+    x402_params(card)["assets"][0]["decimals"] = "six"
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        pytest.param(drop_extension, "does not declare the x402 payment extension", id="no-extension"),
+        pytest.param(mistype_pay_to, "not a valid \\(checksummed\\) address", id="bad-checksum"),
+        pytest.param(drop_decimals_type, "decimals must be an integer", id="bad-decimals"),
+    ],
+)
+async def test_resolve_card_refuses_cards_without_usable_x402_terms(
+    edit: Callable[[dict[str, Any]], None], reason: str, merchant: Callable[..., str]
+) -> None:
+    url = merchant(card_edit=edit)
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(CardError, match=reason) as caught:
+            await resolve_card(http, url)
+
+    assert caught.value.code == "card_invalid"
+
+
+async def test_resolve_card_refuses_what_is_not_a_card(merchant: Callable[..., str]) -> None:
+    url = merchant()
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(CardError, match="HTTP 404"):
+            await resolve_card(http, url + "/no-card-here.json")
+        with pytest.raises(CardError, match="absolute http"):
+            await resolve_card(http, "ftp://127.0.0.1/card.json")
+
+
+async def test_connect_refuses_a_tenant_or_binding_the_card_does_not_list(
+    merchant: Callable[..., str],
+) -> None:
+    url = merchant()
+    key = "0x" + "11" * 32
+
+    with pytest.raises(CardError, match="no A2A 1.x HTTP\\+JSON interface for tenant 'nobody'"):
+        await Payer.connect(url, key, binding=Binding.HTTP_JSON, tenant="nobody")
+
+
+async def test_connect_refuses_an_unsigned_card_when_signatures_are_required(
+    merchant: Callable[..., str],
+) -> None:
+    url = merchant()
+    key = "0x" + "11" * 32
+
+    with pytest.raises(UntrustedCardError) as caught:
+        await Payer.connect(url, key, card_verifier=CardVerifier(policy=SignaturePolicy.REQUIRE))
+    async with await Payer.connect(
+        url, key, card_verifier=CardVerifier(policy=SignaturePolicy.WARN)
+    ) as payer:
+        verification = payer.card.verification
+
+    assert caught.value.code == "card_untrusted"
+    assert verification is not None and verification.status is CardStatus.UNSIGNED
+
+
+async def test_connect_refuses_a_key_that_is_not_a_key(merchant: Callable[..., str]) -> None:
+    with pytest.raises(ValueError, match="not a valid secp256k1 private key") as caught:
+        await Payer.connect(merchant(), "0x1234")
+
+    assert "0x1234" not in str(caught.value)

@@ -1,0 +1,93 @@
+"""Shared helpers of the specification tests: the spec's examples, its schemas, and walkers over A2A JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from a2a_x402 import EXTENSION_URI
+from spec import Example, read_examples
+from spec.build import SCHEMA_DIR, SPEC_PATH
+
+JSON = dict[str, Any]
+
+
+@cache
+def spec_text() -> str:
+    """The specification's Markdown."""
+    return SPEC_PATH.read_text(encoding="utf-8")
+
+
+def examples() -> list[Example]:
+    """Every example block of the specification."""
+    return read_examples(spec_text())
+
+
+def example(name: str) -> Any:
+    """The JSON document of the example named `name` (a fresh copy)."""
+    for candidate in examples():
+        if candidate.name == name:
+            return candidate.document
+    raise KeyError(f"the specification has no example {name}")
+
+
+@cache
+def _schemas() -> dict[str, JSON]:
+    return {path.name: json.loads(path.read_text(encoding="utf-8")) for path in SCHEMA_DIR.glob("*.json")}
+
+
+def schema_names() -> list[str]:
+    """The file names under `spec/schema/`."""
+    return sorted(_schemas())
+
+
+def validator(name: str) -> Draft202012Validator:
+    """A validator for `spec/schema/<name>` that resolves references to the other schema files."""
+    schemas = _schemas()
+    registry: Registry = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
+    )
+    return Draft202012Validator(schemas[name], registry=registry)
+
+
+def schema_errors(name: str, instance: Any) -> list[str]:
+    """The validation errors of `instance` against `spec/schema/<name>`, as readable lines."""
+    return [
+        f"{list(error.absolute_path)}: {error.message}" for error in validator(name).iter_errors(instance)
+    ]
+
+
+def messages(document: Any) -> Iterator[JSON]:
+    """Every A2A Message in a JSON document: objects with `messageId`, `role` and `parts`."""
+    if isinstance(document, dict):
+        if {"messageId", "role", "parts"} <= document.keys():
+            yield document
+        for value in document.values():
+            yield from messages(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from messages(value)
+
+
+def statuses(document: Any) -> Iterator[JSON]:
+    """Every TaskStatus in a JSON document (the `status` member of a Task or a statusUpdate)."""
+    if isinstance(document, dict):
+        status = document.get("status")
+        if isinstance(status, dict) and "state" in status:
+            yield status
+        for value in document.values():
+            yield from statuses(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from statuses(value)
+
+
+def extension_object(message: JSON) -> JSON | None:
+    """The extension object of a message, or None."""
+    value = message.get("metadata", {}).get(EXTENSION_URI)
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,95 @@
+"""`spec.build`: the Markdown, the example files and the generated tables are in step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from spec import read_examples
+from spec.build import CARD_EXAMPLE, EXAMPLES_DIR, JWKS_EXAMPLE, SPEC_PATH, build, main, sign_card_example
+
+
+def test_the_specification_is_in_step() -> None:
+    # The one check CI needs: blocks canonical, tables rendered from a2a_x402, files equal to blocks.
+    assert build(check=True) == []
+
+
+def test_every_example_file_is_its_block() -> None:
+    blocks = {example.name: example.text for example in read_examples(SPEC_PATH.read_text(encoding="utf-8"))}
+    files = {path.name: path.read_text(encoding="utf-8") for path in EXAMPLES_DIR.glob("*.json")}
+    assert files == blocks
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the specification and its examples to break."""
+    spec_path = tmp_path / SPEC_PATH.name
+    shutil.copy(SPEC_PATH, spec_path)
+    examples_dir = tmp_path / "examples"
+    shutil.copytree(EXAMPLES_DIR, examples_dir)
+    return spec_path, examples_dir
+
+
+def test_check_reports_and_build_repairs(copy: tuple[Path, Path]) -> None:
+    spec_path, examples_dir = copy
+    (examples_dir / "payment-required.request.json").write_text("{}\n", encoding="utf-8")
+    (examples_dir / "orphan.json").write_text("{}\n", encoding="utf-8")
+    (examples_dir / "jwks.json").unlink()
+    markdown = spec_path.read_text(encoding="utf-8")
+    assert "| **Roles** |" in markdown
+    spec_path.write_text(markdown.replace("| **Roles** |", "| **Rollen** |", 1), encoding="utf-8")
+
+    problems = build(spec_path, examples_dir, check=True)
+    assert problems == [
+        "v0.3.md: example blocks or generated tables are not up to date",
+        "examples/jwks.json: differs from its block in v0.3.md",
+        "examples/payment-required.request.json: differs from its block in v0.3.md",
+        "examples/orphan.json: no block in v0.3.md has this name",
+    ]
+    assert (examples_dir / "orphan.json").exists()
+
+    assert build(spec_path, examples_dir, check=False) == problems
+    assert build(spec_path, examples_dir, check=True) == []
+    assert spec_path.read_text(encoding="utf-8") == SPEC_PATH.read_text(encoding="utf-8")
+    assert not (examples_dir / "orphan.json").exists()
+
+
+def test_build_writes_blocks_in_canonical_form(copy: tuple[Path, Path]) -> None:
+    spec_path, examples_dir = copy
+    markdown = spec_path.read_text(encoding="utf-8")
+    block = next(e for e in read_examples(markdown) if e.name == "payment-rejected.request.json")
+    squeezed = json.dumps(block.document) + "\n"
+    spec_path.write_text(markdown[: block.start] + squeezed + markdown[block.end :], encoding="utf-8")
+    assert build(spec_path, examples_dir, check=False) == [
+        "v0.3.md: example blocks or generated tables are not up to date"
+    ]
+    assert spec_path.read_text(encoding="utf-8") == SPEC_PATH.read_text(encoding="utf-8")
+
+
+async def test_sign_card_example_signs_with_a_published_key(copy: tuple[Path, Path]) -> None:
+    spec_path, _ = copy
+    before = {e.name: e.document for e in read_examples(spec_path.read_text(encoding="utf-8"))}
+    sign_card_example(spec_path)
+    after = {e.name: e.document for e in read_examples(spec_path.read_text(encoding="utf-8"))}
+    assert after[JWKS_EXAMPLE] != before[JWKS_EXAMPLE]
+    assert {k: v for k, v in after[CARD_EXAMPLE].items() if k != "signatures"} == {
+        k: v for k, v in before[CARD_EXAMPLE].items() if k != "signatures"
+    }
+    verifier = CardVerifier(
+        trusted_keys=parse_jwks(after[JWKS_EXAMPLE]).values(), policy=SignaturePolicy.REQUIRE
+    )
+    assert (await verifier.verify(after[CARD_EXAMPLE])).verified
+    assert not (
+        await CardVerifier(trusted_keys=parse_jwks(before[JWKS_EXAMPLE]).values()).verify(after[CARD_EXAMPLE])
+    ).verified
+
+
+def test_main_check_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--check"]) == 0
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit):
+        main(["--check", "--sign-card"])

@@ -1,0 +1,288 @@
+"""Every example of the specification is a valid document of the type its header names.
+
+A2A objects must parse into the a2a-sdk's A2A 1.0 protobuf types with unknown fields refused; extension
+objects must validate against `spec/schema/` and decode with `a2a_x402.decode` back to themselves; the
+signed Agent Card must verify with the published JWK Set; and the examples must follow the state machine
+and the declaration rules the specification states.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    Task,
+)
+from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
+from google.protobuf import any_pb2
+from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.message import Message as ProtoMessage
+from google.rpc import error_details_pb2
+
+from a2a_x402 import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
+from agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from spec import Example
+
+from .support import JSON, example, examples, extension_object, messages, schema_errors, statuses
+
+# method -> (params type, result type)
+_METHODS: dict[str, tuple[type[ProtoMessage], type[ProtoMessage]]] = {
+    "SendMessage": (SendMessageRequest, SendMessageResponse),
+    "SendStreamingMessage": (SendMessageRequest, StreamResponse),
+    "GetTask": (GetTaskRequest, Task),
+    "CancelTask": (CancelTaskRequest, Task),
+}
+_RPC_CODE_OF_REASON = {
+    mapping.reason: JSON_RPC_ERROR_CODE_MAP[error] for error, mapping in A2A_ERROR_MAPPING.items()
+}
+_ERROR_INFO_URL = "type.googleapis.com/" + error_details_pb2.ErrorInfo.DESCRIPTOR.full_name
+# The task state each merchant status travels with (§5.2, §7.2).
+_STATE_OF_STATUS = {
+    "payment-required": "TASK_STATE_INPUT_REQUIRED",
+    "payment-verified": "TASK_STATE_WORKING",
+    "payment-completed": "TASK_STATE_COMPLETED",
+    "payment-failed": "TASK_STATE_FAILED",
+    "payment-rejected": "TASK_STATE_CANCELED",
+}
+_CLIENT_STATUSES = {"payment-submitted", "payment-rejected"}
+_TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+_ALL = examples()
+
+
+def _parse(document: Any, proto: type[ProtoMessage]) -> ProtoMessage:
+    return ParseDict(document, proto(), ignore_unknown_fields=False)
+
+
+def _check_request(document: JSON, method: str) -> None:
+    assert document.keys() == {"jsonrpc", "id", "method", "params"}
+    assert document["jsonrpc"] == "2.0"
+    assert document["method"] == method
+    _parse(document["params"], _METHODS[method][0])
+
+
+def _check_response(document: JSON, method: str) -> None:
+    assert document.keys() == {"jsonrpc", "id", "result"}
+    assert document["jsonrpc"] == "2.0"
+    _parse(document["result"], _METHODS[method][1])
+
+
+def _check_error(document: JSON) -> None:
+    assert document.keys() == {"jsonrpc", "id", "error"}
+    error = document["error"]
+    assert error.keys() == {"code", "message", "data"}
+    infos = [_parse(detail, any_pb2.Any) for detail in error["data"]]
+    assert infos and infos[0].type_url == _ERROR_INFO_URL
+    info = error_details_pb2.ErrorInfo()
+    assert infos[0].Unpack(info)
+    assert info.domain == "a2a-protocol.org"
+    assert error["code"] == _RPC_CODE_OF_REASON[info.reason]
+
+
+def _check_stream(document: Any) -> None:
+    assert isinstance(document, list) and document
+    assert len({event["id"] for event in document}) == 1, "every event of a stream answers the same request"
+    for event in document:
+        _check_response(event, "SendStreamingMessage")
+
+
+def _check(item: Example) -> None:
+    document = item.document
+    kind = item.type.split(" ")
+    if kind == ["AgentCard"]:
+        _parse(document, AgentCard)
+    elif kind == ["JWKS"]:
+        assert len(parse_jwks(document)) == len(document["keys"]) >= 1
+    elif len(kind) == 2 and kind[0] in _METHODS:
+        method, role = kind
+        if role == "request":
+            _check_request(document, method)
+        elif role == "response":
+            _check_response(document, method)
+        elif role == "error":
+            _check_error(document)
+        elif role == "stream" and method == "SendStreamingMessage":
+            _check_stream(document)
+        else:
+            pytest.fail(f"{item.name}: unknown example type {item.type!r}")
+    else:
+        pytest.fail(f"{item.name}: unknown example type {item.type!r}")
+
+
+@pytest.mark.parametrize("item", _ALL, ids=lambda item: item.name)
+def test_example_is_a_valid_document_of_its_type(item: Example) -> None:
+    _check(item)
+
+
+@pytest.mark.parametrize(
+    ("document", "proto"),
+    [
+        (
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"kind": "text", "text": "x"}]}},
+            SendMessageRequest,
+        ),
+        ({"task": {"id": "t", "status": {"state": "input-required"}}}, SendMessageResponse),
+        (
+            {
+                "statusUpdate": {
+                    "taskId": "t",
+                    "contextId": "c",
+                    "status": {"state": "TASK_STATE_WORKING"},
+                    "final": True,
+                }
+            },
+            StreamResponse,
+        ),
+    ],
+    ids=["kind-on-part", "0.3-state-spelling", "final-flag"],
+)
+def test_the_proto_check_refuses_a2a_0_3_forms(document: JSON, proto: type[ProtoMessage]) -> None:
+    # The check above is only worth something if it catches what v0.2's examples got wrong.
+    with pytest.raises(ParseError, match="kind|input-required|final"):
+        _parse(document, proto)
+
+
+def _extension_messages() -> list[tuple[str, JSON, JSON]]:
+    found = []
+    for item in _ALL:
+        for message in messages(item.document):
+            value = extension_object(message)
+            if value is not None:
+                found.append((item.name, message, value))
+    return found
+
+
+_EXTENSION_MESSAGES = _extension_messages()
+
+
+@pytest.mark.parametrize(
+    ("name", "message", "value"),
+    _EXTENSION_MESSAGES,
+    ids=[f"{name}-{i}" for i, (name, _, _) in enumerate(_EXTENSION_MESSAGES)],
+)
+def test_extension_object_validates_and_decodes_to_itself(name: str, message: JSON, value: JSON) -> None:
+    assert schema_errors(f"{value['status']}.json", value) == []
+    assert schema_errors("extension-object.json", value) == []
+    data = decode(message["metadata"], Dialect.V03)
+    assert data is not None and data.status.value == value["status"]
+    # Re-encoding gives the same object: the example has no spelling the implementation would change
+    # (unchecksummed addresses, upper-case hashes, empty optional members, float integers).
+    assert encode(data, Dialect.V03) == {EXTENSION_URI: value}
+    assert EXTENSION_URI in message.get("extensions", []), "a message with extension data lists the URI"
+
+
+def test_every_status_has_an_example() -> None:
+    shown = {value["status"] for _, _, value in _EXTENSION_MESSAGES}
+    assert shown == {status.value for status in PaymentStatus}
+
+
+@pytest.mark.parametrize("name", sorted({name for name, _, _ in _EXTENSION_MESSAGES}))
+def test_statuses_ride_with_their_task_state(name: str) -> None:
+    document = example(name)
+    for status in statuses(document):
+        value = extension_object(status.get("message", {}))
+        if value is not None:
+            assert status["message"]["role"] == "ROLE_AGENT"
+            assert status["state"] == _STATE_OF_STATUS[value["status"]]
+    for message in messages(document):
+        value = extension_object(message)
+        if value is not None and message["role"] == "ROLE_USER":
+            assert value["status"] in _CLIENT_STATUSES
+            assert message.get("taskId"), "a client payment message names its task"
+
+
+def _tasks(document: Any) -> list[JSON]:
+    if isinstance(document, list):
+        return list(itertools.chain.from_iterable(_tasks(event) for event in document))
+    result = document.get("result", document) if isinstance(document, dict) else {}
+    if "task" in result:
+        return [result["task"]]
+    return [result] if "status" in result and "id" in result else []
+
+
+@pytest.mark.parametrize("item", _ALL, ids=lambda item: item.name)
+def test_artifacts_only_with_completed_payments(item: Example) -> None:
+    # §7.3 rule 4: nothing paid for is delivered before the settlement succeeded.
+    for task in _tasks(item.document):
+        if task.get("artifacts"):
+            value = extension_object(task["status"]["message"])
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert value is not None and value["status"] == "payment-completed"
+    document = item.document
+    if isinstance(document, list):
+        results = [event["result"] for event in document]
+        updates = [index for index, result in enumerate(results) if "artifactUpdate" in result]
+        for index in updates:
+            later = [r["statusUpdate"]["status"] for r in results[index + 1 :] if "statusUpdate" in r]
+            assert later and later[-1]["state"] == "TASK_STATE_COMPLETED"
+            completed = extension_object(later[-1]["message"])
+            assert completed is not None and completed["status"] == "payment-completed"
+        last = results[-1]
+        state = (last.get("statusUpdate") or last.get("task") or {}).get("status", {}).get("state")
+        assert state in _TERMINAL | {"TASK_STATE_INPUT_REQUIRED"}, (
+            "a stream ends on a terminal or interrupted state"
+        )
+
+
+def _card() -> JSON:
+    card: JSON = example("agent-card.json")
+    return card
+
+
+def _declaration() -> JSON:
+    [declaration] = [e for e in _card()["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI]
+    return declaration
+
+
+def test_card_declares_the_extension_with_valid_params() -> None:
+    declaration = _declaration()
+    assert declaration["required"] is True
+    assert schema_errors("card-params.json", declaration["params"]) == []
+
+
+def test_card_params_cover_every_tenant_and_network() -> None:
+    params = _declaration()["params"]
+    tenants = {interface.get("tenant", "") for interface in _card()["supportedInterfaces"]}
+    assert {entry["tenant"] for entry in params["payTo"]} == tenants
+    named = {entry["network"] for entry in params["payTo"] + params["assets"]}
+    assert named <= set(params["networks"])
+
+
+def test_every_term_in_the_examples_is_allowed_by_the_card() -> None:
+    # §3: terms use only listed networks and assets, and a payTo listed for the request's tenant.
+    params = _declaration()["params"]
+    pay_to = {(entry["tenant"], entry["network"], entry["address"]) for entry in params["payTo"]}
+    assets = {(entry["network"], entry["address"]) for entry in params["assets"]}
+    offered = [
+        term
+        for _, _, value in _EXTENSION_MESSAGES
+        for term in value.get("required", {}).get("accepts", []) + [value.get("payload", {}).get("accepted")]
+        if term
+    ]
+    assert offered
+    for term in offered:
+        assert (term["network"], term["asset"]) in assets
+        assert ("", term["network"], term["payTo"]) in pay_to
+
+
+async def test_card_signature_verifies_with_the_published_key() -> None:
+    verifier = CardVerifier(
+        trusted_keys=parse_jwks(example("jwks.json")).values(), policy=SignaturePolicy.REQUIRE
+    )
+    result = await verifier.verify(_card())
+    assert result.verified
+
+
+async def test_card_signature_covers_the_pay_to_list() -> None:
+    card = _card()
+    card["capabilities"]["extensions"][0]["params"]["payTo"][0]["address"] = "0x" + "11" * 20
+    verifier = CardVerifier(trusted_keys=parse_jwks(example("jwks.json")).values())
+    result = await verifier.verify(card)
+    assert not result.verified
