@@ -135,6 +135,17 @@ class LedgerReader:
         """Whether this EIP-3009 authorization has been booked (reversed or not)."""
         return await self.find_settlement(chain_id, asset, payer, nonce) is not None
 
+    async def unfinalized_settlements(self) -> list[BookedEntry]:
+        """Settlements neither finalized nor reversed yet: what the reconciler still watches on chain."""
+        condition = sa.and_(
+            _entries.c.kind == EntryKind.SETTLEMENT.value,
+            _reversals.c.id.is_(None),
+            _finalizations.c.id.is_(None),
+        )
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))).all()
+        return [entry_from_row(row) for row in rows]
+
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
         statement = sa.select(_accounts).where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")

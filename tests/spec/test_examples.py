@@ -25,7 +25,7 @@ from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
 from google.protobuf import any_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]  # no stubs published
 
 from a2a_x402 import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
 from agentcard import CardVerifier, SignaturePolicy, parse_jwks
@@ -78,7 +78,7 @@ def _check_error(document: JSON) -> None:
     assert document.keys() == {"jsonrpc", "id", "error"}
     error = document["error"]
     assert error.keys() == {"code", "message", "data"}
-    infos = [_parse(detail, any_pb2.Any) for detail in error["data"]]
+    infos = [ParseDict(detail, any_pb2.Any(), ignore_unknown_fields=False) for detail in error["data"]]
     assert infos and infos[0].type_url == _ERROR_INFO_URL
     info = error_details_pb2.ErrorInfo()
     assert infos[0].Unpack(info)
@@ -237,8 +237,9 @@ def _card() -> JSON:
 
 
 def _declaration() -> JSON:
-    [declaration] = [e for e in _card()["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI]
-    return declaration
+    declarations: list[JSON] = [e for e in _card()["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI]
+    assert len(declarations) == 1
+    return declarations[0]
 
 
 def test_card_declares_the_extension_with_valid_params() -> None:

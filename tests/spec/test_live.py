@@ -141,7 +141,9 @@ async def test_paid_skill_without_the_extension_is_refused(start: Callable[..., 
     _assert_shape(body, example("extension-required.error.json"))
 
 
-async def test_payment_required_then_completed(start: Callable[..., RunningMerchant], chain: DevChain) -> None:
+async def test_payment_required_then_completed(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
     merchant = start()
     async with merchant.http() as http:
         response = await http.post(JSONRPC_PATH, json=_request("payment-required.request.json"))
@@ -151,7 +153,9 @@ async def test_payment_required_then_completed(start: Callable[..., RunningMerch
         task = response.json()["result"]["task"]
         payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
         before = chain.balance_of(DEFAULT_PAY_TO)
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment))
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment)
+        )
     _assert_shape(body, example("payment-completed.response.json"))
     assert chain.balance_of(DEFAULT_PAY_TO) == before + DEFAULT_PRICE
 
@@ -169,15 +173,21 @@ async def test_streamed_flow(start: Callable[..., RunningMerchant], chain: DevCh
     _assert_shape(events, example("payment-completed.stream.json"))
 
 
-async def test_verification_failure_ends_the_task(start: Callable[..., RunningMerchant], chain: DevChain) -> None:
+async def test_verification_failure_ends_the_task(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
     merchant = start()
     async with merchant.http() as http:
         task = await _ask(http)
         payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0]).to_json_dict()
         signature = payment["payload"]["signature"]
         # Another valid-looking signature: r changes, so it recovers to some other address.
-        payment["payload"]["signature"] = signature[:4] + ("1" if signature[4] != "1" else "2") + signature[5:]
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment))
+        payment["payload"]["signature"] = (
+            signature[:4] + ("1" if signature[4] != "1" else "2") + signature[5:]
+        )
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment)
+        )
     _assert_shape(body, example("verification-failed.response.json"))
 
 
@@ -189,15 +199,21 @@ async def test_retry_with_fresh_terms(
         task = await _ask(http)
         first = _terms(task)
         broke = sign_payment(new_payer(0), first.accepts[0])
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=broke))
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=broke)
+        )
         _assert_shape(body, example("insufficient-funds.response.json"))
         fresh = _terms(body["result"]["task"])
         assert fresh.accepts[0].extra != first.accepts[0].extra, "fresh terms name a new offer"
         stale = sign_payment(chain.payer_keys[0], first.accepts[0])
-        refused = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=stale))
+        refused = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=stale)
+        )
         _assert_shape(refused, example("payment-mismatch.error.json"))
         payment = sign_payment(chain.payer_keys[0], fresh.accepts[0])
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment))
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment)
+        )
     _assert_shape(body, example("payment-completed.response.json"))
 
 
@@ -217,18 +233,28 @@ async def test_payment_of_another_amount_is_refused(
         task = await _ask(http)
         offered = _terms(task).accepts[0]
         cheaper = sign_payment(chain.payer_keys[0], offered.model_copy(update={"amount": offered.amount - 1}))
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=cheaper))
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=cheaper)
+        )
         _assert_shape(body, example("payment-mismatch.error.json"))
         # Refused before the task: it still waits for its payment.
         state = await _wait_for(http, task["id"], lambda t: True)
     assert state["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
-async def test_tenant_is_offered_its_own_terms(start: Callable[..., RunningMerchant]) -> None:
+async def test_tenant_is_offered_its_own_terms_and_keeps_its_task(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
     merchant = start()
     async with merchant.http() as http:
         task = await _ask(http, "tenant.payment-required.request.json")
-    assert _terms(task).accepts[0].pay_to == ACME_PAY_TO
+        assert _terms(task).accepts[0].pay_to == ACME_PAY_TO
+        payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        # The same payment sent to the default tenant: the task does not exist there (§12).
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment)
+        )
+    assert body["error"]["code"] == -32001
 
 
 async def test_pending_settlement_answers_then_completes(
@@ -239,7 +265,9 @@ async def test_pending_settlement_answers_then_completes(
         task = await _ask(http)
         payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
         chain.rpc.call("evm_setAutomine", [False])
-        body = await _call(http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment))
+        body = await _call(
+            http, _request("payment-submitted.request.json", task_id=task["id"], payload=payment)
+        )
         pending: JSON = copy.deepcopy(example("settlement-pending.response.json"))
         _assert_shape(body["result"]["task"], pending["result"])
         stored = await _wait_for(http, task["id"], lambda t: True)

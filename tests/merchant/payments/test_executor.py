@@ -162,6 +162,7 @@ async def test_payment_verifies_settles_and_delivers(
         chain.network,
     )
     assert (entry.amount, entry.tx_hash, entry.block_number) == (DEFAULT_PRICE, tx_hash, block)
+    assert type(entry.amount) is int
     assert entry.lines == (("credit", DEFAULT_PRICE, "revenue"), ("debit", DEFAULT_PRICE, "payer"))
 
 
@@ -287,6 +288,10 @@ async def test_settlement_refused_for_lack_of_funds_delivers_nothing(
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert_text_stats(done["artifacts"])
+    # The receipts are the task's whole history: the refused settlement, then the successful one.
+    refused, settled = extension(done)["receipts"]
+    assert (refused["success"], refused["errorReason"]) == (False, "invalid_exact_evm_insufficient_balance")
+    assert settled["success"] is True
     assert snapshot(chain, payer).pay_to == before.pay_to + DEFAULT_PRICE
     assert [e.task_id for e in await ledger_entries(merchant.database_url)] == [task["id"]]
 

@@ -18,30 +18,29 @@ from .receiver import HOOK_PATH, Receiver, Reply
 BODY = b'{"id":"evt_1"}'
 
 
+def _in_30_s() -> str:
+    return format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+
+
 @pytest.mark.parametrize(
-    ("reply", "retry_after_s"),
+    ("status", "retry_after", "retry_after_s"),
     [
-        (Reply(429, {"retry-after": "7"}), 7.0),
-        (
-            Reply(
-                503, {"retry-after": format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)}
-            ),
-            30.0,
-        ),
-        (Reply(429, {"retry-after": "soon"}), None),
-        (Reply(500, {"retry-after": "7"}), None),  # only 429 and 503 are throttling answers
+        (429, lambda: "7", 7.0),
+        (503, _in_30_s, 30.0),  # an HTTP date
+        (429, lambda: "soon", None),
+        (500, lambda: "7", None),  # only 429 and 503 are throttling answers
     ],
 )
 async def test_retry_after_in_seconds_or_as_a_date(
-    asgi_server: Callable[..., str], reply: Reply, retry_after_s: float | None
+    asgi_server: Callable[..., str], status: int, retry_after: Callable[[], str], retry_after_s: float | None
 ) -> None:
-    receiver = Receiver([SECRET], plan=[reply])
+    receiver = Receiver([SECRET], plan=[Reply(status, {"retry-after": retry_after()})])
     url = asgi_server(receiver.app) + HOOK_PATH
 
     async with httpx.AsyncClient() as client:
         result = await send_signed(client, url, "evt_1", BODY, [SECRET], allow_private=True, timeout_s=2)
 
-    assert result.status_code == reply.status and result.error is None
+    assert result.status_code == status and result.error is None
     if retry_after_s is None:
         assert result.retry_after_s is None
     else:

@@ -1,0 +1,260 @@
+"""A2A 0.3 served for real: raw 0.3 JSON-RPC and HTTP+JSON, the a2a-sdk 0.3 compat client, and payloads in
+the other version's form refused on both sides."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
+from a2a.compat.v0_3.rest_transport import CompatRestTransport
+from a2a.helpers import new_text_message
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
+
+from merchant.edge import JSONRPC_PATH, REST_PATH
+
+from .executors import QUESTION, STREAM_STEPS
+from .wire import JSON, mid, walk_keys
+
+SDK_BINDINGS = {"jsonrpc": TransportProtocol.JSONRPC.value, "rest": TransportProtocol.HTTP_JSON.value}
+
+
+def message_v0_3(text: str, *, task_id: str = "") -> JSON:
+    """A 0.3 JSON-RPC user message (the 0.3 JSON schema: `kind`, lowercase role)."""
+    part = {"kind": "text", "text": text}
+    message: JSON = {"kind": "message", "messageId": mid(), "role": "user", "parts": [part]}
+    if task_id:
+        message["taskId"] = task_id
+    return message
+
+
+async def rpc_v0_3(http: httpx.AsyncClient, method: str, params: JSON) -> JSON:
+    """One 0.3 JSON-RPC call without `A2A-Version` (0.3 clients send none); the whole answer."""
+    envelope = {"jsonrpc": "2.0", "id": "r-1", "method": method, "params": params}
+    response = await http.post(JSONRPC_PATH, json=envelope)
+    assert response.status_code == 200
+    assert response.headers["a2a-version"] == "0.3"
+    body: JSON = response.json()
+    return body
+
+
+async def test_raw_jsonrpc_0_3_input_required_flow(shared_merchant: str) -> None:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        first = (await rpc_v0_3(http, "message/send", {"message": message_v0_3("quote")}))["result"]
+        follow_up = {"message": message_v0_3("M", task_id=first["id"])}
+        done = (await rpc_v0_3(http, "message/send", follow_up))["result"]
+        fetched = (await rpc_v0_3(http, "tasks/get", {"id": first["id"]}))["result"]
+        missing = await rpc_v0_3(http, "tasks/get", {"id": str(uuid.uuid4())})
+
+    assert (first["kind"], first["status"]["state"]) == ("task", "input-required")
+    assert first["status"]["message"]["parts"] == [{"kind": "text", "text": QUESTION}]
+    assert first["status"]["message"]["role"] == "agent"
+    assert (done["kind"], done["status"]["state"]) == ("task", "completed")
+    assert done["artifacts"][0]["parts"] == [{"kind": "text", "text": "order: M"}]
+    assert fetched == done
+    assert missing["error"]["code"] == -32001
+
+
+async def test_raw_jsonrpc_0_3_stream_has_kinds_and_final(shared_merchant: str) -> None:
+    params = {"message": message_v0_3("stream")}
+    request = {"jsonrpc": "2.0", "id": "s-1", "method": "message/stream", "params": params}
+    events: list[JSON] = []
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        async with http.stream("POST", JSONRPC_PATH, json=request) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    events.append(httpx.Response(200, content=line[5:].strip()).json()["result"])
+
+    assert [event["kind"] for event in events] == [
+        "task",
+        *["status-update"] * STREAM_STEPS,
+        "artifact-update",
+        "status-update",
+    ]
+    assert events[-1]["final"] is True
+    assert events[-1]["status"]["state"] == "completed"
+
+
+async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
+    body = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
+        task = sent.json()["task"]
+        answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task["id"], "content": [{"text": "S"}]}
+        follow = {"message": answer}
+        done = await http.post(f"{REST_PATH}/v1/message:send", json=follow)
+        fetched = await http.get(f"{REST_PATH}/v1/tasks/{task['id']}")
+
+    assert sent.status_code == 200
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.headers["a2a-version"] == "0.3"
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert task["status"]["message"]["content"] == [{"text": QUESTION}]
+    assert done.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert fetched.json()["artifacts"][0]["parts"] == [{"text": "order: S"}]
+
+
+@pytest.mark.parametrize(
+    ("version", "path", "body", "marker"),
+    [
+        ("1.0", REST_PATH + "/message:send", {"message": message_v0_3("hello")}, '"kind"'),
+        (
+            "1.0",
+            JSONRPC_PATH,
+            {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message_v0_3("hi")}},
+            '"kind"',
+        ),
+        (
+            "1.0",
+            JSONRPC_PATH,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": {"messageId": "m", "role": "user", "parts": [{"text": "hi"}]}},
+            },
+            'role "user"',
+        ),
+        (
+            "1.0",
+            REST_PATH + "/message:send",
+            {"message": {"messageId": "m", "role": "ROLE_USER", "content": [{"text": "hello"}]}},
+            '"content"',
+        ),
+        (
+            "0.3",
+            REST_PATH + "/v1/message:send",
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}},
+            '"parts"',
+        ),
+        (
+            "0.3",
+            JSONRPC_PATH,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {"message": message_v0_3("hello"), "configuration": {"returnImmediately": True}},
+            },
+            '"returnImmediately"',
+        ),
+    ],
+)
+async def test_a_message_in_the_other_versions_form_is_refused(
+    shared_merchant: str, version: str, path: str, body: JSON, marker: str
+) -> None:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(path, json=body, headers={"A2A-Version": version})
+
+    answer = response.json()
+    if path == JSONRPC_PATH:
+        assert answer["error"]["code"] == -32602
+        message = answer["error"]["message"]
+    else:
+        assert response.status_code == 400
+        assert answer["error"]["details"][0]["reason"] == "INVALID_PARAMS"
+        message = answer["error"]["message"]
+    assert marker in message
+    assert response.headers["a2a-version"] == version
+
+
+# -- the a2a-sdk 0.3 compat client --------------------------------------------------------------------
+
+
+@dataclass
+class CompatClients:
+    """a2a-sdk clients built from the card a header-less (0.3) fetch returns: the SDK's 0.3 transports."""
+
+    binding: str
+    unary: Client
+    streaming: Client
+
+
+@pytest.fixture(params=sorted(SDK_BINDINGS))
+async def compat(shared_merchant: str, request: pytest.FixtureRequest) -> AsyncIterator[CompatClients]:
+    """Unary and streaming 0.3 compat clients on one binding."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        card = await A2ACardResolver(http, shared_merchant).get_agent_card()
+        clients = [
+            ClientFactory(
+                ClientConfig(
+                    httpx_client=http,
+                    supported_protocol_bindings=[SDK_BINDINGS[request.param]],
+                    streaming=streaming,
+                )
+            ).create(card)
+            for streaming in (False, True)
+        ]
+        yield CompatClients(request.param, *clients)
+        for client in clients:
+            await client.close()
+
+
+def request(text: str, *, task_id: str | None = None) -> SendMessageRequest:
+    """SendMessage of one user text."""
+    return SendMessageRequest(message=new_text_message(text, task_id=task_id, role=Role.ROLE_USER))
+
+
+async def collect(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
+    """Every event of a client call."""
+    return [event async for event in events]
+
+
+async def test_compat_client_speaks_0_3(compat: CompatClients) -> None:
+    client = compat.unary
+    transport = client._transport  # noqa: SLF001 - which transport the factory chose is the point
+    assert isinstance(transport, CompatJsonRpcTransport | CompatRestTransport)
+
+    [first] = await collect(client.send_message(request("quote")))
+    [second] = await collect(client.send_message(request("M", task_id=first.task.id)))
+
+    assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert first.task.status.message.parts[0].text == QUESTION
+    assert second.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert second.task.artifacts[0].parts[0].text == "order: M"
+    fetched = await client.get_task(GetTaskRequest(id=first.task.id))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    # 0.3 HTTP+JSON clients read errors from the status code only; the SDK's maps 404 to MethodNotFound.
+    missing = TaskNotFoundError if compat.binding == "jsonrpc" else MethodNotFoundError
+    with pytest.raises(missing):
+        await client.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+async def test_compat_client_streams(compat: CompatClients) -> None:
+    events = await collect(compat.streaming.send_message(request("stream")))
+
+    kinds = [event.WhichOneof("payload") for event in events]
+    assert kinds == ["task", *["status_update"] * STREAM_STEPS, "artifact_update", "status_update"]
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_compat_client_subscribes_and_cancels(shared_merchant: str, compat: CompatClients) -> None:
+    [first] = await collect(compat.unary.send_message(request("quote")))
+
+    events = compat.streaming.subscribe(SubscribeToTaskRequest(id=first.task.id))
+    initial = await anext(events)
+    canceled = await compat.unary.cancel_task(CancelTaskRequest(id=first.task.id))
+    later = await collect(events)
+
+    assert initial.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert later[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+    # Seen by a 1.0 client, the same task is plain 1.0 ProtoJSON.
+    async with httpx.AsyncClient(base_url=shared_merchant, headers={"A2A-Version": "1.0"}) as http:
+        current = (await http.get(f"{REST_PATH}/tasks/{first.task.id}")).json()
+    assert current["status"]["state"] == "TASK_STATE_CANCELED"
+    assert "kind" not in set(walk_keys(current))

@@ -1,0 +1,31 @@
+"""The payer's public API and its place in the architecture: it never imports the merchant."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import payer
+
+
+def test_all_is_sorted_and_is_the_public_surface() -> None:
+    defined_here = {
+        name
+        for name, value in vars(payer).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("payer")
+    }
+
+    assert payer.__all__ == sorted(payer.__all__)
+    assert all(hasattr(payer, name) for name in payer.__all__)
+    assert defined_here <= set(payer.__all__)
+
+
+def test_payer_and_its_cli_never_import_the_merchant() -> None:
+    code = (
+        "import sys, payer, payer.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'merchant'}))"
+    )
+    root = Path(payer.__file__).parent.parent
+    command = [sys.executable, "-c", code]
+    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root)  # noqa: S603
+    assert output.stdout.strip() == "[]"
