@@ -1,0 +1,345 @@
+"""0.3 and 1.0 clients paying the reference merchant (`merchant.app`) through the edge, on the test chain.
+
+A 0.3 client is served the x402 extension v0.2 (flat `x402.payment.*` keys, x402 v1 terms, v1 or v2
+payloads); a 1.0 client extension v0.3. Both are booked in the same ledger exactly alike. Runs on SQLite
+and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
+from a2a.types import Message, Role, SendMessageRequest, TaskState
+from a2a.utils.constants import TransportProtocol
+from eth_account import Account
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from a2a_x402 import (
+    EXTENSION_URI,
+    EXTENSION_URI_V01,
+    EXTENSION_URI_V02,
+    Dialect,
+    PaymentCompletedData,
+    decode,
+)
+from facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
+from merchant.edge import JSONRPC_PATH, REST_PATH
+from payer import sign_payment
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
+    A2ACallError,
+    MerchantWire,
+    RunningMerchant,
+    activation,
+    ledger_entries,
+    offered_terms,
+    payment_data,
+    payment_message,
+    sdk_client,
+    user_message,
+)
+
+JSON = dict[str, Any]
+_VARYING = frozenset({"timestamp", "blockNumber", "validAfter", "validBefore"})
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TEXT = "The quick brown fox. The dog sleeps."
+
+
+@dataclass(frozen=True)
+class Paid:
+    """What a client saw at the end: its task, the final state and the payer's address."""
+
+    task_id: str
+    state: str
+    payer: str
+
+
+# -- 0.3 clients --------------------------------------------------------------------------------------
+
+
+def v1_payload(key: str, terms: JSON) -> JSON:
+    """An x402 v1 PaymentPayload (`network` name, no `accepted`) for the first of the v1 `terms`."""
+    required = PaymentRequiredV1.from_wire(terms)
+    signed = sign_payment(key, requirements_v1_to_v2(required.accepts[0])).to_json_dict()
+    return {
+        "x402Version": 1,
+        "scheme": required.accepts[0].scheme,
+        "network": required.accepts[0].network,
+        "payload": signed["payload"],
+    }
+
+
+async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXTENSION_URI_V02) -> Paid:
+    """Pay with JSON shaped exactly like the a2a-x402 v0.2 spec examples (no A2A-Version: 0.3)."""
+    async with httpx.AsyncClient(
+        base_url=merchant.base_url, headers={"X-A2A-Extensions": extension}, timeout=30
+    ) as http:
+
+        async def send(message: JSON, request_id: str) -> JSON:
+            params = {"message": message}
+            body = {"jsonrpc": "2.0", "method": "message/send", "id": request_id, "params": params}
+            response = await http.post(JSONRPC_PATH, json=body)
+            assert response.headers["a2a-version"] == "0.3"
+            assert response.headers["x-a2a-extensions"] == extension
+            answer: JSON = response.json()
+            assert answer["id"] == request_id, answer
+            return answer["result"]
+
+        part = {"kind": "text", "text": TEXT}
+        ask = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}
+        task = await send(ask, "req-001")
+        assert (task["kind"], task["status"]["state"]) == ("task", "input-required")
+        metadata = task["status"]["message"]["metadata"]
+        assert metadata["x402.payment.status"] == "payment-required"
+        terms = metadata["x402.payment.required"]
+        assert terms["x402Version"] == 1
+        assert terms["accepts"][0]["network"] == "base-sepolia"
+        assert terms["accepts"][0]["maxAmountRequired"] == str(DEFAULT_PRICE)
+        submission = {
+            "kind": "message",
+            "messageId": str(uuid.uuid4()),
+            "taskId": task["id"],
+            "role": "user",
+            "parts": [{"kind": "text", "text": "Here is the payment authorization."}],
+            "metadata": {
+                "x402.payment.status": "payment-submitted",
+                "x402.payment.payload": v1_payload(key, terms),
+            },
+        }
+        done = await send(submission, "req-003")
+    metadata = done["status"]["message"]["metadata"]
+    assert metadata["x402.payment.status"] == "payment-completed"
+    [receipt] = metadata["x402.payment.receipts"]
+    assert (receipt["success"], receipt["network"]) == (True, "base-sepolia")
+    assert done["artifacts"], done
+    return Paid(done["id"], done["status"]["state"], Account.from_key(key).address)
+
+
+async def pay_v0_3_sdk(merchant: RunningMerchant, key: str, binding: str) -> Paid:
+    """Pay with the a2a-sdk 0.3 compat client (from the 0.3 card), an x402 v2 payload in the v0.2 keys."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, merchant.base_url).get_agent_card()
+        config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], streaming=False)
+        client = ClientFactory(config).create(card)
+        context = ClientCallContext(service_parameters={"A2A-Extensions": EXTENSION_URI_V02})
+        ask = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER)
+        ask.parts.add(text=TEXT)
+        [first] = [e async for e in client.send_message(SendMessageRequest(message=ask), context=context)]
+        data = decode(MessageToDict(first.task.status.message.metadata), Dialect.V02)
+        terms = data.required  # type: ignore[union-attr]
+        assert isinstance(terms, PaymentRequiredV1)
+        payload = sign_payment(key, requirements_v1_to_v2(terms.accepts[0]))
+        pay = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, task_id=first.task.id)
+        pay.parts.add(text="paying")
+        pay.metadata.update(
+            {"x402.payment.status": "payment-submitted", "x402.payment.payload": payload.to_json_dict()}
+        )
+        [last] = [e async for e in client.send_message(SendMessageRequest(message=pay), context=context)]
+        await client.close()
+    completed = decode(MessageToDict(last.task.status.message.metadata), Dialect.V02)
+    assert isinstance(completed, PaymentCompletedData)
+    return Paid(last.task.id, TaskState.Name(last.task.status.state), Account.from_key(key).address)
+
+
+# -- 1.0 clients --------------------------------------------------------------------------------------
+
+
+async def pay_v1_0_raw(merchant: RunningMerchant, key: str, binding: str) -> Paid:
+    """Pay with raw A2A 1.0 ProtoJSON."""
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = (await wire.send(user_message(TEXT)))["task"]
+        payload = sign_payment(key, offered_terms(task).accepts[0])
+        done = (await wire.send(payment_message(task["id"], payload)))["task"]
+    assert isinstance(payment_data(done), PaymentCompletedData)
+    return Paid(done["id"], done["status"]["state"], Account.from_key(key).address)
+
+
+async def pay_v1_0_sdk(merchant: RunningMerchant, key: str, binding: str) -> Paid:
+    """Pay with the a2a-sdk 1.x client."""
+    async with merchant.http() as http:
+        client = await sdk_client(http, merchant.base_url, binding, streaming=False)
+        ask = SendMessageRequest(message=ParseDict(user_message(TEXT), Message()))
+        [first] = [e async for e in client.send_message(ask, context=activation())]
+        payload = sign_payment(key, offered_terms(first.task).accepts[0])
+        pay = ParseDict(payment_message(first.task.id, payload), Message())
+        [last] = [e async for e in client.send_message(SendMessageRequest(message=pay), context=activation())]
+        await client.close()
+    assert isinstance(payment_data(last.task), PaymentCompletedData)
+    return Paid(last.task.id, TaskState.Name(last.task.status.state), Account.from_key(key).address)
+
+
+async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
+    merchant: RunningMerchant, new_payer: Any
+) -> None:
+    keys = [new_payer() for _ in range(5)]
+
+    paid = await asyncio.gather(
+        pay_v0_3_raw(merchant, keys[0]),
+        pay_v0_3_sdk(merchant, keys[1], TransportProtocol.JSONRPC.value),
+        pay_v0_3_sdk(merchant, keys[2], TransportProtocol.HTTP_JSON.value),
+        pay_v1_0_raw(merchant, keys[3], "rest"),
+        pay_v1_0_sdk(merchant, keys[4], "jsonrpc"),
+    )
+
+    assert [p.state for p in paid] == ["completed"] + ["TASK_STATE_COMPLETED"] * 4
+    booked = {entry.task_id: entry for entry in await ledger_entries(merchant.database_url)}
+    assert set(booked) == {p.task_id for p in paid}
+    for p in paid:
+        entry = booked[p.task_id]
+        expected = ("", p.payer, DEFAULT_PAY_TO, DEFAULT_PRICE)
+        assert (entry.tenant, entry.payer, entry.pay_to, entry.amount) == expected
+    # Booked alike whatever the version: same accounts, directions and amounts.
+    assert len({entry.lines for entry in booked.values()}) == 1
+
+
+async def test_the_v0_1_uri_is_accepted_on_0_3_and_echoed(merchant: RunningMerchant, new_payer: Any) -> None:
+    paid = await pay_v0_3_raw(merchant, new_payer(), extension=EXTENSION_URI_V01)
+
+    assert paid.state == "completed"
+
+
+# -- extensions, strictly -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "extension"),
+    [
+        ("1.0", None),
+        ("1.0", EXTENSION_URI_V02),  # another version's URI is ignored, never mapped
+        ("1.0", EXTENSION_URI_V01),
+        ("0.3", None),
+        ("0.3", EXTENSION_URI),
+        ("0.3", "https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.9"),
+    ],
+)
+async def test_a_priced_skill_without_the_extension_activated_is_refused(
+    merchant: RunningMerchant, version: str, extension: str | None
+) -> None:
+    headers = {"A2A-Version": version}
+    if extension is not None:
+        headers["A2A-Extensions"] = extension
+    if version == "1.0":
+        body = {"message": user_message(TEXT)}
+        path = REST_PATH + "/message:send"
+    else:
+        body = {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "content": [{"text": TEXT}]}}
+        path = REST_PATH + "/v1/message:send"
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as http:
+        response = await http.post(path, json=body, headers=headers)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["details"][0]["reason"] == "EXTENSION_SUPPORT_REQUIRED"
+    assert "a2a-extensions" not in response.headers
+
+
+async def test_0_3_jsonrpc_client_learns_the_extension_is_required(merchant: RunningMerchant) -> None:
+    ask = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as http:
+        response = await http.post(
+            JSONRPC_PATH,
+            json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": ask}},
+        )
+
+    error = response.json()["error"]
+    # 0.3 has no ExtensionSupportRequired code: the SDK's 0.3 layer answers InternalError with the reason.
+    assert error["code"] == -32603
+    assert "x402" in error["message"]
+
+
+async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(merchant: RunningMerchant) -> None:
+    flat = user_message(TEXT, task_id="")
+    flat["metadata"] = {"x402.payment.status": "payment-submitted", "x402.payment.payload": {}}
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message(TEXT)))["task"]
+        flat["taskId"] = task["id"]
+        with pytest.raises(A2ACallError) as current:
+            await wire.send(flat)
+    nested = {
+        "kind": "message",
+        "messageId": "m-2",
+        "taskId": task["id"],
+        "role": "user",
+        "parts": [{"kind": "text", "text": "pay"}],
+        "metadata": {EXTENSION_URI: {"status": "payment-submitted", "payload": {}}},
+    }
+    async with httpx.AsyncClient(
+        base_url=merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+    ) as http:
+        legacy = await http.post(
+            JSONRPC_PATH,
+            json={"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": nested}},
+        )
+
+    assert current.value.rpc_code == -32602
+    assert legacy.json()["error"]["code"] == -32602
+
+
+# -- binding equivalence of the paid flow -------------------------------------------------------------
+
+
+def normalized(value: Any, names: dict[str, str]) -> Any:
+    """`value` with ids, addresses, hashes and times replaced by placeholders, numbered as they appear."""
+    if isinstance(value, dict):
+        return {key: normalized(item, names) for key, item in value.items() if key not in _VARYING}
+    if isinstance(value, list):
+        return [normalized(item, names) for item in value]
+    if isinstance(value, str) and (_is_uuid(value) or (value.startswith("0x") and len(value) >= 42)):
+        return names.setdefault(value, f"<{len(names)}>")
+    if isinstance(value, str) and value.startswith(("Payment settled in transaction", "validA")):
+        return value.split(" 0x")[0]
+    return value
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def paid_flow(merchant: RunningMerchant, key: str, binding: str) -> list[Any]:
+    """Every answer of the paid flow and its errors on one binding, normalized."""
+    names: dict[str, str] = {}
+    answers: list[Any] = []
+    async with merchant.http() as http, merchant.http(extensions=None) as plain:
+        wire = MerchantWire(http, binding)
+        with pytest.raises(A2ACallError) as refused:
+            await MerchantWire(plain, binding).send(user_message(TEXT))
+        answers.append((refused.value.reason, refused.value.message))
+        task = (await wire.send(user_message(TEXT)))["task"]
+        answers.append(normalized(task, names))
+        terms = offered_terms(task)
+        wrong = sign_payment(key, terms.accepts[0].model_copy(update={"amount": terms.accepts[0].amount - 1}))
+        for bad in (payment_message(task["id"], wrong), payment_message(str(uuid.uuid4()), wrong)):
+            with pytest.raises(A2ACallError) as failure:
+                await wire.send(bad)
+            answers.append((failure.value.reason, _UUID.sub("<id>", failure.value.message)))
+        done = (await wire.send(payment_message(task["id"], sign_payment(key, terms.accepts[0]))))["task"]
+        answers.append(normalized(done, names))
+        answers.append(normalized(await wire.get_task(task["id"]), names))
+        with pytest.raises(A2ACallError) as again:
+            await wire.send(payment_message(task["id"], sign_payment(key, terms.accepts[0])))
+        answers.append((again.value.reason, _UUID.sub("<id>", again.value.message)))
+    return answers
+
+
+async def test_the_paid_flow_is_the_same_on_both_bindings(merchant: RunningMerchant, new_payer: Any) -> None:
+    rpc = await paid_flow(merchant, new_payer(), "jsonrpc")
+    rest = await paid_flow(merchant, new_payer(), "rest")
+
+    assert rpc == rest
+    assert rpc[0][0] == "EXTENSION_SUPPORT_REQUIRED"
+    reasons = [answer[0] for answer in (rpc[2], rpc[3], rpc[6])]
+    assert reasons == ["INVALID_PARAMS", "TASK_NOT_FOUND", "UNSUPPORTED_OPERATION"]
+    assert rpc[4]["status"]["state"] == "TASK_STATE_COMPLETED"
