@@ -1,12 +1,12 @@
 """Facilitator throughput: ours beside the x402 Python SDK's, on one anvil chain with the project's token.
 
-Run ``python -m bench.facilitator_bench`` (about five minutes on two cores) or with ``--quick`` (about one
-minute, one repetition). Each repetition measures, every segment from the same reset chain:
+Run ``python -m bench.facilitator_bench`` (about four minutes on two cores) or with ``--quick`` (under a
+minute, one small repetition). Each repetition measures, every segment from the same reset chain:
 
 * the node's ceiling: pre-signed ``transferWithAuthorization`` transactions sent straight to anvil;
 * for ours (``x402-facilitator serve``) and the reference (``bench._x402_reference_app``), one uvicorn
-  worker each: verifications sequentially and at concurrency 50, settlements sequentially, and
-  settlements at concurrency 50 on a freshly started server;
+  worker each, back to back: verifications sequentially and at concurrency 50, then settlements
+  sequentially and at concurrency 50, each settlement segment on a freshly started server;
 * the reference with two signers sharing one relayer key (two processes), settling at concurrency 50.
 
 Each settlement segment checks that every answer succeeded, that the payee received exactly the amount
@@ -148,23 +148,32 @@ class _Runner:
         _progress(_describe(rep, segment))
         return segment
 
-    def server_suite(self, rep: int, label: str, start: StartServer) -> list[Segment]:
-        """Verify and settle sequentially on one server, then settle concurrently on a fresh one."""
-        plan, segments = self.plan, []
+    def verify_pair(self, rep: int, order: Sequence[tuple[str, StartServer]]) -> list[Segment]:
+        """Verify sequentially, then concurrently, on both servers in turn (verifying changes no state)."""
+        segments = []
         self.chain.reset()
-        with _running([start(f"{rep}-a")]) as servers:
-            warm_up(servers, self.sign(plan.warmup_count), self.requirements)
-            segments.append(self.segment(rep, servers, label, "verify", 1, plan.verify_count))
-            segments.append(self.segment(rep, servers, label, "verify", plan.concurrency, plan.verify_count))
-            segments.append(self.segment(rep, servers, label, "settle", 1, plan.settle_sequential_count))
-        # The relayer caches its next nonce, so a server never outlives the chain state it started on.
-        self.chain.reset()
-        with _running([start(f"{rep}-b")]) as servers:
-            warm_up(servers, self.sign(plan.warmup_count), self.requirements)
-            segments.append(
-                self.segment(rep, servers, label, "settle", plan.concurrency, plan.settle_concurrent_count)
-            )
+        with ExitStack() as stack:
+            servers = []
+            for label, start in order:
+                server = start(f"{rep}-verify")
+                stack.callback(server.stop)
+                warm_up([server], self.sign(self.plan.warmup_count), self.requirements)
+                servers.append((label, server))
+            for concurrency in (1, self.plan.concurrency):
+                for label, server in servers:
+                    segments.append(
+                        self.segment(rep, [server], label, "verify", concurrency, self.plan.verify_count)
+                    )
         return segments
+
+    def settle_on_fresh_server(
+        self, rep: int, label: str, start: StartServer, concurrency: int, count: int
+    ) -> Segment:
+        """Settle on a server started on the reset chain (relayers cache their next nonce)."""
+        self.chain.reset()
+        with _running([start(f"{rep}-settle-{concurrency}")]) as servers:
+            warm_up(servers, self.sign(self.plan.warmup_count), self.requirements)
+            return self.segment(rep, servers, label, "settle", concurrency, count)
 
     def two_signers(self, rep: int) -> Segment:
         """The reference as two processes with the same relayer key, sharing the connections evenly."""
@@ -192,13 +201,18 @@ class _Runner:
         return segment
 
     def repetition(self, rep: int) -> list[Segment]:
-        """One full set of segments; ours and the reference take turns going first."""
-        suites: list[tuple[str, StartServer]] = [(OURS, self.start_ours), (REFERENCE, self.start_reference)]
+        """One full set of segments. Ours and the reference run back to back for each kind of segment, so
+        a ratio compares figures taken seconds apart; which goes first alternates between repetitions."""
+        order: list[tuple[str, StartServer]] = [(OURS, self.start_ours), (REFERENCE, self.start_reference)]
         if rep % 2:
-            suites.reverse()
-        segments = [self.node_ceiling(rep)]
-        for label, start in suites:
-            segments += self.server_suite(rep, label, start)
+            order.reverse()
+        segments = [self.node_ceiling(rep), *self.verify_pair(rep, order)]
+        for concurrency, count in (
+            (1, self.plan.settle_sequential_count),
+            (self.plan.concurrency, self.plan.settle_concurrent_count),
+        ):
+            for label, start in order:
+                segments.append(self.settle_on_fresh_server(rep, label, start, concurrency, count))
         segments.append(self.two_signers(rep))
         return segments
 

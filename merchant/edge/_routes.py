@@ -19,7 +19,8 @@ the tenant from the path parameter either way. The 0.3 routes come first: `v1` i
 
 Errors. The SDK gives the errors it builds itself (JSON-RPC parse error, method not found, internal error;
 an HTTP+JSON internal error) no `google.rpc.ErrorInfo`; they get one here, so every 1.0 error names its
-reason.
+reason. An unexpected exception is answered "Internal error" on both bindings: the SDK would put its text
+into the JSON-RPC answer.
 ListTasks: the SDK serializes it with `always_print_fields_with_no_presence`, which is needed for the
 response's own REQUIRED fields (`nextPageToken` is "" on the last page) but also prints every default inside
 the tasks (`"filename": ""`, `"extensions": []`, ...), so a task listed differs from the same task fetched.
@@ -71,13 +72,15 @@ _SEND_FORMS: dict[str, FormCheck] = {
 }
 _REST_SEND_PATHS = ("/message:send", "/message:stream")
 # ErrorInfo reasons of the errors the SDK answers without one: by JSON-RPC code, by google.rpc status.
-_REST_REASONS = {"INTERNAL": "INTERNAL_ERROR", "INVALID_ARGUMENT": "INVALID_REQUEST"}
+_INTERNAL_REASON = "INTERNAL_ERROR"
+_INTERNAL_MESSAGE = "Internal error"
+_REST_REASONS = {"INTERNAL": _INTERNAL_REASON, "INVALID_ARGUMENT": "INVALID_REQUEST"}
 _STANDARD_REASONS = {
     -32700: "JSON_PARSE",
     -32600: "INVALID_REQUEST",
     -32601: "METHOD_NOT_FOUND",
     -32602: "INVALID_PARAMS",
-    -32603: "INTERNAL_ERROR",
+    -32603: _INTERNAL_REASON,
 }
 
 
@@ -184,7 +187,11 @@ def _with_error_info(error: dict[str, Any]) -> dict[str, Any]:
     reason = _STANDARD_REASONS.get(code) if isinstance(code, int) else None
     if reason is None or _has_error_info(error.get("data")):
         return error
-    return {**error, "data": [_error_info(reason, error.get("data"))]}
+    answer = {**error, "data": [_error_info(reason, error.get("data"))]}
+    if reason == _INTERNAL_REASON:
+        # An unexpected exception: its text is for the server log, not for the client.
+        answer["message"] = _INTERNAL_MESSAGE
+    return answer
 
 
 def _rest_with_error_info(response: Response) -> Response:
@@ -193,10 +200,14 @@ def _rest_with_error_info(response: Response) -> Response:
         return response
     body = json.loads(bytes(response.body))
     error = body.get("error") if isinstance(body, dict) else None
-    reason = _REST_REASONS.get(error.get("status")) if isinstance(error, dict) else None
-    if error is None or reason is None or _has_error_info(error.get("details")):
+    if not isinstance(error, dict):
+        return response
+    reason = _REST_REASONS.get(str(error.get("status")))
+    if reason is None or _has_error_info(error.get("details")):
         return response
     error["details"] = [_error_info(reason, None)]
+    if reason == _INTERNAL_REASON:
+        error["message"] = _INTERNAL_MESSAGE
     return JSONResponse(body, status_code=response.status_code, media_type=response.media_type)
 
 

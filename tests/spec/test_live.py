@@ -76,7 +76,8 @@ def _streaming(request: JSON) -> JSON:
 
 
 async def _call(http: httpx.AsyncClient, request: JSON) -> JSON:
-    response = await http.post(JSONRPC_PATH, json=request)
+    async with asyncio.timeout(_WAIT_S):
+        response = await http.post(JSONRPC_PATH, json=request)
     assert response.status_code == 200, response.text
     body: JSON = response.json()
     return body
@@ -87,7 +88,8 @@ async def _stream(
 ) -> list[JSON]:
     """Every JSON-RPC response of a stream, until the server closes it; `on_event(count)` after each."""
     events: list[JSON] = []
-    async with http.stream("POST", JSONRPC_PATH, json=request) as response:
+    # A stream the server never closes would otherwise hold the test until the global timeout.
+    async with asyncio.timeout(_WAIT_S), http.stream("POST", JSONRPC_PATH, json=request) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         async for line in response.aiter_lines():
             if line.startswith("data:"):

@@ -8,6 +8,7 @@ HTTP+JSON `google.rpc.Status` with ErrorInfo `details`, the `a2a-protocol.org` d
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from merchant.edge import JSONRPC_PATH, REST_PATH
 from .wire import JSON, mid, user_message
 
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEADERS = {"A2A-Version": "1.0"}
 _PRECONDITION = "FAILED_PRECONDITION"
 
@@ -225,3 +227,18 @@ async def test_rest_body_that_is_not_json(shared_merchant: str) -> None:
     status = response.json()["error"]
     assert (status["code"], status["status"]) == (400, "INVALID_ARGUMENT")
     assert error_info(status["details"])["reason"] == "INVALID_REQUEST"
+
+
+async def test_both_bindings_answer_every_error_alike(shared_merchant: str) -> None:
+    answers: dict[str, list[tuple[str, str, str]]] = {}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        for name in ("jsonrpc", "rest"):
+            binding = Binding(name, http)
+            for error in sorted(TABLE):
+                body = (await TRIGGERS[error](binding)).json()["error"]
+                details = body["data"] if name == "jsonrpc" else body["details"]
+                message = _UUID.sub("<id>", body["message"])
+                answers.setdefault(name, []).append((error, error_info(details)["reason"], message))
+
+    assert answers["jsonrpc"] == answers["rest"]
+    assert [reason for _, reason, _ in answers["rest"]] == [TABLE[error].reason for error in sorted(TABLE)]

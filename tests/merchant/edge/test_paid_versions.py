@@ -91,7 +91,8 @@ async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXT
             assert response.headers["x-a2a-extensions"] == extension
             answer: JSON = response.json()
             assert answer["id"] == request_id, answer
-            return answer["result"]
+            result: JSON = answer["result"]
+            return result
 
         part = {"kind": "text", "text": TEXT}
         ask = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client.base_client import BaseClient
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.helpers import new_text_message
@@ -216,6 +217,7 @@ async def collect(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]
 
 async def test_compat_client_speaks_0_3(compat: CompatClients) -> None:
     client = compat.unary
+    assert isinstance(client, BaseClient)
     transport = client._transport  # noqa: SLF001 - which transport the factory chose is the point
     assert isinstance(transport, CompatJsonRpcTransport | CompatRestTransport)
 

@@ -166,7 +166,7 @@ async def test_payment_already_settled_for_an_earlier_task(
     first = await offer(wire)
     payload = sign_payment(payer_key, terms_of(first))
     paid = (await wire.send(payment_message(first["id"], payload)))["task"]
-    assert paid["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert paid["status"]["state"] == "TASK_STATE_COMPLETED", paid["status"]
     task = await offer(wire)
     before = snapshot(chain, address_of(payer_key))
     booked = await ledger_entries(merchant.database_url)
