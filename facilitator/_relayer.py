@@ -13,13 +13,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
+import coincurve
 from eth_account import Account
-from eth_account.signers.local import LocalAccount
 
 from ._errors import ChainUnavailableError, RpcError
 from ._rpc import RpcCall, RpcClient
+from ._txsign import sign_eip1559
 
 __all__ = ["Relayer", "SentTransaction"]
 
@@ -44,7 +44,8 @@ class Relayer:
 
     def __init__(self, rpc: RpcClient, key: str, chain_id: int, *, priority_fee_wei: int | None = None):
         self._rpc = rpc
-        self._account: LocalAccount = Account.from_key(key)
+        self._key = coincurve.PrivateKey(bytes.fromhex(key.removeprefix("0x")))
+        self._address: str = Account.from_key(key).address
         self._chain_id = chain_id
         self._priority_fee_wei = priority_fee_wei
         self._lock = asyncio.Lock()
@@ -54,7 +55,7 @@ class Relayer:
     @property
     def address(self) -> str:
         """The relayer's checksummed address."""
-        return self._account.address
+        return self._address
 
     async def send(self, to: str, data: str, gas: int) -> SentTransaction:
         """Sign and submit a call to `to` with `data`; return once the node has accepted it.
@@ -70,21 +71,19 @@ class Relayer:
                 attempt += 1
                 nonce = await self._nonce()
                 max_fee, priority_fee = await self._fee_caps()
-                transaction: dict[str, Any] = {
-                    "type": 2,
-                    "chainId": self._chain_id,
-                    "nonce": nonce,
-                    "to": to,
-                    "data": data,
-                    "gas": gas,
-                    "maxFeePerGas": max_fee,
-                    "maxPriorityFeePerGas": priority_fee,
-                    "value": 0,
-                }
-                signed = self._account.sign_transaction(transaction)
+                signed = sign_eip1559(
+                    self._key,
+                    chain_id=self._chain_id,
+                    nonce=nonce,
+                    max_priority_fee_per_gas=priority_fee,
+                    max_fee_per_gas=max_fee,
+                    gas=gas,
+                    to=to,
+                    data=bytes.fromhex(data[2:]),
+                )
                 sent = SentTransaction(
                     tx_hash="0x" + signed.hash.hex(),
-                    raw="0x" + signed.raw_transaction.hex(),
+                    raw="0x" + signed.raw.hex(),
                     nonce=nonce,
                     sender=self.address,
                 )

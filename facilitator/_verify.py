@@ -74,6 +74,7 @@ class Verifier:
         self._relayer = relayer
         self._margin_s = validity_margin_s
         self._domains: dict[str, tuple[str, str]] = {}
+        self._gas: dict[tuple[str, bool], int] = {}
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
         """Run every check that needs no chain access; return whether the signature is a plain EOA one.
@@ -121,7 +122,7 @@ class Verifier:
                 [{"to": terms.asset, "data": encode_authorization_state(auth.from_, auth.nonce)}, "latest"],
             ),
             RpcCall("eth_call", [{"to": terms.asset, "data": encode_balance_of(auth.from_)}, "latest"]),
-            RpcCall("eth_estimateGas", [{"from": self._relayer, "to": terms.asset, "data": calldata}]),
+            self._simulation(terms.asset, calldata, eoa_signature),
         ]
         if known_domain is None:
             calls += [
@@ -170,7 +171,30 @@ class Verifier:
             )
         if isinstance(gas, RpcError):
             raise _simulation_failure(gas)
-        return VerifiedPayment(authorization=auth, calldata=calldata, gas_estimate=int(gas, 16))
+        return VerifiedPayment(
+            authorization=auth,
+            calldata=calldata,
+            gas_estimate=self._gas_estimate(terms.asset, eoa_signature, gas),
+        )
+
+    def _simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
+        """The transfer simulated from the relayer: an estimate the first time, a plain (cheaper) call after.
+
+        `eth_estimateGas` runs the call several times over; its result for one token and signature kind
+        hardly varies, so it is remembered and every later payment is simulated with `eth_call` alone.
+        """
+        call = {"from": self._relayer, "to": asset, "data": calldata}
+        if (asset, eoa_signature) in self._gas:
+            return RpcCall("eth_call", [call, "latest"])
+        return RpcCall("eth_estimateGas", [call])
+
+    def _gas_estimate(self, asset: str, eoa_signature: bool, simulated: str) -> int:
+        known = self._gas.get((asset, eoa_signature))
+        if known is not None:
+            return known
+        estimate = int(simulated, 16)
+        self._gas[(asset, eoa_signature)] = estimate
+        return estimate
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return authorization_digest(

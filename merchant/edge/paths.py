@@ -5,7 +5,12 @@
 - `/a2a/rest/...`: the HTTP+JSON binding for the default tenant: `POST message:send`, `POST message:stream`,
   `GET tasks`, `GET tasks/{id}`, `POST tasks/{id}:cancel`, `GET|POST tasks/{id}:subscribe`.
 - `/a2a/rest/{tenant}/...`: the same routes for a named tenant.
+- A2A 0.3 (default tenant only, when there is one): the 0.3 JSON-RPC methods (`message/send`, ...) on
+  `POST /a2a/jsonrpc`, and the 0.3 HTTP+JSON routes under `/a2a/rest/v1/...` (`v1` is a reserved tenant id).
 - `GET /healthz`: liveness.
+
+Which version a request is served in is negotiated per request (`versions`), never inferred from the URL;
+a route refuses a request of the other version.
 
 The tenant form of HTTP+JSON is "interface URL + `/{tenant}` + operation path", which is what the A2A proto's
 `additional_bindings` describe and what the a2a-sdk client sends for an interface carrying a `tenant`.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import httpx
 import pytest
 
 from devchain import DevChain, encode_call
@@ -16,6 +15,7 @@ from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.faults import rpc_proxy
 
 from .conftest import OpenFacilitator
 from .payments import claim_rows, eth_balance, relayer_address, relayer_nonce, tx_count
@@ -112,33 +112,18 @@ async def test_concurrent_settlements_get_consecutive_nonces(
     assert _pool_is_empty(chain)
 
 
-class _LosingTransport(httpx.AsyncBaseTransport):
-    """The real connection to the node, except that the first send loses its answer (after or instead of
-    reaching the node): a connection reset no node can be asked to produce on cue."""
-
-    def __init__(self, *, deliver: bool):
-        self._real = httpx.AsyncHTTPTransport()
-        self._deliver = deliver
-        self.lost = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self.lost or b"eth_sendRawTransaction" not in request.content:
-            return await self._real.handle_async_request(request)
-        self.lost += 1
-        if self._deliver:
-            await (await self._real.handle_async_request(request)).aclose()
-        raise httpx.ReadError("connection reset before the answer", request=request)
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
-
-
 @pytest.mark.parametrize("delivered", [True, False], ids=["answer lost", "request lost"])
 async def test_a_send_whose_answer_is_lost_is_settled_by_asking_the_node(
     delivered: bool, chain: DevChain
 ) -> None:
-    transport = _LosingTransport(deliver=delivered)
-    rpc = RpcClient(chain.rpc_url, transport=transport)
+    async with rpc_proxy(chain.rpc_url) as proxy:
+        lost = proxy.lose(b"eth_sendRawTransaction", deliver=delivered)
+        await _send_twice(proxy.url, delivered, chain)
+    assert lost.hits == 1
+
+
+async def _send_twice(url: str, delivered: bool, chain: DevChain) -> None:
+    rpc = RpcClient(url)
     relayer = Relayer(rpc, chain.relayer_key, chain.chain_id)
     nonce = relayer_nonce(chain)
     call = "0x" + encode_call("balanceOf(address)", [PAY_TO]).hex()
@@ -153,7 +138,6 @@ async def test_a_send_whose_answer_is_lost_is_settled_by_asking_the_node(
     finally:
         await rpc.aclose()
 
-    assert transport.lost == 1
     assert following.nonce == nonce + (1 if delivered else 0)
     assert relayer_nonce(chain) == following.nonce + 1
     assert _pool_is_empty(chain)

@@ -101,6 +101,8 @@ async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXT
         metadata = task["status"]["message"]["metadata"]
         assert metadata["x402.payment.status"] == "payment-required"
         terms = metadata["x402.payment.required"]
+        # Integral numbers stay integers on the 0.3 routes too (the protobuf Struct made them doubles).
+        assert type(terms["x402Version"]) is int and type(terms["accepts"][0]["maxTimeoutSeconds"]) is int
         assert terms["x402Version"] == 1
         assert terms["accepts"][0]["network"] == "base-sepolia"
         assert terms["accepts"][0]["maxAmountRequired"] == str(DEFAULT_PRICE)

@@ -76,6 +76,7 @@ async def test_raw_jsonrpc_0_3_stream_has_kinds_and_final(shared_merchant: str) 
     events: list[JSON] = []
     async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
         async with http.stream("POST", JSONRPC_PATH, json=request) as response:
+            assert response.headers["a2a-version"] == "0.3"
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
                     events.append(httpx.Response(200, content=line[5:].strip()).json()["result"])
