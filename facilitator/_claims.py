@@ -28,9 +28,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from storage import Uint256
+from storage import Uint256, write
 
 from ._errors import IdempotencyConflictError
 
@@ -137,6 +137,10 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+async def _first(connection: AsyncConnection, statement: sa.Executable) -> sa.Row[Any] | None:
+    return (await connection.execute(statement)).first()
+
+
 def _row(row: sa.Row[Any]) -> Claim:
     values: dict[str, Any] = dict(row._mapping)
     values["state"] = ClaimState(values["state"])
@@ -201,8 +205,11 @@ class ClaimStore:
         values = {column: getattr(claim, column) for column in claims_table.c.keys()}
         values["state"] = claim.state.value
         try:
-            async with self._engine.begin() as connection:
-                await connection.execute(claims_table.insert().values(**values))
+            await write(
+                self._engine,
+                lambda connection: connection.execute(claims_table.insert().values(**values)),
+                isolated=True,
+            )
         except IntegrityError:
             existing = await self.by_key(key)
             if existing is None and idempotency_key is not None:
@@ -242,8 +249,7 @@ class ClaimStore:
             .returning(*claims_table.c)
         )
         try:
-            async with self._engine.begin() as connection:
-                row = (await connection.execute(statement)).first()
+            row = await write(self._engine, lambda connection: _first(connection, statement), isolated=True)
         except IntegrityError as exc:
             raise IdempotencyConflictError("this idempotency key was first used for another payment") from exc
         self._notify(claim.id)
@@ -271,8 +277,15 @@ class ClaimStore:
         if "state" in changes:
             changes["state"] = ClaimState(changes["state"]).value
         unfinished = claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
-        await self._update(claim_id, unfinished, response=response, **changes)
-        stored = await self.get(claim_id)
+        statement = (
+            claims_table.update()
+            .where(claims_table.c.id == claim_id, unfinished)
+            .values(updated_at=_now(), response=response, **changes)
+            .returning(*claims_table.c)
+        )
+        row = await write(self._engine, lambda connection: _first(connection, statement))
+        self._notify(claim_id)
+        stored = _row(row) if row is not None else await self.get(claim_id)
         if stored is None:
             raise LookupError(f"claim {claim_id} vanished")
         return stored
@@ -337,12 +350,12 @@ class ClaimStore:
         return _row(row) if row is not None else None
 
     async def _update(self, claim_id: str, *conditions: sa.ColumnElement[bool], **values: Any) -> None:
-        async with self._engine.begin() as connection:
-            await connection.execute(
-                claims_table.update()
-                .where(claims_table.c.id == claim_id, *conditions)
-                .values(updated_at=_now(), **values)
-            )
+        statement = (
+            claims_table.update()
+            .where(claims_table.c.id == claim_id, *conditions)
+            .values(updated_at=_now(), **values)
+        )
+        await write(self._engine, lambda connection: connection.execute(statement))
         self._notify(claim_id)
 
     def _notify(self, claim_id: str) -> None:

@@ -28,7 +28,7 @@ from ._config import FacilitatorSettings
 from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
 from ._receipts import ReceiptWatcher
 from ._recovery import Recovery, ThirdPartySettlement
-from ._relayer import Relayer
+from ._relayer import Relayer, SentTransaction
 from ._request import PaymentRequest, idempotency_key_of, read_payment
 from ._rpc import RpcClient
 from ._token import decode_bool, encode_authorization_state, transfer_logs
@@ -48,6 +48,8 @@ __all__ = ["Facilitator"]
 
 logger = logging.getLogger(__name__)
 
+# A receipt usually arrives within a few blocks' time on a fast chain; past this, record the broadcast first.
+_QUICK_RECEIPT_S = 0.25
 _CHAIN_DOWN = "the chain could not be reached; try again"
 
 
@@ -222,19 +224,16 @@ class Facilitator:
         except PaymentInvalidError as exc:
             return self._failure(exc.reason, exc.message, payload.payload.authorization.from_address)
         key = self._claim_key(request)
-        existing = await self._claims.by_key(key)
-        if existing is None and key_text is not None:
-            existing = await self._claims.by_idempotency_key(key_text)
-        if existing is not None:
-            return await self._answer_existing(existing, request, key_text, deadline)
         try:
             verified = await self._verify(request)
         except PaymentInvalidError as exc:
-            if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
-                # A concurrent settle of this very authorization may have claimed and mined it meanwhile.
-                raced = await self._claims.by_key(key)
-                if raced is not None:
-                    return await self._answer_existing(raced, request, key_text, deadline)
+            # Most refusals of a known authorization are its own earlier settlement (nonce now used, time
+            # run out): the claim, not the chain, holds the answer. Looked up only here, off the happy path.
+            existing = await self._claims.by_key(key)
+            if existing is None and key_text is not None:
+                existing = await self._claims.by_idempotency_key(key_text)
+            if existing is not None:
+                return await self._answer_existing(existing, request, key_text, deadline)
             return self._failure(exc.reason, exc.message, request.authorization.from_)
         except ChainError as exc:
             logger.warning("settle could not reach the chain: %s", exc)
@@ -379,20 +378,33 @@ class Facilitator:
                 payer,
             )
             return await self._record(claim, response, state=ClaimState.RELEASED)
-        logger.info("claim %s broadcast as %s (relayer nonce %d)", claim.id, sent.tx_hash, sent.nonce)
-        await self._claims.mark_broadcast(
-            claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=sent.tx_hash, raw_tx=sent.raw
-        )
-        return await self._await_outcome(claim, deadline, tx_hash=sent.tx_hash)
+        logger.debug("claim %s broadcast as %s (relayer nonce %d)", claim.id, sent.tx_hash, sent.nonce)
+        return await self._await_outcome(claim, deadline, sent=sent)
 
     async def _await_outcome(
-        self, claim: Claim, deadline: float, *, tx_hash: str | None = None
+        self, claim: Claim, deadline: float, *, sent: SentTransaction | None = None
     ) -> SettleResponse:
-        """Wait for the claim's transaction at the configured depth and record what it did."""
-        tx_hash = tx_hash or claim.tx_hash or ""
-        receipt = await self._watcher.wait(
-            tx_hash, confirmations=self._confirmations, timeout_s=max(deadline - time.monotonic(), 0.0)
-        )
+        """Wait for the claim's transaction at the configured depth and record what it did.
+
+        A transaction just `sent` is recorded with the outcome in one write when its receipt comes
+        quickly; a slower one is recorded as broadcast first, so a crash while waiting leaves its hash
+        and signed bytes behind. (A crash before either write leaves a claim whose authorization the chain
+        shows as used: `reconcile` finds the transaction by its `AuthorizationUsed` log.)
+        """
+        tx_hash = sent.tx_hash if sent is not None else claim.tx_hash or ""
+        receipt = None
+        if sent is not None:
+            quick_s = min(_QUICK_RECEIPT_S, max(deadline - time.monotonic(), 0.0))
+            receipt = await self._watcher.wait(tx_hash, confirmations=self._confirmations, timeout_s=quick_s)
+            if receipt is None:
+                await self._claims.mark_broadcast(
+                    claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=tx_hash, raw_tx=sent.raw
+                )
+                sent = None
+        if receipt is None:
+            receipt = await self._watcher.wait(
+                tx_hash, confirmations=self._confirmations, timeout_s=max(deadline - time.monotonic(), 0.0)
+            )
         if receipt is None:
             # Still unconfirmed: make sure it has not silently left the pool before answering "pending".
             revived = await self._recovery.safely(claim, tx_hash)
@@ -401,7 +413,11 @@ class Facilitator:
                     claim, revived.tx_hash, revived.block_number, revived.block_hash
                 )
             return await self._record(claim, self._pending(claim, revived))
-        changes: dict[str, Any] = {"block_number": receipt.block_number, "block_hash": receipt.block_hash}
+        sent_fields: dict[str, Any] = (
+            {"relayer": sent.sender, "relayer_nonce": sent.nonce, "raw_tx": sent.raw}
+            if sent is not None
+            else {}
+        )
         if receipt.status != 1:
             settled = await self._third_party_settlement(claim)
             if settled is not None:
@@ -417,16 +433,25 @@ class Facilitator:
             reason = Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH
             message = "the transaction did not transfer the authorized amount"
         else:
-            logger.info("claim %s settled in block %d", claim.id, receipt.block_number)
-            return await self._record_success(claim, tx_hash, receipt.block_number, receipt.block_hash)
+            logger.info("claim %s settled by %s in block %d", claim.id, tx_hash, receipt.block_number)
+            return await self._record_success(
+                claim, tx_hash, receipt.block_number, receipt.block_hash, **sent_fields
+            )
         logger.warning("claim %s failed on chain in %s: %s", claim.id, tx_hash, reason)
         failure = self._failure(reason, message, claim.payer, transaction=tx_hash)
         return await self._record(
-            claim, failure, state=ClaimState.FAILED, error_reason=reason.value, **changes
+            claim,
+            failure,
+            state=ClaimState.FAILED,
+            error_reason=reason.value,
+            tx_hash=tx_hash,
+            block_number=receipt.block_number,
+            block_hash=receipt.block_hash,
+            **sent_fields,
         )
 
     async def _record_success(
-        self, claim: Claim, tx_hash: str, block_number: int, block_hash: str
+        self, claim: Claim, tx_hash: str, block_number: int, block_hash: str, **changes: Any
     ) -> SettleResponse:
         success = SettleResponse(
             success=True,
@@ -436,14 +461,10 @@ class Facilitator:
             amount=claim.amount,
             extensions={"settlement": {"blockNumber": block_number, "confirmations": self._confirmations}},
         )
-        return await self._record(
-            claim,
-            success,
-            state=ClaimState.SUCCEEDED,
-            tx_hash=tx_hash,
-            block_number=block_number,
-            block_hash=block_hash,
+        changes.update(
+            state=ClaimState.SUCCEEDED, tx_hash=tx_hash, block_number=block_number, block_hash=block_hash
         )
+        return await self._record(claim, success, **changes)
 
     async def _third_party_settlement(self, claim: Claim) -> SettleResponse | None:
         """Success, if the authorization was used by another transaction that paid the payee (front-running).

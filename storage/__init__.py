@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
 from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
 from ._types import Uint256
+from ._writes import write
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -19,4 +20,5 @@ __all__ = [
     "ensure_schema_current",
     "normalize_url",
     "upgrade_schema",
+    "write",
 ]

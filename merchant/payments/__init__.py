@@ -13,9 +13,9 @@ from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 
 __all__ = [
+    "Asset",
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
-    "Asset",
     "Offer",
     "OfferState",
     "OfferStore",

@@ -16,6 +16,7 @@ the task it answers with is the stored one, pending receipt included.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -66,7 +67,7 @@ _TERMINAL = {
     TaskState.TASK_STATE_CANCELED,
     TaskState.TASK_STATE_REJECTED,
 }
-# Where a blocking SendMessage answers (A2A §3.1.2): a terminal or an interrupted state.
+# Where a blocking SendMessage answers: a terminal or an interrupted state.
 _ANSWERED = _TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01})
 _TAKING_PAYMENT = {OfferState.VERIFYING, OfferState.WORKING, OfferState.SETTLING}
@@ -99,12 +100,13 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return await super().on_message_send(params, context)
         # Follow the task's events. Each one reaches a subscriber only after it is stored, so the task read
         # afterwards is at least as new as the event that ended the wait.
-        async for event in super().on_message_send_stream(params, context):
-            if isinstance(event, Message):
-                return event
-            if isinstance(event, Task | TaskStatusUpdateEvent) and _answers(event, dialect):
-                break
         # Leaving the stream only ends this caller's wait; the executor goes on in the background.
+        async with aclosing(super().on_message_send_stream(params, context)) as events:
+            async for event in events:
+                if isinstance(event, Message):
+                    return event
+                if isinstance(event, Task | TaskStatusUpdateEvent) and _answers(event, dialect):
+                    break
         request = GetTaskRequest(id=params.message.task_id, tenant=params.tenant)
         if params.configuration.HasField("history_length"):
             request.history_length = params.configuration.history_length

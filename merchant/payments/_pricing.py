@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eth_utils import to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
 

@@ -7,9 +7,8 @@ restart of the merchant between the offer and the payment.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -70,7 +69,11 @@ def ask(text: str = TEXT) -> SendMessageRequest:
 
 
 async def test_sdk_client_pays_and_gets_the_artifact(
-    merchant: RunningMerchant, binding: str, http: httpx.AsyncClient, chain: DevChain, new_payer: Any
+    merchant: RunningMerchant,
+    binding: str,
+    http: httpx.AsyncClient,
+    chain: DevChain,
+    new_payer: Callable[..., str],
 ) -> None:
     key = new_payer()
     payer = address_of(key)
@@ -112,7 +115,7 @@ async def test_sdk_client_pays_and_gets_the_artifact(
 
 
 async def test_sdk_streaming_client_sees_every_stage(
-    merchant: RunningMerchant, binding: str, http: httpx.AsyncClient, new_payer: Any
+    merchant: RunningMerchant, binding: str, http: httpx.AsyncClient, new_payer: Callable[..., str]
 ) -> None:
     payer_key = new_payer()
     client = await sdk_client(http, merchant.base_url, binding, streaming=True)
@@ -142,7 +145,11 @@ async def test_sdk_streaming_client_sees_every_stage(
 
 
 async def test_offer_survives_a_restart(
-    start_merchant: MerchantStarter, database_url: str, binding: str, chain: DevChain, new_payer: Any
+    start_merchant: MerchantStarter,
+    database_url: str,
+    binding: str,
+    chain: DevChain,
+    new_payer: Callable[..., str],
 ) -> None:
     """The terms are stored with the task: a merchant started afresh on the database takes the payment."""
     payer_key = new_payer()
@@ -170,7 +177,7 @@ async def test_each_tenant_is_paid_and_booked(
     binding: str,
     http: httpx.AsyncClient,
     chain: DevChain,
-    new_payer: Any,
+    new_payer: Callable[..., str],
     tmp_path: Path,
 ) -> None:
     merchant = start_merchant(database_url, tenants_file=write_tenants_file(tmp_path / "t.toml", TWO_TENANTS))

@@ -1,8 +1,9 @@
 """0.3 and 1.0 clients paying the reference merchant (`merchant.app`) through the edge, on the test chain.
 
 A 0.3 client is served the x402 extension v0.2 (flat `x402.payment.*` keys, x402 v1 terms, v1 or v2
-payloads); a 1.0 client extension v0.3. Both are booked in the same ledger exactly alike. Runs on SQLite
-and PostgreSQL.
+payloads); a 1.0 client extension v0.3. Both are booked in the same ledger exactly alike. The concurrent
+payments run on SQLite and PostgreSQL, the rest on SQLite (`sqlite_merchant`): the booking is the same
+code, and every test on the chain costs suite time.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
     A2ACallError,
+    MerchantStarter,
     MerchantWire,
     RunningMerchant,
     activation,
@@ -60,6 +62,12 @@ class Paid:
     task_id: str
     state: str
     payer: str
+
+
+@pytest.fixture
+def sqlite_merchant(start_merchant: MerchantStarter, sqlite_url: str) -> RunningMerchant:
+    """The default reference merchant on a fresh SQLite database."""
+    return start_merchant(sqlite_url)
 
 
 # -- 0.3 clients --------------------------------------------------------------------------------------
@@ -204,8 +212,10 @@ async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
     assert len({entry.lines for entry in booked.values()}) == 1
 
 
-async def test_the_v0_1_uri_is_accepted_on_0_3_and_echoed(merchant: RunningMerchant, new_payer: Any) -> None:
-    paid = await pay_v0_3_raw(merchant, new_payer(), extension=EXTENSION_URI_V01)
+async def test_the_v0_1_uri_is_accepted_on_0_3_and_echoed(
+    sqlite_merchant: RunningMerchant, new_payer: Any
+) -> None:
+    paid = await pay_v0_3_raw(sqlite_merchant, new_payer(), extension=EXTENSION_URI_V01)
 
     assert paid.state == "completed"
 
@@ -225,7 +235,7 @@ async def test_the_v0_1_uri_is_accepted_on_0_3_and_echoed(merchant: RunningMerch
     ],
 )
 async def test_a_priced_skill_without_the_extension_activated_is_refused(
-    merchant: RunningMerchant, version: str, extension: str | None
+    sqlite_merchant: RunningMerchant, version: str, extension: str | None
 ) -> None:
     headers = {"A2A-Version": version}
     if extension is not None:
@@ -236,7 +246,7 @@ async def test_a_priced_skill_without_the_extension_activated_is_refused(
     else:
         body = {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "content": [{"text": TEXT}]}}
         path = REST_PATH + "/v1/message:send"
-    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=30) as http:
         response = await http.post(path, json=body, headers=headers)
 
     assert response.status_code == 400
@@ -244,9 +254,11 @@ async def test_a_priced_skill_without_the_extension_activated_is_refused(
     assert "a2a-extensions" not in response.headers
 
 
-async def test_0_3_jsonrpc_client_learns_the_extension_is_required(merchant: RunningMerchant) -> None:
+async def test_0_3_jsonrpc_client_learns_the_extension_is_required(
+    sqlite_merchant: RunningMerchant
+) -> None:
     ask = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}
-    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=30) as http:
         response = await http.post(
             JSONRPC_PATH,
             json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": ask}},
@@ -258,10 +270,12 @@ async def test_0_3_jsonrpc_client_learns_the_extension_is_required(merchant: Run
     assert "x402" in error["message"]
 
 
-async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(merchant: RunningMerchant) -> None:
+async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(
+    sqlite_merchant: RunningMerchant
+) -> None:
     flat = user_message(TEXT, task_id="")
     flat["metadata"] = {"x402.payment.status": "payment-submitted", "x402.payment.payload": {}}
-    async with merchant.http() as http:
+    async with sqlite_merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task = (await wire.send(user_message(TEXT)))["task"]
         flat["taskId"] = task["id"]
@@ -276,7 +290,7 @@ async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(merchant:
         "metadata": {EXTENSION_URI: {"status": "payment-submitted", "payload": {}}},
     }
     async with httpx.AsyncClient(
-        base_url=merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
     ) as http:
         legacy = await http.post(
             JSONRPC_PATH,
@@ -337,9 +351,11 @@ async def paid_flow(merchant: RunningMerchant, key: str, binding: str) -> list[A
     return answers
 
 
-async def test_the_paid_flow_is_the_same_on_both_bindings(merchant: RunningMerchant, new_payer: Any) -> None:
-    rpc = await paid_flow(merchant, new_payer(), "jsonrpc")
-    rest = await paid_flow(merchant, new_payer(), "rest")
+async def test_the_paid_flow_is_the_same_on_both_bindings(
+    sqlite_merchant: RunningMerchant, new_payer: Any
+) -> None:
+    rpc = await paid_flow(sqlite_merchant, new_payer(), "jsonrpc")
+    rest = await paid_flow(sqlite_merchant, new_payer(), "rest")
 
     assert rpc == rest
     assert rpc[0][0] == "EXTENSION_SUPPORT_REQUIRED"

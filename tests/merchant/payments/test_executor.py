@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from eth_account import Account
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
-from facilitator.wire import PaymentRequirements
+from facilitator.wire import PaymentPayload, PaymentRequirements
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly, tampered
 from tests.fixtures.merchant import (
@@ -300,7 +300,7 @@ async def test_settlement_refused_for_good_fails_the_task_without_the_artifact(
     start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
     """Someone else submits the very authorization while the work runs: the merchant's settlement fails."""
-    payloads: list[Any] = []
+    payloads: list[PaymentPayload] = []
     merchant = start_merchant(
         sqlite_url, delegate=MidWorkExecutor(lambda: submit_directly(chain, payloads[0]))
     )
@@ -353,7 +353,7 @@ async def test_expired_payment_gets_fresh_terms(
 
 
 async def test_insufficient_funds_gets_fresh_terms(
-    sqlite_wire: MerchantWire, chain: DevChain, new_payer: Any
+    sqlite_wire: MerchantWire, chain: DevChain, new_payer: Callable[..., str]
 ) -> None:
     poor_key = new_payer(DEFAULT_PRICE - 1)
     task = await offer(sqlite_wire, TEXT)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def terms_of(task: JSON) -> PaymentRequirements:
     return requirements
 
 
-async def refused(call: Any, wire: MerchantWire, reason: str, message: str) -> None:
+async def refused(call: Awaitable[object], wire: MerchantWire, reason: str, message: str) -> None:
     """`call` (an awaitable A2A call) fails with `reason` and exactly `message`, coded for the binding."""
     with pytest.raises(A2ACallError) as failure:
         await call
