@@ -12,19 +12,24 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
+from agentcard import JWKS_PATH, KeyStore, jwks_url, sign_card
 from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, create_app
+from .edge import AgentCardSettings, CardSigner, create_app
 from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRequestHandler, Pricing
 from .settings import MerchantSettings
@@ -65,6 +70,26 @@ def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: b
 
 def _skill_of(_message: Message) -> str:
     return TEXT_STATS_SKILL.id
+
+
+def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
+    """The card signer and the JWKS route, when signing keys are configured (read once, at startup)."""
+    if settings.card_keys_dir is None:
+        return None, []
+    store = KeyStore(settings.card_keys_dir)
+    keys = store.signing_keys()
+    if not keys:
+        raise ValueError(f"no active signing key in {store.directory}: run `x402-merchant keys generate`")
+    jwks = store.public_jwks()
+    jku = jwks_url(settings.base_url)
+
+    def sign(card: dict[str, Any]) -> dict[str, Any]:
+        return sign_card(card, keys, jku=jku)
+
+    async def serve_jwks(_request: Request) -> JSONResponse:
+        return JSONResponse(jwks, headers={"Cache-Control": "public, max-age=300"})
+
+    return sign, [Route(JWKS_PATH, serve_jwks, methods=["GET"])]
 
 
 def build_app(
@@ -110,6 +135,7 @@ def build_app(
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
     )
+    signer, jwks_routes = _card_signing(settings)
     billing = create_billing_router(
         ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None)
     )
@@ -130,11 +156,10 @@ def build_app(
                 payment_extension(pricing, EXTENSION_URI_V01, required=False),
             ],
         ),
-        routes=billing.routes,
+        routes=[*jwks_routes, *billing.routes],
+        card_signer=signer,
         handler_layers=[
-            lambda inner: PaymentRequestHandler(
-                inner, pricing=pricing, offers=offers, skill_of=_skill_of
-            )
+            lambda inner: PaymentRequestHandler(inner, pricing=pricing, offers=offers, skill_of=_skill_of)
         ],
     )
     edge_lifespan = app.router.lifespan_context

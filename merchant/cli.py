@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 import click
 import uvicorn
 
+from agentcard import KeyStore
 from storage import upgrade_schema
 
 from .app import build_app
@@ -52,6 +54,52 @@ def upgrade() -> None:
     url = LedgerSettings().database_url
     asyncio.run(upgrade_schema(url))
     click.echo(f"schema is up to date in {url}")
+
+
+@main.group()
+def keys() -> None:
+    """Agent Card signing keys in X402_CARD_KEYS_DIR (the card is signed with every active key)."""
+
+
+def _key_store() -> KeyStore:
+    directory = os.environ.get("X402_CARD_KEYS_DIR")
+    if not directory:
+        raise click.UsageError("set X402_CARD_KEYS_DIR to the directory holding the card signing keys")
+    return KeyStore(directory)
+
+
+@keys.command()
+@click.option("--alg", type=click.Choice(["ES256", "EdDSA"]), default="ES256", show_default=True)
+def generate(alg: str) -> None:
+    """Create a new active signing key (existing keys keep signing)."""
+    record = _key_store().generate(alg)
+    click.echo(f"generated {record.alg} key {record.kid}")
+
+
+@keys.command()
+def rotate() -> None:
+    """Add a new active key like the newest one; both sign until the old one is retired."""
+    record = _key_store().rotate()
+    click.echo(
+        f"rotated: new key {record.kid} signs beside the previous ones; retire them when caches expire"
+    )
+
+
+@keys.command()
+@click.argument("kid")
+def retire(kid: str) -> None:
+    """Stop signing with KID and drop it from the published JWKS."""
+    record = _key_store().retire(kid)
+    click.echo(f"retired key {record.kid}")
+
+
+@keys.command("list")
+def list_keys() -> None:
+    """Every key, newest first."""
+    for record in _key_store().records():
+        click.echo(
+            f"{record.kid}  {record.alg}  {record.status.value}  created {record.created_at:%Y-%m-%d %H:%M}"
+        )
 
 
 main.add_command(ledger_cli)

@@ -41,6 +41,10 @@ class MerchantSettings(BaseSettings):
     settle_timeout_s: float = Field(
         15.0, gt=0, le=300, description="how long a paid turn waits for settlement"
     )
+    card_keys_dir: str | None = Field(
+        None,
+        description="directory of Agent Card signing keys (`x402-merchant keys generate`); unsigned without",
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )

@@ -7,7 +7,7 @@ tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.
 
 from __future__ import annotations
 
-from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, HandlerLayer, create_app
+from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
 from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
 from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
@@ -16,6 +16,7 @@ __all__ = [
     "AGENT_CARD_PATH",
     "AgentCardSettings",
     "CardModifier",
+    "CardSigner",
     "CardSettingsError",
     "HEALTH_PATH",
     "HandlerLayer",

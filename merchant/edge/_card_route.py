@@ -6,14 +6,19 @@ bytes served), `Cache-Control` and `Vary: A2A-Version`, so a shared cache (a CDN
 versions apart and never hands a 0.3 card to a 1.0 client. `If-None-Match` is answered with 304 carrying
 the same validators. A version that cannot be negotiated gets VersionNotSupported as an HTTP+JSON error.
 
-The card modifier is applied on every request to the version's card before it is rendered.
+The card modifier is applied on every request to the version's card before it is rendered. A card
+signer, when given, signs the rendered document (JWS over its canonical form, A2A §8.4) and the signed
+document is what is served; it is signed once per distinct document, since ES256 signatures differ on
+every signing and a card whose bytes changed on every request could never be cached or revalidated.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import AgentCard
 from a2a.utils.constants import VERSION_HEADER
@@ -25,9 +30,12 @@ from starlette.responses import JSONResponse, Response
 from .card import render_agent_card
 from .versions import ProtocolVersion, VersionNegotiator
 
-__all__ = ["AgentCardEndpoint", "CardDocument"]
+__all__ = ["AgentCardEndpoint", "CardDocument", "CardModifier", "CardSigner"]
 
 CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
+"""Called on every card request with the built card; returns the card to serve."""
+CardSigner = Callable[[dict[str, Any]], dict[str, Any]]
+"""Returns the card JSON to serve with its `signatures` set (e.g. `agentcard.sign_card` with the keys)."""
 _MEDIA_TYPE = "application/json"
 
 
@@ -56,8 +64,11 @@ class AgentCardEndpoint:
         negotiator: VersionNegotiator,
         modifier: CardModifier | None,
         cache_control: str,
+        signer: CardSigner | None = None,
     ) -> None:
         self._cards = dict(cards)
+        self._signer = signer
+        self._signed: dict[bytes, bytes] = {}
         self._negotiator = negotiator
         self._modifier = modifier
         self._cache_control = cache_control
@@ -68,7 +79,20 @@ class AgentCardEndpoint:
         if self._modifier is not None:
             card = await self._modifier(card)
         body = render_agent_card(card, version)
+        if self._signer is not None:
+            body = self._sign(body)
         return CardDocument(version, body, f'"{hashlib.sha256(body).hexdigest()}"')
+
+    def _sign(self, body: bytes) -> bytes:
+        signed = self._signed.get(body)
+        if signed is None:
+            signer = self._signer
+            if signer is None:
+                raise RuntimeError("no card signer")
+            signed = self._signed[body] = json.dumps(
+                signer(json.loads(body)), ensure_ascii=False, separators=(",", ":")
+            ).encode()
+        return signed
 
     async def serve(self, request: Request) -> Response:
         """`GET AGENT_CARD_PATH`."""

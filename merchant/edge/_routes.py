@@ -90,8 +90,7 @@ def _other_version(operation: str, version: ProtocolVersion) -> VersionNotSuppor
         belongs = "0.3"
     else:
         hint = (
-            "the request asks for A2A 0.3 (an empty or missing A2A-Version means 0.3); "
-            "send A2A-Version: 1.0"
+            "the request asks for A2A 0.3 (an empty or missing A2A-Version means 0.3); send A2A-Version: 1.0"
         )
         belongs = "1.0"
     return VersionNotSupportedError(

@@ -14,14 +14,13 @@ optional `card_modifier`; card signing plugs in there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
 from a2a.server.routes import add_a2a_routes_to_fastapi
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import AgentCard
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
@@ -32,7 +31,7 @@ from merchant.tenants import TenantRegistry
 from storage import ensure_schema_current
 
 from ._call_context import EdgeCallContextBuilder
-from ._card_route import AgentCardEndpoint
+from ._card_route import AgentCardEndpoint, CardModifier, CardSigner
 from ._echo import ProtocolEcho
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
@@ -42,13 +41,10 @@ from .card import AgentCardSettings, CardSettingsError, build_agent_card, served
 from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
-__all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "HandlerLayer", "create_app"]
+__all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "CardSigner", "HandlerLayer", "create_app"]
 
 MERCHANT_SCHEMA_BRANCH = "merchant"
 """The Alembic branch whose head the app requires at startup."""
-
-CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
-"""Called on every card request with the built card; returns the card to serve (e.g. signed)."""
 
 HandlerLayer = Callable[[RequestHandler], RequestHandler]
 """Wraps a request handler in another that adds behaviour (see `merchant._handlers`)."""
@@ -67,6 +63,7 @@ def create_app(
     card: AgentCardSettings,
     routes: Sequence[BaseRoute] = (),
     card_modifier: CardModifier | None = None,
+    card_signer: CardSigner | None = None,
     handler_layers: Sequence[HandlerLayer] = (),
     card_cache_control: str = _DEFAULT_CARD_CACHE_CONTROL,
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
@@ -80,6 +77,7 @@ def create_app(
         card: what the Agent Card says about the agent (name, skills, base URL, extensions, ...).
         routes: extra routes (JWKS, per-tenant endpoints, ...), registered before the A2A ones.
         card_modifier: applied to the card of the requested version on every card request.
+        card_signer: signs every card served (each version's), over exactly the bytes served.
         handler_layers: wrappers around the SDK's request handler, innermost first (the payment layer's);
             the tenant gate is always outermost.
         card_cache_control: `Cache-Control` of the card responses; must set a `max-age` (an ETag and
@@ -134,7 +132,11 @@ def create_app(
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
     context_builder = EdgeCallContextBuilder(negotiator)
     card_endpoint = AgentCardEndpoint(
-        cards, negotiator=negotiator, modifier=card_modifier, cache_control=card_cache_control
+        cards,
+        negotiator=negotiator,
+        modifier=card_modifier,
+        cache_control=card_cache_control,
+        signer=card_signer,
     )
     add_a2a_routes_to_fastapi(
         app,

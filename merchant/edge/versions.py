@@ -66,8 +66,10 @@ def negotiate_version(
     served = tuple(supported)
     header_text, query_text = (header or "").strip(), (query or "").strip()
     listed = ",".join(served)
-    if header_text and query_text and (_major_minor(header_text) or header_text) != (
-        _major_minor(query_text) or query_text
+    if (
+        header_text
+        and query_text
+        and (_major_minor(header_text) or header_text) != (_major_minor(query_text) or query_text)
     ):
         raise VersionNotSupportedError(
             message=(
