@@ -25,6 +25,8 @@ from ._errors import (
     PaymentInvalidError,
     RpcError,
 )
+from ._recovery import authorization_used
+from ._rpc import RpcCall, RpcClient
 from ._service import Facilitator
 
 __all__ = [
@@ -41,7 +43,10 @@ __all__ = [
     "IdempotencyConflictError",
     "InvalidIdempotencyKeyError",
     "PaymentInvalidError",
+    "RpcCall",
+    "RpcClient",
     "RpcError",
+    "authorization_used",
     "create_app",
     "load_private_key",
 ]

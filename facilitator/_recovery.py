@@ -22,7 +22,7 @@ from ._relayer import Relayer
 from ._rpc import RpcClient
 from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
 
-__all__ = ["Recovery", "ThirdPartySettlement"]
+__all__ = ["Recovery", "ThirdPartySettlement", "authorization_used"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,14 @@ class ThirdPartySettlement:
     tx_hash: str
     block_number: int
     block_hash: str
+
+
+async def authorization_used(
+    rpc: RpcClient, asset: str, payer: str, nonce: str, block: str = "latest"
+) -> bool:
+    """Whether the EIP-3009 token at `asset` reports `payer`'s authorization `nonce` as used or cancelled."""
+    call = {"to": asset, "data": encode_authorization_state(payer, bytes.fromhex(nonce[2:]))}
+    return decode_bool(await rpc.call("eth_call", call, block))
 
 
 class Recovery:
@@ -74,15 +82,7 @@ class Recovery:
 
     async def authorization_used(self, claim: Claim, block: str = "pending") -> bool:
         """Whether the token reports the claim's authorization as used (or cancelled)."""
-        result = await self._rpc.call(
-            "eth_call",
-            {
-                "to": claim.asset,
-                "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
-            },
-            block,
-        )
-        return decode_bool(result)
+        return await authorization_used(self._rpc, claim.asset, claim.payer, claim.nonce, block)
 
     async def settlement_of(self, claim: Claim) -> ThirdPartySettlement | None:
         """The mined transaction that used the claim's authorization and paid the payee, if any."""

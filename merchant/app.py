@@ -16,27 +16,30 @@ from typing import Any
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
-from agentcard import JWKS_PATH, KeyStore, jwks_url, sign_card
-from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient
+from agentcard import JWKS_PATH, KeyStore, KeyStoreError, jwks_url, sign_card
+from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, RpcClient
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, CardSigner, create_app
+from .edge import AgentCardSettings, CardSigner, create_app, tenant_owner
 from .ledger import Ledger
-from .payments import Asset, OfferStore, PaymentExecutor, PaymentRequestHandler, Pricing
+from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
+from .reconciler import Reconciler
 from .settings import MerchantSettings
 from .tenants import TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
-__all__ = ["build_app", "payment_extension"]
+__all__ = ["build_app", "build_reconciler", "payment_extension"]
 
 
 def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True) -> AgentExtension:
@@ -73,13 +76,20 @@ def _skill_of(_message: Message) -> str:
 
 
 def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
-    """The card signer and the JWKS route, when signing keys are configured (read once, at startup)."""
+    """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
+
+    Raises:
+        KeyStoreError: the key directory holds no active key, or a key file in it is unreadable.
+    """
     if settings.card_keys_dir is None:
         return None, []
     store = KeyStore(settings.card_keys_dir)
     keys = store.signing_keys()
     if not keys:
-        raise ValueError(f"no active signing key in {store.directory}: run `x402-merchant keys generate`")
+        # A configured directory without a key must not quietly serve an unsigned card.
+        raise KeyStoreError(
+            f"no active signing key in {store.directory}: run `x402-merchant keys generate`"
+        )
     jwks = store.public_jwks()
     jku = jwks_url(settings.base_url)
 
@@ -90,6 +100,33 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
         return JSONResponse(jwks, headers={"Cache-Control": "public, max-age=300"})
 
     return sign, [Route(JWKS_PATH, serve_jwks, methods=["GET"])]
+
+
+def build_reconciler(
+    settings: MerchantSettings,
+    *,
+    engine: AsyncEngine,
+    facilitator: FacilitatorClient,
+    offers: OfferStore,
+    ledger: Ledger,
+) -> Reconciler:
+    """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`."""
+    recovery = PaymentRecovery(
+        offers=offers,
+        facilitator=facilitator,
+        ledger=ledger,
+        tasks=DatabaseTaskStore(engine, create_table=False, owner_resolver=tenant_owner),
+        stale_after_s=settings.reconcile_stale_after_s,
+        settle_timeout_s=settings.settle_timeout_s,
+    )
+    return Reconciler(
+        facilitator=facilitator,
+        recovery=recovery,
+        offers=offers,
+        ledger=ledger,
+        rpc=RpcClient(settings.rpc_url),
+        confirmations=settings.confirmations,
+    )
 
 
 def build_app(
@@ -135,6 +172,9 @@ def build_app(
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
     )
+    reconciler = build_reconciler(
+        settings, engine=engine, facilitator=facilitator, offers=offers, ledger=ledger
+    )
     signer, jwks_routes = _card_signing(settings)
     billing = create_billing_router(
         ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None)
@@ -174,14 +214,18 @@ def build_app(
         worker = DeliveryWorker(engine, http, allow_private_targets=settings.webhooks_allow_private)
         stop = asyncio.Event()
         delivery = asyncio.create_task(worker.run(stop), name="webhook-delivery")
+        reconciling = asyncio.create_task(
+            reconciler.run(stop, interval_s=settings.reconcile_interval_s), name="reconciler"
+        )
         try:
             async with edge_lifespan(app_):
                 yield
         finally:
             stop.set()
             with contextlib.suppress(asyncio.CancelledError):
-                await delivery
+                await asyncio.gather(delivery, reconciling)
             await http.aclose()
+            await reconciler.aclose()
             await facilitator.aclose()
             await engine.dispose()
 

@@ -8,18 +8,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 import uvicorn
 
-from agentcard import KeyStore
-from storage import upgrade_schema
+from agentcard import AgentCardError, KeyStore
+from facilitator import Facilitator, HttpFacilitatorClient
+from storage import create_engine, upgrade_schema
 
-from .app import build_app
-from .ledger import ledger_cli
+from .app import build_app, build_reconciler
+from .ledger import Ledger, ledger_cli
 from .ledger.cli import LedgerSettings
+from .payments import OfferStore
+from .reconciler import ReconcileReport
 from .settings import MerchantSettings
-from .webhooks import webhooks_cli
+from .webhooks import Outbox, webhooks_cli
 
 
 @click.group()
@@ -38,9 +43,9 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
-    uvicorn.run(
-        build_app(settings), host=settings.host, port=settings.port, log_level="warning", access_log=False
-    )
+    with _key_errors():  # e.g. X402_CARD_KEYS_DIR without an active key
+        app = build_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
 
 
 @main.group()
@@ -56,6 +61,43 @@ def upgrade() -> None:
     click.echo(f"schema is up to date in {url}")
 
 
+@main.command()
+def reconcile() -> None:
+    """One reconciliation pass: finish in-flight settlements and paid turns, finalize or reverse bookings."""
+    settings = MerchantSettings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    report = asyncio.run(_reconcile_once(settings))
+    click.echo(
+        f"claims moved {report.claims_moved}, paid turns finished {report.turns_finished}, "
+        f"booked late {report.booked_late}, finalized {report.finalized}, reversed {report.reversed}"
+    )
+    for problem in report.unresolved:
+        click.echo(f"unresolved: {problem}", err=True)
+    if report.unresolved:
+        raise SystemExit(1)
+
+
+async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
+    engine = create_engine(settings.database_url)
+    facilitator = (
+        HttpFacilitatorClient(settings.facilitator_url)
+        if settings.facilitator_url
+        else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    )
+    try:
+        ledger = Ledger(engine, Outbox(engine))
+        reconciler = build_reconciler(
+            settings, engine=engine, facilitator=facilitator, offers=OfferStore(engine), ledger=ledger
+        )
+        try:
+            return await reconciler.run_once()
+        finally:
+            await reconciler.aclose()
+    finally:
+        await facilitator.aclose()
+        await engine.dispose()
+
+
 @main.group()
 def keys() -> None:
     """Agent Card signing keys in X402_CARD_KEYS_DIR (the card is signed with every active key)."""
@@ -68,18 +110,29 @@ def _key_store() -> KeyStore:
     return KeyStore(directory)
 
 
+@contextmanager
+def _key_errors() -> Iterator[None]:
+    """Key refusals (no active key, unknown kid, last active key, corrupt file) as one-line CLI errors."""
+    try:
+        yield
+    except AgentCardError as exc:
+        raise click.ClickException(f"{exc.code}: {exc}") from exc
+
+
 @keys.command()
 @click.option("--alg", type=click.Choice(["ES256", "EdDSA"]), default="ES256", show_default=True)
 def generate(alg: str) -> None:
     """Create a new active signing key (existing keys keep signing)."""
-    record = _key_store().generate(alg)
+    with _key_errors():
+        record = _key_store().generate(alg)
     click.echo(f"generated {record.alg} key {record.kid}")
 
 
 @keys.command()
 def rotate() -> None:
     """Add a new active key like the newest one; both sign until the old one is retired."""
-    record = _key_store().rotate()
+    with _key_errors():
+        record = _key_store().rotate()
     click.echo(
         f"rotated: new key {record.kid} signs beside the previous ones; retire them when caches expire"
     )
@@ -89,14 +142,17 @@ def rotate() -> None:
 @click.argument("kid")
 def retire(kid: str) -> None:
     """Stop signing with KID and drop it from the published JWKS."""
-    record = _key_store().retire(kid)
+    with _key_errors():
+        record = _key_store().retire(kid)
     click.echo(f"retired key {record.kid}")
 
 
 @keys.command("list")
 def list_keys() -> None:
     """Every key, newest first."""
-    for record in _key_store().records():
+    with _key_errors():
+        records = _key_store().records()
+    for record in records:
         click.echo(
             f"{record.kid}  {record.alg}  {record.status.value}  created {record.created_at:%Y-%m-%d %H:%M}"
         )

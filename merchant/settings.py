@@ -41,6 +41,14 @@ class MerchantSettings(BaseSettings):
     settle_timeout_s: float = Field(
         15.0, gt=0, le=300, description="how long a paid turn waits for settlement"
     )
+    reconcile_interval_s: float = Field(
+        30.0, gt=0, description="how often the service reconciles with the chain"
+    )
+    reconcile_stale_after_s: float = Field(
+        60.0,
+        gt=0,
+        description="a paid turn idle this long has lost its executor and is finished by the reconciler",
+    )
     card_keys_dir: str | None = Field(
         None,
         description="directory of Agent Card signing keys (`x402-merchant keys generate`); unsigned without",

@@ -6,6 +6,11 @@ It prints each task state as it changes, the payment it signs, the settlement tr
 artifacts (text parts as text, data parts as JSON). A refusal or failure goes to stderr as
 ``Error: <code>: <message>`` with exit status 1; usage errors exit with 2.
 
+The merchant's Agent Card signature is checked under ``--card-policy``: ``warn`` (default) reports an
+unsigned or failing card and pays on, ``require`` refuses such a card before anything is signed, ``off``
+checks nothing. Keys come from the card's ``jku`` (its JWK Set on the card's own origin), over HTTPS only
+unless ``--allow-insecure-jku`` (development) allows ``http://`` on localhost.
+
 The key comes from ``--key``, ``--key-file``, ``X402_PAYER_KEY``, or else the first of ``X402_PAYER_KEYS``
 (what ``x402-devchain`` writes to its env file), in that order. Prefer the file or the environment: a key on
 the command line is visible to other users of the machine.
@@ -20,8 +25,11 @@ import os
 from pathlib import Path
 
 import click
+import httpx
 from a2a.types import Artifact, TaskState
 from google.protobuf.json_format import MessageToDict
+
+from agentcard import CardStatus, CardVerifier, JwksCache, SignaturePolicy, VerificationResult
 
 from ._card import Binding
 from ._errors import PayerError
@@ -32,6 +40,7 @@ from ._stages import PaidResult, PaymentStage, StageKind
 __all__ = ["main"]
 
 _DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
+_HTTP_TIMEOUT_S = 60.0
 
 
 class _Printer:
@@ -107,20 +116,51 @@ def _integral(value: object) -> object:
     return value
 
 
+def _card_line(verification: VerificationResult | None) -> str:
+    """What the card's signature check found, for the ``card:`` line."""
+    if verification is None or verification.status is CardStatus.SKIPPED:
+        return "card: signature not checked (--card-policy off)"
+    if verification.status is CardStatus.VERIFIED:
+        return f"card: signature verified (kid {verification.kid})"
+    if verification.status is CardStatus.UNSIGNED:
+        return "card: unsigned"
+    return f"card: signature FAILED: {verification.reason}"
+
+
 async def _pay(
-    card_url: str, key: str, text: str, *, stream: bool, binding: Binding, tenant: str, policy: PaymentPolicy
+    card_url: str,
+    key: str,
+    text: str,
+    *,
+    stream: bool,
+    binding: Binding,
+    tenant: str,
+    policy: PaymentPolicy,
+    card_policy: SignaturePolicy,
+    allow_insecure_jku: bool,
 ) -> PaidResult:
+    async with httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S) as http:
+        verifier = CardVerifier(
+            jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku), policy=card_policy
+        )
+        async with await Payer.connect(
+            card_url, key, binding=binding, tenant=tenant, policy=policy, card_verifier=verifier, http=http
+        ) as payer:
+            click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
+            click.echo(_card_line(payer.card.verification))
+            return await _run(payer, text, stream=stream, binding=binding, tenant=tenant)
+
+
+async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenant: str) -> PaidResult:
     printer = _Printer()
-    async with await Payer.connect(card_url, key, binding=binding, tenant=tenant, policy=policy) as payer:
-        click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
-        where = f"tenant {tenant!r}" if tenant else "default tenant"
-        click.echo(f"payer: {payer.address} ({binding.value}, {where})")
-        if not stream:
-            return await payer.pay(text, on_stage=printer)
-        async for stage in payer.pay_streaming(text):
-            printer(stage)
-            if stage.result is not None:
-                return stage.result
+    where = f"tenant {tenant!r}" if tenant else "default tenant"
+    click.echo(f"payer: {payer.address} ({binding.value}, {where})")
+    if not stream:
+        return await payer.pay(text, on_stage=printer)
+    async for stage in payer.pay_streaming(text):
+        printer(stage)
+        if stage.result is not None:
+            return stage.result
     raise RuntimeError("a payment run ends with a result or an error")
 
 
@@ -147,6 +187,18 @@ async def _pay(
     help="Refuse payments over this many atomic units (default: no cap).",
 )
 @click.option("--network", "networks", multiple=True, help="Only pay on this CAIP-2 network (repeatable).")
+@click.option(
+    "--card-policy",
+    type=click.Choice([p.value for p in SignaturePolicy]),
+    default=SignaturePolicy.WARN.value,
+    show_default=True,
+    help="The card's signature: require (refuse an unsigned or failing card), warn (report it), off.",
+)
+@click.option(
+    "--allow-insecure-jku",
+    is_flag=True,
+    help="Development: fetch the card's JWK Set over plain http from localhost/127.0.0.1.",
+)
 @click.option("--stream", is_flag=True, help="Use SendStreamingMessage and print stages as they arrive.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the payer's progress to stderr.")
 @click.argument("text")
@@ -158,6 +210,8 @@ def main(
     key_file: Path | None,
     max_amount: int | None,
     networks: tuple[str, ...],
+    card_policy: str,
+    allow_insecure_jku: bool,
     stream: bool,
     verbose: bool,
     text: str,
@@ -178,6 +232,8 @@ def main(
                 binding=Binding(binding),
                 tenant=tenant,
                 policy=policy,
+                card_policy=SignaturePolicy(card_policy),
+                allow_insecure_jku=allow_insecure_jku,
             )
         )
     except PayerError as exc:

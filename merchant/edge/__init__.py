@@ -7,6 +7,7 @@ tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.
 
 from __future__ import annotations
 
+from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
 from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
 from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
@@ -26,6 +27,7 @@ __all__ = [
     "REST_PATH",
     "VersionNegotiator",
     "build_agent_card",
+    "tenant_owner",
     "create_app",
     "negotiate_version",
     "render_agent_card",

@@ -143,7 +143,9 @@ class LedgerReader:
             _finalizations.c.id.is_(None),
         )
         async with self._engine.connect() as connection:
-            rows = (await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))).all()
+            rows = (
+                await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))
+            ).all()
         return [entry_from_row(row) for row in rows]
 
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:

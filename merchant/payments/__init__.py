@@ -11,6 +11,7 @@ from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
 from ._offers import Offer, OfferState, OfferStore
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
+from ._recovery import PaymentRecovery
 
 __all__ = [
     "Asset",
@@ -20,6 +21,7 @@ __all__ = [
     "OfferState",
     "OfferStore",
     "PaymentExecutor",
+    "PaymentRecovery",
     "PaymentRequestHandler",
     "Pricing",
     "SkillResolver",

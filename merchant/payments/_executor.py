@@ -20,7 +20,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import stamina
@@ -52,7 +51,8 @@ from a2a_x402 import (
 from facilitator import ChainUnavailableError, FacilitatorClient
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
 
-from ..ledger import Ledger, LedgerError, SettlementBooking
+from ..ledger import Ledger
+from ._booking import book_settlement
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import Offer, OfferState, OfferStore
 from ._pricing import Pricing
@@ -299,6 +299,8 @@ class PaymentExecutor(AgentExecutor):
             )
             deadline = time.monotonic() + self._settle_horizon_s
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
+                # The heartbeat tells the reconciler this settlement still has a live owner.
+                await self._offers.touch(task_id)
                 response = await self._settle(payload, requirements, key)
             receipts.pop()
         receipts.append(receipt_for(response, data.payload))
@@ -314,7 +316,7 @@ class PaymentExecutor(AgentExecutor):
                 tuple(receipts),
             )
             return
-        await self._book(offer, payload, requirements, response)
+        await book_settlement(self._ledger, offer, payload, requirements, response)
         await self._offers.advance(task_id, OfferState.PAID, receipts=[r.to_json_dict() for r in receipts])
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
@@ -346,55 +348,6 @@ class PaymentExecutor(AgentExecutor):
                     payload, requirements, idempotency_key=key, timeout_s=self._settle_timeout_s
                 )
         raise RuntimeError("unreachable: stamina re-raises the last error")
-
-    async def _book(
-        self,
-        offer: Offer,
-        payload: PaymentPayload,
-        requirements: PaymentRequirements,
-        response: SettleResponse,
-    ) -> None:
-        """Book the settlement in the tenant's ledger; a failure here never stops delivery (the payer paid).
-
-        A settlement that cannot be booked is logged as an error naming the task and the transaction; the
-        task's offer (state `paid`, with its receipts) keeps what is needed to book it by hand.
-        """
-        authorization = payload.payload.authorization
-        settlement = (response.extensions or {}).get("settlement") or {}
-        block = settlement.get("blockNumber")
-        if not isinstance(block, int):
-            logger.error(
-                "settlement of task %s in %s not booked: the facilitator reported no block number",
-                offer.task_id,
-                response.transaction,
-            )
-            return
-        try:
-            booking = SettlementBooking(
-                tenant=offer.tenant,
-                task_id=offer.task_id,
-                context_id=offer.context_id,
-                payer=authorization.from_address,
-                pay_to=requirements.pay_to,
-                asset=requirements.asset,
-                network=requirements.network,
-                chain_id=requirements.chain_id,
-                amount=requirements.amount,
-                nonce=authorization.nonce,
-                tx_hash=response.transaction,
-                block_number=block,
-                settled_at=datetime.now(UTC),
-            )
-            # A ledger error is a verdict on the booking itself; anything else (the database) may pass.
-            async for attempt in stamina.retry_context(
-                on=lambda exc: not isinstance(exc, LedgerError), attempts=5, timeout=10.0
-            ):
-                with attempt:
-                    await self._ledger.book_settlement(booking)
-        except Exception:  # noqa: BLE001 - the payer paid: deliver even when the books cannot be written
-            logger.exception(
-                "settlement of task %s in %s could not be booked", offer.task_id, response.transaction
-            )
 
     async def _fail(
         self,

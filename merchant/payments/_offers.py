@@ -234,6 +234,21 @@ class OfferStore:
                 .values(state=state.value, updated_at=_now(), **values)
             )
 
+    async def touch(self, task_id: str) -> None:
+        """Mark the offer as still looked after (its owner is alive and waiting on it)."""
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                offers_table.update().where(offers_table.c.task_id == task_id).values(updated_at=_now())
+            )
+
+    async def paid_since(self, since: datetime) -> list[Offer]:
+        """Offers paid (settled) since `since`: the reconciler checks each is booked."""
+        statement = sa.select(offers_table).where(
+            offers_table.c.state == OfferState.PAID.value, offers_table.c.updated_at >= since
+        )
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]
+
     async def unfinished(self) -> list[Offer]:
         """Offers whose payment was taken but not yet settled: what a restart or reconciler must finish."""
         statement = sa.select(offers_table).where(

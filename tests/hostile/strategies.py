@@ -21,8 +21,9 @@ __all__ = [
     "mutated",
     "paths_of",
     "printable_text",
-    "toml_document",
+    "toml_scalars",
     "toml_value",
+    "toml_values",
 ]
 
 # Every code point json.loads can hand back, lone surrogates and control characters included.
@@ -137,16 +138,6 @@ def toml_value(value: object) -> str:
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def toml_document(tables: Mapping[str, Mapping[str, object]], top: Mapping[str, object]) -> str:
-    """A TOML document: `top`'s keys first, then one `[header]` table per entry of `tables` (dotted keys
-    given as tuples of parts are not supported; a header is written exactly as given)."""
-    lines = [f"{_toml_key(key)} = {toml_value(value)}" for key, value in top.items()]
-    for header, table in tables.items():
-        lines.append(f"[{header}]")
-        lines += [f"{_toml_key(key)} = {toml_value(value)}" for key, value in table.items()]
-    return "\n".join(lines) + "\n"
 
 
 toml_scalars = (

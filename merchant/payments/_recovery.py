@@ -1,0 +1,179 @@
+"""Finishing paid turns whose executor is gone (a crash, a restart, a replica that died).
+
+A live executor keeps its offer fresh while it works and waits (`OfferStore.touch`); an offer that is
+still taking payment but has not been touched for a while has lost its owner. What is left to do follows
+from how far it got:
+
+- `settling`: the work is done and its artifacts are held in the offer. The settlement is looked up (or,
+  if it never reached the facilitator, made now, with the task's idempotency key, so it still happens at
+  most once); once it succeeds the payment is booked and the task completed with the held artifacts, and a
+  definite failure fails the task. A settlement still pending is left for a later pass.
+- `verifying` / `working`: nothing was settled, so nothing was charged; the task fails, saying so.
+
+Tasks are updated in the task store directly: after a restart no live request or stream holds them.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import TaskStore
+from a2a.types import Artifact, Task, TaskState, TaskStatusUpdateEvent
+from google.protobuf.json_format import ParseDict
+
+from a2a_x402 import (
+    Dialect,
+    PaymentCompletedData,
+    PaymentData,
+    PaymentErrorCode,
+    PaymentFailedData,
+    error_code_for_reason,
+)
+from facilitator import ChainError, FacilitatorClient
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
+
+from ..ledger import Ledger
+from ._booking import book_settlement
+from ._offers import Offer, OfferState, OfferStore
+from ._wire import agent_status
+
+__all__ = ["PaymentRecovery"]
+
+logger = logging.getLogger(__name__)
+
+_TERMINAL = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+}
+
+
+class PaymentRecovery:
+    """Finishes the paid turns left behind; safe to run from every replica, repeatedly."""
+
+    def __init__(
+        self,
+        *,
+        offers: OfferStore,
+        facilitator: FacilitatorClient,
+        ledger: Ledger,
+        tasks: TaskStore,
+        stale_after_s: float = 60.0,
+        settle_timeout_s: float = 5.0,
+    ):
+        self._offers = offers
+        self._facilitator = facilitator
+        self._ledger = ledger
+        self._tasks = tasks
+        self._stale_after = timedelta(seconds=stale_after_s)
+        self._settle_timeout_s = settle_timeout_s
+
+    async def finish_abandoned(self) -> int:
+        """Finish every abandoned paid turn; return how many were finished."""
+        cutoff = datetime.now(UTC) - self._stale_after
+        finished = 0
+        for offer in await self._offers.unfinished():
+            updated = offer.updated_at if offer.updated_at.tzinfo else offer.updated_at.replace(tzinfo=UTC)
+            if updated > cutoff:
+                continue
+            try:
+                finished += await self._finish(offer)
+            except ChainError as exc:
+                logger.warning("recovery of task %s postponed: %s", offer.task_id, exc)
+        return finished
+
+    async def book_unbooked(self, window: timedelta = timedelta(days=1)) -> int:
+        """Book the settlements of paid tasks that the ledger lacks (its write failed); return how many."""
+        booked = 0
+        for offer in await self._offers.paid_since(datetime.now(UTC) - window):
+            if offer.payload is None or offer.accepted is None or not offer.receipts:
+                continue
+            payload = PaymentPayload.from_wire(offer.payload)
+            requirements = PaymentRequirements.from_wire(offer.accepted)
+            authorization = payload.payload.authorization
+            if await self._ledger.has_authorization(
+                requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
+            ):
+                continue
+            response = SettleResponse.from_wire(offer.receipts[-1])
+            if response.success and await book_settlement(
+                self._ledger, offer, payload, requirements, response
+            ):
+                logger.info("booked the settlement of task %s late", offer.task_id)
+                booked += 1
+        return booked
+
+    async def _finish(self, offer: Offer) -> bool:
+        if offer.state is not OfferState.SETTLING or offer.payload is None or offer.accepted is None:
+            await self._fail(
+                offer, PaymentErrorCode.SETTLEMENT_FAILED, "The work was interrupted; nothing was charged."
+            )
+            return True
+        payload = PaymentPayload.from_wire(offer.payload)
+        requirements = PaymentRequirements.from_wire(offer.accepted)
+        response = await self._facilitator.settlement_status(payload, requirements, timeout_s=1.0)
+        if response is None:
+            response = await self._facilitator.settle(
+                payload,
+                requirements,
+                idempotency_key=f"a2a-task:{offer.task_id}:{offer.round}",
+                timeout_s=self._settle_timeout_s,
+            )
+        if response.error_reason == Reason.SETTLEMENT_PENDING:
+            return False
+        receipts = [*offer.receipts, response.to_json_dict()]
+        if not response.success:
+            code = error_code_for_reason(response.error_reason)
+            await self._fail(
+                offer, code, f"Settlement failed: {response.error_message or response.error_reason}"
+            )
+            return True
+        await book_settlement(self._ledger, offer, payload, requirements, response)
+        artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
+        data = PaymentCompletedData(receipts=tuple(SettleResponse.from_wire(r) for r in receipts))
+        await self._update_task(
+            offer,
+            TaskState.TASK_STATE_COMPLETED,
+            f"Payment settled in transaction {response.transaction}.",
+            data,
+            artifacts,
+        )
+        await self._offers.advance(offer.task_id, OfferState.PAID, receipts=receipts)
+        logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
+        return True
+
+    async def _fail(self, offer: Offer, code: PaymentErrorCode, text: str) -> None:
+        receipts = tuple(SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r))
+        await self._update_task(
+            offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
+        )
+        await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value)
+        logger.info("recovered task %s: failed (%s)", offer.task_id, code.value)
+
+    async def _update_task(
+        self, offer: Offer, state: TaskState, text: str, data: PaymentData, artifacts: list[Artifact]
+    ) -> None:
+        context = ServerCallContext(tenant=offer.tenant)
+        task = await self._tasks.get(offer.task_id, context)
+        if task is None or task.status.state in _TERMINAL:
+            return
+        update: TaskStatusUpdateEvent = agent_status(
+            offer.task_id, offer.context_id, state, text, data, Dialect(offer.dialect)
+        )
+        _apply(task, update, artifacts)
+        await self._tasks.save(task, context)
+
+
+def _apply(task: Task, update: TaskStatusUpdateEvent, artifacts: list[Artifact]) -> None:
+    """What the SDK's task manager does with a status update: the old status message joins the history."""
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+    task.status.CopyFrom(update.status)
+    task.artifacts.extend(artifacts)
+
+
+def _pending(receipt: dict[str, object]) -> bool:
+    return receipt.get("errorReason") == Reason.SETTLEMENT_PENDING

@@ -1,0 +1,149 @@
+"""The reconciler on the real stack: a paid turn whose merchant stopped mid-settlement is finished by
+another process (settled, booked, delivered exactly once); bookings are finalized at depth; a settlement a
+reorg removed for good is reversed; a paid task the ledger missed is booked."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from a2a_x402 import PaymentCompletedData
+from devchain import DevChain
+from facilitator import Facilitator
+from merchant.app import build_reconciler
+from merchant.ledger import Ledger
+from merchant.payments import OfferStore
+from merchant.settings import MerchantSettings
+from merchant.webhooks import Outbox
+from payer import sign_payment
+from storage import create_engine
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    MerchantStarter,
+    MerchantWire,
+    ledger_entries,
+    offered_terms,
+    payment_data,
+    payment_message,
+    user_message,
+)
+
+
+async def _reconcile(settings: MerchantSettings) -> tuple[int, int, int, int]:
+    engine = create_engine(settings.database_url)
+    facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    try:
+        reconciler = build_reconciler(
+            settings,
+            engine=engine,
+            facilitator=facilitator,
+            offers=OfferStore(engine),
+            ledger=Ledger(engine, Outbox(engine)),
+        )
+        try:
+            report = await reconciler.run_once()
+        finally:
+            await reconciler.aclose()
+    finally:
+        await facilitator.aclose()
+        await engine.dispose()
+    assert report.unresolved == []
+    return report.turns_finished, report.booked_late, report.finalized, report.reversed
+
+
+async def test_a_settlement_left_pending_by_a_stopped_merchant_is_finished_by_the_reconciler(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    first = start_merchant(sqlite_url, settle_timeout_s=0.5, reconcile_stale_after_s=0.1)
+    async with first.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        payload = sign_payment(new_payer(), offered_terms(task).accepts[0])
+        chain.rpc.call("evm_setAutomine", [False])
+        working = (await wire.send(payment_message(task["id"], payload)))["task"]
+    assert working["status"]["state"] == "TASK_STATE_WORKING"
+    first.stop()  # the process that owned the settlement is gone; its transaction is still in the pool
+    chain.rpc.call("evm_mine")
+    payee_before = chain.balance_of(DEFAULT_PAY_TO)
+
+    # Finished (settled, booked, delivered) and, the block being mined, finalized in the same pass.
+    assert await _reconcile(first.settings) == (1, 0, 1, 0)
+
+    second = start_merchant(sqlite_url)
+    async with second.http() as http:
+        done = await MerchantWire(http, "jsonrpc").get_task(task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    completed = payment_data(done)
+    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
+    entries = await ledger_entries(sqlite_url)
+    assert [(e.task_id, e.amount) for e in entries] == [(task["id"], offered_terms(task).accepts[0].amount)]
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before  # mined before: nothing was paid twice
+    assert await _reconcile(first.settings) == (0, 0, 0, 0)  # nothing left to do
+
+
+async def _paid_and_booked(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str], valid_for_s: int
+) -> tuple[MerchantSettings, int, int]:
+    """A paid task on a merchant that then stops; returns its settings, the amount and validBefore."""
+    merchant = start_merchant(sqlite_url)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        terms = offered_terms(task).accepts[0]
+        payload = sign_payment(new_payer(), terms, valid_before=int(time.time()) + valid_for_s)
+        done = (await wire.send(payment_message(task["id"], payload)))["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    merchant.stop()
+    return merchant.settings, terms.amount, payload.payload.authorization.valid_before
+
+
+def _reorg_out(chain: DevChain, tx_hash: str) -> None:
+    """A reorg takes the settlement's block away, and its transaction with it."""
+    chain.rpc.call("anvil_rollback", [1])
+    chain.rpc.call("anvil_dropAllTransactions")
+    assert chain.rpc.call("eth_getTransactionReceipt", [tx_hash]) is None
+
+
+async def test_a_settlement_a_reorg_removed_is_put_back_and_finalized(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    settings, amount, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    (entry,) = await ledger_entries(sqlite_url)
+    payee_before = chain.balance_of(DEFAULT_PAY_TO)
+    _reorg_out(chain, entry.tx_hash)
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before - amount
+
+    # The facilitator broadcasts the same signed transaction again; it is re-included and reaches depth.
+    assert await _reconcile(settings) == (0, 0, 1, 0)
+
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])
+    assert int(receipt["status"], 16) == 1
+
+
+async def test_a_booking_whose_transaction_left_the_chain_for_good_is_reversed(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    settings, amount, valid_before = await _paid_and_booked(
+        sqlite_url, start_merchant, new_payer, valid_for_s=9
+    )
+    (entry,) = await ledger_entries(sqlite_url)
+    chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again
+    _reorg_out(chain, entry.tx_hash)
+
+    assert await _reconcile(settings) == (0, 0, 0, 0)  # still valid: it may land again
+
+    await asyncio.sleep(max(valid_before + 1 - time.time(), 0))  # the authorization expires
+    chain.rpc.call("anvil_dropAllTransactions")
+    assert await _reconcile(settings) == (0, 0, 0, 1)
+    engine = create_engine(sqlite_url)
+    try:
+        statement = await Ledger(engine, Outbox(engine)).statement("")
+    finally:
+        await engine.dispose()
+    assert [(line.direction, line.amount, line.status.value) for line in statement] == [
+        ("credit", amount, "reversed"),
+        ("debit", amount, "reversed"),
+    ]
