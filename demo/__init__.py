@@ -1,7 +1,8 @@
 """`x402-demo`: the whole product on one machine, end to end, on embedded defaults.
 
 It starts a local dev chain (anvil + the DevUSDC token, `devchain`), runs the reference merchant
-(`x402-merchant serve`: SQLite, in-process facilitator) on loopback, pays for one task with `x402-pay`,
+(`x402-merchant serve`: SQLite, in-process facilitator, its Agent Card signed with a fresh ES256 key) on
+loopback, pays for one task with `x402-pay` (which refuses to pay unless the card's signature verifies),
 and prints the tenant's ledger line for that payment. Everything it starts is stopped and deleted at exit.
 """
 
@@ -20,6 +21,7 @@ import click
 import httpx
 from eth_account import Account
 
+from agentcard import KeyStore
 from devchain import DevChain, start_devchain
 from merchant.ledger import LedgerReader
 from storage import create_engine, upgrade_schema
@@ -73,7 +75,7 @@ async def _ledger_lines(database_url: str) -> list[str]:
     ]
 
 
-def _merchant_env(chain: DevChain, database_url: str, port: int) -> dict[str, str]:
+def _merchant_env(chain: DevChain, database_url: str, port: int, keys_dir: Path) -> dict[str, str]:
     return {
         **os.environ,
         "X402_DATABASE_URL": database_url,
@@ -87,6 +89,7 @@ def _merchant_env(chain: DevChain, database_url: str, port: int) -> dict[str, st
         "X402_PRICE": str(PRICE_ATOMIC),
         "X402_HOST": "127.0.0.1",
         "X402_PORT": str(port),
+        "X402_CARD_KEYS_DIR": str(keys_dir),
     }
 
 
@@ -102,11 +105,14 @@ def main(stream: bool, text: str) -> None:
         port = _free_port()
         base_url = f"http://127.0.0.1:{port}"
         log_path = Path(workdir) / "merchant.log"
+        keys_dir = Path(workdir) / "card-keys"
+        key = KeyStore(keys_dir).generate("ES256")
+        click.echo(f"card signing key: {key.alg} {key.kid} (in {keys_dir})")
         with log_path.open("wb") as log:
             # Our own console script with arguments we chose: nothing untrusted reaches the command line.
             merchant = subprocess.Popen(  # noqa: S603
                 [_bin("x402-merchant"), "serve"],
-                env=_merchant_env(chain, database_url, port),
+                env=_merchant_env(chain, database_url, port, keys_dir),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -116,7 +122,17 @@ def main(stream: bool, text: str) -> None:
                 f"merchant: {base_url} (SQLite, in-process facilitator), price {PRICE_ATOMIC} atomic units"
             )
             click.echo(f"payer balance before: {chain.balance_of(_payer_address(chain))} atomic units\n")
-            command = [_bin("x402-pay"), "--card-url", base_url, *(["--stream"] if stream else []), text]
+            # The card's JWK Set is on the merchant's plain-http loopback origin: allowed in the demo only.
+            command = [
+                _bin("x402-pay"),
+                "--card-url",
+                base_url,
+                "--card-policy",
+                "require",
+                "--allow-insecure-jku",
+                *(["--stream"] if stream else []),
+                text,
+            ]
             paid = subprocess.run(  # noqa: S603 - as above
                 command, env={**os.environ, "X402_PAYER_KEY": chain.payer_keys[0]}, check=False
             )

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -137,8 +138,23 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-async def _first(connection: AsyncConnection, statement: sa.Executable) -> sa.Row[Any] | None:
-    return (await connection.execute(statement)).first()
+# Statements built once: the columns a call sets come from its parameters (SQLAlchemy caches the compiled
+# form per set of columns), which costs far less than building a statement for every write.
+_UPDATE = claims_table.update().where(claims_table.c.id == sa.bindparam("_id"))
+_RECORD_RESPONSE = (
+    claims_table.update()
+    .where(
+        claims_table.c.id == sa.bindparam("_id"),
+        claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value]),
+    )
+    .returning(*claims_table.c)
+)
+
+
+async def _first(
+    connection: AsyncConnection, statement: sa.Executable, parameters: dict[str, Any] | None = None
+) -> sa.Row[Any] | None:
+    return (await connection.execute(statement, parameters)).first()
 
 
 def _row(row: sa.Row[Any]) -> Claim:
@@ -154,6 +170,8 @@ class ClaimStore:
 
     def __init__(self, engine: AsyncEngine, *, lease_s: float = 60.0, poll_s: float = 0.05):
         self._engine = engine
+        dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._insert = dialect_insert(claims_table).on_conflict_do_nothing().returning(claims_table.c.id)
         self._lease = timedelta(seconds=lease_s)
         self._poll_s = poll_s
         # Waiters in this process wake on these at once; claims advanced by another process are polled.
@@ -204,20 +222,16 @@ class ClaimStore:
         )
         values = {column: getattr(claim, column) for column in claims_table.c.keys()}
         values["state"] = claim.state.value
-        try:
-            await write(
-                self._engine,
-                lambda connection: connection.execute(claims_table.insert().values(**values)),
-                isolated=True,
-            )
-        except IntegrityError:
-            existing = await self.by_key(key)
-            if existing is None and idempotency_key is not None:
-                existing = await self.by_idempotency_key(idempotency_key)
-            if existing is None:
-                raise
-            return existing, False
-        return claim, True
+        # ON CONFLICT DO NOTHING: losing the race on either unique key is an answer, not an error.
+        inserted = await write(self._engine, lambda connection: _first(connection, self._insert, values))
+        if inserted is not None:
+            return claim, True
+        existing = await self.by_key(key)
+        if existing is None and idempotency_key is not None:
+            existing = await self.by_idempotency_key(idempotency_key)
+        if existing is None:
+            raise LookupError(f"claim for {key} conflicted but cannot be found")
+        return existing, False
 
     async def take_over(
         self, claim: Claim, *, idempotency_key: str | None, payload_hash: str
@@ -276,14 +290,8 @@ class ClaimStore:
         """
         if "state" in changes:
             changes["state"] = ClaimState(changes["state"]).value
-        unfinished = claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value])
-        statement = (
-            claims_table.update()
-            .where(claims_table.c.id == claim_id, unfinished)
-            .values(updated_at=_now(), response=response, **changes)
-            .returning(*claims_table.c)
-        )
-        row = await write(self._engine, lambda connection: _first(connection, statement))
+        values = {"_id": claim_id, "updated_at": _now(), "response": response, **changes}
+        row = await write(self._engine, lambda connection: _first(connection, _RECORD_RESPONSE, values))
         self._notify(claim_id)
         stored = _row(row) if row is not None else await self.get(claim_id)
         if stored is None:
@@ -323,9 +331,13 @@ class ClaimStore:
 
     async def release(self, claim_id: str) -> None:
         """Give up an abandoned `claimed` claim that never broadcast, so a retry may take it."""
-        await self._update(
-            claim_id, claims_table.c.state == ClaimState.CLAIMED.value, state=ClaimState.RELEASED.value
+        statement = (
+            claims_table.update()
+            .where(claims_table.c.id == claim_id, claims_table.c.state == ClaimState.CLAIMED.value)
+            .values(state=ClaimState.RELEASED.value, updated_at=_now())
         )
+        await write(self._engine, lambda connection: connection.execute(statement))
+        self._notify(claim_id)
 
     async def get(self, claim_id: str) -> Claim | None:
         """The claim with this id."""
@@ -349,13 +361,9 @@ class ClaimStore:
             row = (await connection.execute(sa.select(claims_table).where(*conditions))).first()
         return _row(row) if row is not None else None
 
-    async def _update(self, claim_id: str, *conditions: sa.ColumnElement[bool], **values: Any) -> None:
-        statement = (
-            claims_table.update()
-            .where(claims_table.c.id == claim_id, *conditions)
-            .values(updated_at=_now(), **values)
-        )
-        await write(self._engine, lambda connection: connection.execute(statement))
+    async def _update(self, claim_id: str, **values: Any) -> None:
+        parameters = {"_id": claim_id, "updated_at": _now(), **values}
+        await write(self._engine, lambda connection: connection.execute(_UPDATE, parameters))
         self._notify(claim_id)
 
     def _notify(self, claim_id: str) -> None:

@@ -8,7 +8,7 @@ The registry is built once at startup, either from a TOML file (`X402_TENANTS_FI
 registry holding only the default tenant. Validation is strict and complete: every mistake in the file is
 reported at once with its key path, and nothing half-valid is ever returned. Invariants of a `Tenant`:
 `pay_to` is EIP-55 checksummed, every price is an `int` number of atomic units in [0, 2**256), and a webhook
-URL always comes with its signing secret.
+URL always comes with its signing secret (`whsec_` + base64 of 24 to 64 bytes, the Standard Webhooks form).
 
 File format::
 
@@ -29,6 +29,7 @@ File format::
 
 from __future__ import annotations
 
+import base64
 import hmac
 import os
 import re
@@ -62,6 +63,8 @@ _TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _RESERVED_TENANT_IDS = frozenset({"tasks", "v1"})
 _DECIMAL = re.compile(r"^[0-9]+$")
 _MIN_SECRET_CHARS = 16
+_WEBHOOK_SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret
+_WEBHOOK_SECRET_BYTES_MIN, _WEBHOOK_SECRET_BYTES_MAX = 24, 64
 _UINT256_LIMIT = 2**256
 _TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "api_token")
 _REQUIRED_TENANT_KEYS = ("pay_to", "price")
@@ -347,14 +350,42 @@ def _webhook_problems(url: object, secret: object) -> list[str]:
     if url is None:
         return [] if secret is None else ["webhook_secret: is set but webhook_url is not"]
     problems: list[str] = []
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    if not _is_http_url(url):
         problems.append(f"webhook_url: must be an absolute http(s) URL, got {_describe(url)}")
     if secret is None:
         problems.append("webhook_secret: is required when webhook_url is set")
     else:
-        problems += _secret_problems("webhook_secret", secret)
+        problems += _webhook_secret_problems(secret)
     return problems
+
+
+def _is_http_url(url: object) -> bool:
+    if not isinstance(url, str):
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced IPv6 bracket, a host that changes under NFKC normalisation
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _webhook_secret_problems(secret: object) -> list[str]:
+    # The Standard Webhooks form that `merchant.webhooks.validate_secret` requires when the app syncs the
+    # endpoints at startup; checked here as well (webhooks imports this module, not the reverse) so that a
+    # file this registry accepts cannot stop the merchant from starting.
+    problem = [
+        f"webhook_secret: must be {_WEBHOOK_SECRET_PREFIX} followed by the base64 of "
+        f"{_WEBHOOK_SECRET_BYTES_MIN} to {_WEBHOOK_SECRET_BYTES_MAX} bytes"
+    ]
+    if not isinstance(secret, str) or not secret.startswith(_WEBHOOK_SECRET_PREFIX):
+        return problem
+    try:
+        key = base64.b64decode(secret[len(_WEBHOOK_SECRET_PREFIX) :], validate=True)
+    except ValueError:  # bad base64 (binascii.Error) or non-ASCII text
+        return problem
+    if not _WEBHOOK_SECRET_BYTES_MIN <= len(key) <= _WEBHOOK_SECRET_BYTES_MAX:
+        return problem
+    return []
 
 
 def _secret_problems(name: str, value: object) -> list[str]:

@@ -13,7 +13,6 @@ Secrets are stored as given, because signing needs them; protect the database ac
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 import secrets
 from collections.abc import Iterable
@@ -67,9 +66,10 @@ def validate_secret(secret: str) -> str:
     """
     if not isinstance(secret, str) or not secret.startswith(_SECRET_PREFIX):
         raise InvalidWebhookSecretError("a webhook secret must start with whsec_")
+    # ValueError covers both refusals: binascii.Error (bad base64) and the ValueError for non-ASCII text.
     try:
         key = base64.b64decode(secret[len(_SECRET_PREFIX) :], validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:
         raise InvalidWebhookSecretError("a webhook secret must be whsec_ followed by base64") from exc
     if not _SECRET_BYTES_MIN <= len(key) <= _SECRET_BYTES_MAX:
         raise InvalidWebhookSecretError(

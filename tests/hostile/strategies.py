@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the hostile-input tests: arbitrary JSON, mutations of valid documents, TOML.
+"""Hypothesis strategies shared by the hostile-input tests: arbitrary JSON, broken valid documents, TOML.
 
 `json_values` is what `json.loads` can return (lone surrogates, NUL and huge integers included);
 `mutated(make)` takes a valid document and breaks one subtree of it (replace, delete or add), so generated
@@ -81,9 +81,13 @@ def _mutation(draw: st.DrawFn, document: Any, replacements: st.SearchStrategy[An
 
 
 def mutated(
-    makers: Sequence[Callable[[], Any]], replacements: st.SearchStrategy[Any] = json_values, *, rounds: int = 2
+    makers: Sequence[Callable[[], Any]],
+    replacements: st.SearchStrategy[Any] = json_values,
+    *,
+    rounds: int = 2,
 ) -> st.SearchStrategy[Any]:
-    """Valid documents from `makers`, unchanged (a quarter of the time) or with 1 to `rounds` subtrees broken."""
+    """Valid documents from `makers`, as they are (a quarter of the time) or with 1 to `rounds` subtrees
+    broken."""
     valid = st.sampled_from(list(makers)).map(lambda make: make())
 
     @st.composite

@@ -137,7 +137,9 @@ def _mostly(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any]) -> st.Sea
 @st.composite
 def _headers(draw: st.DrawFn) -> dict[str, Any]:
     header: dict[str, Any] = {
-        "alg": draw(_mostly(st.just("ES256"), st.sampled_from(["EdDSA", "RS256", "none", "HS256"]) | json_values)),
+        "alg": draw(
+            _mostly(st.just("ES256"), st.sampled_from(["EdDSA", "RS256", "none", "HS256"]) | json_values)
+        ),
         # Another kid than the trusted key's sends the verifier to the jku.
         "kid": draw(_mostly(st.sampled_from([_SIGNER.kid, "other-key"]), printable_text | json_values)),
         "typ": draw(_mostly(st.sampled_from(["JOSE", "application/jose"]), json_values)),
@@ -206,7 +208,9 @@ _B64URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 
 @_FUZZ
 @given(st.sampled_from(["protected", "signature"]), st.data())
-async def test_a_signature_with_one_character_changed_never_verifies(member: str, data: st.DataObject) -> None:
+async def test_a_signature_with_one_character_changed_never_verifies(
+    member: str, data: st.DataObject
+) -> None:
     verifier = CardVerifier(trusted_keys=[_TRUSTED], policy=SignaturePolicy.WARN)
     assert (await verifier.verify(_SIGNED)).verified
     card = copy.deepcopy(_SIGNED)

@@ -85,7 +85,9 @@ def _through_struct(metadata: dict[str, Any]) -> Struct | None:
 
 @_FUZZ
 @given(_metadata())
-def test_struct_metadata_decodes_like_json_or_is_refused_as_imprecise(case: tuple[dict[str, Any], Dialect]) -> None:
+def test_struct_metadata_decodes_like_json_or_is_refused_as_imprecise(
+    case: tuple[dict[str, Any], Dialect],
+) -> None:
     metadata, dialect = case
     as_received = _through_struct(metadata)
     if as_received is None:

@@ -102,7 +102,8 @@ _urls = st.sampled_from(
 _TENANT_MEMBERS: dict[str, st.SearchStrategy[Any]] = {
     "pay_to": _addresses,
     "price": _amounts,
-    "skill_prices": st.dictionaries(st.sampled_from(["text-stats", "", "x"]), _amounts, max_size=2) | toml_values,
+    "skill_prices": st.dictionaries(st.sampled_from(["text-stats", "", "x"]), _amounts, max_size=2)
+    | toml_values,
     "webhook_url": _urls,
     "webhook_secret": _secrets,
     "api_token": _secrets,
@@ -115,16 +116,22 @@ def _tenant_table(draw: st.DrawFn) -> dict[str, Any]:
     for name, values in _TENANT_MEMBERS.items():
         # pay_to and price are required: present most of the time so the other members get checked too.
         if draw(st.sampled_from([True, True, True, False] if name in ("pay_to", "price") else [True, False])):
-            table[name] = draw(st.sampled_from([True, True, True, False]).flatmap(
-                lambda typed, values=values: values if typed else toml_values
-            ))
+            table[name] = draw(
+                st.sampled_from([True, True, True, False]).flatmap(
+                    lambda typed, values=values: values if typed else toml_values
+                )
+            )
     if draw(st.sampled_from([False, False, False, True])):
         table[draw(printable_text)] = draw(toml_values)
     return table
 
 
 def _quoted(key: str) -> str:
-    return toml_value(key) if not key or not all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else key
+    return (
+        toml_value(key)
+        if not key or not all(c.isascii() and (c.isalnum() or c in "_-") for c in key)
+        else key
+    )
 
 
 @st.composite
@@ -153,7 +160,9 @@ def _load(path: Path, text: str) -> TenantRegistry | TenantConfigError:
 
 @_FUZZ
 @given(_tenants_file() | printable_text)
-def test_a_tenants_file_loads_or_lists_its_problems_without_echoing_secrets(tmp_path: Path, text: str) -> None:
+def test_a_tenants_file_loads_or_lists_its_problems_without_echoing_secrets(
+    tmp_path: Path, text: str
+) -> None:
     loaded = _load(tmp_path / "tenants.toml", text)
     if isinstance(loaded, TenantConfigError):
         assert loaded.problems
@@ -192,13 +201,11 @@ def test_an_unparsable_webhook_url_is_a_tenant_config_error(tmp_path: Path, url:
     """Pinned: `urlsplit` raises ValueError on these; the file must still be reported, not crash the load."""
     text = (
         f'[tenants.acme]\npay_to = "{_CHECKSUMMED}"\nprice = 1\n'
-        f"webhook_url = {toml_value(url)}\nwebhook_secret = \"{_GOOD_SECRET}\"\n"
+        f'webhook_url = {toml_value(url)}\nwebhook_secret = "{_GOOD_SECRET}"\n'
     )
     loaded = _load(tmp_path / "tenants.toml", text)
     assert isinstance(loaded, TenantConfigError)
-    assert loaded.problems == (
-        f"tenants.acme.webhook_url: must be an absolute http(s) URL, got str {url!r}",
-    )
+    assert loaded.problems == (f"tenants.acme.webhook_url: must be an absolute http(s) URL, got str {url!r}",)
 
 
 _python_values = json_values | st.sampled_from([b"bytes", object(), (1, 2), {1, 2}])
@@ -207,9 +214,15 @@ _python_values = json_values | st.sampled_from([b"bytes", object(), (1, 2), {1, 
 @_FUZZ
 @given(
     st.fixed_dictionaries(
-        {"id": _tenant_ids | _python_values, "pay_to": _addresses | _python_values, "price": _amounts | _python_values},
+        {
+            "id": _tenant_ids | _python_values,
+            "pay_to": _addresses | _python_values,
+            "price": _amounts | _python_values,
+        },
         optional={
-            "skill_prices": st.dictionaries(printable_text | st.integers(), _amounts | _python_values, max_size=2),
+            "skill_prices": st.dictionaries(
+                printable_text | st.integers(), _amounts | _python_values, max_size=2
+            ),
             "webhook_url": _urls | _python_values,
             "webhook_secret": _secrets | _python_values,
             "api_token": _secrets | _python_values,
@@ -263,7 +276,9 @@ def _target_urls(draw: st.DrawFn) -> str:
 
 @_FUZZ
 @given(_target_urls() | printable_text, st.booleans())
-async def test_a_delivery_url_is_pinned_to_a_checked_address_or_refused(url: str, allow_private: bool) -> None:
+async def test_a_delivery_url_is_pinned_to_a_checked_address_or_refused(
+    url: str, allow_private: bool
+) -> None:
     try:
         target = await resolve_target(url, allow_private=allow_private)
     except UnsafeTargetError:

@@ -1,0 +1,385 @@
+"""The reference merchant's signed Agent Cards: served, fetched and verified over loopback.
+
+Every merchant here is the real app (`build_app`) on uvicorn with a key directory (`card_keys_dir`), and
+every verification fetches the JWK Set from the merchant itself through the `jku` of the card. The keys are
+managed with `x402-merchant keys` as a subprocess where the CLI is the point, else with `KeyStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import AgentCard
+from a2a.utils.signing import InvalidSignaturesError, _canonicalize_agent_card, create_signature_verifier
+from google.protobuf.json_format import ParseDict
+from joserfc import jws
+from joserfc.jwk import import_key
+
+from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
+from agentcard import (
+    JWKS_PATH,
+    CardStatus,
+    CardUnsignedError,
+    CardVerificationError,
+    CardVerifier,
+    JwksCache,
+    KeyStore,
+    SignaturePolicy,
+    VerificationResult,
+    canonicalize_card,
+    parse_jwks,
+)
+from devchain import DevChain
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH
+from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, MerchantStarter, write_tenants_file
+
+pytestmark = pytest.mark.timeout(60)
+
+X402_MERCHANT = Path(sys.executable).with_name("x402-merchant")
+VERSIONS = ("1.0", "0.3")
+OTHER_PAY_TO = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"  # anvil account 7
+
+
+@dataclass(frozen=True)
+class ServedCard:
+    """One answer of the card route: the exact bytes, their JSON, and the entity tag."""
+
+    body: bytes
+    card: dict[str, Any]
+    etag: str
+
+
+async def fetch_card(http: httpx.AsyncClient, base_url: str, version: str) -> ServedCard:
+    reply = await http.get(base_url + AGENT_CARD_PATH, headers={"A2A-Version": version})
+    assert reply.status_code == 200, reply.text
+    return ServedCard(reply.content, reply.json(), reply.headers["etag"])
+
+
+async def fetch_jwks(http: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    reply = await http.get(base_url + JWKS_PATH)
+    assert reply.status_code == 200, reply.text
+    jwks: dict[str, Any] = reply.json()
+    return jwks
+
+
+async def verify(
+    http: httpx.AsyncClient,
+    base_url: str,
+    card: dict[str, Any],
+    policy: SignaturePolicy = SignaturePolicy.REQUIRE,
+) -> VerificationResult:
+    """Our verifier as a payer runs it: keys only from the card's `jku`, fetched from the merchant."""
+    verifier = CardVerifier(jwks=JwksCache(http, allow_insecure_localhost=True), policy=policy)
+    return await verifier.verify(card, card_url=base_url + AGENT_CARD_PATH)
+
+
+def protected_header(signature: dict[str, str]) -> dict[str, Any]:
+    encoded = signature["protected"]
+    header: dict[str, Any] = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    return header
+
+
+def kids_of(card: dict[str, Any]) -> list[str]:
+    return [protected_header(signature)["kid"] for signature in card["signatures"]]
+
+
+def x402_pay_to(card: dict[str, Any], uri: str) -> list[dict[str, Any]]:
+    extension = next(e for e in card["capabilities"]["extensions"] if e["uri"] == uri)
+    entries: list[dict[str, Any]] = extension["params"]["payTo"]
+    return entries
+
+
+async def merchant_cli(*args: str, keys_dir: Path | None, cwd: Path, **env: str) -> tuple[int, str, str]:
+    """Run `x402-merchant ARGS` with only the X402_* variables given; (status, stdout, stderr)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("X402_")}
+    if keys_dir is not None:
+        clean["X402_CARD_KEYS_DIR"] = str(keys_dir)
+    process = await asyncio.create_subprocess_exec(
+        str(X402_MERCHANT),
+        *args,
+        env={**clean, **env},
+        cwd=cwd,  # no developer's .env is read
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("alg", ["ES256", "EdDSA"])
+async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks(
+    alg: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    key = KeyStore(tmp_path / "keys").generate(alg)
+    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+
+    async with httpx.AsyncClient() as http:
+        served = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
+        results = {version: await verify(http, merchant.base_url, served[version].card) for version in VERSIONS}
+        jwks = await fetch_jwks(http, merchant.base_url)
+
+    for version in VERSIONS:
+        [signature] = served[version].card["signatures"]
+        assert protected_header(signature) == {
+            "alg": alg,
+            "typ": "JOSE",
+            "kid": key.kid,
+            "jku": merchant.base_url + "/.well-known/jwks.json",
+        }
+        result = results[version]
+        assert (result.status, result.kid) == (CardStatus.VERIFIED, key.kid)
+        assert [check.code for check in result.checks] == [None]
+    assert [(k["kid"], k["alg"], k["use"]) for k in jwks["keys"]] == [(key.kid, alg, "sig")]
+    assert all("d" not in k for k in jwks["keys"])  # only public halves are published
+    assert protocol_version_of(served["0.3"].card) == "0.3" and protocol_version_of(served["1.0"].card) is None
+
+
+def protocol_version_of(card: dict[str, Any]) -> str | None:
+    """The 0.3 card's top-level `protocolVersion`; a 1.0 card has none (its interfaces carry it)."""
+    version: str | None = card.get("protocolVersion")
+    return version
+
+
+async def test_the_signed_card_is_signed_once_and_cached_per_version(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    KeyStore(tmp_path / "keys").generate()
+    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+
+    async with httpx.AsyncClient() as http:
+        first = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
+        again = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
+        revalidated = await http.get(
+            merchant.base_url + AGENT_CARD_PATH,
+            headers={"A2A-Version": "1.0", "If-None-Match": first["1.0"].etag},
+        )
+
+    # ES256 signatures differ on every signing: equal bytes mean the card was signed once, not per request.
+    for version in VERSIONS:
+        assert (again[version].body, again[version].etag) == (first[version].body, first[version].etag)
+    assert first["1.0"].etag != first["0.3"].etag
+    assert first["1.0"].card["signatures"] != first["0.3"].card["signatures"]
+    assert (revalidated.status_code, revalidated.headers["etag"]) == (304, first["1.0"].etag)
+
+
+async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    KeyStore(tmp_path / "keys").generate()
+    signed = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+    # The same merchant without keys, claiming the same URL: its card is the unsigned document.
+    unsigned = start_merchant(sqlite_url, public_url=signed.base_url)
+
+    async with httpx.AsyncClient() as http:
+        for version in VERSIONS:
+            served = await fetch_card(http, signed.base_url, version)
+            plain = await fetch_card(http, unsigned.base_url, version)
+            jwks = parse_jwks(await fetch_jwks(http, signed.base_url))
+
+            # Byte for byte: the unsigned document with `signatures` appended, nothing re-serialised.
+            signatures = json.dumps(served.card["signatures"], separators=(",", ":")).encode()
+            assert served.body == plain.body[:-1] + b',"signatures":' + signatures + b"}"
+            # Each JWS, checked by joserfc (not our verifier) over the canonical form of the unsigned bytes.
+            payload = canonicalize_card(json.loads(plain.body))
+            encoded = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+            for signature in served.card["signatures"]:
+                header = protected_header(signature)
+                compact = f"{signature['protected']}.{encoded}.{signature['signature']}"
+                checked = jws.deserialize_compact(compact, jwks[header["kid"]].key, algorithms=[header["alg"]])
+                assert checked.payload == payload
+
+
+@pytest.mark.parametrize(("version", "uri"), [("1.0", EXTENSION_URI), ("0.3", EXTENSION_URI_V02)])
+async def test_a_card_whose_pay_to_was_changed_fails_verification(
+    version: str, uri: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    KeyStore(tmp_path / "keys").generate()
+    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+
+    async with httpx.AsyncClient() as http:
+        card = (await fetch_card(http, merchant.base_url, version)).card
+        tampered = copy.deepcopy(card)
+        [entry] = x402_pay_to(tampered, uri)
+        assert entry["address"] == DEFAULT_PAY_TO
+        entry["address"] = OTHER_PAY_TO
+        warned = await verify(http, merchant.base_url, tampered, SignaturePolicy.WARN)
+        with pytest.raises(CardVerificationError) as refused:
+            await verify(http, merchant.base_url, tampered)
+        stripped = {name: value for name, value in card.items() if name != "signatures"}
+        with pytest.raises(CardUnsignedError):
+            await verify(http, merchant.base_url, stripped)
+        assert (await verify(http, merchant.base_url, card)).verified  # the untouched card still does
+
+    assert (warned.status, warned.code) == (CardStatus.FAILED, "card_verification_failed")
+    assert [check.code for check in warned.checks] == ["signature_mismatch"]
+    assert refused.value.code == "card_verification_failed"
+
+
+async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    status, out, err = await merchant_cli("keys", "generate", keys_dir=keys, cwd=tmp_path)
+    assert status == 0, err
+    assert out.startswith("generated ES256 key ")  # ES256 unless --alg says otherwise
+    old = out.split()[-1]
+    status, out, err = await merchant_cli("keys", "rotate", keys_dir=keys, cwd=tmp_path)
+    assert status == 0, err
+    new = out.split()[3]
+    status, listing, err = await merchant_cli("keys", "list", keys_dir=keys, cwd=tmp_path)
+    assert [line.split()[:3] for line in listing.splitlines()] == [
+        [new, "ES256", "active"],
+        [old, "ES256", "active"],
+    ]
+
+    during = start_merchant(sqlite_url, card_keys_dir=str(keys))
+    async with httpx.AsyncClient() as http:
+        rotating = {version: await fetch_card(http, during.base_url, version) for version in VERSIONS}
+        checks = {version: await verify(http, during.base_url, rotating[version].card) for version in VERSIONS}
+        jwks_during = await fetch_jwks(http, during.base_url)
+    during.stop()
+
+    status, out, err = await merchant_cli("keys", "retire", old, keys_dir=keys, cwd=tmp_path)
+    assert (status, out) == (0, f"retired key {old}\n"), err
+    after = start_merchant(sqlite_url, card_keys_dir=str(keys))
+    async with httpx.AsyncClient() as http:
+        retired = {version: await fetch_card(http, after.base_url, version) for version in VERSIONS}
+        results = {version: await verify(http, after.base_url, retired[version].card) for version in VERSIONS}
+        jwks_after = await fetch_jwks(http, after.base_url)
+    # A verifier holding only the current JWK Set: the retired key's signature no longer verifies.
+    current_only = CardVerifier(trusted_keys=parse_jwks(jwks_after).values())
+    old_card = await current_only.verify(rotating["1.0"].card)
+
+    for version in VERSIONS:
+        assert kids_of(rotating[version].card) == [new, old]
+        assert [(c.kid, c.code) for c in checks[version].checks] == [(new, None), (old, None)]
+        assert kids_of(retired[version].card) == [new]
+        assert (results[version].verified, results[version].kid) == (True, new)
+    assert {k["kid"] for k in jwks_during["keys"]} == {new, old}
+    assert [k["kid"] for k in jwks_after["keys"]] == [new]
+    assert [(c.kid, c.code) for c in old_card.checks] == [(new, None), (old, "signature_key_not_found")]
+
+
+async def test_the_keys_cli_refuses_what_would_leave_the_card_unsigned(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    status, out, err = await merchant_cli("keys", "generate", "--alg", "EdDSA", keys_dir=keys, cwd=tmp_path)
+    assert status == 0, err
+    kid = out.split()[-1]
+
+    last = await merchant_cli("keys", "retire", kid, keys_dir=keys, cwd=tmp_path)
+    unknown = await merchant_cli("keys", "retire", "no-such-kid", keys_dir=keys, cwd=tmp_path)
+    unset = await merchant_cli("keys", "list", keys_dir=None, cwd=tmp_path)
+
+    assert last[0] == 1 and "Error: key_store_error: " in last[2] and "last active key" in last[2]
+    assert unknown[0] == 1 and "Error: key_store_error: no key 'no-such-kid'" in unknown[2]
+    assert unset[0] == 2 and "set X402_CARD_KEYS_DIR" in unset[2]
+    assert all("Traceback" not in result[2] for result in (last, unknown, unset))
+    assert [record.kid for record in KeyStore(keys).records()] == [kid]  # still active, still signing
+    assert KeyStore(keys).signing_keys()[0].kid == kid
+
+
+async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevChain, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    env = {
+        "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_ASSET": chain.asset,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_PAY_TO": DEFAULT_PAY_TO,
+        "X402_PORT": "0",
+    }
+
+    status, _out, err = await merchant_cli("serve", keys_dir=tmp_path / "empty", cwd=tmp_path, **env)
+
+    assert status == 1
+    assert f"Error: key_store_error: no active signing key in {tmp_path / 'empty'}" in err
+    assert "x402-merchant keys generate" in err and "Traceback" not in err
+
+
+async def test_the_merchant_serves_no_extended_card_that_could_go_unsigned(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    # The issue asks every served card to be signed; the extended card is not served at all. If it ever is,
+    # this fails, and the extended card must be signed like the public ones.
+    KeyStore(tmp_path / "keys").generate()
+    tenants = write_tenants_file(tmp_path / "tenants.toml", {"": (DEFAULT_PAY_TO, 1), **TWO_TENANTS})
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+
+    async with merchant.http() as http:
+        card = (await fetch_card(http, merchant.base_url, "1.0")).card
+        answers = [
+            (
+                await http.post(
+                    JSONRPC_PATH,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": params},
+                )
+            ).json()
+            for params in ({}, {"tenant": "acme"})
+        ]
+
+    assert "extendedAgentCard" not in card["capabilities"]
+    assert [answer["error"]["code"] for answer in answers] == [-32004, -32004]  # unsupported operation
+
+
+def sdk_key_provider(jwks: dict[str, Any]) -> Any:
+    keys = {key["kid"]: key for key in jwks["keys"]}
+
+    def provide(kid: str | None, _jku: str | None) -> bytes:
+        pem: bytes = import_key(keys[kid or ""]).as_pem(private=False)
+        return pem
+
+    return provide
+
+
+async def test_the_sdk_verifier_accepts_a_card_without_the_default_tenant(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    KeyStore(tmp_path / "keys").generate()
+    tenants = write_tenants_file(tmp_path / "tenants.toml", TWO_TENANTS)
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+
+    async with httpx.AsyncClient() as http:
+        card = (await fetch_card(http, merchant.base_url, "1.0")).card
+        jwks = await fetch_jwks(http, merchant.base_url)
+
+    # a2a-sdk's own verifier, given the merchant's published keys, accepts our signature.
+    create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
+
+
+async def test_deviation_the_sdk_verifier_refuses_the_default_tenants_empty_tenant_member(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    # The default tenant's payTo entry says `"tenant": ""`. A2A §8.4.1 signs it; the SDK's canonical form
+    # drops every empty string (tests/agentcard/test_interop.py), so the SDK cannot verify such a card.
+    KeyStore(tmp_path / "keys").generate()
+    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+
+    async with httpx.AsyncClient() as http:
+        card = (await fetch_card(http, merchant.base_url, "1.0")).card
+        jwks = await fetch_jwks(http, merchant.base_url)
+        assert (await verify(http, merchant.base_url, card)).verified
+
+    with pytest.raises(InvalidSignaturesError):
+        create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
+    # That member is the only difference between the two canonical forms.
+    without = copy.deepcopy(card)
+    [entry] = x402_pay_to(without, EXTENSION_URI)
+    assert entry.pop("tenant") == ""
+    assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(without)
