@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Answer", "HttpConnection", "HttpError", "build_request", "run_requests"]
@@ -32,13 +32,22 @@ class Answer:
     latency_s: float
 
 
-def build_request(host: str, port: int, method: str, path: str, body: bytes = b"") -> bytes:
-    """The complete bytes of one HTTP/1.1 request with a JSON body (or none), keep-alive."""
+def build_request(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """The complete bytes of one HTTP/1.1 request with a JSON body (or none), keep-alive, plus `headers`."""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     head = (
         f"{method} {path} HTTP/1.1\r\n"
         f"Host: {host}:{port}\r\n"
         "Content-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n"
+        f"{extra}"
         "\r\n"
     )
     return head.encode("ascii") + body

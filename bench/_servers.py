@@ -23,7 +23,14 @@ import httpx
 
 from ._chain import process_cpu_s
 
-__all__ = ["ServerProcess", "migrate_claim_store", "start_ours", "start_reference"]
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "migrate_claim_store",
+    "spawn_server",
+    "start_ours",
+    "start_reference",
+]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).parent
@@ -89,16 +96,18 @@ class ServerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the server binds it moments later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _spawn(
+def spawn_server(
     name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path, port: int
 ) -> ServerProcess:
+    """Start `command` in a session of its own, its output appended to `log_path`; it is not awaited."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(  # noqa: S603 - fixed executables from this virtualenv, no shell
             command,
@@ -135,7 +144,7 @@ def start_ours(
     """
     database = workdir / f"claims-{tag}.db"
     shutil.copyfile(template_db, database)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "X402_RPC_URL": rpc_url,
@@ -145,7 +154,7 @@ def start_ours(
         "X402_PORT": str(port),
     }
     command = [str(_BIN / "x402-facilitator"), "serve", "--port", str(port)]
-    server = _spawn(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)
+    server = spawn_server(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)
     try:
         server.wait_ready("/healthz")
     except BaseException:
@@ -158,7 +167,7 @@ def start_reference(
     *, rpc_url: str, network: str, relayer_key: str, workdir: Path, tag: str
 ) -> ServerProcess:
     """Start the x402 SDK reference app under uvicorn (one worker) and wait until it answers."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(_REPO_ROOT),
@@ -171,7 +180,8 @@ def start_reference(
         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
         "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
-    server = _spawn(f"reference[{tag}]", command, env, _REPO_ROOT, workdir / f"reference-{tag}.log", port)
+    log_path = workdir / f"reference-{tag}.log"
+    server = spawn_server(f"reference[{tag}]", command, env, _REPO_ROOT, log_path, port)
     try:
         server.wait_ready("/supported")
     except BaseException:

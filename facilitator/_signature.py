@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import coincurve
-from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
+
+from .wire import checksum_address
 
 __all__ = ["recover_signer"]
 
@@ -32,4 +33,4 @@ def recover_signer(digest: bytes, signature: bytes) -> str | None:
         )
     except ValueError:
         return None
-    return to_checksum_address(keccak(public_key.format(compressed=False)[1:])[-20:])
+    return checksum_address("0x" + keccak(public_key.format(compressed=False)[1:])[-20:].hex())

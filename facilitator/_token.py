@@ -7,8 +7,9 @@ from typing import Any
 
 from eth_abi.abi import decode as abi_decode
 from eth_abi.abi import encode as abi_encode
-from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
+
+from .wire import checksum_address
 
 __all__ = [
     "AUTHORIZATION_USED_TOPIC",
@@ -144,9 +145,9 @@ def transfer_logs(receipt: dict[str, Any]) -> list[TransferLog]:
         if len(topics) == 3 and topics[0] == TRANSFER_TOPIC:
             found.append(
                 TransferLog(
-                    token=to_checksum_address(log["address"]),
-                    from_=to_checksum_address("0x" + topics[1][-40:]),
-                    to=to_checksum_address("0x" + topics[2][-40:]),
+                    token=checksum_address(log["address"]),
+                    from_=checksum_address("0x" + topics[1][-40:]),
+                    to=checksum_address("0x" + topics[2][-40:]),
                     value=decode_uint(log["data"]),
                 )
             )

@@ -37,7 +37,16 @@ from ._parse import (
     parse_settle_request,
     parse_verify_request,
 )
-from ._primitives import MAX_SIGNATURE_BYTES, Address, Bytes32, Signature, TxHash, Uint256, UnixTime
+from ._primitives import (
+    MAX_SIGNATURE_BYTES,
+    Address,
+    Bytes32,
+    Signature,
+    TxHash,
+    Uint256,
+    UnixTime,
+    checksum_address,
+)
 from ._reasons import Reason
 from ._v1 import (
     PaymentPayloadV1,
@@ -96,6 +105,7 @@ __all__ = [
     "caip2_from_chain_id",
     "chain_id_from_caip2",
     "chain_id_from_v1_network",
+    "checksum_address",
     "parse_payment_payload",
     "parse_payment_required",
     "parse_payment_requirements",

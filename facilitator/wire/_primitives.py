@@ -26,15 +26,17 @@ import copy
 import math
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Annotated, Any, Final, NoReturn
 
-from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 from pydantic import PlainSerializer, PlainValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from ._errors import VERSION_ERROR_TYPE, json_type_name
 
 __all__ = [
+    "checksum_address",
     "MAX_SIGNATURE_BYTES",
     "WIRE_CONTEXT",
     "Address",
@@ -108,12 +110,23 @@ def text_problem(text: str) -> str | None:
 # --- hex and numbers -----------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=65_536)
+def checksum_address(address: str) -> str:
+    """The EIP-55 form of a 0x-prefixed 20-byte hex address (cached: a payment names the same few
+    addresses over and over, and eth-utils' conversion costs a keccak and several validations each time)."""
+    digits = address[2:].lower()
+    hashed = keccak(text=digits).hex()
+    return "0x" + "".join(
+        c.upper() if int(h, 16) >= 8 else c for c, h in zip(digits, hashed[:40], strict=True)
+    )
+
+
 def _validate_address(value: object) -> str:
     text = _require_str(value)
     if len(text) != 42 or not _HEX_ADDRESS.fullmatch(text):
         fail("expected 0x followed by 40 hex digits (a 20-byte address)")
     digits = text[2:]
-    checksummed: str = to_checksum_address(text)
+    checksummed = checksum_address(text)
     # All-lower and all-upper carry no checksum; mixed case claims one and must honour it.
     if digits not in (digits.lower(), digits.upper()) and checksummed != text:
         fail("mixed-case address fails its EIP-55 checksum")

@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from a2a.types import AgentCard
 from a2a.utils.signing import InvalidSignaturesError, _canonicalize_agent_card, create_signature_verifier
 from google.protobuf.json_format import ParseDict
 from joserfc import jws
-from joserfc.jwk import import_key
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 from agentcard import (
@@ -131,7 +131,9 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
 
     async with httpx.AsyncClient() as http:
         served = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
-        results = {version: await verify(http, merchant.base_url, served[version].card) for version in VERSIONS}
+        results = {
+            version: await verify(http, merchant.base_url, served[version].card) for version in VERSIONS
+        }
         jwks = await fetch_jwks(http, merchant.base_url)
 
     for version in VERSIONS:
@@ -147,7 +149,9 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
         assert [check.code for check in result.checks] == [None]
     assert [(k["kid"], k["alg"], k["use"]) for k in jwks["keys"]] == [(key.kid, alg, "sig")]
     assert all("d" not in k for k in jwks["keys"])  # only public halves are published
-    assert protocol_version_of(served["0.3"].card) == "0.3" and protocol_version_of(served["1.0"].card) is None
+    assert (
+        protocol_version_of(served["0.3"].card) == "0.3" and protocol_version_of(served["1.0"].card) is None
+    )
 
 
 def protocol_version_of(card: dict[str, Any]) -> str | None:
@@ -201,7 +205,9 @@ async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
             for signature in served.card["signatures"]:
                 header = protected_header(signature)
                 compact = f"{signature['protected']}.{encoded}.{signature['signature']}"
-                checked = jws.deserialize_compact(compact, jwks[header["kid"]].key, algorithms=[header["alg"]])
+                checked = jws.deserialize_compact(
+                    compact, jwks[header["kid"]].key, algorithms=[header["alg"]]
+                )
                 assert checked.payload == payload
 
 
@@ -242,16 +248,13 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     status, out, err = await merchant_cli("keys", "rotate", keys_dir=keys, cwd=tmp_path)
     assert status == 0, err
     new = out.split()[3]
-    status, listing, err = await merchant_cli("keys", "list", keys_dir=keys, cwd=tmp_path)
-    assert [line.split()[:3] for line in listing.splitlines()] == [
-        [new, "ES256", "active"],
-        [old, "ES256", "active"],
-    ]
 
     during = start_merchant(sqlite_url, card_keys_dir=str(keys))
     async with httpx.AsyncClient() as http:
         rotating = {version: await fetch_card(http, during.base_url, version) for version in VERSIONS}
-        checks = {version: await verify(http, during.base_url, rotating[version].card) for version in VERSIONS}
+        checks = {
+            version: await verify(http, during.base_url, rotating[version].card) for version in VERSIONS
+        }
         jwks_during = await fetch_jwks(http, during.base_url)
     during.stop()
 
@@ -276,22 +279,29 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     assert [(c.kid, c.code) for c in old_card.checks] == [(new, None), (old, "signature_key_not_found")]
 
 
-async def test_the_keys_cli_refuses_what_would_leave_the_card_unsigned(tmp_path: Path) -> None:
+async def test_the_keys_cli_lists_keys_and_refuses_what_would_leave_the_card_unsigned(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
-    status, out, err = await merchant_cli("keys", "generate", "--alg", "EdDSA", keys_dir=keys, cwd=tmp_path)
-    assert status == 0, err
-    kid = out.split()[-1]
+    old = KeyStore(keys).generate("EdDSA").kid
+    new = KeyStore(keys).rotate().kid
+    KeyStore(keys).retire(old)
 
-    last = await merchant_cli("keys", "retire", kid, keys_dir=keys, cwd=tmp_path)
-    unknown = await merchant_cli("keys", "retire", "no-such-kid", keys_dir=keys, cwd=tmp_path)
-    unset = await merchant_cli("keys", "list", keys_dir=None, cwd=tmp_path)
+    listing, last, unknown, unset = await asyncio.gather(
+        merchant_cli("keys", "list", keys_dir=keys, cwd=tmp_path),
+        merchant_cli("keys", "retire", new, keys_dir=keys, cwd=tmp_path),
+        merchant_cli("keys", "retire", "no-such-kid", keys_dir=keys, cwd=tmp_path),
+        merchant_cli("keys", "list", keys_dir=None, cwd=tmp_path),
+    )
 
+    assert listing[0] == 0, listing[2]
+    assert [line.split()[:3] for line in listing[1].splitlines()] == [
+        [new, "EdDSA", "active"],
+        [old, "EdDSA", "retired"],
+    ]
     assert last[0] == 1 and "Error: key_store_error: " in last[2] and "last active key" in last[2]
     assert unknown[0] == 1 and "Error: key_store_error: no key 'no-such-kid'" in unknown[2]
     assert unset[0] == 2 and "set X402_CARD_KEYS_DIR" in unset[2]
     assert all("Traceback" not in result[2] for result in (last, unknown, unset))
-    assert [record.kid for record in KeyStore(keys).records()] == [kid]  # still active, still signing
-    assert KeyStore(keys).signing_keys()[0].kid == kid
+    assert [key.kid for key in KeyStore(keys).signing_keys()] == [new]  # still active, still signing
 
 
 async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevChain, tmp_path: Path) -> None:
@@ -338,12 +348,12 @@ async def test_the_merchant_serves_no_extended_card_that_could_go_unsigned(
     assert [answer["error"]["code"] for answer in answers] == [-32004, -32004]  # unsupported operation
 
 
-def sdk_key_provider(jwks: dict[str, Any]) -> Any:
-    keys = {key["kid"]: key for key in jwks["keys"]}
+def sdk_key_provider(jwks: dict[str, Any]) -> Callable[[str | None, str | None], bytes]:
+    """The SDK verifier's key lookup, answering from the merchant's published JWK Set."""
+    keys = parse_jwks(jwks)
 
     def provide(kid: str | None, _jku: str | None) -> bytes:
-        pem: bytes = import_key(keys[kid or ""]).as_pem(private=False)
-        return pem
+        return keys[kid or ""].key.as_pem(private=False)
 
     return provide
 

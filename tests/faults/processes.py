@@ -1,0 +1,224 @@
+"""Reference merchants as real operating-system processes: `x402-merchant serve`, SIGKILL, restart, reconcile.
+
+Each merchant is configured only through the `X402_*` environment, as an operator would run it: the
+`chain` fixture's node (or a proxy in front of it), its token, a relayer key and a PostgreSQL database.
+The process inherits no `X402_*` variable from the test run and runs in its own directory (no stray
+`.env`). Its log goes to a file, shown when it fails to start. Every process started is killed at
+teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from a2a.extensions.common import HTTP_EXTENSION_HEADER
+from a2a.utils.constants import VERSION_HEADER
+
+from a2a_x402 import EXTENSION_URI
+from devchain import DevChain
+from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE
+from tests.fixtures.servers import bind_loopback
+
+__all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun"]
+
+_STARTUP_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 10.0
+_RECONCILE_TIMEOUT_S = 60.0
+_CLIENT_TIMEOUT_S = 30.0
+_LOG_TAIL_LINES = 40
+
+
+def _console_script(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def _free_port() -> int:
+    with bind_loopback() as sock:
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MerchantProcess:
+    """One `x402-merchant serve` process (or the memory of one that was killed)."""
+
+    name: str
+    base_url: str
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is running."""
+        return self.process is not None and self.process.poll() is None
+
+    def http(self) -> httpx.AsyncClient:
+        """An A2A 1.0 client of this merchant with the x402 extension activated."""
+        headers = {VERSION_HEADER: "1.0", HTTP_EXTENSION_HEADER: EXTENSION_URI}
+        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=_CLIENT_TIMEOUT_S)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, connections and transactions are cut where they stand."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(_STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """SIGTERM and wait for a clean shutdown (SIGKILL if it does not come)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_tail(self) -> str:
+        """The last lines of the process's log."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+
+
+@dataclass(frozen=True)
+class ReconcileRun:
+    """What one `x402-merchant reconcile` run printed, and its exit status."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class MerchantProcesses:
+    """Starts merchants on one chain and one database; `close()` kills every one still running."""
+
+    def __init__(self, chain: DevChain, database_url: str, workdir: Path) -> None:
+        self._chain = chain
+        self._database_url = database_url
+        self._workdir = workdir
+        self._started: list[MerchantProcess] = []
+
+    def env(
+        self, *, port: int, rpc_url: str | None = None, relayer_key: str | None = None, **settings: object
+    ) -> dict[str, str]:
+        """The environment of a merchant; `settings` are `MerchantSettings`/`FacilitatorSettings` fields."""
+        chain = self._chain
+        env = {key: value for key, value in os.environ.items() if not key.startswith("X402_")}
+        env.update(
+            {
+                "X402_DATABASE_URL": self._database_url,
+                "X402_RPC_URL": rpc_url or chain.rpc_url,
+                "X402_NETWORK": chain.network,
+                "X402_ASSET": chain.asset,
+                "X402_ASSET_NAME": chain.asset_name,
+                "X402_ASSET_VERSION": chain.asset_version,
+                "X402_RELAYER_KEY": relayer_key or chain.relayer_key,
+                "X402_PAY_TO": DEFAULT_PAY_TO,
+                "X402_PRICE": str(DEFAULT_PRICE),
+                "X402_HOST": "127.0.0.1",
+                "X402_PORT": str(port),
+            }
+        )
+        env.update({f"X402_{name.upper()}": str(value) for name, value in settings.items()})
+        return env
+
+    async def start(
+        self, *, rpc_url: str | None = None, relayer_key: str | None = None, **settings: object
+    ) -> MerchantProcess:
+        """Start a merchant and return once it answers `/healthz`.
+
+        Raises:
+            AssertionError: it exited or did not answer in time (its log tail is in the message).
+        """
+        port = _free_port()
+        env = self.env(port=port, rpc_url=rpc_url, relayer_key=relayer_key, **settings)
+        merchant = MerchantProcess(
+            name=f"merchant-{len(self._started) + 1}",
+            base_url=f"http://127.0.0.1:{port}",
+            env=env,
+            log_path=self._workdir / f"merchant-{len(self._started) + 1}.log",
+        )
+        return await self._launch(merchant)
+
+    async def restart(self, merchant: MerchantProcess, **settings: object) -> MerchantProcess:
+        """Start `merchant` again (same port, database, chain and keys), with `settings` changed."""
+        if merchant.alive:
+            raise RuntimeError(f"{merchant.name} is still running")
+        env = {**merchant.env, **{f"X402_{name.upper()}": str(value) for name, value in settings.items()}}
+        again = MerchantProcess(
+            name=f"{merchant.name}-restarted",
+            base_url=merchant.base_url,
+            env=env,
+            log_path=self._workdir / f"{merchant.name}-restarted-{len(self._started)}.log",
+        )
+        return await self._launch(again)
+
+    async def reconcile(self, merchant: MerchantProcess, **settings: object) -> ReconcileRun:
+        """One `x402-merchant reconcile` pass with `merchant`'s settings (and `settings` changed)."""
+        env = {**merchant.env, **{f"X402_{name.upper()}": str(value) for name, value in settings.items()}}
+        process = await asyncio.create_subprocess_exec(
+            _console_script("x402-merchant"),
+            "reconcile",
+            env=env,
+            cwd=self._workdir,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            stdout, stderr = await asyncio.wait_for(process.communicate(), _RECONCILE_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise
+        assert process.returncode is not None
+        return ReconcileRun(process.returncode, stdout.decode(), stderr.decode())
+
+    def close(self) -> None:
+        """Kill every merchant still running."""
+        for merchant in self._started:
+            merchant.kill()
+
+    async def _launch(self, merchant: MerchantProcess) -> MerchantProcess:
+        self._spawn(merchant)
+        await _wait_healthy(merchant)
+        return merchant
+
+    def _spawn(self, merchant: MerchantProcess) -> None:
+        # fork/exec returns at once; the wait for the server to come up is the async part.
+        with merchant.log_path.open("ab") as log:
+            # Our own console script with arguments we chose: nothing untrusted reaches the command line.
+            merchant.process = subprocess.Popen(  # noqa: S603
+                [_console_script("x402-merchant"), "serve"],
+                env=merchant.env,
+                cwd=self._workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self._started.append(merchant)
+
+
+async def _wait_healthy(merchant: MerchantProcess) -> None:
+    deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+    async with httpx.AsyncClient(timeout=1.0) as http:
+        while time.monotonic() < deadline:
+            if not merchant.alive:
+                raise AssertionError(f"{merchant.name} exited during startup:\n{merchant.log_tail()}")
+            try:
+                if (await http.get(merchant.base_url + "/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    merchant.kill()
+    raise AssertionError(
+        f"{merchant.name} did not answer within {_STARTUP_TIMEOUT_S} s:\n{merchant.log_tail()}"
+    )

@@ -1,0 +1,110 @@
+"""A settlement transaction that does not get mined in time: left pending past the deadline, dropped from
+the pool, or outlived by its authorization. The client holds a working task and polls it to the end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from devchain import DevChain
+from payer import sign_payment
+from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
+
+from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
+from .conftest import PAY_TOS
+from .processes import MerchantProcesses
+
+
+async def test_a_settlement_pending_past_the_deadline_completes_once_mined(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(settle_timeout_s=1)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        chain.rpc.call("evm_setAutomine", [False])
+        answer = await pay(wire, task_id, sign_payment(payer_key, terms))
+        tx_hash = pending_transaction(answer)  # past the deadline: a task to poll, naming its transaction
+        assert await ledger_entries(postgres_url) == []
+
+        chain.rpc.call("evm_mine")
+        done = await poll_until_definite(wire, task_id)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert [t.tx_hash for t in report.transfers] == [tx_hash]
+    assert report.booked_tasks == [task_id]
+
+
+async def test_a_settlement_dropped_from_the_pool_is_sent_again_and_completes(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(settle_timeout_s=1)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        chain.rpc.call("evm_setAutomine", [False])
+        tx_hash = pending_transaction(await pay(wire, task_id, sign_payment(payer_key, terms)))
+        chain.rpc.call("anvil_dropTransaction", [tx_hash])
+        assert chain.rpc.call("eth_getTransactionByHash", [tx_hash]) is None
+
+        # The authorization is still valid: the merchant, still waiting, puts the same transaction back.
+        await wait_until(
+            lambda: chain.rpc.call("eth_getTransactionByHash", [tx_hash]) is not None,
+            what="the dropped settlement to be broadcast again",
+        )
+        chain.rpc.call("evm_mine")
+        done = await poll_until_definite(wire, task_id)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert [t.tx_hash for t in report.transfers] == [tx_hash]
+
+
+async def test_an_authorization_expiring_while_its_transaction_is_pending_fails_the_task_uncharged(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(settle_timeout_s=1)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        # Just valid enough to pass verification (the facilitator wants 6 s of validity left).
+        valid_before = int(time.time()) + 10
+        payload = sign_payment(payer_key, terms, valid_before=valid_before)
+        chain.rpc.call("evm_setAutomine", [False])
+        tx_hash = pending_transaction(await pay(wire, task_id, payload))
+        payee_before = chain.balance_of(DEFAULT_PAY_TO)
+
+        # The transaction is mined only after the authorization expired: it reverts.
+        chain.rpc.call("evm_setNextBlockTimestamp", [valid_before + 1])
+        chain.rpc.call("evm_mine")
+        receipt = chain.rpc.call("eth_getTransactionReceipt", [tx_hash])
+        assert int(receipt["status"], 16) == 0
+        done = await poll_until_definite(wire, task_id)
+
+    assert done["status"]["state"] == "TASK_STATE_FAILED"
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_FAILED"}
+    )
+    assert report.transfers == [] and report.booked_tasks == []

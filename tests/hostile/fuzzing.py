@@ -1,0 +1,85 @@
+"""Running schemathesis against a live server: every operation of a document, in both generation modes.
+
+`fuzz_operations` draws cases for each operation with Hypothesis (positive mode: requests that match the
+document; negative mode: requests that break it), sends each to the server at `base_url` over real HTTP,
+applies schemathesis' `not_a_server_error` check, and hands every (case, response) to `after` for the
+caller's own checks (state unchanged, ...). It returns how many requests each status code got.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.transport import Response
+
+__all__ = ["fuzz_operations"]
+
+AfterCall = Callable[[Case, Response], None]
+_TIMEOUT_S = 30.0
+
+
+def fuzz_operations(
+    document: Mapping[str, Any],
+    base_url: str,
+    *,
+    max_examples: int,
+    headers: Mapping[str, str] | None = None,
+    after: AfterCall | None = None,
+    modes: tuple[GenerationMode, ...] = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE),
+) -> Counter[int]:
+    """Fuzz every operation of the OpenAPI `document` against `base_url`; returns a count per HTTP status.
+
+    Raises:
+        AssertionError (or schemathesis' failure) at the first server error or failed `after` check,
+        with the request to reproduce it.
+    """
+    schema = schemathesis.openapi.from_dict(dict(document))
+    statuses: Counter[int] = Counter()
+    with requests.Session() as session:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            has_inputs = any(name in operation.definition.raw for name in ("parameters", "requestBody"))
+            # An operation without parameters or body has nothing negative mode could break.
+            for mode in modes if has_inputs else (GenerationMode.POSITIVE,):
+                strategy = operation.as_strategy(generation_mode=mode)
+
+                # Generate only (no shrinking, no example database): a failure is reported with its curl
+                # command, and shrinking would replay requests against state the run has changed.
+                @settings(
+                    max_examples=max_examples,
+                    deadline=None,
+                    database=None,
+                    phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck),
+                )
+                @given(strategy)
+                def run(case: Case) -> None:
+                    import os, json as _j
+                    if os.environ.get("HOSTILE_EXPLORE"):
+                        kw = case.as_transport_kwargs(base_url=base_url)
+                        data = kw.get("data") or kw.get("json")
+                        if isinstance(data, (bytes, str)):
+                            raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+                            try:
+                                raw.decode("utf-8")
+                            except UnicodeDecodeError:
+                                return
+                        if "ROLE_AGENT" in _j.dumps(case.body, default=str):
+                            return
+                    response = case.call(
+                        base_url=base_url, session=session, headers=dict(headers or {}), timeout=_TIMEOUT_S
+                    )
+                    statuses[response.status_code] += 1
+                    case.validate_response(response, checks=[not_a_server_error])
+                    if after is not None:
+                        after(case, response)
+
+                run()
+    return statuses

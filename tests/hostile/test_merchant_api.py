@@ -1,0 +1,225 @@
+"""schemathesis against the reference merchant's A2A 1.0 surface and billing API, on the dev chain and SQLite.
+
+The merchant serves three tenants (default, `acme`, `globex`) with billing tokens; `acme` has a task
+waiting for payment and a paid one, the default tenant one waiting for payment, so generated requests can
+name live tasks, contexts, tenants, tokens and webhook events (see `openapi.merchant_document`). No
+generated request can carry a payment a payer signed, so the happy path is out of reach and the state
+may move only in these ways, checked after every request:
+
+* a refused request (HTTP status >= 400, a JSON-RPC error, a stream whose first event is an error) and
+  any read changes nothing at all;
+* an accepted SendMessage, stream or CancelTask changes only tasks and payment offers: new rows only for
+  task ids its answer names, changed rows only for task ids its request names;
+* the books never move: no ledger row, webhook event or delivery, no settlement claim, relayer nonce and
+  payee balances as they were.
+
+Besides the generated run, non-finite numbers (NaN, Infinity, 1e999), which Python's JSON parser accepts
+but protobuf cannot serialize back, are sent where a `Struct` is read.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from eth_account import Account
+from schemathesis import Case
+from schemathesis.core.transport import Response
+
+from a2a_x402 import EXTENSION_URI
+from devchain import DevChain
+from merchant.edge import JSONRPC_PATH, REST_PATH
+from tests.fixtures.merchant import MerchantStarter, RunningMerchant
+
+from .fuzzing import fuzz_operations
+from .openapi import merchant_document
+from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
+from .state import BOOKS, TASK_TABLES, Snapshot, changes, sqlite_path, take_snapshot, wait_until_quiet
+
+_EXAMPLES_PER_OPERATION = 15
+_MUTATING_RPC_METHODS = frozenset(
+    {"SendMessage", "SendStreamingMessage", "CancelTask", "CreateTaskPushNotificationConfig"}
+)
+_MUTATING_REST_SUFFIXES = ("/message:send", "/message:stream", ":cancel", "/pushNotificationConfigs", "/redeliver")
+
+
+def _rpc_method(case: Case) -> str | None:
+    body = case.body if isinstance(case.body, dict) else {}
+    method = body.get("method")
+    return method if isinstance(method, str) else None
+
+
+def _is_mutating(case: Case) -> bool:
+    if case.operation.path == JSONRPC_PATH:
+        return _rpc_method(case) in _MUTATING_RPC_METHODS
+    return case.method.upper() == "POST" and case.formatted_path.endswith(_MUTATING_REST_SUFFIXES)
+
+
+def _events(text: str) -> list[Any]:
+    events = []
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            try:
+                events.append(json.loads(line[5:]))
+            except json.JSONDecodeError:
+                events.append(None)
+    return events
+
+
+def _accepted(response: Response) -> bool:
+    """Whether the merchant took the request: 2xx, no JSON-RPC error, no error as the stream's first event."""
+    if response.status_code >= 300:
+        return False
+    if "text/event-stream" in (response.headers.get("content-type") or [""])[0]:
+        events = _events(response.text)
+        return bool(events) and isinstance(events[0], dict) and "error" not in events[0]
+    try:
+        body = json.loads(response.text)
+    except json.JSONDecodeError:
+        return True
+    return not (isinstance(body, dict) and "error" in body)
+
+
+def _request_text(case: Case) -> str:
+    return json.dumps([case.path_parameters, case.query, case.body], default=str)
+
+
+def _explained(case: Case, response: Response, moved: dict[str, dict[str, list[Any]]]) -> list[str]:
+    """The changes an accepted mutating request is not allowed to make (empty when all are explained)."""
+    unexplained = [f"{table}: {found}" for table, found in moved.items() if table not in TASK_TABLES]
+    for table in TASK_TABLES:
+        found = moved.get(table, {})
+        unexplained += [f"{table} removed {key}" for key in found.get("removed", [])]
+        unexplained += [f"{table} added {key}" for key in found.get("added", []) if str(key[0]) not in response.text]
+        unexplained += [
+            f"{table} changed {key}" for key in found.get("changed", []) if str(key[0]) not in _request_text(case)
+        ]
+    return unexplained
+
+
+@pytest.fixture
+def three_tenants(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path) -> RunningMerchant:
+    """The reference merchant on SQLite serving the default tenant, `acme` and `globex`, with tokens."""
+    return start_merchant(sqlite_url, tenants_file=tenants_toml(tmp_path / "tenants.toml"))
+
+
+@pytest.fixture
+def a2a(three_tenants: RunningMerchant) -> Iterator[httpx.Client]:
+    """A synchronous A2A 1.0 client of the merchant with the x402 extension activated."""
+    with httpx.Client(base_url=three_tenants.base_url, headers=A2A_HEADERS, timeout=30) as client:
+        yield client
+
+
+def _event_ids(database_url: str) -> list[str]:
+    connection = sqlite3.connect(f"file:{sqlite_path(database_url)}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in connection.execute("SELECT id FROM webhook_events")]
+    finally:
+        connection.close()
+
+
+def test_generated_requests_never_get_a_server_error_and_change_only_what_they_may(
+    chain: DevChain,
+    three_tenants: RunningMerchant,
+    a2a: httpx.Client,
+    new_payer: Callable[..., str],
+) -> None:
+    payer_key = new_payer()
+    awaiting, default_awaiting = quote(a2a, "acme"), quote(a2a, "")
+    paid = pay(a2a, "acme", quote(a2a, "acme"), payer_key)
+    database = three_tenants.database_url
+    payees = list(PAYEES.values())
+    document_values: dict[str, Any] = {
+        "tenants": ["", "acme", "globex", "ghost"],
+        "tokens": [*TOKENS.values(), "wrong-token-0123456789abcdef"],
+        "task_ids": [awaiting["id"], default_awaiting["id"], paid["id"]],
+        "finished_task_ids": [paid["id"]],
+        "context_ids": [awaiting["contextId"], paid["contextId"], default_awaiting["contextId"]],
+        "event_ids": _event_ids(database),
+        "addresses": [chain.asset, *payees, Account.from_key(payer_key).address],
+        "networks": [chain.network],
+    }
+    last: list[Snapshot] = [wait_until_quiet(database, chain, payees)]
+    accepted_changes: list[str] = []
+
+    def check_state(case: Case, response: Response) -> None:
+        mutating, accepted = _is_mutating(case), _accepted(response)
+        after = wait_until_quiet(database, chain, payees, settle_s=0.1) if mutating and accepted else None
+        after = after or take_snapshot(database, chain, payees)
+        moved = changes(last[0], after)
+        last[0] = after
+        if not moved:
+            return
+        label = f"{case.method} {case.formatted_path} {_rpc_method(case) or ''} -> {response.status_code}"
+        assert accepted and mutating, f"{label} (refused or read-only) changed {moved}\n{_request_text(case)}"
+        unexplained = _explained(case, response, moved)
+        assert not unexplained, f"{label} made unexplained changes {unexplained}\n{_request_text(case)}"
+        accepted_changes.append(label)
+
+    statuses = fuzz_operations(
+        merchant_document(**document_values),
+        three_tenants.base_url,
+        max_examples=_EXAMPLES_PER_OPERATION,
+        headers=A2A_HEADERS,
+        after=check_state,
+    )
+
+    assert all(status < 500 for status in statuses), statuses
+    # The run reached the handlers (tasks made, reads answered) and the refusals (4xx).
+    assert statuses[200] and statuses[400] and statuses[401] and statuses[404], statuses
+    assert accepted_changes, "no generated request was accepted: the document does not reach the handlers"
+    assert not any(changes(last[0], take_snapshot(database, chain, payees)).get(t) for t in BOOKS)
+
+
+# -- non-finite numbers ---------------------------------------------------------------------------------
+
+# Python's json module reads these; orjson, RFC 8259 and protobuf's serializer do not.
+_NON_FINITE = {"NaN": "NaN", "Infinity": "Infinity", "overflow": "-1e999"}
+
+
+def _message_text(where: str, number: str) -> str:
+    message_id = uuid.uuid4()
+    if where == "message metadata":
+        extra = f', "metadata": {{"note": {number}}}'
+        parts = '[{"text": "hi"}]'
+    elif where == "extension payload":
+        extra = (
+            f', "extensions": ["{EXTENSION_URI}"], "metadata": {{"{EXTENSION_URI}": '
+            f'{{"status": "payment-submitted", "payload": {{"x402Version": {number}}}}}}}'
+        )
+        parts = '[{"text": "hi"}]'
+    elif where == "part metadata":
+        extra = ""
+        parts = f'[{{"text": "hi", "metadata": {{"note": {number}}}}}]'
+    else:
+        extra = ""
+        parts = f'[{{"data": {{"note": {number}}}}}]'
+    return f'{{"messageId": "{message_id}", "role": "ROLE_USER", "parts": {parts}{extra}}}'
+
+
+@pytest.mark.parametrize("number", list(_NON_FINITE.values()), ids=list(_NON_FINITE))
+@pytest.mark.parametrize("where", ["message metadata", "extension payload", "part metadata", "data part"])
+@pytest.mark.parametrize("binding", ["rest", "jsonrpc"])
+def test_a_non_finite_number_in_a_message_is_refused_as_invalid_not_an_internal_error(
+    chain: DevChain, three_tenants: RunningMerchant, a2a: httpx.Client, binding: str, where: str, number: str
+) -> None:
+    """Pinned: today each of these is a 500 / JSON-RPC -32603 (protobuf cannot serialize the number back)."""
+    database = three_tenants.database_url
+    before = take_snapshot(database, chain)
+    message = _message_text(where, number)
+    headers = {"content-type": "application/json"}
+    if binding == "rest":
+        response = a2a.post(f"{REST_PATH}/message:send", content=f'{{"message": {message}}}', headers=headers)
+        assert response.status_code == 400, response.text
+    else:
+        body = f'{{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {{"message": {message}}}}}'
+        response = a2a.post(JSONRPC_PATH, content=body, headers=headers)
+        error = response.json()["error"]
+        assert error["code"] in (-32700, -32602), error
+    assert not changes(before, wait_until_quiet(database, chain, settle_s=0.2))
