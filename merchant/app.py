@@ -87,9 +87,7 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
     keys = store.signing_keys()
     if not keys:
         # A configured directory without a key must not quietly serve an unsigned card.
-        raise KeyStoreError(
-            f"no active signing key in {store.directory}: run `x402-merchant keys generate`"
-        )
+        raise KeyStoreError(f"no active signing key in {store.directory}: run `x402-merchant keys generate`")
     jwks = store.public_jwks()
     jku = jwks_url(settings.base_url)
 
@@ -162,7 +160,7 @@ def build_app(
     )
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
-    offers = OfferStore(engine)
+    offers = OfferStore(engine, events=outbox)
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
         pricing=pricing,

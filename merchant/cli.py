@@ -87,7 +87,11 @@ async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
     try:
         ledger = Ledger(engine, Outbox(engine))
         reconciler = build_reconciler(
-            settings, engine=engine, facilitator=facilitator, offers=OfferStore(engine), ledger=ledger
+            settings,
+            engine=engine,
+            facilitator=facilitator,
+            offers=OfferStore(engine, events=Outbox(engine)),
+            ledger=ledger,
         )
         try:
             return await reconciler.run_once()

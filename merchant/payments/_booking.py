@@ -1,18 +1,20 @@
-"""Booking a settled payment in the tenant's ledger."""
+"""What the books and the billing webhooks are told about a payment: its booking, and its events."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import stamina
 
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 
 from ..ledger import Ledger, LedgerError, SettlementBooking
+from ..webhooks import EventType
 from ._offers import Offer
 
-__all__ = ["book_settlement"]
+__all__ = ["book_settlement", "settlement_event"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,3 +69,30 @@ async def book_settlement(
         )
         return False
     return True
+
+
+def settlement_event(
+    kind: EventType,
+    offer: Offer,
+    requirements: PaymentRequirements,
+    payload: PaymentPayload,
+    response: SettleResponse,
+) -> tuple[EventType, dict[str, Any]]:
+    """A `settlement.pending` or `settlement.failed` webhook event (type and data) for `offer`'s payment.
+
+    `settlement.completed`, `.finalized` and `.reversed` come from the ledger, with the entry they report.
+    """
+    data: dict[str, Any] = {
+        "taskId": offer.task_id,
+        "contextId": offer.context_id,
+        "payer": payload.payload.authorization.from_address,
+        "payTo": requirements.pay_to,
+        "asset": requirements.asset,
+        "network": requirements.network,
+        "amount": str(requirements.amount),
+        "transaction": response.transaction or None,
+        "occurredAt": datetime.now(UTC).isoformat(),
+    }
+    if kind is EventType.SETTLEMENT_FAILED:
+        data["reason"] = response.error_reason or "transaction_failed"
+    return kind, data

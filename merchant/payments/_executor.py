@@ -52,7 +52,8 @@ from facilitator import ChainUnavailableError, FacilitatorClient
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
-from ._booking import book_settlement
+from ..webhooks import EventType
+from ._booking import book_settlement, settlement_event
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import Offer, OfferState, OfferStore
 from ._pricing import Pricing
@@ -285,7 +286,10 @@ class PaymentExecutor(AgentExecutor):
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
             await self._offers.advance(
-                task_id, OfferState.SETTLING, receipts=[r.to_json_dict() for r in receipts]
+                task_id,
+                OfferState.SETTLING,
+                receipts=[r.to_json_dict() for r in receipts],
+                event=settlement_event(EventType.SETTLEMENT_PENDING, offer, requirements, payload, response),
             )
             await event_queue.enqueue_event(
                 agent_status(
@@ -314,6 +318,7 @@ class PaymentExecutor(AgentExecutor):
                 error_code_for_reason(reason),
                 f"Settlement failed: {response.error_message or reason}",
                 tuple(receipts),
+                event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),
             )
             return
         await book_settlement(self._ledger, offer, payload, requirements, response)
@@ -358,16 +363,22 @@ class PaymentExecutor(AgentExecutor):
         error: PaymentErrorCode,
         text: str,
         receipts: tuple[Any, ...],
+        *,
+        event: tuple[EventType, dict[str, Any]] | None = None,
     ) -> None:
         task_id, context_id = _ids(context)
         stored = [r.to_json_dict() for r in receipts]
         if error in RETRYABLE_ERROR_CODES:
-            await self._offers.advance(task_id, OfferState.OFFERED, receipts=stored, error=error.value)
+            await self._offers.advance(
+                task_id, OfferState.OFFERED, receipts=stored, error=error.value, event=event
+            )
             await self._offer_terms(
                 context, event_queue, offer.skill, dialect, error=error, request=offer.request
             )
             return
-        await self._offers.advance(task_id, OfferState.FAILED, receipts=stored, error=error.value)
+        await self._offers.advance(
+            task_id, OfferState.FAILED, receipts=stored, error=error.value, event=event
+        )
         await event_queue.enqueue_event(
             agent_status(
                 task_id,

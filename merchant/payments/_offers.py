@@ -23,7 +23,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..webhooks import EventType, Outbox
 
 __all__ = ["Offer", "OfferState", "OfferStore", "offers_table"]
 
@@ -107,8 +109,9 @@ def _offer(row: sa.Row[Any]) -> Offer:
 class OfferStore:
     """Reads and advances payment offers; every change is one short transaction."""
 
-    def __init__(self, engine: AsyncEngine):
+    def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
         self._engine = engine
+        self._events = events
 
     async def offer(
         self,
@@ -225,14 +228,34 @@ class OfferStore:
         except IntegrityError:
             return False
 
-    async def advance(self, task_id: str, state: OfferState, **values: Any) -> None:
-        """Move the offer to `state`, recording `values` (receipts, held artifacts, error)."""
+    async def advance(
+        self,
+        task_id: str,
+        state: OfferState,
+        *,
+        event: tuple[EventType, dict[str, Any]] | None = None,
+        **values: Any,
+    ) -> None:
+        """Move the offer to `state`, recording `values` (receipts, held artifacts, error).
+
+        `event` (a billing webhook event type and its data) is written to the outbox in the same
+        transaction, so the change and its notification are never separated by a crash.
+        """
         async with self._engine.begin() as connection:
             await connection.execute(
                 offers_table.update()
                 .where(offers_table.c.task_id == task_id)
                 .values(state=state.value, updated_at=_now(), **values)
             )
+            if event is not None and self._events is not None:
+                offer = await self._offer_in(connection, task_id)
+                await self._events.record_event(connection, offer.tenant, event[0], event[1])
+
+    async def _offer_in(self, connection: AsyncConnection, task_id: str) -> Offer:
+        row = (
+            await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
+        ).one()
+        return _offer(row)
 
     async def touch(self, task_id: str) -> None:
         """Mark the offer as still looked after (its owner is alive and waiting on it)."""

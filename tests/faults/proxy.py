@@ -7,7 +7,7 @@ refused, so the merchant sits right there while it is SIGKILLed. So this proxy r
 daemon thread, and its rules are set from the test thread:
 
 - `hold(match, deliver=...)`: matching requests wait (after reaching the node, with `deliver`) until
-  `release(rule)` lets them through, or the proxy closes;
+  `release(rule)` lets them through, or `discard(rule)` (or the proxy closing) drops them;
 - `outage(match, seconds, deliver=...)`: the first matching request is lost (after reaching the node, with
   `deliver`) and the node is unreachable for `seconds`;
 - `offline`: every connection is refused and every request in flight dropped.
@@ -42,6 +42,7 @@ class ProxyRule:
     hits: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    discarded: bool = False
 
 
 class ThreadedRpcProxy:
@@ -76,6 +77,11 @@ class ThreadedRpcProxy:
         """Let the requests `rule` holds (and every later one) through."""
         self._rules = [other for other in self._rules if other is not rule]
         self._loop.call_soon_threadsafe(rule.released.set)
+
+    def discard(self, rule: ProxyRule) -> None:
+        """Drop the requests `rule` holds, undelivered ones never reaching the node; later ones pass."""
+        rule.discarded = True
+        self.release(rule)
 
     @property
     def unreachable(self) -> bool:
@@ -148,10 +154,12 @@ class ThreadedRpcProxy:
                     return
                 if rule is not None and not rule.deliver:
                     await rule.released.wait()
+                    if rule.discarded:
+                        return
                 response = await _forward(node_writer, node_reader, request)
                 if rule is not None and rule.deliver:
                     await rule.released.wait()
-                if self.unreachable:
+                if self.unreachable or (rule is not None and rule.discarded):
                     return
                 client_writer.write(response)
                 await client_writer.drain()

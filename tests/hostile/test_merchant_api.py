@@ -43,6 +43,7 @@ from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
 from .state import BOOKS, TASK_TABLES, Snapshot, changes, sqlite_path, take_snapshot, wait_until_quiet
 
 _EXAMPLES_PER_OPERATION = 15
+_NO_RECONCILE_S = 3600.0
 _MUTATING_RPC_METHODS = frozenset(
     {"SendMessage", "SendStreamingMessage", "CancelTask", "CreateTaskPushNotificationConfig"}
 )
@@ -105,8 +106,13 @@ def _explained(case: Case, response: Response, moved: dict[str, dict[str, list[A
 
 @pytest.fixture
 def three_tenants(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path) -> RunningMerchant:
-    """The reference merchant on SQLite serving the default tenant, `acme` and `globex`, with tokens."""
-    return start_merchant(sqlite_url, tenants_file=tenants_toml(tmp_path / "tenants.toml"))
+    """The reference merchant on SQLite serving the default tenant, `acme` and `globex`, with tokens.
+
+    Its reconciler does not run during the test: it would finalize the paid settlement (a ledger entry and
+    a webhook event) at an arbitrary moment of the run, which would look like a request's doing.
+    """
+    tenants_file = tenants_toml(tmp_path / "tenants.toml")
+    return start_merchant(sqlite_url, tenants_file=tenants_file, reconcile_interval_s=_NO_RECONCILE_S)
 
 
 @pytest.fixture
