@@ -19,17 +19,30 @@ import shutil
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
 import asyncpg
 
+from merchant.ledger import LedgerReader
+from merchant.tenants import DEFAULT_TENANT
+from storage import create_engine
+
 from ._chain import BenchChain
 from ._merchant_bare_app import DATABASE_URL_ENV
 from ._servers import ServerProcess, free_port, spawn_server
 
-__all__ = ["Backend", "Databases", "postgres_cpu_s", "start_bare", "start_merchant"]
+__all__ = [
+    "Backend",
+    "Databases",
+    "LedgerTotals",
+    "ledger_totals",
+    "postgres_cpu_s",
+    "start_bare",
+    "start_merchant",
+]
 
 POSTGRES_SERVER_URL = "postgresql://postgres@127.0.0.1:5432"
 _POSTGRES_ADMIN_URL = f"{POSTGRES_SERVER_URL}/postgres"
@@ -111,6 +124,29 @@ class Databases:
             name = self._postgres_made.pop()
             # FORCE: a server that did not stop cleanly must not keep the database alive.
             asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTotals:
+    """The default tenant's revenue postings: how many settlement credits, and their sum in atomic units."""
+
+    credits: int
+    credited_atomic: int
+
+
+async def _read_ledger(database_url: str) -> LedgerTotals:
+    engine = create_engine(database_url)
+    try:
+        lines = await LedgerReader(engine).statement(DEFAULT_TENANT)
+    finally:
+        await engine.dispose()
+    credits = [line.amount for line in lines if line.direction == "credit"]
+    return LedgerTotals(credits=len(credits), credited_atomic=sum(credits))
+
+
+def ledger_totals(database_url: str) -> LedgerTotals:
+    """What the merchant's ledger in `database_url` has booked for the default tenant so far."""
+    return asyncio.run(_read_ledger(database_url))
 
 
 def postgres_cpu_s() -> float | None:

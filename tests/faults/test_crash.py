@@ -1,0 +1,177 @@
+"""The merchant SIGKILLed at each step of settling a paid turn, then restarted on the same database.
+
+Steps, in the order a paid turn passes them: the authorization claimed (nothing sent); the transaction
+taken by the node (the merchant never heard back); the broadcast recorded (no receipt yet); the receipt in
+(nothing booked); the ledger entry written (its webhook event not yet, same transaction); both committed
+(the task not yet told). The merchant is stopped at the step by a test-only hand that is not in the product:
+the RPC proxy holds a request, or the test holds a PostgreSQL lock the merchant needs. After the restart
+the client, holding only its task id, polls it to a definite answer, and the invariants hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import httpx
+import pytest
+
+from devchain import DevChain
+from facilitator.wire import PaymentPayload
+from payer import sign_payment
+from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.merchant import MerchantWire
+
+from .clients import open_task, pay, poll_until_definite, wait_until
+from .conftest import PAY_TOS
+from .database import DatabaseProbe
+from .processes import MerchantProcesses
+from .proxy import ThreadedRpcProxy
+
+Reached = Callable[[], Awaitable[None]]
+
+STEPS = [
+    pytest.param("claimed", id="after the claim, before the broadcast"),
+    pytest.param("sent", id="after the node took the transaction, before the merchant heard"),
+    pytest.param("broadcast", id="after the broadcast was recorded, before the receipt"),
+    pytest.param("receipt", id="after the receipt, before the ledger write"),
+    pytest.param("ledger", id="after the ledger write, before the outbox write"),
+    pytest.param("outbox", id="after the ledger and outbox commit, before the task is told"),
+]
+
+
+class _Stop:
+    """Where and how the merchant is stopped for one step."""
+
+    def __init__(
+        self, chain: DevChain, proxy: ThreadedRpcProxy, database: DatabaseProbe, payload: PaymentPayload
+    ) -> None:
+        self._chain = chain
+        self._proxy = proxy
+        self._database = database
+        authorization = payload.payload.authorization
+        self._payer, self._nonce = authorization.from_address, authorization.nonce
+
+    async def claim_state(self) -> str | None:
+        """The state of the authorization's settlement claim."""
+        state = await self._database.scalar(
+            "SELECT state FROM settlement_claims WHERE payer = :payer AND nonce = :nonce",
+            payer=self._payer,
+            nonce=self._nonce,
+        )
+        return None if state is None else str(state)
+
+    def used_on_chain(self) -> bool:
+        """Whether the authorization was used on chain."""
+        return self._chain.authorization_state(self._payer, bytes.fromhex(self._nonce[2:]))
+
+    @asynccontextmanager
+    async def at(self, step: str, task_id: str) -> AsyncIterator[Reached]:
+        """Arrange the stop at `step`; yield a wait for the merchant to stand there; undo it afterwards."""
+        async with AsyncExitStack() as stack:
+            proxy, database = self._proxy, self._database
+            if step in ("claimed", "sent"):
+                held = proxy.hold(b"eth_sendRawTransaction", deliver=step == "sent")
+                stack.callback(proxy.discard, held)
+
+                async def reached() -> None:
+                    await wait_until(held.reached.is_set, what="the settlement to be sent")
+                    if step == "sent":
+                        await wait_until(self.used_on_chain, what="the node to mine the settlement")
+                    assert await self.claim_state() == "claimed"
+
+            elif step == "broadcast":
+                held = proxy.hold(b"eth_getTransactionReceipt", deliver=False)
+                stack.callback(proxy.discard, held)
+
+                async def reached() -> None:
+                    await wait_until(
+                        lambda: _is(self.claim_state(), "broadcast"), what="the broadcast to be recorded"
+                    )
+
+            elif step in ("receipt", "ledger"):
+                lock = (
+                    "SELECT value FROM ledger_sequence WHERE id = 1 FOR UPDATE"
+                    if step == "receipt"
+                    else "LOCK TABLE webhook_events IN EXCLUSIVE MODE"
+                )
+                waiting_statement = "UPDATE ledger_sequence" if step == "receipt" else "INSERT INTO webhook_events"
+                await stack.enter_async_context(database.locked(lock))
+
+                async def reached() -> None:
+                    await wait_until(
+                        lambda: _any(database.waiting(waiting_statement)), what=f"{waiting_statement} to wait"
+                    )
+                    assert await self.claim_state() == "succeeded"
+
+            else:  # "outbox": hold the receipt until the offer is locked, so the booking is all that passes
+                held = proxy.hold(b"eth_getTransactionReceipt", deliver=False)
+                stack.callback(proxy.discard, held)
+
+                async def reached() -> None:
+                    await wait_until(held.reached.is_set, what="the receipt wait")
+                    await stack.enter_async_context(
+                        database.locked(
+                            "SELECT task_id FROM payment_offers WHERE task_id = :task_id FOR UPDATE",
+                            task_id=task_id,
+                        )
+                    )
+                    proxy.release(held)
+                    await wait_until(
+                        lambda: _any(database.waiting("UPDATE payment_offers")), what="the offer update to wait"
+                    )
+                    booked = await database.scalar("SELECT count(*) FROM webhook_events")
+                    assert booked == 1  # the entry and its event are committed
+
+            yield reached
+
+
+async def _is(value: Awaitable[str | None], expected: str) -> bool:
+    return await value == expected
+
+
+async def _any(values: Awaitable[list[int]]) -> bool:
+    return bool(await values)
+
+
+@pytest.mark.parametrize("step", STEPS)
+async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_restart(
+    step: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    proxy: ThreadedRpcProxy,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    # A short claim lease, so a claim the dead process held can be taken over within the test.
+    merchant = await merchants.start(rpc_url=proxy.url, claim_lease_s=1, settle_timeout_s=20)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        payload = sign_payment(payer_key, terms)
+        stop = _Stop(chain, proxy, database, payload)
+        async with stop.at(step, task_id) as reached:
+            paying = asyncio.create_task(pay(wire, task_id, payload))
+            await reached()
+            merchant.kill()
+            with pytest.raises(httpx.TransportError):
+                await paying  # the client got no answer, only its task id
+
+    restarted = await merchants.restart(
+        merchant, rpc_url=chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
+    )
+    async with restarted.http() as http:
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
+    final_pass = await merchants.reconcile(restarted)
+    assert final_pass.returncode == 0, final_pass.stderr
