@@ -12,6 +12,7 @@ reset, because their relayers cache the next nonce.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,6 +87,14 @@ class BenchChain:
         if self.node.port is None:
             raise RuntimeError("anvil is not running")
         return ("127.0.0.1", self.node.port)
+
+    def anvil_version(self) -> str:
+        """anvil's version string, as its ``--version`` prints it."""
+        completed = subprocess.run(  # noqa: S603 - the anvil binary devchain found, no shell
+            [str(self.node.binary), "--version"], capture_output=True, text=True, check=False
+        )
+        first = completed.stdout.splitlines()[0] if completed.stdout else ""
+        return first.removeprefix("anvil Version: ") or "unknown"
 
     def anvil_cpu_s(self) -> float | None:
         """CPU seconds anvil has used so far."""

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -217,13 +216,6 @@ class _Runner:
         return segments
 
 
-def _anvil_version(chain: BenchChain) -> str:
-    completed = subprocess.run(  # noqa: S603 - the anvil binary devchain found, no shell
-        [str(chain.node.binary), "--version"], capture_output=True, text=True, check=False
-    )
-    return completed.stdout.splitlines()[0].removeprefix("anvil Version: ") if completed.stdout else "unknown"
-
-
 def _header(
     chain: BenchChain, plan: Plan, started: datetime, elapsed_s: float, snapshot_height: int
 ) -> list[str]:
@@ -234,7 +226,7 @@ def _header(
         f"## Facilitator benchmark, {started:%Y-%m-%d %H:%M} UTC",
         "",
         f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"anvil {_anvil_version(chain)}; {packages}.",
+        f"anvil {chain.anvil_version()}; {packages}.",
         f"- Chain: anvil automine, chain id {chain.chain.chain_id}, the project's DevUSDC; every segment "
         f"starts from a snapshot at height {snapshot_height} (evm_revert) plus one empty block that sets the "
         "chain's clock to now; start and end heights per segment below.",

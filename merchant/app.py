@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
-from agentcard import JWKS_PATH, KeyStore, KeyStoreError, jwks_url, sign_card
+from agentcard import JWKS_PATH, KeyStore, KeyStoreError, jwks_url, load_signing_keys_from_env, sign_card
 from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, RpcClient
 from storage import create_engine
 
@@ -78,17 +78,29 @@ def _skill_of(_message: Message) -> str:
 def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
     """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
 
+    Keys come from `X402_CARD_KEYS_DIR` (a key store the `keys` commands manage), or else from
+    `X402_CARD_SIGNING_KEYS` (PEM private keys, a private JWK or a JWK Set, e.g. from a secret manager).
+
     Raises:
         KeyStoreError: the key directory holds no active key, or a key file in it is unreadable.
+        KeyLoadError: `X402_CARD_SIGNING_KEYS` holds no usable key.
     """
-    if settings.card_keys_dir is None:
+    if settings.card_keys_dir is not None:
+        store = KeyStore(settings.card_keys_dir)
+        keys = store.signing_keys()
+        if not keys:
+            # A configured directory without a key must not quietly serve an unsigned card.
+            raise KeyStoreError(
+                f"no active signing key in {store.directory}: run `x402-merchant keys generate`"
+            )
+    elif settings.card_signing_keys is not None:
+        keys = load_signing_keys_from_env(
+            "X402_CARD_SIGNING_KEYS",
+            environ={"X402_CARD_SIGNING_KEYS": settings.card_signing_keys.get_secret_value()},
+        )
+    else:
         return None, []
-    store = KeyStore(settings.card_keys_dir)
-    keys = store.signing_keys()
-    if not keys:
-        # A configured directory without a key must not quietly serve an unsigned card.
-        raise KeyStoreError(f"no active signing key in {store.directory}: run `x402-merchant keys generate`")
-    jwks = store.public_jwks()
+    jwks = {"keys": [key.public_jwk() for key in keys]}
     jku = jwks_url(settings.base_url)
 
     def sign(card: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,10 @@ class MerchantSettings(BaseSettings):
         None,
         description="directory of Agent Card signing keys (`x402-merchant keys generate`); unsigned without",
     )
+    card_signing_keys: SecretStr | None = Field(
+        None,
+        description="Agent Card signing keys themselves (PEM, JWK or JWK Set), when there is no keys dir",
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )

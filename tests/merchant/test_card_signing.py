@@ -37,6 +37,7 @@ from agentcard import (
     SignaturePolicy,
     VerificationResult,
     canonicalize_card,
+    generate_signing_key,
     parse_jwks,
 )
 from devchain import DevChain
@@ -393,3 +394,19 @@ async def test_deviation_the_sdk_verifier_refuses_the_default_tenants_empty_tena
     [entry] = x402_pay_to(without, EXTENSION_URI)
     assert entry.pop("tenant") == ""
     assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(without)
+
+
+async def test_signing_keys_can_come_from_the_environment_instead_of_a_key_directory(
+    start_merchant: MerchantStarter, sqlite_url: str
+) -> None:
+    key = generate_signing_key("ES256")
+    merchant = start_merchant(sqlite_url, card_signing_keys=json.dumps(key.private_jwk()))
+
+    async with httpx.AsyncClient() as http:
+        served = await fetch_card(http, merchant.base_url, "1.0")
+        result = await verify(http, merchant.base_url, served.card)
+        jwks = await fetch_jwks(http, merchant.base_url)
+
+    assert (result.status, result.kid) == (CardStatus.VERIFIED, key.kid)
+    assert [k["kid"] for k in jwks["keys"]] == [key.kid]
+    assert all("d" not in k for k in jwks["keys"])
