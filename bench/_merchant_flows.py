@@ -34,13 +34,14 @@ from merchant.edge import JSONRPC_PATH
 from payer import sign_payment
 
 from ._chain import BenchChain
-from ._http import Answer, HttpConnection, build_request
+from ._http import Answer, HttpConnection, HttpError, build_request
 from ._payloads import make_requirements, sign_payloads, sign_raw_transfers
 from ._servers import ServerProcess
 
 __all__ = [
     "FlowKind",
     "FlowOutcome",
+    "DatabaseMeter",
     "FlowSegment",
     "SegmentProbe",
     "measure_settlement_round_trips",
@@ -52,7 +53,9 @@ __all__ = [
 _T = TypeVar("_T")
 # The text the merchant's text-stats skill analyses; the bare flow sends it again in its follow-up, so both
 # flows do the same work on the same input.
-REQUEST_TEXT = "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs off into the woods."
+_REQUEST_TEXT = (
+    "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs off into the woods."
+)
 _HEADERS = {"A2A-Version": "1.0", "A2A-Extensions": EXTENSION_URI}
 _RECEIPT_POLL_S = 0.0005
 
@@ -149,13 +152,13 @@ def _send_message(host: str, port: int, request_id: int, message: dict[str, Any]
     return build_request(host, port, "POST", JSONRPC_PATH, orjson.dumps(body), _HEADERS)
 
 
-def first_requests(target: tuple[str, int], count: int) -> list[bytes]:
+def _first_requests(target: tuple[str, int], count: int) -> list[bytes]:
     """`count` first messages, each with its own message id, serialised for `target`."""
     return [
         _send_message(
             *target,
             index,
-            {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": REQUEST_TEXT}]},
+            {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": _REQUEST_TEXT}]},
         )
         for index in range(count)
     ]
@@ -210,7 +213,7 @@ class _FlowClient:
             "contextId": task["contextId"],
         }
         if self.kind is FlowKind.BARE:
-            message["parts"] = [{"text": REQUEST_TEXT}]
+            message["parts"] = [{"text": _REQUEST_TEXT}]
             return _send_message(*self.target, index, message), 0.0
         data = _extension_data(task)
         if data.get("status") != "payment-required":
@@ -249,7 +252,7 @@ async def _one_flow(
         client.check_final(_task_of(second, "TASK_STATE_COMPLETED"))
     except _FlowFailure as failure:
         return FlowOutcome(False, failure.reason, str(failure))
-    except (OSError, TimeoutError, ValueError, KeyError) as exc:
+    except (HttpError, OSError, EOFError, TimeoutError, ValueError, KeyError) as exc:
         # A broken connection or an unreadable answer fails this flow; the next one reconnects.
         await connection.close()
         return FlowOutcome(False, type(exc).__name__, str(exc)[:300])
@@ -283,24 +286,35 @@ async def _run(
     return [o for o in outcomes if o is not None], elapsed
 
 
+DatabaseMeter = Callable[[], dict[int, float] | None]
+"""CPU seconds so far of each process of the segment's database server, by pid (None: not measurable)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentProbe:
-    """CPU meters read around a segment: the server, the database server (if any) and anvil."""
+    """CPU meters read around a segment: the server, anvil, the load generator and the database server."""
 
     server: ServerProcess
     chain: BenchChain
-    db_cpu_s: Callable[[], float | None] | None = None
+    database: DatabaseMeter | None = None
 
-    def read(self) -> tuple[float | None, float | None, float | None, float]:
-        """(server, database, anvil, load generator) CPU seconds so far."""
-        db = self.db_cpu_s() if self.db_cpu_s is not None else None
-        return self.server.cpu_s(), db, self.chain.anvil_cpu_s(), time.process_time()
+    def read(self) -> tuple[float | None, float | None, float]:
+        """(server, anvil, load generator) CPU seconds so far."""
+        return self.server.cpu_s(), self.chain.anvil_cpu_s(), time.process_time()
 
 
 def _per_flow_ms(before: float | None, after: float | None, count: int) -> float | None:
     if before is None or after is None or count == 0:
         return None
     return (after - before) * 1000 / count
+
+
+def _database_ms(before: dict[int, float] | None, after: dict[int, float] | None, count: int) -> float | None:
+    """Database CPU per flow: what each process used meanwhile; a process new since `before` counts whole
+    (pooled connections opened during the segment), one that exited meanwhile is lost (rare with pools)."""
+    if before is None or after is None or count == 0:
+        return None
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items()) * 1000 / count
 
 
 def run_flows(
@@ -318,10 +332,12 @@ def run_flows(
     the states before and after.
     """
     client = _FlowClient(kind, probe.server.target, payer_keys)
-    requests = first_requests(probe.server.target, count)
+    requests = _first_requests(probe.server.target, count)
+    database_before = probe.database() if probe.database is not None else None
     before = probe.read()
     outcomes, elapsed = run_loop(_run(client, requests, concurrency))
     after = probe.read()
+    database_after = probe.database() if probe.database is not None else None
     failures = Counter(o.reason for o in outcomes if not o.ok)
     samples: dict[str, str] = {}
     for outcome in outcomes:
@@ -336,9 +352,9 @@ def run_flows(
         elapsed_s=elapsed,
         outcomes=tuple(outcomes),
         server_cpu_ms=cpu[0],
-        db_cpu_ms=cpu[1],
-        anvil_cpu_ms=cpu[2],
-        loadgen_cpu_ms=cpu[3],
+        db_cpu_ms=_database_ms(database_before, database_after, len(outcomes)),
+        anvil_cpu_ms=cpu[1],
+        loadgen_cpu_ms=cpu[2],
         failures=failures,
         failure_samples=samples,
     )

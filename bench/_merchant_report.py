@@ -11,6 +11,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import methodcaller
 
 from ._merchant_flows import FlowKind, FlowSegment, percentile
 
@@ -159,7 +160,7 @@ def _backend_rows(runs: Sequence[Repetition], backend: str, concurrency: int) ->
     paid, bare = both(1, lambda s: s.latency_ms(0.99))
     rows.append(f"| {backend}: p99 ms, c=1 | {paid} | {bare} | – | – | – |")
     for title, fraction in (("p50", 0.5), ("p99", 0.99)):
-        paid, bare = both(concurrency, lambda s, f=fraction: s.latency_ms(f))
+        paid, bare = both(concurrency, methodcaller("latency_ms", fraction))
         rows.append(f"| {backend}: {title} ms, c={concurrency} | {paid} | {bare} | – | – | – |")
     return rows
 
@@ -187,9 +188,8 @@ def _summary_rows(runs: Sequence[Repetition], concurrency: int) -> list[str]:
     segments = [s for run in runs for s in run.segments]
     paid = [s for s in segments if s.kind == PAID]
     bare = [s for s in segments if s.kind == BARE]
-    rows.append(
-        f"| failed tasks, broken checks | {_faults(paid)} | {_faults(bare)} | – | 0 | {_verdict(_clean(runs))} |"
-    )
+    verdict = _verdict(_clean(runs))
+    rows.append(f"| failed tasks, broken checks | {_faults(paid)} | {_faults(bare)} | – | 0 | {verdict} |")
     signing = [v for v in (s.sign_cpu_ms for s in paid) if v is not None]
     client = [v for v in (s.loadgen_cpu_ms for s in paid) if v is not None]
     if signing and client:
@@ -201,7 +201,7 @@ def _summary_rows(runs: Sequence[Repetition], concurrency: int) -> list[str]:
     return rows
 
 
-def _cpu(
+def _median_cell(
     segments: Sequence[FlowSegment], value: Callable[[FlowSegment], float | None], digits: int = 1
 ) -> str:
     values = [v for v in (value(s) for s in segments) if v is not None]
@@ -220,14 +220,21 @@ def _detail_rows(runs: Sequence[Repetition]) -> list[str]:
             failures.update(segment.failures)
         failed = ", ".join(f"{reason} ×{n}" for reason, n in failures.most_common()) or "0"
         heights = f"{min(s.height_start for s in segments)}→{max(s.height_end for s in segments)}"
+        figures: list[tuple[Callable[[FlowSegment], float | None], int]] = [
+            (lambda s: s.latency_ms(0.5), 1),
+            (lambda s: s.latency_ms(0.99), 1),
+            (lambda s: s.first_ms(0.5), 1),
+            (lambda s: s.second_ms(0.5), 1),
+            (lambda s: s.server_cpu_ms, 1),
+            (lambda s: s.db_cpu_ms, 1),
+            (lambda s: s.anvil_cpu_ms, 2),
+            (lambda s: s.loadgen_cpu_ms, 2),
+            (lambda s: s.sign_cpu_ms, 2),
+        ]
+        cells = " | ".join(_median_cell(segments, value, digits) for value, digits in figures)
         rows.append(
             f"| {backend} | {kind} | {concurrency} | {segments[0].count}×{len(segments)} "
-            f"| {_spread([s.rate for s in segments])} "
-            f"| {_cpu(segments, lambda s: s.latency_ms(0.5))} | {_cpu(segments, lambda s: s.latency_ms(0.99))} "
-            f"| {_cpu(segments, lambda s: s.first_ms(0.5))} | {_cpu(segments, lambda s: s.second_ms(0.5))} "
-            f"| {_cpu(segments, lambda s: s.server_cpu_ms)} | {_cpu(segments, lambda s: s.db_cpu_ms)} "
-            f"| {_cpu(segments, lambda s: s.anvil_cpu_ms, 2)} | {_cpu(segments, lambda s: s.loadgen_cpu_ms, 2)} "
-            f"| {_cpu(segments, lambda s: s.sign_cpu_ms, 2)} | {failed} | {heights} |"
+            f"| {_spread([s.rate for s in segments])} | {cells} | {failed} | {heights} |"
         )
     return rows
 
@@ -245,8 +252,8 @@ def render_report(runs: Sequence[Repetition], *, concurrency: int, header: Seque
         "Per segment (medians over repetitions; latencies in ms; RT1 = request → input required, RT2 = "
         "follow-up → completed; CPU is milliseconds per task from /proc, PostgreSQL = all its processes):",
         "",
-        "| backend | flow | c | N×reps | tasks/s | p50 | p99 | RT1 p50 | RT2 p50 | server CPU | PostgreSQL CPU "
-        "| anvil CPU | load-gen CPU | of which signing | failed | heights |",
+        "| backend | flow | c | N×reps | tasks/s | p50 | p99 | RT1 p50 | RT2 p50 | server CPU "
+        "| PostgreSQL CPU | anvil CPU | load-gen CPU | of which signing | failed | heights |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *_detail_rows(runs),
     ]

@@ -23,23 +23,27 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-import asyncpg
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 from merchant.ledger import LedgerReader
 from merchant.tenants import DEFAULT_TENANT
 from storage import create_engine
 
-from ._chain import BenchChain
+from ._chain import BenchChain, process_cpu_s
 from ._merchant_bare_app import DATABASE_URL_ENV
 from ._servers import ServerProcess, free_port, spawn_server
 
 __all__ = [
+    "POSTGRES_SERVER_URL",
     "Backend",
     "Databases",
     "LedgerTotals",
     "ledger_totals",
-    "postgres_cpu_s",
+    "postgres_backend_cpu",
+    "postgres_version",
     "start_bare",
     "start_merchant",
 ]
@@ -48,7 +52,6 @@ POSTGRES_SERVER_URL = "postgresql://postgres@127.0.0.1:5432"
 _POSTGRES_ADMIN_URL = f"{POSTGRES_SERVER_URL}/postgres"
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).parent
-_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class Backend(StrEnum):
@@ -62,13 +65,16 @@ def _clean_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.startswith("X402_")}
 
 
-async def _postgres_admin(statement: str) -> None:
-    # CREATE / DROP DATABASE cannot run inside a transaction; asyncpg's execute outside one is autocommit.
-    connection = await asyncpg.connect(_POSTGRES_ADMIN_URL)
+async def _postgres_admin(statement: str, **parameters: str) -> list[Any]:
+    """Run `statement` on the server's `postgres` database, autocommit, and return the first column."""
+    # CREATE / DROP DATABASE cannot run inside a transaction.
+    engine = create_engine(_POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     try:
-        await connection.execute(statement)
+        async with engine.connect() as connection:
+            result = await connection.execute(sa.text(statement), parameters)
+            return list(result.scalars()) if result.returns_rows else []
     finally:
-        await connection.close()
+        await engine.dispose()
 
 
 def _migrate(database_url: str, workdir: Path) -> None:
@@ -149,29 +155,28 @@ def ledger_totals(database_url: str) -> LedgerTotals:
     return asyncio.run(_read_ledger(database_url))
 
 
-def postgres_cpu_s() -> float | None:
-    """User plus system CPU seconds of every live PostgreSQL process, or None without /proc.
+def postgres_version() -> str:
+    """The PostgreSQL server's version."""
+    return str(asyncio.run(_postgres_admin("SHOW server_version"))[0])
 
-    A backend that exits takes its CPU time with it, so this is a lower bound over a segment; the servers
-    keep their pooled connections open throughout, so little is lost.
+
+def postgres_backend_cpu(database_url: str) -> dict[int, float] | None:
+    """CPU seconds so far of each PostgreSQL backend serving the database of `database_url`, by pid.
+
+    Only that database's backends count, so other users of the shared PostgreSQL server do not; None when
+    the server's processes are not visible in this machine's /proc.
     """
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    total = 0
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue  # the process exited meanwhile
-        name, _, rest = text.partition("(")[2].rpartition(")")
-        if name != "postgres":
-            continue
-        fields = rest.split()
-        total += int(fields[11]) + int(fields[12])
-    return total / _CLOCK_TICKS_PER_S
+    database = make_url(database_url).database or ""
+    pids = asyncio.run(
+        _postgres_admin("SELECT pid FROM pg_stat_activity WHERE datname = :name", name=database)
+    )
+    usage = {}
+    for pid in pids:
+        cpu = process_cpu_s(pid)
+        if cpu is None:
+            return None
+        usage[int(pid)] = cpu
+    return usage
 
 
 def start_merchant(

@@ -21,7 +21,7 @@ from ._errors import ChainUnavailableError, RpcError
 from ._rpc import RpcCall, RpcClient
 from ._txsign import sign_eip1559
 
-__all__ = ["Relayer", "SentTransaction"]
+__all__ = ["BroadcastUncertainError", "Relayer", "SentTransaction"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,18 @@ class SentTransaction:
     raw: str
     nonce: int
     sender: str
+
+
+class BroadcastUncertainError(ChainUnavailableError):
+    """The node went away while taking a transaction: it may hold it (and mine it) or not.
+
+    Such a transaction must be treated as broadcast — waited for, and revived if it never shows up —
+    never as "nothing was sent", or a payer could be charged for a settlement reported as failed.
+    """
+
+    def __init__(self, sent: SentTransaction, detail: str):
+        super().__init__(f"the node became unreachable while taking {sent.tx_hash}: {detail}")
+        self.sent = sent
 
 
 class Relayer:
@@ -98,9 +110,9 @@ class Relayer:
                         self._fees = None
                         logger.info("relayer resync after %s (nonce %d)", exc.message, nonce)
                         continue
-                except ChainUnavailableError:
+                except ChainUnavailableError as exc:
                     self._next_nonce = None
-                    if not await self._node_knows(sent.tx_hash):
+                    if not await self._node_knows(sent, exc):
                         raise
                 self._next_nonce = nonce + 1
                 return sent
@@ -129,12 +141,16 @@ class Relayer:
             )
         return self._next_nonce
 
-    async def _node_knows(self, tx_hash: str) -> bool:
-        """Whether the node holds `tx_hash` (after a send whose answer was lost)."""
+    async def _node_knows(self, sent: SentTransaction, lost: ChainUnavailableError) -> bool:
+        """Whether the node holds `tx_hash` (after a send whose answer was lost).
+
+        Raises:
+            BroadcastUncertainError: the node cannot be asked either, so the transaction may be out there.
+        """
         try:
-            return await self._rpc.call("eth_getTransactionByHash", tx_hash) is not None
+            return await self._rpc.call("eth_getTransactionByHash", sent.tx_hash) is not None
         except ChainUnavailableError:
-            return False
+            raise BroadcastUncertainError(sent, str(lost)) from lost
 
     async def _fee_caps(self) -> tuple[int, int]:
         now = time.monotonic()

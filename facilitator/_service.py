@@ -28,7 +28,7 @@ from ._config import FacilitatorSettings
 from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
 from ._receipts import ReceiptWatcher
 from ._recovery import Recovery, ThirdPartySettlement
-from ._relayer import Relayer, SentTransaction
+from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
 from ._request import PaymentRequest, idempotency_key_of, read_payment
 from ._rpc import RpcClient
 from ._token import decode_bool, encode_authorization_state, transfer_logs
@@ -237,6 +237,13 @@ class Facilitator:
             return self._failure(exc.reason, exc.message, request.authorization.from_)
         except ChainError as exc:
             logger.warning("settle could not reach the chain: %s", exc)
+            # A settlement already under way is answered from its claim (pending, with its transaction),
+            # never as a failure: its transaction may be mined while the chain cannot be read.
+            existing = await self._claims.by_key(key)
+            if existing is None and key_text is not None:
+                existing = await self._claims.by_idempotency_key(key_text)
+            if existing is not None:
+                return await self._answer_existing(existing, request, key_text, deadline)
             return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, request.authorization.from_)
         claim, created = await self._claims.claim(
             key,
@@ -370,6 +377,10 @@ class Facilitator:
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
             sent = await self._relayer.send(claim.asset, verified.calldata, gas)
+        except BroadcastUncertainError as exc:
+            # Maybe out there: record it as broadcast; the receipt wait and `reconcile` settle the doubt.
+            logger.warning("broadcast of claim %s uncertain: %s", claim.id, exc)
+            sent = exc.sent
         except ChainError as exc:
             logger.warning("broadcast of claim %s failed: %s", claim.id, exc)
             response = self._failure(

@@ -5,9 +5,10 @@ still taking payment but has not been touched for a while has lost its owner. Wh
 from how far it got:
 
 - `settling`: the work is done and its artifacts are held in the offer. The settlement is looked up (or,
-  if it never reached the facilitator, made now, with the task's idempotency key, so it still happens at
-  most once); once it succeeds the payment is booked and the task completed with the held artifacts, and a
-  definite failure fails the task. A settlement still pending is left for a later pass.
+  if it never reached the facilitator or was claimed but never broadcast, made now, with the task's
+  idempotency key, so it still happens at most once); once it succeeds the payment is booked and the
+  task completed with the held artifacts, and a definite failure fails the task. A settlement still
+  pending is left for a later pass.
 - `verifying` / `working`: nothing was settled, so nothing was charged; the task fails, saying so.
 
 Tasks are updated in the task store directly: after a restart no live request or stream holds them.
@@ -115,7 +116,10 @@ class PaymentRecovery:
         payload = PaymentPayload.from_wire(offer.payload)
         requirements = PaymentRequirements.from_wire(offer.accepted)
         response = await self._facilitator.settlement_status(payload, requirements, timeout_s=1.0)
-        if response is None:
+        if response is None or _unsent(response):
+            # Never claimed, or claimed by an owner that died before broadcasting (the claim is released,
+            # or will be once its lease ends): settle with the task's key. The claim still lets at most
+            # one transaction through, and a claim whose owner is alive is waited for, not taken.
             response = await self._facilitator.settle(
                 payload,
                 requirements,
@@ -177,3 +181,8 @@ def _apply(task: Task, update: TaskStatusUpdateEvent, artifacts: list[Artifact])
 
 def _pending(receipt: dict[str, object]) -> bool:
     return receipt.get("errorReason") == Reason.SETTLEMENT_PENDING
+
+
+def _unsent(response: SettleResponse) -> bool:
+    """A pending answer naming no transaction: the authorization is claimed but nothing was broadcast."""
+    return response.error_reason == Reason.SETTLEMENT_PENDING and not response.transaction

@@ -60,10 +60,15 @@ class MerchantProcess:
         """Whether the process is running."""
         return self.process is not None and self.process.poll() is None
 
-    def http(self) -> httpx.AsyncClient:
+    def http(self, *, connections: int = 100, timeout_s: float = _CLIENT_TIMEOUT_S) -> httpx.AsyncClient:
         """An A2A 1.0 client of this merchant with the x402 extension activated."""
         headers = {VERSION_HEADER: "1.0", HTTP_EXTENSION_HEADER: EXTENSION_URI}
-        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=_CLIENT_TIMEOUT_S)
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        )
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, connections and transactions are cut where they stand."""

@@ -96,7 +96,9 @@ class _Stop:
                     if step == "receipt"
                     else "LOCK TABLE webhook_events IN EXCLUSIVE MODE"
                 )
-                waiting_statement = "UPDATE ledger_sequence" if step == "receipt" else "INSERT INTO webhook_events"
+                waiting_statement = (
+                    "UPDATE ledger_sequence" if step == "receipt" else "INSERT INTO webhook_events"
+                )
                 await stack.enter_async_context(database.locked(lock))
 
                 async def reached() -> None:
@@ -119,7 +121,8 @@ class _Stop:
                     )
                     proxy.release(held)
                     await wait_until(
-                        lambda: _any(database.waiting("UPDATE payment_offers")), what="the offer update to wait"
+                        lambda: _any(database.waiting("UPDATE payment_offers")),
+                        what="the offer update to wait",
                     )
                     booked = await database.scalar("SELECT count(*) FROM webhook_events")
                     assert booked == 1  # the entry and its event are committed

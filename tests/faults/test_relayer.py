@@ -94,5 +94,5 @@ async def test_a_relayer_nonce_advanced_by_someone_else_does_not_stop_settlement
     )
     assert sorted(report.booked_tasks) == sorted([first_task, second_task])
     completed = payment_data(second)
-    assert isinstance(completed, PaymentCompletedData)
+    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].transaction
     assert _sender_nonce(chain, completed.receipts[-1].transaction) == taken  # the next free nonce

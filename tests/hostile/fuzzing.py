@@ -16,13 +16,16 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
-from schemathesis import Case, GenerationMode
+from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Err
 from schemathesis.core.transport import Response
 
-__all__ = ["fuzz_operations"]
+__all__ = ["AnyCase", "fuzz_operations"]
 
-AfterCall = Callable[[Case, Response], None]
+AnyCase = Case[APIOperation[Any, Any, Any, Any]]
+"""A generated case of any operation."""
+AfterCall = Callable[[AnyCase, Response], None]
 _TIMEOUT_S = 30.0
 
 
@@ -45,6 +48,8 @@ def fuzz_operations(
     statuses: Counter[int] = Counter()
     with requests.Session() as session:
         for result in schema.get_all_operations():
+            if isinstance(result, Err):
+                raise AssertionError(f"the document is not valid OpenAPI: {result.err()}")
             operation = result.ok()
             has_inputs = any(name in operation.definition.raw for name in ("parameters", "requestBody"))
             # An operation without parameters or body has nothing negative mode could break.
@@ -61,19 +66,7 @@ def fuzz_operations(
                     suppress_health_check=list(HealthCheck),
                 )
                 @given(strategy)
-                def run(case: Case) -> None:
-                    import os, json as _j
-                    if os.environ.get("HOSTILE_EXPLORE"):
-                        kw = case.as_transport_kwargs(base_url=base_url)
-                        data = kw.get("data") or kw.get("json")
-                        if isinstance(data, (bytes, str)):
-                            raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-                            try:
-                                raw.decode("utf-8")
-                            except UnicodeDecodeError:
-                                return
-                        if "ROLE_AGENT" in _j.dumps(case.body, default=str) or '"text": ""' in _j.dumps(case.body, default=str):
-                            return
+                def run(case: AnyCase) -> None:
                     response = case.call(
                         base_url=base_url, session=session, headers=dict(headers or {}), timeout=_TIMEOUT_S
                     )

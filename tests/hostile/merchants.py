@@ -89,6 +89,8 @@ def quote(client: httpx.Client, tenant: str) -> JSON:
 def pay(client: httpx.Client, tenant: str, task: JSON, payer_key: str) -> JSON:
     """Pay `task` with `payer_key` on the terms it offers; the completed task."""
     payload = sign_payment(payer_key, offered_terms(task).accepts[0])
-    paid: JSON = call(client, "SendMessage", {"message": payment_message(task["id"], payload)}, tenant)["task"]
+    paid: JSON = call(client, "SendMessage", {"message": payment_message(task["id"], payload)}, tenant)[
+        "task"
+    ]
     assert paid["status"]["state"] == "TASK_STATE_COMPLETED", paid
     return paid

@@ -70,7 +70,16 @@ def x402_schemas(*, addresses: Sequence[str], networks: Sequence[str], v1_networ
             "asset": {"$ref": "#/components/schemas/Address"},
             "extra": extra,
         },
-        ["scheme", "network", "maxAmountRequired", "resource", "description", "payTo", "maxTimeoutSeconds", "asset"],
+        [
+            "scheme",
+            "network",
+            "maxAmountRequired",
+            "resource",
+            "description",
+            "payTo",
+            "maxTimeoutSeconds",
+            "asset",
+        ],
     )
     authorization = _object(
         {
@@ -171,7 +180,9 @@ def _json_body(schema: Schema) -> Schema:
 _ANSWERS: Schema = {"default": {"description": "any answer"}}
 
 
-def facilitator_document(*, addresses: Sequence[str], networks: Sequence[str], v1_networks: Sequence[str]) -> Schema:
+def facilitator_document(
+    *, addresses: Sequence[str], networks: Sequence[str], v1_networks: Sequence[str]
+) -> Schema:
     """The facilitator API: POST /verify, /settle, /settle/status; GET /supported, /healthz."""
     request = _json_body({"$ref": "#/components/schemas/FacilitatorRequest"})
     idempotency_key = {
@@ -205,13 +216,18 @@ def facilitator_document(*, addresses: Sequence[str], networks: Sequence[str], v
     }
 
 
-def _a2a_schemas(task_ids: Sequence[str], finished_task_ids: Sequence[str], context_ids: Sequence[str]) -> Schema:
+def _a2a_schemas(
+    task_ids: Sequence[str], finished_task_ids: Sequence[str], context_ids: Sequence[str]
+) -> Schema:
     task_id = _either(task_ids, {"type": "string", "maxLength": 40})
     context_id = _either(context_ids, {"type": "string", "maxLength": 40})
     extension_value = {
         "oneOf": [
             _object(
-                {"status": {"enum": ["payment-submitted"]}, "payload": {"$ref": "#/components/schemas/PayloadV2"}},
+                {
+                    "status": {"enum": ["payment-submitted"]},
+                    "payload": {"$ref": "#/components/schemas/PayloadV2"},
+                },
                 ["status", "payload"],
             ),
             _object({"status": {"enum": ["payment-rejected"]}}, ["status"]),
@@ -254,7 +270,11 @@ def _a2a_schemas(task_ids: Sequence[str], finished_task_ids: Sequence[str], cont
                     "x402.payment.status": {"type": "string"},
                 },
             },
-            "extensions": {"type": "array", "items": _either([EXTENSION_URI], {"type": "string"}), "maxItems": 2},
+            "extensions": {
+                "type": "array",
+                "items": _either([EXTENSION_URI], {"type": "string"}),
+                "maxItems": 2,
+            },
             "referenceTaskIds": {"type": "array", "items": task_id, "maxItems": 2},
         },
         ["messageId", "role", "parts"],
@@ -294,12 +314,19 @@ def _rest_operations(prefix: str, extra_parameters: list[Schema], label: str) ->
     send = _json_body({"$ref": "#/components/schemas/SendMessageRequest"})
     history = {"name": "historyLength", "in": "query", "required": False, "schema": {"type": "integer"}}
     list_query = [
-        {"name": "contextId", "in": "query", "required": False, "schema": {"$ref": "#/components/schemas/ContextId"}},
+        {
+            "name": "contextId",
+            "in": "query",
+            "required": False,
+            "schema": {"$ref": "#/components/schemas/ContextId"},
+        },
         {
             "name": "status",
             "in": "query",
             "required": False,
-            "schema": {"enum": ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED", "TASK_STATE_UNSPECIFIED"]},
+            "schema": {
+                "enum": ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED", "TASK_STATE_UNSPECIFIED"]
+            },
         },
         {"name": "pageSize", "in": "query", "required": False, "schema": {"type": "integer"}},
         {"name": "pageToken", "in": "query", "required": False, "schema": {"type": "string"}},
@@ -318,7 +345,13 @@ def _rest_operations(prefix: str, extra_parameters: list[Schema], label: str) ->
         return spec
 
     push = _json_body(
-        _object({"url": {"type": "string", "format": "uri"}, "token": {"type": "string"}, "id": {"type": "string"}})
+        _object(
+            {
+                "url": {"type": "string", "format": "uri"},
+                "token": {"type": "string"},
+                "id": {"type": "string"},
+            }
+        )
     )
     return {
         f"{prefix}/message:send": {"post": operation("SendMessage", [], send)},
@@ -374,7 +407,10 @@ def _jsonrpc_request(tenants: Sequence[str]) -> Schema:
                 _object({"tenant": tenant, "contextId": {"$ref": "#/components/schemas/ContextId"}}),
             ),
             call("GetExtendedAgentCard", _object({"tenant": tenant})),
-            call("CreateTaskPushNotificationConfig", _object({"taskId": {"$ref": "#/components/schemas/TaskId"}})),
+            call(
+                "CreateTaskPushNotificationConfig",
+                _object({"taskId": {"$ref": "#/components/schemas/TaskId"}}),
+            ),
         ]
     }
 
@@ -389,8 +425,18 @@ def _billing_operations(tenants: Sequence[str], tokens: Sequence[str], event_ids
     }
     statement_query = [
         {"name": "format", "in": "query", "required": False, "schema": {"enum": ["json", "csv"]}},
-        {"name": "since", "in": "query", "required": False, "schema": {"type": "string", "format": "date-time"}},
-        {"name": "until", "in": "query", "required": False, "schema": {"type": "string", "format": "date-time"}},
+        {
+            "name": "since",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "format": "date-time"},
+        },
+        {
+            "name": "until",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "format": "date-time"},
+        },
     ]
     events_query = [
         {"name": "since_sequence", "in": "query", "required": False, "schema": {"type": "integer"}},
@@ -398,12 +444,17 @@ def _billing_operations(tenants: Sequence[str], tokens: Sequence[str], event_ids
     ]
 
     def operation(name: str, parameters: list[Schema]) -> Schema:
-        return {"operationId": name, "parameters": [tenant, authorization, *parameters], "responses": _ANSWERS}
+        return {
+            "operationId": name,
+            "parameters": [tenant, authorization, *parameters],
+            "responses": _ANSWERS,
+        }
 
     return {
         "/tenants/{tenant}/ledger/balance": {
             "get": operation(
-                "LedgerBalance", [{"name": "asset", "in": "query", "required": False, "schema": {"type": "string"}}]
+                "LedgerBalance",
+                [{"name": "asset", "in": "query", "required": False, "schema": {"type": "string"}}],
             )
         },
         "/tenants/{tenant}/ledger/statement": {"get": operation("LedgerStatement", statement_query)},

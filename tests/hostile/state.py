@@ -102,13 +102,21 @@ def changes(before: Snapshot, after: Snapshot) -> dict[str, dict[str, list[Row]]
             found[table] = {name: keys for name, keys in table_changes.items() if keys}
     if (before.relayer_nonce, before.balances) != (after.relayer_nonce, after.balances):
         found["chain"] = {
-            "changed": [(before.relayer_nonce, dict(before.balances)), (after.relayer_nonce, dict(after.balances))]
+            "changed": [
+                (before.relayer_nonce, dict(before.balances)),
+                (after.relayer_nonce, dict(after.balances)),
+            ]
         }
     return found
 
 
 def wait_until_quiet(
-    database_url: str, chain: DevChain, payees: Iterable[str] = (), *, settle_s: float = 0.3, timeout_s: float = 15
+    database_url: str,
+    chain: DevChain,
+    payees: Iterable[str] = (),
+    *,
+    settle_s: float = 0.3,
+    timeout_s: float = 15,
 ) -> Snapshot:
     """The snapshot once nothing has changed for `settle_s` (work an answered request left running is done).
 

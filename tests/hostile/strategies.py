@@ -2,7 +2,8 @@
 
 `json_values` is what `json.loads` can return (lone surrogates, NUL and huge integers included);
 `mutated(make)` takes a valid document and breaks one subtree of it (replace, delete or add), so generated
-input gets past the outer checks and reaches the deep validators, where bugs live.
+input gets past the outer checks and reaches the deep validators, where bugs live. `printable_text` is
+text that UTF-8 can carry; `toml_values` and `toml_key` / `toml_value` write generated TOML documents.
 """
 
 from __future__ import annotations
@@ -15,21 +16,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = [
-    "json_text",
-    "json_values",
-    "mutated",
-    "paths_of",
-    "printable_text",
-    "toml_scalars",
-    "toml_value",
-    "toml_values",
-]
+__all__ = ["json_values", "mutated", "printable_text", "toml_key", "toml_value", "toml_values"]
 
 # Every code point json.loads can hand back, lone surrogates and control characters included.
-json_text = st.text(st.characters(exclude_categories=()), max_size=40)
+_json_text = st.text(st.characters(exclude_categories=()), max_size=40)
 # What can be written to a UTF-8 file or an HTTP body (no lone surrogates).
-printable_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+printable_text = st.text(st.characters(codec="utf-8"), max_size=40)
 
 _scalars = (
     st.none()
@@ -37,31 +29,31 @@ _scalars = (
     | st.integers()
     | st.integers(min_value=-(2**300), max_value=2**300)
     | st.floats()
-    | json_text
+    | _json_text
 )
 json_values: st.SearchStrategy[Any] = st.recursive(
     _scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(json_text, children, max_size=4),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_json_text, children, max_size=4),
     max_leaves=20,
 )
 
 
-def paths_of(node: object, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path (tuple of keys and indexes) into `node`, the root `()` first."""
+def _paths_of(node: object, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    # Every path (tuple of keys and indexes) into `node`, the root `()` first.
     found = [prefix]
     if isinstance(node, dict):
         for key, child in node.items():
-            found += paths_of(child, (*prefix, key))
+            found += _paths_of(child, (*prefix, key))
     elif isinstance(node, list):
         for index, child in enumerate(node):
-            found += paths_of(child, (*prefix, index))
+            found += _paths_of(child, (*prefix, index))
     return found
 
 
 @st.composite
 def _mutation(draw: st.DrawFn, document: Any, replacements: st.SearchStrategy[Any]) -> Any:
     mutated_document = copy.deepcopy(document)
-    candidates = paths_of(mutated_document)[1:]
+    candidates = _paths_of(mutated_document)[1:]
     if not candidates:
         return draw(replacements)
     path = draw(st.sampled_from(candidates))
@@ -74,7 +66,7 @@ def _mutation(draw: st.DrawFn, document: Any, replacements: st.SearchStrategy[An
     elif operation == "delete":
         del parent[path[-1]]
     elif isinstance(parent, dict):
-        parent[draw(json_text)] = draw(replacements)
+        parent[draw(_json_text)] = draw(replacements)
     else:
         parent.append(draw(replacements))
     return mutated_document
@@ -117,14 +109,15 @@ def _toml_string(text: str) -> str:
     return '"' + "".join(escaped) + '"'
 
 
-def _toml_key(key: str) -> str:
+def toml_key(key: str) -> str:
+    """`key` as a TOML key: bare when it can be, quoted otherwise."""
     if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key):
         return key
     return _toml_string(key)
 
 
 def toml_value(value: object) -> str:
-    """`value` (str, bool, int, finite float, list or str-keyed dict) written as a TOML value."""
+    """`value` (str, bool, int, float including nan and inf, list or str-keyed dict) as a TOML value."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -140,11 +133,11 @@ def toml_value(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(item) for item in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
-toml_scalars = (
+_toml_scalars = (
     st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats()
@@ -152,7 +145,7 @@ toml_scalars = (
     | _BARE_KEY
 )
 toml_values: st.SearchStrategy[Any] = st.recursive(
-    toml_scalars,
+    _toml_scalars,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(_BARE_KEY, children, max_size=3),
     max_leaves=8,
 )

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from eth_account import Account
-from schemathesis import Case
 from schemathesis.core.transport import Response
 
 from devchain import DevChain
@@ -20,7 +19,7 @@ from facilitator import FacilitatorSettings, create_app
 from facilitator.wire import v1_network_from_chain_id
 from tests.fixtures.facilitator import PAY_TO
 
-from .fuzzing import fuzz_operations
+from .fuzzing import AnyCase, fuzz_operations
 from .openapi import facilitator_document
 from .state import Snapshot, changes, take_snapshot
 
@@ -43,12 +42,14 @@ def test_generated_requests_never_get_a_server_error_nor_change_anything(
     )
     baseline: list[Snapshot] = [take_snapshot(sqlite_url, chain, watched)]
 
-    def nothing_changed(case: Case, response: Response) -> None:
+    def nothing_changed(case: AnyCase, response: Response) -> None:
         after = take_snapshot(sqlite_url, chain, watched)
         moved = changes(baseline[0], after)
         assert not moved, f"{case.operation.label} answered {response.status_code} and changed {moved}"
 
-    statuses = fuzz_operations(document, base_url, max_examples=_EXAMPLES_PER_OPERATION, after=nothing_changed)
+    statuses = fuzz_operations(
+        document, base_url, max_examples=_EXAMPLES_PER_OPERATION, after=nothing_changed
+    )
 
     # The run reached past the parser: well-formed bodies were verified (200, isValid false), broken ones
     # refused (400), unknown settlements not found (404).

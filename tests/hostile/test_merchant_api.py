@@ -29,7 +29,6 @@ from typing import Any
 import httpx
 import pytest
 from eth_account import Account
-from schemathesis import Case
 from schemathesis.core.transport import Response
 
 from a2a_x402 import EXTENSION_URI
@@ -37,26 +36,32 @@ from devchain import DevChain
 from merchant.edge import JSONRPC_PATH, REST_PATH
 from tests.fixtures.merchant import MerchantStarter, RunningMerchant
 
-from .fuzzing import fuzz_operations
-from .openapi import merchant_document
+from .fuzzing import AnyCase, fuzz_operations
 from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
+from .openapi import merchant_document
 from .state import BOOKS, TASK_TABLES, Snapshot, changes, sqlite_path, take_snapshot, wait_until_quiet
 
-_EXAMPLES_PER_OPERATION = 60
+_EXAMPLES_PER_OPERATION = 20
 _NO_RECONCILE_S = 3600.0
 _MUTATING_RPC_METHODS = frozenset(
     {"SendMessage", "SendStreamingMessage", "CancelTask", "CreateTaskPushNotificationConfig"}
 )
-_MUTATING_REST_SUFFIXES = ("/message:send", "/message:stream", ":cancel", "/pushNotificationConfigs", "/redeliver")
+_MUTATING_REST_SUFFIXES = (
+    "/message:send",
+    "/message:stream",
+    ":cancel",
+    "/pushNotificationConfigs",
+    "/redeliver",
+)
 
 
-def _rpc_method(case: Case) -> str | None:
+def _rpc_method(case: AnyCase) -> str | None:
     body = case.body if isinstance(case.body, dict) else {}
     method = body.get("method")
     return method if isinstance(method, str) else None
 
 
-def _is_mutating(case: Case) -> bool:
+def _is_mutating(case: AnyCase) -> bool:
     if case.operation.path == JSONRPC_PATH:
         return _rpc_method(case) in _MUTATING_RPC_METHODS
     return case.method.upper() == "POST" and case.formatted_path.endswith(_MUTATING_REST_SUFFIXES)
@@ -87,19 +92,23 @@ def _accepted(response: Response) -> bool:
     return not (isinstance(body, dict) and "error" in body)
 
 
-def _request_text(case: Case) -> str:
+def _request_text(case: AnyCase) -> str:
     return json.dumps([case.path_parameters, case.query, case.body], default=str)
 
 
-def _explained(case: Case, response: Response, moved: dict[str, dict[str, list[Any]]]) -> list[str]:
+def _explained(case: AnyCase, response: Response, moved: dict[str, dict[str, list[Any]]]) -> list[str]:
     """The changes an accepted mutating request is not allowed to make (empty when all are explained)."""
     unexplained = [f"{table}: {found}" for table, found in moved.items() if table not in TASK_TABLES]
     for table in TASK_TABLES:
         found = moved.get(table, {})
         unexplained += [f"{table} removed {key}" for key in found.get("removed", [])]
-        unexplained += [f"{table} added {key}" for key in found.get("added", []) if str(key[0]) not in response.text]
         unexplained += [
-            f"{table} changed {key}" for key in found.get("changed", []) if str(key[0]) not in _request_text(case)
+            f"{table} added {key}" for key in found.get("added", []) if str(key[0]) not in response.text
+        ]
+        unexplained += [
+            f"{table} changed {key}"
+            for key in found.get("changed", [])
+            if str(key[0]) not in _request_text(case)
         ]
     return unexplained
 
@@ -154,7 +163,7 @@ def test_generated_requests_never_get_a_server_error_and_change_only_what_they_m
     last: list[Snapshot] = [wait_until_quiet(database, chain, payees)]
     accepted_changes: list[str] = []
 
-    def check_state(case: Case, response: Response) -> None:
+    def check_state(case: AnyCase, response: Response) -> None:
         mutating, accepted = _is_mutating(case), _accepted(response)
         after = wait_until_quiet(database, chain, payees, settle_s=0.1) if mutating and accepted else None
         after = after or take_snapshot(database, chain, payees)
@@ -177,11 +186,15 @@ def test_generated_requests_never_get_a_server_error_and_change_only_what_they_m
     )
 
     assert all(status < 500 for status in statuses), statuses
-    print("STATS", statuses, len(accepted_changes), accepted_changes[:10])
     # The run reached the handlers (tasks made, reads answered) and the refusals (4xx).
     assert statuses[200] and statuses[400] and statuses[401] and statuses[404], statuses
     assert accepted_changes, "no generated request was accepted: the document does not reach the handlers"
     assert not any(changes(last[0], take_snapshot(database, chain, payees)).get(t) for t in BOOKS)
+
+
+def _assert_unchanged(before: Snapshot, database_url: str, chain: DevChain) -> None:
+    moved = changes(before, wait_until_quiet(database_url, chain, settle_s=0.2))
+    assert not moved, f"the refused request changed {moved}"
 
 
 # -- non-finite numbers ---------------------------------------------------------------------------------
@@ -223,10 +236,75 @@ def test_a_non_finite_number_in_a_message_is_refused_as_invalid_not_an_internal_
     headers = {"content-type": "application/json"}
     if binding == "rest":
         response = a2a.post(f"{REST_PATH}/message:send", content=f'{{"message": {message}}}', headers=headers)
-        assert response.status_code == 400, response.text
     else:
         body = f'{{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {{"message": {message}}}}}'
         response = a2a.post(JSONRPC_PATH, content=body, headers=headers)
+    # The state first: a change made by a refused request is the worse half of the failure.
+    _assert_unchanged(before, database, chain)
+    if binding == "rest":
+        assert response.status_code == 400, response.text
+    else:
         error = response.json()["error"]
         assert error["code"] in (-32700, -32602), error
-    assert not changes(before, wait_until_quiet(database, chain, settle_s=0.2))
+
+
+# -- messages the SDK's task helper refuses, and bodies that are not UTF-8 --------------------------------
+
+
+def _send(a2a: httpx.Client, binding: str, content: bytes) -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    if binding == "rest":
+        return a2a.post(
+            f"{REST_PATH}/message:send", content=b'{"message": ' + content + b"}", headers=headers
+        )
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": ' + content + b"}}"
+    return a2a.post(JSONRPC_PATH, content=body, headers=headers)
+
+
+def _assert_invalid(response: httpx.Response, binding: str) -> None:
+    if binding == "rest":
+        assert response.status_code == 400, response.text
+    else:
+        error = response.json()["error"]
+        assert error["code"] in (-32700, -32600, -32602), error
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        pytest.param({"role": "ROLE_AGENT", "parts": [{"text": "hi"}]}, id="agent role"),
+        pytest.param({"role": "ROLE_USER", "parts": [{"text": ""}]}, id="empty text part"),
+        pytest.param(
+            {"role": "ROLE_USER", "parts": [{"text": "hi"}, {"text": ""}]}, id="second text part empty"
+        ),
+    ],
+)
+@pytest.mark.parametrize("binding", ["rest", "jsonrpc"])
+def test_a_message_no_task_can_start_from_is_refused_as_invalid_not_an_internal_error(
+    chain: DevChain, three_tenants: RunningMerchant, a2a: httpx.Client, binding: str, message: dict[str, Any]
+) -> None:
+    """Pinned: a2a-sdk's `new_task_from_user_message`, called by `PaymentExecutor.execute` for a new task,
+    raises ValueError on these, which both bindings answer as an internal error (500 / -32603)."""
+    database = three_tenants.database_url
+    before = take_snapshot(database, chain)
+
+    response = _send(a2a, binding, json.dumps({"messageId": str(uuid.uuid4()), **message}).encode())
+
+    _assert_unchanged(before, database, chain)
+    _assert_invalid(response, binding)
+
+
+@pytest.mark.parametrize("operation", ["message:send", "message:stream"])
+@pytest.mark.parametrize("tenant", ["", "acme"])
+def test_a_body_that_is_not_utf8_is_refused_as_invalid_not_an_internal_error(
+    three_tenants: RunningMerchant, a2a: httpx.Client, operation: str, tenant: str
+) -> None:
+    """Pinned: the SDK's HTTP+JSON dispatcher decodes the body as UTF-8 unguarded (UnicodeDecodeError: 500).
+    JSON-RPC already answers -32700."""
+    root = f"{REST_PATH}/{tenant}" if tenant else REST_PATH
+
+    response = a2a.post(
+        f"{root}/{operation}", content=b'{"message": "\xff"}', headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 400, response.text

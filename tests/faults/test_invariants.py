@@ -1,0 +1,138 @@
+"""The invariant checker bites: each invariant, broken on purpose after a clean paid turn, is reported.
+
+(The merchant runs in-process here: the checker, not the process model, is under test.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+import sqlalchemy as sa
+
+from devchain import DevChain
+from facilitator.wire import PaymentRequirements
+from payer import sign_payment
+from storage import create_engine
+from tests.facilitator.payments import submit_directly
+from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.merchant import MerchantStarter, MerchantWire
+
+from .clients import open_task, pay
+from .conftest import PAY_TOS
+
+
+@dataclass(frozen=True)
+class _Paid:
+    """A merchant's database after one paid task, and a second task still offered."""
+
+    chain: DevChain
+    database_url: str
+    first_block: int
+    paid_task: str
+    offered_task: str
+    offered_terms: PaymentRequirements
+    payer_key: str
+
+    async def execute(self, statement: str, **params: object) -> None:
+        engine = create_engine(self.database_url)
+        try:
+            async with engine.begin() as connection:
+                await connection.execute(sa.text(statement), params)
+        finally:
+            await engine.dispose()
+
+
+@pytest.fixture
+async def paid(
+    chain: DevChain,
+    first_block: int,
+    start_merchant: MerchantStarter,
+    postgres_url: str,
+    new_payer: Callable[..., str],
+) -> _Paid:
+    merchant = start_merchant(postgres_url)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        paid_task, terms = await open_task(wire)
+        assert (await pay(wire, paid_task, sign_payment(payer_key, terms)))["status"]["state"] == (
+            "TASK_STATE_COMPLETED"
+        )
+        offered_task, offered_terms = await open_task(wire)
+    merchant.stop()
+    return _Paid(chain, postgres_url, first_block, paid_task, offered_task, offered_terms, payer_key)
+
+
+async def _unbooked_transfer(paid: _Paid) -> None:
+    submit_directly(paid.chain, sign_payment(paid.payer_key, paid.offered_terms))
+
+
+async def _transfer_gone(paid: _Paid) -> None:
+    paid.chain.rpc.call("anvil_rollback", [1])
+    paid.chain.rpc.call("anvil_dropAllTransactions")
+
+
+async def _delivered_unpaid(paid: _Paid) -> None:
+    artifacts = '[{"artifactId": "a1", "name": "text-stats", "parts": [{"text": "free"}]}]'
+    await paid.execute(
+        "UPDATE tasks SET artifacts = CAST(:a AS json) WHERE id = :t", a=artifacts, t=paid.offered_task
+    )
+
+
+async def _left_settling(paid: _Paid) -> None:
+    await paid.execute("UPDATE payment_offers SET state = 'settling' WHERE task_id = :t", t=paid.paid_task)
+
+
+async def _event_lost(paid: _Paid) -> None:
+    await paid.execute("DELETE FROM webhook_events WHERE type = 'settlement.completed'")
+
+
+BREAKS = [
+    pytest.param(_unbooked_transfer, "1: transfer .* is booked 0 times", id="a transfer nobody booked"),
+    pytest.param(_transfer_gone, "2: entry .* has no transfer on chain", id="a booking off the chain"),
+    pytest.param(
+        _delivered_unpaid,
+        "3: task .* was delivered with its offer 'offered'",
+        id="an artifact delivered unpaid",
+    ),
+    pytest.param(_left_settling, "4: task .* is left undecided", id="a payment left settling"),
+    pytest.param(_event_lost, "5: no settlement.completed event", id="a booking without its event"),
+]
+
+
+async def test_a_clean_paid_turn_keeps_every_invariant(paid: _Paid) -> None:
+    report = await assert_invariants(
+        paid.chain,
+        paid.database_url,
+        PAY_TOS,
+        from_block=paid.first_block,
+        client_views={paid.paid_task: "TASK_STATE_COMPLETED", paid.offered_task: "TASK_STATE_INPUT_REQUIRED"},
+    )
+    assert (len(report.transfers), report.booked_tasks, report.events["settlement.completed"]) == (
+        1,
+        [paid.paid_task],
+        1,
+    )
+
+
+@pytest.mark.parametrize(("breaking", "reported"), BREAKS)
+async def test_each_broken_invariant_is_reported(
+    breaking: Callable[[_Paid], Awaitable[None]], reported: str, paid: _Paid
+) -> None:
+    await breaking(paid)
+    with pytest.raises(AssertionError, match=reported):
+        await assert_invariants(paid.chain, paid.database_url, PAY_TOS, from_block=paid.first_block)
+
+
+async def test_more_depth_than_the_chain_has_and_an_undecided_client_are_reported(paid: _Paid) -> None:
+    with pytest.raises(AssertionError, match=r"(?s)2: entry .* is 1 blocks deep, 2 required.*4: the client"):
+        await assert_invariants(
+            paid.chain,
+            paid.database_url,
+            PAY_TOS,
+            from_block=paid.first_block,
+            confirmations=2,
+            client_views={paid.paid_task: "TASK_STATE_WORKING"},
+        )

@@ -1,0 +1,120 @@
+"""A reorg that takes the settlement's block away after the task was delivered and booked.
+
+Re-included (by the chain itself, or put back by the merchant while the authorization is still valid):
+the booking stands and reaches its depth. Not re-included until the authorization expired: the booking is
+reversed (`settlement.reversed`), and nothing of it is left on the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from devchain import DevChain
+from payer import sign_payment
+from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.merchant import MerchantWire, ledger_entries
+
+from .clients import open_task, pay, wait_until
+from .conftest import PAY_TOS
+from .database import DatabaseProbe
+from .processes import MerchantProcess, MerchantProcesses
+
+
+async def _paid(chain: DevChain, merchant: MerchantProcess, payer_key: str, *, valid_for_s: int = 300) -> str:
+    """A task paid, delivered and booked; its id."""
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        payload = sign_payment(payer_key, terms, valid_before=int(time.time()) + valid_for_s)
+        done = await pay(wire, task_id, payload)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    return task_id
+
+
+def _block_hash(chain: DevChain, tx_hash: str) -> str | None:
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [tx_hash])
+    return None if receipt is None else str(receipt["blockHash"])
+
+
+@pytest.mark.parametrize("who", ["the chain", "the merchant"])
+async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_becomes_final(
+    who: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(reconcile_interval_s=0.5)
+    task_id = await _paid(chain, merchant, new_payer())
+    (entry,) = await ledger_entries(postgres_url)
+    block_hash = _block_hash(chain, entry.tx_hash)
+    if who == "the chain":
+        raw = await database.scalar(
+            "SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=entry.tx_hash
+        )
+        chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
+    else:
+        chain.rpc.call("anvil_rollback", [1])
+        chain.rpc.call("anvil_dropAllTransactions")
+        assert _block_hash(chain, entry.tx_hash) is None
+        # The merchant's reconciler sees the settlement gone while its authorization is still valid.
+        await wait_until(lambda: _block_hash(chain, entry.tx_hash) is not None, what="the re-broadcast")
+    assert _block_hash(chain, entry.tx_hash) not in (None, block_hash)
+    await wait_until(
+        lambda: _count(database, "SELECT count(*) FROM ledger_finalizations"), what="the finalization"
+    )
+
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert [t.tx_hash for t in report.transfers] == [entry.tx_hash]
+    assert report.finalized == 1 and report.events["settlement.finalized"] == 1
+
+
+async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start()
+    # Valid for little more than the facilitator's 6 s margin: the wait for it to expire stays short.
+    valid_for_s = 9
+    signed_at = time.time()
+    task_id = await _paid(chain, merchant, new_payer(), valid_for_s=valid_for_s)
+    merchant.stop()
+    (entry,) = await ledger_entries(postgres_url)
+    chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again until the test says so
+    chain.rpc.call("anvil_rollback", [1])
+    chain.rpc.call("anvil_dropAllTransactions")
+
+    still_valid = await merchants.reconcile(merchant)
+    assert "reversed 0" in still_valid.stdout, still_valid  # it may still land: left alone
+    await asyncio.sleep(max(signed_at + valid_for_s + 1 - time.time(), 0))
+    expired = await merchants.reconcile(merchant)
+    assert "reversed 1" in expired.stdout, expired
+    chain.rpc.call("evm_mine")  # whatever was put back in the pool cannot pay any more
+
+    report = await assert_invariants(
+        chain,
+        postgres_url,
+        PAY_TOS,
+        from_block=first_block,
+        expect_reversed={task_id},
+        client_views={task_id: "TASK_STATE_COMPLETED"},
+    )
+    assert report.transfers == [] and report.reversed_tasks == [task_id]
+    assert report.events["settlement.reversed"] == 1
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])
+    assert receipt is None or int(receipt["status"], 16) == 0  # put back, it reverted: expired
+
+
+async def _count(database: DatabaseProbe, statement: str) -> bool:
+    return bool(await database.scalar(statement))

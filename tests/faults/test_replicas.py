@@ -1,0 +1,60 @@
+"""The same payment presented to two replicas at once: one settlement, and a true answer from each."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from devchain import ANVIL_DEV_KEYS, DevChain
+from payer import sign_payment
+from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.merchant import MerchantWire
+
+from .clients import open_task, pay, poll_until_definite, wait_until
+from .conftest import PAY_TOS
+from .processes import MerchantProcesses
+from .proxy import ThreadedRpcProxy
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "bug: merchant/payments/_handler.py PaymentRequestHandler.on_message_send stops following the task "
+        "at its first event, the stored snapshot, so a payment re-presented while another replica (or "
+        "request) is still verifying it is answered TASK_STATE_INPUT_REQUIRED with the original "
+        "payment-required terms: a client is asked to pay for a task whose payment is being taken"
+    ),
+)
+async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_answered_with_terms(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    proxy: ThreadedRpcProxy,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    first, second = await asyncio.gather(
+        merchants.start(rpc_url=proxy.url), merchants.start(relayer_key=ANVIL_DEV_KEYS[2])
+    )
+    payer_key = new_payer()
+    async with first.http() as first_http, second.http() as second_http:
+        at_first, at_second = MerchantWire(first_http, "jsonrpc"), MerchantWire(second_http, "jsonrpc")
+        task_id, terms = await open_task(at_first)
+        payload = sign_payment(payer_key, terms)
+        verifying = proxy.hold(b"eth_call", deliver=False)  # the first replica sits in its verification
+        paying = asyncio.create_task(pay(at_first, task_id, payload))
+        await wait_until(verifying.reached.is_set, what="the first replica to verify")
+        again = await pay(at_second, task_id, payload)
+        proxy.release(verifying)
+        answered = await paying
+        done = await poll_until_definite(at_second, task_id)
+
+    assert (answered["status"]["state"], done["status"]["state"]) == ("TASK_STATE_COMPLETED",) * 2
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert len(report.transfers) == 1
+    # The second answer may be a task to poll (working) or the outcome; never a request to pay.
+    assert again["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED"), again["status"]
