@@ -250,7 +250,8 @@ def render_report(runs: Sequence[Repetition], *, concurrency: int, header: Seque
     lines += [
         "",
         "Per segment (medians over repetitions; latencies in ms; RT1 = request → input required, RT2 = "
-        "follow-up → completed; CPU is milliseconds per task from /proc, PostgreSQL = all its processes):",
+        "follow-up → completed; CPU is milliseconds per task from /proc; PostgreSQL CPU counts the "
+        "backends serving the segment's database):",
         "",
         "| backend | flow | c | N×reps | tasks/s | p50 | p99 | RT1 p50 | RT2 p50 | server CPU "
         "| PostgreSQL CPU | anvil CPU | load-gen CPU | of which signing | failed | heights |",

@@ -228,7 +228,7 @@ async def test_contract_wallet_payer_verifies_and_settles_through_erc1271(
     settled = await facilitator.settle(payload, requirements)
 
     assert (verified.is_valid, verified.payer) == (True, wallet)
-    assert (settled.success, settled.payer) == (True, wallet)
+    assert (settled.success, settled.payer) == (True, wallet), settled
     assert chain.balance_of(wallet) == wallet_before - requirements.amount
     assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
     assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]

@@ -70,64 +70,73 @@ class _Stop:
     async def at(self, step: str, task_id: str) -> AsyncIterator[Reached]:
         """Arrange the stop at `step`; yield a wait for the merchant to stand there; undo it afterwards."""
         async with AsyncExitStack() as stack:
-            proxy, database = self._proxy, self._database
             if step in ("claimed", "sent"):
-                held = proxy.hold(b"eth_sendRawTransaction", deliver=step == "sent")
-                stack.callback(proxy.discard, held)
-
-                async def reached() -> None:
-                    await wait_until(held.reached.is_set, what="the settlement to be sent")
-                    if step == "sent":
-                        await wait_until(self.used_on_chain, what="the node to mine the settlement")
-                    assert await self.claim_state() == "claimed"
-
+                yield self._sending(stack, delivered=step == "sent")
             elif step == "broadcast":
-                held = proxy.hold(b"eth_getTransactionReceipt", deliver=False)
-                stack.callback(proxy.discard, held)
-
-                async def reached() -> None:
-                    await wait_until(
-                        lambda: _is(self.claim_state(), "broadcast"), what="the broadcast to be recorded"
-                    )
-
+                yield self._broadcast(stack)
             elif step in ("receipt", "ledger"):
-                lock = (
-                    "SELECT value FROM ledger_sequence WHERE id = 1 FOR UPDATE"
-                    if step == "receipt"
-                    else "LOCK TABLE webhook_events IN EXCLUSIVE MODE"
-                )
-                waiting_statement = (
-                    "UPDATE ledger_sequence" if step == "receipt" else "INSERT INTO webhook_events"
-                )
-                await stack.enter_async_context(database.locked(lock))
+                yield await self._booking(stack, step)
+            else:
+                yield self._telling(stack, task_id)
 
-                async def reached() -> None:
-                    await wait_until(
-                        lambda: _any(database.waiting(waiting_statement)), what=f"{waiting_statement} to wait"
-                    )
-                    assert await self.claim_state() == "succeeded"
+    def _sending(self, stack: AsyncExitStack, *, delivered: bool) -> Reached:
+        """Hold the transaction on its way to the node (or its answer on the way back)."""
+        held = self._proxy.hold(b"eth_sendRawTransaction", deliver=delivered)
+        stack.callback(self._proxy.discard, held)
 
-            else:  # "outbox": hold the receipt until the offer is locked, so the booking is all that passes
-                held = proxy.hold(b"eth_getTransactionReceipt", deliver=False)
-                stack.callback(proxy.discard, held)
+        async def reached() -> None:
+            await wait_until(held.reached.is_set, what="the settlement to be sent")
+            if delivered:
+                await wait_until(self.used_on_chain, what="the node to mine the settlement")
+            assert await self.claim_state() == "claimed"
 
-                async def reached() -> None:
-                    await wait_until(held.reached.is_set, what="the receipt wait")
-                    await stack.enter_async_context(
-                        database.locked(
-                            "SELECT task_id FROM payment_offers WHERE task_id = :task_id FOR UPDATE",
-                            task_id=task_id,
-                        )
-                    )
-                    proxy.release(held)
-                    await wait_until(
-                        lambda: _any(database.waiting("UPDATE payment_offers")),
-                        what="the offer update to wait",
-                    )
-                    booked = await database.scalar("SELECT count(*) FROM webhook_events")
-                    assert booked == 1  # the entry and its event are committed
+        return reached
 
-            yield reached
+    def _broadcast(self, stack: AsyncExitStack) -> Reached:
+        """Hold the receipt polls; the merchant records the broadcast and waits."""
+        held = self._proxy.hold(b"eth_getTransactionReceipt", deliver=False)
+        stack.callback(self._proxy.discard, held)
+
+        async def reached() -> None:
+            await wait_until(
+                lambda: _is(self.claim_state(), "broadcast"), what="the broadcast to be recorded"
+            )
+
+        return reached
+
+    async def _booking(self, stack: AsyncExitStack, step: str) -> Reached:
+        """Lock what the booking transaction takes first (the sequence) or last (the outbox)."""
+        if step == "receipt":
+            lock, waiting = (
+                "SELECT value FROM ledger_sequence WHERE id = 1 FOR UPDATE",
+                "UPDATE ledger_sequence",
+            )
+        else:
+            lock, waiting = "LOCK TABLE webhook_events IN EXCLUSIVE MODE", "INSERT INTO webhook_events"
+        await stack.enter_async_context(self._database.locked(lock))
+
+        async def reached() -> None:
+            await wait_until(lambda: _any(self._database.waiting(waiting)), what=f"{waiting} to wait")
+            assert await self.claim_state() == "succeeded"
+
+        return reached
+
+    def _telling(self, stack: AsyncExitStack, task_id: str) -> Reached:
+        """Hold the receipt until the offer is locked, so the booking is all that gets through."""
+        held = self._proxy.hold(b"eth_getTransactionReceipt", deliver=False)
+        stack.callback(self._proxy.discard, held)
+        offer = "SELECT task_id FROM payment_offers WHERE task_id = :task_id FOR UPDATE"
+
+        async def reached() -> None:
+            await wait_until(held.reached.is_set, what="the receipt wait")
+            await stack.enter_async_context(self._database.locked(offer, task_id=task_id))
+            self._proxy.release(held)
+            await wait_until(
+                lambda: _any(self._database.waiting("UPDATE payment_offers")), what="the offer update to wait"
+            )
+            assert await self._database.scalar("SELECT count(*) FROM webhook_events") == 1  # committed
+
+        return reached
 
 
 async def _is(value: Awaitable[str | None], expected: str) -> bool:
