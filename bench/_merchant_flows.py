@@ -5,7 +5,8 @@ One flow is what a paying client does for one task: ``SendMessage`` with the req
 ``TASK_STATE_COMPLETED`` and the artifact). On the merchant the answer to the first message carries the
 payment terms and the follow-up carries the authorization signed for them. Each offer has its own
 ``extra.offerId``, so an authorization cannot be signed before its offer arrives: the client signs between
-the two round trips, and that CPU is measured (thread CPU time around ``payer.sign_payment``) and reported.
+the two round trips, and that CPU is measured (thread CPU time around reading the terms and
+``payer.sign_payment``) and reported.
 The bare flow sends the same messages without the payment.
 
 The first messages are serialised before the clock starts; the follow-ups can only be built from the
@@ -39,15 +40,14 @@ from ._payloads import make_requirements, sign_payloads, sign_raw_transfers
 from ._servers import ServerProcess
 
 __all__ = [
+    "DatabaseMeter",
     "FlowKind",
     "FlowOutcome",
-    "DatabaseMeter",
     "FlowSegment",
     "SegmentProbe",
     "measure_settlement_round_trips",
     "percentile",
     "run_flows",
-    "run_loop",
 ]
 
 _T = TypeVar("_T")
@@ -141,7 +141,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000
 
 
-def run_loop(coroutine: Coroutine[Any, Any, _T]) -> _T:
+def _run_loop(coroutine: Coroutine[Any, Any, _T]) -> _T:
     """Run `coroutine` on a fresh uvloop loop, which keeps the load generator's CPU per request low."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coroutine)
@@ -205,7 +205,8 @@ class _FlowClient:
     payer_keys: Sequence[str]
 
     def follow_up(self, index: int, task: dict[str, Any]) -> tuple[bytes, float]:
-        """The follow-up request for the task in `task`, and the thread CPU seconds spent signing."""
+        """The follow-up request for the task in `task`, and the thread CPU seconds spent reading the
+        terms and signing the authorization (none for the bare flow)."""
         message: dict[str, Any] = {
             "messageId": str(uuid.uuid4()),
             "role": "ROLE_USER",
@@ -287,7 +288,7 @@ async def _run(
 
 
 DatabaseMeter = Callable[[], dict[int, float] | None]
-"""CPU seconds so far of each process of the segment's database server, by pid (None: not measurable)."""
+"""CPU seconds so far of each database backend serving the segment, by pid (None: not measurable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +336,7 @@ def run_flows(
     requests = _first_requests(probe.server.target, count)
     database_before = probe.database() if probe.database is not None else None
     before = probe.read()
-    outcomes, elapsed = run_loop(_run(client, requests, concurrency))
+    outcomes, elapsed = _run_loop(_run(client, requests, concurrency))
     after = probe.read()
     database_after = probe.database() if probe.database is not None else None
     failures = Counter(o.reason for o in outcomes if not o.ok)
@@ -403,4 +404,4 @@ def measure_settlement_round_trips(chain: BenchChain, count: int) -> list[float]
     signed = sign_raw_transfers(
         chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16)
     )
-    return run_loop(_round_trips(chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed]))
+    return _run_loop(_round_trips(chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed]))

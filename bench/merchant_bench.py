@@ -1,12 +1,12 @@
 """Merchant throughput: paid tasks end to end beside the same two-round-trip flow on a bare a2a-sdk server.
 
-Run ``python -m bench.merchant_bench`` (about four and a half minutes on two cores) or with ``--quick``
-(about a minute, one small repetition). One paid task is two JSON-RPC round trips to the reference merchant
-(``x402-merchant serve``: one uvicorn worker, in-process facilitator): the request, answered with the
-payment terms (``TASK_STATE_INPUT_REQUIRED``), then the authorization signed for those terms, answered
-once it is verified, settled on chain and booked in the ledger (``TASK_STATE_COMPLETED``). The bare flow
-(``bench._merchant_bare_app``) makes the same two round trips to an a2a-sdk server without payment, its
-tasks in the same kind of database. Each repetition measures:
+Run ``python -m bench.merchant_bench`` (about three and a half minutes on two cores) or with
+``--quick`` (a little over a minute, one small repetition). One paid task is two JSON-RPC round trips to
+the reference merchant (``x402-merchant serve``: one uvicorn worker, in-process facilitator): the request,
+answered with the payment terms (``TASK_STATE_INPUT_REQUIRED``), then the authorization signed for
+those terms, answered once it is verified, settled on chain and booked in the ledger
+(``TASK_STATE_COMPLETED``). The bare flow (``bench._merchant_bare_app``) makes the same two round trips to
+an a2a-sdk server without payment, its tasks in the same kind of database. Each repetition measures:
 
 * one settlement round trip to the node: a pre-signed settlement transaction sent to anvil and its
   receipt read, one at a time;
@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.merchant_bench", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="one small repetition (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="one small repetition (a little over a minute)")
     parser.add_argument("--repetitions", type=int, default=None, help="override the number of repetitions")
     parser.add_argument(
         "--backend",

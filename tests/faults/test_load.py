@@ -4,8 +4,9 @@ Each replica is its own `x402-merchant serve` process with its own relayer key (
 3: one key shared by two processes would race for nonces). Every payer asks its home replica for terms,
 signs, and pays; every fifth payer submits the same payment several times, to both replicas at once. The
 invariants must hold, each payer must get a definite answer (directly or by polling its task), and each paid
-task must be one transfer and one booking. The run prints paid tasks per second and the latency
-percentiles from payment submission to the definite answer.
+task must be one transfer and one booking. The run reports paid tasks per second and the latency
+percentiles from payment submission to the definite answer (in the "load figures" section of the
+terminal summary).
 
 The 40-payer run is always on; the 200-payer run is a soak run (`pytest --soak`).
 """
@@ -19,7 +20,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import httpx
 import pytest
 
 from devchain import ANVIL_DEV_KEYS, DevChain
@@ -28,8 +28,8 @@ from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import A2ACallError, MerchantWire, payment_message
 
 from .clients import DEFINITE_STATES, JSON, open_task, poll_until_definite
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
+from .conftest import LOAD_FIGURES, PAY_TOS
+from .processes import MerchantProcess, MerchantProcesses
 
 _DUPLICATE_EVERY = 5  # a fifth of the payers re-submit
 _COPIES_PER_REPLICA = 2  # ... the same payment twice to each replica
@@ -76,21 +76,11 @@ def _percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)]
 
 
-async def _run_load(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-    payers: int,
-) -> None:
-    replicas = await asyncio.gather(
-        merchants.start(relayer_key=ANVIL_DEV_KEYS[2]), merchants.start(relayer_key=ANVIL_DEV_KEYS[3])
-    )
-    keys = [new_payer() for _ in range(payers)]
-    clients: list[httpx.AsyncClient] = [
-        replica.http(connections=payers * 2, timeout_s=_CLIENT_TIMEOUT_S) for replica in replicas
-    ]
+async def _pay_all(
+    replicas: Sequence[MerchantProcess], keys: Sequence[str]
+) -> tuple[list[_ClientRun], float]:
+    """Every payer pays at once; their runs and the wall time until the last one had its answer."""
+    clients = [replica.http(connections=len(keys) * 2, timeout_s=_CLIENT_TIMEOUT_S) for replica in replicas]
     try:
         wires = [MerchantWire(client, "jsonrpc") for client in clients]
         started = time.monotonic()
@@ -100,10 +90,25 @@ async def _run_load(
                 for i, key in enumerate(keys)
             )
         )
-        elapsed_s = time.monotonic() - started
+        return list(runs), time.monotonic() - started
     finally:
         for client in clients:
             await client.aclose()
+
+
+async def _run_load(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+    payers: int,
+) -> str:
+    """Run the load; check the answers and the invariants; return the figures as one line."""
+    replicas = await asyncio.gather(
+        merchants.start(relayer_key=ANVIL_DEV_KEYS[2]), merchants.start(relayer_key=ANVIL_DEV_KEYS[3])
+    )
+    runs, elapsed_s = await _pay_all(replicas, [new_payer() for _ in range(payers)])
 
     assert all(run.final_state in DEFINITE_STATES for run in runs)
     assert Counter(run.final_state for run in runs) == {"TASK_STATE_COMPLETED": payers}
@@ -116,15 +121,13 @@ async def _run_load(
     )
     assert len(report.transfers) == payers  # exactly one transfer per paid task
     assert sorted(report.booked_tasks) == sorted(run.task_id for run in runs)
-    duplicate_answers = Counter(
-        a for i, run in enumerate(runs) if i % _DUPLICATE_EVERY == 0 for a in run.answers
-    )
+    resubmitted = Counter(a for i, run in enumerate(runs) if i % _DUPLICATE_EVERY == 0 for a in run.answers)
     latencies = [run.latency_s for run in runs]
-    print(
-        f"\nload: {payers} payers on 2 replicas, {payers // _DUPLICATE_EVERY} re-submitting "
-        f"{2 * _COPIES_PER_REPLICA} times: {payers / elapsed_s:.1f} paid tasks/s ({elapsed_s:.1f} s), "
+    return (
+        f"{payers} payers on 2 replicas ({payers // _DUPLICATE_EVERY} submitting "
+        f"{2 * _COPIES_PER_REPLICA} times): {payers / elapsed_s:.1f} paid tasks/s ({elapsed_s:.1f} s), "
         f"latency p50 {_percentile(latencies, 0.5):.2f} s, p99 {_percentile(latencies, 0.99):.2f} s; "
-        f"answers to re-submissions: {dict(duplicate_answers)}"
+        f"answers to the repeated submissions: {dict(resubmitted)}"
     )
 
 
@@ -134,8 +137,10 @@ async def test_two_replicas_with_concurrent_and_repeated_payments_keep_the_invar
     new_payer: Callable[..., str],
     postgres_url: str,
     first_block: int,
+    record_property: Callable[[str, object], None],
 ) -> None:
-    await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=40)
+    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=40)
+    record_property(LOAD_FIGURES, figures)
 
 
 @pytest.mark.soak
@@ -145,5 +150,7 @@ async def test_two_hundred_payers_on_two_replicas_keep_the_invariants(
     new_payer: Callable[..., str],
     postgres_url: str,
     first_block: int,
+    record_property: Callable[[str, object], None],
 ) -> None:
-    await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=200)
+    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=200)
+    record_property(LOAD_FIGURES, figures)
