@@ -33,14 +33,16 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
+from a2a.server.jsonrpc_models import JSONParseError as JSONRPCParseError
 from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import ListTasksResponse
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
-from a2a.utils.errors import A2AError, VersionNotSupportedError
+from a2a.utils.errors import A2AError, InvalidRequestError, VersionNotSupportedError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -100,11 +102,21 @@ def _other_version(operation: str, version: ProtocolVersion) -> VersionNotSuppor
 
 
 async def _json_body(request: Request) -> Any:
-    """The request's JSON body, or None when it has none or it is not JSON (the SDK answers that)."""
-    try:
-        return await request.json()
-    except ValueError:
+    """The request's JSON body, or None when it has none.
+
+    Parsed as strict JSON (RFC 8259): UTF-8, and no NaN, Infinity or numbers beyond a double. Python's own
+    parser accepts those, and protobuf then fails to write them back out, deep inside the SDK.
+
+    Raises:
+        InvalidRequestError: the body is not strict JSON (the JSON-RPC route answers it as a parse error).
+    """
+    raw = await request.body()
+    if not raw.strip():
         return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(message=f"the request body is not valid JSON: {exc}") from None
 
 
 # -- JSON-RPC -------------------------------------------------------------------------------------------
@@ -129,7 +141,11 @@ def jsonrpc_routes(
 
 def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: ProtocolEcho) -> Endpoint:
     async def handle(request: Request) -> Response:
-        body = await _json_body(request)
+        unparsable: InvalidRequestError | None = None
+        try:
+            body = await _json_body(request)
+        except InvalidRequestError as exc:
+            body, unparsable = None, exc
         envelope = body if isinstance(body, dict) else {}
         request_id = envelope.get("id")
         if isinstance(request_id, bool) or not isinstance(request_id, str | int):
@@ -147,7 +163,10 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
                 _SEND_FORMS[method](envelope.get("params"))
         except A2AError as exc:
             return echo.stamp(JSONResponse(build_error_response(request_id, exc)), request, version)
-        response = await endpoint(request)
+        if unparsable is not None:
+            response = JSONResponse(build_error_response(None, JSONRPCParseError(message=unparsable.message)))
+        else:
+            response = await endpoint(request)
         if version is ProtocolVersion.V1_0 and isinstance(response, JSONResponse):
             response = _finish_v1_0(response, method)
         return echo.stamp(response, request, version)
@@ -271,9 +290,11 @@ def _rest_endpoint(
             return _rest_error(exc)
         if version is not serves:
             return _rest_error(_other_version(f"{request.method} {request.url.path}", version))
-        if form_check is not None:
+        if request.method == "POST":
             try:
-                form_check(await _json_body(request))
+                body = await _json_body(request)
+                if form_check is not None:
+                    form_check(body)
             except A2AError as exc:
                 return echo.stamp(_rest_error(exc), request, version)
         return echo.stamp(_rest_with_error_info(await endpoint(request)), request, version)

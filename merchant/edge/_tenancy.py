@@ -31,6 +31,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -80,6 +81,7 @@ class TenantGate(DelegatingRequestHandler):
 
     def _check_send(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         self._require_tenant(context)
+        _check_client_message(params.message)
         # Longer ids could never name a stored task, and a new task with a longer context id would not fit
         # its row on PostgreSQL; refuse both up front with a clear message.
         for name, value in (("taskId", params.message.task_id), ("contextId", params.message.context_id)):
@@ -156,3 +158,16 @@ class TenantGate(DelegatingRequestHandler):
         """GetExtendedAgentCard for a known tenant."""
         self._require_tenant(context)
         return await super().on_get_extended_agent_card(params, context)
+
+
+def _check_client_message(message: Message) -> None:
+    """Refuse what no task can be started or continued from (the SDK would fail on it after storing)."""
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(message="message.role: a client's message is ROLE_USER")
+    if not message.parts:
+        raise InvalidParamsError(message="message.parts: a message needs at least one part")
+    for index, part in enumerate(message.parts):
+        if part.WhichOneof("content") is None:
+            raise InvalidParamsError(message=f"message.parts[{index}]: a part needs text, raw, url or data")
+        if part.HasField("text") and not part.text:
+            raise InvalidParamsError(message=f"message.parts[{index}].text: must not be empty")
