@@ -241,9 +241,15 @@ class PaymentExecutor(AgentExecutor):
         await self._offers.advance(
             task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts]
         )
-        await self._settle_and_deliver(
-            context, event_queue, offer, dialect, data, payload, requirements, outcome
-        )
+        try:
+            await self._settle_and_deliver(
+                context, event_queue, offer, dialect, data, payload, requirements, outcome
+            )
+        except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
+            # A database or facilitator fault after the payment was taken must not end the task as failed
+            # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
+            # settling and untouched, settles or fails it for good and delivers the held artifacts.
+            logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
 
     async def _run_paid_work(
         self, context: RequestContext, event_queue: EventQueue, offer: Offer

@@ -24,19 +24,10 @@ from .database import DatabaseProbe
 from .processes import MerchantProcesses
 from .proxy import ThreadedRpcProxy
 
-_EXECUTOR_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: merchant/payments/_executor.py PaymentExecutor._take_payment lets a database error raised "
-        "after the payment was taken (a claim or offer write) escape; the SDK then marks the task FAILED "
-        "(no message, no receipts) while its offer stays settling, and the reconciler settles and books it: "
-        "the client is told the task failed and is charged"
-    ),
-)
 TRANSACTIONS = [
-    pytest.param("INSERT INTO settlement_claims", id="claiming the authorization", marks=_EXECUTOR_BUG),
+    pytest.param("INSERT INTO settlement_claims", id="claiming the authorization"),
     pytest.param("INSERT INTO webhook_events", id="booking the settlement and its event"),
-    pytest.param("UPDATE payment_offers", id="recording the offer paid", marks=_EXECUTOR_BUG),
+    pytest.param("UPDATE payment_offers", id="recording the offer paid"),
 ]
 
 
