@@ -209,7 +209,13 @@ def build_app(
         routes=[*jwks_routes, *billing.routes],
         card_signer=signer,
         handler_layers=[
-            lambda inner: PaymentRequestHandler(inner, pricing=pricing, offers=offers, skill_of=_skill_of)
+            lambda inner: PaymentRequestHandler(
+                inner,
+                pricing=pricing,
+                offers=offers,
+                skill_of=_skill_of,
+                progress_timeout_s=settings.settle_timeout_s,
+            )
         ],
     )
     edge_lifespan = app.router.lifespan_context

@@ -15,8 +15,11 @@ the task it answers with is the stored one, pending receipt included.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from datetime import UTC, datetime
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -25,6 +28,8 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
+    Part,
+    Role,
     SendMessageRequest,
     Task,
     TaskState,
@@ -70,6 +75,8 @@ _TERMINAL = {
 # Where a blocking SendMessage answers: a terminal or an interrupted state.
 _ANSWERED = _TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01})
+_PROGRESS_POLL_S = 0.05
+_REPRESENTED_WAIT_S = 2.0
 _TAKING_PAYMENT = {OfferState.VERIFYING, OfferState.WORKING, OfferState.SETTLING}
 
 
@@ -83,15 +90,20 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         pricing: Pricing,
         offers: OfferStore,
         skill_of: Callable[[Message], str],
+        progress_timeout_s: float = 15.0,
     ):
         super().__init__(inner)
         self._pricing = pricing
         self._offers = offers
         self._skill_of = skill_of
+        self._progress_timeout_s = progress_timeout_s
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         """SendMessage; a blocking payment answers early (task working) while its settlement is pending."""
-        data, dialect = await self._check_send(params, context)
+        try:
+            data, dialect = await self._check_send(params, context)
+        except _Represented as represented:
+            return await self._await_progress(params, context, represented.status_id)
         if (
             not isinstance(data, PaymentSubmittedData)
             or dialect is None
@@ -115,11 +127,45 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             raise TaskNotFoundError
         return task
 
+    async def _await_progress(
+        self, params: SendMessageRequest, context: ServerCallContext, seen: str
+    ) -> Task:
+        """Answer a payment presented again while it is being taken (a retry, or another replica's request).
+
+        Its executor runs elsewhere, so there are no events to follow: the task is read until its status moves
+        on from the one the payment was presented against and says something definite (done, interrupted, a
+        pending settlement). If it has not within a moment, the answer is the task as working: a copy, not
+        stored, that says the payment is being taken — never the stored request to pay, which the client
+        would take as an invitation to pay again.
+        """
+        request = GetTaskRequest(id=params.message.task_id, tenant=params.tenant)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(self._progress_timeout_s, _REPRESENTED_WAIT_S)
+        while True:
+            task = await super().on_get_task(request, context)
+            if task is None:
+                raise TaskNotFoundError
+            if task.status.message.message_id != seen and _answers(task, self._dialect_of(context)):
+                return task
+            if loop.time() >= deadline:
+                return _being_taken(task)
+            await asyncio.sleep(_PROGRESS_POLL_S)
+
+    def _dialect_of(self, context: ServerCallContext) -> Dialect:
+        return negotiate_dialect(context.requested_extensions, protocol_version(context)) or Dialect.V03
+
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """SendStreamingMessage after the payment checks (the stream shows every stage)."""
-        await self._check_send(params, context)
+        """SendStreamingMessage after the payment checks (the stream shows every stage).
+
+        A payment presented again while it is being taken streams the task once it has moved on.
+        """
+        try:
+            await self._check_send(params, context)
+        except _Represented as represented:
+            yield await self._await_progress(params, context, represented.status_id)
+            return
         async for event in super().on_message_send_stream(params, context):
             yield event
 
@@ -182,8 +228,12 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         other = await self._offers.by_authorization(authorization.from_address, authorization.nonce)
         if other is not None and other.task_id != task.id:
             raise InvalidParamsError(message="this payment authorization was already used for another task")
-        if offer.state is not OfferState.OFFERED and offer.payload_hash != payload_hash(payload):
-            raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
+        if offer.state is not OfferState.OFFERED:
+            if offer.payload_hash != payload_hash(payload):
+                raise InvalidParamsError(
+                    message=f"this task is not awaiting payment (it is {offer.state.value})"
+                )
+            raise _Represented(task.status.message.message_id)
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
@@ -199,6 +249,35 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return message_payment_data(message, dialect)
         except ExtensionMetadataError as exc:
             raise InvalidParamsError(message=f"malformed x402 extension metadata: {exc}") from None
+
+
+def _being_taken(task: Task) -> Task:
+    """A copy of `task` as working, saying that its payment is being taken (for a re-presented payment)."""
+    view = Task()
+    view.CopyFrom(task)
+    if task.status.HasField("message"):
+        view.history.append(task.status.message)
+    view.status.Clear()
+    view.status.state = TaskState.TASK_STATE_WORKING
+    view.status.message.CopyFrom(
+        Message(
+            message_id=str(uuid.uuid4()),
+            context_id=task.context_id,
+            task_id=task.id,
+            role=Role.ROLE_AGENT,
+            parts=[Part(text="This payment is already being taken; get the task for the outcome.")],
+        )
+    )
+    view.status.timestamp.FromDatetime(datetime.now(UTC))
+    return view
+
+
+class _Represented(Exception):  # noqa: N818 - a signal between two methods, not an error
+    """The payment was already presented for this task and is being taken."""
+
+    def __init__(self, status_id: str) -> None:
+        super().__init__(status_id)
+        self.status_id = status_id
 
 
 def _answers(event: Task | TaskStatusUpdateEvent, dialect: Dialect) -> bool:

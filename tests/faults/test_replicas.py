@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import pytest
-
 from devchain import ANVIL_DEV_KEYS, DevChain
 from payer import sign_payment
 from tests.fixtures.invariants import assert_invariants
@@ -18,15 +16,6 @@ from .processes import MerchantProcesses
 from .proxy import ThreadedRpcProxy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: merchant/payments/_handler.py PaymentRequestHandler.on_message_send stops following the task "
-        "at its first event, the stored snapshot, so a payment re-presented while another replica (or "
-        "request) is still verifying it is answered TASK_STATE_INPUT_REQUIRED with the original "
-        "payment-required terms: a client is asked to pay for a task whose payment is being taken"
-    ),
-)
 async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_answered_with_terms(
     chain: DevChain,
     merchants: MerchantProcesses,
