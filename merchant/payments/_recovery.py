@@ -128,7 +128,8 @@ class PaymentRecovery:
             )
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             return False
-        receipts = [*offer.receipts, response.to_json_dict()]
+        # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
+        receipts = [*(r for r in offer.receipts if not _pending(r)), response.to_json_dict()]
         if not response.success:
             code = error_code_for_reason(response.error_reason)
             await self._fail(
