@@ -81,12 +81,21 @@ def _inconsistent(path: str, detail: str) -> ExtensionMetadataError:
 
 
 def _check_receipts(receipts: tuple[X402Receipt, ...]) -> None:
-    """Checks every status shares: a pending receipt names its transaction."""
+    """Checks every status shares: a pending receipt names its transaction, and the history is a history.
+
+    Every receipt but the newest records an attempt that failed for good (spec §6.3): a success ends the
+    payment, and a pending settlement is resolved (and replaced) before any other attempt.
+    """
     for index, receipt in enumerate(receipts):
         if receipt.error_reason == SETTLEMENT_PENDING_REASON and (receipt.success or not receipt.transaction):
             raise _inconsistent(
                 child_path("receipts", index),
                 "a settlement_pending receipt must have success false and name its transaction hash",
+            )
+        if index < len(receipts) - 1 and (receipt.success or _is_pending(receipt)):
+            raise _inconsistent(
+                child_path("receipts", index),
+                "only the newest receipt may be a success or pending; earlier attempts failed",
             )
 
 

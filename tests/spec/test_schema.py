@@ -149,14 +149,11 @@ def test_schema_refuses(value: JSON) -> None:
     assert schema_errors("extension-object.json", value) != []
 
 
-_LAX = pytest.mark.xfail(strict=True, reason="a2a_x402.decode checks only the newest receipt (spec §6.3)")
-
-
 @pytest.mark.parametrize(
     "value",
     [
         *(pytest.param(value, id=name) for name, value in _REFUSED.items()),
-        *(pytest.param(value, id=name, marks=_LAX) for name, value in _DECODER_LAX.items()),
+        *(pytest.param(value, id=name) for name, value in _DECODER_LAX.items()),
     ],
 )
 def test_decoder_refuses(value: JSON) -> None:
