@@ -139,5 +139,7 @@ async def _send_twice(url: str, delivered: bool, chain: DevChain) -> None:
         await rpc.aclose()
 
     assert following.nonce == nonce + (1 if delivered else 0)
+    # A send returns once the node has the transaction; anvil mines it a moment later.
+    chain.rpc.wait_for_receipt(following.tx_hash)
     assert relayer_nonce(chain) == following.nonce + 1
     assert _pool_is_empty(chain)
