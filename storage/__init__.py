@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
 from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
+from ._snapshot import snapshot
 from ._types import Uint256
 from ._writes import write
 
@@ -19,6 +20,7 @@ __all__ = [
     "current_revisions",
     "ensure_schema_current",
     "normalize_url",
+    "snapshot",
     "upgrade_schema",
     "write",
 ]

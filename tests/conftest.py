@@ -1,6 +1,11 @@
 import pytest
 
-pytest_plugins = ["tests.fixtures.chain", "tests.fixtures.servers", "tests.fixtures.facilitator", "tests.fixtures.merchant"]
+pytest_plugins = [
+    "tests.fixtures.chain",
+    "tests.fixtures.servers",
+    "tests.fixtures.facilitator",
+    "tests.fixtures.merchant",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -21,7 +21,7 @@ from ._errors import (
     LedgerInvariantError,
 )
 from ._invariants import check_invariants
-from ._ledger import Ledger
+from ._ledger import Along, Ledger
 from ._models import LedgerAccount, LedgerBase, LedgerEntry, LedgerFinalization, LedgerLine, LedgerSequence
 from ._queries import LedgerReader
 from ._records import (
@@ -44,6 +44,7 @@ from .cli import ledger_cli
 
 __all__ = [
     "STATEMENT_COLUMNS",
+    "Along",
     "Balance",
     "BookedEntry",
     "BookingConflictError",

@@ -20,6 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from storage import snapshot
+
 from ._errors import LedgerInvariantError
 from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
 
@@ -32,7 +34,7 @@ async def check_invariants(engine: AsyncEngine) -> None:
     Raises:
         LedgerInvariantError: listing every violation found.
     """
-    async with engine.connect() as connection:
+    async with snapshot(engine) as connection:
         entries = {row.id: row for row in await connection.execute(sa.select(LedgerEntry.__table__))}
         accounts = {row.id: row for row in await connection.execute(sa.select(LedgerAccount.__table__))}
         lines = (await connection.execute(sa.select(LedgerLine.__table__))).all()

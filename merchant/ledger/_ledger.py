@@ -16,6 +16,7 @@ both backends, and `check_invariants` proves they equal the sums of the lines.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -49,7 +50,10 @@ from ._records import (
 )
 from ._sequence import allocate_sequence
 
-__all__ = ["Ledger"]
+__all__ = ["Along", "Ledger"]
+
+Along = Callable[[AsyncConnection], Awaitable[None]]
+"""A write of the caller's that commits in the same transaction as a booking."""
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +88,14 @@ class Ledger(LedgerReader):
         super().__init__(engine)
         self._events = events
 
-    async def book_settlement(self, booking: SettlementBooking) -> BookedEntry:
+    async def book_settlement(self, booking: SettlementBooking, *, along: Along | None = None) -> BookedEntry:
         """Book a settled payment: debit the payer's account, credit the tenant's revenue account.
 
         Idempotent per authorization (chain id, asset, payer, nonce): booking it again returns the stored
         entry (with its current status, possibly `reversed`) and publishes nothing.
+
+        `along` writes the caller's own record of the booking in the booking's transaction, so the two
+        commit together; for a booking already recorded it runs in a transaction of its own.
 
         Raises:
             BookingConflictError: the authorization is booked with a different tenant, task, context,
@@ -97,6 +104,8 @@ class Ledger(LedgerReader):
         try:
             async with self._engine.begin() as connection:
                 entry = await self._book(connection, booking)
+                if along is not None:
+                    await along(connection)
         except _AlreadyRecorded as duplicate:
             existing = await self.find_settlement(
                 booking.chain_id, booking.asset, booking.payer, booking.nonce
@@ -108,6 +117,9 @@ class Ledger(LedgerReader):
             ]
             if differing:
                 raise BookingConflictError(existing.id, differing) from None
+            if along is not None:
+                async with self._engine.begin() as connection:
+                    await along(connection)
             return existing
         logger.info(
             "booked settlement %s (tenant %r, amount %d, tx %s)",
@@ -279,22 +291,34 @@ async def _insert_entry(connection: AsyncConnection, entry: BookedEntry) -> None
 
 
 async def _lock_accounts(connection: AsyncConnection, entry: BookedEntry) -> tuple[sa.Row[Any], sa.Row[Any]]:
-    """Create the entry's payer and revenue accounts if needed; return them (payer, revenue), locked."""
+    """Return the entry's payer and revenue accounts (payer, revenue), locked; created first if missing."""
+    rows = await _locked_accounts(connection, entry)
+    if len(rows) == 2:
+        return rows["payer"], rows["revenue"]
     now = _now()
     key = {"tenant": entry.tenant, "network": entry.network, "asset": entry.asset}
-    wanted = [
-        {**key, "kind": "payer", "holder": entry.payer, "normal_side": "debit"},
-        {**key, "kind": "revenue", "holder": "", "normal_side": "credit"},
-    ]
+    wanted = {
+        "payer": {**key, "kind": "payer", "holder": entry.payer, "normal_side": "debit"},
+        "revenue": {**key, "kind": "revenue", "holder": "", "normal_side": "credit"},
+    }
     insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    for account in wanted:
+    for kind in wanted.keys() - rows.keys():
         statement = insert(_accounts).values(
-            id=new_id("acct"), debits_posted=0, credits_posted=0, created_at=now, **account
+            id=new_id("acct"), debits_posted=0, credits_posted=0, created_at=now, **wanted[kind]
         )
+        # Another booking may create the same account first: then this insert does nothing.
         await connection.execute(
             statement.on_conflict_do_nothing(index_elements=["tenant", "network", "asset", "kind", "holder"])
         )
-    # Locked in id order: two transactions touching the same accounts always queue in the same order.
+    rows = await _locked_accounts(connection, entry)
+    return rows["payer"], rows["revenue"]
+
+
+async def _locked_accounts(connection: AsyncConnection, entry: BookedEntry) -> dict[str, sa.Row[Any]]:
+    """The entry's existing payer and revenue accounts by kind, locked in id order.
+
+    Locking in id order makes two transactions touching the same accounts always queue in the same order.
+    """
     rows = (
         await connection.execute(
             sa.select(_accounts)
@@ -311,8 +335,7 @@ async def _lock_accounts(connection: AsyncConnection, entry: BookedEntry) -> tup
             .with_for_update()
         )
     ).all()
-    by_kind = {row.kind: row for row in rows}
-    return by_kind["payer"], by_kind["revenue"]
+    return {row.kind: row for row in rows}
 
 
 async def _post(

@@ -10,11 +10,11 @@ import stamina
 
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 
-from ..ledger import Ledger, LedgerError, SettlementBooking
+from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
-from ._offers import Offer
+from ._offers import Offer, OfferState, OfferStore
 
-__all__ = ["book_settlement", "settlement_event"]
+__all__ = ["book_settlement", "record_paid", "settlement_event"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +25,14 @@ async def book_settlement(
     payload: PaymentPayload,
     requirements: PaymentRequirements,
     response: SettleResponse,
+    *,
+    along: Along | None = None,
 ) -> bool:
     """Book a successful settlement for `offer`'s task; True when it is in the ledger (now or before).
 
-    Booking never stops delivery: the payer paid. A settlement that cannot be booked now is logged as an
-    error naming the task and the transaction, and the reconciler books it later from the offer.
+    `along` commits with the booking (the offer marked paid and booked). Booking never stops delivery:
+    the payer paid. A settlement that cannot be booked now is logged as an error naming the task and the
+    transaction, and the reconciler books it later from the offer.
     """
     authorization = payload.payload.authorization
     settlement = (response.extensions or {}).get("settlement") or {}
@@ -62,13 +65,34 @@ async def book_settlement(
             on=lambda exc: not isinstance(exc, LedgerError), attempts=5, timeout=10.0
         ):
             with attempt:
-                await ledger.book_settlement(booking)
+                await ledger.book_settlement(booking, along=along)
     except Exception:  # noqa: BLE001 - the payer paid: deliver even when the books cannot be written now
         logger.exception(
             "settlement of task %s in %s could not be booked", offer.task_id, response.transaction
         )
         return False
     return True
+
+
+async def record_paid(
+    ledger: Ledger,
+    offers: OfferStore,
+    offer: Offer,
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    response: SettleResponse,
+    receipts: list[dict[str, Any]],
+) -> None:
+    """Book a successful settlement, then record `offer` paid with `receipts` and whether it is booked.
+
+    Two transactions, booking first: a crash between them leaves the offer settling, and recovery books
+    it (idempotently) and records it then. A settlement that cannot be booked now leaves the offer paid
+    and unbooked, for `PaymentRecovery.book_unbooked`.
+    """
+    booked = await book_settlement(ledger, offer, payload, requirements, response)
+    await offers.advance(
+        offer.task_id, OfferState.PAID, receipts=receipts, booked_at=datetime.now(UTC) if booked else None
+    )
 
 
 def settlement_event(

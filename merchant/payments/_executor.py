@@ -53,9 +53,9 @@ from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirement
 
 from ..ledger import Ledger
 from ..webhooks import EventType
-from ._booking import book_settlement, settlement_event
+from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
-from ._offers import Offer, OfferState, OfferStore
+from ._offers import CHECKED_OFFER_KEY, Offer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
@@ -180,7 +180,7 @@ class PaymentExecutor(AgentExecutor):
         self, context: RequestContext, event_queue: EventQueue, data: PaymentSubmittedData, dialect: Dialect
     ) -> None:
         task_id, context_id = _ids(context)
-        offer = await self._offers.get(task_id)
+        offer = await self._checked_offer(context, task_id)
         if offer is None or offer.state is not OfferState.OFFERED:
             # A re-presented payment (a client retry) while the first is being taken: nothing to add.
             return
@@ -250,6 +250,17 @@ class PaymentExecutor(AgentExecutor):
             # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
             # settling and untouched, settles or fails it for good and delivers the held artifacts.
             logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
+
+    async def _checked_offer(self, context: RequestContext, task_id: str) -> Offer | None:
+        """The task's offer as the request handler read it for this request, else as stored.
+
+        Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
+        state read here.
+        """
+        checked = context.call_context.state.pop(CHECKED_OFFER_KEY, None) if context.call_context else None
+        if isinstance(checked, Offer) and checked.task_id == task_id:
+            return checked
+        return await self._offers.get(task_id)
 
     async def _run_paid_work(
         self, context: RequestContext, event_queue: EventQueue, offer: Offer
@@ -327,8 +338,8 @@ class PaymentExecutor(AgentExecutor):
                 event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),
             )
             return
-        await book_settlement(self._ledger, offer, payload, requirements, response)
-        await self._offers.advance(task_id, OfferState.PAID, receipts=[r.to_json_dict() for r in receipts])
+        stored = [r.to_json_dict() for r in receipts]
+        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, stored)
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
                 TaskArtifactUpdateEvent(

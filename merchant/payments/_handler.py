@@ -58,7 +58,7 @@ from a2a_x402 import (
 from facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
-from ._offers import OfferState, OfferStore
+from ._offers import CHECKED_OFFER_KEY, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
@@ -234,6 +234,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
+        call_context.state[CHECKED_OFFER_KEY] = offer
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:

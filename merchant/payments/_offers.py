@@ -22,12 +22,17 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..webhooks import EventType, Outbox
 
-__all__ = ["Offer", "OfferState", "OfferStore", "offers_table"]
+__all__ = ["CHECKED_OFFER_KEY", "Offer", "OfferState", "OfferStore", "offers_table"]
+
+CHECKED_OFFER_KEY = "x402_checked_offer"
+"""The `ServerCallContext.state` key under which the request handler leaves the offer a payment was
+checked against, so the executor of the same request need not read it again."""
 
 metadata = sa.MetaData()
 
@@ -53,6 +58,16 @@ offers_table = sa.Table(
     sa.Column("error", sa.String(32), nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
+    sa.Column("booked_at", sa.DateTime(timezone=True), nullable=True),
+    sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
+    sa.Index("ix_payment_offers_state", "state"),
+    sa.Index(
+        "ix_payment_offers_unbooked",
+        "task_id",
+        postgresql_where=sa.text("state = 'paid' AND booked_at IS NULL"),
+        sqlite_where=sa.text("state = 'paid' AND booked_at IS NULL"),
+    ),
 )
 
 
@@ -94,6 +109,7 @@ class Offer:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    booked_at: datetime | None
 
 
 def _now() -> datetime:
@@ -123,54 +139,45 @@ class OfferStore:
         dialect: str,
         required: dict[str, Any],
         request: dict[str, Any],
-    ) -> Offer:
-        """Record the terms offered for a task (or fresh terms replacing earlier ones).
+    ) -> None:
+        """Record the terms offered for a task (or fresh terms replacing earlier ones, in the next round).
 
-        `request` is the client message that asked for the paid work; the work runs on it once paid.
+        `request` is the client message that asked for the paid work; the work runs on it once paid. One
+        statement: a task offered terms before gets its next round and its submitted payment cleared.
         """
         now = _now()
+        insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+        statement = insert(offers_table).values(
+            task_id=task_id,
+            tenant=tenant,
+            context_id=context_id,
+            skill=skill,
+            dialect=dialect,
+            state=OfferState.OFFERED.value,
+            round=1,
+            required=required,
+            request=request,
+            receipts=[],
+            created_at=now,
+            updated_at=now,
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=[offers_table.c.task_id],
+            set_={
+                "state": OfferState.OFFERED.value,
+                "round": offers_table.c.round + 1,
+                "required": statement.excluded.required,
+                "payer": None,
+                "nonce": None,
+                "payload": None,
+                "payload_hash": None,
+                "accepted": None,
+                "held_artifacts": None,
+                "updated_at": now,
+            },
+        )
         async with self._engine.begin() as connection:
-            current = (
-                await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
-            ).first()
-            if current is None:
-                await connection.execute(
-                    offers_table.insert().values(
-                        task_id=task_id,
-                        tenant=tenant,
-                        context_id=context_id,
-                        skill=skill,
-                        dialect=dialect,
-                        state=OfferState.OFFERED.value,
-                        round=1,
-                        required=required,
-                        request=request,
-                        receipts=[],
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-            else:
-                await connection.execute(
-                    offers_table.update()
-                    .where(offers_table.c.task_id == task_id)
-                    .values(
-                        state=OfferState.OFFERED.value,
-                        round=current.round + 1,
-                        required=required,
-                        payer=None,
-                        nonce=None,
-                        payload=None,
-                        payload_hash=None,
-                        accepted=None,
-                        held_artifacts=None,
-                        updated_at=now,
-                    )
-                )
-        offer = await self.get(task_id)
-        if offer is None:
-            raise RuntimeError(f"offer for task {task_id} vanished after it was written")
-        return offer
+            await connection.execute(statement)
 
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
@@ -242,20 +249,34 @@ class OfferStore:
         transaction, so the change and its notification are never separated by a crash.
         """
         async with self._engine.begin() as connection:
-            await connection.execute(
-                offers_table.update()
-                .where(offers_table.c.task_id == task_id)
-                .values(state=state.value, updated_at=_now(), **values)
-            )
-            if event is not None and self._events is not None:
-                offer = await self._offer_in(connection, task_id)
-                await self._events.record_event(connection, offer.tenant, event[0], event[1])
+            await self.advance_in(connection, task_id, state, event=event, **values)
 
-    async def _offer_in(self, connection: AsyncConnection, task_id: str) -> Offer:
-        row = (
-            await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
-        ).one()
-        return _offer(row)
+    async def advance_in(
+        self,
+        connection: AsyncConnection,
+        task_id: str,
+        state: OfferState,
+        *,
+        event: tuple[EventType, dict[str, Any]] | None = None,
+        **values: Any,
+    ) -> None:
+        """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
+        statement = (
+            offers_table.update()
+            .where(offers_table.c.task_id == task_id)
+            .values(state=state.value, updated_at=_now(), **values)
+        )
+        if event is None or self._events is None:
+            await connection.execute(statement)
+            return
+        tenant = (await connection.execute(statement.returning(offers_table.c.tenant))).scalar_one()
+        await self._events.record_event(connection, tenant, event[0], event[1])
+
+    async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
+        """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""
+        await connection.execute(
+            offers_table.update().where(offers_table.c.task_id == task_id).values(booked_at=_now())
+        )
 
     async def touch(self, task_id: str) -> None:
         """Mark the offer as still looked after (its owner is alive and waiting on it)."""
@@ -264,10 +285,12 @@ class OfferStore:
                 offers_table.update().where(offers_table.c.task_id == task_id).values(updated_at=_now())
             )
 
-    async def paid_since(self, since: datetime) -> list[Offer]:
-        """Offers paid (settled) since `since`: the reconciler checks each is booked."""
-        statement = sa.select(offers_table).where(
-            offers_table.c.state == OfferState.PAID.value, offers_table.c.updated_at >= since
+    async def unbooked(self) -> list[Offer]:
+        """Paid offers not marked booked (their booking failed): what the reconciler books."""
+        statement = (
+            sa.select(offers_table)
+            .where(offers_table.c.state == OfferState.PAID.value, offers_table.c.booked_at.is_(None))
+            .order_by(offers_table.c.task_id)
         )
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]

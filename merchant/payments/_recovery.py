@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
@@ -36,7 +37,7 @@ from facilitator import ChainError, FacilitatorClient
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
-from ._booking import book_settlement
+from ._booking import book_settlement, record_paid
 from ._offers import Offer, OfferState, OfferStore
 from ._wire import agent_status
 
@@ -86,25 +87,31 @@ class PaymentRecovery:
                 logger.warning("recovery of task %s postponed: %s", offer.task_id, exc)
         return finished
 
-    async def book_unbooked(self, window: timedelta = timedelta(days=1)) -> int:
-        """Book the settlements of paid tasks that the ledger lacks (its write failed); return how many."""
+    async def book_unbooked(self) -> int:
+        """Book the settlements of paid tasks that the ledger lacks (their booking failed); return how many.
+
+        Only offers recorded paid without a booking are read; one the ledger already holds (booked by
+        another replica, or before this column existed) is just marked booked.
+        """
         booked = 0
-        for offer in await self._offers.paid_since(datetime.now(UTC) - window):
+        for offer in await self._offers.unbooked():
             if offer.payload is None or offer.accepted is None or not offer.receipts:
                 continue
             payload = PaymentPayload.from_wire(offer.payload)
             requirements = PaymentRequirements.from_wire(offer.accepted)
             authorization = payload.payload.authorization
-            if await self._ledger.has_authorization(
+            already = await self._ledger.has_authorization(
                 requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
-            ):
-                continue
+            )
             response = SettleResponse.from_wire(offer.receipts[-1])
+            # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
+            mark = partial(self._offers.mark_booked, task_id=offer.task_id)
             if response.success and await book_settlement(
-                self._ledger, offer, payload, requirements, response
+                self._ledger, offer, payload, requirements, response, along=mark
             ):
-                logger.info("booked the settlement of task %s late", offer.task_id)
-                booked += 1
+                if not already:
+                    logger.info("booked the settlement of task %s late", offer.task_id)
+                    booked += 1
         return booked
 
     async def _finish(self, offer: Offer) -> bool:
@@ -136,9 +143,10 @@ class PaymentRecovery:
                 offer, code, f"Settlement failed: {response.error_message or response.error_reason}"
             )
             return True
-        await book_settlement(self._ledger, offer, payload, requirements, response)
         artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
         data = PaymentCompletedData(receipts=tuple(SettleResponse.from_wire(r) for r in receipts))
+        # The task first: an offer recorded paid is never looked at again, so a crash between the two
+        # must leave the offer settling, for the next pass to book and record it.
         await self._update_task(
             offer,
             TaskState.TASK_STATE_COMPLETED,
@@ -146,7 +154,7 @@ class PaymentRecovery:
             data,
             artifacts,
         )
-        await self._offers.advance(offer.task_id, OfferState.PAID, receipts=receipts)
+        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
         return True
 

@@ -147,3 +147,44 @@ async def test_a_booking_whose_transaction_left_the_chain_for_good_is_reversed(
         ("credit", amount, "reversed"),
         ("debit", amount, "reversed"),
     ]
+
+
+async def _sql(database_url: str, *statements: str) -> list[object]:
+    """Run `statements` in one transaction; the first column of each one's first row (None without)."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            results = [await connection.exec_driver_sql(s) for s in statements]
+            return [r.scalar() if r.returns_rows else None for r in results]
+    finally:
+        await engine.dispose()
+
+
+_UNBOOKED = "SELECT count(*) FROM payment_offers WHERE state = 'paid' AND booked_at IS NULL"
+
+
+async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_alone(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    # The ledger refuses every booking, as a database that cannot take the write would.
+    await _sql(
+        sqlite_url,
+        "CREATE TRIGGER refuse_bookings BEFORE INSERT ON ledger_entries"
+        " BEGIN SELECT RAISE(ABORT, 'the ledger is unavailable'); END",
+    )
+    settings, amount, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    assert await ledger_entries(sqlite_url) == []  # delivered all the same: the payer paid
+    assert await _sql(sqlite_url, _UNBOOKED) == [1]
+
+    await _sql(sqlite_url, "DROP TRIGGER refuse_bookings")
+    assert (await _reconcile(settings))[1] == 1
+    assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [amount]
+    assert await _sql(sqlite_url, _UNBOOKED) == [0]
+    assert (await _reconcile(settings))[1] == 0
+
+    # A paid offer recorded before offers carried `booked_at` (migration m0004): already in the ledger, it
+    # is marked on the next pass and not booked again.
+    await _sql(sqlite_url, "UPDATE payment_offers SET booked_at = NULL")
+    assert (await _reconcile(settings))[1] == 0
+    assert await _sql(sqlite_url, _UNBOOKED) == [0]
+    assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [amount]
