@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
@@ -31,7 +30,7 @@ from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, R
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, CardSigner, create_app, tenant_owner
+from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app
 from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler
@@ -125,7 +124,7 @@ def build_reconciler(
         offers=offers,
         facilitator=facilitator,
         ledger=ledger,
-        tasks=DatabaseTaskStore(engine, create_table=False, owner_resolver=tenant_owner),
+        tasks=TenantTaskStore(engine),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
     )

@@ -7,6 +7,7 @@ tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.
 
 from __future__ import annotations
 
+from ._task_store import TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
 from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
@@ -25,6 +26,8 @@ __all__ = [
     "MERCHANT_SCHEMA_BRANCH",
     "ProtocolVersion",
     "REST_PATH",
+    "TaskOwnedElsewhereError",
+    "TenantTaskStore",
     "VersionNegotiator",
     "build_agent_card",
     "create_app",

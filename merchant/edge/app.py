@@ -5,8 +5,9 @@ requests to 1.0 before the handlers see them and the answers back) to the defaul
 no tenants. Wiring, outermost first: the routes (`paths` has the URL layout), each negotiating the version
 through one `VersionNegotiator` → `EdgeCallContextBuilder` (which hands the negotiated version on) →
 `TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
-`DefaultRequestHandler` → the executor. Tasks live in the SDK's `DatabaseTaskStore` on the caller's
-engine, owner-scoped by tenant and user, in the table made by migration `m0001` (never by the SDK).
+`DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
+with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and user, in the table
+made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
 optional `card_modifier`; card signing plugs in there.
@@ -20,7 +21,6 @@ from contextlib import asynccontextmanager
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler, RequestHandler
 from a2a.server.routes import add_a2a_routes_to_fastapi
-from a2a.server.tasks import DatabaseTaskStore
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
@@ -36,7 +36,8 @@ from ._echo import ProtocolEcho
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
-from ._tenancy import TenantGate, tenant_owner
+from ._task_store import TenantTaskStore
+from ._tenancy import TenantGate
 from .card import AgentCardSettings, CardSettingsError, build_agent_card, served_versions
 from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
 from .versions import ProtocolVersion, VersionNegotiator
@@ -103,7 +104,7 @@ def create_app(
             ProtocolVersion.V0_3: frozenset(e.uri for e in card.extensions_v0_3),
         }
     )
-    task_store = DatabaseTaskStore(engine, create_table=False, owner_resolver=tenant_owner)
+    task_store = TenantTaskStore(engine)
     inner: RequestHandler = DefaultRequestHandler(
         executor,
         task_store,

@@ -1,0 +1,72 @@
+"""The A2A task store: the SDK's `DatabaseTaskStore`, with each save and read one SQL statement.
+
+The SDK saves a task through an ORM session merge: it loads the stored row, compares every JSON column
+(the whole history, each time) and then updates it, and it reads through an ORM session too. A paid task
+is saved half a dozen times with its payment terms and receipts in its history, so that unit-of-work
+machinery was the largest single cost of a paid turn. Here a save is one `INSERT … ON CONFLICT DO
+UPDATE` and a read one `SELECT`, on the same table, with the same JSON the SDK writes (its own
+`_to_orm`/`_from_orm` convert), scoped to the same owner. Listing and deleting stay the SDK's.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import Task
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._tenancy import tenant_owner
+
+__all__ = ["TaskOwnedElsewhereError", "TenantTaskStore"]
+
+
+class TaskOwnedElsewhereError(RuntimeError):
+    """A task id already stored for another owner (tenant): the save is refused rather than overwrite it."""
+
+
+class TenantTaskStore(DatabaseTaskStore):
+    """Tasks in the migrated `tasks` table of `engine`, owned by the request's tenant."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine, create_table=False, owner_resolver=tenant_owner)
+        self._table: sa.Table = self.task_model.__table__  # type: ignore[assignment]
+        mapper = sa.inspect(self.task_model)
+        # Attribute name -> column: `task_metadata` is stored in the column `metadata`.
+        self._columns = {attr.key: attr.columns[0] for attr in mapper.column_attrs}
+        self._select = sa.select(*(column.label(key) for key, column in self._columns.items()))
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Insert or replace the task, for the tenant of `context` only.
+
+        Raises:
+            TaskOwnedElsewhereError: the task id is stored for another tenant.
+        """
+        model = self._to_orm(task, self.owner_resolver(context))
+        values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
+        statement = self._insert(self._table).values(values)
+        statement = statement.on_conflict_do_update(
+            index_elements=[self._table.c.id],
+            set_={name: statement.excluded[name] for name in values if name != "id"},
+            where=self._table.c.owner == statement.excluded.owner,
+        )
+        async with self.engine.begin() as connection:
+            if (await connection.execute(statement)).rowcount != 1:
+                raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task, if it is stored for the tenant of `context`."""
+        statement = self._select.where(
+            self._columns["id"] == task_id, self._columns["owner"] == self.owner_resolver(context)
+        )
+        async with self.engine.connect() as connection:
+            row = (await connection.execute(statement)).first()
+        if row is None:
+            return None
+        # `_from_orm` only reads attributes, so the row's values stand in for a loaded model.
+        return self._from_orm(SimpleNamespace(**row._mapping))  # type: ignore[arg-type]
