@@ -124,7 +124,7 @@ def build_reconciler(
         offers=offers,
         facilitator=facilitator,
         ledger=ledger,
-        tasks=TenantTaskStore(engine),
+        tasks=TenantTaskStore(engine, on_final=offers.told_in),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
     )
@@ -191,6 +191,7 @@ def build_app(
     app = create_app(
         executor=executor,
         engine=engine,
+        task_store=TenantTaskStore(engine, on_final=offers.told_in),
         tenants=tenants,
         card=AgentCardSettings(
             name="x402 reference merchant",

@@ -5,7 +5,8 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
 1. the in-process facilitator finishes its own claims: pending transactions awaited (and broadcast again
    if they left the pool), claims whose owner vanished before broadcasting released;
 2. paid turns whose executor is gone are finished (`PaymentRecovery`): settled, booked, delivered, or
-   failed with nothing charged; paid tasks the ledger lacks are booked;
+   failed with nothing charged; tasks whose payment was decided but never reached them are told; paid
+   tasks the ledger lacks are booked;
 3. every booked settlement not yet final is checked on chain: at the configured depth it is finalized
    (`settlement.finalized`); if its transaction left the chain (a reorg) and its authorization can no
    longer be used (expired and unused), the booking is reversed (`settlement.reversed`). While the
@@ -38,6 +39,7 @@ class ReconcileReport:
 
     claims_moved: int = 0
     turns_finished: int = 0
+    told_late: int = 0
     booked_late: int = 0
     finalized: int = 0
     reversed: int = 0
@@ -74,6 +76,7 @@ class Reconciler:
         if isinstance(self._facilitator, Facilitator):
             report.claims_moved = await self._facilitator.reconcile()
         report.turns_finished = await self._recovery.finish_abandoned()
+        report.told_late = await self._recovery.tell_untold()
         report.booked_late = await self._recovery.book_unbooked()
         for entry in await self._ledger.unfinalized_settlements():
             try:

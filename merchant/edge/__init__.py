@@ -7,7 +7,7 @@ tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.
 
 from __future__ import annotations
 
-from ._task_store import TaskOwnedElsewhereError, TenantTaskStore
+from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
 from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
@@ -20,6 +20,7 @@ __all__ = [
     "CardModifier",
     "CardSettingsError",
     "CardSigner",
+    "FinalStateHook",
     "HEALTH_PATH",
     "HandlerLayer",
     "JSONRPC_PATH",

@@ -10,19 +10,32 @@ UPDATE` and a read one `SELECT`, on the same table, with the same JSON the SDK w
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import Task
+from a2a.types import Task, TaskState
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._tenancy import tenant_owner
 
-__all__ = ["TaskOwnedElsewhereError", "TenantTaskStore"]
+__all__ = ["FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"]
+
+FinalStateHook = Callable[[AsyncConnection, str], Awaitable[None]]
+"""A write of the caller's (given the task id) committed with the save of a task's final state."""
+
+FINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 class TaskOwnedElsewhereError(RuntimeError):
@@ -30,10 +43,15 @@ class TaskOwnedElsewhereError(RuntimeError):
 
 
 class TenantTaskStore(DatabaseTaskStore):
-    """Tasks in the migrated `tasks` table of `engine`, owned by the request's tenant."""
+    """Tasks in the migrated `tasks` table of `engine`, owned by the request's tenant.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    `on_final` runs in the transaction that stores a task's final state (the payment layer records there
+    that the task was told how its payment was decided).
+    """
+
+    def __init__(self, engine: AsyncEngine, *, on_final: FinalStateHook | None = None) -> None:
         super().__init__(engine, create_table=False, owner_resolver=tenant_owner)
+        self._on_final = on_final
         self._table: sa.Table = self.task_model.__table__  # type: ignore[assignment]
         mapper = sa.inspect(self.task_model)
         # Attribute name -> column: `task_metadata` is stored in the column `metadata`.
@@ -58,6 +76,8 @@ class TenantTaskStore(DatabaseTaskStore):
         async with self.engine.begin() as connection:
             if (await connection.execute(statement)).rowcount != 1:
                 raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
+            if self._on_final is not None and task.status.state in FINAL_STATES:
+                await self._on_final(connection, task.id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The task, if it is stored for the tenant of `context`."""

@@ -68,6 +68,7 @@ def create_app(
     handler_layers: Sequence[HandlerLayer] = (),
     card_cache_control: str = _DEFAULT_CARD_CACHE_CONTROL,
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
+    task_store: TenantTaskStore | None = None,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -86,6 +87,7 @@ def create_app(
         interrupted_task_timeout_s: release a task idle in input-required / auth-required from memory
             after this many seconds; the next message resumes it from the store. None keeps every such
             task in memory until it finishes.
+        task_store: where tasks live; by default a `TenantTaskStore` on `engine` with no final-state hook.
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
@@ -104,7 +106,7 @@ def create_app(
             ProtocolVersion.V0_3: frozenset(e.uri for e in card.extensions_v0_3),
         }
     )
-    task_store = TenantTaskStore(engine)
+    task_store = task_store if task_store is not None else TenantTaskStore(engine)
     inner: RequestHandler = DefaultRequestHandler(
         executor,
         task_store,

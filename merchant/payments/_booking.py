@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import stamina
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 
@@ -83,16 +84,20 @@ async def record_paid(
     response: SettleResponse,
     receipts: list[dict[str, Any]],
 ) -> None:
-    """Book a successful settlement, then record `offer` paid with `receipts` and whether it is booked.
+    """Book a successful settlement and record `offer` paid with `receipts`, in one transaction.
 
-    Two transactions, booking first: a crash between them leaves the offer settling, and recovery books
-    it (idempotently) and records it then. A settlement that cannot be booked now leaves the offer paid
-    and unbooked, for `PaymentRecovery.book_unbooked`.
+    A settlement that cannot be booked now still leaves the offer paid, marked unbooked: the reconciler
+    books it later (`PaymentRecovery.book_unbooked`). The task is told afterwards; if the process stops
+    before it is, recovery tells it from the offer (`PaymentRecovery.tell_untold`).
     """
-    booked = await book_settlement(ledger, offer, payload, requirements, response)
-    await offers.advance(
-        offer.task_id, OfferState.PAID, receipts=receipts, booked_at=datetime.now(UTC) if booked else None
-    )
+
+    async def paid_and_booked(connection: AsyncConnection) -> None:
+        await offers.advance_in(
+            connection, offer.task_id, OfferState.PAID, receipts=receipts, booked_at=datetime.now(UTC)
+        )
+
+    if not await book_settlement(ledger, offer, payload, requirements, response, along=paid_and_booked):
+        await offers.advance(offer.task_id, OfferState.PAID, receipts=receipts)
 
 
 def settlement_event(

@@ -60,6 +60,9 @@ offers_table = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
     sa.Column("booked_at", sa.DateTime(timezone=True), nullable=True),
+    # Set in the transaction that stores the task's final state: a decided offer without it has a task
+    # that never heard the outcome (the process stopped between the two writes), for recovery to tell.
+    sa.Column("told_at", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
     sa.Index("ix_payment_offers_state", "state"),
     sa.Index(
@@ -67,6 +70,12 @@ offers_table = sa.Table(
         "task_id",
         postgresql_where=sa.text("state = 'paid' AND booked_at IS NULL"),
         sqlite_where=sa.text("state = 'paid' AND booked_at IS NULL"),
+    ),
+    sa.Index(
+        "ix_payment_offers_untold",
+        "updated_at",
+        postgresql_where=sa.text("state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"),
+        sqlite_where=sa.text("state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"),
     ),
 )
 
@@ -84,6 +93,8 @@ class OfferState(StrEnum):
 
 
 AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
+DECIDED = frozenset({OfferState.PAID, OfferState.FAILED, OfferState.REJECTED})
+_DECIDED_VALUES = sorted(state.value for state in DECIDED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +121,7 @@ class Offer:
     created_at: datetime
     updated_at: datetime
     booked_at: datetime | None
+    told_at: datetime | None
 
 
 def _now() -> datetime:
@@ -284,6 +296,34 @@ class OfferStore:
             await connection.execute(
                 offers_table.update().where(offers_table.c.task_id == task_id).values(updated_at=_now())
             )
+
+    async def told_in(self, connection: AsyncConnection, task_id: str) -> None:
+        """Record, in the transaction on `connection` that stores the task's final state, that the task
+        was told how its payment was decided (nothing for a task whose payment is not decided)."""
+        await connection.execute(
+            offers_table.update()
+            .where(
+                offers_table.c.task_id == task_id,
+                offers_table.c.state.in_(_DECIDED_VALUES),
+                offers_table.c.told_at.is_(None),
+            )
+            .values(told_at=_now())
+        )
+
+    async def told(self, task_id: str) -> None:
+        """`told_in` in a transaction of its own."""
+        async with self._engine.begin() as connection:
+            await self.told_in(connection, task_id)
+
+    async def untold(self, before: datetime) -> list[Offer]:
+        """Offers decided before `before` whose task was never told: what recovery tells."""
+        statement = sa.select(offers_table).where(
+            offers_table.c.state.in_(_DECIDED_VALUES),
+            offers_table.c.told_at.is_(None),
+            offers_table.c.updated_at < before,
+        )
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]
 
     async def unbooked(self) -> list[Offer]:
         """Paid offers not marked booked (their booking failed): what the reconciler books."""

@@ -11,6 +11,10 @@ from how far it got:
   pending is left for a later pass.
 - `verifying` / `working`: nothing was settled, so nothing was charged; the task fails, saying so.
 
+An offer already decided (paid, failed, rejected) whose task was never told — the process stopped between
+the offer's write and the task's — gets its task told from the offer: completed with the held artifacts
+and the receipts, failed with the error, or canceled. A paid offer the ledger lacks is booked.
+
 Tasks are updated in the task store directly: after a restart no live request or stream holds them.
 """
 
@@ -31,6 +35,7 @@ from a2a_x402 import (
     PaymentData,
     PaymentErrorCode,
     PaymentFailedData,
+    PaymentRejectedData,
     error_code_for_reason,
 )
 from facilitator import ChainError, FacilitatorClient
@@ -86,6 +91,48 @@ class PaymentRecovery:
             except ChainError as exc:
                 logger.warning("recovery of task %s postponed: %s", offer.task_id, exc)
         return finished
+
+    async def tell_untold(self) -> int:
+        """Tell every task whose payment was decided a while ago but never reached it; return how many."""
+        told = 0
+        for offer in await self._offers.untold(datetime.now(UTC) - self._stale_after):
+            context = ServerCallContext(tenant=offer.tenant)
+            task = await self._tasks.get(offer.task_id, context)
+            if task is not None and task.status.state not in _TERMINAL:
+                await self._tell(offer)
+                logger.info("recovered task %s: told it the payment is %s", offer.task_id, offer.state.value)
+                told += 1
+            await self._offers.told(offer.task_id)
+        return told
+
+    async def _tell(self, offer: Offer) -> None:
+        receipts = [SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r)]
+        if offer.state is OfferState.PAID:
+            await self._complete(offer, receipts)
+        elif offer.state is OfferState.REJECTED:
+            await self._update_task(
+                offer,
+                TaskState.TASK_STATE_CANCELED,
+                "Payment declined; the task is canceled.",
+                PaymentRejectedData(),
+                [],
+            )
+        else:
+            code = _error_code(offer.error)
+            text = f"The payment was not taken ({code.value})."
+            data = PaymentFailedData(error=code, receipts=tuple(receipts))
+            await self._update_task(offer, TaskState.TASK_STATE_FAILED, text, data, [])
+
+    async def _complete(self, offer: Offer, receipts: list[SettleResponse]) -> None:
+        """Complete the task with its held artifacts and its receipts, the last one a success."""
+        artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
+        await self._update_task(
+            offer,
+            TaskState.TASK_STATE_COMPLETED,
+            f"Payment settled in transaction {receipts[-1].transaction}.",
+            PaymentCompletedData(receipts=tuple(receipts)),
+            artifacts,
+        )
 
     async def book_unbooked(self) -> int:
         """Book the settlements of paid tasks that the ledger lacks (their booking failed); return how many.
@@ -143,27 +190,19 @@ class PaymentRecovery:
                 offer, code, f"Settlement failed: {response.error_message or response.error_reason}"
             )
             return True
-        artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
-        data = PaymentCompletedData(receipts=tuple(SettleResponse.from_wire(r) for r in receipts))
-        # The task first: an offer recorded paid is never looked at again, so a crash between the two
-        # must leave the offer settling, for the next pass to book and record it.
-        await self._update_task(
-            offer,
-            TaskState.TASK_STATE_COMPLETED,
-            f"Payment settled in transaction {response.transaction}.",
-            data,
-            artifacts,
-        )
         await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
+        await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])
+        await self._offers.told(offer.task_id)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
         return True
 
     async def _fail(self, offer: Offer, code: PaymentErrorCode, text: str) -> None:
         receipts = tuple(SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r))
+        await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value)
         await self._update_task(
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )
-        await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value)
+        await self._offers.told(offer.task_id)
         logger.info("recovered task %s: failed (%s)", offer.task_id, code.value)
 
     async def _update_task(
@@ -186,6 +225,15 @@ def _apply(task: Task, update: TaskStatusUpdateEvent, artifacts: list[Artifact])
         task.history.append(task.status.message)
     task.status.CopyFrom(update.status)
     task.artifacts.extend(artifacts)
+
+
+def _error_code(error: str | None) -> PaymentErrorCode:
+    """The stored error of a failed offer as a code (a value this version does not know reads as a failed
+    settlement: the task failed, nothing more is known)."""
+    try:
+        return PaymentErrorCode(error)
+    except ValueError:
+        return PaymentErrorCode.SETTLEMENT_FAILED
 
 
 def _pending(receipt: dict[str, object]) -> bool:

@@ -2,10 +2,11 @@
 
 Steps, in the order a paid turn passes them: the authorization claimed (nothing sent); the transaction
 taken by the node (the merchant never heard back); the broadcast recorded (no receipt yet); the receipt in
-(nothing booked); the ledger entry written (its webhook event not yet, same transaction); both committed
-(the task not yet told). The merchant is stopped at the step by a test-only hand that is not in the product:
-the RPC proxy holds a request, or the test holds a PostgreSQL lock the merchant needs. After the restart
-the client, holding only its task id, polls it to a definite answer, and the invariants hold.
+(nothing booked); the ledger entry written (its webhook event not yet, same transaction); the booking
+committed with its event and the offer recorded paid (the task not yet told). The merchant is stopped at
+the step by a test-only hand that is not in the product: the RPC proxy holds a request, or the test holds
+a PostgreSQL lock the merchant needs. After the restart the client, holding only its task id, polls it to
+a definite answer, and the invariants hold.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ STEPS = [
     pytest.param("broadcast", id="after the broadcast was recorded, before the receipt"),
     pytest.param("receipt", id="after the receipt, before the ledger write"),
     pytest.param("ledger", id="after the ledger write, before the outbox write"),
-    pytest.param("outbox", id="after the ledger and outbox commit, before the task is told"),
+    pytest.param("outbox", id="after the booking and the offer commit, before the task is told"),
 ]
 
 
@@ -122,19 +123,21 @@ class _Stop:
         return reached
 
     def _telling(self, stack: AsyncExitStack, task_id: str) -> Reached:
-        """Hold the receipt until the offer is locked, so the booking is all that gets through."""
+        """Hold the receipt until the task's row is locked, so the booking is all that gets through."""
         held = self._proxy.hold(b"eth_getTransactionReceipt", deliver=False)
         stack.callback(self._proxy.discard, held)
-        offer = "SELECT task_id FROM payment_offers WHERE task_id = :task_id FOR UPDATE"
+        task = "SELECT id FROM tasks WHERE id = :task_id FOR UPDATE"
 
         async def reached() -> None:
             await wait_until(held.reached.is_set, what="the receipt wait")
-            await stack.enter_async_context(self._database.locked(offer, task_id=task_id))
+            await stack.enter_async_context(self._database.locked(task, task_id=task_id))
             self._proxy.release(held)
             await wait_until(
-                lambda: _any(self._database.waiting("UPDATE payment_offers")), what="the offer update to wait"
+                lambda: _any(self._database.waiting("INSERT INTO tasks")), what="the task's save to wait"
             )
             assert await self._database.scalar("SELECT count(*) FROM webhook_events") == 1  # committed
+            paid = "SELECT state FROM payment_offers WHERE task_id = :task_id"
+            assert await self._database.scalar(paid, task_id=task_id) == "paid"
 
         return reached
 

@@ -1,36 +1,50 @@
 """The reconciler on the real stack: a paid turn whose merchant stopped mid-settlement is finished by
 another process (settled, booked, delivered exactly once); bookings are finalized at depth; a settlement a
-reorg removed for good is reversed; a paid task the ledger missed is booked."""
+reorg removed for good is reversed; a paid task the ledger missed is booked; a task that never heard how
+its payment was decided (failed, declined) is told."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
-from a2a_x402 import PaymentCompletedData
+import pytest
+
+from a2a_x402 import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, PaymentRejectedData
 from devchain import DevChain
 from facilitator import Facilitator
 from merchant.app import build_reconciler
 from merchant.ledger import Ledger
 from merchant.payments import OfferStore
+from merchant.reconciler import ReconcileReport
 from merchant.settings import MerchantSettings
 from merchant.webhooks import Outbox
 from payer import sign_payment
 from storage import create_engine
+from tests.facilitator.payments import tampered
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
+    A2ACallError,
     MerchantStarter,
     MerchantWire,
     ledger_entries,
     offered_terms,
     payment_data,
     payment_message,
+    rejection_message,
     user_message,
 )
 
 
 async def _reconcile(settings: MerchantSettings) -> tuple[int, int, int, int]:
+    """One reconciliation pass: (turns finished, booked late, finalized, reversed)."""
+    report = await _reconcile_report(settings)
+    return report.turns_finished, report.booked_late, report.finalized, report.reversed
+
+
+async def _reconcile_report(settings: MerchantSettings) -> ReconcileReport:
     engine = create_engine(settings.database_url)
     facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     try:
@@ -49,7 +63,7 @@ async def _reconcile(settings: MerchantSettings) -> tuple[int, int, int, int]:
         await facilitator.aclose()
         await engine.dispose()
     assert report.unresolved == []
-    return report.turns_finished, report.booked_late, report.finalized, report.reversed
+    return report
 
 
 async def test_a_settlement_left_pending_by_a_stopped_merchant_is_finished_by_the_reconciler(
@@ -188,3 +202,64 @@ async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_a
     assert (await _reconcile(settings))[1] == 0
     assert await _sql(sqlite_url, _UNBOOKED) == [0]
     assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [amount]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "offer_state", "task_state"),
+    [
+        pytest.param("forged", "failed", "TASK_STATE_FAILED", id="payment failed"),
+        pytest.param("declined", "rejected", "TASK_STATE_CANCELED", id="terms declined"),
+    ],
+)
+async def test_a_task_that_never_heard_how_its_payment_was_decided_is_told_by_the_reconciler(
+    outcome: str,
+    offer_state: str,
+    task_state: str,
+    sqlite_url: str,
+    start_merchant: MerchantStarter,
+    new_payer: Callable[..., str],
+) -> None:
+    # The task store refuses to store the task's final state, as a database lost between the offer's write
+    # and the task's would: the offer is decided, the task never hears of it.
+    await _sql(
+        sqlite_url,
+        "CREATE TRIGGER refuse_final_tasks BEFORE UPDATE ON tasks"
+        f" WHEN json_extract(NEW.status, '$.state') = '{task_state}'"
+        " BEGIN SELECT RAISE(ABORT, 'the task store is unavailable'); END",
+    )
+    merchant = start_merchant(sqlite_url, reconcile_stale_after_s=0.1)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        terms = offered_terms(task).accepts[0]
+        if outcome == "forged":
+            other = sign_payment(new_payer(), terms)
+            message = payment_message(
+                task["id"], tampered(sign_payment(new_payer(), terms), signature=other.payload.signature)
+            )
+        else:
+            message = rejection_message(task["id"])
+        with contextlib.suppress(A2ACallError):
+            await wire.send(message)
+    merchant.stop()
+    untold = "SELECT state FROM payment_offers WHERE told_at IS NULL"
+    assert await _sql(sqlite_url, untold, "SELECT json_extract(status, '$.state') FROM tasks") == [
+        offer_state,
+        "TASK_STATE_INPUT_REQUIRED",  # still showing the terms
+    ]
+
+    await _sql(sqlite_url, "DROP TRIGGER refuse_final_tasks")
+    await asyncio.sleep(0.2)  # the offer is older than the reconciler's staleness cutoff
+    assert (await _reconcile_report(merchant.settings)).told_late == 1
+
+    restarted = start_merchant(sqlite_url)
+    async with restarted.http() as http:
+        told = await MerchantWire(http, "jsonrpc").get_task(task["id"])
+    assert told["status"]["state"] == task_state
+    decided = payment_data(told)
+    if outcome == "forged":
+        assert isinstance(decided, PaymentFailedData) and decided.error == PaymentErrorCode.INVALID_SIGNATURE
+    else:
+        assert isinstance(decided, PaymentRejectedData)
+    assert await _sql(sqlite_url, untold) == [None]
+    assert (await _reconcile_report(merchant.settings)).told_late == 0

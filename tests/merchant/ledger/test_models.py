@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from merchant.ledger import Ledger, LedgerBase, LedgerEntry
 from storage import create_engine
+from tests.fixtures.schema import schema_differences
 
 from .bookings import booking
-
-
-def _differences(connection: Connection, metadata: sa.MetaData) -> list[Any]:
-    ours = set(metadata.tables)
-
-    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-        table = name if type_ == "table" else getattr(getattr(obj, "table", None), "name", None)
-        return table in ours
-
-    context = MigrationContext.configure(connection, opts={"compare_type": True, "include_object": include})
-    return list(compare_metadata(context, metadata))
 
 
 async def test_models_match_the_migration(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         async with engine.connect() as connection:
-            differences = await connection.run_sync(_differences, LedgerBase.metadata)
+            differences = await connection.run_sync(schema_differences, LedgerBase.metadata)
     finally:
         await engine.dispose()
     assert differences == []
