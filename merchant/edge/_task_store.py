@@ -57,7 +57,18 @@ class TenantTaskStore(DatabaseTaskStore):
         # Attribute name -> column: `task_metadata` is stored in the column `metadata`.
         self._columns = {attr.key: attr.columns[0] for attr in mapper.column_attrs}
         self._select = sa.select(*(column.label(key) for key, column in self._columns.items()))
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        # Built once (the values come with each call): building an upsert's `excluded` columns per save
+        # cost more than running it.
+        insert = (postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert)(self._table)
+        self._upsert = insert.on_conflict_do_update(
+            index_elements=[self._table.c.id],
+            set_={
+                column.name: insert.excluded[column.name]
+                for column in self._table.c
+                if not column.primary_key
+            },
+            where=self._table.c.owner == insert.excluded.owner,
+        )
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Insert or replace the task, for the tenant of `context` only.
@@ -67,14 +78,8 @@ class TenantTaskStore(DatabaseTaskStore):
         """
         model = self._to_orm(task, self.owner_resolver(context))
         values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
-        statement = self._insert(self._table).values(values)
-        statement = statement.on_conflict_do_update(
-            index_elements=[self._table.c.id],
-            set_={name: statement.excluded[name] for name in values if name != "id"},
-            where=self._table.c.owner == statement.excluded.owner,
-        )
         async with self.engine.begin() as connection:
-            if (await connection.execute(statement)).rowcount != 1:
+            if (await connection.execute(self._upsert, values)).rowcount != 1:
                 raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
             if self._on_final is not None and task.status.state in FINAL_STATES:
                 await self._on_final(connection, task.id)

@@ -140,6 +140,23 @@ class OfferStore:
     def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
         self._engine = engine
         self._events = events
+        # Built once, the values coming with each call: terms offered again start the next round.
+        insert = (postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert)(offers_table)
+        self._offer = insert.on_conflict_do_update(
+            index_elements=[offers_table.c.task_id],
+            set_={
+                "state": insert.excluded.state,
+                "round": offers_table.c.round + 1,
+                "required": insert.excluded.required,
+                "payer": None,
+                "nonce": None,
+                "payload": None,
+                "payload_hash": None,
+                "accepted": None,
+                "held_artifacts": None,
+                "updated_at": insert.excluded.updated_at,
+            },
+        )
 
     async def offer(
         self,
@@ -158,38 +175,22 @@ class OfferStore:
         statement: a task offered terms before gets its next round and its submitted payment cleared.
         """
         now = _now()
-        insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        statement = insert(offers_table).values(
-            task_id=task_id,
-            tenant=tenant,
-            context_id=context_id,
-            skill=skill,
-            dialect=dialect,
-            state=OfferState.OFFERED.value,
-            round=1,
-            required=required,
-            request=request,
-            receipts=[],
-            created_at=now,
-            updated_at=now,
-        )
-        statement = statement.on_conflict_do_update(
-            index_elements=[offers_table.c.task_id],
-            set_={
-                "state": OfferState.OFFERED.value,
-                "round": offers_table.c.round + 1,
-                "required": statement.excluded.required,
-                "payer": None,
-                "nonce": None,
-                "payload": None,
-                "payload_hash": None,
-                "accepted": None,
-                "held_artifacts": None,
-                "updated_at": now,
-            },
-        )
+        values = {
+            "task_id": task_id,
+            "tenant": tenant,
+            "context_id": context_id,
+            "skill": skill,
+            "dialect": dialect,
+            "state": OfferState.OFFERED.value,
+            "round": 1,
+            "required": required,
+            "request": request,
+            "receipts": [],
+            "created_at": now,
+            "updated_at": now,
+        }
         async with self._engine.begin() as connection:
-            await connection.execute(statement)
+            await connection.execute(self._offer, values)
 
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
