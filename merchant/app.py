@@ -35,7 +35,7 @@ from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler
 from .settings import MerchantSettings
-from .tenants import TenantRegistry
+from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
 __all__ = ["build_app", "build_reconciler", "payment_extension"]
@@ -186,7 +186,10 @@ def build_app(
     )
     signer, jwks_routes = _card_signing(settings)
     billing = create_billing_router(
-        ledger=ledger, outbox=outbox, api_token_of=lambda t: getattr(tenants.get(t), "api_token", None)
+        ledger=ledger,
+        outbox=outbox,
+        api_token_of=lambda t: getattr(tenants.get(t), "api_token", None),
+        default_tenant_segment=DEFAULT_TENANT_SEGMENT,
     )
     app = create_app(
         executor=executor,

@@ -54,13 +54,19 @@ __all__ = [
 DEFAULT_TENANT = ""
 """The tenant of requests that name none."""
 
+DEFAULT_TENANT_SEGMENT = "default"
+"""How the default tenant is named in paths that always carry a tenant (the billing API's
+`/tenants/{tenant}`), as in the tenants file's `[default]` table; reserved as a tenant id so that it names
+nothing else."""
+
 TENANTS_FILE_ENV = "X402_TENANTS_FILE"
 """Environment variable holding the path of the tenants TOML file."""
 
 _TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 # Tenant ids are path segments on HTTP+JSON (`/a2a/rest/{tenant}/...`). These would collide with the
-# default tenant's routes there: `/a2a/rest/tasks/...`, and the SDK's 0.3 compatibility routes (`/v1`).
-_RESERVED_TENANT_IDS = frozenset({"tasks", "v1"})
+# default tenant's routes there: `/a2a/rest/tasks/...`, the SDK's 0.3 compatibility routes (`/v1`), and
+# the default tenant's name in the billing API.
+_RESERVED_TENANT_IDS = frozenset({"tasks", "v1", DEFAULT_TENANT_SEGMENT})
 _DECIMAL = re.compile(r"^[0-9]+$")
 _MIN_SECRET_CHARS = 16
 _WEBHOOK_SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret

@@ -1,6 +1,7 @@
 """The billing API: per-tenant ledger balance and statements, webhook event replay and redelivery.
 
-Every route is under `/tenants/{tenant}` and needs `Authorization: Bearer <that tenant's api_token>`. The
+Every route is under `/tenants/{tenant}` and needs `Authorization: Bearer <that tenant's api_token>`; the
+default tenant (the empty id) is named by `default_tenant_segment` there (the merchant uses `default`). The
 token is looked up through an injected callable, so this router does not depend on the tenant config; a
 wrong token, another tenant's token, an unknown tenant and a tenant without a token all get the same 401,
 so the API does not reveal which tenants exist. A tenant only ever reads its own rows: every query is
@@ -63,11 +64,22 @@ def _raise_http(exc: LedgerError | WebhookError) -> NoReturn:
     raise HTTPException(code, detail={"code": exc.code, "message": str(exc)}) from exc
 
 
-def create_billing_router(*, ledger: LedgerReader, outbox: Outbox, api_token_of: ApiTokenLookup) -> APIRouter:
-    """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`."""
+def create_billing_router(
+    *,
+    ledger: LedgerReader,
+    outbox: Outbox,
+    api_token_of: ApiTokenLookup,
+    default_tenant_segment: str | None = None,
+) -> APIRouter:
+    """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`.
+
+    `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes).
+    """
     router = APIRouter(tags=["billing"])
 
     def authenticated_tenant(tenant: str, credentials: _Credentials) -> str:
+        if tenant == default_tenant_segment:
+            tenant = ""
         expected = api_token_of(tenant)
         if (
             credentials is None

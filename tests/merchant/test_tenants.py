@@ -155,6 +155,10 @@ price = true
 [tenants.tasks]
 pay_to = "{CHECKSUMMED}"
 price = 1
+
+[tenants.default]
+pay_to = "{CHECKSUMMED}"
+price = 1
 """,
     )
 
@@ -169,6 +173,7 @@ price = 1
         "hyphens, or the empty string for the default tenant)",
         f"tenants.Bad_Id.price: {NOT_AN_AMOUNT}, got bool True",
         "tenants.tasks.id: 'tasks' is reserved (it collides with a route)",
+        "tenants.default.id: 'default' is reserved (it collides with a route)",
     )
 
 

@@ -3,8 +3,6 @@ read, and never lets one tenant's save overwrite another tenant's task."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
@@ -12,14 +10,6 @@ from a2a.types import Artifact, Message, Part, Role, Task, TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from merchant.edge import TaskOwnedElsewhereError, TenantTaskStore, tenant_owner
-from storage import create_engine
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url)
-    yield engine
-    await engine.dispose()
 
 
 def _task(task_id: str, state: TaskState, text: str) -> Task:

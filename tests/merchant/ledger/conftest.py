@@ -1,27 +1,13 @@
-"""Ledger fixtures: an engine on each backend whose books are audited after every test."""
+"""Ledger fixtures: a ledger on the shared `engine` (each backend, books audited after every test)."""
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger, check_invariants
-from storage import create_engine
+from merchant.ledger import Ledger
 
 from .bookings import RecordingSink
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    """An engine on a fresh migrated database (SQLite and PostgreSQL); Σdebits == Σcredits checked after."""
-    engine = create_engine(database_url)
-    try:
-        yield engine
-        await check_invariants(engine)
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -9,24 +9,12 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger, check_invariants
+from merchant.ledger import Ledger
 from merchant.webhooks import DeliveryWorker, Outbox, RetryPolicy, WebhookEndpoints, generate_secret
-from storage import create_engine
 
 # Short enough for tests, long enough (13 attempts over ~2.6 s) to outlast a receiver outage of ~1 s.
 FAST_RETRY = RetryPolicy(delays_s=(0.05, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3))
 SECRET = generate_secret()
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    """An engine on a fresh migrated database (SQLite and PostgreSQL); the ledger is audited after."""
-    engine = create_engine(database_url)
-    try:
-        yield engine
-        await check_invariants(engine)
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -70,6 +70,45 @@ async def test_every_route_is_closed_to_other_tenants(
 
 
 @SQLITE_ONLY
+async def test_the_default_tenant_is_named_default_in_the_paths(
+    database_url: str, asgi_server: Callable[..., str], ledger: Ledger
+) -> None:
+    tokens = {**TOKENS, "": "default-token-0123456789abcdef"}
+
+    def serve(segment: str | None) -> str:
+        """A billing router with its own engine, on the server's loop."""
+        engine = create_engine(database_url)
+        app = FastAPI()
+        app.include_router(
+            create_billing_router(
+                ledger=LedgerReader(engine),
+                outbox=Outbox(engine),
+                api_token_of=tokens.get,
+                default_tenant_segment=segment,
+            )
+        )
+        return asgi_server(app, on_exit=engine.dispose)
+
+    await ledger.book_settlement(booking(tenant="", amount=3))
+    await ledger.book_settlement(booking(tenant="acme", amount=5))
+    default_auth = {"authorization": f"Bearer {tokens['']}"}
+
+    async with httpx.AsyncClient(base_url=serve("default")) as client:
+        balance = await client.get("/tenants/default/ledger/balance", headers=default_auth)
+        with_acme_token = await client.get("/tenants/default/ledger/balance", headers=_auth("acme"))
+        empty_segment = await client.get("/tenants//ledger/balance", headers=default_auth)
+    async with httpx.AsyncClient(base_url=serve(None)) as client:
+        without_the_name = await client.get("/tenants/default/ledger/balance", headers=default_auth)
+
+    assert balance.status_code == 200
+    assert balance.json()["tenant"] == ""
+    assert [item["balance"] for item in balance.json()["balances"]] == ["3"]
+    assert with_acme_token.status_code == 401
+    assert empty_segment.status_code == 404
+    assert without_the_name.status_code == 401  # a router that names no default tenant has none
+
+
+@SQLITE_ONLY
 async def test_a_tenant_sees_only_its_own_rows(
     api: httpx.AsyncClient, ledger: Ledger, outbox: Outbox
 ) -> None:
