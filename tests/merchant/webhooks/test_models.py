@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from merchant.webhooks import WebhookBase
 from storage import create_engine
-from tests.merchant.ledger.test_models import _differences
+from tests.fixtures.schema import schema_differences
 
 
 async def test_models_match_the_migration(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         async with engine.connect() as connection:
-            differences = await connection.run_sync(_differences, WebhookBase.metadata)
+            differences = await connection.run_sync(schema_differences, WebhookBase.metadata)
     finally:
         await engine.dispose()
     assert differences == []
