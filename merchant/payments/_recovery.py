@@ -126,10 +126,11 @@ class PaymentRecovery:
     async def _complete(self, offer: Offer, receipts: list[SettleResponse]) -> None:
         """Complete the task with its held artifacts and its receipts, the last one a success."""
         artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
+        settled = next((r.transaction for r in reversed(receipts) if r.success), None)
         await self._update_task(
             offer,
             TaskState.TASK_STATE_COMPLETED,
-            f"Payment settled in transaction {receipts[-1].transaction}.",
+            f"Payment settled in transaction {settled}." if settled else "Payment settled.",
             PaymentCompletedData(receipts=tuple(receipts)),
             artifacts,
         )
