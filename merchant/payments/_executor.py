@@ -257,9 +257,10 @@ class PaymentExecutor(AgentExecutor):
         Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
         state read here.
         """
-        checked = context.call_context.state.pop(CHECKED_OFFER_KEY, None) if context.call_context else None
-        if isinstance(checked, Offer) and checked.task_id == task_id:
-            return checked
+        checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
+        offer = getattr(checked, "offer", None)
+        if isinstance(offer, Offer) and offer.task_id == task_id:
+            return offer
         return await self._offers.get(task_id)
 
     async def _run_paid_work(

@@ -19,6 +19,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from a2a.server.context import ServerCallContext
@@ -58,7 +59,7 @@ from a2a_x402 import (
 from facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
-from ._offers import CHECKED_OFFER_KEY, OfferState, OfferStore
+from ._offers import CHECKED_OFFER_KEY, Offer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
@@ -110,6 +111,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             or params.configuration.return_immediately
         ):
             return await super().on_message_send(params, context)
+        checked = context.state.get(CHECKED_OFFER_KEY)
         # Follow the task's events. Each one reaches a subscriber only after it is stored, so the task read
         # afterwards is at least as new as the event that ended the wait.
         # Leaving the stream only ends this caller's wait; the executor goes on in the background.
@@ -125,6 +127,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         task = await super().on_get_task(request, context)
         if task is None:
             raise TaskNotFoundError
+        if isinstance(checked, _Checked) and not _moved_on(task, checked.status_id):
+            # This turn changed nothing: the same payment, sent twice at once, is being taken by the other
+            # request. Answer as for a payment presented again, never with the stored request to pay.
+            return await self._await_progress(params, context, checked.status_id)
         return task
 
     async def _await_progress(
@@ -145,7 +151,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             task = await super().on_get_task(request, context)
             if task is None:
                 raise TaskNotFoundError
-            if task.status.message.message_id != seen and _answers(task, self._dialect_of(context)):
+            if _moved_on(task, seen) and _answers(task, self._dialect_of(context)):
                 return task
             if loop.time() >= deadline:
                 return _being_taken(task)
@@ -234,7 +240,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
-        call_context.state[CHECKED_OFFER_KEY] = offer
+        call_context.state[CHECKED_OFFER_KEY] = _Checked(offer, task.status.message.message_id)
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
@@ -273,12 +279,28 @@ def _being_taken(task: Task) -> Task:
     return view
 
 
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The offer a payment was checked against, and the id of the task's status message at that moment."""
+
+    offer: Offer
+    status_id: str
+
+
 class _Represented(Exception):  # noqa: N818 - a signal between two methods, not an error
     """The payment was already presented for this task and is being taken."""
 
     def __init__(self, status_id: str) -> None:
         super().__init__(status_id)
         self.status_id = status_id
+
+
+def _moved_on(task: Task, seen: str) -> bool:
+    """Whether the agent has said something since status message `seen`.
+
+    A status without a message is the SDK's own mark that a client message arrived, not an answer.
+    """
+    return task.status.HasField("message") and task.status.message.message_id != seen
 
 
 def _answers(event: Task | TaskStatusUpdateEvent, dialect: Dialect) -> bool:

@@ -31,8 +31,8 @@ from ..webhooks import EventType, Outbox
 __all__ = ["CHECKED_OFFER_KEY", "Offer", "OfferState", "OfferStore", "offers_table"]
 
 CHECKED_OFFER_KEY = "x402_checked_offer"
-"""The `ServerCallContext.state` key under which the request handler leaves the offer a payment was
-checked against, so the executor of the same request need not read it again."""
+"""The `ServerCallContext.state` key under which the request handler leaves what it checked a payment
+against (the offer, as `.offer`), so the executor of the same request need not read it again."""
 
 metadata = sa.MetaData()
 

@@ -67,7 +67,11 @@ class MerchantProcess:
             base_url=self.base_url,
             headers=headers,
             timeout=timeout_s,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            # Idle connections expire before uvicorn's 5 s keep-alive closes them: reusing one the server
+            # is closing that moment fails the request with a ReadError that is nobody's fault.
+            limits=httpx.Limits(
+                max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+            ),
         )
 
     def kill(self) -> None:

@@ -122,6 +122,8 @@ async def _run_load(
     assert len(report.transfers) == payers  # exactly one transfer per paid task
     assert sorted(report.booked_tasks) == sorted(run.task_id for run in runs)
     resubmitted = Counter(a for i, run in enumerate(runs) if i % _DUPLICATE_EVERY == 0 for a in run.answers)
+    # A payment being taken is never answered with the request to pay: a client would take it as one.
+    assert "TASK_STATE_INPUT_REQUIRED" not in resubmitted, resubmitted
     latencies = [run.latency_s for run in runs]
     return (
         f"{payers} payers on 2 replicas ({payers // _DUPLICATE_EVERY} submitting "
