@@ -25,8 +25,8 @@ from ._tenancy import tenant_owner
 
 __all__ = ["FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"]
 
-FinalStateHook = Callable[[AsyncConnection, str], Awaitable[None]]
-"""A write of the caller's (given the task id) committed with the save of a task's final state."""
+FinalStateHook = Callable[[AsyncConnection, str, TaskState], Awaitable[None]]
+"""A write of the caller's (given the task id and its final state) committed with the save of that state."""
 
 FINAL_STATES = frozenset(
     {
@@ -82,7 +82,7 @@ class TenantTaskStore(DatabaseTaskStore):
             if (await connection.execute(self._upsert, values)).rowcount != 1:
                 raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
             if self._on_final is not None and task.status.state in FINAL_STATES:
-                await self._on_final(connection, task.id)
+                await self._on_final(connection, task.id, task.status.state)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The task, if it is stored for the tenant of `context`."""

@@ -142,7 +142,7 @@ class PaymentExecutor(AgentExecutor):
             description=f"{skill} for {self._pricing.asset.format(price)}",
             offer_id=uuid.uuid4().hex,
         )
-        await self._offers.offer(
+        offered = await self._offers.offer(
             task_id=task_id,
             tenant=context.tenant,
             context_id=context_id,
@@ -151,6 +151,9 @@ class PaymentExecutor(AgentExecutor):
             required=required.to_json_dict(),
             request=request if request is not None else _message_dict(context.message),
         )
+        if not offered:
+            # Another request took a payment for this task meanwhile: its turn tells the task what happens.
+            return
         pay_to = self._pricing.pay_to(context.tenant)
         text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
         if error is not None:

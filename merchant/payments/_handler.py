@@ -41,6 +41,7 @@ from a2a.utils.errors import (
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnsupportedOperationError,
 )
 
 from a2a_x402 import (
@@ -224,6 +225,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             )
         if isinstance(data, PaymentRejectedData) and offer.state is not OfferState.OFFERED:
             raise InvalidParamsError(message=f"this task is not awaiting payment (it is {offer.state.value})")
+        if data is None and offer.state is not OfferState.OFFERED:
+            raise UnsupportedOperationError(
+                message=f"this task's payment is {offer.state.value}: it takes no other message until it ends"
+            )
         if not isinstance(data, PaymentSubmittedData):
             return data, dialect
         matched = match_offer(data.payload, PaymentRequired.from_wire(offer.required))
@@ -296,10 +301,12 @@ class _Represented(Exception):  # noqa: N818 - a signal between two methods, not
 
 
 def _moved_on(task: Task, seen: str) -> bool:
-    """Whether the agent has said something since status message `seen`.
+    """Whether the task has moved on since status message `seen`: it ended, or the agent said something.
 
     A status without a message is the SDK's own mark that a client message arrived, not an answer.
     """
+    if task.status.state in _TERMINAL:
+        return True
     return task.status.HasField("message") and task.status.message.message_id != seen
 
 

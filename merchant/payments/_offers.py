@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
+from a2a.types import TaskState
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -35,6 +36,13 @@ CHECKED_OFFER_KEY = "x402_checked_offer"
 against (the offer, as `.offer`), so the executor of the same request need not read it again."""
 
 metadata = sa.MetaData()
+
+# What recovery looks for, each with a partial index of its own that stays as small as the work left (an
+# index on the state alone would cover every offer ever paid). The predicates are used verbatim by the
+# queries: SQLite uses a partial index only for a WHERE clause that implies its predicate as written.
+_UNFINISHED = "state IN ('verifying', 'working', 'settling')"
+_UNBOOKED = "state = 'paid' AND booked_at IS NULL"
+_UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
 
 offers_table = sa.Table(
     "payment_offers",
@@ -60,22 +68,28 @@ offers_table = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
     sa.Column("booked_at", sa.DateTime(timezone=True), nullable=True),
-    # Set in the transaction that stores the task's final state: a decided offer without it has a task
-    # that never heard the outcome (the process stopped between the two writes), for recovery to tell.
+    # Set in the transaction that stores the task's final state when that state tells the offer's outcome
+    # (`TOLD_BY`): a decided offer without it has a task that never heard the outcome (the process stopped
+    # between the two writes, or the SDK ended the task otherwise), for recovery to tell.
     sa.Column("told_at", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
-    sa.Index("ix_payment_offers_state", "state"),
+    sa.Index(
+        "ix_payment_offers_unfinished",
+        "updated_at",
+        postgresql_where=sa.text(_UNFINISHED),
+        sqlite_where=sa.text(_UNFINISHED),
+    ),
     sa.Index(
         "ix_payment_offers_unbooked",
         "task_id",
-        postgresql_where=sa.text("state = 'paid' AND booked_at IS NULL"),
-        sqlite_where=sa.text("state = 'paid' AND booked_at IS NULL"),
+        postgresql_where=sa.text(_UNBOOKED),
+        sqlite_where=sa.text(_UNBOOKED),
     ),
     sa.Index(
         "ix_payment_offers_untold",
         "updated_at",
-        postgresql_where=sa.text("state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"),
-        sqlite_where=sa.text("state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"),
+        postgresql_where=sa.text(_UNTOLD),
+        sqlite_where=sa.text(_UNTOLD),
     ),
 )
 
@@ -93,8 +107,13 @@ class OfferState(StrEnum):
 
 
 AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
-DECIDED = frozenset({OfferState.PAID, OfferState.FAILED, OfferState.REJECTED})
-_DECIDED_VALUES = sorted(state.value for state in DECIDED)
+TOLD_BY = {
+    OfferState.PAID: TaskState.TASK_STATE_COMPLETED,
+    OfferState.FAILED: TaskState.TASK_STATE_FAILED,
+    OfferState.REJECTED: TaskState.TASK_STATE_CANCELED,
+}
+"""The final task state that tells each decided outcome."""
+_OUTCOME_TOLD_BY = {state: outcome for outcome, state in TOLD_BY.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +175,8 @@ class OfferStore:
                 "held_artifacts": None,
                 "updated_at": insert.excluded.updated_at,
             },
+            # Terms replace only terms: an offer whose payment is taken or decided keeps its record.
+            where=offers_table.c.state == OfferState.OFFERED.value,
         )
 
     async def offer(
@@ -168,11 +189,12 @@ class OfferStore:
         dialect: str,
         required: dict[str, Any],
         request: dict[str, Any],
-    ) -> None:
+    ) -> bool:
         """Record the terms offered for a task (or fresh terms replacing earlier ones, in the next round).
 
         `request` is the client message that asked for the paid work; the work runs on it once paid. One
-        statement: a task offered terms before gets its next round and its submitted payment cleared.
+        statement: a task offered terms before gets its next round. Returns False, changing nothing, when
+        the task's offer is no longer open (its payment is being taken or was decided).
         """
         now = _now()
         values = {
@@ -190,7 +212,7 @@ class OfferStore:
             "updated_at": now,
         }
         async with self._engine.begin() as connection:
-            await connection.execute(self._offer, values)
+            return bool((await connection.execute(self._offer, values)).rowcount == 1)
 
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
@@ -298,50 +320,41 @@ class OfferStore:
                 offers_table.update().where(offers_table.c.task_id == task_id).values(updated_at=_now())
             )
 
-    async def told_in(self, connection: AsyncConnection, task_id: str) -> None:
-        """Record, in the transaction on `connection` that stores the task's final state, that the task
-        was told how its payment was decided (nothing for a task whose payment is not decided)."""
+    async def told_in(self, connection: AsyncConnection, task_id: str, final_state: TaskState) -> None:
+        """Record, in the transaction on `connection` that stores the task's `final_state`, that the task
+        was told how its payment was decided: only if that state tells the offer's outcome (`TOLD_BY`)."""
+        outcome = _OUTCOME_TOLD_BY.get(final_state)
+        if outcome is None:
+            return
         await connection.execute(
             offers_table.update()
             .where(
                 offers_table.c.task_id == task_id,
-                offers_table.c.state.in_(_DECIDED_VALUES),
+                offers_table.c.state == outcome.value,
                 offers_table.c.told_at.is_(None),
             )
             .values(told_at=_now())
         )
 
-    async def told(self, task_id: str) -> None:
+    async def told(self, task_id: str, final_state: TaskState) -> None:
         """`told_in` in a transaction of its own."""
         async with self._engine.begin() as connection:
-            await self.told_in(connection, task_id)
+            await self.told_in(connection, task_id, final_state)
 
     async def untold(self, before: datetime) -> list[Offer]:
         """Offers decided before `before` whose task was never told: what recovery tells."""
-        statement = sa.select(offers_table).where(
-            offers_table.c.state.in_(_DECIDED_VALUES),
-            offers_table.c.told_at.is_(None),
-            offers_table.c.updated_at < before,
-        )
+        statement = sa.select(offers_table).where(sa.text(_UNTOLD), offers_table.c.updated_at < before)
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]
 
     async def unbooked(self) -> list[Offer]:
         """Paid offers not marked booked (their booking failed): what the reconciler books."""
-        statement = (
-            sa.select(offers_table)
-            .where(offers_table.c.state == OfferState.PAID.value, offers_table.c.booked_at.is_(None))
-            .order_by(offers_table.c.task_id)
-        )
+        statement = sa.select(offers_table).where(sa.text(_UNBOOKED)).order_by(offers_table.c.task_id)
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]
 
     async def unfinished(self) -> list[Offer]:
         """Offers whose payment was taken but not yet settled: what a restart or reconciler must finish."""
-        statement = sa.select(offers_table).where(
-            offers_table.c.state.in_(
-                [OfferState.VERIFYING.value, OfferState.WORKING.value, OfferState.SETTLING.value]
-            )
-        )
+        statement = sa.select(offers_table).where(sa.text(_UNFINISHED))
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]

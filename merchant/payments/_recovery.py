@@ -43,7 +43,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, Settle
 
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
-from ._offers import Offer, OfferState, OfferStore
+from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -93,22 +93,40 @@ class PaymentRecovery:
         return finished
 
     async def tell_untold(self) -> int:
-        """Tell every task whose payment was decided a while ago but never reached it; return how many."""
+        """Tell every task whose payment was decided a while ago but never reached it; return how many.
+
+        A task that ended otherwise (the SDK fails a task whose events it could not store, say) is put in
+        the state its payment decided: a paid task completes with its artifacts, whatever it said before.
+        """
         told = 0
         for offer in await self._offers.untold(datetime.now(UTC) - self._stale_after):
-            context = ServerCallContext(tenant=offer.tenant)
-            task = await self._tasks.get(offer.task_id, context)
-            if task is not None and task.status.state not in _TERMINAL:
-                await self._tell(offer)
-                logger.info("recovered task %s: told it the payment is %s", offer.task_id, offer.state.value)
-                told += 1
-            await self._offers.told(offer.task_id)
+            try:
+                told += await self._tell_if_untold(offer)
+            except Exception:  # noqa: BLE001 - one task that cannot be told must not stop the pass
+                logger.exception("could not tell task %s its payment is %s", offer.task_id, offer.state.value)
         return told
+
+    async def _tell_if_untold(self, offer: Offer) -> bool:
+        told_by = TOLD_BY[offer.state]
+        task = await self._tasks.get(offer.task_id, ServerCallContext(tenant=offer.tenant))
+        telling = task is not None and task.status.state != told_by
+        if telling:
+            if task is not None and task.status.state in _TERMINAL:
+                logger.warning(
+                    "task %s ended %s but its payment is %s: correcting it",
+                    offer.task_id,
+                    TaskState.Name(task.status.state),
+                    offer.state.value,
+                )
+            await self._tell(offer)
+            logger.info("recovered task %s: told it the payment is %s", offer.task_id, offer.state.value)
+        await self._offers.told(offer.task_id, told_by)
+        return telling
 
     async def _tell(self, offer: Offer) -> None:
         receipts = [SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r)]
         if offer.state is OfferState.PAID:
-            await self._complete(offer, receipts)
+            await self._complete(offer, receipts, correct=True)
         elif offer.state is OfferState.REJECTED:
             await self._update_task(
                 offer,
@@ -116,14 +134,15 @@ class PaymentRecovery:
                 "Payment declined; the task is canceled.",
                 PaymentRejectedData(),
                 [],
+                correct=True,
             )
         else:
             code = _error_code(offer.error)
             text = f"The payment was not taken ({code.value})."
             data = PaymentFailedData(error=code, receipts=tuple(receipts))
-            await self._update_task(offer, TaskState.TASK_STATE_FAILED, text, data, [])
+            await self._update_task(offer, TaskState.TASK_STATE_FAILED, text, data, [], correct=True)
 
-    async def _complete(self, offer: Offer, receipts: list[SettleResponse]) -> None:
+    async def _complete(self, offer: Offer, receipts: list[SettleResponse], *, correct: bool = False) -> None:
         """Complete the task with its held artifacts and its receipts, the last one a success."""
         artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
         settled = next((r.transaction for r in reversed(receipts) if r.success), None)
@@ -133,6 +152,7 @@ class PaymentRecovery:
             f"Payment settled in transaction {settled}." if settled else "Payment settled.",
             PaymentCompletedData(receipts=tuple(receipts)),
             artifacts,
+            correct=correct,
         )
 
     async def book_unbooked(self) -> int:
@@ -193,7 +213,7 @@ class PaymentRecovery:
             return True
         await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
         await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])
-        await self._offers.told(offer.task_id)
+        await self._offers.told(offer.task_id, TaskState.TASK_STATE_COMPLETED)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
         return True
 
@@ -203,15 +223,23 @@ class PaymentRecovery:
         await self._update_task(
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )
-        await self._offers.told(offer.task_id)
+        await self._offers.told(offer.task_id, TaskState.TASK_STATE_FAILED)
         logger.info("recovered task %s: failed (%s)", offer.task_id, code.value)
 
     async def _update_task(
-        self, offer: Offer, state: TaskState, text: str, data: PaymentData, artifacts: list[Artifact]
+        self,
+        offer: Offer,
+        state: TaskState,
+        text: str,
+        data: PaymentData,
+        artifacts: list[Artifact],
+        *,
+        correct: bool = False,
     ) -> None:
+        """Put the task in `state`; a task already ended is left alone unless `correct` (it ended wrongly)."""
         context = ServerCallContext(tenant=offer.tenant)
         task = await self._tasks.get(offer.task_id, context)
-        if task is None or task.status.state in _TERMINAL:
+        if task is None or (task.status.state in _TERMINAL and not correct):
             return
         update: TaskStatusUpdateEvent = agent_status(
             offer.task_id, offer.context_id, state, text, data, Dialect(offer.dialect)
@@ -221,11 +249,18 @@ class PaymentRecovery:
 
 
 def _apply(task: Task, update: TaskStatusUpdateEvent, artifacts: list[Artifact]) -> None:
-    """What the SDK's task manager does with a status update: the old status message joins the history."""
+    """What the SDK's task manager does with a status update: the old status message joins the history.
+
+    An artifact replaces one of the same id (some of the held artifacts may have reached the task
+    already), as the SDK does with a whole artifact update.
+    """
     if task.status.HasField("message"):
         task.history.append(task.status.message)
     task.status.CopyFrom(update.status)
-    task.artifacts.extend(artifacts)
+    replaced = {artifact.artifact_id for artifact in artifacts}
+    kept = [artifact for artifact in task.artifacts if artifact.artifact_id not in replaced]
+    del task.artifacts[:]
+    task.artifacts.extend([*kept, *artifacts])
 
 
 def _error_code(error: str | None) -> PaymentErrorCode:

@@ -1,5 +1,5 @@
-"""merchant: when an offer's settlement was booked and its task told the outcome, for recovery to find
-the offers that lack either without reading the others
+"""merchant: when an offer's settlement was booked and its task told the outcome, and a partial index per
+recovery query, for recovery to find the offers that need it without reading the others
 
 Revision ID: m0004
 Revises: m0003
@@ -16,6 +16,7 @@ down_revision = "m0003"
 branch_labels = None
 depends_on = None
 
+_UNFINISHED = "state IN ('verifying', 'working', 'settling')"
 _UNBOOKED = "state = 'paid' AND booked_at IS NULL"
 _UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
 
@@ -26,6 +27,16 @@ def upgrade() -> None:
         batch.add_column(sa.Column("told_at", sa.DateTime(timezone=True), nullable=True))
     # Offers decided before this revision stay unmarked here: the reconciler's next pass checks each one
     # once against the ledger and the task and marks it, which is exact where a backfill would guess.
+    # Each recovery query gets a partial index as small as the work left; one on the state alone grows
+    # with every offer ever paid, and SQLite's planner prefers it to the partial ones.
+    op.drop_index("ix_payment_offers_state", table_name="payment_offers")
+    op.create_index(
+        "ix_payment_offers_unfinished",
+        "payment_offers",
+        ["updated_at"],
+        postgresql_where=sa.text(_UNFINISHED),
+        sqlite_where=sa.text(_UNFINISHED),
+    )
     op.create_index(
         "ix_payment_offers_unbooked",
         "payment_offers",
@@ -45,6 +56,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_payment_offers_untold", table_name="payment_offers")
     op.drop_index("ix_payment_offers_unbooked", table_name="payment_offers")
+    op.drop_index("ix_payment_offers_unfinished", table_name="payment_offers")
+    op.create_index("ix_payment_offers_state", "payment_offers", ["state"])
     with op.batch_alter_table("payment_offers") as batch:
         batch.drop_column("told_at")
         batch.drop_column("booked_at")

@@ -263,3 +263,49 @@ async def test_a_task_that_never_heard_how_its_payment_was_decided_is_told_by_th
         assert isinstance(decided, PaymentRejectedData)
     assert await _sql(sqlite_url, untold) == [None]
     assert (await _reconcile_report(merchant.settings)).told_late == 0
+
+
+@pytest.mark.parametrize(
+    "left_as",
+    [
+        # The SDK fails a task whose events it could not store, with no message and its artifacts gone.
+        pytest.param(
+            "UPDATE tasks SET status = json_object('state', 'TASK_STATE_FAILED'), artifacts = '[]'",
+            id="ended failed by the SDK",
+        ),
+        # The process stopped between storing the artifact and the completion.
+        pytest.param(
+            "UPDATE tasks SET status = json_object('state', 'TASK_STATE_WORKING')",
+            id="artifacts stored, completion lost",
+        ),
+    ],
+)
+async def test_a_paid_task_that_did_not_end_completed_is_completed_once_with_its_artifacts(
+    left_as: str,
+    sqlite_url: str,
+    start_merchant: MerchantStarter,
+    new_payer: Callable[..., str],
+) -> None:
+    merchant = start_merchant(sqlite_url, reconcile_stale_after_s=0.1)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        payload = sign_payment(new_payer(), offered_terms(task).accepts[0])
+        assert (await wire.send(payment_message(task["id"], payload)))["task"]["status"]["state"] == (
+            "TASK_STATE_COMPLETED"
+        )
+    merchant.stop()
+    await _sql(sqlite_url, left_as, "UPDATE payment_offers SET told_at = NULL")
+
+    await asyncio.sleep(0.2)  # the offer is older than the reconciler's staleness cutoff
+    assert (await _reconcile_report(merchant.settings)).told_late == 1
+
+    restarted = start_merchant(sqlite_url)
+    async with restarted.http() as http:
+        told = await MerchantWire(http, "jsonrpc").get_task(task["id"])
+    assert told["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [a["name"] for a in told["artifacts"]] == ["text-stats"]
+    completed = payment_data(told)
+    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
+    assert len(await ledger_entries(sqlite_url)) == 1
+    assert (await _reconcile_report(merchant.settings)).told_late == 0

@@ -291,7 +291,7 @@ async def test_oversized_messages(
 # -- cancel -------------------------------------------------------------------------------------------
 
 
-async def test_cancel_while_the_payment_is_settled(
+async def test_cancel_or_another_message_while_the_payment_is_settled(
     start_merchant: MerchantStarter, database_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
     merchant = start_merchant(database_url, settle_timeout_s=0.5)
@@ -306,6 +306,10 @@ async def test_cancel_while_the_payment_is_settled(
 
         expected = "the task's payment is being settled; it can no longer be canceled"
         await refused(wire.cancel(task["id"]), wire, "TASK_NOT_CANCELABLE", expected)
+        # A plain message would ask for the work again: it must not replace the terms being paid.
+        expected = "this task's payment is settling: it takes no other message until it ends"
+        plain = user_message("Count these words instead.", task_id=task["id"], context_id=task["contextId"])
+        await refused(wire.send(plain), wire, "UNSUPPORTED_OPERATION", expected)
 
         await assert_unchanged(wire, working)
         chain.rpc.call("evm_mine")

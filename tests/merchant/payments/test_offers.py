@@ -1,0 +1,58 @@
+"""The offer store's guards: terms never replace a payment being taken or decided, and an offer is marked
+told only by the final task state that tells its outcome."""
+
+from __future__ import annotations
+
+from a2a.types import TaskState
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from merchant.payments import OfferState, OfferStore
+
+TERMS = {"x402Version": 2, "accepts": []}
+
+
+async def _offer(store: OfferStore, task_id: str = "task-1") -> bool:
+    return await store.offer(
+        task_id=task_id,
+        tenant="",
+        context_id="ctx-1",
+        skill="text-stats",
+        dialect="v0.3",
+        required=TERMS,
+        request={"messageId": "m-1"},
+    )
+
+
+async def test_fresh_terms_replace_open_terms_only(engine: AsyncEngine) -> None:
+    store = OfferStore(engine)
+    assert await _offer(store)
+    assert await _offer(store)  # fresh terms: the next round
+    assert await store.submit(
+        "task-1", round_=2, payer="0xPayer", nonce="0x01", payload={}, payload_hash="h", accepted={}
+    )
+
+    assert not await _offer(store)  # the payment is being taken: the terms stay
+
+    offer = await store.get("task-1")
+    assert offer is not None
+    assert (offer.state, offer.round, offer.payer, offer.nonce) == (
+        OfferState.VERIFYING,
+        2,
+        "0xPayer",
+        "0x01",
+    )
+
+
+async def test_an_offer_is_told_only_by_the_state_that_tells_its_outcome(engine: AsyncEngine) -> None:
+    store = OfferStore(engine)
+    await _offer(store)
+    await store.advance("task-1", OfferState.PAID, receipts=[])
+
+    await store.told("task-1", TaskState.TASK_STATE_FAILED)  # the SDK failed the task: not told
+    await store.told("task-1", TaskState.TASK_STATE_WORKING)
+    offer = await store.get("task-1")
+    assert offer is not None and offer.told_at is None
+
+    await store.told("task-1", TaskState.TASK_STATE_COMPLETED)
+    offer = await store.get("task-1")
+    assert offer is not None and offer.told_at is not None
