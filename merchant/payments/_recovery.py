@@ -109,9 +109,13 @@ class PaymentRecovery:
     async def _tell_if_untold(self, offer: Offer) -> bool:
         told_by = TOLD_BY[offer.state]
         task = await self._tasks.get(offer.task_id, ServerCallContext(tenant=offer.tenant))
-        telling = task is not None and task.status.state != told_by
+        if task is None:
+            # Not marked told: a task this process cannot see is not a task that knows its outcome.
+            logger.warning("task %s (payment %s) is not in the task store", offer.task_id, offer.state.value)
+            return False
+        telling = task.status.state != told_by
         if telling:
-            if task is not None and task.status.state in _TERMINAL:
+            if task.status.state in _TERMINAL:
                 logger.warning(
                     "task %s ended %s but its payment is %s: correcting it",
                     offer.task_id,

@@ -309,3 +309,22 @@ async def test_a_paid_task_that_did_not_end_completed_is_completed_once_with_its
     assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
     assert len(await ledger_entries(sqlite_url)) == 1
     assert (await _reconcile_report(merchant.settings)).told_late == 0
+
+
+async def test_a_decided_offer_whose_task_is_missing_stays_untold(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    merchant = start_merchant(sqlite_url, reconcile_stale_after_s=0.1)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        await wire.send(
+            payment_message(task["id"], sign_payment(new_payer(), offered_terms(task).accepts[0]))
+        )
+    merchant.stop()
+    untold = "SELECT count(*) FROM payment_offers WHERE told_at IS NULL"
+    await _sql(sqlite_url, "DELETE FROM tasks", "UPDATE payment_offers SET told_at = NULL")
+
+    await asyncio.sleep(0.2)
+    assert (await _reconcile_report(merchant.settings)).told_late == 0
+    assert await _sql(sqlite_url, untold) == [1]  # left for an operator, not marked told
