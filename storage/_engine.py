@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 __all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url"]
@@ -32,7 +33,8 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """Create an async engine for `url`, tuned for concurrent use by one or more processes.
 
     SQLite runs in WAL mode with a busy timeout so readers never block the writer and concurrent writers
-    wait instead of failing; PostgreSQL gets a pool sized for a busy single worker.
+    wait instead of failing; PostgreSQL gets a pool sized for a busy single worker that never hands out a
+    connection the server closed.
     """
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
@@ -41,8 +43,21 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         return engine
     kwargs.setdefault("pool_size", 20)
     kwargs.setdefault("max_overflow", 20)
-    kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        event.listen(engine.sync_engine, "checkout", _refuse_closed_connection)
+    return engine
+
+
+def _refuse_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Hand out no pooled connection the server has closed (a restart, a terminated backend).
+
+    asyncpg notices the server closing a connection as soon as it happens, so asking it costs nothing,
+    where SQLAlchemy's `pool_pre_ping` costs a round trip per checkout: a third of a paid task's database
+    round trips. The pool replaces a connection refused here with a new one.
+    """
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the server closed this pooled connection")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -1,0 +1,40 @@
+"""The PostgreSQL pool never hands out a connection the server closed, without a ping per checkout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from storage import create_engine
+
+
+async def test_connections_the_server_closed_are_replaced_not_used(postgres_url: str) -> None:
+    engine = create_engine(postgres_url)
+    admin = create_engine(
+        make_url(postgres_url).set(database="postgres").render_as_string(hide_password=False)
+    )
+
+    async def one() -> int:
+        async with engine.connect() as connection:
+            return int((await connection.execute(sa.text("SELECT 1"))).scalar_one())
+
+    try:
+        assert await asyncio.gather(*(one() for _ in range(5))) == [1] * 5  # five pooled connections
+        async with admin.connect() as connection:
+            # What a server restart or a failover does to every idle connection of the pool.
+            terminated = await connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = :database AND pid <> pg_backend_pid()"
+                ),
+                {"database": make_url(postgres_url).database},
+            )
+            assert len(terminated.all()) >= 5
+        await asyncio.sleep(0.2)  # the client side sees the sockets close
+
+        assert [await one() for _ in range(6)] == [1] * 6  # no request fails on a dead connection
+    finally:
+        await engine.dispose()
+        await admin.dispose()
