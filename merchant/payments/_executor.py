@@ -218,7 +218,6 @@ class PaymentExecutor(AgentExecutor):
                 (),
             )
             return
-        await self._offers.advance(task_id, OfferState.WORKING)
         await event_queue.enqueue_event(
             agent_status(
                 task_id,

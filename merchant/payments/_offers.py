@@ -7,11 +7,14 @@ receipt history), and the held artifacts of work done but not yet paid for.
 
 States::
 
-    offered ──► verifying ──► working ──► settling ──► paid
-       ▲            │            │           │
+    offered ──► working ──► settling ──► paid
+       ▲           │           │
        └── (fresh terms after a retryable failure)
-                    └────────────┴───────────┴──► failed
+                   └───────────┴──► failed
     offered ──► rejected
+
+`working`: a payment was taken for the current terms; it is verified, then the work runs on it.
+`settling`: the work is done (its artifacts held here) and the payment is being settled.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ metadata = sa.MetaData()
 # What recovery looks for, each with a partial index of its own that stays as small as the work left (an
 # index on the state alone would cover every offer ever paid). The predicates are used verbatim by the
 # queries: SQLite uses a partial index only for a WHERE clause that implies its predicate as written.
-_UNFINISHED = "state IN ('verifying', 'working', 'settling')"
+_UNFINISHED = "state IN ('working', 'settling')"
 _UNBOOKED = "state = 'paid' AND booked_at IS NULL"
 _UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
 
@@ -98,7 +101,6 @@ class OfferState(StrEnum):
     """Where a task's payment stands; see the module docstring."""
 
     OFFERED = "offered"
-    VERIFYING = "verifying"
     WORKING = "working"
     SETTLING = "settling"
     PAID = "paid"
@@ -255,7 +257,7 @@ class OfferStore:
                 offers_table.c.state == OfferState.OFFERED.value,
             )
             .values(
-                state=OfferState.VERIFYING.value,
+                state=OfferState.WORKING.value,
                 payer=payer,
                 nonce=nonce,
                 payload=payload,

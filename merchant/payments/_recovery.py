@@ -9,7 +9,7 @@ from how far it got:
   idempotency key, so it still happens at most once); once it succeeds the payment is booked and the
   task completed with the held artifacts, and a definite failure fails the task. A settlement still
   pending is left for a later pass.
-- `verifying` / `working`: nothing was settled, so nothing was charged; the task fails, saying so.
+- `working`: nothing was settled, so nothing was charged; the task fails, saying so.
 
 An offer already decided (paid, failed, rejected) whose task was never told — the process stopped between
 the offer's write and the task's — gets its task told from the offer: completed with the held artifacts

@@ -1,5 +1,6 @@
 """merchant: when an offer's settlement was booked and its task told the outcome, and a partial index per
-recovery query, for recovery to find the offers that need it without reading the others
+recovery query, for recovery to find the offers that need it without reading the others; `verifying`
+offers become `working`
 
 Revision ID: m0004
 Revises: m0003
@@ -16,7 +17,7 @@ down_revision = "m0003"
 branch_labels = None
 depends_on = None
 
-_UNFINISHED = "state IN ('verifying', 'working', 'settling')"
+_UNFINISHED = "state IN ('working', 'settling')"
 _UNBOOKED = "state = 'paid' AND booked_at IS NULL"
 _UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
 
@@ -27,6 +28,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("told_at", sa.DateTime(timezone=True), nullable=True))
     # Offers decided before this revision stay unmarked here: the reconciler's next pass checks each one
     # once against the ledger and the task and marks it, which is exact where a backfill would guess.
+    # A taken payment is `working` from the moment it is taken: `verifying` was the same state for
+    # recovery (nothing settled yet) and one more write per paid task.
+    op.execute("UPDATE payment_offers SET state = 'working' WHERE state = 'verifying'")
     # Each recovery query gets a partial index as small as the work left; one on the state alone grows
     # with every offer ever paid, and SQLite's planner prefers it to the partial ones.
     op.drop_index("ix_payment_offers_state", table_name="payment_offers")

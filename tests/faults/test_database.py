@@ -109,5 +109,5 @@ async def _waiting(database: DatabaseProbe, statement: str) -> bool:
 
 
 async def _no_payment_in_progress(database: DatabaseProbe) -> bool:
-    taking = "SELECT count(*) FROM payment_offers WHERE state IN ('verifying', 'working', 'settling')"
+    taking = "SELECT count(*) FROM payment_offers WHERE state IN ('working', 'settling')"
     return bool(await database.scalar(taking) == 0)

@@ -43,9 +43,7 @@ TABLE = {
     "UnsupportedOperation": Row("UNSUPPORTED_OPERATION", -32004, 400, _PRECONDITION),
     "ContentTypeNotSupported": Row("CONTENT_TYPE_NOT_SUPPORTED", -32005, 400, "INVALID_ARGUMENT"),
     "InvalidAgentResponse": Row("INVALID_AGENT_RESPONSE", -32006, 500, "INTERNAL"),
-    "ExtendedAgentCardNotConfigured": Row(
-        "EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32007, 400, _PRECONDITION
-    ),
+    "ExtendedAgentCardNotConfigured": Row("EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32007, 400, _PRECONDITION),
     "ExtensionSupportRequired": Row("EXTENSION_SUPPORT_REQUIRED", -32008, 400, _PRECONDITION),
     "VersionNotSupported": Row("VERSION_NOT_SUPPORTED", -32009, 400, _PRECONDITION),
     "InvalidParams": Row("INVALID_PARAMS", -32602, 400, "INVALID_ARGUMENT"),
@@ -120,7 +118,9 @@ async def _not_cancelable(binding: Binding) -> httpx.Response:
 
 async def _push(binding: Binding) -> httpx.Response:
     task_id = await _completed_task(binding)
-    return await binding.call("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": "https://h.example/a"})
+    return await binding.call(
+        "CreateTaskPushNotificationConfig", {"taskId": task_id, "url": "https://h.example/a"}
+    )
 
 
 async def _to_terminal(binding: Binding) -> httpx.Response:

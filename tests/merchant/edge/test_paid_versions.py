@@ -254,9 +254,7 @@ async def test_a_priced_skill_without_the_extension_activated_is_refused(
     assert "a2a-extensions" not in response.headers
 
 
-async def test_0_3_jsonrpc_client_learns_the_extension_is_required(
-    sqlite_merchant: RunningMerchant
-) -> None:
+async def test_0_3_jsonrpc_client_learns_the_extension_is_required(sqlite_merchant: RunningMerchant) -> None:
     ask = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}
     async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=30) as http:
         response = await http.post(
@@ -271,7 +269,7 @@ async def test_0_3_jsonrpc_client_learns_the_extension_is_required(
 
 
 async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(
-    sqlite_merchant: RunningMerchant
+    sqlite_merchant: RunningMerchant,
 ) -> None:
     flat = user_message(TEXT, task_id="")
     flat["metadata"] = {"x402.payment.status": "payment-submitted", "x402.payment.payload": {}}

@@ -36,7 +36,7 @@ async def test_fresh_terms_replace_open_terms_only(engine: AsyncEngine) -> None:
     offer = await store.get("task-1")
     assert offer is not None
     assert (offer.state, offer.round, offer.payer, offer.nonce) == (
-        OfferState.VERIFYING,
+        OfferState.WORKING,
         2,
         "0xPayer",
         "0x01",
