@@ -20,6 +20,12 @@ depends_on = None
 _UNFINISHED = "state IN ('working', 'settling')"
 _UNBOOKED = "state = 'paid' AND booked_at IS NULL"
 _UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
+# (name, column, predicate): one per recovery query.
+_PARTIAL_INDEXES = (
+    ("ix_payment_offers_unfinished", "updated_at", _UNFINISHED),
+    ("ix_payment_offers_unbooked", "task_id", _UNBOOKED),
+    ("ix_payment_offers_untold", "updated_at", _UNTOLD),
+)
 
 
 def upgrade() -> None:
@@ -34,33 +40,19 @@ def upgrade() -> None:
     # Each recovery query gets a partial index as small as the work left; one on the state alone grows
     # with every offer ever paid, and SQLite's planner prefers it to the partial ones.
     op.drop_index("ix_payment_offers_state", table_name="payment_offers")
-    op.create_index(
-        "ix_payment_offers_unfinished",
-        "payment_offers",
-        ["updated_at"],
-        postgresql_where=sa.text(_UNFINISHED),
-        sqlite_where=sa.text(_UNFINISHED),
-    )
-    op.create_index(
-        "ix_payment_offers_unbooked",
-        "payment_offers",
-        ["task_id"],
-        postgresql_where=sa.text(_UNBOOKED),
-        sqlite_where=sa.text(_UNBOOKED),
-    )
-    op.create_index(
-        "ix_payment_offers_untold",
-        "payment_offers",
-        ["updated_at"],
-        postgresql_where=sa.text(_UNTOLD),
-        sqlite_where=sa.text(_UNTOLD),
-    )
+    for name, column, predicate in _PARTIAL_INDEXES:
+        op.create_index(
+            name,
+            "payment_offers",
+            [column],
+            postgresql_where=sa.text(predicate),
+            sqlite_where=sa.text(predicate),
+        )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_payment_offers_untold", table_name="payment_offers")
-    op.drop_index("ix_payment_offers_unbooked", table_name="payment_offers")
-    op.drop_index("ix_payment_offers_unfinished", table_name="payment_offers")
+    for name, _, _ in _PARTIAL_INDEXES:
+        op.drop_index(name, table_name="payment_offers")
     op.create_index("ix_payment_offers_state", "payment_offers", ["state"])
     with op.batch_alter_table("payment_offers") as batch:
         batch.drop_column("told_at")

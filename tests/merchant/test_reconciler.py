@@ -84,17 +84,23 @@ async def test_a_settlement_left_pending_by_a_stopped_merchant_is_finished_by_th
     # Finished (settled, booked, delivered) and, the block being mined, finalized in the same pass.
     assert await _reconcile(first.settings) == (1, 0, 1, 0)
 
-    second = start_merchant(sqlite_url)
-    async with second.http() as http:
-        done = await MerchantWire(http, "jsonrpc").get_task(task["id"])
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
-    completed = payment_data(done)
-    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
+    await _assert_completed(start_merchant, sqlite_url, task["id"])
     entries = await ledger_entries(sqlite_url)
     assert [(e.task_id, e.amount) for e in entries] == [(task["id"], offered_terms(task).accepts[0].amount)]
     assert chain.balance_of(DEFAULT_PAY_TO) == payee_before  # mined before: nothing was paid twice
     assert await _reconcile(first.settings) == (0, 0, 0, 0)  # nothing left to do
+
+
+async def _assert_completed(start_merchant: MerchantStarter, database_url: str, task_id: str) -> None:
+    """The task, read through a merchant started on `database_url`, completed with its one artifact and a
+    successful settlement receipt."""
+    merchant = start_merchant(database_url)
+    async with merchant.http() as http:
+        done = await MerchantWire(http, "jsonrpc").get_task(task_id)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    completed = payment_data(done)
+    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
 
 
 async def _paid_and_booked(
@@ -300,13 +306,7 @@ async def test_a_paid_task_that_did_not_end_completed_is_completed_once_with_its
     await asyncio.sleep(0.2)  # the offer is older than the reconciler's staleness cutoff
     assert (await _reconcile_report(merchant.settings)).told_late == 1
 
-    restarted = start_merchant(sqlite_url)
-    async with restarted.http() as http:
-        told = await MerchantWire(http, "jsonrpc").get_task(task["id"])
-    assert told["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert [a["name"] for a in told["artifacts"]] == ["text-stats"]
-    completed = payment_data(told)
-    assert isinstance(completed, PaymentCompletedData) and completed.receipts[-1].success
+    await _assert_completed(start_merchant, sqlite_url, task["id"])
     assert len(await ledger_entries(sqlite_url)) == 1
     assert (await _reconcile_report(merchant.settings)).told_late == 0
 

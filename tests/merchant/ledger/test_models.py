@@ -8,20 +8,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from merchant.ledger import Ledger, LedgerBase, LedgerEntry
-from storage import create_engine
-from tests.fixtures.schema import schema_differences
+from tests.fixtures.schema import migration_differences
 
 from .bookings import booking
 
 
 async def test_models_match_the_migration(database_url: str) -> None:
-    engine = create_engine(database_url)
-    try:
-        async with engine.connect() as connection:
-            differences = await connection.run_sync(schema_differences, LedgerBase.metadata)
-    finally:
-        await engine.dispose()
-    assert differences == []
+    assert await migration_differences(database_url, LedgerBase.metadata) == []
     assert set(LedgerBase.metadata.tables) == {
         "ledger_accounts",
         "ledger_entries",

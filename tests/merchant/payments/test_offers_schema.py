@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from merchant.payments._offers import offers_table
-from storage import create_engine
-from tests.fixtures.schema import schema_differences
+from tests.fixtures.schema import migration_differences
 
 
 async def test_the_offers_table_matches_the_migrations(database_url: str) -> None:
-    engine = create_engine(database_url)
-    try:
-        async with engine.connect() as connection:
-            differences = await connection.run_sync(schema_differences, offers_table.metadata)
-    finally:
-        await engine.dispose()
-    assert differences == []
+    assert await migration_differences(database_url, offers_table.metadata) == []
