@@ -55,7 +55,7 @@ from ..ledger import Ledger
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
-from ._offers import CHECKED_OFFER_KEY, Offer, OfferState, OfferStore
+from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
@@ -260,9 +260,8 @@ class PaymentExecutor(AgentExecutor):
         state read here.
         """
         checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
-        offer = getattr(checked, "offer", None)
-        if isinstance(offer, Offer) and offer.task_id == task_id:
-            return offer
+        if isinstance(checked, CheckedOffer) and checked.offer.task_id == task_id:
+            return checked.offer
         return await self._offers.get(task_id)
 
     async def _run_paid_work(

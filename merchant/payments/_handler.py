@@ -19,7 +19,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from a2a.server.context import ServerCallContext
@@ -60,7 +59,7 @@ from a2a_x402 import (
 from facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
-from ._offers import CHECKED_OFFER_KEY, Offer, OfferState, OfferStore
+from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import match_offer, message_payment_data, payload_hash
@@ -128,7 +127,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         task = await super().on_get_task(request, context)
         if task is None:
             raise TaskNotFoundError
-        if isinstance(checked, _Checked) and not _moved_on(task, checked.status_id):
+        if isinstance(checked, CheckedOffer) and not _moved_on(task, checked.status_id):
             # This turn changed nothing: the same payment, sent twice at once, is being taken by the other
             # request. Answer as for a payment presented again, never with the stored request to pay.
             return await self._await_progress(params, context, checked.status_id)
@@ -245,7 +244,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
-        call_context.state[CHECKED_OFFER_KEY] = _Checked(offer, task.status.message.message_id)
+        call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id)
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
@@ -282,14 +281,6 @@ def _being_taken(task: Task) -> Task:
     )
     view.status.timestamp.FromDatetime(datetime.now(UTC))
     return view
-
-
-@dataclass(frozen=True, slots=True)
-class _Checked:
-    """The offer a payment was checked against, and the id of the task's status message at that moment."""
-
-    offer: Offer
-    status_id: str
 
 
 class _Represented(Exception):  # noqa: N818 - a signal between two methods, not an error

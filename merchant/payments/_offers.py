@@ -32,11 +32,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..webhooks import EventType, Outbox
 
-__all__ = ["CHECKED_OFFER_KEY", "Offer", "OfferState", "OfferStore", "offers_table"]
+__all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "Offer", "OfferState", "OfferStore", "offers_table"]
 
 CHECKED_OFFER_KEY = "x402_checked_offer"
-"""The `ServerCallContext.state` key under which the request handler leaves what it checked a payment
-against (the offer, as `.offer`), so the executor of the same request need not read it again."""
+"""The `ServerCallContext.state` key under which the request handler leaves the `CheckedOffer` a payment
+was checked against, so the executor of the same request need not read the offer again."""
 
 metadata = sa.MetaData()
 
@@ -143,6 +143,14 @@ class Offer:
     updated_at: datetime
     booked_at: datetime | None
     told_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedOffer:
+    """The offer a payment was checked against, and the id of the task's status message at that moment."""
+
+    offer: Offer
+    status_id: str
 
 
 def _now() -> datetime:
