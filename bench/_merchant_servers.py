@@ -204,13 +204,7 @@ def start_merchant(
         "X402_PORT": str(port),
     }
     command = [str(_BIN / "x402-merchant"), "serve", "--port", str(port)]
-    server = spawn_server(f"merchant[{tag}]", command, env, workdir, workdir / f"merchant-{tag}.log", port)
-    try:
-        server.wait_ready("/healthz")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return spawn_server(f"merchant[{tag}]", command, env, workdir, workdir / f"merchant-{tag}.log", port)
 
 
 def start_bare(*, database_url: str | None, workdir: Path, tag: str) -> ServerProcess:
@@ -229,10 +223,4 @@ def start_bare(*, database_url: str | None, workdir: Path, tag: str) -> ServerPr
         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
         "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
-    server = spawn_server(f"bare[{tag}]", command, env, workdir, workdir / f"bare-{tag}.log", port)
-    try:
-        server.wait_ready("/healthz")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return spawn_server(f"bare[{tag}]", command, env, workdir, workdir / f"bare-{tag}.log", port)

@@ -105,9 +105,17 @@ def free_port() -> int:
 
 
 def spawn_server(
-    name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path, port: int
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    port: int,
+    *,
+    ready_path: str = "/healthz",
 ) -> ServerProcess:
-    """Start `command` in a session of its own, its output appended to `log_path`; it is not awaited."""
+    """Start `command` in a session of its own, its output appended to `log_path`, and wait until it
+    answers `ready_path`; a server that does not is stopped."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(  # noqa: S603 - fixed executables from this virtualenv, no shell
             command,
@@ -118,7 +126,13 @@ def spawn_server(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return ServerProcess(name=name, port=port, process=process, log_path=log_path)
+    server = ServerProcess(name=name, port=port, process=process, log_path=log_path)
+    try:
+        server.wait_ready(ready_path)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def migrate_claim_store(workdir: Path) -> Path:
@@ -154,13 +168,7 @@ def start_ours(
         "X402_PORT": str(port),
     }
     command = [str(_BIN / "x402-facilitator"), "serve", "--port", str(port)]
-    server = spawn_server(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)
-    try:
-        server.wait_ready("/healthz")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return spawn_server(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)
 
 
 def start_reference(
@@ -181,10 +189,5 @@ def start_reference(
         "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
     log_path = workdir / f"reference-{tag}.log"
-    server = spawn_server(f"reference[{tag}]", command, env, _REPO_ROOT, log_path, port)
-    try:
-        server.wait_ready("/supported")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    name = f"reference[{tag}]"
+    return spawn_server(name, command, env, _REPO_ROOT, log_path, port, ready_path="/supported")
