@@ -52,7 +52,7 @@ from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoi
 from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
 from ._routes import ApiTokenLookup, create_billing_router
 from ._signing import signature_header, webhook_headers
-from ._ssrf import Target, is_public_address, resolve_target
+from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
 from .cli import WebhookSettings, endpoint_configs, webhooks_cli
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "EVENT_DATA_MODELS",
     "EVENT_MODELS",
     "REQUEST_TIMEOUT_S",
+    "RESOLVE_TIMEOUT_S",
     "RETRY_SCHEDULE_S",
     "ApiTokenLookup",
     "DeliveryLogEntry",

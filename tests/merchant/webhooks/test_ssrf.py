@@ -23,6 +23,15 @@ from merchant.webhooks import UnsafeTargetError, is_public_address, resolve_targ
         "http://[fe80::1]/hook",
         "http://[fd00::1]/hook",
         "http://[::ffff:127.0.0.1]/hook",  # IPv4-mapped loopback
+        "http://[::ffff:0:7f00:1]/hook",  # IPv4-translated loopback
+        "http://[64:ff9b::7f00:1]/hook",  # NAT64 of 127.0.0.1
+        "http://[64:ff9b::a9fe:a9fe]/hook",  # NAT64 of the cloud metadata address
+        "http://[64:ff9b:1::808:808]/hook",  # local-use NAT64
+        "http://[2002:7f00:1::]/hook",  # 6to4 of 127.0.0.1
+        "http://[2002:a00:1::1]/hook",  # 6to4 of 10.0.0.1
+        "http://[::a00:1]/hook",  # IPv4-compatible 10.0.0.1
+        "http://[::808:808]/hook",  # IPv4-compatible (deprecated, never routed)
+        "http://192.0.0.8/hook",  # IETF protocol assignments
         "http://224.0.0.1/hook",
         "http://localhost:9/hook",  # a name that resolves to loopback
     ],
@@ -44,6 +53,11 @@ async def test_non_public_targets_are_refused(url: str) -> None:
 async def test_malformed_or_unresolvable_targets_are_refused(url: str, message: str) -> None:
     with pytest.raises(UnsafeTargetError, match=message):
         await resolve_target(url, allow_private=True)
+
+
+async def test_a_slow_lookup_is_refused_at_its_time_limit() -> None:
+    with pytest.raises(UnsafeTargetError, match="no answer within 0 s"):
+        await resolve_target("http://localhost/hook", allow_private=True, resolve_timeout_s=0)
 
 
 async def test_a_public_address_is_allowed_and_pinned() -> None:
@@ -70,6 +84,12 @@ async def test_allowed_private_names_are_pinned_to_the_checked_address() -> None
         ("8.8.8.8", True),
         ("2606:4700:4700::1111", True),
         ("::ffff:8.8.8.8", True),
+        ("64:ff9b::808:808", True),  # NAT64 of a public address
+        ("2002:808:808::1", True),  # 6to4 of a public address
+        ("64:ff9b::7f00:1", False),
+        ("2002:7f00:1::", False),
+        ("::a00:1", False),
+        ("192.0.0.8", False),
         ("10.0.0.1", False),
         ("ff02::1", False),
     ],
