@@ -4,9 +4,10 @@ The host is resolved once (without blocking the event loop, within `RESOLVE_TIME
 resolves to must be globally routable unicast (`is_global`, which on Python 3.11 still passes the IETF
 block 192.0.0.0/24, hence the explicit list), and an IPv6 address that carries an IPv4 address (IPv4-mapped,
 IPv4-translated, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is judged by that IPv4 address too, since a
-gateway on the way turns it into a request to it. The request is then sent to that checked address, with the original `Host` header and TLS
-server name, so a DNS answer that changes between the check and the connection (DNS rebinding) cannot
-redirect it. `allow_private` lifts the address check for development and tests only.
+gateway on the way turns it into a request to it. The request is then sent to that checked address,
+with the original `Host` header and TLS server name, so a DNS answer that changes between the check and
+the connection (DNS rebinding) cannot redirect it. `allow_private` lifts the address check for
+development and tests only.
 """
 
 from __future__ import annotations
