@@ -17,8 +17,9 @@ yet valid (JWK ``nbf``) nor revoked (kid or RFC 7638 thumbprint in ``revoked``).
 Where keys come from: a trusted key with the header's kid wins; otherwise the key is fetched from the
 header's ``jku`` through the ``JwksCache`` (HTTPS only, unless its development flag allows localhost).
 Anyone can sign a card with their own key and point ``jku`` at their own JWK Set, so a ``jku`` is accepted
-only on an origin the card is bound to: the origin of ``card_url`` (where the card was fetched) or of one of
-the card's own ``supportedInterfaces`` URLs, which the signature covers.
+only on the origin of ``card_url`` (where the card was fetched) or on one of the ``jku_origins`` the caller
+configured. Nothing inside the card widens that: its ``supportedInterfaces`` are covered by the very
+signature being checked, so an attacker who signs with their own key can list their own origin there.
 
 Policies: ``require`` raises ``CardUnsignedError`` / ``CardVerificationError`` (the result is attached);
 ``warn`` (default) logs the reason at WARNING and returns the result; ``off`` checks nothing and returns a
@@ -131,6 +132,8 @@ class CardVerifier:
     Args:
         jwks: Cache used to fetch keys named by ``jku``; without it only ``trusted_keys`` are used.
         trusted_keys: Keys trusted regardless of ``jku`` (e.g. ``parse_jwks(pinned).values()``).
+        jku_origins: Origins (``https://keys.example``) whose ``jku`` is accepted for any card, besides the
+            origin of the ``card_url`` given to ``verify``.
         revoked: Kids and RFC 7638 thumbprints that must not verify anything.
         policy: ``warn`` (default), ``require`` or ``off``.
         algorithms: Accepted ``alg`` values; a subset of ``VERIFICATION_ALGORITHMS`` (never ``none`` or HMAC).
@@ -138,7 +141,8 @@ class CardVerifier:
         clock: Current UTC time, injectable for tests.
 
     Raises:
-        ValueError: ``algorithms`` names an algorithm outside ``VERIFICATION_ALGORITHMS``.
+        ValueError: ``algorithms`` names an algorithm outside ``VERIFICATION_ALGORITHMS``, or an entry of
+            ``jku_origins`` is not an absolute http(s) URL.
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class CardVerifier:
         *,
         jwks: JwksCache | None = None,
         trusted_keys: Iterable[VerificationKey] = (),
+        jku_origins: Iterable[str] = (),
         revoked: Collection[str] = (),
         policy: SignaturePolicy = SignaturePolicy.WARN,
         algorithms: Collection[str] = VERIFICATION_ALGORITHMS,
@@ -155,7 +160,12 @@ class CardVerifier:
         unsupported = sorted(set(algorithms) - set(VERIFICATION_ALGORITHMS))
         if unsupported:
             raise ValueError(f"unsupported verification algorithm(s): {', '.join(unsupported)}")
+        origins = {url: origin_of(url) for url in jku_origins}
+        malformed = sorted(url for url, origin in origins.items() if origin is None)
+        if malformed:
+            raise ValueError(f"jku origins must be absolute http(s) URLs: {', '.join(malformed)}")
         self._jwks = jwks
+        self._jku_origins = frozenset(origin for origin in origins.values() if origin is not None)
         self._trusted = {key.kid: key for key in trusted_keys}
         self._revoked = frozenset(revoked)
         self.policy = policy
@@ -172,7 +182,8 @@ class CardVerifier:
             card: The card JSON as received (ideally from ``parse_card_json``), or a protobuf ``AgentCard``.
                 Verify the JSON when you have it: a proto drops members it does not know, which the signer
                 may have signed.
-            card_url: Where the card was fetched; a ``jku`` on that origin is accepted.
+            card_url: Where the card was fetched; a ``jku`` on that origin is accepted. Without it only
+                ``trusted_keys`` and the configured ``jku_origins`` can verify the card.
 
         Returns:
             The result; under ``warn`` a card that is not verified has been logged.
@@ -218,7 +229,7 @@ class CardVerifier:
             payload = canonicalize_card(card_json)
         except CanonicalizationError as exc:
             return _failed(exc.code, str(exc))
-        origins = _bound_origins(card_json, card_url)
+        origins = self._jku_origins | _origin_set(card_url)
         checks = tuple(
             [await self._check_one(index, entry, payload, origins) for index, entry in enumerate(signatures)]
         )
@@ -256,7 +267,8 @@ class CardVerifier:
         self._jwks.check_url(header.jku)
         if origin_of(header.jku) not in origins:
             raise JkuNotAllowedError(
-                f"jku {header.jku!r} is not on the origin the card was fetched from or one of its interfaces"
+                f"jku {header.jku!r} is not on the origin the card was fetched from "
+                "nor on a configured jku origin"
             )
         return await self._jwks.get_key(header.jku, header.kid)
 
@@ -274,14 +286,7 @@ def _failed(code: str, reason: str, checks: tuple[SignatureCheck, ...] = ()) -> 
     return VerificationResult(CardStatus.FAILED, None, code, reason, checks)
 
 
-def _bound_origins(card_json: Mapping[str, Any], card_url: str | None) -> frozenset[Origin]:
-    """Origins a ``jku`` may be on: where the card came from, and where its (signed) interfaces live."""
-    urls = [card_url] if card_url is not None else []
-    interfaces = card_json.get("supportedInterfaces")
-    if isinstance(interfaces, list):
-        urls += [
-            item["url"]
-            for item in interfaces
-            if isinstance(item, Mapping) and isinstance(item.get("url"), str)
-        ]
-    return frozenset(origin for origin in map(origin_of, urls) if origin is not None)
+def _origin_set(card_url: str | None) -> frozenset[Origin]:
+    """The origin the card was fetched from, as a set (empty when unknown or not http(s))."""
+    origin = origin_of(card_url) if card_url is not None else None
+    return frozenset() if origin is None else frozenset({origin})

@@ -89,6 +89,11 @@ class KeyServer:
     def jwks_url(self) -> str:
         return self.url("/.well-known/jwks.json")
 
+    @property
+    def card_url(self) -> str:
+        """Where a card on this server is fetched: a ``jku`` on this origin is bound to the card."""
+        return self.url("/.well-known/agent-card.json")
+
     def reset(self) -> None:
         self.jwks = {"keys": []}
         self.card = None

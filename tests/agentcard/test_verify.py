@@ -79,7 +79,7 @@ def signed_card(server: KeyServer, *keys: SigningKey) -> dict[str, Any]:
 async def test_signed_card_verifies_with_a_key_from_jku(
     published: KeyServer, verifier: CardVerifier, key: SigningKey
 ) -> None:
-    result = await verifier.verify(signed_card(published, key))
+    result = await verifier.verify(signed_card(published, key), card_url=published.card_url)
     assert result.status is CardStatus.VERIFIED and result.verified
     assert result.kid == key.kid and result.code is None
     assert [(c.index, c.kid, c.alg, c.jku, c.code) for c in result.checks] == [
@@ -91,12 +91,12 @@ async def test_served_bytes_verify_after_parse(
     published: KeyServer, verifier: CardVerifier, key: SigningKey
 ) -> None:
     body = json.dumps(signed_card(published, key), ensure_ascii=False, indent=2).encode()
-    assert (await verifier.verify(parse_card_json(body))).verified
+    assert (await verifier.verify(parse_card_json(body), card_url=published.card_url)).verified
 
 
 async def test_protobuf_card_verifies(published: KeyServer, verifier: CardVerifier, key: SigningKey) -> None:
     proto = ParseDict(signed_card(published, key), AgentCard())
-    assert (await verifier.verify(proto)).verified
+    assert (await verifier.verify(proto, card_url=published.card_url)).verified
 
 
 async def test_merchant_to_payer_over_https(
@@ -128,24 +128,25 @@ async def test_key_rotation_overlap_and_retirement(
     key_server.jwks = store.public_jwks()
     before_rotation = signed_card(key_server, *store.signing_keys())
     stale_verifier = CardVerifier(jwks=JwksCache(http_client, allow_insecure_localhost=True))
-    assert (await stale_verifier.verify(before_rotation)).verified  # caches the one-key JWKS
+    # Caches the one-key JWKS.
+    assert (await stale_verifier.verify(before_rotation, card_url=key_server.card_url)).verified
 
     new = store.rotate()
     key_server.jwks = store.public_jwks()
     during_rotation = signed_card(key_server, *store.signing_keys())
     # A verifier holding the old JWKS still accepts the card through the old key's signature.
-    stale = await stale_verifier.verify(during_rotation)
+    stale = await stale_verifier.verify(during_rotation, card_url=key_server.card_url)
     assert stale.verified and stale.kid == old.kid
     assert codes(stale) == ["signature_key_not_found", None]
     fresh = await CardVerifier(jwks=JwksCache(http_client, allow_insecure_localhost=True)).verify(
-        during_rotation
+        during_rotation, card_url=key_server.card_url
     )
     assert fresh.kid == new.kid and codes(fresh) == [None, None]
 
     store.retire(old.kid)
     key_server.jwks = store.public_jwks()
     after = await CardVerifier(jwks=JwksCache(http_client, allow_insecure_localhost=True)).verify(
-        before_rotation
+        before_rotation, card_url=key_server.card_url
     )
     assert after.status is CardStatus.FAILED
     assert codes(after) == ["signature_key_not_found"]
@@ -154,7 +155,7 @@ async def test_key_rotation_overlap_and_retirement(
 async def test_tampered_card_field(published: KeyServer, verifier: CardVerifier, key: SigningKey) -> None:
     card = signed_card(published, key)
     card["skills"][0]["description"] = "Purchase items at twice the price"
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert result.status is CardStatus.FAILED and result.code == "card_verification_failed"
     assert codes(result) == ["signature_mismatch"]
     assert "does not match the card" in result.reason
@@ -167,13 +168,13 @@ async def test_tampered_protected_header(
     entry = card["signatures"][0]
     header = json.loads(base64.urlsafe_b64decode(entry["protected"] + "=="))
     entry["protected"] = b64(json.dumps({**header, "x-extra": "added after signing"}).encode())
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert codes(result) == ["signature_mismatch"]
 
 
 async def test_unknown_kid(published: KeyServer, verifier: CardVerifier, key: SigningKey) -> None:
     card = signed_card(published, generate_signing_key())  # signed with a key the JWKS does not hold
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert codes(result) == ["signature_key_not_found"]
     assert "no key" in result.checks[0].reason
 
@@ -190,7 +191,8 @@ async def test_jku_that_is_not_https(
     # Loopback over plain HTTP needs the development flag.
     key_server.jwks = {"keys": [key.public_jwk()]}
     production = CardVerifier(jwks=JwksCache(http_client))
-    assert codes(await production.verify(signed_card(key_server, key))) == ["jwks_url_not_allowed"]
+    result = await production.verify(signed_card(key_server, key), card_url=key_server.card_url)
+    assert codes(result) == ["jwks_url_not_allowed"]
     assert key_server.hits[JWKS_PATH] == 0
 
 
@@ -203,7 +205,7 @@ async def test_jku_that_answers_garbage_or_times_out(
 ) -> None:
     card = sign_card(merchant_card(key_server.base_url), [key], jku=key_server.url(path))
     verifier = CardVerifier(jwks=JwksCache(http_client, timeout_s=0.3, allow_insecure_localhost=True))
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=key_server.card_url)
     assert result.status is CardStatus.FAILED and codes(result) == [code]
 
 
@@ -221,12 +223,50 @@ async def test_jku_on_another_origin_than_the_card(
     assert bound.verified
 
 
+async def test_jku_on_an_interface_origin_the_card_itself_adds(
+    key_server: KeyServer, http_client: httpx.AsyncClient
+) -> None:
+    # The attack: a card fetched from shop.example, signed with the attacker's key, listing an extra
+    # interface on the attacker's origin and a jku there. The signature covers that interface, but the
+    # attacker made the signature, so the interface proves nothing about who owns the key.
+    attacker = generate_signing_key()
+    key_server.jwks = {"keys": [attacker.public_jwk()]}
+    card = merchant_card()
+    card["supportedInterfaces"].append(
+        {"url": key_server.url("/a2a/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    )
+    forged = sign_card(card, [attacker], jku=key_server.jwks_url)
+    verifier = CardVerifier(
+        jwks=JwksCache(http_client, allow_insecure_localhost=True), policy=SignaturePolicy.REQUIRE
+    )
+    with pytest.raises(CardVerificationError) as refused:
+        await verifier.verify(forged, card_url="https://shop.example/.well-known/agent-card.json")
+    assert codes(refused.value.result) == ["jwks_url_not_allowed"]
+    assert "not on the origin the card was fetched from" in refused.value.result.checks[0].reason
+    assert key_server.hits[JWKS_PATH] == 0
+
+
+async def test_configured_jku_origins(
+    published: KeyServer, http_client: httpx.AsyncClient, key: SigningKey
+) -> None:
+    # A merchant whose keys live on a separate key host the payer was told to trust.
+    card = sign_card(merchant_card(), [key], jku=published.jwks_url)
+    card_url = "https://shop.example/.well-known/agent-card.json"
+    jwks = JwksCache(http_client, allow_insecure_localhost=True)
+    assert codes(await CardVerifier(jwks=jwks).verify(card, card_url=card_url)) == ["jwks_url_not_allowed"]
+    trusting = CardVerifier(jwks=jwks, jku_origins=[published.base_url + "/any/path"])
+    assert (await trusting.verify(card, card_url=card_url)).verified
+    assert (await trusting.verify(card)).verified
+    with pytest.raises(ValueError, match="keys.example"):
+        CardVerifier(jku_origins=["keys.example"])
+
+
 async def test_alg_none(published: KeyServer, verifier: CardVerifier, key: SigningKey) -> None:
     card = merchant_card(published.base_url)
     card["signatures"] = [
         header_entry({"alg": "none", "typ": "JOSE", "kid": key.kid, "jku": published.jwks_url}, "")
     ]
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert codes(result) == ["signature_alg_not_allowed"] and "'none'" in result.checks[0].reason
 
 
@@ -241,7 +281,7 @@ async def test_hs256_with_the_public_key_as_secret(
     for secret in (key.key.as_pem(private=False), json.dumps(key.public_jwk()).encode()):
         forged = b64(hmac.new(secret, signing_input, hashlib.sha256).digest())
         card["signatures"] = [{"protected": protected, "signature": forged}]
-        result = await verifier.verify(card)
+        result = await verifier.verify(card, card_url=published.card_url)
         assert codes(result) == ["signature_alg_not_allowed"] and "'HS256'" in result.checks[0].reason
     assert published.hits[JWKS_PATH] == 0
 
@@ -259,7 +299,7 @@ async def test_signature_over_the_card_with_signatures_included(
     card = merchant_card(published.base_url)
     with_signatures = {**json.loads(canonicalize_card(card)), "signatures": []}
     entry = sign_payload(rfc8785.dumps(with_signatures), key, jku=published.jwks_url)
-    result = await verifier.verify({**card, "signatures": [entry]})
+    result = await verifier.verify({**card, "signatures": [entry]}, card_url=published.card_url)
     assert codes(result) == ["signature_mismatch"]
 
 
@@ -299,7 +339,7 @@ async def test_key_validity_window(
     code: str | None,
 ) -> None:
     key_server.jwks = {"keys": [{**key.public_jwk(), member: int(value.timestamp())}]}
-    assert codes(await verifier.verify(signed_card(key_server, key))) == [code]
+    assert codes(await verifier.verify(signed_card(key_server, key), card_url=key_server.card_url)) == [code]
 
 
 @pytest.mark.parametrize("revoke", ["kid", "thumbprint"])
@@ -308,7 +348,7 @@ async def test_revoked_key(
 ) -> None:
     revoked = key.kid if revoke == "kid" else key.key.thumbprint()
     verifier = CardVerifier(jwks=JwksCache(http_client, allow_insecure_localhost=True), revoked={revoked})
-    result = await verifier.verify(signed_card(published, key))
+    result = await verifier.verify(signed_card(published, key), card_url=published.card_url)
     assert codes(result) == ["signature_key_revoked"]
 
 
@@ -326,7 +366,8 @@ async def test_key_of_another_type_under_the_same_kid(
 ) -> None:
     other = generate_signing_key("EdDSA").public_jwk()
     key_server.jwks = {"keys": [{**other, "kid": key.kid, "alg": "EdDSA"}]}
-    assert codes(await verifier.verify(signed_card(key_server, key))) == ["signature_key_mismatch"]
+    result = await verifier.verify(signed_card(key_server, key), card_url=key_server.card_url)
+    assert codes(result) == ["signature_key_mismatch"]
 
 
 async def test_trusted_keys_need_no_fetch_and_take_precedence(
@@ -354,7 +395,7 @@ async def test_one_good_signature_among_bad_ones(
 ) -> None:
     card = signed_card(published, generate_signing_key(), key)
     card["signatures"].insert(0, {"protected": "!!", "signature": "x"})
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert result.verified and result.kid == key.kid
     assert codes(result) == ["signature_malformed", "signature_key_not_found", None]
 
@@ -385,7 +426,7 @@ async def test_card_without_canonical_form(
 ) -> None:
     card = signed_card(published, key)
     card["capabilities"]["streaming"] = "yes"
-    result = await verifier.verify(card)
+    result = await verifier.verify(card, card_url=published.card_url)
     assert result.status is CardStatus.FAILED and result.code == "card_not_canonicalizable"
     assert "capabilities.streaming" in result.reason
 
@@ -402,11 +443,11 @@ async def test_policy_require_raises_with_the_result(
     tampered = signed_card(published, key)
     tampered["name"] = "Someone Else"
     with pytest.raises(CardVerificationError) as failed:
-        await verifier.verify(tampered)
+        await verifier.verify(tampered, card_url=published.card_url)
     assert failed.value.code == "card_verification_failed"
     assert codes(failed.value.result) == ["signature_mismatch"]
     assert "signature_mismatch" in str(failed.value)
-    assert (await verifier.verify(signed_card(published, key))).verified
+    assert (await verifier.verify(signed_card(published, key), card_url=published.card_url)).verified
 
 
 async def test_policy_warn_logs_the_reason_and_continues(
