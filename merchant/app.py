@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 from agentcard import JWKS_PATH, KeyStore, KeyStoreError, jwks_url, load_signing_keys_from_env, sign_card
 from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, RpcClient
+from facilitator.wire import chain_id_from_caip2
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
@@ -111,6 +112,13 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
     return sign, [Route(JWKS_PATH, serve_jwks, methods=["GET"])]
 
 
+def _tenants(settings: MerchantSettings) -> TenantRegistry:
+    """The tenants `settings` name: its tenants file, or only the default tenant."""
+    if settings.tenants_file:
+        return TenantRegistry.from_toml(settings.tenants_file)
+    return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price)
+
+
 def build_reconciler(
     settings: MerchantSettings,
     *,
@@ -118,8 +126,10 @@ def build_reconciler(
     facilitator: FacilitatorClient,
     offers: OfferStore,
     ledger: Ledger,
+    tenants: TenantRegistry | None = None,
 ) -> Reconciler:
-    """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`."""
+    """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`; it watches the
+    payTo of every tenant (`tenants`, or those `settings` name)."""
     recovery = PaymentRecovery(
         offers=offers,
         facilitator=facilitator,
@@ -135,6 +145,11 @@ def build_reconciler(
         ledger=ledger,
         rpc=RpcClient(settings.rpc_url),
         confirmations=settings.confirmations,
+        engine=engine,
+        asset=settings.asset,
+        chain_id=chain_id_from_caip2(settings.network),
+        pay_tos=[tenant.pay_to for tenant in (_tenants(settings) if tenants is None else tenants)],
+        lookback_blocks=settings.reconcile_lookback_blocks,
     )
 
 
@@ -150,11 +165,7 @@ def build_app(
     executor there that fails or waits, to exercise the payment layer around it.
     """
     if tenants is None:
-        tenants = (
-            TenantRegistry.from_toml(settings.tenants_file)
-            if settings.tenants_file
-            else TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price)
-        )
+        tenants = _tenants(settings)
     engine = create_engine(settings.database_url)
     asset = Asset(
         network=settings.network,
@@ -182,7 +193,7 @@ def build_app(
         settle_timeout_s=settings.settle_timeout_s,
     )
     reconciler = build_reconciler(
-        settings, engine=engine, facilitator=facilitator, offers=offers, ledger=ledger
+        settings, engine=engine, facilitator=facilitator, offers=offers, ledger=ledger, tenants=tenants
     )
     signer, jwks_routes = _card_signing(settings)
     billing = create_billing_router(

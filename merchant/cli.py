@@ -63,13 +63,18 @@ def upgrade() -> None:
 
 @main.command()
 def reconcile() -> None:
-    """One reconciliation pass: finish in-flight settlements and paid turns, finalize or reverse bookings."""
+    """One reconciliation pass: finish in-flight settlements and paid turns, match the chain's payments to
+    the tenants' payTo addresses with the ledger, finalize or reverse bookings.
+
+    Exits 1 when a difference could not be resolved (each is printed on stderr), 0 otherwise.
+    """
     settings = MerchantSettings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     report = asyncio.run(_reconcile_once(settings))
     click.echo(
         f"claims moved {report.claims_moved}, paid turns finished {report.turns_finished}, "
-        f"booked late {report.booked_late}, finalized {report.finalized}, reversed {report.reversed}"
+        f"booked late {report.booked_late}, booked from the chain {report.booked_from_chain}, "
+        f"finalized {report.finalized}, reversed {report.reversed}"
     )
     for problem in report.unresolved:
         click.echo(f"unresolved: {problem}", err=True)

@@ -7,12 +7,18 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
 2. paid turns whose executor is gone are finished (`PaymentRecovery`): settled, booked, delivered, or
    failed with nothing charged; tasks whose payment was decided but never reached them are told; paid
    tasks the ledger lacks are booked;
-3. every booked settlement not yet final is checked on chain: at the configured depth it is finalized
+3. the chain is read: every EIP-3009 payment (`AuthorizationUsed` and its `Transfer`) to a tenant's
+   payTo in the last `lookback_blocks` blocks, read in bounded ranges, is matched against the ledger and
+   the offers. A payment the ledger lacks whose authorization was submitted for a paid offer, to that
+   offer's payTo and amount, is booked; any other (no offer behind it, an offer told it failed or was
+   declined, other terms, a reversed booking) is reported. A finalized booking in that range whose
+   transaction is no longer on the chain (a reorg deeper than the depth) is reported;
+4. every booked settlement not yet final is checked on chain: at the configured depth it is finalized
    (`settlement.finalized`); if its transaction left the chain (a reorg) and its authorization can no
    longer be used (expired and unused), the booking is reversed (`settlement.reversed`). While the
    authorization can still land it is left alone: the facilitator puts the transaction back.
 
-Differences it cannot resolve are reported, not guessed at.
+Differences it cannot resolve are reported, not guessed at: nothing is booked that no offer proves.
 """
 
 from __future__ import annotations
@@ -20,13 +26,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import cast
+
+import sqlalchemy as sa
+from eth_utils.address import to_checksum_address
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient, authorization_used
-from facilitator.wire import PaymentPayload
+from facilitator.wire import PaymentPayload, PaymentRequirements
 
-from .ledger import BookedEntry, Ledger
-from .payments import OfferStore, PaymentRecovery
+from ._chain_scan import ChainPayment, payments_to
+from .ledger import (
+    BookedEntry,
+    EntryKind,
+    EntryStatus,
+    Ledger,
+    LedgerEntry,
+    LedgerError,
+    LedgerFinalization,
+    SettlementBooking,
+)
+from .payments import Offer, OfferState, OfferStore, PaymentRecovery
 
 __all__ = ["ReconcileReport", "Reconciler"]
 
@@ -41,6 +65,7 @@ class ReconcileReport:
     turns_finished: int = 0
     told_late: int = 0
     booked_late: int = 0
+    booked_from_chain: int = 0
     finalized: int = 0
     reversed: int = 0
     unresolved: list[str] = field(default_factory=list)
@@ -58,6 +83,12 @@ class Reconciler:
         ledger: Ledger,
         rpc: RpcClient,
         confirmations: int,
+        engine: AsyncEngine,
+        asset: str,
+        chain_id: int,
+        pay_tos: Sequence[str],
+        lookback_blocks: int,
+        batch_blocks: int = 1_000,
     ):
         self._facilitator = facilitator
         self._recovery = recovery
@@ -65,6 +96,12 @@ class Reconciler:
         self._ledger = ledger
         self._rpc = rpc
         self._confirmations = confirmations
+        self._engine = engine
+        self._asset = to_checksum_address(asset)
+        self._chain_id = chain_id
+        self._pay_tos = sorted(set(pay_tos))
+        self._lookback_blocks = lookback_blocks
+        self._batch_blocks = batch_blocks
 
     async def aclose(self) -> None:
         """Close the reconciler's chain connection."""
@@ -78,6 +115,10 @@ class Reconciler:
         report.turns_finished = await self._recovery.finish_abandoned()
         report.told_late = await self._recovery.tell_untold()
         report.booked_late = await self._recovery.book_unbooked()
+        try:
+            await self._scan_chain(report)
+        except ChainError as exc:
+            report.unresolved.append(f"chain scan: chain unavailable ({exc})")
         for entry in await self._ledger.unfinalized_settlements():
             try:
                 await self._check_on_chain(entry, report)
@@ -98,6 +139,113 @@ class Reconciler:
                 await asyncio.wait_for(stop.wait(), interval_s)
             except TimeoutError:
                 pass
+
+    async def _scan_chain(self, report: ReconcileReport) -> None:
+        head = int(await self._rpc.call("eth_blockNumber"), 16)
+        from_block = max(head - self._lookback_blocks + 1, 0)
+        payments = await payments_to(
+            self._rpc,
+            self._asset,
+            self._pay_tos,
+            from_block=from_block,
+            to_block=head,
+            batch_blocks=self._batch_blocks,
+        )
+        for payment in payments:
+            problem = await self._match(payment, report)
+            if problem is not None:
+                report.unresolved.append(
+                    f"{payment.tx_hash}: {payment.amount} paid to {payment.pay_to} by {payment.payer} "
+                    f"(nonce {payment.nonce}) {problem}"
+                )
+        on_chain = {(p.payer, p.nonce) for p in payments}
+        for entry_id, tx_hash, payer, nonce in await self._finalized_since(from_block):
+            if (payer, nonce.lower()) not in on_chain:
+                report.unresolved.append(
+                    f"{entry_id}: finalized, but {tx_hash} is no longer on the chain (a reorg deeper than "
+                    f"{self._confirmations} blocks)"
+                )
+
+    async def _match(self, payment: ChainPayment, report: ReconcileReport) -> str | None:
+        """Book `payment` if an offer proves it is that offer's; otherwise what is wrong with it."""
+        entry = await self._ledger.find_settlement(self._chain_id, self._asset, payment.payer, payment.nonce)
+        if entry is not None:
+            if entry.status is EntryStatus.REVERSED:
+                return f"is on chain, but its booking {entry.id} was reversed"
+            if (entry.pay_to, entry.amount) != (payment.pay_to, payment.amount):
+                return f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}"
+            return None
+        offer = await self._offers.by_authorization(payment.payer, payment.nonce)
+        if offer is None or offer.payload is None or offer.accepted is None:
+            return "is not in the ledger, and no offer was paid with its authorization"
+        if offer.state in (OfferState.WORKING, OfferState.SETTLING):
+            return None  # being taken right now, or left to recovery: booked when it is recorded paid
+        if offer.state is not OfferState.PAID:
+            return (
+                f"is not in the ledger, and task {offer.task_id} was told its payment is {offer.state.value}"
+            )
+        requirements = PaymentRequirements.from_wire(offer.accepted)
+        if (requirements.pay_to, requirements.amount, to_checksum_address(requirements.asset)) != (
+            payment.pay_to,
+            payment.amount,
+            self._asset,
+        ):
+            return f"does not match the terms task {offer.task_id} accepted"
+        if await self._book_from_chain(offer, requirements, payment):
+            report.booked_from_chain += 1
+            return None
+        return f"belongs to task {offer.task_id} but could not be booked now"
+
+    async def _book_from_chain(
+        self, offer: Offer, requirements: PaymentRequirements, payment: ChainPayment
+    ) -> bool:
+        booking = SettlementBooking(
+            tenant=offer.tenant,
+            task_id=offer.task_id,
+            context_id=offer.context_id,
+            payer=payment.payer,
+            pay_to=payment.pay_to,
+            asset=requirements.asset,
+            network=requirements.network,
+            chain_id=requirements.chain_id,
+            amount=payment.amount,
+            nonce=payment.nonce,
+            tx_hash=payment.tx_hash,
+            block_number=payment.block_number,
+            settled_at=datetime.now(UTC),
+        )
+        try:
+            await self._ledger.book_settlement(
+                booking, along=partial(self._offers.mark_booked, task_id=offer.task_id)
+            )
+        except LedgerError:
+            logger.exception("the payment of task %s in %s cannot be booked", offer.task_id, payment.tx_hash)
+            return False
+        logger.warning(
+            "booked task %s from the chain: %s was not in the ledger", offer.task_id, payment.tx_hash
+        )
+        return True
+
+    async def _finalized_since(self, from_block: int) -> list[tuple[str, str, str, str]]:
+        """Finalized, unreversed settlements mined at or after `from_block`: (id, tx hash, payer, nonce)."""
+        entries = cast(sa.Table, LedgerEntry.__table__)
+        finalizations = cast(sa.Table, LedgerFinalization.__table__)
+        reversals = entries.alias("reversals")
+        statement = (
+            sa.select(entries.c.id, entries.c.tx_hash, entries.c.payer, entries.c.nonce)
+            .join(finalizations, finalizations.c.entry_id == entries.c.id)
+            .outerjoin(reversals, reversals.c.reverses_entry_id == entries.c.id)
+            .where(
+                entries.c.kind == EntryKind.SETTLEMENT.value,
+                entries.c.asset == self._asset,
+                entries.c.block_number >= from_block,
+                reversals.c.id.is_(None),
+            )
+            .order_by(entries.c.sequence)
+        )
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [(row.id, row.tx_hash, row.payer, row.nonce) for row in rows]
 
     async def _check_on_chain(self, entry: BookedEntry, report: ReconcileReport) -> None:
         receipt = await self._rpc.call("eth_getTransactionReceipt", entry.tx_hash)

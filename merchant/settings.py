@@ -44,6 +44,11 @@ class MerchantSettings(BaseSettings):
     reconcile_interval_s: float = Field(
         30.0, gt=0, description="how often the service reconciles with the chain"
     )
+    reconcile_lookback_blocks: int = Field(
+        5_000,
+        ge=1,
+        description="how many recent blocks the reconciler reads for payments to the tenants' payTo addresses",
+    )
     reconcile_stale_after_s: float = Field(
         60.0,
         gt=0,

@@ -23,7 +23,7 @@ from merchant.settings import MerchantSettings
 from merchant.webhooks import Outbox
 from payer import sign_payment
 from storage import create_engine
-from tests.facilitator.payments import tampered
+from tests.facilitator.payments import submit_directly, tampered
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     A2ACallError,
@@ -45,6 +45,13 @@ async def _reconcile(settings: MerchantSettings) -> tuple[int, int, int, int]:
 
 
 async def _reconcile_report(settings: MerchantSettings) -> ReconcileReport:
+    report = await _reconcile_any(settings)
+    assert report.unresolved == []
+    return report
+
+
+async def _reconcile_any(settings: MerchantSettings) -> ReconcileReport:
+    """One reconciliation pass, whatever it leaves unresolved."""
     engine = create_engine(settings.database_url)
     facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     try:
@@ -62,7 +69,6 @@ async def _reconcile_report(settings: MerchantSettings) -> ReconcileReport:
     finally:
         await facilitator.aclose()
         await engine.dispose()
-    assert report.unresolved == []
     return report
 
 
@@ -328,3 +334,48 @@ async def test_a_decided_offer_whose_task_is_missing_stays_untold(
     await asyncio.sleep(0.2)
     assert (await _reconcile_report(merchant.settings)).told_late == 0
     assert await _sql(sqlite_url, untold) == [1]  # left for an operator, not marked told
+
+
+async def test_a_payment_to_the_payee_that_no_offer_was_paid_with_is_reported_and_not_booked(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    async with merchant.http() as http:
+        task = (await MerchantWire(http, "jsonrpc").send(user_message()))["task"]
+    merchant.stop()
+    # The payer's authorization, for the offered terms, goes to the chain without the merchant.
+    payload = sign_payment(new_payer(), offered_terms(task).accepts[0])
+    submit_directly(chain, payload)
+
+    report = await _reconcile_any(merchant.settings)
+
+    (problem,) = report.unresolved
+    nonce = payload.payload.authorization.nonce
+    assert f"paid to {DEFAULT_PAY_TO}" in problem and nonce in problem and "no offer was paid" in problem
+    assert (report.booked_from_chain, await ledger_entries(sqlite_url)) == (0, [])
+
+
+async def test_a_paid_task_whose_booking_was_lost_is_booked_from_the_chain_once(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    await _sql(
+        sqlite_url,
+        "CREATE TRIGGER refuse_bookings BEFORE INSERT ON ledger_entries"
+        " BEGIN SELECT RAISE(ABORT, 'the ledger is unavailable'); END",
+    )
+    settings, amount, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    # The offer says booked, the ledger has nothing (say, the ledger was restored from an older backup):
+    # only the chain shows the payment.
+    await _sql(
+        sqlite_url, "DROP TRIGGER refuse_bookings", "UPDATE payment_offers SET booked_at = CURRENT_TIMESTAMP"
+    )
+    assert await ledger_entries(sqlite_url) == []
+
+    report = await _reconcile_report(settings)
+
+    assert (report.booked_late, report.booked_from_chain, report.finalized) == (0, 1, 1)
+    (entry,) = await ledger_entries(sqlite_url)
+    assert (entry.amount, entry.pay_to) == (amount, DEFAULT_PAY_TO)
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])["status"], 16) == 1
+    again = await _reconcile_report(settings)
+    assert (again.booked_from_chain, len(await ledger_entries(sqlite_url))) == (0, 1)
