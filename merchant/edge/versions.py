@@ -5,6 +5,8 @@ The rules (A2A §3.2.6, §3.6.2):
 - the version travels in the `A2A-Version` header or, instead, in the `A2A-Version` query parameter; when
   both are present they must name the same `Major.Minor`, otherwise the request is refused (a client must
   never be served a version it did not unambiguously ask for);
+- each of them is read in full: a header or query parameter repeated with values naming different versions
+  (`?A2A-Version=1.0&A2A-Version=0.3`) is refused, never resolved by taking the first or the last;
 - the value is `Major.Minor`; a patch part is tolerated and ignored, anything else (`1`, `v1.0`, `01.0`,
   `abc`) is malformed;
 - an empty or missing value means `0.3`;
@@ -44,6 +46,24 @@ class ProtocolVersion(StrEnum):
 def _major_minor(text: str) -> str | None:
     match = _VERSION.fullmatch(text)
     return f"{int(match.group(1))}.{int(match.group(2))}" if match else None
+
+
+def _one_value(values: list[str], where: str, supported: tuple[ProtocolVersion, ...]) -> str | None:
+    """The single version named by every occurrence of `where`, or None when it is absent.
+
+    Raises:
+        VersionNotSupportedError: the occurrences name different versions.
+    """
+    texts = [value.strip() for value in values]
+    if len({_major_minor(text) or text for text in texts}) > 1:
+        raise VersionNotSupportedError(
+            message=(
+                f"the {VERSION_HEADER} {where} is repeated with different versions "
+                f"({', '.join(map(repr, texts))}); send one"
+            ),
+            data={"requested": ",".join(texts), "supported": ",".join(supported)},
+        )
+    return texts[0] if texts else None
 
 
 def negotiate_version(
@@ -106,14 +126,17 @@ class VersionNegotiator:
         """The version `request` is served in (remembered on the request).
 
         Raises:
-            VersionNotSupportedError: see `negotiate_version`; raised again on every call for the request.
+            VersionNotSupportedError: the header or the query parameter is repeated with different values,
+                or see `negotiate_version`; raised again on every call for the request.
         """
         outcome = request.scope.setdefault("state", {}).get(_STATE_KEY)
         if outcome is None:
             try:
+                headers = request.headers.getlist(VERSION_HEADER)
+                query = request.query_params.getlist(VERSION_HEADER)
                 outcome = negotiate_version(
-                    request.headers.get(VERSION_HEADER),
-                    request.query_params.get(VERSION_HEADER),
+                    _one_value(headers, "header", self.supported),
+                    _one_value(query, "query parameter", self.supported),
                     self.supported,
                 )
             except VersionNotSupportedError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ from a2a.utils.errors import VersionNotSupportedError
 
 from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH, ProtocolVersion, negotiate_version
 
+from .conftest import TENANT_A
 from .layers import MEMBERS_EXTENSION
 from .wire import JSON
 
@@ -71,27 +73,70 @@ def test_a_version_not_served_is_refused() -> None:
 
 @dataclass(frozen=True)
 class Route:
-    """One A2A route, the version it serves, and how to call it with an unknown task id."""
+    """One A2A route, the version it serves, and how to call it with an unknown task id.
+
+    `answer` is what the route serves when the version is right: its JSON-RPC code and HTTP+JSON reason
+    (TaskNotFound, or ExtendedAgentCardNotConfigured on the extended card routes).
+    """
 
     name: str
     serves: str | None  # None: the card, served in every version
     method: str
     path: str
     rpc_method: str | None = None
+    answer: tuple[int, str, int] = (-32001, "TASK_NOT_FOUND", 404)
 
 
+_NO_EXTENDED_CARD = (-32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", 400)
 ROUTES = [
     Route("jsonrpc-1.0", "1.0", "POST", JSONRPC_PATH, "GetTask"),
     Route("jsonrpc-0.3", "0.3", "POST", JSONRPC_PATH, "tasks/get"),
     Route("rest-1.0", "1.0", "GET", REST_PATH + "/tasks/{id}"),
     Route("rest-0.3", "0.3", "GET", REST_PATH + "/v1/tasks/{id}"),
     Route("card", None, "GET", AGENT_CARD_PATH),
+    # Streaming routes (SubscribeToTask; an unknown task is refused before any event).
+    Route("jsonrpc-1.0-stream", "1.0", "POST", JSONRPC_PATH, "SubscribeToTask"),
+    Route("jsonrpc-0.3-stream", "0.3", "POST", JSONRPC_PATH, "tasks/resubscribe"),
+    Route("rest-1.0-stream", "1.0", "POST", REST_PATH + "/tasks/{id}:subscribe"),
+    # Tenant routes: the interface URL, then the tenant.
+    Route("rest-1.0-tenant", "1.0", "GET", REST_PATH + f"/{TENANT_A}/tasks/{{id}}"),
+    Route("rest-1.0-tenant-stream", "1.0", "POST", REST_PATH + f"/{TENANT_A}/tasks/{{id}}:subscribe"),
+    # The extended card (declared by the `MembersOnly` deployment, not configured).
+    Route(
+        "jsonrpc-1.0-extended-card", "1.0", "POST", JSONRPC_PATH, "GetExtendedAgentCard", _NO_EXTENDED_CARD
+    ),
+    Route(
+        "jsonrpc-0.3-extended-card",
+        "0.3",
+        "POST",
+        JSONRPC_PATH,
+        "agent/getAuthenticatedExtendedCard",
+        _NO_EXTENDED_CARD,
+    ),
+    Route("rest-1.0-extended-card", "1.0", "GET", REST_PATH + "/extendedAgentCard", answer=_NO_EXTENDED_CARD),
+    Route(
+        "rest-1.0-tenant-extended-card",
+        "1.0",
+        "GET",
+        REST_PATH + f"/{TENANT_A}/extendedAgentCard",
+        answer=_NO_EXTENDED_CARD,
+    ),
+    Route("rest-0.3-extended-card", "0.3", "GET", REST_PATH + "/v1/card", answer=_NO_EXTENDED_CARD),
 ]
+Pairs = dict[str, str] | list[tuple[str, str]]
 
 
-async def call(
-    http: httpx.AsyncClient, route: Route, headers: dict[str, str], query: dict[str, str]
-) -> httpx.Response:
+def jsonrpc_answer(response: httpx.Response) -> JSON:
+    """The JSON-RPC answer, whether sent as one JSON body or as the one event of an SSE stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        [data] = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        answer: JSON = json.loads(data)
+        return answer
+    body: JSON = response.json()
+    return body
+
+
+async def call(http: httpx.AsyncClient, route: Route, headers: Pairs, query: Pairs) -> httpx.Response:
     """Call `route` about an unknown task."""
     task_id = str(uuid.uuid4())
     if route.rpc_method is not None:
@@ -105,7 +150,7 @@ def assert_version_refused(route: Route, response: httpx.Response) -> None:
     assert "a2a-version" not in response.headers
     if route.rpc_method is not None:
         assert response.status_code == 200
-        body = response.json()
+        body = jsonrpc_answer(response)
         assert body["id"] == "v-1"
         assert body["error"]["code"] == -32009
         details = body["error"]["data"]
@@ -126,13 +171,13 @@ def assert_served(route: Route, response: httpx.Response, version: str) -> None:
         assert ("supportedInterfaces" in response.json()) == (version == "1.0")
         assert response.json().get("protocolVersion") == ("0.3" if version == "0.3" else None)
     elif route.rpc_method is not None:
-        error = response.json()["error"]
-        assert error["code"] == -32001
+        error = jsonrpc_answer(response)["error"]
+        assert error["code"] == route.answer[0]
         # A 0.3 client gets the 0.3 error object; a 1.0 client the ErrorInfo details.
         assert isinstance(error.get("data"), list) == (version == "1.0")
     else:
-        assert response.status_code == 404
-        assert response.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+        assert response.status_code == route.answer[2]
+        assert response.json()["error"]["details"][0]["reason"] == route.answer[1]
 
 
 CASES = [
@@ -167,6 +212,38 @@ async def test_every_route_serves_exactly_the_negotiated_version(
         assert_version_refused(route, response)
     else:
         assert_served(route, response, version)
+
+
+REPEATED: list[tuple[Pairs, Pairs]] = [
+    ({}, [("A2A-Version", "1.0"), ("A2A-Version", "0.3")]),
+    ({}, [("A2A-Version", "0.3"), ("A2A-Version", "1.0")]),
+    ({}, [("A2A-Version", ""), ("A2A-Version", "1.0")]),
+    ({"A2A-Version": "1.0"}, [("A2A-Version", "1.0"), ("A2A-Version", "0.3")]),
+    ([("A2A-Version", "1.0"), ("A2A-Version", "0.3")], {}),
+    ([("A2A-Version", "0.3"), ("A2A-Version", "1.0")], {}),
+]
+
+
+@pytest.mark.parametrize(("headers", "query"), REPEATED)
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
+async def test_a_repeated_version_naming_different_versions_is_refused(
+    shared_merchant: str, route: Route, headers: Pairs, query: Pairs
+) -> None:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await call(http, route, headers, query)
+
+    assert_version_refused(route, response)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
+async def test_a_version_repeated_alike_is_served(shared_merchant: str, route: Route) -> None:
+    version = route.serves or "1.0"
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await call(
+            http, route, [("A2A-Version", version), ("A2A-Version", version)], [("A2A-Version", version)]
+        )
+
+    assert_served(route, response, version)
 
 
 @pytest.mark.parametrize(
