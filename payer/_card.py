@@ -1,9 +1,12 @@
 """Resolving a merchant's Agent Card: fetch, verify, parse, and read the x402 terms it pins.
 
 The card is fetched as bytes (size-capped), parsed with ``agentcard.parse_card_json`` (duplicate members and
-non-JSON numbers refused), optionally checked by a ``CardVerifier`` on that exact JSON (a protobuf
+non-JSON numbers refused), checked by a ``CardVerifier`` on that exact JSON (a protobuf
 ``AgentCard`` would drop members the signer may have signed, which is why the SDK's ``A2ACardResolver``,
 whose verifier hook only sees the proto, is not used), and only then turned into the SDK's ``AgentCard``.
+Without a verifier of the caller's, the card is checked under the ``warn`` policy (the library's default):
+an unsigned or failing card is logged with the reason and resolution continues. Checking nothing takes an
+explicit ``CardVerifier(policy=SignaturePolicy.OFF)``.
 
 The x402 extension's declaration (``capabilities.extensions`` entry with ``EXTENSION_URI``) carries what the
 payer pins its payments to::
@@ -43,6 +46,7 @@ from agentcard import (
     CardUnsignedError,
     CardVerificationError,
     CardVerifier,
+    JwksCache,
     VerificationResult,
     parse_card_json,
 )
@@ -105,21 +109,21 @@ class CardPaymentTerms:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedCard:
-    """A fetched, parsed and (optionally) verified Agent Card with its x402 terms.
+    """A fetched, parsed and checked Agent Card with its x402 terms.
 
     Attributes:
         url: where the card was fetched.
         card: the SDK's ``AgentCard``.
         card_json: the card exactly as served (parsed JSON).
         terms: the x402 extension's parameters.
-        verification: the verifier's result, or ``None`` when no verifier was given.
+        verification: the verifier's result (``skipped`` under the ``off`` policy).
     """
 
     url: str
     card: AgentCard
     card_json: Mapping[str, Any]
     terms: CardPaymentTerms
-    verification: VerificationResult | None
+    verification: VerificationResult
 
     def interface(self, binding: Binding, tenant: str) -> AgentInterface:
         """The A2A 1.x interface for ``binding`` and ``tenant``.
@@ -164,7 +168,8 @@ async def resolve_card(
     Args:
         http: the client to fetch with.
         url: the card's URL, or the agent's origin (then ``/.well-known/agent-card.json`` is used).
-        verifier: checks the card's signatures under its policy; ``None`` checks nothing.
+        verifier: checks the card's signatures under its policy; ``None``: a ``warn`` verifier fetching keys
+            from the card's ``jku`` through ``http`` (HTTPS only, on the card's own origin).
         timeout_s: the fetch's timeout.
 
     Returns:
@@ -180,7 +185,7 @@ async def resolve_card(
         card_json = parse_card_json(body)
     except AgentCardError as exc:
         raise CardError(f"{url}: {exc}") from exc
-    verification = await _verify(verifier, card_json, url)
+    verification = await _verify(verifier or CardVerifier(jwks=JwksCache(http)), card_json, url)
     try:
         # The SDK's parser rewrites legacy members in place; the served JSON must stay as it was.
         card = parse_agent_card(copy.deepcopy(card_json))
@@ -218,11 +223,7 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     return b"".join(chunks)
 
 
-async def _verify(
-    verifier: CardVerifier | None, card_json: Mapping[str, Any], url: str
-) -> VerificationResult | None:
-    if verifier is None:
-        return None
+async def _verify(verifier: CardVerifier, card_json: Mapping[str, Any], url: str) -> VerificationResult:
     try:
         return await verifier.verify(card_json, card_url=url)
     except (CardUnsignedError, CardVerificationError) as exc:

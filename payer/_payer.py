@@ -194,6 +194,8 @@ class Payer:
             policy: what the payer agrees to pay; default: whatever the card pins.
             settings: timeouts and bounds.
             card_verifier: checks the card's signatures; under ``require`` an untrusted card is refused.
+                Default: the ``warn`` policy with keys from the card's ``jku`` (HTTPS, the card's origin),
+                which logs an unsigned or failing card and continues; ``SignaturePolicy.OFF`` checks nothing.
             on_fresh_terms: awaited before signing again for fresh terms.
             http: the HTTP client to use (not closed by the payer); default: one of its own.
 

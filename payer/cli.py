@@ -116,9 +116,9 @@ def _integral(value: object) -> object:
     return value
 
 
-def _card_line(verification: VerificationResult | None) -> str:
+def _card_line(verification: VerificationResult) -> str:
     """What the card's signature check found, for the ``card:`` line."""
-    if verification is None or verification.status is CardStatus.SKIPPED:
+    if verification.status is CardStatus.SKIPPED:
         return "card: signature not checked (--card-policy off)"
     if verification.status is CardStatus.VERIFIED:
         return f"card: signature verified (kid {verification.kid})"

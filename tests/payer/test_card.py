@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,7 @@ async def test_resolve_card_reads_the_x402_terms_the_card_pins(
         CardPayee(chain.network, TENANT, TENANT_PAY_TO),
     }
     assert terms.payees(chain.network, TENANT) == {TENANT_PAY_TO}
-    assert by_origin.verification is None
+    assert by_origin.verification.status is CardStatus.UNSIGNED  # checked under the default warn policy
     assert by_origin.interface(Binding.HTTP_JSON, TENANT).url == url + "/a2a/rest"
 
 
@@ -125,7 +126,26 @@ async def test_connect_refuses_an_unsigned_card_when_signatures_are_required(
         verification = payer.card.verification
 
     assert caught.value.code == "card_untrusted"
-    assert verification is not None and verification.status is CardStatus.UNSIGNED
+    assert verification.status is CardStatus.UNSIGNED
+
+
+async def test_connect_checks_the_card_under_warn_by_default(
+    merchant: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    url = merchant()
+    key = "0x" + "11" * 32
+
+    with caplog.at_level(logging.WARNING, logger="agentcard._verify"):
+        async with await Payer.connect(url, key) as payer:
+            verification = payer.card.verification
+    async with httpx.AsyncClient() as http:
+        off = await resolve_card(http, url, verifier=CardVerifier(policy=SignaturePolicy.OFF))
+
+    assert (verification.status, verification.code) == (CardStatus.UNSIGNED, "card_unsigned")
+    [record] = [r for r in caplog.records if r.name == "agentcard._verify"]
+    assert record.levelno == logging.WARNING and "code=card_unsigned" in record.getMessage()
+    assert url in record.getMessage()
+    assert off.verification.status is CardStatus.SKIPPED
 
 
 async def test_connect_refuses_a_key_that_is_not_a_key(merchant: Callable[..., str]) -> None:
