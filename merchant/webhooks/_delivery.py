@@ -6,9 +6,10 @@ A pass is three steps, and only the first and last touch the database, each in a
    `lease_token`, `attempts + 1`). On PostgreSQL the rows are picked with `FOR UPDATE SKIP LOCKED`, so
    workers in several replicas never claim the same row; on SQLite the single writer makes the UPDATE
    atomic (one process).
-2. Send, outside any transaction: the stored body byte for byte, `webhook-id` = the event id on every
-   attempt, a fresh `webhook-timestamp` and one `v1,` signature per active secret; 15 s timeout, no
-   redirects, the response body is never read.
+2. Send, outside any transaction and at once: the stored body byte for byte, `webhook-id` = the event id
+   on every attempt, a fresh `webhook-timestamp` and one `v1,` signature per active secret; one 15 s
+   deadline for the whole attempt (DNS included), no redirects, the response body is never read. The
+   lease is longer than that deadline, so no other worker can claim a delivery while it is being sent.
 3. Record: the attempt goes to the log, and the delivery's new state is written only if this worker still
    holds the lease (same token).
 
@@ -18,6 +19,10 @@ Outcomes: 2xx is delivered. 410 disables the endpoint and fails the delivery. An
 delivery is failed. A worker that dies mid-attempt loses nothing: its lease expires and another worker
 claims the delivery again (that claim counts as an attempt).
 
+`run` keeps up to `batch_size` sends in flight and claims more as each one ends, rather than waiting for
+a whole batch: a slow endpoint holds only its own slots, and at most `endpoint_concurrency` of them, so
+it never delays other endpoints' deliveries.
+
 Guarantees: at least once, with the same `webhook-id`, so receivers deduplicate on it. Order is not kept,
 even per endpoint (retries and parallel sends reorder events); each body carries `sequence`, the commit
 order of the facts, for receivers that need it, and the replay endpoint lists events in that order.
@@ -26,12 +31,13 @@ order of the facts, for receivers that need it, and the replay endpoint lists ev
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
 import secrets
 import socket
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -65,10 +71,11 @@ With the immediate first attempt that is 10 attempts over about 75.6 hours, a li
 (the Standard Webhooks example schedule)."""
 
 REQUEST_TIMEOUT_S = 15.0
-"""Timeout of one delivery request (connect, write, read and pool)."""
+"""Deadline of one delivery attempt, from DNS lookup to response headers."""
 
 _LEASE_S = 60.0
 _BATCH_SIZE = 20
+_ENDPOINT_CONCURRENCY = 5
 _GONE = 410
 _random = random.SystemRandom()
 
@@ -148,9 +155,13 @@ class DeliveryWorker:
         allow_private_targets: let deliveries reach private, loopback and link-local addresses
             (development and tests only).
         lease_s: how long a claim lasts; must exceed `timeout_s` so a live worker never loses its lease.
-        batch_size: deliveries claimed per pass, sent concurrently.
-        timeout_s: timeout of one request.
+        batch_size: deliveries claimed per pass (`run_once`), and the most in flight at once (`run`).
+        endpoint_concurrency: the most deliveries to one endpoint that `run` has in flight at once.
+        timeout_s: deadline of one attempt, DNS lookup included.
         worker_id: recorded with each attempt (default host:pid:random).
+
+    Raises:
+        ValueError: `lease_s` does not exceed `timeout_s`, or a count is below 1.
     """
 
     def __init__(
@@ -162,19 +173,21 @@ class DeliveryWorker:
         allow_private_targets: bool = False,
         lease_s: float = _LEASE_S,
         batch_size: int = _BATCH_SIZE,
+        endpoint_concurrency: int = _ENDPOINT_CONCURRENCY,
         timeout_s: float = REQUEST_TIMEOUT_S,
         worker_id: str | None = None,
     ) -> None:
         if lease_s <= timeout_s:
             raise ValueError(f"lease_s ({lease_s}) must exceed timeout_s ({timeout_s})")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        if batch_size < 1 or endpoint_concurrency < 1:
+            raise ValueError("batch_size and endpoint_concurrency must be at least 1")
         self._engine = engine
         self._client = client
         self._retry = retry or RetryPolicy()
         self._allow_private = allow_private_targets
         self._lease = timedelta(seconds=lease_s)
         self._batch_size = batch_size
+        self._endpoint_concurrency = endpoint_concurrency
         self._timeout_s = timeout_s
         self.worker_id = worker_id or _default_worker_id()
 
@@ -183,40 +196,91 @@ class DeliveryWorker:
 
         Returns how many were claimed.
         """
-        claims = await self._claim()
+        claims = await self._claim(self._batch_size, busy=frozenset())
         await asyncio.gather(*(self._deliver(claim) for claim in claims))
         return len(claims)
 
     async def run(self, stop: asyncio.Event, *, poll_interval_s: float = 1.0) -> None:
-        """Deliver until `stop` is set, polling every `poll_interval_s` when there is nothing due.
+        """Deliver until `stop` is set: keep up to `batch_size` sends in flight, claiming more as each one
+        ends, and poll every `poll_interval_s` when there is nothing due. Sends in flight when `stop` is
+        set are finished (each within the deadline) and recorded.
 
         Database errors (a restart, a failover) are logged and retried after the poll interval; the
         leases of whatever was in flight expire and the deliveries are claimed again.
         """
-        while not stop.is_set():
-            try:
-                claimed = await self.run_once()
-            except (SQLAlchemyError, OSError):
-                logger.exception("webhook delivery pass failed; retrying in %.1f s", poll_interval_s)
-                claimed = 0
-            if claimed < self._batch_size:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), poll_interval_s)
+        in_flight: dict[asyncio.Task[None], str] = {}
+        finished = asyncio.Event()
 
-    async def _claim(self) -> list[_Claim]:
+        def done(task: asyncio.Task[None]) -> None:
+            del in_flight[task]
+            finished.set()
+
+        try:
+            while not stop.is_set():
+                finished.clear()
+                free = self._batch_size - len(in_flight)
+                claims: list[_Claim] = []
+                if free > 0:
+                    try:
+                        claims = await self._claim(free, busy=self._busy_endpoints(in_flight.values()))
+                    except (SQLAlchemyError, OSError):
+                        logger.exception("webhook claim failed; retrying in %.1f s", poll_interval_s)
+                for claim in claims:
+                    task = asyncio.create_task(self._deliver_logged(claim), name=claim.delivery_id)
+                    in_flight[task] = claim.endpoint_id
+                    task.add_done_callback(done)
+                if free > 0 and len(claims) == free:
+                    continue  # more may be due
+                await _first_of(stop, finished, timeout_s=poll_interval_s)
+        finally:
+            await asyncio.gather(*in_flight)
+
+    def _busy_endpoints(self, endpoint_ids: Iterable[str]) -> frozenset[str]:
+        counts = Counter(endpoint_ids)
+        limit = self._endpoint_concurrency
+        return frozenset(endpoint for endpoint, count in counts.items() if count >= limit)
+
+    async def _deliver_logged(self, claim: _Claim) -> None:
+        try:
+            await self._deliver(claim)
+        except (SQLAlchemyError, OSError):
+            # The outcome is lost, not the delivery: its lease expires and it is claimed again.
+            logger.exception("recording webhook %s to endpoint %s failed", claim.event_id, claim.endpoint_id)
+
+    async def _claim(self, limit: int, *, busy: frozenset[str]) -> list[_Claim]:
         now = _now()
         token = secrets.token_hex(16)
+        due_now = sa.and_(
+            _deliveries.c.status == "pending",
+            _deliveries.c.next_attempt_at <= now,
+            sa.or_(_deliveries.c.lease_until.is_(None), _deliveries.c.lease_until < now),
+            _endpoints.c.status == "active",
+            _deliveries.c.endpoint_id.not_in(busy),
+        )
+        # At most `endpoint_concurrency` per endpoint, so that one endpoint's backlog cannot take every
+        # slot. The ranking is a subquery of its own because PostgreSQL refuses FOR UPDATE next to a
+        # window function.
+        ranked = (
+            sa.select(
+                _deliveries.c.id,
+                sa.func.row_number()
+                .over(
+                    partition_by=_deliveries.c.endpoint_id,
+                    order_by=(_deliveries.c.next_attempt_at, _deliveries.c.id),
+                )
+                .label("rank"),
+            )
+            .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
+            .where(due_now)
+            .subquery()
+        )
+        first_per_endpoint = sa.select(ranked.c.id).where(ranked.c.rank <= self._endpoint_concurrency)
         due = (
             sa.select(_deliveries.c.id)
             .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
-            .where(
-                _deliveries.c.status == "pending",
-                _deliveries.c.next_attempt_at <= now,
-                sa.or_(_deliveries.c.lease_until.is_(None), _deliveries.c.lease_until < now),
-                _endpoints.c.status == "active",
-            )
+            .where(due_now, _deliveries.c.id.in_(first_per_endpoint))
             .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
-            .limit(self._batch_size)
+            .limit(limit)
             .with_for_update(skip_locked=True, of=_deliveries)
         )
         async with self._engine.begin() as connection:
@@ -335,6 +399,15 @@ class DeliveryWorker:
             status,
             response.latency_ms,
         )
+
+
+async def _first_of(stop: asyncio.Event, finished: asyncio.Event, *, timeout_s: float) -> None:
+    waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(finished.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 async def send_test_event(

@@ -2,10 +2,15 @@
 
 Never raises for anything the receiver or the network does: timeouts, connection errors and refused targets
 come back as a `SendResult` with an `error`, so the caller records every attempt the same way.
+
+`timeout_s` bounds the whole attempt, DNS lookup included: httpx's own timeouts are per step (each read),
+so a receiver trickling its answer a byte at a time would otherwise keep an attempt open indefinitely,
+past the claim lease that stops another worker from sending the same delivery.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import time
 from collections.abc import Sequence
@@ -61,28 +66,31 @@ async def send_signed(
     timeout_s: float,
 ) -> SendResult:
     """POST `payload` to `url` (checked and pinned by the SSRF guard) as message `msg_id`, signed with
-    every one of `secrets`; no redirects are followed and the response body is never read."""
+    every one of `secrets`, all within `timeout_s`; no redirects are followed and the response body is
+    never read."""
     started = time.monotonic()
     status_code: int | None = None
     error: str | None = None
     retry_after: float | None = None
     try:
-        target = await resolve_target(url, allow_private=allow_private)
-        headers = {"host": target.host, **webhook_headers(msg_id, payload, secrets, now=datetime.now(UTC))}
-        # TLS is negotiated for the original host name although the connection goes to the checked IP.
-        extensions = {} if target.sni_hostname is None else {"sni_hostname": target.sni_hostname}
-        request = client.build_request(
-            "POST", target.url, content=payload, headers=headers, timeout=timeout_s, extensions=extensions
-        )
-        # stream=True and no read: a receiver cannot make the worker hold a large response body.
-        response = await client.send(request, stream=True, follow_redirects=False)
-        await response.aclose()
+        async with asyncio.timeout(timeout_s):
+            target = await resolve_target(url, allow_private=allow_private)
+            signed = webhook_headers(msg_id, payload, secrets, now=datetime.now(UTC))
+            headers = {"host": target.host, **signed}
+            # TLS is negotiated for the original host name although the connection goes to the checked IP.
+            extensions = {} if target.sni_hostname is None else {"sni_hostname": target.sni_hostname}
+            request = client.build_request(
+                "POST", target.url, content=payload, headers=headers, timeout=timeout_s, extensions=extensions
+            )
+            # stream=True and no read: a receiver cannot make the worker hold a large response body.
+            response = await client.send(request, stream=True, follow_redirects=False)
+            await response.aclose()
         status_code = response.status_code
         if status_code in _THROTTLE_STATUSES:
             retry_after = _retry_after_s(response)
     except UnsafeTargetError as exc:
         error = f"{exc.code}: {exc}"
-    except httpx.TimeoutException:
+    except (TimeoutError, httpx.TimeoutException):
         error = f"timeout after {timeout_s:g} s"
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"

@@ -180,7 +180,16 @@ def enable(tenant: str, endpoint_id: str | None) -> None:
 
 
 @webhooks_cli.command()
-@click.option("--batch-size", type=click.IntRange(1, 500), default=20, show_default=True)
+@click.option(
+    "--batch-size", type=click.IntRange(1, 500), default=20, show_default=True, help="sends in flight at most"
+)
+@click.option(
+    "--endpoint-concurrency",
+    type=click.IntRange(1, 500),
+    default=5,
+    show_default=True,
+    help="sends in flight to one endpoint at most",
+)
 @click.option(
     "--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True, help="seconds"
 )
@@ -188,12 +197,18 @@ def enable(tenant: str, endpoint_id: str | None) -> None:
     "--lease", type=click.FloatRange(1, 3600), default=60.0, show_default=True, help="claim lease, seconds"
 )
 @click.option(
-    "--timeout", type=click.FloatRange(0.1, 60), default=REQUEST_TIMEOUT_S, show_default=True, help="seconds"
+    "--timeout",
+    type=click.FloatRange(0.1, 60),
+    default=REQUEST_TIMEOUT_S,
+    show_default=True,
+    help="deadline of one attempt, DNS lookup included, seconds",
 )
-def worker(batch_size: int, poll_interval: float, lease: float, timeout: float) -> None:
+def worker(
+    batch_size: int, endpoint_concurrency: int, poll_interval: float, lease: float, timeout: float
+) -> None:
     """Deliver the outbox until SIGINT or SIGTERM (any number of workers, in any number of replicas)."""
     if lease <= timeout:
-        raise click.BadParameter("the lease must be longer than the request timeout", param_hint="--lease")
+        raise click.BadParameter("the lease must be longer than the attempt deadline", param_hint="--lease")
 
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
         stop = asyncio.Event()
@@ -208,6 +223,7 @@ def worker(batch_size: int, poll_interval: float, lease: float, timeout: float) 
                 allow_private_targets=settings.webhook_allow_private_targets,
                 lease_s=lease,
                 batch_size=batch_size,
+                endpoint_concurrency=endpoint_concurrency,
                 timeout_s=timeout,
             )
             click.echo(f"webhook worker {delivery.worker_id} started", err=True)

@@ -2,15 +2,18 @@
 
 It answers from a script (`plan`: one `Reply` per request, then 200), records every request with which of
 its secrets verified it, can hold requests open (`holding`, until `released` is set) and notes when two
-requests for one `webhook-id` were ever in flight at once.
+requests for one `webhook-id` were ever in flight at once. `trickling_receiver` is a raw socket server that
+sends its response headers one byte at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from standardwebhooks import Webhook
@@ -19,6 +22,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from tests.fixtures.servers import base_url_of, bind_loopback
 
 HOOK_PATH = "/hook"
 
@@ -112,3 +117,45 @@ class Receiver:
         finally:
             with self._lock:
                 self._in_flight.discard(webhook_id)
+
+
+TRICKLED_RESPONSE = b"HTTP/1.1 200 OK\r\nx-padding: " + b"." * 200 + b"\r\ncontent-length: 0\r\n\r\n"
+
+
+@contextmanager
+def trickling_receiver(byte_interval_s: float = 0.05) -> Iterator[str]:
+    """Serve on 127.0.0.1 a receiver that answers 200 with headers sent one byte every `byte_interval_s`
+    (about 10 s for the whole answer with the default), so no single read ever waits long; yields its
+    base URL."""
+    sock = bind_loopback()
+    sock.listen()
+    sock.settimeout(0.05)
+    stop = threading.Event()
+
+    def trickle(connection: socket.socket) -> None:
+        with connection:
+            connection.recv(65536)
+            for index in range(len(TRICKLED_RESPONSE)):
+                if stop.wait(byte_interval_s):
+                    return
+                try:
+                    connection.sendall(TRICKLED_RESPONSE[index : index + 1])
+                except OSError:  # the sender gave up
+                    return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _address = sock.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=trickle, args=(connection,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, name="trickling-receiver", daemon=True)
+    acceptor.start()
+    try:
+        yield base_url_of(sock)
+    finally:
+        stop.set()
+        acceptor.join(5)
+        sock.close()

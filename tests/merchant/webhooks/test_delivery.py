@@ -34,7 +34,7 @@ from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
 from .conftest import FAST_RETRY, SECRET, SQLITE_ONLY, WorkerFactory, drain, wait_until
-from .receiver import HOOK_PATH, Receiver, Reply
+from .receiver import HOOK_PATH, Receiver, Reply, trickling_receiver
 
 StartServer = Callable[..., str]
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -183,6 +183,75 @@ async def test_a_timeout_is_a_failed_attempt(
     first, second = await _attempts(engine)
     assert (first.outcome, first.status_code, first.error) == ("retry", None, "timeout after 0.2 s")
     assert second.outcome == "delivered"
+
+
+@SQLITE_ONLY
+async def test_a_receiver_trickling_its_headers_is_cut_off_at_the_deadline(
+    ledger: Ledger, endpoints: WebhookEndpoints, engine: AsyncEngine, make_worker: WorkerFactory
+) -> None:
+    with trickling_receiver() as base_url:  # every byte within httpx's per-read timeout, ~10 s in all
+        await endpoints.sync([EndpointConfig("acme", base_url + HOOK_PATH, SECRET)])
+        await ledger.book_settlement(booking())
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        assert await make_worker(timeout_s=0.5, lease_s=1.0).run_once() == 1
+
+        elapsed_s = loop.time() - started
+    [attempt] = await _attempts(engine)
+    [delivery] = await _deliveries(engine)
+    assert elapsed_s < 1.0  # ended by the deadline, well within the 1 s lease
+    assert (attempt.outcome, attempt.status_code, attempt.error) == ("retry", None, "timeout after 0.5 s")
+    assert 450 <= attempt.latency_ms < 1000
+    assert (delivery.status, delivery.lease_token, delivery.last_error) == (
+        "pending",
+        None,
+        "timeout after 0.5 s",
+    )
+
+
+@SQLITE_ONLY
+async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
+    ledger: Ledger,
+    outbox: Outbox,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    slow, fast = Receiver([SECRET]), Receiver([SECRET])
+    slow.holding = True  # answers only after the worker's 3 s deadline
+    await endpoints.sync(
+        [
+            EndpointConfig("slow", asgi_server(slow.app) + HOOK_PATH, SECRET),
+            EndpointConfig("acme", asgi_server(fast.app) + HOOK_PATH, SECRET),
+        ]
+    )
+    worker = make_worker(timeout_s=3.0, lease_s=5.0, batch_size=4, endpoint_concurrency=2)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02))
+    try:
+        for _ in range(6):  # a backlog that would fill every slot of the worker
+            await ledger.book_settlement(booking(tenant="slow"))
+        assert await asyncio.to_thread(slow.arrived.wait, 5)  # the slow sends are in flight
+        loop = asyncio.get_running_loop()
+        booked = loop.time()
+        await ledger.book_settlement(booking())
+        [event] = await outbox.events_since("acme")
+        await wait_until(lambda: _received(fast, event.id), timeout_s=10)
+        waited_s = loop.time() - booked
+        answered_slow = slow.ids()
+    finally:
+        slow.released.set()
+        stop.set()
+        await running
+
+    assert waited_s < 1.0  # not held until the slow endpoint's deadline
+    assert answered_slow == set()  # the slow attempt was still open when the other event went out
+
+
+async def _received(receiver: Receiver, event_id: str) -> bool:
+    return event_id in receiver.ids()
 
 
 @SQLITE_ONLY
