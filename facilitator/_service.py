@@ -26,11 +26,11 @@ from storage import create_engine, ensure_schema_current
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
-from ._receipts import ReceiptWatcher
+from ._receipts import Receipt, ReceiptWatcher
 from ._recovery import Recovery, ThirdPartySettlement
 from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
 from ._request import PaymentRequest, idempotency_key_of, read_payment
-from ._rpc import RpcClient
+from ._rpc import RpcCall, RpcClient
 from ._token import decode_bool, encode_authorization_state, transfer_logs
 from ._verify import VerifiedPayment, Verifier
 from .wire import (
@@ -78,7 +78,11 @@ class Facilitator:
         self._receipt_timeout_s = receipt_timeout_s
         self._gas_limit_cap = gas_limit_cap
         self._verifier = Verifier(
-            rpc, chain_id=self.chain_id, relayer=relayer.address, validity_margin_s=validity_margin_s
+            rpc,
+            chain_id=self.chain_id,
+            relayer=relayer.address,
+            validity_margin_s=validity_margin_s,
+            gas_limit_cap=gas_limit_cap,
         )
         self._watcher = ReceiptWatcher(rpc, poll_interval_s=receipt_poll_s)
         self._recovery = Recovery(rpc, claims, relayer)
@@ -367,13 +371,7 @@ class Facilitator:
 
     async def _broadcast(self, claim: Claim, verified: VerifiedPayment, deadline: float) -> SettleResponse:
         payer = verified.authorization.from_
-        if verified.gas_estimate > self._gas_limit_cap:
-            response = self._failure(
-                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
-                "the transfer needs more gas than allowed",
-                payer,
-            )
-            return await self._record(claim, response, state=ClaimState.RELEASED)
+        # The verifier refused estimates over the cap; the margin covers state that changes before mining.
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
             sent = await self._relayer.send(claim.asset, verified.calldata, gas)
@@ -433,6 +431,9 @@ class Facilitator:
             settled = await self._third_party_settlement(claim)
             if settled is not None:
                 return settled
+            released = await self._release_reverted(claim, receipt, tx_hash, sent_fields)
+            if released is not None:
+                return released
             reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
         elif not any(
             log.token == claim.asset
@@ -455,6 +456,60 @@ class Facilitator:
             failure,
             state=ClaimState.FAILED,
             error_reason=reason.value,
+            tx_hash=tx_hash,
+            block_number=receipt.block_number,
+            block_hash=receipt.block_hash,
+            **sent_fields,
+        )
+
+    async def _release_reverted(
+        self, claim: Claim, receipt: Receipt, tx_hash: str, sent_fields: dict[str, Any]
+    ) -> SettleResponse | None:
+        """Release a claim whose transaction reverted without using the authorization (out of gas, say).
+
+        The payer was not charged and the authorization can still pay, so the claim must not end `failed`
+        (every retry would be refused as a duplicate). Releasing cannot settle twice: the reverted
+        transaction is final, and the token uses an authorization at most once, so whichever later
+        transaction carries it either pays (once) or reverts and is then matched to the one that paid.
+        None when the authorization is used (cancelled, or paid elsewhere) or expired: a failure for good.
+        """
+        state_call = {
+            "to": claim.asset,
+            "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
+        }
+        try:
+            used, head = await self._rpc.batch(
+                [
+                    RpcCall("eth_call", [state_call, "latest"]),
+                    RpcCall("eth_getBlockByNumber", ["latest", False]),
+                ]
+            )
+            for reply in (used, head):
+                if isinstance(reply, RpcError):
+                    raise reply
+        except ChainError as exc:
+            logger.warning(
+                "claim %s: cannot tell whether %s used its authorization: %s", claim.id, tx_hash, exc
+            )
+            if sent_fields:
+                await self._claims.mark_broadcast(claim.id, tx_hash=tx_hash, **sent_fields)
+            return self._pending(claim, tx_hash)
+        # Later blocks are no older than the latest: an authorization expired there can never be used.
+        if decode_bool(used) or int(head["timestamp"], 16) >= claim.valid_before:
+            return None
+        logger.warning("claim %s: %s reverted and left the authorization unused; released", claim.id, tx_hash)
+        failure = self._failure(
+            Reason.TRANSACTION_FAILED,
+            "the settlement transaction reverted without moving the funds; the authorization is unused "
+            "and may be settled again",
+            claim.payer,
+            transaction=tx_hash,
+        )
+        return await self._record(
+            claim,
+            failure,
+            state=ClaimState.RELEASED,
+            error_reason=Reason.TRANSACTION_FAILED.value,
             tx_hash=tx_hash,
             block_number=receipt.block_number,
             block_hash=receipt.block_hash,

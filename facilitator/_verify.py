@@ -3,6 +3,11 @@
 Cheap checks run first and need no chain access (fields, amounts, times, signature recovery); the chain
 reads that remain (token domain, asset code, authorization state, balance, a simulation of the transfer
 from the relayer) go to the node as one JSON-RPC batch, so a verification costs one round trip.
+
+The gas a settlement needs is estimated for every payment whose `from` has code: a contract wallet's
+ERC-1271 check can cost anything, so one wallet's estimate says nothing about another's. Only plain EOA
+payments, whose cost barely varies, reuse the first estimate per token. Every estimate must fit under the
+gas limit cap, or the payment is refused before anything is claimed or sent.
 """
 
 from __future__ import annotations
@@ -68,13 +73,23 @@ class VerifiedPayment:
 class Verifier:
     """Checks payments for one chain. Safe for concurrent use."""
 
-    def __init__(self, rpc: RpcClient, *, chain_id: int, relayer: str, validity_margin_s: int = 6):
+    def __init__(
+        self,
+        rpc: RpcClient,
+        *,
+        chain_id: int,
+        relayer: str,
+        validity_margin_s: int = 6,
+        gas_limit_cap: int = 300_000,
+    ):
         self._rpc = rpc
         self._chain_id = chain_id
         self._relayer = relayer
         self._margin_s = validity_margin_s
+        self._gas_limit_cap = gas_limit_cap
         self._domains: dict[str, tuple[str, str]] = {}
-        self._gas: dict[tuple[str, bool], int] = {}
+        # Gas of a transfer signed by an EOA without code, per token.
+        self._eoa_gas: dict[str, int] = {}
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
         """Run every check that needs no chain access; return whether the signature is a plain EOA one.
@@ -123,6 +138,7 @@ class Verifier:
             ),
             RpcCall("eth_call", [{"to": terms.asset, "data": encode_balance_of(auth.from_)}, "latest"]),
             self._simulation(terms.asset, calldata, eoa_signature),
+            RpcCall("eth_getCode", [auth.from_, "latest"]),
         ]
         if known_domain is None:
             calls += [
@@ -132,22 +148,21 @@ class Verifier:
             ]
         if not eoa_signature:
             digest = self._digest(auth, terms)
-            calls += [
-                RpcCall("eth_getCode", [auth.from_, "latest"]),
+            calls.append(
                 RpcCall(
                     "eth_call",
                     [{"to": auth.from_, "data": encode_is_valid_signature(digest, auth.signature)}, "latest"],
-                ),
-            ]
+                )
+            )
         replies = await self._rpc.batch(calls)
-        used, balance, gas = replies[:3]
-        rest = replies[3:]
+        used, balance, gas, wallet_code = replies[:4]
+        rest = replies[4:]
         if known_domain is None:
             code, name, version = rest[:3]
             rest = rest[3:]
             self._check_domain(terms, code, name, version)
         if not eoa_signature:
-            wallet_code, magic = rest
+            (magic,) = rest
             if (
                 not _is_contract(wallet_code)
                 or isinstance(magic, RpcError)
@@ -171,30 +186,53 @@ class Verifier:
             )
         if isinstance(gas, RpcError):
             raise _simulation_failure(gas)
-        return VerifiedPayment(
-            authorization=auth,
-            calldata=calldata,
-            gas_estimate=self._gas_estimate(terms.asset, eoa_signature, gas),
-        )
+        estimate = await self._gas_estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
+        if estimate > self._gas_limit_cap:
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+                f"the transfer needs {estimate} gas, more than this facilitator's cap "
+                f"of {self._gas_limit_cap}",
+            )
+        return VerifiedPayment(authorization=auth, calldata=calldata, gas_estimate=estimate)
 
     def _simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
-        """The transfer simulated from the relayer: an estimate the first time, a plain (cheaper) call after.
+        """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
 
-        `eth_estimateGas` runs the call several times over; its result for one token and signature kind
-        hardly varies, so it is remembered and every later payment is simulated with `eth_call` alone.
+        `eth_estimateGas` runs the call several times over. The cost of an EOA's transfer hardly varies
+        for one token, so once known it is simulated with `eth_call` alone; a contract wallet's signature
+        check can cost anything, so its transfer is always estimated.
         """
         call = {"from": self._relayer, "to": asset, "data": calldata}
-        if (asset, eoa_signature) in self._gas:
+        if eoa_signature and asset in self._eoa_gas:
             return RpcCall("eth_call", [call, "latest"])
         return RpcCall("eth_estimateGas", [call])
 
-    def _gas_estimate(self, asset: str, eoa_signature: bool, simulated: str) -> int:
-        known = self._gas.get((asset, eoa_signature))
-        if known is not None:
+    async def _gas_estimate(
+        self, asset: str, calldata: str, eoa_signature: bool, signer_code: object, simulated: str
+    ) -> int:
+        """The gas of this transfer: estimated in the batch, remembered for EOAs, or estimated now.
+
+        An EOA signature from an address with code (an EIP-7702 account) is checked by the token through
+        ERC-1271 and may cost anything: its simulation, a plain call, is followed by an estimate.
+        """
+        has_code = not isinstance(signer_code, RpcError) and _is_contract(signer_code)
+        if not eoa_signature:
+            return int(simulated, 16)
+        known = self._eoa_gas.get(asset)
+        if known is None:
+            estimate = int(simulated, 16)
+            if not has_code:
+                self._eoa_gas[asset] = estimate
+            return estimate
+        if not has_code:
             return known
-        estimate = int(simulated, 16)
-        self._gas[(asset, eoa_signature)] = estimate
-        return estimate
+        try:
+            reply = await self._rpc.call(
+                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}
+            )
+        except RpcError as exc:
+            raise _simulation_failure(exc) from exc
+        return int(reply, 16)
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return authorization_digest(

@@ -8,10 +8,11 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
-from eth_abi.abi import decode
+from eth_abi.abi import decode, encode
 from eth_account import Account
+from eth_utils.address import to_checksum_address
 
-from devchain import DevChain, encode_call
+from devchain import DevChain, encode_call, load_artifact
 from facilitator.wire import ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements
 from storage import create_engine
 
@@ -19,6 +20,7 @@ __all__ = [
     "SECP256K1_N",
     "cancel_authorization",
     "claim_rows",
+    "deploy_gas_burning_wallet",
     "eth_balance",
     "high_s",
     "relayer_address",
@@ -138,6 +140,22 @@ def cancel_authorization(chain: DevChain, key: str, nonce: str) -> None:
         "cancelAuthorization(address,bytes32,bytes)", [authorizer, bytes.fromhex(nonce[2:]), signed.signature]
     )
     chain.rpc.transact(chain.deployer_key, to=chain.asset, data=data)
+
+
+def deploy_gas_burning_wallet(chain: DevChain, cold_reads: int) -> tuple[str, str]:
+    """Deploy a funded `GasBurningERC1271Wallet` whose signature check reads `cold_reads` cold slots.
+
+    Each read costs 2,100 gas. Returns (wallet address, owner key).
+    """
+    owner = Account.create()
+    artifact = load_artifact("GasBurningERC1271Wallet")
+    init_code = bytes.fromhex(artifact.bytecode[2:]) + encode(
+        ["address", "uint256"], [owner.address, cold_reads]
+    )
+    receipt = chain.rpc.transact(chain.deployer_key, to=None, data=init_code)
+    wallet = to_checksum_address(receipt["contractAddress"])
+    chain.mint(wallet, 1_000_000_000)
+    return wallet, str(owner.key.to_0x_hex())
 
 
 def submit_directly(chain: DevChain, payload: PaymentPayload) -> None:

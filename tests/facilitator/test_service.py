@@ -26,7 +26,15 @@ from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows, relayer_nonce, sign_exact, transfer_logs_of
+from .payments import (
+    claim_rows,
+    deploy_gas_burning_wallet,
+    relayer_address,
+    relayer_nonce,
+    sign_exact,
+    transfer_logs_of,
+    tx_count,
+)
 
 # A stand-in for a token whose code changed under the facilitator (an upgraded proxy): it answers
 # balanceOf (36 bytes of calldata) with 2**256-1 and every other call, transferWithAuthorization included,
@@ -223,6 +231,52 @@ async def test_success_needs_a_transfer_log_not_just_a_mined_transaction(
         ClaimState.FAILED,
         Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH,
     )
+
+
+async def wait_until_in_pool(chain: DevChain, sender: str) -> None:
+    """Wait (without blocking the loop) until `sender` has a transaction in the pool."""
+    deadline = time.monotonic() + 5
+    while tx_count(chain, sender, "pending") == tx_count(chain, sender):
+        assert time.monotonic() < deadline, "no transaction reached the pool"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_settlement_reverted_without_using_the_authorization_can_be_settled_again(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+) -> None:
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
+    requirements = make_requirements(chain)
+    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    nonce = bytes.fromhex(payload.payload.authorization.nonce[2:])
+    wallet_before, payee_before = chain.balance_of(wallet), chain.balance_of(PAY_TO)
+    chain.rpc.call("evm_setAutomine", [False])
+    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key="reverted-1"))
+    await wait_until_in_pool(chain, relayer_address(chain))
+    # The wallet refuses every signature from now on (its owner rotated keys, say): the transfer reverts.
+    chain.rpc.call("anvil_setStorageAt", [wallet, "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01"])
+    chain.rpc.call("evm_mine")
+
+    reverted = await settling
+
+    assert (reverted.success, reverted.error_reason) == (False, Reason.TRANSACTION_FAILED)
+    receipt = chain.rpc.call("eth_getTransactionReceipt", [reverted.transaction])
+    assert int(receipt["status"], 16) == 0
+    assert chain.authorization_state(wallet, nonce) is False
+    [row] = await claim_rows(database_url)
+    assert row["state"] == ClaimState.RELEASED
+    # The wallet accepts its owner again: the same authorization settles, once.
+    chain.rpc.call("anvil_setStorageAt", [wallet, "0x" + "00" * 31 + "01", "0x" + "00" * 32])
+    chain.rpc.call("evm_setAutomine", [True])
+    again = await service.settle(payload, requirements, idempotency_key="reverted-1")
+    other = await service.settle(payload, requirements)
+    assert again.success, again
+    assert again.transaction != reverted.transaction
+    assert (other.success, other.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT)
+    assert chain.balance_of(wallet) == wallet_before - requirements.amount
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    [row] = await claim_rows(database_url)
+    assert (row["state"], row["tx_hash"]) == (ClaimState.SUCCEEDED, again.transaction)
 
 
 async def test_open_refuses_a_node_serving_another_chain(

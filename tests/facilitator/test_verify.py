@@ -17,9 +17,11 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
+from .conftest import OpenFacilitator
 from .payments import (
     cancel_authorization,
     claim_rows,
+    deploy_gas_burning_wallet,
     high_s,
     relayer_nonce,
     sign_exact,
@@ -244,3 +246,51 @@ async def test_contract_wallet_refuses_a_signature_of_someone_else(
     verified = await facilitator.verify(payload, requirements)
 
     assert (verified.is_valid, verified.invalid_reason) == (False, SIGNATURE)
+
+
+async def test_each_contract_wallet_gets_its_own_gas_estimate(
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    """A wallet whose check burns ~260k gas, settled after a cheap one, does not get the cheap one's gas."""
+    service = await open_facilitator(sqlite_url, gas_limit_cap=1_000_000)
+    requirements = make_requirements(chain)
+    cheap = sign_exact(chain.erc1271_wallet_owner_key, requirements, from_address=chain.erc1271_wallet)
+    costly_wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=124)
+    costly = sign_exact(owner_key, requirements, from_address=costly_wallet)
+
+    first = await service.settle(cheap, requirements)
+    second = await service.settle(costly, requirements)
+
+    assert first.success, first
+    assert second.success, second
+    cheap_gas, costly_gas = (
+        int(chain.rpc.call("eth_getTransactionReceipt", [answer.transaction])["gasUsed"], 16)
+        for answer in (first, second)
+    )
+    assert costly_gas > cheap_gas + 250_000
+    assert chain.authorization_state(costly_wallet, bytes.fromhex(costly.payload.authorization.nonce[2:]))
+
+
+async def test_a_transfer_costing_more_gas_than_the_cap_is_refused_before_any_claim(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, gas_limit_cap=21_000)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+
+    verified = await service.verify(payload, requirements)
+    settled = await service.settle(payload, requirements, idempotency_key="over-the-cap")
+
+    assert (verified.is_valid, verified.invalid_reason) == (
+        False,
+        Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+    )
+    assert (settled.success, settled.error_reason, settled.transaction) == (
+        False,
+        Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+        "",
+    )
+    assert "cap of 21000" in (settled.error_message or "")
+    assert (relayer_nonce(chain), chain.balance_of(PAY_TO)) == (nonce_before, payee_before)
+    assert await claim_rows(sqlite_url) == []
