@@ -43,7 +43,12 @@ __all__ = ["build_app", "build_reconciler", "payment_extension"]
 
 
 def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True) -> AgentExtension:
-    """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid."""
+    """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid.
+
+    The default tenant's `payTo` entries carry no `tenant` member (clients read a missing one as `""`): the
+    a2a-sdk's card verifier drops empty strings before checking a signature (README, "Signed Agent
+    Cards"), so a signed `"tenant": ""` would make the SDK refuse the merchant's card.
+    """
     params = Struct()
     params.update(
         {
@@ -58,7 +63,7 @@ def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: b
                 }
             ],
             "payTo": [
-                {"network": pricing.asset.network, "tenant": t.id, "address": t.pay_to}
+                {"network": pricing.asset.network, "address": t.pay_to} | ({"tenant": t.id} if t.id else {})
                 for t in pricing.tenants
             ],
         }

@@ -221,5 +221,5 @@ async def test_card_declares_the_extension_required(sqlite_url: str, start_merch
     assert declared.required
     params = MessageToDict(declared.params)
     assert params["payTo"] == [
-        {"network": merchant.settings.network, "tenant": "", "address": DEFAULT_PAY_TO}
+        {"network": merchant.settings.network, "address": DEFAULT_PAY_TO}  # the default tenant: no member
     ]

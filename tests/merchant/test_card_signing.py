@@ -374,11 +374,11 @@ async def test_the_sdk_verifier_accepts_a_card_without_the_default_tenant(
     create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
 
 
-async def test_deviation_the_sdk_verifier_refuses_the_default_tenants_empty_tenant_member(
+async def test_the_sdk_verifier_accepts_the_served_default_card(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    # The default tenant's payTo entry says `"tenant": ""`. A2A §8.4.1 signs it; the SDK's canonical form
-    # drops every empty string (tests/agentcard/test_interop.py), so the SDK cannot verify such a card.
+    # The default tenant's payTo entry has no `tenant` member: a signed `"tenant": ""` would be dropped by the
+    # SDK's canonical form (it drops every empty string, tests/agentcard/test_interop.py) and fail there.
     KeyStore(tmp_path / "keys").generate()
     merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
 
@@ -387,13 +387,10 @@ async def test_deviation_the_sdk_verifier_refuses_the_default_tenants_empty_tena
         jwks = await fetch_jwks(http, merchant.base_url)
         assert (await verify(http, merchant.base_url, card)).verified
 
-    with pytest.raises(InvalidSignaturesError):
-        create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
-    # That member is the only difference between the two canonical forms.
-    without = copy.deepcopy(card)
-    [entry] = x402_pay_to(without, EXTENSION_URI)
-    assert entry.pop("tenant") == ""
-    assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(without)
+    default_entry = {"network": merchant.settings.network, "address": DEFAULT_PAY_TO}
+    assert x402_pay_to(card, EXTENSION_URI) == [default_entry]
+    create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
+    assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(card)
 
 
 async def test_signing_keys_can_come_from_the_environment_instead_of_a_key_directory(
