@@ -1,14 +1,16 @@
-"""Load: two merchant replicas on one PostgreSQL database, many payers paying at once.
+"""Load: two merchant replicas on one PostgreSQL database, many payers paying at once, to two tenants.
 
 Each replica is its own `x402-merchant serve` process with its own relayer key (anvil dev accounts 2 and
-3: one key shared by two processes would race for nonces). Every payer asks its home replica for terms,
-signs, and pays; every fifth payer submits the same payment several times, to both replicas at once. The
-invariants must hold, each payer must get a definite answer (directly or by polling its task), and each paid
-task must be one transfer and one booking. The run reports paid tasks per second and the latency
-percentiles from payment submission to the definite answer (in the "load figures" section of the
-terminal summary).
+3: one key shared by two processes would race for nonces), serving two tenants with different payTo
+addresses (the default tenant and `acme`). Every payer asks its home replica for terms, signs, and pays;
+every fifth payer submits the same payment several times, to both replicas at once. The invariants must
+hold, each payer must get a definite answer (directly or by polling its task), each paid task must be one
+transfer and one booking, and each tenant's payee must be credited with its own payers' payments only. The
+run reports paid tasks per second and the latency percentiles from payment submission to the definite
+answer (in the "load figures" section of the terminal summary).
 
-The 40-payer run is always on; the 200-payer run is a soak run (`pytest --soak`).
+The 200-payer run is always on (about 45 s); the soak run (`pytest --soak`) repeats it for five rounds
+on the same replicas (1,000 payers), checking the invariants after every round.
 """
 
 from __future__ import annotations
@@ -19,21 +21,35 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from devchain import ANVIL_DEV_KEYS, DevChain
 from payer import sign_payment
 from tests.fixtures.invariants import assert_invariants
-from tests.fixtures.merchant import A2ACallError, MerchantWire, payment_message
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
+    TWO_TENANTS,
+    A2ACallError,
+    MerchantWire,
+    payment_message,
+    write_tenants_file,
+)
 
 from .clients import DEFINITE_STATES, JSON, open_task, poll_until_definite
-from .conftest import LOAD_FIGURES, PAY_TOS
+from .conftest import LOAD_FIGURES
 from .processes import MerchantProcess, MerchantProcesses
 
 _DUPLICATE_EVERY = 5  # a fifth of the payers re-submit
 _COPIES_PER_REPLICA = 2  # ... the same payment twice to each replica
 _CLIENT_TIMEOUT_S = 120.0
+_PAYERS = 200
+_SOAK_ROUNDS = 5
+_ACME_EVERY = 3  # a third of the payers pay the tenant `acme`, the others the default tenant
+_TENANTS = {"": (DEFAULT_PAY_TO, DEFAULT_PRICE), "acme": TWO_TENANTS["acme"]}
+_PAY_TOS = tuple(pay_to for pay_to, _ in _TENANTS.values())
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,8 @@ class _ClientRun:
     """One payer's run: its task, what each submission answered, its final state and latency."""
 
     task_id: str
+    tenant: str
+    pay_to: str
     answers: tuple[str, ...]
     final_state: str
     latency_s: float
@@ -55,9 +73,10 @@ def _answer(outcome: JSON | BaseException) -> str:
 
 
 async def _pay_once(
-    key: str, home: MerchantWire, replicas: Sequence[MerchantWire], duplicate: bool
+    key: str, home: MerchantWire, replicas: Sequence[MerchantWire], duplicate: bool, tenant: str
 ) -> _ClientRun:
     task_id, terms = await open_task(home)
+    assert terms.pay_to == _TENANTS[tenant][0]
     payload = sign_payment(key, terms)
     targets = [r for r in replicas for _ in range(_COPIES_PER_REPLICA)] if duplicate else [home]
     started = time.monotonic()
@@ -68,7 +87,7 @@ async def _pay_once(
     final = next((answer for answer in answers if answer == "TASK_STATE_COMPLETED"), None)
     if final is None:
         final = (await poll_until_definite(home, task_id, timeout_s=_CLIENT_TIMEOUT_S))["status"]["state"]
-    return _ClientRun(task_id, answers, str(final), time.monotonic() - started)
+    return _ClientRun(task_id, tenant, terms.pay_to, answers, str(final), time.monotonic() - started)
 
 
 def _percentile(values: Sequence[float], fraction: float) -> float:
@@ -82,12 +101,19 @@ async def _pay_all(
     """Every payer pays at once; their runs and the wall time until the last one had its answer."""
     clients = [replica.http(connections=len(keys) * 2, timeout_s=_CLIENT_TIMEOUT_S) for replica in replicas]
     try:
-        wires = [MerchantWire(client, "jsonrpc") for client in clients]
+        wires = {t: [MerchantWire(client, "jsonrpc", t) for client in clients] for t in _TENANTS}
+        tenants = ["acme" if i % _ACME_EVERY == 1 else "" for i in range(len(keys))]
         started = time.monotonic()
         runs = await asyncio.gather(
             *(
-                _pay_once(key, wires[i % 2], wires, duplicate=i % _DUPLICATE_EVERY == 0)
-                for i, key in enumerate(keys)
+                _pay_once(
+                    key,
+                    wires[tenant][i % 2],
+                    wires[tenant],
+                    duplicate=i % _DUPLICATE_EVERY == 0,
+                    tenant=tenant,
+                )
+                for i, (key, tenant) in enumerate(zip(keys, tenants, strict=True))
             )
         )
         return list(runs), time.monotonic() - started
@@ -102,57 +128,87 @@ async def _run_load(
     new_payer: Callable[..., str],
     postgres_url: str,
     first_block: int,
-    payers: int,
+    tenants_file: Path,
+    rounds: int = 1,
 ) -> str:
-    """Run the load; check the answers and the invariants; return the figures as one line."""
+    """Run `rounds` of the load on the same replicas, checking the answers and the invariants after each;
+    return the figures of all rounds as one line."""
     replicas = await asyncio.gather(
-        merchants.start(relayer_key=ANVIL_DEV_KEYS[2]), merchants.start(relayer_key=ANVIL_DEV_KEYS[3])
+        merchants.start(relayer_key=ANVIL_DEV_KEYS[2], tenants_file=tenants_file),
+        merchants.start(relayer_key=ANVIL_DEV_KEYS[3], tenants_file=tenants_file),
     )
-    runs, elapsed_s = await _pay_all(replicas, [new_payer() for _ in range(payers)])
-
-    assert all(run.final_state in DEFINITE_STATES for run in runs)
-    assert Counter(run.final_state for run in runs) == {"TASK_STATE_COMPLETED": payers}
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={run.task_id: run.final_state for run in runs},
-    )
-    assert len(report.transfers) == payers  # exactly one transfer per paid task
-    assert sorted(report.booked_tasks) == sorted(run.task_id for run in runs)
+    runs: list[_ClientRun] = []
+    elapsed_s = 0.0
+    for _ in range(rounds):
+        balances = {pay_to: chain.balance_of(pay_to) for pay_to in _PAY_TOS}
+        round_runs, round_s = await _pay_all(replicas, [new_payer() for _ in range(_PAYERS)])
+        _check_round(chain, round_runs, balances)
+        runs += round_runs
+        elapsed_s += round_s
+        report = await assert_invariants(
+            chain,
+            postgres_url,
+            _PAY_TOS,
+            from_block=first_block,
+            client_views={run.task_id: run.final_state for run in runs},
+        )
+        assert len(report.transfers) == len(runs)  # exactly one transfer per paid task
+        assert sorted(report.booked_tasks) == sorted(run.task_id for run in runs)
     resubmitted = Counter(a for i, run in enumerate(runs) if i % _DUPLICATE_EVERY == 0 for a in run.answers)
     # A payment being taken is never answered with the request to pay: a client would take it as one.
     assert "TASK_STATE_INPUT_REQUIRED" not in resubmitted, resubmitted
     latencies = [run.latency_s for run in runs]
+    payers = len(runs)
+    tenants = Counter("acme" if run.tenant else "default" for run in runs)
     return (
-        f"{payers} payers on 2 replicas ({payers // _DUPLICATE_EVERY} submitting "
-        f"{2 * _COPIES_PER_REPLICA} times): {payers / elapsed_s:.1f} paid tasks/s ({elapsed_s:.1f} s), "
+        f"{payers} payers ({rounds} round{'s' if rounds > 1 else ''} of {_PAYERS}) on 2 replicas, "
+        f"tenants {dict(tenants)} ({payers // _DUPLICATE_EVERY} submitting {2 * _COPIES_PER_REPLICA} times): "
+        f"{payers / elapsed_s:.1f} paid tasks/s ({elapsed_s:.1f} s), "
         f"latency p50 {_percentile(latencies, 0.5):.2f} s, p99 {_percentile(latencies, 0.99):.2f} s; "
         f"answers to the repeated submissions: {dict(resubmitted)}"
     )
 
 
-async def test_two_replicas_with_concurrent_and_repeated_payments_keep_the_invariants(
+def _check_round(chain: DevChain, runs: Sequence[_ClientRun], balances_before: dict[str, int]) -> None:
+    """Every payer of the round had its task completed, and each tenant's payee got its own payers' money."""
+    assert all(run.final_state in DEFINITE_STATES for run in runs)
+    assert Counter(run.final_state for run in runs) == {"TASK_STATE_COMPLETED": len(runs)}
+    for tenant, (pay_to, price) in _TENANTS.items():
+        paid = sum(1 for run in runs if run.tenant == tenant)
+        assert all(run.pay_to == pay_to for run in runs if run.tenant == tenant)
+        assert chain.balance_of(pay_to) - balances_before[pay_to] == paid * price, tenant
+
+
+@pytest.fixture
+def tenants_file(tmp_path: Path) -> Path:
+    """The replicas' tenants: the default tenant and `acme`, with different payTo addresses and prices."""
+    return write_tenants_file(tmp_path / "tenants.toml", _TENANTS)
+
+
+async def test_two_hundred_payers_on_two_replicas_and_two_tenants_keep_the_invariants(
     chain: DevChain,
     merchants: MerchantProcesses,
     new_payer: Callable[..., str],
     postgres_url: str,
     first_block: int,
+    tenants_file: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
-    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=40)
+    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, tenants_file)
     record_property(LOAD_FIGURES, figures)
 
 
 @pytest.mark.soak
-async def test_two_hundred_payers_on_two_replicas_keep_the_invariants(
+async def test_five_rounds_of_two_hundred_payers_keep_the_invariants(
     chain: DevChain,
     merchants: MerchantProcesses,
     new_payer: Callable[..., str],
     postgres_url: str,
     first_block: int,
+    tenants_file: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
-    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, payers=200)
+    figures = await _run_load(
+        chain, merchants, new_payer, postgres_url, first_block, tenants_file, rounds=_SOAK_ROUNDS
+    )
     record_property(LOAD_FIGURES, figures)
