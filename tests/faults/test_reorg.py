@@ -2,7 +2,11 @@
 
 Re-included (by the chain itself, or put back by the merchant while the authorization is still valid):
 the booking stands and reaches its depth. Not re-included until the authorization expired: the booking is
-reversed (`settlement.reversed`), and nothing of it is left on the chain.
+reversed (`settlement.reversed`), and nothing of it is left on the chain. At a depth of two
+confirmations the reorg comes before the depth is reached: nothing is delivered, booked or finalized
+before the transaction is back on the chain and two blocks deep there, and the invariants are checked at
+that depth. A reorg deeper than the depth (a finalized settlement's transaction gone) cannot be undone
+by the merchant: `x402-merchant reconcile` reports it and exits 1.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from payer import sign_payment
 from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantWire, ledger_entries
 
-from .clients import open_task, pay, wait_until
+from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
 from .conftest import PAY_TOS
 from .database import DatabaseProbe
 from .processes import MerchantProcess, MerchantProcesses
@@ -40,6 +44,10 @@ def _block_hash(chain: DevChain, tx_hash: str) -> str | None:
     return None if receipt is None else str(receipt["blockHash"])
 
 
+_FINALIZED = "SELECT count(*) FROM ledger_finalizations"
+_RECONCILE_INTERVAL_S = 0.5
+
+
 @pytest.mark.parametrize("who", ["the chain", "the merchant"])
 async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_becomes_final(
     who: str,
@@ -50,31 +58,86 @@ async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_bec
     postgres_url: str,
     first_block: int,
 ) -> None:
-    merchant = await merchants.start(reconcile_interval_s=0.5)
+    merchant = await merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
     task_id = await _paid(chain, merchant, new_payer())
     (entry,) = await ledger_entries(postgres_url)
     block_hash = _block_hash(chain, entry.tx_hash)
-    if who == "the chain":
-        raw = await database.scalar(
-            "SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=entry.tx_hash
-        )
-        chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
-    else:
-        chain.rpc.call("anvil_rollback", [1])
-        chain.rpc.call("anvil_dropAllTransactions")
-        assert _block_hash(chain, entry.tx_hash) is None
-        # The merchant's reconciler sees the settlement gone while its authorization is still valid.
-        await wait_until(lambda: _block_hash(chain, entry.tx_hash) is not None, what="the re-broadcast")
+    await _reorg(chain, database, who, entry.tx_hash)
     assert _block_hash(chain, entry.tx_hash) not in (None, block_hash)
-    await wait_until(
-        lambda: _count(database, "SELECT count(*) FROM ledger_finalizations"), what="the finalization"
-    )
+    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
 
     report = await assert_invariants(
         chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
     )
     assert [t.tx_hash for t in report.transfers] == [entry.tx_hash]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
+
+
+async def _reorg(chain: DevChain, database: DatabaseProbe, who: str, tx_hash: str) -> None:
+    """The block holding `tx_hash` is replaced; `who` puts the transaction back in the new chain."""
+    if who == "the chain":
+        raw = await database.scalar("SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=tx_hash)
+        chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
+    else:
+        chain.rpc.call("anvil_rollback", [1])
+        chain.rpc.call("anvil_dropAllTransactions")
+        assert _block_hash(chain, tx_hash) is None
+        # The merchant sees the settlement gone while its authorization is still valid.
+        await wait_until(lambda: _block_hash(chain, tx_hash) is not None, what="the re-broadcast")
+
+
+@pytest.mark.parametrize("who", ["the chain", "the merchant"])
+async def test_at_two_confirmations_a_reorg_before_the_depth_delays_delivery_and_finality_until_re_included(
+    who: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(
+        confirmations=2, settle_timeout_s=1, reconcile_interval_s=_RECONCILE_INTERVAL_S
+    )
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        answer = await pay(wire, task_id, sign_payment(new_payer(), terms))
+        tx_hash = pending_transaction(answer)  # mined, one block deep: not settled yet
+        block_hash = _block_hash(chain, tx_hash)
+        assert block_hash is not None
+        await _nothing_final_yet(wire, task_id, postgres_url, database)
+
+        await _reorg(chain, database, who, tx_hash)
+        assert _block_hash(chain, tx_hash) not in (None, block_hash)
+        await _nothing_final_yet(wire, task_id, postgres_url, database)  # back, one block deep again
+
+        chain.rpc.call("evm_mine")  # two blocks deep, in the chain as it now is
+        done = await poll_until_definite(wire, task_id)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
+
+    report = await assert_invariants(
+        chain,
+        postgres_url,
+        PAY_TOS,
+        from_block=first_block,
+        confirmations=2,
+        client_views={task_id: "TASK_STATE_COMPLETED"},
+    )
+    assert [t.tx_hash for t in report.transfers] == [tx_hash]
+    assert report.finalized == 1 and report.events["settlement.finalized"] == 1
+    assert await database.scalar("SELECT confirmations FROM ledger_finalizations") >= 2
+
+
+async def _nothing_final_yet(
+    wire: MerchantWire, task_id: str, postgres_url: str, database: DatabaseProbe
+) -> None:
+    """Several reconcile passes go by: the task is still working, nothing is booked or finalized."""
+    await asyncio.sleep(4 * _RECONCILE_INTERVAL_S)
+    assert (await wire.get_task(task_id))["status"]["state"] == "TASK_STATE_WORKING"
+    assert await ledger_entries(postgres_url) == []
+    assert await database.scalar(_FINALIZED) == 0
 
 
 async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
@@ -100,6 +163,7 @@ async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
     await asyncio.sleep(max(signed_at + valid_for_s + 1 - time.time(), 0))
     expired = await merchants.reconcile(merchant)
     assert "reversed 1" in expired.stdout, expired
+    assert expired.returncode == 0, expired  # resolved: nothing left to report
     chain.rpc.call("evm_mine")  # whatever was put back in the pool cannot pay any more
 
     report = await assert_invariants(
@@ -111,10 +175,48 @@ async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
         client_views={task_id: "TASK_STATE_COMPLETED"},
     )
     assert report.transfers == [] and report.reversed_tasks == [task_id]
-    assert report.events["settlement.reversed"] == 1
+    assert report.events["settlement.reversed"] == 1 and report.finalized == 0
     receipt = chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])
     assert receipt is None or int(receipt["status"], 16) == 0  # put back, it reverted: expired
 
 
 async def _count(database: DatabaseProbe, statement: str) -> bool:
     return bool(await database.scalar(statement))
+
+
+async def test_a_reorg_deeper_than_the_depth_is_reported_and_reconcile_exits_1(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
+    task_id = await _paid(chain, merchant, new_payer())
+    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
+    merchant.stop()
+    (entry,) = await ledger_entries(postgres_url)
+    clean = await merchants.reconcile(merchant)
+    assert (clean.returncode, clean.stderr.count("unresolved")) == (0, 0), clean
+
+    chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
+    chain.rpc.call("anvil_rollback", [1])
+    chain.rpc.call("anvil_dropAllTransactions")
+    deep = await merchants.reconcile(merchant)
+
+    assert deep.returncode == 1, deep
+    assert f"unresolved: {(await _entry_id(database))}: finalized, but {entry.tx_hash}" in deep.stderr, deep
+    assert "reversed 0" in deep.stdout  # final means final: an operator decides, not the reconciler
+    with pytest.raises(AssertionError, match="2: entry .* has no transfer on chain"):
+        await assert_invariants(
+            chain,
+            postgres_url,
+            PAY_TOS,
+            from_block=first_block,
+            client_views={task_id: "TASK_STATE_COMPLETED"},
+        )
+
+
+async def _entry_id(database: DatabaseProbe) -> str:
+    return str(await database.scalar("SELECT id FROM ledger_entries WHERE kind = 'settlement'"))
