@@ -22,7 +22,7 @@ from ._relayer import Relayer
 from ._rpc import RpcClient
 from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
 
-__all__ = ["Recovery", "ThirdPartySettlement", "authorization_used"]
+__all__ = ["Recovery", "ThirdPartySettlement", "authorization_used", "find_settlement"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,40 @@ async def authorization_used(
     """Whether the EIP-3009 token at `asset` reports `payer`'s authorization `nonce` as used or cancelled."""
     call = {"to": asset, "data": encode_authorization_state(payer, bytes.fromhex(nonce[2:]))}
     return decode_bool(await rpc.call("eth_call", call, block))
+
+
+async def find_settlement(
+    rpc: RpcClient, *, asset: str, payer: str, nonce: str, pay_to: str, amount: int
+) -> ThirdPartySettlement | None:
+    """The mined transaction that used `payer`'s authorization `nonce` and paid `pay_to` `amount`, if any.
+
+    Its receipt must hold the token's `AuthorizationUsed(payer, nonce)` and a `Transfer` of that token from
+    `payer` to `pay_to` of `amount`; a use of the nonce that paid someone else, or another amount, is none.
+    """
+    head = int(await rpc.call("eth_blockNumber"), 16)
+    logs = await rpc.call(
+        "eth_getLogs",
+        {
+            "address": asset,
+            "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
+            "toBlock": "latest",
+            "topics": [AUTHORIZATION_USED_TOPIC, "0x" + payer[2:].lower().rjust(64, "0"), nonce],
+        },
+    )
+    for log in logs or []:
+        receipt = await rpc.call("eth_getTransactionReceipt", log["transactionHash"])
+        if receipt is None or int(receipt.get("status", "0x0"), 16) != 1:
+            continue
+        if any(
+            t.token == asset and t.from_ == payer and t.to == pay_to and t.value == amount
+            for t in transfer_logs(receipt)
+        ):
+            return ThirdPartySettlement(
+                tx_hash=log["transactionHash"],
+                block_number=int(receipt["blockNumber"], 16),
+                block_hash=receipt["blockHash"],
+            )
+    return None
 
 
 class Recovery:
@@ -86,37 +120,14 @@ class Recovery:
 
     async def settlement_of(self, claim: Claim) -> ThirdPartySettlement | None:
         """The mined transaction that used the claim's authorization and paid the payee, if any."""
-        head = int(await self._rpc.call("eth_blockNumber"), 16)
-        logs = await self._rpc.call(
-            "eth_getLogs",
-            {
-                "address": claim.asset,
-                "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
-                "toBlock": "latest",
-                "topics": [
-                    AUTHORIZATION_USED_TOPIC,
-                    "0x" + claim.payer[2:].lower().rjust(64, "0"),
-                    claim.nonce,
-                ],
-            },
+        return await find_settlement(
+            self._rpc,
+            asset=claim.asset,
+            payer=claim.payer,
+            nonce=claim.nonce,
+            pay_to=claim.pay_to,
+            amount=claim.amount,
         )
-        for log in logs or []:
-            receipt = await self._rpc.call("eth_getTransactionReceipt", log["transactionHash"])
-            if receipt is None or int(receipt.get("status", "0x0"), 16) != 1:
-                continue
-            if any(
-                t.token == claim.asset
-                and t.from_ == claim.payer
-                and t.to == claim.pay_to
-                and t.value == claim.amount
-                for t in transfer_logs(receipt)
-            ):
-                return ThirdPartySettlement(
-                    tx_hash=log["transactionHash"],
-                    block_number=int(receipt["blockNumber"], 16),
-                    block_hash=receipt["blockHash"],
-                )
-        return None
 
     async def safely(self, claim: Claim, tx_hash: str) -> str | ThirdPartySettlement:
         """`revive`, logging instead of raising when the chain cannot be reached (a later pass retries)."""

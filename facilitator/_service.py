@@ -27,7 +27,7 @@ from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
 from ._receipts import Receipt, ReceiptWatcher
-from ._recovery import Recovery, ThirdPartySettlement
+from ._recovery import Recovery, ThirdPartySettlement, find_settlement
 from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
 from ._request import PaymentRequest, idempotency_key_of, read_payment
 from ._rpc import RpcCall, RpcClient
@@ -238,6 +238,10 @@ class Facilitator:
                 existing = await self._claims.by_idempotency_key(key_text)
             if existing is not None:
                 return await self._answer_existing(existing, request, key_text, deadline)
+            if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
+                front_run = await self._front_run(request, key_text, deadline)
+                if front_run is not None:
+                    return front_run
             return self._failure(exc.reason, exc.message, request.authorization.from_)
         except ChainError as exc:
             logger.warning("settle could not reach the chain: %s", exc)
@@ -344,6 +348,58 @@ class Facilitator:
             return None
         logger.info("claim %s retaken for attempt %d", taken.id, taken.attempt)
         return await self._broadcast(taken, verified, deadline)
+
+    async def _front_run(
+        self, request: PaymentRequest, key_text: str | None, deadline: float
+    ) -> SettleResponse | None:
+        """Success with someone else's transaction, if it used this very authorization to pay the payee.
+
+        Anyone holding a signed authorization may submit it (spec §15.6): when that happened before we
+        claimed it, the payer paid the payee exactly once and the settlement is theirs. It is claimed and
+        recorded like ours, so the same authorization presented again is a duplicate. None when the nonce
+        was used otherwise (cancelled, or another authorization with the same nonce): a refusal stands.
+        """
+        auth, terms = request.authorization, request.terms
+        try:
+            settled = await find_settlement(
+                self._rpc,
+                asset=terms.asset,
+                payer=auth.from_,
+                nonce="0x" + auth.nonce.hex(),
+                pay_to=terms.pay_to,
+                amount=terms.amount,
+            )
+        except ChainError as exc:
+            logger.warning("settle could not look for a front-running transaction: %s", exc)
+            return None
+        if settled is None:
+            return None
+        receipt = await self._watcher.wait(
+            settled.tx_hash,
+            confirmations=self._confirmations,
+            timeout_s=max(deadline - time.monotonic(), 0.0),
+        )
+        if receipt is None:
+            # Not deep enough yet: nothing is recorded, so asking again finds it once it is.
+            return self._failure(
+                Reason.SETTLEMENT_PENDING,
+                "the payment was submitted by someone else and is not yet confirmed; ask again",
+                auth.from_,
+                transaction=settled.tx_hash,
+            )
+        claim, created = await self._claims.claim(
+            self._claim_key(request),
+            idempotency_key=key_text,
+            payload_hash=request.payload_hash,
+            network=self.network,
+            pay_to=terms.pay_to,
+            amount=terms.amount,
+            valid_before=auth.valid_before,
+        )
+        if not created:
+            return await self._answer_existing(claim, request, key_text, deadline)
+        logger.info("claim %s was settled by someone else's transaction %s", claim.id, settled.tx_hash)
+        return await self._record_success(claim, settled.tx_hash, receipt.block_number, receipt.block_hash)
 
     async def _abandoned(self, claim: Claim) -> bool:
         """Whether a `claimed` claim's owner vanished before broadcasting (lease over, nonce unused)."""

@@ -1,16 +1,18 @@
 """Recovery: a settlement transaction dropped from the pool is broadcast again (or re-sent when its
-relayer nonce was taken), a payment settled by someone else's transaction counts as settled, and a
-reconcile pass releases claims whose owner vanished before broadcasting."""
+relayer nonce was taken), a payment settled by someone else's transaction counts as settled (whether it
+came before or after ours was sent), a nonce used for another transfer stays refused, and a reconcile
+pass releases claims whose owner vanished before broadcasting."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from devchain import DevChain
-from facilitator import ClaimState
+from facilitator import ClaimState, Facilitator
 from facilitator._claims import claims_table
 from facilitator.wire import Reason
 from payer import sign_payment
@@ -18,7 +20,9 @@ from storage import create_engine
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows, relayer_address, submit_directly, tx_count
+from .payments import claim_rows, relayer_address, sign_exact, submit_directly, transfer_logs_of, tx_count
+
+OTHER_PAYEE = "0x1111111111111111111111111111111111111111"
 
 
 async def test_a_dropped_settlement_is_broadcast_again_and_mines(
@@ -128,3 +132,75 @@ async def test_reconcile_releases_a_claim_whose_owner_vanished_before_broadcasti
     assert states["clm_orphan"] == ClaimState.RELEASED
     retried = await service.settle(orphan, requirements)
     assert retried.success is True
+
+
+def front_runner_transaction(chain: DevChain) -> str:
+    """The hash of the one transaction in the latest block (what `submit_directly` just mined)."""
+    [tx_hash] = chain.rpc.call("eth_getBlockByNumber", ["latest", False])["transactions"]
+    return str(tx_hash)
+
+
+async def test_an_authorization_front_run_before_settling_settles_with_the_front_runners_transaction(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payer = payload.payload.authorization.from_address
+    payer_before, payee_before = chain.balance_of(payer), chain.balance_of(PAY_TO)
+    relayer_before = tx_count(chain, relayer_address(chain))
+    submit_directly(chain, payload)
+    front_run = front_runner_transaction(chain)
+
+    settled = await service.settle(payload, requirements, idempotency_key="front-run-early")
+    again = await service.settle(payload, requirements, idempotency_key="front-run-early")
+    other = await service.settle(payload, requirements)
+
+    assert (settled.success, settled.transaction, settled.payer) == (True, front_run, payer)
+    assert again == settled
+    assert (other.success, other.error_reason, other.extensions) == (
+        False,
+        Reason.DUPLICATE_SETTLEMENT,
+        {"originalSettlement": {"state": "succeeded", "transaction": front_run}},
+    )
+    assert transfer_logs_of(chain, front_run) == [
+        (chain.asset.lower(), payer.lower(), PAY_TO.lower(), requirements.amount)
+    ]
+    assert (chain.balance_of(payer), chain.balance_of(PAY_TO)) == (
+        payer_before - requirements.amount,
+        payee_before + requirements.amount,
+    )
+    assert tx_count(chain, relayer_address(chain)) == relayer_before  # the facilitator sent nothing
+    [row] = await claim_rows(database_url)
+    assert (row["state"], row["tx_hash"], row["idempotency_key"]) == (
+        ClaimState.SUCCEEDED,
+        front_run,
+        "front-run-early",
+    )
+
+
+@pytest.mark.parametrize("used_for", ["another payee", "another amount"])
+async def test_a_nonce_used_by_a_transfer_that_is_not_this_payment_is_still_refused(
+    used_for: str, sqlite_url: str, chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
+) -> None:
+    key = new_payer()
+    requirements = make_requirements(chain)
+    payload = sign_payment(key, requirements)
+    nonce = bytes.fromhex(payload.payload.authorization.nonce[2:])
+    # The payer signed another authorization with the same nonce, and it reached the chain first.
+    if used_for == "another payee":
+        elsewhere = make_requirements(chain, pay_to=OTHER_PAYEE)
+    else:
+        elsewhere = make_requirements(chain, amount=requirements.amount - 1)
+    submit_directly(chain, sign_exact(key, elsewhere, nonce=nonce))
+    payee_before = chain.balance_of(PAY_TO)
+
+    settled = await facilitator.settle(payload, requirements)
+
+    assert (settled.success, settled.error_reason, settled.transaction) == (
+        False,
+        Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+        "",
+    )
+    assert chain.balance_of(PAY_TO) == payee_before
+    assert await claim_rows(sqlite_url) == []

@@ -19,7 +19,7 @@ from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
 from facilitator.wire import PaymentPayload, PaymentRequirements
 from payer import sign_payment
-from tests.facilitator.payments import submit_directly, tampered
+from tests.facilitator.payments import cancel_authorization, submit_directly, tampered
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -296,13 +296,44 @@ async def test_settlement_refused_for_lack_of_funds_delivers_nothing(
     assert [e.task_id for e in await ledger_entries(merchant.database_url)] == [task["id"]]
 
 
-async def test_settlement_refused_for_good_fails_the_task_without_the_artifact(
+async def test_settlement_front_run_by_someone_else_still_delivers(
     start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
-    """Someone else submits the very authorization while the work runs: the merchant's settlement fails."""
+    """Someone else submits the very authorization while the work runs: the payee was paid, once."""
     payloads: list[PaymentPayload] = []
     merchant = start_merchant(
         sqlite_url, delegate=MidWorkExecutor(lambda: submit_directly(chain, payloads[0]))
+    )
+    before = snapshot(chain, address_of(payer_key))
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = await offer(wire, TEXT)
+        payloads.append(sign_payment(payer_key, terms_of(task)))
+
+        done = (await wire.send(payment_message(task["id"], payloads[0])))["task"]
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert_text_stats(done["artifacts"])
+    [receipt] = extension(done)["receipts"]
+    assert receipt["success"] is True
+    # The settlement named is the front-runner's transaction: the facilitator sent none of its own.
+    on_chain = chain.rpc.call("eth_getTransactionReceipt", [receipt["transaction"]])
+    assert on_chain["from"] == Account.from_key(chain.deployer_key).address.lower()
+    assert snapshot(chain, address_of(payer_key)).pay_to == before.pay_to + DEFAULT_PRICE
+    [entry] = await ledger_entries(merchant.database_url)
+    assert (entry.task_id, entry.tx_hash) == (task["id"], receipt["transaction"])
+
+
+async def test_settlement_refused_for_good_fails_the_task_without_the_artifact(
+    start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    """The payer cancels the authorization while the work runs: the merchant's settlement fails for good."""
+    payloads: list[PaymentPayload] = []
+    merchant = start_merchant(
+        sqlite_url,
+        delegate=MidWorkExecutor(
+            lambda: cancel_authorization(chain, payer_key, payloads[0].payload.authorization.nonce)
+        ),
     )
     async with merchant.http() as http:
         wire = MerchantWire(http, binding)
