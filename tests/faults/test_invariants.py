@@ -14,6 +14,8 @@ import sqlalchemy as sa
 from devchain import DevChain
 from facilitator.wire import PaymentRequirements
 from payer import sign_payment
+from merchant.ledger import Ledger
+from merchant.webhooks import Outbox
 from storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.invariants import assert_invariants
@@ -81,6 +83,16 @@ async def _delivered_unpaid(paid: _Paid) -> None:
     )
 
 
+async def _reversed_after_delivery(paid: _Paid) -> None:
+    engine = create_engine(paid.database_url)
+    try:
+        ledger = Ledger(engine, Outbox(engine))
+        (entry,) = await ledger.unfinalized_settlements()
+        await ledger.reverse_settlement(entry.id, reason="a reorg deeper than the depth, undeclared")
+    finally:
+        await engine.dispose()
+
+
 async def _left_settling(paid: _Paid) -> None:
     await paid.execute("UPDATE payment_offers SET state = 'settling' WHERE task_id = :t", t=paid.paid_task)
 
@@ -96,6 +108,11 @@ BREAKS = [
         _delivered_unpaid,
         "3: task .* was delivered with its offer 'offered'",
         id="an artifact delivered unpaid",
+    ),
+    pytest.param(
+        _reversed_after_delivery,
+        "3: task .* was delivered, but its settlement was reversed",
+        id="an artifact delivered on a settlement reversed later",
     ),
     pytest.param(_left_settling, "4: task .* is left undecided", id="a payment left settling"),
     pytest.param(_event_lost, "5: no settlement.completed event", id="a booking without its event"),
@@ -127,7 +144,11 @@ async def test_each_broken_invariant_is_reported(
 
 
 async def test_more_depth_than_the_chain_has_and_an_undecided_client_are_reported(paid: _Paid) -> None:
-    with pytest.raises(AssertionError, match=r"(?s)2: entry .* is 1 blocks deep, 2 required.*4: the client"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)2: entry .* is 1 blocks deep, 2 required.*3: task .* was delivered on a settlement 1 "
+        r"blocks deep, 2 required.*4: the client",
+    ):
         await assert_invariants(
             paid.chain,
             paid.database_url,
