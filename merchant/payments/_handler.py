@@ -4,22 +4,21 @@ The executor runs inside the task's lifecycle, where an error moves the task to 
 payment layer must refuse — malformed extension data, a priced skill without the extension activated, a
 payment that does not match the task's terms or was already used — are refused here, before the request
 reaches the task: a clear A2A error, no state change, nothing booked. A task whose payment is being taken
-cannot be canceled.
+cannot be canceled. Extension data in the request's own metadata (not the message's) is refused too.
 
 A blocking SendMessage that carries a payment waits for the task to finish, as A2A says, unless the
 settlement is still unconfirmed at the executor's deadline: then it answers with the task as it is
 (`TASK_STATE_WORKING`, the pending receipt with its transaction hash) while the executor keeps waiting
 for the settlement in the background. The handler follows the task's own events to see that moment, so
-the task it answers with is the stored one, pending receipt included.
+the task it answers with is the stored one, pending receipt included. The same payment presented again
+while it is being processed is answered the same way, with the stored task as it stands.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from datetime import UTC, datetime
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -28,8 +27,6 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
-    Part,
-    Role,
     SendMessageRequest,
     Task,
     TaskState,
@@ -37,6 +34,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     ExtensionSupportRequiredError,
+    InternalError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -77,7 +75,9 @@ _TERMINAL = {
 _ANSWERED = _TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01})
 _PROGRESS_POLL_S = 0.05
-_REPRESENTED_WAIT_S = 2.0
+# Past the deadline, how long a re-presented payment still waits for its processing to report a status:
+# verification is bounded by the facilitator's own timeouts, so only a lost executor waits this long.
+_UNREPORTED_WAIT_S = 30.0
 _TAKING_PAYMENT = {OfferState.WORKING, OfferState.SETTLING}
 
 
@@ -138,23 +138,32 @@ class PaymentRequestHandler(DelegatingRequestHandler):
     ) -> Task:
         """Answer a payment presented again while it is being taken (a retry, or another replica's request).
 
-        Its executor runs elsewhere, so there are no events to follow: the task is read until its status moves
-        on from the one the payment was presented against and says something definite (done, interrupted, a
-        pending settlement). If it has not within a moment, the answer is the task as working: a copy, not
-        stored, that says the payment is being taken — never the stored request to pay, which the client
-        would take as an invitation to pay again.
+        The answer is the stored task as it stands (§11 of the specification), with its status message and
+        x402 metadata: as a blocking SendMessage of the payment would, it waits until the task is done,
+        interrupted or pending (the pending receipt included), and at the deadline answers with the task
+        working (`payment-verified`). Its executor runs elsewhere, so the task is read, not followed. The
+        stored request to pay, which the payment answered, is never the answer: the client would take it as
+        an invitation to pay again.
+
+        Raises:
+            TaskNotFoundError: the task disappeared.
+            InternalError: the payment's processing reported no status long after the deadline.
         """
         request = GetTaskRequest(id=params.message.task_id, tenant=params.tenant)
+        dialect = self._dialect_of(context)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(self._progress_timeout_s, _REPRESENTED_WAIT_S)
+        deadline = loop.time() + self._progress_timeout_s
         while True:
             task = await super().on_get_task(request, context)
             if task is None:
                 raise TaskNotFoundError
-            if _moved_on(task, seen) and _answers(task, self._dialect_of(context)):
+            now = loop.time()
+            if _stands(task, seen) and (now >= deadline or _answers(task, dialect)):
                 return task
-            if loop.time() >= deadline:
-                return _being_taken(task)
+            if now >= deadline + _UNREPORTED_WAIT_S:
+                raise InternalError(
+                    message="the payment is being taken but its task reports no status yet; get the task later"
+                )
             await asyncio.sleep(_PROGRESS_POLL_S)
 
     def _dialect_of(self, context: ServerCallContext) -> Dialect:
@@ -195,6 +204,11 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         message = request.message
         if message.ByteSize() > MAX_MESSAGE_BYTES:
             raise InvalidParamsError(message=f"the message is larger than {MAX_MESSAGE_BYTES} bytes")
+        if request.HasField("metadata") and any(_is_extension_key(key) for key in request.metadata):
+            # Read nowhere: without this refusal the payment would be dropped and the task priced again.
+            raise InvalidParamsError(
+                message="x402 payment data belongs in the message's metadata, not the request's"
+            )
         dialect = negotiate_dialect(call_context.requested_extensions, protocol_version(call_context))
         data = self._read(message, dialect)
         if not message.task_id:
@@ -251,7 +265,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         """The message's extension data; extension data without the extension activated is refused."""
         if dialect is None:
             keys = message.metadata.keys() if message.HasField("metadata") else ()
-            if any(key in EXTENSION_URIS or key.startswith(FLAT_KEY_PREFIX) for key in keys):
+            if any(_is_extension_key(key) for key in keys):
                 raise ExtensionSupportRequiredError(
                     message="the message carries x402 payment data but the extension is not activated"
                 )
@@ -260,27 +274,6 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return message_payment_data(message, dialect)
         except ExtensionMetadataError as exc:
             raise InvalidParamsError(message=f"malformed x402 extension metadata: {exc}") from None
-
-
-def _being_taken(task: Task) -> Task:
-    """A copy of `task` as working, saying that its payment is being taken (for a re-presented payment)."""
-    view = Task()
-    view.CopyFrom(task)
-    if task.status.HasField("message"):
-        view.history.append(task.status.message)
-    view.status.Clear()
-    view.status.state = TaskState.TASK_STATE_WORKING
-    view.status.message.CopyFrom(
-        Message(
-            message_id=str(uuid.uuid4()),
-            context_id=task.context_id,
-            task_id=task.id,
-            role=Role.ROLE_AGENT,
-            parts=[Part(text="This payment is already being taken; get the task for the outcome.")],
-        )
-    )
-    view.status.timestamp.FromDatetime(datetime.now(UTC))
-    return view
 
 
 class _Represented(Exception):  # noqa: N818 - a signal between two methods, not an error
@@ -299,6 +292,26 @@ def _moved_on(task: Task, seen: str) -> bool:
     if task.status.state in _TERMINAL:
         return True
     return task.status.HasField("message") and task.status.message.message_id != seen
+
+
+def _is_extension_key(key: str) -> bool:
+    """Whether a metadata key holds x402 extension data (of any version)."""
+    return key in EXTENSION_URIS or key.startswith(FLAT_KEY_PREFIX)
+
+
+def _stands(task: Task, seen: str) -> bool:
+    """Whether `task` says how a payment presented against status message `seen` is being processed.
+
+    The stored request to pay (`seen` in `TASK_STATE_INPUT_REQUIRED`) does not, nor does a status without a
+    message (the SDK's mark that a client message arrived); a terminal state or any other status does.
+    """
+    if task.status.state in _TERMINAL:
+        return True
+    if not task.status.HasField("message"):
+        return False
+    return not (
+        task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and task.status.message.message_id == seen
+    )
 
 
 def _answers(event: Task | TaskStatusUpdateEvent, dialect: Dialect) -> bool:
