@@ -7,6 +7,10 @@ and writes models back to their wire form.
 
 A settlement receipt carries no ``x402Version``; its network tells: CAIP-2 (``eip155:8453``,
 always with a colon) is v2, a legacy name (``base``, never with a colon) is v1.
+
+Extension v0.3 profiles x402 to the ``exact`` scheme (its specification, §1.1 and §6.1): terms or a
+payment naming any other scheme are refused, as its JSON Schema refuses them. v0.2 leaves the scheme
+to x402.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ X402Receipt: TypeAlias = SettleResponse | SettleResponseV1
 """A settlement receipt: x402 v2 ``SettleResponse``, or v1 on extension v0.2."""
 
 _VERSIONS: Mapping[Dialect, frozenset[int]] = {Dialect.V03: frozenset({2}), Dialect.V02: frozenset({1, 2})}
+_V03_SCHEMES = frozenset({"exact"})
 _V2_TYPES: tuple[type[WireModel], ...] = (PaymentRequired, PaymentPayload, SettleResponse)
 _Model = TypeVar("_Model", bound=WireModel)
 
@@ -48,13 +53,20 @@ _Model = TypeVar("_Model", bound=WireModel)
 def parse_required(value: JsonValue, dialect: Dialect, path: str) -> X402PaymentRequired:
     """Parse the payment terms carried by ``dialect``; ``value`` is already normalised."""
     _check_version(value, dialect, path)
-    return _parse(parse_payment_required, value, path)
+    required = _parse(parse_payment_required, value, path)
+    if dialect is Dialect.V03:
+        for index, requirements in enumerate(required.accepts):
+            _check_scheme(requirements.scheme, child_path(child_path(path, "accepts"), index))
+    return required
 
 
 def parse_payload(value: JsonValue, dialect: Dialect, path: str) -> X402PaymentPayload:
     """Parse the signed payment carried by ``dialect``; ``value`` is already normalised."""
     _check_version(value, dialect, path)
-    return _parse(parse_payment_payload, value, path)
+    payload = _parse(parse_payment_payload, value, path)
+    if isinstance(payload, PaymentPayload) and dialect is Dialect.V03:
+        _check_scheme(payload.accepted.scheme, child_path(path, "accepted"))
+    return payload
 
 
 def parse_receipt(value: JsonValue, dialect: Dialect, path: str) -> X402Receipt:
@@ -94,6 +106,15 @@ def to_wire(model: object, dialect: Dialect, path: str) -> dict[str, JsonValue]:
             path,
         )
     return model.to_json_dict()
+
+
+def _check_scheme(scheme: str, path: str) -> None:
+    if scheme not in _V03_SCHEMES:
+        raise ExtensionMetadataError(
+            MetadataErrorCode.INVALID_X402_VALUE,
+            "this scheme is not carried by extension v0.3 (expected exact)",
+            child_path(path, "scheme"),
+        )
 
 
 def _check_version(value: JsonValue, dialect: Dialect, path: str) -> None:

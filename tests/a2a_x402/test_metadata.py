@@ -625,6 +625,20 @@ MALFORMED: list[Any] = [
         MC.TOO_LARGE,
         None,
     ),
+    (
+        "other-scheme-in-terms",
+        V03,
+        _v03(status=REQUIRED, required=_with(doc.required_v2(), ("accepts", 0, "scheme"), "upto")),
+        MC.INVALID_X402_VALUE,
+        f"{ROOT}.required.accepts[0].scheme",
+    ),
+    (
+        "other-scheme-in-payment",
+        V03,
+        _v03(status=SUBMITTED, payload=_with(doc.payload_v2(), ("accepted", "scheme"), "upto")),
+        MC.INVALID_X402_VALUE,
+        f"{ROOT}.payload.accepted.scheme",
+    ),
     ("binary", V03, _v03(status=SUBMITTED, payload=b"\x00\x01"), MC.INVALID_TYPE, f"{ROOT}.payload"),
     ("non-string-key", V03, {EXTENSION_URI: {"status": "payment-rejected", 1: 2}}, MC.INVALID_TYPE, ROOT),
 ]
