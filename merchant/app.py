@@ -42,8 +42,11 @@ from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_r
 __all__ = ["build_app", "build_reconciler", "payment_extension"]
 
 
-def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True) -> AgentExtension:
-    """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid.
+def payment_extension(
+    pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True, tenant: str | None = None
+) -> AgentExtension:
+    """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid
+    (every tenant's payTo, or with `tenant` only that tenant's, for its extended card).
 
     The default tenant's `payTo` entries carry no `tenant` member (clients read a missing one as `""`): the
     a2a-sdk's card verifier drops empty strings before checking a signature (README, "Signed Agent
@@ -65,6 +68,7 @@ def payment_extension(pricing: Pricing, uri: str = EXTENSION_URI, *, required: b
             "payTo": [
                 {"network": pricing.asset.network, "address": t.pay_to} | ({"tenant": t.id} if t.id else {})
                 for t in pricing.tenants
+                if tenant is None or t.id == tenant
             ],
         }
     )
@@ -219,6 +223,7 @@ def build_app(
             base_url=settings.base_url,
             skills=[TEXT_STATS_SKILL],
             extensions=[payment_extension(pricing)],
+            tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant)],
             # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
             extensions_v0_3=[
                 payment_extension(pricing, EXTENSION_URI_V02),

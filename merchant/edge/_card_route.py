@@ -10,6 +10,14 @@ The card modifier is applied on every request to the version's card before it is
 signer, when given, signs the rendered document (JWS over its canonical form, A2A §8.4) and the signed
 document is what is served; it is signed once per distinct document, since ES256 signatures differ on
 every signing and a card whose bytes changed on every request could never be cached or revalidated.
+
+`ExtendedAgentCards` serves each tenant's extended card through the SDK's extended-card hook (the request
+handler's `extended_card_modifier`), so both 1.0 bindings answer `GetExtendedAgentCard` with it. Each card
+is rendered and signed once, like the public ones, and handed to the SDK as the message parsed from the
+signed JSON: the bindings write it back with `MessageToDict`, which gives the same members, so the served
+card minus `signatures` is what was signed. The card is picked by the request's tenant (the tenant gate has
+refused unknown ones), so a tenant is only ever answered with its own card. A2A 0.3 requests are refused:
+0.3 has no tenants, and the compatibility layer would rewrite the card after signing.
 """
 
 from __future__ import annotations
@@ -20,17 +28,25 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.server.context import ServerCallContext
 from a2a.types import AgentCard
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import VersionNotSupportedError
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from google.protobuf.json_format import ParseDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+from merchant.payments import protocol_version
 
 from .card import render_agent_card
 from .versions import ProtocolVersion, VersionNegotiator
 
-__all__ = ["AgentCardEndpoint", "CardDocument", "CardModifier", "CardSigner"]
+__all__ = ["AgentCardEndpoint", "CardDocument", "CardModifier", "CardSigner", "ExtendedAgentCards"]
 
 CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
 """Called on every card request with the built card; returns the card to serve."""
@@ -89,9 +105,7 @@ class AgentCardEndpoint:
             signer = self._signer
             if signer is None:
                 raise RuntimeError("no card signer")
-            signed = self._signed[body] = json.dumps(
-                signer(json.loads(body)), ensure_ascii=False, separators=(",", ":")
-            ).encode()
+            signed = self._signed[body] = _signed_body(signer, body)
         return signed
 
     async def serve(self, request: Request) -> Response:
@@ -113,3 +127,44 @@ class AgentCardEndpoint:
         if if_none_match and _if_none_match_hits(if_none_match, document.etag):
             return Response(status_code=304, headers=headers)
         return Response(document.body, media_type=_MEDIA_TYPE, headers=headers)
+
+
+class ExtendedAgentCards:
+    """Each tenant's extended Agent Card, signed, for the SDK's `extended_card_modifier` hook.
+
+    Args:
+        cards: tenant id -> that tenant's extended card (`build_extended_agent_card`).
+        signer: signs each card over exactly the JSON the bindings serve; `None` serves them unsigned.
+    """
+
+    def __init__(self, cards: Mapping[str, AgentCard], *, signer: CardSigner | None) -> None:
+        self._cards: dict[str, AgentCard] = {}
+        for tenant, card in cards.items():
+            body = render_agent_card(card, ProtocolVersion.V1_0)
+            if signer is not None:
+                body = _signed_body(signer, body)
+            self._cards[tenant] = ParseDict(json.loads(body), AgentCard())
+
+    async def for_request(self, _card: AgentCard, context: ServerCallContext) -> AgentCard:
+        """The requesting tenant's extended card (the SDK hook's signature; the SDK's own card is unused).
+
+        Raises:
+            UnsupportedOperationError: the request speaks A2A 0.3.
+            ExtendedAgentCardNotConfiguredError: the tenant has no extended card.
+        """
+        if protocol_version(context) != ProtocolVersion.V1_0.value:
+            raise UnsupportedOperationError(message="the extended Agent Card is served over A2A 1.0 only")
+        card = self._cards.get(context.tenant)
+        if card is None:
+            raise ExtendedAgentCardNotConfiguredError(
+                message=f"no extended Agent Card for tenant {context.tenant!r}"
+            )
+        served = AgentCard()
+        # A layer may change what it is handed; the signed card itself must stay as signed.
+        served.CopyFrom(card)
+        return served
+
+
+def _signed_body(signer: CardSigner, body: bytes) -> bytes:
+    """`body` (a rendered card) with `signatures` set by `signer`, written compactly."""
+    return json.dumps(signer(json.loads(body)), ensure_ascii=False, separators=(",", ":")).encode()

@@ -10,7 +10,9 @@ with one-statement saves and reads) on the caller's engine, owner-scoped by tena
 made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
-optional `card_modifier`; card signing plugs in there.
+optional `card_modifier`; card signing plugs in there. With `tenant_extensions` in the card settings, each
+tenant's extended card is served through the SDK handler's extended-card hook (`ExtendedAgentCards`),
+rendered and signed the same way.
 """
 
 from __future__ import annotations
@@ -31,14 +33,20 @@ from merchant.tenants import TenantRegistry
 from storage import ensure_schema_current
 
 from ._call_context import EdgeCallContextBuilder
-from ._card_route import AgentCardEndpoint, CardModifier, CardSigner
+from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards
 from ._echo import ProtocolEcho
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
 from ._task_store import TenantTaskStore
 from ._tenancy import TenantGate
-from .card import AgentCardSettings, CardSettingsError, build_agent_card, served_versions
+from .card import (
+    AgentCardSettings,
+    CardSettingsError,
+    build_agent_card,
+    build_extended_agent_card,
+    served_versions,
+)
 from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
@@ -79,7 +87,8 @@ def create_app(
         card: what the Agent Card says about the agent (name, skills, base URL, extensions, ...).
         routes: extra routes (JWKS, per-tenant endpoints, ...), registered before the A2A ones.
         card_modifier: applied to the card of the requested version on every card request.
-        card_signer: signs every card served (each version's), over exactly the bytes served.
+        card_signer: signs every card served (each version's, each tenant's extended card), over exactly
+            the bytes served.
         handler_layers: wrappers around the SDK's request handler, innermost first (the payment layer's);
             the tenant gate is always outermost.
         card_cache_control: `Cache-Control` of the card responses; must set a `max-age` (an ETag and
@@ -107,11 +116,22 @@ def create_app(
         }
     )
     task_store = task_store if task_store is not None else TenantTaskStore(engine)
+    extended = (
+        ExtendedAgentCards(
+            {tenant.id: build_extended_agent_card(card, tenants, tenant.id) for tenant in tenants},
+            signer=card_signer,
+        )
+        if card.tenant_extensions is not None
+        else None
+    )
     inner: RequestHandler = DefaultRequestHandler(
         executor,
         task_store,
         cards[ProtocolVersion.V1_0],
         request_context_builder=TaskContextRequestContextBuilder(task_store),
+        # The SDK insists on a card here; `for_request` answers with the caller's tenant's card instead.
+        extended_agent_card=cards[ProtocolVersion.V1_0] if extended is not None else None,
+        extended_card_modifier=extended.for_request if extended is not None else None,
         interrupted_task_timeout=interrupted_task_timeout_s,
         validate_input_modes=True,
     )

@@ -9,6 +9,11 @@ interface talks to the default tenant. When the default tenant exists the deploy
 streaming yes, push notifications no. Extension declarations are supplied by the caller per version
 (`extensions` for 1.0, `extensions_v0_3` for 0.3): an extension URI names one version of the extension.
 
+With `tenant_extensions` set, each tenant also has an extended Agent Card (A2A 1.0 `GetExtendedAgentCard`,
+`build_extended_agent_card`): the same agent with only that tenant's 1.0 interfaces and the extension
+declarations `tenant_extensions` gives for it (the reference merchant: only that tenant's payTo addresses),
+and the 1.0 card declares `capabilities.extendedAgentCard`. The 0.3 card does not: 0.3 has no tenants.
+
 `render_agent_card` is the one place that turns a card into the exact bytes served for its version (and
 so the bytes a signature must cover). The 1.0 card is written with plain `MessageToDict`, never the SDK's
 `agent_card_to_dict`, which would merge the 0.3 fields into a 1.0 card that lists a 0.3 interface.
@@ -16,7 +21,7 @@ so the bytes a signature must cover). The 1.0 card is written with plain `Messag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -36,6 +41,7 @@ __all__ = [
     "AgentCardSettings",
     "CardSettingsError",
     "build_agent_card",
+    "build_extended_agent_card",
     "render_agent_card",
     "served_versions",
 ]
@@ -57,7 +63,8 @@ class AgentCardSettings:
 
     `base_url` is the public origin (and optional path prefix) clients reach the app at, for example
     `https://shop.example`; interface URLs are built from it. `extensions` go into the 1.0 card's
-    `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's. Raises `CardSettingsError`
+    `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's; `tenant_extensions`, when
+    set, gives a tenant id's extended card its extension declarations. Raises `CardSettingsError`
     on an empty name, description, version or skill list, or a base URL that is not an absolute http(s)
     URL.
     """
@@ -69,6 +76,7 @@ class AgentCardSettings:
     skills: Sequence[AgentSkill]
     extensions: Sequence[AgentExtension] = ()
     extensions_v0_3: Sequence[AgentExtension] = ()
+    tenant_extensions: Callable[[str], Sequence[AgentExtension]] | None = None
     default_input_modes: Sequence[str] = _DEFAULT_MODES
     default_output_modes: Sequence[str] = _DEFAULT_MODES
     provider: AgentProvider | None = None
@@ -135,16 +143,46 @@ def build_agent_card(
     if version not in served_versions(tenants):
         raise CardSettingsError(f"A2A {version} is not served: it needs a default tenant")
     interfaces = _interfaces(settings, tenants)
-    extensions = settings.extensions
     if version is ProtocolVersion.V0_3:
         interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
-        extensions = settings.extensions_v0_3
+        return _card(settings, interfaces, settings.extensions_v0_3, extended=False)
+    return _card(settings, interfaces, settings.extensions, extended=settings.tenant_extensions is not None)
+
+
+def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegistry, tenant: str) -> AgentCard:
+    """`tenant`'s extended Agent Card (A2A 1.0): its own 1.0 interfaces and `tenant_extensions(tenant)`.
+
+    Raises:
+        CardSettingsError: `settings` has no `tenant_extensions`, or `tenant` is not in `tenants`.
+    """
+    if settings.tenant_extensions is None:
+        raise CardSettingsError("extended cards need tenant_extensions in the card settings")
+    if tenant not in tenants:
+        raise CardSettingsError(f"no tenant {tenant!r} to build an extended card for")
+    interfaces = [
+        i
+        for i in _interfaces(settings, tenants)
+        if i.tenant == tenant and i.protocol_version == ProtocolVersion.V1_0.value
+    ]
+    return _card(settings, interfaces, settings.tenant_extensions(tenant), extended=True)
+
+
+def _card(
+    settings: AgentCardSettings,
+    interfaces: Sequence[AgentInterface],
+    extensions: Sequence[AgentExtension],
+    *,
+    extended: bool,
+) -> AgentCard:
+    capabilities = AgentCapabilities(streaming=True, push_notifications=False, extensions=list(extensions))
+    if extended:
+        capabilities.extended_agent_card = True
     card = AgentCard(
         name=settings.name,
         description=settings.description,
         version=settings.version,
-        supported_interfaces=interfaces,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extensions=list(extensions)),
+        supported_interfaces=list(interfaces),
+        capabilities=capabilities,
         default_input_modes=list(settings.default_input_modes),
         default_output_modes=list(settings.default_output_modes),
         skills=list(settings.skills),

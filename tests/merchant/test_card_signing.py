@@ -41,7 +41,7 @@ from agentcard import (
     parse_jwks,
 )
 from devchain import DevChain
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, MerchantStarter, write_tenants_file
 
 pytestmark = pytest.mark.timeout(60)
@@ -324,29 +324,88 @@ async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevCh
     assert "x402-merchant keys generate" in err and "Traceback" not in err
 
 
-async def test_the_merchant_serves_no_extended_card_that_could_go_unsigned(
+ALL_TENANTS = {"": (DEFAULT_PAY_TO, 1), **TWO_TENANTS}
+
+
+async def fetch_extended_cards(http: httpx.AsyncClient, tenant: str) -> dict[str, dict[str, Any]]:
+    """`tenant`'s extended card as each 1.0 binding serves it (GetExtendedAgentCard)."""
+    rpc = await http.post(
+        JSONRPC_PATH,
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {"tenant": tenant}},
+    )
+    prefix = f"{REST_PATH}/{tenant}" if tenant else REST_PATH
+    rest = await http.get(prefix + "/extendedAgentCard")
+    assert rest.status_code == 200, rest.text
+    return {"jsonrpc": rpc.json()["result"], "rest": rest.json()}
+
+
+async def test_each_tenants_extended_card_is_signed_over_the_served_bytes(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    # The issue asks every served card to be signed; the extended card is not served at all. If it ever is,
-    # this fails, and the extended card must be signed like the public ones.
     KeyStore(tmp_path / "keys").generate()
-    tenants = write_tenants_file(tmp_path / "tenants.toml", {"": (DEFAULT_PAY_TO, 1), **TWO_TENANTS})
+    tenants = write_tenants_file(tmp_path / "tenants.toml", ALL_TENANTS)
     merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
 
     async with merchant.http() as http:
-        card = (await fetch_card(http, merchant.base_url, "1.0")).card
-        answers = [
-            (
-                await http.post(
-                    JSONRPC_PATH,
-                    json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": params},
-                )
-            ).json()
-            for params in ({}, {"tenant": "acme"})
-        ]
+        public = {version: (await fetch_card(http, merchant.base_url, version)).card for version in VERSIONS}
+        extended = {tenant: await fetch_extended_cards(http, tenant) for tenant in ALL_TENANTS}
+        results = {
+            (tenant, binding): await verify(http, merchant.base_url, card)
+            for tenant, served in extended.items()
+            for binding, card in served.items()
+        }
+        jwks = await fetch_jwks(http, merchant.base_url)
 
-    assert "extendedAgentCard" not in card["capabilities"]
-    assert [answer["error"]["code"] for answer in answers] == [-32004, -32004]  # unsupported operation
+    assert public["1.0"]["capabilities"]["extendedAgentCard"] is True
+    assert "supportsAuthenticatedExtendedCard" not in public["0.3"]  # 0.3 has no tenants
+    for tenant, (pay_to, _price) in ALL_TENANTS.items():
+        served = extended[tenant]
+        assert served["jsonrpc"] == served["rest"]  # one signed card, whichever binding serves it
+        card = served["jsonrpc"]
+        assert [results[tenant, binding].verified for binding in ("jsonrpc", "rest")] == [True, True]
+        # The signature covers the served JSON minus `signatures`, members the SDK writes back included.
+        unsigned = {key: value for key, value in card.items() if key != "signatures"}
+        assert canonicalize_card(unsigned) == canonicalize_card(card)
+        assert [entry["address"] for entry in x402_pay_to(card, EXTENSION_URI)] == [pay_to]
+        assert {interface.get("tenant", "") for interface in card["supportedInterfaces"]} == {tenant}
+        assert card["capabilities"]["extendedAgentCard"] is True
+        create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
+
+
+async def test_a_tenant_never_gets_another_tenants_extended_card(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    KeyStore(tmp_path / "keys").generate()
+    tenants = write_tenants_file(tmp_path / "tenants.toml", ALL_TENANTS)
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+
+    async with merchant.http() as http:
+        acme = (await fetch_extended_cards(http, "acme"))["jsonrpc"]
+        globex = (await fetch_extended_cards(http, "globex"))["jsonrpc"]
+        unknown_rpc = await http.post(
+            JSONRPC_PATH,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "GetExtendedAgentCard",
+                "params": {"tenant": "nobody"},
+            },
+        )
+        unknown_rest = await http.get(f"{REST_PATH}/nobody/extendedAgentCard")
+    async with merchant.http(version="0.3") as http_0_3:
+        legacy = await http_0_3.post(
+            JSONRPC_PATH, json={"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}
+        )
+
+    acme_pay_to, globex_pay_to = TWO_TENANTS["acme"][0], TWO_TENANTS["globex"][0]
+    assert acme_pay_to in json.dumps(acme) and globex_pay_to not in json.dumps(acme)
+    assert globex_pay_to in json.dumps(globex) and acme_pay_to not in json.dumps(globex)
+    assert DEFAULT_PAY_TO not in json.dumps(acme) + json.dumps(globex)
+    unknown_error = unknown_rpc.json()["error"]
+    assert unknown_error["code"] == -32602 and "nobody" in unknown_error["message"]
+    assert unknown_rest.status_code == 400 and "nobody" in unknown_rest.text
+    assert "result" not in legacy.json() and legacy.json()["error"]["code"] == -32004  # unsupported operation
+    assert "A2A 1.0 only" in legacy.json()["error"]["message"]
 
 
 def sdk_key_provider(jwks: dict[str, Any]) -> Callable[[str | None, str | None], bytes]:
