@@ -2,7 +2,7 @@
 
 Settings: `X402_DATABASE_URL` (the merchant database, migrated to the `merchant` head),
 `X402_TENANTS_FILE` (the tenants TOML; every command first syncs the endpoints from it) and
-`X402_WEBHOOK_ALLOW_PRIVATE_TARGETS` (development only: let deliveries reach private addresses).
+`X402_WEBHOOKS_ALLOW_PRIVATE` (development only: let deliveries reach private addresses).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class WebhookSettings(BaseSettings):
         default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database"
     )
     tenants_file: str | None = Field(default=None, description="the tenants TOML that seeds the endpoints")
-    webhook_allow_private_targets: bool = Field(
+    webhooks_allow_private: bool = Field(
         default=False,
         description="let deliveries reach private, loopback and link-local addresses (development only)",
     )
@@ -150,7 +150,7 @@ def test(tenant: str) -> None:
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> bool:
         async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
             results = await send_test_event(
-                engine, client, tenant, allow_private_targets=settings.webhook_allow_private_targets
+                engine, client, tenant, allow_private_targets=settings.webhooks_allow_private
             )
         for result in results:
             click.echo(
@@ -220,7 +220,7 @@ def worker(
             delivery = DeliveryWorker(
                 engine,
                 client,
-                allow_private_targets=settings.webhook_allow_private_targets,
+                allow_private_targets=settings.webhooks_allow_private,
                 lease_s=lease,
                 batch_size=batch_size,
                 endpoint_concurrency=endpoint_concurrency,

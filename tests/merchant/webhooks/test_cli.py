@@ -27,7 +27,7 @@ class Cli:
         self.env = {
             "X402_DATABASE_URL": database_url,
             "X402_TENANTS_FILE": str(tenants_file),
-            "X402_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
+            "X402_WEBHOOKS_ALLOW_PRIVATE": "true",
         }
 
     async def __call__(self, *args: str) -> Result:

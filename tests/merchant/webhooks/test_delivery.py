@@ -425,7 +425,7 @@ async def test_a_worker_killed_mid_delivery_loses_nothing(
     environment = {
         **os.environ,
         "X402_DATABASE_URL": postgres_url,
-        "X402_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
+        "X402_WEBHOOKS_ALLOW_PRIVATE": "true",
     }
     environment.pop("X402_TENANTS_FILE", None)
     worker_process = await asyncio.create_subprocess_exec(
