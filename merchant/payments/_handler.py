@@ -162,7 +162,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                 return task
             if now >= deadline + _UNREPORTED_WAIT_S:
                 raise InternalError(
-                    message="the payment is being taken but its task reports no status yet; get the task later"
+                    message="the payment is being taken but its task reports no status yet; get it later"
                 )
             await asyncio.sleep(_PROGRESS_POLL_S)
 
