@@ -8,8 +8,9 @@ An example is a fenced ``json`` block announced by the HTML comment on the line 
     ```
 
 The comment names the file the block is published as under ``examples/`` and the type of the document
-(``AgentCard``, ``JWKS``, or a JSON-RPC method with ``request``, ``response``, ``error`` or ``stream``),
-which tells the checks what to validate it as. Every ``json`` block must be announced, so that no JSON in
+(``AgentCard``, ``JWKS``, or a JSON-RPC method with ``request``, ``response``, ``error`` or ``stream``,
+or with ``http-request`` / ``http-response`` for the HTTP+JSON binding's bodies), which tells the checks
+what to validate it as. Every ``json`` block must be announced, so that no JSON in
 the specification escapes the checks, and other JSON-like fences (``jsonc``, ``json5``) are refused.
 
 A generated section is the text between ``<!-- BEGIN GENERATED: <name> ... -->`` and
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 _HEADER = re.compile(
-    r"<!-- example: (?P<name>[a-z0-9][a-z0-9.-]*\.json) \((?P<type>[A-Za-z]+(?: [a-z]+)?)\) -->"
+    r"<!-- example: (?P<name>[a-z0-9][a-z0-9.-]*\.json) \((?P<type>[A-Za-z]+(?: [a-z-]+)?)\) -->"
 )
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[^`\n]*)$")
 _JSON_LIKE = frozenset({"json", "jsonc", "json5", "javascript", "js"})

@@ -106,6 +106,10 @@ def _check(item: Example) -> None:
             _check_request(document, method)
         elif role == "response":
             _check_response(document, method)
+        elif role == "http-request":
+            _parse(document, _METHODS[method][0])
+        elif role == "http-response":
+            _parse(document, _METHODS[method][1])
         elif role == "error":
             _check_error(document)
         elif role == "stream" and method == "SendStreamingMessage":
@@ -251,7 +255,7 @@ def test_card_declares_the_extension_with_valid_params() -> None:
 def test_card_params_cover_every_tenant_and_network() -> None:
     params = _declaration()["params"]
     tenants = {interface.get("tenant", "") for interface in _card()["supportedInterfaces"]}
-    assert {entry["tenant"] for entry in params["payTo"]} == tenants
+    assert {entry.get("tenant", "") for entry in params["payTo"]} == tenants
     named = {entry["network"] for entry in params["payTo"] + params["assets"]}
     assert named <= set(params["networks"])
 
@@ -259,7 +263,7 @@ def test_card_params_cover_every_tenant_and_network() -> None:
 def test_every_term_in_the_examples_is_allowed_by_the_card() -> None:
     # §3: terms use only listed networks and assets, and a payTo listed for the request's tenant.
     params = _declaration()["params"]
-    pay_to = {(entry["tenant"], entry["network"], entry["address"]) for entry in params["payTo"]}
+    pay_to = {(entry.get("tenant", ""), entry["network"], entry["address"]) for entry in params["payTo"]}
     assets = {(entry["network"], entry["address"]) for entry in params["assets"]}
     offered = [
         term

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,12 +21,14 @@ import httpx
 import pytest
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.utils.constants import VERSION_HEADER
+from eth_account import Account
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequired
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH
+from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 from payer import sign_payment
+from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -33,6 +36,7 @@ from tests.fixtures.merchant import (
     RunningMerchant,
     write_tenants_file,
 )
+from tests.merchant.payments.executors import FailingExecutor, MidWorkExecutor
 
 from .shapes import shape
 from .support import JSON, example
@@ -69,6 +73,11 @@ def _request(name: str, *, task_id: str = "", payload: PaymentPayload | JSON | N
         wire = payload.to_json_dict() if isinstance(payload, PaymentPayload) else payload
         message["metadata"][EXTENSION_URI]["payload"] = wire
     return request
+
+
+def _paying(task_id: str, payment: PaymentPayload | JSON) -> JSON:
+    """The example payment request for task `task_id`, carrying `payment`."""
+    return _request("payment-submitted.request.json", task_id=task_id, payload=payment)
 
 
 def _streaming(request: JSON) -> JSON:
@@ -130,10 +139,25 @@ async def test_card_declares_the_extension_as_the_example_does(start: Callable[.
     merchant = start()
     async with merchant.http() as http:
         response = await http.get(AGENT_CARD_PATH)
+        task = await _ask(http)
     card = response.json()
-    _assert_shape(card["capabilities"], example("agent-card.json")["capabilities"])
+    expected = example("agent-card.json")
+    # Everything but the merchant's own identity (and the signature, which the test merchant does not make):
+    # interfaces per tenant and version, modes, skills, and the declaration with its params.
+    for member in ("name", "description", "version", "signatures"):
+        card.pop(member, None)
+        expected.pop(member)
+    _assert_shape(card, expected)
     [declaration] = card["capabilities"]["extensions"]
-    assert [entry["address"] for entry in declaration["params"]["payTo"]] == [DEFAULT_PAY_TO, ACME_PAY_TO]
+    assert declaration["uri"] == EXTENSION_URI and declaration["required"] is True
+    params = declaration["params"]
+    assert [entry["address"] for entry in params["payTo"]] == [DEFAULT_PAY_TO, ACME_PAY_TO]
+    # The terms offered use only what the declaration lists (§3).
+    [accepted] = _terms(task).accepts
+    assert accepted.network in params["networks"]
+    [asset] = params["assets"]
+    assert (asset["network"], asset["address"]) == (accepted.network, accepted.asset)
+    assert (asset["name"], asset["version"]) == (accepted.extra["name"], accepted.extra["version"])
 
 
 async def test_paid_skill_without_the_extension_is_refused(start: Callable[..., RunningMerchant]) -> None:
@@ -294,3 +318,169 @@ async def test_pending_settlement_streamed(start: Callable[..., RunningMerchant]
         paid = _streaming(_request("payment-submitted.request.json", task_id=task["id"], payload=payment))
         events = await _stream(http, paid, mine_once_pending)
     _assert_shape(events, example("settlement-pending.stream.json"))
+
+
+async def test_new_request_while_waiting_gets_fresh_terms(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
+    """T15: a plain message to a task waiting for payment is a new request; the previous terms are void."""
+    merchant = start()
+    async with merchant.http() as http:
+        task = await _ask(http)
+        body = await _call(http, _request("payment-required.request.json", task_id=task["id"]))
+        _assert_shape(body, example("payment-required.response.json"))
+        fresh = body["result"]["task"]
+        assert fresh["id"] == task["id"]
+        assert _terms(fresh).accepts[0].extra["offerId"] != _terms(task).accepts[0].extra["offerId"]
+        void = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        refused = await _call(http, _paying(task["id"], void))
+        _assert_shape(refused, example("payment-mismatch.error.json"))
+        payment = sign_payment(chain.payer_keys[0], _terms(fresh).accepts[0])
+        body = await _call(http, _paying(task["id"], payment))
+    _assert_shape(body, example("payment-completed.response.json"))
+
+
+async def test_payment_in_request_metadata_is_refused(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
+    """§5.1: a payment in `params.metadata` is refused, never ignored (the task would be priced again)."""
+    merchant = start()
+    async with merchant.http() as http:
+        task = await _ask(http)
+        payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        request = _paying(task["id"], payment)
+        request["params"]["metadata"] = request["params"]["message"].pop("metadata")
+        body = await _call(http, request)
+        assert body["error"]["code"] == -32602, body
+        assert "request's" in body["error"]["message"]
+        stored = await _wait_for(http, task["id"], lambda t: True)
+    assert stored["result"]["status"] == task["status"], "the task did not change"
+
+
+async def test_represented_payment_answers_with_the_task_as_it_stands(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
+    """T13, T16, T14: the same payment again gets the stored task (pending receipt included); a plain
+    message meanwhile, or anything after the end, is refused."""
+    merchant = start(settle_timeout_s=PENDING_SETTLE_TIMEOUT_S)
+    async with merchant.http() as http:
+        task = await _ask(http)
+        payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        chain.rpc.call("evm_setAutomine", [False])
+        paid = _paying(task["id"], payment)
+        first = await _call(http, paid)
+        again = await _call(http, _paying(task["id"], payment))
+        _assert_shape(again, example("payment-represented.response.json"))
+        assert again["result"]["task"]["status"] == first["result"]["task"]["status"], "the task as it stands"
+        plain = await _call(http, _request("payment-required.request.json", task_id=task["id"]))
+        assert plain["error"]["code"] == -32004, plain
+        chain.rpc.call("evm_mine")
+        await _wait_for(http, task["id"], lambda t: t["status"]["state"] == "TASK_STATE_COMPLETED")
+        for request in (
+            _paying(task["id"], payment),
+            _request("payment-required.request.json", task_id=task["id"]),
+        ):
+            _assert_shape(await _call(http, request), example("task-finished.error.json"))
+
+
+async def test_work_failure_fails_the_task_unpaid(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
+    merchant = start(delegate=FailingExecutor())
+    async with merchant.http() as http:
+        task = await _ask(http)
+        payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        body = await _call(http, _paying(task["id"], payment))
+        _assert_shape(body, example("work-failed.response.json"))
+        task = await _ask(http)
+        payment = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
+        paid = _streaming(_paying(task["id"], payment))
+        events = await _stream(http, paid)
+    _assert_shape(events, example("work-failed.stream.json"))
+
+
+async def test_retryable_settlement_failure_then_paid_in_a_second_round(
+    start: Callable[..., RunningMerchant], chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    """T11 then T8: the receipts of the completed task span both rounds."""
+    key = new_payer()
+    payer = Account.from_key(key).address
+    offered: list[PaymentRequirements] = []
+
+    def spend_everything_once() -> None:
+        if len(offered) == 1:
+            drain = offered[0].model_copy(
+                update={"pay_to": Account.create().address, "amount": chain.balance_of(payer)}
+            )
+            offered.append(drain)
+            submit_directly(chain, sign_payment(key, drain))
+
+    merchant = start(delegate=MidWorkExecutor(spend_everything_once))
+    async with merchant.http() as http:
+        task = await _ask(http)
+        offered.append(_terms(task).accepts[0])
+        paid = _paying(task["id"], sign_payment(key, offered[0]))
+        body = await _call(http, paid)
+        _assert_shape(body, example("insufficient-funds.response.json"))
+        chain.mint(payer, DEFAULT_PRICE)
+        fresh = _terms(body["result"]["task"]).accepts[0]
+        paid = _paying(task["id"], sign_payment(key, fresh))
+        body = await _call(http, paid)
+    _assert_shape(body, example("payment-completed.two-rounds.response.json"))
+
+
+async def test_settlement_failure_fails_the_task(
+    start: Callable[..., RunningMerchant], chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    """T10: the payer spends the authorization's nonce on another transfer while the work runs."""
+    key = new_payer()
+    payments: list[PaymentPayload] = []
+
+    def spend_the_nonce() -> None:
+        elsewhere = payments[0].accepted.model_copy(update={"pay_to": Account.create().address, "amount": 1})
+        nonce = bytes.fromhex(payments[0].payload.authorization.nonce[2:])
+        submit_directly(chain, sign_payment(key, elsewhere, nonce=nonce))
+
+    merchant = start(delegate=MidWorkExecutor(spend_the_nonce))
+    async with merchant.http() as http:
+        task = await _ask(http)
+        payments.append(sign_payment(key, _terms(task).accepts[0]))
+        paid = _paying(task["id"], payments[0])
+        answered = await _call(http, paid)
+        stored = await _wait_for(http, task["id"], lambda t: True)
+    _assert_shape(stored, example("settlement-failed.response.json"))
+    assert answered["result"]["task"]["status"] == stored["result"]["status"]
+
+
+async def test_expired_payment_gets_fresh_terms(
+    start: Callable[..., RunningMerchant], chain: DevChain
+) -> None:
+    merchant = start()
+    async with merchant.http() as http:
+        task = await _ask(http)
+        now = int(time.time())
+        expired = sign_payment(
+            chain.payer_keys[0], _terms(task).accepts[0], valid_after=now - 600, valid_before=now - 300
+        )
+        body = await _call(http, _paying(task["id"], expired))
+    _assert_shape(body, example("expired-payment.response.json"))
+
+
+async def test_cancel_before_paying(start: Callable[..., RunningMerchant]) -> None:
+    merchant = start()
+    async with merchant.http() as http:
+        task = await _ask(http)
+        request = example("cancel-before-payment.request.json")
+        request["params"]["id"] = task["id"]
+        body = await _call(http, request)
+    _assert_shape(body, example("cancel-before-payment.response.json"))
+
+
+async def test_http_json_binding_answers_as_the_example(start: Callable[..., RunningMerchant]) -> None:
+    merchant = start()
+    async with merchant.http() as http, asyncio.timeout(_WAIT_S):
+        request = example("http.payment-required.request.json")
+        response = await http.post(REST_PATH + "/message:send", json=request)
+    assert response.status_code == 200, response.text
+    assert EXTENSION_URI in response.headers.get(HTTP_EXTENSION_HEADER, "").split(",")
+    _assert_shape(response.json(), example("http.payment-required.response.json"))
