@@ -8,7 +8,10 @@ payment and a paid one, the default tenant a task waiting for payment, `globex` 
   sends a message to, streams a message to, and pays (with a valid signed authorization for the victim's
   terms) each victim task, and lists tasks (all, and by the victim's context). Every attempt is refused
   as if the task did not exist (TaskNotFound; an unknown tenant's sends and lists: InvalidParams) and a
-  list never shows a victim task.
+  list never shows a victim task. The four push-notification-config operations (create, get, list,
+  delete) on each victim task are refused exactly as they are for a task that does not exist (today the
+  merchant supports no push notifications: PushNotificationNotSupported for a served tenant,
+  TaskNotFound for an unknown one; were support added, the same cells would hold it to TaskNotFound).
 * Billing: `acme`'s balance, statement (JSON and CSV), webhook events and a redelivery, with no token, a
   wrong token, another tenant's token, `acme`'s token in the wrong scheme or altered; `acme`'s token on an
   unknown tenant; `globex`, authenticated, redelivering `acme`'s event and reading its own books. All are
@@ -320,6 +323,83 @@ async def _list(http: httpx.AsyncClient, binding: str, tenant: str, context_id: 
         raise A2ACallError(200, error["code"], error["data"][0]["reason"], error["message"])
     result: JSON = body["result"]
     return result
+
+
+PUSH_OPERATIONS = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
+PUSH_CELLS = [
+    pytest.param(
+        victim, intruder, operation, binding, id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}"
+    )
+    for victim in VICTIMS
+    for intruder in _intruders(victim)
+    for operation in PUSH_OPERATIONS
+    for binding in BINDINGS
+]
+_NO_SUCH_TASK = "00000000-0000-4000-8000-000000000000"
+_PUSH_CONFIG_ID = "intruder-config"
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize(("victim", "intruder", "operation", "binding"), PUSH_CELLS)
+async def test_another_tenant_cannot_touch_a_tasks_push_notification_configs(
+    world: World, victim: str, intruder: str, operation: str, binding: str
+) -> None:
+    async with world.http() as http:
+        with pytest.raises(A2ACallError) as refused:
+            await _push_call(http, binding, intruder, operation, world.tasks[victim]["id"])
+        with pytest.raises(A2ACallError) as nowhere:
+            await _push_call(http, binding, intruder, operation, _NO_SUCH_TASK)
+    error, baseline = refused.value, nowhere.value
+    # Refused, and indistinguishable from a task that does not exist: the victim's task is not revealed.
+    assert (error.reason, error.http_status, error.rpc_code) == (
+        baseline.reason,
+        baseline.http_status,
+        baseline.rpc_code,
+    )
+    assert error.reason in ("TASK_NOT_FOUND", "PUSH_NOTIFICATION_NOT_SUPPORTED", "INVALID_PARAMS"), error
+    assert not any(secret in str(error) for secret in world.secrets if secret != world.tasks[victim]["id"])
+
+
+async def _push_call(
+    http: httpx.AsyncClient, binding: str, tenant: str, operation: str, task_id: str
+) -> JSON:
+    """One push-notification-config operation on `task_id` as `tenant`; A2ACallError when refused."""
+    config = {"url": "https://intruder.example/hook", "token": "intruder-token"}
+    if binding == "jsonrpc":
+        params: JSON = {"taskId": task_id}
+        if operation == "CreateTaskPushNotificationConfig":
+            params.update(config)
+        elif operation != "ListTaskPushNotificationConfigs":
+            params["id"] = _PUSH_CONFIG_ID
+        if tenant:
+            params["tenant"] = tenant
+        request = {"jsonrpc": "2.0", "id": 1, "method": operation, "params": params}
+        body: JSON = (await http.post(JSONRPC_PATH, json=request)).json()
+        if "error" in body:
+            error = body["error"]
+            infos = error.get("data") or [{}]
+            raise A2ACallError(200, error["code"], infos[0].get("reason", ""), error["message"])
+        result: JSON = body["result"] or {}
+        return result
+    root = f"{REST_PATH}/{tenant}/tasks/{task_id}" if tenant else f"{REST_PATH}/tasks/{task_id}"
+    method, path, payload = {
+        "CreateTaskPushNotificationConfig": ("POST", "/pushNotificationConfigs", config),
+        "GetTaskPushNotificationConfig": ("GET", f"/pushNotificationConfigs/{_PUSH_CONFIG_ID}", None),
+        "ListTaskPushNotificationConfigs": ("GET", "/pushNotificationConfigs", None),
+        "DeleteTaskPushNotificationConfig": ("DELETE", f"/pushNotificationConfigs/{_PUSH_CONFIG_ID}", None),
+    }[operation]
+    response = await http.request(method, root + path, json=payload)
+    answer: JSON = response.json() if response.content else {}
+    if response.status_code >= 400:
+        error = answer["error"]
+        infos = error.get("details") or [{}]
+        raise A2ACallError(response.status_code, None, infos[0].get("reason", ""), error["message"])
+    return answer
 
 
 # -- billing ----------------------------------------------------------------------------------------------
