@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 from a2a_x402 import EXTENSION_URI
-from agentcard import CardStatus, CardVerifier, SignaturePolicy
+from agentcard import MAX_CARD_BYTES, CardStatus, CardVerifier, DuplicateKeyError, SignaturePolicy
 from devchain import DevChain
 from merchant.tenants import Tenant, TenantRegistry
 from payer import (
@@ -100,6 +107,59 @@ async def test_resolve_card_refuses_what_is_not_a_card(merchant: Callable[..., s
             await resolve_card(http, url + "/no-card-here.json")
         with pytest.raises(CardError, match="absolute http"):
             await resolve_card(http, "ftp://127.0.0.1/card.json")
+
+
+def card_server(chunks: Callable[[], AsyncIterator[bytes]]) -> Starlette:
+    """Serves the body ``chunks`` yields at the well-known card path, streamed (no Content-Length)."""
+
+    async def card(_request: Request) -> StreamingResponse:
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    return Starlette(routes=[Route(AGENT_CARD_WELL_KNOWN_PATH, card)])
+
+
+async def test_resolve_card_stops_downloading_a_ten_megabyte_card_at_the_cap(
+    asgi_server: Callable[..., str],
+) -> None:
+    card = json.dumps({"name": "Huge", "description": "x" * (10 * 1024 * 1024)}).encode()
+    chunk_bytes = 64 * 1024
+    sent = 0
+
+    async def chunks() -> AsyncIterator[bytes]:
+        # Four times the cap at full speed, then the rest never comes: a client that does not stop at the
+        # cap waits here until its read timeout instead of refusing the card.
+        nonlocal sent
+        for start in range(0, len(card), chunk_bytes):
+            if sent >= 4 * MAX_CARD_BYTES:
+                await asyncio.Event().wait()
+            sent += chunk_bytes
+            yield card[start : start + chunk_bytes]
+
+    url = asgi_server(card_server(chunks))
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(CardError, match=f"larger than {MAX_CARD_BYTES} bytes") as caught:
+            await resolve_card(http, url, timeout_s=3.0)
+
+    assert caught.value.code == "card_invalid"
+    assert sent < len(card)
+
+
+async def test_resolve_card_refuses_a_card_with_a_duplicate_member(asgi_server: Callable[..., str]) -> None:
+    # Parsers disagree on which member wins; the card is refused before anything reads it.
+    body = b'{"name": "Shop", "capabilities": {"extensions": []}, "name": "Evil"}'
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield body
+
+    url = asgi_server(card_server(chunks))
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(CardError, match="'name'") as caught:
+            await resolve_card(http, url)
+
+    assert caught.value.code == "card_invalid"
+    assert isinstance(caught.value.__cause__, DuplicateKeyError)
 
 
 async def test_connect_refuses_a_tenant_or_binding_the_card_does_not_list(
