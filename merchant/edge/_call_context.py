@@ -4,7 +4,8 @@ The SDK's handlers validate `A2A-Version` from the headers the builder copies in
 `ServerCallContext.state["headers"]`, comparing only the major version; the payment layer reads
 `state[NEGOTIATED_VERSION_KEY]`. This builder writes the negotiated `Major.Minor` into both, so a version
 that came as a query parameter, or with a patch part, reaches them exactly as negotiated. The routes refuse
-a request whose version cannot be negotiated before a context is ever built.
+a request whose version cannot be negotiated before a context is ever built. The A2A error the handlers raise
+for the call can be read back from the request (`_failures`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.requests import Request
 
 from merchant.payments import NEGOTIATED_VERSION_KEY
 
+from ._failures import open_failure_slot
 from .versions import VersionNegotiator
 
 __all__ = ["EdgeCallContextBuilder"]
@@ -39,4 +41,5 @@ class EdgeCallContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["headers"][_HEADERS_VERSION_KEY] = version.value
         context.state[NEGOTIATED_VERSION_KEY] = version.value
+        open_failure_slot(request, context)
         return context

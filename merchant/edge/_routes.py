@@ -19,8 +19,17 @@ the tenant from the path parameter either way. The 0.3 routes come first: `v1` i
 
 Errors. The SDK gives the errors it builds itself (JSON-RPC parse error, method not found, internal error;
 an HTTP+JSON internal error) no `google.rpc.ErrorInfo`; they get one here, so every 1.0 error names its
-reason. An unexpected exception is answered "Internal error" on both bindings: the SDK would put its text
-into the JSON-RPC answer.
+reason. An unexpected exception is answered "Internal error" on every binding and version: the SDK would
+put its text into the JSON-RPC answer. On 0.3 JSON-RPC (unary answers and stream events) an error is the
+0.3 error object (`code`, `message`, `data` only when there is some, no ErrorInfo); the SDK's 0.3 layer
+answers the 1.0 additions ExtensionSupportRequired and VersionNotSupported as InternalError, so they are
+given back their 1.0 codes (-32008, -32009: server-defined codes on 0.3, which the a2a-sdk 0.3 compat client
+maps to those errors). HTTP+JSON 0.3 errors are the `google.rpc.Status` of 1.0 (the SDK's 0.3 layer) plus,
+beside it, the error's `type` and `message`, which is what the a2a-sdk 0.3 compat client reads (without them
+it sees only the status code, and a TaskNotFound 404 becomes MethodNotFound). The SDK's 0.3 HTTP+JSON
+streams raise an error of their first step (an unknown task, a refused message) inside the body, after
+the 200 has gone out, so the client sees the connection drop; their first event is produced before the
+response starts, and such an error is answered as an error.
 ListTasks: the SDK serializes it with `always_print_fields_with_no_presence`, which is needed for the
 response's own REQUIRED fields (`nextPageToken` is "" on the last page) but also prints every default inside
 the tasks (`"filename": ""`, `"extensions": []`, ...), so a task listed differs from the same task fetched.
@@ -30,7 +39,7 @@ Both bindings' ListTasks results are re-serialized as plain ProtoJSON with the f
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -42,13 +51,22 @@ from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, c
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import ListTasksResponse
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
-from a2a.utils.errors import A2AError, InvalidRequestError, VersionNotSupportedError
+from a2a.utils.errors import (
+    A2A_ERROR_MAPPING,
+    JSON_RPC_ERROR_CODE_MAP,
+    A2AError,
+    InternalError,
+    InvalidRequestError,
+    VersionNotSupportedError,
+)
 from google.protobuf.json_format import MessageToDict, ParseDict
+from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from ._echo import ProtocolEcho
+from ._failures import failure_of
 from ._forms import check_jsonrpc_v0_3_form, check_rest_v0_3_form, check_v1_0_form
 from .paths import JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator
@@ -76,6 +94,7 @@ _REST_SEND_PATHS = ("/message:send", "/message:stream")
 # ErrorInfo reasons of the errors the SDK answers without one: by JSON-RPC code, by google.rpc status.
 _INTERNAL_REASON = "INTERNAL_ERROR"
 _INTERNAL_MESSAGE = "Internal error"
+_INTERNAL_CODE = -32603
 _REST_REASONS = {"INTERNAL": _INTERNAL_REASON, "INVALID_ARGUMENT": "INVALID_REQUEST"}
 _STANDARD_REASONS = {
     -32700: "JSON_PARSE",
@@ -84,6 +103,8 @@ _STANDARD_REASONS = {
     -32602: "INVALID_PARAMS",
     -32603: _INTERNAL_REASON,
 }
+# The error `type` of a 0.3 HTTP+JSON error body, by ErrorInfo reason.
+_V0_3_ERROR_TYPES = {mapping.reason: kind.__name__ for kind, mapping in A2A_ERROR_MAPPING.items()}
 
 
 def _other_version(operation: str, version: ProtocolVersion) -> VersionNotSupportedError:
@@ -162,13 +183,21 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
             if isinstance(method, str) and method in _SEND_FORMS:
                 _SEND_FORMS[method](envelope.get("params"))
         except A2AError as exc:
-            return echo.stamp(JSONResponse(build_error_response(request_id, exc)), request, version)
+            if version is ProtocolVersion.V0_3:
+                answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": _v0_3_error(exc)})
+            else:
+                answer = JSONResponse(build_error_response(request_id, exc))
+            return echo.stamp(answer, request, version)
         if unparsable is not None:
             response = JSONResponse(build_error_response(None, JSONRPCParseError(message=unparsable.message)))
         else:
             response = await endpoint(request)
         if version is ProtocolVersion.V1_0 and isinstance(response, JSONResponse):
             response = _finish_v1_0(response, method)
+        elif version is ProtocolVersion.V0_3 and isinstance(response, JSONResponse):
+            response = _finish_v0_3(response, request)
+        elif version is ProtocolVersion.V0_3 and isinstance(response, EventSourceResponse):
+            response.body_iterator = _finish_v0_3_events(response.body_iterator, request)
         return echo.stamp(response, request, version)
 
     return handle
@@ -187,6 +216,61 @@ def _finish_v1_0(response: JSONResponse, method: Any) -> JSONResponse:
     else:
         return response
     return JSONResponse(body, status_code=response.status_code)
+
+
+def _rpc_code(error: A2AError) -> int | None:
+    return next((code for kind, code in JSON_RPC_ERROR_CODE_MAP.items() if isinstance(error, kind)), None)
+
+
+def _v0_3_error(error: A2AError) -> dict[str, Any]:
+    """The 0.3 JSON-RPC error object of `error`."""
+    answer: dict[str, Any] = {"code": _rpc_code(error) or _INTERNAL_CODE, "message": error.message}
+    if error.data is not None:
+        answer["data"] = error.data
+    return answer
+
+
+def _finish_v0_3_error(error: dict[str, Any], failure: A2AError | None) -> dict[str, Any]:
+    """A 0.3 JSON-RPC error object from the SDK's 0.3 layer, told `failure`, the error the handler raised."""
+    answer = {key: value for key, value in error.items() if not (key == "data" and value is None)}
+    if answer.get("code") != _INTERNAL_CODE:
+        return answer
+    code = _rpc_code(failure) if failure is not None else None
+    if code is not None and code != _INTERNAL_CODE:
+        # A 1.0 addition the SDK's 0.3 layer folded into InternalError: its own code and message.
+        answer["code"] = code
+    elif not isinstance(failure, InternalError):
+        # An unexpected exception: its text is for the server log, not for the client.
+        answer["message"] = _INTERNAL_MESSAGE
+        answer.pop("data", None)
+    return answer
+
+
+def _finish_v0_3(response: JSONResponse, request: Request) -> JSONResponse:
+    """A 0.3 JSON-RPC answer with its error in the 0.3 form (see the module)."""
+    body = json.loads(bytes(response.body))
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return response
+    body["error"] = _finish_v0_3_error(error, failure_of(request))
+    return JSONResponse(body, status_code=response.status_code)
+
+
+async def _finish_v0_3_events(events: AsyncIterator[Any], request: Request) -> AsyncIterator[Any]:
+    """The SSE events of a 0.3 JSON-RPC stream, an error event in the 0.3 form."""
+    try:
+        async for event in events:
+            data = event.get("data") if isinstance(event, dict) else None
+            body = orjson.loads(data) if isinstance(data, str) else None
+            error = body.get("error") if isinstance(body, dict) else None
+            if isinstance(body, dict) and isinstance(error, dict):
+                body["error"] = _finish_v0_3_error(error, failure_of(request))
+                event = {**event, "data": orjson.dumps(body).decode()}
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _has_error_info(details: Any) -> bool:
@@ -296,10 +380,61 @@ def _rest_endpoint(
                 if form_check is not None:
                     form_check(body)
             except A2AError as exc:
-                return echo.stamp(_rest_error(exc), request, version)
-        return echo.stamp(_rest_with_error_info(await endpoint(request)), request, version)
+                return echo.stamp(_rest_typed(_rest_error(exc), version), request, version)
+        response = await endpoint(request)
+        if version is ProtocolVersion.V0_3 and isinstance(response, EventSourceResponse):
+            response = await _rest_stream_started(response)
+        response = _rest_with_error_info(response)
+        return echo.stamp(_rest_typed(response, version), request, version)
 
     return handle
+
+
+async def _rest_stream_started(response: EventSourceResponse) -> Response:
+    """`response` with its first event produced, or the error its first step raised (see the module)."""
+    events = aiter(response.body_iterator)
+    try:
+        first = await anext(events)
+    except StopAsyncIteration:
+        return response
+    except A2AError as exc:
+        return _rest_error(exc)
+    except Exception:  # noqa: BLE001 - the SDK has logged it; its text is not for the client
+        return _rest_error(InternalError(message=_INTERNAL_MESSAGE))
+    response.body_iterator = _prepended(first, events)
+    return response
+
+
+async def _prepended(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    try:
+        yield first
+        async for event in events:
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _rest_typed(response: Response, version: ProtocolVersion) -> Response:
+    """A 0.3 HTTP+JSON error with its `type` and `message` beside the `google.rpc.Status` (see the module)."""
+    if version is not ProtocolVersion.V0_3 or response.status_code < 400:
+        return response
+    if not isinstance(response, JSONResponse):
+        return response
+    body = json.loads(bytes(response.body))
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    reasons = [
+        detail.get("reason")
+        for detail in details or []
+        if isinstance(detail, dict) and detail.get("@type") == ERROR_INFO_TYPE
+    ]
+    kind = _V0_3_ERROR_TYPES.get(reasons[0]) if reasons else None
+    if kind is None or not isinstance(error, dict):
+        return response
+    body.update(type=kind, message=error.get("message", ""))
+    return JSONResponse(body, status_code=response.status_code, media_type=response.media_type)
 
 
 def _canonical_list_tasks(result: dict[str, Any]) -> dict[str, Any]:

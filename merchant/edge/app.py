@@ -4,10 +4,10 @@ A2A 1.0 is served to every tenant; A2A 0.3 (through the SDK's compatibility laye
 requests to 1.0 before the handlers see them and the answers back) to the default tenant, since 0.3 has
 no tenants. Wiring, outermost first: the routes (`paths` has the URL layout), each negotiating the version
 through one `VersionNegotiator` → `EdgeCallContextBuilder` (which hands the negotiated version on) →
-`TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
-`DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
-with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and user, in the table
-made by migration `m0001` (never by the SDK).
+`RememberFailures` (the A2A error of a call, for the 0.3 routes to name) → `TenantGate` (unknown tenants
+refused) → the handler layers (the payment layer's) → the SDK's `DefaultRequestHandler` → the executor.
+Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore` with one-statement saves and reads) on the
+caller's engine, owner-scoped by tenant and user, in the table made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
 optional `card_modifier`; card signing plugs in there. With `tenant_extensions` in the card settings, each
@@ -35,6 +35,7 @@ from storage import ensure_schema_current
 from ._call_context import EdgeCallContextBuilder
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards
 from ._echo import ProtocolEcho
+from ._failures import RememberFailures
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
@@ -137,7 +138,7 @@ def create_app(
     )
     for layer in handler_layers:
         inner = layer(inner)
-    handler = TenantGate(inner, tenants)
+    handler = RememberFailures(TenantGate(inner, tenants))
     database_url = engine.url.render_as_string(hide_password=False)
 
     @asynccontextmanager

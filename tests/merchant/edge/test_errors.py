@@ -242,3 +242,169 @@ async def test_both_bindings_answer_every_error_alike(shared_merchant: str) -> N
 
     assert answers["jsonrpc"] == answers["rest"]
     assert [reason for _, reason, _ in answers["rest"]] == [TABLE[error].reason for error in sorted(TABLE)]
+
+
+# -- A2A 0.3 --------------------------------------------------------------------------------------------
+
+# A2A 0.3 defines -32001..-32007; the 1.0 additions keep their 1.0 codes as server-defined codes (the a2a-sdk
+# 0.3 compat client maps them to ExtensionSupportRequiredError and VersionNotSupportedError).
+_V0_3_HEADERS = {"A2A-Version": "0.3"}
+_V0_3_REST = REST_PATH + "/v1"
+
+
+def message_v0_3(binding: str, text: str, *, task_id: str = "", file: bool = False) -> JSON:
+    """A 0.3 user message: the 0.3 JSON schema on JSON-RPC, ProtoJSON of the 0.3 proto on HTTP+JSON."""
+    if binding == "jsonrpc":
+        part: JSON = {"kind": "text", "text": text}
+        if file:
+            part = {"kind": "file", "file": {"bytes": "iVBORw==", "mimeType": "image/png"}}
+        message: JSON = {"kind": "message", "messageId": mid(), "role": "user", "parts": [part]}
+    else:
+        # By URI: the SDK's 0.3 HTTP+JSON layer fails on bytes that are not UTF-8 (a 500 in a2a-sdk 1.3).
+        image = {"fileWithUri": "https://h.example/a.png", "mimeType": "image/png"}
+        part = {"file": image} if file else {"text": text}
+        message = {"messageId": mid(), "role": "ROLE_USER", "content": [part]}
+    if task_id:
+        message["taskId"] = task_id
+    return message
+
+
+class BindingV0_3:
+    """Raw 0.3 calls on one binding: JSON-RPC 0.3 methods, or the 0.3 HTTP+JSON paths under `/v1`."""
+
+    def __init__(self, name: str, http: httpx.AsyncClient) -> None:
+        self.name = name
+        self.http = http
+
+    async def call(
+        self, operation: str, params: JSON, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        headers = {**_V0_3_HEADERS, **(headers or {})}
+        if self.name == "jsonrpc":
+            envelope = {"jsonrpc": "2.0", "id": "e-1", "method": _V0_3_METHODS[operation], "params": params}
+            return await self.http.post(JSONRPC_PATH, json=envelope, headers=headers)
+        method, path, body = _V0_3_PATHS[operation](params)
+        return await self.http.request(method, _V0_3_REST + path, json=body, headers=headers)
+
+    async def send(self, text: str, *, task_id: str = "", file: bool = False) -> httpx.Response:
+        return await self.call("send", {"message": message_v0_3(self.name, text, task_id=task_id, file=file)})
+
+    async def task_id(self, text: str) -> str:
+        body = (await self.send(text)).json()
+        task_id: str = body["result"]["id"] if self.name == "jsonrpc" else body["task"]["id"]
+        return task_id
+
+
+_V0_3_METHODS = {
+    "send": "message/send",
+    "get": "tasks/get",
+    "cancel": "tasks/cancel",
+    "push": "tasks/pushNotificationConfig/set",
+    "card": "agent/getAuthenticatedExtendedCard",
+}
+_V0_3_PATHS: dict[str, Callable[[JSON], tuple[str, str, JSON | None]]] = {
+    "send": lambda p: ("POST", "/message:send", p),
+    "get": lambda p: ("GET", f"/tasks/{p['id']}", None),
+    "cancel": lambda p: ("POST", f"/tasks/{p['id']}:cancel", None),
+    "push": lambda p: (
+        "POST",
+        f"/tasks/{p['taskId']}/pushNotificationConfigs",
+        {"parent": f"tasks/{p['taskId']}", "config": p},
+    ),
+    "card": lambda p: ("GET", "/card", None),
+}
+
+
+async def _v0_3_not_cancelable(binding: BindingV0_3) -> httpx.Response:
+    task_id = await binding.task_id("quote")
+    await binding.call("cancel", {"id": task_id})
+    return await binding.call("cancel", {"id": task_id})
+
+
+async def _v0_3_push(binding: BindingV0_3) -> httpx.Response:
+    task_id = await binding.task_id("hello")
+    config = {"taskId": task_id, "pushNotificationConfig": {"url": "https://h.example/a"}}
+    return await binding.call("push", config)
+
+
+async def _v0_3_to_terminal(binding: BindingV0_3) -> httpx.Response:
+    return await binding.send("again", task_id=await binding.task_id("hello"))
+
+
+TriggerV0_3 = Callable[[BindingV0_3], Awaitable[httpx.Response]]
+TRIGGERS_V0_3: dict[str, TriggerV0_3] = {
+    "TaskNotFound": lambda b: b.call("get", {"id": str(uuid.uuid4())}),
+    "TaskNotCancelable": _v0_3_not_cancelable,
+    "PushNotificationNotSupported": _v0_3_push,
+    "UnsupportedOperation": _v0_3_to_terminal,
+    "ContentTypeNotSupported": lambda b: b.send("look", file=True),
+    "InvalidAgentResponse": lambda b: b.send("bad-response"),
+    "ExtendedAgentCardNotConfigured": lambda b: b.call("card", {}),
+    "ExtensionSupportRequired": lambda b: b.send("members-only"),
+    "VersionNotSupported": lambda b: b.call("get", {"id": str(uuid.uuid4())}, {"A2A-Version": "1.7"}),
+    "InvalidParams": lambda b: b.send("hello", task_id="x" * 37),
+    "Internal": lambda b: b.send("explode"),
+}
+
+
+@pytest.mark.parametrize("binding_name", ["jsonrpc", "rest"])
+@pytest.mark.parametrize("error", sorted(TABLE))
+async def test_every_a2a_error_on_every_0_3_binding(
+    shared_merchant: str, binding_name: str, error: str
+) -> None:
+    row = TABLE[error]
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await TRIGGERS_V0_3[error](BindingV0_3(binding_name, http))
+
+    assert response.headers["content-type"] == "application/json"
+    negotiated = error != "VersionNotSupported"
+    assert ("a2a-version" in response.headers) == negotiated
+    if binding_name == "jsonrpc":
+        assert response.status_code == 200
+        body = response.json()
+        assert (body["jsonrpc"], body["id"]) == ("2.0", "e-1")
+        assert body["error"]["code"] == row.rpc_code
+        assert body["error"]["message"]
+        if negotiated:
+            # The 0.3 error object: no ErrorInfo, no `"data": null`.
+            assert set(body["error"]) == {"code", "message"}
+        else:
+            # No version was served: the refusal is the 1.0 error object, naming its reason.
+            assert error_info(body["error"]["data"])["reason"] == row.reason
+    else:
+        assert response.status_code == row.http_status
+        status = response.json()["error"]
+        assert (status["code"], status["status"]) == (row.http_status, row.grpc_status)
+        assert status["message"]
+        assert error_info(status["details"])["reason"] == row.reason
+        if negotiated:
+            # What the a2a-sdk 0.3 compat client reads to raise the error by its type.
+            assert response.json()["type"] == f"{error}Error"
+            assert response.json()["message"] == status["message"]
+    if error == "Internal":
+        message = body["error"]["message"] if binding_name == "jsonrpc" else status["message"]
+        assert message == "Internal error"
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("members-only", -32008, "activate https://example.org/ext/members/v1"),
+        ("explode", -32603, "Internal error"),
+    ],
+)
+async def test_0_3_stream_errors_are_0_3_error_objects(
+    shared_merchant: str, text: str, code: int, message: str
+) -> None:
+    params = {"message": message_v0_3("jsonrpc", text)}
+    envelope = {"jsonrpc": "2.0", "id": "s-1", "method": "message/stream", "params": params}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=envelope)
+
+    assert response.headers["a2a-version"] == "0.3"
+    [data] = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    assert httpx.Response(200, content=data).json() == {
+        "jsonrpc": "2.0",
+        "id": "s-1",
+        "error": {"code": code, "message": message},
+    }

@@ -263,9 +263,10 @@ async def test_0_3_jsonrpc_client_learns_the_extension_is_required(sqlite_mercha
         )
 
     error = response.json()["error"]
-    # 0.3 has no ExtensionSupportRequired code: the SDK's 0.3 layer answers InternalError with the reason.
-    assert error["code"] == -32603
+    # 0.3 has no ExtensionSupportRequired code: it keeps its 1.0 code, a server-defined one on 0.3.
+    assert error["code"] == -32008
     assert "x402" in error["message"]
+    assert "data" not in error
 
 
 async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(

@@ -3,6 +3,7 @@ the other version's form refused on both sides."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
+from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotFoundError
 
 from merchant.edge import JSONRPC_PATH, REST_PATH
 
 from .executors import QUESTION, STREAM_STEPS
+from .layers import MEMBERS_EXTENSION
 from .wire import JSON, mid, walk_keys
 
 SDK_BINDINGS = {"jsonrpc": TransportProtocol.JSONRPC.value, "rest": TransportProtocol.HTTP_JSON.value}
@@ -231,10 +233,18 @@ async def test_compat_client_speaks_0_3(compat: CompatClients) -> None:
     assert second.task.artifacts[0].parts[0].text == "order: M"
     fetched = await client.get_task(GetTaskRequest(id=first.task.id))
     assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
-    # 0.3 HTTP+JSON clients read errors from the status code only; the SDK's maps 404 to MethodNotFound.
-    missing = TaskNotFoundError if compat.binding == "jsonrpc" else MethodNotFoundError
-    with pytest.raises(missing):
+    # On HTTP+JSON the SDK's client reads the error `type` (without it, a 404 would be MethodNotFound).
+    with pytest.raises(TaskNotFoundError):
         await client.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+async def test_compat_client_learns_an_extension_is_required(compat: CompatClients) -> None:
+    # ExtensionSupportRequired is an A2A 1.0 error: a server-defined code (-32008) on 0.3 JSON-RPC, its
+    # `type` on 0.3 HTTP+JSON; the a2a-sdk 0.3 compat client raises the error itself on both.
+    with pytest.raises(ExtensionSupportRequiredError, match=re.escape(MEMBERS_EXTENSION)):
+        await collect(compat.unary.send_message(request("members-only")))
+    with pytest.raises(ExtensionSupportRequiredError, match=re.escape(MEMBERS_EXTENSION)):
+        await collect(compat.streaming.send_message(request("members-only")))
 
 
 async def test_compat_client_streams(compat: CompatClients) -> None:

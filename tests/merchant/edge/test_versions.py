@@ -98,6 +98,7 @@ ROUTES = [
     Route("jsonrpc-1.0-stream", "1.0", "POST", JSONRPC_PATH, "SubscribeToTask"),
     Route("jsonrpc-0.3-stream", "0.3", "POST", JSONRPC_PATH, "tasks/resubscribe"),
     Route("rest-1.0-stream", "1.0", "POST", REST_PATH + "/tasks/{id}:subscribe"),
+    Route("rest-0.3-stream", "0.3", "POST", REST_PATH + "/v1/tasks/{id}:subscribe"),
     # Tenant routes: the interface URL, then the tenant.
     Route("rest-1.0-tenant", "1.0", "GET", REST_PATH + f"/{TENANT_A}/tasks/{{id}}"),
     Route("rest-1.0-tenant-stream", "1.0", "POST", REST_PATH + f"/{TENANT_A}/tasks/{{id}}:subscribe"),
