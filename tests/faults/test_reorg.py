@@ -20,7 +20,7 @@ import pytest
 from devchain import DevChain
 from payer import sign_payment
 from tests.fixtures.invariants import assert_invariants
-from tests.fixtures.merchant import MerchantWire, ledger_entries
+from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
 from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
 from .conftest import PAY_TOS
@@ -128,6 +128,51 @@ async def test_at_two_confirmations_a_reorg_before_the_depth_delays_delivery_and
     assert [t.tx_hash for t in report.transfers] == [tx_hash]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
     assert await database.scalar("SELECT confirmations FROM ledger_finalizations") >= 2
+
+
+async def test_at_two_confirmations_a_reorg_before_the_depth_not_re_included_fails_the_task_uncharged(
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant = await merchants.start(
+        confirmations=2, settle_timeout_s=1, reconcile_interval_s=_RECONCILE_INTERVAL_S
+    )
+    payee_before = chain.balance_of(DEFAULT_PAY_TO)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        # Just valid enough to pass verification (the facilitator wants 6 s of validity left).
+        valid_before = int(time.time()) + 10
+        answer = await pay(wire, task_id, sign_payment(new_payer(), terms, valid_before=valid_before))
+        tx_hash = pending_transaction(answer)  # mined, one block deep: not settled yet
+        assert _block_hash(chain, tx_hash) is not None
+
+        chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
+        chain.rpc.call("anvil_rollback", [1])
+        chain.rpc.call("anvil_dropAllTransactions")
+        await _nothing_final_yet(wire, task_id, postgres_url, database)
+
+        # Two blocks after the authorization expired: whatever was put back reverts, nothing lands.
+        chain.rpc.call("evm_setNextBlockTimestamp", [valid_before + 1])
+        chain.rpc.call("evm_mine")
+        chain.rpc.call("evm_mine")
+        done = await poll_until_definite(wire, task_id)
+
+    assert done["status"]["state"] == "TASK_STATE_FAILED"
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
+    report = await assert_invariants(
+        chain,
+        postgres_url,
+        PAY_TOS,
+        from_block=first_block,
+        confirmations=2,
+        client_views={task_id: "TASK_STATE_FAILED"},
+    )
+    assert report.transfers == [] and report.booked_tasks == [] and report.finalized == 0
 
 
 async def _nothing_final_yet(
