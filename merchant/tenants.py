@@ -25,6 +25,15 @@ File format::
 
     [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
     translate = 5000
+
+    [[tenants.acme.webhooks]]       # more endpoints, each subscribed to chosen event types
+    url = "https://acme.example/x402/reversals"
+    secret = "whsec_..."
+    event_types = ["settlement.reversed"]   # optional: every event type when absent
+
+`webhook_url` with `webhook_secret` is the short form of one `[[webhooks]]` entry subscribed to every event
+type; a tenant may use both, but each endpoint URL only once. Event type names are checked for their form
+here and against the known types when the webhook endpoints are synced at startup.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ __all__ = [
     "TenantConfigError",
     "TenantRegistry",
     "UnknownTenantError",
+    "WebhookSubscription",
 ]
 
 DEFAULT_TENANT = ""
@@ -72,7 +82,9 @@ _MIN_SECRET_CHARS = 16
 _WEBHOOK_SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret
 _WEBHOOK_SECRET_BYTES_MIN, _WEBHOOK_SECRET_BYTES_MAX = 24, 64
 _UINT256_LIMIT = 2**256
-_TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "api_token")
+_TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "webhooks", "api_token")
+_WEBHOOK_KEYS = ("url", "secret", "event_types")
+_EVENT_TYPE = re.compile(r"^[a-z]+(?:\.[a-z_]+)+$")
 _REQUIRED_TENANT_KEYS = ("pay_to", "price")
 _TOP_LEVEL_KEYS = ("default", "tenants")
 
@@ -105,6 +117,16 @@ class UnknownTenantError(LookupError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookSubscription:
+    """One webhook endpoint of a tenant: its URL, its signing secret, the event types it receives (none:
+    every type). Validated by the `Tenant` that holds it."""
+
+    url: str
+    secret: str = field(repr=False)
+    event_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tenant:
     """One seller: where its payments go, what it charges, and how it is told and authenticated.
 
@@ -119,6 +141,7 @@ class Tenant:
     skill_prices: Mapping[str, int] = field(default_factory=dict, hash=False)
     webhook_url: str | None = None
     webhook_secret: str | None = field(default=None, repr=False)
+    webhooks: tuple[WebhookSubscription, ...] = ()
     api_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -128,12 +151,20 @@ class Tenant:
             *_amount_problems("price", self.price),
             *_skill_price_problems(self.skill_prices),
             *_webhook_problems(self.webhook_url, self.webhook_secret),
+            *_subscription_problems(self.webhooks, self.webhook_url),
             *_secret_problems("api_token", self.api_token),
         ]
         if problems:
             raise TenantConfigError(problems, source=f"tenant {self.id!r}")
         object.__setattr__(self, "pay_to", to_checksum_address(self.pay_to))
         object.__setattr__(self, "skill_prices", MappingProxyType(dict(self.skill_prices)))
+
+    @property
+    def webhook_endpoints(self) -> tuple[WebhookSubscription, ...]:
+        """Every webhook endpoint of the tenant: `webhook_url` (all event types) first, then `webhooks`."""
+        if self.webhook_url is None or self.webhook_secret is None:
+            return self.webhooks
+        return (WebhookSubscription(url=self.webhook_url, secret=self.webhook_secret), *self.webhooks)
 
     def price_for(self, skill_id: str | None = None) -> int:
         """The price in atomic units for `skill_id`, falling back to the tenant's default price."""
@@ -274,6 +305,8 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
         problems.append(
             f"{where}.skill_prices: must be a table of skill id = amount, got {_describe(skill_prices)}"
         )
+    webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
+    problems += webhook_problems
     if problems:
         return None, problems
     try:
@@ -284,11 +317,34 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             skill_prices={skill: _coerce_amount(amount) for skill, amount in skill_prices.items()},
             webhook_url=table.get("webhook_url"),
             webhook_secret=table.get("webhook_secret"),
+            webhooks=webhooks,
             api_token=table.get("api_token"),
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]
     return tenant, []
+
+
+def _parse_webhooks(where: str, entries: Any) -> tuple[tuple[WebhookSubscription, ...], list[str]]:
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        return (), [f"{where}: must be an array of tables ([[...webhooks]]), got {_describe(entries)}"]
+    subscriptions: list[WebhookSubscription] = []
+    problems: list[str] = []
+    for index, entry in enumerate(entries):
+        at = f"{where}[{index}]"
+        problems += [_unknown_key(key, f"{at}.", _WEBHOOK_KEYS) for key in entry if key not in _WEBHOOK_KEYS]
+        problems += [f"{at}.{key}: is required" for key in ("url", "secret") if key not in entry]
+        event_types = entry.get("event_types", [])
+        if not isinstance(event_types, list):
+            problems.append(
+                f"{at}.event_types: must be an array of event type names, got {_describe(event_types)}"
+            )
+            continue
+        if "url" in entry and "secret" in entry:
+            subscriptions.append(
+                WebhookSubscription(url=entry["url"], secret=entry["secret"], event_types=tuple(event_types))
+            )
+    return tuple(subscriptions), problems
 
 
 def _coerce_amount(value: Any) -> Any:
@@ -365,6 +421,26 @@ def _webhook_problems(url: object, secret: object) -> list[str]:
     return problems
 
 
+def _subscription_problems(webhooks: Sequence[WebhookSubscription], webhook_url: object) -> list[str]:
+    problems: list[str] = []
+    seen = {webhook_url}
+    for index, webhook in enumerate(webhooks):
+        at = f"webhooks[{index}]"
+        if not _is_http_url(webhook.url):
+            problems.append(f"{at}.url: must be an absolute http(s) URL, got {_describe(webhook.url)}")
+        elif webhook.url in seen:
+            problems.append(f"{at}.url: {webhook.url} is configured more than once for this tenant")
+        seen.add(webhook.url)
+        problems += [f"{at}.{problem}" for problem in _webhook_secret_problems(webhook.secret, "secret")]
+        for event_type in webhook.event_types:
+            if not isinstance(event_type, str) or not _EVENT_TYPE.fullmatch(event_type):
+                problems.append(
+                    f"{at}.event_types: {_describe(event_type)} is not an event type name "
+                    "(such as settlement.completed)"
+                )
+    return problems
+
+
 def _is_http_url(url: object) -> bool:
     if not isinstance(url, str):
         return False
@@ -375,12 +451,12 @@ def _is_http_url(url: object) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _webhook_secret_problems(secret: object) -> list[str]:
+def _webhook_secret_problems(secret: object, name: str = "webhook_secret") -> list[str]:
     # The Standard Webhooks form that `merchant.webhooks.validate_secret` requires when the app syncs the
     # endpoints at startup; checked here as well (webhooks imports this module, not the reverse) so that a
     # file this registry accepts cannot stop the merchant from starting.
     problem = [
-        f"webhook_secret: must be {_WEBHOOK_SECRET_PREFIX} followed by the base64 of "
+        f"{name}: must be {_WEBHOOK_SECRET_PREFIX} followed by the base64 of "
         f"{_WEBHOOK_SECRET_BYTES_MIN} to {_WEBHOOK_SECRET_BYTES_MAX} bytes"
     ]
     if not isinstance(secret, str) or not secret.startswith(_WEBHOOK_SECRET_PREFIX):

@@ -1,8 +1,10 @@
-"""Webhook endpoints: one per tenant from the tenant configuration, with up to two signing secrets.
+"""Webhook endpoints: any number per tenant from the tenant configuration, each subscribed to chosen event
+types, with up to two signing secrets.
 
 The tenant config seeds endpoints (`sync`): a configured (tenant, URL) that is missing is created with the
-configured secret; an endpoint whose URL is no longer configured is disabled (`not_configured`) and comes
-back if configured again. After that the database owns the endpoint: `rotate_secret` moves the current
+configured secret and event types; an existing one takes the configured event types; an endpoint whose URL
+is no longer configured is disabled (`not_configured`) and comes back if configured again. Subscriptions
+apply to events booked from then on. After that the database owns the endpoint's secret: `rotate_secret` moves the current
 secret to `previous_secret`, which keeps signing (two `v1,` signatures) until the overlap ends, so a
 receiver can switch secrets without losing a delivery. A 410 from the receiver disables the endpoint
 (`gone`); `enable` resumes it, and its pending deliveries with it.
@@ -96,7 +98,7 @@ def _event_types(types: Iterable[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class EndpointConfig:
-    """An endpoint as configured for a tenant (`webhook_url`, `webhook_secret`); no event types means all."""
+    """An endpoint as configured for a tenant (its URL, secret and event types); no event types means all."""
 
     tenant: str
     url: str
@@ -183,8 +185,10 @@ class WebhookEndpoints:
             InvalidEventError: a configured event type is unknown.
         """
         wanted = {(config.tenant, config.url): config for config in configs}
-        for config in wanted.values():
+        subscribed: dict[tuple[str, str], tuple[str, ...]] = {}
+        for key, config in wanted.items():
             validate_secret(config.secret)
+            subscribed[key] = _event_types(config.event_types)
         now = _now()
         async with self._engine.begin() as connection:
             insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
@@ -193,7 +197,7 @@ class WebhookEndpoints:
                     id=new_id("we"),
                     tenant=config.tenant,
                     url=config.url,
-                    event_types=list(_event_types(config.event_types)),
+                    event_types=list(subscribed[(config.tenant, config.url)]),
                     secret=config.secret,
                     status="active",
                     created_at=now,
@@ -207,6 +211,13 @@ class WebhookEndpoints:
                     await _set_status(connection, endpoint.id, "disabled", _NOT_CONFIGURED, now)
                 elif configured is not None and endpoint.disabled_reason == _NOT_CONFIGURED:
                     await _set_status(connection, endpoint.id, "active", None, now)
+                event_types = subscribed.get((endpoint.tenant, endpoint.url))
+                if event_types is not None and event_types != endpoint.event_types:
+                    await connection.execute(
+                        sa.update(_endpoints)
+                        .where(_endpoints.c.id == endpoint.id)
+                        .values(event_types=list(event_types), updated_at=now)
+                    )
                 if configured is not None and configured.secret not in (
                     endpoint.secret,
                     endpoint.previous_secret,

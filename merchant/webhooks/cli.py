@@ -49,11 +49,11 @@ class WebhookSettings(BaseSettings):
 
 
 def endpoint_configs(registry: TenantRegistry) -> list[EndpointConfig]:
-    """The webhook endpoint of every tenant that configures one."""
+    """Every webhook endpoint of every tenant, with the event types it subscribes to."""
     return [
-        EndpointConfig(tenant=tenant.id, url=tenant.webhook_url, secret=tenant.webhook_secret)
+        EndpointConfig(tenant=tenant.id, url=hook.url, secret=hook.secret, event_types=hook.event_types)
         for tenant in registry
-        if tenant.webhook_url is not None and tenant.webhook_secret is not None
+        for hook in tenant.webhook_endpoints
     ]
 
 

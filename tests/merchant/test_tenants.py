@@ -165,7 +165,7 @@ price = 1
     assert problems == (
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
-        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, api_token)",
+        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",

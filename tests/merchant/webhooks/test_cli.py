@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -12,7 +14,17 @@ from click.testing import CliRunner, Result
 from standardwebhooks import Webhook
 
 from merchant.ledger import Ledger
-from merchant.webhooks import DeliveryWorker, Outbox, WebhookEndpoints, generate_secret, webhooks_cli
+from merchant.tenants import TenantConfigError, TenantRegistry
+from merchant.webhooks import (
+    DeliveryWorker,
+    EndpointConfig,
+    InvalidEventError,
+    Outbox,
+    WebhookEndpoints,
+    endpoint_configs,
+    generate_secret,
+    webhooks_cli,
+)
 from storage import create_engine
 from tests.merchant.ledger.bookings import PAY_TO, booking
 
@@ -79,32 +91,145 @@ async def test_test_fails_when_the_receiver_refuses(cli: Cli, receiver: Receiver
     assert "status=503" in result.output and "not every endpoint accepted" in result.output
 
 
+LOG_LINE = re.compile(
+    r"^(?P<started>\S+) (?P<event>evt_\w+) settlement\.completed -> we_\w+ attempt (?P<attempt>\d+): "
+    r"(?P<outcome>\w+) status=(?P<status>\d+) (?P<latency>\d+) ms error=- next=(?P<next>.+)$"
+)
+
+
 async def test_list_shows_endpoints_and_the_delivery_log(
     cli: Cli, ledger: Ledger, sqlite_url: str, receiver: Receiver
 ) -> None:
+    receiver.plan.append(Reply(500, delay_s=0.05))
     assert (await cli("list", "--tenant", "acme")).exit_code == 0  # syncs the endpoint from the file
     await ledger.book_settlement(booking())
     engine = create_engine(sqlite_url)
     [event] = await Outbox(engine).events_since("acme")
     async with httpx.AsyncClient() as client:
         worker = DeliveryWorker(engine, client, retry=FAST_RETRY, allow_private_targets=True)
-        await drain(worker, lambda: _received(receiver))
+        await drain(worker, lambda: _answered(receiver, 200))
     await engine.dispose()
 
     result = await cli("list", "--tenant", "acme")
 
     assert result.exit_code == 0, result.output
-    endpoint_line, log_line = result.output.splitlines()
+    endpoint_line, *log_lines = result.output.splitlines()
     assert (
         endpoint_line.startswith("endpoint we_")
         and endpoint_line.endswith(HOOK_PATH)
         and " active " in endpoint_line
     )
-    assert event.id in log_line and "settlement.completed" in log_line and "delivered status=200" in log_line
+    matches = [LOG_LINE.match(line) for line in log_lines]
+    assert all(matches), log_lines
+    delivered, retried = [match.groupdict() for match in matches if match is not None]  # newest first
+    assert {delivered["event"], retried["event"]} == {event.id}
+    assert (retried["attempt"], retried["outcome"], retried["status"]) == ("1", "retry", "500")
+    assert (delivered["attempt"], delivered["outcome"], delivered["status"]) == ("2", "delivered", "200")
+    assert int(retried["latency"]) >= 50  # the receiver took 50 ms to answer
+    retry_at = datetime.fromisoformat(retried["next"])
+    assert retry_at > datetime.fromisoformat(retried["started"])  # when the retry was scheduled
+    assert retry_at <= datetime.fromisoformat(delivered["started"])  # and it was not made before then
+    assert delivered["next"] == "-"  # nothing more to do
 
 
-async def _received(receiver: Receiver) -> bool:
-    return bool(receiver.received)
+async def _answered(receiver: Receiver, status: int) -> bool:
+    return any(request.answered == status for request in receiver.received)
+
+
+async def test_a_tenant_subscribes_several_endpoints_to_chosen_event_types(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    other = generate_secret()
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f'[tenants.acme]\npay_to = "{PAY_TO}"\nprice = 1000\n'
+        f'webhook_url = "https://acme.example/all"\nwebhook_secret = "{SECRET}"\n'
+        "[[tenants.acme.webhooks]]\n"
+        f'url = "https://acme.example/reversals"\nsecret = "{other}"\n'
+        'event_types = ["settlement.reversed", "settlement.failed"]\n'
+        "[[tenants.acme.webhooks]]\n"
+        f'url = "https://billing.acme.example/hook"\nsecret = "{SECRET}"\n'
+    )
+
+    configs = endpoint_configs(TenantRegistry.from_toml(tenants))
+    listed = await Cli(sqlite_url, tenants)("list", "--tenant", "acme")  # syncs the file
+    engine = create_engine(sqlite_url)
+    stored = await WebhookEndpoints(engine).list("acme")
+    await engine.dispose()
+
+    assert configs == [
+        EndpointConfig("acme", "https://acme.example/all", SECRET),
+        EndpointConfig(
+            "acme", "https://acme.example/reversals", other, ("settlement.reversed", "settlement.failed")
+        ),
+        EndpointConfig("acme", "https://billing.acme.example/hook", SECRET),
+    ]
+    assert listed.exit_code == 0, listed.output
+    assert {(endpoint.url, endpoint.event_types) for endpoint in stored} == {
+        ("https://acme.example/all", ()),
+        ("https://acme.example/reversals", ("settlement.failed", "settlement.reversed")),
+        ("https://billing.acme.example/hook", ()),
+    }
+    assert next(e for e in stored if e.url.endswith("reversals")).secret == other
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ('url = "https://a.example/h"', "tenants.acme.webhooks[0].secret: is required"),
+        (f'url = "ftp://a.example/h"\nsecret = "{SECRET}"', "webhooks[0].url: must be an absolute http(s)"),
+        ('url = "https://a.example/h"\nsecret = "whsec_x"', "webhooks[0].secret: must be whsec_"),
+        (
+            f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = "settlement.failed"',
+            "webhooks[0].event_types: must be an array",
+        ),
+        (
+            f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = ["Settlement Failed"]',
+            "webhooks[0].event_types: str 'Settlement Failed' is not an event type name",
+        ),
+        (
+            f'url = "https://acme.example/all"\nsecret = "{SECRET}"',
+            "webhooks[0].url: https://acme.example/all is configured more than once",
+        ),
+        (f'url = "https://a.example/h"\nsecret = "{SECRET}"\ncolour = 1', "webhooks[0].colour: unknown key"),
+    ],
+)
+def test_bad_webhook_subscriptions_are_refused_with_their_key_path(
+    tmp_path: Path, entry: str, problem: str
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f'[tenants.acme]\npay_to = "{PAY_TO}"\nprice = 1000\n'
+        f'webhook_url = "https://acme.example/all"\nwebhook_secret = "{SECRET}"\n'
+        f"[[tenants.acme.webhooks]]\n{entry}\n"
+    )
+
+    with pytest.raises(TenantConfigError) as raised:
+        TenantRegistry.from_toml(tenants)
+
+    assert any(problem in line for line in raised.value.problems), raised.value.problems
+    assert SECRET not in str(raised.value)
+
+
+async def test_an_unknown_subscribed_event_type_stops_the_sync_before_any_write(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f'[tenants.acme]\npay_to = "{PAY_TO}"\nprice = 1000\n'
+        f'[[tenants.acme.webhooks]]\nurl = "https://a.example/h"\nsecret = "{SECRET}"\n'
+        'event_types = ["settlement.refunded"]\n'
+    )
+    engine = create_engine(sqlite_url)
+
+    with pytest.raises(InvalidEventError):
+        await WebhookEndpoints(engine).sync(endpoint_configs(TenantRegistry.from_toml(tenants)))
+    listed = await Cli(sqlite_url, tenants)("list", "--tenant", "acme")
+    stored = await WebhookEndpoints(engine).list()
+    await engine.dispose()
+
+    assert listed.exit_code == 1 and "unknown event type" in listed.output
+    assert stored == []
 
 
 async def test_rotate_secret_then_both_secrets_sign(cli: Cli, receiver: Receiver) -> None:

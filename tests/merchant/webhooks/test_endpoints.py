@@ -1,4 +1,5 @@
-"""Endpoints: seeded from the tenant config, secrets validated and rotated, disabled and enabled."""
+"""Endpoints: seeded from the tenant config with their event types, secrets validated and rotated,
+disabled and enabled."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from merchant.ledger import Ledger
 from merchant.webhooks import (
     EndpointConfig,
     EndpointNotFoundError,
     InvalidEventError,
     InvalidWebhookSecretError,
+    Outbox,
     WebhookEndpoints,
     generate_secret,
     validate_secret,
 )
+from tests.merchant.ledger.bookings import booking
 
 from .conftest import SQLITE_ONLY
 
@@ -80,6 +84,24 @@ async def test_sync_validates_before_writing(endpoints: WebhookEndpoints) -> Non
     with pytest.raises(InvalidEventError):
         await endpoints.sync([EndpointConfig("acme", A, generate_secret(), ("payment.done",))])
     assert await endpoints.list() == []
+
+
+async def test_sync_updates_the_event_types_of_an_existing_endpoint(
+    endpoints: WebhookEndpoints, outbox: Outbox, ledger: Ledger
+) -> None:
+    secret = generate_secret()
+    [everything] = await endpoints.sync([EndpointConfig("acme", A, secret)])
+    [narrowed] = await endpoints.sync([EndpointConfig("acme", A, secret, ("settlement.reversed",))])
+    await ledger.book_settlement(booking())  # a settlement.completed event
+
+    assert narrowed.id == everything.id and everything.event_types == ()
+    assert narrowed.event_types == ("settlement.reversed",) and narrowed.updated_at >= everything.updated_at
+    assert await outbox.deliveries("acme") == []  # not subscribed to settlement.completed any more
+
+    [widened] = await endpoints.sync([EndpointConfig("acme", A, secret)])
+    await ledger.book_settlement(booking())
+    assert widened.event_types == ()
+    assert [delivery.event_type for delivery in await outbox.deliveries("acme")] == ["settlement.completed"]
 
 
 async def test_rotation_keeps_the_previous_secret_signing_for_the_overlap(
