@@ -346,6 +346,10 @@ async def test_a_payment_to_the_payee_that_no_offer_was_paid_with_is_reported_an
     # The payer's authorization, for the offered terms, goes to the chain without the merchant.
     payload = sign_payment(new_payer(), offered_terms(task).accepts[0])
     submit_directly(chain, payload)
+    chain.rpc.call("evm_mine")
+    # Older than the configured lookback, it is not read at all.
+    narrow = merchant.settings.model_copy(update={"reconcile_lookback_blocks": 1})
+    assert (await _reconcile_any(narrow)).unresolved == []
 
     report = await _reconcile_any(merchant.settings)
 
