@@ -5,8 +5,9 @@ from typing import Any
 
 import pytest
 import rfc8785
-from a2a.types import AgentCapabilities, AgentCard
+from a2a.types import AgentCapabilities, AgentCard, AgentCardSignature
 from a2a.utils import _jcs as sdk_jcs
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from hypothesis import HealthCheck, given, settings
 
@@ -57,6 +58,50 @@ def test_vectors_are_all_exercised() -> None:
         "security_schemes.json",
         "spec_example.json",
     ]
+
+
+_SIGNATURE = AgentCardSignature.DESCRIPTOR.full_name
+
+
+def _card_fields(message: Descriptor, seen: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
+    """(message, JSON name) of every field reachable from ``message``; ``Struct`` and signatures aside."""
+    if message.full_name in seen or message.full_name.startswith("google.protobuf."):
+        return set()
+    fields: set[tuple[str, str]] = set()
+    for field in message.fields:
+        if field.message_type is not None and field.message_type.full_name == _SIGNATURE:
+            continue
+        if not message.GetOptions().map_entry:
+            fields.add((message.full_name, field.json_name))
+        if field.message_type is not None:
+            fields |= _card_fields(field.message_type, seen | {message.full_name})
+    return fields
+
+
+def _fields_in(value: Any, message: Descriptor) -> set[tuple[str, str]]:
+    """(message, JSON name) of every member of ``value`` (JSON of ``message``) that is a field, nested too."""
+    if not isinstance(value, dict) or message.full_name.startswith("google.protobuf."):
+        return set()
+    found: set[tuple[str, str]] = set()
+    for field in message.fields:
+        if field.json_name not in value:
+            continue
+        found.add((message.full_name, field.json_name))
+        member, target = value[field.json_name], field.message_type
+        if target is not None and target.GetOptions().map_entry:
+            target = target.fields_by_name["value"].message_type
+            member = list(member.values()) if isinstance(member, dict) else []
+        if target is not None:
+            for item in member if isinstance(member, list) else [member]:
+                found |= _fields_in(item, target)
+    return found
+
+
+def test_vectors_cover_every_card_field() -> None:
+    covered: set[tuple[str, str]] = set()
+    for name in CANONICAL_VECTORS:
+        covered |= _fields_in(load_vector(name)["input"], AgentCard.DESCRIPTOR)
+    assert sorted(_card_fields(AgentCard.DESCRIPTOR) - covered) == []
 
 
 @pytest.mark.parametrize("name", CANONICAL_VECTORS)

@@ -47,6 +47,20 @@ def public(key: SigningKey) -> VerificationKey:
     return VerificationKey.from_jwk(key.public_jwk())
 
 
+def test_the_spec_examples_protected_header_byte_for_byte() -> None:
+    vector = load_vector("spec_example.json")
+    spec = vector["spec_signature"]
+    key = SigningKey(kid="key-1", alg="ES256", key=generate_signing_key("ES256").key)
+    [ours] = sign_card(vector["input"], [key], jku=vector["spec_header"]["jku"])["signatures"]
+    # Same members in the same order, compact: the header we write is the spec's, byte for byte.
+    assert ours["protected"] == spec["protected"]
+    assert json.loads(unb64(spec["protected"])) == vector["spec_header"]
+    header, protected, signature = decode_signature(spec, VERIFICATION_ALGORITHMS)
+    assert (header.alg, header.typ, header.kid) == ("ES256", "JOSE", "key-1")
+    assert header.jku == vector["spec_header"]["jku"]
+    assert protected == spec["protected"] and len(unb64(signature)) == 64  # ES256 r||s
+
+
 def test_sign_card_adds_one_detached_signature_per_key() -> None:
     es, ed = generate_signing_key("ES256"), generate_signing_key("EdDSA")
     card = merchant_card()
