@@ -34,6 +34,9 @@ class LiteralCategory(StrEnum):
     EXTENSION_URI = "extension-uri"
     HEADER = "header"
     JSONRPC_METHOD = "jsonrpc-method"
+    REQUEST_FIELD = "request-field"
+    ERROR = "error"
+    AGENT_CARD = "agent-card"
     TASK_STATE = "task-state"
     ROLE = "role"
     PART = "part"
@@ -104,6 +107,67 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
         ("tasks/pushNotificationConfig/list", "ListTaskPushNotificationConfigs", ""),
         ("tasks/pushNotificationConfig/delete", "DeleteTaskPushNotificationConfig", ""),
         ("agent/getAuthenticatedExtendedCard", "GetExtendedAgentCard", ""),
+    ),
+    *_rows(
+        LiteralCategory.REQUEST_FIELD,
+        (
+            '"configuration": {"blocking": true}',
+            '"configuration": {"returnImmediately": false}',
+            "inverted; waiting is the 1.0 default, so the member is usually left out",
+        ),
+        (
+            '"configuration": {"blocking": false}',
+            '"configuration": {"returnImmediately": true}',
+            "inverted; the answer is the task as soon as it exists",
+        ),
+    ),
+    *_rows(
+        LiteralCategory.ERROR,
+        (
+            "(no A2A 0.3 error for a missing extension)",
+            "ExtensionSupportRequiredError: -32008",
+            "0.3 defines no code for it: a merchant answers with a server-defined code, "
+            "preferably the 1.0 one; clients read any error of an unactivated paid request as this one",
+        ),
+        (
+            '"error": {"code": …, "message": "…", "data": …}',
+            '"error": {"code": …, "message": "…", '
+            '"data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", …}]}',
+            "1.0 adds an ErrorInfo with the A2A reason (e.g. EXTENSION_SUPPORT_REQUIRED) "
+            "and domain a2a-protocol.org",
+        ),
+    ),
+    *_rows(
+        LiteralCategory.AGENT_CARD,
+        (
+            '"url": "…", "preferredTransport": "JSONRPC"',
+            '"supportedInterfaces": '
+            '[{"url": "…", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}, …]',
+            "the preferred interface is the first one listed",
+        ),
+        (
+            '"additionalInterfaces": [{"url": "…", "transport": "HTTP+JSON"}]',
+            '"supportedInterfaces": '
+            '[{"url": "…", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]',
+            "the transport names (JSONRPC, GRPC, HTTP+JSON) do not change",
+        ),
+        (
+            '"protocolVersion": "0.3.0"',
+            '"supportedInterfaces": [{…, "protocolVersion": "1.0"}]',
+            "per interface instead of per card",
+        ),
+        (None, '"supportedInterfaces": [{…, "tenant": "acme"}]', "new: the tenant an interface serves"),
+        (
+            '"supportsAuthenticatedExtendedCard": true',
+            '"capabilities": {"extendedAgentCard": true}',
+            "",
+        ),
+        (
+            '"signatures": [{"protected": "…", "signature": "…"}]',
+            '"signatures": [{"protected": "…", "signature": "…"}]',
+            "same JWS form, over the 1.0 JSON (A2A 1.0 §8.4); "
+            "a 0.3 card's signature does not cover its 1.0 form",
+        ),
     ),
     *_rows(
         LiteralCategory.TASK_STATE,
@@ -206,6 +270,13 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
             'optional in v1; required in v2, "" if nothing was sent',
         ),
         ("SettleResponse.network", "SettleResponse.network", "CAIP-2 in v2"),
+        (
+            "SettleResponse.payer",
+            "SettleResponse.payer",
+            "optional in v2; receipts of this extension SHOULD carry it",
+        ),
+        (None, "SettleResponse.amount", "new, optional: the atomic amount settled, as a decimal string"),
+        (None, "SettleResponse.extensions", "new, optional: facilitator-specific data (§6.3)"),
     ),
     *_rows(
         LiteralCategory.NETWORK,

@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from a2a.compat.v0_3 import types as types_v03
-from a2a.types import Role, TaskState
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentCardSignature,
+    AgentInterface,
+    Role,
+    SendMessageConfiguration,
+    TaskState,
+)
 from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS as SDK_V1_NETWORK_CHAIN_IDS
 
 from a2a_x402 import (
@@ -105,3 +114,59 @@ def test_literal_map_is_read_only() -> None:
     except TypeError:
         return
     raise AssertionError("literal_map returned a mutable mapping")
+
+
+def _json_names(literals: str) -> set[str]:
+    """The JSON member names written in a table cell (`"name": ...`)."""
+    return set(re.findall(r'"([A-Za-z]+)":', literals))
+
+
+def test_request_and_card_rows_name_real_members_of_both_versions() -> None:
+    members_v03 = {
+        field.alias or name
+        for model in (
+            types_v03.AgentCard,
+            types_v03.AgentCardSignature,
+            types_v03.AgentInterface,
+            types_v03.MessageSendConfiguration,
+        )
+        for name, field in model.model_fields.items()
+    } | {"configuration"}
+    members_v10 = {
+        field.json_name
+        for proto in (
+            AgentCard,
+            AgentCardSignature,
+            AgentInterface,
+            AgentCapabilities,
+            SendMessageConfiguration,
+        )
+        for field in proto.DESCRIPTOR.fields
+    } | {"configuration"}
+    rows = _rows(LiteralCategory.REQUEST_FIELD) + _rows(LiteralCategory.AGENT_CARD)
+    assert rows
+    for row in rows:
+        if row.v02 is not None:
+            names = _json_names(row.v02)
+            assert names and names <= {_camel(name) for name in members_v03}, row.v02
+        if row.v03 is not None:
+            names = _json_names(row.v03)
+            assert names and names <= members_v10, row.v03
+
+
+def test_blocking_is_inverted_into_return_immediately() -> None:
+    assert literal_map(LiteralCategory.REQUEST_FIELD) == {
+        '"configuration": {"blocking": true}': '"configuration": {"returnImmediately": false}',
+        '"configuration": {"blocking": false}': '"configuration": {"returnImmediately": true}',
+    }
+
+
+def test_receipt_rows_say_what_x402_v2_added() -> None:
+    added = {row.v03 for row in _rows(LiteralCategory.X402_FIELD) if row.v02 is None}
+    assert {"SettleResponse.amount", "SettleResponse.extensions"} <= added
+    assert literal_map(LiteralCategory.X402_FIELD)["SettleResponse.payer"] == "SettleResponse.payer"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
