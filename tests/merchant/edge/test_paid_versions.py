@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
 from a2a.types import Message, Role, SendMessageRequest, TaskState
 from a2a.utils.constants import TransportProtocol
@@ -30,9 +33,13 @@ from a2a_x402 import (
     PaymentCompletedData,
     decode,
 )
+from devchain import DevChain
 from facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
 from merchant.edge import JSONRPC_PATH, REST_PATH
+from merchant.ledger import LedgerEntry
 from payer import sign_payment
+from storage import create_engine
+from tests.facilitator.payments import cancel_authorization
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -48,6 +55,7 @@ from tests.fixtures.merchant import (
     sdk_client,
     user_message,
 )
+from tests.merchant.payments.executors import MidWorkExecutor
 
 JSON = dict[str, Any]
 _VARYING = frozenset({"timestamp", "blockNumber", "validAfter", "validBefore"})
@@ -73,10 +81,13 @@ def sqlite_merchant(start_merchant: MerchantStarter, sqlite_url: str) -> Running
 # -- 0.3 clients --------------------------------------------------------------------------------------
 
 
-def v1_payload(key: str, terms: JSON) -> JSON:
-    """An x402 v1 PaymentPayload (`network` name, no `accepted`) for the first of the v1 `terms`."""
+def v1_payload(key: str, terms: JSON, **validity: int) -> JSON:
+    """An x402 v1 PaymentPayload (`network` name, no `accepted`) for the first of the v1 `terms`.
+
+    `validity` (`valid_after`, `valid_before`) overrides the authorization's window.
+    """
     required = PaymentRequiredV1.from_wire(terms)
-    signed = sign_payment(key, requirements_v1_to_v2(required.accepts[0])).to_json_dict()
+    signed = sign_payment(key, requirements_v1_to_v2(required.accepts[0]), **validity).to_json_dict()
     return {
         "x402Version": 1,
         "scheme": required.accepts[0].scheme,
@@ -160,6 +171,176 @@ async def pay_v0_3_sdk(merchant: RunningMerchant, key: str, binding: str) -> Pai
     return Paid(last.task.id, TaskState.Name(last.task.status.state), Account.from_key(key).address)
 
 
+def assert_v1_terms(terms: JSON) -> None:
+    """`terms` are the merchant's x402 v1 terms (network name, `maxAmountRequired`)."""
+    assert terms["x402Version"] == 1
+    [accepted] = terms["accepts"]
+    assert (accepted["network"], accepted["maxAmountRequired"]) == ("base-sepolia", str(DEFAULT_PRICE))
+    assert accepted["payTo"] == DEFAULT_PAY_TO
+
+
+class RawV0_3:
+    """Raw 0.3 JSON-RPC shaped like the a2a-x402 v0.2 spec examples: no A2A-Version, `X-A2A-Extensions`."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def send(self, message: JSON, method: str = "message/send") -> httpx.Response:
+        body = {"jsonrpc": "2.0", "method": method, "id": "req-1", "params": {"message": message}}
+        response = await self.http.post(JSONRPC_PATH, json=body)
+        assert response.headers["a2a-version"] == "0.3"
+        return response
+
+    async def result(self, message: JSON) -> JSON:
+        answer = (await self.send(message)).json()
+        assert "error" not in answer, answer
+        result: JSON = answer["result"]
+        return result
+
+    async def ask(self) -> JSON:
+        """A task waiting for payment, its v1 terms checked."""
+        part = {"kind": "text", "text": TEXT}
+        ask = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}
+        task = await self.result(ask)
+        assert task["status"]["state"] == "input-required"
+        assert task["status"]["message"]["metadata"]["x402.payment.status"] == "payment-required"
+        assert_v1_terms(terms_of(task))
+        return task
+
+
+def terms_of(task: JSON) -> JSON:
+    """The v1 terms in a 0.3 task's status message."""
+    terms: JSON = task["status"]["message"]["metadata"]["x402.payment.required"]
+    return terms
+
+
+def flat_message(task_id: str, metadata: JSON) -> JSON:
+    """A 0.3 user message carrying flat `x402.payment.*` metadata."""
+    part = {"kind": "text", "text": "Here is the payment authorization."}
+    return {
+        "kind": "message",
+        "messageId": str(uuid.uuid4()),
+        "taskId": task_id,
+        "role": "user",
+        "parts": [part],
+        "metadata": metadata,
+    }
+
+
+def submitted(task_id: str, payload: JSON) -> JSON:
+    """The 0.3 payment submission."""
+    metadata = {"x402.payment.status": "payment-submitted", "x402.payment.payload": payload}
+    return flat_message(task_id, metadata)
+
+
+@pytest.fixture
+async def raw_v0_3(sqlite_merchant: RunningMerchant) -> AsyncIterator[RawV0_3]:
+    """A raw 0.3 client of the SQLite merchant with the v0.2 extension activated."""
+    async with httpx.AsyncClient(
+        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+    ) as http:
+        yield RawV0_3(http)
+
+
+@pytest.mark.parametrize("error", ["EXPIRED_PAYMENT", "INSUFFICIENT_FUNDS"])
+async def test_0_3_payment_not_taken_gets_fresh_v1_terms(
+    raw_v0_3: RawV0_3, sqlite_merchant: RunningMerchant, chain: DevChain, new_payer: Any, error: str
+) -> None:
+    task = await raw_v0_3.ask()
+    now = int(time.time())
+    if error == "EXPIRED_PAYMENT":
+        key = new_payer()
+        payload = v1_payload(key, terms_of(task), valid_after=now - 600, valid_before=now - 300)
+    else:
+        key = new_payer(DEFAULT_PRICE - 1)
+        payload = v1_payload(key, terms_of(task))
+
+    again = await raw_v0_3.result(submitted(task["id"], payload))
+
+    assert (again["kind"], again["status"]["state"]) == ("task", "input-required")
+    metadata = again["status"]["message"]["metadata"]
+    assert (metadata["x402.payment.status"], metadata["x402.payment.error"]) == ("payment-required", error)
+    assert_v1_terms(terms_of(again))
+    assert await ledger_entries(sqlite_merchant.database_url) == []
+    if error == "EXPIRED_PAYMENT":
+        done = await raw_v0_3.result(submitted(task["id"], v1_payload(key, terms_of(again))))
+        assert done["status"]["state"] == "completed"
+        assert len(await ledger_entries(sqlite_merchant.database_url)) == 1
+    else:
+        assert chain.balance_of(Account.from_key(key).address) == DEFAULT_PRICE - 1
+
+
+async def test_0_3_settlement_failure_is_payment_failed_with_v1_receipts(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, new_payer: Any
+) -> None:
+    key = new_payer()
+    payloads: list[JSON] = []
+    merchant = start_merchant(
+        sqlite_url,
+        delegate=MidWorkExecutor(
+            lambda: cancel_authorization(chain, key, payloads[0]["payload"]["authorization"]["nonce"])
+        ),
+    )
+    async with httpx.AsyncClient(
+        base_url=merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+    ) as http:
+        wire = RawV0_3(http)
+        task = await wire.ask()
+        payloads.append(v1_payload(key, terms_of(task)))
+
+        failed = await wire.result(submitted(task["id"], payloads[0]))
+
+    assert failed["status"]["state"] == "failed"
+    metadata = failed["status"]["message"]["metadata"]
+    outcome = (metadata["x402.payment.status"], metadata["x402.payment.error"])
+    assert outcome == ("payment-failed", "DUPLICATE_NONCE")
+    [receipt] = metadata["x402.payment.receipts"]
+    # An x402 v1 SettleResponse: the network by name, the payer, no v2 `extensions`.
+    assert (receipt["success"], receipt["network"]) == (False, "base-sepolia")
+    assert receipt["errorReason"] == "invalid_exact_evm_nonce_already_used"
+    assert receipt["payer"] == Account.from_key(key).address
+    assert "artifacts" not in failed
+    assert await ledger_entries(merchant.database_url) == []
+
+
+async def test_0_3_rejected_terms_cancel_the_task(
+    raw_v0_3: RawV0_3, sqlite_merchant: RunningMerchant
+) -> None:
+    task = await raw_v0_3.ask()
+
+    canceled = await raw_v0_3.result(flat_message(task["id"], {"x402.payment.status": "payment-rejected"}))
+
+    assert canceled["status"]["state"] == "canceled"
+    assert canceled["status"]["message"]["metadata"] == {"x402.payment.status": "payment-rejected"}
+    assert await ledger_entries(sqlite_merchant.database_url) == []
+
+
+async def test_0_3_payment_over_message_stream(
+    raw_v0_3: RawV0_3, sqlite_merchant: RunningMerchant, new_payer: Any
+) -> None:
+    key = new_payer()
+    task = await raw_v0_3.ask()
+
+    response = await raw_v0_3.send(submitted(task["id"], v1_payload(key, terms_of(task))), "message/stream")
+
+    events = [
+        httpx.Response(200, content=line[5:].strip()).json()["result"]
+        for line in response.text.splitlines()
+        if line.startswith("data:")
+    ]
+    assert {event["kind"] for event in events} <= {"task", "status-update", "artifact-update"}
+    last = events[-1]
+    assert (last["kind"], last["final"], last["status"]["state"]) == ("status-update", True, "completed")
+    metadata = last["status"]["message"]["metadata"]
+    assert metadata["x402.payment.status"] == "payment-completed"
+    [receipt] = metadata["x402.payment.receipts"]
+    assert (receipt["success"], receipt["network"]) == (True, "base-sepolia")
+    assert any(event["kind"] == "artifact-update" for event in events)
+    [entry] = await ledger_entries(sqlite_merchant.database_url)
+    payer = Account.from_key(key).address
+    assert (entry.task_id, entry.payer, entry.amount) == (task["id"], payer, DEFAULT_PRICE)
+
+
 # -- 1.0 clients --------------------------------------------------------------------------------------
 
 
@@ -189,7 +370,7 @@ async def pay_v1_0_sdk(merchant: RunningMerchant, key: str, binding: str) -> Pai
 
 
 async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
-    merchant: RunningMerchant, new_payer: Any
+    merchant: RunningMerchant, chain: DevChain, new_payer: Any
 ) -> None:
     keys = [new_payer() for _ in range(5)]
 
@@ -208,8 +389,27 @@ async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
         entry = booked[p.task_id]
         expected = ("", p.payer, DEFAULT_PAY_TO, DEFAULT_PRICE)
         assert (entry.tenant, entry.payer, entry.pay_to, entry.amount) == expected
-    # Booked alike whatever the version: same accounts, directions and amounts.
+    # Booked alike whatever the version: same accounts, directions and amounts, on the same asset and chain.
     assert len({entry.lines for entry in booked.values()}) == 1
+    assert {(entry.asset, entry.network) for entry in booked.values()} == {
+        (merchant.settings.asset, merchant.settings.network)
+    }
+    chain_ids = await booked_chain_ids(merchant.database_url)
+    assert set(chain_ids) == set(booked)
+    assert set(chain_ids.values()) == {chain.chain_id}
+
+
+async def booked_chain_ids(database_url: str) -> dict[str, int]:
+    """The chain id of every settlement entry booked in `database_url`, by task id."""
+    entries = LedgerEntry.__table__
+    statement = sa.select(entries.c.task_id, entries.c.chain_id).where(entries.c.kind == "settlement")
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+    finally:
+        await engine.dispose()
+    return {row.task_id: row.chain_id for row in rows}
 
 
 async def test_the_v0_1_uri_is_accepted_on_0_3_and_echoed(
