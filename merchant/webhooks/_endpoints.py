@@ -4,10 +4,12 @@ types, with up to two signing secrets.
 The tenant config seeds endpoints (`sync`): a configured (tenant, URL) that is missing is created with the
 configured secret and event types; an existing one takes the configured event types; an endpoint whose URL
 is no longer configured is disabled (`not_configured`) and comes back if configured again. Subscriptions
-apply to events booked from then on. After that the database owns the endpoint's secret: `rotate_secret` moves the current
-secret to `previous_secret`, which keeps signing (two `v1,` signatures) until the overlap ends, so a
-receiver can switch secrets without losing a delivery. A 410 from the receiver disables the endpoint
-(`gone`); `enable` resumes it, and its pending deliveries with it.
+apply to events booked from then on. After that the database owns the endpoint's secret: `rotate_secret`
+moves the current secret to `previous_secret`, which keeps signing (two `v1,` signatures) until the
+overlap ends, so a receiver can switch secrets without losing a delivery. A 410 from the receiver disables
+the endpoint (`gone`); `enable` resumes it, and its pending deliveries with it. Events booked while it was
+disabled were never queued for it and are not queued by `enable`: the receiver replays them, or the
+operator redelivers them.
 
 Secrets are stored as given, because signing needs them; protect the database accordingly.
 """
@@ -289,7 +291,8 @@ class WebhookEndpoints:
         return await self._get(endpoint_id)
 
     async def enable(self, endpoint_id: str) -> Endpoint:
-        """Resume deliveries to a disabled endpoint (its pending deliveries go out again).
+        """Resume deliveries to a disabled endpoint (its pending deliveries go out again; events booked while
+        it was disabled are not queued: replay or redeliver them).
 
         Raises:
             EndpointNotFoundError: no such endpoint.

@@ -169,7 +169,8 @@ def test(tenant: str) -> None:
     "--endpoint", "endpoint_id", default=None, help="endpoint id (needed if the tenant has several)"
 )
 def enable(tenant: str, endpoint_id: str | None) -> None:
-    """Resume deliveries to a disabled endpoint (after a 410, say)."""
+    """Resume deliveries to a disabled endpoint (after a 410, say). Events booked while it was disabled are
+    not queued: redeliver them, or let the receiver replay them."""
 
     async def action(engine: AsyncEngine, _settings: WebhookSettings) -> str:
         endpoints = WebhookEndpoints(engine)
