@@ -408,3 +408,23 @@ async def test_0_3_stream_errors_are_0_3_error_objects(
         "id": "s-1",
         "error": {"code": code, "message": message},
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "error"), [("members-only", "ExtensionSupportRequired"), ("explode", "Internal")]
+)
+async def test_0_3_rest_stream_refused_at_its_first_step_is_an_error_response(
+    shared_merchant: str, text: str, error: str
+) -> None:
+    row = TABLE[error]
+    body = {"message": message_v0_3("rest", text)}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(f"{_V0_3_REST}/message:stream", json=body)
+
+    # Not a 200 stream that drops: the error, as on any 0.3 HTTP+JSON route.
+    assert response.status_code == row.http_status
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["a2a-version"] == "0.3"
+    answer = response.json()
+    assert error_info(answer["error"]["details"])["reason"] == row.reason
+    assert answer["type"] == f"{error}Error"
