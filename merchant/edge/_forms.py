@@ -15,6 +15,10 @@ Forms, per interface:
   `configuration.blocking`.
 - A2A 0.3 HTTP+JSON (ProtoJSON of the 0.3 proto): `content` instead of `parts`, roles `ROLE_*`,
   `configuration.blocking`.
+
+One 0.3 HTTP+JSON form is refused for another reason: a file part with `fileWithBytes`. The SDK's 0.3
+layer (a2a-sdk 1.3) reads the decoded bytes as if they were still base64 text, so such a part would fail
+with an internal error or reach the agent corrupted; the client is told to send the file by URI instead.
 """
 
 from __future__ import annotations
@@ -91,10 +95,17 @@ def check_rest_v0_3_form(body: Any) -> None:
     """Refuse a 0.3 HTTP+JSON `message:send` or `message:stream` body carrying 1.0-only markers.
 
     Raises:
-        InvalidParamsError: the request is written in the A2A 1.0 form.
+        InvalidParamsError: the request is written in the A2A 1.0 form, or carries a file by bytes.
     """
     message = _message(body)
     if message is not None and "parts" in message:
         raise _refuse("message", '"parts" (0.3 HTTP+JSON calls them "content")', "1.0")
+    for index, part in enumerate(_parts(message or {}, "content")):
+        file = part.get("file")
+        if isinstance(file, dict) and "fileWithBytes" in file:
+            raise InvalidParamsError(
+                message=f"message.content[{index}].file: fileWithBytes is not accepted on A2A 0.3 HTTP+JSON; "
+                "send the file by fileWithUri, or use JSON-RPC or A2A 1.0"
+            )
     if isinstance(body, dict) and "returnImmediately" in _configuration(body):
         raise _refuse("configuration", '"returnImmediately"', "1.0")

@@ -260,7 +260,7 @@ def message_v0_3(binding: str, text: str, *, task_id: str = "", file: bool = Fal
             part = {"kind": "file", "file": {"bytes": "iVBORw==", "mimeType": "image/png"}}
         message: JSON = {"kind": "message", "messageId": mid(), "role": "user", "parts": [part]}
     else:
-        # By URI: the SDK's 0.3 HTTP+JSON layer fails on bytes that are not UTF-8 (a 500 in a2a-sdk 1.3).
+        # By URI: a file by bytes is refused on 0.3 HTTP+JSON (the SDK's 0.3 layer mis-decodes it).
         image = {"fileWithUri": "https://h.example/a.png", "mimeType": "image/png"}
         part = {"file": image} if file else {"text": text}
         message = {"messageId": mid(), "role": "ROLE_USER", "content": [part]}

@@ -176,6 +176,22 @@ async def test_a_message_in_the_other_versions_form_is_refused(
     assert response.headers["a2a-version"] == version
 
 
+@pytest.mark.parametrize("path", ["/v1/message:send", "/v1/message:stream"])
+async def test_a_file_by_bytes_on_0_3_rest_is_refused_clearly(shared_merchant: str, path: str) -> None:
+    # The SDK's 0.3 HTTP+JSON layer would mis-decode the bytes (a 500, or a corrupted file).
+    text = "aGVsbG8="  # "hello": bytes that are valid UTF-8 are mis-read too
+    content = [{"file": {"fileWithBytes": text, "mimeType": "text/plain"}}]
+    body = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": content}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(REST_PATH + path, json=body)
+
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["error"]["details"][0]["reason"] == "INVALID_PARAMS"
+    assert "fileWithUri" in answer["error"]["message"]
+    assert response.headers["a2a-version"] == "0.3"
+
+
 # -- the a2a-sdk 0.3 compat client --------------------------------------------------------------------
 
 
