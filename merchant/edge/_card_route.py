@@ -9,7 +9,9 @@ the same validators. A version that cannot be negotiated gets VersionNotSupporte
 The card modifier is applied on every request to the version's card before it is rendered. A card
 signer, when given, signs the rendered document (JWS over its canonical form, A2A §8.4) and the signed
 document is what is served; it is signed once per distinct document, since ES256 signatures differ on
-every signing and a card whose bytes changed on every request could never be cached or revalidated.
+every signing and a card whose bytes changed on every request could never be cached or revalidated. The
+signed documents are kept in a small LRU (`signed_cache_size`): a modifier that made every card distinct
+would otherwise grow it without end.
 
 `ExtendedAgentCards` serves each tenant's extended card through the SDK's extended-card hook (the request
 handler's `extended_card_modifier`), so both 1.0 bindings answer `GetExtendedAgentCard` with it. Each card
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +56,8 @@ CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
 CardSigner = Callable[[dict[str, Any]], dict[str, Any]]
 """Returns the card JSON to serve with its `signatures` set (e.g. `agentcard.sign_card` with the keys)."""
 _MEDIA_TYPE = "application/json"
+# Distinct signed documents kept: one per version for a static card, plus room for a modifier's variants.
+_DEFAULT_SIGNED_CACHE_SIZE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,11 @@ def _if_none_match_hits(header: str, etag: str) -> bool:
 
 
 class AgentCardEndpoint:
-    """The card route: the negotiated version's card, revalidated by its ETag."""
+    """The card route: the negotiated version's card, revalidated by its ETag.
+
+    Raises:
+        ValueError: `signed_cache_size` is below 1.
+    """
 
     def __init__(
         self,
@@ -81,10 +90,14 @@ class AgentCardEndpoint:
         modifier: CardModifier | None,
         cache_control: str,
         signer: CardSigner | None = None,
+        signed_cache_size: int = _DEFAULT_SIGNED_CACHE_SIZE,
     ) -> None:
+        if signed_cache_size < 1:
+            raise ValueError(f"signed_cache_size must be at least 1, got {signed_cache_size}")
         self._cards = dict(cards)
         self._signer = signer
-        self._signed: dict[bytes, bytes] = {}
+        self._signed: OrderedDict[bytes, bytes] = OrderedDict()
+        self._signed_cache_size = signed_cache_size
         self._negotiator = negotiator
         self._modifier = modifier
         self._cache_control = cache_control
@@ -101,11 +114,15 @@ class AgentCardEndpoint:
 
     def _sign(self, body: bytes) -> bytes:
         signed = self._signed.get(body)
-        if signed is None:
-            signer = self._signer
-            if signer is None:
-                raise RuntimeError("no card signer")
-            signed = self._signed[body] = _signed_body(signer, body)
+        if signed is not None:
+            self._signed.move_to_end(body)
+            return signed
+        signer = self._signer
+        if signer is None:
+            raise RuntimeError("no card signer")
+        signed = self._signed[body] = _signed_body(signer, body)
+        if len(self._signed) > self._signed_cache_size:
+            self._signed.popitem(last=False)
         return signed
 
     async def serve(self, request: Request) -> Response:
