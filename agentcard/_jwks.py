@@ -13,9 +13,11 @@ Rules:
 * Redirects are not followed (a redirect could move the key source to another origin).
 * Every fetch has a deadline for the whole exchange (``timeout_s``), not only per read, so a server that
   drips bytes cannot hold a verification open; the body is read up to ``max_bytes`` and abandoned beyond.
-* A JWK Set is cached per URL for ``ttl_s``. A ``kid`` missing from a cached set causes one refetch (the
-  signer may have rotated), at most once per ``min_refetch_interval_s``, so cards with made-up kids cannot
-  turn the verifier into a request generator. Fetches of one URL are serialised.
+* A JWK Set is cached per URL for ``ttl_s`` (300 s by default). A ``kid`` missing from a cached set causes
+  one refetch (the signer may have rotated), and only once the cached set is ``min_refetch_interval_s`` old
+  (30 s by default), so cards with made-up kids cannot turn the verifier into a request generator; a card
+  signed only by a key newer than the cached set may therefore fail for up to that long. Fetches of one
+  URL are serialised.
 * Failures are never cached and stale sets are never used after their TTL.
 """
 

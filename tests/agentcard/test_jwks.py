@@ -134,6 +134,25 @@ async def test_unknown_kid_refetches_once_then_fails(
     assert key_server.hits[JWKS_PATH] == 3
 
 
+async def test_the_documented_refetch_interval_is_the_default(
+    key_server: KeyServer, http_client: httpx.AsyncClient
+) -> None:
+    # The README promises an unknown kid is looked up again only once the cached set is 30 s old.
+    old, new = generate_signing_key(), generate_signing_key()
+    key_server.jwks = {"keys": [old.public_jwk()]}
+    clock = FakeClock()
+    cache = JwksCache(http_client, allow_insecure_localhost=True, clock=clock)
+    await cache.get_key(key_server.jwks_url, old.kid)
+    key_server.jwks = {"keys": [new.public_jwk(), old.public_jwk()]}
+
+    clock.now += 29
+    with pytest.raises(KeyNotFoundError):
+        await cache.get_key(key_server.jwks_url, new.kid)
+    clock.now += 1
+    assert (await cache.get_key(key_server.jwks_url, new.kid)).kid == new.kid
+    assert key_server.hits[JWKS_PATH] == 2
+
+
 async def test_concurrent_lookups_share_one_fetch(
     key_server: KeyServer, http_client: httpx.AsyncClient
 ) -> None:
