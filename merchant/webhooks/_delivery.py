@@ -37,7 +37,6 @@ import random
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -196,7 +195,7 @@ class DeliveryWorker:
 
         Returns how many were claimed.
         """
-        claims = await self._claim(self._batch_size, busy=frozenset())
+        claims = await self._claim(self._batch_size, in_flight=Counter())
         await asyncio.gather(*(self._deliver(claim) for claim in claims))
         return len(claims)
 
@@ -222,7 +221,7 @@ class DeliveryWorker:
                 claims: list[_Claim] = []
                 if free > 0:
                     try:
-                        claims = await self._claim(free, busy=self._busy_endpoints(in_flight.values()))
+                        claims = await self._claim(free, in_flight=Counter(in_flight.values()))
                     except (SQLAlchemyError, OSError):
                         logger.exception("webhook claim failed; retrying in %.1f s", poll_interval_s)
                 for claim in claims:
@@ -235,11 +234,6 @@ class DeliveryWorker:
         finally:
             await asyncio.gather(*in_flight)
 
-    def _busy_endpoints(self, endpoint_ids: Iterable[str]) -> frozenset[str]:
-        counts = Counter(endpoint_ids)
-        limit = self._endpoint_concurrency
-        return frozenset(endpoint for endpoint, count in counts.items() if count >= limit)
-
     async def _deliver_logged(self, claim: _Claim) -> None:
         try:
             await self._deliver(claim)
@@ -247,7 +241,7 @@ class DeliveryWorker:
             # The outcome is lost, not the delivery: its lease expires and it is claimed again.
             logger.exception("recording webhook %s to endpoint %s failed", claim.event_id, claim.endpoint_id)
 
-    async def _claim(self, limit: int, *, busy: frozenset[str]) -> list[_Claim]:
+    async def _claim(self, limit: int, *, in_flight: Counter[str]) -> list[_Claim]:
         now = _now()
         token = secrets.token_hex(16)
         due_now = sa.and_(
@@ -255,11 +249,17 @@ class DeliveryWorker:
             _deliveries.c.next_attempt_at <= now,
             sa.or_(_deliveries.c.lease_until.is_(None), _deliveries.c.lease_until < now),
             _endpoints.c.status == "active",
-            _deliveries.c.endpoint_id.not_in(busy),
         )
-        # At most `endpoint_concurrency` per endpoint, so that one endpoint's backlog cannot take every
-        # slot. The ranking is a subquery of its own because PostgreSQL refuses FOR UPDATE next to a
-        # window function.
+        # Each endpoint gets what `endpoint_concurrency` leaves beside this worker's sends in flight to it,
+        # so that one endpoint's backlog cannot take every slot. The ranking is a subquery of its own
+        # because PostgreSQL refuses FOR UPDATE next to a window function.
+        room: sa.ColumnElement[int] = sa.literal(self._endpoint_concurrency)
+        if in_flight:
+            room = sa.case(
+                {endpoint: self._endpoint_concurrency - count for endpoint, count in in_flight.items()},
+                value=_deliveries.c.endpoint_id,
+                else_=self._endpoint_concurrency,
+            )
         ranked = (
             sa.select(
                 _deliveries.c.id,
@@ -269,12 +269,13 @@ class DeliveryWorker:
                     order_by=(_deliveries.c.next_attempt_at, _deliveries.c.id),
                 )
                 .label("rank"),
+                room.label("room"),
             )
             .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
             .where(due_now)
             .subquery()
         )
-        first_per_endpoint = sa.select(ranked.c.id).where(ranked.c.rank <= self._endpoint_concurrency)
+        first_per_endpoint = sa.select(ranked.c.id).where(ranked.c.rank <= ranked.c.room)
         due = (
             sa.select(_deliveries.c.id)
             .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)

@@ -1,8 +1,8 @@
 """A real webhook receiver for tests: verifies every request with the `standardwebhooks` library.
 
 It answers from a script (`plan`: one `Reply` per request, then 200), records every request with which of
-its secrets verified it, can hold requests open (`holding`, until `released` is set) and notes when two
-requests for one `webhook-id` were ever in flight at once. `trickling_receiver` is a raw socket server that
+its secrets verified it, can hold requests open (`holding`, until `released` is set), notes when two
+requests for one `webhook-id` were ever in flight at once and how many requests ever were (`peak`). `trickling_receiver` is a raw socket server that
 sends its response headers one byte at a time.
 """
 
@@ -64,6 +64,7 @@ class Receiver:
         self.delay_s = delay_s
         self.received: list[Received] = []
         self.overlaps: list[str] = []
+        self.peak = 0
         self.holding = False
         self.released = threading.Event()
         self.arrived = threading.Event()
@@ -93,6 +94,7 @@ class Receiver:
             if webhook_id in self._in_flight:
                 self.overlaps.append(webhook_id)
             self._in_flight.add(webhook_id)
+            self.peak = max(self.peak, len(self._in_flight))
             reply = self.plan.pop(0) if self.plan else Reply(delay_s=self.delay_s)
         try:
             self.arrived.set()

@@ -231,23 +231,26 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02))
     try:
-        for _ in range(6):  # a backlog that would fill every slot of the worker
+        await ledger.book_settlement(booking(tenant="slow"))
+        assert await asyncio.to_thread(slow.arrived.wait, 5)  # one slow send is in flight
+        for _ in range(5):  # then a backlog that would fill every slot of the worker
             await ledger.book_settlement(booking(tenant="slow"))
-        assert await asyncio.to_thread(slow.arrived.wait, 5)  # the slow sends are in flight
+        await asyncio.sleep(0.3)  # many claim passes
         loop = asyncio.get_running_loop()
         booked = loop.time()
         await ledger.book_settlement(booking())
         [event] = await outbox.events_since("acme")
         await wait_until(lambda: _received(fast, event.id), timeout_s=10)
         waited_s = loop.time() - booked
-        answered_slow = slow.ids()
+        answered_slow, slow_peak = slow.ids(), slow.peak
     finally:
         slow.released.set()
         stop.set()
         await running
 
     assert waited_s < 1.0  # not held until the slow endpoint's deadline
-    assert answered_slow == set()  # the slow attempt was still open when the other event went out
+    assert answered_slow == set()  # the slow attempts were still open when the other event went out
+    assert slow_peak == 2  # no more than endpoint_concurrency at once
 
 
 async def _received(receiver: Receiver, event_id: str) -> bool:
