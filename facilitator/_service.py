@@ -9,7 +9,9 @@ short-circuits to its answer (before any clock check, so a retry after `validBef
 checks without chain access; chain checks in one RPC batch; the durable claim; the broadcast; a bounded
 wait for the receipt at the configured depth. A settlement still unconfirmed at the deadline is answered
 `settlement_pending` with its transaction hash; a later settle with the same idempotency key, or a status
-call, finishes it. Every answer about a claim is the one stored with it, so repeated answers are identical.
+call, finishes it (first checking that the transaction is still in the pool, and sending it again if not).
+Every chain wait of a settle keeps to the caller's budget, even on a node that stops answering. Every
+answer about a claim is the one stored with it, so repeated answers are identical.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from storage import create_engine, ensure_schema_current
 
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._config import FacilitatorSettings
-from ._errors import ChainError, ChainMismatchError, IdempotencyConflictError, PaymentInvalidError, RpcError
+from ._errors import (
+    ChainError,
+    ChainMismatchError,
+    ChainUnavailableError,
+    IdempotencyConflictError,
+    PaymentInvalidError,
+    RpcError,
+)
 from ._receipts import Receipt, ReceiptWatcher
 from ._recovery import Recovery, ThirdPartySettlement, find_settlement
 from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
@@ -88,6 +97,9 @@ class Facilitator:
         self._recovery = Recovery(rpc, claims, relayer)
         self._owned_engine: AsyncEngine | None = None
         self._database_url: str | None = None
+        # Pool checks under way, by claim id; one that outlives its caller's budget is left to finish
+        # (or cut short by `aclose`).
+        self._pool_checks: dict[str, asyncio.Task[str | ThirdPartySettlement]] = {}
 
     @classmethod
     def from_settings(cls, settings: FacilitatorSettings, *, engine: AsyncEngine | None = None) -> Self:
@@ -153,6 +165,10 @@ class Facilitator:
 
     async def aclose(self) -> None:
         """Stop background work and close connections this facilitator opened."""
+        checks = list(self._pool_checks.values())
+        for task in checks:
+            task.cancel()
+        await asyncio.gather(*checks, return_exceptions=True)
         await self._watcher.aclose()
         await self._rpc.aclose()
         if self._owned_engine is not None:
@@ -229,7 +245,7 @@ class Facilitator:
             return self._failure(exc.reason, exc.message, payload.payload.authorization.from_address)
         key = self._claim_key(request)
         try:
-            verified = await self._verify(request)
+            verified = await self._verify_within(request, deadline)
         except PaymentInvalidError as exc:
             # Most refusals of a known authorization are its own earlier settlement (nonce now used, time
             # run out): the claim, not the chain, holds the answer. Looked up only here, off the happy path.
@@ -330,7 +346,7 @@ class Facilitator:
         """Settle an authorization whose earlier claim ended before any broadcast; None if another took it."""
         payer = request.authorization.from_
         try:
-            verified = await self._verify(request)
+            verified = await self._verify_within(request, deadline)
         except PaymentInvalidError as exc:
             return self._failure(exc.reason, exc.message, payer)
         except ChainError:
@@ -425,6 +441,17 @@ class Facilitator:
         eoa = self._verifier.check_offline(request.authorization, request.terms)
         return await self._verifier.check_onchain(request.authorization, request.terms, eoa_signature=eoa)
 
+    async def _verify_within(self, request: PaymentRequest, deadline: float) -> VerifiedPayment:
+        """`_verify`, cut short at the deadline (it only reads, so nothing is left half-done).
+
+        Raises:
+            ChainUnavailableError: the node did not answer within the budget.
+        """
+        try:
+            return await asyncio.wait_for(self._verify(request), max(deadline - time.monotonic(), 0.0))
+        except TimeoutError as exc:
+            raise ChainUnavailableError("the chain did not answer within the settle's budget") from exc
+
     async def _broadcast(self, claim: Claim, verified: VerifiedPayment, deadline: float) -> SettleResponse:
         payer = verified.authorization.from_
         # The verifier refused estimates over the cap; the margin covers state that changes before mining.
@@ -447,18 +474,25 @@ class Facilitator:
         return await self._await_outcome(claim, deadline, sent=sent)
 
     async def _await_outcome(
-        self, claim: Claim, deadline: float, *, sent: SentTransaction | None = None
+        self,
+        claim: Claim,
+        deadline: float,
+        *,
+        sent: SentTransaction | None = None,
+        bounded_revive: bool = True,
     ) -> SettleResponse:
         """Wait for the claim's transaction at the configured depth and record what it did.
 
         A transaction just `sent` is recorded with the outcome in one write when its receipt comes
         quickly; a slower one is recorded as broadcast first, so a crash while waiting leaves its hash
         and signed bytes behind. (A crash before either write leaves a claim whose authorization the chain
-        shows as used: `reconcile` finds the transaction by its `AuthorizationUsed` log.)
+        shows as used: `reconcile` finds the transaction by its `AuthorizationUsed` log.) A transaction
+        broadcast earlier is first checked to still be in the pool or mined; that check keeps to the
+        caller's budget too, unless `bounded_revive` is off (a reconcile pass, with no caller waiting).
         """
-        tx_hash = sent.tx_hash if sent is not None else claim.tx_hash or ""
         receipt = None
         if sent is not None:
+            tx_hash = sent.tx_hash
             quick_s = min(_QUICK_RECEIPT_S, max(deadline - time.monotonic(), 0.0))
             receipt = await self._watcher.wait(tx_hash, confirmations=self._confirmations, timeout_s=quick_s)
             if receipt is None:
@@ -466,18 +500,21 @@ class Facilitator:
                     claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=tx_hash, raw_tx=sent.raw
                 )
                 sent = None
+        else:
+            # Broadcast earlier: first make sure the transaction has not silently left the pool, so one
+            # dropped is sent again in time to be mined while this caller waits.
+            revived = await self._pool_check(claim, claim.tx_hash or "", deadline, bounded=bounded_revive)
+            if isinstance(revived, ThirdPartySettlement):
+                return await self._record_success(
+                    claim, revived.tx_hash, revived.block_number, revived.block_hash
+                )
+            tx_hash = revived
         if receipt is None:
             receipt = await self._watcher.wait(
                 tx_hash, confirmations=self._confirmations, timeout_s=max(deadline - time.monotonic(), 0.0)
             )
         if receipt is None:
-            # Still unconfirmed: make sure it has not silently left the pool before answering "pending".
-            revived = await self._recovery.safely(claim, tx_hash)
-            if isinstance(revived, ThirdPartySettlement):
-                return await self._record_success(
-                    claim, revived.tx_hash, revived.block_number, revived.block_hash
-                )
-            return await self._record(claim, self._pending(claim, revived))
+            return await self._record(claim, self._pending(claim, tx_hash))
         sent_fields: dict[str, Any] = (
             {"relayer": sent.sender, "relayer_nonce": sent.nonce, "raw_tx": sent.raw}
             if sent is not None
@@ -517,6 +554,28 @@ class Facilitator:
             block_hash=receipt.block_hash,
             **sent_fields,
         )
+
+    async def _pool_check(
+        self, claim: Claim, tx_hash: str, deadline: float, *, bounded: bool
+    ) -> str | ThirdPartySettlement:
+        """`Recovery.safely`, within the caller's budget when `bounded`: past the deadline, `tx_hash`.
+
+        Each of its RPC calls may take the whole RPC timeout on a stalled node, so it runs as a task of
+        its own (one per claim at a time) and only the wait is cut short: the check carries on, and a
+        transaction it re-sends is still recorded with the claim, never abandoned half-sent.
+        """
+        task = self._pool_checks.get(claim.id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._recovery.safely(claim, tx_hash))
+            self._pool_checks[claim.id] = task
+            task.add_done_callback(lambda _: self._pool_checks.pop(claim.id, None))
+        if not bounded:
+            return await asyncio.shield(task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            logger.info("claim %s: the pool check of %s outlasted the caller's budget", claim.id, tx_hash)
+            return tx_hash
 
     async def _release_reverted(
         self, claim: Claim, receipt: Receipt, tx_hash: str, sent_fields: dict[str, Any]
@@ -615,7 +674,7 @@ class Facilitator:
         for claim in await self._claims.unfinished():
             try:
                 if claim.state is ClaimState.BROADCAST:
-                    answer = await self._await_outcome(claim, time.monotonic() + 0.2)
+                    answer = await self._await_outcome(claim, time.monotonic() + 0.2, bounded_revive=False)
                     moved += answer.error_reason != Reason.SETTLEMENT_PENDING
                 elif claim.lease_expired:
                     if not await self._recovery.authorization_used(claim, "latest"):

@@ -1,10 +1,15 @@
 """Receipt waits: bounded by a deadline (answered `settlement_pending` with the hash), finished later by a
-retry with the same key or a status call, counted to the configured depth; a reverted receipt is a failure."""
+retry with the same key or a status call, counted to the configured depth; a reverted receipt is a failure;
+a node that stalls past the deadline does not hold the answer back."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
 
 from devchain import DevChain
 from facilitator import ClaimState
@@ -13,7 +18,7 @@ from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows
+from .payments import claim_rows, relayer_address, tx_count
 
 PENDING_TIMEOUT_S = 1.0
 
@@ -103,3 +108,87 @@ async def test_a_transaction_reverted_on_chain_is_a_failure_naming_it(
     assert chain.balance_of(PAY_TO) == payee_before
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["error_reason"]) == (ClaimState.FAILED, Reason.TRANSACTION_FAILED)
+
+
+@asynccontextmanager
+async def stallable_proxy(node_url: str) -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """A TCP relay to `node_url` on 127.0.0.1; once the event is set it swallows every request unanswered.
+
+    That is a node that hangs (no error, no closed connection), which only a timeout can end.
+    """
+    target = urlsplit(node_url)
+    stalled = asyncio.Event()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, requests: bool) -> None:
+        try:
+            while data := await reader.read(65536):
+                if requests and stalled.is_set():
+                    continue
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        node_reader, node_writer = await asyncio.open_connection(target.hostname, target.port)
+        await asyncio.gather(
+            pipe(client_reader, node_writer, requests=True), pipe(node_reader, client_writer, requests=False)
+        )
+
+    def track(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.ensure_future(relay(reader, writer))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    server = await asyncio.start_server(track, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", stalled
+    finally:
+        server.close()
+        for task in list(tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def test_a_node_stalling_past_the_deadline_still_gets_a_pending_answer_within_the_budget(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    relayer = relayer_address(chain)
+    async with stallable_proxy(chain.rpc_url) as (proxy_url, stalled):
+        service = await open_facilitator(sqlite_url, rpc_url=proxy_url, rpc_timeout_s=10.0)
+        chain.rpc.call("evm_setAutomine", [False])
+        started = time.monotonic()
+        settling = asyncio.create_task(
+            service.settle(payload, requirements, idempotency_key="stalled-1", timeout_s=1.5)
+        )
+        while tx_count(chain, relayer, "pending") == tx_count(chain, relayer):
+            assert time.monotonic() - started < 1.0, "the settlement was not broadcast"
+            await asyncio.sleep(0.01)
+        # Broadcast: from now on the node answers nothing (receipts, the pool check), for 10 s per call.
+        stalled.set()
+        answer = await settling
+        elapsed = time.monotonic() - started
+        # A retry checks the pool (and verifies) first: each of those waits is cut at the budget as well.
+        started = time.monotonic()
+        retried = await service.settle(payload, requirements, idempotency_key="stalled-1", timeout_s=1.0)
+        elapsed_retry = time.monotonic() - started
+        await service.aclose()
+
+    [in_pool] = chain.rpc.call("eth_getBlockByNumber", ["pending", False])["transactions"]
+    for pending in (answer, retried):
+        assert (pending.success, pending.error_reason, pending.transaction) == (
+            False,
+            Reason.SETTLEMENT_PENDING,
+            in_pool,
+        )
+    assert elapsed < 1.5 + 0.5
+    assert elapsed_retry < 1.0 + 0.5
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["tx_hash"]) == (ClaimState.BROADCAST, in_pool)
