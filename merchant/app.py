@@ -25,7 +25,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
-from agentcard import JWKS_PATH, KeyStore, KeyStoreError, jwks_url, load_signing_keys_from_env, sign_card
+from agentcard import (
+    JWKS_PATH,
+    KeyStore,
+    KeyStoreError,
+    jwks_url,
+    load_signing_key,
+    load_signing_keys_from_env,
+    sign_card,
+)
 from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, RpcClient
 from facilitator.wire import chain_id_from_caip2
 from storage import create_engine
@@ -88,11 +96,12 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
     """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
 
     Keys come from `X402_CARD_KEYS_DIR` (a key store the `keys` commands manage), or else from
+    `X402_CARD_SIGNING_KEY_FILE` (one PEM or JWK private key, e.g. a mounted secret), or else from
     `X402_CARD_SIGNING_KEYS` (PEM private keys, a private JWK or a JWK Set, e.g. from a secret manager).
 
     Raises:
         KeyStoreError: the key directory holds no active key, or a key file in it is unreadable.
-        KeyLoadError: `X402_CARD_SIGNING_KEYS` holds no usable key.
+        KeyLoadError: the key file or `X402_CARD_SIGNING_KEYS` holds no usable key.
     """
     if settings.card_keys_dir is not None:
         store = KeyStore(settings.card_keys_dir)
@@ -102,6 +111,8 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
             raise KeyStoreError(
                 f"no active signing key in {store.directory}: run `x402-merchant keys generate`"
             )
+    elif settings.card_signing_key_file is not None:
+        keys = [load_signing_key(settings.card_signing_key_file)]
     elif settings.card_signing_keys is not None:
         keys = load_signing_keys_from_env(
             "X402_CARD_SIGNING_KEYS",

@@ -58,9 +58,13 @@ class MerchantSettings(BaseSettings):
         None,
         description="directory of Agent Card signing keys (`x402-merchant keys generate`); unsigned without",
     )
+    card_signing_key_file: str | None = Field(
+        None,
+        description="a file holding one Agent Card signing key (PEM or JWK), when there is no keys dir",
+    )
     card_signing_keys: SecretStr | None = Field(
         None,
-        description="Agent Card signing keys themselves (PEM, JWK or JWK Set), when there is no keys dir",
+        description="Agent Card signing keys themselves (PEM, JWK or JWK Set), with no keys dir or key file",
     )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"

@@ -466,3 +466,45 @@ async def test_signing_keys_can_come_from_the_environment_instead_of_a_key_direc
     assert (result.status, result.kid) == (CardStatus.VERIFIED, key.kid)
     assert [k["kid"] for k in jwks["keys"]] == [key.kid]
     assert all("d" not in k for k in jwks["keys"])
+
+
+async def test_the_signing_key_can_come_from_a_single_file(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    key = generate_signing_key("EdDSA")
+    key_file = tmp_path / "card-key.jwk"
+    key_file.write_text(json.dumps(key.private_jwk()))
+    key_file.chmod(0o600)
+    merchant = start_merchant(sqlite_url, card_signing_key_file=str(key_file))
+
+    async with httpx.AsyncClient() as http:
+        served = await fetch_card(http, merchant.base_url, "1.0")
+        result = await verify(http, merchant.base_url, served.card)
+        jwks = await fetch_jwks(http, merchant.base_url)
+
+    assert (result.status, result.kid) == (CardStatus.VERIFIED, key.kid)
+    assert [(k["kid"], k["alg"]) for k in jwks["keys"]] == [(key.kid, "EdDSA")]
+    assert all("d" not in k for k in jwks["keys"])
+
+
+@pytest.mark.parametrize("key_file", ["missing.pem", "empty.pem"])
+async def test_serve_refuses_to_start_with_an_unusable_key_file(
+    chain: DevChain, tmp_path: Path, key_file: str
+) -> None:
+    # Never an unsigned card because the configured key could not be read.
+    (tmp_path / "empty.pem").touch()
+    env = {
+        "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_ASSET": chain.asset,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_PAY_TO": DEFAULT_PAY_TO,
+        "X402_PORT": "0",
+        "X402_CARD_SIGNING_KEY_FILE": str(tmp_path / key_file),
+    }
+
+    status, _out, err = await merchant_cli("serve", keys_dir=None, cwd=tmp_path, **env)
+
+    assert status == 1
+    assert "Error: key_load_failed: " in err and key_file in err and "Traceback" not in err
