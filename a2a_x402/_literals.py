@@ -124,10 +124,11 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
     *_rows(
         LiteralCategory.ERROR,
         (
-            "(no A2A 0.3 error for a missing extension)",
-            "ExtensionSupportRequiredError: -32008",
-            "0.3 defines no code for it: a merchant answers with a server-defined code, "
-            "preferably the 1.0 one; clients read any error of an unactivated paid request as this one",
+            '"error": {"code": -32008, "message": "…"}',
+            '"error": {"code": -32008, "message": "…", '
+            '"data": [{…, "reason": "EXTENSION_SUPPORT_REQUIRED"}]}',
+            "ExtensionSupportRequiredError; A2A 0.3 defines no code for it, so -32008 is a server-defined "
+            "code there (the a2a-sdk's 0.3 client reads it as this error)",
         ),
         (
             '"error": {"code": …, "message": "…", "data": …}',
