@@ -53,6 +53,7 @@ from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEv
 from ._sender import SendResult, send_signed
 
 __all__ = [
+    "LEASE_MARGIN_S",
     "REQUEST_TIMEOUT_S",
     "RETRY_SCHEDULE_S",
     "DeliveryWorker",
@@ -71,6 +72,10 @@ With the immediate first attempt that is 10 attempts over about 75.6 hours, a li
 
 REQUEST_TIMEOUT_S = 15.0
 """Deadline of one delivery attempt, from DNS lookup to response headers."""
+
+LEASE_MARGIN_S = 0.5
+"""How much longer than the attempt deadline a claim lease must be: room for the claim's own transaction
+before the send starts, so the lease always outlasts the send."""
 
 _LEASE_S = 60.0
 _BATCH_SIZE = 20
@@ -153,14 +158,15 @@ class DeliveryWorker:
         retry: the retry schedule (default `RETRY_SCHEDULE_S`; tests pass a short one).
         allow_private_targets: let deliveries reach private, loopback and link-local addresses
             (development and tests only).
-        lease_s: how long a claim lasts; must exceed `timeout_s` so a live worker never loses its lease.
+        lease_s: how long a claim lasts; at least `timeout_s` + `LEASE_MARGIN_S`, so that no other worker
+            can claim a delivery while this one is sending it.
         batch_size: deliveries claimed per pass (`run_once`), and the most in flight at once (`run`).
         endpoint_concurrency: the most deliveries to one endpoint that `run` has in flight at once.
         timeout_s: deadline of one attempt, DNS lookup included.
         worker_id: recorded with each attempt (default host:pid:random).
 
     Raises:
-        ValueError: `lease_s` does not exceed `timeout_s`, or a count is below 1.
+        ValueError: `lease_s` is shorter than `timeout_s` + `LEASE_MARGIN_S`, or a count is below 1.
     """
 
     def __init__(
@@ -176,8 +182,10 @@ class DeliveryWorker:
         timeout_s: float = REQUEST_TIMEOUT_S,
         worker_id: str | None = None,
     ) -> None:
-        if lease_s <= timeout_s:
-            raise ValueError(f"lease_s ({lease_s}) must exceed timeout_s ({timeout_s})")
+        if lease_s < timeout_s + LEASE_MARGIN_S:
+            raise ValueError(
+                f"lease_s ({lease_s:g}) must be at least timeout_s ({timeout_s:g}) + {LEASE_MARGIN_S:g}"
+            )
         if batch_size < 1 or endpoint_concurrency < 1:
             raise ValueError("batch_size and endpoint_concurrency must be at least 1")
         self._engine = engine

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from merchant.tenants import TenantConfigError, TenantRegistry
 from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
 
-from ._delivery import REQUEST_TIMEOUT_S, DeliveryWorker, send_test_event
+from ._delivery import LEASE_MARGIN_S, REQUEST_TIMEOUT_S, DeliveryWorker, send_test_event
 from ._endpoints import DEFAULT_ROTATION_OVERLAP, EndpointConfig, WebhookEndpoints
 from ._errors import WebhookError
 from ._outbox import Outbox
@@ -208,8 +208,11 @@ def worker(
     batch_size: int, endpoint_concurrency: int, poll_interval: float, lease: float, timeout: float
 ) -> None:
     """Deliver the outbox until SIGINT or SIGTERM (any number of workers, in any number of replicas)."""
-    if lease <= timeout:
-        raise click.BadParameter("the lease must be longer than the attempt deadline", param_hint="--lease")
+    if lease < timeout + LEASE_MARGIN_S:
+        raise click.BadParameter(
+            f"the lease must be at least the attempt deadline (--timeout) + {LEASE_MARGIN_S:g} s",
+            param_hint="--lease",
+        )
 
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
         stop = asyncio.Event()

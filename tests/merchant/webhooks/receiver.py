@@ -2,8 +2,8 @@
 
 It answers from a script (`plan`: one `Reply` per request, then 200), records every request with which of
 its secrets verified it, can hold requests open (`holding`, until `released` is set), notes when two
-requests for one `webhook-id` were ever in flight at once and how many requests ever were (`peak`). `trickling_receiver` is a raw socket server that
-sends its response headers one byte at a time.
+requests for one `webhook-id` were ever in flight at once and how many requests ever were (`peak`).
+`trickling_receiver` is a raw socket server that sends its response headers one byte at a time.
 """
 
 from __future__ import annotations

@@ -268,5 +268,7 @@ async def test_redeliver_and_enable(cli: Cli, ledger: Ledger, sqlite_url: str) -
 
 async def test_worker_refuses_a_lease_shorter_than_the_timeout(cli: Cli) -> None:
     result = await cli("worker", "--lease", "5", "--timeout", "10")
+    barely = await cli("worker", "--lease", "10.2", "--timeout", "10")  # no room for the claim itself
 
     assert result.exit_code == 2 and "--lease" in result.output
+    assert barely.exit_code == 2 and "at least the attempt deadline (--timeout) + 0.5 s" in barely.output

@@ -465,6 +465,23 @@ async def test_a_worker_killed_mid_delivery_loses_nothing(
     assert all(request.verified and request.body == event.payload for request in receiver.received)
 
 
+@SQLITE_ONLY
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lease_s": 10.0, "timeout_s": 10.0}, "lease_s"),
+        ({"lease_s": 10.2, "timeout_s": 10.0}, r"at least timeout_s \(10\) \+ 0.5"),
+        ({"batch_size": 0}, "at least 1"),
+        ({"endpoint_concurrency": 0}, "at least 1"),
+    ],
+)
+def test_a_lease_must_outlast_the_deadline(
+    make_worker: WorkerFactory, options: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_worker(**options)
+
+
 def test_retry_policy_schedule_jitter_and_retry_after() -> None:
     policy = RetryPolicy()
 
