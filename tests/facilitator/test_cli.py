@@ -1,5 +1,6 @@
 """`x402-facilitator` as real processes: `db upgrade` makes the claim store, two `serve` processes sharing one
-PostgreSQL database settle an authorization exactly once, and `serve` refuses a node of another chain."""
+PostgreSQL database settle an authorization exactly once (with one idempotency key, every answer is the
+same), and `serve` refuses a node of another chain."""
 
 from __future__ import annotations
 
@@ -109,12 +110,14 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
     chain: DevChain, postgres_url: str, new_payer: Callable[..., str], tmp_path: Path
 ) -> None:
     requirements = make_requirements(chain)
-    payload = sign_payment(new_payer(), requirements)
-    body = {
-        "x402Version": 2,
-        "paymentPayload": payload.to_json_dict(),
-        "paymentRequirements": requirements.to_json_dict(),
-    }
+    body, keyed_body = (
+        {
+            "x402Version": 2,
+            "paymentPayload": sign_payment(new_payer(), requirements).to_json_dict(),
+            "paymentRequirements": requirements.to_json_dict(),
+        }
+        for _ in range(2)
+    )
     nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
 
     async with _processes(chain, tmp_path) as serve:
@@ -123,16 +126,34 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
             responses = await asyncio.gather(
                 *(client.post(urls[i % 2] + "/settle", json=body) for i in range(50))
             )
+            # Another authorization, every request carrying the same Idempotency-Key.
+            keyed = await asyncio.gather(
+                *(
+                    client.post(
+                        urls[i % 2] + "/settle", json=keyed_body, headers={"Idempotency-Key": "shared-1"}
+                    )
+                    for i in range(50)
+                )
+            )
 
+    assert {r.status_code for r in keyed} == {200}
+    assert len({r.content for r in keyed}) == 1, {r.content for r in keyed}
+    keyed_answer = keyed[0].json()
+    assert keyed_answer["success"] is True, keyed_answer
     answers = [r.json() for r in responses]
     [winner] = [a for a in answers if a["success"]]
     refusals = [a for a in answers if not a["success"]]
     assert {r.status_code for r in responses} == {200}
     assert {(a["errorReason"], a["transaction"]) for a in refusals} == {("duplicate_settlement", "")}
     assert {a["extensions"]["originalSettlement"]["transaction"] for a in refusals} == {winner["transaction"]}
-    assert relayer_nonce(chain) == nonce_before + 1
-    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
-    assert [row["state"] for row in await claim_rows(postgres_url)] == ["succeeded"]
+    assert relayer_nonce(chain) == nonce_before + 2
+    assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
+    rows = await claim_rows(postgres_url)
+    assert sorted((row["state"], row["idempotency_key"] or "") for row in rows) == [
+        ("succeeded", ""),
+        ("succeeded", "shared-1"),
+    ]
+    assert {row["tx_hash"] for row in rows} == {winner["transaction"], keyed_answer["transaction"]}
 
 
 async def test_serve_refuses_a_node_serving_another_chain(

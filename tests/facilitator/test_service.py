@@ -279,6 +279,84 @@ async def test_a_settlement_reverted_without_using_the_authorization_can_be_sett
     assert (row["state"], row["tx_hash"]) == (ClaimState.SUCCEEDED, again.transaction)
 
 
+TRANSFER_TOPIC = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+
+
+def misreporting_token_code(recipient: str, value: str) -> str:
+    """EVM code of a "token" that, like SILENT_TOKEN_CODE, answers balanceOf with 2**256-1 and every other
+    call with a zero word, and also logs a Transfer from the authorization's `from`, whose `to` and value
+    are computed by the EVM snippets given (the calldata's own, or something else)."""
+    log_and_return = (
+        value
+        + "600052"  # mstore(0, value)
+        + recipient
+        + "600435"  # topic2 = to, topic1 = calldataload(4): the authorization's `from`
+        + "7f"
+        + TRANSFER_TOPIC
+        + "60206000a3"  # log3(0, 32, Transfer, from, to)
+        + "600060005260206000f3"  # return a zero word
+    )
+    balance_of_at = 7 + len(log_and_return) // 2  # after the 7-byte size test and the logging branch
+    size_test = "36602414" + "60" + f"{balance_of_at:02x}" + "57"  # 36 bytes of calldata: balanceOf
+    balance_of = "5b7f" + "ff" * 32 + "60005260206000f3"
+    return "0x" + size_test + log_and_return + balance_of
+
+
+CALLDATA_TO, CALLDATA_VALUE = "602435", "604435"  # calldataload(36), calldataload(68)
+MISREPORTED = {
+    "wrong value": misreporting_token_code(CALLDATA_TO, CALLDATA_VALUE + "600190" + "03"),  # value - 1
+    "wrong to": misreporting_token_code("33", CALLDATA_VALUE),  # to = the caller (the relayer)
+}
+
+
+@pytest.mark.parametrize("mismatch", MISREPORTED.keys())
+async def test_success_needs_the_transfer_log_to_match_the_payment(
+    mismatch: str, chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    key = new_payer()
+    payer = sign_payment(key, requirements).payload.authorization.from_address
+    assert (await facilitator.verify(sign_payment(key, requirements), requirements)).is_valid
+    chain.rpc.call("anvil_setCode", [chain.asset, MISREPORTED[mismatch]])
+
+    answer = await facilitator.settle(sign_payment(key, requirements), requirements)
+
+    assert (answer.success, answer.error_reason) == (False, Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH)
+    [(token, sender, recipient, value)] = transfer_logs_of(chain, answer.transaction)
+    assert (token, sender) == (chain.asset.lower(), payer.lower())
+    if mismatch == "wrong value":
+        assert (recipient, value) == (PAY_TO.lower(), requirements.amount - 1)
+    else:
+        assert (recipient, value) == (relayer_address(chain).lower(), requirements.amount)
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["error_reason"]) == (
+        ClaimState.FAILED,
+        Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH,
+    )
+
+
+async def test_settlements_are_eip1559_transactions_within_the_gas_cap(
+    sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    cap = 100_000
+    service = await open_facilitator(sqlite_url, gas_limit_cap=cap)
+    requirements = make_requirements(chain)
+
+    answers = [await service.settle(sign_payment(new_payer(), requirements), requirements) for _ in range(2)]
+
+    for answer in answers:
+        assert answer.success, answer
+        sent = chain.rpc.call("eth_getTransactionByHash", [answer.transaction])
+        receipt = chain.rpc.call("eth_getTransactionReceipt", [answer.transaction])
+        assert (sent["type"], sent["to"], sent["from"]) == (
+            "0x2",
+            chain.asset.lower(),
+            relayer_address(chain).lower(),
+        )
+        assert int(receipt["gasUsed"], 16) <= int(sent["gas"], 16) <= cap
+        assert int(sent["maxPriorityFeePerGas"], 16) <= int(sent["maxFeePerGas"], 16)
+
+
 async def test_open_refuses_a_node_serving_another_chain(
     chain: DevChain, settings_for: Callable[..., Any], sqlite_url: str
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from eth_account import Account
+from eth_utils.crypto import keccak
 
 from devchain import DevChain
 from facilitator import ClaimState, Facilitator
@@ -31,6 +32,7 @@ from .payments import (
 
 AMOUNT = 1_500_000
 OTHER = "0x1111111111111111111111111111111111111111"  # an address without code
+ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,14 @@ CASES = {
     ),
     "asset is an EOA": Case(
         lambda c, k: _with_requirements(c, k, asset=OTHER), Reason.ASSET_NOT_DEPLOYED_CONTRACT
+    ),
+    "asset is a contract without EIP-3009": Case(
+        lambda c, k: _with_requirements(c, k, asset=c.erc1271_wallet),
+        Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED,
+    ),
+    "payTo the zero address (only the simulation sees the revert)": Case(
+        lambda c, k: _with_requirements(c, k, pay_to=ZERO_ADDRESS),
+        Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
     ),
     "unknown network": Case(
         lambda c, k: _with_requirements(c, k, network="eip155:1"), Reason.INVALID_NETWORK
@@ -294,3 +304,52 @@ async def test_a_transfer_costing_more_gas_than_the_cap_is_refused_before_any_cl
     assert "cap of 21000" in (settled.error_message or "")
     assert (relayer_nonce(chain), chain.balance_of(PAY_TO)) == (nonce_before, payee_before)
     assert await claim_rows(sqlite_url) == []
+
+
+async def test_a_revert_only_the_simulation_sees_is_refused_once_the_gas_is_known_too(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    """After a first EOA payment the transfer is simulated with a plain eth_call: it still catches reverts."""
+    key = new_payer()
+    good = make_requirements(chain)
+    assert (await facilitator.verify(sign_payment(key, good), good)).is_valid
+    requirements = make_requirements(chain, pay_to=ZERO_ADDRESS)
+    payload = sign_exact(key, requirements)
+    nonce_before = relayer_nonce(chain)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements)
+
+    for reason, message in (
+        (verified.invalid_reason, verified.invalid_message),
+        (settled.error_reason, settled.error_message),
+    ):
+        assert reason == Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED
+        assert "transfer to the zero address" in (message or "")
+    assert (settled.success, settled.transaction) == (False, "")
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(sqlite_url) == []
+
+
+async def test_a_contract_wallet_signature_of_another_length_settles_through_the_bytes_overload(
+    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+) -> None:
+    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=0)
+    requirements = make_requirements(chain)
+    signed = sign_exact(owner_key, requirements, from_address=wallet)
+    # The wallet's signature format appends a byte of scheme data: 66 bytes, not an (r, s, v) triple.
+    payload = tampered(signed, signature=signed.payload.signature + "01")
+    wallet_before = chain.balance_of(wallet)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements)
+
+    assert verified.is_valid, verified
+    assert settled.success, settled
+    sent = chain.rpc.call("eth_getTransactionByHash", [settled.transaction])
+    bytes_overload = keccak(
+        text="transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )[:4]
+    assert sent["input"][:10] == "0x" + bytes_overload.hex()
+    assert chain.balance_of(wallet) == wallet_before - requirements.amount
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
