@@ -7,11 +7,29 @@ import logging
 
 import click
 import uvicorn
+from pydantic import ValidationError
 
 from storage import upgrade_schema
 
 from ._app import create_app
 from ._config import FacilitatorSettings
+
+
+def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
+    """The settings from the environment and `.env`; a bad or missing one is a one-line error."""
+    try:
+        settings = FacilitatorSettings()
+        if relayer_key:
+            settings.relayer_private_key()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"X402_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise click.ClickException(f"invalid settings: {problems}") from exc
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return settings
 
 
 @click.group()
@@ -25,7 +43,7 @@ def main() -> None:
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the claim store's schema first")
 def serve(host: str | None, port: int | None, migrate: bool) -> None:
     """Serve POST /verify, POST /settle, GET /supported and GET /healthz."""
-    settings = FacilitatorSettings()
+    settings = _settings(relayer_key=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
@@ -46,6 +64,6 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Create or upgrade the claim store's tables (X402_DATABASE_URL)."""
-    settings = FacilitatorSettings()
+    settings = _settings()
     asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
     click.echo(f"facilitator schema is up to date in {settings.database_url}")

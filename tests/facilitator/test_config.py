@@ -1,0 +1,98 @@
+"""Settings: the relayer key as hex or a file path, a `.env` file under the environment, and a clear error
+(from the settings and from `x402-facilitator`, without a traceback) for a missing key or a bad network."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from eth_account import Account
+from pydantic import ValidationError
+
+from devchain import ANVIL_DEV_KEYS
+from facilitator import FacilitatorSettings
+from facilitator.cli import main
+
+RELAYER_KEY = ANVIL_DEV_KEYS[1]
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No X402_* variable from outside, and a working directory without a `.env` file."""
+    for name in [name for name in os.environ if name.startswith("X402_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+def test_the_relayer_key_is_read_from_a_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "relayer.key"
+    key_file.write_text(RELAYER_KEY.removeprefix("0x") + "\n")
+
+    settings = FacilitatorSettings(relayer_key=str(key_file))
+
+    assert settings.relayer_private_key() == RELAYER_KEY
+    assert Account.from_key(settings.relayer_private_key()).address == Account.from_key(RELAYER_KEY).address
+
+
+def test_a_key_file_without_a_key_is_refused_without_showing_its_content(tmp_path: Path) -> None:
+    key_file = tmp_path / "relayer.key"
+    key_file.write_text("not-a-key-but-a-secret\n")
+
+    with pytest.raises(ValueError, match="does not hold a 32-byte hex private key") as refused:
+        FacilitatorSettings(relayer_key=str(key_file)).relayer_private_key()
+    assert "not-a-key-but-a-secret" not in str(refused.value)
+
+
+def test_a_key_that_is_neither_hex_nor_a_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="32 bytes of hex or the path of a file"):
+        FacilitatorSettings(relayer_key=str(tmp_path / "missing.key")).relayer_private_key()
+
+
+def test_a_dotenv_file_is_read_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text(
+        "X402_NETWORK=eip155:31337\n"
+        f"X402_RELAYER_KEY={RELAYER_KEY}\n"
+        "X402_CONFIRMATIONS=3\n"
+        "X402_GAS_LIMIT_CAP=500000\n"
+    )
+    monkeypatch.setenv("X402_CONFIRMATIONS", "2")
+
+    settings = FacilitatorSettings()
+
+    assert (settings.network, settings.chain_id) == ("eip155:31337", 31337)
+    assert settings.relayer_private_key() == RELAYER_KEY
+    assert (settings.confirmations, settings.gas_limit_cap) == (2, 500_000)
+
+
+def test_a_missing_relayer_key_is_a_clear_error() -> None:
+    settings = FacilitatorSettings()
+
+    with pytest.raises(ValueError, match="X402_RELAYER_KEY is not set"):
+        settings.relayer_private_key()
+    served = CliRunner().invoke(main, ["serve"])
+    assert served.exit_code == 1
+    assert "X402_RELAYER_KEY is not set" in served.output
+    assert "Traceback" not in served.output
+
+
+@pytest.mark.parametrize(
+    "network", ["base-sepolia", "eip155:", "eip155:0", "eip155:0x14a34", "solana:mainnet"]
+)
+def test_a_bad_network_is_a_clear_error(network: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X402_NETWORK", network)
+    monkeypatch.setenv("X402_RELAYER_KEY", RELAYER_KEY)
+
+    with pytest.raises(ValidationError, match="network must be a CAIP-2 EVM id"):
+        FacilitatorSettings()
+    for command in (["serve"], ["db", "upgrade"]):
+        answered = CliRunner().invoke(main, command)
+        assert answered.exit_code == 1, answered.output
+        assert "X402_NETWORK: " in answered.output and "CAIP-2 EVM id" in answered.output
+        assert "Traceback" not in answered.output
+    assert not (Path.cwd() / "x402.db").exists()  # nothing was created
