@@ -15,6 +15,8 @@ from .conftest import PAY_TOS
 from .processes import MerchantProcesses
 from .proxy import ThreadedRpcProxy
 
+_SECOND_REPLICA_WAITS_S = 1.0
+
 
 async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_answered_with_terms(
     chain: DevChain,
@@ -35,9 +37,12 @@ async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_an
         verifying = proxy.hold(b"eth_call", deliver=False)  # the first replica sits in its verification
         paying = asyncio.create_task(pay(at_first, task_id, payload))
         await wait_until(verifying.reached.is_set, what="the first replica to verify")
-        again = await pay(at_second, task_id, payload)
+        presented_again = asyncio.create_task(pay(at_second, task_id, payload))
+        # The second replica finds the payment being taken and waits for the task to move on, which it
+        # does once the first replica's verification is let through (before its RPC timeout).
+        await asyncio.sleep(_SECOND_REPLICA_WAITS_S)
         proxy.release(verifying)
-        answered = await paying
+        answered, again = await paying, await presented_again
         done = await poll_until_definite(at_second, task_id)
 
     assert (answered["status"]["state"], done["status"]["state"]) == ("TASK_STATE_COMPLETED",) * 2
