@@ -43,7 +43,6 @@ from ._chain_scan import ChainPayment, payments_to
 from .ledger import (
     BookedEntry,
     EntryKind,
-    EntryStatus,
     Ledger,
     LedgerEntry,
     LedgerError,
@@ -55,6 +54,19 @@ from .payments import Offer, OfferState, OfferStore, PaymentRecovery
 __all__ = ["ReconcileReport", "Reconciler"]
 
 logger = logging.getLogger(__name__)
+
+
+_NONCES_PER_QUERY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class _Booked:
+    """A settlement entry as the chain scan compares it."""
+
+    id: str
+    pay_to: str
+    amount: int
+    reversed: bool
 
 
 @dataclass
@@ -151,8 +163,9 @@ class Reconciler:
             to_block=head,
             batch_blocks=self._batch_blocks,
         )
+        booked = await self._booked(payments)
         for payment in payments:
-            problem = await self._match(payment, report)
+            problem = await self._match(payment, booked.get((payment.payer, payment.nonce)), report)
             if problem is not None:
                 report.unresolved.append(
                     f"{payment.tx_hash}: {payment.amount} paid to {payment.pay_to} by {payment.payer} "
@@ -166,11 +179,12 @@ class Reconciler:
                     f"{self._confirmations} blocks)"
                 )
 
-    async def _match(self, payment: ChainPayment, report: ReconcileReport) -> str | None:
+    async def _match(
+        self, payment: ChainPayment, entry: _Booked | None, report: ReconcileReport
+    ) -> str | None:
         """Book `payment` if an offer proves it is that offer's; otherwise what is wrong with it."""
-        entry = await self._ledger.find_settlement(self._chain_id, self._asset, payment.payer, payment.nonce)
         if entry is not None:
-            if entry.status is EntryStatus.REVERSED:
+            if entry.reversed:
                 return f"is on chain, but its booking {entry.id} was reversed"
             if (entry.pay_to, entry.amount) != (payment.pay_to, payment.amount):
                 return f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}"
@@ -191,6 +205,8 @@ class Reconciler:
             self._asset,
         ):
             return f"does not match the terms task {offer.task_id} accepted"
+        if await self._ledger.has_authorization(self._chain_id, self._asset, payment.payer, payment.nonce):
+            return None  # booked by the task's own turn since the ledger was read
         if await self._book_from_chain(offer, requirements, payment):
             report.booked_from_chain += 1
             return None
@@ -225,6 +241,37 @@ class Reconciler:
             "booked task %s from the chain: %s was not in the ledger", offer.task_id, payment.tx_hash
         )
         return True
+
+    async def _booked(self, payments: Sequence[ChainPayment]) -> dict[tuple[str, str], _Booked]:
+        """The ledger's settlements of `payments`' authorizations, by (payer, nonce): one query per chunk."""
+        entries = cast(sa.Table, LedgerEntry.__table__)
+        reversals = entries.alias("reversals")
+        found: dict[tuple[str, str], _Booked] = {}
+        nonces = sorted({payment.nonce for payment in payments})
+        async with self._engine.connect() as connection:
+            for start in range(0, len(nonces), _NONCES_PER_QUERY):
+                statement = (
+                    sa.select(
+                        entries.c.id,
+                        entries.c.payer,
+                        entries.c.nonce,
+                        entries.c.pay_to,
+                        entries.c.amount,
+                        reversals.c.id.label("reversed_by"),
+                    )
+                    .outerjoin(reversals, reversals.c.reverses_entry_id == entries.c.id)
+                    .where(
+                        entries.c.kind == EntryKind.SETTLEMENT.value,
+                        entries.c.chain_id == self._chain_id,
+                        entries.c.asset == self._asset,
+                        entries.c.nonce.in_(nonces[start : start + _NONCES_PER_QUERY]),
+                    )
+                )
+                for row in await connection.execute(statement):
+                    found[(row.payer, row.nonce)] = _Booked(
+                        row.id, row.pay_to, int(row.amount), row.reversed_by is not None
+                    )
+        return found
 
     async def _finalized_since(self, from_block: int) -> list[tuple[str, str, str, str]]:
         """Finalized, unreversed settlements mined at or after `from_block`: (id, tx hash, payer, nonce)."""

@@ -383,3 +383,22 @@ async def test_a_paid_task_whose_booking_was_lost_is_booked_from_the_chain_once(
     assert int(chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])["status"], 16) == 1
     again = await _reconcile_report(settings)
     assert (again.booked_from_chain, len(await ledger_entries(sqlite_url))) == (0, 1)
+
+
+async def test_a_reversed_booking_whose_transfer_is_on_chain_is_reported(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    settings, _, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    engine = create_engine(sqlite_url)
+    try:
+        ledger = Ledger(engine, Outbox(engine))
+        (entry,) = await ledger.unfinalized_settlements()
+        await ledger.reverse_settlement(entry.id, reason="reversed by mistake: the transfer stands")
+    finally:
+        await engine.dispose()
+
+    report = await _reconcile_any(settings)
+
+    (problem,) = report.unresolved
+    assert f"is on chain, but its booking {entry.id} was reversed" in problem, problem
+    assert (report.booked_from_chain, len(await ledger_entries(sqlite_url))) == (0, 1)  # nothing rebooked
