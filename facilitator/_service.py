@@ -599,9 +599,10 @@ class Facilitator:
                     RpcCall("eth_getBlockByNumber", ["latest", False]),
                 ]
             )
-            for reply in (used, head):
-                if isinstance(reply, RpcError):
-                    raise reply
+            if isinstance(used, RpcError):
+                raise used
+            if isinstance(head, RpcError):
+                raise head
         except ChainError as exc:
             logger.warning(
                 "claim %s: cannot tell whether %s used its authorization: %s", claim.id, tx_hash, exc

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from eth_account import Account
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from devchain import ANVIL_DEV_KEYS
 from facilitator import FacilitatorSettings
@@ -32,7 +32,7 @@ def test_the_relayer_key_is_read_from_a_file(tmp_path: Path) -> None:
     key_file = tmp_path / "relayer.key"
     key_file.write_text(RELAYER_KEY.removeprefix("0x") + "\n")
 
-    settings = FacilitatorSettings(relayer_key=str(key_file))
+    settings = FacilitatorSettings(relayer_key=SecretStr(str(key_file)))
 
     assert settings.relayer_private_key() == RELAYER_KEY
     assert Account.from_key(settings.relayer_private_key()).address == Account.from_key(RELAYER_KEY).address
@@ -43,13 +43,13 @@ def test_a_key_file_without_a_key_is_refused_without_showing_its_content(tmp_pat
     key_file.write_text("not-a-key-but-a-secret\n")
 
     with pytest.raises(ValueError, match="does not hold a 32-byte hex private key") as refused:
-        FacilitatorSettings(relayer_key=str(key_file)).relayer_private_key()
+        FacilitatorSettings(relayer_key=SecretStr(str(key_file))).relayer_private_key()
     assert "not-a-key-but-a-secret" not in str(refused.value)
 
 
 def test_a_key_that_is_neither_hex_nor_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="32 bytes of hex or the path of a file"):
-        FacilitatorSettings(relayer_key=str(tmp_path / "missing.key")).relayer_private_key()
+        FacilitatorSettings(relayer_key=SecretStr(str(tmp_path / "missing.key"))).relayer_private_key()
 
 
 def test_a_dotenv_file_is_read_and_the_environment_wins(
