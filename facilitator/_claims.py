@@ -258,6 +258,13 @@ class ClaimStore:
                 lease_until=now + self._lease,
                 response=None,
                 error_reason=None,
+                # A new attempt has no transaction yet (an earlier one may have reverted).
+                relayer=None,
+                relayer_nonce=None,
+                tx_hash=None,
+                raw_tx=None,
+                block_number=None,
+                block_hash=None,
                 updated_at=now,
             )
             .returning(*claims_table.c)

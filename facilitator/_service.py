@@ -343,27 +343,41 @@ class Facilitator:
     async def _retry(
         self, claim: Claim, request: PaymentRequest, key_text: str | None, deadline: float
     ) -> SettleResponse | None:
-        """Settle an authorization whose earlier claim ended before any broadcast; None if another took it."""
+        """Settle again an authorization whose claim was released (nothing sent, or a transaction that
+        reverted without using it), or record someone else's settlement of it; None if another took it."""
         payer = request.authorization.from_
         try:
             verified = await self._verify_within(request, deadline)
         except PaymentInvalidError as exc:
-            return self._failure(exc.reason, exc.message, payer)
+            refused = self._failure(exc.reason, exc.message, payer)
+            if exc.reason != Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
+                return refused
+            # Used since: our reverted transaction made it public, and someone may have paid the payee.
+            found = await self._settled_elsewhere(request, deadline)
+            if not isinstance(found, Receipt):
+                return found or refused
+            taken = await self._take_over(claim, request, key_text)
+            if taken is None:
+                return None
+            logger.info("claim %s was settled by someone else's transaction %s", taken.id, found.tx_hash)
+            return await self._record_success(taken, found.tx_hash, found.block_number, found.block_hash)
         except ChainError:
             return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, payer)
-        # A retry without a key keeps the first caller's key, so that caller can still ask with it.
-        if key_text is None:
-            taken = await self._claims.take_over(
-                claim, idempotency_key=claim.idempotency_key, payload_hash=claim.payload_hash
-            )
-        else:
-            taken = await self._claims.take_over(
-                claim, idempotency_key=key_text, payload_hash=request.payload_hash
-            )
+        taken = await self._take_over(claim, request, key_text)
         if taken is None:
             return None
         logger.info("claim %s retaken for attempt %d", taken.id, taken.attempt)
         return await self._broadcast(taken, verified, deadline)
+
+    async def _take_over(self, claim: Claim, request: PaymentRequest, key_text: str | None) -> Claim | None:
+        # A retry without a key keeps the first caller's key, so that caller can still ask with it.
+        if key_text is None:
+            return await self._claims.take_over(
+                claim, idempotency_key=claim.idempotency_key, payload_hash=claim.payload_hash
+            )
+        return await self._claims.take_over(
+            claim, idempotency_key=key_text, payload_hash=request.payload_hash
+        )
 
     async def _front_run(
         self, request: PaymentRequest, key_text: str | None, deadline: float
@@ -375,6 +389,29 @@ class Facilitator:
         recorded like ours, so the same authorization presented again is a duplicate. None when the nonce
         was used otherwise (cancelled, or another authorization with the same nonce): a refusal stands.
         """
+        found = await self._settled_elsewhere(request, deadline)
+        if not isinstance(found, Receipt):
+            return found
+        auth, terms = request.authorization, request.terms
+        claim, created = await self._claims.claim(
+            self._claim_key(request),
+            idempotency_key=key_text,
+            payload_hash=request.payload_hash,
+            network=self.network,
+            pay_to=terms.pay_to,
+            amount=terms.amount,
+            valid_before=auth.valid_before,
+        )
+        if not created:
+            return await self._answer_existing(claim, request, key_text, deadline)
+        logger.info("claim %s was settled by someone else's transaction %s", claim.id, found.tx_hash)
+        return await self._record_success(claim, found.tx_hash, found.block_number, found.block_hash)
+
+    async def _settled_elsewhere(
+        self, request: PaymentRequest, deadline: float
+    ) -> Receipt | SettleResponse | None:
+        """The receipt, at the configured depth, of a transaction that used this authorization to pay the
+        payee; a pending answer naming it while it is not that deep; None if there is none."""
         auth, terms = request.authorization, request.terms
         try:
             settled = await find_settlement(
@@ -403,19 +440,7 @@ class Facilitator:
                 auth.from_,
                 transaction=settled.tx_hash,
             )
-        claim, created = await self._claims.claim(
-            self._claim_key(request),
-            idempotency_key=key_text,
-            payload_hash=request.payload_hash,
-            network=self.network,
-            pay_to=terms.pay_to,
-            amount=terms.amount,
-            valid_before=auth.valid_before,
-        )
-        if not created:
-            return await self._answer_existing(claim, request, key_text, deadline)
-        logger.info("claim %s was settled by someone else's transaction %s", claim.id, settled.tx_hash)
-        return await self._record_success(claim, settled.tx_hash, receipt.block_number, receipt.block_hash)
+        return receipt
 
     async def _abandoned(self, claim: Claim) -> bool:
         """Whether a `claimed` claim's owner vanished before broadcasting (lease over, nonce unused)."""

@@ -32,6 +32,7 @@ from .payments import (
     relayer_address,
     relayer_nonce,
     sign_exact,
+    submit_directly,
     transfer_logs_of,
     tx_count,
 )
@@ -355,6 +356,38 @@ async def test_settlements_are_eip1559_transactions_within_the_gas_cap(
         )
         assert int(receipt["gasUsed"], 16) <= int(sent["gas"], 16) <= cap
         assert int(sent["maxPriorityFeePerGas"], 16) <= int(sent["maxFeePerGas"], 16)
+
+
+async def test_a_released_authorization_someone_else_then_settled_is_recorded_as_their_settlement(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+) -> None:
+    """Our transaction reverted and made the authorization public; another party's then paid the payee."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
+    requirements = make_requirements(chain)
+    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    payee_before = chain.balance_of(PAY_TO)
+    slot, refuse, accept = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
+    chain.rpc.call("evm_setAutomine", [False])
+    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key="reverted-2"))
+    await wait_until_in_pool(chain, relayer_address(chain))
+    chain.rpc.call("anvil_setStorageAt", [wallet, slot, refuse])
+    chain.rpc.call("evm_mine")
+    reverted = await settling
+    assert reverted.error_reason == Reason.TRANSACTION_FAILED
+    chain.rpc.call("anvil_setStorageAt", [wallet, slot, accept])
+    chain.rpc.call("evm_setAutomine", [True])
+    submit_directly(chain, payload)
+    [theirs] = chain.rpc.call("eth_getBlockByNumber", ["latest", False])["transactions"]
+    relayer_before = tx_count(chain, relayer_address(chain))
+
+    settled = await service.settle(payload, requirements, idempotency_key="reverted-2")
+
+    assert (settled.success, settled.transaction) == (True, theirs)
+    assert tx_count(chain, relayer_address(chain)) == relayer_before
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    [row] = await claim_rows(database_url)
+    assert (row["state"], row["tx_hash"], row["attempt"]) == (ClaimState.SUCCEEDED, theirs, 2)
 
 
 async def test_open_refuses_a_node_serving_another_chain(
