@@ -423,7 +423,8 @@ def _webhook_problems(url: object, secret: object) -> list[str]:
 
 def _subscription_problems(webhooks: Sequence[WebhookSubscription], webhook_url: object) -> list[str]:
     problems: list[str] = []
-    seen = {webhook_url}
+    # A malformed webhook_url is reported by _webhook_problems; here it only must not be listed twice.
+    seen: set[object] = {webhook_url} if isinstance(webhook_url, str) else set()
     for index, webhook in enumerate(webhooks):
         at = f"webhooks[{index}]"
         if not _is_http_url(webhook.url):
