@@ -123,6 +123,19 @@ async def merchant_cli(*args: str, keys_dir: Path | None, cwd: Path, **env: str)
     return process.returncode, out.decode(), err.decode()
 
 
+def serve_env(chain: DevChain, tmp_path: Path) -> dict[str, str]:
+    """The X402_* settings `x402-merchant serve` needs on `chain`, card keys aside; a database in `tmp_path`."""
+    return {
+        "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_ASSET": chain.asset,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_PAY_TO": DEFAULT_PAY_TO,
+        "X402_PORT": "0",
+    }
+
+
 @pytest.mark.parametrize("alg", ["ES256", "EdDSA"])
 async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks(
     alg: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
@@ -307,15 +320,7 @@ async def test_the_keys_cli_lists_keys_and_refuses_what_would_leave_the_card_uns
 
 async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevChain, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    env = {
-        "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
-        "X402_RPC_URL": chain.rpc_url,
-        "X402_NETWORK": chain.network,
-        "X402_ASSET": chain.asset,
-        "X402_RELAYER_KEY": chain.relayer_key,
-        "X402_PAY_TO": DEFAULT_PAY_TO,
-        "X402_PORT": "0",
-    }
+    env = serve_env(chain, tmp_path)
 
     status, _out, err = await merchant_cli("serve", keys_dir=tmp_path / "empty", cwd=tmp_path, **env)
 
@@ -493,16 +498,7 @@ async def test_serve_refuses_to_start_with_an_unusable_key_file(
 ) -> None:
     # Never an unsigned card because the configured key could not be read.
     (tmp_path / "empty.pem").touch()
-    env = {
-        "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
-        "X402_RPC_URL": chain.rpc_url,
-        "X402_NETWORK": chain.network,
-        "X402_ASSET": chain.asset,
-        "X402_RELAYER_KEY": chain.relayer_key,
-        "X402_PAY_TO": DEFAULT_PAY_TO,
-        "X402_PORT": "0",
-        "X402_CARD_SIGNING_KEY_FILE": str(tmp_path / key_file),
-    }
+    env = {**serve_env(chain, tmp_path), "X402_CARD_SIGNING_KEY_FILE": str(tmp_path / key_file)}
 
     status, _out, err = await merchant_cli("serve", keys_dir=None, cwd=tmp_path, **env)
 
