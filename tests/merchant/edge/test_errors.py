@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -60,19 +61,30 @@ JSONRPC_ONLY = {
 class Binding:
     """Raw calls on one binding: `call(operation, params)` returns the HTTP response as it came."""
 
+    version_headers: ClassVar[dict[str, str]] = _HEADERS
+    rest_root: ClassVar[str] = REST_PATH
+
     def __init__(self, name: str, http: httpx.AsyncClient) -> None:
         self.name = name
         self.http = http
 
+    def method(self, operation: str) -> str:
+        """The JSON-RPC method of `operation`."""
+        return operation
+
+    def route(self, operation: str, params: JSON) -> tuple[str, str, JSON | None]:
+        """The HTTP+JSON (method, path under `rest_root`, body) of `operation`."""
+        return _REST[operation](params)
+
     async def call(
         self, operation: str, params: JSON, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        headers = {**_HEADERS, **(headers or {})}
+        headers = {**self.version_headers, **(headers or {})}
         if self.name == "jsonrpc":
-            envelope = {"jsonrpc": "2.0", "id": "e-1", "method": operation, "params": params}
+            envelope = {"jsonrpc": "2.0", "id": "e-1", "method": self.method(operation), "params": params}
             return await self.http.post(JSONRPC_PATH, json=envelope, headers=headers)
-        method, path, body = _REST[operation](params)
-        return await self.http.request(method, REST_PATH + path, json=body, headers=headers)
+        method, path, body = self.route(operation, params)
+        return await self.http.request(method, self.rest_root + path, json=body, headers=headers)
 
     async def result(self, operation: str, params: JSON) -> JSON:
         response = await self.call(operation, params)
@@ -269,22 +281,17 @@ def message_v0_3(binding: str, text: str, *, task_id: str = "", file: bool = Fal
     return message
 
 
-class BindingV0_3:
+class BindingV0_3(Binding):
     """Raw 0.3 calls on one binding: JSON-RPC 0.3 methods, or the 0.3 HTTP+JSON paths under `/v1`."""
 
-    def __init__(self, name: str, http: httpx.AsyncClient) -> None:
-        self.name = name
-        self.http = http
+    version_headers = _V0_3_HEADERS
+    rest_root = _V0_3_REST
 
-    async def call(
-        self, operation: str, params: JSON, headers: dict[str, str] | None = None
-    ) -> httpx.Response:
-        headers = {**_V0_3_HEADERS, **(headers or {})}
-        if self.name == "jsonrpc":
-            envelope = {"jsonrpc": "2.0", "id": "e-1", "method": _V0_3_METHODS[operation], "params": params}
-            return await self.http.post(JSONRPC_PATH, json=envelope, headers=headers)
-        method, path, body = _V0_3_PATHS[operation](params)
-        return await self.http.request(method, _V0_3_REST + path, json=body, headers=headers)
+    def method(self, operation: str) -> str:
+        return _V0_3_METHODS[operation]
+
+    def route(self, operation: str, params: JSON) -> tuple[str, str, JSON | None]:
+        return _V0_3_PATHS[operation](params)
 
     async def send(self, text: str, *, task_id: str = "", file: bool = False) -> httpx.Response:
         return await self.call("send", {"message": message_v0_3(self.name, text, task_id=task_id, file=file)})
