@@ -124,7 +124,7 @@ async def merchant_cli(*args: str, keys_dir: Path | None, cwd: Path, **env: str)
 
 
 def serve_env(chain: DevChain, tmp_path: Path) -> dict[str, str]:
-    """The X402_* settings `x402-merchant serve` needs on `chain`, card keys aside; a database in `tmp_path`."""
+    """The X402_* settings `x402-merchant serve` needs on `chain`, card keys aside."""
     return {
         "X402_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/merchant.db",
         "X402_RPC_URL": chain.rpc_url,
