@@ -21,7 +21,7 @@ from facilitator import (
     IdempotencyConflictError,
     InvalidIdempotencyKeyError,
 )
-from facilitator.wire import Reason, ResourceInfo, SettleResponse
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
@@ -242,6 +242,34 @@ async def wait_until_in_pool(chain: DevChain, sender: str) -> None:
         await asyncio.sleep(0.01)
 
 
+# The gas-burning wallet's switch: set, it refuses every signature (its owner rotated keys, say).
+_REFUSAL_SLOT, _REFUSE, _ACCEPT = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
+
+
+async def settle_while_the_wallet_refuses(
+    chain: DevChain,
+    service: Facilitator,
+    wallet: str,
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    idempotency_key: str,
+) -> SettleResponse:
+    """Settle `wallet`'s `payload`, the wallet refusing every signature once our transaction is in the pool:
+    the transfer reverts without using the authorization. Automine stays off; `accept_again` undoes both."""
+    chain.rpc.call("evm_setAutomine", [False])
+    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key=idempotency_key))
+    await wait_until_in_pool(chain, relayer_address(chain))
+    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _REFUSE])
+    chain.rpc.call("evm_mine")
+    return await settling
+
+
+def accept_again(chain: DevChain, wallet: str) -> None:
+    """The wallet accepts its owner's signatures again, and every transaction is mined at once again."""
+    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _ACCEPT])
+    chain.rpc.call("evm_setAutomine", [True])
+
+
 async def test_a_settlement_reverted_without_using_the_authorization_can_be_settled_again(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> None:
@@ -251,14 +279,10 @@ async def test_a_settlement_reverted_without_using_the_authorization_can_be_sett
     payload = sign_exact(owner_key, requirements, from_address=wallet)
     nonce = bytes.fromhex(payload.payload.authorization.nonce[2:])
     wallet_before, payee_before = chain.balance_of(wallet), chain.balance_of(PAY_TO)
-    chain.rpc.call("evm_setAutomine", [False])
-    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key="reverted-1"))
-    await wait_until_in_pool(chain, relayer_address(chain))
-    # The wallet refuses every signature from now on (its owner rotated keys, say): the transfer reverts.
-    chain.rpc.call("anvil_setStorageAt", [wallet, "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01"])
-    chain.rpc.call("evm_mine")
 
-    reverted = await settling
+    reverted = await settle_while_the_wallet_refuses(
+        chain, service, wallet, payload, requirements, idempotency_key="reverted-1"
+    )
 
     assert (reverted.success, reverted.error_reason) == (False, Reason.TRANSACTION_FAILED)
     receipt = chain.rpc.call("eth_getTransactionReceipt", [reverted.transaction])
@@ -267,8 +291,7 @@ async def test_a_settlement_reverted_without_using_the_authorization_can_be_sett
     [row] = await claim_rows(database_url)
     assert row["state"] == ClaimState.RELEASED
     # The wallet accepts its owner again: the same authorization settles, once.
-    chain.rpc.call("anvil_setStorageAt", [wallet, "0x" + "00" * 31 + "01", "0x" + "00" * 32])
-    chain.rpc.call("evm_setAutomine", [True])
+    accept_again(chain, wallet)
     again = await service.settle(payload, requirements, idempotency_key="reverted-1")
     other = await service.settle(payload, requirements)
     assert again.success, again
@@ -367,16 +390,11 @@ async def test_a_released_authorization_someone_else_then_settled_is_recorded_as
     requirements = make_requirements(chain)
     payload = sign_exact(owner_key, requirements, from_address=wallet)
     payee_before = chain.balance_of(PAY_TO)
-    slot, refuse, accept = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
-    chain.rpc.call("evm_setAutomine", [False])
-    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key="reverted-2"))
-    await wait_until_in_pool(chain, relayer_address(chain))
-    chain.rpc.call("anvil_setStorageAt", [wallet, slot, refuse])
-    chain.rpc.call("evm_mine")
-    reverted = await settling
+    reverted = await settle_while_the_wallet_refuses(
+        chain, service, wallet, payload, requirements, idempotency_key="reverted-2"
+    )
     assert reverted.error_reason == Reason.TRANSACTION_FAILED
-    chain.rpc.call("anvil_setStorageAt", [wallet, slot, accept])
-    chain.rpc.call("evm_setAutomine", [True])
+    accept_again(chain, wallet)
     submit_directly(chain, payload)
     [theirs] = chain.rpc.call("eth_getBlockByNumber", ["latest", False])["transactions"]
     relayer_before = tx_count(chain, relayer_address(chain))
