@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -59,6 +59,9 @@ from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 
 from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
 from .state import Snapshot, changes, take_snapshot, wait_until_quiet
+
+if TYPE_CHECKING:
+    from _pytest.mark import ParameterSet
 
 JSON = dict[str, Any]
 
@@ -222,15 +225,20 @@ def _intruders(victim: str) -> list[str]:
     return [tenant for tenant in ("", "acme", "globex", GHOST) if tenant != owner]
 
 
-TASK_CELLS = [
-    pytest.param(
-        victim, intruder, operation, binding, id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}"
-    )
-    for victim in VICTIMS
-    for intruder in _intruders(victim)
-    for operation in TASK_OPERATIONS
-    for binding in BINDINGS
-]
+def _cells(operations: tuple[str, ...]) -> list[ParameterSet]:
+    """(victim, intruder, operation, binding): every other tenant tries every operation on every victim."""
+    return [
+        pytest.param(
+            victim, intruder, operation, binding, id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}"
+        )
+        for victim in VICTIMS
+        for intruder in _intruders(victim)
+        for operation in operations
+        for binding in BINDINGS
+    ]
+
+
+TASK_CELLS = _cells(TASK_OPERATIONS)
 
 
 async def _attempt(world: World, wire: MerchantWire, operation: str, task: JSON) -> None:
@@ -331,15 +339,7 @@ PUSH_OPERATIONS = (
     "ListTaskPushNotificationConfigs",
     "DeleteTaskPushNotificationConfig",
 )
-PUSH_CELLS = [
-    pytest.param(
-        victim, intruder, operation, binding, id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}"
-    )
-    for victim in VICTIMS
-    for intruder in _intruders(victim)
-    for operation in PUSH_OPERATIONS
-    for binding in BINDINGS
-]
+PUSH_CELLS = _cells(PUSH_OPERATIONS)
 _NO_SUCH_TASK = "00000000-0000-4000-8000-000000000000"
 _PUSH_CONFIG_ID = "intruder-config"
 
