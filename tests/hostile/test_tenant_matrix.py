@@ -229,7 +229,11 @@ def _cells(operations: tuple[str, ...]) -> list[ParameterSet]:
     """(victim, intruder, operation, binding): every other tenant tries every operation on every victim."""
     return [
         pytest.param(
-            victim, intruder, operation, binding, id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}"
+            victim,
+            intruder,
+            operation,
+            binding,
+            id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{binding}",
         )
         for victim in VICTIMS
         for intruder in _intruders(victim)
