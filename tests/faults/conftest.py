@@ -7,7 +7,6 @@ from the chain and the database.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from devchain import DevChain
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 
 from .database import DatabaseProbe
-from .processes import MerchantProcesses
+from .processes import MerchantProcesses, merchant_processes
 from .proxy import ThreadedRpcProxy, threaded_rpc_proxy
 
 PAY_TOS = (DEFAULT_PAY_TO,)
@@ -51,13 +50,8 @@ def first_block(chain: DevChain) -> int:
 @pytest.fixture
 def merchants(chain: DevChain, postgres_url: str, tmp_path: Path) -> Iterator[MerchantProcesses]:
     """Start `x402-merchant serve` processes on the test chain and a fresh PostgreSQL database."""
-    # The rollback of `chain` rewinds the node's clock; payers sign against the wall clock.
-    chain.rpc.call("evm_setTime", [int(time.time())])
-    processes = MerchantProcesses(chain, postgres_url, tmp_path)
-    try:
+    with merchant_processes(chain, postgres_url, tmp_path) as processes:
         yield processes
-    finally:
-        processes.close()
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from devchain import DevChain
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE
 from tests.fixtures.servers import bind_loopback
 
-__all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun"]
+__all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
 
 _STARTUP_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0
@@ -213,6 +215,18 @@ class MerchantProcesses:
                 stderr=subprocess.STDOUT,
             )
         self._started.append(merchant)
+
+
+@contextmanager
+def merchant_processes(chain: DevChain, database_url: str, workdir: Path) -> Iterator[MerchantProcesses]:
+    """`MerchantProcesses` on `chain` and `database_url`, every merchant killed on the way out."""
+    # The rollback of `chain` rewinds the node's clock; payers sign against the wall clock.
+    chain.rpc.call("evm_setTime", [int(time.time())])
+    processes = MerchantProcesses(chain, database_url, workdir)
+    try:
+        yield processes
+    finally:
+        processes.close()
 
 
 async def _wait_healthy(merchant: MerchantProcess) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -25,7 +24,7 @@ from merchant.webhooks import EndpointConfig, Outbox, WebhookAttempt, WebhookDel
 from payer import sign_payment
 from storage import create_engine
 from tests.faults.clients import open_task, pay, wait_until
-from tests.faults.processes import MerchantProcesses
+from tests.faults.processes import MerchantProcesses, merchant_processes
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, MerchantWire
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
@@ -41,13 +40,8 @@ _WORKER_STOP_TIMEOUT_S = 10.0
 @pytest.fixture
 def merchants(chain: DevChain, postgres_url: str, tmp_path: Path) -> Iterator[MerchantProcesses]:
     """`x402-merchant serve` processes on the test chain and a fresh PostgreSQL database."""
-    # The rollback of `chain` rewinds the node's clock; payers sign against the wall clock.
-    chain.rpc.call("evm_setTime", [int(time.time())])
-    processes = MerchantProcesses(chain, postgres_url, tmp_path)
-    try:
+    with merchant_processes(chain, postgres_url, tmp_path) as processes:
         yield processes
-    finally:
-        processes.close()
 
 
 def _tenants_file(path: Path, webhook_url: str) -> Path:
