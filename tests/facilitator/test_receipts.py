@@ -5,7 +5,6 @@ a node that stalls past the deadline does not hold the answer back."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from facilitator import ClaimState
 from facilitator.wire import Reason
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.faults import loopback_server
 
 from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_address, tx_count
@@ -118,7 +118,6 @@ async def stallable_proxy(node_url: str) -> AsyncIterator[tuple[str, asyncio.Eve
     """
     target = urlsplit(node_url)
     stalled = asyncio.Event()
-    tasks: set[asyncio.Task[None]] = set()
 
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, requests: bool) -> None:
         try:
@@ -138,21 +137,8 @@ async def stallable_proxy(node_url: str) -> AsyncIterator[tuple[str, asyncio.Eve
             pipe(client_reader, node_writer, requests=True), pipe(node_reader, client_writer, requests=False)
         )
 
-    def track(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.ensure_future(relay(reader, writer))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    server = await asyncio.start_server(track, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", stalled
-    finally:
-        server.close()
-        for task in list(tasks):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await server.wait_closed()
+    async with loopback_server(relay) as url:
+        yield url, stalled
 
 
 async def test_a_node_stalling_past_the_deadline_still_gets_a_pending_answer_within_the_budget(
