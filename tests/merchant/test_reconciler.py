@@ -189,16 +189,24 @@ async def _sql(database_url: str, *statements: str) -> list[object]:
 _UNBOOKED = "SELECT count(*) FROM payment_offers WHERE state = 'paid' AND booked_at IS NULL"
 
 
-async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_alone(
+async def _paid_unbooked(
     sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
-) -> None:
-    # The ledger refuses every booking, as a database that cannot take the write would.
+) -> tuple[MerchantSettings, int]:
+    """A paid task the ledger refused to book, as a database that cannot take the write would (trigger
+    `refuse_bookings`, left in place); returns the merchant's settings and the amount."""
     await _sql(
         sqlite_url,
         "CREATE TRIGGER refuse_bookings BEFORE INSERT ON ledger_entries"
         " BEGIN SELECT RAISE(ABORT, 'the ledger is unavailable'); END",
     )
     settings, amount, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    return settings, amount
+
+
+async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_alone(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    settings, amount = await _paid_unbooked(sqlite_url, start_merchant, new_payer)
     assert await ledger_entries(sqlite_url) == []  # delivered all the same: the payer paid
     assert await _sql(sqlite_url, _UNBOOKED) == [1]
 
@@ -362,12 +370,7 @@ async def test_a_payment_to_the_payee_that_no_offer_was_paid_with_is_reported_an
 async def test_a_paid_task_whose_booking_was_lost_is_booked_from_the_chain_once(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
 ) -> None:
-    await _sql(
-        sqlite_url,
-        "CREATE TRIGGER refuse_bookings BEFORE INSERT ON ledger_entries"
-        " BEGIN SELECT RAISE(ABORT, 'the ledger is unavailable'); END",
-    )
-    settings, amount, _ = await _paid_and_booked(sqlite_url, start_merchant, new_payer, valid_for_s=120)
+    settings, amount = await _paid_unbooked(sqlite_url, start_merchant, new_payer)
     # The offer says booked, the ledger has nothing (say, the ledger was restored from an older backup):
     # only the chain shows the payment.
     await _sql(
