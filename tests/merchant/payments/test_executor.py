@@ -296,21 +296,34 @@ async def test_settlement_refused_for_lack_of_funds_delivers_nothing(
     assert [e.task_id for e in await ledger_entries(merchant.database_url)] == [task["id"]]
 
 
-async def test_settlement_front_run_by_someone_else_still_delivers(
-    start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
-) -> None:
-    """Someone else submits the very authorization while the work runs: the payee was paid, once."""
-    payloads: list[PaymentPayload] = []
-    merchant = start_merchant(
-        sqlite_url, delegate=MidWorkExecutor(lambda: submit_directly(chain, payloads[0]))
-    )
-    before = snapshot(chain, address_of(payer_key))
+async def paid_with_mid_work(
+    start_merchant: MerchantStarter,
+    database_url: str,
+    binding: str,
+    payer_key: str,
+    mid_work: Callable[[PaymentPayload], None],
+) -> tuple[RunningMerchant, JSON, JSON]:
+    """Pay for TEXT on a new merchant whose work first runs `mid_work(the payment)`; (merchant, the offered
+    task, the task the payment's answer holds)."""
+    payloads: list[PaymentPayload] = []  # the payment is signed after the merchant (and its executor) start
+    merchant = start_merchant(database_url, delegate=MidWorkExecutor(lambda: mid_work(payloads[0])))
     async with merchant.http() as http:
         wire = MerchantWire(http, binding)
         task = await offer(wire, TEXT)
         payloads.append(sign_payment(payer_key, terms_of(task)))
+        answer = (await wire.send(payment_message(task["id"], payloads[0])))["task"]
+    return merchant, task, answer
 
-        done = (await wire.send(payment_message(task["id"], payloads[0])))["task"]
+
+async def test_settlement_front_run_by_someone_else_still_delivers(
+    start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    """Someone else submits the very authorization while the work runs: the payee was paid, once."""
+    before = snapshot(chain, address_of(payer_key))
+
+    merchant, task, done = await paid_with_mid_work(
+        start_merchant, sqlite_url, binding, payer_key, lambda payload: submit_directly(chain, payload)
+    )
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert_text_stats(done["artifacts"])
@@ -328,19 +341,13 @@ async def test_settlement_refused_for_good_fails_the_task_without_the_artifact(
     start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
     """The payer cancels the authorization while the work runs: the merchant's settlement fails for good."""
-    payloads: list[PaymentPayload] = []
-    merchant = start_merchant(
+    merchant, _, failed = await paid_with_mid_work(
+        start_merchant,
         sqlite_url,
-        delegate=MidWorkExecutor(
-            lambda: cancel_authorization(chain, payer_key, payloads[0].payload.authorization.nonce)
-        ),
+        binding,
+        payer_key,
+        lambda payload: cancel_authorization(chain, payer_key, payload.payload.authorization.nonce),
     )
-    async with merchant.http() as http:
-        wire = MerchantWire(http, binding)
-        task = await offer(wire, TEXT)
-        payloads.append(sign_payment(payer_key, terms_of(task)))
-
-        failed = (await wire.send(payment_message(task["id"], payloads[0])))["task"]
 
     assert failed["status"]["state"] == "TASK_STATE_FAILED"
     data = extension(failed)
