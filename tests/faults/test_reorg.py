@@ -44,6 +44,12 @@ def _block_hash(chain: DevChain, tx_hash: str) -> str | None:
     return None if receipt is None else str(receipt["blockHash"])
 
 
+def _take_the_last_block_away(chain: DevChain) -> None:
+    """The latest block is rolled back and its transactions dropped: the settlement in it is gone."""
+    chain.rpc.call("anvil_rollback", [1])
+    chain.rpc.call("anvil_dropAllTransactions")
+
+
 _FINALIZED = "SELECT count(*) FROM ledger_finalizations"
 _RECONCILE_INTERVAL_S = 0.5
 
@@ -79,8 +85,7 @@ async def _reorg(chain: DevChain, database: DatabaseProbe, who: str, tx_hash: st
         raw = await database.scalar("SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=tx_hash)
         chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
     else:
-        chain.rpc.call("anvil_rollback", [1])
-        chain.rpc.call("anvil_dropAllTransactions")
+        _take_the_last_block_away(chain)
         assert _block_hash(chain, tx_hash) is None
         # The merchant sees the settlement gone while its authorization is still valid.
         await wait_until(lambda: _block_hash(chain, tx_hash) is not None, what="the re-broadcast")
@@ -152,8 +157,7 @@ async def test_at_two_confirmations_a_reorg_before_the_depth_not_re_included_fai
         assert _block_hash(chain, tx_hash) is not None
 
         chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
-        chain.rpc.call("anvil_rollback", [1])
-        chain.rpc.call("anvil_dropAllTransactions")
+        _take_the_last_block_away(chain)
         await _nothing_final_yet(wire, task_id, postgres_url, database)
 
         # Two blocks after the authorization expired: whatever was put back reverts, nothing lands.
@@ -200,8 +204,7 @@ async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
     merchant.stop()
     (entry,) = await ledger_entries(postgres_url)
     chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again until the test says so
-    chain.rpc.call("anvil_rollback", [1])
-    chain.rpc.call("anvil_dropAllTransactions")
+    _take_the_last_block_away(chain)
 
     still_valid = await merchants.reconcile(merchant)
     assert "reversed 0" in still_valid.stdout, still_valid  # it may still land: left alone
@@ -246,8 +249,7 @@ async def test_a_reorg_deeper_than_the_depth_is_reported_and_reconcile_exits_1(
     assert (clean.returncode, clean.stderr.count("unresolved")) == (0, 0), clean
 
     chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
-    chain.rpc.call("anvil_rollback", [1])
-    chain.rpc.call("anvil_dropAllTransactions")
+    _take_the_last_block_away(chain)
     deep = await merchants.reconcile(merchant)
 
     assert deep.returncode == 1, deep
