@@ -42,7 +42,13 @@ from agentcard import (
 )
 from devchain import DevChain
 from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
-from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, MerchantStarter, write_tenants_file
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    TWO_TENANTS,
+    MerchantStarter,
+    RunningMerchant,
+    write_tenants_file,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -136,6 +142,19 @@ def serve_env(chain: DevChain, tmp_path: Path) -> dict[str, str]:
     }
 
 
+def signing_merchant(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    tmp_path: Path,
+    *,
+    tenants: dict[str, tuple[str, int]] | None = None,
+) -> RunningMerchant:
+    """A merchant signing its cards with one key generated in `tmp_path/keys`, serving `tenants` if given."""
+    KeyStore(tmp_path / "keys").generate()
+    tenants_file = None if tenants is None else write_tenants_file(tmp_path / "tenants.toml", tenants)
+    return start_merchant(sqlite_url, tenants_file=tenants_file, card_keys_dir=str(tmp_path / "keys"))
+
+
 @pytest.mark.parametrize("alg", ["ES256", "EdDSA"])
 async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks(
     alg: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
@@ -177,8 +196,7 @@ def protocol_version_of(card: dict[str, Any]) -> str | None:
 async def test_the_signed_card_is_signed_once_and_cached_per_version(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
     async with httpx.AsyncClient() as http:
         first = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
@@ -199,8 +217,7 @@ async def test_the_signed_card_is_signed_once_and_cached_per_version(
 async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    signed = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+    signed = signing_merchant(start_merchant, sqlite_url, tmp_path)
     # The same merchant without keys, claiming the same URL: its card is the unsigned document.
     unsigned = start_merchant(sqlite_url, public_url=signed.base_url)
 
@@ -229,8 +246,7 @@ async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
 async def test_a_card_whose_pay_to_was_changed_fails_verification(
     version: str, uri: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
     async with httpx.AsyncClient() as http:
         card = (await fetch_card(http, merchant.base_url, version)).card
@@ -347,9 +363,7 @@ async def fetch_extended_cards(http: httpx.AsyncClient, tenant: str) -> dict[str
 async def test_each_tenants_extended_card_is_signed_over_the_served_bytes(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    tenants = write_tenants_file(tmp_path / "tenants.toml", ALL_TENANTS)
-    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=ALL_TENANTS)
 
     async with merchant.http() as http:
         public = {version: (await fetch_card(http, merchant.base_url, version)).card for version in VERSIONS}
@@ -380,9 +394,7 @@ async def test_each_tenants_extended_card_is_signed_over_the_served_bytes(
 async def test_a_tenant_never_gets_another_tenants_extended_card(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    tenants = write_tenants_file(tmp_path / "tenants.toml", ALL_TENANTS)
-    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=ALL_TENANTS)
 
     async with merchant.http() as http:
         acme = (await fetch_extended_cards(http, "acme"))["jsonrpc"]
@@ -426,9 +438,7 @@ def sdk_key_provider(jwks: dict[str, Any]) -> Callable[[str | None, str | None],
 async def test_the_sdk_verifier_accepts_a_card_without_the_default_tenant(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    KeyStore(tmp_path / "keys").generate()
-    tenants = write_tenants_file(tmp_path / "tenants.toml", TWO_TENANTS)
-    merchant = start_merchant(sqlite_url, tenants_file=tenants, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=TWO_TENANTS)
 
     async with httpx.AsyncClient() as http:
         card = (await fetch_card(http, merchant.base_url, "1.0")).card
@@ -443,8 +453,7 @@ async def test_the_sdk_verifier_accepts_the_served_default_card(
 ) -> None:
     # The default tenant's payTo entry has no `tenant` member: a signed `"tenant": ""` would be dropped by the
     # SDK's canonical form (it drops every empty string, tests/agentcard/test_interop.py) and fail there.
-    KeyStore(tmp_path / "keys").generate()
-    merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
     async with httpx.AsyncClient() as http:
         card = (await fetch_card(http, merchant.base_url, "1.0")).card
