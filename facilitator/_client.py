@@ -27,8 +27,9 @@ class FacilitatorClient(Protocol):
         *,
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
+        presented_at: int | None = None,
     ) -> SettleResponse:
-        """Settle a payment at most once."""
+        """Settle a payment at most once; `presented_at` is when the caller took it (unix seconds)."""
         ...
 
     async def settlement_status(
@@ -61,8 +62,13 @@ class HttpFacilitatorClient:
         *,
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
+        presented_at: int | None = None,
     ) -> SettleResponse:
-        """POST /settle with an `Idempotency-Key` header when given."""
+        """POST /settle with an `Idempotency-Key` header when given.
+
+        `presented_at` is not sent: the HTTP API takes no caller's word for when a payment was taken, so a
+        payment someone else already settled is refused there (naming their transaction), never counted.
+        """
         headers = {"idempotency-key": idempotency_key} if idempotency_key else None
         return SettleResponse.from_wire(await self._post("/settle", payload, requirements, headers))
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Self
+from collections.abc import Awaitable
+from typing import Any, Self, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -60,6 +61,12 @@ logger = logging.getLogger(__name__)
 # A receipt usually arrives within a few blocks' time on a fast chain; past this, record the broadcast first.
 _QUICK_RECEIPT_S = 0.25
 _CHAIN_DOWN = "the chain could not be reached; try again"
+# Someone else's transaction counts as the settlement of a payment only if it was mined after the caller
+# took the payment; block timestamps and the caller's clock may disagree by this much (a rollup stamps a
+# block with the start of its slot, and hosts' clocks drift).
+_PRESENTED_SKEW_S = 5
+
+_T = TypeVar("_T")
 
 
 class Facilitator:
@@ -225,12 +232,19 @@ class Facilitator:
         *,
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
+        presented_at: int | None = None,
     ) -> SettleResponse:
         """Settle `payload` on chain at most once; see the module docstring for the sequence.
 
         `idempotency_key` (or the payload's `payment-identifier` extension id) makes retries safe: the same
         key gets the first answer again, the transaction hash included. Without one, a second settle of an
         authorization is refused as `duplicate_settlement`, naming the original transaction.
+
+        `presented_at` (unix seconds) is when the caller durably took this payment. An authorization that
+        someone else's transaction already used to pay the payee counts as settled only if that transaction
+        was mined at or after it, within a few seconds' skew (spec §15.6): one mined earlier may be a copy of
+        a payment made elsewhere. Without it (the HTTP API cannot vouch for its callers) such a settle is
+        refused as a used nonce, naming the transaction under `extensions.settledElsewhere`.
 
         Raises:
             IdempotencyConflictError: the key was first used for a different payment.
@@ -255,7 +269,7 @@ class Facilitator:
             if existing is not None:
                 return await self._answer_existing(existing, request, key_text, deadline)
             if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
-                front_run = await self._front_run(request, key_text, deadline)
+                front_run = await self._front_run(request, key_text, deadline, presented_at)
                 if front_run is not None:
                     return front_run
             return self._failure(exc.reason, exc.message, request.authorization.from_)
@@ -380,19 +394,34 @@ class Facilitator:
         )
 
     async def _front_run(
-        self, request: PaymentRequest, key_text: str | None, deadline: float
+        self, request: PaymentRequest, key_text: str | None, deadline: float, presented_at: int | None
     ) -> SettleResponse | None:
-        """Success with someone else's transaction, if it used this very authorization to pay the payee.
+        """Success with someone else's transaction, if it used this very authorization to pay the payee
+        after the caller took the payment.
 
-        Anyone holding a signed authorization may submit it (spec §15.6): when that happened before we
-        claimed it, the payer paid the payee exactly once and the settlement is theirs. It is claimed and
-        recorded like ours, so the same authorization presented again is a duplicate. None when the nonce
-        was used otherwise (cancelled, or another authorization with the same nonce): a refusal stands.
+        Anyone holding a signed authorization may submit it (spec §15.6): when that happened after the
+        caller took it but before we claimed it, the payer paid the payee exactly once and the settlement is
+        theirs. It is claimed and recorded like ours, so the same authorization presented again is a
+        duplicate. A transaction mined before `presented_at`, or with no `presented_at` to compare, may be a
+        payment made through another channel whose public calldata was copied for a new purchase: refused,
+        naming it. None when the nonce was used otherwise (cancelled, or another authorization with the same
+        nonce): a refusal stands.
         """
-        found = await self._settled_elsewhere(request, deadline)
+        settled = await self._find_elsewhere(request, deadline)
+        if settled is None:
+            return None
+        auth, terms = request.authorization, request.terms
+        if presented_at is None:
+            return self._used_elsewhere(request, settled)
+        try:
+            if not await self._mined_since(settled, presented_at, deadline):
+                return self._used_elsewhere(request, settled)
+        except ChainError as exc:
+            logger.warning("settle could not date a front-running transaction: %s", exc)
+            return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, auth.from_)
+        found = await self._confirmed_elsewhere(request, settled, deadline)
         if not isinstance(found, Receipt):
             return found
-        auth, terms = request.authorization, request.terms
         claim, created = await self._claims.claim(
             self._claim_key(request),
             idempotency_key=key_text,
@@ -407,26 +436,63 @@ class Facilitator:
         logger.info("claim %s was settled by someone else's transaction %s", claim.id, found.tx_hash)
         return await self._record_success(claim, found.tx_hash, found.block_number, found.block_hash)
 
+    async def _mined_since(self, settled: ThirdPartySettlement, presented_at: int, deadline: float) -> bool:
+        """Whether `settled`'s block is stamped no earlier than `presented_at`, less the allowed skew.
+
+        Raises:
+            ChainError: the block could not be read within the budget.
+        """
+        block = await self._read_within(
+            self._rpc.call("eth_getBlockByHash", settled.block_hash, False), deadline
+        )
+        # A block reorganised away since dates nothing: the refusal is the safe answer.
+        return block is not None and int(block["timestamp"], 16) >= presented_at - _PRESENTED_SKEW_S
+
+    def _used_elsewhere(self, request: PaymentRequest, settled: ThirdPartySettlement) -> SettleResponse:
+        """The refusal of an authorization that a transaction not vouched to be ours to count already used."""
+        refused = self._failure(
+            Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+            "the authorization was already used on chain by a transaction not shown to be mined after the "
+            "payment was presented here",
+            request.authorization.from_,
+        )
+        found = {"transaction": settled.tx_hash, "blockNumber": settled.block_number}
+        return refused.model_copy(update={"extensions": {"settledElsewhere": found}})
+
     async def _settled_elsewhere(
         self, request: PaymentRequest, deadline: float
     ) -> Receipt | SettleResponse | None:
         """The receipt, at the configured depth, of a transaction that used this authorization to pay the
         payee; a pending answer naming it while it is not that deep; None if there is none."""
+        settled = await self._find_elsewhere(request, deadline)
+        if settled is None:
+            return None
+        return await self._confirmed_elsewhere(request, settled, deadline)
+
+    async def _find_elsewhere(self, request: PaymentRequest, deadline: float) -> ThirdPartySettlement | None:
+        """The mined transaction that used this authorization to pay the payee, looked for within the
+        caller's budget; None if there is none, or if the chain could not tell in time."""
         auth, terms = request.authorization, request.terms
         try:
-            settled = await find_settlement(
-                self._rpc,
-                asset=terms.asset,
-                payer=auth.from_,
-                nonce="0x" + auth.nonce.hex(),
-                pay_to=terms.pay_to,
-                amount=terms.amount,
+            return await self._read_within(
+                find_settlement(
+                    self._rpc,
+                    asset=terms.asset,
+                    payer=auth.from_,
+                    nonce="0x" + auth.nonce.hex(),
+                    pay_to=terms.pay_to,
+                    amount=terms.amount,
+                ),
+                deadline,
             )
         except ChainError as exc:
             logger.warning("settle could not look for a front-running transaction: %s", exc)
             return None
-        if settled is None:
-            return None
+
+    async def _confirmed_elsewhere(
+        self, request: PaymentRequest, settled: ThirdPartySettlement, deadline: float
+    ) -> Receipt | SettleResponse:
+        """`settled`'s receipt at the configured depth, or a pending answer naming it until then."""
         receipt = await self._watcher.wait(
             settled.tx_hash,
             confirmations=self._confirmations,
@@ -437,7 +503,7 @@ class Facilitator:
             return self._failure(
                 Reason.SETTLEMENT_PENDING,
                 "the payment was submitted by someone else and is not yet confirmed; ask again",
-                auth.from_,
+                request.authorization.from_,
                 transaction=settled.tx_hash,
             )
         return receipt
@@ -467,13 +533,18 @@ class Facilitator:
         return await self._verifier.check_onchain(request.authorization, request.terms, eoa_signature=eoa)
 
     async def _verify_within(self, request: PaymentRequest, deadline: float) -> VerifiedPayment:
-        """`_verify`, cut short at the deadline (it only reads, so nothing is left half-done).
+        """`_verify`, cut short at the deadline."""
+        return await self._read_within(self._verify(request), deadline)
+
+    async def _read_within(self, read: Awaitable[_T], deadline: float) -> _T:
+        """`read`, cut short at the deadline: only for chain reads, so nothing is left half-done (a send
+        or a claim write is never cut, since what it did must be recorded).
 
         Raises:
             ChainUnavailableError: the node did not answer within the budget.
         """
         try:
-            return await asyncio.wait_for(self._verify(request), max(deadline - time.monotonic(), 0.0))
+            return await asyncio.wait_for(read, max(deadline - time.monotonic(), 0.0))
         except TimeoutError as exc:
             raise ChainUnavailableError("the chain did not answer within the settle's budget") from exc
 

@@ -20,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import stamina
@@ -193,7 +194,7 @@ class PaymentExecutor(AgentExecutor):
             return  # the edge's gate refuses such messages before they reach the task
         payload, requirements = matched
         authorization = payload.payload.authorization
-        taken = await self._offers.submit(
+        taken_at = await self._offers.submit(
             task_id,
             round_=offer.round,
             payer=authorization.from_address,
@@ -202,7 +203,7 @@ class PaymentExecutor(AgentExecutor):
             payload_hash=payload_hash(payload),
             accepted=requirements.to_json_dict(),
         )
-        if not taken:
+        if taken_at is None:
             return
         verification = await self._facilitator.verify(payload, requirements)
         if not verification.is_valid:
@@ -245,7 +246,7 @@ class PaymentExecutor(AgentExecutor):
         )
         try:
             await self._settle_and_deliver(
-                context, event_queue, offer, dialect, data, payload, requirements, outcome
+                context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
             )
         except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
             # A database or facilitator fault after the payment was taken must not end the task as failed
@@ -297,11 +298,14 @@ class PaymentExecutor(AgentExecutor):
         payload: PaymentPayload,
         requirements: PaymentRequirements,
         outcome: WorkOutcome,
+        taken_at: datetime,
     ) -> None:
         task_id, context_id = _ids(context)
         key = f"a2a-task:{task_id}:{offer.round}"
+        # When the payment was taken: only a transaction mined since may settle it for someone else.
+        presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
-        response = await self._settle(payload, requirements, key)
+        response = await self._settle(payload, requirements, key, presented_at)
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
             await self._offers.advance(
@@ -324,7 +328,7 @@ class PaymentExecutor(AgentExecutor):
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
                 # The heartbeat tells the reconciler this settlement still has a live owner.
                 await self._offers.touch(task_id)
-                response = await self._settle(payload, requirements, key)
+                response = await self._settle(payload, requirements, key, presented_at)
             receipts.pop()
         receipts.append(receipt_for(response, data.payload))
         if not response.success:
@@ -361,15 +365,23 @@ class PaymentExecutor(AgentExecutor):
         )
 
     async def _settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str
+        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str, presented_at: int
     ) -> SettleResponse:
-        """Settle with the task's idempotency key, retrying a facilitator that cannot be reached."""
+        """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
+
+        `presented_at` (when the payment was taken) lets the facilitator count a transaction that someone
+        else mined since as this settlement, but not an older one: that is a payment made elsewhere.
+        """
         async for attempt in stamina.retry_context(
             on=ChainUnavailableError, attempts=10, timeout=self._settle_horizon_s
         ):
             with attempt:
                 return await self._facilitator.settle(
-                    payload, requirements, idempotency_key=key, timeout_s=self._settle_timeout_s
+                    payload,
+                    requirements,
+                    idempotency_key=key,
+                    timeout_s=self._settle_timeout_s,
+                    presented_at=presented_at,
                 )
         raise RuntimeError("unreachable: stamina re-raises the last error")
 

@@ -251,12 +251,14 @@ class OfferStore:
         payload: dict[str, Any],
         payload_hash: str,
         accepted: dict[str, Any],
-    ) -> bool:
-        """Take a submitted payment for the task's current offer; False if the offer is no longer open.
+    ) -> datetime | None:
+        """Take a submitted payment for the task's current offer: the moment it was taken (the offer's
+        `updated_at` as written), or None if the offer is no longer open.
 
         The unique index on (payer, nonce) makes an authorization usable for one task only, even when two
         tasks race to use it.
         """
+        taken_at = _now()
         statement = (
             offers_table.update()
             .where(
@@ -271,14 +273,15 @@ class OfferStore:
                 payload=payload,
                 payload_hash=payload_hash,
                 accepted=accepted,
-                updated_at=_now(),
+                updated_at=taken_at,
             )
         )
         try:
             async with self._engine.begin() as connection:
-                return (await connection.execute(statement)).rowcount == 1
+                taken = (await connection.execute(statement)).rowcount == 1
         except IntegrityError:
-            return False
+            return None
+        return taken_at if taken else None
 
     async def advance(
         self,

@@ -1,5 +1,6 @@
-"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), and fifty
-concurrent settles of one authorization make exactly one transaction, with or without an idempotency key."""
+"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), fifty
+concurrent settles of one authorization make exactly one transaction, with or without an idempotency key,
+and a payment someone else already settled is refused naming their transaction, never counted."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import StartService
-from .payments import claim_rows, relayer_nonce, sign_exact
+from .payments import claim_rows, relayer_nonce, sign_exact, submit_directly
 
 Body = dict[str, Any]
 
@@ -270,3 +271,34 @@ async def test_a_payment_that_fails_a_check_is_a_200_with_its_reason(
     reason_field = "invalidReason" if path == "/verify" else "errorReason"
     assert response.status_code == 200
     assert response.json()[reason_field] == Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH
+
+
+async def test_a_payment_someone_else_settled_is_refused_over_http_naming_their_transaction(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    """Over HTTP nobody vouches for when the payment was taken, so it may be a copy of one made elsewhere."""
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    submit_directly(chain, payload)
+    block = chain.rpc.call("eth_getBlockByNumber", ["latest", False])
+    [theirs] = block["transactions"]
+    nonce_before = relayer_nonce(chain)
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        response = await client.post(
+            "/settle", json=_body(payload, requirements), headers={"idempotency-key": "front-run-http"}
+        )
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert (answer["success"], answer["errorReason"], answer["transaction"]) == (
+        False,
+        Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+        "",
+    )
+    assert answer["extensions"] == {
+        "settledElsewhere": {"transaction": theirs, "blockNumber": int(block["number"], 16)}
+    }
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(sqlite_url) == []

@@ -1,12 +1,15 @@
 """Recovery: a settlement transaction dropped from the pool is broadcast again (or re-sent when its
 relayer nonce was taken), a payment settled by someone else's transaction counts as settled (whether it
-came before or after ours was sent), a nonce used for another transfer stays refused, and a reconcile
-pass releases claims whose owner vanished before broadcasting."""
+came before or after ours was sent) if it was mined after the payment was presented, an older one (a copy
+of a payment made elsewhere) is refused naming it, a nonce used for another transfer stays refused, and a
+reconcile pass releases claims whose owner vanished before broadcasting."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -149,10 +152,13 @@ async def test_an_authorization_front_run_before_settling_settles_with_the_front
     payer = payload.payload.authorization.from_address
     payer_before, payee_before = chain.balance_of(payer), chain.balance_of(PAY_TO)
     relayer_before = tx_count(chain, relayer_address(chain))
+    presented_at = int(time.time())  # the caller took the payment, then someone else submitted it
     submit_directly(chain, payload)
     front_run = front_runner_transaction(chain)
 
-    settled = await service.settle(payload, requirements, idempotency_key="front-run-early")
+    settled = await service.settle(
+        payload, requirements, idempotency_key="front-run-early", presented_at=presented_at
+    )
     again = await service.settle(payload, requirements, idempotency_key="front-run-early")
     other = await service.settle(payload, requirements)
 
@@ -177,6 +183,36 @@ async def test_an_authorization_front_run_before_settling_settles_with_the_front
         front_run,
         "front-run-early",
     )
+
+
+async def test_a_payment_mined_before_it_was_presented_is_refused_naming_its_transaction(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    """A replay: an authorization that paid this payee elsewhere, copied from the chain for a new purchase."""
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    submit_directly(chain, payload)
+    paid_elsewhere = front_runner_transaction(chain)
+    block = chain.rpc.call("eth_getBlockByNumber", ["latest", False])
+    # Presented a minute after it was mined: far beyond the clocks' allowed skew.
+    presented_at = int(block["timestamp"], 16) + 60
+    relayer_before = tx_count(chain, relayer_address(chain))
+
+    replayed = await service.settle(
+        payload, requirements, idempotency_key="replay-1", presented_at=presented_at
+    )
+
+    assert (replayed.success, replayed.error_reason, replayed.transaction) == (
+        False,
+        Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+        "",
+    )
+    assert replayed.extensions == {
+        "settledElsewhere": {"transaction": paid_elsewhere, "blockNumber": int(block["number"], 16)}
+    }
+    assert tx_count(chain, relayer_address(chain)) == relayer_before
+    assert await claim_rows(database_url) == []
 
 
 @pytest.mark.parametrize("used_for", ["another payee", "another amount"])

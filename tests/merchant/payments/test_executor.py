@@ -337,6 +337,25 @@ async def test_settlement_front_run_by_someone_else_still_delivers(
     assert (entry.task_id, entry.tx_hash) == (task["id"], receipt["transaction"])
 
 
+async def test_a_replayed_settled_authorization_is_refused_and_nothing_is_delivered(
+    wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    """An authorization that already paid this payee elsewhere, copied from the chain for a new task."""
+    task = await offer(wire, TEXT)
+    payment = sign_payment(payer_key, terms_of(task))
+    submit_directly(chain, payment)  # mined before it is presented here
+    payer = address_of(payer_key)
+    before = snapshot(chain, payer)
+
+    failed = (await wire.send(payment_message(task["id"], payment)))["task"]
+
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    data = extension(failed)
+    assert (data["status"], data["error"]) == ("payment-failed", "DUPLICATE_NONCE")
+    assert "artifacts" not in failed
+    await assert_nothing_happened(chain, before, payer, merchant.database_url)
+
+
 async def test_settlement_refused_for_good_fails_the_task_without_the_artifact(
     start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
