@@ -21,7 +21,10 @@ claims the delivery again (that claim counts as an attempt).
 
 `run` keeps up to `batch_size` sends in flight and claims more as each one ends, rather than waiting for
 a whole batch: a slow endpoint holds only its own slots, and at most `endpoint_concurrency` of them, so
-it never delays other endpoints' deliveries.
+it never delays other endpoints' deliveries. A claim ranks only the earliest due deliveries (a few times
+`batch_size`), so its cost does not grow with the backlog; endpoints that are full are left out before
+that cap, and a claim that fills an endpoint is followed by another, so one endpoint's backlog cannot
+hide the others'.
 
 Guarantees: at least once, with the same `webhook-id`, so receivers deduplicate on it. Order is not kept,
 even per endpoint (retries and parallel sends reorder events); each body carries `sequence`, the commit
@@ -80,6 +83,9 @@ before the send starts, so the lease always outlasts the send."""
 _LEASE_S = 60.0
 _BATCH_SIZE = 20
 _ENDPOINT_CONCURRENCY = 5
+_CANDIDATES_PER_SLOT = 4
+"""A claim ranks at most this many times `batch_size` due deliveries, the earliest due, so that its cost
+does not grow with the backlog."""
 _GONE = 410
 _random = random.SystemRandom()
 
@@ -203,7 +209,14 @@ class DeliveryWorker:
 
         Returns how many were claimed.
         """
-        claims = await self._claim(self._batch_size, in_flight=Counter())
+        claims: list[_Claim] = []
+        claimed: Counter[str] = Counter()
+        while len(claims) < self._batch_size:
+            more = await self._claim(self._batch_size - len(claims), in_flight=claimed)
+            claims += more
+            claimed.update(claim.endpoint_id for claim in more)
+            if not self._filled_an_endpoint(more, claimed):
+                break
         await asyncio.gather(*(self._deliver(claim) for claim in claims))
         return len(claims)
 
@@ -236,7 +249,9 @@ class DeliveryWorker:
                     task = asyncio.create_task(self._deliver_logged(claim), name=claim.delivery_id)
                     in_flight[task] = claim.endpoint_id
                     task.add_done_callback(done)
-                if free > 0 and len(claims) == free:
+                if free > 0 and (
+                    len(claims) == free or self._filled_an_endpoint(claims, Counter(in_flight.values()))
+                ):
                     continue  # more may be due
                 await _first_of(stop, finished, timeout_s=poll_interval_s)
         finally:
@@ -249,6 +264,11 @@ class DeliveryWorker:
             # The outcome is lost, not the delivery: its lease expires and it is claimed again.
             logger.exception("recording webhook %s to endpoint %s failed", claim.event_id, claim.endpoint_id)
 
+    def _filled_an_endpoint(self, claims: list[_Claim], in_flight: Counter[str]) -> bool:
+        # A claim only ranks the earliest due deliveries, so one endpoint's backlog can hide the others';
+        # once that endpoint is full the next claim leaves it out and reaches them.
+        return any(in_flight[claim.endpoint_id] >= self._endpoint_concurrency for claim in claims)
+
     async def _claim(self, limit: int, *, in_flight: Counter[str]) -> list[_Claim]:
         now = _now()
         token = secrets.token_hex(16)
@@ -258,6 +278,20 @@ class DeliveryWorker:
             sa.or_(_deliveries.c.lease_until.is_(None), _deliveries.c.lease_until < now),
             _endpoints.c.status == "active",
         )
+        # Endpoints already at `endpoint_concurrency` in this worker are left out before the candidates are
+        # capped, so that their backlog cannot fill the candidates.
+        full = [endpoint for endpoint, count in in_flight.items() if count >= self._endpoint_concurrency]
+        if full:
+            due_now = sa.and_(due_now, _deliveries.c.endpoint_id.not_in(full))
+        # Only the earliest due are ranked, so a claim costs the same whatever the backlog.
+        candidates = (
+            sa.select(_deliveries.c.id, _deliveries.c.endpoint_id, _deliveries.c.next_attempt_at)
+            .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
+            .where(due_now)
+            .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
+            .limit(self._batch_size * _CANDIDATES_PER_SLOT)
+            .subquery()
+        )
         # Each endpoint gets what `endpoint_concurrency` leaves beside this worker's sends in flight to it,
         # so that one endpoint's backlog cannot take every slot. The ranking is a subquery of its own
         # because PostgreSQL refuses FOR UPDATE next to a window function.
@@ -265,24 +299,19 @@ class DeliveryWorker:
         if in_flight:
             room = sa.case(
                 {endpoint: self._endpoint_concurrency - count for endpoint, count in in_flight.items()},
-                value=_deliveries.c.endpoint_id,
+                value=candidates.c.endpoint_id,
                 else_=self._endpoint_concurrency,
             )
-        ranked = (
-            sa.select(
-                _deliveries.c.id,
-                sa.func.row_number()
-                .over(
-                    partition_by=_deliveries.c.endpoint_id,
-                    order_by=(_deliveries.c.next_attempt_at, _deliveries.c.id),
-                )
-                .label("rank"),
-                room.label("room"),
+        ranked = sa.select(
+            candidates.c.id,
+            sa.func.row_number()
+            .over(
+                partition_by=candidates.c.endpoint_id,
+                order_by=(candidates.c.next_attempt_at, candidates.c.id),
             )
-            .join(_endpoints, _endpoints.c.id == _deliveries.c.endpoint_id)
-            .where(due_now)
-            .subquery()
-        )
+            .label("rank"),
+            room.label("room"),
+        ).subquery()
         first_per_endpoint = sa.select(ranked.c.id).where(ranked.c.rank <= ranked.c.room)
         due = (
             sa.select(_deliveries.c.id)

@@ -211,6 +211,7 @@ async def test_a_receiver_trickling_its_headers_is_cut_off_at_the_deadline(
 
 
 @SQLITE_ONLY
+@pytest.mark.parametrize("backlog", [5, 20], ids=["backlog", "backlog-beyond-the-claim-candidates"])
 async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
     ledger: Ledger,
     outbox: Outbox,
@@ -218,6 +219,7 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
     engine: AsyncEngine,
     make_worker: WorkerFactory,
     asgi_server: StartServer,
+    backlog: int,
 ) -> None:
     slow, fast = Receiver([SECRET]), Receiver([SECRET])
     slow.holding = True  # answers only after the worker's 3 s deadline
@@ -233,7 +235,8 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
     try:
         await ledger.book_settlement(booking(tenant="slow"))
         assert await asyncio.to_thread(slow.arrived.wait, 5)  # one slow send is in flight
-        for _ in range(5):  # then a backlog that would fill every slot of the worker
+        # Then a backlog that would fill every slot of the worker; 20 is more than a claim ranks (4 x 4).
+        for _ in range(backlog):
             await ledger.book_settlement(booking(tenant="slow"))
         await asyncio.sleep(0.3)  # many claim passes
         loop = asyncio.get_running_loop()
@@ -255,6 +258,33 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
 
 async def _received(receiver: Receiver, event_id: str) -> bool:
     return event_id in receiver.ids()
+
+
+async def test_one_pass_reaches_an_endpoint_behind_another_ones_backlog(
+    ledger: Ledger,
+    outbox: Outbox,
+    endpoints: WebhookEndpoints,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    busy, other = Receiver([SECRET]), Receiver([SECRET])
+    await endpoints.sync(
+        [
+            EndpointConfig("busy", asgi_server(busy.app) + HOOK_PATH, SECRET),
+            EndpointConfig("acme", asgi_server(other.app) + HOOK_PATH, SECRET),
+        ]
+    )
+    for _ in range(12):  # due before acme's event, and more than a claim ranks (4 x batch_size)
+        await ledger.book_settlement(booking(tenant="busy"))
+    await ledger.book_settlement(booking())
+    [first_busy, *_] = await outbox.events_since("busy")
+    [acme_event] = await outbox.events_since("acme")
+
+    claimed = await make_worker(batch_size=2, endpoint_concurrency=1).run_once()
+
+    assert claimed == 2
+    assert busy.ids() == {first_busy.id}  # the earliest due, and no more than endpoint_concurrency
+    assert other.ids() == {acme_event.id}
 
 
 @SQLITE_ONLY
