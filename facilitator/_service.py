@@ -536,13 +536,16 @@ class Facilitator:
         """`_verify`, cut short at the deadline."""
         return await self._read_within(self._verify(request), deadline)
 
-    async def _read_within(self, read: Awaitable[_T], deadline: float) -> _T:
+    async def _read_within(self, read: Awaitable[_T], deadline: float | None) -> _T:
         """`read`, cut short at the deadline: only for chain reads, so nothing is left half-done (a send
-        or a claim write is never cut, since what it did must be recorded).
+        or a claim write is never cut, since what it did must be recorded). No deadline: no caller is
+        waiting (a reconcile pass), so only the RPC timeout bounds it.
 
         Raises:
             ChainUnavailableError: the node did not answer within the budget.
         """
+        if deadline is None:
+            return await read
         try:
             return await asyncio.wait_for(read, max(deadline - time.monotonic(), 0.0))
         except TimeoutError as exc:
@@ -617,10 +620,14 @@ class Facilitator:
             else {}
         )
         if receipt.status != 1:
-            settled = await self._third_party_settlement(claim)
+            within = deadline if bounded_revive else None
+            try:
+                settled = await self._third_party_settlement(claim, within)
+            except ChainError as exc:
+                return await self._undecided(claim, tx_hash, sent_fields, exc)
             if settled is not None:
                 return settled
-            released = await self._release_reverted(claim, receipt, tx_hash, sent_fields)
+            released = await self._release_reverted(claim, receipt, tx_hash, sent_fields, within)
             if released is not None:
                 return released
             reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
@@ -674,7 +681,12 @@ class Facilitator:
             return tx_hash
 
     async def _release_reverted(
-        self, claim: Claim, receipt: Receipt, tx_hash: str, sent_fields: dict[str, Any]
+        self,
+        claim: Claim,
+        receipt: Receipt,
+        tx_hash: str,
+        sent_fields: dict[str, Any],
+        deadline: float | None,
     ) -> SettleResponse | None:
         """Release a claim whose transaction reverted without using the authorization (out of gas, say).
 
@@ -683,29 +695,28 @@ class Facilitator:
         transaction is final, and the token uses an authorization at most once, so whichever later
         transaction carries it either pays (once) or reverts and is then matched to the one that paid.
         None when the authorization is used (cancelled, or paid elsewhere) or expired: a failure for good.
+        The chain reads keep to the `deadline`; past it the answer is pending, decided on a later call.
         """
         state_call = {
             "to": claim.asset,
             "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
         }
         try:
-            used, head = await self._rpc.batch(
-                [
-                    RpcCall("eth_call", [state_call, "latest"]),
-                    RpcCall("eth_getBlockByNumber", ["latest", False]),
-                ]
+            used, head = await self._read_within(
+                self._rpc.batch(
+                    [
+                        RpcCall("eth_call", [state_call, "latest"]),
+                        RpcCall("eth_getBlockByNumber", ["latest", False]),
+                    ]
+                ),
+                deadline,
             )
             if isinstance(used, RpcError):
                 raise used
             if isinstance(head, RpcError):
                 raise head
         except ChainError as exc:
-            logger.warning(
-                "claim %s: cannot tell whether %s used its authorization: %s", claim.id, tx_hash, exc
-            )
-            if sent_fields:
-                await self._claims.mark_broadcast(claim.id, tx_hash=tx_hash, **sent_fields)
-            return self._pending(claim, tx_hash)
+            return await self._undecided(claim, tx_hash, sent_fields, exc)
         # Later blocks are no older than the latest: an authorization expired there can never be used.
         if decode_bool(used) or int(head["timestamp"], 16) >= claim.valid_before:
             return None
@@ -744,16 +755,28 @@ class Facilitator:
         )
         return await self._record(claim, success, **changes)
 
-    async def _third_party_settlement(self, claim: Claim) -> SettleResponse | None:
+    async def _undecided(
+        self, claim: Claim, tx_hash: str, sent_fields: dict[str, Any], exc: ChainError
+    ) -> SettleResponse:
+        """Pending: what `tx_hash` reverting means could not be read in time; a later call decides it."""
+        logger.warning("claim %s: cannot tell what the revert of %s means: %s", claim.id, tx_hash, exc)
+        if sent_fields:
+            await self._claims.mark_broadcast(claim.id, tx_hash=tx_hash, **sent_fields)
+        return self._pending(claim, tx_hash)
+
+    async def _third_party_settlement(
+        self, claim: Claim, deadline: float | None = None
+    ) -> SettleResponse | None:
         """Success, if the authorization was used by another transaction that paid the payee (front-running).
 
         Anyone holding a signed authorization may submit it; when someone beat our transaction to it, ours
-        reverts, but the payer did pay: the settlement is theirs.
+        reverts, but the payer did pay: the settlement is theirs. The claim proves the payment was presented
+        here before that, so the transaction's age is not checked. The search keeps to the `deadline`.
+
+        Raises:
+            ChainError: the chain could not tell within the budget.
         """
-        try:
-            settled = await self._recovery.settlement_of(claim)
-        except ChainError:
-            return None
+        settled = await self._read_within(self._recovery.settlement_of(claim), deadline)
         if settled is None:
             return None
         logger.info("claim %s was settled by another transaction, %s", claim.id, settled.tx_hash)

@@ -1,6 +1,7 @@
 """Receipt waits: bounded by a deadline (answered `settlement_pending` with the hash), finished later by a
 retry with the same key or a status call, counted to the configured depth; a reverted receipt is a failure;
-a node that stalls past the deadline does not hold the answer back."""
+a node that stalls past the deadline does not hold the answer back, neither in the receipt wait nor in the
+search for someone else's settlement or the reads that decide what a revert means."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
+import pytest
+
 from devchain import DevChain
 from facilitator import ClaimState
 from facilitator.wire import Reason
@@ -18,7 +21,7 @@ from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import loopback_server
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows, relayer_address, tx_count
+from .payments import claim_rows, relayer_address, submit_directly, tx_count
 
 PENDING_TIMEOUT_S = 1.0
 
@@ -111,8 +114,11 @@ async def test_a_transaction_reverted_on_chain_is_a_failure_naming_it(
 
 
 @asynccontextmanager
-async def stallable_proxy(node_url: str) -> AsyncIterator[tuple[str, asyncio.Event]]:
-    """A TCP relay to `node_url` on 127.0.0.1; once the event is set it swallows every request unanswered.
+async def stallable_proxy(
+    node_url: str, *, only: bytes | None = None
+) -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """A TCP relay to `node_url` on 127.0.0.1; once the event is set it swallows every request unanswered
+    (with `only`, every request whose bytes hold it, such as one RPC method's quoted name).
 
     That is a node that hangs (no error, no closed connection), which only a timeout can end.
     """
@@ -122,7 +128,7 @@ async def stallable_proxy(node_url: str) -> AsyncIterator[tuple[str, asyncio.Eve
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, requests: bool) -> None:
         try:
             while data := await reader.read(65536):
-                if requests and stalled.is_set():
+                if requests and stalled.is_set() and (only is None or only in data):
                     continue
                 writer.write(data)
                 await writer.drain()
@@ -178,3 +184,68 @@ async def test_a_node_stalling_past_the_deadline_still_gets_a_pending_answer_wit
     assert elapsed_retry < 1.0 + 0.5
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["tx_hash"]) == (ClaimState.BROADCAST, in_pool)
+
+
+async def test_the_search_for_a_front_runner_on_a_stalled_node_keeps_to_the_budget(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    presented_at = int(time.time())
+    submit_directly(chain, payload)
+    async with stallable_proxy(chain.rpc_url, only=b'"eth_getLogs"') as (proxy_url, stalled):
+        service = await open_facilitator(sqlite_url, rpc_url=proxy_url, rpc_timeout_s=10.0)
+        stalled.set()  # verification reads the used nonce; the log search then hangs, 10 s per call
+        started = time.monotonic()
+        answer = await service.settle(
+            payload, requirements, idempotency_key="stalled-search", timeout_s=1.0, presented_at=presented_at
+        )
+        elapsed = time.monotonic() - started
+        await service.aclose()
+
+    # Nothing found in time: the used nonce is refused and nothing recorded, so a later call looks again.
+    assert (answer.success, answer.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+    assert elapsed < 1.0 + 0.5
+    assert await claim_rows(sqlite_url) == []
+
+
+@pytest.mark.parametrize("stalled_method", ["eth_getLogs", "eth_getBlockByNumber"])
+async def test_a_revert_read_on_a_stalled_node_is_pending_within_the_budget_then_decided(
+    stalled_method: str,
+    chain: DevChain,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    sqlite_url: str,
+) -> None:
+    """What a revert means is read from the chain: the search for someone else's settlement (logs), then
+    whether the authorization is still usable (the head block). A node that hangs on either is cut."""
+    requirements = make_requirements(chain)
+    valid_before = int(time.time()) + 60
+    payload = sign_payment(new_payer(), requirements, valid_before=valid_before)
+    async with stallable_proxy(chain.rpc_url, only=f'"{stalled_method}"'.encode()) as (proxy_url, stalled):
+        service = await open_facilitator(sqlite_url, rpc_url=proxy_url, rpc_timeout_s=10.0)
+        chain.rpc.call("evm_setAutomine", [False])
+        pending = await service.settle(payload, requirements, idempotency_key="stalled-revert", timeout_s=0.5)
+        # The authorization expires while its transaction waits in the pool: the token reverts it.
+        chain.rpc.call("evm_setNextBlockTimestamp", [valid_before + 1])
+        chain.rpc.call("evm_mine")
+        stalled.set()
+        started = time.monotonic()
+        undecided = await service.settle(
+            payload, requirements, idempotency_key="stalled-revert", timeout_s=1.0
+        )
+        elapsed = time.monotonic() - started
+        stalled.clear()
+        failed = await service.settle(payload, requirements, idempotency_key="stalled-revert", timeout_s=1.0)
+        await service.aclose()
+
+    assert pending.error_reason == Reason.SETTLEMENT_PENDING
+    assert (undecided.error_reason, undecided.transaction) == (Reason.SETTLEMENT_PENDING, pending.transaction)
+    assert elapsed < 1.0 + 0.5
+    assert (failed.success, failed.error_reason, failed.transaction) == (
+        False,
+        Reason.TRANSACTION_FAILED,
+        pending.transaction,
+    )
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["error_reason"]) == (ClaimState.FAILED, Reason.TRANSACTION_FAILED)
