@@ -10,28 +10,11 @@ answer it with its own code (`_routes`) and hide the text of anything else.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable
+from typing import Any, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
-from a2a.types import (
-    AgentCard,
-    CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
-    GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest,
-    ListTasksResponse,
-    Message,
-    SendMessageRequest,
-    SubscribeToTaskRequest,
-    Task,
-    TaskPushNotificationConfig,
-)
 from a2a.utils.errors import A2AError
 from starlette.requests import Request
 
@@ -41,6 +24,8 @@ __all__ = ["RememberFailures", "failure_of", "open_failure_slot"]
 
 _SLOT_KEY = "a2a_failure_slot"
 _FAILURE_KEY = "a2a_failure"
+
+_T = TypeVar("_T")
 
 
 def open_failure_slot(request: Request, context: ServerCallContext) -> None:
@@ -63,106 +48,19 @@ def _remember(context: ServerCallContext, failure: A2AError) -> None:
 class RememberFailures(DelegatingRequestHandler):
     """Delegates every operation to `inner` and remembers the A2AError it raised (see the module)."""
 
-    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        """SendMessage."""
+    async def _call(self, call: Awaitable[_T], context: ServerCallContext) -> _T:
         try:
-            return await super().on_message_send(params, context)
+            return await call
         except A2AError as exc:
             _remember(context, exc)
             raise
 
-    async def on_message_send_stream(
-        self, params: SendMessageRequest, context: ServerCallContext
+    async def _stream(
+        self, events: AsyncGenerator[Event], context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """SendStreamingMessage."""
         try:
-            async for event in super().on_message_send_stream(params, context):
+            async for event in events:
                 yield event
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        """GetTask."""
-        try:
-            return await super().on_get_task(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """ListTasks."""
-        try:
-            return await super().on_list_tasks(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        """CancelTask."""
-        try:
-            return await super().on_cancel_task(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_subscribe_to_task(
-        self, params: SubscribeToTaskRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        """SubscribeToTask."""
-        try:
-            async for event in super().on_subscribe_to_task(params, context):
-                yield event
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        """CreateTaskPushNotificationConfig."""
-        try:
-            return await super().on_create_task_push_notification_config(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        """GetTaskPushNotificationConfig."""
-        try:
-            return await super().on_get_task_push_notification_config(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        """ListTaskPushNotificationConfigs."""
-        try:
-            return await super().on_list_task_push_notification_configs(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        """DeleteTaskPushNotificationConfig."""
-        try:
-            await super().on_delete_task_push_notification_config(params, context)
-        except A2AError as exc:
-            _remember(context, exc)
-            raise
-
-    async def on_get_extended_agent_card(
-        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
-    ) -> AgentCard:
-        """GetExtendedAgentCard."""
-        try:
-            return await super().on_get_extended_agent_card(params, context)
         except A2AError as exc:
             _remember(context, exc)
             raise
