@@ -161,6 +161,7 @@ async def resolve_card(
     url: str,
     *,
     verifier: CardVerifier | None = None,
+    jwks: JwksCache | None = None,
     timeout_s: float = 10.0,
 ) -> ResolvedCard:
     """Fetch the Agent Card at ``url`` and read its x402 terms.
@@ -169,23 +170,29 @@ async def resolve_card(
         http: the client to fetch with.
         url: the card's URL, or the agent's origin (then ``/.well-known/agent-card.json`` is used).
         verifier: checks the card's signatures under its policy; ``None``: a ``warn`` verifier fetching keys
-            from the card's ``jku`` through ``http`` (HTTPS only, on the card's own origin).
+            from the card's ``jku`` (HTTPS only, on the card's own origin) through ``jwks``.
+        jwks: the key cache of the default verifier; pass the same one to every resolution so that a JWK
+            Set is fetched once per its TTL. ``None``: a cache of this call's own, on ``http``.
         timeout_s: the fetch's timeout.
 
     Returns:
         The resolved card.
 
     Raises:
+        ValueError: both ``verifier`` and ``jwks`` are given (a verifier brings its own cache).
         CardError: the card cannot be fetched or parsed, or does not declare the x402 extension v0.3.
         UntrustedCardError: the verifier's policy is ``require`` and the card is unsigned or did not verify.
     """
+    if verifier is not None and jwks is not None:
+        raise ValueError("pass either a verifier or a jwks cache, not both: a verifier has its own cache")
     url = _card_url(url)
     body = await _fetch(http, url, timeout_s)
     try:
         card_json = parse_card_json(body)
     except AgentCardError as exc:
         raise CardError(f"{url}: {exc}") from exc
-    verification = await _verify(verifier or CardVerifier(jwks=JwksCache(http)), card_json, url)
+    verifier = verifier or CardVerifier(jwks=jwks or JwksCache(http))
+    verification = await _verify(verifier, card_json, url)
     try:
         # The SDK's parser rewrites legacy members in place; the served JSON must stay as it was.
         card = parse_agent_card(copy.deepcopy(card_json))

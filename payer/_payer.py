@@ -56,7 +56,7 @@ from a2a_x402 import (
     PaymentData,
     PaymentRequiredData,
 )
-from agentcard import CardVerifier
+from agentcard import CardVerifier, JwksCache
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
 
 from ._card import Binding, ResolvedCard, resolve_card
@@ -181,6 +181,7 @@ class Payer:
         policy: PaymentPolicy | None = None,
         settings: PayerSettings | None = None,
         card_verifier: CardVerifier | None = None,
+        jwks: JwksCache | None = None,
         on_fresh_terms: FreshTermsHook | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> Payer:
@@ -196,10 +197,13 @@ class Payer:
             card_verifier: checks the card's signatures; under ``require`` an untrusted card is refused.
                 Default: the ``warn`` policy with keys from the card's ``jku`` (HTTPS, the card's origin),
                 which logs an unsigned or failing card and continues; ``SignaturePolicy.OFF`` checks nothing.
+            jwks: the default verifier's key cache; share one across payers so that a merchant's JWK Set is
+                fetched once per its TTL (default: a cache of this connection's own).
             on_fresh_terms: awaited before signing again for fresh terms.
             http: the HTTP client to use (not closed by the payer); default: one of its own.
 
         Raises:
+            ValueError: both ``card_verifier`` and ``jwks`` are given.
             CardError: the card cannot be fetched or used.
             UntrustedCardError: ``card_verifier`` requires a valid signature and the card has none.
         """
@@ -208,7 +212,7 @@ class Payer:
         client = http if http is not None else httpx.AsyncClient(timeout=settings.request_timeout_s)
         try:
             card = await resolve_card(
-                client, card_url, verifier=card_verifier, timeout_s=settings.request_timeout_s
+                client, card_url, verifier=card_verifier, jwks=jwks, timeout_s=settings.request_timeout_s
             )
             return cls(
                 card,

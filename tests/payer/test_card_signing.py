@@ -32,7 +32,7 @@ from agentcard import (
     SignaturePolicy,
 )
 from devchain import DevChain
-from payer import Payer, PaymentStage, PayToNotPinnedError, StageKind, UntrustedCardError
+from payer import Payer, PaymentStage, PayToNotPinnedError, StageKind, UntrustedCardError, resolve_card
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import PAY_TO, PRICE, TEXT
@@ -214,6 +214,30 @@ async def test_a_card_carrying_another_merchants_signatures_is_refused(
     assert isinstance(cause, CardVerificationError)
     # The jku names the genuine merchant's origin, which the impostor's card is not bound to.
     assert [check.code for check in cause.result.checks] == ["jwks_url_not_allowed"]
+
+
+async def test_resolutions_sharing_a_jwks_cache_fetch_the_merchants_keys_once(
+    merchant: Callable[..., str], keys_dir: Path
+) -> None:
+    url = merchant(card_keys_dir=str(keys_dir))
+    key = "0x" + "11" * 32
+    jwks_fetches: list[str] = []
+
+    async def note_jwks_fetch(request: httpx.Request) -> None:
+        if request.url.path == JWKS_PATH:
+            jwks_fetches.append(str(request.url))
+
+    async with httpx.AsyncClient(timeout=30, event_hooks={"request": [note_jwks_fetch]}) as http:
+        jwks = JwksCache(http, allow_insecure_localhost=True)
+        first = await resolve_card(http, url, jwks=jwks)
+        second = await resolve_card(http, url, jwks=jwks)
+        async with await Payer.connect(url, key, jwks=jwks, http=http) as payer:
+            third = payer.card
+        with pytest.raises(ValueError, match="either a verifier or a jwks cache"):
+            await resolve_card(http, url, verifier=verifier(http, SignaturePolicy.WARN), jwks=jwks)
+
+    assert [card.verification.status for card in (first, second, third)] == [CardStatus.VERIFIED] * 3
+    assert len(jwks_fetches) == 1
 
 
 async def test_x402_pay_card_policy_flags(
