@@ -424,14 +424,15 @@ def _webhook_problems(url: object, secret: object) -> list[str]:
 def _subscription_problems(webhooks: Sequence[WebhookSubscription], webhook_url: object) -> list[str]:
     problems: list[str] = []
     # A malformed webhook_url is reported by _webhook_problems; here it only must not be listed twice.
-    seen: set[object] = {webhook_url} if isinstance(webhook_url, str) else set()
+    seen: set[str] = {webhook_url} if isinstance(webhook_url, str) else set()
     for index, webhook in enumerate(webhooks):
         at = f"webhooks[{index}]"
         if not _is_http_url(webhook.url):
             problems.append(f"{at}.url: must be an absolute http(s) URL, got {_describe(webhook.url)}")
         elif webhook.url in seen:
             problems.append(f"{at}.url: {webhook.url} is configured more than once for this tenant")
-        seen.add(webhook.url)
+        else:
+            seen.add(webhook.url)  # only URLs: a TOML array or table is not hashable
         problems += [f"{at}.{problem}" for problem in _webhook_secret_problems(webhook.secret, "secret")]
         for event_type in webhook.event_types:
             if not isinstance(event_type, str) or not _EVENT_TYPE.fullmatch(event_type):

@@ -243,6 +243,27 @@ def test_invalid_files_are_rejected(tmp_path: Path, content: str, problem: str) 
     assert problems_of(tmp_path, content)[0].startswith(problem)
 
 
+@pytest.mark.parametrize(
+    ("url", "described"),
+    [
+        ('["https://a.example/h"]', "list ['https://a.example/h']"),
+        ('{ href = "https://a.example/h" }', "dict {'href': 'https://a.example/h'}"),
+    ],
+)
+def test_a_webhook_url_that_is_not_a_string_is_listed_with_the_other_problems(
+    tmp_path: Path, url: str, described: str
+) -> None:
+    webhooks = [url, '"https://b.example/h"', '"https://b.example/h"']
+    content = f'[tenants.acme]\npay_to = "{CHECKSUMMED}"\nprice = 1\n' + "".join(
+        f'[[tenants.acme.webhooks]]\nurl = {webhook}\nsecret = "{SECRET}"\n' for webhook in webhooks
+    )
+
+    assert problems_of(tmp_path, content) == (
+        f"tenants.acme.webhooks[0].url: must be an absolute http(s) URL, got {described}",
+        "tenants.acme.webhooks[2].url: https://b.example/h is configured more than once for this tenant",
+    )
+
+
 def test_missing_file_is_reported(tmp_path: Path) -> None:
     with pytest.raises(TenantConfigError, match="cannot read the file"):
         TenantRegistry.from_toml(tmp_path / "absent.toml")
