@@ -138,6 +138,18 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+# What an attempt starts without: a transaction (an earlier attempt's may have reverted) and an outcome.
+_NEW_ATTEMPT: dict[str, None] = {
+    "relayer": None,
+    "relayer_nonce": None,
+    "tx_hash": None,
+    "raw_tx": None,
+    "block_number": None,
+    "block_hash": None,
+    "error_reason": None,
+    "response": None,
+}
+
 # Statements built once: the columns a call sets come from its parameters (SQLAlchemy caches the compiled
 # form per set of columns), which costs far less than building a statement for every write.
 _UPDATE = claims_table.update().where(claims_table.c.id == sa.bindparam("_id"))
@@ -209,14 +221,7 @@ class ClaimStore:
             state=ClaimState.CLAIMED,
             attempt=1,
             lease_until=now + self._lease,
-            relayer=None,
-            relayer_nonce=None,
-            tx_hash=None,
-            raw_tx=None,
-            block_number=None,
-            block_hash=None,
-            error_reason=None,
-            response=None,
+            **_NEW_ATTEMPT,
             created_at=now,
             updated_at=now,
         )
@@ -256,15 +261,7 @@ class ClaimStore:
                 idempotency_key=idempotency_key,
                 payload_hash=payload_hash,
                 lease_until=now + self._lease,
-                response=None,
-                error_reason=None,
-                # A new attempt has no transaction yet (an earlier one may have reverted).
-                relayer=None,
-                relayer_nonce=None,
-                tx_hash=None,
-                raw_tx=None,
-                block_number=None,
-                block_hash=None,
+                **_NEW_ATTEMPT,
                 updated_at=now,
             )
             .returning(*claims_table.c)
