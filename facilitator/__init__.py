@@ -28,8 +28,10 @@ from ._errors import (
 from ._recovery import authorization_used
 from ._rpc import RpcCall, RpcClient
 from ._service import Facilitator
+from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
 __all__ = [
+    "AUTHORIZATION_USED_TOPIC",
     "ChainError",
     "ChainMismatchError",
     "ChainUnavailableError",
@@ -46,6 +48,7 @@ __all__ = [
     "RpcCall",
     "RpcClient",
     "RpcError",
+    "TRANSFER_TOPIC",
     "authorization_used",
     "create_app",
     "load_private_key",
