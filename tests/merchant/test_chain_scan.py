@@ -1,18 +1,22 @@
 """The reconciler's chain scan (`merchant._chain_scan`) on the dev chain: EIP-3009 payments to the payTo
 addresses asked for, each paired with its authorization, read the same in one range or block by block;
-plain transfers and other payees are not payments to report."""
+plain transfers, other payees and transfers next to someone else's authorization are not payments to report;
+the authorizations come from the matching transactions' receipts."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from devchain import DevChain
-from facilitator import RpcClient
-from merchant._chain_scan import ChainPayment, payments_to
+from facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcClient
+from merchant._chain_scan import ChainPayment, pair_payments, payments_to
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS
+
+from .recording_rpc import RecordingRpc
 
 
 def _head(chain: DevChain) -> int:
@@ -54,3 +58,62 @@ async def test_payments_to_the_asked_payees_are_read_with_their_authorizations_i
     assert all(isinstance(p, ChainPayment) and first <= p.block_number < last for p in scans[0])
     assert scans[0] == scans[1] == scans[2]
     assert outside == []  # the last block holds only the mint
+
+
+async def test_authorizations_come_from_the_receipts_of_the_matching_transfers_not_from_unfiltered_logs(
+    chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    first = _head(chain) + 1
+    for pay_to in (DEFAULT_PAY_TO, PAY_TO, PAY_TO, DEFAULT_PAY_TO):
+        _pay(chain, new_payer(), pay_to, 1_000)
+    last = _head(chain)
+
+    rpc = RecordingRpc(chain.rpc_url)
+    try:
+        payments = await payments_to(
+            rpc, chain.asset, [DEFAULT_PAY_TO], from_block=first, to_block=last, batch_blocks=1_000
+        )
+    finally:
+        await rpc.aclose()
+
+    assert len(payments) == 2
+    # One log query, for transfers to the payTo only: the token's other logs are never downloaded.
+    ((query,),) = rpc.made("eth_getLogs")
+    assert query["topics"] == [TRANSFER_TOPIC, None, ["0x" + DEFAULT_PAY_TO[2:].lower().rjust(64, "0")]]
+    assert sorted(params[0] for params in rpc.made("eth_getTransactionReceipt")) == sorted(
+        p.tx_hash for p in payments
+    )
+
+
+def _pay(chain: DevChain, payer_key: str, pay_to: str, amount: int) -> dict[str, Any]:
+    """`payer_key` pays `pay_to` with an authorization, submitted directly; the receipt."""
+    submit_directly(chain, sign_payment(payer_key, make_requirements(chain, pay_to=pay_to, amount=amount)))
+    block = chain.rpc.call("eth_getBlockByNumber", ["latest", False])
+    receipt: dict[str, Any] = chain.rpc.call("eth_getTransactionReceipt", [block["transactions"][-1]])
+    return receipt
+
+
+def _in_one_transaction(*logs: dict[str, Any]) -> list[dict[str, Any]]:
+    """`logs` (taken from different receipts) as one batched transaction would emit them, in this order."""
+    tx_hash = logs[0]["transactionHash"]
+    return [{**log, "transactionHash": tx_hash, "logIndex": hex(index)} for index, log in enumerate(logs)]
+
+
+def test_a_transfer_to_the_payee_is_paired_only_with_its_own_senders_authorization_from_the_token(
+    chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    # Real logs from the dev chain: A pays someone else with an authorization, B pays the payee with one.
+    a_used, a_transfer = _pay(chain, new_payer(), PAY_TO, 1_000)["logs"]
+    b_used, b_transfer = _pay(chain, new_payer(), DEFAULT_PAY_TO, 7)["logs"]
+    assert (a_used["topics"][0], b_transfer["topics"][0]) == (AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC)
+    payees = {DEFAULT_PAY_TO}
+
+    (own,) = pair_payments([b_used, b_transfer], chain.asset, payees)
+    assert (own.pay_to, own.amount, own.nonce) == (DEFAULT_PAY_TO, 7, b_used["topics"][2].lower())
+    # B's transfer (as a plain transfer) batched right after A's authorization is not A's payment.
+    assert pair_payments(_in_one_transaction(a_used, b_transfer), chain.asset, payees) == []
+    # Nor after an AuthorizationUsed log that another contract emitted.
+    forged = {**b_used, "address": PAY_TO}
+    assert pair_payments(_in_one_transaction(forged, b_transfer), chain.asset, payees) == []
+    # A's own payment to someone else, batched before B's plain transfer, lends B nothing.
+    assert pair_payments(_in_one_transaction(a_used, a_transfer, b_transfer), chain.asset, payees) == []
