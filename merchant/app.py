@@ -165,7 +165,6 @@ def build_reconciler(
         ledger=ledger,
         rpc=RpcClient(settings.rpc_url),
         confirmations=settings.confirmations,
-        engine=engine,
         asset=settings.asset,
         chain_id=chain_id_from_caip2(settings.network),
         pay_tos=[tenant.pay_to for tenant in (_tenants(settings) if tenants is None else tenants)],

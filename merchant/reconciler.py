@@ -11,8 +11,11 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
    payTo in the last `lookback_blocks` blocks, read in bounded ranges, is matched against the ledger and
    the offers. A payment the ledger lacks whose authorization was submitted for a paid offer, to that
    offer's payTo and amount, is booked; any other (no offer behind it, an offer told it failed or was
-   declined, other terms, a reversed booking) is reported. A finalized booking in that range whose
-   transaction is no longer on the chain (a reorg deeper than the depth) is reported;
+   declined, other terms, a reversed booking) is reported. A finalized booking to a watched payTo in
+   that range whose transaction is no longer on the chain (a reorg deeper than the depth) is reported.
+   A reconciler remembers how far it read: its next pass reads the new blocks and, again, only the last
+   `confirmations` + `reorg_margin_blocks` (a reorg may still change them), or from a payment that could
+   not be booked yet;
 4. every booked settlement not yet final is checked on chain: at the configured depth it is finalized
    (`settlement.finalized`); if its transaction left the chain (a reorg) and its authorization can no
    longer be used (expired and unused), the booking is reversed (`settlement.reversed`). While the
@@ -30,25 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import cast
 
-import sqlalchemy as sa
 from eth_utils.address import to_checksum_address
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient, authorization_used
 from facilitator.wire import PaymentPayload, PaymentRequirements
 
 from ._chain_scan import ChainPayment, payments_to
-from .ledger import (
-    BookedEntry,
-    EntryKind,
-    Ledger,
-    LedgerEntry,
-    LedgerError,
-    LedgerFinalization,
-    SettlementBooking,
-)
+from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
 from .payments import Offer, OfferState, OfferStore, PaymentRecovery
 
 __all__ = ["ReconcileReport", "Reconciler"]
@@ -56,17 +48,12 @@ __all__ = ["ReconcileReport", "Reconciler"]
 logger = logging.getLogger(__name__)
 
 
-_NONCES_PER_QUERY = 500
-
-
 @dataclass(frozen=True, slots=True)
-class _Booked:
-    """A settlement entry as the chain scan compares it."""
+class _Problem:
+    """Why a payment on chain does not agree with the records; `retry` if a later pass may resolve it."""
 
-    id: str
-    pay_to: str
-    amount: int
-    reversed: bool
+    text: str
+    retry: bool = False
 
 
 @dataclass
@@ -95,12 +82,12 @@ class Reconciler:
         ledger: Ledger,
         rpc: RpcClient,
         confirmations: int,
-        engine: AsyncEngine,
         asset: str,
         chain_id: int,
         pay_tos: Sequence[str],
         lookback_blocks: int,
         batch_blocks: int = 1_000,
+        reorg_margin_blocks: int = 64,
     ):
         self._facilitator = facilitator
         self._recovery = recovery
@@ -108,12 +95,14 @@ class Reconciler:
         self._ledger = ledger
         self._rpc = rpc
         self._confirmations = confirmations
-        self._engine = engine
         self._asset = to_checksum_address(asset)
         self._chain_id = chain_id
         self._pay_tos = sorted(set(pay_tos))
         self._lookback_blocks = lookback_blocks
         self._batch_blocks = batch_blocks
+        self._reorg_margin_blocks = reorg_margin_blocks
+        # The last block the chain scan has read through; None until the first pass (then: the lookback).
+        self._scanned_to: int | None = None
 
     async def aclose(self) -> None:
         """Close the reconciler's chain connection."""
@@ -155,6 +144,10 @@ class Reconciler:
     async def _scan_chain(self, report: ReconcileReport) -> None:
         head = int(await self._rpc.call("eth_blockNumber"), 16)
         from_block = max(head - self._lookback_blocks + 1, 0)
+        if self._scanned_to is not None:
+            # Read before: only as deep as a reorg may still have changed (min: the chain may be shorter).
+            reread = self._confirmations + self._reorg_margin_blocks
+            from_block = max(from_block, min(self._scanned_to, head) - reread + 1)
         payments = await payments_to(
             self._rpc,
             self._asset,
@@ -163,39 +156,51 @@ class Reconciler:
             to_block=head,
             batch_blocks=self._batch_blocks,
         )
-        booked = await self._booked(payments)
+        booked = {
+            (entry.payer, entry.nonce): entry
+            for entry in await self._ledger.settlements_of(
+                self._chain_id, self._asset, [payment.nonce for payment in payments]
+            )
+        }
+        scanned_to = head
         for payment in payments:
             problem = await self._match(payment, booked.get((payment.payer, payment.nonce)), report)
             if problem is not None:
                 report.unresolved.append(
                     f"{payment.tx_hash}: {payment.amount} paid to {payment.pay_to} by {payment.payer} "
-                    f"(nonce {payment.nonce}) {problem}"
+                    f"(nonce {payment.nonce}) {problem.text}"
                 )
+                if problem.retry:
+                    scanned_to = min(scanned_to, payment.block_number - 1)
         on_chain = {(p.payer, p.nonce) for p in payments}
-        for entry_id, tx_hash, payer, nonce in await self._finalized_since(from_block):
-            if (payer, nonce.lower()) not in on_chain:
+        finalized = await self._ledger.finalized_settlements_since(
+            self._chain_id, self._asset, self._pay_tos, from_block
+        )
+        for entry in finalized:
+            if (entry.payer, entry.nonce.lower()) not in on_chain:
                 report.unresolved.append(
-                    f"{entry_id}: finalized, but {tx_hash} is no longer on the chain (a reorg deeper than "
-                    f"{self._confirmations} blocks)"
+                    f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain (a reorg deeper "
+                    f"than {self._confirmations} blocks)"
                 )
+        self._scanned_to = scanned_to
 
     async def _match(
-        self, payment: ChainPayment, entry: _Booked | None, report: ReconcileReport
-    ) -> str | None:
+        self, payment: ChainPayment, entry: BookedEntry | None, report: ReconcileReport
+    ) -> _Problem | None:
         """Book `payment` if an offer proves it is that offer's; otherwise what is wrong with it."""
         if entry is not None:
-            if entry.reversed:
-                return f"is on chain, but its booking {entry.id} was reversed"
+            if entry.status is EntryStatus.REVERSED:
+                return _Problem(f"is on chain, but its booking {entry.id} was reversed")
             if (entry.pay_to, entry.amount) != (payment.pay_to, payment.amount):
-                return f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}"
+                return _Problem(f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}")
             return None
         offer = await self._offers.by_authorization(payment.payer, payment.nonce)
         if offer is None or offer.payload is None or offer.accepted is None:
-            return "is not in the ledger, and no offer was paid with its authorization"
+            return _Problem("is not in the ledger, and no offer was paid with its authorization")
         if offer.state in (OfferState.WORKING, OfferState.SETTLING):
             return None  # being taken right now, or left to recovery: booked when it is recorded paid
         if offer.state is not OfferState.PAID:
-            return (
+            return _Problem(
                 f"is not in the ledger, and task {offer.task_id} was told its payment is {offer.state.value}"
             )
         requirements = PaymentRequirements.from_wire(offer.accepted)
@@ -204,13 +209,13 @@ class Reconciler:
             payment.amount,
             self._asset,
         ):
-            return f"does not match the terms task {offer.task_id} accepted"
+            return _Problem(f"does not match the terms task {offer.task_id} accepted")
         if await self._ledger.has_authorization(self._chain_id, self._asset, payment.payer, payment.nonce):
             return None  # booked by the task's own turn since the ledger was read
         if await self._book_from_chain(offer, requirements, payment):
             report.booked_from_chain += 1
             return None
-        return f"belongs to task {offer.task_id} but could not be booked now"
+        return _Problem(f"belongs to task {offer.task_id} but could not be booked now", retry=True)
 
     async def _book_from_chain(
         self, offer: Offer, requirements: PaymentRequirements, payment: ChainPayment
@@ -241,58 +246,6 @@ class Reconciler:
             "booked task %s from the chain: %s was not in the ledger", offer.task_id, payment.tx_hash
         )
         return True
-
-    async def _booked(self, payments: Sequence[ChainPayment]) -> dict[tuple[str, str], _Booked]:
-        """The ledger's settlements of `payments`' authorizations, by (payer, nonce): one query per chunk."""
-        entries = cast(sa.Table, LedgerEntry.__table__)
-        reversals = entries.alias("reversals")
-        found: dict[tuple[str, str], _Booked] = {}
-        nonces = sorted({payment.nonce for payment in payments})
-        async with self._engine.connect() as connection:
-            for start in range(0, len(nonces), _NONCES_PER_QUERY):
-                statement = (
-                    sa.select(
-                        entries.c.id,
-                        entries.c.payer,
-                        entries.c.nonce,
-                        entries.c.pay_to,
-                        entries.c.amount,
-                        reversals.c.id.label("reversed_by"),
-                    )
-                    .outerjoin(reversals, reversals.c.reverses_entry_id == entries.c.id)
-                    .where(
-                        entries.c.kind == EntryKind.SETTLEMENT.value,
-                        entries.c.chain_id == self._chain_id,
-                        entries.c.asset == self._asset,
-                        entries.c.nonce.in_(nonces[start : start + _NONCES_PER_QUERY]),
-                    )
-                )
-                for row in await connection.execute(statement):
-                    found[(row.payer, row.nonce)] = _Booked(
-                        row.id, row.pay_to, int(row.amount), row.reversed_by is not None
-                    )
-        return found
-
-    async def _finalized_since(self, from_block: int) -> list[tuple[str, str, str, str]]:
-        """Finalized, unreversed settlements mined at or after `from_block`: (id, tx hash, payer, nonce)."""
-        entries = cast(sa.Table, LedgerEntry.__table__)
-        finalizations = cast(sa.Table, LedgerFinalization.__table__)
-        reversals = entries.alias("reversals")
-        statement = (
-            sa.select(entries.c.id, entries.c.tx_hash, entries.c.payer, entries.c.nonce)
-            .join(finalizations, finalizations.c.entry_id == entries.c.id)
-            .outerjoin(reversals, reversals.c.reverses_entry_id == entries.c.id)
-            .where(
-                entries.c.kind == EntryKind.SETTLEMENT.value,
-                entries.c.asset == self._asset,
-                entries.c.block_number >= from_block,
-                reversals.c.id.is_(None),
-            )
-            .order_by(entries.c.sequence)
-        )
-        async with self._engine.connect() as connection:
-            rows = (await connection.execute(statement)).all()
-        return [(row.id, row.tx_hash, row.payer, row.nonce) for row in rows]
 
     async def _check_on_chain(self, entry: BookedEntry, report: ReconcileReport) -> None:
         receipt = await self._rpc.call("eth_getTransactionReceipt", entry.tx_hash)

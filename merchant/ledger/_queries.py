@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -27,6 +28,9 @@ _reversals = _entries.alias("reversal")
 _accounts = cast(sa.Table, LedgerAccount.__table__)
 _lines = cast(sa.Table, LedgerLine.__table__)
 _finalizations = cast(sa.Table, LedgerFinalization.__table__)
+
+# SQLite allows 999 bound parameters per statement (older builds); a chain scan may ask about thousands.
+_NONCES_PER_QUERY = 500
 
 
 def aware(value: datetime) -> datetime:
@@ -134,6 +138,52 @@ class LedgerReader:
     async def has_authorization(self, chain_id: int, asset: str, payer: str, nonce: str) -> bool:
         """Whether this EIP-3009 authorization has been booked (reversed or not)."""
         return await self.find_settlement(chain_id, asset, payer, nonce) is not None
+
+    async def settlements_of(self, chain_id: int, asset: str, nonces: Iterable[str]) -> list[BookedEntry]:
+        """The settlement entries (reversed or not) booked for authorizations of `asset` with one of
+        `nonces`, by any payer: one query per 500 nonces.
+
+        Raises:
+            InvalidBookingError: `asset` is not an address.
+        """
+        asset = normalize_address("asset", asset)
+        wanted = sorted({nonce.lower() for nonce in nonces})
+        found: list[BookedEntry] = []
+        async with self._engine.connect() as connection:
+            for start in range(0, len(wanted), _NONCES_PER_QUERY):
+                condition = sa.and_(
+                    _entries.c.kind == EntryKind.SETTLEMENT.value,
+                    _entries.c.chain_id == chain_id,
+                    _entries.c.asset == asset,
+                    _entries.c.nonce.in_(wanted[start : start + _NONCES_PER_QUERY]),
+                )
+                rows = await connection.execute(entry_query().where(condition))
+                found += [entry_from_row(row) for row in rows]
+        return found
+
+    async def finalized_settlements_since(
+        self, chain_id: int, asset: str, pay_tos: Iterable[str], from_block: int
+    ) -> list[BookedEntry]:
+        """Finalized, unreversed settlements of `asset` on `chain_id` to one of `pay_tos`, mined at or
+        after `from_block`, in sequence order.
+
+        Raises:
+            InvalidBookingError: `asset` or a payTo is not an address.
+        """
+        condition = sa.and_(
+            _entries.c.kind == EntryKind.SETTLEMENT.value,
+            _entries.c.chain_id == chain_id,
+            _entries.c.asset == normalize_address("asset", asset),
+            _entries.c.pay_to.in_(sorted({normalize_address("pay_to", pay_to) for pay_to in pay_tos})),
+            _entries.c.block_number >= from_block,
+            _reversals.c.id.is_(None),
+            _finalizations.c.id.is_not(None),
+        )
+        async with self._engine.connect() as connection:
+            rows = (
+                await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))
+            ).all()
+        return [entry_from_row(row) for row in rows]
 
     async def unfinalized_settlements(self) -> list[BookedEntry]:
         """Settlements neither finalized nor reversed yet: what the reconciler still watches on chain."""

@@ -1,7 +1,8 @@
 """The reconciler on the real stack: a paid turn whose merchant stopped mid-settlement is finished by
 another process (settled, booked, delivered exactly once); bookings are finalized at depth; a settlement a
 reorg removed for good is reversed; a paid task the ledger missed is booked; a task that never heard how
-its payment was decided (failed, declined) is told."""
+its payment was decided (failed, declined) is told. A reconciler's later passes read only the new blocks
+and those a reorg may still change; only this chain's bookings to watched payees are held against it."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ import time
 from collections.abc import Callable
 
 import pytest
+from a2a.server.tasks import InMemoryTaskStore
 
 from a2a_x402 import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, PaymentRejectedData
 from devchain import DevChain
 from facilitator import Facilitator
 from merchant.app import build_reconciler
 from merchant.ledger import Ledger
-from merchant.payments import OfferStore
-from merchant.reconciler import ReconcileReport
+from merchant.payments import OfferStore, PaymentRecovery
+from merchant.reconciler import ReconcileReport, Reconciler
 from merchant.settings import MerchantSettings
 from merchant.webhooks import Outbox
 from payer import sign_payment
 from storage import create_engine
 from tests.facilitator.payments import submit_directly, tampered
+from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     A2ACallError,
@@ -36,6 +39,9 @@ from tests.fixtures.merchant import (
     rejection_message,
     user_message,
 )
+
+from .ledger.bookings import booking
+from .recording_rpc import RecordingRpc
 
 
 async def _reconcile(settings: MerchantSettings) -> tuple[int, int, int, int]:
@@ -405,3 +411,100 @@ async def test_a_reversed_booking_whose_transfer_is_on_chain_is_reported(
     (problem,) = report.unresolved
     assert f"is on chain, but its booking {entry.id} was reversed" in problem, problem
     assert (report.booked_from_chain, len(await ledger_entries(sqlite_url))) == (0, 1)  # nothing rebooked
+
+
+def _head(chain: DevChain) -> int:
+    return int(chain.rpc.call("eth_blockNumber"), 16)
+
+
+def _span(rpc: RecordingRpc) -> tuple[int, int]:
+    """The first and last block the recorded log queries read."""
+    queries = [params[0] for params in rpc.made("eth_getLogs")]
+    return min(int(q["fromBlock"], 16) for q in queries), max(int(q["toBlock"], 16) for q in queries)
+
+
+async def test_a_second_pass_reads_only_new_blocks_and_those_a_reorg_may_still_change(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    merchant.stop()
+    # A payment no offer explains: reported by every pass that reads its block.
+    submit_directly(chain, sign_payment(new_payer(), make_requirements(chain, pay_to=DEFAULT_PAY_TO)))
+    paid_in = _head(chain)
+    confirmations, margin, lookback = 2, 3, merchant.settings.reconcile_lookback_blocks
+    engine = create_engine(sqlite_url)
+    facilitator = Facilitator.from_settings(merchant.settings.facilitator_settings(), engine=engine)
+    rpc = RecordingRpc(chain.rpc_url)
+    offers, ledger, tasks = OfferStore(engine), Ledger(engine, Outbox(engine)), InMemoryTaskStore()
+    reconciler = Reconciler(
+        facilitator=facilitator,
+        recovery=PaymentRecovery(offers=offers, facilitator=facilitator, ledger=ledger, tasks=tasks),
+        offers=offers,
+        ledger=ledger,
+        rpc=rpc,
+        confirmations=confirmations,
+        asset=chain.asset,
+        chain_id=chain.chain_id,
+        pay_tos=[DEFAULT_PAY_TO],
+        lookback_blocks=lookback,
+        reorg_margin_blocks=margin,
+    )
+    passes: list[tuple[tuple[int, int], int, int]] = []
+    try:
+        for _ in range(3):
+            rpc.calls.clear()
+            report = await reconciler.run_once()
+            passes.append((_span(rpc), len(rpc.made("eth_getTransactionReceipt")), len(report.unresolved)))
+            chain.rpc.call("anvil_mine", [hex(10)])
+    finally:
+        await reconciler.aclose()
+        await facilitator.aclose()
+        await engine.dispose()
+
+    reread = confirmations + margin
+    assert passes == [
+        ((max(paid_in - lookback + 1, 0), paid_in), 1, 1),  # a new reconciler reads the whole lookback
+        ((paid_in - reread + 1, paid_in + 10), 1, 1),  # then from its last block, less the reorg window
+        ((paid_in + 10 - reread + 1, paid_in + 20), 0, 0),  # the payment's block is final: not read again
+    ]
+
+
+async def test_only_finalized_bookings_of_this_chain_to_a_watched_payee_are_reported_as_reorged_away(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    merchant.stop()
+    other_chain = chain.chain_id + 1
+    # Finalized bookings whose transactions this chain never had: the watched payee's (a deep reorg),
+    # one on another chain and one to a payTo no tenant has any more (nothing to say about either).
+    changes: dict[str, dict[str, object]] = {
+        "watched": {},
+        "other chain": {"chain_id": other_chain, "network": f"eip155:{other_chain}"},
+        "removed payee": {"pay_to": PAY_TO},
+    }
+    engine = create_engine(sqlite_url)
+    try:
+        ledger = Ledger(engine, Outbox(engine))
+        ids: dict[str, str] = {}
+        for name, change in changes.items():
+            entry = await ledger.book_settlement(
+                booking(
+                    **{
+                        "pay_to": DEFAULT_PAY_TO,
+                        "asset": chain.asset,
+                        "network": chain.network,
+                        "chain_id": chain.chain_id,
+                        "block_number": _head(chain),
+                        **change,
+                    }
+                )
+            )
+            await ledger.mark_final(entry.id, confirmations=1)
+            ids[name] = entry.id
+    finally:
+        await engine.dispose()
+
+    report = await _reconcile_any(merchant.settings)
+
+    (problem,) = report.unresolved
+    assert problem.startswith(f"{ids['watched']}: finalized, but "), problem

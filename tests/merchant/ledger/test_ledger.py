@@ -1,4 +1,5 @@
-"""Booking, idempotency, concurrency, reversal and finality on SQLite and PostgreSQL."""
+"""Booking, idempotency, concurrency, reversal, finality and the chain scan's reads, on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from merchant.ledger import (
     SettlementReversed,
 )
 
-from .bookings import EURC, OTHER_PAYER, PAYER, USDC, RecordingSink, booking
+from .bookings import CHAIN_ID, EURC, OTHER_PAYER, PAY_TO, PAYER, USDC, RecordingSink, booking
 
 
 async def _count(engine: AsyncEngine, table: sa.FromClause) -> int:
@@ -269,3 +270,27 @@ async def test_naive_times_are_refused(ledger: Ledger) -> None:
     with pytest.raises(InvalidBookingError, match="since"):
         await ledger.statement("acme", since=naive)
     assert await ledger.statement("acme", until=entry.booked_at - timedelta(seconds=1)) == []
+
+
+async def test_the_chain_scan_reads_settlements_by_nonce_and_finalized_ones_by_chain_payee_and_block(
+    ledger: Ledger,
+) -> None:
+    kept = await ledger.book_settlement(booking(block_number=100))
+    reversed_ = await ledger.book_settlement(booking(block_number=100))
+    early = await ledger.book_settlement(booking(block_number=99))
+    other_payee = await ledger.book_settlement(booking(pay_to=OTHER_PAYER, block_number=100))
+    other_chain = await ledger.book_settlement(booking(chain_id=1, network="eip155:1", block_number=100))
+    other_asset = await ledger.book_settlement(booking(asset=EURC, block_number=100))
+    for entry in (kept, reversed_, early, other_payee, other_chain, other_asset):
+        await ledger.mark_final(entry.id, confirmations=1)
+    await ledger.reverse_settlement(reversed_.id, reason="test")
+
+    nonces = [kept.nonce.upper(), reversed_.nonce, "0x01"]
+    found = await ledger.settlements_of(CHAIN_ID, USDC.lower(), nonces)
+    assert {(e.id, e.status) for e in found} == {
+        (kept.id, EntryStatus.FINALIZED),
+        (reversed_.id, EntryStatus.REVERSED),
+    }
+    finalized = await ledger.finalized_settlements_since(CHAIN_ID, USDC, [PAY_TO.lower()], 100)
+    assert [e.id for e in finalized] == [kept.id]
+    assert await ledger.finalized_settlements_since(CHAIN_ID, USDC, [], 0) == []
