@@ -202,8 +202,8 @@ class ClaimStore:
     ) -> tuple[Claim, bool]:
         """Claim `key`. Returns (claim, True) when this call inserted it, else (the existing claim, False).
 
-        The existing claim is the one for the same authorization, or failing that the one holding the same
-        idempotency key (a key reused for another authorization).
+        The existing claim is the one `find` returns: the one for the same authorization, or failing that the
+        one holding the same idempotency key (a key reused for another authorization).
         """
         now = _now()
         claim = Claim(
@@ -231,9 +231,7 @@ class ClaimStore:
         inserted = await write(self._engine, lambda connection: _first(connection, self._insert, values))
         if inserted is not None:
             return claim, True
-        existing = await self.by_key(key)
-        if existing is None and idempotency_key is not None:
-            existing = await self.by_idempotency_key(idempotency_key)
+        existing = await self.find(key, idempotency_key)
         if existing is None:
             raise LookupError(f"claim for {key} conflicted but cannot be found")
         return existing, False
@@ -359,6 +357,13 @@ class ClaimStore:
     async def by_idempotency_key(self, idempotency_key: str) -> Claim | None:
         """The claim first made with this idempotency key."""
         return await self._one(claims_table.c.idempotency_key == idempotency_key)
+
+    async def find(self, key: ClaimKey, idempotency_key: str | None) -> Claim | None:
+        """The claim for this authorization, or failing that the one first made with `idempotency_key`."""
+        existing = await self.by_key(key)
+        if existing is None and idempotency_key is not None:
+            existing = await self.by_idempotency_key(idempotency_key)
+        return existing
 
     async def _one(self, *conditions: sa.ColumnElement[bool]) -> Claim | None:
         async with self._engine.connect() as connection:

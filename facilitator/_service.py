@@ -263,9 +263,7 @@ class Facilitator:
         except PaymentInvalidError as exc:
             # Most refusals of a known authorization are its own earlier settlement (nonce now used, time
             # run out): the claim, not the chain, holds the answer. Looked up only here, off the happy path.
-            existing = await self._claims.by_key(key)
-            if existing is None and key_text is not None:
-                existing = await self._claims.by_idempotency_key(key_text)
+            existing = await self._claims.find(key, key_text)
             if existing is not None:
                 return await self._answer_existing(existing, request, key_text, deadline)
             if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
@@ -277,21 +275,11 @@ class Facilitator:
             logger.warning("settle could not reach the chain: %s", exc)
             # A settlement already under way is answered from its claim (pending, with its transaction),
             # never as a failure: its transaction may be mined while the chain cannot be read.
-            existing = await self._claims.by_key(key)
-            if existing is None and key_text is not None:
-                existing = await self._claims.by_idempotency_key(key_text)
+            existing = await self._claims.find(key, key_text)
             if existing is not None:
                 return await self._answer_existing(existing, request, key_text, deadline)
             return self._failure(Reason.UNEXPECTED_SETTLE_ERROR, _CHAIN_DOWN, request.authorization.from_)
-        claim, created = await self._claims.claim(
-            key,
-            idempotency_key=key_text,
-            payload_hash=request.payload_hash,
-            network=self.network,
-            pay_to=request.terms.pay_to,
-            amount=request.terms.amount,
-            valid_before=request.authorization.valid_before,
-        )
+        claim, created = await self._claim(request, key_text)
         if not created:
             return await self._answer_existing(claim, request, key_text, deadline)
         return await self._broadcast(claim, verified, deadline)
@@ -318,6 +306,18 @@ class Facilitator:
     def _claim_key(self, request: PaymentRequest) -> ClaimKey:
         auth = request.authorization
         return ClaimKey(self.chain_id, request.terms.asset, auth.from_, "0x" + auth.nonce.hex())
+
+    async def _claim(self, request: PaymentRequest, key_text: str | None) -> tuple[Claim, bool]:
+        """Claim the authorization of `request` (`ClaimStore.claim`): (claim, True) if this call made it."""
+        return await self._claims.claim(
+            self._claim_key(request),
+            idempotency_key=key_text,
+            payload_hash=request.payload_hash,
+            network=self.network,
+            pay_to=request.terms.pay_to,
+            amount=request.terms.amount,
+            valid_before=request.authorization.valid_before,
+        )
 
     async def _answer_existing(
         self, claim: Claim, request: PaymentRequest, key_text: str | None, deadline: float
@@ -410,7 +410,7 @@ class Facilitator:
         settled = await self._find_elsewhere(request, deadline)
         if settled is None:
             return None
-        auth, terms = request.authorization, request.terms
+        auth = request.authorization
         if presented_at is None:
             return self._used_elsewhere(request, settled)
         try:
@@ -422,15 +422,7 @@ class Facilitator:
         found = await self._confirmed_elsewhere(request, settled, deadline)
         if not isinstance(found, Receipt):
             return found
-        claim, created = await self._claims.claim(
-            self._claim_key(request),
-            idempotency_key=key_text,
-            payload_hash=request.payload_hash,
-            network=self.network,
-            pay_to=terms.pay_to,
-            amount=terms.amount,
-            valid_before=auth.valid_before,
-        )
+        claim, created = await self._claim(request, key_text)
         if not created:
             return await self._answer_existing(claim, request, key_text, deadline)
         logger.info("claim %s was settled by someone else's transaction %s", claim.id, found.tx_hash)
