@@ -179,11 +179,7 @@ class LedgerReader:
             _reversals.c.id.is_(None),
             _finalizations.c.id.is_not(None),
         )
-        async with self._engine.connect() as connection:
-            rows = (
-                await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))
-            ).all()
-        return [entry_from_row(row) for row in rows]
+        return await self._entries_in_sequence(condition)
 
     async def unfinalized_settlements(self) -> list[BookedEntry]:
         """Settlements neither finalized nor reversed yet: what the reconciler still watches on chain."""
@@ -192,11 +188,7 @@ class LedgerReader:
             _reversals.c.id.is_(None),
             _finalizations.c.id.is_(None),
         )
-        async with self._engine.connect() as connection:
-            rows = (
-                await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))
-            ).all()
-        return [entry_from_row(row) for row in rows]
+        return await self._entries_in_sequence(condition)
 
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
@@ -255,6 +247,13 @@ class LedgerReader:
         async with self._engine.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [_statement_line(row) for row in rows]
+
+    async def _entries_in_sequence(self, condition: sa.ColumnElement[bool]) -> list[BookedEntry]:
+        async with self._engine.connect() as connection:
+            rows = (
+                await connection.execute(entry_query().where(condition).order_by(_entries.c.sequence))
+            ).all()
+        return [entry_from_row(row) for row in rows]
 
     async def _entry(self, connection: AsyncConnection, entry_id: str) -> BookedEntry:
         row = (await connection.execute(entry_query().where(_entries.c.id == entry_id))).one_or_none()
