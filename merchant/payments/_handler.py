@@ -11,7 +11,8 @@ settlement is still unconfirmed at the executor's deadline: then it answers with
 (`TASK_STATE_WORKING`, the pending receipt with its transaction hash) while the executor keeps waiting
 for the settlement in the background. The handler follows the task's own events to see that moment, so
 the task it answers with is the stored one, pending receipt included. The same payment presented again
-while it is being processed is answered the same way, with the stored task as it stands.
+while it is being processed is answered the same way (at once with `returnImmediately`), with the stored
+task as it stands, or as being processed (`TASK_STATE_WORKING`) while its processing has reported nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     ExtensionSupportRequiredError,
-    InternalError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -74,10 +74,10 @@ _TERMINAL = {
 # Where a blocking SendMessage answers: a terminal or an interrupted state.
 _ANSWERED = _TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 EXTENSION_URIS = frozenset({EXTENSION_URI, EXTENSION_URI_V02, EXTENSION_URI_V01})
-_PROGRESS_POLL_S = 0.05
-# Past the deadline, how long a re-presented payment still waits for its processing to report a status:
-# verification is bounded by the facilitator's own timeouts, so only a lost executor waits this long.
-_UNREPORTED_WAIT_S = 30.0
+# A re-presented payment reads its task (possibly taken by another replica) at growing intervals: a client
+# repeating its payment must not turn into a steady load on the task store.
+_PROGRESS_POLL_FIRST_S = 0.05
+_PROGRESS_POLL_MAX_S = 0.5
 _TAKING_PAYMENT = {OfferState.WORKING, OfferState.SETTLING}
 
 
@@ -138,33 +138,38 @@ class PaymentRequestHandler(DelegatingRequestHandler):
     ) -> Task:
         """Answer a payment presented again while it is being taken (a retry, or another replica's request).
 
-        The answer is the stored task as it stands (§11 of the specification), with its status message and
-        x402 metadata: as a blocking SendMessage of the payment would, it waits until the task is done,
-        interrupted or pending (the pending receipt included), and at the deadline answers with the task
-        working (`payment-verified`). Its executor runs elsewhere, so the task is read, not followed. The
-        stored request to pay, which the payment answered, is never the answer: the client would take it as
-        an invitation to pay again.
+        The answer is the stored task as it stands (T13 and §11 of the specification), with its status
+        message and x402 metadata, and its history cut to `historyLength` as any SendMessage answer is.
+        With `returnImmediately` it is read once; otherwise, as a blocking SendMessage of the payment
+        would, it waits until the task is done, interrupted or pending (the pending receipt included) and
+        at the deadline answers with the task as it is then. Its executor may run elsewhere, so the task
+        is read, not followed, less often the longer it takes. The stored request to pay, which the
+        payment answered, is never the answer: the client would take it as an invitation to pay again.
+        While the processing has reported no status, the task is answered as being processed.
 
         Raises:
             TaskNotFoundError: the task disappeared.
-            InternalError: the payment's processing reported no status long after the deadline.
         """
         request = GetTaskRequest(id=params.message.task_id, tenant=params.tenant)
+        if params.configuration.HasField("history_length"):
+            request.history_length = params.configuration.history_length
         dialect = self._dialect_of(context)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._progress_timeout_s
+        wait_s = 0.0 if params.configuration.return_immediately else self._progress_timeout_s
+        deadline = loop.time() + wait_s
+        pause = _PROGRESS_POLL_FIRST_S
         while True:
             task = await super().on_get_task(request, context)
             if task is None:
                 raise TaskNotFoundError
-            now = loop.time()
-            if _stands(task, seen) and (now >= deadline or _answers(task, dialect)):
+            stands = _stands(task, seen)
+            if stands and _answers(task, dialect):
                 return task
-            if now >= deadline + _UNREPORTED_WAIT_S:
-                raise InternalError(
-                    message="the payment is being taken but its task reports no status yet; get it later"
-                )
-            await asyncio.sleep(_PROGRESS_POLL_S)
+            now = loop.time()
+            if now >= deadline:
+                return task if stands else _being_processed(task)
+            await asyncio.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, _PROGRESS_POLL_MAX_S)
 
     def _dialect_of(self, context: ServerCallContext) -> Dialect:
         return negotiate_dialect(context.requested_extensions, protocol_version(context)) or Dialect.V03
@@ -312,6 +317,19 @@ def _stands(task: Task, seen: str) -> bool:
     return not (
         task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and task.status.message.message_id == seen
     )
+
+
+def _being_processed(task: Task) -> Task:
+    """`task`, whose processing has reported no status yet, as the answer to its payment presented again.
+
+    Its stored status still shows the request to pay (or only the SDK's mark that the payment arrived); the
+    specification (§11) answers `TASK_STATE_WORKING` without a status message: the payment is being processed.
+    """
+    answer = Task()
+    answer.CopyFrom(task)
+    answer.status.ClearField("message")
+    answer.status.state = TaskState.TASK_STATE_WORKING
+    return answer
 
 
 def _answers(event: Task | TaskStatusUpdateEvent, dialect: Dialect) -> bool:

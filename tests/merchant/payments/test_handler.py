@@ -6,9 +6,10 @@ Each refusal is checked on both bindings: JSON-RPC (`error.code`, ErrorInfo in `
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,11 @@ from eth_account import Account
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
-from facilitator.wire import PaymentRequirements
+from facilitator.wire import PaymentPayload, PaymentRequirements
+from merchant.payments import OfferStore
+from merchant.payments._wire import payload_hash
 from payer import sign_payment
+from storage import create_engine
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
     TWO_TENANTS,
@@ -33,7 +37,7 @@ from tests.fixtures.merchant import (
     write_tenants_file,
 )
 
-from .flows import JSON, address_of, assert_nothing_happened, offer, snapshot
+from .flows import JSON, address_of, assert_nothing_happened, extension, offer, snapshot
 
 # (HTTP status, JSON-RPC code) of each A2A error per binding; the reason is the same on both.
 CODES = {
@@ -333,6 +337,126 @@ async def test_cancel_before_paying(
     call = sqlite_wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task))))
     await refused(call, sqlite_wire, "UNSUPPORTED_OPERATION", expected)
     await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
+
+
+# -- a payment presented again (T13) ----------------------------------------------------------------
+
+
+async def _until(wire: MerchantWire, task_id: str, done: Callable[[JSON], bool], what: str) -> JSON:
+    """The stored task once `done(task)`; fails after 10 s."""
+    deadline = time.monotonic() + 10
+    while not done(task := await wire.get_task(task_id)):
+        assert time.monotonic() < deadline, f"the task never {what}: {task['status']}"
+        await asyncio.sleep(0.05)
+    return task
+
+
+async def _complete(wire: MerchantWire, chain: DevChain, task_id: str) -> None:
+    """Mine the settlement and wait for the task to complete, so nothing is left running.
+
+    The settlement may not be broadcast yet: mining goes back to automatic before the block of what is held.
+    """
+    chain.rpc.call("evm_setAutomine", [True])
+    chain.rpc.call("evm_mine")
+    await _until(wire, task_id, lambda t: t["status"]["state"] == "TASK_STATE_COMPLETED", "completed")
+
+
+async def test_payment_presented_again_with_return_immediately_is_answered_at_once(
+    start_merchant: MerchantStarter, database_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    """A blocking re-presentation would wait for the settlement (10 s here); `returnImmediately` does not."""
+    merchant = start_merchant(database_url, settle_timeout_s=10.0)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = await offer(wire)
+        payment = sign_payment(payer_key, terms_of(task))
+        chain.rpc.call("evm_setAutomine", [False])
+        await wire.send(payment_message(task["id"], payment), {"returnImmediately": True})
+        # Working with a status message: the request to pay is no longer the task's status.
+        verified = await _until(
+            wire,
+            task["id"],
+            lambda t: t["status"]["state"] == "TASK_STATE_WORKING" and "message" in t["status"],
+            "reported payment-verified",
+        )
+
+        started = time.monotonic()
+        again = await wire.send(payment_message(task["id"], payment), {"returnImmediately": True})
+        elapsed = time.monotonic() - started
+
+        assert elapsed < 2.0, f"answered after {elapsed:.1f} s"
+        assert again["task"]["status"] == verified["status"], "the task as it stands"
+        assert extension(again["task"])["status"] == "payment-verified"
+        await _complete(wire, chain, task["id"])
+
+
+async def test_payment_presented_again_gets_the_history_length_asked_for(
+    start_merchant: MerchantStarter, database_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    merchant = start_merchant(database_url, settle_timeout_s=0.5)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = await offer(wire)
+        payment = sign_payment(payer_key, terms_of(task))
+        chain.rpc.call("evm_setAutomine", [False])
+        first = (await wire.send(payment_message(task["id"], payment)))["task"]
+        assert len(first["history"]) > 1
+
+        again = await wire.send(payment_message(task["id"], payment), {"historyLength": 1})
+
+        assert again["task"]["status"] == first["status"], "the task as it stands, pending receipt included"
+        assert [m["messageId"] for m in again["task"]["history"]] == [first["history"][-1]["messageId"]]
+        await _complete(wire, chain, task["id"])
+
+
+async def _taken_by_a_lost_replica(database_url: str, task_id: str, payment: PaymentPayload) -> None:
+    """Leave the task's payment as a replica that died right after taking it does: taken, nothing reported."""
+    engine = create_engine(database_url)
+    try:
+        offers = OfferStore(engine)
+        offer_ = await offers.get(task_id)
+        assert offer_ is not None
+        authorization = payment.payload.authorization
+        assert await offers.submit(
+            task_id,
+            round_=offer_.round,
+            payer=authorization.from_address,
+            nonce=authorization.nonce,
+            payload=payment.to_json_dict(),
+            payload_hash=payload_hash(payment),
+            accepted=payment.accepted.to_json_dict(),
+        )
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("configuration", [None, {"returnImmediately": True}], ids=["blocking", "immediate"])
+async def test_payment_presented_again_after_its_processor_died_is_answered_as_being_processed(
+    start_merchant: MerchantStarter,
+    database_url: str,
+    binding: str,
+    chain: DevChain,
+    payer_key: str,
+    configuration: JSON | None,
+) -> None:
+    """§11: no status ever reported: the answer, within the wait, is the task working, never terms or 500."""
+    merchant = start_merchant(database_url, settle_timeout_s=0.5)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        task = await offer(wire)
+        payment = sign_payment(payer_key, terms_of(task))
+        before = snapshot(chain, address_of(payer_key))
+        await _taken_by_a_lost_replica(merchant.database_url, task["id"], payment)
+
+        started = time.monotonic()
+        again = (await wire.send(payment_message(task["id"], payment), configuration))["task"]
+        elapsed = time.monotonic() - started
+
+        assert elapsed < 3.0, f"answered after {elapsed:.1f} s"
+        assert again["status"]["state"] == "TASK_STATE_WORKING"
+        assert "message" not in again["status"], "never the stored request to pay"
+        await assert_unchanged(wire, task)
+    await assert_nothing_happened(chain, before, address_of(payer_key), merchant.database_url)
 
 
 # -- tenants ------------------------------------------------------------------------------------------
