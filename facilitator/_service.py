@@ -61,6 +61,9 @@ logger = logging.getLogger(__name__)
 # A receipt usually arrives within a few blocks' time on a fast chain; past this, record the broadcast first.
 _QUICK_RECEIPT_S = 0.25
 _CHAIN_DOWN = "the chain could not be reached; try again"
+# Each reverted attempt costs the relayer gas: a wallet that passes simulation and reverts on chain must not
+# be able to make it pay again and again for one authorization.
+MAX_SETTLE_ATTEMPTS = 3
 # Someone else's transaction counts as the settlement of a payment only if it was mined after the caller
 # took the payment; block timestamps and the caller's clock may disagree by this much (a rollup stamps a
 # block with the start of its slot, and hosts' clocks drift).
@@ -686,9 +689,13 @@ class Facilitator:
         (every retry would be refused as a duplicate). Releasing cannot settle twice: the reverted
         transaction is final, and the token uses an authorization at most once, so whichever later
         transaction carries it either pays (once) or reverts and is then matched to the one that paid.
-        None when the authorization is used (cancelled, or paid elsewhere) or expired: a failure for good.
-        The chain reads keep to the `deadline`; past it the answer is pending, decided on a later call.
+        None when the authorization is used (cancelled, or paid elsewhere) or expired, or when this was the
+        claim's `MAX_SETTLE_ATTEMPTS`th transaction: a failure for good. The chain reads keep to the
+        `deadline`; past it the answer is pending, decided on a later call.
         """
+        if claim.attempt >= MAX_SETTLE_ATTEMPTS:
+            logger.warning("claim %s: attempt %d reverted too; not released again", claim.id, claim.attempt)
+            return None
         state_call = {
             "to": claim.asset,
             "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),

@@ -21,6 +21,7 @@ from facilitator import (
     IdempotencyConflictError,
     InvalidIdempotencyKeyError,
 )
+from facilitator._service import MAX_SETTLE_ATTEMPTS
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
@@ -301,6 +302,35 @@ async def test_a_settlement_reverted_without_using_the_authorization_can_be_sett
     assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
     [row] = await claim_rows(database_url)
     assert (row["state"], row["tx_hash"]) == (ClaimState.SUCCEEDED, again.transaction)
+
+
+async def test_an_authorization_whose_settlements_keep_reverting_fails_for_good_after_the_last_attempt(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+) -> None:
+    """A wallet that passes simulation and reverts on chain costs the relayer gas at most a few times."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
+    requirements = make_requirements(chain)
+    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    nonce_before = relayer_nonce(chain)
+
+    states = []
+    for _ in range(MAX_SETTLE_ATTEMPTS):
+        reverted = await settle_while_the_wallet_refuses(
+            chain, service, wallet, payload, requirements, idempotency_key="keeps-reverting"
+        )
+        assert (reverted.success, reverted.error_reason) == (False, Reason.TRANSACTION_FAILED)
+        [row] = await claim_rows(database_url)
+        states.append(row["state"])
+        accept_again(chain, wallet)
+
+    assert states == [ClaimState.RELEASED] * (MAX_SETTLE_ATTEMPTS - 1) + [ClaimState.FAILED]
+    assert relayer_nonce(chain) == nonce_before + MAX_SETTLE_ATTEMPTS
+    # The wallet would accept now, but the claim is spent: no further transaction is sent.
+    again = await service.settle(payload, requirements, idempotency_key="keeps-reverting")
+    assert again == reverted
+    assert relayer_nonce(chain) == nonce_before + MAX_SETTLE_ATTEMPTS
+    assert chain.authorization_state(wallet, bytes.fromhex(payload.payload.authorization.nonce[2:])) is False
 
 
 TRANSFER_TOPIC = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
