@@ -271,13 +271,20 @@ def accept_again(chain: DevChain, wallet: str) -> None:
     chain.rpc.call("evm_setAutomine", [True])
 
 
-async def test_a_settlement_reverted_without_using_the_authorization_can_be_settled_again(
+async def wallet_payment(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
-) -> None:
+) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
+    """A facilitator, a gas-burning ERC-1271 wallet (see `settle_while_the_wallet_refuses`), and its payment."""
     service = await open_facilitator(database_url, receipt_timeout_s=5.0)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
-    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)
+
+
+async def test_a_settlement_reverted_without_using_the_authorization_can_be_settled_again(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+) -> None:
+    service, wallet, requirements, payload = await wallet_payment(database_url, chain, open_facilitator)
     nonce = bytes.fromhex(payload.payload.authorization.nonce[2:])
     wallet_before, payee_before = chain.balance_of(wallet), chain.balance_of(PAY_TO)
 
@@ -308,10 +315,7 @@ async def test_an_authorization_whose_settlements_keep_reverting_fails_for_good_
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> None:
     """A wallet that passes simulation and reverts on chain costs the relayer gas at most a few times."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
-    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
-    requirements = make_requirements(chain)
-    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    service, wallet, requirements, payload = await wallet_payment(database_url, chain, open_facilitator)
     nonce_before = relayer_nonce(chain)
 
     states = []
@@ -415,10 +419,7 @@ async def test_a_released_authorization_someone_else_then_settled_is_recorded_as
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> None:
     """Our transaction reverted and made the authorization public; another party's then paid the payee."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
-    wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
-    requirements = make_requirements(chain)
-    payload = sign_exact(owner_key, requirements, from_address=wallet)
+    service, wallet, requirements, payload = await wallet_payment(database_url, chain, open_facilitator)
     payee_before = chain.balance_of(PAY_TO)
     reverted = await settle_while_the_wallet_refuses(
         chain, service, wallet, payload, requirements, idempotency_key="reverted-2"
