@@ -147,7 +147,8 @@ def rotate() -> None:
     )
 
 
-@keys.command()
+# A kid is a base64url thumbprint and one in 64 starts with "-": read it as the argument, not an option.
+@keys.command(context_settings={"ignore_unknown_options": True})
 @click.argument("kid")
 def retire(kid: str) -> None:
     """Stop signing with KID and drop it from the published JWKS."""

@@ -334,6 +334,22 @@ async def test_the_keys_cli_lists_keys_and_refuses_what_would_leave_the_card_uns
     assert [key.kid for key in KeyStore(keys).signing_keys()] == [new]  # still active, still signing
 
 
+async def test_the_keys_cli_retires_a_key_whose_kid_starts_with_a_dash(tmp_path: Path) -> None:
+    # A thumbprint starts with "-" one time in 64; CI once failed on `retire -hOy...` read as option -h.
+    for attempt in range(2000):
+        keys = tmp_path / f"keys{attempt}"
+        dashed = KeyStore(keys).generate("EdDSA").kid
+        if dashed.startswith("-"):
+            break
+    assert dashed.startswith("-")
+    other = KeyStore(keys).rotate().kid
+
+    status, out, err = await merchant_cli("keys", "retire", dashed, keys_dir=keys, cwd=tmp_path)
+
+    assert (status, out) == (0, f"retired key {dashed}\n"), err
+    assert [key.kid for key in KeyStore(keys).signing_keys()] == [other]
+
+
 async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevChain, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     env = serve_env(chain, tmp_path)
