@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from storage import Uint256, write
+from storage import Uint256, UtcDateTime, write
 
 from ._errors import IdempotencyConflictError
 
@@ -55,7 +55,7 @@ claims_table = sa.Table(
     sa.Column("valid_before", sa.BigInteger, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("lease_until", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("lease_until", UtcDateTime(), nullable=False),
     sa.Column("relayer", sa.String(42), nullable=True),
     sa.Column("relayer_nonce", sa.BigInteger, nullable=True),
     sa.Column("tx_hash", sa.String(66), nullable=True),
@@ -64,8 +64,8 @@ claims_table = sa.Table(
     sa.Column("block_hash", sa.String(66), nullable=True),
     sa.Column("error_reason", sa.String(80), nullable=True),
     sa.Column("response", sa.JSON, nullable=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
 )
 
 
@@ -126,16 +126,11 @@ class Claim:
     @property
     def lease_expired(self) -> bool:
         """Whether the owner of a `claimed` row has been silent for longer than its lease."""
-        return _aware(self.lease_until) < _now()
+        return self.lease_until < _now()
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _aware(value: datetime) -> datetime:
-    # SQLite hands timestamps back without a zone; everything stored here is UTC.
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 # What an attempt starts without: a transaction (an earlier attempt's may have reverted) and an outcome.
@@ -172,8 +167,6 @@ async def _first(
 def _row(row: sa.Row[Any]) -> Claim:
     values: dict[str, Any] = dict(row._mapping)
     values["state"] = ClaimState(values["state"])
-    for column in ("lease_until", "created_at", "updated_at"):
-        values[column] = _aware(values[column])
     return Claim(**values)
 
 

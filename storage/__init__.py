@@ -9,13 +9,14 @@ from __future__ import annotations
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
 from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
 from ._snapshot import snapshot
-from ._types import Uint256
+from ._types import Uint256, UtcDateTime
 from ._writes import write
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
     "SchemaOutdatedError",
     "Uint256",
+    "UtcDateTime",
     "create_engine",
     "current_revisions",
     "ensure_schema_current",

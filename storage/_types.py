@@ -1,15 +1,16 @@
-"""Column types that keep money exact on every backend."""
+"""Column types that keep money exact and times in UTC on every backend."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Numeric, String
+from sqlalchemy import DateTime, Numeric, String
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["Uint256"]
+__all__ = ["Uint256", "UtcDateTime"]
 
 _DIGITS = 78  # len(str(2**256 - 1))
 
@@ -43,3 +44,26 @@ class Uint256(TypeDecorator[int]):
         if value is None:
             return None
         return int(value)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A moment stored in UTC and read back as an aware UTC `datetime` on every backend.
+
+    SQLite keeps no zone (it hands back naive wall-clock values), so an aware value is turned to UTC before
+    it is written and a value read without a zone is UTC. A naive value is refused: its zone is unknown.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"a stored time needs a zone: {value!r}")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

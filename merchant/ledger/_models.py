@@ -24,7 +24,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from storage import Uint256
+from storage import Uint256, UtcDateTime
 
 __all__ = [
     "LedgerAccount",
@@ -39,7 +39,7 @@ _ID = sa.String(40)
 _TENANT = sa.String(64)
 _ADDRESS = sa.String(42)
 _HASH = sa.String(66)
-_TIME = sa.DateTime(timezone=True)
+_TIME = UtcDateTime()
 
 
 class LedgerBase(DeclarativeBase):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -16,7 +16,6 @@ from ._records import Balance, BookedEntry, EntryKind, EntryStatus, Finalization
 
 __all__ = [
     "LedgerReader",
-    "aware",
     "entry_from_row",
     "entry_query",
     "finalization_from_row",
@@ -31,11 +30,6 @@ _finalizations = cast(sa.Table, LedgerFinalization.__table__)
 
 # SQLite allows 999 bound parameters per statement (older builds); a chain scan may ask about thousands.
 _NONCES_PER_QUERY = 500
-
-
-def aware(value: datetime) -> datetime:
-    """A stored timestamp as aware UTC (SQLite hands them back naive; everything stored is UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def normalize_address(name: str, value: str) -> str:
@@ -88,8 +82,8 @@ def entry_from_row(row: sa.Row[Any]) -> BookedEntry:
         amount=row.amount,
         tx_hash=row.tx_hash,
         block_number=row.block_number,
-        effective_at=aware(row.effective_at),
-        booked_at=aware(row.booked_at),
+        effective_at=row.effective_at,
+        booked_at=row.booked_at,
         reverses_entry_id=row.reverses_entry_id,
         reason=row.reason,
     )
@@ -102,8 +96,8 @@ def finalization_from_row(row: sa.Row[Any]) -> Finalization:
         entry_id=row.entry_id,
         sequence=row.sequence,
         confirmations=row.confirmations,
-        finalized_at=aware(row.finalized_at),
-        recorded_at=aware(row.recorded_at),
+        finalized_at=row.finalized_at,
+        recorded_at=row.recorded_at,
     )
 
 

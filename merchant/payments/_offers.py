@@ -30,6 +30,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from storage import UtcDateTime
+
 from ..webhooks import EventType, Outbox
 
 __all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "Offer", "OfferState", "OfferStore", "offers_table"]
@@ -67,14 +69,16 @@ offers_table = sa.Table(
     sa.Column("receipts", sa.JSON, nullable=False),
     sa.Column("held_artifacts", sa.JSON, nullable=True),
     sa.Column("error", sa.String(32), nullable=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    # When the current round's payment was taken: only a transaction mined since may settle it for us.
+    sa.Column("taken_at", UtcDateTime(), nullable=True),
     # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
-    sa.Column("booked_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("booked_at", UtcDateTime(), nullable=True),
     # Set in the transaction that stores the task's final state when that state tells the offer's outcome
     # (`TOLD_BY`): a decided offer without it has a task that never heard the outcome (the process stopped
     # between the two writes, or the SDK ended the task otherwise), for recovery to tell.
-    sa.Column("told_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("told_at", UtcDateTime(), nullable=True),
     sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
     sa.Index(
         "ix_payment_offers_unfinished",
@@ -141,6 +145,7 @@ class Offer:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    taken_at: datetime | None
     booked_at: datetime | None
     told_at: datetime | None
 
@@ -183,6 +188,7 @@ class OfferStore:
                 "payload_hash": None,
                 "accepted": None,
                 "held_artifacts": None,
+                "taken_at": None,
                 "updated_at": insert.excluded.updated_at,
             },
             # Terms replace only terms: an offer whose payment is taken or decided keeps its record.
@@ -252,8 +258,8 @@ class OfferStore:
         payload_hash: str,
         accepted: dict[str, Any],
     ) -> datetime | None:
-        """Take a submitted payment for the task's current offer: the moment it was taken (the offer's
-        `updated_at` as written), or None if the offer is no longer open.
+        """Take a submitted payment for the task's current offer: the moment it was taken (stored as the
+        offer's `taken_at`), or None if the offer is no longer open.
 
         The unique index on (payer, nonce) makes an authorization usable for one task only, even when two
         tasks race to use it.
@@ -273,6 +279,7 @@ class OfferStore:
                 payload=payload,
                 payload_hash=payload_hash,
                 accepted=accepted,
+                taken_at=taken_at,
                 updated_at=taken_at,
             )
         )

@@ -83,8 +83,7 @@ class PaymentRecovery:
         cutoff = datetime.now(UTC) - self._stale_after
         finished = 0
         for offer in await self._offers.unfinished():
-            updated = offer.updated_at if offer.updated_at.tzinfo else offer.updated_at.replace(tzinfo=UTC)
-            if updated > cutoff:
+            if offer.updated_at > cutoff:
                 continue
             try:
                 finished += await self._finish(offer)
@@ -199,11 +198,15 @@ class PaymentRecovery:
             # Never claimed, or claimed by an owner that died before broadcasting (the claim is released,
             # or will be once its lease ends): settle with the task's key. The claim still lets at most
             # one transaction through, and a claim whose owner is alive is waited for, not taken.
+            # The taken time lets a transaction someone else mined since (a front-runner) settle the task;
+            # an offer taken before it was stored has none, and such a transfer is refused and reported.
+            taken = offer.taken_at
             response = await self._facilitator.settle(
                 payload,
                 requirements,
                 idempotency_key=f"a2a-task:{offer.task_id}:{offer.round}",
                 timeout_s=self._settle_timeout_s,
+                presented_at=None if taken is None else int(taken.timestamp()),
             )
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             return False

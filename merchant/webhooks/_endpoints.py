@@ -86,11 +86,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _aware(value: datetime) -> datetime:
-    # SQLite hands timestamps back naive; everything stored is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 def _event_types(types: Iterable[str]) -> tuple[str, ...]:
     try:
         return tuple(sorted({EventType(name).value for name in types}))
@@ -153,11 +148,9 @@ def endpoint_from_row(row: sa.Row[Any]) -> Endpoint:
         disabled_reason=row.disabled_reason,
         secret=row.secret,
         previous_secret=row.previous_secret,
-        previous_secret_expires_at=(
-            None if row.previous_secret_expires_at is None else _aware(row.previous_secret_expires_at)
-        ),
-        created_at=_aware(row.created_at),
-        updated_at=_aware(row.updated_at),
+        previous_secret_expires_at=row.previous_secret_expires_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
     )
 
 

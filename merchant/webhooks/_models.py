@@ -17,10 +17,12 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from storage import UtcDateTime
+
 __all__ = ["WebhookAttempt", "WebhookBase", "WebhookDelivery", "WebhookEndpoint", "WebhookEvent"]
 
 _ID = sa.String(40)
-_TIME = sa.DateTime(timezone=True)
+_TIME = UtcDateTime()
 
 
 class WebhookBase(DeclarativeBase):

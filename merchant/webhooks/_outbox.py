@@ -44,14 +44,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _aware(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _aware_or_none(value: datetime | None) -> datetime | None:
-    return None if value is None else _aware(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """An event in the outbox; `payload` is the exact body every delivery sends."""
@@ -108,7 +100,7 @@ def _stored_event(row: sa.Row[Any]) -> StoredEvent:
         type=row.type,
         sequence=row.sequence,
         payload=bytes(row.payload),
-        created_at=_aware(row.created_at),
+        created_at=row.created_at,
     )
 
 
@@ -282,10 +274,10 @@ class Outbox:
                 url=row.url,
                 status=row.status,
                 attempts=row.attempts,
-                next_attempt_at=_aware_or_none(row.next_attempt_at),
+                next_attempt_at=row.next_attempt_at,
                 last_status_code=row.last_status_code,
                 last_error=row.last_error,
-                delivered_at=_aware_or_none(row.delivered_at),
+                delivered_at=row.delivered_at,
             )
             for row in rows
         ]
@@ -322,12 +314,12 @@ class Outbox:
                 url=row.url,
                 attempt=row.attempt,
                 worker=row.worker,
-                started_at=_aware(row.started_at),
+                started_at=row.started_at,
                 latency_ms=row.latency_ms,
                 status_code=row.status_code,
                 error=row.error,
                 outcome=row.outcome,
-                next_attempt_at=_aware_or_none(row.next_attempt_at),
+                next_attempt_at=row.next_attempt_at,
             )
             for row in rows
         ]

@@ -17,10 +17,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
 import pytest
+from eth_account import Account
 
 from devchain import DevChain
 from facilitator.wire import PaymentPayload
 from payer import sign_payment
+from tests.facilitator.payments import submit_directly
 from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantWire
 
@@ -77,6 +79,8 @@ class _Stop:
                 yield self._broadcast(stack)
             elif step in ("receipt", "ledger"):
                 yield await self._booking(stack, step)
+            elif step == "settling":
+                yield await self._claiming(stack, task_id)
             else:
                 yield self._telling(stack, task_id)
 
@@ -90,6 +94,20 @@ class _Stop:
             if delivered:
                 await wait_until(self.used_on_chain, what="the node to mine the settlement")
             assert await self.claim_state() == "claimed"
+
+        return reached
+
+    async def _claiming(self, stack: AsyncExitStack, task_id: str) -> Reached:
+        """Lock the claims table: the work is done and held, the settlement not yet claimed."""
+        await stack.enter_async_context(
+            self._database.locked("LOCK TABLE settlement_claims IN EXCLUSIVE MODE")
+        )
+
+        async def reached() -> None:
+            waiting = "INSERT INTO settlement_claims"
+            await wait_until(lambda: _any(self._database.waiting(waiting)), what=f"{waiting} to wait")
+            settling = "SELECT state FROM payment_offers WHERE task_id = :task_id"
+            assert await self._database.scalar(settling, task_id=task_id) == "settling"
 
         return reached
 
@@ -188,5 +206,63 @@ async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_r
         chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
     )
     assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
+    final_pass = await merchants.reconcile(restarted)
+    assert final_pass.returncode == 0, final_pass.stderr
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        pytest.param("settling", id="after the work, before the claim"),
+        pytest.param("claimed", id="after the claim, before the broadcast"),
+    ],
+)
+async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_task_after_a_restart(
+    step: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    proxy: ThreadedRpcProxy,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    """Killed before its settlement was broadcast; meanwhile someone else submits the authorization.
+
+    The payee was paid once, by the front-runner's transaction, mined after the merchant took the payment:
+    recovery settles the task with it, delivers the held work and books it. The order is vouched for by the
+    claim where there is one, else by the offer's stored taken time.
+    """
+    merchant = await merchants.start(rpc_url=proxy.url, claim_lease_s=1, settle_timeout_s=20)
+    payer_key = new_payer()
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        payload = sign_payment(payer_key, terms)
+        stop = _Stop(chain, proxy, database, payload)
+        async with stop.at(step, task_id) as reached:
+            paying = asyncio.create_task(pay(wire, task_id, payload))
+            await reached()
+            merchant.kill()
+            with pytest.raises(httpx.TransportError):
+                await paying
+    await asyncio.to_thread(submit_directly, chain, payload)
+    assert stop.used_on_chain()
+
+    restarted = await merchants.restart(
+        merchant, rpc_url=chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
+    )
+    async with restarted.http() as http:
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    report = await assert_invariants(
+        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
+    )
+    assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
+    [transfer] = report.transfers
+    on_chain = await asyncio.to_thread(chain.rpc.call, "eth_getTransactionReceipt", [transfer.tx_hash])
+    assert on_chain["from"] == Account.from_key(chain.deployer_key).address.lower()  # the front-runner's
     final_pass = await merchants.reconcile(restarted)
     assert final_pass.returncode == 0, final_pass.stderr

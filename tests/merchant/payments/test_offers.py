@@ -3,6 +3,8 @@ told only by the final task state that tells its outcome."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from a2a.types import TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -41,6 +43,24 @@ async def test_fresh_terms_replace_open_terms_only(engine: AsyncEngine) -> None:
         "0xPayer",
         "0x01",
     )
+
+
+async def test_the_moment_a_payment_was_taken_is_kept_until_fresh_terms_come(engine: AsyncEngine) -> None:
+    store = OfferStore(engine)
+    await _offer(store)
+    taken_at = await store.submit(
+        "task-1", round_=1, payer="0xPayer", nonce="0x01", payload={}, payload_hash="h", accepted={}
+    )
+    await store.advance("task-1", OfferState.SETTLING)
+    settling = await store.get("task-1")
+
+    await store.advance("task-1", OfferState.OFFERED)  # a retryable failure: fresh terms follow
+    await _offer(store)
+    offered_again = await store.get("task-1")
+
+    assert taken_at is not None and taken_at.tzinfo is UTC
+    assert settling is not None and settling.taken_at == taken_at  # read back as aware UTC on every backend
+    assert offered_again is not None and (offered_again.round, offered_again.taken_at) == (2, None)
 
 
 async def test_an_offer_is_told_only_by_the_state_that_tells_its_outcome(engine: AsyncEngine) -> None:

@@ -1,4 +1,4 @@
-"""The offer store's table definition and the migrations (m0003, m0004) describe the same table."""
+"""The offer store's table definition and the migrations (m0003 to m0005) describe the same table."""
 
 from __future__ import annotations
 
