@@ -47,7 +47,7 @@ class MerchantSettings(BaseSettings):
     reconcile_lookback_blocks: int = Field(
         5_000,
         ge=1,
-        description="how many recent blocks the reconciler reads for payments to the tenants' payTo addresses",
+        description="how many recent blocks the reconciler reads for payments to the tenants' payTo",
     )
     reconcile_stale_after_s: float = Field(
         60.0,

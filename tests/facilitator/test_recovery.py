@@ -6,10 +6,9 @@ reconcile pass releases claims whose owner vanished before broadcasting."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-
-import time
 
 import pytest
 import sqlalchemy as sa

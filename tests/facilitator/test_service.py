@@ -274,7 +274,7 @@ def accept_again(chain: DevChain, wallet: str) -> None:
 async def wallet_payment(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
-    """A facilitator, a gas-burning ERC-1271 wallet (see `settle_while_the_wallet_refuses`), and its payment."""
+    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment."""
     service = await open_facilitator(database_url, receipt_timeout_s=5.0)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 
 from devchain import DevChain
 from facilitator.wire import PaymentRequirements
-from payer import sign_payment
 from merchant.ledger import Ledger
 from merchant.webhooks import Outbox
+from payer import sign_payment
 from storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.invariants import assert_invariants

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import AgentCard
-from a2a.utils.signing import InvalidSignaturesError, _canonicalize_agent_card, create_signature_verifier
+from a2a.utils.signing import _canonicalize_agent_card, create_signature_verifier
 from google.protobuf.json_format import ParseDict
 from joserfc import jws
 

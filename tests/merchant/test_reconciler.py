@@ -20,7 +20,7 @@ from facilitator import Facilitator
 from merchant.app import build_reconciler
 from merchant.ledger import Ledger
 from merchant.payments import OfferStore, PaymentRecovery
-from merchant.reconciler import ReconcileReport, Reconciler
+from merchant.reconciler import Reconciler, ReconcileReport
 from merchant.settings import MerchantSettings
 from merchant.webhooks import Outbox
 from payer import sign_payment

@@ -1,4 +1,4 @@
-"""The card route's signed documents: each distinct document is signed once, and only a bounded LRU is kept."""
+"""The card route's signed documents: each distinct document is signed once; only a bounded LRU is kept."""
 
 from __future__ import annotations
 
