@@ -32,6 +32,11 @@ def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
     return settings
 
 
+KEEP_ALIVE_S = 30
+"""How long an idle client connection is kept open: longer than clients keep idle connections for reuse
+(httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
+
+
 @click.group()
 def main() -> None:
     """An x402 facilitator for EIP-3009 payments on an EVM chain (settings from X402_* variables)."""
@@ -53,6 +58,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
         port=settings.port if port is None else port,
         log_level="warning",
         access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 

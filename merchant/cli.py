@@ -26,6 +26,10 @@ from .reconciler import ReconcileReport
 from .settings import MerchantSettings
 from .webhooks import Outbox, webhooks_cli
 
+KEEP_ALIVE_S = 30
+"""How long an idle client connection is kept open: longer than clients keep idle connections for reuse
+(httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
+
 
 @click.group()
 def main() -> None:
@@ -45,7 +49,14 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
         asyncio.run(upgrade_schema(settings.database_url))
     with _key_errors():  # e.g. X402_CARD_KEYS_DIR without an active key
         app = build_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
 
 
 @main.group()

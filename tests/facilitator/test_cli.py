@@ -17,7 +17,7 @@ import httpx
 from devchain import DevChain
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
-from tests.fixtures.servers import bind_loopback
+from tests.fixtures.servers import bind_loopback, idle_connection_answers
 
 from .payments import claim_rows, relayer_nonce
 
@@ -171,3 +171,11 @@ async def test_serve_refuses_a_node_serving_another_chain(
 
     assert process.returncode != 0
     assert f"serves chain {chain.chain_id}, but X402_NETWORK is eip155:1".encode() in errors
+
+
+async def test_serve_keeps_an_idle_connection_open_longer_than_clients_reuse_it(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    async with _processes(chain, tmp_path) as serve:
+        url = await serve(sqlite_url)
+        assert await idle_connection_answers(url)
