@@ -1,5 +1,8 @@
 import pytest
 
+LOAD_FIGURES = "load figures"
+"""The user property under which a load test records its throughput and latency line."""
+
 pytest_plugins = [
     "tests.fixtures.chain",
     "tests.fixtures.servers",
@@ -21,3 +24,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "soak" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Show the figures the load tests recorded, whether or not their output was captured.
+
+    Here, not beside the load tests: with parallel workers only this conftest is loaded where the summary
+    is written.
+    """
+    lines = [
+        f"{report.nodeid.rsplit('::', 1)[-1]}: {value}"
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        for name, value in getattr(report, "user_properties", [])
+        if name == LOAD_FIGURES
+    ]
+    if lines:
+        terminalreporter.write_sep("=", LOAD_FIGURES)
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -22,24 +22,6 @@ from .proxy import ThreadedRpcProxy, threaded_rpc_proxy
 PAY_TOS = (DEFAULT_PAY_TO,)
 """The payTo of every tenant the fault suite's merchants serve (the default tenant only)."""
 
-LOAD_FIGURES = "load figures"
-"""The user property under which a load test records its throughput and latency line."""
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Show the figures the load tests recorded, whether or not their output was captured."""
-    lines = [
-        f"{report.nodeid.rsplit('::', 1)[-1]}: {value}"
-        for outcome in ("passed", "failed")
-        for report in terminalreporter.stats.get(outcome, [])
-        for name, value in getattr(report, "user_properties", [])
-        if name == LOAD_FIGURES
-    ]
-    if lines:
-        terminalreporter.write_sep("=", LOAD_FIGURES)
-        for line in lines:
-            terminalreporter.write_line(line)
-
 
 @pytest.fixture
 def first_block(chain: DevChain) -> int:

@@ -27,6 +27,7 @@ import pytest
 
 from devchain import ANVIL_DEV_KEYS, DevChain
 from payer import sign_payment
+from tests.conftest import LOAD_FIGURES
 from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -37,9 +38,9 @@ from tests.fixtures.merchant import (
     payment_message,
     write_tenants_file,
 )
+from tests.fixtures.servers import idle_connection_answers
 
 from .clients import DEFINITE_STATES, JSON, open_task, poll_until_definite
-from .conftest import LOAD_FIGURES
 from .processes import MerchantProcess, MerchantProcesses
 
 _DUPLICATE_EVERY = 5  # a fifth of the payers re-submit
@@ -196,6 +197,14 @@ async def test_two_hundred_payers_on_two_replicas_and_two_tenants_keep_the_invar
 ) -> None:
     figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, tenants_file)
     record_property(LOAD_FIGURES, figures)
+
+
+async def test_a_merchant_keeps_an_idle_connection_open_longer_than_clients_reuse_it(
+    merchants: MerchantProcesses,
+) -> None:
+    # Else, under load, a payment sent on a pooled connection the merchant is closing gets no answer.
+    merchant = await merchants.start()
+    assert await idle_connection_answers(merchant.base_url)
 
 
 @pytest.mark.soak

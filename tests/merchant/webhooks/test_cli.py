@@ -173,27 +173,29 @@ async def test_a_tenant_subscribes_several_endpoints_to_chosen_event_types(
     assert next(e for e in stored if e.url.endswith("reversals")).secret == other
 
 
-@pytest.mark.parametrize(
-    ("entry", "problem"),
-    [
-        ('url = "https://a.example/h"', "tenants.acme.webhooks[0].secret: is required"),
-        (f'url = "ftp://a.example/h"\nsecret = "{SECRET}"', "webhooks[0].url: must be an absolute http(s)"),
-        ('url = "https://a.example/h"\nsecret = "whsec_x"', "webhooks[0].secret: must be whsec_"),
-        (
-            f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = "settlement.failed"',
-            "webhooks[0].event_types: must be an array",
-        ),
-        (
-            f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = ["Settlement Failed"]',
-            "webhooks[0].event_types: str 'Settlement Failed' is not an event type name",
-        ),
-        (
-            f'url = "https://acme.example/all"\nsecret = "{SECRET}"',
-            "webhooks[0].url: https://acme.example/all is configured more than once",
-        ),
-        (f'url = "https://a.example/h"\nsecret = "{SECRET}"\ncolour = 1', "webhooks[0].colour: unknown key"),
-    ],
-)
+_BAD_SUBSCRIPTIONS = [
+    ('url = "https://a.example/h"', "tenants.acme.webhooks[0].secret: is required"),
+    (f'url = "ftp://a.example/h"\nsecret = "{SECRET}"', "webhooks[0].url: must be an absolute http(s)"),
+    ('url = "https://a.example/h"\nsecret = "whsec_x"', "webhooks[0].secret: must be whsec_"),
+    (
+        f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = "settlement.failed"',
+        "webhooks[0].event_types: must be an array",
+    ),
+    (
+        f'url = "https://a.example/h"\nsecret = "{SECRET}"\nevent_types = ["Settlement Failed"]',
+        "webhooks[0].event_types: str 'Settlement Failed' is not an event type name",
+    ),
+    (
+        f'url = "https://acme.example/all"\nsecret = "{SECRET}"',
+        "webhooks[0].url: https://acme.example/all is configured more than once",
+    ),
+    (f'url = "https://a.example/h"\nsecret = "{SECRET}"\ncolour = 1', "webhooks[0].colour: unknown key"),
+]
+
+
+# Named by the problem: the entries hold a secret made at run time, and test ids must not change between
+# collections (parallel workers each collect the suite).
+@pytest.mark.parametrize(("entry", "problem"), _BAD_SUBSCRIPTIONS, ids=[p for _, p in _BAD_SUBSCRIPTIONS])
 def test_bad_webhook_subscriptions_are_refused_with_their_key_path(
     tmp_path: Path, entry: str, problem: str
 ) -> None:
