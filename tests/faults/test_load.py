@@ -9,7 +9,9 @@ transfer and one booking, and each tenant's payee must be credited with its own 
 run reports paid tasks per second and the latency percentiles from payment submission to the definite
 answer (in the "load figures" section of the terminal summary).
 
-The 200-payer run is always on (about 45 s); the soak run (`pytest --soak`) repeats it for five rounds
+The 200-payer run is always on (about 30 s on a quiet machine); `./scripts/test` runs these tests (marked
+`alone`) by themselves after the parallel run, so that their figures measure the code and not the other
+tests sharing the machine. The soak run (`pytest --soak`) repeats it for five rounds
 on the same replicas (1,000 payers), checking the invariants after every round.
 """
 
@@ -186,6 +188,7 @@ def tenants_file(tmp_path: Path) -> Path:
     return write_tenants_file(tmp_path / "tenants.toml", _TENANTS)
 
 
+@pytest.mark.alone
 async def test_two_hundred_payers_on_two_replicas_and_two_tenants_keep_the_invariants(
     chain: DevChain,
     merchants: MerchantProcesses,
@@ -207,6 +210,7 @@ async def test_a_merchant_keeps_an_idle_connection_open_longer_than_clients_reus
     assert await idle_connection_answers(merchant.base_url)
 
 
+@pytest.mark.alone
 @pytest.mark.soak
 async def test_five_rounds_of_two_hundred_payers_keep_the_invariants(
     chain: DevChain,
