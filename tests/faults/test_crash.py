@@ -23,13 +23,13 @@ from devchain import DevChain
 from facilitator.wire import PaymentPayload
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly
-from tests.fixtures.invariants import assert_invariants
+from tests.fixtures.invariants import InvariantReport, assert_invariants
 from tests.fixtures.merchant import MerchantWire
 
 from .clients import open_task, pay, poll_until_definite, wait_until
 from .conftest import PAY_TOS
 from .database import DatabaseProbe
-from .processes import MerchantProcesses
+from .processes import MerchantProcess, MerchantProcesses
 from .proxy import ThreadedRpcProxy
 
 Reached = Callable[[], Awaitable[None]]
@@ -53,6 +53,7 @@ class _Stop:
         self._chain = chain
         self._proxy = proxy
         self._database = database
+        self.payload = payload
         authorization = payload.payload.authorization
         self._payer, self._nonce = authorization.from_address, authorization.nonce
 
@@ -168,20 +169,20 @@ async def _any(values: Awaitable[list[int]]) -> bool:
     return bool(await values)
 
 
-@pytest.mark.parametrize("step", STEPS)
-async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_restart(
+async def _killed_at(
     step: str,
     chain: DevChain,
     merchants: MerchantProcesses,
     proxy: ThreadedRpcProxy,
     database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
+    payer_key: str,
+) -> tuple[MerchantProcess, str, _Stop]:
+    """Start a merchant, pay for a task and SIGKILL the merchant where it stands at `step`.
+
+    Returns the dead merchant, the task's id and the stop (which knows the payment's authorization).
+    """
     # A short claim lease, so a claim the dead process held can be taken over within the test.
     merchant = await merchants.start(rpc_url=proxy.url, claim_lease_s=1, settle_timeout_s=20)
-    payer_key = new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
@@ -193,7 +194,20 @@ async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_r
             merchant.kill()
             with pytest.raises(httpx.TransportError):
                 await paying  # the client got no answer, only its task id
+    return merchant, task_id, stop
 
+
+async def _completed_after_a_restart(
+    merchant: MerchantProcess,
+    task_id: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    postgres_url: str,
+    first_block: int,
+) -> InvariantReport:
+    """Restart `merchant` on the real node; the client, polling its task, sees it completed with its work,
+    paid by one transfer and booked once, and a reconcile pass finds nothing left. Returns the invariants'
+    report."""
     restarted = await merchants.restart(
         merchant, rpc_url=chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
@@ -208,6 +222,23 @@ async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_r
     assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
     final_pass = await merchants.reconcile(restarted)
     assert final_pass.returncode == 0, final_pass.stderr
+    return report
+
+
+@pytest.mark.parametrize("step", STEPS)
+async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_restart(
+    step: str,
+    chain: DevChain,
+    merchants: MerchantProcesses,
+    proxy: ThreadedRpcProxy,
+    database: DatabaseProbe,
+    new_payer: Callable[..., str],
+    postgres_url: str,
+    first_block: int,
+) -> None:
+    merchant, task_id, _ = await _killed_at(step, chain, merchants, proxy, database, new_payer())
+
+    await _completed_after_a_restart(merchant, task_id, chain, merchants, postgres_url, first_block)
 
 
 @pytest.mark.parametrize(
@@ -233,36 +264,12 @@ async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_tas
     recovery settles the task with it, delivers the held work and books it. The order is vouched for by the
     claim where there is one, else by the offer's stored taken time.
     """
-    merchant = await merchants.start(rpc_url=proxy.url, claim_lease_s=1, settle_timeout_s=20)
-    payer_key = new_payer()
-    async with merchant.http() as http:
-        wire = MerchantWire(http, "jsonrpc")
-        task_id, terms = await open_task(wire)
-        payload = sign_payment(payer_key, terms)
-        stop = _Stop(chain, proxy, database, payload)
-        async with stop.at(step, task_id) as reached:
-            paying = asyncio.create_task(pay(wire, task_id, payload))
-            await reached()
-            merchant.kill()
-            with pytest.raises(httpx.TransportError):
-                await paying
-    await asyncio.to_thread(submit_directly, chain, payload)
+    merchant, task_id, stop = await _killed_at(step, chain, merchants, proxy, database, new_payer())
+    await asyncio.to_thread(submit_directly, chain, stop.payload)
     assert stop.used_on_chain()
 
-    restarted = await merchants.restart(
-        merchant, rpc_url=chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
-    )
-    async with restarted.http() as http:
-        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+    report = await _completed_after_a_restart(merchant, task_id, chain, merchants, postgres_url, first_block)
 
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
-    assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
     [transfer] = report.transfers
     on_chain = await asyncio.to_thread(chain.rpc.call, "eth_getTransactionReceipt", [transfer.tx_hash])
     assert on_chain["from"] == Account.from_key(chain.deployer_key).address.lower()  # the front-runner's
-    final_pass = await merchants.reconcile(restarted)
-    assert final_pass.returncode == 0, final_pass.stderr
