@@ -21,7 +21,7 @@ from facilitator import (
     IdempotencyConflictError,
     InvalidIdempotencyKeyError,
 )
-from facilitator._service import MAX_SETTLE_ATTEMPTS
+from facilitator._reverted import MAX_SETTLE_ATTEMPTS
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements

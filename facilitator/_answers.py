@@ -1,0 +1,88 @@
+"""The settle answers that are not read back from a claim, and the deadline every chain read keeps to."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from ._claims import Claim
+from ._errors import ChainUnavailableError
+from ._recovery import ThirdPartySettlement
+from .wire import Reason, SettleResponse
+
+__all__ = ["CHAIN_DOWN", "Answers", "read_within", "remaining"]
+
+CHAIN_DOWN = "the chain could not be reached; try again"
+
+_T = TypeVar("_T")
+
+
+def remaining(deadline: float) -> float:
+    """Seconds left until `deadline` (a `time.monotonic()` moment), never negative."""
+    return max(deadline - time.monotonic(), 0.0)
+
+
+async def read_within(read: Awaitable[_T], deadline: float | None) -> _T:
+    """`read`, cut short at the deadline: only for chain reads, so nothing is left half-done (a send
+    or a claim write is never cut, since what it did must be recorded). No deadline: no caller is
+    waiting (a reconcile pass), so only the RPC timeout bounds it.
+
+    Raises:
+        ChainUnavailableError: the node did not answer within the budget.
+    """
+    if deadline is None:
+        return await read
+    try:
+        return await asyncio.wait_for(read, remaining(deadline))
+    except TimeoutError as exc:
+        raise ChainUnavailableError("the chain did not answer within the settle's budget") from exc
+
+
+class Answers:
+    """Builds the failure, pending and duplicate `SettleResponse`s of one network."""
+
+    def __init__(self, network: str):
+        self.network = network
+
+    def failure(self, reason: str, message: str, payer: str, *, transaction: str = "") -> SettleResponse:
+        """`success: false` with `reason` and `message`."""
+        return SettleResponse(
+            success=False,
+            error_reason=reason,
+            error_message=message,
+            payer=payer,
+            transaction=transaction,
+            network=self.network,
+        )
+
+    def pending(self, claim: Claim, tx_hash: str | None = None) -> SettleResponse:
+        """The claim's settlement is broadcast (as `tx_hash`, or the claim's) but not yet final."""
+        return self.failure(
+            Reason.SETTLEMENT_PENDING,
+            "the settlement is broadcast but not yet confirmed; ask again with the same idempotency key",
+            claim.payer,
+            transaction=tx_hash or claim.tx_hash or "",
+        )
+
+    def duplicate(self, claim: Claim) -> SettleResponse:
+        """The authorization was already presented: the refusal names the original settlement."""
+        response = self.failure(
+            Reason.DUPLICATE_SETTLEMENT,
+            "this authorization was already presented for settlement",
+            claim.payer,
+        )
+        original = {"state": claim.state.value, "transaction": claim.tx_hash or ""}
+        return response.model_copy(update={"extensions": {"originalSettlement": original}})
+
+    def used_elsewhere(self, payer: str, settled: ThirdPartySettlement) -> SettleResponse:
+        """The refusal of an authorization that a transaction not vouched to be ours to count already used."""
+        refused = self.failure(
+            Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+            "the authorization was already used on chain by a transaction not shown to be mined after the "
+            "payment was presented here",
+            payer,
+        )
+        found = {"transaction": settled.tx_hash, "blockNumber": settled.block_number}
+        return refused.model_copy(update={"extensions": {"settledElsewhere": found}})

@@ -1,0 +1,95 @@
+"""A settlement that reverted without using the authorization: release its claim so it can pay later."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ._answers import Answers, read_within
+from ._claims import Claim, ClaimState
+from ._errors import ChainError, RpcError
+from ._receipts import Receipt
+from ._records import ClaimRecords
+from ._rpc import RpcCall, RpcClient
+from ._token import decode_bool, encode_authorization_state
+from .wire import Reason, SettleResponse
+
+__all__ = ["MAX_SETTLE_ATTEMPTS", "RevertedRelease"]
+
+logger = logging.getLogger(__name__)
+
+# Each reverted attempt costs the relayer gas: a wallet that passes simulation and reverts on chain must not
+# be able to make it pay again and again for one authorization.
+MAX_SETTLE_ATTEMPTS = 3
+
+
+class RevertedRelease:
+    """Decides whether a reverted settlement's authorization can still pay, and releases its claim if so."""
+
+    def __init__(self, rpc: RpcClient, records: ClaimRecords, answers: Answers):
+        self._rpc = rpc
+        self._records = records
+        self._answers = answers
+
+    async def release(
+        self,
+        claim: Claim,
+        receipt: Receipt,
+        tx_hash: str,
+        sent_fields: dict[str, Any],
+        deadline: float | None,
+    ) -> SettleResponse | None:
+        """Release a claim whose transaction reverted without using the authorization (out of gas, say).
+
+        The payer was not charged and the authorization can still pay, so the claim must not end `failed`
+        (every retry would be refused as a duplicate). Releasing cannot settle twice: the reverted
+        transaction is final, and the token uses an authorization at most once, so whichever later
+        transaction carries it either pays (once) or reverts and is then matched to the one that paid.
+        None when the authorization is used (cancelled, or paid elsewhere) or expired, or when this was the
+        claim's `MAX_SETTLE_ATTEMPTS`th transaction: a failure for good. The chain reads keep to the
+        `deadline`; past it the answer is pending, decided on a later call.
+        """
+        if claim.attempt >= MAX_SETTLE_ATTEMPTS:
+            logger.warning("claim %s: attempt %d reverted too; not released again", claim.id, claim.attempt)
+            return None
+        state_call = {
+            "to": claim.asset,
+            "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
+        }
+        try:
+            used, head = await read_within(
+                self._rpc.batch(
+                    [
+                        RpcCall("eth_call", [state_call, "latest"]),
+                        RpcCall("eth_getBlockByNumber", ["latest", False]),
+                    ]
+                ),
+                deadline,
+            )
+            if isinstance(used, RpcError):
+                raise used
+            if isinstance(head, RpcError):
+                raise head
+        except ChainError as exc:
+            return await self._records.undecided(claim, tx_hash, sent_fields, exc)
+        # Later blocks are no older than the latest: an authorization expired there can never be used.
+        if decode_bool(used) or int(head["timestamp"], 16) >= claim.valid_before:
+            return None
+        logger.warning("claim %s: %s reverted and left the authorization unused; released", claim.id, tx_hash)
+        failure = self._answers.failure(
+            Reason.TRANSACTION_FAILED,
+            "the settlement transaction reverted without moving the funds; the authorization is unused "
+            "and may be settled again",
+            claim.payer,
+            transaction=tx_hash,
+        )
+        return await self._records.record(
+            claim,
+            failure,
+            state=ClaimState.RELEASED,
+            error_reason=Reason.TRANSACTION_FAILED.value,
+            tx_hash=tx_hash,
+            block_number=receipt.block_number,
+            block_hash=receipt.block_hash,
+            **sent_fields,
+        )
