@@ -59,7 +59,8 @@ from ._keys import (
     parse_jwks,
 )
 from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
-from ._verify import CardStatus, CardVerifier, SignatureCheck, SignaturePolicy, VerificationResult
+from ._result import CardStatus, SignatureCheck, VerificationResult
+from ._verify import CardVerifier, SignaturePolicy
 
 __all__ = [
     "AgentCardError",

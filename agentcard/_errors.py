@@ -31,10 +31,7 @@ The code is what callers map to HTTP, JSON-RPC or log fields; the message is for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._verify import VerificationResult
+from ._result import VerificationResult
 
 __all__ = [
     "AgentCardError",
