@@ -48,9 +48,6 @@ from ._keys import (
     DEFAULT_KEYS_ENV,
     SIGNING_ALGORITHMS,
     VERIFICATION_ALGORITHMS,
-    KeyRecord,
-    KeyStatus,
-    KeyStore,
     SigningKey,
     VerificationKey,
     generate_signing_key,
@@ -58,6 +55,7 @@ from ._keys import (
     load_signing_keys_from_env,
     parse_jwks,
 )
+from ._keystore import KeyRecord, KeyStatus, KeyStore
 from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
 from ._result import CardStatus, SignatureCheck, VerificationResult
 from ._verify import CardVerifier, SignaturePolicy
