@@ -11,14 +11,7 @@ statements, event replay and redelivery; `webhooks_cli` the operator commands.
 
 from __future__ import annotations
 
-from ._delivery import (
-    REQUEST_TIMEOUT_S,
-    RETRY_SCHEDULE_S,
-    DeliveryWorker,
-    EndpointProbe,
-    RetryPolicy,
-    send_test_event,
-)
+from ._delivery import DeliveryWorker
 from ._endpoints import (
     DEFAULT_ROTATION_OVERLAP,
     Endpoint,
@@ -50,7 +43,10 @@ from ._events import (
 )
 from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
+from ._probe import EndpointProbe, send_test_event
+from ._retry import RETRY_SCHEDULE_S, RetryPolicy
 from ._routes import ApiTokenLookup, create_billing_router
+from ._sender import REQUEST_TIMEOUT_S
 from ._signing import signature_header, webhook_headers
 from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
 from .cli import WebhookSettings, endpoint_configs, webhooks_cli

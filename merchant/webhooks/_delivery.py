@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import secrets
 import socket
 from collections import Counter
@@ -50,31 +49,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._endpoints import disable_endpoint, endpoint_from_row
-from ._events import EventType, WebhookTestData, serialize_event
 from ._ids import new_id
 from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from ._sender import SendResult, send_signed
+from ._retry import RetryPolicy
+from ._sender import REQUEST_TIMEOUT_S, SendResult, send_signed
 
-__all__ = [
-    "LEASE_MARGIN_S",
-    "REQUEST_TIMEOUT_S",
-    "RETRY_SCHEDULE_S",
-    "DeliveryWorker",
-    "EndpointProbe",
-    "RetryPolicy",
-    "send_test_event",
-]
+__all__ = ["LEASE_MARGIN_S", "REQUEST_TIMEOUT_S", "DeliveryWorker"]
 
 logger = logging.getLogger(__name__)
-
-RETRY_SCHEDULE_S: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
-"""Delays between attempts after each failure: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h.
-
-With the immediate first attempt that is 10 attempts over about 75.6 hours, a little over three days
-(the Standard Webhooks example schedule)."""
-
-REQUEST_TIMEOUT_S = 15.0
-"""Deadline of one delivery attempt, from DNS lookup to response headers."""
 
 LEASE_MARGIN_S = 0.5
 """How much longer than the attempt deadline a claim lease must be: room for the claim's own transaction
@@ -87,7 +69,6 @@ _CANDIDATES_PER_SLOT = 4
 """A claim ranks at most this many times `batch_size` due deliveries, the earliest due, so that its cost
 does not grow with the backlog."""
 _GONE = 410
-_random = random.SystemRandom()
 
 _deliveries = cast(sa.Table, WebhookDelivery.__table__)
 _events = cast(sa.Table, WebhookEvent.__table__)
@@ -97,28 +78,6 @@ _attempts = cast(sa.Table, WebhookAttempt.__table__)
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """When to try again: `delays_s[k]` after the (k+1)-th failure of a round, scaled by a random factor
-    in [1 - jitter_ratio, 1 + jitter_ratio] so that endpoints recovering from an outage are not hit by
-    every retry at once."""
-
-    delays_s: tuple[float, ...] = RETRY_SCHEDULE_S
-    jitter_ratio: float = 0.1
-
-    def delay_after(self, failures: int, retry_after_s: float | None = None) -> float | None:
-        """Seconds to wait after the `failures`-th failure of a round, or None when it is the last.
-
-        A `Retry-After` longer than the scheduled delay is honoured, up to the longest scheduled delay.
-        """
-        if failures > len(self.delays_s):
-            return None
-        delay = self.delays_s[failures - 1] * (1 + self.jitter_ratio * _random.uniform(-1.0, 1.0))
-        if retry_after_s is not None:
-            delay = max(delay, min(retry_after_s, max(self.delays_s)))
-        return delay
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,22 +91,6 @@ class _Claim:
     endpoint_id: str
     url: str
     secrets: tuple[str, ...] = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EndpointProbe:
-    """The result of sending `webhook.test` to one endpoint."""
-
-    endpoint_id: str
-    url: str
-    status_code: int | None
-    latency_ms: int
-    error: str | None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the endpoint answered 2xx."""
-        return self.status_code is not None and 200 <= self.status_code < 300
 
 
 def _default_worker_id() -> str:
@@ -446,51 +389,3 @@ async def _first_of(stop: asyncio.Event, finished: asyncio.Event, *, timeout_s: 
     finally:
         for waiter in waiters:
             waiter.cancel()
-
-
-async def send_test_event(
-    engine: AsyncEngine,
-    client: httpx.AsyncClient,
-    tenant: str,
-    *,
-    allow_private_targets: bool = False,
-    timeout_s: float = REQUEST_TIMEOUT_S,
-) -> list[EndpointProbe]:
-    """Send a signed `webhook.test` event to each of the tenant's active endpoints, now, once; the event
-    is not stored and no retry is made. Returns one result per endpoint."""
-    async with engine.connect() as connection:
-        rows = (
-            await connection.execute(
-                sa.select(_endpoints)
-                .where(_endpoints.c.tenant == tenant, _endpoints.c.status == "active")
-                .order_by(_endpoints.c.id)
-            )
-        ).all()
-    results: list[EndpointProbe] = []
-    for endpoint in map(endpoint_from_row, rows):
-        event_id = new_id("evt")
-        data = WebhookTestData(
-            tenant=tenant, endpoint_id=endpoint.id, message="test event from x402-merchant"
-        )
-        payload = serialize_event(
-            EventType.WEBHOOK_TEST, event_id=event_id, timestamp=_now(), sequence=None, data=data
-        )
-        response = await send_signed(
-            client,
-            endpoint.url,
-            event_id,
-            payload,
-            endpoint.signing_secrets(_now()),
-            allow_private=allow_private_targets,
-            timeout_s=timeout_s,
-        )
-        results.append(
-            EndpointProbe(
-                endpoint_id=endpoint.id,
-                url=endpoint.url,
-                status_code=response.status_code,
-                latency_ms=response.latency_ms,
-                error=response.error,
-            )
-        )
-    return results

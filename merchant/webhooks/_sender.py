@@ -23,7 +23,10 @@ from ._errors import UnsafeTargetError
 from ._signing import webhook_headers
 from ._ssrf import resolve_target
 
-__all__ = ["SendResult", "send_signed"]
+__all__ = ["REQUEST_TIMEOUT_S", "SendResult", "send_signed"]
+
+REQUEST_TIMEOUT_S = 15.0
+"""Deadline of one delivery attempt, from DNS lookup to response headers."""
 
 _ERROR_MAX = 255
 _THROTTLE_STATUSES = frozenset({429, 503})

@@ -23,10 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from merchant.tenants import TenantConfigError, TenantRegistry
 from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
 
-from ._delivery import LEASE_MARGIN_S, REQUEST_TIMEOUT_S, DeliveryWorker, send_test_event
+from ._delivery import LEASE_MARGIN_S, DeliveryWorker
 from ._endpoints import DEFAULT_ROTATION_OVERLAP, EndpointConfig, WebhookEndpoints
 from ._errors import WebhookError
 from ._outbox import Outbox
+from ._probe import send_test_event
+from ._sender import REQUEST_TIMEOUT_S
 
 __all__ = ["WebhookSettings", "endpoint_configs", "webhooks_cli"]
 

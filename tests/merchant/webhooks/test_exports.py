@@ -28,6 +28,8 @@ def test_every_module_declares_all() -> None:
         "_ids",
         "_models",
         "_outbox",
+        "_probe",
+        "_retry",
         "_routes",
         "_sender",
         "_signing",
