@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from a2a.types import Message
-from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
+from google.protobuf.json_format import MessageToDict, ParseDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
