@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 from ._errors import ExtensionMetadataError, MetadataErrorCode, child_path
 from ._numbers import JsonValue, json_type_name, normalize_members
@@ -54,10 +54,6 @@ from ._x402 import (
     parse_required,
     to_wire,
 )
-
-if TYPE_CHECKING:
-    # protobuf registers Struct as a MutableMapping at run time; its stubs do not say so.
-    from google.protobuf.struct_pb2 import Struct
 
 __all__ = [
     "FLAT_KEY_PREFIX",
@@ -287,7 +283,7 @@ def encode(data: PaymentData, dialect: Dialect) -> dict[str, JsonValue]:
     return {FLAT_KEY_PREFIX + name: value for name, value in members.items()}
 
 
-def decode(metadata: Mapping[str, object] | Struct | None, dialect: Dialect) -> PaymentData | None:
+def decode(metadata: Mapping[str, object] | None, dialect: Dialect) -> PaymentData | None:
     """Read the extension message in a message's ``metadata``, strictly, in the wire form of ``dialect``.
 
     Args:
