@@ -148,8 +148,7 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
         ),
         (
             '"additionalInterfaces": [{"url": "…", "transport": "HTTP+JSON"}]',
-            '"supportedInterfaces": '
-            '[{"url": "…", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]',
+            '"supportedInterfaces": [{"url": "…", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]',
             "the transport names (JSONRPC, GRPC, HTTP+JSON) do not change",
         ),
         (

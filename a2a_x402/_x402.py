@@ -54,7 +54,7 @@ def parse_required(value: JsonValue, dialect: Dialect, path: str) -> X402Payment
     """Parse the payment terms carried by ``dialect``; ``value`` is already normalised."""
     _check_version(value, dialect, path)
     required = _parse(parse_payment_required, value, path)
-    if dialect is Dialect.V03:
+    if isinstance(required, PaymentRequired) and dialect is Dialect.V03:
         for index, requirements in enumerate(required.accepts):
             _check_scheme(requirements.scheme, child_path(child_path(path, "accepts"), index))
     return required

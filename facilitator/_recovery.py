@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from eth_account.typed_transactions import TypedTransaction
+from eth_account.typed_transactions.typed_transaction import TypedTransaction
 from hexbytes import HexBytes
 
 from ._claims import Claim, ClaimStore

@@ -10,6 +10,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypedDict
 
 import click
 import uvicorn
@@ -31,6 +32,13 @@ KEEP_ALIVE_S = 30
 (httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
 
 
+class _ServeOverrides(TypedDict, total=False):
+    """The settings `serve` options override; an option left out keeps the environment's value."""
+
+    host: str
+    port: int
+
+
 @click.group()
 def main() -> None:
     """The x402 reference merchant: a paid A2A 1.0 agent with a ledger and billing webhooks."""
@@ -42,7 +50,11 @@ def main() -> None:
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the database schema first")
 def serve(host: str | None, port: int | None, migrate: bool) -> None:
     """Serve the A2A routes, the Agent Card and the per-tenant billing API."""
-    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    overrides: _ServeOverrides = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
     settings = MerchantSettings(**overrides)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if migrate:

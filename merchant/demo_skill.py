@@ -31,11 +31,13 @@ _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 
 
-def text_stats(text: str) -> dict[str, object]:
+def text_stats(text: str) -> dict[str, int | list[dict[str, str | int]]]:
     """Word, sentence and character counts of `text` and its five most frequent words."""
     words = [w.lower() for w in _WORD.findall(text)]
     sentences = len(_SENTENCE_END.findall(text)) or (1 if text.strip() else 0)
-    top = [{"word": word, "count": count} for word, count in Counter(words).most_common(5)]
+    top: list[dict[str, str | int]] = [
+        {"word": word, "count": count} for word, count in Counter(words).most_common(5)
+    ]
     return {"words": len(words), "sentences": sentences, "characters": len(text), "topWords": top}
 
 

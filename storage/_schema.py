@@ -30,7 +30,7 @@ def _config(url: str) -> Config:
 
 
 def _branch_head(script: ScriptDirectory, branch: str) -> str:
-    return script.get_revision(f"{branch}@head").revision  # type: ignore[union-attr]
+    return script.get_revision(f"{branch}@head").revision
 
 
 async def upgrade_schema(url: str, branch: str | None = None) -> None:

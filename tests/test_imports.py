@@ -12,8 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("a2a_x402", "agentcard", "bench", "demo", "devchain", "facilitator", "merchant", "payer")
-PACKAGES += ("spec", "storage")
+PACKAGES = (
+    "a2a_x402",
+    "agentcard",
+    "bench",
+    "demo",
+    "devchain",
+    "facilitator",
+    "merchant",
+    "payer",
+    "spec",
+    "storage",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -39,7 +39,7 @@ Both bindings' ListTasks results are re-serialized as plain ProtoJSON with the f
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -188,6 +188,7 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
             else:
                 answer = JSONResponse(build_error_response(request_id, exc))
             return echo.stamp(answer, request, version)
+        response: Response
         if unparsable is not None:
             response = JSONResponse(build_error_response(None, JSONRPCParseError(message=unparsable.message)))
         else:
@@ -256,7 +257,7 @@ def _finish_v0_3(response: JSONResponse, request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=response.status_code)
 
 
-async def _finish_v0_3_events(events: AsyncIterator[Any], request: Request) -> AsyncIterator[Any]:
+async def _finish_v0_3_events(events: AsyncIterable[Any], request: Request) -> AsyncIterator[Any]:
     """The SSE events of a 0.3 JSON-RPC stream, an error event in the 0.3 form."""
     try:
         async for event in events:
@@ -430,7 +431,8 @@ def _rest_typed(response: Response, version: ProtocolVersion) -> Response:
         for detail in details or []
         if isinstance(detail, dict) and detail.get("@type") == ERROR_INFO_TYPE
     ]
-    kind = _V0_3_ERROR_TYPES.get(reasons[0]) if reasons else None
+    reason = reasons[0] if reasons else None
+    kind = _V0_3_ERROR_TYPES.get(reason) if isinstance(reason, str) else None
     if kind is None or not isinstance(error, dict):
         return response
     body.update(type=kind, message=error.get("message", ""))

@@ -271,8 +271,10 @@ def _apply(task: Task, update: TaskStatusUpdateEvent, artifacts: list[Artifact])
 
 
 def _error_code(error: str | None) -> PaymentErrorCode:
-    """The stored error of a failed offer as a code (a value this version does not know reads as a failed
-    settlement: the task failed, nothing more is known)."""
+    """The stored error of a failed offer as a code (none, or a value this version does not know, reads as a
+    failed settlement: the task failed, nothing more is known)."""
+    if error is None:
+        return PaymentErrorCode.SETTLEMENT_FAILED
     try:
         return PaymentErrorCode(error)
     except ValueError:

@@ -5,8 +5,8 @@ import math
 from collections.abc import Iterator, Mapping
 
 import pytest
-from google.protobuf.json_format import MessageToDict, ParseDict  # type: ignore[import-untyped]
-from google.protobuf.struct_pb2 import Struct  # type: ignore[import-untyped]
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Struct
 
 from a2a_x402 import (
     MAX_DEPTH,

@@ -14,7 +14,17 @@ def test_all_is_sorted_and_is_the_public_surface() -> None:
 
 
 def test_private_modules_declare_all() -> None:
-    for name in ("_canonical", "_errors", "_jwks", "_jws", "_keys", "_keystore", "_parse", "_result", "_verify"):
+    for name in (
+        "_canonical",
+        "_errors",
+        "_jwks",
+        "_jws",
+        "_keys",
+        "_keystore",
+        "_parse",
+        "_result",
+        "_verify",
+    ):
         module = getattr(agentcard, name)
         assert set(module.__all__) <= set(agentcard.__all__), name
 

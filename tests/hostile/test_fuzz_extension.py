@@ -100,7 +100,8 @@ def test_struct_metadata_decodes_like_json_or_is_refused_as_imprecise(
     else:
         direct_failed = False
     try:
-        # A Struct is read as the Mapping it behaves as (decode's documented input; protobuf has no stubs).
+        # A Struct is read as the Mapping it is registered as (decode's documented input; protobuf's stubs
+        # do not declare it one).
         decoded = decode(as_received, dialect)  # type: ignore[arg-type]
     except ExtensionMetadataError as exc:
         assert exc.code in set(MetadataErrorCode)

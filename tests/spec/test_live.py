@@ -157,6 +157,7 @@ async def test_card_declares_the_extension_as_the_example_does(start: Callable[.
     assert accepted.network in params["networks"]
     [asset] = params["assets"]
     assert (asset["network"], asset["address"]) == (accepted.network, accepted.asset)
+    assert accepted.extra is not None
     assert (asset["name"], asset["version"]) == (accepted.extra["name"], accepted.extra["version"])
 
 
@@ -331,7 +332,9 @@ async def test_new_request_while_waiting_gets_fresh_terms(
         _assert_shape(body, example("payment-required.response.json"))
         fresh = body["result"]["task"]
         assert fresh["id"] == task["id"]
-        assert _terms(fresh).accepts[0].extra["offerId"] != _terms(task).accepts[0].extra["offerId"]
+        fresh_extra, void_extra = _terms(fresh).accepts[0].extra, _terms(task).accepts[0].extra
+        assert fresh_extra is not None and void_extra is not None
+        assert fresh_extra["offerId"] != void_extra["offerId"]
         void = sign_payment(chain.payer_keys[0], _terms(task).accepts[0])
         refused = await _call(http, _paying(task["id"], void))
         _assert_shape(refused, example("payment-mismatch.error.json"))

@@ -43,7 +43,8 @@ def endpoint(description: list[str], signed: list[str], **options: Any) -> Agent
 
 
 async def test_signed_documents_are_kept_in_a_bounded_lru() -> None:
-    description, signed = ["a"], []
+    description = ["a"]
+    signed: list[str] = []
     route = endpoint(description, signed, signed_cache_size=2)
     bodies: list[bytes] = []
     for text in "abacab":

@@ -81,13 +81,17 @@ def sqlite_merchant(start_merchant: MerchantStarter, sqlite_url: str) -> Running
 # -- 0.3 clients --------------------------------------------------------------------------------------
 
 
-def v1_payload(key: str, terms: JSON, **validity: int) -> JSON:
+def v1_payload(
+    key: str, terms: JSON, *, valid_after: int | None = None, valid_before: int | None = None
+) -> JSON:
     """An x402 v1 PaymentPayload (`network` name, no `accepted`) for the first of the v1 `terms`.
 
-    `validity` (`valid_after`, `valid_before`) overrides the authorization's window.
+    `valid_after` and `valid_before` override the authorization's window.
     """
     required = PaymentRequiredV1.from_wire(terms)
-    signed = sign_payment(key, requirements_v1_to_v2(required.accepts[0]), **validity).to_json_dict()
+    requirements = requirements_v1_to_v2(required.accepts[0])
+    payment = sign_payment(key, requirements, valid_after=valid_after, valid_before=valid_before)
+    signed = payment.to_json_dict()
     return {
         "x402Version": 1,
         "scheme": required.accepts[0].scheme,

@@ -124,7 +124,8 @@ ROUTES = [
     ),
     Route("rest-0.3-extended-card", "0.3", "GET", REST_PATH + "/v1/card", answer=_NO_EXTENDED_CARD),
 ]
-Pairs = dict[str, str] | list[tuple[str, str]]
+# Repeated names as a tuple of pairs: httpx types a list of pairs with its own value union, invariantly.
+Pairs = dict[str, str] | tuple[tuple[str, str], ...]
 
 
 def jsonrpc_answer(response: httpx.Response) -> JSON:
@@ -216,12 +217,12 @@ async def test_every_route_serves_exactly_the_negotiated_version(
 
 
 REPEATED: list[tuple[Pairs, Pairs]] = [
-    ({}, [("A2A-Version", "1.0"), ("A2A-Version", "0.3")]),
-    ({}, [("A2A-Version", "0.3"), ("A2A-Version", "1.0")]),
-    ({}, [("A2A-Version", ""), ("A2A-Version", "1.0")]),
-    ({"A2A-Version": "1.0"}, [("A2A-Version", "1.0"), ("A2A-Version", "0.3")]),
-    ([("A2A-Version", "1.0"), ("A2A-Version", "0.3")], {}),
-    ([("A2A-Version", "0.3"), ("A2A-Version", "1.0")], {}),
+    ({}, (("A2A-Version", "1.0"), ("A2A-Version", "0.3"))),
+    ({}, (("A2A-Version", "0.3"), ("A2A-Version", "1.0"))),
+    ({}, (("A2A-Version", ""), ("A2A-Version", "1.0"))),
+    ({"A2A-Version": "1.0"}, (("A2A-Version", "1.0"), ("A2A-Version", "0.3"))),
+    ((("A2A-Version", "1.0"), ("A2A-Version", "0.3")), {}),
+    ((("A2A-Version", "0.3"), ("A2A-Version", "1.0")), {}),
 ]
 
 
@@ -241,7 +242,7 @@ async def test_a_version_repeated_alike_is_served(shared_merchant: str, route: R
     version = route.serves or "1.0"
     async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
         response = await call(
-            http, route, [("A2A-Version", version), ("A2A-Version", version)], [("A2A-Version", version)]
+            http, route, (("A2A-Version", version), ("A2A-Version", version)), (("A2A-Version", version),)
         )
 
     assert_served(route, response, version)
