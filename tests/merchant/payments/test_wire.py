@@ -16,9 +16,11 @@ import httpx
 import pytest
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI_V02
+from a2a_x402 import EXTENSION_URI_V02, Dialect
 from devchain import DevChain
+from facilitator.wire import PaymentRequired, PaymentRequiredV1
 from merchant.edge import JSONRPC_PATH, REST_PATH
+from merchant.payments._wire import terms_for
 from tests.fixtures.compat import CompatPython
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, RunningMerchant, ledger_entries
 
@@ -157,3 +159,48 @@ async def test_x402_0_2_parses_the_v1_terms_and_its_payment_is_taken(
     assert done["artifacts"]
     [booked] = await ledger_entries(sqlite_merchant.database_url)
     assert booked.amount == DEFAULT_PRICE
+
+
+def v2_terms(**resource: str) -> PaymentRequired:
+    """One-option x402 v2 terms on Base Sepolia, with `resource` members added to its url."""
+    return PaymentRequired.from_wire(
+        {
+            "x402Version": 2,
+            "resource": {"url": "https://merchant.example/skills/text-stats", **resource},
+            "accepts": [
+                {
+                    "scheme": "exact",
+                    "network": "eip155:84532",
+                    "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                    "amount": "250000",
+                    "payTo": DEFAULT_PAY_TO,
+                    "maxTimeoutSeconds": 300,
+                    "extra": {"name": "USDC", "version": "2"},
+                }
+            ],
+        }
+    )
+
+
+def test_v0_3_terms_are_the_v2_terms_unchanged() -> None:
+    required = v2_terms()
+    assert terms_for(required, Dialect.V03, mime_type="text/plain", reason="why") is required
+
+
+def test_v0_2_terms_take_the_mime_type_and_reason_given() -> None:
+    v1 = terms_for(v2_terms(), Dialect.V02, mime_type="image/png", reason="Payment required: 0.25 USDC.")
+    assert isinstance(v1, PaymentRequiredV1)
+    wire = v1.to_json_dict()
+    assert set(wire) == V1_REQUIRED_FIELDS and set(wire["accepts"][0]) == V1_REQUIREMENTS_FIELDS
+    assert (wire["error"], wire["accepts"][0]["mimeType"]) == ("Payment required: 0.25 USDC.", "image/png")
+    # Nothing to say is still said: the fields are present, empty.
+    empty = terms_for(v2_terms(), Dialect.V02, mime_type="", reason="").to_json_dict()
+    [option] = empty["accepts"]
+    assert (empty["error"], option["mimeType"], option["description"]) == ("", "", "")
+
+
+def test_v0_2_terms_keep_what_the_v2_terms_already_say() -> None:
+    required = v2_terms(mimeType="text/csv", description="a table").model_copy(update={"error": "own"})
+    wire = terms_for(required, Dialect.V02, mime_type="image/png", reason="other").to_json_dict()
+    [accepted] = wire["accepts"]
+    assert (wire["error"], accepted["mimeType"], accepted["description"]) == ("own", "text/csv", "a table")
