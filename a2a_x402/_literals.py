@@ -250,8 +250,16 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
             "atomic units as a decimal string",
         ),
         ("PaymentRequirements.resource", "PaymentRequired.resource.url", "moves from each option to the top"),
-        ("PaymentRequirements.description", "PaymentRequired.resource.description", "moves to the top"),
-        ("PaymentRequirements.mimeType", "PaymentRequired.resource.mimeType", "moves to the top"),
+        (
+            "PaymentRequirements.description",
+            "PaymentRequired.resource.description",
+            "moves to the top; required in v1, optional in v2",
+        ),
+        (
+            "PaymentRequirements.mimeType",
+            "PaymentRequired.resource.mimeType",
+            "moves to the top; v1 clients require it (the x402 0.2 models), optional in v2",
+        ),
         ("PaymentRequirements.outputSchema", None, "no x402 v2 field"),
         (
             "PaymentRequirements.network",

@@ -193,7 +193,13 @@ def build_app(
         version=settings.asset_version,
         decimals=settings.asset_decimals,
     )
-    pricing = Pricing(tenants, asset, resource_url=settings.base_url)
+    # The artifact's main part is the JSON statistics (the skill's first output mode).
+    pricing = Pricing(
+        tenants,
+        asset,
+        resource_url=settings.base_url,
+        mime_types={TEXT_STATS_SKILL.id: TEXT_STATS_SKILL.output_modes[0]},
+    )
     facilitator: FacilitatorClient = (
         HttpFacilitatorClient(settings.facilitator_url)
         if settings.facilitator_url

@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.facilitator",
     "tests.fixtures.merchant",
+    "tests.fixtures.compat",
 ]
 
 

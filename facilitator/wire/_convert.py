@@ -53,6 +53,10 @@ def resource_info_from_v1(requirements: PaymentRequirementsV1) -> ResourceInfo:
 def requirements_v2_to_v1(requirements: PaymentRequirements, resource: ResourceInfo) -> PaymentRequirementsV1:
     """Return the v1 form of v2 requirements for `resource`, to offer them to a v1 payer.
 
+    `description` and `mimeType` are always present (empty when `resource` has none): v2 makes them
+    optional, but v1 payers (the x402 0.2 Python models, the legacy TypeScript schema) refuse terms
+    without them.
+
     Raises:
         WireError: `invalid_network` when the chain has no v1 name.
     """
@@ -62,7 +66,7 @@ def requirements_v2_to_v1(requirements: PaymentRequirements, resource: ResourceI
         max_amount_required=requirements.amount,
         resource=resource.url,
         description=resource.description or "",
-        mime_type=resource.mime_type,
+        mime_type=resource.mime_type or "",
         pay_to=requirements.pay_to,
         max_timeout_seconds=requirements.max_timeout_seconds,
         asset=requirements.asset,

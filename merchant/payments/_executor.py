@@ -159,7 +159,8 @@ class PaymentExecutor(AgentExecutor):
         text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
         if error is not None:
             text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
-        data = PaymentRequiredData(required=terms_for(required, dialect), error=error)
+        terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)
+        data = PaymentRequiredData(required=terms, error=error)
         await event_queue.enqueue_event(
             agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eth_utils.address import to_checksum_address
@@ -35,15 +36,26 @@ class Asset:
 
 
 class Pricing:
-    """Prices per tenant and skill, and the x402 terms that ask for them."""
+    """Prices per tenant and skill, and the x402 terms that ask for them.
+
+    `mime_types` names the media type of what each skill delivers (its artifact), for the `mimeType` that
+    x402 v1 terms must carry; a skill not listed has an empty one.
+    """
 
     def __init__(
-        self, tenants: TenantRegistry, asset: Asset, *, resource_url: str, max_timeout_seconds: int = 300
+        self,
+        tenants: TenantRegistry,
+        asset: Asset,
+        *,
+        resource_url: str,
+        max_timeout_seconds: int = 300,
+        mime_types: Mapping[str, str] | None = None,
     ):
         self.tenants = tenants
         self.asset = asset
         self._resource_url = resource_url.rstrip("/")
         self._max_timeout_seconds = max_timeout_seconds
+        self._mime_types = dict(mime_types or {})
 
     def price(self, tenant_id: str, skill: str) -> int:
         """The price in atomic units of `skill` for `tenant_id`; 0 means free.
@@ -56,6 +68,10 @@ class Pricing:
     def pay_to(self, tenant_id: str) -> str:
         """Where the tenant's payments go."""
         return self.tenants.require(tenant_id).pay_to
+
+    def mime_type(self, skill: str) -> str:
+        """The media type of what `skill` delivers, or "" when it was not configured."""
+        return self._mime_types.get(skill, "")
 
     def terms(self, tenant_id: str, skill: str, *, description: str, offer_id: str) -> PaymentRequired:
         """The x402 v2 `PaymentRequired` asking for this skill's price, as the offer `offer_id`.

@@ -64,12 +64,24 @@ def agent_status(
     return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
 
 
-def terms_for(required: PaymentRequired, dialect: Dialect) -> PaymentRequired | PaymentRequiredV1:
-    """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 for v0.3."""
+def terms_for(
+    required: PaymentRequired, dialect: Dialect, *, mime_type: str, reason: str
+) -> PaymentRequired | PaymentRequiredV1:
+    """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 (unchanged) for v0.3.
+
+    v1 payers need what v2 leaves optional: `error` at the top, which the v1 specification requires
+    (`reason`, unless the terms carry their own), and `mimeType` in every entry (`mime_type`, unless
+    `resource` names one). The x402 0.2 Python models, which the a2a-x402 package parses terms with,
+    refuse terms that lack either.
+    """
     if dialect is Dialect.V03:
         return required
-    accepts = tuple(requirements_v2_to_v1(r, required.resource) for r in required.accepts)
-    return PaymentRequiredV1(x402_version=1, error=required.error, accepts=accepts)
+    resource = required.resource
+    if resource.mime_type is None:
+        resource = resource.model_copy(update={"mime_type": mime_type})
+    accepts = tuple(requirements_v2_to_v1(r, resource) for r in required.accepts)
+    error = required.error if required.error is not None else reason
+    return PaymentRequiredV1(x402_version=1, error=error, accepts=accepts)
 
 
 def match_offer(

@@ -48,10 +48,12 @@ def test_requirements_round_trip_v2_to_v1_and_back() -> None:
     assert requirements_v1_to_v2(v1) == requirements
 
 
-def test_requirements_v2_to_v1_without_description_gives_an_empty_one() -> None:
+def test_requirements_v2_to_v1_without_description_gives_empty_ones() -> None:
     requirements = PaymentRequirements.from_wire(docs.requirements_v2())
     v1 = requirements_v2_to_v1(requirements, ResourceInfo(url="https://merchant.example/x"))
-    assert v1.description == "" and v1.mime_type is None
+    assert v1.description == "" and v1.mime_type == ""
+    # Present on the wire, empty: v1 payers refuse requirements without them.
+    assert (v1.to_json_dict()["description"], v1.to_json_dict()["mimeType"]) == ("", "")
 
 
 def test_requirements_on_a_chain_without_v1_name_cannot_go_to_v1() -> None:

@@ -126,9 +126,7 @@ async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXT
         terms = metadata["x402.payment.required"]
         # Integral numbers stay integers on the 0.3 routes too (the protobuf Struct made them doubles).
         assert type(terms["x402Version"]) is int and type(terms["accepts"][0]["maxTimeoutSeconds"]) is int
-        assert terms["x402Version"] == 1
-        assert terms["accepts"][0]["network"] == "base-sepolia"
-        assert terms["accepts"][0]["maxAmountRequired"] == str(DEFAULT_PRICE)
+        assert_v1_terms(terms)
         submission = {
             "kind": "message",
             "messageId": str(uuid.uuid4()),
@@ -176,11 +174,16 @@ async def pay_v0_3_sdk(merchant: RunningMerchant, key: str, binding: str) -> Pai
 
 
 def assert_v1_terms(terms: JSON) -> None:
-    """`terms` are the merchant's x402 v1 terms (network name, `maxAmountRequired`)."""
+    """`terms` are the merchant's x402 v1 terms (network name, `maxAmountRequired`), with the fields x402 v1
+    clients require that v2 leaves optional: `error` at the top and `mimeType` in the option."""
     assert terms["x402Version"] == 1
+    assert terms["error"].startswith(("Payment required: ", "The payment was not taken ("))
     [accepted] = terms["accepts"]
     assert (accepted["network"], accepted["maxAmountRequired"]) == ("base-sepolia", str(DEFAULT_PRICE))
     assert accepted["payTo"] == DEFAULT_PAY_TO
+    assert accepted["mimeType"] == "application/json"
+    assert accepted["resource"].endswith("/skills/text-stats")
+    assert accepted["description"] == "text-stats for 0.25 USDC"
 
 
 class RawV0_3:
@@ -265,6 +268,8 @@ async def test_0_3_payment_not_taken_gets_fresh_v1_terms(
     metadata = again["status"]["message"]["metadata"]
     assert (metadata["x402.payment.status"], metadata["x402.payment.error"]) == ("payment-required", error)
     assert_v1_terms(terms_of(again))
+    # The x402 `error` says, for people, why fresh terms were sent.
+    assert terms_of(again)["error"].startswith(f"The payment was not taken ({error}); here are fresh terms.")
     assert await ledger_entries(sqlite_merchant.database_url) == []
     if error == "EXPIRED_PAYMENT":
         done = await raw_v0_3.result(submitted(task["id"], v1_payload(key, terms_of(again))))

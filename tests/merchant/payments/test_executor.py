@@ -96,6 +96,8 @@ async def test_priced_request_asks_for_payment_with_x402_v2_terms(
     required = data["required"]
     # Integers stay integers on the wire (a Struct would turn them into 2.0); money is a decimal string.
     assert type(required["x402Version"]) is int and required["x402Version"] == 2
+    # v2 terms get none of the fields only x402 v1 clients need (`error`, `resource.mimeType`).
+    assert set(required) == {"x402Version", "resource", "accepts"}
     [accepted] = required["accepts"]
     assert type(accepted["maxTimeoutSeconds"]) is int
     extra = accepted["extra"]
