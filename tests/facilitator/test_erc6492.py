@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from eth_abi.abi import encode
+from eth_abi.abi import decode, encode
 from eth_account import Account
 
 from devchain import DevChain, encode_call
-from facilitator import Facilitator
+from facilitator import ClaimState, Facilitator
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
@@ -190,3 +190,62 @@ async def test_a_chain_without_multicall3_refuses_counterfactual_wallets_only(
     )
     assert "no Multicall3" in (verified.invalid_message or "")
     assert (await facilitator.verify(sign_exact(new_payer(), requirements), requirements)).is_valid
+
+
+async def test_a_counterfactual_wallet_is_deployed_and_pays_in_one_transaction_exactly_once(
+    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    payload, wallet = sign_counterfactual(chain, requirements)
+    wallet_before, payee_before, nonce_before = (
+        chain.balance_of(wallet),
+        chain.balance_of(PAY_TO),
+        relayer_nonce(chain),
+    )
+
+    settled = await facilitator.settle(payload, requirements, idempotency_key="counterfactual")
+    again = await facilitator.settle(payload, requirements, idempotency_key="counterfactual")
+    duplicate = await facilitator.settle(payload, requirements)
+
+    assert (settled.success, settled.payer) == (True, wallet), settled
+    assert (again.success, again.transaction) == (True, settled.transaction)
+    assert (duplicate.success, duplicate.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT)
+    sent = chain.rpc.call("eth_getTransactionByHash", [settled.transaction])
+    assert sent["to"].lower() == MULTICALL3.lower()
+    assert relayer_nonce(chain) == nonce_before + 1
+    assert code_of(chain, wallet) != "0x"
+    assert chain.balance_of(wallet) == wallet_before - requirements.amount
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert chain.authorization_state(wallet, bytes.fromhex(payload.payload.authorization.nonce[2:]))
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
+
+
+async def test_a_deployed_wallets_erc6492_signature_is_checked_as_erc1271_without_calling_the_factory(
+    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+) -> None:
+    requirements = make_requirements(chain)
+    payload, wallet = sign_counterfactual(chain, requirements)
+    factory_call = encode_call("createWallet(address,bytes32)", [Account.create().address, os.urandom(32)])
+    # Someone (the payer, a front-runner) deploys the wallet between signing and settlement.
+    (_factory, calldata, _inner) = _unwrap(payload.payload.signature)
+    chain.rpc.transact(chain.deployer_key, to=chain.wallet_factory, data=calldata)
+    assert code_of(chain, wallet) != "0x"
+    # The wrapper's factory call is never made once the wallet exists: even a call that would deploy
+    # another wallet does not matter.
+    rewrapped = wrap_erc6492(chain.wallet_factory, factory_call, "0x" + _inner.hex())
+    payload = tampered(payload, signature=rewrapped)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements)
+
+    assert (verified.is_valid, verified.payer) == (True, wallet), verified
+    assert settled.success, settled
+    sent = chain.rpc.call("eth_getTransactionByHash", [settled.transaction])
+    assert sent["to"].lower() == chain.asset.lower()
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
+
+
+def _unwrap(signature: str) -> tuple[str, bytes, bytes]:
+    raw = bytes.fromhex(signature[2:])[: -len(MAGIC)]
+    factory, calldata, inner = decode(["address", "bytes", "bytes"], raw)
+    return str(factory), bytes(calldata), bytes(inner)
