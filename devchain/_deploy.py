@@ -22,7 +22,7 @@ from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
 from ._artifacts import load_artifact
 from ._rpc import RpcClient, encode_call
 
-__all__ = ["DEFAULT_MINT_ATOMIC", "DevChain", "deploy_devchain", "start_devchain"]
+__all__ = ["DEFAULT_MINT_ATOMIC", "MULTICALL3_ADDRESS", "DevChain", "deploy_devchain", "start_devchain"]
 
 # Base Sepolia USDC's EIP-712 domain name and version; x402 clients sign against these.
 ASSET_NAME = "USDC"

@@ -12,7 +12,7 @@ import pytest
 from eth_abi.abi import decode, encode
 from eth_account import Account
 
-from devchain import DevChain, encode_call
+from devchain import MULTICALL3_ADDRESS, DevChain, encode_call
 from facilitator import ClaimState, Facilitator
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
@@ -20,7 +20,6 @@ from tests.fixtures.facilitator import PAY_TO, make_requirements
 from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_nonce, sign_counterfactual, sign_exact, tampered, wrap_erc6492
 
-MULTICALL3 = "0xcA11bde05977b3631167028862bE2a173976CA11"
 SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
 DEPLOYMENT_FAILED = Reason.SMART_WALLET_DEPLOYMENT_FAILED
 
@@ -178,7 +177,7 @@ async def test_deploying_the_wallet_counts_against_the_gas_cap(
 async def test_a_chain_without_multicall3_refuses_counterfactual_wallets_only(
     chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
 ) -> None:
-    chain.rpc.call("anvil_setCode", [MULTICALL3, "0x"])
+    chain.rpc.call("anvil_setCode", [MULTICALL3_ADDRESS, "0x"])
     requirements = make_requirements(chain)
     payload, _wallet = sign_counterfactual(chain, requirements)
 
@@ -211,7 +210,7 @@ async def test_a_counterfactual_wallet_is_deployed_and_pays_in_one_transaction_e
     assert (again.success, again.transaction) == (True, settled.transaction)
     assert (duplicate.success, duplicate.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT)
     sent = chain.rpc.call("eth_getTransactionByHash", [settled.transaction])
-    assert sent["to"].lower() == MULTICALL3.lower()
+    assert sent["to"].lower() == MULTICALL3_ADDRESS.lower()
     assert relayer_nonce(chain) == nonce_before + 1
     assert code_of(chain, wallet) != "0x"
     assert chain.balance_of(wallet) == wallet_before - requirements.amount
