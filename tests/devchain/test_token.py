@@ -382,8 +382,9 @@ def test_the_factory_deploys_a_wallet_at_its_counterfactual_address(
 ) -> None:
     owner = Account.create()
     salt = secrets.token_bytes(32)
-    wallet = chain.counterfactual_wallet(owner.address, salt)
-    factory = w3.eth.contract(address=chain.wallet_factory, abi=load_artifact("WalletFactory").abi)
+    wallet = w3.to_checksum_address(chain.counterfactual_wallet(owner.address, salt))
+    factory_address = w3.to_checksum_address(chain.wallet_factory)
+    factory = w3.eth.contract(address=factory_address, abi=load_artifact("WalletFactory").abi)
     create = factory.functions.createWallet(owner.address, salt)
     assert w3.eth.get_code(wallet) == b""
 
