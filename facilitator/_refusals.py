@@ -67,9 +67,16 @@ def check_token_state(auth: Authorization, state: list[Any]) -> None:
         )
 
 
+_ABI_TRUE = "0x" + "00" * 31 + "01"
+
+
 def _answered_true(reply: object) -> bool:
-    """A bool view that answered true; a revert or a non-answer (no such function) is false."""
-    return isinstance(reply, str) and reply not in ("0x", "") and decode_bool(reply)
+    """Whether a bool view answered an ABI `true`.
+
+    A revert, or anything that is not an ABI bool (no such function, a fallback answering every call), is
+    no answer: Solidity's own decoder would not accept it either.
+    """
+    return isinstance(reply, str) and reply.lower() == _ABI_TRUE
 
 
 def check_counterfactual_steps(steps: str) -> None:

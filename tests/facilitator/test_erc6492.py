@@ -5,6 +5,7 @@ reason, nothing claimed, deployed or broadcast."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,7 +19,15 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows, relayer_nonce, sign_counterfactual, sign_exact, tampered, wrap_erc6492
+from .payments import (
+    claim_rows,
+    relayer_nonce,
+    sign_counterfactual,
+    sign_exact,
+    submit_directly,
+    tampered,
+    wrap_erc6492,
+)
 
 SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
 DEPLOYMENT_FAILED = Reason.SMART_WALLET_DEPLOYMENT_FAILED
@@ -248,3 +257,23 @@ def _unwrap(signature: str) -> tuple[str, bytes, bytes]:
     raw = bytes.fromhex(signature[2:])[: -len(MAGIC)]
     factory, calldata, inner = decode(["address", "bytes", "bytes"], raw)
     return str(factory), bytes(calldata), bytes(inner)
+
+
+async def test_a_counterfactual_payment_front_run_by_someone_else_settles_with_their_transaction(
+    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+) -> None:
+    """Someone deploys the wallet and submits the unwrapped authorization first: the usual front-run rules."""
+    requirements = make_requirements(chain)
+    payload, wallet = sign_counterfactual(chain, requirements)
+    presented_at = int(time.time())
+    nonce_before = relayer_nonce(chain)
+    _factory, calldata, inner = _unwrap(payload.payload.signature)
+    chain.rpc.transact(chain.deployer_key, to=chain.wallet_factory, data=calldata)
+    submit_directly(chain, tampered(payload, signature="0x" + inner.hex()))
+    [front_run] = chain.rpc.call("eth_getBlockByNumber", ["latest", False])["transactions"]
+
+    settled = await facilitator.settle(payload, requirements, presented_at=presented_at)
+
+    assert (settled.success, settled.transaction, settled.payer) == (True, front_run, wallet), settled
+    assert relayer_nonce(chain) == nonce_before
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
