@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
 from ._artifacts import Artifact, load_artifact
-from ._deploy import DEFAULT_MINT_ATOMIC, DevChain, deploy_devchain, start_devchain
+from ._deploy import DEFAULT_MINT_ATOMIC, MULTICALL3_ADDRESS, DevChain, deploy_devchain, start_devchain
 from ._errors import AnvilNotFoundError, AnvilStartError, DevchainError, RpcError, TransactionFailedError
 from ._rpc import RpcClient, encode_call
 
@@ -16,6 +16,7 @@ __all__ = [
     "ANVIL_DEV_KEYS",
     "DEFAULT_CHAIN_ID",
     "DEFAULT_MINT_ATOMIC",
+    "MULTICALL3_ADDRESS",
     "AnvilNode",
     "AnvilNotFoundError",
     "AnvilStartError",

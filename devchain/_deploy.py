@@ -1,8 +1,9 @@
 """Deploy the dev token on anvil, fund payers, and describe the result as a ``DevChain``.
 
-The token is deployed from anvil's dev account 0 (its owner, who may mint); dev account 1 is the
-relayer that pays gas for settlements. Payers are fresh keys generated per run that hold tokens
-but no ETH, like real x402 payers who only sign.
+The token is deployed from anvil's dev account 0 (its owner, pauser and blacklister, who may mint); dev
+account 1 is the relayer that pays gas for settlements. Payers are fresh keys generated per run that hold
+tokens but no ETH, like real x402 payers who only sign. Multicall3's `aggregate3` is put at its canonical
+address, where public chains have it, and a CREATE2 wallet factory is deployed for ERC-6492 wallets.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
 from ._artifacts import load_artifact
 from ._rpc import RpcClient, encode_call
 
-__all__ = ["DEFAULT_MINT_ATOMIC", "DevChain", "deploy_devchain", "start_devchain"]
+__all__ = ["DEFAULT_MINT_ATOMIC", "MULTICALL3_ADDRESS", "DevChain", "deploy_devchain", "start_devchain"]
 
 # Base Sepolia USDC's EIP-712 domain name and version; x402 clients sign against these.
 ASSET_NAME = "USDC"
 ASSET_VERSION = "2"
 ASSET_DECIMALS = 6
 DEFAULT_MINT_ATOMIC = 1_000 * 10**ASSET_DECIMALS
+# Multicall3's address on every public EVM chain (deployed there from a keyless transaction).
+MULTICALL3_ADDRESS = "0xcA11bde05977b3631167028862bE2a173976CA11"
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class DevChain:
     payer_keys: tuple[str, ...]
     erc1271_wallet: str
     erc1271_wallet_owner_key: str
+    wallet_factory: str
     rpc: RpcClient = field(repr=False, compare=False)
 
     @property
@@ -89,6 +93,23 @@ class DevChain:
         self.mint(account.address, amount_atomic)
         return str(account.key.to_0x_hex())
 
+    def counterfactual_wallet(self, owner: str, salt: bytes) -> str:
+        """The address ``WalletFactory.createWallet(owner, salt)`` deploys an ERC-1271 wallet to."""
+        data = encode_call("walletAddress(address,bytes32)", [owner, salt])
+        (wallet,) = decode(["address"], self.rpc.eth_call(self.wallet_factory, data))
+        return to_checksum_address(wallet)
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or unpause the token (sent by its pauser, the deployer)."""
+        self.rpc.transact(
+            self.deployer_key, to=self.asset, data=encode_call("pause()" if paused else "unpause()")
+        )
+
+    def set_blacklisted(self, account: str, blacklisted: bool) -> None:
+        """Blacklist ``account`` or lift it (sent by the token's blacklister, the deployer)."""
+        signature = "blacklist(address)" if blacklisted else "unBlacklist(address)"
+        self.rpc.transact(self.deployer_key, to=self.asset, data=encode_call(signature, [account]))
+
     def balance_of(self, address: str) -> int:
         """Token balance of ``address`` in atomic units."""
         (balance,) = decode(
@@ -111,7 +132,8 @@ def _deploy(rpc: RpcClient, key: str, contract: str, arg_types: Sequence[str], a
 
 
 def deploy_devchain(rpc: RpcClient, *, payers: int = 3, mint_atomic: int = DEFAULT_MINT_ATOMIC) -> DevChain:
-    """Deploy ``DevUSDC("USDC", "USDC", "2")`` and a ``MockERC1271Wallet``, then fund payers and the wallet.
+    """Deploy ``DevUSDC("USDC", "USDC", "2")``, a ``MockERC1271Wallet``, a ``WalletFactory`` and Multicall3,
+    then fund payers and the wallet.
 
     Args:
         rpc: client of a fresh anvil node (dev accounts 0 and 1 must hold ETH).
@@ -122,6 +144,8 @@ def deploy_devchain(rpc: RpcClient, *, payers: int = 3, mint_atomic: int = DEFAU
     asset = _deploy(rpc, deployer_key, "DevUSDC", ["string"] * 3, [ASSET_NAME, ASSET_NAME, ASSET_VERSION])
     wallet_owner = Account.create()
     wallet = _deploy(rpc, deployer_key, "MockERC1271Wallet", ["address"], [wallet_owner.address])
+    factory = _deploy(rpc, deployer_key, "WalletFactory", [], [])
+    rpc.call("anvil_setCode", [MULTICALL3_ADDRESS, load_artifact("DevMulticall3").deployed_bytecode])
     chain = DevChain(
         chain_id=int(rpc.call("eth_chainId"), 16),
         asset=asset,
@@ -133,6 +157,7 @@ def deploy_devchain(rpc: RpcClient, *, payers: int = 3, mint_atomic: int = DEFAU
         payer_keys=(),
         erc1271_wallet=wallet,
         erc1271_wallet_owner_key=wallet_owner.key.to_0x_hex(),
+        wallet_factory=factory,
         rpc=rpc,
     )
     chain.mint(wallet, mint_atomic)

@@ -12,7 +12,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import solc from "solc";
 
-const CONTRACTS = ["DevUSDC", "GasBurningERC1271Wallet", "MockERC1271Wallet"];
+const CONTRACTS = [
+  "DevMulticall3",
+  "DevUSDC",
+  "GasBurningERC1271Wallet",
+  "MockERC1271Wallet",
+  "SmartWallet",
+  "WalletFactory",
+];
 const here = dirname(fileURLToPath(import.meta.url));
 const nodeModules = join(here, "..", "node_modules");
 const settings = {

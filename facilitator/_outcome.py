@@ -71,7 +71,7 @@ class Outcomes:
         # The verifier refused estimates over the cap; the margin covers state that changes before mining.
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
-            sent = await self._relayer.send(claim.asset, verified.calldata, gas)
+            sent = await self._relayer.send(verified.target, verified.calldata, gas)
         except BroadcastUncertainError as exc:
             # Maybe out there: record it as broadcast; the receipt wait and `reconcile` settle the doubt.
             logger.warning("broadcast of claim %s uncertain: %s", claim.id, exc)

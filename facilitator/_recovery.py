@@ -21,6 +21,7 @@ from ._errors import ChainError
 from ._relayer import Relayer
 from ._rpc import RpcClient
 from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
+from .wire import checksum_address
 
 __all__ = ["Recovery", "ThirdPartySettlement", "authorization_used", "find_settlement"]
 
@@ -105,8 +106,11 @@ class Recovery:
         if claim.raw_tx is None:
             return tx_hash
         sent_before = TypedTransaction.from_bytes(HexBytes(claim.raw_tx)).as_dict()
+        # The same call again: to the token, or to Multicall3 when it also deploys an ERC-6492 wallet.
         sent = await self._relayer.send(
-            claim.asset, "0x" + bytes(sent_before["data"]).hex(), int(sent_before["gas"])
+            checksum_address("0x" + bytes(sent_before["to"]).hex()),
+            "0x" + bytes(sent_before["data"]).hex(),
+            int(sent_before["gas"]),
         )
         logger.info("claim %s: the nonce of %s was taken; re-sent as %s", claim.id, tx_hash, sent.tx_hash)
         await self._claims.mark_broadcast(

@@ -22,8 +22,10 @@ __all__ = [
     "decode_uint",
     "encode_authorization_state",
     "encode_balance_of",
+    "encode_is_blacklisted",
     "encode_is_valid_signature",
     "encode_name",
+    "encode_paused",
     "encode_transfer_with_authorization",
     "encode_version",
     "transfer_logs",
@@ -45,6 +47,8 @@ _TRANSFER_BYTES = _selector(
     "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
 )
 _IS_VALID_SIGNATURE = _selector("isValidSignature(bytes32,bytes)")
+_PAUSED = _selector("paused()")
+_IS_BLACKLISTED = _selector("isBlacklisted(address)")
 
 ERC1271_MAGIC = _IS_VALID_SIGNATURE
 AUTHORIZATION_USED_TOPIC = "0x" + keccak(text="AuthorizationUsed(address,bytes32)").hex()
@@ -81,6 +85,16 @@ def encode_version() -> str:
 def encode_balance_of(owner: str) -> str:
     """Calldata for `balanceOf(owner)`."""
     return _hex(_BALANCE_OF + abi_encode(["address"], [owner]))
+
+
+def encode_paused() -> str:
+    """Calldata for FiatToken's `paused()`."""
+    return _hex(_PAUSED)
+
+
+def encode_is_blacklisted(account: str) -> str:
+    """Calldata for FiatToken's `isBlacklisted(account)`."""
+    return _hex(_IS_BLACKLISTED + abi_encode(["address"], [account]))
 
 
 def encode_authorization_state(authorizer: str, nonce: bytes) -> str:

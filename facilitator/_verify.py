@@ -8,29 +8,46 @@ The gas a settlement needs is estimated for every payment whose `from` has code:
 ERC-1271 check can cost anything, so one wallet's estimate says nothing about another's. Only plain EOA
 payments, whose cost barely varies, reuse the first estimate per token. Every estimate must fit under the
 gas limit cap, or the payment is refused before anything is claimed or sent.
+
+FiatToken's refusals are read before the simulation so the payer learns which one applies: a paused token,
+a blacklisted payer, a blacklisted payee (tokens without `paused()`/`isBlacklisted()` skip these reads).
+
+An ERC-6492 signature (`_erc6492`) of a wallet that already has code is unwrapped and checked as ERC-1271,
+its factory never called. For a wallet without code, the factory call, the wallet's ERC-1271 answer and the
+transfer are simulated in order within one Multicall3 `eth_call`, and the transaction settlement sends, the
+factory call then the transfer through `aggregate3`, is estimated against the same cap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from eth_abi.exceptions import DecodingError
 
 from ._eip712 import authorization_digest
+from ._erc6492 import (
+    MULTICALL3_ADDRESS,
+    Call3,
+    Erc6492Signature,
+    encode_aggregate3,
+    unwrap_erc6492,
+)
 from ._errors import PaymentInvalidError, RpcError
+from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
 from ._rpc import RpcCall, RpcClient
 from ._signature import recover_signer
 from ._token import (
-    ERC1271_MAGIC,
     Authorization,
-    decode_bool,
     decode_string,
-    decode_uint,
     encode_authorization_state,
     encode_balance_of,
+    encode_is_blacklisted,
     encode_is_valid_signature,
     encode_name,
+    encode_paused,
     encode_transfer_with_authorization,
     encode_version,
 )
@@ -38,14 +55,8 @@ from .wire import Reason
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
 
-# Revert strings of USDC v2.2 (and the dev token) mapped to the x402 reason a payer can act on.
-_REVERT_REASONS = (
-    ("authorization is expired", Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE),
-    ("authorization is not yet valid", Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER),
-    ("authorization is used", Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
-    ("transfer amount exceeds balance", Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE),
-    ("invalid signature", Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE),
-)
+# How many token reads `Verifier._state_calls` puts first in every batch.
+_STATE_READS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +72,21 @@ class Terms:
     token_version: str
 
 
+_SIMULATION_FAILED = Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED
+_BAD_SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
+
+
 @dataclass(frozen=True, slots=True)
 class VerifiedPayment:
-    """A payment that passed every check, with what settlement needs."""
+    """A payment that passed every check, with what settlement needs: the transaction's `to` and data.
+
+    `target` is the token, or Multicall3 when an ERC-6492 wallet is deployed in the same transaction.
+    """
 
     authorization: Authorization
     calldata: str
     gas_estimate: int
+    target: str
 
 
 class Verifier:
@@ -123,29 +142,44 @@ class Verifier:
                 "the authorization expires before it could be settled",
             )
         self.cached_domain_check(terms)
-        return recover_signer(self._digest(auth, terms), auth.signature) == auth.from_
+        digest = self._digest(auth, terms)
+        wrapped = unwrap_erc6492(auth.signature)
+        if wrapped is None:
+            return recover_signer(digest, auth.signature) == auth.from_
+        if recover_signer(digest, wrapped.signature) == auth.from_:
+            raise PaymentInvalidError(
+                _BAD_SIGNATURE,
+                "authorization.from signed as an EOA: an EOA's signature carries no ERC-6492 deployment data",
+            )
+        return False
 
     async def check_onchain(
         self, auth: Authorization, terms: Terms, *, eoa_signature: bool
     ) -> VerifiedPayment:
-        """Run the chain checks in one batch; raise PaymentInvalidError on the first that fails."""
+        """Run the chain checks in one batch; raise PaymentInvalidError on the first that fails.
+
+        An ERC-6492 signature costs one more round trip first, to learn whether the wallet exists.
+        """
+        wrapped = unwrap_erc6492(auth.signature)
+        if wrapped is None:
+            return await self._check_transfer(auth, terms, eoa_signature=eoa_signature)
+        unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
+        if _is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
+            verified = await self._check_transfer(unwrapped, terms, eoa_signature=False)
+        else:
+            verified = await self._check_counterfactual(unwrapped, wrapped, terms)
+        return dataclasses.replace(verified, authorization=auth)
+
+    async def _check_transfer(
+        self, auth: Authorization, terms: Terms, *, eoa_signature: bool
+    ) -> VerifiedPayment:
+        """The checks of a payment sent straight to the token: from an EOA or a wallet with code."""
         calldata = encode_transfer_with_authorization(auth)
-        known_domain = self._domains.get(terms.asset)
         calls = [
-            RpcCall(
-                "eth_call",
-                [{"to": terms.asset, "data": encode_authorization_state(auth.from_, auth.nonce)}, "latest"],
-            ),
-            RpcCall("eth_call", [{"to": terms.asset, "data": encode_balance_of(auth.from_)}, "latest"]),
+            *self._state_calls(auth, terms),
             self._simulation(terms.asset, calldata, eoa_signature),
             RpcCall("eth_getCode", [auth.from_, "latest"]),
         ]
-        if known_domain is None:
-            calls += [
-                RpcCall("eth_getCode", [terms.asset, "latest"]),
-                RpcCall("eth_call", [{"to": terms.asset, "data": encode_name()}, "latest"]),
-                RpcCall("eth_call", [{"to": terms.asset, "data": encode_version()}, "latest"]),
-            ]
         if not eoa_signature:
             digest = self._digest(auth, terms)
             calls.append(
@@ -154,46 +188,105 @@ class Verifier:
                     [{"to": auth.from_, "data": encode_is_valid_signature(digest, auth.signature)}, "latest"],
                 )
             )
-        replies = await self._rpc.batch(calls)
-        used, balance, gas, wallet_code = replies[:4]
-        rest = replies[4:]
-        if known_domain is None:
-            code, name, version = rest[:3]
-            rest = rest[3:]
-            self._check_domain(terms, code, name, version)
-        if not eoa_signature:
-            (magic,) = rest
-            if (
-                not _is_contract(wallet_code)
-                or isinstance(magic, RpcError)
-                or magic[:10] != "0x" + ERC1271_MAGIC.hex()
-            ):
-                raise PaymentInvalidError(
-                    Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE, "the signature is not from authorization.from"
-                )
-        if isinstance(used, RpcError) or isinstance(balance, RpcError):
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset does not support EIP-3009"
-            )
-        if decode_bool(used):
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
-                "this authorization was already used or cancelled",
-            )
-        if decode_uint(balance) < auth.value:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE, "the payer's balance is too low"
-            )
+        rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
+        state, (gas, wallet_code, *magic) = rest[:_STATE_READS], rest[_STATE_READS:]
+        if not eoa_signature and (
+            not _is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
+        ):
+            raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
+        check_token_state(auth, state)
         if isinstance(gas, RpcError):
-            raise _simulation_failure(gas)
+            raise simulation_failure(gas.revert_reason or gas.message)
         estimate = await self._gas_estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
+        self._check_cap(estimate)
+        return VerifiedPayment(
+            authorization=auth, calldata=calldata, gas_estimate=estimate, target=terms.asset
+        )
+
+    async def _check_counterfactual(
+        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms
+    ) -> VerifiedPayment:
+        """The checks of an ERC-6492 wallet without code: deployment and transfer simulated together.
+
+        The diagnosis call lets each step fail on its own, so the refusal names the step: the factory
+        call, the wallet's ERC-1271 answer (no answer at all: the factory deployed nothing there), or the
+        transfer. The estimate is of the transaction settlement would send, where any failure reverts all.
+        """
+        factory = Call3(wrapped.factory, False, wrapped.factory_calldata)
+        transfer = Call3(terms.asset, False, bytes.fromhex(encode_transfer_with_authorization(auth)[2:]))
+        check = Call3(
+            auth.from_,
+            True,
+            bytes.fromhex(encode_is_valid_signature(self._digest(auth, terms), auth.signature)[2:]),
+        )
+        diagnosis = encode_aggregate3(
+            [
+                dataclasses.replace(factory, allow_failure=True),
+                check,
+                dataclasses.replace(transfer, allow_failure=True),
+            ]
+        )
+        calldata = encode_aggregate3([factory, transfer])
+        calls = [
+            *self._state_calls(auth, terms),
+            RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
+            RpcCall(
+                "eth_call", [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, "latest"]
+            ),
+            RpcCall("eth_estimateGas", [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}]),
+        ]
+        rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
+        state, (multicall_code, steps, gas) = rest[:_STATE_READS], rest[_STATE_READS:]
+        if not _is_contract(multicall_code) or isinstance(steps, RpcError):
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
+                f"this chain has no Multicall3 at {MULTICALL3_ADDRESS} to deploy the wallet with",
+            )
+        check_token_state(auth, state)
+        check_counterfactual_steps(steps)
+        if isinstance(gas, RpcError):
+            raise simulation_failure(gas.revert_reason or gas.message)
+        estimate = int(gas, 16)
+        self._check_cap(estimate, what="deploying the wallet and the transfer need")
+        return VerifiedPayment(
+            authorization=auth, calldata=calldata, gas_estimate=estimate, target=MULTICALL3_ADDRESS
+        )
+
+    def _state_calls(self, auth: Authorization, terms: Terms) -> list[RpcCall]:
+        """The token reads every payment needs (`_STATE_READS` of them), then the domain's if not known."""
+
+        def read(data: str) -> RpcCall:
+            return RpcCall("eth_call", [{"to": terms.asset, "data": data}, "latest"])
+
+        calls = [
+            read(encode_authorization_state(auth.from_, auth.nonce)),
+            read(encode_balance_of(auth.from_)),
+            read(encode_paused()),
+            read(encode_is_blacklisted(auth.from_)),
+            read(encode_is_blacklisted(auth.to)),
+        ]
+        if terms.asset not in self._domains:
+            calls += [
+                RpcCall("eth_getCode", [terms.asset, "latest"]),
+                read(encode_name()),
+                read(encode_version()),
+            ]
+        return calls
+
+    def _check_domain_replies(self, terms: Terms, replies: list[Any]) -> list[Any]:
+        """Check the domain reads among `replies`, if they were made; return the other replies in order."""
+        if terms.asset in self._domains:
+            return replies
+        code, name, version = replies[_STATE_READS : _STATE_READS + 3]
+        self._check_domain(terms, code, name, version)
+        return replies[:_STATE_READS] + replies[_STATE_READS + 3 :]
+
+    def _check_cap(self, estimate: int, *, what: str = "the transfer needs") -> None:
         if estimate > self._gas_limit_cap:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
-                f"the transfer needs {estimate} gas, more than this facilitator's cap "
-                f"of {self._gas_limit_cap}",
+                _SIMULATION_FAILED,
+                f"{what} {estimate} gas, more than this facilitator's cap of {self._gas_limit_cap}",
             )
-        return VerifiedPayment(authorization=auth, calldata=calldata, gas_estimate=estimate)
 
     def _simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
         """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
@@ -231,7 +324,7 @@ class Verifier:
                 "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}
             )
         except RpcError as exc:
-            raise _simulation_failure(exc) from exc
+            raise simulation_failure(exc.revert_reason or exc.message) from exc
         return int(reply, 16)
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
@@ -289,13 +382,3 @@ def _string_result(reply: object) -> str | None:
 
 def _is_contract(code: object) -> bool:
     return isinstance(code, str) and code not in ("0x", "0x0", "")
-
-
-def _simulation_failure(error: RpcError) -> PaymentInvalidError:
-    reason = error.revert_reason or error.message
-    for needle, code in _REVERT_REASONS:
-        if needle in reason:
-            return PaymentInvalidError(code, f"the transfer would revert: {reason}")
-    return PaymentInvalidError(
-        Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, f"the transfer would revert: {reason}"
-    )

@@ -29,7 +29,9 @@ Verification, cheapest checks first:
     invalid_exact_evm_payload_signature
                                        the signature does not recover to authorization.from
     invalid_exact_evm_payload_undeployed_smart_wallet
-                                       a non-EOA signature for an address without code
+                                       a non-EOA signature for an address without code, not ERC-6492
+                                       wrapped (or the chain has no Multicall3 to deploy it with)
+    smart_wallet_deployment_failed     an ERC-6492 factory call reverts or deploys no wallet at `from`
     asset_not_deployed_contract        the asset address has no bytecode
     invalid_exact_evm_nonce_already_used
                                        the token reports the authorization nonce as used
@@ -85,6 +87,7 @@ class Reason(StrEnum):
     )
     INVALID_EXACT_EVM_PAYLOAD_SIGNATURE = "invalid_exact_evm_payload_signature"
     INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET = "invalid_exact_evm_payload_undeployed_smart_wallet"
+    SMART_WALLET_DEPLOYMENT_FAILED = "smart_wallet_deployment_failed"
     ASSET_NOT_DEPLOYED_CONTRACT = "asset_not_deployed_contract"
     INVALID_EXACT_EVM_NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
     INVALID_EXACT_EVM_INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"

@@ -101,6 +101,8 @@ _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
     "invalid_exact_evm_payload_authorization_valid_after": EC.EXPIRED_PAYMENT,
     "invalid_exact_evm_payload_signature": EC.INVALID_SIGNATURE,
     "invalid_exact_evm_payload_undeployed_smart_wallet": EC.INVALID_SIGNATURE,
+    # A factory that cannot deploy the wallet: not a wrong signature, a payment that cannot be made.
+    "smart_wallet_deployment_failed": EC.SETTLEMENT_FAILED,
     "asset_not_deployed_contract": EC.SETTLEMENT_FAILED,
     "invalid_exact_evm_nonce_already_used": EC.DUPLICATE_NONCE,
     "invalid_exact_evm_insufficient_balance": EC.INSUFFICIENT_FUNDS,

@@ -319,3 +319,82 @@ def test_only_the_owner_mints(chain: DevChain, token: Contract) -> None:
     assert str(excinfo.value.data).startswith("0x118cdaa7")
     chain.mint(RELAYER.address, 1)
     assert chain.balance_of(RELAYER.address) == 1
+
+
+@pytest.mark.parametrize("refused", ["payer", "payee"])
+@pytest.mark.parametrize("form", ["bytes", "vrs"])
+def test_a_blacklisted_party_cannot_pay_or_be_paid(
+    form: str, refused: str, chain: DevChain, token: Contract
+) -> None:
+    payer_key = chain.payer_keys[0]
+    message = authorization(address_of(payer_key), PAYEE.address, 1)
+    signed = sign(payer_key, chain.eip712_domain(), "TransferWithAuthorization", message)
+    signature = [signed.signature] if form == "bytes" else vrs(signed)
+    call = token.functions.transferWithAuthorization(*args(message), *signature)
+    assert not token.functions.isBlacklisted(message["from"]).call()
+
+    chain.set_blacklisted(message["from"] if refused == "payer" else PAYEE.address, True)
+
+    assert revert_reason(call) == "Blacklistable: account is blacklisted"
+    blocked = address_of(payer_key) if refused == "payer" else PAYEE.address
+    assert token.functions.isBlacklisted(blocked).call()
+    chain.set_blacklisted(blocked, False)
+    call.call({"from": RELAYER.address})  # lifted: the same authorization would pay again
+
+
+def test_a_paused_token_refuses_every_transfer_and_cancel(chain: DevChain, token: Contract) -> None:
+    payer_key = chain.payer_keys[0]
+    payer = address_of(payer_key)
+    message = authorization(payer, PAYEE.address, 1)
+    signed = sign(payer_key, chain.eip712_domain(), "TransferWithAuthorization", message)
+    cancel = sign(
+        payer_key,
+        chain.eip712_domain(),
+        "CancelAuthorization",
+        {"authorizer": payer, "nonce": message["nonce"]},
+    )
+
+    chain.set_paused(True)
+
+    assert token.functions.paused().call()
+    for call in (
+        token.functions.transferWithAuthorization(*args(message), signed.signature),
+        token.functions.cancelAuthorization(payer, message["nonce"], cancel.signature),
+        token.functions.transfer(PAYEE.address, 1),
+    ):
+        with pytest.raises(ContractLogicError, match="Pausable: paused"):
+            call.call({"from": payer})
+    chain.set_paused(False)
+    assert not token.functions.paused().call()
+
+
+def test_only_the_pauser_and_the_blacklister_hold_their_roles(chain: DevChain, token: Contract) -> None:
+    deployer = address_of(chain.deployer_key)
+    assert (token.functions.pauser().call(), token.functions.blacklister().call()) == (deployer, deployer)
+    assert revert_reason(token.functions.pause()) == "Pausable: caller is not the pauser"
+    assert revert_reason(token.functions.blacklist(PAYEE.address)) == (
+        "Blacklistable: caller is not the blacklister"
+    )
+
+
+def test_the_factory_deploys_a_wallet_at_its_counterfactual_address(
+    chain: DevChain, w3: Web3, token: Contract
+) -> None:
+    owner = Account.create()
+    salt = secrets.token_bytes(32)
+    wallet = w3.to_checksum_address(chain.counterfactual_wallet(owner.address, salt))
+    factory_address = w3.to_checksum_address(chain.wallet_factory)
+    factory = w3.eth.contract(address=factory_address, abi=load_artifact("WalletFactory").abi)
+    create = factory.functions.createWallet(owner.address, salt)
+    assert w3.eth.get_code(wallet) == b""
+
+    assert send(w3, chain.relayer_key, create)["status"] == 1
+    assert send(w3, chain.relayer_key, create)["status"] == 1  # a second call is a no-op, not a revert
+
+    deployed = w3.eth.contract(address=wallet, abi=load_artifact("SmartWallet").abi)
+    assert deployed.functions.owner().call() == owner.address
+    chain.mint(wallet, 700)
+    message = authorization(wallet, PAYEE.address, 700)
+    signed = sign(owner.key.to_0x_hex(), chain.eip712_domain(), "TransferWithAuthorization", message)
+    pay = token.functions.transferWithAuthorization(*args(message), signed.signature)
+    assert send(w3, chain.relayer_key, pay)["status"] == 1

@@ -25,14 +25,17 @@ __all__ = [
     "high_s",
     "relayer_address",
     "relayer_nonce",
+    "sign_counterfactual",
     "sign_exact",
     "submit_directly",
     "tampered",
     "transfer_logs_of",
     "tx_count",
+    "wrap_erc6492",
 ]
 
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+ERC6492_MAGIC = bytes.fromhex("6492" * 16)
 _TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 
 _AUTHORIZATION_FIELDS = [
@@ -95,6 +98,40 @@ def sign_exact(
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+def wrap_erc6492(factory: str, factory_calldata: bytes, signature: str) -> str:
+    """`signature` (0x hex) in an ERC-6492 wrapper that deploys the signer by calling `factory`."""
+    wrapped = encode(["address", "bytes", "bytes"], [factory, factory_calldata, bytes.fromhex(signature[2:])])
+    return "0x" + (wrapped + ERC6492_MAGIC).hex()
+
+
+def sign_counterfactual(
+    chain: DevChain,
+    requirements: PaymentRequirements,
+    *,
+    fund: int = 1_000_000_000,
+    factory: str | None = None,
+    factory_calldata: bytes | None = None,
+    signer_key: str | None = None,
+) -> tuple[PaymentPayload, str]:
+    """A payment from a funded, not yet deployed `WalletFactory` wallet, signed by its owner, 6492-wrapped.
+
+    `factory`, `factory_calldata` and `signer_key` replace the wrapper's factory, its call, and the owner's
+    key. Returns (payload, the wallet's address).
+    """
+    owner = Account.create()
+    salt = os.urandom(32)
+    wallet = chain.counterfactual_wallet(owner.address, salt)
+    chain.mint(wallet, fund)
+    signed = sign_exact(signer_key or owner.key.to_0x_hex(), requirements, from_address=wallet)
+    calldata = encode_call("createWallet(address,bytes32)", [owner.address, salt])
+    signature = wrap_erc6492(
+        factory or chain.wallet_factory,
+        calldata if factory_calldata is None else factory_calldata,
+        signed.payload.signature,
+    )
+    return tampered(signed, signature=signature), wallet
 
 
 def tampered(

@@ -4,6 +4,7 @@ client drives the service, in x402 v2 and v1."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from x402 import x402ClientSync
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
+from x402.mechanisms.evm.types import TypedDataDomain, TypedDataField
 from x402.schemas import (
     PaymentRequired,
     PaymentRequirements,
@@ -23,11 +25,11 @@ from x402.schemas import (
 )
 from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
 
-from devchain import DevChain
+from devchain import DevChain, encode_call
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
-from .payments import claim_rows, relayer_nonce
+from .payments import claim_rows, relayer_nonce, wrap_erc6492
 
 AMOUNT = 1_500_000
 
@@ -124,3 +126,54 @@ async def test_the_sdk_facilitator_client_drives_the_service_in_v2_and_v1(
     assert (settled_v1.success, settled_v1.network) == (True, "base-sepolia")
     assert relayer_nonce(chain) == nonce_before + 2
     assert chain.balance_of(PAY_TO) == payee_before + 2 * AMOUNT
+
+
+class _CounterfactualSigner:
+    """The SDK's `ClientEvmSigner` for a wallet not deployed yet: its owner signs, and the signature is
+    ERC-6492-wrapped with the factory call that deploys the wallet (the SDK has no such signer itself)."""
+
+    def __init__(self, chain: DevChain) -> None:
+        owner = Account.create()
+        salt = os.urandom(32)
+        self._owner = EthAccountSigner(owner)
+        self._wallet = chain.counterfactual_wallet(owner.address, salt)
+        self._factory = chain.wallet_factory
+        self._calldata = encode_call("createWallet(address,bytes32)", [owner.address, salt])
+
+    @property
+    def address(self) -> str:
+        return self._wallet
+
+    def sign_typed_data(
+        self,
+        domain: TypedDataDomain,
+        types: dict[str, list[TypedDataField]],
+        primary_type: str,
+        message: dict[str, Any],
+    ) -> bytes:
+        inner = self._owner.sign_typed_data(domain, types, primary_type, message)
+        return bytes.fromhex(wrap_erc6492(self._factory, self._calldata, "0x" + inner.hex())[2:])
+
+
+async def test_a_counterfactual_wallet_payment_signed_by_the_sdk_deploys_the_wallet_and_settles(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    signer = _CounterfactualSigner(chain)
+    chain.mint(signer.address, AMOUNT)
+    client = register_exact_evm_client(x402ClientSync(), signer)
+    client.set_spend_controls(False)
+    requirements = _requirements(chain)
+    payload = client.create_payment_payload(
+        PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
+    )
+    assert payload.payload["signature"].endswith("6492" * 16)
+
+    async with HTTPFacilitatorClient(FacilitatorConfig(url=base_url)) as facilitator:
+        verified = await facilitator.verify(payload, requirements)
+        settled = await facilitator.settle(payload, requirements)
+
+    assert (verified.is_valid, verified.payer) == (True, signer.address)
+    assert (settled.success, settled.payer) == (True, signer.address)
+    assert chain.rpc.call("eth_getCode", [signer.address, "latest"]) != "0x"
+    assert chain.balance_of(signer.address) == 0

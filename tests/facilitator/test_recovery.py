@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from devchain import DevChain
+from devchain import MULTICALL3_ADDRESS, DevChain
 from facilitator import ClaimState, Facilitator
 from facilitator._claims import claims_table
 from facilitator.wire import Reason
@@ -22,7 +22,15 @@ from storage import create_engine
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
-from .payments import claim_rows, relayer_address, sign_exact, submit_directly, transfer_logs_of, tx_count
+from .payments import (
+    claim_rows,
+    relayer_address,
+    sign_counterfactual,
+    sign_exact,
+    submit_directly,
+    transfer_logs_of,
+    tx_count,
+)
 
 OTHER_PAYEE = "0x1111111111111111111111111111111111111111"
 
@@ -48,12 +56,21 @@ async def test_a_dropped_settlement_is_broadcast_again_and_mines(
     assert (settled.success, settled.transaction) == (True, pending.transaction)
 
 
+@pytest.mark.parametrize("payer_kind", ["eoa", "erc6492"])
 async def test_a_dropped_settlement_whose_nonce_was_taken_is_resent_with_a_fresh_one(
-    sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+    payer_kind: str,
+    sqlite_url: str,
+    chain: DevChain,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
 ) -> None:
     service = await open_facilitator(sqlite_url, receipt_timeout_s=0.5)
     requirements = make_requirements(chain)
-    payload = sign_payment(new_payer(), requirements)
+    if payer_kind == "eoa":
+        payload = sign_payment(new_payer(), requirements)
+    else:
+        # Re-sent to where it was first sent: Multicall3, which deploys the wallet and pays.
+        payload, _wallet = sign_counterfactual(chain, requirements)
     chain.rpc.call("evm_setAutomine", [False])
     pending = await service.settle(payload, requirements, idempotency_key="renonce-1")
     chain.rpc.call("anvil_dropTransaction", [pending.transaction])
@@ -68,6 +85,9 @@ async def test_a_dropped_settlement_whose_nonce_was_taken_is_resent_with_a_fresh
     settled = await service.settle(payload, requirements, idempotency_key="renonce-1")
     assert (settled.success, settled.transaction) == (True, resent.transaction)
     assert [row["tx_hash"] for row in await claim_rows(sqlite_url)] == [resent.transaction]
+    first_to = chain.rpc.call("eth_getTransactionByHash", [resent.transaction])["to"]
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [resent.transaction])["status"], 16) == 1
+    assert first_to.lower() == (chain.asset if payer_kind == "eoa" else MULTICALL3_ADDRESS).lower()
 
 
 async def test_a_payment_settled_by_someone_else_counts_as_settled(

@@ -115,6 +115,7 @@ def _accepted_other_network(chain: DevChain, key: str) -> tuple[PaymentPayload, 
 
 
 SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
+SIMULATION_FAILED = Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED
 CASES = {
     "wrong signer": Case(_wrong_signer, SIGNATURE),
     "value tampered with (amount too)": Case(lambda c, k: _retargeted(c, k, amount=AMOUNT * 2), SIGNATURE),
@@ -353,3 +354,57 @@ async def test_a_contract_wallet_signature_of_another_length_settles_through_the
     assert sent["input"][:10] == "0x" + bytes_overload.hex()
     assert chain.balance_of(wallet) == wallet_before - requirements.amount
     assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
+
+
+FIATTOKEN_REFUSALS: dict[str, tuple[Callable[[DevChain, str], None], str]] = {
+    "payer blacklisted": (lambda chain, payer: chain.set_blacklisted(payer, True), "blacklisted the payer"),
+    "payee blacklisted": (lambda chain, _payer: chain.set_blacklisted(PAY_TO, True), "blacklisted the payTo"),
+    "token paused": (lambda chain, _payer: chain.set_paused(True), "the token is paused"),
+}
+
+
+@pytest.mark.parametrize("refusal", FIATTOKEN_REFUSALS.values(), ids=FIATTOKEN_REFUSALS.keys())
+@pytest.mark.parametrize("payer_kind", ["eoa", "erc1271"])
+async def test_a_fiattoken_refusal_is_named_at_verify_and_settle_before_any_claim_or_broadcast(
+    refusal: tuple[Callable[[DevChain, str], None], str],
+    payer_kind: str,
+    chain: DevChain,
+    facilitator: Facilitator,
+    new_payer: Callable[..., str],
+    sqlite_url: str,
+) -> None:
+    refuse, says = refusal
+    requirements = make_requirements(chain)
+    if payer_kind == "eoa":
+        payload = sign_payment(new_payer(), requirements)
+    else:
+        payload = sign_exact(chain.erc1271_wallet_owner_key, requirements, from_address=chain.erc1271_wallet)
+    payer = payload.payload.authorization.from_address
+    # A first payment makes the token's domain and an EOA's gas known: the refusal must not depend on it.
+    assert (await facilitator.verify(payload, requirements)).is_valid
+    refuse(chain, payer)
+    nonce_before, payer_before = relayer_nonce(chain), chain.balance_of(payer)
+
+    verified = await facilitator.verify(payload, requirements)
+    settled = await facilitator.settle(payload, requirements, idempotency_key="refused")
+
+    assert (verified.is_valid, verified.invalid_reason) == (False, SIMULATION_FAILED)
+    assert says in (verified.invalid_message or "")
+    assert (settled.success, settled.error_reason, settled.transaction) == (False, SIMULATION_FAILED, "")
+    assert says in (settled.error_message or "")
+    assert (relayer_nonce(chain), chain.balance_of(payer)) == (nonce_before, payer_before)
+    assert await claim_rows(sqlite_url) == []
+
+
+async def test_a_settlement_retried_after_the_payer_is_blacklisted_gets_its_first_answer(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
+) -> None:
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    first = await facilitator.settle(payload, requirements, idempotency_key="before-blacklisting")
+    assert first.success, first
+
+    chain.set_blacklisted(payload.payload.authorization.from_address, True)
+    again = await facilitator.settle(payload, requirements, idempotency_key="before-blacklisting")
+
+    assert (again.success, again.transaction) == (True, first.transaction)

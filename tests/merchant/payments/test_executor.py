@@ -449,6 +449,29 @@ async def test_invalid_signature_fails_the_task(
     assert refused.value.reason == "UNSUPPORTED_OPERATION"
 
 
+@pytest.mark.parametrize("refusal", ["payer blacklisted", "token paused"])
+async def test_a_token_refusal_fails_the_task_naming_it_and_charges_nothing(
+    refusal: str, wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
+) -> None:
+    task = await offer(wire, TEXT)
+    payer = address_of(payer_key)
+    if refusal == "token paused":
+        chain.set_paused(True)
+    else:
+        chain.set_blacklisted(payer, True)
+    before = snapshot(chain, payer)
+
+    failed = (await wire.send(payment_message(task["id"], sign_payment(payer_key, terms_of(task)))))["task"]
+
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert extension(failed) == {"status": "payment-failed", "error": "SETTLEMENT_FAILED", "receipts": []}
+    [text] = texts(failed)
+    assert text.startswith("Payment verification failed:")
+    assert ("paused" if refusal == "token paused" else "blacklisted the payer") in text
+    assert "artifacts" not in failed
+    await assert_nothing_happened(chain, before, payer, merchant.database_url)
+
+
 async def test_rejecting_the_terms_cancels_the_task(
     sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
 ) -> None:
