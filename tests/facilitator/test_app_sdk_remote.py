@@ -193,9 +193,7 @@ async def test_a_replayed_payment_is_a_402_and_moves_no_money(
 ) -> None:
     async with httpx.AsyncClient(timeout=60) as plain:
         required = _required_of(await plain.get(paid_resource))
-        payload: PaymentPayload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(
-            required
-        )
+        payload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
         header = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
         first = await plain.get(paid_resource, headers=header)
         nonce_after_first, payee_after_first = relayer_nonce(chain), chain.balance_of(PAY_TO)
