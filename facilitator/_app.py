@@ -1,14 +1,19 @@
 """The x402 facilitator HTTP API: `POST /verify`, `POST /settle`, `GET /supported`, `GET /healthz`.
 
-Following the x402 facilitator API, a payment that fails a check is an HTTP 200 with `isValid: false` /
-`success: false`; 4xx answers are for requests that are not well-formed x402 bodies. Requests of x402
-version 1 get version 1 answers. `POST /settle/status` (same body as `/settle`) reports, and finishes, a
-settlement that was answered `settlement_pending`.
+Every `/verify` and `/settle` answer is the operation's x402 response body. Following the x402 facilitator
+API (its §7 answers, the SDKs' facilitator protocol, and the SDK clients, which read no other status), a
+payment that fails a check and a request that cannot be parsed are both HTTP 200 with `isValid: false` /
+`success: false` and the reason (`_malformed`). Only what x402 gives a status of its own differs: an
+idempotency key reused for another payment is 409 (the `payment-identifier` extension) and a malformed
+`Idempotency-Key` header 400, still with a settle body. Requests of x402 version 1 get version 1 answers.
+`POST /settle/status` (same body as `/settle`, not part of x402) reports, and finishes, a settlement that
+was answered `settlement_pending`; it refuses a body it cannot parse with a 400 and a settle body, and an
+authorization never presented with a 404.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,7 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ._config import FacilitatorSettings
-from ._errors import ChainError, FacilitatorError, IdempotencyConflictError, InvalidIdempotencyKeyError
+from ._errors import ChainError, IdempotencyConflictError, InvalidIdempotencyKeyError
+from ._malformed import settle_refusal, verify_refusal
 from ._service import Facilitator
 from .wire import (
     Reason,
@@ -46,20 +52,13 @@ def _problem(status_code: int, error: str, message: str) -> Response:
     return _json({"error": error, "message": message}, status_code)
 
 
-# The one table from the errors a request can cause to HTTP statuses; the body names the error's code.
-_HTTP_STATUS: dict[type[WireError | FacilitatorError], int] = {
-    WireError: 400,
+# The one table of the HTTP statuses of refusals that are not HTTP 200; their bodies are settle answers.
+_HTTP_STATUS: dict[type[Exception], int] = {
     InvalidIdempotencyKeyError: 400,
     IdempotencyConflictError: 409,
 }
-
-
-def _error_answer(status_code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
-    async def answer(_request: Request, exc: Exception) -> Response:
-        code = exc.code if isinstance(exc, WireError | FacilitatorError) else "internal_error"
-        return _problem(status_code, code, str(exc))
-
-    return answer
+# A refused idempotency key is a problem of the request, which x402 names only as its payload.
+_KEY_REASON = Reason.INVALID_PAYLOAD
 
 
 async def _read_json(request: Request) -> object:
@@ -97,30 +96,49 @@ def create_app(
             await opened.aclose()
 
     app = FastAPI(title="x402 facilitator", lifespan=lifespan, docs_url=None, redoc_url=None)
-    for error_type, status_code in _HTTP_STATUS.items():
-        app.add_exception_handler(error_type, _error_answer(status_code))
 
     @app.post("/verify")
     async def verify(request: Request) -> Response:
-        parsed = parse_verify_request(await _read_json(request))
-        payload, requirements = request_to_v2(parsed)
+        data: object = None
+        try:
+            data = await _read_json(request)
+            parsed = parse_verify_request(data)
+            payload, requirements = request_to_v2(parsed)
+        except WireError as exc:
+            return _json(verify_refusal(data, exc.reason, exc.message))
         answer = await request.app.state.facilitator.verify(payload, requirements)
         return _json(verify_response_to_v1(answer) if isinstance(parsed, VerifyRequestV1) else answer)
 
     @app.post("/settle")
     async def settle(request: Request) -> Response:
-        parsed = parse_settle_request(await _read_json(request))
-        payload, requirements = request_to_v2(parsed)
-        answer = await request.app.state.facilitator.settle(
-            payload, requirements, idempotency_key=request.headers.get("idempotency-key")
-        )
+        service: Facilitator = request.app.state.facilitator
+        data: object = None
+        try:
+            data = await _read_json(request)
+            parsed = parse_settle_request(data)
+            payload, requirements = request_to_v2(parsed)
+        except WireError as exc:
+            return _json(settle_refusal(data, exc.reason, exc.message, service.network))
+        try:
+            answer = await service.settle(
+                payload, requirements, idempotency_key=request.headers.get("idempotency-key")
+            )
+        except (InvalidIdempotencyKeyError, IdempotencyConflictError) as exc:
+            body = settle_refusal(data, _KEY_REASON, str(exc), service.network)
+            return _json(body, _HTTP_STATUS[type(exc)])
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
     @app.post("/settle/status")
     async def settle_status(request: Request) -> Response:
-        parsed = parse_settle_request(await _read_json(request))
-        payload, requirements = request_to_v2(parsed)
-        answer = await request.app.state.facilitator.settlement_status(payload, requirements, timeout_s=1.0)
+        service: Facilitator = request.app.state.facilitator
+        data: object = None
+        try:
+            data = await _read_json(request)
+            parsed = parse_settle_request(data)
+            payload, requirements = request_to_v2(parsed)
+        except WireError as exc:
+            return _json(settle_refusal(data, exc.reason, exc.message, service.network), 400)
+        answer = await service.settlement_status(payload, requirements, timeout_s=1.0)
         if answer is None:
             return _problem(
                 404, "settlement_not_found", "this authorization was never presented for settlement"

@@ -105,6 +105,9 @@ class HttpFacilitatorClient:
             "paymentPayload": payload.to_json_dict(),
             "paymentRequirements": requirements.to_json_dict(),
         }
+        # Without the media type, facilitators that let their framework parse the body (the SDK's FastAPI
+        # example) read it as a string and refuse it.
+        headers = {"content-type": "application/json", **(headers or {})}
         try:
             response = await self._http.post(path, content=orjson.dumps(body), headers=headers)
         except httpx.HTTPError as exc:

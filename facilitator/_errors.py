@@ -10,7 +10,9 @@
     └── InvalidIdempotencyKeyError (ValueError) invalid_idempotency_key: not 1-255 printable ASCII characters
 
 A payment that fails a check is not an error of the service: public entry points turn
-PaymentInvalidError into `isValid: false` / `success: false` answers with its reason.
+PaymentInvalidError into `isValid: false` / `success: false` answers with its reason. The codes of the
+other exceptions are for logs and callers in process; none is an x402 reason: over HTTP the two
+idempotency errors are settle answers with `invalid_payload` (409 and 400, see `_app`).
 """
 
 from __future__ import annotations

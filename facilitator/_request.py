@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 import orjson
+from pydantic.alias_generators import to_camel
 
 from ._errors import InvalidIdempotencyKeyError, PaymentInvalidError
 from ._token import Authorization
@@ -48,9 +49,7 @@ def read_payment(payload: PaymentPayload, requirements: PaymentRequirements, net
     if payload.accepted.network != requirements.network:
         raise PaymentInvalidError(Reason.NETWORK_MISMATCH, "the payment was made for another network")
     if payload.accepted != requirements:
-        raise PaymentInvalidError(
-            Reason.INVALID_EXACT_EVM_ACCEPTED_MISMATCH, "the accepted terms differ from the requirements"
-        )
+        raise _accepted_mismatch(payload.accepted, requirements)
     extra = requirements.extra or {}
     name, version = extra.get("name"), extra.get("version")
     if not isinstance(name, str) or not isinstance(version, str):
@@ -79,6 +78,26 @@ def read_payment(payload: PaymentPayload, requirements: PaymentRequirements, net
     document = {"payload": payload.to_json_dict(), "requirements": requirements.to_json_dict()}
     payload_hash = hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
     return PaymentRequest(authorization=authorization, terms=terms, payload_hash=payload_hash)
+
+
+# The fields of `accepted` whose difference from the requirements has an x402 code of its own; any other
+# difference (asset, maxTimeoutSeconds, extra) is an invalid payload. Scheme and network are checked first.
+_ACCEPTED_FIELD_REASONS = {
+    "amount": Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
+    "pay_to": Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH,
+}
+
+
+def _accepted_mismatch(accepted: PaymentRequirements, required: PaymentRequirements) -> PaymentInvalidError:
+    """The refusal of a payload that accepted other terms than the requirements, naming the fields."""
+    fields = PaymentRequirements.model_fields
+    differing = [name for name in fields if getattr(accepted, name) != getattr(required, name)]
+    reason = next(
+        (_ACCEPTED_FIELD_REASONS[name] for name in differing if name in _ACCEPTED_FIELD_REASONS),
+        Reason.INVALID_PAYLOAD,
+    )
+    named = ", ".join(to_camel(name) for name in differing)
+    return PaymentInvalidError(reason, f"paymentPayload.accepted differs from the requirements in: {named}")
 
 
 def idempotency_key_of(explicit: str | None, payload: PaymentPayload) -> str | None:

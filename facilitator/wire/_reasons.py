@@ -1,8 +1,11 @@
 """The x402 reason codes this project emits in `invalidReason` / `errorReason`.
 
-The three x402 SDKs spell many codes differently; we follow the Python SDK 2.25 spellings so that
-clients built on it recognise them. Every member's name is its value upper-cased, so a code seen
-in a log can be found in the source by grepping either spelling.
+One vocabulary: every code is either in the x402 v2 specification's error registry (§9) or a constant
+of the x402 Python SDK 2.25 (which we follow where the three SDKs spell a code differently), so that
+clients built on either recognise it. Nothing is coined here: where we know more than a code can say
+(which field differs, which transaction settled it first), the answer says it in `invalidMessage` /
+`errorMessage` or under `extensions`. Every member's name is its value upper-cased, so a code seen in a
+log can be found in the source by grepping either spelling.
 
 Parsing (raised as `WireError.reason`, answered as `isValid: false` / `success: false`):
 
@@ -15,13 +18,12 @@ Verification, cheapest checks first:
 
     unsupported_scheme                 the scheme is not "exact"
     network_mismatch                   payload network differs from the requirements' network
-    invalid_exact_evm_accepted_mismatch
-                                       payload.accepted differs from the requirements in another field
     missing_eip712_domain              requirements.extra lacks the EIP-712 `name` / `version`
     invalid_exact_evm_payload_recipient_mismatch
-                                       authorization.to is not requirements.payTo
+                                       authorization.to (or accepted.payTo) is not requirements.payTo
     invalid_exact_evm_payload_authorization_value_mismatch
-                                       authorization.value is not exactly requirements.amount
+                                       authorization.value (or accepted.amount) is not exactly
+                                       requirements.amount
     invalid_exact_evm_payload_authorization_valid_before
                                        validBefore has passed (or is too close to now)
     invalid_exact_evm_payload_authorization_valid_after
@@ -51,9 +53,12 @@ Settlement:
                                        the receipt lacks the expected ERC-20 Transfer event
     settlement_pending                 broadcast, but not yet confirmed (not terminal; carries the hash)
     duplicate_settlement               this authorization was already settled under other requirements
-    idempotency_key_conflict           an idempotency key was reused for a different payment
 
 Catch-alls for faults of the service itself: unexpected_verify_error, unexpected_settle_error.
+
+`invalid_payload` also covers a payload whose `accepted` differs from the requirements in a field that
+has no code of its own (asset, maxTimeoutSeconds, extra), and an idempotency key reused for another
+payment; the message names the field or the key's first use.
 """
 
 from __future__ import annotations
@@ -73,7 +78,6 @@ class Reason(StrEnum):
 
     UNSUPPORTED_SCHEME = "unsupported_scheme"
     NETWORK_MISMATCH = "network_mismatch"
-    INVALID_EXACT_EVM_ACCEPTED_MISMATCH = "invalid_exact_evm_accepted_mismatch"
     MISSING_EIP712_DOMAIN = "missing_eip712_domain"
     INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH = "invalid_exact_evm_payload_recipient_mismatch"
     INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH = (
@@ -101,7 +105,6 @@ class Reason(StrEnum):
     INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH = "invalid_exact_evm_transfer_event_mismatch"
     SETTLEMENT_PENDING = "settlement_pending"
     DUPLICATE_SETTLEMENT = "duplicate_settlement"
-    IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 
     UNEXPECTED_VERIFY_ERROR = "unexpected_verify_error"
     UNEXPECTED_SETTLE_ERROR = "unexpected_settle_error"

@@ -93,7 +93,6 @@ _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
     "invalid_network": EC.NETWORK_MISMATCH,
     "unsupported_scheme": EC.SETTLEMENT_FAILED,
     "network_mismatch": EC.NETWORK_MISMATCH,
-    "invalid_exact_evm_accepted_mismatch": EC.SETTLEMENT_FAILED,
     "missing_eip712_domain": EC.SETTLEMENT_FAILED,
     "invalid_exact_evm_payload_recipient_mismatch": EC.SETTLEMENT_FAILED,
     "invalid_exact_evm_payload_authorization_value_mismatch": EC.INVALID_AMOUNT,
@@ -114,7 +113,6 @@ _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
     "invalid_exact_evm_transfer_event_mismatch": EC.SETTLEMENT_FAILED,
     "settlement_pending": None,
     "duplicate_settlement": EC.DUPLICATE_NONCE,
-    "idempotency_key_conflict": EC.SETTLEMENT_FAILED,
     "unexpected_verify_error": EC.SETTLEMENT_FAILED,
     "unexpected_settle_error": EC.SETTLEMENT_FAILED,
 }

@@ -1,6 +1,7 @@
-"""The HTTP service on uvicorn: malformed requests are a 400 naming the reason (never a 500), fifty
-concurrent settles of one authorization make exactly one transaction, with or without an idempotency key,
-and a payment someone else already settled is refused naming their transaction, never counted."""
+"""The HTTP service on uvicorn: malformed requests get the operation's answer naming the reason (never a
+500), fifty concurrent settles of one authorization make exactly one transaction, with or without an
+idempotency key, and a payment someone else already settled is refused naming their transaction, never
+counted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ import httpx
 import pytest
 
 from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Reason,
+    SettleResponse,
+    SettleResponseV1,
+    VerifyResponse,
+    VerifyResponseV1,
+)
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
@@ -104,14 +113,16 @@ MALFORMED: dict[str, tuple[Callable[[Body], Any], Reason]] = {
 }
 
 
-async def test_malformed_requests_are_a_400_with_their_reason(
+async def test_malformed_requests_get_the_operations_answer_with_their_reason(
     chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
     requirements = make_requirements(chain)
-    good = _body(sign_payment(new_payer(), requirements), requirements)
+    payload = sign_payment(new_payer(), requirements)
+    good = _body(payload, requirements)
+    payer = payload.payload.authorization.from_address
     nonce_before = relayer_nonce(chain)
-    answers: dict[tuple[str, str], tuple[int, str]] = {}
+    answers: dict[tuple[str, str], tuple[int, str, bool]] = {}
 
     async with httpx.AsyncClient(base_url=base_url) as client:
         for path in ("/verify", "/settle", "/settle/status"):
@@ -121,27 +132,72 @@ async def test_malformed_requests_are_a_400_with_their_reason(
                 response = await client.post(
                     path, content=content, headers={"content-type": "application/json"}
                 )
-                answers[path, name] = (response.status_code, response.json()["error"])
+                if path == "/verify":
+                    verified = VerifyResponse.from_wire(response.json())
+                    assert verified.is_valid is False and verified.invalid_message, name
+                    reason, named_payer = verified.invalid_reason, verified.payer
+                else:
+                    settled = SettleResponse.from_wire(response.json())
+                    assert (settled.success, settled.transaction, settled.network) == (
+                        False,
+                        "",
+                        chain.network,
+                    )
+                    assert settled.error_message, name
+                    reason, named_payer = settled.error_reason, settled.payer
+                assert named_payer in (None, payer), name
+                answers[path, name] = (response.status_code, str(reason), named_payer == payer)
 
+    # /verify and /settle answer 200 as x402 does (the SDK clients read no other status); /settle/status,
+    # which is ours, a plain 400. The payer is named whenever the authorization's `from` is readable.
+    unreadable_from = {"from of 19 bytes", "from with a broken checksum", "authorization as a list"}
+    unreadable_from |= {
+        "payload missing",
+        "body is a JSON array",
+        "body is not JSON",
+        "body larger than 64 KiB",
+    }
     expected = {
-        (path, name): (400, reason.value) for path, _ in answers for name, (_, reason) in MALFORMED.items()
+        (path, name): (400 if path == "/settle/status" else 200, reason.value, name not in unreadable_from)
+        for path, _ in answers
+        for name, (_, reason) in MALFORMED.items()
     }
     assert answers == expected
     assert relayer_nonce(chain) == nonce_before
     assert await claim_rows(sqlite_url) == []
 
 
-async def test_a_malformed_idempotency_key_header_is_a_400(
+async def test_a_version_1_body_that_cannot_be_parsed_gets_version_1_answers(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    body = {"x402Version": 1, "paymentPayload": {"x402Version": 1}, "paymentRequirements": {}}
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        verified = (await client.post("/verify", json=body)).json()
+        settled = (await client.post("/settle", json=body)).json()
+
+    assert VerifyResponseV1.from_wire(verified).invalid_reason == Reason.INVALID_PAYLOAD
+    assert SettleResponseV1.from_wire(settled).network == "base-sepolia"
+    assert settled["errorReason"] == Reason.INVALID_PAYLOAD
+
+
+async def test_a_malformed_idempotency_key_header_is_a_400_with_a_settle_answer(
     chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
     requirements = make_requirements(chain)
-    body = _body(sign_payment(new_payer(), requirements), requirements)
+    payload = sign_payment(new_payer(), requirements)
+    body = _body(payload, requirements)
 
     async with httpx.AsyncClient(base_url=base_url) as client:
         response = await client.post("/settle", json=body, headers={"idempotency-key": "two words"})
 
-    assert (response.status_code, response.json()["error"]) == (400, "invalid_idempotency_key")
+    answer = SettleResponse.from_wire(response.json())
+    assert response.status_code == 400
+    assert (answer.success, answer.error_reason, answer.transaction) == (False, Reason.INVALID_PAYLOAD, "")
+    assert answer.error_message == "an idempotency key is 1 to 255 printable ASCII characters"
+    assert answer.payer == payload.payload.authorization.from_address
     assert await claim_rows(sqlite_url) == []
 
 
@@ -214,14 +270,15 @@ async def test_one_key_for_two_payments_is_a_409_and_the_payment_identifier_is_a
         )
         extension_conflict = await client.post("/settle", json=other_resource)
 
+    conflicts = [SettleResponse.from_wire(r.json()) for r in (header_conflict, extension_conflict)]
     assert by_header.json()["success"] is True
-    assert (header_conflict.status_code, header_conflict.json()["error"]) == (409, "idempotency_key_conflict")
+    assert [r.status_code for r in (header_conflict, extension_conflict)] == [409, 409]
+    assert {(c.success, c.error_reason, c.transaction) for c in conflicts} == {
+        (False, Reason.INVALID_PAYLOAD, "")
+    }
+    assert all("idempotency key was first used" in (c.error_message or "") for c in conflicts)
     assert by_extension.json()["success"] is True
     assert by_extension_again.content == by_extension.content
-    assert (extension_conflict.status_code, extension_conflict.json()["error"]) == (
-        409,
-        "idempotency_key_conflict",
-    )
     assert len(await claim_rows(database_url)) == 2
 
 

@@ -109,6 +109,11 @@ def _accepted_differs(chain: DevChain, key: str) -> tuple[PaymentPayload, Paymen
     ), requirements
 
 
+def _accepted_other(chain: DevChain, key: str, **changes: Any) -> tuple[PaymentPayload, PaymentRequirements]:
+    payload, requirements = _signed(chain, key)
+    return payload.model_copy(update={"accepted": make_requirements(chain, **changes)}), requirements
+
+
 def _accepted_other_network(chain: DevChain, key: str) -> tuple[PaymentPayload, PaymentRequirements]:
     payload, requirements = _signed(chain, key)
     return payload.model_copy(update={"accepted": make_requirements(chain, network="eip155:1")}), requirements
@@ -178,8 +183,14 @@ CASES = {
     ),
     "unknown scheme": Case(lambda c, k: _with_requirements(c, k, scheme="upto"), Reason.UNSUPPORTED_SCHEME),
     "accepted for another network": Case(_accepted_other_network, Reason.NETWORK_MISMATCH),
-    "accepted differs from the requirements": Case(
-        _accepted_differs, Reason.INVALID_EXACT_EVM_ACCEPTED_MISMATCH
+    "accepted another maxTimeoutSeconds": Case(_accepted_differs, Reason.INVALID_PAYLOAD),
+    "accepted another asset": Case(lambda c, k: _accepted_other(c, k, asset=OTHER), Reason.INVALID_PAYLOAD),
+    "accepted another amount (the authorization's value is right)": Case(
+        lambda c, k: _accepted_other(c, k, amount=AMOUNT * 2),
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
+    ),
+    "accepted another payTo (the authorization's to is right)": Case(
+        lambda c, k: _accepted_other(c, k, pay_to=OTHER), Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH
     ),
     "nonce already used on chain": Case(_used_nonce, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
     "nonce cancelled": Case(_cancelled_nonce, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED),
@@ -207,6 +218,19 @@ async def test_bad_payment_is_refused_with_its_reason_and_never_broadcast(
     assert relayer_nonce(chain) == nonce_before
     assert chain.balance_of(PAY_TO) == payee_before
     assert await claim_rows(sqlite_url) == []
+
+
+async def test_an_accepted_mismatch_names_the_fields_that_differ(
+    chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]
+) -> None:
+    payload, requirements = _accepted_other(chain, new_payer(), asset=OTHER, max_timeout_seconds=60)
+
+    verified = await facilitator.verify(payload, requirements)
+
+    assert (verified.invalid_reason, verified.invalid_message) == (
+        Reason.INVALID_PAYLOAD,
+        "paymentPayload.accepted differs from the requirements in: asset, maxTimeoutSeconds",
+    )
 
 
 async def test_verify_accepts_a_good_payment_and_changes_nothing(

@@ -1,7 +1,11 @@
-"""Reason codes: spelled as the x402 Python SDK spells them."""
+"""Reason codes: spelled as the x402 Python SDK spells them, and none outside the spec's and the SDK's."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+import x402
 from x402.mechanisms.evm import constants as sdk
 
 from facilitator.wire import Reason
@@ -37,3 +41,46 @@ def test_shared_codes_match_the_sdk_spelling() -> None:
     }
     for ours, theirs in ours_from_sdk.items():
         assert ours.value == theirs
+
+
+# The x402 v2 specification's error registry (§9), beside the SDK's constants below.
+_SPEC_REGISTRY = frozenset(
+    {
+        "insufficient_funds",
+        "invalid_exact_evm_payload_authorization_valid_after",
+        "invalid_exact_evm_payload_authorization_valid_before",
+        "invalid_exact_evm_payload_authorization_value",
+        "invalid_exact_evm_payload_signature",
+        "invalid_exact_evm_payload_recipient_mismatch",
+        "invalid_network",
+        "invalid_payload",
+        "invalid_payment_requirements",
+        "invalid_scheme",
+        "unsupported_scheme",
+        "invalid_x402_version",
+        "invalid_transaction_state",
+        "unexpected_verify_error",
+        "unexpected_settle_error",
+    }
+)
+
+
+def _sdk_codes() -> set[str]:
+    """Every `ERR_* = "..."` code in the installed SDK's source.
+
+    Read from the source, not imported: the SVM mechanism (which declares `duplicate_settlement`) needs
+    Solana packages this project does not install.
+    """
+    codes: set[str] = set()
+    for path in Path(x402.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if any(n.startswith("ERR_") for n in names) and isinstance(node.value.value, str):
+                    codes.add(node.value.value)
+    return codes
+
+
+def test_every_code_we_emit_is_a_spec_or_sdk_spelling() -> None:
+    vocabulary = _SPEC_REGISTRY | _sdk_codes()
+    assert {reason.value for reason in Reason} - vocabulary == set()

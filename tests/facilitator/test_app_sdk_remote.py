@@ -1,0 +1,226 @@
+"""The HTTP service as the remote facilitator of the official x402 Python SDK (x402 2.25).
+
+The SDK's `HTTPFacilitatorClient` reads our answers to requests we cannot parse as the operation's own
+answers (a reason, a message, the payer), and a FastAPI app protected by the SDK's payment middleware,
+with our service as its facilitator, asks for payment, serves a payment made with the SDK's httpx client,
+refuses its replay without a second transfer, and tells the paying client why a malformed payment failed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from eth_account import Account
+from fastapi import FastAPI
+from x402 import x402Client, x402ClientSync, x402ResourceServer
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+from x402.http.clients import x402HttpxClient
+from x402.http.middleware.fastapi import payment_middleware
+from x402.http.utils import (
+    decode_payment_required_header,
+    decode_payment_response_header,
+    encode_payment_signature_header,
+)
+from x402.mechanisms.evm import EthAccountSigner
+from x402.mechanisms.evm.exact import register_exact_evm_client, register_exact_evm_server
+from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
+
+from devchain import DevChain
+from facilitator.wire import Reason
+from tests.fixtures.facilitator import PAY_TO
+
+from .conftest import StartService
+from .payments import claim_rows, relayer_nonce
+
+AMOUNT = 1_500_000
+CONTENT = "the paid content"
+_Client = TypeVar("_Client", x402Client, x402ClientSync)
+
+
+def _signer_client(client: _Client, key: str) -> _Client:
+    registered = register_exact_evm_client(client, EthAccountSigner(Account.from_key(key)))
+    # The SDK's spend controls only know the real USDC deployments, not the dev chain's token.
+    registered.set_spend_controls(False)
+    return registered
+
+
+def _requirements(chain: DevChain) -> PaymentRequirements:
+    return PaymentRequirements(
+        scheme="exact",
+        network=chain.network,
+        asset=chain.asset,
+        amount=str(AMOUNT),
+        pay_to=PAY_TO,
+        max_timeout_seconds=120,
+        extra={"name": chain.asset_name, "version": chain.asset_version},
+    )
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def _changed(payload: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """`payload` with the field at dotted `path` set to `value` (removed when value is ...)."""
+    changed = copy.deepcopy(payload)
+    *parents, last = path.split(".")
+    target = changed
+    for name in parents:
+        target = target[name]
+    if value is ...:
+        del target[last]
+    else:
+        target[last] = value
+    return changed
+
+
+AUTH = "payload.authorization"
+MALFORMED: dict[str, tuple[str, object, str]] = {
+    "a 31-byte nonce": (f"{AUTH}.nonce", "0x" + "ab" * 31, "paymentPayload.payload.authorization.nonce"),
+    "a number where a string belongs": (
+        f"{AUTH}.value",
+        AMOUNT,
+        "paymentPayload.payload.authorization.value",
+    ),
+    "an unknown field": (f"{AUTH}.memo", "hi", "paymentPayload.payload.authorization.memo"),
+    "a missing field": (f"{AUTH}.validAfter", ..., "paymentPayload.payload.authorization.validAfter"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_the_sdk_facilitator_client_reads_our_answers_to_malformed_requests(
+    case: tuple[str, object, str],
+    chain: DevChain,
+    start_service: StartService,
+    new_payer: Callable[..., str],
+    sqlite_url: str,
+) -> None:
+    path, value, wire_path = case
+    base_url = start_service(sqlite_url)
+    requirements = _requirements(chain)
+    required = PaymentRequired(
+        resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements]
+    )
+    payload = _dump(_signer_client(x402ClientSync(), new_payer()).create_payment_payload(required))
+    broken = json.dumps(_changed(payload, path, value)).encode()
+    requirements_bytes = json.dumps(_dump(requirements)).encode()
+    nonce_before = relayer_nonce(chain)
+
+    async with HTTPFacilitatorClient(FacilitatorConfig(url=base_url)) as facilitator:
+        verified = await facilitator.verify_from_bytes(broken, requirements_bytes)
+        settled = await facilitator.settle_from_bytes(broken, requirements_bytes)
+
+    payer = payload["payload"]["authorization"]["from"]
+    assert (verified.is_valid, verified.invalid_reason, verified.payer) == (
+        False,
+        Reason.INVALID_PAYLOAD,
+        payer,
+    )
+    assert (verified.invalid_message or "").startswith(wire_path + ": ")
+    assert (settled.success, settled.error_reason, settled.transaction) == (False, Reason.INVALID_PAYLOAD, "")
+    assert (settled.network, settled.payer, settled.error_message) == (
+        chain.network,
+        payer,
+        verified.invalid_message,
+    )
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(sqlite_url) == []
+
+
+@pytest.fixture
+def paid_resource(
+    chain: DevChain, start_service: StartService, asgi_server: Callable[..., str], sqlite_url: str
+) -> Iterator[str]:
+    """`GET /paid` on a FastAPI app behind the SDK's payment middleware, with our service as facilitator."""
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=start_service(sqlite_url))))
+    register_exact_evm_server(server, networks=chain.network)
+    price = {
+        "amount": str(AMOUNT),
+        "asset": chain.asset,
+        "extra": {"name": chain.asset_name, "version": chain.asset_version},
+    }
+    routes: Any = {
+        "GET /paid": {
+            "accepts": {"scheme": "exact", "payTo": PAY_TO, "price": price, "network": chain.network},
+            "description": "a paid resource",
+        }
+    }
+    app = FastAPI()
+    app.middleware("http")(payment_middleware(routes, server))
+
+    @app.get("/paid")
+    async def paid() -> dict[str, str]:
+        return {"content": CONTENT}
+
+    yield asgi_server(app) + "/paid"
+
+
+def _required_of(response: httpx.Response) -> PaymentRequired:
+    required = decode_payment_required_header(response.headers["PAYMENT-REQUIRED"])
+    assert isinstance(required, PaymentRequired)
+    return required
+
+
+async def test_unpaid_is_a_402_and_the_sdk_client_pays_for_a_200(
+    chain: DevChain, paid_resource: str, new_payer: Callable[..., str]
+) -> None:
+    payee_before = chain.balance_of(PAY_TO)
+
+    async with httpx.AsyncClient(timeout=30) as plain:
+        unpaid = await plain.get(paid_resource)
+    async with x402HttpxClient(_signer_client(x402Client(), new_payer()), timeout=60) as paying:
+        paid = await paying.get(paid_resource)
+
+    [offered] = _required_of(unpaid).accepts
+    assert unpaid.status_code == 402
+    assert (offered.pay_to, offered.amount, offered.asset) == (PAY_TO, str(AMOUNT), chain.asset)
+    assert CONTENT not in unpaid.text
+    assert (paid.status_code, paid.json()) == (200, {"content": CONTENT})
+    receipt = decode_payment_response_header(paid.headers["PAYMENT-RESPONSE"])
+    assert (receipt.success, receipt.network) == (True, chain.network)
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [receipt.transaction])["status"], 16) == 1
+    assert chain.balance_of(PAY_TO) == payee_before + AMOUNT
+
+
+async def test_a_replayed_payment_is_a_402_and_moves_no_money(
+    chain: DevChain, paid_resource: str, new_payer: Callable[..., str]
+) -> None:
+    async with httpx.AsyncClient(timeout=60) as plain:
+        required = _required_of(await plain.get(paid_resource))
+        payload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
+        header = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
+        first = await plain.get(paid_resource, headers=header)
+        nonce_after_first, payee_after_first = relayer_nonce(chain), chain.balance_of(PAY_TO)
+        replay = await plain.get(paid_resource, headers=header)
+
+    assert first.status_code == 200 and "PAYMENT-RESPONSE" in first.headers
+    assert replay.status_code == 402
+    assert CONTENT not in replay.text
+    assert _required_of(replay).error == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED
+    assert (relayer_nonce(chain), chain.balance_of(PAY_TO)) == (nonce_after_first, payee_after_first)
+
+
+@pytest.mark.parametrize("case", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_the_paying_client_sees_why_a_malformed_payment_failed(
+    case: tuple[str, object, str], chain: DevChain, paid_resource: str, new_payer: Callable[..., str]
+) -> None:
+    path, value, _ = case
+    async with httpx.AsyncClient(timeout=60) as plain:
+        required = _required_of(await plain.get(paid_resource))
+        payload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
+        broken = PaymentPayload.model_validate(_changed(_dump(payload), path, value))
+        nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+        refused = await plain.get(
+            paid_resource, headers={"PAYMENT-SIGNATURE": encode_payment_signature_header(broken)}
+        )
+
+    assert refused.status_code == 402
+    assert CONTENT not in refused.text
+    assert _required_of(refused).error == Reason.INVALID_PAYLOAD
+    assert (relayer_nonce(chain), chain.balance_of(PAY_TO)) == (nonce_before, payee_before)
