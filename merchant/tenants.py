@@ -38,7 +38,6 @@ here and against the known types when the webhook endpoints are synced at startu
 
 from __future__ import annotations
 
-import base64
 import hmac
 import os
 import re
@@ -47,12 +46,25 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
-from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_address
+from eth_utils.address import to_checksum_address
+
+from ._tenant_rules import (
+    DEFAULT_TENANT,
+    DEFAULT_TENANT_SEGMENT,
+    address_problems,
+    amount_problems,
+    describe,
+    secret_problems,
+    skill_price_problems,
+    subscription_problems,
+    tenant_id_problems,
+    webhook_problems,
+)
 
 __all__ = [
     "DEFAULT_TENANT",
+    "DEFAULT_TENANT_SEGMENT",
     "TENANTS_FILE_ENV",
     "Tenant",
     "TenantConfigError",
@@ -61,30 +73,12 @@ __all__ = [
     "WebhookSubscription",
 ]
 
-DEFAULT_TENANT = ""
-"""The tenant of requests that name none."""
-
-DEFAULT_TENANT_SEGMENT = "default"
-"""How the default tenant is named in paths that always carry a tenant (the billing API's
-`/tenants/{tenant}`), as in the tenants file's `[default]` table; reserved as a tenant id so that it names
-nothing else."""
-
 TENANTS_FILE_ENV = "X402_TENANTS_FILE"
 """Environment variable holding the path of the tenants TOML file."""
 
-_TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-# Tenant ids are path segments on HTTP+JSON (`/a2a/rest/{tenant}/...`). These would collide with the
-# default tenant's routes there: `/a2a/rest/tasks/...`, the SDK's 0.3 compatibility routes (`/v1`), and
-# the default tenant's name in the billing API.
-_RESERVED_TENANT_IDS = frozenset({"tasks", "v1", DEFAULT_TENANT_SEGMENT})
 _DECIMAL = re.compile(r"^[0-9]+$")
-_MIN_SECRET_CHARS = 16
-_WEBHOOK_SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret
-_WEBHOOK_SECRET_BYTES_MIN, _WEBHOOK_SECRET_BYTES_MAX = 24, 64
-_UINT256_LIMIT = 2**256
 _TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "webhooks", "api_token")
 _WEBHOOK_KEYS = ("url", "secret", "event_types")
-_EVENT_TYPE = re.compile(r"^[a-z]+(?:\.[a-z_]+)+$")
 _REQUIRED_TENANT_KEYS = ("pay_to", "price")
 _TOP_LEVEL_KEYS = ("default", "tenants")
 
@@ -146,13 +140,13 @@ class Tenant:
 
     def __post_init__(self) -> None:
         problems = [
-            *_tenant_id_problems(self.id),
-            *_address_problems("pay_to", self.pay_to),
-            *_amount_problems("price", self.price),
-            *_skill_price_problems(self.skill_prices),
-            *_webhook_problems(self.webhook_url, self.webhook_secret),
-            *_subscription_problems(self.webhooks, self.webhook_url),
-            *_secret_problems("api_token", self.api_token),
+            *tenant_id_problems(self.id),
+            *address_problems("pay_to", self.pay_to),
+            *amount_problems("price", self.price),
+            *skill_price_problems(self.skill_prices),
+            *webhook_problems(self.webhook_url, self.webhook_secret),
+            *subscription_problems(self.webhooks, self.webhook_url),
+            *secret_problems("api_token", self.api_token),
         ]
         if problems:
             raise TenantConfigError(problems, source=f"tenant {self.id!r}")
@@ -278,7 +272,7 @@ def _parse_document(document: Mapping[str, Any]) -> tuple[list[Tenant], list[str
         entries.append((DEFAULT_TENANT, "default", document["default"]))
     declared = document.get("tenants", {})
     if not isinstance(declared, dict):
-        problems.append(f"tenants: must be a table of tenant tables, got {_describe(declared)}")
+        problems.append(f"tenants: must be a table of tenant tables, got {describe(declared)}")
         declared = {}
     for tenant_id, table in declared.items():
         if tenant_id == DEFAULT_TENANT:
@@ -297,13 +291,13 @@ def _parse_document(document: Mapping[str, Any]) -> tuple[list[Tenant], list[str
 
 def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None, list[str]]:
     if not isinstance(table, dict):
-        return None, [f"{where}: must be a table, got {_describe(table)}"]
+        return None, [f"{where}: must be a table, got {describe(table)}"]
     problems = [_unknown_key(key, f"{where}.", _TENANT_KEYS) for key in table if key not in _TENANT_KEYS]
     problems += [f"{where}.{key}: is required" for key in _REQUIRED_TENANT_KEYS if key not in table]
     skill_prices = table.get("skill_prices", {})
     if not isinstance(skill_prices, dict):
         problems.append(
-            f"{where}.skill_prices: must be a table of skill id = amount, got {_describe(skill_prices)}"
+            f"{where}.skill_prices: must be a table of skill id = amount, got {describe(skill_prices)}"
         )
     webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
     problems += webhook_problems
@@ -327,7 +321,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
 
 def _parse_webhooks(where: str, entries: Any) -> tuple[tuple[WebhookSubscription, ...], list[str]]:
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-        return (), [f"{where}: must be an array of tables ([[...webhooks]]), got {_describe(entries)}"]
+        return (), [f"{where}: must be an array of tables ([[...webhooks]]), got {describe(entries)}"]
     subscriptions: list[WebhookSubscription] = []
     problems: list[str] = []
     for index, entry in enumerate(entries):
@@ -337,7 +331,7 @@ def _parse_webhooks(where: str, entries: Any) -> tuple[tuple[WebhookSubscription
         event_types = entry.get("event_types", [])
         if not isinstance(event_types, list):
             problems.append(
-                f"{at}.event_types: must be an array of event type names, got {_describe(event_types)}"
+                f"{at}.event_types: must be an array of event type names, got {describe(event_types)}"
             )
             continue
         if "url" in entry and "secret" in entry:
@@ -357,125 +351,3 @@ def _coerce_amount(value: Any) -> Any:
 
 def _unknown_key(key: str, prefix: str, allowed: Sequence[str]) -> str:
     return f"{prefix}{key}: unknown key (allowed: {', '.join(allowed)})"
-
-
-def _describe(value: object) -> str:
-    return f"{type(value).__name__} {value!r}"
-
-
-def _tenant_id_problems(tenant_id: object) -> list[str]:
-    if tenant_id == DEFAULT_TENANT:
-        return []
-    if not isinstance(tenant_id, str) or not _TENANT_ID.fullmatch(tenant_id):
-        return [
-            f"id: {tenant_id!r} is not a valid tenant id (1-63 lowercase letters, digits and inner hyphens, "
-            "or the empty string for the default tenant)"
-        ]
-    if tenant_id in _RESERVED_TENANT_IDS:
-        return [f"id: {tenant_id!r} is reserved (it collides with a route)"]
-    return []
-
-
-def _address_problems(name: str, value: object) -> list[str]:
-    if not isinstance(value, str) or not is_hex_address(value):
-        return [f"{name}: must be a 0x-prefixed 20-byte hex address, got {_describe(value)}"]
-    body = value[2:]
-    if body != body.lower() and body != body.upper() and not is_checksum_address(value):
-        return [f"{name}: {value} has a wrong EIP-55 checksum (expected {to_checksum_address(value)})"]
-    return []
-
-
-def _amount_problems(name: str, value: object) -> list[str]:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return [
-            f"{name}: must be a whole number of atomic units (an integer or a decimal string such as "
-            f'"2500000"), got {_describe(value)}'
-        ]
-    if value < 0:
-        return [f"{name}: must not be negative, got {value}"]
-    if value >= _UINT256_LIMIT:
-        return [f"{name}: must be below 2**256, got {value}"]
-    return []
-
-
-def _skill_price_problems(skill_prices: Mapping[str, object]) -> list[str]:
-    problems: list[str] = []
-    for skill_id, amount in skill_prices.items():
-        if not isinstance(skill_id, str) or not skill_id:
-            problems.append(f"skill_prices: skill ids must be non-empty strings, got {_describe(skill_id)}")
-            continue
-        problems += _amount_problems(f"skill_prices.{skill_id}", amount)
-    return problems
-
-
-def _webhook_problems(url: object, secret: object) -> list[str]:
-    if url is None:
-        return [] if secret is None else ["webhook_secret: is set but webhook_url is not"]
-    problems: list[str] = []
-    if not _is_http_url(url):
-        problems.append(f"webhook_url: must be an absolute http(s) URL, got {_describe(url)}")
-    if secret is None:
-        problems.append("webhook_secret: is required when webhook_url is set")
-    else:
-        problems += _webhook_secret_problems(secret)
-    return problems
-
-
-def _subscription_problems(webhooks: Sequence[WebhookSubscription], webhook_url: object) -> list[str]:
-    problems: list[str] = []
-    # A malformed webhook_url is reported by _webhook_problems; here it only must not be listed twice.
-    seen: set[str] = {webhook_url} if isinstance(webhook_url, str) else set()
-    for index, webhook in enumerate(webhooks):
-        at = f"webhooks[{index}]"
-        if not _is_http_url(webhook.url):
-            problems.append(f"{at}.url: must be an absolute http(s) URL, got {_describe(webhook.url)}")
-        elif webhook.url in seen:
-            problems.append(f"{at}.url: {webhook.url} is configured more than once for this tenant")
-        else:
-            seen.add(webhook.url)  # only URLs: a TOML array or table is not hashable
-        problems += [f"{at}.{problem}" for problem in _webhook_secret_problems(webhook.secret, "secret")]
-        for event_type in webhook.event_types:
-            if not isinstance(event_type, str) or not _EVENT_TYPE.fullmatch(event_type):
-                problems.append(
-                    f"{at}.event_types: {_describe(event_type)} is not an event type name "
-                    "(such as settlement.completed)"
-                )
-    return problems
-
-
-def _is_http_url(url: object) -> bool:
-    if not isinstance(url, str):
-        return False
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # an unbalanced IPv6 bracket, a host that changes under NFKC normalisation
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _webhook_secret_problems(secret: object, name: str = "webhook_secret") -> list[str]:
-    # The Standard Webhooks form that `merchant.webhooks.validate_secret` requires when the app syncs the
-    # endpoints at startup; checked here as well (webhooks imports this module, not the reverse) so that a
-    # file this registry accepts cannot stop the merchant from starting.
-    problem = [
-        f"{name}: must be {_WEBHOOK_SECRET_PREFIX} followed by the base64 of "
-        f"{_WEBHOOK_SECRET_BYTES_MIN} to {_WEBHOOK_SECRET_BYTES_MAX} bytes"
-    ]
-    if not isinstance(secret, str) or not secret.startswith(_WEBHOOK_SECRET_PREFIX):
-        return problem
-    try:
-        key = base64.b64decode(secret[len(_WEBHOOK_SECRET_PREFIX) :], validate=True)
-    except ValueError:  # bad base64 (binascii.Error) or non-ASCII text
-        return problem
-    if not _WEBHOOK_SECRET_BYTES_MIN <= len(key) <= _WEBHOOK_SECRET_BYTES_MAX:
-        return problem
-    return []
-
-
-def _secret_problems(name: str, value: object) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, str) or len(value) < _MIN_SECRET_CHARS or any(ch.isspace() for ch in value):
-        # Never echo the value: it is a secret.
-        return [f"{name}: must be a string of at least {_MIN_SECRET_CHARS} characters without whitespace"]
-    return []
