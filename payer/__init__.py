@@ -25,8 +25,9 @@ from ._errors import (
     PayToNotPinnedError,
     UntrustedCardError,
 )
-from ._payer import FreshTermsHook, Payer, PayerSettings
+from ._payer import Payer
 from ._policy import PaymentPolicy
+from ._settings import FreshTermsHook, PayerSettings
 from ._signing import sign_payment
 from ._stages import PaidResult, PaymentStage, StageKind
 
