@@ -182,6 +182,27 @@ async def test_a_version_1_body_that_cannot_be_parsed_gets_version_1_answers(
     assert settled["errorReason"] == Reason.INVALID_PAYLOAD
 
 
+async def test_a_version_2_payment_in_a_version_1_body_is_refused_in_version_1(
+    chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    body = _body(payload, requirements) | {"x402Version": 1}
+    nonce_before = relayer_nonce(chain)
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        verified = (await client.post("/verify", json=body)).json()
+        settled = (await client.post("/settle", json=body)).json()
+
+    assert VerifyResponseV1.from_wire(verified).is_valid is False
+    assert verified["invalidReason"] == Reason.INVALID_X402_VERSION
+    assert (settled["success"], settled["errorReason"]) == (False, Reason.INVALID_X402_VERSION)
+    assert SettleResponseV1.from_wire(settled).network == "base-sepolia"
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(sqlite_url) == []
+
+
 async def test_a_malformed_idempotency_key_header_is_a_400_with_a_settle_answer(
     chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:

@@ -570,3 +570,47 @@ async def test_the_paid_flow_is_the_same_on_both_bindings(
     reasons = [answer[0] for answer in (rpc[2], rpc[3], rpc[6])]
     assert reasons == ["INVALID_PARAMS", "TASK_NOT_FOUND", "UNSUPPORTED_OPERATION"]
     assert rpc[4]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# -- an x402 version the interface does not speak ---------------------------------------------------
+
+
+async def test_an_x402_v1_payload_on_a2a_1_0_is_refused_and_moves_nothing(
+    sqlite_merchant: RunningMerchant, chain: DevChain, new_payer: Any
+) -> None:
+    # Extension v0.3 (A2A 1.0) speaks x402 v2 only: a v1 payload for the same terms is a client mistake.
+    key = new_payer()
+    payer = Account.from_key(key).address
+    funds = chain.balance_of(payer)
+    async with sqlite_merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message(TEXT)))["task"]
+        requirements = offered_terms(task).accepts[0]
+        signed = sign_payment(key, requirements).to_json_dict()
+        v1 = {"x402Version": 1, "scheme": "exact", "network": "base-sepolia", "payload": signed["payload"]}
+        with pytest.raises(A2ACallError) as refused:
+            await wire.send(payment_message(task["id"], v1))
+        after = await wire.get_task(task["id"])
+
+    assert refused.value.rpc_code == -32602
+    assert after["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert chain.balance_of(payer) == funds
+    assert await ledger_entries(sqlite_merchant.database_url) == []
+
+
+async def test_an_x402_v2_payload_for_v1_terms_on_a2a_0_3_pays(
+    raw_v0_3: RawV0_3, sqlite_merchant: RunningMerchant, chain: DevChain, new_payer: Any
+) -> None:
+    # The reverse: A2A 0.3 offers v1 terms and takes the same authorization in either x402 version.
+    key = new_payer()
+    funds = chain.balance_of(Account.from_key(key).address)
+    task = await raw_v0_3.ask()
+    required = PaymentRequiredV1.from_wire(terms_of(task))
+    v2 = sign_payment(key, requirements_v1_to_v2(required.accepts[0])).to_json_dict()
+
+    done = await raw_v0_3.result(submitted(task["id"], v2))
+
+    assert done["status"]["state"] == "completed", done["status"]
+    assert done["status"]["message"]["metadata"]["x402.payment.status"] == "payment-completed"
+    assert chain.balance_of(Account.from_key(key).address) == funds - DEFAULT_PRICE
+    assert len(await ledger_entries(sqlite_merchant.database_url)) == 1
