@@ -6,7 +6,6 @@ counted."""
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import StartService
 from .payments import claim_rows, relayer_nonce, sign_exact, submit_directly
+from .x402_sdk import changed
 
 Body = dict[str, Any]
 
@@ -42,20 +42,7 @@ def _body(payload: PaymentPayload, requirements: PaymentRequirements) -> Body:
 
 def _changed(path: str, value: object) -> Callable[[Body], Body]:
     """A mutation of a valid body: the field at dotted `path` set to `value` (removed when value is ...)."""
-
-    def change(body: Body) -> Body:
-        body = copy.deepcopy(body)
-        *parents, last = path.split(".")
-        target = body
-        for name in parents:
-            target = target[name]
-        if value is ...:
-            del target[last]
-        else:
-            target[last] = value
-        return body
-
-    return change
+    return lambda body: changed(body, path, value)
 
 
 AUTH = "paymentPayload.payload.authorization"

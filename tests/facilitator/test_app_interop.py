@@ -17,7 +17,6 @@ from x402.mechanisms.evm.exact import register_exact_evm_client
 from x402.mechanisms.evm.types import TypedDataDomain, TypedDataField
 from x402.schemas import (
     PaymentRequired,
-    PaymentRequirements,
     ResourceInfo,
     SettleResponse,
     SupportedResponse,
@@ -30,45 +29,19 @@ from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
 from .payments import claim_rows, relayer_nonce, wrap_erc6492
-
-AMOUNT = 1_500_000
-
-
-def _sdk_client(key: str) -> x402ClientSync:
-    client = register_exact_evm_client(x402ClientSync(), EthAccountSigner(Account.from_key(key)))
-    # The SDK's spend controls only know the real USDC deployments, not the dev chain's token.
-    client.set_spend_controls(False)
-    return client
-
-
-def _requirements(chain: DevChain) -> PaymentRequirements:
-    return PaymentRequirements(
-        scheme="exact",
-        network=chain.network,
-        asset=chain.asset,
-        amount=str(AMOUNT),
-        pay_to=PAY_TO,
-        max_timeout_seconds=120,
-        extra={"name": chain.asset_name, "version": chain.asset_version},
-    )
-
-
-def _dump(model: Any) -> dict[str, Any]:
-    # What the SDK's own HTTP clients send.
-    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
+from .x402_sdk import AMOUNT, dump, sdk_requirements, signer_client
 
 
 async def test_a_payment_signed_by_the_sdk_verifies_and_settles_and_our_answers_parse_with_its_models(
     chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
-    requirements = _requirements(chain)
+    requirements = sdk_requirements(chain)
     required = PaymentRequired(
         resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements]
     )
-    payload = _sdk_client(new_payer()).create_payment_payload(required)
-    body = {"x402Version": 2, "paymentPayload": _dump(payload), "paymentRequirements": _dump(requirements)}
+    payload = signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
+    body = {"x402Version": 2, "paymentPayload": dump(payload), "paymentRequirements": dump(requirements)}
     payer = payload.payload["authorization"]["from"]
     payee_before = chain.balance_of(PAY_TO)
 
@@ -89,8 +62,8 @@ async def test_the_sdk_facilitator_client_drives_the_service_in_v2_and_v1(
     chain: DevChain, start_service: StartService, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
-    sdk = _sdk_client(new_payer())
-    requirements = _requirements(chain)
+    sdk = signer_client(x402ClientSync(), new_payer())
+    requirements = sdk_requirements(chain)
     payload = sdk.create_payment_payload(
         PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
     )
@@ -163,7 +136,7 @@ async def test_a_counterfactual_wallet_payment_signed_by_the_sdk_deploys_the_wal
     chain.mint(signer.address, AMOUNT)
     client = register_exact_evm_client(x402ClientSync(), signer)
     client.set_spend_controls(False)
-    requirements = _requirements(chain)
+    requirements = sdk_requirements(chain)
     payload = client.create_payment_payload(
         PaymentRequired(resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements])
     )

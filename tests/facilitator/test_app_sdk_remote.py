@@ -8,14 +8,12 @@ refuses its replay without a second transfer, and tells the paying client why a 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
-from eth_account import Account
 from fastapi import FastAPI
 from x402 import x402Client, x402ClientSync, x402ResourceServer
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
@@ -26,9 +24,8 @@ from x402.http.utils import (
     decode_payment_response_header,
     encode_payment_signature_header,
 )
-from x402.mechanisms.evm import EthAccountSigner
-from x402.mechanisms.evm.exact import register_exact_evm_client, register_exact_evm_server
-from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo
+from x402.mechanisms.evm.exact import register_exact_evm_server
+from x402.schemas import PaymentPayload, PaymentRequired, ResourceInfo
 
 from devchain import DevChain
 from facilitator.wire import Reason
@@ -36,48 +33,9 @@ from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
 from .payments import claim_rows, relayer_nonce
+from .x402_sdk import AMOUNT, changed, dump, sdk_requirements, signer_client
 
-AMOUNT = 1_500_000
 CONTENT = "the paid content"
-_Client = TypeVar("_Client", x402Client, x402ClientSync)
-
-
-def _signer_client(client: _Client, key: str) -> _Client:
-    registered = register_exact_evm_client(client, EthAccountSigner(Account.from_key(key)))
-    # The SDK's spend controls only know the real USDC deployments, not the dev chain's token.
-    registered.set_spend_controls(False)
-    return registered
-
-
-def _requirements(chain: DevChain) -> PaymentRequirements:
-    return PaymentRequirements(
-        scheme="exact",
-        network=chain.network,
-        asset=chain.asset,
-        amount=str(AMOUNT),
-        pay_to=PAY_TO,
-        max_timeout_seconds=120,
-        extra={"name": chain.asset_name, "version": chain.asset_version},
-    )
-
-
-def _dump(model: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
-
-
-def _changed(payload: dict[str, Any], path: str, value: object) -> dict[str, Any]:
-    """`payload` with the field at dotted `path` set to `value` (removed when value is ...)."""
-    changed = copy.deepcopy(payload)
-    *parents, last = path.split(".")
-    target = changed
-    for name in parents:
-        target = target[name]
-    if value is ...:
-        del target[last]
-    else:
-        target[last] = value
-    return changed
 
 
 AUTH = "payload.authorization"
@@ -103,13 +61,13 @@ async def test_the_sdk_facilitator_client_reads_our_answers_to_malformed_request
 ) -> None:
     path, value, wire_path = case
     base_url = start_service(sqlite_url)
-    requirements = _requirements(chain)
+    requirements = sdk_requirements(chain)
     required = PaymentRequired(
         resource=ResourceInfo(url="https://merchant.example/a2a"), accepts=[requirements]
     )
-    payload = _dump(_signer_client(x402ClientSync(), new_payer()).create_payment_payload(required))
-    broken = json.dumps(_changed(payload, path, value)).encode()
-    requirements_bytes = json.dumps(_dump(requirements)).encode()
+    payload = dump(signer_client(x402ClientSync(), new_payer()).create_payment_payload(required))
+    broken = json.dumps(changed(payload, path, value)).encode()
+    requirements_bytes = json.dumps(dump(requirements)).encode()
     nonce_before = relayer_nonce(chain)
 
     async with HTTPFacilitatorClient(FacilitatorConfig(url=base_url)) as facilitator:
@@ -174,7 +132,7 @@ async def test_unpaid_is_a_402_and_the_sdk_client_pays_for_a_200(
 
     async with httpx.AsyncClient(timeout=30) as plain:
         unpaid = await plain.get(paid_resource)
-    async with x402HttpxClient(_signer_client(x402Client(), new_payer()), timeout=60) as paying:
+    async with x402HttpxClient(signer_client(x402Client(), new_payer()), timeout=60) as paying:
         paid = await paying.get(paid_resource)
 
     [offered] = _required_of(unpaid).accepts
@@ -193,7 +151,7 @@ async def test_a_replayed_payment_is_a_402_and_moves_no_money(
 ) -> None:
     async with httpx.AsyncClient(timeout=60) as plain:
         required = _required_of(await plain.get(paid_resource))
-        payload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
+        payload = signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
         header = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
         first = await plain.get(paid_resource, headers=header)
         nonce_after_first, payee_after_first = relayer_nonce(chain), chain.balance_of(PAY_TO)
@@ -213,8 +171,8 @@ async def test_the_paying_client_sees_why_a_malformed_payment_failed(
     path, value, _ = case
     async with httpx.AsyncClient(timeout=60) as plain:
         required = _required_of(await plain.get(paid_resource))
-        payload = _signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
-        broken = PaymentPayload.model_validate(_changed(_dump(payload), path, value))
+        payload = signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
+        broken = PaymentPayload.model_validate(changed(dump(payload), path, value))
         nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
         refused = await plain.get(
             paid_resource, headers={"PAYMENT-SIGNATURE": encode_payment_signature_header(broken)}
