@@ -17,8 +17,9 @@ and the 1.0 card declares `capabilities.extendedAgentCard`. The 0.3 card does no
 `render_agent_card` is the one place that turns a card into the exact bytes served for its version (and
 so the bytes a signature must cover), and `render_versionless_agent_card` the one that writes the card for
 requests naming no version (a 0.3 client, or a 1.0 client without `A2A-Version`): the 0.3 card with the
-1.0 card's interfaces and extension declarations beside its 0.3 members. The 1.0 card is written with plain `MessageToDict`, never the SDK's
-`agent_card_to_dict`, which would merge the 0.3 fields into a 1.0 card that lists a 0.3 interface.
+1.0 card's interfaces and extension declarations beside its 0.3 members. The 1.0 card is written with
+plain `MessageToDict`, never the SDK's `agent_card_to_dict`, which would merge the 0.3 fields into a 1.0
+card that lists a 0.3 interface.
 """
 
 from __future__ import annotations

@@ -85,7 +85,9 @@ def _outcome(case: ET.Element) -> TckOutcome:
 
 def parse_junit(path: Path) -> tuple[TckOutcome, ...]:
     """Every test case in the TCK's JUnit report."""
-    return tuple(_outcome(case) for case in ET.parse(path).getroot().iter("testcase"))
+    # Written by the TCK we just ran, on this machine.
+    root = ET.parse(path).getroot()  # noqa: S314
+    return tuple(_outcome(case) for case in root.iter("testcase"))
 
 
 def _run_tck(base_url: str, workdir: Path) -> TckRun:
@@ -105,7 +107,7 @@ def _run_tck(base_url: str, workdir: Path) -> TckRun:
     # The TCK must not see this project's pytest settings or virtualenv.
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_XDIST_WORKER", "VIRTUAL_ENV", "PYTHONPATH"):
         environment.pop(name, None)
-    finished = subprocess.run(
+    finished = subprocess.run(  # noqa: S603 - a fixed command
         command,
         cwd=tck,
         env=environment,

@@ -136,7 +136,9 @@ class ScenarioExecutor(AgentExecutor):
                 await scene(updater, event_queue)
                 return
         unknown = f"no TCK scenario for message id {message.message_id!r}"
-        await updater.update_status(TaskState.TASK_STATE_COMPLETED, updater.new_agent_message([_text(unknown)]))
+        await updater.update_status(
+            TaskState.TASK_STATE_COMPLETED, updater.new_agent_message([_text(unknown)])
+        )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Cancel the task (the long-running scenario is the only one still working to be canceled)."""

@@ -51,7 +51,9 @@ def case_id(outcome: TckOutcome) -> str:
 
 
 def _listing(outcomes: list[TckOutcome]) -> str:
-    return "\n".join(f"- {case_id(o)} ({o.result}): {o.detail.splitlines()[0] if o.detail else ''}" for o in outcomes)
+    return "\n".join(
+        f"- {case_id(o)} ({o.result}): {o.detail.splitlines()[0] if o.detail else ''}" for o in outcomes
+    )
 
 
 def test_every_disagreement_names_the_test_the_clause_and_why() -> None:
@@ -74,7 +76,9 @@ def test_the_tck_ran_at_must_level_on_both_transports(tck_run: TckRun) -> None:
 def test_no_tck_failure_outside_the_expected_disagreements(tck_run: TckRun) -> None:
     expected = {entry.test for entry in load_disagreements()}
 
-    unexpected = [o for o in tck_run.outcomes if o.result in ("failed", "error") and case_id(o) not in expected]
+    unexpected = [
+        o for o in tck_run.outcomes if o.result in ("failed", "error") and case_id(o) not in expected
+    ]
 
     assert not unexpected, f"TCK failures not in {DISAGREEMENTS_FILE.name}:\n{_listing(unexpected)}"
 
