@@ -2,11 +2,11 @@
 
 The server under test is `merchant.app.build_app` (the edge, the payment layer, the in-process facilitator
 on the session's dev chain) with every skill free and `ScenarioExecutor` as its agent, on SQLite, served
-on 127.0.0.1. The TCK runs unpatched, from its folder beside the checkout (`../shared/peers/a2a-tck-1.0`)
-and in its own virtualenv (`.venv-tck`, made by `scripts/setup`), as a subprocess: `run_tck.py` at MUST
-level on the `jsonrpc` and `http_json` transports. It writes its reports into the folder it runs in, so
-it runs in a copy of the folder in a temporary directory (the peer folder stays read-only). One run per
-test session: it takes about two minutes.
+on 127.0.0.1. The TCK runs unpatched, from its folder beside the checkout (`../shared/peers/a2a-tck-1.0`,
+or under `X402_PEERS_DIR`) and in its own virtualenv (`.venv-peers/a2a-tck-1.0`, made by
+`scripts/setup`), as a subprocess: `run_tck.py` at MUST level on the `jsonrpc` and `http_json` transports.
+It writes its reports into the folder it runs in, so it runs in a copy of the folder in a temporary
+directory (the peer folder stays read-only). One run per test session: it takes about two minutes.
 
 Outside CI a missing TCK folder or virtualenv skips the tests, naming what is missing; under `CI=true`
 they fail instead.
@@ -35,8 +35,9 @@ from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from .scenarios import ScenarioExecutor
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-TCK_DIR = CHECKOUT.parent / "shared" / "peers" / "a2a-tck-1.0"
-TCK_PYTHON = CHECKOUT / ".venv-tck" / "bin" / "python"
+# As scripts/setup finds the peer suites: a relative X402_PEERS_DIR is relative to the checkout.
+TCK_DIR = CHECKOUT / os.environ.get("X402_PEERS_DIR", "../shared/peers") / "a2a-tck-1.0"
+TCK_PYTHON = CHECKOUT / ".venv-peers" / "a2a-tck-1.0" / "bin" / "python"
 TRANSPORTS = ("jsonrpc", "http_json")
 # A MUST run takes about two minutes on an idle machine; a loaded one may take several times that.
 _RUN_TIMEOUT_S = 1200
