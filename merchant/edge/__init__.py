@@ -10,7 +10,14 @@ from __future__ import annotations
 from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
-from .card import AgentCardSettings, CardSettingsError, build_agent_card, render_agent_card, served_versions
+from .card import (
+    AgentCardSettings,
+    CardSettingsError,
+    build_agent_card,
+    render_agent_card,
+    render_versionless_agent_card,
+    served_versions,
+)
 from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
 
@@ -34,6 +41,7 @@ __all__ = [
     "create_app",
     "negotiate_version",
     "render_agent_card",
+    "render_versionless_agent_card",
     "served_versions",
     "tenant_owner",
 ]

@@ -1,10 +1,13 @@
 """Serving the Agent Card per protocol version, cacheable behind any HTTP cache.
 
 `GET AGENT_CARD_PATH` negotiates the version like every A2A route and answers with that version's card
-(`card.render_agent_card`). Each version's document has its own strong `ETag` (the SHA-256 of the exact
-bytes served), `Cache-Control` and `Vary: A2A-Version`, so a shared cache (a CDN, a reverse proxy) keeps the
-versions apart and never hands a 0.3 card to a 1.0 client. `If-None-Match` is answered with 304 carrying
-the same validators. A version that cannot be negotiated gets VersionNotSupported as an HTTP+JSON error.
+(`card.render_agent_card`). A request naming no version (no `A2A-Version`, or an empty one) is a 0.3
+client or a 1.0 client that forgot the header: it gets one card for both
+(`card.render_versionless_agent_card`), the 0.3 card plus the 1.0 interfaces and extension declarations,
+served as 0.3. Each of the three documents has its own strong `ETag` (the SHA-256 of the exact bytes
+served), `Cache-Control` and `Vary: A2A-Version`, so a shared cache (a CDN, a reverse proxy) keeps them
+apart and never hands a 0.3 card to a 1.0 client. `If-None-Match` is answered with 304 carrying the same
+validators. A version that cannot be negotiated gets VersionNotSupported as an HTTP+JSON error.
 
 The card modifier is applied on every request to the version's card before it is rendered. A card
 signer, when given, signs the rendered document (JWS over its canonical form, A2A §8.4) and the signed
@@ -46,7 +49,7 @@ from starlette.responses import JSONResponse, Response
 
 from merchant.payments import protocol_version
 
-from .card import render_agent_card
+from .card import render_agent_card, render_versionless_agent_card
 from .versions import ProtocolVersion, VersionNegotiator
 
 __all__ = ["AgentCardEndpoint", "CardDocument", "CardModifier", "CardSigner", "ExtendedAgentCards"]
@@ -102,15 +105,25 @@ class AgentCardEndpoint:
         self._modifier = modifier
         self._cache_control = cache_control
 
-    async def document(self, version: ProtocolVersion) -> CardDocument:
-        """The exact document served to `version` clients now (the modifier applied)."""
-        card = self._cards[version]
-        if self._modifier is not None:
-            card = await self._modifier(card)
-        body = render_agent_card(card, version)
+    async def document(self, version: ProtocolVersion | None) -> CardDocument:
+        """The exact document served to `version` clients now (the modifier applied).
+
+        `None` is a request naming no version: the card for clients of both versions
+        (`card.render_versionless_agent_card`), served as 0.3, the version such a request is served in.
+        """
+        if version is None:
+            current = await self._card(ProtocolVersion.V1_0)
+            body = render_versionless_agent_card(current, await self._card(ProtocolVersion.V0_3))
+            version = ProtocolVersion.V0_3
+        else:
+            body = render_agent_card(await self._card(version), version)
         if self._signer is not None:
             body = self._sign(body)
         return CardDocument(version, body, f'"{hashlib.sha256(body).hexdigest()}"')
+
+    async def _card(self, version: ProtocolVersion) -> AgentCard:
+        card = self._cards[version]
+        return card if self._modifier is None else await self._modifier(card)
 
     def _sign(self, body: bytes) -> bytes:
         signed = self._signed.get(body)
@@ -133,7 +146,8 @@ class AgentCardEndpoint:
             payload = build_rest_error_payload(exc)
             status = payload["error"]["code"]
             return JSONResponse(payload, status_code=status, headers={"Vary": VERSION_HEADER})
-        document = await self.document(version)
+        versionless = version is ProtocolVersion.V0_3 and not self._negotiator.names_version(request)
+        document = await self.document(None if versionless else version)
         headers = {
             "ETag": document.etag,
             "Cache-Control": self._cache_control,

@@ -82,11 +82,13 @@ class TenantGate(DelegatingRequestHandler):
     def _check_send(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         self._require_tenant(context)
         _check_client_message(params.message)
-        # Longer ids could never name a stored task, and a new task with a longer context id would not fit
-        # its row on PostgreSQL; refuse both up front with a clear message.
-        for name, value in (("taskId", params.message.task_id), ("contextId", params.message.context_id)):
-            if len(value) > _MAX_ID_CHARS:
-                raise InvalidParamsError(message=f"message.{name} must be at most {_MAX_ID_CHARS} characters")
+        # No stored task has a longer id, so a longer taskId names an unknown task, which is TaskNotFound
+        # whatever its length (A2A §3.4.2). A new task with a longer context id would not fit its row on
+        # PostgreSQL: refused up front, so no oversized id is ever stored.
+        if len(params.message.task_id) > _MAX_ID_CHARS:
+            raise TaskNotFoundError
+        if len(params.message.context_id) > _MAX_ID_CHARS:
+            raise InvalidParamsError(message=f"message.contextId must be at most {_MAX_ID_CHARS} characters")
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         """SendMessage for a known tenant."""

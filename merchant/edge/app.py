@@ -39,6 +39,7 @@ from ._failures import RememberFailures
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
+from ._slashes import TrailingSlashMiddleware
 from ._task_store import TenantTaskStore
 from ._tenancy import TenantGate
 from .card import (
@@ -152,6 +153,8 @@ def create_app(
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan)
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX,))
+    # Outermost: the path is settled before anything reads it.
+    app.add_middleware(TrailingSlashMiddleware, prefix=A2A_PATH_PREFIX)
     app.router.routes.extend(routes)
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
     context_builder = EdgeCallContextBuilder(negotiator)

@@ -15,14 +15,18 @@ declarations `tenant_extensions` gives for it (the reference merchant: only that
 and the 1.0 card declares `capabilities.extendedAgentCard`. The 0.3 card does not: 0.3 has no tenants.
 
 `render_agent_card` is the one place that turns a card into the exact bytes served for its version (and
-so the bytes a signature must cover). The 1.0 card is written with plain `MessageToDict`, never the SDK's
-`agent_card_to_dict`, which would merge the 0.3 fields into a 1.0 card that lists a 0.3 interface.
+so the bytes a signature must cover), and `render_versionless_agent_card` the one that writes the card for
+requests naming no version (a 0.3 client, or a 1.0 client without `A2A-Version`): the 0.3 card with the
+1.0 card's interfaces and extension declarations beside its 0.3 members. The 1.0 card is written with
+plain `MessageToDict`, never the SDK's `agent_card_to_dict`, which would merge the 0.3 fields into a 1.0
+card that lists a 0.3 interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -43,6 +47,7 @@ __all__ = [
     "build_agent_card",
     "build_extended_agent_card",
     "render_agent_card",
+    "render_versionless_agent_card",
     "served_versions",
 ]
 
@@ -203,12 +208,39 @@ def render_agent_card(card: AgentCard, version: ProtocolVersion) -> bytes:
     first 0.3 interface becomes `url`/`preferredTransport` and every 0.3 interface, that one included, is
     listed in `additionalInterfaces`, as the 0.3 specification recommends.
     """
-    if version is ProtocolVersion.V1_0:
-        document = MessageToDict(card)
-    else:
-        legacy = [i for i in card.supported_interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
-        compat = to_compat_agent_card(card)
-        compat.additional_interfaces = [to_compat_agent_interface(i) for i in legacy]
-        compat.protocol_version = ProtocolVersion.V0_3.value
-        document = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document = MessageToDict(card) if version is ProtocolVersion.V1_0 else _v0_3_document(card)
     return orjson.dumps(restore_integers(document))
+
+
+def render_versionless_agent_card(card_v1_0: AgentCard, card_v0_3: AgentCard) -> bytes:
+    """The exact bytes served to a card request that names no A2A version: one card for both versions.
+
+    A 0.3 client fetches the card without `A2A-Version`, and so does a 1.0 client that forgot it. The card
+    is the 0.3 document of `card_v0_3` exactly (a 0.3 client reads what it always read), plus what a 1.0
+    client reads: `supportedInterfaces` of `card_v1_0` (every interface, both versions) and its
+    `capabilities.extendedAgentCard`. `capabilities.extensions` holds the 0.3 declarations first, then
+    those of 1.0 whose URI is not already there: as A2A's single card for both versions, under the
+    extension's coexistence rules (spec/v0.3.md §13) each declaration's `required` applies only to the
+    interfaces of its own protocol version.
+    """
+    document = _v0_3_document(card_v0_3)
+    current = MessageToDict(card_v1_0)
+    document["supportedInterfaces"] = current["supportedInterfaces"]
+    capabilities = document.setdefault("capabilities", {})
+    declared = capabilities.get("extensions", [])
+    uris = {declaration["uri"] for declaration in declared}
+    added = [e for e in current.get("capabilities", {}).get("extensions", []) if e["uri"] not in uris]
+    if declared or added:
+        capabilities["extensions"] = [*declared, *added]
+    if card_v1_0.capabilities.extended_agent_card:
+        capabilities["extendedAgentCard"] = True
+    return orjson.dumps(restore_integers(document))
+
+
+def _v0_3_document(card: AgentCard) -> dict[str, Any]:
+    legacy = [i for i in card.supported_interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
+    compat = to_compat_agent_card(card)
+    compat.additional_interfaces = [to_compat_agent_interface(i) for i in legacy]
+    compat.protocol_version = ProtocolVersion.V0_3.value
+    document: dict[str, Any] = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return document

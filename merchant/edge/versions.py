@@ -122,6 +122,16 @@ class VersionNegotiator:
         if not self.supported:
             raise ValueError("at least one protocol version must be served")
 
+    @staticmethod
+    def names_version(request: Request) -> bool:
+        """Whether `request` names a version at all: a non-empty `A2A-Version` header or query parameter.
+
+        A request that names none is served 0.3 like one naming `0.3`; only the Agent Card tells them apart
+        (`_card_route`: such a request gets the card for clients of either version).
+        """
+        values = [*request.headers.getlist(VERSION_HEADER), *request.query_params.getlist(VERSION_HEADER)]
+        return any(value.strip() for value in values)
+
     def version_of(self, request: Request) -> ProtocolVersion:
         """The version `request` is served in (remembered on the request).
 

@@ -53,7 +53,8 @@ from tests.fixtures.merchant import (
 pytestmark = pytest.mark.timeout(60)
 
 X402_MERCHANT = Path(sys.executable).with_name("x402-merchant")
-VERSIONS = ("1.0", "0.3")
+VERSIONS = ("1.0", "0.3", None)
+"""The cards served: each version's, and (None) the card for requests naming no version."""
 OTHER_PAY_TO = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"  # anvil account 7
 
 
@@ -66,8 +67,9 @@ class ServedCard:
     etag: str
 
 
-async def fetch_card(http: httpx.AsyncClient, base_url: str, version: str) -> ServedCard:
-    reply = await http.get(base_url + AGENT_CARD_PATH, headers={"A2A-Version": version})
+async def fetch_card(http: httpx.AsyncClient, base_url: str, version: str | None) -> ServedCard:
+    headers = {"A2A-Version": version} if version is not None else {}
+    reply = await http.get(base_url + AGENT_CARD_PATH, headers=headers)
     assert reply.status_code == 200, reply.text
     return ServedCard(reply.content, reply.json(), reply.headers["etag"])
 
@@ -185,6 +187,8 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
     assert (
         protocol_version_of(served["0.3"].card) == "0.3" and protocol_version_of(served["1.0"].card) is None
     )
+    # The card for requests naming no version is signed over both versions' members.
+    assert protocol_version_of(served[None].card) == "0.3" and "supportedInterfaces" in served[None].card
 
 
 def protocol_version_of(card: dict[str, Any]) -> str | None:
@@ -209,8 +213,12 @@ async def test_the_signed_card_is_signed_once_and_cached_per_version(
     # ES256 signatures differ on every signing: equal bytes mean the card was signed once, not per request.
     for version in VERSIONS:
         assert (again[version].body, again[version].etag) == (first[version].body, first[version].etag)
-    assert first["1.0"].etag != first["0.3"].etag
+    assert len({first[version].etag for version in VERSIONS}) == len(VERSIONS)
     assert first["1.0"].card["signatures"] != first["0.3"].card["signatures"]
+    assert first[None].card["signatures"] not in (
+        first["1.0"].card["signatures"],
+        first["0.3"].card["signatures"],
+    )
     assert (revalidated.status_code, revalidated.headers["etag"]) == (304, first["1.0"].etag)
 
 
@@ -242,9 +250,12 @@ async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
                 assert checked.payload == payload
 
 
-@pytest.mark.parametrize(("version", "uri"), [("1.0", EXTENSION_URI), ("0.3", EXTENSION_URI_V02)])
+@pytest.mark.parametrize(
+    ("version", "uri"),
+    [("1.0", EXTENSION_URI), ("0.3", EXTENSION_URI_V02), (None, EXTENSION_URI), (None, EXTENSION_URI_V02)],
+)
 async def test_a_card_whose_pay_to_was_changed_fails_verification(
-    version: str, uri: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+    version: str | None, uri: str, start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 

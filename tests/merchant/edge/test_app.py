@@ -79,10 +79,14 @@ async def test_context_id_not_matching_the_task_is_rejected(wire: Wire) -> None:
     assert await wire.get_task(task["id"]) == task
 
 
-async def test_overlong_ids_are_rejected(wire: Wire) -> None:
-    for field in ("task_id", "context_id"):
+async def test_overlong_context_ids_are_rejected(wire: Wire) -> None:
+    # A new task would store the context id, and no stored id is longer than 36 characters.
+    for message in (
+        user_message("hello", message_id=mid(), context_id="x" * 37),
+        user_message("hello", message_id=mid(), context_id="x" * 37, task_id=str(uuid.uuid4())),
+    ):
         with pytest.raises(A2AFailure) as failure:
-            await wire.send(user_message("hello", message_id=mid(), **{field: "x" * 37}))
+            await wire.send(message)
         assert_failure(failure, wire, "INVALID_PARAMS", INVALID_PARAMS)
     assert (await wire.list_tasks())["tasks"] == []
 
@@ -211,9 +215,9 @@ async def test_subscribe_to_a_finished_task_is_unsupported(wire: Wire) -> None:
     assert_failure(failure, wire, "UNSUPPORTED_OPERATION", UNSUPPORTED)
 
 
-async def test_unknown_task_id_is_not_found(wire: Wire) -> None:
-    unknown = str(uuid.uuid4())
-
+# A UUID, an id just over the 36 characters of any stored one (as the TCK sends), and a far longer one.
+@pytest.mark.parametrize("unknown", [str(uuid.uuid4()), "tck-nonexistent-" + "7" * 26, "x" * 300])
+async def test_unknown_task_id_is_not_found(wire: Wire, unknown: str) -> None:
     for operation in (wire.get_task, wire.cancel):
         with pytest.raises(A2AFailure) as failure:
             await operation(unknown)
@@ -224,6 +228,9 @@ async def test_unknown_task_id_is_not_found(wire: Wire) -> None:
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
     with pytest.raises(A2AFailure) as failure:
         await wire.send(user_message("M", message_id=mid(), task_id=unknown))
+    assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
+    with pytest.raises(A2AFailure) as failure:
+        await wire.stream(user_message("M", message_id=mid(), task_id=unknown))
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
     assert (await wire.list_tasks())["tasks"] == []
 
@@ -340,3 +347,34 @@ async def test_an_idle_interrupted_task_resumes_after_release(sqlite_url: str, b
 
     assert first["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_paths_with_a_trailing_slash_are_served_as_without(sqlite_http: httpx.AsyncClient) -> None:
+    # httpx joins an empty path to the interface URL as `…/a2a/jsonrpc/`: no redirect may drop the body.
+    request = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
+    request["params"] = {"message": user_message("hello", message_id=mid())}
+    sent = await sqlite_http.post(JSONRPC_PATH + "/", json=request)
+    assert sent.status_code == 200, sent.headers
+    task = sent.json()["result"]["task"]
+
+    rest_sent = await sqlite_http.post(
+        REST_PATH + "/message:send/", json={"message": user_message("hello", message_id=mid())}
+    )
+    fetched = await sqlite_http.get(f"{REST_PATH}/tasks/{task['id']}//")
+    listed = await sqlite_http.get(REST_PATH + "/tasks/")
+    tenant_listed = await sqlite_http.get(f"{REST_PATH}/{TENANT_A}/tasks/")
+    streamed = await sqlite_http.post(
+        JSONRPC_PATH + "/",
+        json={**request, "method": "SendStreamingMessage"},
+        headers={"Accept": "text/event-stream"},
+    )
+
+    for answer in (rest_sent, fetched, listed, tenant_listed, streamed):
+        assert answer.status_code == 200, (answer.request.url, answer.status_code, answer.headers)
+    assert rest_sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert fetched.json() == task
+    assert len(listed.json()["tasks"]) == 2 and tenant_listed.json()["tasks"] == []
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    # Only A2A paths: the prefix itself and other routes keep their own answers.
+    assert (await sqlite_http.get("/a2a/")).status_code == 404
+    assert (await sqlite_http.get(HEALTH_PATH + "/")).status_code != 200

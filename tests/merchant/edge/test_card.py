@@ -7,6 +7,8 @@ import json
 
 import httpx
 import pytest
+from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3 import types as compat
 from a2a.types import AgentCard, AgentExtension, AgentProvider
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct
@@ -18,6 +20,7 @@ from merchant.edge import (
     ProtocolVersion,
     build_agent_card,
     render_agent_card,
+    render_versionless_agent_card,
     served_versions,
 )
 from merchant.tenants import Tenant, TenantRegistry
@@ -81,6 +84,11 @@ def expected_card_v0_3(base_url: str) -> JSON:
     }
 
 
+def expected_versionless_card(base_url: str) -> JSON:
+    """The card served to requests naming no version: the 0.3 card plus every interface of the 1.0 one."""
+    return {**expected_card_v0_3(base_url), "supportedInterfaces": interfaces(base_url)}
+
+
 def test_card_without_a_default_tenant_has_no_tenantless_interface_and_no_0_3() -> None:
     tenants = TenantRegistry([Tenant(id=TENANT_B, pay_to=PAY_TO[TENANT_B], price=1)])
 
@@ -124,6 +132,55 @@ def test_0_3_card_has_the_0_3_shape_and_only_0_3_extensions() -> None:
     assert json.loads(render_agent_card(v1_card, ProtocolVersion.V1_0))["capabilities"]["extensions"] == [
         {"uri": v1.uri, "required": True}
     ]
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_versionless_card_is_the_0_3_card_plus_what_a_1_0_client_reads(extended: bool) -> None:
+    v03 = AgentExtension(uri="https://example.org/ext/x402/v0.3", required=True)
+    v02 = AgentExtension(uri="https://example.org/ext/x402/v0.2", required=True)
+    v01 = AgentExtension(uri="https://example.org/ext/x402/v0.1", required=False)
+    params = Struct()
+    params.update({"decimals": 6})
+    v03.params.CopyFrom(params)
+    settings = AgentCardSettings(
+        name="Test Merchant",
+        description="Sells t-shirts",
+        version="1.2.3",
+        base_url=BASE,
+        skills=[SKILL],
+        extensions=[v03, v01],
+        extensions_v0_3=[v02, v01],
+        tenant_extensions=(lambda _tenant: [v03]) if extended else None,
+    )
+    current = build_agent_card(settings, make_tenants())
+    legacy = build_agent_card(settings, make_tenants(), ProtocolVersion.V0_3)
+
+    body = render_versionless_agent_card(current, legacy)
+    served = json.loads(body)
+
+    # Both URIs declared, 0.3's first; a URI both versions declare is listed once.
+    declared = [
+        {"uri": v02.uri, "required": True},
+        {"uri": v01.uri, "required": False},
+        {"uri": v03.uri, "required": True, "params": {"decimals": 6}},
+    ]
+    assert served["capabilities"]["extensions"] == declared
+    assert b'"decimals":6}' in body
+    assert served["capabilities"].get("extendedAgentCard", False) is extended
+    assert served["supportedInterfaces"] == interfaces(BASE)
+    # A 0.3 client reads exactly the 0.3 card: the members it knows are the 0.3 card's, and it parses.
+    as_0_3 = json.loads(render_agent_card(legacy, ProtocolVersion.V0_3))
+    assert {key: served[key] for key in as_0_3 if key != "capabilities"} == {
+        key: value for key, value in as_0_3.items() if key != "capabilities"
+    }
+    assert served["capabilities"]["extensions"][:2] == as_0_3["capabilities"]["extensions"]
+    assert set(served) - set(as_0_3) == {"supportedInterfaces"}
+    assert compat.AgentCard.model_validate(served).url == BASE + "/a2a/jsonrpc"
+    # A 1.0 client (a2a-sdk's card parser) sees every interface of the 1.0 card and its extensions.
+    parsed = parse_agent_card(json.loads(body))
+    assert list(parsed.supported_interfaces) == list(current.supported_interfaces)
+    assert {e.uri for e in parsed.capabilities.extensions} == {v01.uri, v02.uri, v03.uri}
+    assert parsed.capabilities.extended_agent_card is extended
 
 
 def test_card_carries_extensions_and_optional_fields() -> None:
@@ -185,13 +242,13 @@ def test_card_settings_are_validated(field: str, value: object, message: str) ->
     ("headers", "version"),
     [
         ({"A2A-Version": "1.0"}, "1.0"),
-        ({}, "0.3"),
+        ({}, None),
         ({"A2A-Version": "0.3"}, "0.3"),
-        ({"A2A-Version": ""}, "0.3"),
+        ({"A2A-Version": ""}, None),
     ],
 )
 async def test_served_card_is_the_requested_version_cached_and_revalidated(
-    sqlite_url: str, headers: dict[str, str], version: str
+    sqlite_url: str, headers: dict[str, str], version: str | None
 ) -> None:
     with running_merchant(sqlite_url) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:
@@ -200,11 +257,12 @@ async def test_served_card_is_the_requested_version_cached_and_revalidated(
             revalidated = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": etag})
             listed = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": f'"x", {etag}'})
 
-    expected = expected_card(base_url) if version == "1.0" else expected_card_v0_3(base_url)
+    expected = {"1.0": expected_card, "0.3": expected_card_v0_3, None: expected_versionless_card}[version]
     assert response.status_code == 200
-    assert response.json() == expected
+    assert response.json() == expected(base_url)
     assert response.headers["content-type"] == "application/json"
-    assert response.headers["a2a-version"] == version
+    # A request naming no version is served 0.3, with the card for clients of both versions.
+    assert response.headers["a2a-version"] == (version or "0.3")
     assert response.headers["vary"] == "A2A-Version"
     assert response.headers["cache-control"] == "public, max-age=300"
     # A strong tag: the SHA-256 of exactly the bytes served.
@@ -219,17 +277,31 @@ async def test_served_card_is_the_requested_version_cached_and_revalidated(
 async def test_each_version_has_its_own_entity_tag(sqlite_url: str) -> None:
     with running_merchant(sqlite_url) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:
-            legacy = await http.get(AGENT_CARD_PATH)
+            versionless = await http.get(AGENT_CARD_PATH)
+            legacy = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "0.3"})
             current = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})
-            crossed = await http.get(
-                AGENT_CARD_PATH, headers={"A2A-Version": "1.0", "If-None-Match": legacy.headers["etag"]}
-            )
+            crossed = [
+                await http.get(AGENT_CARD_PATH, headers={**named, "If-None-Match": other.headers["etag"]})
+                for named, other in (
+                    ({"A2A-Version": "1.0"}, versionless),
+                    ({"A2A-Version": "1.0"}, legacy),
+                    ({"A2A-Version": "0.3"}, versionless),
+                    ({}, legacy),
+                )
+            ]
             by_query = await http.get(AGENT_CARD_PATH, params={"A2A-Version": "1.0"})
+            legacy_by_query = await http.get(AGENT_CARD_PATH, params={"A2A-Version": "0.3"})
 
-    assert legacy.headers["etag"] != current.headers["etag"]
-    assert crossed.status_code == 200
-    assert crossed.json() == current.json()
+    assert len({answer.headers["etag"] for answer in (versionless, legacy, current)}) == 3
+    assert [answer.status_code for answer in crossed] == [200] * 4
+    assert [answer.content for answer in crossed] == [
+        current.content,
+        current.content,
+        legacy.content,
+        versionless.content,
+    ]
     assert by_query.content == current.content
+    assert legacy_by_query.content == legacy.content
 
 
 @pytest.mark.parametrize("version", ["1.7", "2.0", "0.2", "abc"])
@@ -259,4 +331,4 @@ async def test_card_modifier_shapes_every_served_card(sqlite_url: str) -> None:
 
     assert served == {**expected_card(base_url), "name": "Signed Merchant"}
     assert ParseDict(served, AgentCard()).name == "Signed Merchant"
-    assert legacy == {**expected_card_v0_3(base_url), "name": "Signed Merchant"}
+    assert legacy == {**expected_versionless_card(base_url), "name": "Signed Merchant"}

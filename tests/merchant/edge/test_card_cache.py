@@ -2,7 +2,8 @@
 
 The cache sits in front of the merchant as ASGI middleware and is served with uvicorn; a counter behind it
 shows which requests reached the merchant. `Vary: A2A-Version` must keep the versions apart: a cached 0.3
-card is never served to a 1.0 client, nor the reverse. The control case removes `Vary` from the
+card is never served to a 1.0 client, nor the reverse, and the card for requests naming no version is a
+variant of its own. The control case removes `Vary` from the
 merchant's answers and shows the cache then does mix them up, so the main test can fail.
 """
 
@@ -80,9 +81,18 @@ def is_v1_0(card: dict[str, object]) -> bool:
     return "supportedInterfaces" in card and "url" not in card
 
 
-@pytest.mark.parametrize("order", [(None, "1.0"), ("1.0", None), ("0.3", "1.0"), ("1.0", "0.3")])
+def kind(card: dict[str, object]) -> str | None:
+    """Which card this is: "1.0", "0.3", or None for the card of requests naming no version (both)."""
+    if is_v1_0(card):
+        return "1.0"
+    return None if "supportedInterfaces" in card else "0.3"
+
+
+@pytest.mark.parametrize(
+    "order", [(None, "1.0"), ("1.0", None), ("0.3", "1.0"), ("1.0", "0.3"), (None, "0.3"), ("0.3", None)]
+)
 async def test_cache_never_crosses_versions(
-    sqlite_url: str, tmp_path: Path, order: tuple[str | None, str]
+    sqlite_url: str, tmp_path: Path, order: tuple[str | None, str | None]
 ) -> None:
     first, second = order
     with cached_merchant(sqlite_url, tmp_path) as (base_url, origin):
@@ -90,8 +100,7 @@ async def test_cache_never_crosses_versions(
             cards = [await fetch(http, version) for version in (first, first, second, second, first)]
             reached = origin.card_requests
 
-    expected = [version == "1.0" for version in (first, first, second, second, first)]
-    assert [is_v1_0(card) for card in cards] == expected
+    assert [kind(card) for card in cards] == [first, first, second, second, first]
     # Each version was fetched from the merchant once; every repeat came from the cache.
     assert reached == 2
     assert cards[0] == cards[1] == cards[4]

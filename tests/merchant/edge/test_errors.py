@@ -155,7 +155,7 @@ TRIGGERS: dict[str, Trigger] = {
     "ExtendedAgentCardNotConfigured": lambda b: b.call("GetExtendedAgentCard", {}),
     "ExtensionSupportRequired": lambda b: b.call("SendMessage", send("members-only")),
     "VersionNotSupported": lambda b: b.call("GetTask", {"id": str(uuid.uuid4())}, {"A2A-Version": "1.7"}),
-    "InvalidParams": lambda b: b.call("SendMessage", send("hello", task_id="x" * 37)),
+    "InvalidParams": lambda b: b.call("SendMessage", send("hello", context_id="x" * 37)),
     "Internal": lambda b: b.call("SendMessage", send("explode")),
 }
 
@@ -264,7 +264,9 @@ _V0_3_HEADERS = {"A2A-Version": "0.3"}
 _V0_3_REST = REST_PATH + "/v1"
 
 
-def message_v0_3(binding: str, text: str, *, task_id: str = "", file: bool = False) -> JSON:
+def message_v0_3(
+    binding: str, text: str, *, task_id: str = "", context_id: str = "", file: bool = False
+) -> JSON:
     """A 0.3 user message: the 0.3 JSON schema on JSON-RPC, ProtoJSON of the 0.3 proto on HTTP+JSON."""
     if binding == "jsonrpc":
         part: JSON = {"kind": "text", "text": text}
@@ -278,6 +280,8 @@ def message_v0_3(binding: str, text: str, *, task_id: str = "", file: bool = Fal
         message = {"messageId": mid(), "role": "ROLE_USER", "content": [part]}
     if task_id:
         message["taskId"] = task_id
+    if context_id:
+        message["contextId"] = context_id
     return message
 
 
@@ -293,8 +297,11 @@ class BindingV0_3(Binding):
     def route(self, operation: str, params: JSON) -> tuple[str, str, JSON | None]:
         return _V0_3_PATHS[operation](params)
 
-    async def send(self, text: str, *, task_id: str = "", file: bool = False) -> httpx.Response:
-        return await self.call("send", {"message": message_v0_3(self.name, text, task_id=task_id, file=file)})
+    async def send(
+        self, text: str, *, task_id: str = "", context_id: str = "", file: bool = False
+    ) -> httpx.Response:
+        message = message_v0_3(self.name, text, task_id=task_id, context_id=context_id, file=file)
+        return await self.call("send", {"message": message})
 
     async def task_id(self, text: str) -> str:
         body = (await self.send(text)).json()
@@ -349,7 +356,7 @@ TRIGGERS_V0_3: dict[str, TriggerV0_3] = {
     "ExtendedAgentCardNotConfigured": lambda b: b.call("card", {}),
     "ExtensionSupportRequired": lambda b: b.send("members-only"),
     "VersionNotSupported": lambda b: b.call("get", {"id": str(uuid.uuid4())}, {"A2A-Version": "1.7"}),
-    "InvalidParams": lambda b: b.send("hello", task_id="x" * 37),
+    "InvalidParams": lambda b: b.send("hello", context_id="x" * 37),
     "Internal": lambda b: b.send("explode"),
 }
 

@@ -150,7 +150,10 @@ async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXT
 async def pay_v0_3_sdk(merchant: RunningMerchant, key: str, binding: str) -> Paid:
     """Pay with the a2a-sdk 0.3 compat client (from the 0.3 card), an x402 v2 payload in the v0.2 keys."""
     async with httpx.AsyncClient(timeout=30) as http:
-        card = await A2ACardResolver(http, merchant.base_url).get_agent_card()
+        # The 0.3 card: without `A2A-Version` this client, which speaks both, would pick a 1.0 interface.
+        card = await A2ACardResolver(http, merchant.base_url).get_agent_card(
+            http_kwargs={"headers": {"A2A-Version": "0.3"}}
+        )
         config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], streaming=False)
         client = ClientFactory(config).create(card)
         context = ClientCallContext(service_parameters={"A2A-Extensions": EXTENSION_URI_V02})

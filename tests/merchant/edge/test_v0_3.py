@@ -12,6 +12,7 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.client.base_client import BaseClient
+from a2a.client.card_resolver import parse_agent_card
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.helpers import new_text_message
@@ -27,7 +28,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotFoundError
 
-from merchant.edge import JSONRPC_PATH, REST_PATH
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 
 from .executors import QUESTION, STREAM_STEPS
 from .layers import MEMBERS_EXTENSION
@@ -197,7 +198,9 @@ async def test_a_file_by_bytes_on_0_3_rest_is_refused_clearly(shared_merchant: s
 
 @dataclass
 class CompatClients:
-    """a2a-sdk clients built from the card a header-less (0.3) fetch returns: the SDK's 0.3 transports."""
+    """a2a-sdk clients built from what a 0.3 client reads of the card a header-less fetch returns (its `url`,
+    `preferredTransport` and `additionalInterfaces`, not the 1.0 `supportedInterfaces` beside them): the
+    SDK's 0.3 transports."""
 
     binding: str
     unary: Client
@@ -208,7 +211,10 @@ class CompatClients:
 async def compat(shared_merchant: str, request: pytest.FixtureRequest) -> AsyncIterator[CompatClients]:
     """Unary and streaming 0.3 compat clients on one binding."""
     async with httpx.AsyncClient(timeout=10) as http:
-        card = await A2ACardResolver(http, shared_merchant).get_agent_card()
+        document = (await http.get(shared_merchant + AGENT_CARD_PATH)).json()
+        # A 0.3 client knows no `supportedInterfaces`; the SDK's parser then reads the 0.3 members.
+        del document["supportedInterfaces"]
+        card = parse_agent_card(document)
         clients = [
             ClientFactory(
                 ClientConfig(
@@ -252,6 +258,29 @@ async def test_compat_client_speaks_0_3(compat: CompatClients) -> None:
     # On HTTP+JSON the SDK's client reads the error `type` (without it, a 404 would be MethodNotFound).
     with pytest.raises(TaskNotFoundError):
         await client.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+@pytest.mark.parametrize("binding_name", sorted(SDK_BINDINGS))
+async def test_a_1_0_client_that_fetched_the_card_without_a_version_speaks_1_0(
+    shared_merchant: str, binding_name: str
+) -> None:
+    # The card for requests naming no version lists the 1.0 interfaces first; a client of both picks 1.0.
+    async with httpx.AsyncClient(timeout=10) as http:
+        card = await A2ACardResolver(http, shared_merchant).get_agent_card()
+        config = ClientConfig(
+            httpx_client=http, supported_protocol_bindings=[SDK_BINDINGS[binding_name]], streaming=False
+        )
+        client = ClientFactory(config).create(card)
+        try:
+            transport = client._transport  # noqa: SLF001 - which transport the factory chose is the point
+            [first] = await collect(client.send_message(request("quote")))
+            fetched = await client.get_task(GetTaskRequest(id=first.task.id))
+        finally:
+            await client.close()
+
+    assert not isinstance(transport, CompatJsonRpcTransport | CompatRestTransport)
+    assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert fetched.id == first.task.id
 
 
 async def test_compat_client_learns_an_extension_is_required(compat: CompatClients) -> None:

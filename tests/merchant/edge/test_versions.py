@@ -165,12 +165,15 @@ def assert_version_refused(route: Route, response: httpx.Response) -> None:
     assert (info["reason"], info["domain"]) == ("VERSION_NOT_SUPPORTED", "a2a-protocol.org")
 
 
-def assert_served(route: Route, response: httpx.Response, version: str) -> None:
-    """The route's own answer in `version` (TaskNotFound in that version's form, or the card)."""
+def assert_served(route: Route, response: httpx.Response, version: str, *, versionless: bool = False) -> None:
+    """The route's own answer in `version` (TaskNotFound in that version's form, or the card).
+
+    `versionless`: the request named no version; it is served 0.3, and the card is the one for both versions.
+    """
     assert response.headers["a2a-version"] == version
     if route.name == "card":
         assert response.status_code == 200
-        assert ("supportedInterfaces" in response.json()) == (version == "1.0")
+        assert ("supportedInterfaces" in response.json()) == (version == "1.0" or versionless)
         assert response.json().get("protocolVersion") == ("0.3" if version == "0.3" else None)
     elif route.rpc_method is not None:
         error = jsonrpc_answer(response)["error"]
@@ -213,7 +216,8 @@ async def test_every_route_serves_exactly_the_negotiated_version(
     if version is None or (route.serves is not None and route.serves != version):
         assert_version_refused(route, response)
     else:
-        assert_served(route, response, version)
+        named = [value for value in (*headers.values(), *query.values()) if value.strip()]
+        assert_served(route, response, version, versionless=not named)
 
 
 REPEATED: list[tuple[Pairs, Pairs]] = [
