@@ -39,6 +39,10 @@ from agentcard import parse_card_json
 from tests.fixtures.servers import bind_loopback, serve_asgi
 
 VECTORS = Path(__file__).parent / "vectors"
+SLOW_ANSWER_S = 5.0
+"""How long `/slow` of the key server takes to answer: far beyond any timeout a test gives a fetch."""
+DRIP_S = 5.0
+"""How long `/drip` takes to send its body, a byte at a time, each one well within any read timeout."""
 
 MERCHANT_CARD: dict[str, Any] = {
     "name": "Merchant Agent",
@@ -147,13 +151,13 @@ def key_server_app(state: KeyServer) -> Starlette:
         return Response(body, media_type="application/json", headers={"content-encoding": "gzip"})
 
     async def slow(_: Request) -> Response:
-        await asyncio.sleep(5)
+        await asyncio.sleep(SLOW_ANSWER_S)
         return JSONResponse(state.jwks)
 
     async def drip(_: Request) -> Response:
         async def chunks() -> AsyncIterator[bytes]:
             for _ in range(100):
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(DRIP_S / 100)
                 yield b" "
 
         return StreamingResponse(chunks(), media_type="application/json")

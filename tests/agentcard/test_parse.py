@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -31,14 +30,28 @@ def test_duplicate_member_is_refused_at_any_depth() -> None:
         parse_card_json(b'{"capabilities": {"streaming": true, "streaming": false}}')
 
 
+class _WatchedBytes(bytes):
+    """Bytes that count how often they are decoded: decoding is the first step of parsing."""
+
+    def __init__(self, _: bytes) -> None:
+        self.decodes = 0
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        self.decodes += 1
+        return super().decode(encoding, errors)
+
+
 def test_ten_megabyte_card_is_refused_by_size_before_parsing() -> None:
     # Not JSON at all: only a size check that runs before parsing can report "too large" for it.
-    body = b"{" + b"x" * (10 * 1024 * 1024)
-    started = time.perf_counter()
+    body = _WatchedBytes(b"{" + b"x" * (10 * 1024 * 1024))
     with pytest.raises(CardTooLargeError, match="over the limit of 262144") as raised:
         parse_card_json(body)
     assert raised.value.code == "card_too_large"
-    assert time.perf_counter() - started < 0.5
+    assert body.decodes == 0  # refused on its length alone: not a byte of it was decoded
+
+    small = _WatchedBytes(b'{"name": "a"}')
+    assert parse_card_json(small) == {"name": "a"}
+    assert small.decodes == 1  # the count does see a decode
 
 
 def test_size_limit_is_inclusive_and_configurable() -> None:
@@ -107,10 +120,9 @@ def test_nesting_limit_counts_containers_not_brackets_in_strings() -> None:
     assert parse_card_json(json.dumps(brackets_in_text).encode()) == brackets_in_text
 
 
-def test_a_full_size_card_parses_quickly() -> None:
+def test_a_full_size_card_with_brackets_and_escaped_quotes_in_its_strings_parses() -> None:
+    # How long it takes, and how that grows with the card's size, is measured by bench.agentcard_bench.
     card = {"skills": [{"id": str(i), "name": 'n\\"[{', "tags": ["t"] * 20} for i in range(1000)]}
     body = json.dumps(card).encode()
-    assert len(body) < MAX_CARD_BYTES
-    started = time.perf_counter()
+    assert MAX_CARD_BYTES // 2 < len(body) < MAX_CARD_BYTES
     assert parse_card_json(body) == card
-    assert time.perf_counter() - started < 0.5
