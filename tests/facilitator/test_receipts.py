@@ -17,8 +17,8 @@ from devchain import DevChain
 from facilitator import ClaimState
 from facilitator.wire import Reason
 from payer import sign_payment
-from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import loopback_server
 
 from .conftest import OpenFacilitator
@@ -168,7 +168,7 @@ async def test_a_node_stalling_past_the_deadline_still_gets_a_pending_answer_wit
         while tx_count(chain, relayer, "pending") == tx_count(chain, relayer):
             assert not settling.done(), f"answered before the broadcast: {settling.result()}"
             await asyncio.sleep(0.01)
-        # Broadcast: from now on the node answers nothing (receipts, the pool check), for the whole RPC timeout per call.
+        # Broadcast: from now on the node answers nothing (receipts, the pool check) till each call times out.
         stalled.set()
         answer = await settling
         elapsed = time.monotonic() - started
@@ -202,7 +202,7 @@ async def test_the_search_for_a_front_runner_on_a_stalled_node_keeps_to_the_budg
     submit_directly(chain, payload)
     async with stallable_proxy(chain.rpc_url, only=b'"eth_getLogs"') as (proxy_url, stalled):
         service = await open_facilitator(sqlite_url, rpc_url=proxy_url, rpc_timeout_s=_STALLED_RPC_TIMEOUT_S)
-        stalled.set()  # verification reads the used nonce; the log search then hangs, the whole RPC timeout per call
+        stalled.set()  # verification reads the used nonce; the log search then hangs, per call
         started = time.monotonic()
         answer = await service.settle(
             payload,
