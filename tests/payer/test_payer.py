@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -373,8 +374,8 @@ async def test_a_settlement_pending_too_long_raises_with_its_transaction(
     # Let the merchant finish, so that it stops cleanly.
     chain.rpc.call("evm_mine")
     assert pending.task_id is not None
-    for _ in range(100):
-        if await task_state(url, pending.task_id) == "TASK_STATE_COMPLETED":
-            break
+    deadline = time.monotonic() + 30
+    while await task_state(url, pending.task_id) != "TASK_STATE_COMPLETED":
+        assert time.monotonic() < deadline, "the merchant did not complete the task once it was mined"
         await asyncio.sleep(0.05)
     assert chain.balance_of(PAY_TO) == PRICE

@@ -16,9 +16,16 @@ async def test_connections_the_server_closed_are_replaced_not_used(postgres_url:
         make_url(postgres_url).set(database="postgres").render_as_string(hide_password=False)
     )
 
+    database = {"database": make_url(postgres_url).database}
+
     async def one() -> int:
         async with engine.connect() as connection:
             return int((await connection.execute(sa.text("SELECT 1"))).scalar_one())
+
+    async def backends() -> int:
+        async with admin.connect() as connection:
+            count = "SELECT count(*) FROM pg_stat_activity WHERE datname = :database"
+            return int((await connection.execute(sa.text(count), database)).scalar_one())
 
     try:
         assert await asyncio.gather(*(one() for _ in range(5))) == [1] * 5  # five pooled connections
@@ -29,10 +36,14 @@ async def test_connections_the_server_closed_are_replaced_not_used(postgres_url:
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE datname = :database AND pid <> pg_backend_pid()"
                 ),
-                {"database": make_url(postgres_url).database},
+                database,
             )
             assert len(terminated.all()) >= 5
-        await asyncio.sleep(0.2)  # the client side sees the sockets close
+        # The backends are gone once the server no longer lists them; their sockets closed as they exited,
+        # and the event loop, running this query, has read the closes.
+        deadline = asyncio.get_running_loop().time() + 30
+        while await backends():
+            assert asyncio.get_running_loop().time() < deadline, "the terminated backends did not exit"
 
         assert [await one() for _ in range(6)] == [1] * 6  # no request fails on a dead connection
     finally:
