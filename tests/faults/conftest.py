@@ -1,4 +1,4 @@
-"""Fault-suite fixtures: merchant processes on PostgreSQL, a threaded RPC proxy, a database probe.
+"""Fault-suite fixtures: one `Scenario` bundling what a fault scenario runs on.
 
 Every scenario runs real `x402-merchant serve` processes against the session's anvil node (rolled back
 after the test) and a fresh PostgreSQL database, then checks the invariants of `tests.fixtures.invariants`
@@ -7,12 +7,16 @@ from the chain and the database.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pytest
 
 from devchain import DevChain
+from tests.fixtures.invariants import InvariantReport, assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 
 from .database import DatabaseProbe
@@ -23,31 +27,60 @@ PAY_TOS = (DEFAULT_PAY_TO,)
 """The payTo of every tenant the fault suite's merchants serve (the default tenant only)."""
 
 
-@pytest.fixture
-def first_block(chain: DevChain) -> int:
-    """The first block of the scenario: transfers before it belong to earlier tests."""
-    return int(chain.rpc.call("eth_blockNumber"), 16) + 1
+@dataclass
+class Scenario:
+    """The real resources of one fault scenario, all cleaned up after it.
+
+    `merchants` starts `x402-merchant serve` processes on `chain` and the fresh PostgreSQL database at
+    `database_url`; `database` locks, waits and kills connections there; `proxy` (started when first used)
+    stands between a merchant and the node, holding requests or cutting the node off. Transfers from
+    `first_block` on belong to the scenario.
+    """
+
+    chain: DevChain
+    database_url: str
+    merchants: MerchantProcesses
+    database: DatabaseProbe
+    first_block: int
+    _stack: ExitStack = field(repr=False)
+
+    @cached_property
+    def proxy(self) -> ThreadedRpcProxy:
+        """A proxy to the chain's node that can hold requests or cut the node off."""
+        return self._stack.enter_context(threaded_rpc_proxy(self.chain.rpc_url))
+
+    def new_payer(self) -> str:
+        """A fresh payer's key, holding tokens and no ETH."""
+        return self.chain.new_payer()
+
+    async def invariants(
+        self,
+        *,
+        pay_tos: Iterable[str] = PAY_TOS,
+        confirmations: int = 1,
+        expect_reversed: Collection[str] = (),
+        client_views: Mapping[str, str] | None = None,
+    ) -> InvariantReport:
+        """`assert_invariants` over the scenario's blocks and database (see there for the arguments)."""
+        return await assert_invariants(
+            self.chain,
+            self.database_url,
+            pay_tos,
+            from_block=self.first_block,
+            confirmations=confirmations,
+            expect_reversed=expect_reversed,
+            client_views=client_views,
+        )
 
 
 @pytest.fixture
-def merchants(chain: DevChain, postgres_url: str, tmp_path: Path) -> Iterator[MerchantProcesses]:
-    """Start `x402-merchant serve` processes on the test chain and a fresh PostgreSQL database."""
-    with merchant_processes(chain, postgres_url, tmp_path) as processes:
-        yield processes
-
-
-@pytest.fixture
-def proxy(chain: DevChain) -> Iterator[ThreadedRpcProxy]:
-    """A proxy to the test chain's node that can hold requests or cut the node off."""
-    with threaded_rpc_proxy(chain.rpc_url) as running:
-        yield running
-
-
-@pytest.fixture
-async def database(postgres_url: str) -> AsyncIterator[DatabaseProbe]:
-    """Locks, waits and connection kills on the merchants' PostgreSQL database."""
-    probe = DatabaseProbe(postgres_url)
+async def scenario(chain: DevChain, postgres_url: str, tmp_path: Path) -> AsyncIterator[Scenario]:
+    """The chain, a fresh PostgreSQL database, merchant processes on them, a probe and a proxy."""
+    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
+    database = DatabaseProbe(postgres_url)
     try:
-        yield probe
+        with ExitStack() as stack:
+            merchants = stack.enter_context(merchant_processes(chain, postgres_url, tmp_path))
+            yield Scenario(chain, postgres_url, merchants, database, first_block, stack)
     finally:
-        await probe.aclose()
+        await database.aclose()

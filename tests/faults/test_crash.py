@@ -19,18 +19,15 @@ import httpx
 import pytest
 from eth_account import Account
 
-from devchain import DevChain
 from facilitator.wire import PaymentPayload
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly
-from tests.fixtures.invariants import InvariantReport, assert_invariants
+from tests.fixtures.invariants import InvariantReport
 from tests.fixtures.merchant import MerchantWire
 
 from .clients import open_task, pay, poll_until_definite, wait_until
-from .conftest import PAY_TOS
-from .database import DatabaseProbe
-from .processes import MerchantProcess, MerchantProcesses
-from .proxy import ThreadedRpcProxy
+from .conftest import Scenario
+from .processes import MerchantProcess
 
 Reached = Callable[[], Awaitable[None]]
 
@@ -47,12 +44,10 @@ STEPS = [
 class _Stop:
     """Where and how the merchant is stopped for one step."""
 
-    def __init__(
-        self, chain: DevChain, proxy: ThreadedRpcProxy, database: DatabaseProbe, payload: PaymentPayload
-    ) -> None:
-        self._chain = chain
-        self._proxy = proxy
-        self._database = database
+    def __init__(self, scenario: Scenario, payload: PaymentPayload) -> None:
+        self._chain = scenario.chain
+        self._proxy = scenario.proxy
+        self._database = scenario.database
         self.payload = payload
         authorization = payload.payload.authorization
         self._payer, self._nonce = authorization.from_address, authorization.nonce
@@ -169,25 +164,20 @@ async def _any(values: Awaitable[list[int]]) -> bool:
     return bool(await values)
 
 
-async def _killed_at(
-    step: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    database: DatabaseProbe,
-    payer_key: str,
-) -> tuple[MerchantProcess, str, _Stop]:
+async def _killed_at(step: str, scenario: Scenario) -> tuple[MerchantProcess, str, _Stop]:
     """Start a merchant, pay for a task and SIGKILL the merchant where it stands at `step`.
 
     Returns the dead merchant, the task's id and the stop (which knows the payment's authorization).
     """
     # A short claim lease, so a claim the dead process held can be taken over within the test.
-    merchant = await merchants.start(rpc_url=proxy.url, claim_lease_s=1, settle_timeout_s=20)
+    merchant = await scenario.merchants.start(
+        rpc_url=scenario.proxy.url, claim_lease_s=1, settle_timeout_s=20
+    )
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        payload = sign_payment(payer_key, terms)
-        stop = _Stop(chain, proxy, database, payload)
+        payload = sign_payment(scenario.new_payer(), terms)
+        stop = _Stop(scenario, payload)
         async with stop.at(step, task_id) as reached:
             paying = asyncio.create_task(pay(wire, task_id, payload))
             await reached()
@@ -198,29 +188,22 @@ async def _killed_at(
 
 
 async def _completed_after_a_restart(
-    merchant: MerchantProcess,
-    task_id: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    postgres_url: str,
-    first_block: int,
+    merchant: MerchantProcess, task_id: str, scenario: Scenario
 ) -> InvariantReport:
     """Restart `merchant` on the real node; the client, polling its task, sees it completed with its work,
     paid by one transfer and booked once, and a reconcile pass finds nothing left. Returns the invariants'
     report."""
-    restarted = await merchants.restart(
-        merchant, rpc_url=chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
+    restarted = await scenario.merchants.restart(
+        merchant, rpc_url=scenario.chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
     async with restarted.http() as http:
         done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
     assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
-    final_pass = await merchants.reconcile(restarted)
+    final_pass = await scenario.merchants.reconcile(restarted)
     assert final_pass.returncode == 0, final_pass.stderr
     return report
 
@@ -228,17 +211,11 @@ async def _completed_after_a_restart(
 @pytest.mark.parametrize("step", STEPS)
 async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_restart(
     step: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant, task_id, _ = await _killed_at(step, chain, merchants, proxy, database, new_payer())
+    merchant, task_id, _ = await _killed_at(step, scenario)
 
-    await _completed_after_a_restart(merchant, task_id, chain, merchants, postgres_url, first_block)
+    await _completed_after_a_restart(merchant, task_id, scenario)
 
 
 @pytest.mark.parametrize(
@@ -250,13 +227,7 @@ async def test_a_merchant_killed_mid_settlement_finishes_the_paid_turn_after_a_r
 )
 async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_task_after_a_restart(
     step: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
     """Killed before its settlement was broadcast; meanwhile someone else submits the authorization.
 
@@ -264,12 +235,13 @@ async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_tas
     recovery settles the task with it, delivers the held work and books it. The order is vouched for by the
     claim where there is one, else by the offer's stored taken time.
     """
-    merchant, task_id, stop = await _killed_at(step, chain, merchants, proxy, database, new_payer())
-    await asyncio.to_thread(submit_directly, chain, stop.payload)
+    merchant, task_id, stop = await _killed_at(step, scenario)
+    await asyncio.to_thread(submit_directly, scenario.chain, stop.payload)
     assert stop.used_on_chain()
 
-    report = await _completed_after_a_restart(merchant, task_id, chain, merchants, postgres_url, first_block)
+    report = await _completed_after_a_restart(merchant, task_id, scenario)
 
     [transfer] = report.transfers
+    chain = scenario.chain
     on_chain = await asyncio.to_thread(chain.rpc.call, "eth_getTransactionReceipt", [transfer.tx_hash])
     assert on_chain["from"] == Account.from_key(chain.deployer_key).address.lower()  # the front-runner's

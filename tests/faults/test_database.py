@@ -13,16 +13,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from devchain import DevChain
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import A2ACallError, MerchantWire
 
 from .clients import open_task, pay, poll_until_definite, wait_until
-from .conftest import PAY_TOS
+from .conftest import Scenario
 from .database import DatabaseProbe
-from .processes import MerchantProcesses
-from .proxy import ThreadedRpcProxy
 
 TRANSACTIONS = [
     pytest.param("INSERT INTO settlement_claims", id="claiming the authorization"),
@@ -33,12 +29,13 @@ TRANSACTIONS = [
 
 @asynccontextmanager
 async def _blocked_at(
-    statement: str, task_id: str, database: DatabaseProbe, proxy: ThreadedRpcProxy
+    statement: str, task_id: str, scenario: Scenario
 ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     """Hold a lock that `statement` of the paid turn will wait on; released when the block ends.
 
     Yields what to await once the payment is under way (the lock may only be taken then).
     """
+    database, proxy = scenario.database, scenario.proxy
     async with AsyncExitStack() as stack:
         if statement == "UPDATE payment_offers":
             # The offer is updated at every stage: lock it only once the settlement is on its way.
@@ -64,42 +61,30 @@ async def _blocked_at(
 @pytest.mark.parametrize("statement", TRANSACTIONS)
 async def test_a_database_connection_lost_mid_transaction_does_not_lose_or_double_a_payment(
     statement: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(
-        rpc_url=proxy.url, reconcile_interval_s=0.5, reconcile_stale_after_s=3, claim_lease_s=1
+    merchant = await scenario.merchants.start(
+        rpc_url=scenario.proxy.url, reconcile_interval_s=0.5, reconcile_stale_after_s=3, claim_lease_s=1
     )
-    payer_key = new_payer()
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        async with _blocked_at(statement, task_id, database, proxy) as arm:
+        async with _blocked_at(statement, task_id, scenario) as arm:
             paying = asyncio.create_task(pay(wire, task_id, sign_payment(payer_key, terms)))
             await arm()
-            await wait_until(lambda: _waiting(database, statement), what=f"{statement} to wait")
-            for pid in await database.waiting(statement):
-                await database.terminate(pid)
+            await wait_until(lambda: _waiting(scenario.database, statement), what=f"{statement} to wait")
+            for pid in await scenario.database.waiting(statement):
+                await scenario.database.terminate(pid)
         try:
             answer: object = (await paying)["status"]
         except A2ACallError as exc:
             answer = exc  # no answer to this call: the client polls the task it holds
         done = await poll_until_definite(wire, task_id, timeout_s=30)
-        await wait_until(lambda: _no_payment_in_progress(database), what="the reconciler to finish")
+        await wait_until(lambda: _no_payment_in_progress(scenario.database), what="the reconciler to finish")
 
     assert merchant.alive
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={task_id: done["status"]["state"]},
-    )
+    report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", (answer, done["status"])
     assert len(report.transfers) == 1
 

@@ -18,24 +18,31 @@ from merchant.webhooks import Outbox
 from payer import sign_payment
 from storage import create_engine
 from tests.facilitator.payments import submit_directly
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantStarter, MerchantWire
 
 from .clients import open_task, pay
-from .conftest import PAY_TOS
+from .conftest import Scenario
 
 
 @dataclass(frozen=True)
 class _Paid:
     """A merchant's database after one paid task, and a second task still offered."""
 
-    chain: DevChain
-    database_url: str
-    first_block: int
+    scenario: Scenario
     paid_task: str
     offered_task: str
     offered_terms: PaymentRequirements
     payer_key: str
+
+    @property
+    def chain(self) -> DevChain:
+        """The scenario's chain."""
+        return self.scenario.chain
+
+    @property
+    def database_url(self) -> str:
+        """The merchant's database."""
+        return self.scenario.database_url
 
     async def execute(self, statement: str, **params: object) -> None:
         engine = create_engine(self.database_url)
@@ -47,15 +54,9 @@ class _Paid:
 
 
 @pytest.fixture
-async def paid(
-    chain: DevChain,
-    first_block: int,
-    start_merchant: MerchantStarter,
-    postgres_url: str,
-    new_payer: Callable[..., str],
-) -> _Paid:
-    merchant = start_merchant(postgres_url)
-    payer_key = new_payer()
+async def paid(scenario: Scenario, start_merchant: MerchantStarter) -> _Paid:
+    merchant = start_merchant(scenario.database_url)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         paid_task, terms = await open_task(wire)
@@ -64,7 +65,7 @@ async def paid(
         )
         offered_task, offered_terms = await open_task(wire)
     merchant.stop()
-    return _Paid(chain, postgres_url, first_block, paid_task, offered_task, offered_terms, payer_key)
+    return _Paid(scenario, paid_task, offered_task, offered_terms, payer_key)
 
 
 async def _unbooked_transfer(paid: _Paid) -> None:
@@ -120,12 +121,8 @@ BREAKS = [
 
 
 async def test_a_clean_paid_turn_keeps_every_invariant(paid: _Paid) -> None:
-    report = await assert_invariants(
-        paid.chain,
-        paid.database_url,
-        PAY_TOS,
-        from_block=paid.first_block,
-        client_views={paid.paid_task: "TASK_STATE_COMPLETED", paid.offered_task: "TASK_STATE_INPUT_REQUIRED"},
+    report = await paid.scenario.invariants(
+        client_views={paid.paid_task: "TASK_STATE_COMPLETED", paid.offered_task: "TASK_STATE_INPUT_REQUIRED"}
     )
     assert (len(report.transfers), report.booked_tasks, report.events["settlement.completed"]) == (
         1,
@@ -140,7 +137,7 @@ async def test_each_broken_invariant_is_reported(
 ) -> None:
     await breaking(paid)
     with pytest.raises(AssertionError, match=reported):
-        await assert_invariants(paid.chain, paid.database_url, PAY_TOS, from_block=paid.first_block)
+        await paid.scenario.invariants()
 
 
 async def test_more_depth_than_the_chain_has_and_an_undecided_client_are_reported(paid: _Paid) -> None:
@@ -149,11 +146,4 @@ async def test_more_depth_than_the_chain_has_and_an_undecided_client_are_reporte
         match=r"(?s)2: entry .* is 1 blocks deep, 2 required.*3: task .* was delivered on a settlement 1 "
         r"blocks deep, 2 required.*4: the client",
     ):
-        await assert_invariants(
-            paid.chain,
-            paid.database_url,
-            PAY_TOS,
-            from_block=paid.first_block,
-            confirmations=2,
-            client_views={paid.paid_task: "TASK_STATE_WORKING"},
-        )
+        await paid.scenario.invariants(confirmations=2, client_views={paid.paid_task: "TASK_STATE_WORKING"})

@@ -30,7 +30,6 @@ import pytest
 from devchain import ANVIL_DEV_KEYS, DevChain
 from payer import sign_payment
 from tests.conftest import LOAD_FIGURES
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -43,7 +42,8 @@ from tests.fixtures.merchant import (
 from tests.fixtures.servers import idle_connection_answers
 
 from .clients import DEFINITE_STATES, JSON, open_task, poll_until_definite
-from .processes import MerchantProcess, MerchantProcesses
+from .conftest import Scenario
+from .processes import MerchantProcess
 
 _DUPLICATE_EVERY = 5  # a fifth of the payers re-submit
 _COPIES_PER_REPLICA = 2  # ... the same payment twice to each replica
@@ -125,35 +125,23 @@ async def _pay_all(
             await client.aclose()
 
 
-async def _run_load(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-    tenants_file: Path,
-    rounds: int = 1,
-) -> str:
+async def _run_load(scenario: Scenario, tenants_file: Path, rounds: int = 1) -> str:
     """Run `rounds` of the load on the same replicas, checking the answers and the invariants after each;
     return the figures of all rounds as one line."""
     replicas = await asyncio.gather(
-        merchants.start(relayer_key=ANVIL_DEV_KEYS[2], tenants_file=tenants_file),
-        merchants.start(relayer_key=ANVIL_DEV_KEYS[3], tenants_file=tenants_file),
+        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[2], tenants_file=tenants_file),
+        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[3], tenants_file=tenants_file),
     )
     runs: list[_ClientRun] = []
     elapsed_s = 0.0
     for _ in range(rounds):
-        balances = {pay_to: chain.balance_of(pay_to) for pay_to in _PAY_TOS}
-        round_runs, round_s = await _pay_all(replicas, [new_payer() for _ in range(_PAYERS)])
-        _check_round(chain, round_runs, balances)
+        balances = {pay_to: scenario.chain.balance_of(pay_to) for pay_to in _PAY_TOS}
+        round_runs, round_s = await _pay_all(replicas, [scenario.new_payer() for _ in range(_PAYERS)])
+        _check_round(scenario.chain, round_runs, balances)
         runs += round_runs
         elapsed_s += round_s
-        report = await assert_invariants(
-            chain,
-            postgres_url,
-            _PAY_TOS,
-            from_block=first_block,
-            client_views={run.task_id: run.final_state for run in runs},
+        report = await scenario.invariants(
+            pay_tos=_PAY_TOS, client_views={run.task_id: run.final_state for run in runs}
         )
         assert len(report.transfers) == len(runs)  # exactly one transfer per paid task
         assert sorted(report.booked_tasks) == sorted(run.task_id for run in runs)
@@ -190,38 +178,24 @@ def tenants_file(tmp_path: Path) -> Path:
 
 @pytest.mark.alone
 async def test_two_hundred_payers_on_two_replicas_and_two_tenants_keep_the_invariants(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-    tenants_file: Path,
-    record_property: Callable[[str, object], None],
+    scenario: Scenario, tenants_file: Path, record_property: Callable[[str, object], None]
 ) -> None:
-    figures = await _run_load(chain, merchants, new_payer, postgres_url, first_block, tenants_file)
+    figures = await _run_load(scenario, tenants_file)
     record_property(LOAD_FIGURES, figures)
 
 
 async def test_a_merchant_keeps_an_idle_connection_open_longer_than_clients_reuse_it(
-    merchants: MerchantProcesses,
+    scenario: Scenario,
 ) -> None:
     # Else, under load, a payment sent on a pooled connection the merchant is closing gets no answer.
-    merchant = await merchants.start()
+    merchant = await scenario.merchants.start()
     assert await idle_connection_answers(merchant.base_url)
 
 
 @pytest.mark.alone
 @pytest.mark.soak
 async def test_five_rounds_of_two_hundred_payers_keep_the_invariants(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-    tenants_file: Path,
-    record_property: Callable[[str, object], None],
+    scenario: Scenario, tenants_file: Path, record_property: Callable[[str, object], None]
 ) -> None:
-    figures = await _run_load(
-        chain, merchants, new_payer, postgres_url, first_block, tenants_file, rounds=_SOAK_ROUNDS
-    )
+    figures = await _run_load(scenario, tenants_file, rounds=_SOAK_ROUNDS)
     record_property(LOAD_FIGURES, figures)

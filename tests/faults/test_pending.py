@@ -4,55 +4,38 @@ the pool, or outlived by its authorization. The client holds a working task and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from devchain import DevChain
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
 from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
+from .conftest import Scenario
 
 
-async def test_a_settlement_pending_past_the_deadline_completes_once_mined(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start(settle_timeout_s=1)
-    payer_key = new_payer()
+async def test_a_settlement_pending_past_the_deadline_completes_once_mined(scenario: Scenario) -> None:
+    merchant = await scenario.merchants.start(settle_timeout_s=1)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        chain.rpc.call("evm_setAutomine", [False])
+        scenario.chain.rpc.call("evm_setAutomine", [False])
         answer = await pay(wire, task_id, sign_payment(payer_key, terms))
         tx_hash = pending_transaction(answer)  # past the deadline: a task to poll, naming its transaction
-        assert await ledger_entries(postgres_url) == []
+        assert await ledger_entries(scenario.database_url) == []
 
-        chain.rpc.call("evm_mine")
+        scenario.chain.rpc.call("evm_mine")
         done = await poll_until_definite(wire, task_id)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert [t.tx_hash for t in report.transfers] == [tx_hash]
     assert report.booked_tasks == [task_id]
 
 
-async def test_a_settlement_dropped_from_the_pool_is_sent_again_and_completes(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start(settle_timeout_s=1)
-    payer_key = new_payer()
+async def test_a_settlement_dropped_from_the_pool_is_sent_again_and_completes(scenario: Scenario) -> None:
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(settle_timeout_s=1)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
@@ -71,21 +54,16 @@ async def test_a_settlement_dropped_from_the_pool_is_sent_again_and_completes(
         done = await poll_until_definite(wire, task_id)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert [t.tx_hash for t in report.transfers] == [tx_hash]
 
 
 async def test_an_authorization_expiring_while_its_transaction_is_pending_fails_the_task_uncharged(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(settle_timeout_s=1)
-    payer_key = new_payer()
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(settle_timeout_s=1)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
@@ -105,7 +83,5 @@ async def test_an_authorization_expiring_while_its_transaction_is_pending_fails_
 
     assert done["status"]["state"] == "TASK_STATE_FAILED"
     assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_FAILED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == [] and report.booked_tasks == []

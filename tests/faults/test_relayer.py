@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from eth_account import Account
 
 from a2a_x402 import PaymentCompletedData
 from devchain import DevChain
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantWire, payment_data
 
 from .clients import open_task, pay
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
+from .conftest import Scenario
 
 
 def _relayer(chain: DevChain) -> str:
@@ -27,14 +23,11 @@ def _sender_nonce(chain: DevChain, tx_hash: str) -> int:
 
 
 async def test_a_relayer_out_of_gas_money_fails_the_task_uncharged_and_recovers_once_funded(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start()
-    payer_key = new_payer()
+    chain = scenario.chain
+    merchant = await scenario.merchants.start()
+    payer_key = scenario.new_payer()
     relayer = _relayer(chain)
     funds = chain.rpc.call("eth_getBalance", [relayer, "latest"])
     async with merchant.http() as http:
@@ -48,12 +41,8 @@ async def test_a_relayer_out_of_gas_money_fails_the_task_uncharged_and_recovers_
 
     assert broke["status"]["state"] == "TASK_STATE_FAILED"
     assert funded["status"]["state"] == "TASK_STATE_COMPLETED"
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={broke_task: "TASK_STATE_FAILED", funded_task: "TASK_STATE_COMPLETED"},
+    report = await scenario.invariants(
+        client_views={broke_task: "TASK_STATE_FAILED", funded_task: "TASK_STATE_COMPLETED"}
     )
     assert report.booked_tasks == [funded_task] and len(report.transfers) == 1
 
@@ -61,14 +50,11 @@ async def test_a_relayer_out_of_gas_money_fails_the_task_uncharged_and_recovers_
 @pytest.mark.parametrize("how", ["a transaction from the same key", "anvil_setNonce"])
 async def test_a_relayer_nonce_advanced_by_someone_else_does_not_stop_settlements(
     how: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start()
-    payer_key = new_payer()
+    chain = scenario.chain
+    merchant = await scenario.merchants.start()
+    payer_key = scenario.new_payer()
     relayer = _relayer(chain)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
@@ -85,12 +71,8 @@ async def test_a_relayer_nonce_advanced_by_someone_else_does_not_stop_settlement
         second = await pay(wire, second_task, sign_payment(payer_key, terms))
 
     assert second["status"]["state"] == "TASK_STATE_COMPLETED"
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={first_task: "TASK_STATE_COMPLETED", second_task: "TASK_STATE_COMPLETED"},
+    report = await scenario.invariants(
+        client_views={first_task: "TASK_STATE_COMPLETED", second_task: "TASK_STATE_COMPLETED"}
     )
     assert sorted(report.booked_tasks) == sorted([first_task, second_task])
     completed = payment_data(second)

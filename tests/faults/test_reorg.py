@@ -13,30 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 
 from devchain import DevChain
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
 from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
-from .conftest import PAY_TOS
+from .conftest import Scenario
 from .database import DatabaseProbe
-from .processes import MerchantProcess, MerchantProcesses
+from .processes import MerchantProcess
 
 
-async def _paid(chain: DevChain, merchant: MerchantProcess, payer_key: str, *, valid_for_s: int = 300) -> str:
-    """A task paid, delivered and booked; its id."""
+async def _paid(scenario: Scenario, merchant: MerchantProcess, *, valid_for_s: int = 300) -> tuple[str, int]:
+    """A task paid (by a new payer), delivered and booked; its id and its authorization's `validBefore`."""
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        payload = sign_payment(payer_key, terms, valid_before=int(time.time()) + valid_for_s)
-        done = await pay(wire, task_id, payload)
+        valid_before = int(time.time()) + valid_for_s
+        done = await pay(wire, task_id, sign_payment(scenario.new_payer(), terms, valid_before=valid_before))
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    return task_id
+    return task_id, valid_before
 
 
 def _block_hash(chain: DevChain, tx_hash: str) -> str | None:
@@ -57,30 +55,25 @@ _RECONCILE_INTERVAL_S = 0.5
 @pytest.mark.parametrize("who", ["the chain", "the merchant"])
 async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_becomes_final(
     who: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
-    task_id = await _paid(chain, merchant, new_payer())
-    (entry,) = await ledger_entries(postgres_url)
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
+    task_id, _ = await _paid(scenario, merchant)
+    (entry,) = await ledger_entries(scenario.database_url)
     block_hash = _block_hash(chain, entry.tx_hash)
-    await _reorg(chain, database, who, entry.tx_hash)
+    await _reorg(scenario, who, entry.tx_hash)
     assert _block_hash(chain, entry.tx_hash) not in (None, block_hash)
-    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
+    await wait_until(lambda: _count(scenario.database, _FINALIZED), what="the finalization")
 
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert [t.tx_hash for t in report.transfers] == [entry.tx_hash]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
 
 
-async def _reorg(chain: DevChain, database: DatabaseProbe, who: str, tx_hash: str) -> None:
+async def _reorg(scenario: Scenario, who: str, tx_hash: str) -> None:
     """The block holding `tx_hash` is replaced; `who` puts the transaction back in the new chain."""
+    chain, database = scenario.chain, scenario.database
     if who == "the chain":
         raw = await database.scalar("SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=tx_hash)
         chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
@@ -94,56 +87,41 @@ async def _reorg(chain: DevChain, database: DatabaseProbe, who: str, tx_hash: st
 @pytest.mark.parametrize("who", ["the chain", "the merchant"])
 async def test_at_two_confirmations_a_reorg_before_the_depth_delays_delivery_and_finality_until_re_included(
     who: str,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(
         confirmations=2, settle_timeout_s=1, reconcile_interval_s=_RECONCILE_INTERVAL_S
     )
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        answer = await pay(wire, task_id, sign_payment(new_payer(), terms))
+        answer = await pay(wire, task_id, sign_payment(scenario.new_payer(), terms))
         tx_hash = pending_transaction(answer)  # mined, one block deep: not settled yet
         block_hash = _block_hash(chain, tx_hash)
         assert block_hash is not None
-        await _nothing_final_yet(wire, task_id, postgres_url, database)
+        await _nothing_final_yet(wire, task_id, scenario)
 
-        await _reorg(chain, database, who, tx_hash)
+        await _reorg(scenario, who, tx_hash)
         assert _block_hash(chain, tx_hash) not in (None, block_hash)
-        await _nothing_final_yet(wire, task_id, postgres_url, database)  # back, one block deep again
+        await _nothing_final_yet(wire, task_id, scenario)  # back, one block deep again
 
         chain.rpc.call("evm_mine")  # two blocks deep, in the chain as it now is
         done = await poll_until_definite(wire, task_id)
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
+    await wait_until(lambda: _count(scenario.database, _FINALIZED), what="the finalization")
 
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        confirmations=2,
-        client_views={task_id: "TASK_STATE_COMPLETED"},
-    )
+    report = await scenario.invariants(confirmations=2, client_views={task_id: "TASK_STATE_COMPLETED"})
     assert [t.tx_hash for t in report.transfers] == [tx_hash]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
-    assert await database.scalar("SELECT confirmations FROM ledger_finalizations") >= 2
+    assert await scenario.database.scalar("SELECT confirmations FROM ledger_finalizations") >= 2
 
 
 async def test_at_two_confirmations_a_reorg_before_the_depth_not_re_included_fails_the_task_uncharged(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(
         confirmations=2, settle_timeout_s=1, reconcile_interval_s=_RECONCILE_INTERVAL_S
     )
     payee_before = chain.balance_of(DEFAULT_PAY_TO)
@@ -152,13 +130,15 @@ async def test_at_two_confirmations_a_reorg_before_the_depth_not_re_included_fai
         task_id, terms = await open_task(wire)
         # Just valid enough to pass verification (the facilitator wants 6 s of validity left).
         valid_before = int(time.time()) + 10
-        answer = await pay(wire, task_id, sign_payment(new_payer(), terms, valid_before=valid_before))
+        answer = await pay(
+            wire, task_id, sign_payment(scenario.new_payer(), terms, valid_before=valid_before)
+        )
         tx_hash = pending_transaction(answer)  # mined, one block deep: not settled yet
         assert _block_hash(chain, tx_hash) is not None
 
         chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
         _take_the_last_block_away(chain)
-        await _nothing_final_yet(wire, task_id, postgres_url, database)
+        await _nothing_final_yet(wire, task_id, scenario)
 
         # Two blocks after the authorization expired: whatever was put back reverts, nothing lands.
         chain.rpc.call("evm_setNextBlockTimestamp", [valid_before + 1])
@@ -168,59 +148,38 @@ async def test_at_two_confirmations_a_reorg_before_the_depth_not_re_included_fai
 
     assert done["status"]["state"] == "TASK_STATE_FAILED"
     assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        confirmations=2,
-        client_views={task_id: "TASK_STATE_FAILED"},
-    )
+    report = await scenario.invariants(confirmations=2, client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == [] and report.booked_tasks == [] and report.finalized == 0
 
 
-async def _nothing_final_yet(
-    wire: MerchantWire, task_id: str, postgres_url: str, database: DatabaseProbe
-) -> None:
+async def _nothing_final_yet(wire: MerchantWire, task_id: str, scenario: Scenario) -> None:
     """Several reconcile passes go by: the task is still working, nothing is booked or finalized."""
     await asyncio.sleep(4 * _RECONCILE_INTERVAL_S)
     assert (await wire.get_task(task_id))["status"]["state"] == "TASK_STATE_WORKING"
-    assert await ledger_entries(postgres_url) == []
-    assert await database.scalar(_FINALIZED) == 0
+    assert await ledger_entries(scenario.database_url) == []
+    assert await scenario.database.scalar(_FINALIZED) == 0
 
 
-async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start()
+async def test_a_settlement_a_reorg_removed_for_good_is_reversed(scenario: Scenario) -> None:
+    chain = scenario.chain
+    merchant = await scenario.merchants.start()
     # Valid for little more than the facilitator's 6 s margin: the wait for it to expire stays short.
-    valid_for_s = 9
-    signed_at = time.time()
-    task_id = await _paid(chain, merchant, new_payer(), valid_for_s=valid_for_s)
+    task_id, valid_before = await _paid(scenario, merchant, valid_for_s=9)
     merchant.stop()
-    (entry,) = await ledger_entries(postgres_url)
+    (entry,) = await ledger_entries(scenario.database_url)
     chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again until the test says so
     _take_the_last_block_away(chain)
 
-    still_valid = await merchants.reconcile(merchant)
+    still_valid = await scenario.merchants.reconcile(merchant)
     assert "reversed 0" in still_valid.stdout, still_valid  # it may still land: left alone
-    await asyncio.sleep(max(signed_at + valid_for_s + 1 - time.time(), 0))
-    expired = await merchants.reconcile(merchant)
+    await asyncio.sleep(max(valid_before + 1 - time.time(), 0))
+    expired = await scenario.merchants.reconcile(merchant)
     assert "reversed 1" in expired.stdout, expired
     assert expired.returncode == 0, expired  # resolved: nothing left to report
     chain.rpc.call("evm_mine")  # whatever was put back in the pool cannot pay any more
 
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        expect_reversed={task_id},
-        client_views={task_id: "TASK_STATE_COMPLETED"},
+    report = await scenario.invariants(
+        expect_reversed={task_id}, client_views={task_id: "TASK_STATE_COMPLETED"}
     )
     assert report.transfers == [] and report.reversed_tasks == [task_id]
     assert report.events["settlement.reversed"] == 1 and report.finalized == 0
@@ -232,37 +191,27 @@ async def _count(database: DatabaseProbe, statement: str) -> bool:
     return bool(await database.scalar(statement))
 
 
-async def test_a_reorg_deeper_than_the_depth_is_reported_and_reconcile_exits_1(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    database: DatabaseProbe,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
-    task_id = await _paid(chain, merchant, new_payer())
-    await wait_until(lambda: _count(database, _FINALIZED), what="the finalization")
+async def test_a_reorg_deeper_than_the_depth_is_reported_and_reconcile_exits_1(scenario: Scenario) -> None:
+    chain = scenario.chain
+    merchant = await scenario.merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
+    task_id, _ = await _paid(scenario, merchant)
+    await wait_until(lambda: _count(scenario.database, _FINALIZED), what="the finalization")
     merchant.stop()
-    (entry,) = await ledger_entries(postgres_url)
-    clean = await merchants.reconcile(merchant)
+    (entry,) = await ledger_entries(scenario.database_url)
+    clean = await scenario.merchants.reconcile(merchant)
     assert (clean.returncode, clean.stderr.count("unresolved")) == (0, 0), clean
 
     chain.rpc.call("evm_setAutomine", [False])  # what the merchant puts back stays in the pool
     _take_the_last_block_away(chain)
-    deep = await merchants.reconcile(merchant)
+    deep = await scenario.merchants.reconcile(merchant)
 
     assert deep.returncode == 1, deep
-    assert f"unresolved: {(await _entry_id(database))}: finalized, but {entry.tx_hash}" in deep.stderr, deep
+    assert (
+        f"unresolved: {(await _entry_id(scenario.database))}: finalized, but {entry.tx_hash}" in deep.stderr
+    ), deep
     assert "reversed 0" in deep.stdout  # final means final: an operator decides, not the reconciler
     with pytest.raises(AssertionError, match="2: entry .* has no transfer on chain"):
-        await assert_invariants(
-            chain,
-            postgres_url,
-            PAY_TOS,
-            from_block=first_block,
-            client_views={task_id: "TASK_STATE_COMPLETED"},
-        )
+        await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
 
 
 async def _entry_id(database: DatabaseProbe) -> str:

@@ -3,52 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
-from devchain import ANVIL_DEV_KEYS, DevChain
+from devchain import ANVIL_DEV_KEYS
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantWire
 
 from .clients import open_task, pay, poll_until_definite, wait_until
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
-from .proxy import ThreadedRpcProxy
+from .conftest import Scenario
 
 _SECOND_REPLICA_WAITS_S = 1.0
 
 
 async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_answered_with_terms(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
     first, second = await asyncio.gather(
-        merchants.start(rpc_url=proxy.url), merchants.start(relayer_key=ANVIL_DEV_KEYS[2])
+        scenario.merchants.start(rpc_url=scenario.proxy.url),
+        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[2]),
     )
-    payer_key = new_payer()
+    payer_key = scenario.new_payer()
     async with first.http() as first_http, second.http() as second_http:
         at_first, at_second = MerchantWire(first_http, "jsonrpc"), MerchantWire(second_http, "jsonrpc")
         task_id, terms = await open_task(at_first)
         payload = sign_payment(payer_key, terms)
-        verifying = proxy.hold(b"eth_call", deliver=False)  # the first replica sits in its verification
+        verifying = scenario.proxy.hold(
+            b"eth_call", deliver=False
+        )  # the first replica sits in its verification
         paying = asyncio.create_task(pay(at_first, task_id, payload))
         await wait_until(verifying.reached.is_set, what="the first replica to verify")
         presented_again = asyncio.create_task(pay(at_second, task_id, payload))
         # The second replica finds the payment being taken and waits for the task to move on, which it
         # does once the first replica's verification is let through (before its RPC timeout).
         await asyncio.sleep(_SECOND_REPLICA_WAITS_S)
-        proxy.release(verifying)
+        scenario.proxy.release(verifying)
         answered, again = await paying, await presented_again
         done = await poll_until_definite(at_second, task_id)
 
     assert (answered["status"]["state"], done["status"]["state"]) == ("TASK_STATE_COMPLETED",) * 2
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_COMPLETED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert len(report.transfers) == 1
     # The second answer may be a task to poll (working) or the outcome; never a request to pay.
     assert again["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED"), again["status"]

@@ -7,42 +7,27 @@ once the node is back otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from devchain import DevChain
 from payer import sign_payment
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import MerchantWire
 
 from .clients import open_task, pay, poll_until_definite
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
-from .proxy import ThreadedRpcProxy
+from .conftest import Scenario
 
 
-async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start(rpc_url=proxy.url)
-    payer_key = new_payer()
+async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scenario: Scenario) -> None:
+    merchant = await scenario.merchants.start(rpc_url=scenario.proxy.url)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        proxy.offline = True
+        scenario.proxy.offline = True
         answer = await pay(wire, task_id, sign_payment(payer_key, terms))
-        proxy.offline = False
+        scenario.proxy.offline = False
 
     assert answer["status"]["state"] == "TASK_STATE_FAILED"
-    report = await assert_invariants(
-        chain, postgres_url, PAY_TOS, from_block=first_block, client_views={task_id: "TASK_STATE_FAILED"}
-    )
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == []
 
 
@@ -51,32 +36,21 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(
 )
 async def test_the_node_unreachable_when_the_settlement_is_sent_settles_it_once(
     delivered: bool,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(rpc_url=proxy.url, settle_timeout_s=2)
-    payer_key = new_payer()
+    merchant = await scenario.merchants.start(rpc_url=scenario.proxy.url, settle_timeout_s=2)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
         # The send (and, for 2 s, every other request) is lost: whether the node took the transaction is
         # unknown to the merchant, so it must neither report "nothing charged" nor send a second one.
-        cut = proxy.outage(b"eth_sendRawTransaction", seconds=2.0, deliver=delivered)
+        cut = scenario.proxy.outage(b"eth_sendRawTransaction", seconds=2.0, deliver=delivered)
         await pay(wire, task_id, sign_payment(payer_key, terms))
         assert cut.hits == 1
         done = await poll_until_definite(wire, task_id)
 
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={task_id: done["status"]["state"]},
-    )
+    report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert len(report.transfers) == 1
 
@@ -90,30 +64,19 @@ async def test_the_node_unreachable_when_the_settlement_is_sent_settles_it_once(
 )
 async def test_the_node_unreachable_during_the_receipt_wait_leaves_a_task_that_completes(
     outage_s: float,
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    proxy: ThreadedRpcProxy,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
+    scenario: Scenario,
 ) -> None:
-    merchant = await merchants.start(rpc_url=proxy.url, settle_timeout_s=2)
-    payer_key = new_payer()
+    merchant = await scenario.merchants.start(rpc_url=scenario.proxy.url, settle_timeout_s=2)
+    payer_key = scenario.new_payer()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        cut = proxy.outage(b"eth_getTransactionReceipt", seconds=outage_s, deliver=False)
+        cut = scenario.proxy.outage(b"eth_getTransactionReceipt", seconds=outage_s, deliver=False)
         await pay(wire, task_id, sign_payment(payer_key, terms))
         assert cut.hits == 1
         # Past the deadline the answer is a working task naming its transaction; the client polls it.
         done = await poll_until_definite(wire, task_id)
 
-    report = await assert_invariants(
-        chain,
-        postgres_url,
-        PAY_TOS,
-        from_block=first_block,
-        client_views={task_id: done["status"]["state"]},
-    )
+    report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert len(report.transfers) == 1

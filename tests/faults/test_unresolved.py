@@ -4,49 +4,40 @@ nothing is booked for it, and the command exits 1; on the same records before it
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from devchain import DevChain
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly
-from tests.fixtures.invariants import assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
 from .clients import open_task, pay
-from .conftest import PAY_TOS
-from .processes import MerchantProcesses
+from .conftest import Scenario
 
 
-async def test_a_payment_no_offer_explains_is_unresolved_and_reconcile_exits_1(
-    chain: DevChain,
-    merchants: MerchantProcesses,
-    new_payer: Callable[..., str],
-    postgres_url: str,
-    first_block: int,
-) -> None:
-    merchant = await merchants.start()
+async def test_a_payment_no_offer_explains_is_unresolved_and_reconcile_exits_1(scenario: Scenario) -> None:
+    merchant = await scenario.merchants.start()
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        assert (await pay(wire, task_id, sign_payment(new_payer(), terms)))["status"]["state"] == (
+        assert (await pay(wire, task_id, sign_payment(scenario.new_payer(), terms)))["status"]["state"] == (
             "TASK_STATE_COMPLETED"
         )
         _, unpaid_terms = await open_task(wire)
     merchant.stop()
-    clean = await merchants.reconcile(merchant)
+    clean = await scenario.merchants.reconcile(merchant)
     assert clean.returncode == 0 and "unresolved" not in clean.stderr, clean
 
-    stray = sign_payment(new_payer(), unpaid_terms)
-    submit_directly(chain, stray)
-    unresolved = await merchants.reconcile(merchant)
+    stray = sign_payment(scenario.new_payer(), unpaid_terms)
+    submit_directly(scenario.chain, stray)
+    unresolved = await scenario.merchants.reconcile(merchant)
 
     assert unresolved.returncode == 1, unresolved
     (line,) = [line for line in unresolved.stderr.splitlines() if line.startswith("unresolved: ")]
     assert f"paid to {DEFAULT_PAY_TO} by {stray.payload.authorization.from_address}" in line, line
     assert "no offer was paid with its authorization" in line
     assert "booked from the chain 0" in unresolved.stdout
-    assert [entry.task_id for entry in await ledger_entries(postgres_url)] == [task_id]  # nothing invented
+    assert [entry.task_id for entry in await ledger_entries(scenario.database_url)] == [
+        task_id
+    ]  # nothing invented
     with pytest.raises(AssertionError, match="1: transfer .* is booked 0 times"):
-        await assert_invariants(chain, postgres_url, PAY_TOS, from_block=first_block)
+        await scenario.invariants()
