@@ -9,6 +9,7 @@ import pytest
 
 from devchain import DevChain
 from facilitator import Facilitator, FacilitatorSettings, create_app
+from tests.fixtures.facilitator import facilitator_settings_on
 
 OpenFacilitator = Callable[..., Awaitable[Facilitator]]
 StartService = Callable[..., str]
@@ -19,15 +20,7 @@ def settings_for(chain: DevChain) -> Callable[..., FacilitatorSettings]:
     """`settings_for(database_url, **changes)`: settings for the session chain and that claim store."""
 
     def build(database_url: str, **changes: Any) -> FacilitatorSettings:
-        values: dict[str, Any] = {
-            "rpc_url": chain.rpc_url,
-            "network": chain.network,
-            "relayer_key": chain.relayer_key,
-            "database_url": database_url,
-            "receipt_timeout_s": 10.0,
-        }
-        values.update(changes)
-        return FacilitatorSettings(**values)
+        return facilitator_settings_on(chain, database_url, **changes)
 
     return build
 

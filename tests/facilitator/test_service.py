@@ -30,6 +30,7 @@ from facilitator import (
 from facilitator._reverted import MAX_SETTLE_ATTEMPTS
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
@@ -241,14 +242,6 @@ async def test_success_needs_a_transfer_log_not_just_a_mined_transaction(
     )
 
 
-async def wait_until_in_pool(chain: DevChain, sender: str) -> None:
-    """Wait (without blocking the loop) until `sender` has a transaction in the pool; fail after 30 s."""
-    deadline = time.monotonic() + 30
-    while tx_count(chain, sender, "pending") == tx_count(chain, sender):
-        assert time.monotonic() < deadline, "no transaction reached the pool"
-        await asyncio.sleep(0.01)
-
-
 # The gas-burning wallet's switch: set, it refuses every signature (its owner rotated keys, say).
 _REFUSAL_SLOT, _REFUSE, _ACCEPT = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
 
@@ -265,7 +258,11 @@ async def settle_while_the_wallet_refuses(
     the transfer reverts without using the authorization. Automine stays off; `accept_again` undoes both."""
     chain.rpc.call("evm_setAutomine", [False])
     settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key=idempotency_key))
-    await wait_until_in_pool(chain, relayer_address(chain))
+    relayer = relayer_address(chain)
+    await wait_until(
+        lambda: tx_count(chain, relayer, "pending") != tx_count(chain, relayer),
+        what="our transaction in the pool",
+    )
     chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _REFUSE])
     chain.rpc.call("evm_mine")
     return await settling

@@ -8,9 +8,7 @@ delivered), failed (nothing charged), canceled/rejected, or input-required (not 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a_x402 import PaymentVerifiedData
@@ -24,7 +22,6 @@ __all__ = [
     "pay",
     "pending_transaction",
     "poll_until_definite",
-    "wait_until",
 ]
 
 JSON = dict[str, Any]
@@ -84,24 +81,4 @@ async def poll_until_definite(wire: MerchantWire, task_id: str, *, timeout_s: fl
             return task
         if time.monotonic() > deadline:
             raise AssertionError(f"task {task_id} still {task['status']['state']} after {timeout_s} s")
-        await asyncio.sleep(_POLL_S)
-
-
-async def wait_until(
-    condition: Callable[[], bool | Awaitable[bool]], *, what: str, timeout_s: float = 20.0
-) -> None:
-    """Poll `condition` (sync or async) until it holds.
-
-    Raises:
-        AssertionError: naming `what`, when it does not hold within `timeout_s`.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        outcome = condition()
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         await asyncio.sleep(_POLL_S)

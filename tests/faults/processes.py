@@ -26,7 +26,7 @@ from a2a.utils.constants import VERSION_HEADER
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
-from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE
+from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import bind_loopback
 
 __all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
@@ -122,23 +122,19 @@ class MerchantProcesses:
     ) -> dict[str, str]:
         """The environment of a merchant; `settings` are `MerchantSettings`/`FacilitatorSettings` fields."""
         chain = self._chain
+        values: dict[str, object] = {
+            **chain_settings(chain),
+            "database_url": self._database_url,
+            "rpc_url": rpc_url or chain.rpc_url,
+            "relayer_key": relayer_key or chain.relayer_key,
+            "pay_to": DEFAULT_PAY_TO,
+            "price": DEFAULT_PRICE,
+            "host": "127.0.0.1",
+            "port": port,
+            **settings,
+        }
         env = {key: value for key, value in os.environ.items() if not key.startswith("X402_")}
-        env.update(
-            {
-                "X402_DATABASE_URL": self._database_url,
-                "X402_RPC_URL": rpc_url or chain.rpc_url,
-                "X402_NETWORK": chain.network,
-                "X402_ASSET": chain.asset,
-                "X402_ASSET_NAME": chain.asset_name,
-                "X402_ASSET_VERSION": chain.asset_version,
-                "X402_RELAYER_KEY": relayer_key or chain.relayer_key,
-                "X402_PAY_TO": DEFAULT_PAY_TO,
-                "X402_PRICE": str(DEFAULT_PRICE),
-                "X402_HOST": "127.0.0.1",
-                "X402_PORT": str(port),
-            }
-        )
-        env.update({f"X402_{name.upper()}": str(value) for name, value in settings.items()})
+        env.update({f"X402_{name.upper()}": str(value) for name, value in values.items()})
         return env
 
     async def start(

@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from tests.fixtures.faults import read_http_message
+
 __all__ = ["ProxyRule", "ThreadedRpcProxy", "threaded_rpc_proxy"]
 
 _STOP_TIMEOUT_S = 5.0
@@ -141,7 +143,7 @@ class ThreadedRpcProxy:
             node_reader, node_writer = await asyncio.open_connection(*self._node)
             while True:
                 try:
-                    request = await _read_message(client_reader)
+                    request = await read_http_message(client_reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 if self.unreachable:
@@ -172,17 +174,7 @@ class ThreadedRpcProxy:
 async def _forward(writer: asyncio.StreamWriter, reader: asyncio.StreamReader, request: bytes) -> bytes:
     writer.write(request)
     await writer.drain()
-    return await _read_message(reader)
-
-
-async def _read_message(reader: asyncio.StreamReader) -> bytes:
-    """One HTTP/1.1 message framed by Content-Length (what JSON-RPC clients and anvil send)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    return head + await reader.readexactly(length)
+    return await read_http_message(reader)
 
 
 @contextmanager

@@ -22,10 +22,11 @@ from eth_account import Account
 from facilitator.wire import PaymentPayload
 from payer import sign_payment
 from tests.facilitator.payments import submit_directly
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.invariants import InvariantReport
 from tests.fixtures.merchant import MerchantWire
 
-from .clients import open_task, pay, poll_until_definite, wait_until
+from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
 from .processes import MerchantProcess
 

@@ -14,9 +14,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 
 from payer import sign_payment
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import A2ACallError, MerchantWire
 
-from .clients import open_task, pay, poll_until_definite, wait_until
+from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
 from .database import DatabaseProbe
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 from payer import sign_payment
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
-from .clients import open_task, pay, pending_transaction, poll_until_definite, wait_until
+from .clients import open_task, pay, pending_transaction, poll_until_definite
 from .conftest import Scenario
 
 

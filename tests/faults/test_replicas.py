@@ -6,9 +6,10 @@ import asyncio
 
 from devchain import ANVIL_DEV_KEYS
 from payer import sign_payment
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import MerchantWire
 
-from .clients import open_task, pay, poll_until_definite, wait_until
+from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
 
 _SECOND_REPLICA_WAITS_S = 1.0

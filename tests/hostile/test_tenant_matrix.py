@@ -51,6 +51,7 @@ from tests.fixtures.chain import rolled_back
 from tests.fixtures.merchant import (
     A2ACallError,
     MerchantWire,
+    chain_settings,
     offered_terms,
     payment_message,
     user_message,
@@ -138,12 +139,7 @@ def _build_world(
     sock = bind_loopback()
     values: dict[str, Any] = {
         "database_url": database_url,
-        "rpc_url": chain.rpc_url,
-        "network": chain.network,
-        "asset": chain.asset,
-        "asset_name": chain.asset_name,
-        "asset_version": chain.asset_version,
-        "relayer_key": chain.relayer_key,
+        **chain_settings(chain),
         "public_url": base_url_of(sock),
         "tenants_file": str(tenants_toml(directory / "tenants.toml", webhooks=webhooks)),
         "webhooks_allow_private": True,

@@ -22,6 +22,7 @@ from devchain import DevChain
 from merchant.app import build_app
 from merchant.settings import MerchantSettings
 from merchant.tenants import TenantRegistry
+from tests.fixtures.merchant import chain_settings
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 PRICE = 250_000
@@ -77,12 +78,7 @@ def merchant(chain: DevChain, sqlite_url: str, asgi_server: Callable[..., str]) 
         settings = MerchantSettings.model_validate(
             {
                 "database_url": sqlite_url,
-                "rpc_url": chain.rpc_url,
-                "network": chain.network,
-                "asset": chain.asset,
-                "asset_name": chain.asset_name,
-                "asset_version": chain.asset_version,
-                "relayer_key": chain.relayer_key,
+                **chain_settings(chain),
                 "pay_to": PAY_TO,
                 "price": PRICE,
                 "public_url": base_url_of(sock),

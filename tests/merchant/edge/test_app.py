@@ -25,7 +25,7 @@ from .wire import (
     NOT_CANCELABLE,
     NOT_FOUND,
     UNSUPPORTED,
-    A2AFailure,
+    A2ACallError,
     Rest,
     Wire,
     assert_failure,
@@ -74,7 +74,7 @@ async def test_context_id_not_matching_the_task_is_rejected(wire: Wire) -> None:
     task = await start_quote(wire)
     other_context = str(uuid.uuid4())
 
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await wire.send(user_message("M", message_id=mid(), task_id=task["id"], context_id=other_context))
 
     assert_failure(failure, wire, "INVALID_PARAMS", INVALID_PARAMS)
@@ -87,7 +87,7 @@ async def test_overlong_context_ids_are_rejected(wire: Wire) -> None:
         user_message("hello", message_id=mid(), context_id="x" * 37),
         user_message("hello", message_id=mid(), context_id="x" * 37, task_id=str(uuid.uuid4())),
     ):
-        with pytest.raises(A2AFailure) as failure:
+        with pytest.raises(A2ACallError) as failure:
             await wire.send(message)
         assert_failure(failure, wire, "INVALID_PARAMS", INVALID_PARAMS)
     assert (await wire.list_tasks())["tasks"] == []
@@ -163,10 +163,10 @@ async def test_cancel_is_final(wire: Wire) -> None:
     assert canceled["id"] == task["id"]
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_CANCELED"
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await wire.cancel(task["id"])
     assert_failure(failure, wire, "TASK_NOT_CANCELABLE", NOT_CANCELABLE)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await wire.send(user_message("M", message_id=mid(), task_id=task["id"]))
     assert_failure(failure, wire, "UNSUPPORTED_OPERATION", UNSUPPORTED)
 
@@ -210,7 +210,7 @@ async def test_rest_subscribe_also_accepts_get(http: httpx.AsyncClient) -> None:
 async def test_subscribe_to_a_finished_task_is_unsupported(wire: Wire) -> None:
     task = (await wire.send(user_message("hello", message_id=mid())))["task"]
 
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         async with wire.subscribe(task["id"]):
             pass
 
@@ -221,17 +221,17 @@ async def test_subscribe_to_a_finished_task_is_unsupported(wire: Wire) -> None:
 @pytest.mark.parametrize("unknown", [str(uuid.uuid4()), "tck-nonexistent-" + "7" * 26, "x" * 300])
 async def test_unknown_task_id_is_not_found(wire: Wire, unknown: str) -> None:
     for operation in (wire.get_task, wire.cancel):
-        with pytest.raises(A2AFailure) as failure:
+        with pytest.raises(A2ACallError) as failure:
             await operation(unknown)
         assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         async with wire.subscribe(unknown):
             pass
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await wire.send(user_message("M", message_id=mid(), task_id=unknown))
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await wire.stream(user_message("M", message_id=mid(), task_id=unknown))
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
     assert (await wire.list_tasks())["tasks"] == []

@@ -17,7 +17,7 @@ from .wire import (
     INVALID_PARAMS,
     JSON,
     NOT_FOUND,
-    A2AFailure,
+    A2ACallError,
     Wire,
     assert_failure,
     binding,
@@ -41,10 +41,10 @@ async def stored_rows(database_url: str) -> list[tuple[str, str]]:
 async def assert_task_not_found(wire: Wire, task: JSON) -> None:
     """Every operation on `task` through `wire` fails as if the task did not exist."""
     for operation in (wire.get_task, wire.cancel):
-        with pytest.raises(A2AFailure) as failure:
+        with pytest.raises(A2ACallError) as failure:
             await operation(task["id"])
         assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         async with wire.subscribe(task["id"]):
             pass
     assert_failure(failure, wire, "TASK_NOT_FOUND", NOT_FOUND)
@@ -59,7 +59,7 @@ async def test_other_tenants_cannot_reach_a_task(binding_name: str, http: httpx.
         await assert_task_not_found(intruder, task)
         for context_id in ("", task["contextId"]):
             follow_up = user_message("S", message_id=mid(), task_id=task["id"], context_id=context_id)
-            with pytest.raises(A2AFailure) as failure:
+            with pytest.raises(A2ACallError) as failure:
                 await intruder.send(follow_up)
             assert_failure(failure, intruder, "TASK_NOT_FOUND", NOT_FOUND)
         assert (await intruder.list_tasks())["tasks"] == []
@@ -97,14 +97,14 @@ async def test_unknown_tenant_is_refused_and_changes_nothing(
         user_message("hello", message_id=mid()),
         user_message("S", message_id=mid(), task_id=task["id"], context_id=task["contextId"]),
     ):
-        with pytest.raises(A2AFailure) as failure:
+        with pytest.raises(A2ACallError) as failure:
             await ghost.send(message)
         assert_failure(failure, ghost, "INVALID_PARAMS", INVALID_PARAMS)
         assert "ghost" in failure.value.message
-        with pytest.raises(A2AFailure) as failure:
+        with pytest.raises(A2ACallError) as failure:
             await ghost.stream(message)
         assert_failure(failure, ghost, "INVALID_PARAMS", INVALID_PARAMS)
-    with pytest.raises(A2AFailure) as failure:
+    with pytest.raises(A2ACallError) as failure:
         await ghost.list_tasks()
     assert_failure(failure, ghost, "INVALID_PARAMS", INVALID_PARAMS)
     await assert_task_not_found(ghost, task)

@@ -1,7 +1,7 @@
 """Raw-HTTP A2A 1.0 calls for the edge tests, one class per binding with the same methods.
 
 Results come back exactly as ProtoJSON on the wire (the JSON-RPC envelope removed), and errors as an
-`A2AFailure` holding the HTTP status and the ErrorInfo `reason`, so one test can run the same scenario on
+`A2ACallError` holding the HTTP status and the ErrorInfo `reason`, so one test can run the same scenario on
 both bindings and compare what the server said. The checks at the end are shared by the edge tests.
 """
 
@@ -18,20 +18,10 @@ import httpx
 import pytest
 
 from merchant.edge import JSONRPC_PATH, REST_PATH
+from tests.fixtures.merchant import A2ACallError
 
 JSON = dict[str, Any]
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-
-
-class A2AFailure(Exception):
-    """An A2A error response: HTTP status, JSON-RPC code (None on REST), ErrorInfo reason, message."""
-
-    def __init__(self, http_status: int, rpc_code: int | None, reason: str, message: str) -> None:
-        super().__init__(f"{http_status} {rpc_code} {reason}: {message}")
-        self.http_status = http_status
-        self.rpc_code = rpc_code
-        self.reason = reason
-        self.message = message
 
 
 def user_message(text: str, *, message_id: str, task_id: str = "", context_id: str = "") -> JSON:
@@ -75,13 +65,13 @@ class JsonRpc:
         return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
 
     @staticmethod
-    def _failure(http_status: int, body: JSON) -> A2AFailure:
+    def _failure(http_status: int, body: JSON) -> A2ACallError:
         error = body["error"]
         infos = [d for d in error.get("data") or [] if d.get("@type") == _ERROR_INFO]
-        return A2AFailure(http_status, error["code"], infos[0]["reason"] if infos else "", error["message"])
+        return A2ACallError(http_status, error["code"], infos[0]["reason"] if infos else "", error["message"])
 
     async def call(self, method: str, params: JSON) -> JSON:
-        """One unary call; returns `result` or raises `A2AFailure`."""
+        """One unary call; returns `result` or raises `A2ACallError`."""
         request = self._envelope(method, params)
         response = await self._http.post(JSONRPC_PATH, json=request)
         body = response.json()
@@ -149,11 +139,11 @@ class Rest:
         self._subscribe_method = subscribe_method
 
     @staticmethod
-    def _failure(http_status: int, body: JSON) -> A2AFailure:
+    def _failure(http_status: int, body: JSON) -> A2ACallError:
         error = body["error"]
         infos = [d for d in error.get("details") or [] if d.get("@type") == _ERROR_INFO]
         assert error["code"] == http_status, body
-        return A2AFailure(http_status, None, infos[0]["reason"] if infos else "", error["message"])
+        return A2ACallError(http_status, None, infos[0]["reason"] if infos else "", error["message"])
 
     async def _unary(
         self, method: str, path: str, *, body: JSON | None = None, query: Mapping[str, Any] | None = None
@@ -242,7 +232,7 @@ def mid() -> str:
 
 
 def assert_failure(
-    failure: pytest.ExceptionInfo[A2AFailure],
+    failure: pytest.ExceptionInfo[A2ACallError],
     wire: Wire,
     reason: str,
     codes: dict[str, tuple[int, int | None]],

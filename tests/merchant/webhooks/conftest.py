@@ -74,13 +74,3 @@ async def drain(worker: DeliveryWorker, done: Callable[[], Awaitable[bool]], tim
             raise AssertionError(f"not done after {timeout_s} s")
         if await worker.run_once() == 0:
             await asyncio.sleep(0.01)
-
-
-async def wait_until(done: Callable[[], Awaitable[bool]], timeout_s: float = 15.0) -> None:
-    """Poll `done()` until it holds (something else does the work); fail after `timeout_s`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not await done():
-        if loop.time() > deadline:
-            raise AssertionError(f"not done after {timeout_s} s")
-        await asyncio.sleep(0.02)

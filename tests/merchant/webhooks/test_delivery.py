@@ -30,11 +30,11 @@ from merchant.webhooks import (
     generate_secret,
 )
 from storage import create_engine
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import wait_until, within_deadline
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
-from .conftest import FAST_RETRY, SECRET, SQLITE_ONLY, WorkerFactory, drain, wait_until
+from .conftest import FAST_RETRY, SECRET, SQLITE_ONLY, WorkerFactory, drain
 from .receiver import HOOK_PATH, Receiver, Reply, trickling_receiver
 
 StartServer = Callable[..., str]
@@ -54,10 +54,6 @@ async def _attempts(engine: AsyncEngine) -> list[sa.Row[tuple[object, ...]]]:
 
 async def _all_delivered(engine: AsyncEngine) -> bool:
     return all(row.status == "delivered" for row in await _deliveries(engine))
-
-
-async def _anything_received(receiver: Receiver) -> bool:
-    return bool(receiver.received)
 
 
 async def _connection_refused(engine: AsyncEngine) -> bool:
@@ -121,11 +117,11 @@ async def test_a_flaky_receiver_that_goes_down_and_comes_back_loses_nothing(
         await asyncio.to_thread(stack.enter_context, serve_asgi(receiver.app, sock=sock))
         for _ in range(10):
             await ledger.book_settlement(booking())
-        await wait_until(lambda: _anything_received(receiver))
+        await wait_until(lambda: bool(receiver.received), what="a first request")
         await asyncio.to_thread(stack.close)  # the receiver goes down...
         for _ in range(10):
             await ledger.book_settlement(booking())
-        await wait_until(lambda: _connection_refused(engine))
+        await wait_until(lambda: _connection_refused(engine), what="an attempt to meet the outage")
         # ...and comes back on the same port.
         await asyncio.to_thread(stack.enter_context, serve_asgi(receiver.app, sock=bind_loopback(port)))
         events = await outbox.events_since("acme")
@@ -133,7 +129,7 @@ async def test_a_flaky_receiver_that_goes_down_and_comes_back_loses_nothing(
         async def all_arrived() -> bool:
             return receiver.ids() == {event.id for event in events} and await _all_delivered(engine)
 
-        await wait_until(all_arrived)
+        await wait_until(all_arrived, what="every event to arrive")
         stop.set()
         await running
 
@@ -258,7 +254,7 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
         await ledger.book_settlement(booking())
         [event] = await outbox.events_since("acme")
         # Not held until the slow endpoint's deadline: it arrives in half of it or the wait fails.
-        await wait_until(lambda: _received(fast, event.id), timeout_s=deadline_s / 2)
+        await wait_until(lambda: event.id in fast.ids(), what="the other event", timeout_s=deadline_s / 2)
         answered_slow, slow_peak = slow.ids(), slow.peak
     finally:
         slow.released.set()
@@ -267,10 +263,6 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
 
     assert answered_slow == set()  # the slow attempts were still open when the other event went out
     assert slow_peak == 2  # no more than endpoint_concurrency at once
-
-
-async def _received(receiver: Receiver, event_id: str) -> bool:
-    return event_id in receiver.ids()
 
 
 async def test_one_pass_reaches_an_endpoint_behind_another_ones_backlog(
@@ -444,7 +436,7 @@ async def test_two_workers_on_one_postgres_never_send_an_event_twice_at_once(
     stop = asyncio.Event()
     running = [asyncio.create_task(worker.run(stop, poll_interval_s=0.01)) for worker in workers]
     try:
-        await wait_until(lambda: _all_delivered(engines[1]))
+        await wait_until(lambda: _all_delivered(engines[1]), what="every event to be delivered")
     finally:
         stop.set()
         await asyncio.gather(*running)

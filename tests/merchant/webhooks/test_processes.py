@@ -23,8 +23,9 @@ from merchant.ledger import Ledger
 from merchant.webhooks import EndpointConfig, Outbox, WebhookAttempt, WebhookDelivery, WebhookEndpoints
 from payer import sign_payment
 from storage import create_engine
-from tests.faults.clients import open_task, pay, wait_until
+from tests.faults.clients import open_task, pay
 from tests.faults.processes import MerchantProcesses, merchant_processes
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, MerchantWire
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
