@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +16,7 @@ import httpx
 from devchain import DevChain
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
-from tests.fixtures.servers import bind_loopback, idle_connection_answers
+from tests.fixtures.servers import free_port, idle_connection_answers, wait_answering
 
 from .payments import claim_rows, relayer_nonce
 
@@ -41,25 +40,13 @@ def _env(chain: DevChain, database_url: str, **extra: str) -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
-    with bind_loopback() as sock:
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def _wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        while time.monotonic() < deadline:
-            if process.returncode is not None:
-                raise RuntimeError(f"x402-facilitator serve exited with {process.returncode}")
-            try:
-                if (await client.get(url + "/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"x402-facilitator serve at {url} did not become healthy")
+    await wait_answering(
+        url + "/healthz",
+        running=lambda: process.returncode is None,
+        what=f"x402-facilitator serve at {url}",
+        timeout_s=STARTUP_TIMEOUT_S,
+    )
 
 
 @asynccontextmanager
@@ -67,7 +54,7 @@ async def _processes(chain: DevChain, tmp_path: Path) -> AsyncIterator[Serve]:
     started: list[asyncio.subprocess.Process] = []
 
     async def serve(database_url: str) -> str:
-        port = _free_port()
+        port = free_port()
         log = (tmp_path / f"serve-{port}.log").open("wb")
         process = await asyncio.create_subprocess_exec(
             CLI,
@@ -162,7 +149,7 @@ async def test_serve_refuses_a_node_serving_another_chain(
     process = await asyncio.create_subprocess_exec(
         CLI,
         "serve",
-        env=_env(chain, sqlite_url, X402_NETWORK="eip155:1", X402_PORT=str(_free_port())),
+        env=_env(chain, sqlite_url, X402_NETWORK="eip155:1", X402_PORT=str(free_port())),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         cwd=tmp_path,

@@ -15,19 +15,17 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
 from devchain import DevChain
 from tests.fixtures.facilitator import PAY_TO, make_requirements
-from tests.fixtures.servers import bind_loopback
+from tests.fixtures.servers import free_port, wait_answering_blocking
 
 from .payments import relayer_nonce
 
@@ -45,11 +43,6 @@ def _suite() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
-
-
-def _free_port() -> int:
-    with bind_loopback() as sock:
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -90,7 +83,7 @@ def resource_url(chain: DevChain) -> Iterator[str]:
 @pytest.fixture
 def facilitator_process(chain: DevChain, sqlite_url: str, tmp_path: Path) -> Iterator[str]:
     """`x402-facilitator serve` as its own process on the dev chain; its base URL."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "X402_RPC_URL": chain.rpc_url,
@@ -109,16 +102,13 @@ def facilitator_process(chain: DevChain, sqlite_url: str, tmp_path: Path) -> Ite
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
-        while True:
-            assert process.poll() is None, (tmp_path / "facilitator.log").read_text()
-            try:
-                if httpx.get(base_url + "/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "x402-facilitator serve did not come up"
-            time.sleep(0.1)
+        wait_answering_blocking(
+            base_url + "/healthz",
+            running=lambda: process.poll() is None,
+            what="x402-facilitator serve",
+            log=(tmp_path / "facilitator.log").read_text,
+            timeout_s=_STARTUP_TIMEOUT_S,
+        )
         yield base_url
     finally:
         process.terminate()

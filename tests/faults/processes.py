@@ -27,7 +27,7 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
-from tests.fixtures.servers import bind_loopback
+from tests.fixtures.servers import free_port, wait_answering
 
 __all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
 
@@ -40,11 +40,6 @@ _LOG_TAIL_LINES = 40
 
 def _console_script(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
-
-
-def _free_port() -> int:
-    with bind_loopback() as sock:
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -145,7 +140,7 @@ class MerchantProcesses:
         Raises:
             AssertionError: it exited or did not answer in time (its log tail is in the message).
         """
-        port = _free_port()
+        port = free_port()
         env = self.env(port=port, rpc_url=rpc_url, relayer_key=relayer_key, **settings)
         merchant = MerchantProcess(
             name=f"merchant-{len(self._started) + 1}",
@@ -226,18 +221,14 @@ def merchant_processes(chain: DevChain, database_url: str, workdir: Path) -> Ite
 
 
 async def _wait_healthy(merchant: MerchantProcess) -> None:
-    deadline = time.monotonic() + _STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient(timeout=1.0) as http:
-        while time.monotonic() < deadline:
-            if not merchant.alive:
-                raise AssertionError(f"{merchant.name} exited during startup:\n{merchant.log_tail()}")
-            try:
-                if (await http.get(merchant.base_url + "/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    merchant.kill()
-    raise AssertionError(
-        f"{merchant.name} did not answer within {_STARTUP_TIMEOUT_S} s:\n{merchant.log_tail()}"
-    )
+    try:
+        await wait_answering(
+            merchant.base_url + "/healthz",
+            running=lambda: merchant.alive,
+            what=merchant.name,
+            log=merchant.log_tail,
+            timeout_s=_STARTUP_TIMEOUT_S,
+        )
+    except AssertionError:
+        merchant.kill()
+        raise

@@ -38,7 +38,7 @@ from tests.fixtures.merchant import (
     sdk_client,
     sdk_payment_message,
 )
-from tests.fixtures.servers import bind_loopback
+from tests.fixtures.servers import bind_loopback, wait_answering_blocking
 
 from .payments.flows import address_of
 
@@ -70,16 +70,13 @@ def sdk_facilitator(chain: DevChain, tmp_path: Path) -> Iterator[str]:
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(base_url + "/supported", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the SDK facilitator did not come up"
-            time.sleep(0.1)
+        wait_answering_blocking(
+            base_url + "/supported",
+            running=lambda: process.poll() is None,
+            what="the SDK facilitator",
+            log=log_path.read_text,
+            timeout_s=_STARTUP_TIMEOUT_S,
+        )
         yield base_url
     finally:
         process.terminate()
