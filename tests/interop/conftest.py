@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from eth_account import Account
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from devchain import DevChain
 from tests.fixtures.merchant import (

@@ -1,4 +1,4 @@
-"""The official JavaScript A2A SDK (`@a2a-js/sdk` 1.3.0, A2A 1.0) pays the reference merchant (extension v0.3).
+"""The official JavaScript SDK (`@a2a-js/sdk` 1.3.0, A2A 1.0) pays the reference merchant (extension v0.3).
 
 `js/pay.mjs` is the client: the SDK's card resolver, `ClientFactory` and transport on one binding and
 tenant, and viem signing the EIP-3009 authorization from the terms alone (its EIP-712 domain name and
@@ -49,7 +49,10 @@ async def test_the_js_sdk_pays_and_the_payee_is_credited_once(
     seen = await node_script.run(PAY, request)
 
     assert seen["protocolVersion"] == "1.0"
-    assert (seen["askedState"], seen["required"]["status"]) == ("TASK_STATE_INPUT_REQUIRED", "payment-required")
+    assert (seen["askedState"], seen["required"]["status"]) == (
+        "TASK_STATE_INPUT_REQUIRED",
+        "payment-required",
+    )
     [option] = seen["required"]["required"]["accepts"]
     assert (option["payTo"], option["amount"]) == (shop.pay_to(tenant), str(shop.price(tenant)))
     assert seen["paidState"] == "TASK_STATE_COMPLETED"

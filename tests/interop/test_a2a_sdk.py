@@ -75,7 +75,9 @@ def _integral(value: Any) -> Any:
 
 async def send(client: Client, message: Message, context: ClientCallContext) -> list[StreamResponse]:
     """Every event the SDK yields for one SendMessage (one Task when blocking, the stream otherwise)."""
-    return [event async for event in client.send_message(SendMessageRequest(message=message), context=context)]
+    return [
+        event async for event in client.send_message(SendMessageRequest(message=message), context=context)
+    ]
 
 
 def last_status_message(events: list[StreamResponse]) -> tuple[int, Message]:
@@ -117,8 +119,8 @@ async def test_the_sdk_client_pays_and_the_payee_is_credited_once(
         task_id = asked[0].task.id if asked[0].HasField("task") else asked[0].status_update.task_id
 
         payment = new_text_message("Here is my payment.", task_id=task_id, role=Role.ROLE_USER)
-        submitted = {"status": "payment-submitted", "payload": sign_payment(key, option).to_json_dict()}
-        payment.metadata.update({EXTENSION_URI: submitted})
+        payload = sign_payment(key, option).to_json_dict()
+        payment.metadata.update({EXTENSION_URI: {"status": "payment-submitted", "payload": payload}})
         payment.extensions.append(EXTENSION_URI)
         paid = await send(client, payment, context)
         fetched: Task = await client.get_task(GetTaskRequest(id=task_id), context=context)

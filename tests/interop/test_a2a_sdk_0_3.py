@@ -71,10 +71,11 @@ async def main():
         chosen = payer.select_payment_requirements(required.accepts)
         payload = decode_payment(payer.create_payment_header(chosen, required.x402_version))
         if given["x402Version"] == 2:
-            resource = {"url": chosen.resource, "description": chosen.description, "mimeType": chosen.mime_type}
-            payload = v2_payload(payload, chosen, resource)
+            resource = {"url": chosen.resource, "description": chosen.description}
+            payload = v2_payload(payload, chosen, {**resource, "mimeType": chosen.mime_type})
         submitted = {"x402.payment.status": "payment-submitted", "x402.payment.payload": payload}
-        events, paid = await send(client, message("Here is my payment.", task_id=asked.id, metadata=submitted))
+        payment = message("Here is my payment.", task_id=asked.id, metadata=submitted)
+        events, paid = await send(client, payment)
         fetched = await client.get_task(TaskQueryParams(id=asked.id))
         await client.close()
     dump = lambda model: model.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -139,4 +140,6 @@ async def test_the_0_3_sdk_client_pays_and_the_payee_is_credited_once(
     assert fetched["status"]["state"] == "completed"
     assert fetched["status"]["message"]["metadata"]["x402.payment.receipts"] == [receipt]
     assert len(fetched["artifacts"]) == 1
-    await shop.assert_paid_once(tenant="", task_id=asked["id"], payer_key=key, transaction=receipt["transaction"])
+    await shop.assert_paid_once(
+        tenant="", task_id=asked["id"], payer_key=key, transaction=receipt["transaction"]
+    )
