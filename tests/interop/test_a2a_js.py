@@ -18,6 +18,7 @@ from tests.fixtures.node import NodeScript
 from .conftest import NAMED_TENANT, TEXT, Shop
 
 PAY = Path(__file__).parent / "js" / "pay.mjs"
+CHOOSE = Path(__file__).parent / "js" / "choose.mjs"
 
 BINDINGS = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
 """The SDK's protocol names of the bindings the merchant serves, by test id."""
@@ -68,3 +69,17 @@ async def test_the_js_sdk_pays_and_the_payee_is_credited_once(
     await shop.assert_paid_once(
         tenant=tenant, task_id=seen["taskId"], payer_key=key, transaction=receipt["transaction"]
     )
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_deviation_the_js_factory_takes_the_last_tenants_interface_of_the_card(
+    shop: Shop, node_script: NodeScript, binding: str
+) -> None:
+    # On a card listing the default tenant's interfaces and then `acme`'s, the SDK's ClientFactory keeps
+    # the last 1.0 interface of each binding (a2a-sdk 1.3's Python factory the first): a JS client that
+    # does not narrow the card to its tenant talks to, and pays, the named tenant. pay.mjs narrows it.
+    request = {"baseUrl": shop.base_url, "binding": BINDINGS[binding]}
+
+    chosen = await node_script.run(CHOOSE, request)
+
+    assert chosen == {"protocolVersion": "1.0", "tenant": NAMED_TENANT}

@@ -144,3 +144,28 @@ async def test_the_sdk_client_pays_and_the_payee_is_credited_once(
     await shop.assert_paid_once(
         tenant=tenant, task_id=task_id, payer_key=key, transaction=receipt["transaction"]
     )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_sdk_factory_takes_the_first_tenants_interface_of_the_card(
+    shop: Shop, transport: str
+) -> None:
+    # The counterpart of the JS SDK's choice (tests/interop/test_a2a_js.py): unnarrowed, this factory takes
+    # the first 1.0 interface of the binding, the default tenant's, and is offered the default tenant's terms.
+    context = ClientCallContext(
+        service_parameters=ServiceParametersFactory.create([with_a2a_extensions([EXTENSION_URI])])
+    )
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, shop.base_url).get_agent_card(
+            http_kwargs={"headers": {VERSION_HEADER: PROTOCOL_VERSION_1_0}}
+        )
+        config = ClientConfig(
+            httpx_client=http, supported_protocol_bindings=[TRANSPORTS[transport]], streaming=False
+        )
+        client = ClientFactory(config).create(card)
+        asked = await send(client, new_text_message(TEXT, role=Role.ROLE_USER), context)
+        await client.close()
+
+    _, status = last_status_message(asked)
+    [option] = PaymentRequired.from_wire(extension_data(status)["required"]).accepts
+    assert option.pay_to == shop.pay_to("")
