@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.facilitator",
     "tests.fixtures.merchant",
     "tests.fixtures.compat",
+    "tests.fixtures.node",
 ]
 
 

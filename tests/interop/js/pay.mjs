@@ -1,0 +1,171 @@
+// Pays the reference merchant with the official JavaScript A2A SDK (@a2a-js/sdk, A2A 1.0, extension v0.3).
+//
+// Run by tests/interop/test_a2a_js.py as `node pay.mjs` with one JSON object on stdin:
+//   {baseUrl, binding: "JSONRPC" | "HTTP+JSON", streaming, tenant, key, extension, text}
+// It resolves the card with the SDK, builds a client with its ClientFactory on that binding and tenant,
+// sends the priced request, signs the offered EIP-3009 TransferWithAuthorization with viem (EIP-712 domain
+// name and version from the terms' `extra`), pays, fetches the task back, and prints what it saw as JSON.
+// Any SDK error or unexpected answer exits non-zero with the reason on stderr.
+
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+
+import { Role, taskStateToJSON } from "@a2a-js/sdk";
+import {
+  AgentCardResolver,
+  ClientFactory,
+  ClientFactoryOptions,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+  ServiceParameters,
+  withA2AExtensions,
+} from "@a2a-js/sdk/client";
+import { privateKeyToAccount } from "viem/accounts";
+
+const TRANSFER_WITH_AUTHORIZATION = [
+  { name: "from", type: "address" },
+  { name: "to", type: "address" },
+  { name: "value", type: "uint256" },
+  { name: "validAfter", type: "uint256" },
+  { name: "validBefore", type: "uint256" },
+  { name: "nonce", type: "bytes32" },
+];
+
+const input = JSON.parse(readFileSync(0, "utf8"));
+
+function fail(message) {
+  throw new Error(message);
+}
+
+// The SDK's ClientFactory keeps, per binding, the *last* 1.0 interface of the card (and wraps the transport
+// for that interface's tenant): on a card listing several tenants it would pick whichever comes last. A
+// client that wants one tenant keeps only that tenant's interfaces.
+function tenantCard(card, tenant) {
+  const interfaces = card.supportedInterfaces.filter(
+    (i) => (i.tenant ?? "") === tenant && i.protocolVersion === "1.0",
+  );
+  return { ...card, supportedInterfaces: interfaces };
+}
+
+function newMessage(text, extra = {}) {
+  return {
+    messageId: randomBytes(16).toString("hex"),
+    contextId: "",
+    taskId: "",
+    role: Role.ROLE_USER,
+    parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "" }],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+    ...extra,
+  };
+}
+
+function sendRequest(message) {
+  return { tenant: "", message, configuration: undefined, metadata: undefined };
+}
+
+// One SendMessage: the events of the stream, or the one Task (or Message) of a blocking call, as
+// StreamResponse-like {kind, value} records.
+async function send(client, message, options) {
+  if (input.streaming) {
+    const events = [];
+    for await (const event of client.sendMessageStream(sendRequest(message), options)) {
+      events.push({ kind: event.payload.$case, value: event.payload.value });
+    }
+    return events;
+  }
+  const result = await client.sendMessage(sendRequest(message), options);
+  return [{ kind: "status" in result ? "task" : "message", value: result }];
+}
+
+function lastStatus(events) {
+  const last = events.at(-1) ?? fail("no events");
+  if (last.kind !== "task" && last.kind !== "statusUpdate") fail(`the answer ends with a ${last.kind}`);
+  return last.value.status;
+}
+
+function taskIdOf(events) {
+  const first = events[0];
+  return first.kind === "task" ? first.value.id : first.value.taskId;
+}
+
+async function sign(option, key) {
+  const account = privateKeyToAccount(key);
+  const [namespace, reference] = option.network.split(":");
+  if (namespace !== "eip155") fail(`not an EVM network: ${option.network}`);
+  const now = Math.floor(Date.now() / 1000);
+  const authorization = {
+    from: account.address,
+    to: option.payTo,
+    value: option.amount,
+    validAfter: String(now - 60),
+    validBefore: String(now + Number(option.maxTimeoutSeconds)),
+    nonce: `0x${randomBytes(32).toString("hex")}`,
+  };
+  const signature = await account.signTypedData({
+    domain: {
+      name: option.extra.name,
+      version: option.extra.version,
+      chainId: Number(reference),
+      verifyingContract: option.asset,
+    },
+    types: { TransferWithAuthorization: TRANSFER_WITH_AUTHORIZATION },
+    primaryType: "TransferWithAuthorization",
+    message: {
+      ...authorization,
+      value: BigInt(authorization.value),
+      validAfter: BigInt(authorization.validAfter),
+      validBefore: BigInt(authorization.validBefore),
+    },
+  });
+  return { x402Version: 2, accepted: option, payload: { authorization, signature } };
+}
+
+async function main() {
+  const transports = { JSONRPC: new JsonRpcTransportFactory(), "HTTP+JSON": new RestTransportFactory() };
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [transports[input.binding] ?? fail(`unknown binding ${input.binding}`)],
+      preferredTransports: [input.binding],
+    }),
+  );
+  const card = await AgentCardResolver.default.resolve(input.baseUrl);
+  const client = await factory.createFromAgentCard(tenantCard(card, input.tenant));
+  const options = { serviceParameters: ServiceParameters.create(withA2AExtensions(input.extension)) };
+
+  const asked = await send(client, newMessage(input.text), options);
+  const askedStatus = lastStatus(asked);
+  const required = askedStatus.message.metadata[input.extension];
+  const taskId = taskIdOf(asked);
+  const option = required.required.accepts[0];
+  const payload = await sign(option, input.key);
+  const payment = newMessage("Here is my payment.", {
+    taskId,
+    metadata: { [input.extension]: { status: "payment-submitted", payload } },
+    extensions: [input.extension],
+  });
+  const paid = await send(client, payment, options);
+  const paidStatus = lastStatus(paid);
+  const fetched = await client.getTask({ tenant: "", id: taskId, historyLength: undefined }, options);
+
+  process.stdout.write(
+    JSON.stringify({
+      protocolVersion: client.protocolVersion,
+      taskId,
+      askedState: taskStateToJSON(askedStatus.state),
+      required,
+      paidKinds: paid.map((event) => event.kind),
+      paidState: taskStateToJSON(paidStatus.state),
+      completed: paidStatus.message.metadata[input.extension],
+      paidArtifacts: paid.flatMap((event) =>
+        event.kind === "task" ? event.value.artifacts : event.kind === "artifactUpdate" ? [event.value.artifact] : [],
+      ).length,
+      fetchedState: taskStateToJSON(fetched.status.state),
+      fetchedArtifacts: fetched.artifacts.length,
+      fetchedExtension: fetched.status.message.metadata[input.extension],
+    }),
+  );
+}
+
+await main();

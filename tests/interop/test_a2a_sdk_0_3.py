@@ -1,0 +1,145 @@
+"""The a2a-sdk 0.3.26 Python client pays the reference merchant on its A2A 0.3 interfaces (extension v0.2).
+
+The client runs in `.venv-compat` (`compat_python`): a2a-sdk 0.3.26's card resolver, `ClientFactory` and
+transports, its pydantic types, and its `extensions` setting (`X-A2A-Extensions`). It reads the flat
+`x402.payment.*` keys, and the x402 0.2 package (the x402 v1 client the a2a-x402 v0.2 Python package uses)
+parses the v1 terms and signs the EIP-3009 authorization. It pays with that x402 v1 payload, or with the
+same authorization in an x402 v2 payload (`accepted`: the v2 form of the terms, the network as CAIP-2 from
+x402's own chain table). Binding x payload version x blocking/streaming is covered pairwise (each pair of
+values once) rather than as the full cross product: every paid run costs suite time. A2A 0.3 has no
+tenants: the 0.3 interfaces are the default tenant's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from a2a_x402 import EXTENSION_URI_V02
+from tests.fixtures.compat import CompatPython
+
+from .conftest import TEXT, Shop
+
+PAY_0_3 = """
+import asyncio, json, sys, uuid
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import Message, Part, Role, TaskQueryParams, TextPart
+from eth_account import Account
+from x402.clients.base import x402Client
+from x402.exact import decode_payment
+from x402.networks import EVM_NETWORK_TO_CHAIN_ID
+from x402.types import x402PaymentRequiredResponse
+
+given = json.load(sys.stdin)
+
+def message(text, **fields):
+    parts = [Part(root=TextPart(text=text))]
+    return Message(message_id=str(uuid.uuid4()), role=Role.user, parts=parts, **fields)
+
+async def send(client, request):
+    # (task, update) pairs; the SDK's task manager keeps the task up to date, so the last pair's task is
+    # the task as the client sees it at the end, on a blocking call and on a stream alike.
+    events = [event async for event in client.send_message(request)]
+    return events, events[-1][0]
+
+def v2_payload(v1, chosen, resource):
+    accepted = {
+        "scheme": chosen.scheme,
+        "network": f"eip155:{EVM_NETWORK_TO_CHAIN_ID[chosen.network]}",
+        "asset": chosen.asset,
+        "amount": chosen.max_amount_required,
+        "payTo": chosen.pay_to,
+        "maxTimeoutSeconds": chosen.max_timeout_seconds,
+        "extra": chosen.extra,
+    }
+    return {"x402Version": 2, "accepted": accepted, "resource": resource, "payload": v1["payload"]}
+
+async def main():
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, given["baseUrl"]).get_agent_card()
+        config = ClientConfig(
+            httpx_client=http,
+            supported_transports=[given["transport"]],
+            streaming=given["streaming"],
+            extensions=[given["extension"]],
+        )
+        client = ClientFactory(config).create(card)
+        _, asked = await send(client, message(given["text"]))
+        metadata = asked.status.message.metadata
+        required = x402PaymentRequiredResponse.model_validate(metadata["x402.payment.required"])
+        payer = x402Client(Account.from_key(given["key"]))
+        chosen = payer.select_payment_requirements(required.accepts)
+        payload = decode_payment(payer.create_payment_header(chosen, required.x402_version))
+        if given["x402Version"] == 2:
+            resource = {"url": chosen.resource, "description": chosen.description}
+            payload = v2_payload(payload, chosen, {**resource, "mimeType": chosen.mime_type})
+        submitted = {"x402.payment.status": "payment-submitted", "x402.payment.payload": payload}
+        payment = message("Here is my payment.", task_id=asked.id, metadata=submitted)
+        events, paid = await send(client, payment)
+        fetched = await client.get_task(TaskQueryParams(id=asked.id))
+        await client.close()
+    dump = lambda model: model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    print(json.dumps({
+        "asked": dump(asked),
+        "chosen": dump(chosen),
+        "payload": payload,
+        "updates": [update.kind for _, update in events if update is not None],
+        "paid": dump(paid),
+        "fetched": dump(fetched),
+    }))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("transport", "x402_version", "streaming"),
+    [
+        pytest.param("JSONRPC", 1, False, id="jsonrpc-x402v1-blocking"),
+        pytest.param("JSONRPC", 2, True, id="jsonrpc-x402v2-streaming"),
+        pytest.param("HTTP+JSON", 1, True, id="http+json-x402v1-streaming"),
+        pytest.param("HTTP+JSON", 2, False, id="http+json-x402v2-blocking"),
+    ],
+)
+async def test_the_0_3_sdk_client_pays_and_the_payee_is_credited_once(
+    shop: Shop, compat_python: CompatPython, transport: str, x402_version: int, streaming: bool
+) -> None:
+    key = shop.new_payer()
+    request = {
+        "baseUrl": shop.base_url,
+        "transport": transport,
+        "streaming": streaming,
+        "extension": EXTENSION_URI_V02,
+        "key": key,
+        "x402Version": x402_version,
+        "text": TEXT,
+    }
+
+    seen = await compat_python.run(PAY_0_3, request)
+
+    asked = seen["asked"]
+    assert asked["status"]["state"] == "input-required"
+    assert asked["status"]["message"]["metadata"]["x402.payment.status"] == "payment-required"
+    chosen = seen["chosen"]
+    assert (chosen["network"], chosen["payTo"]) == ("base-sepolia", shop.pay_to(""))
+    assert chosen["maxAmountRequired"] == str(shop.price(""))
+    assert seen["payload"]["x402Version"] == x402_version
+    paid = seen["paid"]
+    assert (paid["id"], paid["status"]["state"]) == (asked["id"], "completed")
+    if streaming:
+        assert "artifact-update" in seen["updates"], seen["updates"]
+    [artifact] = paid["artifacts"]
+    assert artifact["parts"]
+    final = paid["status"]["message"]["metadata"]
+    assert final["x402.payment.status"] == "payment-completed"
+    [receipt] = final["x402.payment.receipts"]
+    # The receipt is a SettleResponse in the payer's x402 version: the v1 network name, or CAIP-2 on v2.
+    network = "base-sepolia" if x402_version == 1 else shop.chain.network
+    assert (receipt["success"], receipt["network"]) == (True, network)
+    fetched = seen["fetched"]
+    assert fetched["status"]["state"] == "completed"
+    assert fetched["status"]["message"]["metadata"]["x402.payment.receipts"] == [receipt]
+    assert len(fetched["artifacts"]) == 1
+    await shop.assert_paid_once(
+        tenant="", task_id=asked["id"], payer_key=key, transaction=receipt["transaction"]
+    )
