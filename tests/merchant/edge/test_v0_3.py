@@ -272,7 +272,8 @@ async def test_a_1_0_client_that_fetched_the_card_without_a_version_speaks_1_0(
         )
         client = ClientFactory(config).create(card)
         try:
-            transport = client._transport  # noqa: SLF001 - which transport the factory chose is the point
+            # Which transport the factory chose is the point; the SDK types only its base `Client`.
+            transport = client._transport  # type: ignore[attr-defined]  # noqa: SLF001
             [first] = await collect(client.send_message(request("quote")))
             fetched = await client.get_task(GetTaskRequest(id=first.task.id))
         finally:
