@@ -5,6 +5,7 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 
 * ``canonicalize_card``          -- what a signature covers (``_canonical``)
 * ``sign_card``                  -- detached JWS per key (``_jws``)
+* ``read_card``, ``CardReading`` -- what each SDK's verifier reads of a card (``_readings``)
 * ``KeyStore`` and key loaders   -- generate / rotate / retire, PEM / JWK / env (``_keys``)
 * ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``)
 * ``CardVerifier``               -- policy and per-signature result (``_verify``)
@@ -57,7 +58,8 @@ from ._keys import (
 )
 from ._keystore import KeyRecord, KeyStatus, KeyStore
 from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
-from ._result import CardStatus, SignatureCheck, VerificationResult
+from ._readings import READING_HEADER, CardReading, read_card
+from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
 from ._verify import CardVerifier, SignaturePolicy
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "AlgorithmNotAllowedError",
     "CanonicalizationError",
     "CardParseError",
+    "CardReading",
     "CardStatus",
     "CardTooLargeError",
     "CardUnsignedError",
@@ -93,6 +96,8 @@ __all__ = [
     "KeyUnusableError",
     "MAX_CARD_BYTES",
     "MAX_NESTING",
+    "OTHER_READING",
+    "READING_HEADER",
     "SIGNING_ALGORITHMS",
     "SignatureCheck",
     "SignatureError",
@@ -111,5 +116,6 @@ __all__ = [
     "load_signing_keys_from_env",
     "parse_card_json",
     "parse_jwks",
+    "read_card",
     "sign_card",
 ]

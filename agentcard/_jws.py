@@ -6,8 +6,9 @@ Usage::
 
 Each ``AgentCardSignature`` is ``{"protected": <b64url header>, "signature": <b64url signature>}`` (no
 padding); the payload is the canonical card (``canonicalize_card``), which is not repeated in the signature.
-The protected header is ``{"alg", "typ": "JOSE", "kid", "jku"?}``. ``sign_card`` adds one signature per key,
-so during a rotation the card carries a signature from the old key and one from the new.
+The protected header is ``{"alg", "typ": "JOSE", "kid", "jku"?}``, plus ``cardReading`` on a signature over an
+SDK's reading of the card rather than ours (``_readings``). ``sign_card`` adds one signature per key for each
+distinct reading, so during a rotation the card carries a signature from the old key and one from the new.
 
 On the verifying side the header is read strictly: base64url without padding, a JSON object without
 duplicate members (two ``alg`` members would let two parsers disagree), ``alg`` from an asymmetric
@@ -38,6 +39,7 @@ from ._errors import (
 )
 from ._keys import VERIFICATION_ALGORITHMS, SigningKey, VerificationKey, check_key_fits
 from ._parse import load_json_object
+from ._readings import READING_HEADER, CardReading, read_card
 
 __all__ = ["JOSE_TYPE", "sign_card"]
 
@@ -55,21 +57,30 @@ class ProtectedHeader:
     kid: str
     typ: str
     jku: str | None
+    reading: str | None = None
+    """``READING_HEADER``: the reading signed when it is not ours (``None``)."""
 
 
 def sign_card(
-    card_json: Mapping[str, Any], keys: Sequence[SigningKey], *, jku: str | None = None
+    card_json: Mapping[str, Any],
+    keys: Sequence[SigningKey],
+    *,
+    jku: str | None = None,
+    readings: Sequence[CardReading] = (CardReading.A2A,),
 ) -> dict[str, Any]:
-    """Return the card to serve: ``card_json`` with ``signatures`` set, one per key.
+    """Return the card to serve: ``card_json`` with ``signatures`` set, one per key and distinct reading.
 
-    The signatures cover exactly ``card_json`` minus ``signatures`` (any given are replaced), canonicalized
-    with ``canonicalize_card``. Serve the returned object as JSON; members the proto does not know (0.3
-    fields) are signed too, so serve them exactly as given.
+    The first signatures (one per key) cover exactly ``card_json`` minus ``signatures`` (any given are
+    replaced), canonicalized with ``canonicalize_card``. Serve the returned object as JSON; members the
+    proto does not know (0.3 fields) are signed too, so serve them exactly as given. Each further reading
+    in ``readings`` (``read_card``) whose bytes differ from those already signed adds one signature per key,
+    its protected header naming the reading (``READING_HEADER``); a reading the card has none of is skipped.
 
     Args:
         card_json: The card's JSON object (e.g. ``MessageToDict(agent_card)`` plus any legacy members).
         keys: Signing keys, newest first (``KeyStore.signing_keys()``); at least one.
         jku: URL of the JWK Set holding the public keys, normally ``jwks_url(origin)``; put in every header.
+        readings: The readings to sign; ours (``CardReading.A2A``) is always signed, first.
 
     Raises:
         SigningError: ``keys`` is empty.
@@ -77,17 +88,29 @@ def sign_card(
     """
     if not keys:
         raise SigningError("no signing key given; generate one with KeyStore.generate()")
-    payload = canonicalize_card(card_json)
+    payloads: dict[bytes, CardReading] = {canonicalize_card(card_json): CardReading.A2A}
+    for reading in readings:
+        payload = read_card(card_json, reading)
+        if payload is not None and payload not in payloads:
+            payloads[payload] = reading
     signed = {name: copy.deepcopy(value) for name, value in card_json.items() if name != "signatures"}
-    signed["signatures"] = [sign_payload(payload, key, jku=jku) for key in keys]
+    signed["signatures"] = [
+        sign_payload(payload, key, jku=jku, reading=reading)
+        for payload, reading in payloads.items()
+        for key in keys
+    ]
     return signed
 
 
-def sign_payload(payload: bytes, key: SigningKey, *, jku: str | None) -> dict[str, str]:
-    """Sign ``payload`` detached with ``key``; returns the ``AgentCardSignature`` JSON object."""
+def sign_payload(
+    payload: bytes, key: SigningKey, *, jku: str | None, reading: CardReading = CardReading.A2A
+) -> dict[str, str]:
+    """Sign ``payload`` (the card's ``reading``) detached with ``key``; returns the ``AgentCardSignature``."""
     header: dict[str, str] = {"alg": key.alg, "typ": JOSE_TYPE, "kid": key.kid}
     if jku is not None:
         header["jku"] = jku
+    if reading is not CardReading.A2A:
+        header[READING_HEADER] = reading.value
     protected = _b64encode(json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
     signing_input = f"{protected}.{_b64encode(payload)}".encode("ascii")
     signature = JWSRegistry.algorithms[key.alg].sign(signing_input, key.key)
@@ -127,6 +150,9 @@ def decode_signature(entry: Any, algorithms: Collection[str]) -> tuple[Protected
         raise SignatureMalformedError(f'protected header "typ" must be {JOSE_TYPE!r}, got {typ!r}')
     if jku is not None and not isinstance(jku, str):
         raise SignatureMalformedError('protected header "jku" must be a string')
+    reading = header.get(READING_HEADER)
+    if reading is not None and (not isinstance(reading, str) or not reading):
+        raise SignatureMalformedError(f'protected header "{READING_HEADER}" must be a non-empty string')
     if "crit" in header:
         raise SignatureMalformedError(
             'protected header "crit" names extensions this verifier does not support'
@@ -136,7 +162,7 @@ def decode_signature(entry: Any, algorithms: Collection[str]) -> tuple[Protected
     _check_unprotected(entry.get("header"), header)
     if not signature or len(signature) > _MAX_SIGNATURE_CHARS or not _B64URL_RE.match(signature):
         raise SignatureMalformedError('"signature" is not unpadded base64url')
-    return ProtectedHeader(alg=alg, kid=kid, typ=typ, jku=jku), protected, signature
+    return ProtectedHeader(alg=alg, kid=kid, typ=typ, jku=jku, reading=reading), protected, signature
 
 
 def verify_signature(payload: bytes, protected: str, signature: str, alg: str, key: VerificationKey) -> None:

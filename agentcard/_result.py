@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["CardStatus", "SignatureCheck", "VerificationResult"]
+__all__ = ["OTHER_READING", "CardStatus", "SignatureCheck", "VerificationResult"]
+
+OTHER_READING = "signature_other_reading"
+"""``SignatureCheck.code`` of a signature over another verifier's reading of the card (not checked)."""
 
 
 class CardStatus(StrEnum):
@@ -24,8 +27,10 @@ class SignatureCheck:
     Attributes:
         index: Position in ``signatures``.
         kid, alg, jku: From the protected header, when it could be read.
-        code: ``None`` if this signature verified, else the stable code of the error that stopped it.
+        code: ``None`` if this signature verified, else the stable code of the error that stopped it
+            (``OTHER_READING`` for a signature over another verifier's reading, which is not checked).
         reason: Human-readable detail.
+        reading: The protected header's ``cardReading``: ``None`` for a signature over our reading.
     """
 
     index: int
@@ -34,6 +39,7 @@ class SignatureCheck:
     jku: str | None
     code: str | None
     reason: str
+    reading: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -52,7 +58,10 @@ class VerificationResult:
             ``signature_malformed`` (the ``signatures`` member itself is unusable) or
             ``card_verification_failed`` (no signature verified; see ``checks``).
         reason: Human-readable summary.
-        checks: One entry per signature, in card order.
+        checks: One entry per signature over our reading (or whose header could not be read), in card order.
+        others: The signatures naming another verifier's reading (e.g. ``a2a-sdk-0.3``), left unchecked:
+            they cover what that SDK reads of the card, not all of it, so they neither verify the card nor
+            count as failures.
     """
 
     status: CardStatus
@@ -60,6 +69,7 @@ class VerificationResult:
     code: str | None
     reason: str
     checks: tuple[SignatureCheck, ...] = ()
+    others: tuple[SignatureCheck, ...] = ()
 
     @property
     def verified(self) -> bool:

@@ -11,7 +11,10 @@ Usage (payer side)::
 The §8.4.3 steps, in order: canonicalize the card once (steps 3-5: drop default-valued fields, exclude
 ``signatures``, JCS; see ``canonicalize_card``), then for each signature (step 1) decode its header, find
 the key (step 2) and check the signature (step 6). Every signature is checked, so the result explains each
-one; the card is accepted when at least one verifies with a key that is neither expired (JWK ``exp``), not
+one; a signature whose protected header names another verifier's reading (``cardReading``, see
+``_readings``) is set aside unchecked, in ``others``: it covers what an SDK reads of the card, not the JSON
+received, so it can neither verify the card here nor make it fail. The card is accepted when at least one
+verifies with a key that is neither expired (JWK ``exp``), not
 yet valid (JWK ``nbf``) nor revoked (kid or RFC 7638 thumbprint in ``revoked``).
 
 Where keys come from: a trusted key with the header's kid wins; otherwise the key is fetched from the
@@ -52,7 +55,7 @@ from ._errors import (
 from ._jwks import JwksCache, Origin, origin_of
 from ._jws import ProtectedHeader, decode_signature, verify_signature
 from ._keys import VERIFICATION_ALGORITHMS, VerificationKey
-from ._result import CardStatus, SignatureCheck, VerificationResult
+from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
 
 __all__ = ["CardVerifier", "SignaturePolicy"]
 
@@ -171,16 +174,21 @@ class CardVerifier:
         except CanonicalizationError as exc:
             return _failed(exc.code, str(exc))
         origins = self._jku_origins | _origin_set(card_url)
-        checks = tuple(
-            [await self._check_one(index, entry, payload, origins) for index, entry in enumerate(signatures)]
-        )
+        every = [
+            await self._check_one(index, entry, payload, origins) for index, entry in enumerate(signatures)
+        ]
+        checks = tuple(check for check in every if check.code != OTHER_READING)
+        others = tuple(check for check in every if check.code == OTHER_READING)
         good = next((check for check in checks if check.verified), None)
         if good is not None:
             return VerificationResult(
-                CardStatus.VERIFIED, good.kid, None, f"verified with key {good.kid!r}", checks
+                CardStatus.VERIFIED, good.kid, None, f"verified with key {good.kid!r}", checks, others
             )
         summary = "; ".join(f"#{check.index} {check.code}: {check.reason}" for check in checks)
-        return _failed(CardVerificationError.code, f"no signature verified: {summary}", checks)
+        if not checks:
+            readings = ", ".join(sorted({str(check.reading) for check in others}))
+            summary = f"every signature covers another verifier's reading of the card ({readings}), none ours"
+        return _failed(CardVerificationError.code, f"no signature verified: {summary}", checks, others)
 
     async def _check_one(
         self, index: int, entry: Any, payload: bytes, origins: frozenset[Origin]
@@ -189,6 +197,11 @@ class CardVerifier:
             header, protected, signature = decode_signature(entry, self._algorithms)
         except AgentCardError as exc:
             return SignatureCheck(index, None, None, None, exc.code, str(exc))
+        if header.reading is not None:
+            reason = f"covers the {header.reading!r} reading of the card, not the served JSON; not checked"
+            return SignatureCheck(
+                index, header.kid, header.alg, header.jku, OTHER_READING, reason, header.reading
+            )
         try:
             key = await self._find_key(header, origins)
             self._check_usable(key)
@@ -223,8 +236,10 @@ class CardVerifier:
             raise KeyNotYetValidError(f"key {key.kid!r} is not valid before {key.not_before.isoformat()}")
 
 
-def _failed(code: str, reason: str, checks: tuple[SignatureCheck, ...] = ()) -> VerificationResult:
-    return VerificationResult(CardStatus.FAILED, None, code, reason, checks)
+def _failed(
+    code: str, reason: str, checks: tuple[SignatureCheck, ...] = (), others: tuple[SignatureCheck, ...] = ()
+) -> VerificationResult:
+    return VerificationResult(CardStatus.FAILED, None, code, reason, checks, others)
 
 
 def _origin_set(card_url: str | None) -> frozenset[Origin]:

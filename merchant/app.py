@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 from agentcard import (
     JWKS_PATH,
+    CardReading,
     KeyStore,
     KeyStoreError,
     jwks_url,
@@ -124,7 +125,8 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
     jku = jwks_url(settings.base_url)
 
     def sign(card: dict[str, Any]) -> dict[str, Any]:
-        return sign_card(card, keys, jku=jku)
+        # Every reading: a 0.3 client's a2a-sdk reads a card differently from ours and from a 1.x client's.
+        return sign_card(card, keys, jku=jku, readings=tuple(CardReading))
 
     async def serve_jwks(_request: Request) -> JSONResponse:
         return JSONResponse(jwks, headers={"Cache-Control": "public, max-age=300"})

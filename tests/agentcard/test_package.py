@@ -22,6 +22,7 @@ def test_private_modules_declare_all() -> None:
         "_keys",
         "_keystore",
         "_parse",
+        "_readings",
         "_result",
         "_verify",
     ):
