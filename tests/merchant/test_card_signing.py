@@ -24,10 +24,13 @@ from a2a.types import AgentCard
 from a2a.utils.signing import _canonicalize_agent_card, create_signature_verifier
 from google.protobuf.json_format import ParseDict
 from joserfc import jws
+from joserfc.jws import JWSRegistry
+from joserfc.registry import HeaderParameter
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 from agentcard import (
     JWKS_PATH,
+    CardReading,
     CardStatus,
     CardUnsignedError,
     CardVerificationError,
@@ -39,6 +42,7 @@ from agentcard import (
     canonicalize_card,
     generate_signing_key,
     parse_jwks,
+    read_card,
 )
 from devchain import DevChain
 from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
@@ -51,6 +55,9 @@ from tests.fixtures.merchant import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+# joserfc refuses header members it was not told of: this one names the reading a signature covers.
+READING_REGISTRY = JWSRegistry(header_registry={"cardReading": HeaderParameter("card reading", "str")})
 
 X402_MERCHANT = Path(sys.executable).with_name("x402-merchant")
 VERSIONS = ("1.0", "0.3", None)
@@ -98,8 +105,12 @@ def protected_header(signature: dict[str, str]) -> dict[str, Any]:
     return header
 
 
-def kids_of(card: dict[str, Any]) -> list[str]:
-    return [protected_header(signature)["kid"] for signature in card["signatures"]]
+def kids_of(card: dict[str, Any], *, with_reading: bool = False) -> list[Any]:
+    """The kid of every signature, in card order; with `with_reading`, (`cardReading` or None, kid) pairs."""
+    headers = [protected_header(signature) for signature in card["signatures"]]
+    if with_reading:
+        return [(header.get("cardReading"), header["kid"]) for header in headers]
+    return [header["kid"] for header in headers]
 
 
 def x402_pay_to(card: dict[str, Any], uri: str) -> list[dict[str, Any]]:
@@ -171,17 +182,19 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
         }
         jwks = await fetch_jwks(http, merchant.base_url)
 
+    header = {"alg": alg, "typ": "JOSE", "kid": key.kid, "jku": merchant.base_url + "/.well-known/jwks.json"}
+    # The 1.0 card reads the same to a2a-sdk 1.x as to us: one signature. The 0.3 card reads differently to
+    # a2a-sdk 0.3 and to 1.x (tests/merchant/edge/test_card_interop.py): one more signature for each, tagged.
+    tagged = {"1.0": [], "0.3": ["a2a-sdk-1", "a2a-sdk-0.3"]}
     for version in VERSIONS:
-        [signature] = served[version].card["signatures"]
-        assert protected_header(signature) == {
-            "alg": alg,
-            "typ": "JOSE",
-            "kid": key.kid,
-            "jku": merchant.base_url + "/.well-known/jwks.json",
-        }
+        headers = [protected_header(signature) for signature in served[version].card["signatures"]]
+        assert headers == [header] + [{**header, "cardReading": reading} for reading in tagged[version]]
         result = results[version]
         assert (result.status, result.kid) == (CardStatus.VERIFIED, key.kid)
         assert [check.code for check in result.checks] == [None]
+        assert [(c.index, c.reading, c.code) for c in result.others] == [
+            (index, reading, "signature_other_reading") for index, reading in enumerate(tagged[version], 1)
+        ]
     assert [(k["kid"], k["alg"], k["use"]) for k in jwks["keys"]] == [(key.kid, alg, "sig")]
     assert all("d" not in k for k in jwks["keys"])  # only public halves are published
     assert (
@@ -238,14 +251,20 @@ async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
             # Byte for byte: the unsigned document with `signatures` appended, nothing re-serialised.
             signatures = json.dumps(served.card["signatures"], separators=(",", ":")).encode()
             assert served.body == plain.body[:-1] + b',"signatures":' + signatures + b"}"
-            # Each JWS, checked by joserfc (not our verifier) over the canonical form of the unsigned bytes.
-            payload = canonicalize_card(json.loads(plain.body))
-            encoded = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+            # Each JWS, checked by joserfc (not our verifier) over its reading of the unsigned bytes: ours,
+            # the canonical form, for the first; an SDK's for one whose header names that reading.
+            assert "cardReading" not in protected_header(served.card["signatures"][0])
             for signature in served.card["signatures"]:
                 header = protected_header(signature)
+                reading = CardReading(header.get("cardReading", "a2a"))
+                payload = read_card(json.loads(plain.body), reading)
+                assert payload is not None
+                if reading is CardReading.A2A:
+                    assert payload == canonicalize_card(json.loads(plain.body))
+                encoded = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
                 compact = f"{signature['protected']}.{encoded}.{signature['signature']}"
                 checked = jws.deserialize_compact(
-                    compact, jwks[header["kid"]].key, algorithms=[header["alg"]]
+                    compact, jwks[header["kid"]].key, algorithms=[header["alg"]], registry=READING_REGISTRY
                 )
                 assert checked.payload == payload
 
@@ -310,10 +329,14 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     current_only = CardVerifier(trusted_keys=parse_jwks(jwks_after).values())
     old_card = await current_only.verify(rotating["1.0"].card)
 
+    readings = {"1.0": [None], "0.3": [None, "a2a-sdk-1", "a2a-sdk-0.3"]}
     for version in VERSIONS:
-        assert kids_of(rotating[version].card) == [new, old]
+        # Both keys sign every reading, ours first: newest key first within each.
+        expected = [(reading, kid) for reading in readings[version] for kid in (new, old)]
+        assert kids_of(rotating[version].card, with_reading=True) == expected
         assert [(c.kid, c.code) for c in checks[version].checks] == [(new, None), (old, None)]
-        assert kids_of(retired[version].card) == [new]
+        assert [(c.reading, c.kid) for c in checks[version].others] == expected[2:]
+        assert kids_of(retired[version].card, with_reading=True) == [(r, new) for r in readings[version]]
         assert (results[version].verified, results[version].kid) == (True, new)
     assert {k["kid"] for k in jwks_during["keys"]} == {new, old}
     assert [k["kid"] for k in jwks_after["keys"]] == [new]
