@@ -183,9 +183,11 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
         jwks = await fetch_jwks(http, merchant.base_url)
 
     header = {"alg": alg, "typ": "JOSE", "kid": key.kid, "jku": merchant.base_url + "/.well-known/jwks.json"}
-    # The 1.0 card reads the same to a2a-sdk 1.x as to us: one signature. The 0.3 card reads differently to
-    # a2a-sdk 0.3 and to 1.x (tests/merchant/edge/test_card_interop.py): one more signature for each, tagged.
-    tagged: dict[str, list[str]] = {"1.0": [], "0.3": ["a2a-sdk-1", "a2a-sdk-0.3"]}
+    # The 1.0 card reads the same to a2a-sdk 1.x as to us: one signature. The 0.3 and the versionless card
+    # read differently to a2a-sdk 0.3 and to 1.x (tests/merchant/edge/test_card_interop.py): one more
+    # signature for each, tagged.
+    tagged: dict[str | None, list[str]] = {"1.0": [], "0.3": ["a2a-sdk-1", "a2a-sdk-0.3"]}
+    tagged[None] = tagged["0.3"]
     for version in VERSIONS:
         headers = [protected_header(signature) for signature in served[version].card["signatures"]]
         assert headers == [header] + [{**header, "cardReading": reading} for reading in tagged[version]]
@@ -329,7 +331,8 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     current_only = CardVerifier(trusted_keys=parse_jwks(jwks_after).values())
     old_card = await current_only.verify(rotating["1.0"].card)
 
-    readings: dict[str, list[str | None]] = {"1.0": [None], "0.3": [None, "a2a-sdk-1", "a2a-sdk-0.3"]}
+    readings: dict[str | None, list[str | None]] = {"1.0": [None], "0.3": [None, "a2a-sdk-1", "a2a-sdk-0.3"]}
+    readings[None] = readings["0.3"]
     for version in VERSIONS:
         # Both keys sign every reading, ours first: newest key first within each.
         expected = [(reading, kid) for reading in readings[version] for kid in (new, old)]
