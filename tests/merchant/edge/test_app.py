@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH
 from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.servers import SHUTDOWN_GRACE_S
 
 from .conftest import TENANT_A, a2a_http, running_merchant
@@ -25,7 +26,6 @@ from .wire import (
     NOT_CANCELABLE,
     NOT_FOUND,
     UNSUPPORTED,
-    A2ACallError,
     Rest,
     Wire,
     assert_failure,

@@ -11,13 +11,13 @@ from sqlalchemy import text
 
 from merchant.edge._tenancy import tenant_owner
 from storage import create_engine
+from tests.fixtures.merchant import A2ACallError
 
 from .conftest import TENANT_A, TENANT_B
 from .wire import (
     INVALID_PARAMS,
     JSON,
     NOT_FOUND,
-    A2ACallError,
     Wire,
     assert_failure,
     binding,
