@@ -67,8 +67,12 @@ def running_merchant(
     interrupted_task_timeout_s: float | None = 600.0,
     handler_layers: Sequence[HandlerLayer] = (),
     extensions: Sequence[AgentExtension] = (),
+    grpc_port: int | None = None,
 ) -> Iterator[str]:
-    """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop."""
+    """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
+
+    With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`.
+    """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
     app = create_app(
@@ -80,6 +84,7 @@ def running_merchant(
         card_modifier=card_modifier,
         interrupted_task_timeout_s=interrupted_task_timeout_s,
         handler_layers=handler_layers,
+        grpc_listen=None if grpc_port is None else f"127.0.0.1:{grpc_port}",
     )
     with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
         yield base_url
