@@ -16,8 +16,9 @@ What the SDK's servicer leaves out is added around it, in the order the HTTP rou
   A refused version gets neither: no version was served.
 - Errors. Every A2A error is a `google.rpc.Status` with ErrorInfo (`_grpc_status`). A request whose bytes
   are not the method's message is InvalidRequest (INVALID_ARGUMENT) instead of the UNKNOWN the protobuf
-  decoder's exception would give, and an unexpected exception is INTERNAL "Internal error" with its text
-  in the server log only, instead of UNKNOWN with its text.
+  decoder's exception would give; one holding a number JSON cannot carry (NaN, Infinity: `_finite`) is
+  InvalidParams instead of an internal error when the task is stored; and an unexpected exception is
+  INTERNAL "Internal error" with its text in the server log only, instead of UNKNOWN with its text.
 """
 
 from __future__ import annotations
@@ -35,11 +36,18 @@ from a2a.server.request_handlers import GrpcHandler, RequestHandler
 from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
 from a2a.types import a2a_pb2_grpc
 from a2a.utils.constants import VERSION_HEADER
-from a2a.utils.errors import A2AError, InternalError, InvalidRequestError, VersionNotSupportedError
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    VersionNotSupportedError,
+)
 from google.protobuf.message import DecodeError
 
 from merchant.payments import NEGOTIATED_VERSION_KEY
 
+from ._finite import non_finite_number
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
 from .versions import ProtocolVersion, _one_value, negotiate_version
 
@@ -164,6 +172,7 @@ class _GrpcRoute(grpc.aio.ServerInterceptor):
         Raises:
             VersionNotSupportedError: see `negotiate_grpc_version`.
             InvalidRequestError: the request's bytes are not the method's message.
+            InvalidParamsError: the request holds a NaN or infinite number (`_finite`).
         """
         metadata = tuple(context.invocation_metadata() or ())
         version = negotiate_grpc_version(metadata)
@@ -175,6 +184,9 @@ class _GrpcRoute(grpc.aio.ServerInterceptor):
         await context.send_initial_metadata(echo)
         if isinstance(request, _Undecodable):
             raise InvalidRequestError(message=f"the request is not a valid message: {request.reason}")
+        where = non_finite_number(request)
+        if where is not None:
+            raise InvalidParamsError(message=f"{where}: numbers must be finite (JSON has no NaN or Infinity)")
 
     def _unary(self, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: Servicer) -> Any:

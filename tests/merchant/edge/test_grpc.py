@@ -8,6 +8,7 @@ ErrorInfo in `grpc-status-details-bin`, and that it changed nothing (no task sto
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.grpc_status import status_from_call
 from google.protobuf.message import Message as ProtoMessage
+from google.protobuf.struct_pb2 import Value
 from google.rpc import error_details_pb2
 
 from merchant.edge import CardSettingsError, create_app
@@ -286,9 +288,20 @@ def _message(**fields: object) -> SendMessageRequest:
     return SendMessageRequest(message=Message(**values))  # type: ignore[arg-type]
 
 
+def _with_number(number: float, where: str) -> SendMessageRequest:
+    request = _message()
+    if where == "metadata":
+        request.message.metadata.update({"deep": {"list": [1, number]}})
+    else:
+        request.message.parts.append(Part(data=Value(number_value=number)))
+    return request
+
+
 @pytest.mark.parametrize(
     "request_",
     [
+        pytest.param(_with_number(math.nan, "metadata"), id="nan-in-metadata"),
+        pytest.param(_with_number(math.inf, "data"), id="infinity-in-a-data-part"),
         pytest.param(_message(parts=[]), id="no-parts"),
         pytest.param(_message(role=Role.ROLE_UNSPECIFIED), id="no-role"),
         pytest.param(_message(role=Role.ROLE_AGENT), id="agent-role"),
