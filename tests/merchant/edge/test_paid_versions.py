@@ -518,9 +518,10 @@ async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(
 
 
 def normalized(value: Any, names: dict[str, str]) -> Any:
-    """`value` with ids, addresses, hashes and times replaced by placeholders, numbered as they appear."""
+    """`value` with ids, addresses, hashes and times replaced by placeholders, numbered as they appear
+    (members in key order: a `Struct`'s order is not part of what a binding says)."""
     if isinstance(value, dict):
-        return {key: normalized(item, names) for key, item in value.items() if key not in _VARYING}
+        return {key: normalized(item, names) for key, item in sorted(value.items()) if key not in _VARYING}
     if isinstance(value, list):
         return [normalized(item, names) for item in value]
     if isinstance(value, str) and (_is_uuid(value) or (value.startswith("0x") and len(value) >= 42)):
