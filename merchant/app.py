@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from a2a.server.agent_execution import AgentExecutor
@@ -40,7 +41,7 @@ from facilitator.wire import chain_id_from_caip2
 from storage import create_engine
 
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app
+from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler
@@ -134,6 +135,18 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
     return sign, [Route(JWKS_PATH, serve_jwks, methods=["GET"])]
 
 
+def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]:
+    """Where the gRPC binding listens (`X402_HOST`) and the address the card gives for it (the host of
+    `X402_PUBLIC_URL` when set), both at `X402_GRPC_PORT`; (None, None) when gRPC is off."""
+    if settings.grpc_port is None:
+        return None, None
+    public_host = urlsplit(settings.public_url).hostname if settings.public_url else None
+    return (
+        grpc_listen_address(settings.host, settings.grpc_port),
+        grpc_listen_address(public_host or settings.host, settings.grpc_port),
+    )
+
+
 def _tenants(settings: MerchantSettings) -> TenantRegistry:
     """The tenants `settings` name: its tenants file, or only the default tenant."""
     if settings.tenants_file:
@@ -223,6 +236,7 @@ def build_app(
         settings, engine=engine, facilitator=facilitator, offers=offers, ledger=ledger, tenants=tenants
     )
     signer, jwks_routes = _card_signing(settings)
+    grpc_listen, grpc_url = _grpc_addresses(settings)
     billing = create_billing_router(
         ledger=ledger,
         outbox=outbox,
@@ -240,6 +254,7 @@ def build_app(
             version="0.1.0",
             base_url=settings.base_url,
             skills=[TEXT_STATS_SKILL],
+            grpc_url=grpc_url,
             extensions=[payment_extension(pricing)],
             tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant)],
             # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
@@ -250,6 +265,7 @@ def build_app(
         ),
         routes=[*jwks_routes, *billing.routes],
         card_signer=signer,
+        grpc_listen=grpc_listen,
         handler_layers=[
             lambda inner: PaymentRequestHandler(
                 inner,

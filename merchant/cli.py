@@ -37,6 +37,7 @@ class _ServeOverrides(TypedDict, total=False):
 
     host: str
     port: int
+    grpc_port: int
 
 
 @click.group()
@@ -47,14 +48,18 @@ def main() -> None:
 @main.command()
 @click.option("--host", default=None, help="interface to bind (default X402_HOST or 127.0.0.1)")
 @click.option("--port", type=int, default=None, help="port (default X402_PORT or 8000)")
+@click.option("--grpc-port", type=int, default=None, help="gRPC port (default X402_GRPC_PORT: off)")
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the database schema first")
-def serve(host: str | None, port: int | None, migrate: bool) -> None:
-    """Serve the A2A routes, the Agent Card and the per-tenant billing API."""
+def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bool) -> None:
+    """Serve the A2A routes (JSON-RPC, HTTP+JSON and, with a gRPC port, gRPC), the Agent Card and the
+    per-tenant billing API. The gRPC server starts and stops with the HTTP one, on the same host."""
     overrides: _ServeOverrides = {}
     if host is not None:
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    if grpc_port is not None:
+        overrides["grpc_port"] = grpc_port
     settings = MerchantSettings(**overrides)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if migrate:

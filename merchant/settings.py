@@ -37,6 +37,9 @@ class MerchantSettings(BaseSettings):
     price: int = Field(10_000, ge=0, description="the default tenant's price in atomic units")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    grpc_port: int | None = Field(
+        None, ge=1, le=65535, description="serve A2A 1.0 over gRPC on this port of `host` too; off when unset"
+    )
     public_url: str | None = Field(None, description="the URL clients reach the merchant at (for the card)")
     settle_timeout_s: float = Field(
         15.0, gt=0, le=300, description="how long a paid turn waits for settlement"
@@ -74,6 +77,12 @@ class MerchantSettings(BaseSettings):
     def _tenants_or_pay_to(self) -> MerchantSettings:
         if self.tenants_file is None and self.pay_to is None:
             raise ValueError("set X402_TENANTS_FILE, or X402_PAY_TO for a single default tenant")
+        return self
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> MerchantSettings:
+        if self.grpc_port is not None and self.grpc_port == self.port:
+            raise ValueError(f"X402_GRPC_PORT must differ from X402_PORT ({self.port})")
         return self
 
     @property

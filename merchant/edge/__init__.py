@@ -1,4 +1,4 @@
-"""The merchant's edge: the A2A app (JSON-RPC and HTTP+JSON on a2a-sdk), its Agent Cards and tenancy.
+"""The merchant's edge: the A2A app (JSON-RPC, HTTP+JSON and gRPC on a2a-sdk), its Agent Cards and tenancy.
 
 The only part of the merchant that knows HTTP, JSON-RPC and protocol versions: A2A 1.0 for every tenant and
 A2A 0.3 for the default tenant, negotiated per request (`versions`). It serves any a2a-sdk `AgentExecutor`;
@@ -7,6 +7,7 @@ tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.
 
 from __future__ import annotations
 
+from ._grpc import grpc_listen_address
 from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
@@ -39,6 +40,7 @@ __all__ = [
     "VersionNegotiator",
     "build_agent_card",
     "create_app",
+    "grpc_listen_address",
     "negotiate_version",
     "render_agent_card",
     "render_versionless_agent_card",

@@ -13,10 +13,14 @@ The card bytes are produced in exactly one place, `card.render_agent_card`, per 
 optional `card_modifier`; card signing plugs in there. With `tenant_extensions` in the card settings, each
 tenant's extended card is served through the SDK handler's extended-card hook (`ExtendedAgentCards`),
 rendered and signed the same way.
+
+With `grpc_listen`, the same handler is also served over gRPC (`_grpc`), by a server the app's lifespan
+starts and stops, and the card lists it (at `card.grpc_url`, by default the listen address).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
@@ -36,6 +40,7 @@ from ._call_context import EdgeCallContextBuilder
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
+from ._grpc import GrpcEdge
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes
@@ -79,6 +84,7 @@ def create_app(
     card_cache_control: str = _DEFAULT_CARD_CACHE_CONTROL,
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
     task_store: TenantTaskStore | None = None,
+    grpc_listen: str | None = None,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -99,16 +105,23 @@ def create_app(
             after this many seconds; the next message resumes it from the store. None keeps every such
             task in memory until it finishes.
         task_store: where tasks live; by default a `TenantTaskStore` on `engine` with no final-state hook.
+        grpc_listen: `host:port` to serve the gRPC binding at as well (`_grpc.grpc_listen_address`); the
+            card lists it at `card.grpc_url`, or at this address when that is unset.
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
         `storage.SchemaOutdatedError` otherwise) and, on shutdown, drains the tasks still running.
 
     Raises:
-        CardSettingsError: `card_cache_control` sets no `max-age`.
+        CardSettingsError: `card_cache_control` sets no `max-age`, or `card.grpc_url` is set without
+            `grpc_listen` (the card would list a binding that is not served).
     """
     if "max-age=" not in card_cache_control:
         raise CardSettingsError(f"card_cache_control must set a max-age, got {card_cache_control!r}")
+    if grpc_listen is None and card.grpc_url is not None:
+        raise CardSettingsError("card.grpc_url is set, but gRPC is not served (no grpc_listen)")
+    if grpc_listen is not None and card.grpc_url is None:
+        card = dataclasses.replace(card, grpc_url=grpc_listen)
     negotiator = VersionNegotiator(served_versions(tenants))
     cards = {version: build_agent_card(card, tenants, version) for version in negotiator.supported}
     echo = ProtocolEcho(
@@ -141,13 +154,22 @@ def create_app(
         inner = layer(inner)
     handler = RememberFailures(TenantGate(inner, tenants))
     database_url = engine.url.render_as_string(hide_password=False)
+    grpc_edge = (
+        GrpcEdge(handler, listen=grpc_listen, declared_extensions=frozenset(e.uri for e in card.extensions))
+        if grpc_listen is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await ensure_schema_current(database_url, MERCHANT_SCHEMA_BRANCH)
+        if grpc_edge is not None:
+            await grpc_edge.start()
         try:
             yield
         finally:
+            if grpc_edge is not None:
+                await grpc_edge.stop()
             await handler.aclose()
 
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan)

@@ -9,6 +9,8 @@ interface talks to the default tenant. When the default tenant exists the deploy
 streaming yes, push notifications no. Extension declarations are supplied by the caller per version
 (`extensions` for 1.0, `extensions_v0_3` for 0.3): an extension URI names one version of the extension.
 
+With `grpc_url` set, each tenant's 1.0 interfaces end with a third one, GRPC at `host:port`.
+
 With `tenant_extensions` set, each tenant also has an extended Agent Card (A2A 1.0 `GetExtendedAgentCard`,
 `build_extended_agent_card`): the same agent with only that tenant's 1.0 interfaces and the extension
 declarations `tenant_extensions` gives for it (the reference merchant: only that tenant's payTo addresses),
@@ -24,6 +26,7 @@ card that lists a 0.3 interface.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +57,7 @@ __all__ = [
 _DEFAULT_MODES = ("text/plain", "application/json")
 # Preferred binding first: the SDK client picks the first interface it supports.
 _BINDINGS = ((TransportProtocol.JSONRPC.value, JSONRPC_PATH), (TransportProtocol.HTTP_JSON.value, REST_PATH))
+_GRPC_URL = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
 
 
 class CardSettingsError(ValueError):
@@ -67,11 +71,13 @@ class AgentCardSettings:
     """What the operator says about the agent; the edge adds interfaces and capabilities.
 
     `base_url` is the public origin (and optional path prefix) clients reach the app at, for example
-    `https://shop.example`; interface URLs are built from it. `extensions` go into the 1.0 card's
+    `https://shop.example`; interface URLs are built from it. `grpc_url`, when the gRPC binding is served,
+    is its `host:port` (a gRPC interface URL has no scheme); each tenant then gets a third 1.0
+    interface, GRPC, after the two HTTP ones. `extensions` go into the 1.0 card's
     `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's; `tenant_extensions`, when
     set, gives a tenant id's extended card its extension declarations. Raises `CardSettingsError`
-    on an empty name, description, version or skill list, or a base URL that is not an absolute http(s)
-    URL.
+    on an empty name, description, version or skill list, a base URL that is not an absolute http(s)
+    URL, or a `grpc_url` that is not `host:port`.
     """
 
     name: str
@@ -79,6 +85,7 @@ class AgentCardSettings:
     version: str
     base_url: str
     skills: Sequence[AgentSkill]
+    grpc_url: str | None = None
     extensions: Sequence[AgentExtension] = ()
     extensions_v0_3: Sequence[AgentExtension] = ()
     tenant_extensions: Callable[[str], Sequence[AgentExtension]] | None = None
@@ -101,6 +108,8 @@ class AgentCardSettings:
         if not self.skills:
             # REQUIRED list fields need at least one entry (A2A §5.7); the SDK warns about an empty one.
             raise CardSettingsError("card skills must not be empty")
+        if self.grpc_url is not None and not _GRPC_URL.fullmatch(self.grpc_url):
+            raise CardSettingsError(f"card grpc_url must be host:port, got {self.grpc_url!r}")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
 
@@ -112,15 +121,18 @@ def served_versions(tenants: TenantRegistry) -> tuple[ProtocolVersion, ...]:
 
 
 def _interfaces(settings: AgentCardSettings, tenants: TenantRegistry) -> list[AgentInterface]:
+    urls = [(binding, settings.base_url + path) for binding, path in _BINDINGS]
+    if settings.grpc_url is not None:
+        urls.append((TransportProtocol.GRPC.value, settings.grpc_url))
     interfaces = [
         AgentInterface(
-            url=settings.base_url + path,
+            url=url,
             protocol_binding=binding,
             protocol_version=ProtocolVersion.V1_0.value,
             tenant=tenant.id,
         )
         for tenant in tenants
-        for binding, path in _BINDINGS
+        for binding, url in urls
     ]
     if ProtocolVersion.V0_3 in served_versions(tenants):
         interfaces.extend(

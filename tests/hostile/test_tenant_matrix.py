@@ -4,7 +4,7 @@ One reference merchant (SQLite, the dev chain) serves the default tenant, `acme`
 billing token; `acme` has a webhook endpoint (a real receiver on 127.0.0.1). `acme` owns a task waiting for
 payment and a paid one, the default tenant a task waiting for payment, `globex` one of its own. Then:
 
-* A2A, on JSON-RPC and HTTP+JSON: each other tenant, and an unknown one, gets, cancels, subscribes to,
+* A2A, on JSON-RPC, HTTP+JSON and gRPC: each other tenant, and an unknown one, gets, cancels, subscribes to,
   sends a message to, streams a message to, and pays (with a valid signed authorization for the victim's
   terms) each victim task, and lists tasks (all, and by the victim's context). Every attempt is refused
   as if the task did not exist (TaskNotFound; an unknown tenant's sends and lists: InvalidParams) and a
@@ -47,6 +47,7 @@ from merchant.settings import MerchantSettings
 from merchant.webhooks import generate_secret
 from payer import sign_payment
 from storage import upgrade_schema
+from tests.fixtures.a2a_grpc import GrpcCalls
 from tests.fixtures.chain import rolled_back
 from tests.fixtures.merchant import (
     A2ACallError,
@@ -56,7 +57,7 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
-from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
+from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
 from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
 from .state import Snapshot, changes, take_snapshot, wait_until_quiet
@@ -141,6 +142,7 @@ def _build_world(
         "database_url": database_url,
         **chain_settings(chain),
         "public_url": base_url_of(sock),
+        "grpc_port": free_port(),
         "tenants_file": str(tenants_toml(directory / "tenants.toml", webhooks=webhooks)),
         "webhooks_allow_private": True,
         # The reconciler would finalize the settlement (an entry, an event, a delivery) during some cell.
@@ -213,7 +215,12 @@ def unchanged(world: World) -> Iterator[None]:
 VICTIMS = ("acme-awaiting", "acme-paid", "default-awaiting")
 TENANT_NAMES = {"": "default", "acme": "acme", "globex": "globex", GHOST: GHOST}
 TASK_OPERATIONS = ("GetTask", "CancelTask", "SubscribeToTask", "SendMessage", "SendStreamingMessage", "Pay")
-BINDINGS = ("jsonrpc", "rest")
+BINDINGS = ("jsonrpc", "rest", "grpc")
+# How each binding codes the two refusals: (HTTP status, JSON-RPC code), or (gRPC status, None).
+CODED: dict[str, dict[str, tuple[int | str, int | None]]] = {
+    "TASK_NOT_FOUND": {"jsonrpc": (200, -32001), "rest": (404, None), "grpc": ("NOT_FOUND", None)},
+    "INVALID_PARAMS": {"jsonrpc": (200, -32602), "rest": (400, None), "grpc": ("INVALID_ARGUMENT", None)},
+}
 
 
 def _intruders(victim: str) -> list[str]:
@@ -269,12 +276,10 @@ async def test_another_tenant_cannot_touch_a_task(
         with pytest.raises(A2ACallError) as refused:
             await asyncio.wait_for(_attempt(world, wire, operation, world.tasks[victim]), timeout=10)
     unknown_tenant_send = intruder == GHOST and operation in ("SendMessage", "SendStreamingMessage", "Pay")
-    expected = ("INVALID_PARAMS", 400, -32602) if unknown_tenant_send else ("TASK_NOT_FOUND", 404, -32001)
+    expected = "INVALID_PARAMS" if unknown_tenant_send else "TASK_NOT_FOUND"
     error = refused.value
-    assert error.reason == expected[0], error
-    assert (error.http_status, error.rpc_code) == (
-        (expected[1], None) if binding == "rest" else (200, expected[2])
-    )
+    assert error.reason == expected, error
+    assert error.coded == CODED[expected][binding]
 
 
 LIST_CELLS = [
@@ -314,6 +319,8 @@ async def test_another_tenant_lists_none_of_the_victims_tasks(
 async def _list(http: httpx.AsyncClient, binding: str, tenant: str, context_id: str | None) -> JSON:
     """ListTasks (filtered by context when given); `MerchantWire.list_tasks` takes no filter."""
     query: JSON = {} if context_id is None else {"contextId": context_id}
+    if binding == "grpc":
+        return await GrpcCalls(http, tenant).call("ListTasks", query)
     if binding == "rest":
         response = await http.get(
             f"{REST_PATH}/{tenant}/tasks" if tenant else f"{REST_PATH}/tasks", params=query
@@ -356,11 +363,7 @@ async def test_another_tenant_cannot_touch_a_tasks_push_notification_configs(
             await _push_call(http, binding, intruder, operation, _NO_SUCH_TASK)
     error, baseline = refused.value, nowhere.value
     # Refused, and indistinguishable from a task that does not exist: the victim's task is not revealed.
-    assert (error.reason, error.http_status, error.rpc_code) == (
-        baseline.reason,
-        baseline.http_status,
-        baseline.rpc_code,
-    )
+    assert (error.reason, error.coded) == (baseline.reason, baseline.coded)
     assert error.reason in ("TASK_NOT_FOUND", "PUSH_NOTIFICATION_NOT_SUPPORTED", "INVALID_PARAMS"), error
     assert not any(secret in str(error) for secret in world.secrets if secret != world.tasks[victim]["id"])
 
@@ -370,12 +373,14 @@ async def _push_call(
 ) -> JSON:
     """One push-notification-config operation on `task_id` as `tenant`; A2ACallError when refused."""
     config = {"url": "https://intruder.example/hook", "token": "intruder-token"}
+    params: JSON = {"taskId": task_id}
+    if operation == "CreateTaskPushNotificationConfig":
+        params.update(config)
+    elif operation != "ListTaskPushNotificationConfigs":
+        params["id"] = _PUSH_CONFIG_ID
+    if binding == "grpc":
+        return await GrpcCalls(http, tenant).call(operation, params)
     if binding == "jsonrpc":
-        params: JSON = {"taskId": task_id}
-        if operation == "CreateTaskPushNotificationConfig":
-            params.update(config)
-        elif operation != "ListTaskPushNotificationConfigs":
-            params["id"] = _PUSH_CONFIG_ID
         if tenant:
             params["tenant"] = tenant
         request = {"jsonrpc": "2.0", "id": 1, "method": operation, "params": params}

@@ -1,20 +1,28 @@
 """The reference merchant as `build_app` composes it, paid through the official a2a-sdk client.
 
-The SDK client finds the merchant from its card, activates the extension per call, and pays on both
-bindings; the money lands with the right tenant's payee and in that tenant's books. Offers survive a
-restart of the merchant between the offer and the payment.
+The SDK client finds the merchant from its card, activates the extension per call, and pays on every
+binding (JSON-RPC, HTTP+JSON, gRPC); the money lands with the right tenant's payee and in that tenant's
+books. Offers survive a restart of the merchant between the offer and the payment.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client
 from a2a.helpers import new_text_message
-from a2a.types import GetTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import (
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import EXTENSION_URI, PaymentCompletedData, PaymentVerifiedData
@@ -223,3 +231,31 @@ async def test_card_declares_the_extension_required(sqlite_url: str, start_merch
     assert params["payTo"] == [
         {"network": merchant.settings.network, "address": DEFAULT_PAY_TO}  # the default tenant: no member
     ]
+
+
+async def test_each_tenants_extended_card_is_the_same_on_every_binding(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    """GetExtendedAgentCard answers a tenant with its own card, listing its gRPC interface too, and the
+    three bindings answer with the same card."""
+    merchant = start_merchant(sqlite_url, tenants_file=write_tenants_file(tmp_path / "t.toml", TWO_TENANTS))
+    async with merchant.http() as http:
+        for tenant, (pay_to, _) in TWO_TENANTS.items():
+            cards = [await _extended_card(http, binding, tenant, merchant.base_url) for binding in BINDINGS]
+            assert cards[1:] == cards[:-1]
+            card = cards[0]
+            interfaces = card["supportedInterfaces"]
+            assert {i["tenant"] for i in interfaces} == {tenant}
+            assert {i["protocolBinding"]: i["url"] for i in interfaces}["GRPC"] == merchant.grpc_target
+            [declared] = [e for e in card["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI]
+            assert [p["address"] for p in declared["params"]["payTo"]] == [pay_to]
+
+
+async def _extended_card(http: httpx.AsyncClient, binding: str, tenant: str, base_url: str) -> dict[str, Any]:
+    client = await sdk_client(http, base_url, binding, streaming=False, tenant=tenant)
+    try:
+        card = await client.get_extended_agent_card(GetExtendedAgentCardRequest(), context=activation())
+    finally:
+        await client.close()
+    answer: dict[str, Any] = MessageToDict(card)
+    return answer

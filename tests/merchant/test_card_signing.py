@@ -161,11 +161,15 @@ def signing_merchant(
     tmp_path: Path,
     *,
     tenants: dict[str, tuple[str, int]] | None = None,
+    **settings: Any,
 ) -> RunningMerchant:
-    """A merchant signing its cards with one key generated in `tmp_path/keys`, serving `tenants` if given."""
+    """A merchant signing its cards with one key generated in `tmp_path/keys`, serving `tenants` if given
+    (`settings` as for `start_merchant`)."""
     KeyStore(tmp_path / "keys").generate()
     tenants_file = None if tenants is None else write_tenants_file(tmp_path / "tenants.toml", tenants)
-    return start_merchant(sqlite_url, tenants_file=tenants_file, card_keys_dir=str(tmp_path / "keys"))
+    return start_merchant(
+        sqlite_url, tenants_file=tenants_file, card_keys_dir=str(tmp_path / "keys"), **settings
+    )
 
 
 @pytest.mark.parametrize("alg", ["ES256", "EdDSA"])
@@ -240,9 +244,10 @@ async def test_the_signed_card_is_signed_once_and_cached_per_version(
 async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
     start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
 ) -> None:
-    signed = signing_merchant(start_merchant, sqlite_url, tmp_path)
+    # Without gRPC: two merchants cannot listen at one gRPC address, which both cards would list.
+    signed = signing_merchant(start_merchant, sqlite_url, tmp_path, grpc_port=None)
     # The same merchant without keys, claiming the same URL: its card is the unsigned document.
-    unsigned = start_merchant(sqlite_url, public_url=signed.base_url)
+    unsigned = start_merchant(sqlite_url, public_url=signed.base_url, grpc_port=None)
 
     async with httpx.AsyncClient() as http:
         for version in VERSIONS:

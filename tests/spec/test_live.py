@@ -51,13 +51,14 @@ _WAIT_S = 15.0
 
 @pytest.fixture
 def start(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path) -> Callable[..., RunningMerchant]:
-    """`start(**settings)`: a merchant serving the default tenant and `acme`, as the card example does."""
+    """`start(**settings)`: a merchant serving the default tenant and `acme` over the two HTTP bindings, as
+    the card example does (no gRPC interface)."""
     tenants = write_tenants_file(
         tmp_path / "tenants.toml", {"": (DEFAULT_PAY_TO, DEFAULT_PRICE), "acme": (ACME_PAY_TO, DEFAULT_PRICE)}
     )
 
     def run(**settings: Any) -> RunningMerchant:
-        return start_merchant(sqlite_url, tenants_file=tenants, **settings)
+        return start_merchant(sqlite_url, tenants_file=tenants, **{"grpc_port": None, **settings})
 
     return run
 

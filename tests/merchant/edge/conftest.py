@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute
 from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, create_app
 from merchant.tenants import Tenant, TenantRegistry
 from storage import create_engine, upgrade_schema
-from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
+from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
 from .executors import ScriptedExecutor
 from .layers import MEMBERS_EXTENSION, MembersOnly
@@ -67,8 +67,12 @@ def running_merchant(
     interrupted_task_timeout_s: float | None = 600.0,
     handler_layers: Sequence[HandlerLayer] = (),
     extensions: Sequence[AgentExtension] = (),
+    grpc_port: int | None = None,
 ) -> Iterator[str]:
-    """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop."""
+    """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
+
+    With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`.
+    """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
     app = create_app(
@@ -80,6 +84,7 @@ def running_merchant(
         card_modifier=card_modifier,
         interrupted_task_timeout_s=interrupted_task_timeout_s,
         handler_layers=handler_layers,
+        grpc_listen=None if grpc_port is None else f"127.0.0.1:{grpc_port}",
     )
     with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
         yield base_url
@@ -92,11 +97,15 @@ def a2a_http(base_url: str) -> httpx.AsyncClient:
 
 @pytest.fixture(scope="module")
 async def shared_merchant(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    """Base URL of one merchant edge per test module (SQLite) with the `MembersOnly` layer."""
+    """Base URL of one merchant edge per test module (SQLite) with the `MembersOnly` layer; it serves gRPC
+    too, at the address its card gives."""
     url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('edge') / 'x402.db'}"
     await upgrade_schema(url)
     members = AgentExtension(uri=MEMBERS_EXTENSION, description="members only", required=False)
-    with running_merchant(url, handler_layers=[MembersOnly], extensions=[members]) as base_url:
+    layers = [MembersOnly]
+    with running_merchant(
+        url, handler_layers=layers, extensions=[members], grpc_port=free_port()
+    ) as base_url:
         yield base_url
 
 

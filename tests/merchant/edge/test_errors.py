@@ -1,9 +1,10 @@
-"""One error table (A2A spec v1.0.1 §5.4 / a2a-sdk ≥ 1.0.3), every error triggered on both 1.0 bindings.
+"""One error table (A2A spec v1.0.1 §5.4 / a2a-sdk ≥ 1.0.3), every error triggered on the three 1.0 bindings.
 
 Each row names the A2A error (or standard JSON-RPC error), its JSON-RPC code, HTTP status, `google.rpc`
 status and ErrorInfo reason; each is caused for real through the edge (the `MembersOnly` layer stands in for
 a layer that needs an extension) and checked on the wire: JSON-RPC envelope and `error.data` ErrorInfo,
-HTTP+JSON `google.rpc.Status` with ErrorInfo `details`, the `a2a-protocol.org` domain, and media types.
+HTTP+JSON `google.rpc.Status` with ErrorInfo `details`, gRPC status with the `google.rpc.Status` in its
+trailer, the `a2a-protocol.org` domain, and media types. gRPC gives the same message as HTTP+JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import httpx
 import pytest
 
 from merchant.edge import JSONRPC_PATH, REST_PATH
+from tests.fixtures.a2a_errors import A2ACallError
+from tests.fixtures.a2a_grpc import GrpcCalls
 
 from .wire import JSON, mid, user_message
 
@@ -121,6 +124,28 @@ async def _canceled_task(binding: Binding) -> str:
     return task_id
 
 
+class GrpcBinding(Binding):
+    """The same calls over gRPC: `call` returns the answer as JSON, or the error as `A2ACallError`."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        super().__init__("grpc", http)
+        self._grpc = GrpcCalls(http, "")
+
+    async def call(  # type: ignore[override]
+        self, operation: str, params: JSON, headers: dict[str, str] | None = None
+    ) -> JSON | A2ACallError:
+        metadata = [(k.lower(), v) for k, v in {**self.version_headers, **(headers or {})}.items()]
+        try:
+            return await self._grpc.call(operation, params, metadata)
+        except A2ACallError as exc:
+            return exc
+
+    async def result(self, operation: str, params: JSON) -> JSON:
+        answer = await self.call(operation, params)
+        assert isinstance(answer, dict), answer
+        return answer
+
+
 Trigger = Callable[[Binding], Awaitable[httpx.Response]]
 
 
@@ -187,6 +212,26 @@ async def test_every_a2a_error_on_every_binding(shared_merchant: str, binding_na
         assert (status["code"], status["status"]) == (row.http_status, row.grpc_status)
         assert status["message"]
         assert error_info(status["details"])["reason"] == row.reason
+
+
+@pytest.mark.parametrize("error", sorted(TABLE))
+async def test_every_a2a_error_on_grpc_as_on_http_json(shared_merchant: str, error: str) -> None:
+    row = TABLE[error]
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        refused = await TRIGGERS[error](GrpcBinding(http))
+        rest = (await TRIGGERS[error](Binding("rest", http))).json()["error"]
+
+    assert isinstance(refused, A2ACallError), refused
+    assert (refused.grpc_status, refused.reason) == (row.grpc_status, row.reason)
+    grpc_message, rest_message = (_UUID.sub("<id>", m) for m in (refused.message, rest["message"]))
+    if error == "VersionNotSupported":
+        # Each names what its interface serves: HTTP+JSON 1.0 and 0.3, gRPC 1.0 only.
+        assert (grpc_message, rest_message) == (
+            "A2A version '1.7' is not supported; this agent serves 1.0",
+            "A2A version '1.7' is not supported; this agent serves 1.0,0.3",
+        )
+    else:
+        assert grpc_message == rest_message
 
 
 @pytest.mark.parametrize(

@@ -384,7 +384,7 @@ async def pay_v1_0_sdk(merchant: RunningMerchant, key: str, binding: str) -> Pai
 async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
     merchant: RunningMerchant, chain: DevChain, new_payer: Any
 ) -> None:
-    keys = [new_payer() for _ in range(5)]
+    keys = [new_payer() for _ in range(7)]
 
     paid = await asyncio.gather(
         pay_v0_3_raw(merchant, keys[0]),
@@ -392,9 +392,11 @@ async def test_0_3_and_1_0_clients_pay_the_same_merchant_concurrently(
         pay_v0_3_sdk(merchant, keys[2], TransportProtocol.HTTP_JSON.value),
         pay_v1_0_raw(merchant, keys[3], "rest"),
         pay_v1_0_sdk(merchant, keys[4], "jsonrpc"),
+        pay_v1_0_raw(merchant, keys[5], "grpc"),
+        pay_v1_0_sdk(merchant, keys[6], "grpc"),
     )
 
-    assert [p.state for p in paid] == ["completed"] + ["TASK_STATE_COMPLETED"] * 4
+    assert [p.state for p in paid] == ["completed"] + ["TASK_STATE_COMPLETED"] * 6
     booked = {entry.task_id: entry for entry in await ledger_entries(merchant.database_url)}
     assert set(booked) == {p.task_id for p in paid}
     for p in paid:
@@ -516,9 +518,10 @@ async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(
 
 
 def normalized(value: Any, names: dict[str, str]) -> Any:
-    """`value` with ids, addresses, hashes and times replaced by placeholders, numbered as they appear."""
+    """`value` with ids, addresses, hashes and times replaced by placeholders, numbered as they appear
+    (members in key order: a `Struct`'s order is not part of what a binding says)."""
     if isinstance(value, dict):
-        return {key: normalized(item, names) for key, item in value.items() if key not in _VARYING}
+        return {key: normalized(item, names) for key, item in sorted(value.items()) if key not in _VARYING}
     if isinstance(value, list):
         return [normalized(item, names) for item in value]
     if isinstance(value, str) and (_is_uuid(value) or (value.startswith("0x") and len(value) >= 42)):
@@ -562,13 +565,16 @@ async def paid_flow(merchant: RunningMerchant, key: str, binding: str) -> list[A
     return answers
 
 
-async def test_the_paid_flow_is_the_same_on_both_bindings(
+async def test_the_paid_flow_is_the_same_on_every_binding(
     sqlite_merchant: RunningMerchant, new_payer: Any
 ) -> None:
+    """A2A §5.1: the same states, metadata, error reasons and messages on JSON-RPC, HTTP+JSON and gRPC."""
     rpc = await paid_flow(sqlite_merchant, new_payer(), "jsonrpc")
     rest = await paid_flow(sqlite_merchant, new_payer(), "rest")
+    grpc = await paid_flow(sqlite_merchant, new_payer(), "grpc")
 
     assert rpc == rest
+    assert grpc == rest
     assert rpc[0][0] == "EXTENSION_SUPPORT_REQUIRED"
     reasons = [answer[0] for answer in (rpc[2], rpc[3], rpc[6])]
     assert reasons == ["INVALID_PARAMS", "TASK_NOT_FOUND", "UNSUPPORTED_OPERATION"]

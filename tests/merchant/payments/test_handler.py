@@ -1,7 +1,8 @@
 """Requests the payment layer refuses: a clear A2A error, the task unchanged, nothing booked or on chain.
 
-Each refusal is checked on both bindings: JSON-RPC (`error.code`, ErrorInfo in `error.data`) and HTTP+JSON
-(HTTP status, ErrorInfo in `error.details`), with the same reason and message.
+Each refusal is checked on every binding: JSON-RPC (`error.code`, ErrorInfo in `error.data`), HTTP+JSON
+(HTTP status, ErrorInfo in `error.details`) and gRPC (status code, ErrorInfo in the `google.rpc.Status`
+details), with the same reason and message.
 """
 
 from __future__ import annotations
@@ -40,13 +41,26 @@ from tests.fixtures.merchant import (
 
 from .flows import JSON, address_of, assert_nothing_happened, extension, offer, snapshot
 
-# (HTTP status, JSON-RPC code) of each A2A error per binding; the reason is the same on both.
-CODES = {
-    "TASK_NOT_FOUND": {"jsonrpc": (200, -32001), "rest": (404, None)},
-    "TASK_NOT_CANCELABLE": {"jsonrpc": (200, -32002), "rest": (400, None)},
-    "UNSUPPORTED_OPERATION": {"jsonrpc": (200, -32004), "rest": (400, None)},
-    "EXTENSION_SUPPORT_REQUIRED": {"jsonrpc": (200, -32008), "rest": (400, None)},
-    "INVALID_PARAMS": {"jsonrpc": (200, -32602), "rest": (400, None)},
+# (HTTP status, JSON-RPC code), or (gRPC status, None), of each A2A error per binding; the reason is the
+# same on all three.
+CODES: dict[str, dict[str, tuple[int | str, int | None]]] = {
+    "TASK_NOT_FOUND": {"jsonrpc": (200, -32001), "rest": (404, None), "grpc": ("NOT_FOUND", None)},
+    "TASK_NOT_CANCELABLE": {
+        "jsonrpc": (200, -32002),
+        "rest": (400, None),
+        "grpc": ("FAILED_PRECONDITION", None),
+    },
+    "UNSUPPORTED_OPERATION": {
+        "jsonrpc": (200, -32004),
+        "rest": (400, None),
+        "grpc": ("FAILED_PRECONDITION", None),
+    },
+    "EXTENSION_SUPPORT_REQUIRED": {
+        "jsonrpc": (200, -32008),
+        "rest": (400, None),
+        "grpc": ("FAILED_PRECONDITION", None),
+    },
+    "INVALID_PARAMS": {"jsonrpc": (200, -32602), "rest": (400, None), "grpc": ("INVALID_ARGUMENT", None)},
 }
 NOT_THE_TERMS = "the payment does not match the terms offered for this task"
 _SETTLE_WAIT_S = 1.0
@@ -67,7 +81,7 @@ async def refused(call: Awaitable[object], wire: MerchantWire, reason: str, mess
         await call
     assert failure.value.reason == reason
     assert failure.value.message == message
-    assert (failure.value.http_status, failure.value.rpc_code) == CODES[reason][wire.binding]
+    assert failure.value.coded == CODES[reason][wire.binding]
 
 
 async def assert_unchanged(wire: MerchantWire, task: JSON) -> None:
@@ -273,7 +287,7 @@ async def test_malformed_extension_metadata(
         await sqlite_wire.send(message)
 
     assert failure.value.reason == "INVALID_PARAMS"
-    assert (failure.value.http_status, failure.value.rpc_code) == CODES["INVALID_PARAMS"][sqlite_wire.binding]
+    assert failure.value.coded == CODES["INVALID_PARAMS"][sqlite_wire.binding]
     assert failure.value.message.startswith(f"malformed x402 extension metadata: {where}")
     await assert_unchanged(sqlite_wire, task)
     assert await ledger_entries(sqlite_merchant.database_url) == []

@@ -1,0 +1,274 @@
+"""The gRPC binding of A2A 1.0: the a2a-sdk's gRPC servicer on the same request handler as the HTTP bindings.
+
+Same functionality, results, errors and rules as JSON-RPC and HTTP+JSON (A2A §5.1): the servicer is the SDK's
+`GrpcHandler` on the very handler the HTTP routes call (tenant gate, payment layer, the SDK's handler), so
+the tenant comes from the request's `tenant` field and an unknown one is refused as on the other bindings.
+What the SDK's servicer leaves out is added around it, in the order the HTTP routes apply it:
+
+- Version. gRPC serves A2A 1.0 only (the card lists its interface at `protocolVersion` 1.0). The version is
+  the `a2a-version` metadata, read in full: repeated with values naming different versions, malformed, or
+  naming a version other than 1.0 is refused with VersionNotSupported, and so is a call without it, since
+  a missing or empty value means 0.3 (A2A §3.2.6) and 0.3 is not served over gRPC. The SDK's servicer
+  ignores the version; here it is negotiated before the servicer sees the call, by the same rules as on
+  HTTP (`versions.negotiate_version`), and handed on in the call context like on HTTP.
+- Echo. A call served in a version gets initial metadata `a2a-version: 1.0` and, when the client asked
+  for extensions (`a2a-extensions`) that the 1.0 card declares, `a2a-extensions` naming exactly those.
+  A refused version gets neither: no version was served.
+- Errors. Every A2A error is a `google.rpc.Status` with ErrorInfo (`_grpc_status`). A request whose bytes
+  are not the method's message is InvalidRequest (INVALID_ARGUMENT) instead of the UNKNOWN the protobuf
+  decoder's exception would give; one holding a number JSON cannot carry (NaN, Infinity: `_finite`) is
+  InvalidParams instead of an internal error when the task is stored; and an unexpected exception is
+  INTERNAL "Internal error" with its text in the server log only, instead of UNKNOWN with its text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import grpc
+import grpc.aio
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import GrpcHandler, RequestHandler
+from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
+from a2a.types import a2a_pb2_grpc
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    VersionNotSupportedError,
+)
+from google.protobuf.message import DecodeError
+
+from merchant.payments import NEGOTIATED_VERSION_KEY
+
+from ._finite import non_finite_number
+from ._grpc_status import INTERNAL_MESSAGE, abort_with
+from .versions import ProtocolVersion, _one_value, negotiate_version
+
+__all__ = ["VERSION_METADATA_KEY", "GrpcEdge", "grpc_listen_address", "negotiate_grpc_version"]
+
+logger = logging.getLogger(__name__)
+
+VERSION_METADATA_KEY = VERSION_HEADER.lower()
+"""`a2a-version`: gRPC metadata keys are lowercase."""
+EXTENSIONS_METADATA_KEY = HTTP_EXTENSION_HEADER.lower()
+_SERVED = (ProtocolVersion.V1_0,)
+_DEFAULT_GRACE_S = 5.0
+# One merchant per port: grpc's default SO_REUSEPORT would let a second process bind the same port and take
+# half of its calls, where an HTTP server would refuse to start.
+_SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
+
+Metadata = Iterable[tuple[str, str | bytes]]
+# Generic in the type stubs only.
+Servicer: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+MethodHandler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+
+
+def _values(metadata: Metadata, key: str) -> list[str]:
+    return [value for name, value in metadata if name.lower() == key and isinstance(value, str)]
+
+
+def negotiate_grpc_version(metadata: Metadata) -> ProtocolVersion:
+    """The version a gRPC call is served in, from its `a2a-version` metadata (see the module).
+
+    Raises:
+        VersionNotSupportedError: the version is missing, repeated with different values, malformed or not
+            served over gRPC; its `data` names what was requested and what is supported.
+    """
+    requested = _one_value(_values(metadata, VERSION_METADATA_KEY), "metadata", _SERVED)
+    if not (requested or "").strip():
+        raise VersionNotSupportedError(
+            message=(
+                f"the call has no {VERSION_METADATA_KEY} metadata, which means A2A 0.3; "
+                f"gRPC serves A2A 1.0 only: send {VERSION_METADATA_KEY}: 1.0"
+            ),
+            data={"requested": "0.3", "supported": ",".join(_SERVED)},
+        )
+    return negotiate_version(requested, None, _SERVED)
+
+
+class _EdgeGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
+    """The SDK's gRPC call context (user, requested extensions) with the negotiated version."""
+
+    def build(self, context: Servicer) -> ServerCallContext:
+        """Build the call context; the SDK's servicer sets the tenant from the request afterwards.
+
+        Raises:
+            VersionNotSupportedError: the call's version cannot be negotiated (the route refused it already).
+        """
+        version = negotiate_grpc_version(context.invocation_metadata() or ())
+        call_context = super().build(context)
+        call_context.state[NEGOTIATED_VERSION_KEY] = version.value
+        return call_context
+
+
+class _EdgeGrpcServicer(GrpcHandler):
+    """The SDK's servicer answering A2A errors in the form `_grpc_status` gives them."""
+
+    async def abort_context(self, error: A2AError, context: Servicer) -> None:
+        """End the call with `error` as a `google.rpc.Status` with ErrorInfo."""
+        await abort_with(context, error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """What a request's bytes decoded to when they are not the method's message."""
+
+    reason: str
+
+
+def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    def read(raw: bytes) -> Any:
+        if deserialize is None:
+            return raw
+        try:
+            return deserialize(raw)
+        except DecodeError as exc:
+            return _Undecodable(str(exc))
+
+    return read
+
+
+class _GrpcRoute(grpc.aio.ServerInterceptor):
+    """Admits each call (decodable, version negotiated, echo sent) before the servicer; see the module."""
+
+    def __init__(self, declared_extensions: frozenset[str]) -> None:
+        self._declared = declared_extensions
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> MethodHandler | None:
+        """The method's handler, guarded; an unknown method stays unknown (UNIMPLEMENTED)."""
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        deserializer = _tolerant(handler.request_deserializer)
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary),
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(handler.unary_stream),
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        # A2A has no client-streaming methods; a newer SDK adding one must be looked at, not served unguarded.
+        raise RuntimeError(f"unexpected client-streaming gRPC method {handler_call_details.method}")
+
+    async def _admit(self, request: Any, context: Servicer) -> None:
+        """Negotiate the version, send the echo, and refuse a request that could not be decoded.
+
+        Raises:
+            VersionNotSupportedError: see `negotiate_grpc_version`.
+            InvalidRequestError: the request's bytes are not the method's message.
+            InvalidParamsError: the request holds a NaN or infinite number (`_finite`).
+        """
+        metadata = tuple(context.invocation_metadata() or ())
+        version = negotiate_grpc_version(metadata)
+        echo: list[tuple[str, str]] = [(VERSION_METADATA_KEY, version.value)]
+        requested = get_requested_extensions(_values(metadata, EXTENSIONS_METADATA_KEY))
+        activated = ",".join(sorted(requested & self._declared))
+        if activated:
+            echo.append((EXTENSIONS_METADATA_KEY, activated))
+        await context.send_initial_metadata(echo)
+        if isinstance(request, _Undecodable):
+            raise InvalidRequestError(message=f"the request is not a valid message: {request.reason}")
+        where = non_finite_number(request)
+        if where is not None:
+            raise InvalidParamsError(message=f"{where}: numbers must be finite (JSON has no NaN or Infinity)")
+
+    def _unary(self, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        async def call(request: Any, context: Servicer) -> Any:
+            try:
+                await self._admit(request, context)
+                return await behavior(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except A2AError as exc:
+                await abort_with(context, exc)
+            except Exception:
+                logger.exception("unexpected failure of a gRPC call")
+                await abort_with(context, InternalError(message=INTERNAL_MESSAGE))
+
+        return call
+
+    def _streaming(self, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        async def stream(request: Any, context: Servicer) -> AsyncIterator[Any]:
+            try:
+                await self._admit(request, context)
+                async for response in behavior(request, context):
+                    yield response
+            except grpc.aio.AbortError:
+                raise
+            except A2AError as exc:
+                await abort_with(context, exc)
+            except Exception:
+                logger.exception("unexpected failure of a gRPC stream")
+                await abort_with(context, InternalError(message=INTERNAL_MESSAGE))
+
+        return stream
+
+
+def grpc_listen_address(host: str, port: int) -> str:
+    """`host:port` as gRPC takes it (an IPv6 host in brackets)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+class GrpcEdge:
+    """The gRPC server of the A2A 1.0 binding, started and stopped by the app's lifespan.
+
+    Args:
+        handler: the request handler the HTTP bindings use (tenant gate outermost).
+        listen: where to listen, `host:port` (`grpc_listen_address`).
+        declared_extensions: the extension URIs the 1.0 card declares (those a call can activate).
+        grace_s: how long `stop` lets calls in flight finish before cancelling them.
+    """
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        listen: str,
+        declared_extensions: frozenset[str],
+        grace_s: float = _DEFAULT_GRACE_S,
+    ) -> None:
+        self._handler = handler
+        self._listen = listen
+        self._declared = declared_extensions
+        self._grace_s = grace_s
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        """Bind `listen` and start serving.
+
+        Raises:
+            RuntimeError: the address cannot be bound (in use, say), or the server already runs.
+        """
+        if self._server is not None:
+            raise RuntimeError("the gRPC server is already running")
+        server = grpc.aio.server(interceptors=[_GrpcRoute(self._declared)], options=_SERVER_OPTIONS)
+        servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder())
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+        if server.add_insecure_port(self._listen) == 0:
+            raise RuntimeError(f"cannot listen for gRPC at {self._listen}")
+        await server.start()
+        self._server = server
+
+    async def stop(self) -> None:
+        """Stop serving: new calls are refused, calls in flight get `grace_s` to finish."""
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(self._grace_s)
