@@ -44,7 +44,7 @@ from typing import Any, cast
 
 import rfc8785
 from a2a.types import AgentCard
-from google.api import field_behavior_pb2  # type: ignore[import-untyped]  # no stubs published
+from google.api import field_behavior_pb2
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 

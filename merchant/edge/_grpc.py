@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 import grpc.aio
@@ -135,13 +135,20 @@ def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], A
     return read
 
 
-class _GrpcRoute(grpc.aio.ServerInterceptor):
+if TYPE_CHECKING:
+    _Interceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
+else:  # not subscriptable at run time; generic only in the stubs
+    _Interceptor = grpc.aio.ServerInterceptor
+
+
+class _GrpcRoute(_Interceptor):
     """Admits each call (decodable, version negotiated, echo sent) before the servicer; see the module."""
 
     def __init__(self, declared_extensions: frozenset[str]) -> None:
         self._declared = declared_extensions
 
-    async def intercept_service(
+    # The stubs omit the None that grpc's continuation gives for an unknown method.
+    async def intercept_service(  # type: ignore[override]
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from a2a.types import AgentCard
-from google.api import field_behavior_pb2  # type: ignore[import-untyped]
+from google.api import field_behavior_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import strategies as st
 

@@ -8,13 +8,14 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from a2a.types import a2a_pb2, a2a_pb2_grpc
+from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
 from merchant.settings import MerchantSettings
 from tests.faults.processes import merchant_processes
+from tests.fixtures.a2a_grpc import a2a_stub
 from tests.fixtures.merchant import offered_terms
 from tests.fixtures.servers import free_port
 
@@ -26,7 +27,7 @@ async def test_serve_runs_grpc_beside_http(chain: DevChain, sqlite_url: str, tmp
         async with merchant.http() as http:
             card = (await http.get("/.well-known/agent-card.json")).json()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = a2a_pb2_grpc.A2AServiceStub(channel)
+            stub = a2a_stub(channel)
             message = a2a_pb2.Message(
                 message_id="m-1", role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text="one two three")]
             )
@@ -35,7 +36,7 @@ async def test_serve_runs_grpc_beside_http(chain: DevChain, sqlite_url: str, tmp
         merchant.stop()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             with pytest.raises(grpc.aio.AioRpcError) as stopped:
-                await a2a_pb2_grpc.A2AServiceStub(channel).GetTask(
+                await a2a_stub(channel).GetTask(
                     a2a_pb2.GetTaskRequest(id=asked.task.id), metadata=metadata, timeout=5
                 )
 

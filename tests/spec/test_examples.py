@@ -25,7 +25,7 @@ from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
 from google.protobuf import any_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
-from google.rpc import error_details_pb2  # type: ignore[import-untyped]  # no stubs published
+from google.rpc import error_details_pb2
 
 from a2a_x402 import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
 from agentcard import CardVerifier, SignaturePolicy, parse_jwks

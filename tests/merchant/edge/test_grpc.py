@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 import pytest
-from a2a.types import a2a_pb2, a2a_pb2_grpc
+from a2a.types import a2a_pb2
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
     ListTasksRequest,
@@ -35,6 +35,7 @@ from google.rpc import error_details_pb2
 from merchant.edge import CardSettingsError, create_app
 from merchant.edge._grpc import negotiate_grpc_version
 from storage import create_engine, upgrade_schema
+from tests.fixtures.a2a_grpc import a2a_stub
 from tests.fixtures.servers import free_port
 
 from .conftest import TENANT_A, a2a_http, make_card, make_tenants, running_merchant
@@ -95,7 +96,7 @@ def _initial(metadata: object) -> dict[str, list[str]]:
 async def call(edge: Edge, method: str, request: ProtoMessage, metadata: Metadata = V1) -> Answer:
     """One unary call with exactly `metadata`."""
     async with grpc.aio.insecure_channel(edge.target) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = a2a_stub(channel)
         rpc = getattr(stub, method)(request, metadata=metadata, timeout=10)
         try:
             message = await rpc
@@ -107,7 +108,7 @@ async def call(edge: Edge, method: str, request: ProtoMessage, metadata: Metadat
 async def stream(edge: Edge, method: str, request: ProtoMessage, metadata: Metadata = V1) -> Answer:
     """One streaming call read to its end; `message` is the last answer, the others are dropped."""
     async with grpc.aio.insecure_channel(edge.target) as channel:
-        rpc = getattr(a2a_pb2_grpc.A2AServiceStub(channel), method)(request, metadata=metadata, timeout=10)
+        rpc = getattr(a2a_stub(channel), method)(request, metadata=metadata, timeout=10)
         last = None
         try:
             async for answer in rpc:
@@ -173,7 +174,7 @@ async def test_only_declared_extensions_are_activated_and_echoed(edge: Edge) -> 
 
 async def test_streams_and_subscriptions(edge: Edge) -> None:
     async with grpc.aio.insecure_channel(edge.target) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        stub = a2a_stub(channel)
         events = [event async for event in stub.SendStreamingMessage(send("stream"), metadata=V1)]
         asked = await stub.SendMessage(send("quote"), metadata=V1)
         subscription = stub.SubscribeToTask(SubscribeToTaskRequest(id=asked.task.id), metadata=V1)
@@ -326,18 +327,17 @@ async def test_a_malformed_message_is_invalid_argument(edge: Edge, request_: Sen
 @pytest.mark.parametrize("method", ["GetTask", "SendMessage", "SendStreamingMessage"])
 async def test_undecodable_bytes_are_invalid_argument(edge: Edge, raw: bytes, method: str) -> None:
     async with grpc.aio.insecure_channel(edge.target) as channel:
-        if method == "SendStreamingMessage":
-            rpc = channel.unary_stream(
-                SERVICE + method, request_serializer=bytes, response_deserializer=bytes
-            )
-        else:
-            rpc = channel.unary_unary(SERVICE + method, request_serializer=bytes, response_deserializer=bytes)
         with pytest.raises(grpc.aio.AioRpcError) as failure:
-            answer = rpc(raw, metadata=V1, timeout=10)
             if method == "SendStreamingMessage":
-                [_ async for _ in answer]  # type: ignore[union-attr]
+                stream = channel.unary_stream(
+                    SERVICE + method, request_serializer=bytes, response_deserializer=bytes
+                )
+                [_ async for _ in stream(raw, metadata=V1, timeout=10)]
             else:
-                await answer  # type: ignore[misc]
+                unary = channel.unary_unary(
+                    SERVICE + method, request_serializer=bytes, response_deserializer=bytes
+                )
+                await unary(raw, metadata=V1, timeout=10)
 
     Answer(None, failure.value, {}).refused(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
 
