@@ -218,7 +218,12 @@ async def test_subscribe_to_a_finished_task_is_unsupported(wire: Wire) -> None:
 
 
 # A UUID, an id just over the 36 characters of any stored one (as the TCK sends), and a far longer one.
-@pytest.mark.parametrize("unknown", [str(uuid.uuid4()), "tck-nonexistent-" + "7" * 26, "x" * 300])
+# Ids name the cases: a value made at collection would differ between pytest-xdist workers.
+@pytest.mark.parametrize(
+    "unknown",
+    [str(uuid.uuid4()), "tck-nonexistent-" + "7" * 26, "x" * 300],
+    ids=["uuid", "just-over-36", "300-characters"],
+)
 async def test_unknown_task_id_is_not_found(wire: Wire, unknown: str) -> None:
     for operation in (wire.get_task, wire.cancel):
         with pytest.raises(A2ACallError) as failure:
