@@ -4,7 +4,7 @@ The server under test is `merchant.app.build_app` (the edge, the payment layer, 
 on the session's dev chain) with every skill free and `ScenarioExecutor` as its agent, on SQLite, served
 on 127.0.0.1. The TCK runs unpatched, from its folder beside the checkout (`../shared/peers/a2a-tck-1.0`,
 or under `X402_PEERS_DIR`) and in its own virtualenv (`.venv-peers/a2a-tck-1.0`, made by
-`scripts/setup`), as a subprocess: `run_tck.py` at MUST level on the `jsonrpc` and `http_json` transports.
+`scripts/setup`), as a subprocess: `run_tck.py` at MUST level on the `jsonrpc`, `http_json` and `grpc` transports.
 It writes its reports into the folder it runs in, so it runs in a copy of the folder in a temporary
 directory (the peer folder stays read-only). One run per test session: it takes about two minutes.
 
@@ -30,7 +30,7 @@ from devchain import DevChain
 from merchant.settings import MerchantSettings
 from storage import upgrade_schema
 from tests.fixtures.merchant import DEFAULT_PAY_TO
-from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
+from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
 from .scenarios import ScenarioExecutor
 
@@ -38,7 +38,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 # As scripts/setup finds the peer suites: a relative X402_PEERS_DIR is relative to the checkout.
 TCK_DIR = CHECKOUT / os.environ.get("X402_PEERS_DIR", "../shared/peers") / "a2a-tck-1.0"
 TCK_PYTHON = CHECKOUT / ".venv-peers" / "a2a-tck-1.0" / "bin" / "python"
-TRANSPORTS = ("jsonrpc", "http_json")
+TRANSPORTS = ("jsonrpc", "http_json", "grpc")
 # A MUST run takes about two minutes on an idle machine; a loaded one may take several times that.
 _RUN_TIMEOUT_S = 1200
 
@@ -151,6 +151,8 @@ async def tck_run(devchain: DevChain, tmp_path_factory: pytest.TempPathFactory) 
         "public_url": base_url_of(sock),
         "pay_to": DEFAULT_PAY_TO,
         "price": 0,
+        "host": "127.0.0.1",
+        "grpc_port": free_port(),
         # A developer's .env must not change what the TCK judges.
         "_env_file": None,
     }
