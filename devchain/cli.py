@@ -57,6 +57,7 @@ def _write_private(path: Path, text: str) -> None:
     type=click.IntRange(min=0),
     default=DEFAULT_BLOCK_TIME_S,
     show_default=True,
+    envvar="X402_DEVCHAIN_BLOCK_TIME_S",
     help="Mine a block every this many seconds, like a real chain; 0 mines one per transaction (automine).",
 )
 @click.option(
