@@ -317,16 +317,16 @@ class Verifier:
         """Refuse an authorization that expires before the next block could include it, when the head
         block is ahead of the wall clock (behind it, `check_offline` has already decided).
 
-        Raises:
-            RpcError: the node did not return the head block.
+        A head the node could not give (anvil answers null for `latest` while it is mining one) skips
+        this check: the simulation in the pending block still sees a head far ahead.
         """
-        if isinstance(head, RpcError):
-            raise head
         timestamp = head.get("timestamp") if isinstance(head, dict) else None
+        if not isinstance(timestamp, str):
+            return
         try:
-            head_time = int(str(timestamp), 16)
-        except ValueError as exc:
-            raise RpcError(-32000, "the node returned no usable head block", None) from exc
+            head_time = int(timestamp, 16)
+        except ValueError:
+            return
         # The next block is stamped after the head: with a head ahead of the clock, that binds.
         if head_time > now and auth.valid_before <= head_time + 1 + self._margin_s:
             raise PaymentInvalidError(
