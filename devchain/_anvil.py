@@ -145,6 +145,18 @@ class AnvilNode:
         """Call a JSON-RPC method, e.g. ``rpc("evm_snapshot")`` or ``rpc("anvil_mine", ["0x2"])``."""
         return self.client.call(method, params)
 
+    def set_block_time(self, seconds: int) -> None:
+        """Mine a block every `seconds`, as a real chain does; 0 mines one block per transaction (automine).
+
+        Deploy first and switch after: with interval mining every transaction waits for the next tick.
+        """
+        if seconds < 0:
+            raise ValueError("the block time is 0 (automine) or a number of seconds")
+        # evm_setIntervalMining(0) leaves anvil mining on demand only, so automine is switched back on.
+        self.rpc("evm_setIntervalMining", [seconds])
+        if seconds == 0:
+            self.rpc("evm_setAutomine", [True])
+
     def start(self) -> None:
         """Spawn anvil and return once it answers ``eth_chainId`` with the configured chain id.
 

@@ -171,12 +171,18 @@ def start_devchain(
     payers: int = 3,
     mint_atomic: int = DEFAULT_MINT_ATOMIC,
     anvil_args: Sequence[str] = (),
+    block_time_s: int = 0,
 ) -> Iterator[DevChain]:
     """Start anvil, deploy the token and yield the ``DevChain``; anvil and its state are removed on exit.
+
+    ``block_time_s`` > 0 mines a block every that many seconds once the token is deployed; 0 mines one
+    block per transaction (anvil's automine: fast, and what tests use).
 
     Raises:
         AnvilNotFoundError: anvil is not installed (run ``npm ci``).
         AnvilStartError: anvil did not come up.
     """
     with AnvilNode(chain_id=chain_id, extra_args=anvil_args) as node:
-        yield deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
+        chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
+        node.set_block_time(block_time_s)
+        yield chain

@@ -1,5 +1,8 @@
 """``x402-devchain``: run anvil with the dev token deployed until interrupted.
 
+It mines a block every second by default (``--block-time``), as a real chain does; ``--block-time 0``
+mines one block per transaction instead.
+
 Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env
 file (mode 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state
 directory and removes the env file, which would otherwise point at a chain that no longer exists.
@@ -18,6 +21,10 @@ from ._anvil import DEFAULT_CHAIN_ID, AnvilNode
 from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
 
 __all__ = ["main"]
+
+# A block a second: the head never lags the wall clock by more, as on a real chain, and a settlement waits
+# about that long for its receipt.
+DEFAULT_BLOCK_TIME_S = 1
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -45,13 +52,22 @@ def _write_private(path: Path, text: str) -> None:
     help="Tokens minted to each payer, in atomic units (6 decimals).",
 )
 @click.option(
+    "--block-time",
+    "block_time_s",
+    type=click.IntRange(min=0),
+    default=DEFAULT_BLOCK_TIME_S,
+    show_default=True,
+    envvar="X402_DEVCHAIN_BLOCK_TIME_S",
+    help="Mine a block every this many seconds, like a real chain; 0 mines one per transaction (automine).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path(".devchain.env"),
     show_default=True,
     help="Where to write the settings; removed again on exit.",
 )
-def main(chain_id: int, payers: int, mint_atomic: int, env_file: Path) -> None:
+def main(chain_id: int, payers: int, mint_atomic: int, block_time_s: int, env_file: Path) -> None:
     """Start a local chain with the EIP-3009 dev token and funded payers; stop with Ctrl-C."""
     stop = threading.Event()
     # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
@@ -59,6 +75,7 @@ def main(chain_id: int, payers: int, mint_atomic: int, env_file: Path) -> None:
         signal.signal(signum, lambda *_: stop.set())
     with AnvilNode(chain_id=chain_id) as node:
         chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
+        node.set_block_time(block_time_s)
         text = "".join(f"{key}={value}\n" for key, value in chain.env().items())
         _write_private(env_file, text)
         try:

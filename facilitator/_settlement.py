@@ -9,6 +9,7 @@ authorization unused) or an abandoned one (its owner vanished before broadcastin
 from __future__ import annotations
 
 import logging
+import time
 
 from ._answers import CHAIN_DOWN, Answers, read_within, remaining
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
@@ -66,8 +67,12 @@ class Settlement:
             PaymentInvalidError: a check failed.
             ChainError: the chain could not be read.
         """
-        eoa = self._verifier.check_offline(request.authorization, request.terms)
-        return await self._verifier.check_onchain(request.authorization, request.terms, eoa_signature=eoa)
+        # One moment of the wall clock for both halves: it, not the head block, decides the validity window.
+        now = int(time.time())
+        eoa = self._verifier.check_offline(request.authorization, request.terms, now=now)
+        return await self._verifier.check_onchain(
+            request.authorization, request.terms, eoa_signature=eoa, now=now
+        )
 
     async def settle(
         self, request: PaymentRequest, key_text: str | None, deadline: float, presented_at: int | None

@@ -1,8 +1,18 @@
 """Verification of an exact-scheme EIP-3009 payment against the terms the merchant offered.
 
 Cheap checks run first and need no chain access (fields, amounts, times, signature recovery); the chain
-reads that remain (token domain, asset code, authorization state, balance, a simulation of the transfer
-from the relayer) go to the node as one JSON-RPC batch, so a verification costs one round trip.
+reads that remain (token domain, asset code, authorization state, balance, the head block, a simulation of
+the transfer from the relayer) go to the node as one JSON-RPC batch, so a verification costs one round trip.
+
+Time: the wall clock decides `validAfter` and `validBefore`, never the head block, which lags it on any
+chain and by minutes on a dev chain that mines only when a transaction arrives. The transfer is simulated
+in the `pending` block, which nodes stamp with the time of the block being built (anvil and geth: the
+wall clock, and at least the head's timestamp + 1), so the token's own time checks see the block the
+settlement would land in, not a stale head. A head *ahead* of the wall clock (a node whose clock runs
+fast, a rollup stamping early) is a real constraint, since the next block cannot be older than it: the
+authorization must then stay valid past the head's timestamp + 1 plus the margin, or it is refused as
+expiring too soon (settling it would only revert). `validAfter` is never moved by a future head: the payer
+named a moment of the wall clock, and that has not come.
 
 The gas a settlement needs is estimated for every payment whose `from` has code: a contract wallet's
 ERC-1271 check can cost anything, so one wallet's estimate says nothing about another's. Only plain EOA
@@ -54,6 +64,10 @@ from ._token import (
 from .wire import Reason
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
+
+# The block the transfer is simulated in: the one being built, stamped with the time it would be mined at.
+_SIMULATION_BLOCK = "pending"
+_HEAD_BLOCK = RpcCall("eth_getBlockByNumber", ["latest", False])
 
 # How many token reads `Verifier._state_calls` puts first in every batch.
 _STATE_READS = 5
@@ -154,24 +168,27 @@ class Verifier:
         return False
 
     async def check_onchain(
-        self, auth: Authorization, terms: Terms, *, eoa_signature: bool
+        self, auth: Authorization, terms: Terms, *, eoa_signature: bool, now: int | None = None
     ) -> VerifiedPayment:
         """Run the chain checks in one batch; raise PaymentInvalidError on the first that fails.
 
-        An ERC-6492 signature costs one more round trip first, to learn whether the wallet exists.
+        An ERC-6492 signature costs one more round trip first, to learn whether the wallet exists. `now`
+        (unix seconds, default the wall clock) is the moment `check_offline` judged the validity window at;
+        a head block ahead of it moves the earliest possible settlement later.
         """
+        now = int(time.time()) if now is None else now
         wrapped = unwrap_erc6492(auth.signature)
         if wrapped is None:
-            return await self._check_transfer(auth, terms, eoa_signature=eoa_signature)
+            return await self._check_transfer(auth, terms, eoa_signature=eoa_signature, now=now)
         unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
         if _is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
-            verified = await self._check_transfer(unwrapped, terms, eoa_signature=False)
+            verified = await self._check_transfer(unwrapped, terms, eoa_signature=False, now=now)
         else:
-            verified = await self._check_counterfactual(unwrapped, wrapped, terms)
+            verified = await self._check_counterfactual(unwrapped, wrapped, terms, now)
         return dataclasses.replace(verified, authorization=auth)
 
     async def _check_transfer(
-        self, auth: Authorization, terms: Terms, *, eoa_signature: bool
+        self, auth: Authorization, terms: Terms, *, eoa_signature: bool, now: int
     ) -> VerifiedPayment:
         """The checks of a payment sent straight to the token: from an EOA or a wallet with code."""
         calldata = encode_transfer_with_authorization(auth)
@@ -179,6 +196,7 @@ class Verifier:
             *self._state_calls(auth, terms),
             self._simulation(terms.asset, calldata, eoa_signature),
             RpcCall("eth_getCode", [auth.from_, "latest"]),
+            _HEAD_BLOCK,
         ]
         if not eoa_signature:
             digest = self._digest(auth, terms)
@@ -189,12 +207,13 @@ class Verifier:
                 )
             )
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
-        state, (gas, wallet_code, *magic) = rest[:_STATE_READS], rest[_STATE_READS:]
+        state, (gas, wallet_code, head, *magic) = rest[:_STATE_READS], rest[_STATE_READS:]
         if not eoa_signature and (
             not _is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
         ):
             raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
         check_token_state(auth, state)
+        self._check_head_time(auth, head, now)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
         estimate = await self._gas_estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
@@ -204,7 +223,7 @@ class Verifier:
         )
 
     async def _check_counterfactual(
-        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms
+        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms, now: int
     ) -> VerifiedPayment:
         """The checks of an ERC-6492 wallet without code: deployment and transfer simulated together.
 
@@ -231,18 +250,24 @@ class Verifier:
             *self._state_calls(auth, terms),
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
             RpcCall(
-                "eth_call", [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, "latest"]
+                "eth_call",
+                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, _SIMULATION_BLOCK],
             ),
-            RpcCall("eth_estimateGas", [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}]),
+            RpcCall(
+                "eth_estimateGas",
+                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}, _SIMULATION_BLOCK],
+            ),
+            _HEAD_BLOCK,
         ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
-        state, (multicall_code, steps, gas) = rest[:_STATE_READS], rest[_STATE_READS:]
+        state, (multicall_code, steps, gas, head) = rest[:_STATE_READS], rest[_STATE_READS:]
         if not _is_contract(multicall_code) or isinstance(steps, RpcError):
             raise PaymentInvalidError(
                 Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
                 f"this chain has no Multicall3 at {MULTICALL3_ADDRESS} to deploy the wallet with",
             )
         check_token_state(auth, state)
+        self._check_head_time(auth, head, now)
         check_counterfactual_steps(steps)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
@@ -288,6 +313,28 @@ class Verifier:
                 f"{what} {estimate} gas, more than this facilitator's cap of {self._gas_limit_cap}",
             )
 
+    def _check_head_time(self, auth: Authorization, head: object, now: int) -> None:
+        """Refuse an authorization that expires before the next block could include it, when the head
+        block is ahead of the wall clock (behind it, `check_offline` has already decided).
+
+        A head the node could not give (anvil answers null for `latest` while it is mining one) skips
+        this check: the simulation in the pending block still sees a head far ahead.
+        """
+        timestamp = head.get("timestamp") if isinstance(head, dict) else None
+        if not isinstance(timestamp, str):
+            return
+        try:
+            head_time = int(timestamp, 16)
+        except ValueError:
+            return
+        # The next block is stamped after the head: with a head ahead of the clock, that binds.
+        if head_time > now and auth.valid_before <= head_time + 1 + self._margin_s:
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+                f"the chain's head block is {head_time - now} s ahead of this facilitator's clock: the "
+                "authorization expires before a new block could include it",
+            )
+
     def _simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
         """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
 
@@ -297,8 +344,8 @@ class Verifier:
         """
         call = {"from": self._relayer, "to": asset, "data": calldata}
         if eoa_signature and asset in self._eoa_gas:
-            return RpcCall("eth_call", [call, "latest"])
-        return RpcCall("eth_estimateGas", [call])
+            return RpcCall("eth_call", [call, _SIMULATION_BLOCK])
+        return RpcCall("eth_estimateGas", [call, _SIMULATION_BLOCK])
 
     async def _gas_estimate(
         self, asset: str, calldata: str, eoa_signature: bool, signer_code: object, simulated: str
@@ -321,7 +368,7 @@ class Verifier:
             return known
         try:
             reply = await self._rpc.call(
-                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}
+                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}, _SIMULATION_BLOCK
             )
         except RpcError as exc:
             raise simulation_failure(exc.revert_reason or exc.message) from exc

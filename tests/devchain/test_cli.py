@@ -91,3 +91,37 @@ def test_cli_runs_a_chain_until_signalled(signum: signal.Signals, tmp_path: Path
     assert not env_file.exists()
     with pytest.raises(httpx.TransportError), RpcClient(settings["X402_RPC_URL"]) as rpc:
         rpc.call("eth_chainId")
+
+
+def _mining_mode(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> tuple[bool, int | None]:
+    """(automine, interval in seconds) of the chain `x402-devchain *options` runs."""
+    env_file = tmp_path / "chain.env"
+    script = str(Path(sys.executable).with_name("x402-devchain"))
+    command = [script, "--payers", "1", "--env-file", str(env_file)]
+    process = subprocess.Popen(  # noqa: S603 - our own console script
+        [*command, *options],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_file(env_file, process)
+        settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        with RpcClient(settings["X402_RPC_URL"]) as rpc:
+            return rpc.call("anvil_getAutomine"), rpc.call("anvil_getIntervalMining")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)
+
+
+def test_cli_mines_every_second_by_default_or_as_told_and_per_transaction_with_zero(tmp_path: Path) -> None:
+    (tmp_path / "default").mkdir()
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "env").mkdir()
+
+    assert _mining_mode(tmp_path / "default") == (False, 1)
+    assert _mining_mode(tmp_path / "two", "--block-time", "2") == (False, 2)
+    assert _mining_mode(tmp_path / "zero", "--block-time", "0") == (True, None)
+    assert _mining_mode(tmp_path / "env", env={"X402_DEVCHAIN_BLOCK_TIME_S": "3"}) == (False, 3)

@@ -1,0 +1,111 @@
+"""Chain time against the wall clock, over HTTP: a head block minutes behind the clock (an idle chain that
+mines only when a transaction arrives) verifies and settles a fresh payment, and a head ahead of the clock
+refuses, at verify and at settle and before anything is claimed or sent, only what would expire before a
+new block could include it; `validAfter` is judged by the wall clock either way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from devchain import DevChain
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from payer import sign_payment
+from tests.fixtures.chain import clock_ahead, head_timestamp, idle_for
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+
+from .conftest import StartService
+from .payments import claim_rows, relayer_nonce
+
+
+def _body(payload: PaymentPayload, requirements: PaymentRequirements) -> dict[str, Any]:
+    return {
+        "x402Version": 2,
+        "paymentPayload": payload.to_json_dict(),
+        "paymentRequirements": requirements.to_json_dict(),
+    }
+
+
+async def _verify_and_settle(base_url: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        verified = await client.post("/verify", json=body)
+        settled = await client.post("/settle", json=body)
+    assert (verified.status_code, settled.status_code) == (200, 200)
+    return verified.json(), settled.json()
+
+
+async def test_a_chain_idle_for_ten_minutes_verifies_and_settles_a_fresh_payment(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)  # valid from a minute ago
+    head = idle_for(chain.rpc, 600)
+    assert head < payload.payload.authorization.valid_after  # the head alone would say "not yet valid"
+    payee_before = chain.balance_of(PAY_TO)
+
+    verified, settled = await _verify_and_settle(base_url, _body(payload, requirements))
+
+    assert verified == {"isValid": True, "payer": payload.payload.authorization.from_address}
+    assert settled["success"] is True, settled
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_a_head_ahead_of_the_clock_refuses_what_expires_before_the_next_block(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)  # valid for 120 s by the wall clock
+    clock_ahead(chain.rpc, 3600)
+    nonce_before = relayer_nonce(chain)
+
+    verified, settled = await _verify_and_settle(base_url, _body(payload, requirements))
+
+    reason = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE.value
+    assert (verified["isValid"], verified["invalidReason"]) == (False, reason)
+    assert "ahead of this facilitator's clock" in verified["invalidMessage"]
+    assert (settled["success"], settled["errorReason"], settled["transaction"]) == (False, reason, "")
+    assert relayer_nonce(chain) == nonce_before
+    assert await claim_rows(database_url) == []
+
+
+async def test_a_head_ahead_of_the_clock_settles_what_outlives_it(
+    database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(database_url)
+    requirements = make_requirements(chain)
+    short_skew = sign_payment(new_payer(), requirements)  # 120 s: outlives a head 30 s ahead
+    long_lived = sign_payment(new_payer(), requirements, valid_before=int(time.time()) + 7200)
+    payee_before = chain.balance_of(PAY_TO)
+
+    clock_ahead(chain.rpc, 30)
+    first = await _verify_and_settle(base_url, _body(short_skew, requirements))
+    clock_ahead(chain.rpc, 3600)
+    second = await _verify_and_settle(base_url, _body(long_lived, requirements))
+
+    for verified, settled in (first, second):
+        assert verified["isValid"] is True, verified
+        assert settled["success"] is True, settled
+    assert head_timestamp(chain.rpc) > time.time() + 3000
+    assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
+
+
+async def test_valid_after_is_judged_by_the_wall_clock_even_when_the_head_has_passed_it(
+    sqlite_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
+) -> None:
+    base_url = start_service(sqlite_url)
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    payload = sign_payment(new_payer(), requirements, valid_after=now + 600, valid_before=now + 7200)
+    clock_ahead(chain.rpc, 3600)  # the token itself would take it in the next block
+
+    verified, settled = await _verify_and_settle(base_url, _body(payload, requirements))
+
+    reason = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER.value
+    assert (verified["isValid"], verified["invalidReason"]) == (False, reason)
+    assert (settled["success"], settled["errorReason"]) == (False, reason)
+    assert await claim_rows(sqlite_url) == []
