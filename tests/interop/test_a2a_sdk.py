@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc.aio
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
@@ -27,12 +28,24 @@ from payer import sign_payment
 
 from .conftest import NAMED_TENANT, TENANTS, TEXT, Shop
 
-TRANSPORTS = {"jsonrpc": TransportProtocol.JSONRPC, "http+json": TransportProtocol.HTTP_JSON}
-"""The SDK transports the merchant serves, by test id. "grpc" (TransportProtocol.GRPC, with a
-`ClientConfig.grpc_channel_factory`) joins here when the merchant serves A2A over gRPC; nothing else
-in this module is binding-specific."""
+TRANSPORTS = {
+    "jsonrpc": TransportProtocol.JSONRPC,
+    "http+json": TransportProtocol.HTTP_JSON,
+    "grpc": TransportProtocol.GRPC,
+}
+"""The SDK transports the merchant serves, by test id; only `client_config` is binding-specific."""
 
 JSON = dict[str, Any]
+
+
+def client_config(http: httpx.AsyncClient, transport: str, *, streaming: bool) -> ClientConfig:
+    """The SDK client's configuration for one transport (gRPC opens plaintext channels to loopback)."""
+    return ClientConfig(
+        httpx_client=http,
+        supported_protocol_bindings=[TRANSPORTS[transport]],
+        streaming=streaming,
+        grpc_channel_factory=grpc.aio.insecure_channel,
+    )
 
 
 def tenant_card(card: AgentCard, tenant: str) -> AgentCard:
@@ -104,9 +117,7 @@ async def test_the_sdk_client_pays_and_the_payee_is_credited_once(
         card = await A2ACardResolver(http, shop.base_url).get_agent_card(
             http_kwargs={"headers": {VERSION_HEADER: PROTOCOL_VERSION_1_0}}
         )
-        config = ClientConfig(
-            httpx_client=http, supported_protocol_bindings=[TRANSPORTS[transport]], streaming=streaming
-        )
+        config = client_config(http, transport, streaming=streaming)
         client = ClientFactory(config).create(tenant_card(card, tenant))
 
         asked = await send(client, new_text_message(TEXT, role=Role.ROLE_USER), context)
@@ -159,9 +170,7 @@ async def test_the_sdk_factory_takes_the_first_tenants_interface_of_the_card(
         card = await A2ACardResolver(http, shop.base_url).get_agent_card(
             http_kwargs={"headers": {VERSION_HEADER: PROTOCOL_VERSION_1_0}}
         )
-        config = ClientConfig(
-            httpx_client=http, supported_protocol_bindings=[TRANSPORTS[transport]], streaming=False
-        )
+        config = client_config(http, transport, streaming=False)
         client = ClientFactory(config).create(card)
         asked = await send(client, new_text_message(TEXT, role=Role.ROLE_USER), context)
         await client.close()
