@@ -172,7 +172,9 @@ def create_app(
                 await grpc_edge.stop()
             await handler.aclose()
 
-    app = FastAPI(title=card.name, version=card.version, lifespan=lifespan)
+    # No redirects to a slashed path: under the A2A prefix the slash is trimmed before routing, so a path
+    # that only the slashed form would route (`/a2a/rest/{tenant}`, a Mount) would redirect for ever.
+    app = FastAPI(title=card.name, version=card.version, lifespan=lifespan, redirect_slashes=False)
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX,))
     # Outermost: the path is settled before anything reads it.
