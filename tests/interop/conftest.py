@@ -22,6 +22,7 @@ from eth_account import Account
 from eth_utils.crypto import keccak
 
 from devchain import DevChain
+from tests.fixtures.chain import idle_for
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -98,11 +99,18 @@ def _address(topic: str) -> str:
     return "0x" + topic[-40:].lower()
 
 
+IDLE_S = 600
+"""How old the head block is when a client starts paying."""
+
+
 @pytest.fixture
 def shop(start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path) -> Shop:
-    """The reference merchant on a fresh SQLite database, serving the default tenant and `acme`."""
+    """The reference merchant on a fresh SQLite database, serving the default tenant and `acme`, on a chain
+    idle for ten minutes: its head is that old when the client pays, as on a chain that mines only when a
+    transaction arrives (the validity window is judged by the clock, not by a stale head)."""
     payees = {"": (DEFAULT_PAY_TO, DEFAULT_PRICE), NAMED_TENANT: TWO_TENANTS[NAMED_TENANT]}
     tenants_file = write_tenants_file(tmp_path / "tenants.toml", payees)
     merchant = start_merchant(sqlite_url, tenants_file=tenants_file)
     opening = {tenant: chain.balance_of(pay_to) for tenant, (pay_to, _) in payees.items()}
+    idle_for(chain.rpc, IDLE_S)
     return Shop(merchant, chain, payees, opening)
