@@ -7,7 +7,8 @@ request reaches the SDK, its route negotiates the version (`VersionNegotiator`) 
 VersionNotSupported in the binding's error form, a version it cannot negotiate or an operation of the
 other version (a 1.0 client calling `message/send`, a header-less — hence 0.3 — client calling
 `SendMessage`). The SDK would otherwise answer the former with a 0.3 InternalError. A SendMessage whose
-message is written in the other version's form is refused with InvalidParams (`_forms`). Every response
+message is written in the other version's form is refused with InvalidParams (`_forms`), and so is a 0.3
+request whose `params` alone break the 0.3 schema (the SDK would answer InvalidRequest). Every response
 served in a version carries `A2A-Version` and the activated extensions (`_echo`).
 
 Tenant mount. `create_rest_routes(path_prefix=REST_PATH)` returns the prefixed routes plus
@@ -67,7 +68,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ._echo import ProtocolEcho
 from ._failures import failure_of
-from ._forms import check_jsonrpc_v0_3_form, check_rest_v0_3_form, check_v1_0_form
+from ._forms import check_jsonrpc_v0_3_form, check_jsonrpc_v0_3_params, check_rest_v0_3_form, check_v1_0_form
 from .paths import JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
@@ -180,6 +181,8 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
         if belongs is not None and belongs is not version:
             return JSONResponse(build_error_response(request_id, _other_version(f"{method!r}", version)))
         try:
+            if isinstance(method, str) and belongs is ProtocolVersion.V0_3:
+                check_jsonrpc_v0_3_params(JSONRPC03Adapter.METHOD_TO_MODEL[method], envelope)
             if isinstance(method, str) and method in _SEND_FORMS:
                 _SEND_FORMS[method](envelope.get("params"))
         except A2AError as exc:

@@ -177,6 +177,36 @@ async def test_a_message_in_the_other_versions_form_is_refused(
     assert response.headers["a2a-version"] == version
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        ("message/send", {"message": {"kind": "message", "role": "user"}}, "params.message"),
+        ("message/send", {}, "params.message"),
+        ("message/stream", {"message": "hello"}, "params.message"),
+        ("tasks/get", {"historyLength": 1}, "params.id"),
+        ("tasks/cancel", {"id": 7}, "params.id"),
+    ],
+)
+async def test_invalid_0_3_params_are_invalid_params_not_invalid_request(
+    shared_merchant: str, method: str, params: JSON, field: str
+) -> None:
+    # The SDK's 0.3 layer answers every schema failure -32600; JSON-RPC 2.0 gives bad params -32602.
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        answer = await rpc_v0_3(http, method, params)
+
+    assert answer["id"] == "r-1"
+    assert answer["error"]["code"] == -32602
+    assert field in answer["error"]["message"]
+
+
+async def test_a_broken_0_3_envelope_stays_invalid_request(shared_merchant: str) -> None:
+    envelope = {"jsonrpc": "1.0", "id": "r-1", "method": "tasks/get", "params": {}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=envelope)
+
+    assert response.json()["error"]["code"] == -32600
+
+
 @pytest.mark.parametrize("path", ["/v1/message:send", "/v1/message:stream"])
 async def test_a_file_by_bytes_on_0_3_rest_is_refused_clearly(shared_merchant: str, path: str) -> None:
     # The SDK's 0.3 HTTP+JSON layer would mis-decode the bytes (a 500, or a corrupted file).
