@@ -130,7 +130,10 @@ def check_jsonrpc_v0_3_params(model: type[BaseModel], envelope: dict[str, Any]) 
     try:
         model.model_validate(envelope)
     except ValidationError as exc:
-        errors = exc.errors()
+        # A request without `id` is a JSON-RPC notification, not a broken envelope: its params are judged.
+        errors = [
+            error for error in exc.errors() if not (error["loc"] == ("id",) and error["type"] == "missing")
+        ]
         if errors and all(error["loc"][:1] == (_PARAMS,) for error in errors):
             first = errors[0]
             where = ".".join(str(step) for step in first["loc"])

@@ -8,8 +8,9 @@ VersionNotSupported in the binding's error form, a version it cannot negotiate o
 other version (a 1.0 client calling `message/send`, a header-less — hence 0.3 — client calling
 `SendMessage`). The SDK would otherwise answer the former with a 0.3 InternalError. A SendMessage whose
 message is written in the other version's form is refused with InvalidParams (`_forms`), and so is a 0.3
-request whose `params` alone break the 0.3 schema (the SDK would answer InvalidRequest). Every response
-served in a version carries `A2A-Version` and the activated extensions (`_echo`).
+request whose `params` alone break the 0.3 schema (the SDK would answer InvalidRequest). A 0.3 HTTP+JSON
+`message:send` naming no configuration is non-blocking, as the 0.3 proto reads it (`_blocking`). Every
+response served in a version carries `A2A-Version` and the activated extensions (`_echo`).
 
 Tenant mount. `create_rest_routes(path_prefix=REST_PATH)` returns the prefixed routes plus
 `Mount('/{tenant}', ...)` holding the same routes, i.e. the tenant form `/{tenant}/a2a/rest/...`. That is
@@ -66,6 +67,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from ._blocking import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_send_default
 from ._echo import ProtocolEcho
 from ._failures import failure_of
 from ._forms import check_jsonrpc_v0_3_form, check_jsonrpc_v0_3_params, check_rest_v0_3_form, check_v1_0_form
@@ -385,6 +387,8 @@ def _rest_endpoint(
                     form_check(body)
             except A2AError as exc:
                 return echo.stamp(_rest_typed(_rest_error(exc), version), request, version)
+            if version is ProtocolVersion.V0_3 and request.url.path.endswith(REST_V0_3_SEND_SUFFIX):
+                request = with_v0_3_rest_send_default(request, body)
         response = await endpoint(request)
         if version is ProtocolVersion.V0_3 and isinstance(response, EventSourceResponse):
             response = await _rest_stream_started(response)

@@ -3,6 +3,7 @@ the other version's form refused on both sides."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -94,13 +95,18 @@ async def test_raw_jsonrpc_0_3_stream_has_kinds_and_final(shared_merchant: str) 
     assert events[-1]["status"]["state"] == "completed"
 
 
+BLOCKING = {"blocking": True}
+"""0.3 HTTP+JSON `configuration` asking to wait: without it `message:send` is non-blocking (proto3 false)."""
+
+
 async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
-    body = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
+    ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
+    body = {"message": ask, "configuration": BLOCKING}
     async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
         sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
         task = sent.json()["task"]
         answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task["id"], "content": [{"text": "S"}]}
-        follow = {"message": answer}
+        follow = {"message": answer, "configuration": BLOCKING}
         done = await http.post(f"{REST_PATH}/v1/message:send", json=follow)
         fetched = await http.get(f"{REST_PATH}/v1/tasks/{task['id']}")
 
@@ -111,6 +117,29 @@ async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
     assert task["status"]["message"]["content"] == [{"text": QUESTION}]
     assert done.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert fetched.json()["artifacts"][0]["parts"] == [{"text": "order: S"}]
+
+
+@pytest.mark.parametrize("configuration", [None, {}, {"blocking": False}])
+async def test_rest_0_3_send_without_blocking_answers_at_once(
+    shared_merchant: str, configuration: JSON | None
+) -> None:
+    # The 0.3 proto's `blocking` is a plain bool: absent is false, "the task will be returned immediately".
+    body: JSON = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
+    if configuration is not None:
+        body["configuration"] = configuration
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
+        task = sent.json()["task"]
+        state = task["status"]["state"]
+        for _ in range(100):
+            fetched = await http.get(f"{REST_PATH}/v1/tasks/{task['id']}")
+            if fetched.json()["status"]["state"] != state:
+                break
+            await asyncio.sleep(0.05)
+
+    assert sent.status_code == 200
+    assert state == "TASK_STATE_SUBMITTED"
+    assert fetched.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 @pytest.mark.parametrize(
@@ -197,6 +226,14 @@ async def test_invalid_0_3_params_are_invalid_params_not_invalid_request(
     assert answer["id"] == "r-1"
     assert answer["error"]["code"] == -32602
     assert field in answer["error"]["message"]
+
+
+async def test_invalid_0_3_params_of_a_request_without_id_are_invalid_params(shared_merchant: str) -> None:
+    envelope = {"jsonrpc": "2.0", "method": "message/send", "params": {"": "not a message"}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=envelope)
+
+    assert response.json()["error"]["code"] == -32602
 
 
 async def test_a_broken_0_3_envelope_stays_invalid_request(shared_merchant: str) -> None:
