@@ -9,8 +9,9 @@ other version (a 1.0 client calling `message/send`, a header-less — hence 0.3 
 `SendMessage`). The SDK would otherwise answer the former with a 0.3 InternalError. A SendMessage whose
 message is written in the other version's form is refused with InvalidParams (`_forms`), and so is a 0.3
 request whose `params` alone break the 0.3 schema (the SDK would answer InvalidRequest). A 0.3 HTTP+JSON
-`message:send` naming no configuration is non-blocking, as the 0.3 proto reads it (`_blocking`). Every
-response served in a version carries `A2A-Version` and the activated extensions (`_echo`).
+`message:send` naming no configuration is non-blocking, as the 0.3 proto reads it, and a 0.3 `GET` may
+name its query parameters by their proto names (`_v0_3_rest`). Every response served in a version
+carries `A2A-Version` and the activated extensions (`_echo`).
 
 Tenant mount. `create_rest_routes(path_prefix=REST_PATH)` returns the prefixed routes plus
 `Mount('/{tenant}', ...)` holding the same routes, i.e. the tenant form `/{tenant}/a2a/rest/...`. That is
@@ -67,10 +68,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from ._blocking import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_send_default
 from ._echo import ProtocolEcho
 from ._failures import failure_of
 from ._forms import check_jsonrpc_v0_3_form, check_jsonrpc_v0_3_params, check_rest_v0_3_form, check_v1_0_form
+from ._v0_3_rest import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_query_names, with_v0_3_rest_send_default
 from .paths import JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
@@ -380,6 +381,8 @@ def _rest_endpoint(
             return _rest_error(exc)
         if version is not serves:
             return _rest_error(_other_version(f"{request.method} {request.url.path}", version))
+        if version is ProtocolVersion.V0_3 and request.method == "GET":
+            request = with_v0_3_rest_query_names(request)
         if request.method == "POST":
             try:
                 body = await _json_body(request)

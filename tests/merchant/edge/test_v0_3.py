@@ -142,6 +142,24 @@ async def test_rest_0_3_send_without_blocking_answers_at_once(
     assert fetched.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
+@pytest.mark.parametrize("name", ["historyLength", "history_length"])
+async def test_rest_0_3_get_task_reads_history_length_by_either_name(shared_merchant: str, name: str) -> None:
+    # The proto's HTTP rule names query parameters by field path (history_length); JSON names work too.
+    ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        sent = await http.post(
+            f"{REST_PATH}/v1/message:send", json={"message": ask, "configuration": BLOCKING}
+        )
+        task_id = sent.json()["task"]["id"]
+        answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task_id, "content": [{"text": "S"}]}
+        await http.post(f"{REST_PATH}/v1/message:send", json={"message": answer, "configuration": BLOCKING})
+        full = await http.get(f"{REST_PATH}/v1/tasks/{task_id}")
+        limited = await http.get(f"{REST_PATH}/v1/tasks/{task_id}", params={name: 1})
+
+    assert len(full.json()["history"]) > 1
+    assert len(limited.json()["history"]) == 1
+
+
 @pytest.mark.parametrize(
     ("version", "path", "body", "marker"),
     [
