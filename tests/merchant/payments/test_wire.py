@@ -91,8 +91,8 @@ class V03Client:
             response = await self.http.post(JSONRPC_PATH, json=envelope)
         else:
             # Without configuration a 0.3 HTTP+JSON send is non-blocking (the proto's `blocking` is false).
-            body = {"message": message, "configuration": {"blocking": True}}
-            response = await self.http.post(f"{REST_PATH}/v1/message:send", json=body)
+            request = {"message": message, "configuration": {"blocking": True}}
+            response = await self.http.post(f"{REST_PATH}/v1/message:send", json=request)
         assert response.status_code == 200, response.text
         assert response.headers["a2a-version"] == "0.3"
         body: JSON = response.json()
