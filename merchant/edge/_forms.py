@@ -16,6 +16,11 @@ Forms, per interface:
 - A2A 0.3 HTTP+JSON (ProtoJSON of the 0.3 proto): `content` instead of `parts`, roles `ROLE_*`,
   `configuration.blocking`.
 
+Invalid 0.3 JSON-RPC params. The SDK's 0.3 JSON-RPC layer validates the whole request against the 0.3
+schema and answers every failure -32600 Invalid Request, also when only `params` is wrong; JSON-RPC 2.0
+(§5.1) and A2A 0.3 (§8.1) give invalid method parameters -32602 Invalid params. A request whose envelope is
+valid but whose `params` are not is refused here with InvalidParams; a broken envelope is left to the SDK.
+
 One 0.3 HTTP+JSON form is refused for another reason: a file part with `fileWithBytes`. The SDK's 0.3
 layer (a2a-sdk 1.3) reads the decoded bytes as if they were still base64 text, so such a part would fail
 with an internal error or reach the agent corrupted; the client is told to send the file by URI instead.
@@ -26,8 +31,11 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.utils.errors import InvalidParamsError
+from pydantic import BaseModel, ValidationError
 
-__all__ = ["check_jsonrpc_v0_3_form", "check_rest_v0_3_form", "check_v1_0_form"]
+__all__ = ["check_jsonrpc_v0_3_form", "check_jsonrpc_v0_3_params", "check_rest_v0_3_form", "check_v1_0_form"]
+
+_PARAMS = "params"
 
 _V0_3_ROLES = frozenset({"user", "agent"})
 
@@ -109,3 +117,24 @@ def check_rest_v0_3_form(body: Any) -> None:
             )
     if isinstance(body, dict) and "returnImmediately" in _configuration(body):
         raise _refuse("configuration", '"returnImmediately"', "1.0")
+
+
+def check_jsonrpc_v0_3_params(model: type[BaseModel], envelope: dict[str, Any]) -> None:
+    """Refuse a 0.3 JSON-RPC request whose envelope is valid but whose `params` break the 0.3 schema.
+
+    `model` is the 0.3 request model of the method (envelope and params).
+
+    Raises:
+        InvalidParamsError: only `params` is invalid; it names the first offending field.
+    """
+    try:
+        model.model_validate(envelope)
+    except ValidationError as exc:
+        # A request without `id` is a JSON-RPC notification, not a broken envelope: its params are judged.
+        errors = [
+            error for error in exc.errors() if not (error["loc"] == ("id",) and error["type"] == "missing")
+        ]
+        if errors and all(error["loc"][:1] == (_PARAMS,) for error in errors):
+            first = errors[0]
+            where = ".".join(str(step) for step in first["loc"])
+            raise InvalidParamsError(message=f"invalid params: {where}: {first['msg']}") from None

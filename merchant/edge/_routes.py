@@ -7,8 +7,11 @@ request reaches the SDK, its route negotiates the version (`VersionNegotiator`) 
 VersionNotSupported in the binding's error form, a version it cannot negotiate or an operation of the
 other version (a 1.0 client calling `message/send`, a header-less — hence 0.3 — client calling
 `SendMessage`). The SDK would otherwise answer the former with a 0.3 InternalError. A SendMessage whose
-message is written in the other version's form is refused with InvalidParams (`_forms`). Every response
-served in a version carries `A2A-Version` and the activated extensions (`_echo`).
+message is written in the other version's form is refused with InvalidParams (`_forms`), and so is a 0.3
+request whose `params` alone break the 0.3 schema (the SDK would answer InvalidRequest). A 0.3 HTTP+JSON
+`message:send` naming no configuration is non-blocking, as the 0.3 proto reads it, and a 0.3 `GET` may
+name its query parameters by their proto names (`_v0_3_rest`). Every response served in a version
+carries `A2A-Version` and the activated extensions (`_echo`).
 
 Tenant mount. `create_rest_routes(path_prefix=REST_PATH)` returns the prefixed routes plus
 `Mount('/{tenant}', ...)` holding the same routes, i.e. the tenant form `/{tenant}/a2a/rest/...`. That is
@@ -67,7 +70,8 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ._echo import ProtocolEcho
 from ._failures import failure_of
-from ._forms import check_jsonrpc_v0_3_form, check_rest_v0_3_form, check_v1_0_form
+from ._forms import check_jsonrpc_v0_3_form, check_jsonrpc_v0_3_params, check_rest_v0_3_form, check_v1_0_form
+from ._v0_3_rest import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_query_names, with_v0_3_rest_send_default
 from .paths import JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
@@ -180,6 +184,8 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
         if belongs is not None and belongs is not version:
             return JSONResponse(build_error_response(request_id, _other_version(f"{method!r}", version)))
         try:
+            if isinstance(method, str) and belongs is ProtocolVersion.V0_3:
+                check_jsonrpc_v0_3_params(JSONRPC03Adapter.METHOD_TO_MODEL[method], envelope)
             if isinstance(method, str) and method in _SEND_FORMS:
                 _SEND_FORMS[method](envelope.get("params"))
         except A2AError as exc:
@@ -375,6 +381,8 @@ def _rest_endpoint(
             return _rest_error(exc)
         if version is not serves:
             return _rest_error(_other_version(f"{request.method} {request.url.path}", version))
+        if version is ProtocolVersion.V0_3 and request.method == "GET":
+            request = with_v0_3_rest_query_names(request)
         if request.method == "POST":
             try:
                 body = await _json_body(request)
@@ -382,6 +390,8 @@ def _rest_endpoint(
                     form_check(body)
             except A2AError as exc:
                 return echo.stamp(_rest_typed(_rest_error(exc), version), request, version)
+            if version is ProtocolVersion.V0_3 and request.url.path.endswith(REST_V0_3_SEND_SUFFIX):
+                request = with_v0_3_rest_send_default(request, body)
         response = await endpoint(request)
         if version is ProtocolVersion.V0_3 and isinstance(response, EventSourceResponse):
             response = await _rest_stream_started(response)

@@ -8,6 +8,10 @@ with every skill free, so what the TCK judges is the edge and the payment layer 
 
 A prefix that is also the start of a longer one (`tck-artifact-file` of `tck-artifact-file-url`) loses to
 the longer: the table is searched longest prefix first. An unknown prefix completes the task saying so.
+
+The A2A 0.3 TCK names one scenario only (`test-resubscribe-message-id`, the same as 1.0's); its other
+messages are plain requests, which its own SUT works on for a while before it answers. Its run plays them
+with `work_then_answer`, the same pacing.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from a2a.types import Part, TaskState
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
-__all__ = ["RESUBSCRIBE_WAIT_S", "ScenarioExecutor"]
+__all__ = ["CORE_WORK_S", "RESUBSCRIBE_WAIT_S", "ScenarioExecutor", "work_then_answer"]
 
 RESUBSCRIBE_WAIT_S = 4.0
 """How long the resubscription scenario works: twice the TCK's streaming timeout (2 s)."""
+CORE_WORK_S = 1.2
+"""How long `work_then_answer` works: as long as the 0.3 TCK's Python SUT (python-sut/tck_core_agent)."""
 
 Scene = Callable[[TaskUpdater, EventQueue], Awaitable[None]]
 
@@ -113,8 +119,29 @@ _BY_LENGTH = sorted(_SCENES.items(), key=lambda item: len(item[0]), reverse=True
 _MESSAGE_RESPONSE = "tck-message-response"
 
 
+async def _say_unknown(updater: TaskUpdater, message_id: str) -> None:
+    unknown = f"no TCK scenario for message id {message_id!r}"
+    await updater.update_status(TaskState.TASK_STATE_COMPLETED, updater.new_agent_message([_text(unknown)]))
+
+
+async def work_then_answer(updater: TaskUpdater, message_id: str) -> None:
+    """What the 0.3 TCK's own Python SUT does with any message: work a while, answer in an artifact, complete.
+
+    The 0.3 TCK keys no behaviour on message ids but the resubscription one; it cancels and continues the
+    tasks its plain messages start, which only a task still working can take.
+    """
+    await updater.start_work()
+    await asyncio.sleep(CORE_WORK_S)
+    await updater.add_artifact([_text(f"Hello from TCK: {message_id}")], name="response")
+    await updater.complete()
+
+
 class ScenarioExecutor(AgentExecutor):
-    """Plays the TCK scenario named by the message id's prefix (see the module docstring)."""
+    """Plays the TCK scenario named by the message id's prefix (see the module docstring); a message of no
+    scenario is given to `otherwise` (by default: completed at once, saying so)."""
+
+    def __init__(self, otherwise: Callable[[TaskUpdater, str], Awaitable[None]] = _say_unknown) -> None:
+        self._otherwise = otherwise
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the scenario of `context.message`."""
@@ -135,10 +162,7 @@ class ScenarioExecutor(AgentExecutor):
             if message.message_id.startswith(prefix):
                 await scene(updater, event_queue)
                 return
-        unknown = f"no TCK scenario for message id {message.message_id!r}"
-        await updater.update_status(
-            TaskState.TASK_STATE_COMPLETED, updater.new_agent_message([_text(unknown)])
-        )
+        await self._otherwise(updater, message.message_id)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Cancel the task (the long-running scenario is the only one still working to be canceled)."""

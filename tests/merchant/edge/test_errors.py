@@ -346,7 +346,12 @@ class BindingV0_3(Binding):
         self, text: str, *, task_id: str = "", context_id: str = "", file: bool = False
     ) -> httpx.Response:
         message = message_v0_3(self.name, text, task_id=task_id, context_id=context_id, file=file)
-        return await self.call("send", {"message": message})
+        params: JSON = {"message": message}
+        if self.name == "rest":
+            # Without it a 0.3 HTTP+JSON send is non-blocking (the proto's `blocking` reads false), and an
+            # error of the agent's would reach the task, not the answer.
+            params["configuration"] = {"blocking": True}
+        return await self.call("send", params)
 
     async def task_id(self, text: str) -> str:
         body = (await self.send(text)).json()

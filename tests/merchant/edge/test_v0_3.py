@@ -3,6 +3,7 @@ the other version's form refused on both sides."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -94,13 +95,18 @@ async def test_raw_jsonrpc_0_3_stream_has_kinds_and_final(shared_merchant: str) 
     assert events[-1]["status"]["state"] == "completed"
 
 
+BLOCKING = {"blocking": True}
+"""0.3 HTTP+JSON `configuration` asking to wait: without it `message:send` is non-blocking (proto3 false)."""
+
+
 async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
-    body = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
+    ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
+    body = {"message": ask, "configuration": BLOCKING}
     async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
         sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
         task = sent.json()["task"]
         answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task["id"], "content": [{"text": "S"}]}
-        follow = {"message": answer}
+        follow = {"message": answer, "configuration": BLOCKING}
         done = await http.post(f"{REST_PATH}/v1/message:send", json=follow)
         fetched = await http.get(f"{REST_PATH}/v1/tasks/{task['id']}")
 
@@ -111,6 +117,47 @@ async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
     assert task["status"]["message"]["content"] == [{"text": QUESTION}]
     assert done.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert fetched.json()["artifacts"][0]["parts"] == [{"text": "order: S"}]
+
+
+@pytest.mark.parametrize("configuration", [None, {}, {"blocking": False}])
+async def test_rest_0_3_send_without_blocking_answers_at_once(
+    shared_merchant: str, configuration: JSON | None
+) -> None:
+    # The 0.3 proto's `blocking` is a plain bool: absent is false, "the task will be returned immediately".
+    body: JSON = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
+    if configuration is not None:
+        body["configuration"] = configuration
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
+        task = sent.json()["task"]
+        state = task["status"]["state"]
+        for _ in range(100):
+            fetched = await http.get(f"{REST_PATH}/v1/tasks/{task['id']}")
+            if fetched.json()["status"]["state"] != state:
+                break
+            await asyncio.sleep(0.05)
+
+    assert sent.status_code == 200
+    assert state == "TASK_STATE_SUBMITTED"
+    assert fetched.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+@pytest.mark.parametrize("name", ["historyLength", "history_length"])
+async def test_rest_0_3_get_task_reads_history_length_by_either_name(shared_merchant: str, name: str) -> None:
+    # The proto's HTTP rule names query parameters by field path (history_length); JSON names work too.
+    ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        sent = await http.post(
+            f"{REST_PATH}/v1/message:send", json={"message": ask, "configuration": BLOCKING}
+        )
+        task_id = sent.json()["task"]["id"]
+        answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task_id, "content": [{"text": "S"}]}
+        await http.post(f"{REST_PATH}/v1/message:send", json={"message": answer, "configuration": BLOCKING})
+        full = await http.get(f"{REST_PATH}/v1/tasks/{task_id}")
+        limited = await http.get(f"{REST_PATH}/v1/tasks/{task_id}", params={name: 1})
+
+    assert len(full.json()["history"]) > 1
+    assert len(limited.json()["history"]) == 1
 
 
 @pytest.mark.parametrize(
@@ -175,6 +222,44 @@ async def test_a_message_in_the_other_versions_form_is_refused(
         message = answer["error"]["message"]
     assert marker in message
     assert response.headers["a2a-version"] == version
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        ("message/send", {"message": {"kind": "message", "role": "user"}}, "params.message"),
+        ("message/send", {}, "params.message"),
+        ("message/stream", {"message": "hello"}, "params.message"),
+        ("tasks/get", {"historyLength": 1}, "params.id"),
+        ("tasks/cancel", {"id": 7}, "params.id"),
+    ],
+)
+async def test_invalid_0_3_params_are_invalid_params_not_invalid_request(
+    shared_merchant: str, method: str, params: JSON, field: str
+) -> None:
+    # The SDK's 0.3 layer answers every schema failure -32600; JSON-RPC 2.0 gives bad params -32602.
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        answer = await rpc_v0_3(http, method, params)
+
+    assert answer["id"] == "r-1"
+    assert answer["error"]["code"] == -32602
+    assert field in answer["error"]["message"]
+
+
+async def test_invalid_0_3_params_of_a_request_without_id_are_invalid_params(shared_merchant: str) -> None:
+    envelope = {"jsonrpc": "2.0", "method": "message/send", "params": {"": "not a message"}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=envelope)
+
+    assert response.json()["error"]["code"] == -32602
+
+
+async def test_a_broken_0_3_envelope_stays_invalid_request(shared_merchant: str) -> None:
+    envelope = {"jsonrpc": "1.0", "id": "r-1", "method": "tasks/get", "params": {}}
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=envelope)
+
+    assert response.json()["error"]["code"] == -32600
 
 
 @pytest.mark.parametrize("path", ["/v1/message:send", "/v1/message:stream"])

@@ -90,7 +90,9 @@ class V03Client:
             envelope = {"jsonrpc": "2.0", "id": "r-1", "method": "message/send", "params": params}
             response = await self.http.post(JSONRPC_PATH, json=envelope)
         else:
-            response = await self.http.post(f"{REST_PATH}/v1/message:send", json={"message": message})
+            # Without configuration a 0.3 HTTP+JSON send is non-blocking (the proto's `blocking` is false).
+            request = {"message": message, "configuration": {"blocking": True}}
+            response = await self.http.post(f"{REST_PATH}/v1/message:send", json=request)
         assert response.status_code == 200, response.text
         assert response.headers["a2a-version"] == "0.3"
         body: JSON = response.json()
