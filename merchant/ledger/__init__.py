@@ -27,6 +27,7 @@ from ._queries import LedgerReader
 from ._records import (
     Balance,
     BookedEntry,
+    DailyRevenue,
     EntryKind,
     EntryStatus,
     Finalization,
@@ -35,6 +36,7 @@ from ._records import (
     SettlementBooked,
     SettlementBooking,
     SettlementFinalized,
+    SettlementRecord,
     SettlementReversed,
     StatementLine,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "Balance",
     "BookedEntry",
     "BookingConflictError",
+    "DailyRevenue",
     "EntryKind",
     "EntryNotFoundError",
     "EntryNotReversibleError",
@@ -70,6 +73,7 @@ __all__ = [
     "SettlementBooked",
     "SettlementBooking",
     "SettlementFinalized",
+    "SettlementRecord",
     "SettlementReversed",
     "StatementLine",
     "allocate_sequence",

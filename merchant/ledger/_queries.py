@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -12,7 +12,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._errors import EntryNotFoundError, InvalidBookingError
 from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
-from ._records import Balance, BookedEntry, EntryKind, EntryStatus, Finalization, StatementLine, utc
+from ._records import (
+    Balance,
+    BookedEntry,
+    DailyRevenue,
+    EntryKind,
+    EntryStatus,
+    Finalization,
+    SettlementRecord,
+    StatementLine,
+    utc,
+)
 
 __all__ = [
     "LedgerReader",
@@ -30,6 +40,7 @@ _finalizations = cast(sa.Table, LedgerFinalization.__table__)
 
 # SQLite allows 999 bound parameters per statement (older builds); a chain scan may ask about thousands.
 _NONCES_PER_QUERY = 500
+_SETTLEMENTS_LIMIT_MAX = 500
 
 
 def normalize_address(name: str, value: str) -> str:
@@ -175,14 +186,66 @@ class LedgerReader:
         )
         return await self._entries_in_sequence(condition)
 
-    async def unfinalized_settlements(self) -> list[BookedEntry]:
-        """Settlements neither finalized nor reversed yet: what the reconciler still watches on chain."""
+    async def unfinalized_settlements(self, tenant: str | None = None) -> list[BookedEntry]:
+        """Settlements neither finalized nor reversed yet (only `tenant`'s when given), in sequence order:
+        what the reconciler still watches on chain."""
         condition = sa.and_(
-            _entries.c.kind == EntryKind.SETTLEMENT.value,
-            _reversals.c.id.is_(None),
-            _finalizations.c.id.is_(None),
+            _status_condition(EntryStatus.SETTLED), _entries.c.kind == EntryKind.SETTLEMENT.value
         )
+        if tenant is not None:
+            condition = sa.and_(condition, _entries.c.tenant == tenant)
         return await self._entries_in_sequence(condition)
+
+    async def settlements(
+        self, tenant: str, *, status: EntryStatus | None = None, limit: int = 50
+    ) -> list[SettlementRecord]:
+        """The tenant's most recent settlements with their finalization and reversal, newest first, at most
+        `limit` (1 to 500); only those whose status is now `status` when given."""
+        condition = sa.and_(_entries.c.kind == EntryKind.SETTLEMENT.value, _entries.c.tenant == tenant)
+        if status is not None:
+            condition = sa.and_(condition, _status_condition(status))
+        limit = max(1, min(limit, _SETTLEMENTS_LIMIT_MAX))
+        statement = entry_query().where(condition).order_by(_entries.c.sequence.desc()).limit(limit)
+        async with self._engine.connect() as connection:
+            entries = [entry_from_row(row) for row in await connection.execute(statement)]
+            return await _with_facts(connection, entries)
+
+    async def settlement(self, tenant: str, entry_id: str) -> SettlementRecord:
+        """The tenant's settlement `entry_id`, with its finalization and reversal.
+
+        Raises:
+            EntryNotFoundError: the tenant has no settlement with this id (another tenant's entry, or a
+                reversal's id, is not found either).
+        """
+        condition = sa.and_(
+            _entries.c.id == entry_id,
+            _entries.c.tenant == tenant,
+            _entries.c.kind == EntryKind.SETTLEMENT.value,
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(entry_query().where(condition))).one_or_none()
+            if row is None:
+                raise EntryNotFoundError(entry_id)
+            (record,) = await _with_facts(connection, [entry_from_row(row)])
+        return record
+
+    async def daily_revenue(self, tenant: str, since: datetime, until: datetime) -> list[DailyRevenue]:
+        """The tenant's revenue booked per UTC day in [since, until), per network and asset, by day; days
+        without bookings are left out. Summed here, in Python integers: SQL `SUM` is not exact on SQLite's
+        uint256 text.
+
+        Raises:
+            InvalidBookingError: `since` or `until` is naive.
+        """
+        totals: dict[tuple[Any, str, str], list[int]] = {}
+        for line in await self.statement(tenant, since, until):
+            key = (line.booked_at.astimezone(UTC).date(), line.network, line.asset)
+            sums = totals.setdefault(key, [0, 0])
+            sums[0 if line.direction == "credit" else 1] += line.amount
+        return [
+            DailyRevenue(day=day, network=network, asset=asset, credits=credits, debits=debits)
+            for (day, network, asset), (credits, debits) in sorted(totals.items())
+        ]
 
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
@@ -254,6 +317,39 @@ class LedgerReader:
         if row is None:
             raise EntryNotFoundError(entry_id)
         return entry_from_row(row)
+
+
+def _status_condition(status: EntryStatus) -> sa.ColumnElement[bool]:
+    """Rows of `entry_query()` whose settlement is now in `status` (from the facts `_status` reads)."""
+    if status is EntryStatus.REVERSED:
+        return _reversals.c.id.is_not(None)
+    finalized = (
+        _finalizations.c.id.is_not(None) if status is EntryStatus.FINALIZED else _finalizations.c.id.is_(None)
+    )
+    return sa.and_(_reversals.c.id.is_(None), finalized)
+
+
+async def _with_facts(connection: AsyncConnection, entries: Sequence[BookedEntry]) -> list[SettlementRecord]:
+    """`entries` (settlements) with their finalization and reversal: two queries, whatever their number."""
+    ids = [entry.id for entry in entries]
+    if not ids:
+        return []
+    finalizations = {
+        row.entry_id: finalization_from_row(row)
+        for row in await connection.execute(
+            sa.select(_finalizations).where(_finalizations.c.entry_id.in_(ids))
+        )
+    }
+    reversals = {
+        row.reverses_entry_id: entry_from_row(row)
+        for row in await connection.execute(entry_query().where(_entries.c.reverses_entry_id.in_(ids)))
+    }
+    return [
+        SettlementRecord(
+            entry=entry, finalization=finalizations.get(entry.id), reversal=reversals.get(entry.id)
+        )
+        for entry in entries
+    ]
 
 
 def _statement_line(row: sa.Row[Any]) -> StatementLine:

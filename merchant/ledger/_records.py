@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from ._errors import InvalidBookingError
 __all__ = [
     "Balance",
     "BookedEntry",
+    "DailyRevenue",
     "EntryKind",
     "EntryStatus",
     "Finalization",
@@ -27,6 +28,7 @@ __all__ = [
     "SettlementBooked",
     "SettlementBooking",
     "SettlementFinalized",
+    "SettlementRecord",
     "SettlementReversed",
     "StatementLine",
     "utc",
@@ -198,6 +200,32 @@ class Balance:
     balance: int
     credits: int
     debits: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettlementRecord:
+    """A settlement entry with every fact recorded about it since: its finalization and its reversal."""
+
+    entry: BookedEntry
+    finalization: Finalization | None = None
+    reversal: BookedEntry | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DailyRevenue:
+    """What one UTC day's bookings moved on a tenant's revenue account (atomic units): settlements booked
+    that day (`credits`) and reversals booked that day (`debits`)."""
+
+    day: date
+    network: str
+    asset: str
+    credits: int
+    debits: int
+
+    @property
+    def net(self) -> int:
+        """The day's booked revenue: `credits - debits` (negative when reversals outweigh settlements)."""
+        return self.credits - self.debits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,100 @@
+"""The ledger's per-tenant reads for the dashboard: settlements with their facts, by status, one by id, and
+revenue booked per day, each only ever the tenant's own."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from merchant.ledger import DailyRevenue, EntryNotFoundError, EntryStatus, InvalidBookingError, Ledger
+
+from .bookings import EURC, NETWORK, USDC, booking
+
+
+async def _three_states(ledger: Ledger, tenant: str = "acme") -> tuple[str, str, str]:
+    """Book three settlements for `tenant`: one left settled, one finalized, one reversed (in that order)."""
+    settled = await ledger.book_settlement(booking(tenant=tenant, amount=1))
+    final = await ledger.book_settlement(booking(tenant=tenant, amount=2))
+    await ledger.mark_final(final.id, confirmations=3)
+    gone = await ledger.book_settlement(booking(tenant=tenant, amount=4))
+    await ledger.reverse_settlement(gone.id, reason="reorg: gone")
+    return settled.id, final.id, gone.id
+
+
+async def test_settlements_come_newest_first_with_their_finalization_and_reversal(ledger: Ledger) -> None:
+    settled, final, gone = await _three_states(ledger)
+    await _three_states(ledger, "globex")
+
+    records = await ledger.settlements("acme")
+
+    assert [record.entry.id for record in records] == [gone, final, settled]
+    assert [record.entry.status for record in records] == [
+        EntryStatus.REVERSED,
+        EntryStatus.FINALIZED,
+        EntryStatus.SETTLED,
+    ]
+    reversed_, finalized, open_ = records
+    assert reversed_.reversal is not None and reversed_.reversal.reverses_entry_id == gone
+    assert reversed_.reversal.reason == "reorg: gone" and reversed_.finalization is None
+    assert finalized.finalization is not None and finalized.finalization.confirmations == 3
+    assert finalized.reversal is None
+    assert (open_.finalization, open_.reversal) == (None, None)
+    assert {record.entry.tenant for record in records} == {"acme"}
+
+
+async def test_settlements_by_status_and_limit(ledger: Ledger) -> None:
+    settled, final, gone = await _three_states(ledger)
+    await _three_states(ledger, "globex")
+
+    by_status = {
+        status: [record.entry.id for record in await ledger.settlements("acme", status=status)]
+        for status in EntryStatus
+    }
+    newest = await ledger.settlements("acme", limit=1)
+
+    assert by_status == {
+        EntryStatus.SETTLED: [settled],
+        EntryStatus.FINALIZED: [final],
+        EntryStatus.REVERSED: [gone],
+    }
+    assert [record.entry.id for record in newest] == [gone]
+    assert [entry.id for entry in await ledger.unfinalized_settlements("acme")] == [settled]
+    assert len(await ledger.unfinalized_settlements()) == 2  # both tenants'
+
+
+async def test_one_settlement_is_found_only_for_its_own_tenant(ledger: Ledger) -> None:
+    settled, final, gone = await _three_states(ledger)
+    [reversal] = [r.reversal for r in await ledger.settlements("acme", status=EntryStatus.REVERSED)]
+    assert reversal is not None
+
+    record = await ledger.settlement("acme", final)
+
+    assert record.entry.id == final and record.finalization is not None
+    for tenant, entry_id in (("globex", final), ("", settled), ("acme", reversal.id), ("acme", "je_nosuch")):
+        with pytest.raises(EntryNotFoundError):
+            await ledger.settlement(tenant, entry_id)
+
+
+async def test_daily_revenue_sums_exactly_per_booking_day_and_asset(ledger: Ledger) -> None:
+    huge = 2**200 + 1  # beyond any float's exactness, and SQLite's integers
+    await ledger.book_settlement(booking(amount=huge))
+    await ledger.book_settlement(booking(amount=huge + 1))
+    await ledger.book_settlement(booking(asset=EURC, amount=7))
+    gone = await ledger.book_settlement(booking(amount=5))
+    await ledger.reverse_settlement(gone.id)
+    await ledger.book_settlement(booking(tenant="globex", amount=11))
+    today = datetime.now(UTC).date()
+    since = datetime.combine(today, datetime.min.time(), UTC)
+
+    days = await ledger.daily_revenue("acme", since, since + timedelta(days=1))
+    yesterday = await ledger.daily_revenue("acme", since - timedelta(days=1), since)
+
+    assert days == [  # by day, network and asset address (USDC's 0x036C… before EURC's 0x8084…)
+        DailyRevenue(day=today, network=NETWORK, asset=USDC, credits=2 * huge + 1 + 5, debits=5),
+        DailyRevenue(day=today, network=NETWORK, asset=EURC, credits=7, debits=0),
+    ]
+    assert {day.net for day in days} == {2 * huge + 1, 7}
+    assert yesterday == []
+    with pytest.raises(InvalidBookingError):
+        await ledger.daily_revenue("acme", since.replace(tzinfo=None), since)
