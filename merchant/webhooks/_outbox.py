@@ -9,7 +9,7 @@ its type. Delivery workers (`_delivery.py`) take it from there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -204,6 +204,22 @@ class Outbox:
         async with self._engine.connect() as connection:
             return [_stored_event(row) for row in await connection.execute(statement)]
 
+    async def events_at(self, tenant: str, sequences: Collection[int]) -> list[StoredEvent]:
+        """The tenant's events with one of these ledger sequence numbers, oldest first.
+
+        A ledger fact and the event announcing it share a sequence number, so this finds the events of a
+        settlement from its entry, finalization and reversal.
+        """
+        if not sequences:
+            return []
+        statement = (
+            sa.select(_events)
+            .where(_events.c.tenant == tenant, _events.c.sequence.in_(sorted(set(sequences))))
+            .order_by(_events.c.sequence)
+        )
+        async with self._engine.connect() as connection:
+            return [_stored_event(row) for row in await connection.execute(statement)]
+
     async def redeliver(self, tenant: str, event_id: str) -> int:
         """Send the tenant's event again to every active endpoint subscribed to it; returns how many.
 
@@ -244,9 +260,15 @@ class Outbox:
         return len(endpoints)
 
     async def deliveries(
-        self, tenant: str, *, limit: int = 50, status: str | None = None
+        self,
+        tenant: str,
+        *,
+        limit: int = 50,
+        status: str | None = None,
+        event_ids: Collection[str] | None = None,
     ) -> list[DeliveryState]:
-        """The tenant's most recent deliveries (newest event first), optionally only those in `status`."""
+        """The tenant's most recent deliveries (newest event first), optionally only those in `status` or
+        only those of `event_ids`."""
         statement = (
             sa.select(
                 _deliveries,
@@ -262,6 +284,8 @@ class Outbox:
         )
         if status is not None:
             statement = statement.where(_deliveries.c.status == status)
+        if event_ids is not None:
+            statement = statement.where(_deliveries.c.event_id.in_(sorted(set(event_ids))))
         async with self._engine.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [
@@ -283,9 +307,15 @@ class Outbox:
         ]
 
     async def delivery_log(
-        self, tenant: str, *, limit: int = 50, event_id: str | None = None
+        self,
+        tenant: str,
+        *,
+        limit: int = 50,
+        event_id: str | None = None,
+        event_ids: Collection[str] | None = None,
     ) -> list[DeliveryLogEntry]:
-        """The tenant's most recent delivery attempts, newest first (only `event_id`'s when given)."""
+        """The tenant's most recent delivery attempts, newest first (only `event_id`'s, or only those of
+        `event_ids`, when given)."""
         statement = (
             sa.select(
                 _attempts,
@@ -303,6 +333,8 @@ class Outbox:
         )
         if event_id is not None:
             statement = statement.where(_deliveries.c.event_id == event_id)
+        if event_ids is not None:
+            statement = statement.where(_deliveries.c.event_id.in_(sorted(set(event_ids))))
         async with self._engine.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [

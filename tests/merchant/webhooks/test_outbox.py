@@ -23,9 +23,10 @@ from merchant.webhooks import (
     WebhookEvent,
     generate_secret,
 )
+from tests.fixtures.servers import base_url_of, bind_loopback
 from tests.merchant.ledger.bookings import NETWORK, PAY_TO, PAYER, USDC, booking
 
-from .conftest import SQLITE_ONLY
+from .conftest import SQLITE_ONLY, WorkerFactory, drain
 
 FAILED_DATA: dict[str, Any] = {
     "taskId": "task-9",
@@ -139,6 +140,52 @@ async def test_replay_pages_by_sequence_and_is_per_tenant(ledger: Ledger, outbox
     assert [event.sequence for event in second_page] == [4]
     assert [event.sequence for event in await outbox.events_since("globex")] == [2, 5]
     assert all(event.tenant == "acme" for event in first_page + second_page)
+
+
+async def test_events_at_finds_a_settlements_events_by_their_ledger_sequences(
+    ledger: Ledger, outbox: Outbox
+) -> None:
+    entry = await ledger.book_settlement(booking())
+    await ledger.book_settlement(booking())
+    final = await ledger.mark_final(entry.id, confirmations=1)
+    await ledger.book_settlement(booking(tenant="globex"))
+
+    events = await outbox.events_at("acme", [final.sequence, entry.sequence, entry.sequence])
+
+    assert [(event.type, event.sequence) for event in events] == [
+        ("settlement.completed", entry.sequence),
+        ("settlement.finalized", final.sequence),
+    ]
+    assert await outbox.events_at("globex", [entry.sequence, final.sequence]) == []
+    assert await outbox.events_at("acme", []) == []
+
+
+async def test_deliveries_and_their_log_narrowed_to_some_events(
+    ledger: Ledger, outbox: Outbox, endpoints: WebhookEndpoints, make_worker: WorkerFactory
+) -> None:
+    closed = bind_loopback()  # bound and never listening: every attempt is refused
+    url = base_url_of(closed) + "/hook"
+    await endpoints.sync([EndpointConfig("acme", url, generate_secret())])
+    for _ in range(3):
+        await ledger.book_settlement(booking())
+    first, _, third = await outbox.events_since("acme")
+    worker = make_worker()
+
+    async def each_tried() -> bool:
+        return len({entry.event_id for entry in await outbox.delivery_log("acme")}) == 3
+
+    await drain(worker, each_tried)
+    closed.close()
+    chosen = {first.id, third.id}
+
+    states = await outbox.deliveries("acme", event_ids=chosen)
+    log = await outbox.delivery_log("acme", event_ids=chosen)
+
+    assert [state.event_id for state in states] == [third.id, first.id]  # newest event first
+    assert {entry.event_id for entry in log} == chosen
+    assert all(entry.outcome == "retry" and entry.url == url for entry in log)
+    assert await outbox.deliveries("globex", event_ids=chosen) == []
+    assert await outbox.delivery_log("globex", event_ids=chosen) == []
 
 
 async def test_redeliver_starts_a_new_round_for_every_active_endpoint(
