@@ -21,7 +21,9 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
    longer be used (expired and unused), the booking is reversed (`settlement.reversed`). While the
    authorization can still land it is left alone: the facilitator puts the transaction back.
 
-Differences it cannot resolve are reported, not guessed at: nothing is booked that no offer proves.
+Differences it cannot resolve are reported, not guessed at: nothing is booked that no offer proves. Each
+is a `Difference` naming the tenant or payTo it concerns (none when it is the operator's alone, such as an
+unreachable chain); those of the last pass stay readable per tenant (`open_differences`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from ._chain_scan import ChainPayment, payments_to
 from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
 from .payments import Offer, OfferState, OfferStore, PaymentRecovery
 
-__all__ = ["ReconcileReport", "Reconciler"]
+__all__ = ["Difference", "ReconcileReport", "Reconciler"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,19 @@ class _Problem:
 
     text: str
     retry: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Difference:
+    """A disagreement between the records and the chain that a pass could not resolve.
+
+    `tenant` is the tenant whose booking it concerns, `pay_to` the payee address it concerns; both None
+    for an operator's problem (the chain unreachable), whose text may name infrastructure.
+    """
+
+    text: str
+    tenant: str | None = None
+    pay_to: str | None = None
 
 
 @dataclass
@@ -67,7 +82,16 @@ class ReconcileReport:
     booked_from_chain: int = 0
     finalized: int = 0
     reversed: int = 0
-    unresolved: list[str] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def unresolved(self) -> list[str]:
+        """What the pass could not resolve, one line each."""
+        return [difference.text for difference in self.differences]
+
+    def differ(self, text: str, *, tenant: str | None = None, pay_to: str | None = None) -> None:
+        """Record a difference the pass could not resolve."""
+        self.differences.append(Difference(text=text, tenant=tenant, pay_to=pay_to))
 
 
 class Reconciler:
@@ -103,13 +127,35 @@ class Reconciler:
         self._reorg_margin_blocks = reorg_margin_blocks
         # The last block the chain scan has read through; None until the first pass (then: the lookback).
         self._scanned_to: int | None = None
+        self._open: tuple[Difference, ...] = ()
+        self._last_pass_at: datetime | None = None
 
     async def aclose(self) -> None:
         """Close the reconciler's chain connection."""
         await self._rpc.aclose()
 
+    @property
+    def last_pass_at(self) -> datetime | None:
+        """When this reconciler's last pass ended, or None before its first."""
+        return self._last_pass_at
+
+    def open_differences(self, *, tenant: str, pay_to: str) -> list[Difference]:
+        """What this reconciler's last pass left unresolved about `tenant`'s bookings or payments to
+        `pay_to` (the tenant's payee); never an operator's problem, nor another tenant's booking."""
+        return [
+            difference
+            for difference in self._open
+            if difference.tenant == tenant or (difference.tenant is None and difference.pay_to == pay_to)
+        ]
+
     async def run_once(self) -> ReconcileReport:
         """One reconciliation pass."""
+        report = await self._pass()
+        self._open = tuple(report.differences)
+        self._last_pass_at = datetime.now(UTC)
+        return report
+
+    async def _pass(self) -> ReconcileReport:
         report = ReconcileReport()
         if isinstance(self._facilitator, Facilitator):
             report.claims_moved = await self._facilitator.reconcile()
@@ -119,12 +165,12 @@ class Reconciler:
         try:
             await self._scan_chain(report)
         except ChainError as exc:
-            report.unresolved.append(f"chain scan: chain unavailable ({exc})")
+            report.differ(f"chain scan: chain unavailable ({exc})")
         for entry in await self._ledger.unfinalized_settlements():
             try:
                 await self._check_on_chain(entry, report)
             except ChainError as exc:
-                report.unresolved.append(f"{entry.id}: chain unavailable ({exc})")
+                report.differ(f"{entry.id}: chain unavailable ({exc})")
         return report
 
     async def run(self, stop: asyncio.Event, *, interval_s: float = 30.0) -> None:
@@ -166,9 +212,10 @@ class Reconciler:
         for payment in payments:
             problem = await self._match(payment, booked.get((payment.payer, payment.nonce)), report)
             if problem is not None:
-                report.unresolved.append(
+                report.differ(
                     f"{payment.tx_hash}: {payment.amount} paid to {payment.pay_to} by {payment.payer} "
-                    f"(nonce {payment.nonce}) {problem.text}"
+                    f"(nonce {payment.nonce}) {problem.text}",
+                    pay_to=payment.pay_to,
                 )
                 if problem.retry:
                     scanned_to = min(scanned_to, payment.block_number - 1)
@@ -178,9 +225,11 @@ class Reconciler:
         )
         for entry in finalized:
             if (entry.payer, entry.nonce.lower()) not in on_chain:
-                report.unresolved.append(
+                report.differ(
                     f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain (a reorg deeper "
-                    f"than {self._confirmations} blocks)"
+                    f"than {self._confirmations} blocks)",
+                    tenant=entry.tenant,
+                    pay_to=entry.pay_to,
                 )
         self._scanned_to = scanned_to
 
@@ -256,8 +305,10 @@ class Reconciler:
                 report.finalized += 1
             return
         if await authorization_used(self._rpc, entry.asset, entry.payer, entry.nonce):
-            report.unresolved.append(
-                f"{entry.id}: {entry.tx_hash} is off chain, but another transaction used the authorization"
+            report.differ(
+                f"{entry.id}: {entry.tx_hash} is off chain, but another transaction used the authorization",
+                tenant=entry.tenant,
+                pay_to=entry.pay_to,
             )
             return
         valid_before = await self._valid_before(entry)

@@ -373,6 +373,42 @@ async def test_a_payment_to_the_payee_that_no_offer_was_paid_with_is_reported_an
     assert (report.booked_from_chain, await ledger_entries(sqlite_url)) == (0, [])
 
 
+async def test_a_reconcilers_open_differences_are_told_only_to_the_tenant_they_concern(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    async with merchant.http() as http:
+        task = (await MerchantWire(http, "jsonrpc").send(user_message()))["task"]
+    merchant.stop()
+    submit_directly(chain, sign_payment(new_payer(), offered_terms(task).accepts[0]))
+    chain.rpc.call("evm_mine")
+    engine = create_engine(sqlite_url)
+    facilitator = Facilitator.from_settings(merchant.settings.facilitator_settings(), engine=engine)
+    reconciler = build_reconciler(
+        merchant.settings,
+        engine=engine,
+        facilitator=facilitator,
+        offers=OfferStore(engine),
+        ledger=Ledger(engine, Outbox(engine)),
+    )
+    try:
+        before = (reconciler.last_pass_at, reconciler.open_differences(tenant="", pay_to=DEFAULT_PAY_TO))
+        report = await reconciler.run_once()
+        mine = reconciler.open_differences(tenant="", pay_to=DEFAULT_PAY_TO)
+        others = reconciler.open_differences(tenant="acme", pay_to=PAY_TO)
+    finally:
+        await reconciler.aclose()
+        await facilitator.aclose()
+        await engine.dispose()
+
+    assert before == (None, [])
+    assert reconciler.last_pass_at is not None
+    (difference,) = report.differences
+    assert (difference.tenant, difference.pay_to) == (None, DEFAULT_PAY_TO)  # a payment no offer explains
+    assert mine == [difference] and report.unresolved == [difference.text]
+    assert others == []
+
+
 async def test_a_paid_task_whose_booking_was_lost_is_booked_from_the_chain_once(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
 ) -> None:
