@@ -40,6 +40,7 @@ from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, R
 from facilitator.wire import chain_id_from_caip2
 from storage import create_engine
 
+from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
@@ -237,11 +238,29 @@ def build_app(
     )
     signer, jwks_routes = _card_signing(settings)
     grpc_listen, grpc_url = _grpc_addresses(settings)
+
+    def api_token_of(tenant: str) -> str | None:
+        return getattr(tenants.get(tenant), "api_token", None)
+
     billing = create_billing_router(
         ledger=ledger,
         outbox=outbox,
-        api_token_of=lambda t: getattr(tenants.get(t), "api_token", None),
+        api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
+    )
+    dashboard = create_dashboard_router(
+        data=DashboardData(
+            ledger=ledger,
+            outbox=outbox,
+            endpoints=WebhookEndpoints(engine),
+            reconciler=reconciler,
+            assets={asset.address: AssetInfo(name=asset.name, decimals=asset.decimals)},
+            confirmations=settings.confirmations,
+        ),
+        tenants=tenants,
+        auth=DashboardAuth(api_token_of),
+        default_tenant_segment=DEFAULT_TENANT_SEGMENT,
+        secure_cookies=urlsplit(settings.base_url).scheme == "https",
     )
     app = create_app(
         executor=executor,
@@ -263,7 +282,7 @@ def build_app(
                 payment_extension(pricing, EXTENSION_URI_V01, required=False),
             ],
         ),
-        routes=[*jwks_routes, *billing.routes],
+        routes=[*jwks_routes, *billing.routes, *dashboard.routes],
         card_signer=signer,
         grpc_listen=grpc_listen,
         handler_layers=[

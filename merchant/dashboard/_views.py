@@ -1,0 +1,312 @@
+"""What a tenant's dashboard pages show, read through the owners' query APIs and reduced to display values.
+
+Every read names the tenant: the ledger's, the outbox's and the endpoints' queries are filtered by it, and
+the reconciler answers only the differences about the tenant's bookings and payee. The view objects carry
+only what a page shows (an endpoint's URL and state, never its signing secrets), with amounts as `Money`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+
+from merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
+from merchant.reconciler import Reconciler
+from merchant.webhooks import DeliveryLogEntry, DeliveryState, Outbox, WebhookEndpoints
+
+from ._chart import RevenueChart, revenue_charts
+from ._format import AssetInfo, Money, format_time, money
+
+__all__ = [
+    "AttemptView",
+    "BalanceView",
+    "DashboardData",
+    "DeliveryView",
+    "EndpointView",
+    "Overview",
+    "SettlementDetail",
+    "SettlementView",
+]
+
+CHART_DAYS = 30
+_RECENT = 20
+_LISTED = 50
+_DELIVERIES = 50
+_ATTEMPTS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceView:
+    """A revenue account: network, asset, balance and its credits and debits."""
+
+    network: str
+    asset: str
+    asset_name: str
+    balance: Money
+    credits: Money
+    debits: Money
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementView:
+    """One settlement as a table row shows it."""
+
+    id: str
+    task_id: str
+    state: str
+    amount: Money
+    payer: str
+    pay_to: str
+    network: str
+    tx_hash: str
+    block_number: int
+    booked_at: str
+    effective_at: str
+    finality: str
+    reversal_id: str | None
+    reversal_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    """One attempt from the delivery log."""
+
+    attempt: int
+    started_at: str
+    outcome: str
+    status_code: int | None
+    latency_ms: int | None
+    error: str | None
+    next_attempt_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryView:
+    """The delivery of one event to one endpoint, with its attempts (newest first) and next retry."""
+
+    event_id: str
+    event_type: str
+    sequence: int
+    endpoint_id: str
+    url: str
+    status: str
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    next_retry_at: str
+    delivered_at: str
+    log: tuple[AttemptView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointView:
+    """A webhook endpoint of the tenant (no secrets) and its recent deliveries."""
+
+    id: str
+    url: str
+    status: str
+    disabled_reason: str | None
+    event_types: tuple[str, ...]
+    deliveries: tuple[DeliveryView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Everything on a tenant's dashboard page."""
+
+    balances: tuple[BalanceView, ...]
+    charts: tuple[RevenueChart, ...]
+    chart_days: int
+    recent: tuple[SettlementView, ...]
+    unfinalized: tuple[SettlementView, ...]
+    reversed: tuple[SettlementView, ...]
+    endpoints: tuple[EndpointView, ...]
+    differences: tuple[str, ...]
+    reconciled_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementDetail:
+    """A settlement's page: the settlement and the delivery of each event announcing what befell it."""
+
+    settlement: SettlementView
+    confirmations: int | None
+    finalized_at: str
+    deliveries: tuple[DeliveryView, ...]
+    events: tuple[tuple[str, str, int], ...]
+
+
+class DashboardData:
+    """Reads a tenant's dashboard from the ledger, the outbox, the endpoints and the reconciler."""
+
+    def __init__(
+        self,
+        *,
+        ledger: LedgerReader,
+        outbox: Outbox,
+        endpoints: WebhookEndpoints,
+        reconciler: Reconciler | None,
+        assets: Mapping[str, AssetInfo],
+        confirmations: int,
+    ) -> None:
+        self._ledger = ledger
+        self._outbox = outbox
+        self._endpoints = endpoints
+        self._reconciler = reconciler
+        self._assets = assets
+        self._confirmations = confirmations
+
+    async def overview(self, tenant: str, pay_to: str, *, now: datetime | None = None) -> Overview:
+        """The dashboard of `tenant`, whose payee is `pay_to`, as of `now` (UTC)."""
+        today = (now or datetime.now(UTC)).astimezone(UTC).date()
+        since = datetime.combine(today - timedelta(days=CHART_DAYS - 1), time(), UTC)
+        daily = await self._ledger.daily_revenue(tenant, since, since + timedelta(days=CHART_DAYS))
+        differences: tuple[str, ...] = ()
+        reconciled_at: str | None = None
+        if self._reconciler is not None:
+            found = self._reconciler.open_differences(tenant=tenant, pay_to=pay_to)
+            differences = tuple(difference.text for difference in found)
+            if self._reconciler.last_pass_at is not None:
+                reconciled_at = format_time(self._reconciler.last_pass_at)
+        return Overview(
+            balances=tuple(
+                BalanceView(
+                    network=balance.network,
+                    asset=balance.asset,
+                    asset_name=self._asset_name(balance.asset),
+                    balance=money(balance.balance, balance.asset, self._assets),
+                    credits=money(balance.credits, balance.asset, self._assets),
+                    debits=money(balance.debits, balance.asset, self._assets),
+                )
+                for balance in await self._ledger.balance(tenant)
+            ),
+            charts=tuple(revenue_charts(daily, last_day=today, span_days=CHART_DAYS, assets=self._assets)),
+            chart_days=CHART_DAYS,
+            recent=await self._settlements(tenant, None, _RECENT),
+            unfinalized=await self._settlements(tenant, EntryStatus.SETTLED, _LISTED),
+            reversed=await self._settlements(tenant, EntryStatus.REVERSED, _LISTED),
+            endpoints=await self._endpoint_views(tenant),
+            differences=differences,
+            reconciled_at=reconciled_at,
+        )
+
+    async def settlement(self, tenant: str, entry_id: str) -> SettlementDetail:
+        """The page of `tenant`'s settlement `entry_id`.
+
+        Raises:
+            EntryNotFoundError: the tenant has no such settlement.
+        """
+        record = await self._ledger.settlement(tenant, entry_id)
+        sequences = [record.entry.sequence]
+        if record.finalization is not None:
+            sequences.append(record.finalization.sequence)
+        if record.reversal is not None:
+            sequences.append(record.reversal.sequence)
+        events = await self._outbox.events_at(tenant, sequences)
+        event_ids = [event.id for event in events]
+        deliveries = await self._outbox.deliveries(tenant, limit=_DELIVERIES, event_ids=event_ids)
+        log = await self._outbox.delivery_log(tenant, limit=_ATTEMPTS, event_ids=event_ids)
+        final = record.finalization
+        return SettlementDetail(
+            settlement=self._settlement_view(record),
+            confirmations=None if final is None else final.confirmations,
+            finalized_at=format_time(None if final is None else final.finalized_at),
+            deliveries=_delivery_views(deliveries, log),
+            events=tuple((event.id, event.type, event.sequence) for event in events),
+        )
+
+    async def _settlements(
+        self, tenant: str, status: EntryStatus | None, limit: int
+    ) -> tuple[SettlementView, ...]:
+        records = await self._ledger.settlements(tenant, status=status, limit=limit)
+        return tuple(self._settlement_view(record) for record in records)
+
+    async def _endpoint_views(self, tenant: str) -> tuple[EndpointView, ...]:
+        deliveries = await self._outbox.deliveries(tenant, limit=_DELIVERIES)
+        log = await self._outbox.delivery_log(
+            tenant, limit=_ATTEMPTS, event_ids=[delivery.event_id for delivery in deliveries]
+        )
+        views = _delivery_views(deliveries, log)
+        return tuple(
+            EndpointView(
+                id=endpoint.id,
+                url=endpoint.url,
+                status=endpoint.status,
+                disabled_reason=endpoint.disabled_reason,
+                event_types=endpoint.event_types,
+                deliveries=tuple(view for view in views if view.endpoint_id == endpoint.id),
+            )
+            for endpoint in await self._endpoints.list(tenant)
+        )
+
+    def _settlement_view(self, record: SettlementRecord) -> SettlementView:
+        entry = record.entry
+        return SettlementView(
+            id=entry.id,
+            task_id=entry.task_id,
+            state=entry.status.value,
+            amount=money(entry.amount, entry.asset, self._assets),
+            payer=entry.payer,
+            pay_to=entry.pay_to,
+            network=entry.network,
+            tx_hash=entry.tx_hash,
+            block_number=entry.block_number,
+            booked_at=format_time(entry.booked_at),
+            effective_at=format_time(entry.effective_at),
+            finality=self._finality(record),
+            reversal_id=None if record.reversal is None else record.reversal.id,
+            reversal_reason=None if record.reversal is None else record.reversal.reason,
+        )
+
+    def _finality(self, record: SettlementRecord) -> str:
+        if record.reversal is not None:
+            return f"reversed {format_time(record.reversal.booked_at)}"
+        if record.finalization is not None:
+            final = record.finalization
+            return f"final at {_confirmations(final.confirmations)}, {format_time(final.finalized_at)}"
+        return f"not final: awaiting {_confirmations(self._confirmations)}"
+
+    def _asset_name(self, asset: str) -> str:
+        info = self._assets.get(asset)
+        return asset if info is None else info.name
+
+
+def _confirmations(count: int) -> str:
+    return f"{count} confirmation" + ("" if count == 1 else "s")
+
+
+def _delivery_views(
+    deliveries: Sequence[DeliveryState], log: Sequence[DeliveryLogEntry]
+) -> tuple[DeliveryView, ...]:
+    """`deliveries` in their order, each with its attempts from `log`."""
+    attempts: dict[tuple[str, str], list[AttemptView]] = {}
+    for entry in log:
+        attempts.setdefault((entry.event_id, entry.endpoint_id), []).append(
+            AttemptView(
+                attempt=entry.attempt,
+                started_at=format_time(entry.started_at),
+                outcome=entry.outcome,
+                status_code=entry.status_code,
+                latency_ms=entry.latency_ms,
+                error=entry.error,
+                next_attempt_at=format_time(entry.next_attempt_at),
+            )
+        )
+    return tuple(
+        DeliveryView(
+            event_id=delivery.event_id,
+            event_type=delivery.event_type,
+            sequence=delivery.sequence,
+            endpoint_id=delivery.endpoint_id,
+            url=delivery.url,
+            status=delivery.status,
+            attempts=delivery.attempts,
+            last_status_code=delivery.last_status_code,
+            last_error=delivery.last_error,
+            next_retry_at=format_time(delivery.next_attempt_at if delivery.status == "pending" else None),
+            delivered_at=format_time(delivery.delivered_at),
+            log=tuple(attempts.get((delivery.event_id, delivery.endpoint_id), ())),
+        )
+        for delivery in deliveries
+    )
