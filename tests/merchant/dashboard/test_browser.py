@@ -1,0 +1,149 @@
+"""The dashboard in a real headless Chromium, with JavaScript switched off: log in, watch a paid task
+appear, see its webhook delivery fail and be retried, follow the settlement to its page.
+
+The merchant is the real one (`build_app` on the test chain); the task is paid over A2A by a real payer
+while the browser looks. acme's webhook receiver on 127.0.0.1 answers the first delivery with 500, then
+holds the retry until the browser has seen the failure, then accepts it. Screenshots of every step are
+kept in `test-artifacts/<test name>/` (the test prints the folder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page
+
+from merchant.dashboard import SESSION_COOKIE
+from tests.fixtures.deadlines import wait_until
+
+from .conftest import Shop
+
+# A worker gives up on an attempt after 15 s (and would retry it only 5 min later): the held retry is
+# released well before that.
+_SEEN_WITHIN_S = 10.0
+
+
+async def _reload_until(page: Page, condition: Callable[[], Awaitable[bool]], *, what: str) -> None:
+    async def reloaded() -> bool:
+        await page.reload()
+        return await condition()
+
+    await wait_until(reloaded, what=what, timeout_s=30)
+
+
+async def _delivery_state(page: Page) -> tuple[str, str, str]:
+    """The first delivery row's (status, attempts, last answer), or empty strings when there is none."""
+    row = page.locator("#webhooks tr[data-delivery]").first
+    if await row.count() == 0:
+        return "", "", ""
+    cells = await row.locator("td").all_inner_texts()
+    return cells[2].strip(), cells[3].strip(), cells[4].strip()
+
+
+async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_the_settlement(
+    shop: Shop, browser: Browser, artifacts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with capsys.disabled():
+        print(f"\ndashboard screenshots: {artifacts}")
+    context = await browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    dashboard = shop.merchant.base_url + shop.dashboard("acme")
+    try:
+        # Log in.
+        first = await page.goto(dashboard)
+        assert first is not None and first.status == 401
+        await page.screenshot(path=artifacts / "01-login.png", full_page=True)
+        await page.fill("#token", shop.tokens["globex"])  # another tenant's token is refused
+        await page.click("form.login button[type=submit]")
+        assert await page.locator(".error").inner_text() == "That is not the API token of tenant acme."
+        await page.fill("#token", shop.tokens["acme"])
+        await page.click("form.login button[type=submit]")
+        assert page.url == dashboard
+        assert await page.locator("#settlements .empty").inner_text() == "No settlements yet."
+        [cookie] = [cookie for cookie in await context.cookies() if cookie["name"] == SESSION_COOKIE]
+        assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (
+            True,
+            "Strict",
+            "/tenants/acme/dashboard",
+        )
+        await page.screenshot(path=artifacts / "02-logged-in.png", full_page=True)
+
+        # A task is paid while the page is open; a reload shows it.
+        task_id = await shop.paid_task("acme")
+        row = page.locator("#settlements tr[data-settlement]").first
+
+        async def task_shown() -> bool:
+            return await row.count() == 1 and task_id in await row.inner_text()
+
+        await _reload_until(page, task_shown, what="the paid task on the dashboard")
+        price = shop.prices["acme"]
+        assert f"0.{price:06d} USDC" in await page.locator("#balances").inner_text()
+        assert await page.locator("#revenue svg rect.bar").count() == 1
+
+        # Its settlement.completed delivery failed (HTTP 500) and waits for its retry.
+        await wait_until(lambda: len(shop.receiver.received) >= 1, what="the first delivery attempt")
+        shop.receiver.arrived.clear()
+        shop.receiver.holding = True  # the retry, due 5 s after the failure, waits until released
+
+        async def failure_shown() -> bool:
+            status, attempts, answer = await _delivery_state(page)
+            return status == "pending" and answer == "HTTP 500" and attempts in ("1", "2")
+
+        await _reload_until(page, failure_shown, what="the failed delivery on the dashboard")
+        next_retry = await page.locator("#webhooks tr[data-delivery] td").nth(5).inner_text()
+        assert next_retry.strip().startswith("20")  # a time, not "-": it will be retried
+        await page.screenshot(path=artifacts / "03-paid-and-delivery-failed.png", full_page=True)
+        await wait_until(shop.receiver.arrived.is_set, what="the retry to arrive", timeout_s=_SEEN_WITHIN_S)
+        shop.receiver.released.set()
+
+        async def retried() -> bool:
+            return (await _delivery_state(page))[:2] == ("delivered", "2")
+
+        await _reload_until(page, retried, what="the retried delivery on the dashboard")
+        await page.locator("#webhooks details summary").first.click()  # native <details>: no script needed
+        attempts = page.locator("#webhooks table.attempts tbody tr")
+        logged = [
+            " ".join((await attempts.nth(i).inner_text()).split()) for i in range(await attempts.count())
+        ]
+        assert len(logged) == 2
+        assert logged[0].startswith("2 ") and "delivered HTTP 200" in logged[0]
+        assert logged[1].startswith("1 ") and "retry HTTP 500" in logged[1]
+        await page.screenshot(path=artifacts / "04-delivery-retried.png", full_page=True)
+
+        # Follow the settlement to its own page; it becomes final at the configured depth.
+        entry_id = await row.get_attribute("data-settlement")
+        await row.locator("a").first.click()
+        assert page.url == f"{dashboard}/settlements/{entry_id}"
+
+        async def final() -> bool:
+            return (await page.locator("dl.settlement dd").nth(0).inner_text()).strip() == "finalized"
+
+        await _reload_until(page, final, what="the settlement to be final")
+        details = await page.locator("dl.settlement").inner_text()
+        assert task_id in details and f"0.{price:06d} USDC" in details and f"{price}" in details
+        assert "final at 1 confirmation," in details
+        events = await page.locator("#events ul.events").inner_text()
+        assert "settlement.completed" in events and "settlement.finalized" in events
+        await page.screenshot(path=artifacts / "05-settlement.png", full_page=True)
+
+        # Logging out leaves nothing of the tenant on screen.
+        await page.goto(dashboard)
+        await page.click("header form button[type=submit]")
+        assert page.url == f"{dashboard}/login"
+        again = await page.goto(dashboard)
+        assert again is not None and again.status == 401
+        assert task_id not in await page.content()
+    finally:
+        shop.receiver.released.set()
+        await context.close()
+    kept = await asyncio.to_thread(lambda: sorted(path.name for path in artifacts.iterdir()))
+    assert kept == [
+        "01-login.png",
+        "02-logged-in.png",
+        "03-paid-and-delivery-failed.png",
+        "04-delivery-retried.png",
+        "05-settlement.png",
+    ]
