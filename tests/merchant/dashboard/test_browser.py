@@ -12,14 +12,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.async_api import Browser, Page
 
 from merchant.dashboard import SESSION_COOKIE
 from tests.fixtures.deadlines import wait_until
 
 from .conftest import Shop
+
+if TYPE_CHECKING:  # imported by the `browser` fixture, which skips (or fails under CI) without it
+    from playwright.async_api import Browser, Page
 
 # A worker gives up on an attempt after 15 s (and would retry it only 5 min later): the held retry is
 # released well before that.
@@ -44,7 +47,7 @@ async def _delivery_state(page: Page) -> tuple[str, str, str]:
 
 
 async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_the_settlement(
-    shop: Shop, browser: Browser, artifacts: Path, capsys: pytest.CaptureFixture[str]
+    browser: Browser, shop: Shop, artifacts: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with capsys.disabled():
         print(f"\ndashboard screenshots: {artifacts}")
