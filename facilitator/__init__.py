@@ -12,7 +12,7 @@ The x402 documents themselves are in `facilitator.wire`.
 from __future__ import annotations
 
 from ._app import create_app
-from ._claims import Claim, ClaimState
+from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
 from ._config import FacilitatorSettings, load_private_key
 from ._errors import (
@@ -36,7 +36,9 @@ __all__ = [
     "ChainMismatchError",
     "ChainUnavailableError",
     "Claim",
+    "ClaimKey",
     "ClaimState",
+    "ClaimStore",
     "Facilitator",
     "FacilitatorClient",
     "FacilitatorError",

@@ -7,6 +7,7 @@
    running balance of its account in sequence order.
 3. Hence, per network and asset, Σ debits == Σ credits over all accounts.
 4. A reversal reverses a settlement of the same authorization and amount; a finalized entry is a settlement.
+5. `ledger_unfinalized` lists exactly the settlements neither finalized nor reversed, with their sequence.
 
 Reads every row, so it is O(size of the ledger): an audit and test tool, not a request-path check.
 """
@@ -23,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from storage import snapshot
 
 from ._errors import LedgerInvariantError
-from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
+from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine, LedgerUnfinalized
 
 __all__ = ["check_invariants"]
 
@@ -41,6 +42,10 @@ async def check_invariants(engine: AsyncEngine) -> None:
         finalized = (
             (await connection.execute(sa.select(LedgerFinalization.__table__.c.entry_id))).scalars().all()
         )
+        watched = {
+            row.entry_id: row.sequence
+            for row in await connection.execute(sa.select(LedgerUnfinalized.__table__))
+        }
     problems: list[str] = []
     by_entry: dict[str, list[Any]] = defaultdict(list)
     for line in lines:
@@ -54,6 +59,7 @@ async def check_invariants(engine: AsyncEngine) -> None:
         for entry_id in finalized
         if entry_id not in entries or entries[entry_id].kind != "settlement"
     ]
+    problems += _watch_problems(entries, set(finalized), watched)
     if problems:
         raise LedgerInvariantError(problems)
 
@@ -112,6 +118,21 @@ def _account_problems(accounts: dict[str, Any], lines: Sequence[Any], entries: d
                 f"lines sum to {debits}/{credits}"
             )
     return problems
+
+
+def _watch_problems(entries: dict[str, Any], finalized: set[str], watched: dict[str, int]) -> list[str]:
+    reversed_ = {entry.reverses_entry_id for entry in entries.values() if entry.kind == "reversal"}
+    open_ = {
+        entry.id: entry.sequence
+        for entry in entries.values()
+        if entry.kind == "settlement" and entry.id not in finalized and entry.id not in reversed_
+    }
+    if watched == open_:
+        return []
+    return [
+        f"unfinalized list: {sorted(watched.items() - open_.items())} listed, "
+        f"{sorted(open_.items() - watched.items())} missing"
+    ]
 
 
 def _global_problems(accounts: dict[str, Any]) -> list[str]:

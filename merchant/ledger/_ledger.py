@@ -34,7 +34,7 @@ from ._errors import (
     LedgerInvariantError,
 )
 from ._ids import new_id
-from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
+from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine, LedgerUnfinalized
 from ._queries import LedgerReader, entry_from_row, entry_query, finalization_from_row
 from ._records import (
     BookedEntry,
@@ -61,6 +61,7 @@ _entries = cast(sa.Table, LedgerEntry.__table__)
 _accounts = cast(sa.Table, LedgerAccount.__table__)
 _lines = cast(sa.Table, LedgerLine.__table__)
 _finalizations = cast(sa.Table, LedgerFinalization.__table__)
+_unfinalized = cast(sa.Table, LedgerUnfinalized.__table__)
 
 # Fields that must match for a second booking of an authorization to be the same booking. The block
 # number and settlement time are observations that a retry may report differently (a shallow reorg can
@@ -209,6 +210,7 @@ class Ledger(LedgerReader):
             booked_at=_now(),
         )
         await _insert_entry(connection, entry)
+        await connection.execute(sa.insert(_unfinalized).values(entry_id=entry.id, sequence=entry.sequence))
         payer, revenue = await _lock_accounts(connection, entry)
         await _post(connection, entry.id, debit=payer, credit=revenue, amount=entry.amount)
         await self._events.publish(connection, SettlementBooked(entry))
@@ -244,6 +246,7 @@ class Ledger(LedgerReader):
             reason=reason,
         )
         await _insert_entry(connection, reversal)
+        await _watched_no_more(connection, original.id)
         payer, revenue = await _lock_accounts(connection, original)
         await _post(connection, reversal.id, debit=revenue, credit=payer, amount=original.amount)
         reversed_original = replace(original, status=EntryStatus.REVERSED)
@@ -271,6 +274,7 @@ class Ledger(LedgerReader):
             await connection.execute(sa.insert(_finalizations).values(_values(finalization)))
         except IntegrityError as exc:
             raise _AlreadyRecorded(exc) from exc
+        await _watched_no_more(connection, entry_id)
         final_entry = replace(entry, status=EntryStatus.FINALIZED)
         await self._events.publish(connection, SettlementFinalized(final_entry, finalization))
         return finalization
@@ -278,6 +282,11 @@ class Ledger(LedgerReader):
 
 def _values(record: BookedEntry | Finalization) -> dict[str, Any]:
     return {field.name: getattr(record, field.name) for field in fields(record)}
+
+
+async def _watched_no_more(connection: AsyncConnection, entry_id: str) -> None:
+    """Take a settlement off the unfinalized list (a no-op for one finalized before it was reversed)."""
+    await connection.execute(sa.delete(_unfinalized).where(_unfinalized.c.entry_id == entry_id))
 
 
 async def _insert_entry(connection: AsyncConnection, entry: BookedEntry) -> None:

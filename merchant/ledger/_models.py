@@ -12,7 +12,9 @@ payer so a tenant can see who paid), and every entry stays inside one tenant.
 
 `ledger_entries`, `ledger_lines` and `ledger_finalizations` are append-only: the code has no UPDATE or
 DELETE path for them; corrections are new entries. `ledger_accounts` carries cumulative totals, a
-projection of its lines updated in the same transaction as the lines (see `_ledger.py`).
+projection of its lines updated in the same transaction as the lines (see `_ledger.py`), and
+`ledger_unfinalized` the settlements neither finalized nor reversed yet, a projection of the facts kept the
+same way, so the reconciler's watch list costs what is left to watch, not the size of the books.
 `ledger_sequence` is a single-row counter that orders every ledger fact (and every webhook event) in commit
 order.
 """
@@ -33,6 +35,7 @@ __all__ = [
     "LedgerFinalization",
     "LedgerLine",
     "LedgerSequence",
+    "LedgerUnfinalized",
 ]
 
 _ID = sa.String(40)
@@ -96,6 +99,25 @@ class LedgerEntry(LedgerBase):
             sqlite_where=sa.text("kind = 'settlement'"),
         ),
         sa.Index("ix_ledger_entries_tenant_sequence", "tenant", "sequence"),
+        # A statement reads one tenant's window of booking time.
+        sa.Index("ix_ledger_entries_tenant_booked_at", "tenant", "booked_at"),
+        # The reconciler reads the settlements of recent blocks, and those of the nonces it saw on chain.
+        sa.Index(
+            "ix_ledger_entries_settlement_block",
+            "chain_id",
+            "asset",
+            "block_number",
+            postgresql_where=sa.text("kind = 'settlement'"),
+            sqlite_where=sa.text("kind = 'settlement'"),
+        ),
+        sa.Index(
+            "ix_ledger_entries_settlement_nonce",
+            "chain_id",
+            "asset",
+            "nonce",
+            postgresql_where=sa.text("kind = 'settlement'"),
+            sqlite_where=sa.text("kind = 'settlement'"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(_ID, primary_key=True)
@@ -149,3 +171,13 @@ class LedgerFinalization(LedgerBase):
     confirmations: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     finalized_at: Mapped[datetime] = mapped_column(_TIME, nullable=False)
     recorded_at: Mapped[datetime] = mapped_column(_TIME, nullable=False)
+
+
+class LedgerUnfinalized(LedgerBase):
+    """A settlement neither finalized nor reversed yet: written with its booking, removed with the fact that
+    ends its watch."""
+
+    __tablename__ = "ledger_unfinalized"
+
+    entry_id: Mapped[str] = mapped_column(_ID, sa.ForeignKey("ledger_entries.id"), primary_key=True)
+    sequence: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, unique=True)

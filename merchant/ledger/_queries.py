@@ -11,7 +11,7 @@ from eth_utils.address import is_hex_address, to_checksum_address
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._errors import EntryNotFoundError, InvalidBookingError
-from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine
+from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine, LedgerUnfinalized
 from ._records import (
     Balance,
     BookedEntry,
@@ -37,6 +37,7 @@ _reversals = _entries.alias("reversal")
 _accounts = cast(sa.Table, LedgerAccount.__table__)
 _lines = cast(sa.Table, LedgerLine.__table__)
 _finalizations = cast(sa.Table, LedgerFinalization.__table__)
+_unfinalized = cast(sa.Table, LedgerUnfinalized.__table__)
 
 # SQLite allows 999 bound parameters per statement (older builds); a chain scan may ask about thousands.
 _NONCES_PER_QUERY = 500
@@ -189,12 +190,12 @@ class LedgerReader:
     async def unfinalized_settlements(self, tenant: str | None = None) -> list[BookedEntry]:
         """Settlements neither finalized nor reversed yet (only `tenant`'s when given), in sequence order:
         what the reconciler still watches on chain."""
-        condition = sa.and_(
-            _status_condition(EntryStatus.SETTLED), _entries.c.kind == EntryKind.SETTLEMENT.value
-        )
+        statement = entry_query().join(_unfinalized, _unfinalized.c.entry_id == _entries.c.id)
         if tenant is not None:
-            condition = sa.and_(condition, _entries.c.tenant == tenant)
-        return await self._entries_in_sequence(condition)
+            statement = statement.where(_entries.c.tenant == tenant)
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement.order_by(_unfinalized.c.sequence))).all()
+        return [entry_from_row(row) for row in rows]
 
     async def settlements(
         self, tenant: str, *, status: EntryStatus | None = None, limit: int = 50
@@ -294,7 +295,8 @@ class LedgerReader:
             .join(_entries, _entries.c.id == _lines.c.entry_id)
             .outerjoin(_reversals, _reversals.c.reverses_entry_id == _entries.c.id)
             .outerjoin(_finalizations, _finalizations.c.entry_id == _entries.c.id)
-            .where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")
+            # Entries stay inside one tenant: naming it on the entries lets the window use their index.
+            .where(_entries.c.tenant == tenant, _accounts.c.tenant == tenant, _accounts.c.kind == "revenue")
             .order_by(_entries.c.sequence, _lines.c.id)
         )
         if since is not None:

@@ -21,6 +21,7 @@ async def test_models_match_the_migration(database_url: str) -> None:
         "ledger_finalizations",
         "ledger_lines",
         "ledger_sequence",
+        "ledger_unfinalized",
     }
 
 
