@@ -54,10 +54,18 @@ __all__ = ["build_app", "build_reconciler", "payment_extension"]
 
 
 def payment_extension(
-    pricing: Pricing, uri: str = EXTENSION_URI, *, required: bool = True, tenant: str | None = None
+    pricing: Pricing,
+    uri: str = EXTENSION_URI,
+    *,
+    required: bool = True,
+    tenant: str | None = None,
+    name_tenants: bool = True,
 ) -> AgentExtension:
     """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid
-    (every tenant's payTo, or with `tenant` only that tenant's, for its extended card).
+    (every tenant's payTo, or with `tenant` only that tenant's, for its extended card and its own cards).
+
+    A named tenant's 0.3 card (`name_tenants=False`) names no tenant in its `payTo` entries: its interfaces
+    carry none (on 0.3 the URL is the tenant), and a reader takes a missing `tenant` as the interface's.
 
     The default tenant's `payTo` entries carry no `tenant` member (clients read a missing one as `""`): the
     a2a-sdk's card verifier drops empty strings before checking a signature (README, "Signed Agent
@@ -77,7 +85,8 @@ def payment_extension(
                 }
             ],
             "payTo": [
-                {"network": pricing.asset.network, "address": t.pay_to} | ({"tenant": t.id} if t.id else {})
+                {"network": pricing.asset.network, "address": t.pay_to}
+                | ({"tenant": t.id} if t.id and name_tenants else {})
                 for t in pricing.tenants
                 if tenant is None or t.id == tenant
             ],
@@ -280,6 +289,12 @@ def build_app(
             extensions_v0_3=[
                 payment_extension(pricing, EXTENSION_URI_V02),
                 payment_extension(pricing, EXTENSION_URI_V01, required=False),
+            ],
+            tenant_extensions_v0_3=lambda tenant: [
+                payment_extension(
+                    pricing, uri, required=uri == EXTENSION_URI_V02, tenant=tenant, name_tenants=False
+                )
+                for uri in (EXTENSION_URI_V02, EXTENSION_URI_V01)
             ],
         ),
         routes=[*jwks_routes, *billing.routes, *dashboard.routes],

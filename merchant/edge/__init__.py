@@ -1,8 +1,9 @@
 """The merchant's edge: the A2A app (JSON-RPC, HTTP+JSON and gRPC on a2a-sdk), its Agent Cards and tenancy.
 
-The only part of the merchant that knows HTTP, JSON-RPC and protocol versions: A2A 1.0 for every tenant and
-A2A 0.3 for the default tenant, negotiated per request (`versions`). It serves any a2a-sdk `AgentExecutor`;
-tasks are stored durably and scoped to their tenant. URL layout: `merchant.edge.paths`.
+The only part of the merchant that knows HTTP, JSON-RPC and protocol versions: A2A 1.0 and A2A 0.3 for every
+tenant (0.3 for a named tenant at URLs of its own), negotiated per request (`versions`). It serves any
+a2a-sdk `AgentExecutor`; tasks are stored durably and scoped to their tenant. URL layout:
+`merchant.edge.paths`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from .card import (
     AgentCardSettings,
     CardSettingsError,
     build_agent_card,
+    build_tenant_agent_card,
     render_agent_card,
     render_versionless_agent_card,
     served_versions,
 )
-from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH
+from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH, TENANT_ROOT_PATH, tenant_root
 from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
 
 __all__ = [
@@ -35,10 +37,12 @@ __all__ = [
     "MERCHANT_SCHEMA_BRANCH",
     "ProtocolVersion",
     "REST_PATH",
+    "TENANT_ROOT_PATH",
     "TaskOwnedElsewhereError",
     "TenantTaskStore",
     "VersionNegotiator",
     "build_agent_card",
+    "build_tenant_agent_card",
     "create_app",
     "grpc_listen_address",
     "negotiate_version",
@@ -46,4 +50,5 @@ __all__ = [
     "render_versionless_agent_card",
     "served_versions",
     "tenant_owner",
+    "tenant_root",
 ]

@@ -5,7 +5,8 @@ The SDK's handlers validate `A2A-Version` from the headers the builder copies in
 `state[NEGOTIATED_VERSION_KEY]`. This builder writes the negotiated `Major.Minor` into both, so a version
 that came as a query parameter, or with a patch part, reaches them exactly as negotiated. The routes refuse
 a request whose version cannot be negotiated before a context is ever built. The A2A error the handlers raise
-for the call can be read back from the request (`_failures`).
+for the call can be read back from the request (`_failures`). On a tenant's own URLs (`tenant_from_path`)
+the URL's `tenant` path parameter is the request's tenant (`_tenancy.URL_TENANT_KEY`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from merchant.payments import NEGOTIATED_VERSION_KEY
 
 from ._failures import open_failure_slot
+from ._tenancy import URL_TENANT_KEY
 from .versions import VersionNegotiator
 
 __all__ = ["EdgeCallContextBuilder"]
@@ -28,11 +30,13 @@ _HEADERS_VERSION_KEY = VERSION_HEADER.lower()  # Starlette header keys are lower
 class EdgeCallContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's default context (user, headers, requested extensions) with the negotiated version."""
 
-    def __init__(self, negotiator: VersionNegotiator) -> None:
+    def __init__(self, negotiator: VersionNegotiator, *, tenant_from_path: bool = False) -> None:
         self._negotiator = negotiator
+        self._tenant_from_path = tenant_from_path
 
     def build(self, request: Request) -> ServerCallContext:
-        """Build the call context for `request`; the tenant is filled in afterwards by the SDK dispatchers.
+        """Build the call context for `request`; the tenant is filled in afterwards by the SDK dispatchers,
+        or with `tenant_from_path` taken from the URL here (and kept by the tenant gate).
 
         Raises:
             VersionNotSupportedError: the request's version cannot be negotiated.
@@ -42,4 +46,6 @@ class EdgeCallContextBuilder(DefaultServerCallContextBuilder):
         context.state["headers"][_HEADERS_VERSION_KEY] = version.value
         context.state[NEGOTIATED_VERSION_KEY] = version.value
         open_failure_slot(request, context)
+        if self._tenant_from_path:
+            context.tenant = context.state[URL_TENANT_KEY] = str(request.path_params["tenant"])
         return context

@@ -22,7 +22,11 @@ is rendered and signed once, like the public ones, and handed to the SDK as the 
 signed JSON: the bindings write it back with `MessageToDict`, which gives the same members, so the served
 card minus `signatures` is what was signed. The card is picked by the request's tenant (the tenant gate has
 refused unknown ones), so a tenant is only ever answered with its own card. A2A 0.3 requests are refused:
-0.3 has no tenants, and the compatibility layer would rewrite the card after signing.
+the extended card is a 1.0 operation, and the compatibility layer would rewrite the card after signing.
+
+`TenantCardEndpoints` serves each named tenant's own cards under its root (`card.build_tenant_agent_card`),
+one `AgentCardEndpoint` per tenant, so they are negotiated, signed, tagged and revalidated exactly as the
+root's; a tenant the deployment does not serve gets 404.
 """
 
 from __future__ import annotations
@@ -52,7 +56,14 @@ from merchant.payments import protocol_version
 from .card import render_agent_card, render_versionless_agent_card
 from .versions import ProtocolVersion, VersionNegotiator
 
-__all__ = ["AgentCardEndpoint", "CardDocument", "CardModifier", "CardSigner", "ExtendedAgentCards"]
+__all__ = [
+    "AgentCardEndpoint",
+    "CardDocument",
+    "CardModifier",
+    "CardSigner",
+    "ExtendedAgentCards",
+    "TenantCardEndpoints",
+]
 
 CardModifier = Callable[[AgentCard], Awaitable[AgentCard]]
 """Called on every card request with the built card; returns the card to serve."""
@@ -158,6 +169,26 @@ class AgentCardEndpoint:
         if if_none_match and _if_none_match_hits(if_none_match, document.etag):
             return Response(status_code=304, headers=headers)
         return Response(document.body, media_type=_MEDIA_TYPE, headers=headers)
+
+
+class TenantCardEndpoints:
+    """The card route under a tenant's root: that tenant's `AgentCardEndpoint`, 404 for any other tenant.
+
+    Args:
+        endpoints: tenant id -> the endpoint serving that tenant's cards.
+    """
+
+    def __init__(self, endpoints: Mapping[str, AgentCardEndpoint]) -> None:
+        self._endpoints = dict(endpoints)
+
+    async def serve(self, request: Request) -> Response:
+        """`GET TENANT_ROOT_PATH + AGENT_CARD_PATH`."""
+        tenant = request.path_params["tenant"]
+        endpoint = self._endpoints.get(tenant)
+        if endpoint is None:
+            error = {"code": 404, "status": "NOT_FOUND", "message": f"no tenant {tenant!r} is served here"}
+            return JSONResponse({"error": error}, status_code=404)
+        return await endpoint.serve(request)
 
 
 class ExtendedAgentCards:

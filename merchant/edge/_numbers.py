@@ -9,6 +9,7 @@ nothing is lost. Applied to JSON bodies and to each server-sent event of the A2A
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -47,14 +48,14 @@ def _rewrite_event_lines(text: bytes) -> bytes:
 
 
 class IntegralNumbersMiddleware:
-    """ASGI middleware applying `restore_integers` to the JSON and SSE responses under `prefixes`."""
+    """ASGI middleware applying `restore_integers` to the JSON and SSE responses of the paths `applies` to."""
 
-    def __init__(self, app: ASGIApp, *, prefixes: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, *, applies: Callable[[str], bool]) -> None:
         self.app = app
-        self.prefixes = prefixes
+        self.applies = applies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(self.prefixes):
+        if scope["type"] != "http" or not self.applies(scope["path"]):
             await self.app(scope, receive, send)
             return
         await self.app(scope, receive, _Rewriter(send))

@@ -20,6 +20,11 @@ wrong twice over: the A2A proto and the SDK's own client put the tenant after th
 mount is replaced by one at `REST_PATH/{tenant}` carrying the same 1.0 endpoints; the SDK's dispatcher reads
 the tenant from the path parameter either way. The 0.3 routes come first: `v1` is a reserved tenant id.
 
+Tenant roots. A named tenant's 0.3 routes (`tenant_v0_3_routes`) are the same guarded 0.3 endpoints, mounted
+under `paths.TENANT_ROOT_PATH`; they refuse A2A 1.0 with VersionNotSupported, since 1.0 requests name
+their tenant themselves at the root URLs. Their tenant is the URL's, put on the call context by the context
+builder and kept there by the tenant gate (`_tenancy`).
+
 Errors. The SDK gives the errors it builds itself (JSON-RPC parse error, method not found, internal error;
 an HTTP+JSON internal error) no `google.rpc.ErrorInfo`; they get one here, so every 1.0 error names its
 reason. An unexpected exception is answered "Internal error" on every binding and version: the SDK would
@@ -75,7 +80,7 @@ from ._v0_3_rest import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_query_names, with_
 from .paths import JSONRPC_PATH, REST_PATH
 from .versions import ProtocolVersion, VersionNegotiator
 
-__all__ = ["jsonrpc_routes", "rest_routes"]
+__all__ = ["jsonrpc_routes", "rest_routes", "tenant_v0_3_routes"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 FormCheck = Callable[[Any], None]
@@ -152,19 +157,36 @@ def jsonrpc_routes(
     context_builder: ServerCallContextBuilder,
     negotiator: VersionNegotiator,
     echo: ProtocolEcho,
+    *,
+    serves: tuple[ProtocolVersion, ...] | None = None,
 ) -> list[BaseRoute]:
-    """The JSON-RPC endpoint at `JSONRPC_PATH` for every served version; the tenant is `params.tenant`."""
-    compat = ProtocolVersion.V0_3 in negotiator.supported
+    """The JSON-RPC endpoint at `JSONRPC_PATH` for the versions in `serves` (default: every version the
+    negotiator serves); the tenant is `params.tenant`, or on a tenant's root the URL's."""
+    serving = negotiator.supported if serves is None else serves
+    compat = ProtocolVersion.V0_3 in serving
     routes: list[BaseRoute] = []
     for route in create_jsonrpc_routes(
         handler, rpc_url=JSONRPC_PATH, context_builder=context_builder, enable_v0_3_compat=compat
     ):
-        endpoint = _jsonrpc_endpoint(route.endpoint, negotiator, echo)
+        endpoint = _jsonrpc_endpoint(route.endpoint, negotiator, echo, serving)
         routes.append(Route(route.path, endpoint, methods=route.methods))
     return routes
 
 
-def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: ProtocolEcho) -> Endpoint:
+def _not_served_here(version: ProtocolVersion) -> VersionNotSupportedError:
+    """A request in `version` to a tenant's root, which serves only A2A 0.3 (`paths`)."""
+    return VersionNotSupportedError(
+        message=(
+            f"the request asks for A2A {version.value}, but a tenant's own URLs serve A2A 0.3 only; "
+            "A2A 1.0 clients name the tenant in the request at the agent's root URLs"
+        ),
+        data={"requested": version.value, "supported": ProtocolVersion.V0_3.value},
+    )
+
+
+def _jsonrpc_endpoint(
+    endpoint: Endpoint, negotiator: VersionNegotiator, echo: ProtocolEcho, serves: tuple[ProtocolVersion, ...]
+) -> Endpoint:
     async def handle(request: Request) -> Response:
         unparsable: InvalidRequestError | None = None
         try:
@@ -180,6 +202,8 @@ def _jsonrpc_endpoint(endpoint: Endpoint, negotiator: VersionNegotiator, echo: P
             version = negotiator.version_of(request)
         except VersionNotSupportedError as exc:
             return JSONResponse(build_error_response(request_id, exc))
+        if version not in serves:
+            return JSONResponse(build_error_response(request_id, _not_served_here(version)))
         belongs = _METHODS.get(method) if isinstance(method, str) else None
         if belongs is not None and belongs is not version:
             return JSONResponse(build_error_response(request_id, _other_version(f"{method!r}", version)))
@@ -330,7 +354,42 @@ def rest_routes(
     echo: ProtocolEcho,
 ) -> list[BaseRoute]:
     """The HTTP+JSON routes: 1.0 under `REST_PATH` and `REST_PATH/{tenant}`, 0.3 under `REST_PATH/v1`."""
-    compat = ProtocolVersion.V0_3 in negotiator.supported
+    legacy, current = _guarded_rest_routes(
+        handler, context_builder, negotiator, echo, compat=ProtocolVersion.V0_3 in negotiator.supported
+    )
+    tenant_routes = [
+        Route(route.path.removeprefix(REST_PATH), endpoint=route.endpoint, methods=route.methods)
+        for route in current
+    ]
+    return [*legacy, *current, Mount(f"{REST_PATH}/{{tenant}}", routes=tenant_routes)]
+
+
+def tenant_v0_3_routes(
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    negotiator: VersionNegotiator,
+    echo: ProtocolEcho,
+) -> list[BaseRoute]:
+    """The A2A 0.3 routes of a tenant's root (`paths.TENANT_ROOT_PATH`, where they are mounted): JSON-RPC at
+    `JSONRPC_PATH` and HTTP+JSON under `REST_PATH/v1`, refusing A2A 1.0 requests with VersionNotSupported.
+
+    `context_builder` must take the tenant from the URL (`EdgeCallContextBuilder(tenant_from_path=True)`).
+    """
+    rpc = jsonrpc_routes(handler, context_builder, negotiator, echo, serves=(ProtocolVersion.V0_3,))
+    legacy, _ = _guarded_rest_routes(handler, context_builder, negotiator, echo, compat=True, only_v0_3=True)
+    return [*rpc, *legacy]
+
+
+def _guarded_rest_routes(
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    negotiator: VersionNegotiator,
+    echo: ProtocolEcho,
+    *,
+    compat: bool,
+    only_v0_3: bool = False,
+) -> tuple[list[Route], list[Route]]:
+    """The SDK's HTTP+JSON routes under `REST_PATH`, guarded: (the 0.3 ones, the 1.0 ones)."""
     legacy: list[Route] = []
     current: list[Route] = []
     for route in create_rest_routes(
@@ -342,6 +401,8 @@ def rest_routes(
             endpoint = route.endpoint
             if route.path == REST_PATH + _LIST_TASKS_PATH:
                 endpoint = _rest_list_tasks_canonical(endpoint)
+            if only_v0_3 and version is not ProtocolVersion.V0_3:
+                continue
             guarded = _rest_endpoint(endpoint, version, _rest_form(route.path, version), negotiator, echo)
             (legacy if version is ProtocolVersion.V0_3 else current).append(
                 Route(route.path, guarded, methods=route.methods)
@@ -349,11 +410,7 @@ def rest_routes(
         elif not (isinstance(route, Mount) and route.path == _SDK_TENANT_MOUNT):
             # A new kind of route from a newer SDK must be looked at, not silently served or dropped.
             raise RuntimeError(f"unexpected route from a2a-sdk create_rest_routes: {route!r}")
-    tenant_routes = [
-        Route(route.path.removeprefix(REST_PATH), endpoint=route.endpoint, methods=route.methods)
-        for route in current
-    ]
-    return [*legacy, *current, Mount(f"{REST_PATH}/{{tenant}}", routes=tenant_routes)]
+    return legacy, current
 
 
 def _rest_form(path: str, version: ProtocolVersion) -> FormCheck | None:

@@ -9,6 +9,11 @@ tenant gets TaskNotFound from the SDK's own owner-scoped lookups.
 anything is read or written. Task operations (get, cancel, subscribe, push configs) answer TaskNotFound,
 exactly as for a task the caller cannot see; SendMessage, SendStreamingMessage and ListTasks, which name no
 existing task, answer InvalidParams ("unknown tenant") so a misconfigured client learns what is wrong.
+
+On a tenant's own URLs (A2A 0.3 under `paths.TENANT_ROOT_PATH`) the tenant is the URL's: the context builder
+records it under `URL_TENANT_KEY`, and the gate puts it on the call context and the request before anything
+else reads them. The SDK's 0.3 JSON-RPC adapter overwrites the context's tenant after building it (with
+`params.tenant`, which no 0.3 request has), so the URL's tenant must be restored here, in the handler.
 """
 
 from __future__ import annotations
@@ -42,12 +47,29 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from merchant._handlers import DelegatingRequestHandler
 from merchant.tenants import TenantRegistry
 
-__all__ = ["TenantGate", "tenant_owner"]
+__all__ = ["URL_TENANT_KEY", "TenantGate", "tenant_owner"]
+
+URL_TENANT_KEY = "a2a_url_tenant"
+"""`ServerCallContext.state` key of the tenant a request's URL names, when the URL is the routing key."""
 
 # The SDK's task table caps ids (`tasks.id`, `tasks.context_id`) at 36 characters, i.e. a UUID.
 _MAX_ID_CHARS = 36
 # Width of the `owner` column.
 _MAX_OWNER_CHARS = 255
+
+# The requests a tenant is pinned on: every A2A 1.0 request message has a `tenant` field.
+_Scoped = (
+    SendMessageRequest
+    | GetTaskRequest
+    | ListTasksRequest
+    | CancelTaskRequest
+    | SubscribeToTaskRequest
+    | TaskPushNotificationConfig
+    | GetTaskPushNotificationConfigRequest
+    | ListTaskPushNotificationConfigsRequest
+    | DeleteTaskPushNotificationConfigRequest
+    | GetExtendedAgentCardRequest
+)
 
 
 def tenant_owner(context: ServerCallContext) -> str:
@@ -70,17 +92,19 @@ class TenantGate(DelegatingRequestHandler):
         super().__init__(inner)
         self._tenants = tenants
 
-    def _require_task_tenant(self, context: ServerCallContext) -> None:
+    def _require_task_tenant(self, params: _Scoped, context: ServerCallContext) -> None:
+        _pin_url_tenant(params, context)
         # Same error as an invisible task: an unknown tenant has no tasks.
         if context.tenant not in self._tenants:
             raise TaskNotFoundError
 
-    def _require_tenant(self, context: ServerCallContext) -> None:
+    def _require_tenant(self, params: _Scoped, context: ServerCallContext) -> None:
+        _pin_url_tenant(params, context)
         if context.tenant not in self._tenants:
             raise InvalidParamsError(message=f"Unknown tenant {context.tenant!r}")
 
     def _check_send(self, params: SendMessageRequest, context: ServerCallContext) -> None:
-        self._require_tenant(context)
+        self._require_tenant(params, context)
         _check_client_message(params.message)
         # No stored task has a longer id, so a longer taskId names an unknown task, which is TaskNotFound
         # whatever its length (A2A §3.4.2). A new task with a longer context id would not fit its row on
@@ -105,24 +129,24 @@ class TenantGate(DelegatingRequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         """GetTask within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         return await super().on_get_task(params, context)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """ListTasks within the caller's tenant."""
-        self._require_tenant(context)
+        self._require_tenant(params, context)
         return await super().on_list_tasks(params, context)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         """CancelTask within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         return await super().on_cancel_task(params, context)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         """SubscribeToTask within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         async for event in super().on_subscribe_to_task(params, context):
             yield event
 
@@ -130,36 +154,44 @@ class TenantGate(DelegatingRequestHandler):
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         """CreateTaskPushNotificationConfig within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         return await super().on_create_task_push_notification_config(params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         """GetTaskPushNotificationConfig within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         return await super().on_get_task_push_notification_config(params, context)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         """ListTaskPushNotificationConfigs within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         return await super().on_list_task_push_notification_configs(params, context)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
         """DeleteTaskPushNotificationConfig within the caller's tenant."""
-        self._require_task_tenant(context)
+        self._require_task_tenant(params, context)
         await super().on_delete_task_push_notification_config(params, context)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         """GetExtendedAgentCard for a known tenant."""
-        self._require_tenant(context)
+        self._require_tenant(params, context)
         return await super().on_get_extended_agent_card(params, context)
+
+
+def _pin_url_tenant(params: _Scoped, context: ServerCallContext) -> None:
+    """The tenant of the request's URL, when it names one, on `context` and `params` (see the module)."""
+    tenant = context.state.get(URL_TENANT_KEY)
+    if isinstance(tenant, str):
+        context.tenant = tenant
+        params.tenant = tenant
 
 
 def _check_client_message(message: Message) -> None:

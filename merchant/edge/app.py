@@ -1,13 +1,15 @@
 """The merchant's A2A app: any a2a-sdk `AgentExecutor` behind JSON-RPC and HTTP+JSON, per tenant.
 
 A2A 1.0 is served to every tenant; A2A 0.3 (through the SDK's compatibility layer, which converts 0.3
-requests to 1.0 before the handlers see them and the answers back) to the default tenant, since 0.3 has
-no tenants. Wiring, outermost first: the routes (`paths` has the URL layout), each negotiating the version
-through one `VersionNegotiator` → `EdgeCallContextBuilder` (which hands the negotiated version on) →
-`RememberFailures` (the A2A error of a call, for the 0.3 routes to name) → `TenantGate` (unknown tenants
-refused) → the handler layers (the payment layer's) → the SDK's `DefaultRequestHandler` → the executor.
-Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore` with one-statement saves and reads) on the
-caller's engine, owner-scoped by tenant and user, in the table made by migration `m0001` (never by the SDK).
+requests to 1.0 before the handlers see them and the answers back) to every tenant too: to the default
+tenant at the root URLs, and, since a 0.3 request names no tenant, to each named tenant at URLs of its own
+under `paths.TENANT_ROOT_PATH`, with its own cards there. Wiring, outermost first: the routes (`paths` has
+the URL layout), each negotiating the version through one `VersionNegotiator` → `EdgeCallContextBuilder`
+(which hands the negotiated version on) → `RememberFailures` (the A2A error of a call, for the 0.3 routes
+to name) → `TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
+`DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
+with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and user, in the table
+made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
 optional `card_modifier`; card signing plugs in there. With `tenant_extensions` in the card settings, each
@@ -31,19 +33,19 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
-from merchant.tenants import TenantRegistry
+from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from storage import ensure_schema_current
 
 from ._call_context import EdgeCallContextBuilder
-from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards
+from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards, TenantCardEndpoints
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
 from ._grpc import GrpcEdge
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
-from ._routes import jsonrpc_routes, rest_routes
+from ._routes import jsonrpc_routes, rest_routes, tenant_v0_3_routes
 from ._slashes import TrailingSlashMiddleware
 from ._task_store import TenantTaskStore
 from ._tenancy import TenantGate
@@ -52,9 +54,10 @@ from .card import (
     CardSettingsError,
     build_agent_card,
     build_extended_agent_card,
+    build_tenant_agent_card,
     served_versions,
 )
-from .paths import A2A_PATH_PREFIX, AGENT_CARD_PATH, HEALTH_PATH
+from .paths import AGENT_CARD_PATH, HEALTH_PATH, TENANT_ROOT_PATH, is_a2a_path
 from .versions import ProtocolVersion, VersionNegotiator
 
 __all__ = ["MERCHANT_SCHEMA_BRANCH", "CardModifier", "CardSigner", "HandlerLayer", "create_app"]
@@ -91,7 +94,8 @@ def create_app(
     Args:
         executor: the agent; any a2a-sdk `AgentExecutor` (the payment layer wraps the business one).
         engine: the database holding the `tasks` table. The caller owns it and disposes of it.
-        tenants: the tenants served; each gets interfaces in the card and its own task scope.
+        tenants: the tenants served; each gets interfaces in the card and its own task scope, and each named
+            one its 0.3 interfaces and cards under its own root.
         card: what the Agent Card says about the agent (name, skills, base URL, extensions, ...).
         routes: extra routes (JWKS, per-tenant endpoints, ...), registered before the A2A ones.
         card_modifier: applied to the card of the requested version on every card request.
@@ -176,9 +180,9 @@ def create_app(
     # that only the slashed form would route (`/a2a/rest/{tenant}`, a Mount) would redirect for ever.
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan, redirect_slashes=False)
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
-    app.add_middleware(IntegralNumbersMiddleware, prefixes=(A2A_PATH_PREFIX,))
+    app.add_middleware(IntegralNumbersMiddleware, applies=is_a2a_path)
     # Outermost: the path is settled before anything reads it.
-    app.add_middleware(TrailingSlashMiddleware, prefix=A2A_PATH_PREFIX)
+    app.add_middleware(TrailingSlashMiddleware, applies=is_a2a_path)
     app.router.routes.extend(routes)
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
     context_builder = EdgeCallContextBuilder(negotiator)
@@ -195,7 +199,46 @@ def create_app(
         jsonrpc_routes=jsonrpc_routes(handler, context_builder, negotiator, echo),
         rest_routes=rest_routes(handler, context_builder, negotiator, echo),
     )
+    app.router.routes.append(
+        _tenant_roots(card, tenants, handler, echo, card_modifier, card_signer, card_cache_control)
+    )
     return app
+
+
+def _tenant_roots(
+    card: AgentCardSettings,
+    tenants: TenantRegistry,
+    handler: RequestHandler,
+    echo: ProtocolEcho,
+    card_modifier: CardModifier | None,
+    card_signer: CardSigner | None,
+    card_cache_control: str,
+) -> Mount:
+    """The named tenants' roots: each one's cards and A2A 0.3 routes, the tenant taken from the URL."""
+    # Both versions are negotiated there, so a 1.0 request is told where 1.0 is served rather than that
+    # its version is unknown; only the cards are served in 1.0.
+    negotiator = VersionNegotiator((ProtocolVersion.V1_0, ProtocolVersion.V0_3))
+    cards = TenantCardEndpoints(
+        {
+            tenant.id: AgentCardEndpoint(
+                {v: build_tenant_agent_card(card, tenants, tenant.id, v) for v in negotiator.supported},
+                negotiator=negotiator,
+                modifier=card_modifier,
+                cache_control=card_cache_control,
+                signer=card_signer,
+            )
+            for tenant in tenants
+            if tenant.id != DEFAULT_TENANT
+        }
+    )
+    context_builder = EdgeCallContextBuilder(negotiator, tenant_from_path=True)
+    return Mount(
+        TENANT_ROOT_PATH,
+        routes=[
+            Route(AGENT_CARD_PATH, cards.serve, methods=["GET"]),
+            *tenant_v0_3_routes(handler, context_builder, negotiator, echo),
+        ],
+    )
 
 
 async def _healthz(_request: Request) -> JSONResponse:

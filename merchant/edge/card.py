@@ -2,19 +2,27 @@
 
 The 1.0 card lists one interface per binding (JSON-RPC, HTTP+JSON) per served tenant at protocol version 1.0;
 the default tenant's interfaces carry no `tenant` and come first, so a client that simply takes the first
-interface talks to the default tenant. When the default tenant exists the deployment also serves A2A 0.3
-(which has no tenants) for it, and the 1.0 card lists those two 0.3 interfaces last. The 0.3 card is the
-0.3 shape of the same agent: `url` and `preferredTransport` (JSON-RPC), `protocolVersion: "0.3"`, and
-`additionalInterfaces` listing both 0.3 interfaces. Capabilities are fixed by what the edge implements:
-streaming yes, push notifications no. Extension declarations are supplied by the caller per version
-(`extensions` for 1.0, `extensions_v0_3` for 0.3): an extension URI names one version of the extension.
+interface talks to the default tenant. A2A 0.3 is served too, and the 1.0 card lists those interfaces last:
+the default tenant's (when it exists) at the root URLs, then each named tenant's at its own URLs under
+`paths.TENANT_ROOT_PATH`, carrying that `tenant`: a 0.3 request has no `tenant` field, so there the URL
+routes, and the interface's `tenant` says whose it is (a2a-sdk's 0.3 transports send none). The 0.3 card
+is the 0.3 shape of the default tenant's agent: `url` and `preferredTransport` (JSON-RPC),
+`protocolVersion: "0.3"`, and `additionalInterfaces` listing both 0.3 interfaces. Capabilities are fixed
+by what the edge implements: streaming yes, push notifications no. Extension declarations are supplied by
+the caller per version (`extensions` for 1.0, `extensions_v0_3` for 0.3): an extension URI names one
+version of the extension.
+
+Each named tenant also has cards of its own, served under its root (`build_tenant_agent_card`): in 0.3,
+the 0.3 card of its 0.3 interfaces, for a 0.3 client; in 1.0, its interfaces of both versions. Their
+extension declarations are the tenant's (`tenant_extensions_v0_3`, `tenant_extensions`; the reference
+merchant: only that tenant's payTo), or the shared ones when those are unset.
 
 With `grpc_url` set, each tenant's 1.0 interfaces end with a third one, GRPC at `host:port`.
 
 With `tenant_extensions` set, each tenant also has an extended Agent Card (A2A 1.0 `GetExtendedAgentCard`,
 `build_extended_agent_card`): the same agent with only that tenant's 1.0 interfaces and the extension
-declarations `tenant_extensions` gives for it (the reference merchant: only that tenant's payTo addresses),
-and the 1.0 card declares `capabilities.extendedAgentCard`. The 0.3 card does not: 0.3 has no tenants.
+declarations `tenant_extensions` gives for it, and the 1.0 cards declare `capabilities.extendedAgentCard`.
+The 0.3 cards do not: the extended card is a 1.0 operation.
 
 `render_agent_card` is the one place that turns a card into the exact bytes served for its version (and
 so the bytes a signature must cover), and `render_versionless_agent_card` the one that writes the card for
@@ -41,7 +49,7 @@ from google.protobuf.json_format import MessageToDict
 from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 
 from ._numbers import restore_integers
-from .paths import JSONRPC_PATH, REST_PATH
+from .paths import JSONRPC_PATH, REST_PATH, tenant_root
 from .versions import ProtocolVersion
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "CardSettingsError",
     "build_agent_card",
     "build_extended_agent_card",
+    "build_tenant_agent_card",
     "render_agent_card",
     "render_versionless_agent_card",
     "served_versions",
@@ -75,7 +84,9 @@ class AgentCardSettings:
     is its `host:port` (a gRPC interface URL has no scheme); each tenant then gets a third 1.0
     interface, GRPC, after the two HTTP ones. `extensions` go into the 1.0 card's
     `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's; `tenant_extensions`, when
-    set, gives a tenant id's extended card its extension declarations. Raises `CardSettingsError`
+    set, gives a tenant id's extended card and its own 1.0 card their extension declarations, and
+    `tenant_extensions_v0_3` a named tenant's 0.3 card its own (each falls back to the shared declarations
+    of its version when unset). Raises `CardSettingsError`
     on an empty name, description, version or skill list, a base URL that is not an absolute http(s)
     URL, or a `grpc_url` that is not `host:port`.
     """
@@ -89,6 +100,7 @@ class AgentCardSettings:
     extensions: Sequence[AgentExtension] = ()
     extensions_v0_3: Sequence[AgentExtension] = ()
     tenant_extensions: Callable[[str], Sequence[AgentExtension]] | None = None
+    tenant_extensions_v0_3: Callable[[str], Sequence[AgentExtension]] | None = None
     default_input_modes: Sequence[str] = _DEFAULT_MODES
     default_output_modes: Sequence[str] = _DEFAULT_MODES
     provider: AgentProvider | None = None
@@ -114,7 +126,8 @@ class AgentCardSettings:
 
 
 def served_versions(tenants: TenantRegistry) -> tuple[ProtocolVersion, ...]:
-    """The protocol versions served: 1.0, and 0.3 when there is a default tenant (0.3 has no tenants)."""
+    """The protocol versions served at the root URLs: 1.0, and 0.3 when there is a default tenant (a 0.3
+    request names no tenant; named tenants are served 0.3 under their own roots)."""
     if DEFAULT_TENANT in tenants:
         return (ProtocolVersion.V1_0, ProtocolVersion.V0_3)
     return (ProtocolVersion.V1_0,)
@@ -134,15 +147,16 @@ def _interfaces(settings: AgentCardSettings, tenants: TenantRegistry) -> list[Ag
         for tenant in tenants
         for binding, url in urls
     ]
-    if ProtocolVersion.V0_3 in served_versions(tenants):
-        interfaces.extend(
-            AgentInterface(
-                url=settings.base_url + path,
-                protocol_binding=binding,
-                protocol_version=ProtocolVersion.V0_3.value,
-            )
-            for binding, path in _BINDINGS
+    interfaces.extend(
+        AgentInterface(
+            url=settings.base_url + (tenant_root(tenant.id) if tenant.id else "") + path,
+            protocol_binding=binding,
+            protocol_version=ProtocolVersion.V0_3.value,
+            tenant=tenant.id,
         )
+        for tenant in tenants
+        for binding, path in _BINDINGS
+    )
     return interfaces
 
 
@@ -151,8 +165,9 @@ def build_agent_card(
 ) -> AgentCard:
     """The Agent Card for `settings` and `tenants` in `version`, as an A2A 1.0 `AgentCard` message.
 
-    For 1.0: every interface of every served version. For 0.3: only the 0.3 interfaces and the 0.3
-    extension declarations, ready for `render_agent_card` to write in the 0.3 shape.
+    For 1.0: every interface of every served version, every tenant's. For 0.3: only the default tenant's
+    0.3 interfaces and the 0.3 extension declarations, ready for `render_agent_card` to write in the 0.3
+    shape.
 
     Raises:
         CardSettingsError: `version` is not served to `tenants` (0.3 needs the default tenant).
@@ -161,9 +176,37 @@ def build_agent_card(
         raise CardSettingsError(f"A2A {version} is not served: it needs a default tenant")
     interfaces = _interfaces(settings, tenants)
     if version is ProtocolVersion.V0_3:
-        interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
+        interfaces = [
+            i
+            for i in interfaces
+            if i.protocol_version == ProtocolVersion.V0_3.value and i.tenant == DEFAULT_TENANT
+        ]
         return _card(settings, interfaces, settings.extensions_v0_3, extended=False)
     return _card(settings, interfaces, settings.extensions, extended=settings.tenant_extensions is not None)
+
+
+def build_tenant_agent_card(
+    settings: AgentCardSettings, tenants: TenantRegistry, tenant: str, version: ProtocolVersion
+) -> AgentCard:
+    """The named `tenant`'s own Agent Card in `version`, served under its root.
+
+    For 0.3: its 0.3 interfaces and `tenant_extensions_v0_3(tenant)` (else `extensions_v0_3`), for a 0.3
+    client, which has no other way to reach the tenant. For 1.0: its interfaces of both versions and
+    `tenant_extensions(tenant)` (else `extensions`).
+
+    Raises:
+        CardSettingsError: `tenant` is the default tenant or not in `tenants`.
+    """
+    if tenant == DEFAULT_TENANT or tenant not in tenants:
+        raise CardSettingsError(f"no named tenant {tenant!r} to build a card for")
+    interfaces = [i for i in _interfaces(settings, tenants) if i.tenant == tenant]
+    if version is ProtocolVersion.V0_3:
+        interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
+        own = settings.tenant_extensions_v0_3
+        return _card(settings, interfaces, own(tenant) if own else settings.extensions_v0_3, extended=False)
+    own = settings.tenant_extensions
+    extensions = own(tenant) if own else settings.extensions
+    return _card(settings, interfaces, extensions, extended=own is not None)
 
 
 def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegistry, tenant: str) -> AgentCard:

@@ -68,17 +68,19 @@ def running_merchant(
     handler_layers: Sequence[HandlerLayer] = (),
     extensions: Sequence[AgentExtension] = (),
     grpc_port: int | None = None,
+    tenants: TenantRegistry | None = None,
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
 
-    With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`.
+    With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`. `tenants`: by default
+    `make_tenants()`.
     """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
     app = create_app(
         executor=executor or ScriptedExecutor(),
         engine=engine,
-        tenants=make_tenants(),
+        tenants=make_tenants() if tenants is None else tenants,
         card=make_card(base_url_of(sock), extensions),
         routes=routes,
         card_modifier=card_modifier,

@@ -32,7 +32,8 @@ BASE = "https://shop.example"
 
 
 def interfaces(base_url: str) -> list[JSON]:
-    """The interfaces the test tenants' 1.0 card must list, in order: 1.0 per tenant, then 0.3."""
+    """The interfaces the test tenants' 1.0 card must list, in order: 1.0 per tenant, then 0.3 per tenant
+    (the default tenant's at the root, a named tenant's under its own root, carrying its `tenant`)."""
     listed = []
     for tenant in ("", TENANT_A, TENANT_B):
         for path, binding in (("/a2a/jsonrpc", "JSONRPC"), ("/a2a/rest", "HTTP+JSON")):
@@ -40,8 +41,13 @@ def interfaces(base_url: str) -> list[JSON]:
             if tenant:
                 interface["tenant"] = tenant
             listed.append(interface)
-    for path, binding in (("/a2a/jsonrpc", "JSONRPC"), ("/a2a/rest", "HTTP+JSON")):
-        listed.append({"url": base_url + path, "protocolBinding": binding, "protocolVersion": "0.3"})
+    for tenant in ("", TENANT_A, TENANT_B):
+        root = f"/t/{tenant}" if tenant else ""
+        for path, binding in (("/a2a/jsonrpc", "JSONRPC"), ("/a2a/rest", "HTTP+JSON")):
+            interface = {"url": base_url + root + path, "protocolBinding": binding, "protocolVersion": "0.3"}
+            if tenant:
+                interface["tenant"] = tenant
+            listed.append(interface)
     return listed
 
 
@@ -89,14 +95,17 @@ def expected_versionless_card(base_url: str) -> JSON:
     return {**expected_card_v0_3(base_url), "supportedInterfaces": interfaces(base_url)}
 
 
-def test_card_without_a_default_tenant_has_no_tenantless_interface_and_no_0_3() -> None:
+def test_card_without_a_default_tenant_has_no_tenantless_interface_and_no_root_0_3() -> None:
     tenants = TenantRegistry([Tenant(id=TENANT_B, pay_to=PAY_TO[TENANT_B], price=1)])
 
     card = build_agent_card(make_card(BASE), tenants)
 
-    assert [(i.tenant, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
-        (TENANT_B, "JSONRPC", "1.0"),
-        (TENANT_B, "HTTP+JSON", "1.0"),
+    listed = [(i.tenant, i.protocol_binding, i.protocol_version, i.url) for i in card.supported_interfaces]
+    assert listed == [
+        (TENANT_B, "JSONRPC", "1.0", BASE + "/a2a/jsonrpc"),
+        (TENANT_B, "HTTP+JSON", "1.0", BASE + "/a2a/rest"),
+        (TENANT_B, "JSONRPC", "0.3", f"{BASE}/t/{TENANT_B}/a2a/jsonrpc"),
+        (TENANT_B, "HTTP+JSON", "0.3", f"{BASE}/t/{TENANT_B}/a2a/rest"),
     ]
     assert served_versions(tenants) == (ProtocolVersion.V1_0,)
     with pytest.raises(CardSettingsError, match="needs a default tenant"):
