@@ -7,7 +7,9 @@ parses the v1 terms and signs the EIP-3009 authorization. It pays with that x402
 same authorization in an x402 v2 payload (`accepted`: the v2 form of the terms, the network as CAIP-2 from
 x402's own chain table). Binding x payload version x blocking/streaming is covered pairwise (each pair of
 values once) rather than as the full cross product: every paid run costs suite time. A2A 0.3 has no
-tenants: the 0.3 interfaces are the default tenant's.
+tenant field: the root's 0.3 interfaces are the default tenant's, and the client pays the named tenant by
+fetching that tenant's own card (`/t/acme/.well-known/agent-card.json`, from the base URL `/t/acme`) and
+using the 0.3 interfaces it lists, under the same prefix.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import pytest
 
 from a2a_x402 import EXTENSION_URI_V02
+from merchant.edge import tenant_root
 from tests.fixtures.compat import CompatPython
 
-from .conftest import TEXT, Shop
+from .conftest import NAMED_TENANT, TEXT, Shop
 
 PAY_0_3 = """
 import asyncio, json, sys, uuid
@@ -80,6 +83,7 @@ async def main():
         await client.close()
     dump = lambda model: model.model_dump(mode="json", by_alias=True, exclude_none=True)
     print(json.dumps({
+        "card": dump(card),
         "asked": dump(asked),
         "chosen": dump(chosen),
         "payload": payload,
@@ -93,20 +97,23 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    ("transport", "x402_version", "streaming"),
+    ("tenant", "transport", "x402_version", "streaming"),
     [
-        pytest.param("JSONRPC", 1, False, id="jsonrpc-x402v1-blocking"),
-        pytest.param("JSONRPC", 2, True, id="jsonrpc-x402v2-streaming"),
-        pytest.param("HTTP+JSON", 1, True, id="http+json-x402v1-streaming"),
-        pytest.param("HTTP+JSON", 2, False, id="http+json-x402v2-blocking"),
+        pytest.param("", "JSONRPC", 1, False, id="default-jsonrpc-x402v1-blocking"),
+        pytest.param("", "JSONRPC", 2, True, id="default-jsonrpc-x402v2-streaming"),
+        pytest.param("", "HTTP+JSON", 1, True, id="default-http+json-x402v1-streaming"),
+        pytest.param("", "HTTP+JSON", 2, False, id="default-http+json-x402v2-blocking"),
+        pytest.param(NAMED_TENANT, "JSONRPC", 1, True, id="named-jsonrpc-x402v1-streaming"),
+        pytest.param(NAMED_TENANT, "HTTP+JSON", 2, False, id="named-http+json-x402v2-blocking"),
     ],
 )
 async def test_the_0_3_sdk_client_pays_and_the_payee_is_credited_once(
-    shop: Shop, compat_python: CompatPython, transport: str, x402_version: int, streaming: bool
+    shop: Shop, compat_python: CompatPython, tenant: str, transport: str, x402_version: int, streaming: bool
 ) -> None:
     key = shop.new_payer()
+    root = shop.base_url + (tenant_root(tenant) if tenant else "")
     request = {
-        "baseUrl": shop.base_url,
+        "baseUrl": root,
         "transport": transport,
         "streaming": streaming,
         "extension": EXTENSION_URI_V02,
@@ -117,12 +124,20 @@ async def test_the_0_3_sdk_client_pays_and_the_payee_is_credited_once(
 
     seen = await compat_python.run(PAY_0_3, request)
 
+    # The card the client fetched lists only the tenant's interfaces, and the client used one of them.
+    card = seen["card"]
+    assert [i["url"] for i in card["additionalInterfaces"]] == [root + "/a2a/jsonrpc", root + "/a2a/rest"]
+    if tenant:
+        # Its x402 declaration names only its own payee, for a client with no tenant of its own to match.
+        [declared] = [e for e in card["capabilities"]["extensions"] if e["uri"] == EXTENSION_URI_V02]
+        payee = {"network": shop.chain.network, "address": shop.pay_to(tenant)}
+        assert declared["params"]["payTo"] == [payee]
     asked = seen["asked"]
     assert asked["status"]["state"] == "input-required"
     assert asked["status"]["message"]["metadata"]["x402.payment.status"] == "payment-required"
     chosen = seen["chosen"]
-    assert (chosen["network"], chosen["payTo"]) == ("base-sepolia", shop.pay_to(""))
-    assert chosen["maxAmountRequired"] == str(shop.price(""))
+    assert (chosen["network"], chosen["payTo"]) == ("base-sepolia", shop.pay_to(tenant))
+    assert chosen["maxAmountRequired"] == str(shop.price(tenant))
     assert seen["payload"]["x402Version"] == x402_version
     paid = seen["paid"]
     assert (paid["id"], paid["status"]["state"]) == (asked["id"], "completed")
@@ -141,5 +156,5 @@ async def test_the_0_3_sdk_client_pays_and_the_payee_is_credited_once(
     assert fetched["status"]["message"]["metadata"]["x402.payment.receipts"] == [receipt]
     assert len(fetched["artifacts"]) == 1
     await shop.assert_paid_once(
-        tenant="", task_id=asked["id"], payer_key=key, transaction=receipt["transaction"]
+        tenant=tenant, task_id=asked["id"], payer_key=key, transaction=receipt["transaction"]
     )

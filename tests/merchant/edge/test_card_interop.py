@@ -4,7 +4,7 @@ Three verifiers, each reading the card as its clients do: ours (`CardVerifier`, 
 a2a-sdk 1.x's (`create_signature_verifier` on the card its `A2ACardResolver` parses, in-process) and
 a2a-sdk 0.3.x's (the same on its pydantic card, in `.venv-compat` as a subprocess: the two SDKs cannot share
 a virtualenv). The cards are fetched from the real merchant: the 1.0 card, the 0.3 card, and the card
-served without `A2A-Version`, which both SDKs' clients fetch.
+served without `A2A-Version`, which both SDKs' clients fetch; at the root and at a named tenant's root.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from agentcard import (
     parse_jwks,
     sign_card,
 )
-from merchant.edge import AGENT_CARD_PATH
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
 from tests.fixtures.compat import CompatPython
-from tests.fixtures.merchant import MerchantStarter
+from tests.fixtures.merchant import TWO_TENANTS, MerchantStarter
 from tests.merchant.test_card_signing import fetch_jwks, sdk_key_provider, signing_merchant, verify
 
 pytestmark = pytest.mark.timeout(90)
@@ -187,3 +187,27 @@ async def test_a_card_with_both_versions_members_verifies_with_both_sdks_and_our
     assert await sdk_v0_3_verdicts(compat_python, {"moved": moved}, jwks) == {
         "moved": "InvalidSignaturesError"
     }
+
+
+async def test_a_named_tenants_own_cards_verify_with_both_sdks_and_ours(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path, compat_python: CompatPython
+) -> None:
+    # No default tenant: a 0.3 client reaches acme only through acme's own card, signed as the root's.
+    merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=dict(TWO_TENANTS))
+    root = merchant.base_url + tenant_root("acme")
+
+    async with httpx.AsyncClient() as http:
+        cards = await fetch_cards(http, root)
+        jwks = await fetch_jwks(http, merchant.base_url)
+        ours = {name: await verify(http, merchant.base_url, card) for name, card in cards.items()}
+
+    assert cards["0.3"]["url"] == root + JSONRPC_PATH
+    assert sdk_v1_verdicts(cards, jwks) == {"1.0": "verified", "0.3": "verified", "none": "verified"}
+    assert await sdk_v0_3_verdicts(compat_python, cards, jwks) == {
+        "1.0": "unparseable",
+        "0.3": "verified",
+        "none": "verified",
+    }
+    for name, result in ours.items():
+        assert result.verified, (name, result.reason)
+        assert result.checks and all(check.verified for check in result.checks), name
