@@ -156,7 +156,12 @@ LITERAL_MAPPINGS: tuple[LiteralMapping, ...] = (
             '"supportedInterfaces": [{…, "protocolVersion": "1.0"}]',
             "per interface instead of per card",
         ),
-        (None, '"supportedInterfaces": [{…, "tenant": "acme"}]', "new: the tenant an interface serves"),
+        (
+            '"url": "https://merchant.example/t/acme/a2a/jsonrpc"',
+            '"supportedInterfaces": [{…, "tenant": "acme"}]',
+            "the tenant an interface serves: new in 1.0 requests; a 0.3 request names none, so a tenant's "
+            "0.3 interfaces have URLs of their own and a card of their own (§12.1)",
+        ),
         (
             '"supportsAuthenticatedExtendedCard": true',
             '"capabilities": {"extendedAgentCard": true}',

@@ -25,16 +25,7 @@ under `paths.TENANT_ROOT_PATH`; they refuse A2A 1.0 with VersionNotSupported, si
 their tenant themselves at the root URLs. Their tenant is the URL's, put on the call context by the context
 builder and kept there by the tenant gate (`_tenancy`).
 
-Errors. The SDK gives the errors it builds itself (JSON-RPC parse error, method not found, internal error;
-an HTTP+JSON internal error) no `google.rpc.ErrorInfo`; they get one here, so every 1.0 error names its
-reason. An unexpected exception is answered "Internal error" on every binding and version: the SDK would
-put its text into the JSON-RPC answer. On 0.3 JSON-RPC (unary answers and stream events) an error is the
-0.3 error object (`code`, `message`, `data` only when there is some, no ErrorInfo); the SDK's 0.3 layer
-answers the 1.0 additions ExtensionSupportRequired and VersionNotSupported as InternalError, so they are
-given back their 1.0 codes (-32008, -32009: server-defined codes on 0.3, which the a2a-sdk 0.3 compat client
-maps to those errors). HTTP+JSON 0.3 errors are the `google.rpc.Status` of 1.0 (the SDK's 0.3 layer) plus,
-beside it, the error's `type` and `message`, which is what the a2a-sdk 0.3 compat client reads (without them
-it sees only the status code, and a TaskNotFound 404 becomes MethodNotFound). The SDK's 0.3 HTTP+JSON
+Errors are written in each binding's and version's form by `_error_forms`. The SDK's 0.3 HTTP+JSON
 streams raise an error of their first step (an unknown task, a refused message) inside the body, after
 the 200 has gone out, so the client sees the connection drop; their first event is produced before the
 response starts, and such an error is answered as an error.
@@ -58,10 +49,7 @@ from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes import ServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import ListTasksResponse
-from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE, build_rest_error_payload
 from a2a.utils.errors import (
-    A2A_ERROR_MAPPING,
-    JSON_RPC_ERROR_CODE_MAP,
     A2AError,
     InternalError,
     InvalidRequestError,
@@ -74,6 +62,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from ._echo import ProtocolEcho
+from ._error_forms import (
+    INTERNAL_MESSAGE,
+    finish_v0_3_error,
+    rest_error,
+    rest_typed,
+    rest_with_error_info,
+    v0_3_error,
+    with_error_info,
+)
 from ._failures import failure_of
 from ._forms import check_jsonrpc_v0_3_form, check_jsonrpc_v0_3_params, check_rest_v0_3_form, check_v1_0_form
 from ._v0_3_rest import REST_V0_3_SEND_SUFFIX, with_v0_3_rest_query_names, with_v0_3_rest_send_default
@@ -100,20 +97,6 @@ _SEND_FORMS: dict[str, FormCheck] = {
     "message/stream": check_jsonrpc_v0_3_form,
 }
 _REST_SEND_PATHS = ("/message:send", "/message:stream")
-# ErrorInfo reasons of the errors the SDK answers without one: by JSON-RPC code, by google.rpc status.
-_INTERNAL_REASON = "INTERNAL_ERROR"
-_INTERNAL_MESSAGE = "Internal error"
-_INTERNAL_CODE = -32603
-_REST_REASONS = {"INTERNAL": _INTERNAL_REASON, "INVALID_ARGUMENT": "INVALID_REQUEST"}
-_STANDARD_REASONS = {
-    -32700: "JSON_PARSE",
-    -32600: "INVALID_REQUEST",
-    -32601: "METHOD_NOT_FOUND",
-    -32602: "INVALID_PARAMS",
-    -32603: _INTERNAL_REASON,
-}
-# The error `type` of a 0.3 HTTP+JSON error body, by ErrorInfo reason.
-_V0_3_ERROR_TYPES = {mapping.reason: kind.__name__ for kind, mapping in A2A_ERROR_MAPPING.items()}
 
 
 def _other_version(operation: str, version: ProtocolVersion) -> VersionNotSupportedError:
@@ -214,7 +197,7 @@ def _jsonrpc_endpoint(
                 _SEND_FORMS[method](envelope.get("params"))
         except A2AError as exc:
             if version is ProtocolVersion.V0_3:
-                answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": _v0_3_error(exc)})
+                answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": v0_3_error(exc)})
             else:
                 answer = JSONResponse(build_error_response(request_id, exc))
             return echo.stamp(answer, request, version)
@@ -241,40 +224,12 @@ def _finish_v1_0(response: JSONResponse, method: Any) -> JSONResponse:
         return response
     error = body.get("error")
     if isinstance(error, dict):
-        body["error"] = _with_error_info(error)
+        body["error"] = with_error_info(error)
     elif "result" in body and method == _LIST_TASKS_METHOD:
         body["result"] = _canonical_list_tasks(body["result"])
     else:
         return response
     return JSONResponse(body, status_code=response.status_code)
-
-
-def _rpc_code(error: A2AError) -> int | None:
-    return next((code for kind, code in JSON_RPC_ERROR_CODE_MAP.items() if isinstance(error, kind)), None)
-
-
-def _v0_3_error(error: A2AError) -> dict[str, Any]:
-    """The 0.3 JSON-RPC error object of `error`."""
-    answer: dict[str, Any] = {"code": _rpc_code(error) or _INTERNAL_CODE, "message": error.message}
-    if error.data is not None:
-        answer["data"] = error.data
-    return answer
-
-
-def _finish_v0_3_error(error: dict[str, Any], failure: A2AError | None) -> dict[str, Any]:
-    """A 0.3 JSON-RPC error object from the SDK's 0.3 layer, told `failure`, the error the handler raised."""
-    answer = {key: value for key, value in error.items() if not (key == "data" and value is None)}
-    if answer.get("code") != _INTERNAL_CODE:
-        return answer
-    code = _rpc_code(failure) if failure is not None else None
-    if code is not None and code != _INTERNAL_CODE:
-        # A 1.0 addition the SDK's 0.3 layer folded into InternalError: its own code and message.
-        answer["code"] = code
-    elif not isinstance(failure, InternalError):
-        # An unexpected exception: its text is for the server log, not for the client.
-        answer["message"] = _INTERNAL_MESSAGE
-        answer.pop("data", None)
-    return answer
 
 
 def _finish_v0_3(response: JSONResponse, request: Request) -> JSONResponse:
@@ -283,7 +238,7 @@ def _finish_v0_3(response: JSONResponse, request: Request) -> JSONResponse:
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return response
-    body["error"] = _finish_v0_3_error(error, failure_of(request))
+    body["error"] = finish_v0_3_error(error, failure_of(request))
     return JSONResponse(body, status_code=response.status_code)
 
 
@@ -295,53 +250,13 @@ async def _finish_v0_3_events(events: AsyncIterable[Any], request: Request) -> A
             body = orjson.loads(data) if isinstance(data, str) else None
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(body, dict) and isinstance(error, dict):
-                body["error"] = _finish_v0_3_error(error, failure_of(request))
+                body["error"] = finish_v0_3_error(error, failure_of(request))
                 event = {**event, "data": orjson.dumps(body).decode()}
             yield event
     finally:
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
-
-
-def _has_error_info(details: Any) -> bool:
-    return isinstance(details, list) and any(
-        isinstance(detail, dict) and detail.get("@type") == ERROR_INFO_TYPE for detail in details
-    )
-
-
-def _error_info(reason: str, data: Any) -> dict[str, Any]:
-    metadata = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-    return {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": metadata}
-
-
-def _with_error_info(error: dict[str, Any]) -> dict[str, Any]:
-    code = error.get("code")
-    reason = _STANDARD_REASONS.get(code) if isinstance(code, int) else None
-    if reason is None or _has_error_info(error.get("data")):
-        return error
-    answer = {**error, "data": [_error_info(reason, error.get("data"))]}
-    if reason == _INTERNAL_REASON:
-        # An unexpected exception: its text is for the server log, not for the client.
-        answer["message"] = _INTERNAL_MESSAGE
-    return answer
-
-
-def _rest_with_error_info(response: Response) -> Response:
-    """An HTTP+JSON error the SDK built without ErrorInfo (an unexpected exception), given one."""
-    if response.status_code < 400 or not isinstance(response, JSONResponse):
-        return response
-    body = json.loads(bytes(response.body))
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return response
-    reason = _REST_REASONS.get(str(error.get("status")))
-    if reason is None or _has_error_info(error.get("details")):
-        return response
-    error["details"] = [_error_info(reason, None)]
-    if reason == _INTERNAL_REASON:
-        error["message"] = _INTERNAL_MESSAGE
-    return JSONResponse(body, status_code=response.status_code, media_type=response.media_type)
 
 
 # -- HTTP+JSON ------------------------------------------------------------------------------------------
@@ -419,11 +334,6 @@ def _rest_form(path: str, version: ProtocolVersion) -> FormCheck | None:
     return check_rest_v0_3_form if version is ProtocolVersion.V0_3 else check_v1_0_form
 
 
-def _rest_error(error: A2AError) -> JSONResponse:
-    payload = build_rest_error_payload(error)
-    return JSONResponse(payload, status_code=payload["error"]["code"], media_type="application/json")
-
-
 def _rest_endpoint(
     endpoint: Endpoint,
     serves: ProtocolVersion,
@@ -435,9 +345,9 @@ def _rest_endpoint(
         try:
             version = negotiator.version_of(request)
         except VersionNotSupportedError as exc:
-            return _rest_error(exc)
+            return rest_error(exc)
         if version is not serves:
-            return _rest_error(_other_version(f"{request.method} {request.url.path}", version))
+            return rest_error(_other_version(f"{request.method} {request.url.path}", version))
         if version is ProtocolVersion.V0_3 and request.method == "GET":
             request = with_v0_3_rest_query_names(request)
         if request.method == "POST":
@@ -446,14 +356,14 @@ def _rest_endpoint(
                 if form_check is not None:
                     form_check(body)
             except A2AError as exc:
-                return echo.stamp(_rest_typed(_rest_error(exc), version), request, version)
+                return echo.stamp(rest_typed(rest_error(exc), version), request, version)
             if version is ProtocolVersion.V0_3 and request.url.path.endswith(REST_V0_3_SEND_SUFFIX):
                 request = with_v0_3_rest_send_default(request, body)
         response = await endpoint(request)
         if version is ProtocolVersion.V0_3 and isinstance(response, EventSourceResponse):
             response = await _rest_stream_started(response)
-        response = _rest_with_error_info(response)
-        return echo.stamp(_rest_typed(response, version), request, version)
+        response = rest_with_error_info(response)
+        return echo.stamp(rest_typed(response, version), request, version)
 
     return handle
 
@@ -466,9 +376,9 @@ async def _rest_stream_started(response: EventSourceResponse) -> Response:
     except StopAsyncIteration:
         return response
     except A2AError as exc:
-        return _rest_error(exc)
+        return rest_error(exc)
     except Exception:  # noqa: BLE001 - the SDK has logged it; its text is not for the client
-        return _rest_error(InternalError(message=_INTERNAL_MESSAGE))
+        return rest_error(InternalError(message=INTERNAL_MESSAGE))
     response.body_iterator = _prepended(first, events)
     return response
 
@@ -482,28 +392,6 @@ async def _prepended(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[An
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
-
-
-def _rest_typed(response: Response, version: ProtocolVersion) -> Response:
-    """A 0.3 HTTP+JSON error with its `type` and `message` beside the `google.rpc.Status` (see the module)."""
-    if version is not ProtocolVersion.V0_3 or response.status_code < 400:
-        return response
-    if not isinstance(response, JSONResponse):
-        return response
-    body = json.loads(bytes(response.body))
-    error = body.get("error") if isinstance(body, dict) else None
-    details = error.get("details") if isinstance(error, dict) else None
-    reasons = [
-        detail.get("reason")
-        for detail in details or []
-        if isinstance(detail, dict) and detail.get("@type") == ERROR_INFO_TYPE
-    ]
-    reason = reasons[0] if reasons else None
-    kind = _V0_3_ERROR_TYPES.get(reason) if isinstance(reason, str) else None
-    if kind is None or not isinstance(error, dict):
-        return response
-    body.update(type=kind, message=error.get("message", ""))
-    return JSONResponse(body, status_code=response.status_code, media_type=response.media_type)
 
 
 def _canonical_list_tasks(result: dict[str, Any]) -> dict[str, Any]:
