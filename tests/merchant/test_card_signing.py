@@ -434,7 +434,7 @@ async def test_each_tenants_extended_card_is_signed_over_the_served_bytes(
         jwks = await fetch_jwks(http, merchant.base_url)
 
     assert public["1.0"]["capabilities"]["extendedAgentCard"] is True
-    assert "supportsAuthenticatedExtendedCard" not in public["0.3"]  # 0.3 has no tenants
+    assert "supportsAuthenticatedExtendedCard" not in public["0.3"]  # the extended card is a 1.0 operation
     for tenant, (pay_to, _price) in ALL_TENANTS.items():
         served = extended[tenant]
         assert served["jsonrpc"] == served["rest"]  # one signed card, whichever binding serves it
