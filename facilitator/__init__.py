@@ -25,6 +25,9 @@ from ._errors import (
     PaymentInvalidError,
     RpcError,
 )
+from ._health import chain_check, facilitator_checks, relayer_check, schema_check
+from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
+from ._probe import ChainStatus, RelayerStatus, read_chain_status
 from ._recovery import authorization_used
 from ._rpc import RpcCall, RpcClient
 from ._service import Facilitator
@@ -34,6 +37,7 @@ __all__ = [
     "AUTHORIZATION_USED_TOPIC",
     "ChainError",
     "ChainMismatchError",
+    "ChainStatus",
     "ChainUnavailableError",
     "Claim",
     "ClaimKey",
@@ -42,16 +46,25 @@ __all__ = [
     "Facilitator",
     "FacilitatorClient",
     "FacilitatorError",
+    "FacilitatorMetrics",
     "FacilitatorSettings",
     "HttpFacilitatorClient",
     "IdempotencyConflictError",
     "InvalidIdempotencyKeyError",
     "PaymentInvalidError",
+    "RelayerStatus",
     "RpcCall",
     "RpcClient",
     "RpcError",
     "TRANSFER_TOPIC",
     "authorization_used",
+    "chain_check",
+    "chain_gauges",
     "create_app",
+    "facilitator_checks",
+    "facilitator_readings",
     "load_private_key",
+    "read_chain_status",
+    "relayer_check",
+    "schema_check",
 ]

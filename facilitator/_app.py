@@ -1,4 +1,5 @@
-"""The x402 facilitator HTTP API: `POST /verify`, `POST /settle`, `GET /supported`, `GET /healthz`.
+"""The x402 facilitator HTTP API: `POST /verify`, `POST /settle`, `GET /supported`, and for operators
+`GET /healthz` (liveness), `GET /readyz` (claim store, chain, relayer funds) and `GET /metrics` (Prometheus).
 
 Every `/verify` and `/settle` answer is the operation's x402 response body. Following the x402 facilitator
 API (its §7 answers, the SDKs' facilitator protocol, and the SDK clients, which read no other status), a
@@ -13,6 +14,8 @@ authorization never presented with a 404.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,10 +23,15 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from prometheus_client import CollectorRegistry
+
+from observability import ScrapedGauges, metrics_route, readiness_route, service_version
 
 from ._config import FacilitatorSettings
-from ._errors import ChainError, IdempotencyConflictError, InvalidIdempotencyKeyError
+from ._errors import IdempotencyConflictError, InvalidIdempotencyKeyError
+from ._health import facilitator_checks
 from ._malformed import settle_refusal, verify_refusal
+from ._metrics import FacilitatorMetrics, facilitator_readings
 from ._service import Facilitator
 from .wire import (
     Reason,
@@ -39,6 +47,8 @@ from .wire import (
 )
 
 __all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -80,7 +90,22 @@ async def _read_json(request: Request) -> object:
 def create_app(
     facilitator: Facilitator | None = None, *, settings: FacilitatorSettings | None = None
 ) -> FastAPI:
-    """The HTTP app around `facilitator`, or around one opened from `settings` in the app's lifespan."""
+    """The HTTP app around `facilitator`, or around one opened from `settings` in the app's lifespan.
+
+    `settings` also give the readiness floor of the relayer's balance and the address the startup line
+    names (the CLI puts its `--host` / `--port` there).
+    """
+    if settings is None and facilitator is None:
+        settings = FacilitatorSettings()
+    config = settings or FacilitatorSettings.model_construct()
+    registry = CollectorRegistry()
+    metrics = FacilitatorMetrics(registry)
+
+    def current() -> Facilitator:
+        service: Facilitator = app.state.facilitator
+        return service
+
+    registry.register(scraped := ScrapedGauges(facilitator_readings(current)))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,14 +113,32 @@ def create_app(
             app.state.facilitator = facilitator
             yield
             return
-        opened = await Facilitator.open(settings or FacilitatorSettings())
+        opened = await Facilitator.open(config)
         app.state.facilitator = opened
+        logger.info(
+            "facilitator %s serving at http://%s:%d on %s, relayer %s",
+            service_version(),
+            config.host,
+            config.port,
+            opened.network,
+            opened.relayer_address,
+            extra={
+                "address": f"{config.host}:{config.port}",
+                "version": service_version(),
+                "network": opened.network,
+                "relayer": opened.relayer_address,
+            },
+        )
         try:
             yield
         finally:
             await opened.aclose()
 
     app = FastAPI(title="x402 facilitator", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.router.routes.append(metrics_route(registry, scraped))
+    app.router.routes.append(
+        readiness_route(lambda: facilitator_checks(current(), min_balance_wei=config.relayer_min_balance_wei))
+    )
 
     @app.post("/verify")
     async def verify(request: Request) -> Response:
@@ -106,7 +149,10 @@ def create_app(
             payload, requirements = request_to_v2(parsed)
         except WireError as exc:
             return _json(verify_refusal(data, exc.reason, exc.message))
+        started = time.perf_counter()
         answer = await request.app.state.facilitator.verify(payload, requirements)
+        metrics.verify_seconds.observe(time.perf_counter() - started)
+        metrics.verified(answer)
         return _json(verify_response_to_v1(answer) if isinstance(parsed, VerifyRequestV1) else answer)
 
     @app.post("/settle")
@@ -119,6 +165,7 @@ def create_app(
             payload, requirements = request_to_v2(parsed)
         except WireError as exc:
             return _json(settle_refusal(data, exc.reason, exc.message, service.network))
+        started = time.perf_counter()
         try:
             answer = await service.settle(
                 payload, requirements, idempotency_key=request.headers.get("idempotency-key")
@@ -126,6 +173,8 @@ def create_app(
         except (InvalidIdempotencyKeyError, IdempotencyConflictError) as exc:
             body = settle_refusal(data, _KEY_REASON, str(exc), service.network)
             return _json(body, _HTTP_STATUS[type(exc)])
+        metrics.settle_seconds.observe(time.perf_counter() - started)
+        metrics.settled(answer)
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
     @app.post("/settle/status")
@@ -151,13 +200,8 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz(request: Request) -> Response:
+        # Liveness only: whether the node, the database or the relayer are fine is /readyz's question.
         service: Facilitator = request.app.state.facilitator
-        try:
-            head = await service.head_block()
-        except ChainError as exc:
-            return _problem(503, "chain_unavailable", str(exc))
-        return _json(
-            {"status": "ok", "network": service.network, "relayer": service.relayer_address, "head": head}
-        )
+        return _json({"status": "ok", "network": service.network, "relayer": service.relayer_address})
 
     return app

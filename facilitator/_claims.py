@@ -316,6 +316,23 @@ class ClaimStore:
         async with self._engine.connect() as connection:
             return [_row(r) for r in (await connection.execute(statement)).all()]
 
+    async def unfinished_counts(self) -> dict[ClaimState, int]:
+        """How many claims are `claimed` (nothing sent yet) and `broadcast` (sent, not yet final)."""
+        states = [ClaimState.CLAIMED, ClaimState.BROADCAST]
+        statement = (
+            sa.select(claims_table.c.state, sa.func.count())
+            .where(claims_table.c.state.in_([state.value for state in states]))
+            .group_by(claims_table.c.state)
+        )
+        async with self._engine.connect() as connection:
+            counts = {ClaimState(state): int(n) for state, n in (await connection.execute(statement)).all()}
+        return {state: counts.get(state, 0) for state in states}
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The database holding the claims."""
+        return self._engine
+
     async def succeeded_since(self, block_number: int) -> list[Claim]:
         """Succeeded claims mined at or after `block_number` (still within reach of a reorg)."""
         statement = sa.select(claims_table).where(

@@ -60,6 +60,9 @@ class FacilitatorSettings(BaseSettings):
     claim_lease_s: float = Field(
         default=60.0, gt=0, description="after this, a claim whose owner vanished may be retaken"
     )
+    relayer_min_balance_wei: int = Field(
+        default=10**15, ge=0, description="below this balance the relayer is not ready (`/readyz`)"
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
 

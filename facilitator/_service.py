@@ -31,6 +31,7 @@ from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
 from ._errors import ChainError, ChainMismatchError, PaymentInvalidError
 from ._outcome import Outcomes
+from ._probe import ChainStatus, read_chain_status
 from ._receipts import ReceiptWatcher
 from ._reconcile import reconcile_claims
 from ._records import ClaimRecords
@@ -198,6 +199,28 @@ class Facilitator:
     def relayer_address(self) -> str:
         """The account that pays gas for settlements."""
         return self._relayer.address
+
+    @property
+    def relayer_addresses(self) -> tuple[str, ...]:
+        """Every relayer account this facilitator settles with (what `/readyz` and `/metrics` report on)."""
+        return (self._relayer.address,)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The database of the claim store."""
+        return self._claims.engine
+
+    async def chain_status(self) -> ChainStatus:
+        """The node's chain id and head, and every relayer's balance and next nonce, in one round trip.
+
+        Raises:
+            ChainUnavailableError: the node could not be reached or refused a read.
+        """
+        return await read_chain_status(self._rpc, self.relayer_addresses)
+
+    async def unfinished_claims(self) -> dict[ClaimState, int]:
+        """How many claims are `claimed` (nothing sent yet) and `broadcast` (sent, not yet final)."""
+        return await self._claims.unfinished_counts()
 
     async def head_block(self) -> int:
         """The node's latest block number (a liveness probe)."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import click
 import uvicorn
 from pydantic import ValidationError
 
+from observability import AccessLogMiddleware, LogSettingsError, configure_logging
 from storage import upgrade_schema
 
 from ._app import create_app
@@ -47,15 +47,23 @@ def main() -> None:
 @click.option("--port", type=int, default=None, help="port (default X402_PORT or 4022)")
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the claim store's schema first")
 def serve(host: str | None, port: int | None, migrate: bool) -> None:
-    """Serve POST /verify, POST /settle, GET /supported and GET /healthz."""
+    """Serve POST /verify, POST /settle, GET /supported, GET /healthz, GET /readyz and GET /metrics."""
     settings = _settings(relayer_key=True)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = settings.model_copy(
+        update={"host": host or settings.host, "port": settings.port if port is None else port}
+    )
+    try:
+        logs = configure_logging()
+    except LogSettingsError as exc:
+        raise click.ClickException(str(exc)) from None
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    app = create_app(settings=settings)
     uvicorn.run(
-        create_app(settings=settings),
-        host=host or settings.host,
-        port=settings.port if port is None else port,
+        AccessLogMiddleware(app) if logs.access_log else app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # uvicorn's own lines go through the handler configure_logging installed
         log_level="warning",
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S,

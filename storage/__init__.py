@@ -7,7 +7,13 @@ only way tables are made. Callers own their sessions and transactions.
 from __future__ import annotations
 
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
-from ._schema import SchemaOutdatedError, current_revisions, ensure_schema_current, upgrade_schema
+from ._schema import (
+    SchemaOutdatedError,
+    current_revisions,
+    ensure_schema_current,
+    outdated_branches,
+    upgrade_schema,
+)
 from ._snapshot import snapshot
 from ._types import Uint256, UtcDateTime
 from ._writes import write
@@ -21,6 +27,7 @@ __all__ = [
     "current_revisions",
     "ensure_schema_current",
     "normalize_url",
+    "outdated_branches",
     "snapshot",
     "upgrade_schema",
     "write",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -15,7 +16,13 @@ import migrations
 
 from ._engine import create_engine, normalize_url
 
-__all__ = ["SchemaOutdatedError", "current_revisions", "ensure_schema_current", "upgrade_schema"]
+__all__ = [
+    "SchemaOutdatedError",
+    "current_revisions",
+    "ensure_schema_current",
+    "outdated_branches",
+    "upgrade_schema",
+]
 
 
 class SchemaOutdatedError(RuntimeError):
@@ -63,3 +70,20 @@ async def ensure_schema_current(url: str, *branches: str) -> None:
             raise SchemaOutdatedError(
                 f"the database schema for {branch!r} is not at revision {head}; run `db upgrade` first"
             )
+
+
+async def outdated_branches(engine: AsyncEngine, *branches: str) -> list[str]:
+    """Those of `branches` whose head revision the database at `engine` lacks (a readiness check's read)."""
+    heads = [
+        await asyncio.to_thread(_code_head, branch) for branch in branches
+    ]  # files read once, off the loop
+    applied = await current_revisions(engine)
+    return [branch for branch, head in zip(branches, heads, strict=True) if head not in applied]
+
+
+@functools.cache
+def _code_head(branch: str) -> str:
+    """The head revision of `branch` in the migrations shipped with the code."""
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    return _branch_head(ScriptDirectory.from_config(config), branch)

@@ -20,6 +20,7 @@ PACKAGES = (
     "devchain",
     "facilitator",
     "merchant",
+    "observability",
     "payer",
     "spec",
     "storage",

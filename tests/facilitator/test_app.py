@@ -326,7 +326,6 @@ async def test_supported_and_health_describe_the_service(
     assert supported["kinds"][0] == {"x402Version": 2, "scheme": "exact", "network": chain.network}
     assert health["network"] == chain.network
     assert supported["signers"] == {"eip155:*": [health["relayer"]]}
-    assert health["head"] >= 1
 
 
 @pytest.mark.parametrize("path", ["/verify", "/settle"])

@@ -1,0 +1,106 @@
+"""The facilitator's Prometheus metrics, on a registry of the app's own.
+
+Counted where they happen: verifications and settlements by result (`valid`, `success`, `pending`, or the
+x402 reason), and their latency. Read per scrape: the unfinished claims, the chain head's lag, and each
+relayer's balance and next nonce (`relayer` label: its address, public by nature).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import Metric
+
+from observability import LATENCY_BUCKETS_S, Reading, gauge
+
+from ._probe import ChainStatus
+from ._service import Facilitator
+from .wire import Reason, SettleResponse, VerifyResponse
+
+__all__ = ["FacilitatorMetrics", "chain_gauges", "facilitator_readings"]
+
+
+class FacilitatorMetrics:
+    """What the facilitator's HTTP service counts and times, registered in `registry`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.verify_seconds = Histogram(
+            "x402_facilitator_verify_seconds",
+            "time to answer a /verify",
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.settle_seconds = Histogram(
+            "x402_facilitator_settle_seconds",
+            "time to answer a /settle",
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self._verifications = Counter(
+            "x402_facilitator_verifications",
+            "verifications answered, by result",
+            ["result"],
+            registry=registry,
+        )
+        self._settlements = Counter(
+            "x402_facilitator_settlements", "settlements answered, by result", ["result"], registry=registry
+        )
+
+    def verified(self, answer: VerifyResponse) -> None:
+        """Count a verification answer: `valid` or the reason it is not."""
+        self._verifications.labels("valid" if answer.is_valid else str(answer.invalid_reason)).inc()
+
+    def settled(self, answer: SettleResponse) -> None:
+        """Count a settle answer: `success`, `pending` (answered with its hash) or its reason."""
+        if answer.success:
+            result = "success"
+        elif answer.error_reason == Reason.SETTLEMENT_PENDING:
+            result = "pending"
+        else:
+            result = str(answer.error_reason)
+        self._settlements.labels(result).inc()
+
+
+def chain_gauges(status: ChainStatus) -> list[Metric]:
+    """The chain head's block and lag, and each relayer's balance and next nonce."""
+    return [
+        gauge("x402_chain_head_block", "the node's latest block number", [((), status.head_block)]),
+        gauge(
+            "x402_chain_head_lag_seconds",
+            "wall clock minus the latest block's timestamp",
+            [((), status.head_lag_s)],
+        ),
+        gauge(
+            "x402_relayer_balance_wei",
+            "the relayer's balance for gas",
+            [((r.address,), r.balance_wei) for r in status.relayers],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_relayer_next_nonce",
+            "the nonce the relayer's next transaction takes (the node's pending count)",
+            [((r.address,), r.next_nonce) for r in status.relayers],
+            labels=("relayer",),
+        ),
+    ]
+
+
+def facilitator_readings(facilitator: Callable[[], Facilitator]) -> list[Reading]:
+    """Scrape-time gauges of `facilitator()`: chain, relayers, unfinished claims."""
+
+    async def chain() -> Iterable[Metric]:
+        return chain_gauges(await facilitator().chain_status())
+
+    async def claims() -> Iterable[Metric]:
+        counts = await facilitator().unfinished_claims()
+        return [
+            gauge(
+                "x402_facilitator_settlements_pending",
+                "claims not final yet: claimed (nothing sent) or broadcast (sent, awaiting depth)",
+                [((state.value,), n) for state, n in counts.items()],
+                labels=("state",),
+            )
+        ]
+
+    return [Reading("chain", chain), Reading("claims", claims)]

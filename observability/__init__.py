@@ -1,0 +1,35 @@
+"""What the merchant and the facilitator share to be operated: logs, metrics, readiness.
+
+`configure_logging` (text or JSON lines, `log_context` fields) and `AccessLogMiddleware` for the CLIs;
+`metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `readiness_route` and `Check`
+for `GET /readyz`. It imports no other package of the project, so both services may use it.
+"""
+
+from __future__ import annotations
+
+from ._access import AccessLogMiddleware
+from ._health import READYZ_PATH, Check, CheckResult, NotReadyError, readiness_route, run_checks
+from ._logs import LogSettings, LogSettingsError, configure_logging, log_context
+from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
+from ._version import service_version
+
+__all__ = [
+    "LATENCY_BUCKETS_S",
+    "METRICS_PATH",
+    "READYZ_PATH",
+    "AccessLogMiddleware",
+    "Check",
+    "CheckResult",
+    "LogSettings",
+    "LogSettingsError",
+    "NotReadyError",
+    "Reading",
+    "ScrapedGauges",
+    "configure_logging",
+    "gauge",
+    "log_context",
+    "metrics_route",
+    "readiness_route",
+    "run_checks",
+    "service_version",
+]

@@ -1,0 +1,136 @@
+"""Log setup of the services: one configuration for the merchant's and the facilitator's CLIs.
+
+`configure_logging` installs one handler on the root logger, in text or JSON (one object a line: `time` in
+UTC ISO 8601, `level`, `logger`, `message`, then every field that a `log_context` around the call or the
+call's own `extra=` gave, such as `task_id`, `tenant`, `outcome`). Libraries only log; they never configure.
+Nothing secret is ever passed to a log call, so neither formatter filters anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["LogSettings", "LogSettingsError", "configure_logging", "log_context"]
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("x402_log_context", default=None)
+# Attributes every LogRecord has; anything else on a record came from `extra=` or the context.
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+class LogSettingsError(ValueError):
+    """A log setting has a value the services cannot use; the message names the variable."""
+
+
+class LogSettings(BaseSettings):
+    """`X402_LOG_LEVEL`, `X402_LOG_FORMAT` and `X402_ACCESS_LOG`."""
+
+    model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
+
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    log_format: Literal["text", "json"] = Field("text", description="text lines, or one JSON object a line")
+    access_log: bool = Field(False, description="log every HTTP request (method, path, status, duration)")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in _LEVELS:
+            raise ValueError(f"must be one of {', '.join(_LEVELS)}")
+        return level
+
+
+@contextlib.contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Add `fields` (those not None) to every log record made inside the block, in this task."""
+    current = _CONTEXT.get() or {}
+    token = _CONTEXT.set(current | {k: v for k, v in fields.items() if v is not None})
+    try:
+        yield
+    finally:
+        _CONTEXT.reset(token)
+
+
+class _ContextFilter(logging.Filter):
+    """Copies the `log_context` fields onto each record (an `extra=` of the call itself wins)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in (_CONTEXT.get() or {}).items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update(_fields(record))
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = _fields(record)
+        if not fields:
+            return text
+        head, newline, rest = text.partition("\n")  # the fields go on the message line, before a traceback
+        suffix = " ".join(f"{key}={value}" for key, value in fields.items())
+        return f"{head} [{suffix}]{newline}{rest}"
+
+
+def configure_logging(settings: LogSettings | None = None) -> LogSettings:
+    """Send every log record to stderr at `X402_LOG_LEVEL`, formatted as `X402_LOG_FORMAT` says.
+
+    Raises:
+        LogSettingsError: a log setting is invalid (one line naming the variable).
+    """
+    if settings is None:
+        try:
+            settings = LogSettings()
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"X402_{'_'.join(str(p) for p in error['loc']).upper()}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise LogSettingsError(f"invalid settings: {problems}") from None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_ContextFilter())
+    if settings.log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        formatter = _TextFormatter(_TEXT_FORMAT)
+        formatter.converter = _utc_time_tuple
+        handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level)
+    return settings
+
+
+def _utc_time_tuple(seconds: float | None) -> Any:
+    return datetime.fromtimestamp(seconds or 0, UTC).timetuple()
