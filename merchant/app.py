@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +22,7 @@ from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, Message
 from fastapi import FastAPI
 from google.protobuf.struct_pb2 import Struct
+from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -36,21 +39,36 @@ from agentcard import (
     load_signing_keys_from_env,
     sign_card,
 )
-from facilitator import Facilitator, FacilitatorClient, HttpFacilitatorClient, RpcClient
+from facilitator import (
+    ChainStatus,
+    Facilitator,
+    FacilitatorClient,
+    HttpFacilitatorClient,
+    RpcClient,
+    read_chain_status,
+)
 from facilitator.wire import chain_id_from_caip2
+from observability import metrics_route, readiness_route, service_version
 from storage import create_engine
 
+from ._health import merchant_checks
+from ._metrics import MerchantMetrics, TimedFacilitator
 from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
-from .reconciler import Reconciler
+from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
 __all__ = ["build_app", "build_reconciler", "payment_extension"]
+
+logger = logging.getLogger(__name__)
+
+_PROBE_RPC_TIMEOUT_S = 3.0
+"""Timeout of the chain reads of `/readyz` and `/metrics` with a remote facilitator."""
 
 
 def payment_extension(
@@ -172,9 +190,10 @@ def build_reconciler(
     offers: OfferStore,
     ledger: Ledger,
     tenants: TenantRegistry | None = None,
+    on_report: Callable[[ReconcileReport], None] | None = None,
 ) -> Reconciler:
     """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`; it watches the
-    payTo of every tenant (`tenants`, or those `settings` name)."""
+    payTo of every tenant (`tenants`, or those `settings` name), and tells `on_report` what each pass did."""
     recovery = PaymentRecovery(
         offers=offers,
         facilitator=facilitator,
@@ -194,6 +213,7 @@ def build_reconciler(
         chain_id=chain_id_from_caip2(settings.network),
         pay_tos=[tenant.pay_to for tenant in (_tenants(settings) if tenants is None else tenants)],
         lookback_blocks=settings.reconcile_lookback_blocks,
+        on_report=on_report,
     )
 
 
@@ -233,18 +253,47 @@ def build_app(
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
     offers = OfferStore(engine, events=outbox)
+    metrics = MerchantMetrics(CollectorRegistry())
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
         pricing=pricing,
-        facilitator=facilitator,
+        facilitator=TimedFacilitator(facilitator, metrics),
         offers=offers,
         ledger=ledger,
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
+        on_outcome=metrics.payment,
     )
     reconciler = build_reconciler(
-        settings, engine=engine, facilitator=facilitator, offers=offers, ledger=ledger, tenants=tenants
+        settings,
+        engine=engine,
+        facilitator=facilitator,
+        offers=offers,
+        ledger=ledger,
+        tenants=tenants,
+        on_report=metrics.reconciled,
     )
+    # The in-process facilitator reads the chain for its relayers anyway; a remote one's merchant asks alone.
+    probe_rpc: RpcClient | None = None
+    chain_status: Callable[[], Awaitable[ChainStatus]]
+    if isinstance(facilitator, Facilitator):
+        chain_status = facilitator.chain_status
+    else:
+        probe_rpc = RpcClient(settings.rpc_url, timeout_s=_PROBE_RPC_TIMEOUT_S)
+        chain_status = partial(read_chain_status, probe_rpc)
+    scraped = metrics.scrape(
+        engine=engine, offers=offers, ledger=ledger, facilitator=facilitator, chain_status=chain_status
+    )
+    checks = merchant_checks(
+        engine=engine,
+        facilitator=facilitator,
+        facilitator_url=settings.facilitator_url,
+        chain_status=chain_status,
+        chain_id=chain_id_from_caip2(settings.network),
+        network=settings.network,
+        min_balance_wei=settings.relayer_min_balance_wei,
+    )
+    operations = [metrics_route(metrics.registry, scraped), readiness_route(lambda: checks)]
     signer, jwks_routes = _card_signing(settings)
     grpc_listen, grpc_url = _grpc_addresses(settings)
 
@@ -297,7 +346,7 @@ def build_app(
                 for uri in (EXTENSION_URI_V02, EXTENSION_URI_V01)
             ],
         ),
-        routes=[*jwks_routes, *billing.routes, *dashboard.routes],
+        routes=[*operations, *jwks_routes, *billing.routes, *dashboard.routes],
         card_signer=signer,
         grpc_listen=grpc_listen,
         handler_layers=[
@@ -319,7 +368,9 @@ def build_app(
         http = httpx.AsyncClient()
         endpoints = WebhookEndpoints(engine)
         await endpoints.sync(endpoint_configs(tenants))
-        worker = DeliveryWorker(engine, http, allow_private_targets=settings.webhooks_allow_private)
+        worker = DeliveryWorker(
+            engine, http, allow_private_targets=settings.webhooks_allow_private, on_outcome=metrics.delivery
+        )
         stop = asyncio.Event()
         delivery = asyncio.create_task(worker.run(stop), name="webhook-delivery")
         reconciling = asyncio.create_task(
@@ -327,6 +378,7 @@ def build_app(
         )
         try:
             async with edge_lifespan(app_):
+                _log_startup(settings, tenants, signed=signer is not None)
                 yield
         finally:
             stop.set()
@@ -334,8 +386,40 @@ def build_app(
                 await asyncio.gather(delivery, reconciling)
             await http.aclose()
             await reconciler.aclose()
+            if probe_rpc is not None:
+                await probe_rpc.aclose()
             await facilitator.aclose()
             await engine.dispose()
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def _log_startup(settings: MerchantSettings, tenants: TenantRegistry, *, signed: bool) -> None:
+    """The line saying the merchant serves: where, version, facilitator mode, network, tenants, cards."""
+    if settings.facilitator_url:
+        # Only scheme, host and port: a URL's user info or query may hold credentials.
+        parts = urlsplit(settings.facilitator_url)
+        mode = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    else:
+        mode = "in-process"
+    count = len(list(tenants))
+    address = f"{settings.host}:{settings.port}"
+    logger.info(
+        "merchant %s serving at http://%s on %s: facilitator %s, %d tenant%s, cards %s",
+        service_version(),
+        address,
+        settings.network,
+        mode,
+        count,
+        "" if count == 1 else "s",
+        "signed" if signed else "unsigned",
+        extra={
+            "address": address,
+            "version": service_version(),
+            "facilitator": mode,
+            "network": settings.network,
+            "tenants": count,
+            "cards_signed": signed,
+        },
+    )

@@ -6,7 +6,6 @@ Settings come from `X402_*` environment variables (and `.env`); see the README's
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ import uvicorn
 
 from agentcard import AgentCardError, KeyStore
 from facilitator import Facilitator, HttpFacilitatorClient
+from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging
 from storage import create_engine, upgrade_schema
 
 from .app import build_app, build_reconciler
@@ -61,19 +61,28 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
     if grpc_port is not None:
         overrides["grpc_port"] = grpc_port
     settings = MerchantSettings(**overrides)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs = _configure_logging()
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
     with _key_errors():  # e.g. X402_CARD_KEYS_DIR without an active key
         app = build_app(settings)
     uvicorn.run(
-        app,
+        AccessLogMiddleware(app) if logs.access_log else app,
         host=settings.host,
         port=settings.port,
+        log_config=None,  # uvicorn's own lines go through the handler configure_logging installed
         log_level="warning",
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S,
     )
+
+
+def _configure_logging() -> LogSettings:
+    """Logging as X402_LOG_LEVEL / X402_LOG_FORMAT say; a bad value is a one-line error."""
+    try:
+        return configure_logging()
+    except LogSettingsError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.group()
@@ -97,7 +106,7 @@ def reconcile() -> None:
     Exits 1 when a difference could not be resolved (each is printed on stderr), 0 otherwise.
     """
     settings = MerchantSettings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    _configure_logging()
     report = asyncio.run(_reconcile_once(settings))
     click.echo(
         f"claims moved {report.claims_moved}, paid turns finished {report.turns_finished}, "

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -112,6 +112,7 @@ class Reconciler:
         lookback_blocks: int,
         batch_blocks: int = 1_000,
         reorg_margin_blocks: int = 64,
+        on_report: Callable[[ReconcileReport], None] | None = None,
     ):
         self._facilitator = facilitator
         self._recovery = recovery
@@ -129,6 +130,7 @@ class Reconciler:
         self._scanned_to: int | None = None
         self._open: tuple[Difference, ...] = ()
         self._last_pass_at: datetime | None = None
+        self._on_report = on_report
 
     async def aclose(self) -> None:
         """Close the reconciler's chain connection."""
@@ -153,6 +155,8 @@ class Reconciler:
         report = await self._pass()
         self._open = tuple(report.differences)
         self._last_pass_at = datetime.now(UTC)
+        if self._on_report is not None:
+            self._on_report(report)
         return report
 
     async def _pass(self) -> ReconcileReport:

@@ -69,6 +69,9 @@ class MerchantSettings(BaseSettings):
         None,
         description="Agent Card signing keys themselves (PEM, JWK or JWK Set), with no keys dir or key file",
     )
+    relayer_min_balance_wei: int = Field(
+        10**15, ge=0, description="below this balance the in-process facilitator's relayer is not ready"
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )
@@ -99,4 +102,5 @@ class MerchantSettings(BaseSettings):
             database_url=self.database_url,
             confirmations=self.confirmations,
             receipt_timeout_s=self.settle_timeout_s,
+            relayer_min_balance_wei=self.relayer_min_balance_wei,
         )

@@ -248,6 +248,15 @@ class LedgerReader:
             for (day, network, asset), (credits, debits) in sorted(totals.items())
         ]
 
+    async def unfinalized_count(self) -> int:
+        """How many settlements are neither finalized nor reversed yet."""
+        condition = sa.and_(
+            _status_condition(EntryStatus.SETTLED), _entries.c.kind == EntryKind.SETTLEMENT.value
+        )
+        statement = entry_query().with_only_columns(sa.func.count()).where(condition)
+        async with self._engine.connect() as connection:
+            return int((await connection.execute(statement)).scalar_one())
+
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
         statement = sa.select(_accounts).where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")

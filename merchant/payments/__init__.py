@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._executor import PaymentExecutor, SkillResolver
 from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
 from ._offers import Offer, OfferState, OfferStore
+from ._outcomes import OutcomeListener, PaymentOutcome
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery
@@ -20,7 +21,9 @@ __all__ = [
     "Offer",
     "OfferState",
     "OfferStore",
+    "OutcomeListener",
     "PaymentExecutor",
+    "PaymentOutcome",
     "PaymentRecovery",
     "PaymentRequestHandler",
     "Pricing",

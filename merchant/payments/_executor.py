@@ -51,12 +51,14 @@ from a2a_x402 import (
 )
 from facilitator import ChainUnavailableError, FacilitatorClient
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
+from observability import log_context
 
 from ..ledger import Ledger
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
+from ._outcomes import OutcomeListener, PaymentOutcome, log_unpaid, tenant_name
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
@@ -82,6 +84,7 @@ class PaymentExecutor(AgentExecutor):
         skill_of: SkillResolver,
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
+        on_outcome: OutcomeListener | None = None,
     ):
         self._delegate = delegate
         self._pricing = pricing
@@ -91,6 +94,7 @@ class PaymentExecutor(AgentExecutor):
         self._skill_of = skill_of
         self._settle_timeout_s = settle_timeout_s
         self._settle_horizon_s = settle_horizon_s
+        self._on_outcome = on_outcome
 
     @property
     def settle_timeout_s(self) -> float:
@@ -99,6 +103,10 @@ class PaymentExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run one turn of a task: ask for payment, take it, or run free work."""
+        with log_context(task_id=context.task_id, tenant=tenant_name(context.tenant)):
+            await self._execute(context, event_queue)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         dialect = negotiate_dialect(context.requested_extensions, protocol_version(context.call_context))
         data = message_payment_data(context.message, dialect) if dialect is not None else None
         if isinstance(data, PaymentSubmittedData) and dialect is not None:
@@ -218,6 +226,7 @@ class PaymentExecutor(AgentExecutor):
                 error_code_for_reason(reason),
                 f"Payment verification failed: {message}",
                 (),
+                reason=reason,
             )
             return
         await event_queue.enqueue_event(
@@ -342,6 +351,7 @@ class PaymentExecutor(AgentExecutor):
                 error_code_for_reason(reason),
                 f"Settlement failed: {response.error_message or reason}",
                 tuple(receipts),
+                reason=reason,
                 event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),
             )
             return
@@ -353,6 +363,7 @@ class PaymentExecutor(AgentExecutor):
                     task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
                 )
             )
+        self._tell(context.tenant, PaymentOutcome.SETTLED)
         text = f"Payment settled in transaction {response.transaction}."
         await event_queue.enqueue_event(
             agent_status(
@@ -396,11 +407,15 @@ class PaymentExecutor(AgentExecutor):
         text: str,
         receipts: tuple[Any, ...],
         *,
+        reason: str | None = None,
         event: tuple[EventType, dict[str, Any]] | None = None,
     ) -> None:
         task_id, context_id = _ids(context)
         stored = [r.to_json_dict() for r in receipts]
-        if error in RETRYABLE_ERROR_CODES:
+        outcome = PaymentOutcome.REFUSED if error in RETRYABLE_ERROR_CODES else PaymentOutcome.FAILED
+        log_unpaid(task_id, context.tenant, outcome, error.value, reason, text)
+        self._tell(context.tenant, outcome)
+        if outcome is PaymentOutcome.REFUSED:
             await self._offers.advance(
                 task_id, OfferState.OFFERED, receipts=stored, error=error.value, event=event
             )
@@ -421,6 +436,10 @@ class PaymentExecutor(AgentExecutor):
                 dialect,
             )
         )
+
+    def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
+        if self._on_outcome is not None:
+            self._on_outcome(tenant_name(tenant), outcome)
 
 
 def _ids(context: RequestContext) -> tuple[str, str]:

@@ -378,3 +378,14 @@ class OfferStore:
         statement = sa.select(offers_table).where(sa.text(_UNFINISHED))
         async with self._engine.connect() as connection:
             return [_offer(r) for r in (await connection.execute(statement)).all()]
+
+    async def unfinished_counts(self) -> dict[OfferState, int]:
+        """How many taken payments are `working` (the paid work runs) and `settling` (not settled yet)."""
+        statement = (
+            sa.select(offers_table.c.state, sa.func.count())
+            .where(sa.text(_UNFINISHED))
+            .group_by(offers_table.c.state)
+        )
+        async with self._engine.connect() as connection:
+            counts = {OfferState(state): int(n) for state, n in (await connection.execute(statement)).all()}
+        return {state: counts.get(state, 0) for state in (OfferState.WORKING, OfferState.SETTLING)}

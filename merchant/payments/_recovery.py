@@ -44,6 +44,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, Settle
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
+from ._outcomes import PaymentOutcome, log_unpaid
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -231,7 +232,7 @@ class PaymentRecovery:
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_FAILED)
-        logger.info("recovered task %s: failed (%s)", offer.task_id, code.value)
+        log_unpaid(offer.task_id, offer.tenant, PaymentOutcome.FAILED, code.value, None, f"recovered: {text}")
 
     async def _update_task(
         self,

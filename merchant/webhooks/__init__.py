@@ -11,6 +11,7 @@ statements, event replay and redelivery; `webhooks_cli` the operator commands.
 
 from __future__ import annotations
 
+from ._backlog import delivery_backlog
 from ._delivery import DeliveryWorker
 from ._endpoints import (
     DEFAULT_ROTATION_OVERLAP,
@@ -91,6 +92,7 @@ __all__ = [
     "WebhookSettings",
     "WebhookTestData",
     "create_billing_router",
+    "delivery_backlog",
     "endpoint_configs",
     "event_json_schema",
     "generate_secret",

@@ -39,6 +39,7 @@ import os
 import secrets
 import socket
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -113,6 +114,7 @@ class DeliveryWorker:
         endpoint_concurrency: the most deliveries to one endpoint that `run` has in flight at once.
         timeout_s: deadline of one attempt, DNS lookup included.
         worker_id: recorded with each attempt (default host:pid:random).
+        on_outcome: told each attempt's outcome (`delivered`, `retry`, `failed`, `disabled`), to count it.
 
     Raises:
         ValueError: `lease_s` is shorter than `timeout_s` + `LEASE_MARGIN_S`, or a count is below 1.
@@ -130,6 +132,7 @@ class DeliveryWorker:
         endpoint_concurrency: int = _ENDPOINT_CONCURRENCY,
         timeout_s: float = REQUEST_TIMEOUT_S,
         worker_id: str | None = None,
+        on_outcome: Callable[[str], None] | None = None,
     ) -> None:
         if lease_s < timeout_s + LEASE_MARGIN_S:
             raise ValueError(
@@ -146,6 +149,7 @@ class DeliveryWorker:
         self._endpoint_concurrency = endpoint_concurrency
         self._timeout_s = timeout_s
         self.worker_id = worker_id or _default_worker_id()
+        self._on_outcome = on_outcome
 
     async def run_once(self) -> int:
         """Claim the due deliveries (up to the batch size), send them concurrently, record the outcomes.
@@ -371,6 +375,8 @@ class DeliveryWorker:
             )
             if outcome == "disabled":
                 await disable_endpoint(connection, claim.endpoint_id, "gone: the receiver answered 410")
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
         logger.info(
             "webhook %s to endpoint %s attempt %d: %s (status %s, %d ms)",
             claim.event_id,

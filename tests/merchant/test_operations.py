@@ -1,0 +1,190 @@
+"""The reference merchant for operators: `/metrics` (promtool-clean, counting a real paid task and a refused
+one) and `/readyz`, made to fail for real by each check: the node going away, a schema rolled back, an
+unfunded relayer key made at run time, and a node of another chain behind a remote facilitator."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from alembic import command
+from alembic.config import Config
+
+import migrations
+from devchain import DevChain
+from facilitator.wire import PaymentRequirements
+from payer import sign_payment
+from storage import normalize_url
+from tests.faults.proxy import threaded_rpc_proxy
+from tests.fixtures.merchant import (
+    MerchantStarter,
+    MerchantWire,
+    RunningMerchant,
+    offered_terms,
+    payment_message,
+)
+from tests.fixtures.metrics import promtool_check, sample
+from tests.fixtures.servers import free_port
+
+from .payments.flows import JSON, offer
+
+
+def terms_of(task: JSON) -> PaymentRequirements:
+    [requirements] = offered_terms(task).accepts
+    return requirements
+
+
+async def metrics_of(merchant: RunningMerchant) -> str:
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return response.text
+
+
+async def readiness(merchant: RunningMerchant) -> tuple[int, list[str], dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+        response = await client.get("/readyz")
+    body = response.json()
+    return response.status_code, body["failing"], body["checks"]
+
+
+def count(text: str, name: str, **labels: str) -> float:
+    return sample(text, name, **labels) or 0.0
+
+
+async def test_metrics_count_a_paid_task_and_a_refused_payment(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, caplog: pytest.LogCaptureFixture
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    before = await metrics_of(merchant)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = await offer(wire)
+        paid = await wire.send(payment_message(task["id"], sign_payment(chain.new_payer(), terms_of(task))))
+        refused_task = await offer(wire)
+        with caplog.at_level(logging.WARNING, logger="merchant.payments"):
+            refused = await wire.send(
+                payment_message(refused_task["id"], sign_payment(chain.new_payer(1), terms_of(refused_task)))
+            )
+    after = await metrics_of(merchant)
+
+    assert paid["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert refused["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # fresh terms: underfunded
+    promtool_check(before)
+    promtool_check(after)
+    payments = "x402_merchant_payments_total"
+    assert (
+        count(after, payments, tenant="default", outcome="settled")
+        - count(before, payments, tenant="default", outcome="settled")
+        == 1
+    )
+    assert (
+        count(after, payments, tenant="default", outcome="refused")
+        - count(before, payments, tenant="default", outcome="refused")
+        == 1
+    )
+    assert (
+        count(after, "x402_merchant_settle_seconds_count")
+        - count(before, "x402_merchant_settle_seconds_count")
+        == 1
+    )
+    assert (
+        count(after, "x402_merchant_verify_seconds_count")
+        - count(before, "x402_merchant_verify_seconds_count")
+        == 2
+    )
+    assert sample(after, "x402_merchant_settlements_pending", state="settling") == 0
+    assert sample(after, "x402_merchant_settlements_unfinalized") is not None
+    assert sample(after, "x402_merchant_webhook_deliveries_total", outcome="delivered") == 0
+    relayer = merchant.settings.relayer_key
+    assert relayer is not None
+    nonces = [s for s in after.splitlines() if s.startswith("x402_relayer_next_nonce{")]
+    assert len(nonces) == 1
+    assert sample(after, "x402_chain_head_lag_seconds") is not None
+    assert relayer.get_secret_value()[2:10] not in after
+
+    [line] = [r for r in caplog.records if r.name == "merchant.payments"]
+    assert line.levelno == logging.WARNING
+    fields = {k: getattr(line, k, None) for k in ("task_id", "tenant", "outcome", "error_code", "reason")}
+    assert fields == {
+        "task_id": refused_task["id"],
+        "tenant": "default",
+        "outcome": "refused",
+        "error_code": "INSUFFICIENT_FUNDS",
+        "reason": "invalid_exact_evm_insufficient_balance",
+    }
+
+
+async def test_ready_when_every_check_passes(merchant: RunningMerchant) -> None:
+    status, failing, checks = await readiness(merchant)
+
+    assert (status, failing) == (200, [])
+    assert set(checks) == {"database", "chain", "relayer"}
+    assert checks["database"]["detail"] == "schema current (merchant, facilitator)"
+
+
+async def test_the_node_going_away_is_not_ready_until_it_is_back(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain
+) -> None:
+    with threaded_rpc_proxy(chain.rpc_url) as proxy:
+        merchant = start_merchant(sqlite_url, rpc_url=proxy.url)
+        assert (await readiness(merchant))[0] == 200
+        proxy.offline = True
+        down = await readiness(merchant)
+        metrics = await metrics_of(merchant)
+        proxy.offline = False
+        back = await readiness(merchant)
+
+    status, failing, checks = down
+    assert (status, failing) == (503, ["chain", "relayer"])
+    assert checks["database"]["ok"] is True
+    promtool_check(metrics)
+    assert sample(metrics, "x402_scrape_reading_ok", reading="chain") == 0
+    assert back[:2] == (200, [])
+
+
+async def test_a_schema_rolled_back_is_not_ready(start_merchant: MerchantStarter, sqlite_url: str) -> None:
+    merchant = start_merchant(sqlite_url)
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("sqlalchemy.url", normalize_url(sqlite_url))
+
+    await asyncio.to_thread(command.downgrade, config, "m0004")
+    status, failing, checks = await readiness(merchant)
+
+    assert (status, failing) == (503, ["database"])
+    assert "schema not current for merchant" in checks["database"]["detail"]
+
+
+async def test_an_unfunded_relayer_is_not_ready(start_merchant: MerchantStarter, sqlite_url: str) -> None:
+    key = "0x" + secrets.token_hex(32)  # made now, never funded
+    merchant = start_merchant(sqlite_url, relayer_key=key)
+
+    status, failing, checks = await readiness(merchant)
+
+    assert (status, failing) == (503, ["relayer"])
+    assert "below X402_RELAYER_MIN_BALANCE_WEI" in checks["relayer"]["detail"]
+    assert key[2:10] not in str(checks)
+
+
+async def test_a_node_of_another_chain_and_a_dead_remote_facilitator_are_not_ready(
+    start_merchant: MerchantStarter, sqlite_url: str
+) -> None:
+    merchant = start_merchant(
+        sqlite_url, network="eip155:8453", facilitator_url=f"http://127.0.0.1:{free_port()}"
+    )
+
+    status, failing, checks = await readiness(merchant)
+    metrics = await metrics_of(merchant)
+
+    assert (status, failing) == (503, ["chain", "facilitator"])
+    assert "X402_NETWORK is eip155:8453" in checks["chain"]["detail"]
+    assert checks["database"]["detail"] == "schema current (merchant)"
+    promtool_check(metrics)
+    assert "x402_relayer_balance_wei{" not in metrics  # no relayer of its own with a remote facilitator
