@@ -128,6 +128,7 @@ class Ledger(LedgerReader):
             entry.tenant,
             entry.amount,
             entry.tx_hash,
+            extra={"outcome": "settled", "entry_id": entry.id, "tx_hash": entry.tx_hash},
         )
         return entry
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,23 @@ import httpx
 import pytest
 from alembic import command
 from alembic.config import Config
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 import migrations
 from devchain import DevChain
 from facilitator.wire import PaymentRequirements
+from merchant.webhooks import generate_secret
 from payer import sign_payment
 from storage import normalize_url
 from tests.faults.proxy import threaded_rpc_proxy
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
+    TWO_TENANTS,
     MerchantStarter,
     MerchantWire,
     RunningMerchant,
@@ -119,6 +129,52 @@ async def test_metrics_count_a_paid_task_and_a_refused_payment(
         "error_code": "INSUFFICIENT_FUNDS",
         "reason": "invalid_exact_evm_insufficient_balance",
     }
+
+
+async def test_webhook_deliveries_and_backlog_per_endpoint(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    chain: DevChain,
+    asgi_server: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    async def unavailable(_request: Request) -> Response:
+        return Response(status_code=500)
+
+    receiver = asgi_server(Starlette(routes=[Route("/hook", unavailable, methods=["POST"])]))
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f"""
+[default]
+pay_to = "{DEFAULT_PAY_TO}"
+price = {DEFAULT_PRICE}
+
+[tenants.acme]
+pay_to = "{TWO_TENANTS["acme"][0]}"
+price = {TWO_TENANTS["acme"][1]}
+webhook_url = "{receiver}/hook"
+webhook_secret = "{generate_secret()}"
+"""
+    )
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, webhooks_allow_private=True)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc", tenant="acme")
+        task = await offer(wire)
+        paid = await wire.send(payment_message(task["id"], sign_payment(chain.new_payer(), terms_of(task))))
+    assert paid["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    async def retried() -> bool:
+        return (
+            count(await metrics_of(merchant), "x402_merchant_webhook_deliveries_total", outcome="retry") >= 1
+        )
+
+    await wait_until(retried, what="a webhook delivery attempt answered 500 and counted as a retry")
+    text = await metrics_of(merchant)
+    promtool_check(text)
+    backlog = [line for line in text.splitlines() if line.startswith("x402_merchant_webhook_backlog{")]
+    assert len(backlog) == 1 and float(backlog[0].rsplit(" ", 1)[1]) >= 1
+    assert count(text, "x402_merchant_payments_total", tenant="acme", outcome="settled") == 1
+    assert count(text, "x402_merchant_webhook_deliveries_total", outcome="delivered") == 0
 
 
 async def test_ready_when_every_check_passes(merchant: RunningMerchant) -> None:

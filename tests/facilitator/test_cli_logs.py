@@ -1,0 +1,59 @@
+"""`x402-facilitator serve` with `X402_LOG_FORMAT=json` and `X402_ACCESS_LOG`: one JSON object a line, a
+startup line with address, version, network and relayer address (never its key), a line per request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from eth_account import Account
+
+from devchain import DevChain
+from observability import service_version
+from tests.fixtures.servers import free_port, wait_answering
+
+CLI = str(Path(sys.executable).parent / "x402-facilitator")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("X402_")},
+        "PYTHONPATH": str(REPO_ROOT),
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_DATABASE_URL": sqlite_url,
+        "X402_PORT": str(port),
+        "X402_LOG_FORMAT": "json",
+        "X402_ACCESS_LOG": "1",
+    }
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            CLI, "serve", env=env, stdout=log, stderr=log, cwd=tmp_path
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await wait_answering(url + "/readyz", running=lambda: process.returncode is None, what="facilitator")
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 15)
+    text = log_path.read_text()
+
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    [startup] = [line for line in lines if line["message"].startswith("facilitator ")]
+    assert {key: startup[key] for key in ("level", "address", "version", "network", "relayer")} == {
+        "level": "INFO",
+        "address": f"127.0.0.1:{port}",
+        "version": service_version(),
+        "network": chain.network,
+        "relayer": Account.from_key(chain.relayer_key).address,
+    }
+    assert [line["path"] for line in lines if line["logger"] == "x402.access"][-1] == "/readyz"
+    key = chain.relayer_key.removeprefix("0x")
+    assert all(key[i : i + 8] not in text for i in range(len(key) - 7))
