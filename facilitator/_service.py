@@ -222,10 +222,6 @@ class Facilitator:
         """How many claims are `claimed` (nothing sent yet) and `broadcast` (sent, not yet final)."""
         return await self._claims.unfinished_counts()
 
-    async def head_block(self) -> int:
-        """The node's latest block number (a liveness probe)."""
-        return int(await self._rpc.call("eth_blockNumber"), 16)
-
     def supported(self) -> SupportedResponse:
         """The kinds this facilitator verifies and settles, and its signer."""
         kinds = [SupportedKind(x402_version=2, scheme="exact", network=self.network)]

@@ -183,7 +183,8 @@ _ANSWERS: Schema = {"default": {"description": "any answer"}}
 def facilitator_document(
     *, addresses: Sequence[str], networks: Sequence[str], v1_networks: Sequence[str]
 ) -> Schema:
-    """The facilitator API: POST /verify, /settle, /settle/status; GET /supported, /healthz."""
+    """The facilitator API: POST /verify, /settle, /settle/status; GET /supported, /healthz, /readyz,
+    /metrics."""
     request = _json_body({"$ref": "#/components/schemas/FacilitatorRequest"})
     idempotency_key = {
         "name": "Idempotency-Key",
@@ -209,6 +210,8 @@ def facilitator_document(
             },
             "/supported": {"get": {"operationId": "supported", "responses": _ANSWERS}},
             "/healthz": {"get": {"operationId": "healthz", "responses": _ANSWERS}},
+            "/readyz": {"get": {"operationId": "readyz", "responses": _ANSWERS}},
+            "/metrics": {"get": {"operationId": "metrics", "responses": _ANSWERS}},
         },
         "components": {
             "schemas": x402_schemas(addresses=addresses, networks=networks, v1_networks=v1_networks)

@@ -21,6 +21,7 @@ def test_all_is_sorted_and_complete() -> None:
 def test_every_module_declares_all() -> None:
     modules = [value for value in vars(webhooks).values() if isinstance(value, types.ModuleType)]
     assert {module.__name__.rsplit(".", 1)[1] for module in modules} == {
+        "_backlog",
         "_delivery",
         "_endpoints",
         "_errors",
