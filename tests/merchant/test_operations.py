@@ -23,9 +23,10 @@ from starlette.routing import Route
 import migrations
 from devchain import DevChain
 from facilitator.wire import PaymentRequirements
-from merchant.webhooks import generate_secret
+from merchant.ledger import Ledger
+from merchant.webhooks import Outbox, generate_secret
 from payer import sign_payment
-from storage import normalize_url
+from storage import create_engine, normalize_url
 from tests.faults.proxy import threaded_rpc_proxy
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
@@ -111,6 +112,13 @@ async def test_metrics_count_a_paid_task_and_a_refused_payment(
     )
     assert sample(after, "x402_merchant_settlements_pending", state="settling") == 0
     assert sample(after, "x402_merchant_settlements_unfinalized") is not None
+    engine = create_engine(sqlite_url)
+    try:
+        ledger = Ledger(engine, Outbox(engine))
+        assert await ledger.unfinalized_count() == len(await ledger.unfinalized_settlements())
+        assert [e.task_id for e in await ledger.unfinalized_settlements()] in ([], [task["id"]])
+    finally:
+        await engine.dispose()
     assert sample(after, "x402_merchant_webhook_deliveries_total", outcome="delivered") == 0
     relayer = merchant.settings.relayer_key
     assert relayer is not None
