@@ -249,13 +249,11 @@ class LedgerReader:
         ]
 
     async def unfinalized_count(self) -> int:
-        """How many settlements are neither finalized nor reversed yet."""
-        condition = sa.and_(
-            _status_condition(EntryStatus.SETTLED), _entries.c.kind == EntryKind.SETTLEMENT.value
-        )
-        statement = entry_query().with_only_columns(sa.func.count()).where(condition)
+        """How many settlements are neither finalized nor reversed yet (the unfinalized list's length)."""
         async with self._engine.connect() as connection:
-            return int((await connection.execute(statement)).scalar_one())
+            return int(
+                (await connection.execute(sa.select(sa.func.count()).select_from(_unfinalized))).scalar_one()
+            )
 
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
