@@ -94,6 +94,7 @@ def _merchant_env(chain: DevChain, database_url: str, port: int, keys_dir: Path)
 
 
 @click.command()
+@click.version_option(package_name="a2a-x402-merchant", prog_name="x402-demo")
 @click.option("--stream/--no-stream", default=True, help="pay over SendStreamingMessage (shows every stage)")
 @click.argument("text", default=REQUEST)
 def main(stream: bool, text: str) -> None:

@@ -12,6 +12,17 @@ The x402 documents themselves are in `facilitator.wire`.
 from __future__ import annotations
 
 from ._app import create_app
+from ._checks import (
+    CHECK_TIMEOUT_S,
+    CheckResult,
+    check_database,
+    check_facilitator,
+    check_network,
+    check_relayer_funded,
+    check_schema,
+    render_checks,
+    run_checks,
+)
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
 from ._config import FacilitatorSettings, load_private_key
@@ -35,10 +46,12 @@ from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
 __all__ = [
     "AUTHORIZATION_USED_TOPIC",
+    "CHECK_TIMEOUT_S",
     "ChainError",
     "ChainMismatchError",
     "ChainStatus",
     "ChainUnavailableError",
+    "CheckResult",
     "Claim",
     "ClaimKey",
     "ClaimState",
@@ -60,11 +73,18 @@ __all__ = [
     "authorization_used",
     "chain_check",
     "chain_gauges",
+    "check_database",
+    "check_facilitator",
+    "check_network",
+    "check_relayer_funded",
+    "check_schema",
     "create_app",
     "facilitator_checks",
     "facilitator_readings",
     "load_private_key",
     "read_chain_status",
     "relayer_check",
+    "render_checks",
+    "run_checks",
     "schema_check",
 ]

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import click
 import uvicorn
 from pydantic import ValidationError
 
 from observability import AccessLogMiddleware, LogSettingsError, configure_logging
-from storage import upgrade_schema
+from storage import printable_url, upgrade_schema
 
 from ._app import create_app
+from ._checks import CheckResult, check_facilitator, render_checks
 from ._config import FacilitatorSettings
+
+logger = logging.getLogger(__name__)
+
+
+class StartupRefusedError(click.ClickException):
+    """`serve` will not start: one line on stderr, exit status 2 (a configuration problem, not a crash)."""
+
+    exit_code = 2
 
 
 def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
@@ -38,6 +48,7 @@ KEEP_ALIVE_S = 30
 
 
 @click.group()
+@click.version_option(package_name="a2a-x402-merchant", prog_name="x402-facilitator")
 def main() -> None:
     """An x402 facilitator for EIP-3009 payments on an EVM chain (settings from X402_* variables)."""
 
@@ -52,12 +63,14 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
     settings = settings.model_copy(
         update={"host": host or settings.host, "port": settings.port if port is None else port}
     )
+    if migrate:
+        asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    checked = asyncio.run(check_facilitator(settings))
     try:
         logs = configure_logging()
     except LogSettingsError as exc:
         raise click.ClickException(str(exc)) from None
-    if migrate:
-        asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    _refuse_on_fatal(checked)
     app = create_app(settings=settings)
     uvicorn.run(
         AccessLogMiddleware(app) if logs.access_log else app,
@@ -79,5 +92,28 @@ def db() -> None:
 def upgrade() -> None:
     """Create or upgrade the claim store's tables (X402_DATABASE_URL)."""
     settings = _settings()
-    asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
-    click.echo(f"facilitator schema is up to date in {settings.database_url}")
+    done = asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    click.echo(f"facilitator schema in {printable_url(settings.database_url)}: {done.describe()}")
+
+
+@main.command()
+def check() -> None:
+    """Check the configuration against the node and the database without serving: the node serves
+    X402_NETWORK, the relayer key is usable and funded (X402_RELAYER_MIN_BALANCE_WEI), the claim store is
+    migrated. Prints a table; exits 1 on any problem, 0 when every check passes."""
+    results = asyncio.run(check_facilitator(_settings()))
+    click.echo(render_checks(results))
+    if not all(result.ok for result in results):
+        raise SystemExit(1)
+
+
+def _refuse_on_fatal(results: list[CheckResult]) -> None:
+    """Stop `serve` on fatal problems (all of them in one line, exit 2); log the others as warnings."""
+    fatal = [result for result in results if not result.ok and result.fatal]
+    if fatal:
+        raise StartupRefusedError(
+            "not starting: " + "; ".join(f"{result.name}: {result.detail}" for result in fatal)
+        )
+    for result in results:
+        if not result.ok:
+            logger.warning("check %s: %s", result.name, result.detail)

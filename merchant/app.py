@@ -34,6 +34,7 @@ from agentcard import (
     CardReading,
     KeyStore,
     KeyStoreError,
+    SigningKey,
     jwks_url,
     load_signing_key,
     load_signing_keys_from_env,
@@ -63,7 +64,17 @@ from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
-__all__ = ["build_app", "build_reconciler", "payment_extension"]
+__all__ = [
+    "MERCHANT_SKILLS",
+    "build_app",
+    "build_reconciler",
+    "card_signing_keys",
+    "load_tenants",
+    "payment_extension",
+]
+
+MERCHANT_SKILLS = (TEXT_STATS_SKILL,)
+"""The skills the reference merchant offers (its card lists them; `skill_prices` keys must name one)."""
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +133,8 @@ def _skill_of(_message: Message) -> str:
     return TEXT_STATS_SKILL.id
 
 
-def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
-    """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
+def card_signing_keys(settings: MerchantSettings) -> list[SigningKey]:
+    """The Agent Card signing keys `settings` configure (none: cards are unsigned), read from disk.
 
     Keys come from `X402_CARD_KEYS_DIR` (a key store the `keys` commands manage), or else from
     `X402_CARD_SIGNING_KEY_FILE` (one PEM or JWK private key, e.g. a mounted secret), or else from
@@ -141,14 +152,26 @@ def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[B
             raise KeyStoreError(
                 f"no active signing key in {store.directory}: run `x402-merchant keys generate`"
             )
-    elif settings.card_signing_key_file is not None:
-        keys = [load_signing_key(settings.card_signing_key_file)]
-    elif settings.card_signing_keys is not None:
-        keys = load_signing_keys_from_env(
+        return keys
+    if settings.card_signing_key_file is not None:
+        return [load_signing_key(settings.card_signing_key_file)]
+    if settings.card_signing_keys is not None:
+        return load_signing_keys_from_env(
             "X402_CARD_SIGNING_KEYS",
             environ={"X402_CARD_SIGNING_KEYS": settings.card_signing_keys.get_secret_value()},
         )
-    else:
+    return []
+
+
+def _card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
+    """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
+
+    Raises:
+        KeyStoreError: the key directory holds no active key, or a key file in it is unreadable.
+        KeyLoadError: the key file or `X402_CARD_SIGNING_KEYS` holds no usable key.
+    """
+    keys = card_signing_keys(settings)
+    if not keys:
         return None, []
     jwks = {"keys": [key.public_jwk() for key in keys]}
     jku = jwks_url(settings.base_url)
@@ -175,8 +198,12 @@ def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]
     )
 
 
-def _tenants(settings: MerchantSettings) -> TenantRegistry:
-    """The tenants `settings` name: its tenants file, or only the default tenant."""
+def load_tenants(settings: MerchantSettings) -> TenantRegistry:
+    """The tenants `settings` name: its tenants file (read from disk), or only the default tenant.
+
+    Raises:
+        TenantConfigError: the file is unreadable or invalid, or the default tenant is invalid.
+    """
     if settings.tenants_file:
         return TenantRegistry.from_toml(settings.tenants_file)
     return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price)
@@ -211,7 +238,7 @@ def build_reconciler(
         confirmations=settings.confirmations,
         asset=settings.asset,
         chain_id=chain_id_from_caip2(settings.network),
-        pay_tos=[tenant.pay_to for tenant in (_tenants(settings) if tenants is None else tenants)],
+        pay_tos=[tenant.pay_to for tenant in (load_tenants(settings) if tenants is None else tenants)],
         lookback_blocks=settings.reconcile_lookback_blocks,
         on_report=on_report,
     )
@@ -229,7 +256,7 @@ def build_app(
     executor there that fails or waits, to exercise the payment layer around it.
     """
     if tenants is None:
-        tenants = _tenants(settings)
+        tenants = load_tenants(settings)
     engine = create_engine(settings.database_url)
     asset = Asset(
         network=settings.network,
@@ -330,7 +357,7 @@ def build_app(
             description="Text statistics, paid per request in USDC over the A2A x402 extension.",
             version="0.1.0",
             base_url=settings.base_url,
-            skills=[TEXT_STATS_SKILL],
+            skills=list(MERCHANT_SKILLS),
             grpc_url=grpc_url,
             extensions=[payment_extension(pricing)],
             tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant)],

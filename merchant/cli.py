@@ -6,6 +6,7 @@ Settings come from `X402_*` environment variables (and `.env`); see the README's
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,11 +16,12 @@ import click
 import uvicorn
 
 from agentcard import AgentCardError, KeyStore
-from facilitator import Facilitator, HttpFacilitatorClient
+from facilitator import CheckResult, Facilitator, HttpFacilitatorClient, render_checks
 from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging
-from storage import create_engine, upgrade_schema
+from storage import create_engine, printable_url, upgrade_schema
 
 from .app import build_app, build_reconciler
+from .checks import check_merchant
 from .ledger import Ledger, ledger_cli
 from .ledger.cli import LedgerSettings
 from .payments import OfferStore
@@ -27,9 +29,17 @@ from .reconciler import ReconcileReport
 from .settings import MerchantSettings
 from .webhooks import Outbox, webhooks_cli
 
+logger = logging.getLogger(__name__)
+
 KEEP_ALIVE_S = 30
 """How long an idle client connection is kept open: longer than clients keep idle connections for reuse
 (httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
+
+
+class StartupRefusedError(click.ClickException):
+    """`serve` will not start: one line on stderr, exit status 2 (a configuration problem, not a crash)."""
+
+    exit_code = 2
 
 
 class _ServeOverrides(TypedDict, total=False):
@@ -41,6 +51,7 @@ class _ServeOverrides(TypedDict, total=False):
 
 
 @click.group()
+@click.version_option(package_name="a2a-x402-merchant", prog_name="x402-merchant")
 def main() -> None:
     """The x402 reference merchant: a paid A2A 1.0 agent with a ledger and billing webhooks."""
 
@@ -52,7 +63,9 @@ def main() -> None:
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the database schema first")
 def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bool) -> None:
     """Serve the A2A routes (JSON-RPC, HTTP+JSON and, with a gRPC port, gRPC), the Agent Card and the
-    per-tenant billing API. The gRPC server starts and stops with the HTTP one, on the same host."""
+    per-tenant billing API. The gRPC server starts and stops with the HTTP one, on the same host.
+
+    Runs the checks of `check` first and refuses to start (exit 2) on a fatal problem."""
     overrides: _ServeOverrides = {}
     if host is not None:
         overrides["host"] = host
@@ -61,9 +74,11 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
     if grpc_port is not None:
         overrides["grpc_port"] = grpc_port
     settings = MerchantSettings(**overrides)
-    logs = _configure_logging()
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
+    checked = asyncio.run(check_merchant(settings))
+    logs = _configure_logging()
+    _refuse_on_fatal(checked)
     with _key_errors():  # e.g. X402_CARD_KEYS_DIR without an active key
         app = build_app(settings)
     uvicorn.run(
@@ -94,8 +109,35 @@ def db() -> None:
 def upgrade() -> None:
     """Create or upgrade every table (tasks, offers, ledger, outbox, claims) in X402_DATABASE_URL."""
     url = LedgerSettings().database_url
-    asyncio.run(upgrade_schema(url))
-    click.echo(f"schema is up to date in {url}")
+    done = asyncio.run(upgrade_schema(url))
+    click.echo(f"schema in {printable_url(url)}: {done.describe()}")
+
+
+@main.command()
+def check() -> None:
+    """Check the configuration against the node, the database and its files without serving.
+
+    The asset has code and its name()/version() are X402_ASSET_NAME/X402_ASSET_VERSION, the node serves
+    X402_NETWORK, the relayer is funded (or the remote facilitator answers), the database is migrated, the
+    tenants file is valid and prices only offered skills, webhook URLs pass the address rules, and the card
+    signing keys sign. Prints a table; exits 1 on any problem, 0 when every check passes.
+    """
+    results = asyncio.run(check_merchant(MerchantSettings()))
+    click.echo(render_checks(results))
+    if not all(result.ok for result in results):
+        raise SystemExit(1)
+
+
+def _refuse_on_fatal(results: list[CheckResult]) -> None:
+    """Stop `serve` on fatal problems (all of them in one line, exit 2); log the others as warnings."""
+    fatal = [result for result in results if not result.ok and result.fatal]
+    if fatal:
+        raise StartupRefusedError(
+            "not starting: " + "; ".join(f"{result.name}: {result.detail}" for result in fatal)
+        )
+    for result in results:
+        if not result.ok:
+            logger.warning("check %s: %s", result.name, result.detail)
 
 
 @main.command()

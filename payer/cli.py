@@ -165,6 +165,7 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 
 
 @click.command()
+@click.version_option(package_name="a2a-x402-merchant", prog_name="x402-pay")
 @click.option("--card-url", required=True, help="The agent's card URL, or its origin.")
 @click.option("--tenant", default="", help="The merchant tenant to pay (default: the default tenant).")
 @click.option(

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
 from ._schema import (
+    BranchState,
     SchemaOutdatedError,
+    SchemaUpgrade,
     current_revisions,
     ensure_schema_current,
     outdated_branches,
+    printable_url,
+    schema_state,
     upgrade_schema,
 )
 from ._snapshot import snapshot
@@ -19,8 +23,10 @@ from ._types import Uint256, UtcDateTime
 from ._writes import write
 
 __all__ = [
+    "BranchState",
     "DEFAULT_DATABASE_URL",
     "SchemaOutdatedError",
+    "SchemaUpgrade",
     "Uint256",
     "UtcDateTime",
     "create_engine",
@@ -28,6 +34,8 @@ __all__ = [
     "ensure_schema_current",
     "normalize_url",
     "outdated_branches",
+    "printable_url",
+    "schema_state",
     "snapshot",
     "upgrade_schema",
     "write",

@@ -1,0 +1,235 @@
+"""The merchant's preflight checks: its configuration against the real node, database and files.
+
+`check_merchant` runs them all for `x402-merchant check` and `serve` (which refuses to start on a fatal
+one); each is also a small async function returning a named `facilitator.CheckResult`, for a readiness
+probe to reuse. Beyond the facilitator's (`network`, `relayer`, `database`):
+
+- `asset`: the token address has code (without it every payment fails at settlement);
+- `asset domain`: its on-chain `name()` and `version()` are `X402_ASSET_NAME` / `X402_ASSET_VERSION` (the
+  EIP-712 domain payers sign; with another, every signature is refused);
+- `facilitator`: with `X402_FACILITATOR_URL`, the remote facilitator answers and supports the network;
+- `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
+- `skill prices`: every `skill_prices` key names a skill the merchant offers;
+- `webhooks`: every webhook URL passes the SSRF rules the delivery worker applies;
+- `card signing`: the configured Agent Card keys load and sign a card their public keys verify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+
+import httpx
+from a2a.types import AgentSkill
+from eth_abi.abi import decode
+from eth_abi.exceptions import DecodingError
+from eth_account import Account
+
+from agentcard import AgentCardError, CardVerifier, SignaturePolicy, VerificationKey, sign_card
+from facilitator import (
+    ChainError,
+    CheckResult,
+    RpcClient,
+    check_database,
+    check_network,
+    check_relayer_funded,
+    load_private_key,
+    run_checks,
+)
+
+from .app import MERCHANT_SKILLS, card_signing_keys, load_tenants
+from .settings import MerchantSettings
+from .tenants import TenantConfigError, TenantRegistry
+from .webhooks import UnsafeTargetError, resolve_target
+
+__all__ = [
+    "check_asset_code",
+    "check_asset_domain",
+    "check_card_signing",
+    "check_merchant",
+    "check_remote_facilitator",
+    "check_skill_prices",
+    "check_tenants",
+    "check_webhooks",
+]
+
+_UPGRADE = "x402-merchant db upgrade"
+_NAME_CALL = "0x06fdde03"  # name()
+_VERSION_CALL = "0x54fd4d50"  # version()
+_FACILITATOR_TIMEOUT_S = 5.0
+
+
+async def check_merchant(
+    settings: MerchantSettings, *, skills: Sequence[AgentSkill] = MERCHANT_SKILLS
+) -> list[CheckResult]:
+    """Every check of the merchant `settings` configure, offering `skills`, in a fixed order."""
+    rpc = RpcClient(settings.rpc_url)
+    try:
+        tenants: TenantRegistry | TenantConfigError
+        try:
+            tenants = await asyncio.to_thread(load_tenants, settings)
+        except TenantConfigError as exc:
+            tenants = exc
+        checks: dict[str, Awaitable[CheckResult]] = {
+            "network": check_network(rpc, settings.network),
+            "asset": check_asset_code(rpc, settings.asset, settings.network),
+            "asset domain": check_asset_domain(
+                rpc, settings.asset, settings.asset_name, settings.asset_version
+            ),
+        }
+        if settings.facilitator_url:
+            checks["facilitator"] = check_remote_facilitator(settings.facilitator_url, settings.network)
+            branches: tuple[str, ...] = ("merchant",)
+        else:
+            checks["relayer"] = _check_relayer(rpc, settings)
+            branches = ("merchant", "facilitator")
+        checks["database"] = check_database(settings.database_url, *branches, upgrade_command=_UPGRADE)
+        checks["tenants"] = check_tenants(tenants, settings)
+        if isinstance(tenants, TenantRegistry):
+            checks["skill prices"] = check_skill_prices(tenants, skills)
+            checks["webhooks"] = check_webhooks(tenants, allow_private=settings.webhooks_allow_private)
+        checks["card signing"] = check_card_signing(settings)
+        return await run_checks(checks)
+    finally:
+        await rpc.aclose()
+
+
+async def check_asset_code(rpc: RpcClient, asset: str, network: str) -> CheckResult:
+    """`asset`: a contract is deployed at `asset` (fatal: without one every settlement fails)."""
+    try:
+        code = await rpc.call("eth_getCode", asset, "latest")
+    except ChainError as exc:
+        return CheckResult.problem("asset", f"cannot read the code at {asset}: {exc}")
+    if not isinstance(code, str) or code in ("0x", "0x0", ""):
+        return CheckResult.problem(
+            "asset", f"there is no contract at X402_ASSET {asset} on {network}: check the token address"
+        )
+    return CheckResult.passed("asset", f"{asset} has code ({(len(code) - 2) // 2} bytes)")
+
+
+async def check_asset_domain(rpc: RpcClient, asset: str, name: str, version: str) -> CheckResult:
+    """`asset domain`: the token's `name()` and `version()` are the EIP-712 domain the merchant offers."""
+    try:
+        on_chain_name = await _call_string(rpc, asset, _NAME_CALL)
+        on_chain_version = await _call_string(rpc, asset, _VERSION_CALL)
+    except ChainError as exc:
+        return CheckResult.problem("asset domain", f"cannot read name() and version() of {asset}: {exc}")
+    except (DecodingError, ValueError):
+        return CheckResult.problem(
+            "asset domain", f"{asset} answers name() or version() with no string: is it an EIP-3009 token?"
+        )
+    wrong = [
+        f"name() is {on_chain_name!r} but X402_ASSET_NAME is {name!r}" if on_chain_name != name else "",
+        f"version() is {on_chain_version!r} but X402_ASSET_VERSION is {version!r}"
+        if on_chain_version != version
+        else "",
+    ]
+    if any(wrong):
+        return CheckResult.problem("asset domain", "; ".join(problem for problem in wrong if problem))
+    return CheckResult.passed("asset domain", f"name() {name!r}, version() {version!r}")
+
+
+async def check_remote_facilitator(url: str, network: str) -> CheckResult:
+    """`facilitator`: the facilitator at `url` answers `GET /supported` with `exact` on `network`.
+
+    Not fatal: a facilitator started after the merchant is found by the first payment.
+    """
+    try:
+        async with httpx.AsyncClient(timeout=_FACILITATOR_TIMEOUT_S) as client:
+            response = await client.get(url.rstrip("/") + "/supported")
+        kinds = response.json().get("kinds", []) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return CheckResult.problem("facilitator", f"{url} does not answer: {type(exc).__name__}", fatal=False)
+    if kinds is None:
+        return CheckResult.problem(
+            "facilitator", f"{url}/supported answers HTTP {response.status_code}", fatal=False
+        )
+    if not any(isinstance(kind, dict) and kind.get("network") == network for kind in kinds):
+        return CheckResult.problem("facilitator", f"{url} does not support {network}")
+    return CheckResult.passed("facilitator", f"{url} settles on {network}")
+
+
+async def check_tenants(
+    tenants: TenantRegistry | TenantConfigError, settings: MerchantSettings
+) -> CheckResult:
+    """`tenants`: the tenants file (or the default tenant of `X402_PAY_TO`) is valid."""
+    source = settings.tenants_file or "X402_PAY_TO / X402_PRICE"
+    if isinstance(tenants, TenantConfigError):
+        return CheckResult.problem("tenants", "; ".join(tenants.problems) + f" ({source})")
+    names = ", ".join(tenant.id or "default" for tenant in tenants)
+    return CheckResult.passed("tenants", f"{len(tenants)} from {source}: {names}")
+
+
+async def check_skill_prices(tenants: TenantRegistry, skills: Sequence[AgentSkill]) -> CheckResult:
+    """`skill prices`: each tenant's `skill_prices` keys name skills in `skills` (a typo would charge the
+    tenant's default price for the skill it meant)."""
+    offered = {skill.id for skill in skills}
+    unknown = [
+        f"{tenant.id or 'default'}.skill_prices.{skill}"
+        for tenant in tenants
+        for skill in tenant.skill_prices
+        if skill not in offered
+    ]
+    if unknown:
+        return CheckResult.problem(
+            "skill prices", f"{', '.join(unknown)}: no such skill (offered: {', '.join(sorted(offered))})"
+        )
+    priced = sum(len(tenant.skill_prices) for tenant in tenants)
+    return CheckResult.passed("skill prices", f"{priced} skill price(s), each for an offered skill")
+
+
+async def check_webhooks(tenants: TenantRegistry, *, allow_private: bool) -> CheckResult:
+    """`webhooks`: every endpoint URL passes the delivery worker's SSRF rules (resolved now)."""
+    urls = [(tenant.id or "default", hook.url) for tenant in tenants for hook in tenant.webhook_endpoints]
+
+    async def refusal(tenant: str, url: str) -> str | None:
+        try:
+            await resolve_target(url, allow_private=allow_private)
+        except UnsafeTargetError as exc:
+            return f"{tenant}: {url}: {exc}"
+        return None
+
+    refused = [found for found in await asyncio.gather(*(refusal(t, u) for t, u in urls)) if found]
+    if refused:
+        return CheckResult.problem("webhooks", "; ".join(refused))
+    allowed = " (private addresses allowed: X402_WEBHOOKS_ALLOW_PRIVATE)" if allow_private else ""
+    return CheckResult.passed("webhooks", f"{len(urls)} endpoint(s) pass the address rules{allowed}")
+
+
+async def check_card_signing(settings: MerchantSettings) -> CheckResult:
+    """`card signing`: the configured keys load, and each signs a card its public key verifies."""
+    try:
+        keys = await asyncio.to_thread(card_signing_keys, settings)
+    except AgentCardError as exc:
+        return CheckResult.problem("card signing", f"{exc.code}: {exc}")
+    if not keys:
+        return CheckResult.passed("card signing", "no signing keys configured: cards are served unsigned")
+    probe = {"name": "x402 preflight", "description": "a card signed to check the key", "version": "0"}
+    for key in keys:
+        verifier = CardVerifier(
+            trusted_keys=[VerificationKey.from_jwk(key.public_jwk())], policy=SignaturePolicy.REQUIRE
+        )
+        try:
+            await verifier.verify(sign_card(probe, [key]))
+        except AgentCardError as exc:
+            return CheckResult.problem("card signing", f"key {key.kid} does not sign verifiably: {exc}")
+    kids = ", ".join(f"{key.alg} {key.kid}" for key in keys)
+    return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
+
+
+async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:
+    result = await rpc.call("eth_call", {"to": contract, "data": data}, "latest")
+    (text,) = decode(["string"], bytes.fromhex(str(result).removeprefix("0x")))
+    return str(text)
+
+
+async def _check_relayer(rpc: RpcClient, settings: MerchantSettings) -> CheckResult:
+    if settings.relayer_key is None:
+        return CheckResult.problem(
+            "relayer", "X402_RELAYER_KEY is not set: the in-process facilitator cannot settle without it"
+        )
+    try:
+        key = await asyncio.to_thread(load_private_key, settings.relayer_key.get_secret_value())
+    except ValueError as exc:
+        return CheckResult.problem("relayer", str(exc))
+    return await check_relayer_funded(rpc, Account.from_key(key).address, settings.relayer_min_balance_wei)

@@ -1,0 +1,331 @@
+"""`x402-merchant check` and `serve`'s preflight against the real dev chain and database: each problem is
+caused for real (an address without code, a wrong EIP-712 domain, another chain, an unfunded relayer made
+now, a skill price for no skill, a webhook to a private address, a key that cannot sign, a database not
+migrated), and the all-good case passes every check."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from eth_account import Account
+
+from devchain import DevChain
+from merchant.cli import main
+from storage import upgrade_schema
+from tests.fixtures.merchant import DEFAULT_PAY_TO
+from tests.fixtures.servers import free_port, wait_answering_blocking
+
+_ROW = re.compile(r"^(\S+(?: \S+)*)\s{2,}(ok|problem)\s{2,}(.*)$")
+_ALL_CHECKS = [
+    "network",
+    "asset",
+    "asset domain",
+    "relayer",
+    "database",
+    "tenants",
+    "skill prices",
+    "webhooks",
+    "card signing",
+]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No X402_* variable of the test run, and a working directory without a `.env`."""
+    for name in list(os.environ):
+        if name.startswith("X402_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+def _env(chain: DevChain, database_url: str, **overrides: str) -> dict[str, str]:
+    return {
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_ASSET": chain.asset,
+        "X402_ASSET_NAME": chain.asset_name,
+        "X402_ASSET_VERSION": chain.asset_version,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_DATABASE_URL": database_url,
+        "X402_PAY_TO": DEFAULT_PAY_TO,
+        **overrides,
+    }
+
+
+def _check(env: dict[str, str]) -> tuple[int, dict[str, tuple[str, str]]]:
+    """Run `x402-merchant check`; its exit code and its table as name → (result, detail)."""
+    outcome = CliRunner().invoke(main, ["check"], env=env, catch_exceptions=False)
+    lines = outcome.output.splitlines()
+    assert lines[0].split() == ["check", "result", "detail"], outcome.output
+    rows = {}
+    for line in lines[1:]:
+        match = _ROW.match(line)
+        assert match, f"not a table row: {line!r}"
+        rows[match[1]] = (match[2], match[3])
+    return outcome.exit_code, rows
+
+
+def _problems(rows: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {name: detail for name, (result, detail) in rows.items() if result == "problem"}
+
+
+def _tenants_file(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "tenants.toml"
+    path.write_text(body)
+    return str(path)
+
+
+def _whsec() -> str:
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    assert (
+        CliRunner().invoke(main, ["keys", "generate"], env={"X402_CARD_KEYS_DIR": str(keys)}).exit_code == 0
+    )
+    tenants = _tenants_file(
+        tmp_path,
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 10000\n\n'
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 5000\n'
+        f'webhook_url = "https://93.184.215.14/hooks"\nwebhook_secret = "{_whsec()}"\n'
+        "[tenants.acme.skill_prices]\ntext-stats = 7000\n",
+    )
+
+    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_CARD_KEYS_DIR=str(keys)))
+
+    assert (code, _problems(rows)) == (0, {})
+    assert list(rows) == _ALL_CHECKS
+    assert "2 from" in rows["tenants"][1]
+    assert "1 key(s) sign and verify" in rows["card signing"][1]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_an_asset_address_without_code_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    nobody = Account.create().address
+
+    code, rows = _check(_env(chain, sqlite_url, X402_ASSET=nobody))
+
+    assert code == 1
+    assert _problems(rows)["asset"] == (
+        f"there is no contract at X402_ASSET {nobody} on {chain.network}: check the token address"
+    )
+    assert set(_problems(rows)) == {"asset", "asset domain"}
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_wrong_name_and_version_are_problems(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = _check(_env(chain, sqlite_url, X402_ASSET_NAME="USD Coin", X402_ASSET_VERSION="1"))
+
+    assert code == 1
+    assert _problems(rows) == {
+        "asset domain": f"name() is {chain.asset_name!r} but X402_ASSET_NAME is 'USD Coin'; "
+        f"version() is {chain.asset_version!r} but X402_ASSET_VERSION is '1'"
+    }
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_network_the_node_does_not_serve_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = _check(_env(chain, sqlite_url, X402_NETWORK="eip155:1"))
+
+    assert code == 1
+    assert _problems(rows) == {
+        "network": f"the node serves chain {chain.chain_id} ({chain.network}), but X402_NETWORK is eip155:1"
+    }
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_an_unfunded_relayer_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    relayer = Account.create()
+
+    code, rows = _check(_env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex()))
+
+    assert code == 1
+    problems = _problems(rows)
+    assert list(problems) == ["relayer"]
+    assert problems["relayer"].startswith(f"{relayer.address} holds 0 ETH, below the floor of 0.001 ETH")
+    assert relayer.key.hex()[2:10] not in rows["relayer"][1]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_relayer_floor_is_configurable(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = _check(_env(chain, sqlite_url, X402_RELAYER_MIN_BALANCE_WEI=str(10**40)))
+
+    assert code == 1
+    assert "below the floor of 10000000000000000000000 ETH" in _problems(rows)["relayer"]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_skill_price_for_no_offered_skill_is_a_problem(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    tenants = _tenants_file(
+        tmp_path,
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 5000\n'
+        "[tenants.acme.skill_prices]\ntext-stats = 7000\ntext-stat = 9000\n",
+    )
+
+    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+
+    assert code == 1
+    assert _problems(rows) == {
+        "skill prices": "acme.skill_prices.text-stat: no such skill (offered: text-stats)"
+    }
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_webhook_to_a_private_address_is_a_problem(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    tenants = _tenants_file(
+        tmp_path,
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 5000\n'
+        f'webhook_url = "http://10.1.2.3:8080/hook"\nwebhook_secret = "{_whsec()}"\n',
+    )
+
+    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+    allowed, allowed_rows = _check(
+        _env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_WEBHOOKS_ALLOW_PRIVATE="true")
+    )
+
+    assert code == 1
+    assert _problems(rows) == {
+        "webhooks": "acme: http://10.1.2.3:8080/hook: 10.1.2.3 resolves to non-public address(es) 10.1.2.3"
+    }
+    assert (allowed, _problems(allowed_rows)) == (0, {})
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_an_invalid_tenants_file_is_a_problem(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    tenants = _tenants_file(tmp_path, '[tenants.acme]\npay_to = "0x1234"\nprice = 5000\n')
+
+    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+
+    assert code == 1
+    assert list(_problems(rows)) == ["tenants"]
+    assert "tenants.acme.pay_to" in _problems(rows)["tenants"]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_signing_key_that_cannot_sign_is_a_problem(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    # A P-384 key: a valid private key, but not one Agent Cards are signed with (ES256 or EdDSA).
+    key_file = tmp_path / "card-key.pem"
+    key_file.write_bytes(
+        ec.generate_private_key(ec.SECP384R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+
+    code, rows = _check(_env(chain, sqlite_url, X402_CARD_SIGNING_KEY_FILE=str(key_file)))
+
+    assert code == 1
+    assert list(_problems(rows)) == ["card signing"]
+    assert "only P-256 (ES256) and Ed25519 (EdDSA) private keys can sign" in _problems(rows)["card signing"]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_missing_database_is_a_problem_and_is_not_created(chain: DevChain, tmp_path: Path) -> None:
+    path = tmp_path / "never.db"
+
+    code, rows = _check(_env(chain, f"sqlite+aiosqlite:///{path}"))
+
+    assert code == 1
+    assert _problems(rows) == {"database": f"there is no database at {path}: run `x402-merchant db upgrade`"}
+    assert not path.exists()
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_database_without_the_merchant_tables_is_a_problem(chain: DevChain, tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'claims-only.db'}"
+    asyncio.run(upgrade_schema(url, "facilitator"))
+
+    code, rows = _check(_env(chain, url))
+
+    assert code == 1
+    detail = _problems(rows)["database"]
+    assert "is not migrated (merchant at no revision, head m" in detail
+    assert detail.endswith("run `x402-merchant db upgrade`")
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_postgresql_password_never_shows(chain: DevChain) -> None:
+    code, rows = _check(_env(chain, "postgresql://x402:s3cr3t-pa55word@127.0.0.1:5432/no_such_db_here"))
+
+    assert code == 1
+    assert "database" in _problems(rows)
+    assert "s3cr3t" not in "".join(detail for _, detail in rows.values())
+
+
+def _process_env(chain: DevChain, database_url: str, **overrides: str) -> dict[str, str]:
+    return {
+        **{name: value for name, value in os.environ.items() if not name.startswith("X402_")},
+        "PYTHONPATH": str(_REPO_ROOT),
+        **_env(chain, database_url, **overrides),
+    }
+
+
+def test_serve_refuses_an_asset_without_code_in_one_line(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    env = _process_env(chain, sqlite_url, X402_ASSET=Account.create().address, X402_PORT="0")
+
+    served = subprocess.run(  # noqa: S603 - the project's own console script
+        [str(Path(sys.executable).with_name("x402-merchant")), "serve"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert served.returncode == 2
+    assert served.stdout == ""
+    assert served.stderr.splitlines() == [
+        f"Error: not starting: asset: there is no contract at X402_ASSET {env['X402_ASSET']} on "
+        f"{chain.network}: check the token address"
+    ]
+
+
+def test_serve_starts_with_an_unfunded_relayer_and_warns(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    relayer = Account.create()
+    env = _process_env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex(), X402_PORT=str(port))
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(  # noqa: S603 - the project's own console script
+            [str(Path(sys.executable).with_name("x402-merchant")), "serve"],
+            env=env,
+            cwd=tmp_path,
+            stderr=sink,
+        )
+    try:
+        wait_answering_blocking(
+            f"http://127.0.0.1:{port}/healthz",
+            running=lambda: process.poll() is None,
+            what="x402-merchant serve",
+            log=log.read_text,
+        )
+    finally:
+        process.terminate()
+        process.wait(30)
+
+    assert f"WARNING merchant.cli check relayer: {relayer.address} holds 0 ETH" in log.read_text()
