@@ -125,3 +125,61 @@ def test_cli_mines_every_second_by_default_or_as_told_and_per_transaction_with_z
     assert _mining_mode(tmp_path / "two", "--block-time", "2") == (False, 2)
     assert _mining_mode(tmp_path / "zero", "--block-time", "0") == (True, None)
     assert _mining_mode(tmp_path / "env", env={"X402_DEVCHAIN_BLOCK_TIME_S": "3"}) == (False, 3)
+
+
+def test_export_prints_the_running_chains_settings_for_eval(tmp_path: Path) -> None:
+    env_file = tmp_path / ".devchain.env"
+    script = str(Path(sys.executable).with_name("x402-devchain"))
+    process = subprocess.Popen(  # noqa: S603 - our own console script
+        [script, "--payers", "2", "--block-time", "0"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_file(env_file, process)
+        written = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        # What the README has every other terminal run, then each variable as that shell sees it.
+        shown = subprocess.run(
+            ["bash", "-c", f'eval "$({script} --export)" && env'],  # noqa: S607 - bash from PATH
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if not k.startswith("X402_")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=10)
+
+    exported = dict(line.split("=", 1) for line in shown.stdout.splitlines() if line.startswith("X402_"))
+    assert exported == written
+    assert set(exported) == EXPECTED_KEYS
+
+
+def test_export_without_a_running_chain_says_so_and_prints_nothing(tmp_path: Path) -> None:
+    script = str(Path(sys.executable).with_name("x402-devchain"))
+    stale = tmp_path / "stale.env"
+    stale.write_text("X402_RPC_URL=http://127.0.0.1:9\nX402_NETWORK=eip155:31337\n")
+
+    missing = subprocess.run(  # noqa: S603 - our own console script
+        [script, "--export"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    dead = subprocess.run(  # noqa: S603 - our own console script
+        [script, "--export", "--env-file", str(stale)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        "Error: no dev chain is running here: .devchain.env does not exist; start `x402-devchain` first\n"
+    )
+    assert (dead.returncode, dead.stdout) == (1, "")
+    assert dead.stderr.startswith(f"Error: the dev chain of {stale} does not answer at http://127.0.0.1:9")
+    assert "start `x402-devchain` again" in dead.stderr
