@@ -110,6 +110,9 @@ async def check_asset_code(rpc: RpcClient, asset: str, network: str) -> CheckRes
 async def check_asset_domain(rpc: RpcClient, asset: str, name: str, version: str) -> CheckResult:
     """`asset domain`: the token's `name()` and `version()` are the EIP-712 domain the merchant offers."""
     try:
+        if await rpc.call("eth_getCode", asset, "latest") in ("0x", "0x0", ""):
+            # `asset` reports this one, fatally; here it is only why nothing could be read.
+            return CheckResult.problem("asset domain", f"not read: no contract at {asset}", fatal=False)
         on_chain_name = await _call_string(rpc, asset, _NAME_CALL)
         on_chain_version = await _call_string(rpc, asset, _VERSION_CALL)
     except ChainError as exc:
@@ -179,19 +182,26 @@ async def check_skill_prices(tenants: TenantRegistry, skills: Sequence[AgentSkil
 
 
 async def check_webhooks(tenants: TenantRegistry, *, allow_private: bool) -> CheckResult:
-    """`webhooks`: every endpoint URL passes the delivery worker's SSRF rules (resolved now)."""
+    """`webhooks`: every endpoint URL passes the delivery worker's SSRF rules (resolved now).
+
+    A URL that is not http(s) or reaches a non-public address is fatal; a host that does not resolve at the
+    moment is a problem, not fatal (DNS may come back, and the worker retries).
+    """
     urls = [(tenant.id or "default", hook.url) for tenant in tenants for hook in tenant.webhook_endpoints]
 
-    async def refusal(tenant: str, url: str) -> str | None:
+    async def refusal(tenant: str, url: str) -> tuple[str, bool] | None:
         try:
             await resolve_target(url, allow_private=allow_private)
         except UnsafeTargetError as exc:
-            return f"{tenant}: {url}: {exc}"
+            unresolved = isinstance(exc.__cause__, OSError | TimeoutError)
+            return f"{tenant}: {url}: {exc}", not unresolved
         return None
 
     refused = [found for found in await asyncio.gather(*(refusal(t, u) for t, u in urls)) if found]
     if refused:
-        return CheckResult.problem("webhooks", "; ".join(refused))
+        return CheckResult.problem(
+            "webhooks", "; ".join(text for text, _ in refused), fatal=any(fatal for _, fatal in refused)
+        )
     allowed = " (private addresses allowed: X402_WEBHOOKS_ALLOW_PRIVATE)" if allow_private else ""
     return CheckResult.passed("webhooks", f"{len(urls)} endpoint(s) pass the address rules{allowed}")
 

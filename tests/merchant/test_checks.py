@@ -21,7 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from eth_account import Account
 
 from devchain import DevChain
+from merchant.checks import check_webhooks
 from merchant.cli import main
+from merchant.tenants import Tenant, TenantRegistry
 from storage import upgrade_schema
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 from tests.fixtures.servers import free_port, wait_answering_blocking
@@ -124,7 +126,7 @@ def test_an_asset_address_without_code_is_a_problem(chain: DevChain, sqlite_url:
     assert _problems(rows)["asset"] == (
         f"there is no contract at X402_ASSET {nobody} on {chain.network}: check the token address"
     )
-    assert set(_problems(rows)) == {"asset", "asset domain"}
+    assert _problems(rows)["asset domain"] == f"not read: no contract at {nobody}"
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -323,9 +325,29 @@ def test_serve_starts_with_an_unfunded_relayer_and_warns(
             running=lambda: process.poll() is None,
             what="x402-merchant serve",
             log=log.read_text,
+            timeout_s=90,
         )
     finally:
         process.terminate()
         process.wait(30)
 
     assert f"WARNING merchant.cli check relayer: {relayer.address} holds 0 ETH" in log.read_text()
+
+
+async def test_a_webhook_host_that_does_not_resolve_is_a_problem_but_not_fatal() -> None:
+    # .invalid never resolves (RFC 2606); a private address is fatal, beside it or not.
+    hooks = [("acme", "https://billing.acme.invalid/x402"), ("globex", "http://192.168.1.20/hook")]
+    tenants = TenantRegistry(
+        Tenant(id=tenant, pay_to=DEFAULT_PAY_TO, price=1, webhook_url=url, webhook_secret=_whsec())
+        for tenant, url in hooks
+    )
+    only_dns = TenantRegistry([next(iter(tenants))])
+
+    unresolved = await check_webhooks(only_dns, allow_private=False)
+    both = await check_webhooks(tenants, allow_private=False)
+
+    assert (unresolved.ok, unresolved.fatal) == (False, False)
+    assert unresolved.detail.startswith(
+        "acme: https://billing.acme.invalid/x402: cannot resolve billing.acme.invalid"
+    )
+    assert (both.ok, both.fatal) == (False, True)
