@@ -142,14 +142,16 @@ async def check_remote_facilitator(url: str, network: str) -> CheckResult:
             response = await client.get(url.rstrip("/") + "/supported")
         kinds = response.json().get("kinds", []) if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        return CheckResult.problem("facilitator", f"{url} does not answer: {type(exc).__name__}", fatal=False)
+        return CheckResult.problem(
+            "facilitator", f"{_shown(url)} does not answer: {type(exc).__name__}", fatal=False
+        )
     if kinds is None:
         return CheckResult.problem(
-            "facilitator", f"{url}/supported answers HTTP {response.status_code}", fatal=False
+            "facilitator", f"{_shown(url)} answers /supported with HTTP {response.status_code}", fatal=False
         )
     if not any(isinstance(kind, dict) and kind.get("network") == network for kind in kinds):
-        return CheckResult.problem("facilitator", f"{url} does not support {network}")
-    return CheckResult.passed("facilitator", f"{url} settles on {network}")
+        return CheckResult.problem("facilitator", f"{_shown(url)} does not support {network}")
+    return CheckResult.passed("facilitator", f"{_shown(url)} settles on {network}")
 
 
 async def check_tenants(
@@ -194,7 +196,7 @@ async def check_webhooks(tenants: TenantRegistry, *, allow_private: bool) -> Che
             await resolve_target(url, allow_private=allow_private)
         except UnsafeTargetError as exc:
             unresolved = isinstance(exc.__cause__, OSError | TimeoutError)
-            return f"{tenant}: {url}: {exc}", not unresolved
+            return f"{tenant}: {_shown(url)}: {exc}", not unresolved
         return None
 
     refused = [found for found in await asyncio.gather(*(refusal(t, u) for t, u in urls)) if found]
@@ -225,6 +227,16 @@ async def check_card_signing(settings: MerchantSettings) -> CheckResult:
             return CheckResult.problem("card signing", f"key {key.kid} does not sign verifiably: {exc}")
     kids = ", ".join(f"{key.alg} {key.kid}" for key in keys)
     return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
+
+
+def _shown(url: str) -> str:
+    """`url` without what may be a credential: user info and query (a webhook or facilitator URL may carry
+    a token there)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return "(an invalid URL)"
+    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from eth_account import Account
 
 from devchain import DevChain
-from merchant.checks import check_webhooks
+from merchant.checks import check_remote_facilitator, check_webhooks
 from merchant.cli import main
 from merchant.tenants import Tenant, TenantRegistry
 from storage import upgrade_schema
@@ -351,3 +351,25 @@ async def test_a_webhook_host_that_does_not_resolve_is_a_problem_but_not_fatal()
         "acme: https://billing.acme.invalid/x402: cannot resolve billing.acme.invalid"
     )
     assert (both.ok, both.fatal) == (False, True)
+
+
+async def test_a_webhook_urls_credentials_never_show() -> None:
+    url = "http://billing:pw-not-shown@10.1.2.3/hook?token=query-not-shown"
+    tenants = TenantRegistry(
+        [Tenant(id="acme", pay_to=DEFAULT_PAY_TO, price=1, webhook_url=url, webhook_secret=_whsec())]
+    )
+
+    refused = await check_webhooks(tenants, allow_private=False)
+
+    assert (refused.ok, refused.fatal) == (False, True)
+    assert refused.detail.startswith("acme: http://10.1.2.3/hook: ")
+    assert "not-shown" not in refused.detail
+
+
+async def test_a_remote_facilitator_that_does_not_answer_is_a_problem_but_not_fatal() -> None:
+    absent = f"http://127.0.0.1:{free_port()}"
+
+    result = await check_remote_facilitator(absent + "/?key=not-shown", "eip155:84532")
+
+    assert (result.name, result.ok, result.fatal) == ("facilitator", False, False)
+    assert result.detail.startswith(f"{absent}/ does not answer: ") and "not-shown" not in result.detail
