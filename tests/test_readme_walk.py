@@ -30,7 +30,7 @@ from tests.fixtures.servers import free_port
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- readme-walk:"
 PORTS = ("4022", "8000")
-_READY_TIMEOUT_S = 60.0
+_READY_TIMEOUT_S = 120.0
 _RUN_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
 Popen = subprocess.Popen[str]
@@ -122,6 +122,7 @@ def _stopped_at_exit() -> Iterator[list[subprocess.Popen[str]]]:
                     process.wait()
 
 
+@pytest.mark.timeout(900)  # setup, three servers and a payment, each with its own bound, on a busy machine
 def test_the_readme_hand_path_runs_as_written(tmp_path: Path) -> None:
     text = (ROOT / "README.md").read_text()
     for port in PORTS:
