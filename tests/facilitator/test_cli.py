@@ -158,8 +158,11 @@ async def test_serve_refuses_a_node_serving_another_chain(
     )
     _, errors = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT_S)
 
-    assert process.returncode != 0
-    assert f"serves chain {chain.chain_id}, but X402_NETWORK is eip155:1".encode() in errors
+    assert process.returncode == 2
+    assert errors.decode() == (
+        f"Error: not starting: network: the node serves chain {chain.chain_id} ({chain.network}), "
+        "but X402_NETWORK is eip155:1\n"
+    )
 
 
 async def test_serve_keeps_an_idle_connection_open_longer_than_clients_reuse_it(
