@@ -89,9 +89,9 @@ async def test_db_upgrade_creates_the_claim_store(chain: DevChain, tmp_path: Pat
     output, _ = await process.communicate()
 
     assert process.returncode == 0
-    assert output.decode().strip() == (
-        f"facilitator schema in {database_url}: applied f0001, f0002; now at head f0002"
-    )
+    applied = output.decode().strip().removeprefix(f"facilitator schema in {database_url}: applied ")
+    revisions, head = applied.split("; now at head ")
+    assert revisions.split(", ")[0] == "f0001" and revisions.split(", ")[-1] == head
     assert await claim_rows(database_url) == []
 
 
