@@ -141,7 +141,7 @@ def test_export_prints_the_running_chains_settings_for_eval(tmp_path: Path) -> N
         wait_for_file(env_file, process)
         written = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
         # What the README has every other terminal run, then each variable as that shell sees it.
-        shown = subprocess.run(
+        shown = subprocess.run(  # noqa: S603 - fixed argv, our own script
             ["bash", "-c", f'eval "$({script} --export)" && env'],  # noqa: S607 - bash from PATH
             cwd=tmp_path,
             env={k: v for k, v in os.environ.items() if not k.startswith("X402_")},
