@@ -1,0 +1,140 @@
+"""Deliberately broken merchants: the reference merchant with one fault each, to show the kit catches it.
+
+* `SettlesLate`: a payment layer that delivers before settling. Its facilitator answers every settlement
+  at once with a success naming a transaction that does not exist yet, and settles for real a moment
+  later; the merchant therefore completes the task (artifact, payment-completed) before any money moved.
+* `ignore_activation`: a merchant that ignores activation. Every A2A request reaches the app as if it
+  activated the extension of its version, so nothing is ever refused for want of it.
+* `v0_3_literals`: a merchant that answers A2A 1.0 requests with 0.3 literals: task states spelled
+  `input-required`, and the extension data in the flat `x402.payment.*` keys of v0.2.
+
+The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings; the gRPC server
+the app starts is not wrapped (the tests run the kit on the HTTP interfaces for those two).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
+from facilitator import Facilitator
+from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
+
+__all__ = ["LATE_BY_S", "SettlesLate", "ignore_activation", "v0_3_literals"]
+
+LATE_BY_S = 0.5
+_NOT_YET_MINED = "0x" + "ab" * 32
+_STATES = {
+    "TASK_STATE_SUBMITTED": "submitted",
+    "TASK_STATE_WORKING": "working",
+    "TASK_STATE_INPUT_REQUIRED": "input-required",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_CANCELED": "canceled",
+    "TASK_STATE_FAILED": "failed",
+}
+
+
+class SettlesLate(Facilitator):
+    """Answers settlements with success at once and settles `LATE_BY_S` later (see the module docstring)."""
+
+    _late: set[asyncio.Task[Any]]
+
+    async def settle(
+        self, payload: PaymentPayload, requirements: PaymentRequirements, **options: Any
+    ) -> SettleResponse:
+        """A success before anything was broadcast; the real settlement follows."""
+
+        async def later() -> None:
+            await asyncio.sleep(LATE_BY_S)
+            await Facilitator.settle(self, payload, requirements, **options)
+
+        if not hasattr(self, "_late"):
+            self._late = set()
+        task = asyncio.get_running_loop().create_task(later())
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
+        return SettleResponse(
+            success=True,
+            transaction=_NOT_YET_MINED,
+            network=requirements.network,
+            payer=payload.payload.authorization.from_address,
+            amount=requirements.amount,
+        )
+
+
+def _version(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"a2a-version":
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def ignore_activation(app: ASGIApp) -> ASGIApp:
+    """Every request under /a2a/ activates its version's extension, whatever the client sent."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
+            uri = EXTENSION_URI if _version(scope).startswith("1.") else EXTENSION_URI_V02
+            headers = [(n, v) for n, v in scope["headers"] if n.lower() not in (b"a2a-extensions", b"x-a2a-extensions")]
+            headers += [(b"a2a-extensions", uri.encode()), (b"x-a2a-extensions", uri.encode())]
+            scope = {**scope, "headers": headers}
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def _flatten(value: Any) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == EXTENSION_URI and isinstance(item, dict):
+                out.update({f"x402.payment.{name}": _flatten(member) for name, member in item.items()})
+            elif key == "state" and item in _STATES:
+                out[key] = _STATES[item]
+            else:
+                out[key] = _flatten(item)
+        return out
+    if isinstance(value, list):
+        return [_flatten(item) for item in value]
+    return value
+
+
+def v0_3_literals(app: ASGIApp) -> ASGIApp:
+    """JSON answers to A2A 1.0 requests rewritten with 0.3 state names and v0.2 flat metadata keys."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _version(scope).startswith("1."):
+            await app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def rewrite(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                if b"json" in dict(message["headers"]).get(b"content-type", b""):
+                    held.append(message)
+                else:
+                    await send(message)
+                return
+            if not held or message["type"] != "http.response.body":
+                await send(message)
+                return
+            held.append(message)
+            if message.get("more_body"):
+                return
+            start = held[0]
+            body = b"".join(m.get("body", b"") for m in held[1:])
+            try:
+                body = json.dumps(_flatten(json.loads(body))).encode()
+            except ValueError:
+                pass
+            headers = [(n, v) for n, v in start["headers"] if n.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await app(scope, receive, rewrite)
+
+    return wrapped
