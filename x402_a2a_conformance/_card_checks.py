@@ -39,6 +39,8 @@ async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, 
     async with probe.check("card.served"):
         if reading.card is None:
             raise fail(f"no usable card: {reading.problem}", exchange)
+        if reading.version == "1.0" and not discovery.interfaces:
+            raise fail("the card lists no A2A 1.0 or 0.3 interface the kit can test", exchange)
     if probe.failed:
         return
     uris = _READING_URIS[reading.version] if both_versions or reading.version else (EXTENSION_URI,)

@@ -120,12 +120,14 @@ async def paid_task(probe: Probe, wire: Wire) -> None:
     interface, run = wire.interface, probe.run
     reply = await wire.send(user_message(interface, run.discovery.request_text))
     await _terms_checks(probe, wire, reply)
-    offer = offer_from(probe, reply, interface.tenant)
-    signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
-    payload = payload_v2(offer.entry, signed)
-    paid = await wire.send(extension_message(interface, offer.task_id, "payment-submitted", payload=payload))
-    paid = await outcome_of(probe, wire, paid)
-    async with probe.check("payment.completes"):
+    async with probe.check("payment.completes") as shown:
+        shown.append(reply.exchange)
+        offer = offer_from(probe, reply, interface.tenant)
+        signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
+        payload = payload_v2(offer.entry, signed)
+        paid = await wire.send(extension_message(interface, offer.task_id, "payment-submitted", payload=payload))
+        paid = await outcome_of(probe, wire, paid)
+        shown[:] = [paid.exchange]
         if paid.error is not None or paid.task is None:
             raise fail("the payment got no task", paid.exchange)
         receipt = _completed(paid.task, paid)
@@ -187,11 +189,13 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
         return
     last = _status_events(first.events)[-1][1]
     task_id = last.get("taskId") or last.get("id")
-    offer = offer_from(probe, Reply(result={"task": {**last, "id": task_id}}, exchange=first.exchange), interface.tenant)
-    signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
-    payment = extension_message(interface, offer.task_id, "payment-submitted", payload=payload_v2(offer.entry, signed))
-    paid = await wire.stream(payment)
-    async with probe.check("streaming.paid-turn"):
+    async with probe.check("streaming.paid-turn") as shown:
+        shown.append(first.exchange)
+        terms = Reply(result={"task": {**last, "id": task_id}}, exchange=first.exchange)
+        offer = offer_from(probe, terms, interface.tenant)
+        signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
+        payment = extension_message(interface, offer.task_id, "payment-submitted", payload=payload_v2(offer.entry, signed))
+        paid = await wire.stream(payment)
         if paid.error is not None:
             raise fail("the streamed payment was refused", paid.exchange)
         statuses = _status_events(paid.events)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 __all__ = ["Answer", "Exchange", "MerchantFault", "UntrustedHttp", "trim"]
 
@@ -149,8 +150,8 @@ class UntrustedHttp:
                         received.append(data)
                         exchange.answer = trim(f"{response.status_code} stream: " + "\n".join(received))
                         try:
-                            events.append(json.loads(data))
-                        except (ValueError, RecursionError):
+                            events.append(orjson.loads(data))
+                        except orjson.JSONDecodeError:
                             raise MerchantFault("a stream event is not JSON", exchange) from None
         except TimeoutError:
             raise MerchantFault(f"the stream did not end within {self.timeout_s:g} s", exchange) from None
@@ -178,8 +179,9 @@ def _parse_json(raw: bytes, status: int, exchange: Exchange) -> JSON:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
+        # orjson: a bounded nesting depth, where the standard parser can exhaust the C stack.
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
         raise MerchantFault(f"the answer (HTTP {status}) is not JSON", exchange) from None
 
 

@@ -128,11 +128,6 @@ async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:
     reading = run.discovery.readings[version]
     async with probe.scenario(CARD_CHECKS) as scenario:
         await card_checks(scenario, reading, run.discovery, both)
-        if version == "1.0" and not run.discovery.interfaces and scenario.recorded("card.served") is not None:
-            result = scenario.recorded("card.served")
-            if result is not None and result.outcome is Outcome.PASSED:
-                result.outcome = Outcome.FAILED
-                result.detail = "the card lists no A2A 1.0 or 0.3 interface the kit can test"
 
 
 async def _job(limit: asyncio.Semaphore, probe: Probe, ids: tuple[str, ...], scenario: Scenario, wire: Wire) -> None:

@@ -91,7 +91,10 @@ def offer_from(probe: Probe, reply: Reply, tenant: str) -> Offer:
         raise fail("the status message has no payment-required object under the extension URI", reply.exchange)
     entry = first_allowed(probe, value.get("required"), tenant)
     if entry is None:
-        raise fail("no offered entry uses a network, asset and payTo the card lists for this tenant", reply.exchange)
+        raise fail(
+            "the kit does not sign: no offered entry uses a network, asset and payTo the card lists for this tenant",
+            reply.exchange,
+        )
     task_id = task.get("id")
     if not isinstance(task_id, str) or not task_id:
         raise fail("the task has no id", reply.exchange)

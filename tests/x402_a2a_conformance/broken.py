@@ -7,6 +7,7 @@
   activated the extension of its version, so nothing is ever refused for want of it.
 * `v0_3_literals`: a merchant that answers A2A 1.0 requests with 0.3 literals: task states spelled
   `input-required`, and the extension data in the flat `x402.payment.*` keys of v0.2.
+* `rogue_pay_to`: terms asking to be paid to an address the card does not list (a tampered answer).
 
 The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings; the gRPC server
 the app starts is not wrapped (the tests run the kit on the HTTP interfaces for those two).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,9 +26,19 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 from facilitator import Facilitator
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 
-__all__ = ["LATE_BY_S", "SettlesLate", "ignore_activation", "v0_3_literals"]
+__all__ = [
+    "LATE_BY_S",
+    "ROGUE_PAY_TO",
+    "SettlesLate",
+    "ignore_activation",
+    "rewrite_json",
+    "rogue_pay_to",
+    "v0_3_literals",
+]
 
 LATE_BY_S = 0.5
+ROGUE_PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+"""Anvil's account 9: listed for no tenant of the card."""
 _NOT_YET_MINED = "0x" + "ab" * 32
 _STATES = {
     "TASK_STATE_SUBMITTED": "submitted",
@@ -103,8 +115,8 @@ def _flatten(value: Any) -> Any:
     return value
 
 
-def v0_3_literals(app: ASGIApp) -> ASGIApp:
-    """JSON answers to A2A 1.0 requests rewritten with 0.3 state names and v0.2 flat metadata keys."""
+def rewrite_json(app: ASGIApp, transform: Callable[[Any], Any]) -> ASGIApp:
+    """The JSON answers to A2A 1.0 requests passed through `transform`; streams and 0.3 pass untouched."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _version(scope).startswith("1."):
@@ -128,7 +140,7 @@ def v0_3_literals(app: ASGIApp) -> ASGIApp:
             start = held[0]
             body = b"".join(m.get("body", b"") for m in held[1:])
             try:
-                body = json.dumps(_flatten(json.loads(body))).encode()
+                body = json.dumps(transform(json.loads(body))).encode()
             except ValueError:
                 pass
             headers = [(n, v) for n, v in start["headers"] if n.lower() != b"content-length"]
@@ -138,3 +150,24 @@ def v0_3_literals(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, rewrite)
 
     return wrapped
+
+
+def v0_3_literals(app: ASGIApp) -> ASGIApp:
+    """JSON answers to A2A 1.0 requests rewritten with 0.3 state names and v0.2 flat metadata keys."""
+    return rewrite_json(app, _flatten)
+
+
+def _rogue(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "accepts" in value and "x402Version" in value:
+            accepts = value["accepts"] if isinstance(value["accepts"], list) else []
+            return {**value, "accepts": [{**entry, "payTo": ROGUE_PAY_TO} for entry in accepts]}
+        return {key: _rogue(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rogue(item) for item in value]
+    return value
+
+
+def rogue_pay_to(app: ASGIApp) -> ASGIApp:
+    """Terms on the A2A 1.0 HTTP bindings ask to be paid to `ROGUE_PAY_TO`, which the card does not list."""
+    return rewrite_json(app, _rogue)
