@@ -90,7 +90,9 @@ class Discovery:
 
     def listed_pay_tos(self, network: str) -> frozenset[str]:
         """Every payTo the card lists on ``network``, whatever the tenant."""
-        return frozenset(a for (net, _), addresses in self.payees.items() if net == network for a in addresses)
+        return frozenset(
+            a for (net, _), addresses in self.payees.items() if net == network for a in addresses
+        )
 
 
 def card_url_of(url: str) -> str:
@@ -156,7 +158,11 @@ def _interfaces_0_3(card: dict[str, JSON]) -> list[Interface]:
     found: list[Interface] = []
     pairs = [(card.get("url"), card.get("preferredTransport", "JSONRPC"))]
     extra = card.get("additionalInterfaces")
-    pairs += [(e.get("url"), e.get("transport")) for e in extra if isinstance(e, dict)] if isinstance(extra, list) else []
+    pairs += (
+        [(e.get("url"), e.get("transport")) for e in extra if isinstance(e, dict)]
+        if isinstance(extra, list)
+        else []
+    )
     for url, transport in pairs:
         if isinstance(url, str) and transport in ("JSONRPC", "HTTP+JSON"):
             interface = Interface(url, str(transport), "0.3")
@@ -169,7 +175,9 @@ def _read_params(discovery: Discovery, params: JSON) -> None:
     if not isinstance(params, dict):
         return
     networks = params.get("networks")
-    discovery.networks = frozenset(n for n in networks if isinstance(n, str)) if isinstance(networks, list) else frozenset()
+    discovery.networks = (
+        frozenset(n for n in networks if isinstance(n, str)) if isinstance(networks, list) else frozenset()
+    )
     assets = params.get("assets")
     for asset in assets if isinstance(assets, list) else []:
         if isinstance(asset, dict) and isinstance(asset.get("network"), str):

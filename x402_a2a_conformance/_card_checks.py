@@ -35,7 +35,9 @@ def reading_target(version: str) -> str:
 
 async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, both_versions: bool) -> None:
     """The card checks of one reading (``probe`` is that reading's target)."""
-    exchange = reading.answer.exchange if reading.answer else (reading.fault.exchange if reading.fault else None)
+    exchange = (
+        reading.answer.exchange if reading.answer else (reading.fault.exchange if reading.fault else None)
+    )
     async with probe.check("card.served"):
         if reading.card is None:
             raise fail(f"no usable card: {reading.problem}", exchange)
@@ -57,7 +59,9 @@ async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, 
     for check_id in CARD_CHECKS[3:]:
         async with probe.check(check_id):
             if ours is None:
-                raise NotApplicable("this reading declares only v0.2, whose params the specification leaves open")
+                raise NotApplicable(
+                    "this reading declares only v0.2, whose params the specification leaves open"
+                )
             _params_check(check_id, params, discovery, exchange)
     if reading.version == "1.0":
         async with probe.check("card.vary"):
@@ -70,7 +74,10 @@ async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, 
         async with probe.check("card.unversioned-lists-both"):
             if not both_versions:
                 raise NotApplicable("the merchant serves one A2A version")
-            if any(d is None for d in (reading.declaration(EXTENSION_URI), reading.declaration(EXTENSION_URI_V02))):
+            if any(
+                d is None
+                for d in (reading.declaration(EXTENSION_URI), reading.declaration(EXTENSION_URI_V02))
+            ):
                 raise fail("the card for both versions does not list both URIs", exchange)
 
 
@@ -89,10 +96,16 @@ def _params_check(check_id: str, params: JSON, discovery: Discovery, exchange: A
         networks = params.get("networks") if isinstance(params, dict) else None
         for member in ("assets", "payTo"):
             for entry in params.get(member) or [] if isinstance(params, dict) else []:
-                if not isinstance(entry, dict) or not isinstance(networks, list) or entry.get("network") not in networks:
+                if (
+                    not isinstance(entry, dict)
+                    or not isinstance(networks, list)
+                    or entry.get("network") not in networks
+                ):
                     raise fail(f"an entry of {member} is not on a listed network: {entry!r:.200}", exchange)
                 address = entry.get("address")
-                if not isinstance(address, str) or not (is_checksum_address(address) or address == address.lower()):
+                if not isinstance(address, str) or not (
+                    is_checksum_address(address) or address == address.lower()
+                ):
                     raise fail(f"an address of {member} is not checksummed: {address!r:.80}", exchange)
     elif check_id == "card.pay-to-per-tenant":
         tenants = {i.tenant for i in discovery.interfaces if i.version == "1.0"}

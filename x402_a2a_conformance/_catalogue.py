@@ -54,8 +54,20 @@ _M, _S = Level.MUST, Level.SHOULD
 _CARD, _V10, _V03 = Scope.CARD, Scope.A2A_1_0, Scope.A2A_0_3
 
 CHECKS: tuple[CheckSpec, ...] = (
-    _c("card.served", _M, _CARD, "3", "The Agent Card is served as one JSON object, within the kit's size limit."),
-    _c("card.declares-extension", _M, _CARD, "3", "capabilities.extensions declares the URI of the card's version."),
+    _c(
+        "card.served",
+        _M,
+        _CARD,
+        "3",
+        "The Agent Card is served as one JSON object, within the kit's size limit.",
+    ),
+    _c(
+        "card.declares-extension",
+        _M,
+        _CARD,
+        "3",
+        "capabilities.extensions declares the URI of the card's version.",
+    ),
     _c("card.required", _S, _CARD, "3", "The declaration has required: true when a skill is charged for."),
     _c("card.params-present", _S, _CARD, "3", "The declaration carries params."),
     _c("card.params-schema", _M, _CARD, "3", "params validates against schema/card-params.json."),
@@ -66,9 +78,21 @@ CHECKS: tuple[CheckSpec, ...] = (
         "3",
         "Every asset and payTo of params is on one of its networks, with a checksummed address.",
     ),
-    _c("card.pay-to-per-tenant", _M, _CARD, "12", "params.payTo lists an address for every tenant of the interfaces."),
+    _c(
+        "card.pay-to-per-tenant",
+        _M,
+        _CARD,
+        "12",
+        "params.payTo lists an address for every tenant of the interfaces.",
+    ),
     _c("card.no-empty-tenant", _S, _CARD, "3", 'params.payTo does not write "tenant": "".'),
-    _c("card.vary", _S, _CARD, "13", "A merchant serving both versions sends Vary: A2A-Version with its card."),
+    _c(
+        "card.vary",
+        _S,
+        _CARD,
+        "13",
+        "A merchant serving both versions sends Vary: A2A-Version with its card.",
+    ),
     _c(
         "card.unversioned-lists-both",
         _M,
@@ -105,7 +129,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         "5.1",
         "The terms are a payment-required object under metadata[URI] of the INPUT_REQUIRED status message.",
     ),
-    _c("terms.message-extensions", _M, _V10, "4.2", "The status message with the extension object lists the URI."),
+    _c(
+        "terms.message-extensions",
+        _M,
+        _V10,
+        "4.2",
+        "The status message with the extension object lists the URI.",
+    ),
     _c(
         "terms.x402-v2",
         _M,
@@ -127,14 +157,14 @@ CHECKS: tuple[CheckSpec, ...] = (
         _M,
         _V10,
         "8.3",
-        "A valid payment completes the task with the artifact and payment-completed with a successful receipt.",
+        "A valid payment completes the task: the artifact, and payment-completed with a successful receipt.",
     ),
     _c(
         "payment.settled-on-chain",
         _M,
         _V10,
         "7.3",
-        "When the task completes, the receipt's transaction moved exactly the price to the offered payTo, once.",
+        "At completion, the receipt's transaction has moved exactly the price to the offered payTo, once.",
     ),
     _c("payment.receipt-members", _S, _V10, "6.3", "The successful receipt names payer and amount."),
     _c(
@@ -142,7 +172,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         _M,
         _V10,
         "11",
-        "The same payment presented again after completion is refused (UnsupportedOperationError), not charged.",
+        "The same payment again after completion is refused (UnsupportedOperationError), not charged.",
     ),
     _c(
         "payment.replayed",
@@ -191,7 +221,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         _M,
         _V10,
         "7.5",
-        "A not yet valid authorization gets fresh terms with error EXPIRED_PAYMENT; no artifact, nothing moves.",
+        "A not-yet-valid authorization gets fresh terms with EXPIRED_PAYMENT; no artifact, nothing moves.",
     ),
     _c(
         "payment.bad-signature",
@@ -240,7 +270,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         _M,
         _V10,
         "10",
-        "The streamed paid turn sends payment-verified, then the artifact, then COMPLETED with payment-completed.",
+        "The streamed paid turn: payment-verified, then the artifact, then COMPLETED with payment-completed.",
     ),
     _c(
         "v02.activation-refused",
@@ -256,7 +286,9 @@ CHECKS: tuple[CheckSpec, ...] = (
         "13",
         "On A2A 0.3, the v0.3 URI alone activates nothing: the priced request is refused.",
     ),
-    _c("v02.activation-echoed", _S, _V03, "13", "The 0.3 answer lists the v0.2 URI in the extensions header."),
+    _c(
+        "v02.activation-echoed", _S, _V03, "13", "The 0.3 answer lists the v0.2 URI in the extensions header."
+    ),
     _c(
         "v02.terms",
         _M,

@@ -79,10 +79,15 @@ class ChainReader:
         return isinstance(result, str) and int(result, 16) != 0
 
     async def uses_of(self, asset: str, authorizer: str, nonce: str, from_block: int) -> list[str]:
-        """The transactions since ``from_block`` whose ``AuthorizationUsed`` names ``authorizer``'s ``nonce``."""
-        topics = [_AUTHORIZATION_USED, _word(authorizer), "0x" + nonce.lower().removeprefix("0x").rjust(64, "0")]
+        """The transactions since ``from_block`` that used ``authorizer``'s ``nonce``."""
+        topics = [
+            _AUTHORIZATION_USED,
+            _word(authorizer),
+            "0x" + nonce.lower().removeprefix("0x").rjust(64, "0"),
+        ]
         logs = await self._call(
-            "eth_getLogs", [{"address": asset, "fromBlock": hex(from_block), "toBlock": "latest", "topics": topics}]
+            "eth_getLogs",
+            [{"address": asset, "fromBlock": hex(from_block), "toBlock": "latest", "topics": topics}],
         )
         return [str(log.get("transactionHash")) for log in logs if isinstance(log, dict)]
 

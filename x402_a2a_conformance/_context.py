@@ -75,9 +75,13 @@ class Probe:
         self._stopped = ""
         self._stopped_evidence: list[Exchange] = []
 
-    def record(self, check_id: str, outcome: Outcome, detail: str = "", exchanges: Iterable[Exchange] = ()) -> CheckResult:
+    def record(
+        self, check_id: str, outcome: Outcome, detail: str = "", exchanges: Iterable[Exchange] = ()
+    ) -> CheckResult:
         """Add one result to the report."""
-        result = CheckResult(check_spec(check_id), self.target, outcome, detail, [e.as_dict() for e in exchanges])
+        result = CheckResult(
+            check_spec(check_id), self.target, outcome, detail, [e.as_dict() for e in exchanges]
+        )
         self.run.report.results.append(result)
         return result
 
@@ -96,7 +100,11 @@ class Probe:
         except NotApplicable as reason:
             self.record(check_id, Outcome.SKIPPED, str(reason))
         except MerchantFault as fault:
-            self._stop(check_id, f"the merchant's answer is unusable: {fault}", [fault.exchange] if fault.exchange else shown)
+            self._stop(
+                check_id,
+                f"the merchant's answer is unusable: {fault}",
+                [fault.exchange] if fault.exchange else shown,
+            )
         except UnsafeTerms as refusal:
             self._stop(check_id, str(refusal), shown)
         except ChainError as error:

@@ -14,6 +14,7 @@ from a2a_x402 import EXTENSION_URI, FLAT_KEY_PREFIX
 from ._context import NotApplicable, Probe, fail
 from ._messages import extension_message, user_message
 from ._reading import artifacts_of, expect_error, metadata_of, state_of, status_message_of
+from ._reply import Reply
 from ._schema import schema_problems
 from ._signer import Signed, payload_v2
 from ._steps import (
@@ -25,7 +26,6 @@ from ._steps import (
     outcome_of,
     successful_receipt,
 )
-from ._reply import Reply
 from ._wire import Wire
 
 __all__ = ["PAID_CHECKS", "STREAM_CHECKS", "paid_task", "streamed_task"]
@@ -61,10 +61,15 @@ async def _terms_checks(probe: Probe, wire: Wire, reply: Reply) -> None:
         if reply.error is not None or task is None:
             raise fail("the priced request got no task", reply.exchange)
         if state_of(task) != "TASK_STATE_INPUT_REQUIRED":
-            raise fail(f"the task is {state_of(task) or 'stateless'}, not TASK_STATE_INPUT_REQUIRED", reply.exchange)
+            raise fail(
+                f"the task is {state_of(task) or 'stateless'}, not TASK_STATE_INPUT_REQUIRED", reply.exchange
+            )
         value = extension_object(task)
         if value is None or value.get("status") != "payment-required":
-            raise fail("no payment-required object under metadata[<extension URI>] of the status message", reply.exchange)
+            raise fail(
+                "no payment-required object under metadata[<extension URI>] of the status message",
+                reply.exchange,
+            )
         if any(key.startswith(FLAT_KEY_PREFIX) for key in metadata_of(task) or {}):
             raise fail("the status message also carries x402.payment.* keys (the v0.2 form)", reply.exchange)
     if probe.failed:
@@ -74,7 +79,9 @@ async def _terms_checks(probe: Probe, wire: Wire, reply: Reply) -> None:
     async with probe.check("terms.message-extensions"):
         extensions = (status_message_of(task) or {}).get("extensions")
         if not isinstance(extensions, list) or EXTENSION_URI not in extensions:
-            raise fail("the status message carrying the extension object does not list the URI", reply.exchange)
+            raise fail(
+                "the status message carrying the extension object does not list the URI", reply.exchange
+            )
     async with probe.check("terms.x402-v2"):
         problems = schema_problems("payment-required.json", value)
         if problems:
@@ -103,7 +110,10 @@ async def _terms_checks(probe: Probe, wire: Wire, reply: Reply) -> None:
 def _completed(task: JSON, reply: Reply) -> JSON:
     """The successful receipt of a task completed with an artifact and payment-completed (else fails)."""
     if state_of(task) != "TASK_STATE_COMPLETED":
-        raise fail(f"the paid task is {state_of(task) or 'without a state'}, not TASK_STATE_COMPLETED", reply.exchange)
+        raise fail(
+            f"the paid task is {state_of(task) or 'without a state'}, not TASK_STATE_COMPLETED",
+            reply.exchange,
+        )
     if not artifacts_of(task):
         raise fail("the completed task carries no artifact", reply.exchange)
     value = extension_object(task)
@@ -111,7 +121,9 @@ def _completed(task: JSON, reply: Reply) -> JSON:
         raise fail("the completed status message has no payment-completed object", reply.exchange)
     receipt = successful_receipt(value.get("receipts"))
     if receipt is None:
-        raise fail("payment-completed does not end with a successful receipt naming its transaction", reply.exchange)
+        raise fail(
+            "payment-completed does not end with a successful receipt naming its transaction", reply.exchange
+        )
     return receipt
 
 
@@ -123,9 +135,13 @@ async def paid_task(probe: Probe, wire: Wire) -> None:
     async with probe.check("payment.completes") as shown:
         shown.append(reply.exchange)
         offer = offer_from(probe, reply, interface.tenant)
-        signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
+        signed = run.signer.sign(
+            offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount
+        )
         payload = payload_v2(offer.entry, signed)
-        paid = await wire.send(extension_message(interface, offer.task_id, "payment-submitted", payload=payload))
+        paid = await wire.send(
+            extension_message(interface, offer.task_id, "payment-submitted", payload=payload)
+        )
         paid = await outcome_of(probe, wire, paid)
         shown[:] = [paid.exchange]
         if paid.error is not None or paid.task is None:
@@ -139,14 +155,18 @@ async def paid_task(probe: Probe, wire: Wire) -> None:
         if receipt.get("payer") != signed.payer or receipt.get("amount") != str(signed.value):
             raise fail("the receipt does not name the payer and the amount", paid.exchange)
     async with probe.check("payment.represented"):
-        again = await wire.send(extension_message(interface, offer.task_id, "payment-submitted", payload=payload))
+        again = await wire.send(
+            extension_message(interface, offer.task_id, "payment-submitted", payload=payload)
+        )
         problem = expect_error(again, "UNSUPPORTED_OPERATION", interface)
         if problem:
             raise fail(problem, again.exchange)
         await _still_once(probe, signed, receipt, again)
     async with probe.check("payment.replayed"):
         other = await new_offer(probe, wire)
-        replay = await wire.send(extension_message(interface, other.task_id, "payment-submitted", payload=payload))
+        replay = await wire.send(
+            extension_message(interface, other.task_id, "payment-submitted", payload=payload)
+        )
         problem = expect_error(replay, "INVALID_PARAMS", interface)
         if problem:
             raise fail(problem, replay.exchange)
@@ -183,8 +203,14 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
         statuses = _status_events(first.events)
         last = statuses[-1][1] if statuses else None
         value = extension_object(last)
-        if state_of(last) != "TASK_STATE_INPUT_REQUIRED" or value is None or value.get("status") != "payment-required":
-            raise fail("the stream does not end on TASK_STATE_INPUT_REQUIRED with payment-required", first.exchange)
+        if (
+            state_of(last) != "TASK_STATE_INPUT_REQUIRED"
+            or value is None
+            or value.get("status") != "payment-required"
+        ):
+            raise fail(
+                "the stream does not end on TASK_STATE_INPUT_REQUIRED with payment-required", first.exchange
+            )
     if probe.failed:
         return
     last = _status_events(first.events)[-1][1]
@@ -193,17 +219,27 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
         shown.append(first.exchange)
         terms = Reply(result={"task": {**last, "id": task_id}}, exchange=first.exchange)
         offer = offer_from(probe, terms, interface.tenant)
-        signed = run.signer.sign(offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount)
-        payment = extension_message(interface, offer.task_id, "payment-submitted", payload=payload_v2(offer.entry, signed))
+        signed = run.signer.sign(
+            offer.entry, tenant=interface.tenant, network=offer.network, amount=offer.amount
+        )
+        payment = extension_message(
+            interface, offer.task_id, "payment-submitted", payload=payload_v2(offer.entry, signed)
+        )
         paid = await wire.stream(payment)
         if paid.error is not None:
             raise fail("the streamed payment was refused", paid.exchange)
         statuses = _status_events(paid.events)
         kinds = [(i, state_of(h), (extension_object(h) or {}).get("status")) for i, h in statuses]
-        verified = [i for i, state, status in kinds if status == "payment-verified" and state == "TASK_STATE_WORKING"]
-        artifacts = [i for i, event in enumerate(paid.events) if isinstance(event, dict) and "artifactUpdate" in event]
+        verified = [
+            i for i, state, status in kinds if status == "payment-verified" and state == "TASK_STATE_WORKING"
+        ]
+        artifacts = [
+            i for i, event in enumerate(paid.events) if isinstance(event, dict) and "artifactUpdate" in event
+        ]
         if not kinds or kinds[-1][1:] != ("TASK_STATE_COMPLETED", "payment-completed"):
-            raise fail("the stream does not end on TASK_STATE_COMPLETED with payment-completed", paid.exchange)
+            raise fail(
+                "the stream does not end on TASK_STATE_COMPLETED with payment-completed", paid.exchange
+            )
         completed_at = kinds[-1][0]
         if not verified or not artifacts:
             raise fail("the stream lacks payment-verified (WORKING) or the artifact", paid.exchange)

@@ -10,10 +10,10 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 from ._context import Probe, fail
 from ._messages import extension_message, user_message
 from ._reading import artifacts_of, expect_error, metadata_of, state_of
+from ._reply import Reply
 from ._schema import schema_problems
 from ._signer import payload_v1
 from ._steps import expect_settled, outcome_of, successful_receipt
-from ._reply import Reply
 from ._wire import Wire
 
 __all__ = ["V02_CHECKS", "v02_task"]
@@ -41,7 +41,12 @@ _V1_ENTRY = (
     "asset",
     "extra",
 )
-_V1_NETWORKS = {"base": "eip155:8453", "base-sepolia": "eip155:84532", "avalanche": "eip155:43114", "avalanche-fuji": "eip155:43113"}
+_V1_NETWORKS = {
+    "base": "eip155:8453",
+    "base-sepolia": "eip155:84532",
+    "avalanche": "eip155:43114",
+    "avalanche-fuji": "eip155:43113",
+}
 
 
 def _caip2(network: str) -> str:
@@ -56,20 +61,28 @@ def _terms(reply: Reply) -> JSON:
     task = reply.task
     if reply.error is not None or task is None:
         raise fail("the priced request got no task", reply.exchange)
-    if state_of(task, version="0.3") != "TASK_STATE_INPUT_REQUIRED" or _flat(task, "status") != "payment-required":
+    if (
+        state_of(task, version="0.3") != "TASK_STATE_INPUT_REQUIRED"
+        or _flat(task, "status") != "payment-required"
+    ):
         raise fail("the task is not input-required with x402.payment.status payment-required", reply.exchange)
     required = _flat(task, "required")
     if not isinstance(required, dict):
         raise fail("x402.payment.required is not an object", reply.exchange)
     if required.get("x402Version") == 2:
-        problems = schema_problems("payment-required.json", {"status": "payment-required", "required": required})
+        problems = schema_problems(
+            "payment-required.json", {"status": "payment-required", "required": required}
+        )
         if problems:
             raise fail("the x402 v2 terms do not validate: " + "; ".join(problems), reply.exchange)
         return required
     missing = [name for name in _V1_TERMS if name not in required]
     accepts = required.get("accepts")
     if required.get("x402Version") != 1 or missing or not isinstance(accepts, list) or not accepts:
-        raise fail(f"the terms are not x402 v1 with x402Version, accepts and error (missing {missing})", reply.exchange)
+        raise fail(
+            f"the terms are not x402 v1 with x402Version, accepts and error (missing {missing})",
+            reply.exchange,
+        )
     for entry in accepts:
         lacking = [name for name in _V1_ENTRY if not isinstance(entry, dict) or name not in entry]
         if lacking:
@@ -99,7 +112,9 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
     entries = [e for e in required["accepts"] if isinstance(e, dict)]
     async with probe.check("v02.listed-in-card"):
         for entry in entries:
-            refusal = run.discovery.allows(_caip2(str(entry.get("network"))), str(entry.get("asset")), str(entry.get("payTo")), "")
+            refusal = run.discovery.allows(
+                _caip2(str(entry.get("network"))), str(entry.get("asset")), str(entry.get("payTo")), ""
+            )
             if refusal:
                 raise fail(f"an offered entry is outside the card: {refusal}", reply.exchange)
     task_id = str(reply.task.get("id"))
@@ -118,7 +133,11 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         amount = str(entry.get("maxAmountRequired") if version == 1 else entry.get("amount"))
         network = str(entry.get("network"))
         signed = run.signer.sign(
-            entry, tenant="", network=network, caip2=_caip2(network), amount=int(amount) if amount.isdigit() else 0
+            entry,
+            tenant="",
+            network=network,
+            caip2=_caip2(network),
+            amount=int(amount) if amount.isdigit() else 0,
         )
         payload = payload_v1(entry, signed)
         paid = await wire.send(extension_message(interface, task_id, "payment-submitted", payload=payload))
@@ -127,7 +146,10 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         if paid.error is not None or task is None:
             raise fail("the payment got no task", paid.exchange)
         if state_of(task, version="0.3") != "TASK_STATE_COMPLETED" or not artifacts_of(task):
-            raise fail(f"the paid task is {state_of(task, version='0.3')}, not completed with an artifact", paid.exchange)
+            raise fail(
+                f"the paid task is {state_of(task, version='0.3')}, not completed with an artifact",
+                paid.exchange,
+            )
         if _flat(task, "status") != "payment-completed":
             raise fail("x402.payment.status is not payment-completed", paid.exchange)
         receipt = successful_receipt(_flat(task, "receipts"))

@@ -67,7 +67,9 @@ class GrpcWire:
         """One call; its ``Reply``."""
         body = {"tenant": self._interface.tenant, **params} if self._interface.tenant else params
         metadata = [(name.lower(), value) for name, value in headers.items()]
-        exchange = Exchange(trim(f"gRPC {method} {self._interface.url} {json.dumps(dict(metadata))} {json.dumps(body)}"))
+        exchange = Exchange(
+            trim(f"gRPC {method} {self._interface.url} {json.dumps(dict(metadata))} {json.dumps(body)}")
+        )
         try:
             request = ParseDict(body, _REQUESTS[method]())
         except ParseError as error:

@@ -118,7 +118,9 @@ class UntrustedHttp:
             raise MerchantFault(f"the request failed: {type(error).__name__}: {error}", exchange) from None
         text = raw.decode("utf-8", errors="replace")
         exchange.answer = _describe_answer(response.status_code, response.headers, text)
-        return Answer(response.status_code, response.headers, _parse_json(raw, response.status_code, exchange), exchange)
+        return Answer(
+            response.status_code, response.headers, _parse_json(raw, response.status_code, exchange), exchange
+        )
 
     async def stream_events(
         self, url: str, *, headers: Mapping[str, str], body: JSON, events: list[JSON]
@@ -163,7 +165,9 @@ class UntrustedHttp:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             exchange.answer = _describe_answer(response.status_code, response.headers, "(body not read)")
-            raise MerchantFault(f"the answer declares {declared} bytes, over the cap of {self.max_bytes}", exchange)
+            raise MerchantFault(
+                f"the answer declares {declared} bytes, over the cap of {self.max_bytes}", exchange
+            )
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():

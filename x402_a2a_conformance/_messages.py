@@ -25,7 +25,12 @@ def user_message(interface: Interface, text: str, *, task_id: str = "", metadata
     if interface.version == "1.0":
         message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
     elif interface.binding == "JSONRPC":
-        message = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [{"kind": "text", "text": text}]}
+        message = {
+            "kind": "message",
+            "messageId": str(uuid.uuid4()),
+            "role": "user",
+            "parts": [{"kind": "text", "text": text}],
+        }
     else:
         message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "content": [{"text": text}]}
     if task_id:
@@ -39,10 +44,15 @@ def extension_message(interface: Interface, task_id: str, status: str, **members
     """The client's extension message (``payment-submitted`` with ``payload``, ``payment-rejected``)."""
     text = "Here is my payment." if status == "payment-submitted" else "No, thank you."
     if interface.version == "1.0":
-        message = user_message(interface, text, task_id=task_id, metadata={EXTENSION_URI: {"status": status, **members}})
+        message = user_message(
+            interface, text, task_id=task_id, metadata={EXTENSION_URI: {"status": status, **members}}
+        )
         message["extensions"] = [EXTENSION_URI]
         return message
-    flat = {"x402.payment.status": status, **{f"x402.payment.{name}": value for name, value in members.items()}}
+    flat = {
+        "x402.payment.status": status,
+        **{f"x402.payment.{name}": value for name, value in members.items()},
+    }
     message = user_message(interface, text, task_id=task_id, metadata=flat)
     message["extensions"] = [EXTENSION_URI_V02]
     return message

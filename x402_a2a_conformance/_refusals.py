@@ -19,9 +19,9 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 from ._context import Probe, fail
 from ._messages import extension_message, user_message
 from ._reading import expect_error, state_of, status_message_of
-from ._signer import Signed, payload_v2
-from ._steps import Offer, decoded, expect_nothing_moved, extension_object, new_offer, no_artifact
 from ._reply import Reply
+from ._signer import Signed, Signer, payload_v2
+from ._steps import Offer, decoded, expect_nothing_moved, extension_object, new_offer, no_artifact
 from ._wire import Wire
 
 __all__ = ["BAD_PAYMENT_CHECKS", "REFUSAL_CHECKS", "bad_payment", "refusals"]
@@ -46,41 +46,49 @@ BAD_PAYMENT_CHECKS = (
     "metadata.other-version-form",
     "rejection.cancels",
 )
-_FRESH_TERMS = {"payment.expired": "EXPIRED_PAYMENT", "payment.not-yet-valid": "EXPIRED_PAYMENT", "payment.unfunded": "INSUFFICIENT_FUNDS"}
+_FRESH_TERMS = {
+    "payment.expired": "EXPIRED_PAYMENT",
+    "payment.not-yet-valid": "EXPIRED_PAYMENT",
+    "payment.unfunded": "INSUFFICIENT_FUNDS",
+}
 
 
 def _make(probe: Probe, check_id: str, offer: Offer, tenant: str) -> tuple[Signed, JSON]:
     """The signed authorization and the payload of ``check_id``'s bad payment for ``offer``."""
     signer, entry, now = probe.run.signer, offer.entry, int(time.time())
-    window = int(entry.get("maxTimeoutSeconds", 300)) if isinstance(entry.get("maxTimeoutSeconds"), int) else 300
-    sign = {"tenant": tenant, "network": offer.network, "amount": offer.amount}
+    window = (
+        int(entry.get("maxTimeoutSeconds", 300)) if isinstance(entry.get("maxTimeoutSeconds"), int) else 300
+    )
     changes: JSON = None
+
+    def sign(signer: Signer = signer, **variant: Any) -> Signed:
+        return signer.sign(entry, tenant=tenant, network=offer.network, amount=offer.amount, **variant)
+
     if check_id == "payment.wrong-amount":
-        signed = signer.sign(entry, value=offer.amount - 1, **sign)
+        signed = sign(value=offer.amount - 1)
     elif check_id == "payment.wrong-pay-to":
         others = sorted(probe.run.discovery.listed_pay_tos(offer.network) - {entry.get("payTo")})
         if others:
-            signed = signer.sign(entry, to=others[0], **sign)
+            signed = sign(to=others[0])
             changes = {"payTo": others[0]}
         else:
             # No other listed address: the signature stays on the offered payTo, `accepted` names the payer.
-            signed = signer.sign(entry, **sign)
+            signed = sign()
             changes = {"payTo": signer.address}
     elif check_id == "payment.wrong-asset":
-        signed, changes = signer.sign(entry, **sign), {"asset": _NO_CODE_ADDRESS}
+        signed, changes = sign(), {"asset": _NO_CODE_ADDRESS}
     elif check_id == "payment.wrong-network":
         chain_id = offer.network.removeprefix("eip155:")
         other = f"eip155:{int(chain_id) + 1}" if chain_id.isdigit() else "eip155:1"
-        signed, changes = signer.sign(entry, **sign), {"network": other}
+        signed, changes = sign(), {"network": other}
     elif check_id == "payment.expired":
-        signed = signer.sign(entry, valid_after=now - 600, valid_before=now - 120, **sign)
+        signed = sign(valid_after=now - 600, valid_before=now - 120)
     elif check_id == "payment.not-yet-valid":
-        signed = signer.sign(entry, valid_after=now + min(120, window // 2), valid_before=now + window, **sign)
+        signed = sign(valid_after=now + min(120, window // 2), valid_before=now + window)
     elif check_id == "payment.bad-signature":
-        signed = signer.sign(entry, damage=True, **sign)
+        signed = sign(damage=True)
     else:
-        unfunded = signer.with_key("0x" + Account.create().key.hex().removeprefix("0x"))
-        signed = unfunded.sign(entry, **sign)
+        signed = sign(signer.with_key(str(Account.create().key.to_0x_hex())))
     return signed, payload_v2(entry, signed, accepted_changes=changes)
 
 
@@ -110,14 +118,18 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
             return
         if check_id == "metadata.other-version-form":
             flat = {"x402.payment.status": "payment-rejected"}
-            reply = await wire.send(user_message(interface, "No, thank you.", task_id=offer.task_id, metadata=flat))
+            reply = await wire.send(
+                user_message(interface, "No, thank you.", task_id=offer.task_id, metadata=flat)
+            )
             problem = expect_error(reply, "INVALID_PARAMS", interface)
             if problem:
                 raise fail(problem, reply.exchange)
             await _unchanged(wire, offer, reply)
             return
         signed, payload = _make(probe, check_id, offer, interface.tenant)
-        reply = await wire.send(extension_message(interface, offer.task_id, "payment-submitted", payload=payload))
+        reply = await wire.send(
+            extension_message(interface, offer.task_id, "payment-submitted", payload=payload)
+        )
         if check_id in _FRESH_TERMS:
             _fresh_terms(reply, _FRESH_TERMS[check_id])
         elif check_id == "payment.bad-signature":
@@ -135,8 +147,14 @@ def _fresh_terms(reply: Reply, code: str) -> None:
     if reply.error is not None or task is None:
         raise fail(f"expected fresh terms with {code}, got an error", reply.exchange)
     value = extension_object(task)
-    if state_of(task) != "TASK_STATE_INPUT_REQUIRED" or value is None or value.get("status") != "payment-required":
-        raise fail(f"expected TASK_STATE_INPUT_REQUIRED with payment-required, got {state_of(task)}", reply.exchange)
+    if (
+        state_of(task) != "TASK_STATE_INPUT_REQUIRED"
+        or value is None
+        or value.get("status") != "payment-required"
+    ):
+        raise fail(
+            f"expected TASK_STATE_INPUT_REQUIRED with payment-required, got {state_of(task)}", reply.exchange
+        )
     if value.get("error") != code:
         raise fail(f"the fresh terms carry error {value.get('error')!r}, not {code}", reply.exchange)
     decoded(task, reply)
@@ -163,7 +181,9 @@ async def _rejection(wire: Wire, offer: Offer) -> None:
         raise fail("payment-rejected was refused", reply.exchange)
     value = extension_object(task)
     if state_of(task) != "TASK_STATE_CANCELED" or value is None or value.get("status") != "payment-rejected":
-        raise fail(f"expected TASK_STATE_CANCELED echoing payment-rejected, got {state_of(task)}", reply.exchange)
+        raise fail(
+            f"expected TASK_STATE_CANCELED echoing payment-rejected, got {state_of(task)}", reply.exchange
+        )
     extensions = (status_message_of(task) or {}).get("extensions")
     if not isinstance(extensions, list) or EXTENSION_URI not in extensions:
         raise fail("the echo's status message does not list the extension URI", reply.exchange)
@@ -173,7 +193,11 @@ async def refusals(probe: Probe, wire: Wire) -> None:
     """The priced request without activation, with the v0.2 URI, and with request-level extension data."""
     interface, text = wire.interface, probe.run.discovery.request_text
     cases: list[tuple[str, Callable[[], Awaitable[Reply]], str]] = [
-        ("activation.refused", lambda: wire.send(user_message(interface, text), activate=None), "EXTENSION_SUPPORT_REQUIRED"),
+        (
+            "activation.refused",
+            lambda: wire.send(user_message(interface, text), activate=None),
+            "EXTENSION_SUPPORT_REQUIRED",
+        ),
         (
             "activation.other-version-uri",
             lambda: wire.send(user_message(interface, text), activate=EXTENSION_URI_V02),
@@ -181,7 +205,10 @@ async def refusals(probe: Probe, wire: Wire) -> None:
         ),
         (
             "metadata.request-level",
-            lambda: wire.send(user_message(interface, text), request_metadata={EXTENSION_URI: {"status": "payment-rejected"}}),
+            lambda: wire.send(
+                user_message(interface, text),
+                request_metadata={EXTENSION_URI: {"status": "payment-rejected"}},
+            ),
             "INVALID_PARAMS",
         ),
     ]
@@ -191,4 +218,3 @@ async def refusals(probe: Probe, wire: Wire) -> None:
             problem = expect_error(reply, reason, interface)
             if problem:
                 raise fail(problem, reply.exchange)
-

@@ -26,13 +26,18 @@ def render_console(report: Report, *, verbose: bool = False) -> str:
     for result in report.results:
         if result.outcome is Outcome.FAILED or verbose:
             mark = _MARK[result.outcome]
-            lines.append(f"{mark} {result.spec.level.value:<6} {result.spec.id} [{result.target}] §{result.spec.section}")
+            spec = result.spec
+            lines.append(f"{mark} {spec.level.value:<6} {spec.id} [{result.target}] §{spec.section}")
             if result.detail:
                 lines.append(f"    {result.detail}")
             if result.outcome is Outcome.FAILED:
                 lines += _evidence_lines(result)
     lines.append(", ".join(f"{key}: {value}" for key, value in report.counts().items()))
-    lines.append("CONFORMS: every MUST passed" if report.ok else f"DOES NOT CONFORM: {len(report.failed_musts)} MUST failed")
+    lines.append(
+        "CONFORMS: every MUST passed"
+        if report.ok
+        else f"DOES NOT CONFORM: {len(report.failed_musts)} MUST failed"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -67,10 +72,18 @@ def _cell(text: str) -> str:
 
 def render_markdown(report: Report) -> str:
     """A Markdown report: verdict, counts, a table of every result, then the evidence of each failure."""
-    verdict = "conforms (every MUST passed)" if report.ok else f"does not conform ({len(report.failed_musts)} MUST failed)"
+    verdict = (
+        "conforms (every MUST passed)"
+        if report.ok
+        else f"does not conform ({len(report.failed_musts)} MUST failed)"
+    )
     lines = [f"# x402 A2A conformance report: {report.merchant}", "", f"**Verdict:** {verdict}.", ""]
     lines += [f"- {key}: {value}" for key, value in report.counts().items()]
-    lines += ["", "| check | level | § | target | outcome | detail |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| check | level | § | target | outcome | detail |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in report.results:
         lines.append(
             f"| `{r.spec.id}` | {r.spec.level.value} | {r.spec.section} | {_cell(r.target)} | "
@@ -80,7 +93,16 @@ def render_markdown(report: Report) -> str:
     if failures:
         lines += ["", "## Evidence of the failures", ""]
     for r in failures:
-        lines += [f"### `{r.spec.id}` on {r.target}", "", r.detail, "", "```text", *_evidence_lines(r), "```", ""]
+        lines += [
+            f"### `{r.spec.id}` on {r.target}",
+            "",
+            r.detail,
+            "",
+            "```text",
+            *_evidence_lines(r),
+            "```",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -94,15 +116,27 @@ def render_junit(report: Report) -> str:
         failed = [r for r in results if r.outcome is Outcome.FAILED and r.spec.level.value == "MUST"]
         skipped = [r for r in results if r.outcome is not Outcome.PASSED and r not in failed]
         suite = ET.SubElement(
-            suites, "testsuite", name=target, tests=str(len(results)), failures=str(len(failed)), skipped=str(len(skipped))
+            suites,
+            "testsuite",
+            name=target,
+            tests=str(len(results)),
+            failures=str(len(failed)),
+            skipped=str(len(skipped)),
         )
         for r in results:
-            case = ET.SubElement(suite, "testcase", classname=target, name=f"{r.spec.id} ({r.spec.level.value} §{r.spec.section})")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=target,
+                name=f"{r.spec.id} ({r.spec.level.value} §{r.spec.section})",
+            )
             text = "\n".join([r.detail, *_evidence_lines(r)])
             if r in failed:
                 ET.SubElement(case, "failure", message=r.detail[:500]).text = text
             elif r.outcome is Outcome.FAILED:
-                ET.SubElement(case, "skipped", message=f"{r.spec.level.value} not met: {r.detail[:400]}").text = text
+                ET.SubElement(
+                    case, "skipped", message=f"{r.spec.level.value} not met: {r.detail[:400]}"
+                ).text = text
             elif r.outcome is Outcome.SKIPPED:
                 ET.SubElement(case, "skipped", message=r.detail[:500])
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -130,7 +130,9 @@ async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:
         await card_checks(scenario, reading, run.discovery, both)
 
 
-async def _job(limit: asyncio.Semaphore, probe: Probe, ids: tuple[str, ...], scenario: Scenario, wire: Wire) -> None:
+async def _job(
+    limit: asyncio.Semaphore, probe: Probe, ids: tuple[str, ...], scenario: Scenario, wire: Wire
+) -> None:
     async with limit, probe.scenario(ids) as inner:
         await scenario(inner, wire)
 

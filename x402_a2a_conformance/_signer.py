@@ -22,7 +22,7 @@ from facilitator.wire import chain_id_from_v1_network
 
 from ._card import Discovery
 
-__all__ = ["Signed", "Signer", "UnsafeTerms"]
+__all__ = ["Signed", "Signer", "UnsafeTerms", "payload_v1", "payload_v2"]
 
 JSON = Any
 _TYPES = {
@@ -93,10 +93,21 @@ class Signer:
             UnsafeTerms: the entry is outside the card, or the value is over the offered amount or the cap.
         """
         pay_to, asset, extra = entry.get("payTo"), entry.get("asset"), entry.get("extra")
-        if not (isinstance(pay_to, str) and is_hex_address(pay_to) and isinstance(asset, str) and is_hex_address(asset)):
+        if not (
+            isinstance(pay_to, str)
+            and is_hex_address(pay_to)
+            and isinstance(asset, str)
+            and is_hex_address(asset)
+        ):
             raise UnsafeTerms("the entry's payTo or asset is not an address")
-        if not isinstance(extra, dict) or not isinstance(extra.get("name"), str) or not isinstance(extra.get("version"), str):
-            raise UnsafeTerms("the entry does not name the token's EIP-712 domain (extra.name, extra.version)")
+        if (
+            not isinstance(extra, dict)
+            or not isinstance(extra.get("name"), str)
+            or not isinstance(extra.get("version"), str)
+        ):
+            raise UnsafeTerms(
+                "the entry does not name the token's EIP-712 domain (extra.name, extra.version)"
+            )
         caip2 = caip2 or network
         refusal = self._discovery.allows(caip2, asset, pay_to, tenant)
         if refusal:
@@ -106,26 +117,34 @@ class Signer:
             raise UnsafeTerms(f"the kit does not sign to {recipient}: the card does not list it")
         value = amount if value is None else value
         if value > amount or value > self._max_amount or value <= 0:
-            raise UnsafeTerms(f"the kit does not sign for {value}: over the offered {amount} or the cap {self._max_amount}")
+            raise UnsafeTerms(
+                f"the kit does not sign for {value}: over the offered {amount} or the cap {self._max_amount}"
+            )
         try:
             chain_id = _chain_id(network)
             timeout = int(entry.get("maxTimeoutSeconds", 300))
         except (ValueError, TypeError) as error:
             raise UnsafeTerms(f"the entry's network or maxTimeoutSeconds is unusable: {error}") from None
         now = int(time.time())
-        message = {
+        nonce_bytes = os.urandom(32)
+        message: dict[str, Any] = {
             "from": self.address,
             "to": recipient,
             "value": value,
             "validAfter": now - 60 if valid_after is None else valid_after,
             "validBefore": now + min(max(timeout, 30), 3600) if valid_before is None else valid_before,
-            "nonce": os.urandom(32),
+            "nonce": nonce_bytes,
         }
-        domain = {"name": extra["name"], "version": extra["version"], "chainId": chain_id, "verifyingContract": asset}
+        domain = {
+            "name": extra["name"],
+            "version": extra["version"],
+            "chainId": chain_id,
+            "verifyingContract": asset,
+        }
         signature = bytearray(Account.sign_typed_data(self._key, domain, _TYPES, message).signature)
         if damage:
             signature[10] ^= 0xFF
-        nonce = "0x" + message["nonce"].hex()
+        nonce = "0x" + nonce_bytes.hex()
         authorization = {
             "from": self.address,
             "to": recipient,
@@ -134,7 +153,15 @@ class Signer:
             "validBefore": str(message["validBefore"]),
             "nonce": nonce,
         }
-        return Signed(authorization, "0x" + signature.hex(), self.address, nonce, to_checksum_address(asset), value, recipient)
+        return Signed(
+            authorization,
+            "0x" + signature.hex(),
+            self.address,
+            nonce,
+            to_checksum_address(asset),
+            value,
+            recipient,
+        )
 
 
 def payload_v2(entry: JSON, signed: Signed, *, accepted_changes: JSON = None) -> JSON:

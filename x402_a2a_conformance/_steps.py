@@ -16,8 +16,8 @@ from ._chain import ChainReader
 from ._context import Probe, Unspent, fail
 from ._messages import user_message
 from ._reading import artifacts_of, metadata_of, state_of
-from ._signer import Signed
 from ._reply import Reply
+from ._signer import Signed
 from ._wire import Wire
 
 __all__ = [
@@ -32,7 +32,9 @@ __all__ = [
 
 JSON = Any
 _POLL_S = 0.25
-_TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"})
+_TERMINAL = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
 
 
 @dataclass
@@ -69,7 +71,7 @@ def first_allowed(probe: Probe, required: JSON, tenant: str) -> JSON:
         if not isinstance(entry, dict):
             continue
         network, asset, pay_to = entry.get("network"), entry.get("asset"), entry.get("payTo")
-        if all(isinstance(v, str) for v in (network, asset, pay_to)):
+        if isinstance(network, str) and isinstance(asset, str) and isinstance(pay_to, str):
             if not probe.run.discovery.allows(network, asset, pay_to, tenant):
                 return entry
     return None
@@ -85,14 +87,19 @@ def offer_from(probe: Probe, reply: Reply, tenant: str) -> Offer:
     if reply.error is not None or task is None:
         raise fail("the priced request did not return a task", reply.exchange)
     if state_of(task) != "TASK_STATE_INPUT_REQUIRED":
-        raise fail(f"the task is {state_of(task) or 'without a state'}, not TASK_STATE_INPUT_REQUIRED", reply.exchange)
+        raise fail(
+            f"the task is {state_of(task) or 'without a state'}, not TASK_STATE_INPUT_REQUIRED",
+            reply.exchange,
+        )
     value = extension_object(task)
     if value is None or value.get("status") != "payment-required":
-        raise fail("the status message has no payment-required object under the extension URI", reply.exchange)
+        raise fail(
+            "the status message has no payment-required object under the extension URI", reply.exchange
+        )
     entry = first_allowed(probe, value.get("required"), tenant)
     if entry is None:
         raise fail(
-            "the kit does not sign: no offered entry uses a network, asset and payTo the card lists for this tenant",
+            "the kit does not sign: no offered entry has a network, asset and payTo the card lists",
             reply.exchange,
         )
     task_id = task.get("id")
@@ -133,7 +140,9 @@ def successful_receipt(receipts: JSON) -> JSON:
     return last if ok else None
 
 
-async def expect_settled(chain: ChainReader, probe: Probe, signed: Signed, receipt: JSON, reply: Reply) -> None:
+async def expect_settled(
+    chain: ChainReader, probe: Probe, signed: Signed, receipt: JSON, reply: Reply
+) -> None:
     """The receipt's transaction is mined and moved exactly ``signed.value`` to its payTo, once.
 
     Raises:
@@ -143,11 +152,16 @@ async def expect_settled(chain: ChainReader, probe: Probe, signed: Signed, recei
     transaction = str(receipt.get("transaction"))
     transfers = await chain.transfers_in(transaction)
     if transfers is None:
-        raise fail(f"the receipt's transaction {transaction} is not a successful mined transaction", reply.exchange)
+        raise fail(
+            f"the receipt's transaction {transaction} is not a successful mined transaction", reply.exchange
+        )
     paid = [t for t in transfers if t.asset == signed.asset and t.sender == signed.payer]
     if [(t.recipient, t.value) for t in paid] != [(signed.pay_to, signed.value)]:
         moved = [(t.recipient, t.value) for t in paid]
-        raise fail(f"{transaction} moved {moved} from the payer, not exactly {signed.value} to {signed.pay_to}", reply.exchange)
+        raise fail(
+            f"{transaction} moved {moved} from the payer, not exactly {signed.value} to {signed.pay_to}",
+            reply.exchange,
+        )
     uses = await chain.uses_of(signed.asset, signed.payer, signed.nonce, probe.run.start_block)
     if uses != [transaction]:
         raise fail(f"the authorization was used by {uses}, not once by {transaction}", reply.exchange)
@@ -160,7 +174,10 @@ async def expect_nothing_moved(probe: Probe, signed: Signed, reply: Reply, check
         CheckFailed: the authorization was used.
     """
     if await probe.run.chain.authorization_used(signed.asset, signed.payer, signed.nonce):
-        raise fail("the authorization was used on chain: money moved for a payment the merchant refused", reply.exchange)
+        raise fail(
+            "the authorization was used on chain: money moved for a payment the merchant refused",
+            reply.exchange,
+        )
     probe.run.unspent.append(Unspent(check_id, probe.target, signed.asset, signed.payer, signed.nonce))
 
 

@@ -34,7 +34,9 @@ _METHODS_0_3 = {
 class Wire:
     """The A2A calls of one interface, with or without the extension activated."""
 
-    def __init__(self, http: UntrustedHttp, interface: Interface, *, timeout_s: float, max_bytes: int) -> None:
+    def __init__(
+        self, http: UntrustedHttp, interface: Interface, *, timeout_s: float, max_bytes: int
+    ) -> None:
         self.interface = interface
         self._http = http
         self._ids = itertools.count(1)
@@ -58,7 +60,7 @@ class Wire:
         return EXTENSION_URI if self.interface.version == "1.0" else EXTENSION_URI_V02
 
     async def send(self, message: JSON, *, activate: str | None = "", request_metadata: JSON = None) -> Reply:
-        """SendMessage (``message/send``); ``activate`` is the URI list (``""``: this version's, None: none)."""
+        """SendMessage (``message/send``); ``activate``: the URI list (``""``: this version's; None: none)."""
         params: JSON = {"message": message}
         if self.interface.version == "0.3":
             # A2A 0.3 gives `blocking` no default (its proto reads an absent bool as false): ask to wait.
@@ -79,10 +81,14 @@ class Wire:
         events: list[JSON] = []
         if self.interface.binding == "JSONRPC":
             envelope = self._envelope("SendStreamingMessage", {"message": message})
-            answer = await self._http.stream_events(self.interface.url, headers=headers, body=envelope, events=events)
+            answer = await self._http.stream_events(
+                self.interface.url, headers=headers, body=envelope, events=events
+            )
         else:
             url = self._rest_url("/message:stream")
-            answer = await self._http.stream_events(url, headers=headers, body={"message": message}, events=events)
+            answer = await self._http.stream_events(
+                url, headers=headers, body={"message": message}, events=events
+            )
         reply = Reply(headers={k.lower(): v for k, v in answer.headers.items()}, exchange=answer.exchange)
         if answer.body is not None:
             reply.error = self._error(answer.status, answer.body, answer.exchange)
@@ -143,11 +149,15 @@ class Wire:
         details = error.get("data") if self.interface.binding == "JSONRPC" else error.get("details")
         reason = ""
         for detail in details if isinstance(details, list) else []:
-            if isinstance(detail, dict) and detail.get("@type") == _ERROR_INFO and isinstance(detail.get("reason"), str):
+            if (
+                isinstance(detail, dict)
+                and detail.get("@type") == _ERROR_INFO
+                and isinstance(detail.get("reason"), str)
+            ):
                 reason = detail["reason"]
                 break
         code = error.get("code") if self.interface.binding == "JSONRPC" else None
-        message = error.get("message") if isinstance(error.get("message"), str) else ""
+        message = str(error["message"]) if isinstance(error.get("message"), str) else ""
         return ErrorAnswer(
             code=code if isinstance(code, int) else None, http_status=status, reason=reason, message=message
         )

@@ -31,12 +31,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("merchant", help="the merchant's Agent Card URL, or its base URL")
     parser.add_argument("--rpc-url", required=True, help="JSON-RPC URL of the chain the merchant settles on")
-    parser.add_argument("--payer-key-file", type=Path, help=f"file holding the funded payer's key (else ${_KEY_VARIABLE})")
-    parser.add_argument("--max-amount", type=int, default=1_000_000, help="most the kit signs per payment (atomic units)")
+    parser.add_argument(
+        "--payer-key-file", type=Path, help=f"file holding the funded payer's key (else ${_KEY_VARIABLE})"
+    )
+    parser.add_argument(
+        "--max-amount", type=int, default=1_000_000, help="most the kit signs per payment (atomic units)"
+    )
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds allowed for each answer")
     parser.add_argument("--max-bytes", type=int, default=2 * 1024 * 1024, help="largest answer accepted")
     parser.add_argument("--concurrency", type=int, default=4, help="scenarios run at the same time")
-    parser.add_argument("--only", action="append", default=[], help="run only this check id or prefix (repeatable)")
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only this check id or prefix (repeatable)"
+    )
     parser.add_argument("--json", type=Path, help="write the JSON report here")
     parser.add_argument("--markdown", type=Path, help="write the Markdown report here")
     parser.add_argument("--junit", type=Path, help="write the JUnit XML report here")
@@ -46,7 +52,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _key(parser: argparse.ArgumentParser, path: Path | None) -> str:
     try:
-        key = path.read_text(encoding="utf-8").strip() if path is not None else os.environ.get(_KEY_VARIABLE, "").strip()
+        key = (
+            path.read_text(encoding="utf-8").strip()
+            if path is not None
+            else os.environ.get(_KEY_VARIABLE, "").strip()
+        )
     except OSError as error:
         parser.error(f"cannot read the payer key file: {error.strerror}")
     if not key:
@@ -75,7 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         only=frozenset(options.only),
     )
     report = asyncio.run(run_conformance(settings))
-    for path, render in ((options.json, render_json), (options.markdown, render_markdown), (options.junit, render_junit)):
+    for path, render in (
+        (options.json, render_json),
+        (options.markdown, render_markdown),
+        (options.junit, render_junit),
+    ):
         if path is not None:
             path.write_text(render(report), encoding="utf-8")
     sys.stdout.write(render_console(report, verbose=options.verbose))

@@ -91,7 +91,11 @@ def ignore_activation(app: ASGIApp) -> ASGIApp:
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
             uri = EXTENSION_URI if _version(scope).startswith("1.") else EXTENSION_URI_V02
-            headers = [(n, v) for n, v in scope["headers"] if n.lower() not in (b"a2a-extensions", b"x-a2a-extensions")]
+            headers = [
+                (n, v)
+                for n, v in scope["headers"]
+                if n.lower() not in (b"a2a-extensions", b"x-a2a-extensions")
+            ]
             headers += [(b"a2a-extensions", uri.encode()), (b"x-a2a-extensions", uri.encode())]
             scope = {**scope, "headers": headers}
         await app(scope, receive, send)

@@ -31,7 +31,9 @@ def good_card(base_url: str) -> dict[str, Any]:
         "name": "hostile",
         "description": "a merchant the kit must not trust",
         "version": "1.0.0",
-        "supportedInterfaces": [{"url": f"{base_url}/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "supportedInterfaces": [
+            {"url": f"{base_url}/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
         "capabilities": {
             "streaming": True,
             "extensions": [
@@ -40,7 +42,15 @@ def good_card(base_url: str) -> dict[str, Any]:
                     "required": True,
                     "params": {
                         "networks": ["eip155:84532"],
-                        "assets": [{"network": "eip155:84532", "address": ASSET, "name": "USDC", "version": "2", "decimals": 6}],
+                        "assets": [
+                            {
+                                "network": "eip155:84532",
+                                "address": ASSET,
+                                "name": "USDC",
+                                "version": "2",
+                                "decimals": 6,
+                            }
+                        ],
                         "payTo": [{"network": "eip155:84532", "address": PAY_TO}],
                     },
                 }
@@ -48,7 +58,9 @@ def good_card(base_url: str) -> dict[str, Any]:
         },
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["application/json"],
-        "skills": [{"id": "s", "name": "s", "description": "s", "tags": ["t"], "examples": ["count these words"]}],
+        "skills": [
+            {"id": "s", "name": "s", "description": "s", "tags": ["t"], "examples": ["count these words"]}
+        ],
     }
 
 
@@ -58,7 +70,9 @@ async def hang(_request: Request) -> Response:
     return Response(status_code=204)
 
 
-def hostile_app(*, card: Any = None, jsonrpc: Handler | None = None, base_url: Callable[[], str] | None = None) -> Starlette:
+def hostile_app(
+    *, card: Any = None, jsonrpc: Handler | None = None, base_url: Callable[[], str] | None = None
+) -> Starlette:
     """The hostile merchant: `card` (JSON, bytes or a handler; default `good_card`) and `jsonrpc`."""
 
     async def serve_card(request: Request) -> Response:

@@ -8,7 +8,6 @@ and checks the fault does not touch still pass, so the failure is the fault's an
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -47,7 +46,9 @@ def settles_late_url(
 
 
 @pytest.fixture(scope="module")
-def ignores_activation_url(kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str) -> Iterator[str]:
+def ignores_activation_url(
+    kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str
+) -> Iterator[str]:
     """A merchant that ignores activation."""
     with serve_reference_merchant(
         kit_chain, kit_database, tmp_path_factory.mktemp("ignores"), wrap=ignore_activation
@@ -56,16 +57,22 @@ def ignores_activation_url(kit_chain: DevChain, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture(scope="module")
-def old_literals_url(kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str) -> Iterator[str]:
+def old_literals_url(
+    kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str
+) -> Iterator[str]:
     """A merchant that answers A2A 1.0 requests with 0.3 literals."""
-    with serve_reference_merchant(kit_chain, kit_database, tmp_path_factory.mktemp("old"), wrap=v0_3_literals) as url:
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path_factory.mktemp("old"), wrap=v0_3_literals
+    ) as url:
         yield url
 
 
 async def test_delivering_before_settling_fails_the_settlement_checks(
     settles_late_url: str, kit_chain: DevChain, kit_payer: str
 ) -> None:
-    report = await _run(settles_late_url, kit_chain, kit_payer, "payment.completes", "payment.settled-on-chain", "streaming")
+    report = await _run(
+        settles_late_url, kit_chain, kit_payer, "payment.completes", "payment.settled-on-chain", "streaming"
+    )
     assert not report.ok
     for check_id in ("payment.settled-on-chain", "streaming.paid-turn"):
         outcomes = _outcomes(report, check_id)
@@ -92,7 +99,9 @@ async def test_ignoring_activation_fails_the_activation_checks(
     assert set(_outcomes(report, "terms.placement").values()) == {Outcome.PASSED}
 
 
-async def test_0_3_literals_on_1_0_fail_the_terms_checks(old_literals_url: str, kit_chain: DevChain, kit_payer: str) -> None:
+async def test_0_3_literals_on_1_0_fail_the_terms_checks(
+    old_literals_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
     report = await _run(old_literals_url, kit_chain, kit_payer, "terms", "payment.completes", "v02.terms")
     assert not report.ok
     for check_id in ("terms.placement", "payment.completes"):

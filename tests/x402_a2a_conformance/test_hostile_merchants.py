@@ -24,8 +24,11 @@ TIMEOUT_S = 1.0
 UNUSED_KEY = "0x" + "11" * 32
 
 
-async def _run(url: str, rpc_url: str = "http://127.0.0.1:9/", **options: object) -> Report:
-    settings = KitSettings(url, rpc_url, UNUSED_KEY, timeout_s=TIMEOUT_S, concurrency=32, **options)  # type: ignore[arg-type]
+async def _run(url: str, *, max_bytes: int = 2 * 1024 * 1024) -> Report:
+    # No chain: the hostile servers are never paid (port 9 is discard; every chain read fails at once).
+    settings = KitSettings(
+        url, "http://127.0.0.1:9/", UNUSED_KEY, timeout_s=TIMEOUT_S, concurrency=32, max_bytes=max_bytes
+    )
     return await run_conformance(settings)
 
 
@@ -46,7 +49,9 @@ def _failure(report: Report, check_id: str, target: str = "card A2A-Version=1.0"
     ],
     ids=["array", "no-interfaces", "truncated", "deeply-nested"],
 )
-async def test_a_malformed_card_fails_card_served(asgi_server: Callable[..., str], card: object, expected: str) -> None:
+async def test_a_malformed_card_fails_card_served(
+    asgi_server: Callable[..., str], card: object, expected: str
+) -> None:
     report = await _run(asgi_server(hostile_app(card=card)))
     assert not report.ok
     assert expected in _failure(report, "card.served")
@@ -55,8 +60,17 @@ async def test_a_malformed_card_fails_card_served(asgi_server: Callable[..., str
 async def test_a_card_with_a_malformed_declaration_fails_its_checks(asgi_server: Callable[..., str]) -> None:
     base = asgi_server(hostile_app())
     card = {
-        "supportedInterfaces": [{"url": f"{base}/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {"extensions": [{"uri": "https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.3", "params": {"networks": "eip155:1", "payTo": 7}}]},
+        "supportedInterfaces": [
+            {"url": f"{base}/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {
+            "extensions": [
+                {
+                    "uri": "https://github.com/google-agentic-commerce/a2a-x402/blob/main/spec/v0.3",
+                    "params": {"networks": "eip155:1", "payTo": 7},
+                }
+            ]
+        },
     }
     report = await _run(asgi_server(hostile_app(card=card)))
     assert "params does not validate" in _failure(report, "card.params-schema")
@@ -71,7 +85,9 @@ async def test_a_hanging_server_fails_within_the_timeout(asgi_server: Callable[.
     assert f"no complete answer within {TIMEOUT_S:g} s" in _failure(report, "card.served")
 
 
-async def test_a_hanging_endpoint_fails_every_interface_check_in_time(asgi_server: Callable[..., str]) -> None:
+async def test_a_hanging_endpoint_fails_every_interface_check_in_time(
+    asgi_server: Callable[..., str],
+) -> None:
     started = time.monotonic()
     report = await _run(asgi_server(hostile_app(jsonrpc=hang)))
     # 20 scenarios at once, each stopped by its first request's timeout.
@@ -83,7 +99,10 @@ async def test_a_hanging_endpoint_fails_every_interface_check_in_time(asgi_serve
 
 async def test_a_huge_answer_is_cut_off(asgi_server: Callable[..., str]) -> None:
     async def huge(_request: Request) -> Response:
-        return Response(b'{"jsonrpc": "2.0", "id": 1, "result": "' + b"x" * 3_000_000 + b'"}', media_type="application/json")
+        return Response(
+            b'{"jsonrpc": "2.0", "id": 1, "result": "' + b"x" * 3_000_000 + b'"}',
+            media_type="application/json",
+        )
 
     report = await _run(asgi_server(hostile_app(card=huge)), max_bytes=1_000_000)
     assert "over the cap of 1000000" in _failure(report, "card.served")
@@ -121,9 +140,13 @@ def _balance(chain: DevChain, address: str) -> int:
     return int(chain.rpc.call("eth_call", [{"to": chain.asset, "data": data}, "latest"]), 16)
 
 
-async def test_terms_to_a_pay_to_not_in_the_card_are_never_signed(rogue_url: str, kit_chain: DevChain, kit_payer: str) -> None:
+async def test_terms_to_a_pay_to_not_in_the_card_are_never_signed(
+    rogue_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
     before = _balance(kit_chain, ROGUE_PAY_TO)
-    settings = KitSettings(rogue_url, kit_chain.rpc_url, kit_payer, only=frozenset({"terms", "payment", "streaming"}))
+    settings = KitSettings(
+        rogue_url, kit_chain.rpc_url, kit_payer, only=frozenset({"terms", "payment", "streaming"})
+    )
     report = await run_conformance(settings)
     assert not report.ok
     target = "JSONRPC 1.0 tenant=(default)"
@@ -132,10 +155,13 @@ async def test_terms_to_a_pay_to_not_in_the_card_are_never_signed(rogue_url: str
     assert "does not sign" in _failure(report, "payment.wrong-amount", target)
     assert _balance(kit_chain, ROGUE_PAY_TO) == before
     # gRPC is not behind the rewrite: its payments go through, to the listed payTo.
-    assert report.result("payment.settled-on-chain", "GRPC 1.0 tenant=acme").outcome is Outcome.PASSED  # type: ignore[union-attr]
+    settled = report.result("payment.settled-on-chain", "GRPC 1.0 tenant=acme")
+    assert settled is not None and settled.outcome is Outcome.PASSED
 
 
 async def test_the_kit_never_signs_over_its_cap(rogue_url: str, kit_chain: DevChain, kit_payer: str) -> None:
-    settings = KitSettings(rogue_url, kit_chain.rpc_url, kit_payer, max_amount=1, only=frozenset({"payment.completes"}))
+    settings = KitSettings(
+        rogue_url, kit_chain.rpc_url, kit_payer, max_amount=1, only=frozenset({"payment.completes"})
+    )
     report = await run_conformance(settings)
     assert "over the offered" in _failure(report, "payment.completes", "GRPC 1.0 tenant=(default)")

@@ -75,4 +75,3 @@ def test_every_check_passes_on_the_reference_merchant(report: Report) -> None:
     """The reference merchant meets the SHOULDs too: a SHOULD the kit cannot see met is a kit defect."""
     failed = [(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.FAILED]
     assert failed == [], render_console(report)
-
