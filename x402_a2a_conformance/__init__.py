@@ -11,7 +11,7 @@ the offered amount or ``KitSettings.max_amount``.
 * ``KitSettings`` / ``run_conformance`` -- one run (``_runner``)
 * ``Report`` / ``CheckResult`` / ``Outcome`` -- what it found (``_report``)
 * ``render_console`` / ``render_json`` / ``render_markdown`` / ``render_junit`` (``_render``)
-* ``SCHEMA_FILES`` -- the specification's schemas the kit ships (kept identical by ``spec.build``)
+* ``SCHEMA_DIR`` / ``SCHEMA_FILES`` -- the specification's schemas the kit ships (kept identical by ``spec.build``)
 * ``cli.main`` -- the ``x402-a2a-conformance`` command
 """
 
@@ -21,10 +21,11 @@ from ._catalogue import CHECKS, CheckSpec, Level, Scope, check_spec
 from ._render import render_console, render_json, render_junit, render_markdown
 from ._report import CheckResult, Outcome, Report
 from ._runner import KitSettings, run_conformance
-from ._schema import SCHEMA_FILES
+from ._schema import SCHEMA_DIR, SCHEMA_FILES
 
 __all__ = [
     "CHECKS",
+    "SCHEMA_DIR",
     "SCHEMA_FILES",
     "CheckResult",
     "CheckSpec",

@@ -59,7 +59,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         _M,
         _CARD,
         "3",
-        "The Agent Card is served as one JSON object, within the kit's size limit.",
+        "The card is one JSON object within the size limit and lists an interface to test.",
     ),
     _c(
         "card.declares-extension",

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-__all__ = ["SCHEMA_FILES", "schema_problems"]
+__all__ = ["SCHEMA_DIR", "SCHEMA_FILES", "schema_problems"]
 
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
+"""Where the kit's copies of the specification's schemas are."""
 SCHEMA_FILES = (
     "card-params.json",
     "common.json",
@@ -33,8 +35,7 @@ _MAX_PROBLEMS = 5
 
 @cache
 def _validators() -> dict[str, Draft202012Validator]:
-    folder = files(__package__) / "schema"
-    documents = {name: json.loads((folder / name).read_text(encoding="utf-8")) for name in SCHEMA_FILES}
+    documents = {name: json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8")) for name in SCHEMA_FILES}
     registry: Registry[Any] = Registry().with_resources(
         (document["$id"], Resource.from_contents(document)) for document in documents.values()
     )
