@@ -85,9 +85,8 @@ def render_check_table(checks: Iterable[CheckSpec], anchors: Mapping[str, str]) 
         if check.section not in anchors:
             raise ValueError(f"check {check.id} names section {check.section}, which the specification lacks")
         section = f"[{check.section}](#{anchors[check.section]})"
-        lines.append(
-            f"| `{check.id}` | {check.level.value} | {_SCOPES[check.scope]} | {section} | {_cell(check.title)} |"
-        )
+        scope, title = _SCOPES[check.scope], _cell(check.title)
+        lines.append(f"| `{check.id}` | {check.level.value} | {scope} | {section} | {title} |")
     return "\n".join(lines) + "\n"
 
 
