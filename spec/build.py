@@ -3,8 +3,8 @@
 The Markdown (``v0.3.md``) is the source. ``python -m spec.build`` rewrites its example blocks in canonical
 form, re-renders its generated tables from ``a2a_x402`` and the conformance kit's check list, writes every
 example block to ``examples/<name>``, deletes example files the Markdown no longer has, and copies
-``schema/`` into the kit (``x402_a2a_conformance/schema/``). ``--check`` changes nothing and exits 1 when any of
-that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
+``schema/`` into the kit (``x402_a2a_conformance/schema/``). ``--check`` changes nothing and exits 1 when
+any of that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
 throwaway key and replaces the JWK Set example with its public key; run it after editing the card.
 """
 

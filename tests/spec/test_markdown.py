@@ -104,7 +104,10 @@ def test_generated_section_needs_one_pair_of_markers(markdown: str) -> None:
 
 
 def test_section_anchors_are_githubs_heading_anchors() -> None:
-    markdown = "## 1. Introduction\n\n### 4.3 Refusing a request without the extension\n\n## 13. Coexistence with v0.2\n"
+    markdown = (
+        "## 1. Introduction\n\n### 4.3 Refusing a request without the extension\n\n"
+        "## 13. Coexistence with v0.2\n"
+    )
     assert section_anchors(markdown) == {
         "1": "1-introduction",
         "4.3": "43-refusing-a-request-without-the-extension",
