@@ -11,7 +11,7 @@ the offered amount or ``KitSettings.max_amount``.
 * ``KitSettings`` / ``run_conformance`` -- one run (``_runner``)
 * ``Report`` / ``CheckResult`` / ``Outcome`` -- what it found (``_report``)
 * ``render_console`` / ``render_json`` / ``render_markdown`` / ``render_junit`` (``_render``)
-* ``SCHEMA_DIR`` / ``SCHEMA_FILES`` -- the specification's schemas the kit ships (kept identical by ``spec.build``)
+* ``SCHEMA_DIR`` / ``SCHEMA_FILES`` -- the schemas the kit ships (``spec.build`` keeps them identical)
 * ``cli.main`` -- the ``x402-a2a-conformance`` command
 """
 
