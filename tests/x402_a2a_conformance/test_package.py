@@ -9,20 +9,10 @@ import x402_a2a_conformance
 
 PACKAGE = Path(x402_a2a_conformance.__file__).resolve().parent
 # Project packages the kit may use: the wire contract, the x402 wire types and agentcard (docs/layout.md).
-ALLOWED_PROJECT = frozenset(
-    {
-        "a2a_x402",
-        "agentcard",
-        "bench",
-        "demo",
-        "devchain",
-        "facilitator",
-        "merchant",
-        "migrations",
-        "payer",
-        "spec",
-    }
-    | {"storage"}
+ALLOWED_PROJECT = ("a2a_x402", "facilitator.wire", "agentcard")
+PROJECT = frozenset(
+    {"a2a_x402", "agentcard", "bench", "demo", "devchain", "facilitator", "merchant", "migrations", "payer"}
+    | {"spec", "storage"}
 )
 
 
