@@ -259,6 +259,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         "Extension data in the request-level metadata is refused with InvalidParamsError.",
     ),
     _c(
+        "tenant.isolation",
+        _M,
+        _V10,
+        "12",
+        "A task is answered as unknown (TaskNotFoundError) to any other tenant of the same binding.",
+    ),
+    _c(
         "streaming.terms",
         _M,
         _V10,

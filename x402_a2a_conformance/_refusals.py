@@ -16,7 +16,7 @@ from eth_account import Account
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 
-from ._context import Probe, fail
+from ._context import NotApplicable, Probe, fail
 from ._messages import extension_message, user_message
 from ._reading import expect_error, state_of, status_message_of
 from ._reply import Reply
@@ -24,7 +24,7 @@ from ._signer import Signed, Signer, payload_v2
 from ._steps import Offer, decoded, expect_nothing_moved, extension_object, new_offer, no_artifact
 from ._wire import Wire
 
-__all__ = ["BAD_PAYMENT_CHECKS", "REFUSAL_CHECKS", "bad_payment", "refusals"]
+__all__ = ["BAD_PAYMENT_CHECKS", "REFUSAL_CHECKS", "bad_payment", "refusals", "tenant_isolation"]
 
 JSON = Any
 _NO_CODE_ADDRESS = "0x000000000000000000000000000000000000dEaD"
@@ -218,3 +218,18 @@ async def refusals(probe: Probe, wire: Wire) -> None:
             problem = expect_error(reply, reason, interface)
             if problem:
                 raise fail(problem, reply.exchange)
+
+
+async def tenant_isolation(probe: Probe, wire: Wire, other: Wire | None) -> None:
+    """A task of this interface's tenant, read through ``other`` (same binding, another tenant)."""
+    async with probe.check("tenant.isolation") as shown:
+        if other is None:
+            raise NotApplicable("the card lists no other tenant on this binding")
+        offer = await new_offer(probe, wire)
+        shown.append(offer.reply.exchange)
+        reply = await other.get_task(offer.task_id)
+        problem = expect_error(reply, "TASK_NOT_FOUND", other.interface)
+        if problem:
+            raise fail(
+                f"tenant {other.interface.tenant or '(default)'} reads the task: {problem}", reply.exchange
+            )

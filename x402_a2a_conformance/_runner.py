@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from ._card import Discovery, discover
+from ._card import Discovery, Interface, discover
 from ._card_checks import CARD_CHECKS, card_checks, reading_target
 from ._catalogue import CHECKS
 from ._chain import ChainError, ChainReader
@@ -20,7 +20,7 @@ from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
 from ._flows_0_3 import V02_CHECKS, v02_task
 from ._http import UntrustedHttp
-from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals
+from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals, tenant_isolation
 from ._report import Outcome, Report
 from ._signer import Signer
 from ._wire import Wire
@@ -53,11 +53,18 @@ def _selected(settings: KitSettings, ids: Iterable[str]) -> bool:
     return any(i in settings.only or any(i.startswith(f"{p}.") for p in settings.only) for i in ids)
 
 
-def _scenarios(discovery: Discovery, version: str) -> list[tuple[tuple[str, ...], Scenario]]:
-    if version == "0.3":
+def _scenarios(
+    discovery: Discovery, interface: Interface, other: Wire | None
+) -> list[tuple[tuple[str, ...], Scenario]]:
+    if interface.version == "0.3":
         return [(V02_CHECKS, v02_task)]
+
+    async def isolation(probe: Probe, wire: Wire) -> None:
+        await tenant_isolation(probe, wire, other)
+
     found: list[tuple[tuple[str, ...], Scenario]] = [
         (PAID_CHECKS, paid_task),
+        (("tenant.isolation",), isolation),
         (STREAM_CHECKS, streamed_task if _streams(discovery) else _no_streaming),
         (REFUSAL_CHECKS, refusals),
     ]
@@ -115,13 +122,22 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
     for interface in discovery.interfaces:
         report.targets.append(interface.label)
         wire = Wire(http, interface, timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
-        for ids, scenario in _scenarios(discovery, interface.version):
+        for ids, scenario in _scenarios(discovery, interface, _neighbour(run, interface)):
             if _selected(settings, ids):
                 jobs.append(_job(limit, Probe(run, interface.label), ids, scenario, wire))
     await asyncio.gather(*jobs)
     await _sweep(run)
     _filter_and_order(report, settings)
     return report
+
+
+def _neighbour(run: Run, interface: Interface) -> Wire | None:
+    """A wire to the first interface of the same binding and version serving another tenant."""
+    for candidate in run.discovery.interfaces:
+        same = (candidate.binding, candidate.version) == (interface.binding, interface.version)
+        if same and candidate.tenant != interface.tenant:
+            return Wire(run.http, candidate, timeout_s=run.timeout_s, max_bytes=run.max_bytes)
+    return None
 
 
 async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:

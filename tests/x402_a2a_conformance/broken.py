@@ -7,6 +7,7 @@
   activated the extension of its version, so nothing is ever refused for want of it.
 * `v0_3_literals`: a merchant that answers A2A 1.0 requests with 0.3 literals: task states spelled
   `input-required`, and the extension data in the flat `x402.payment.*` keys of v0.2.
+* `ignore_tenant`: a JSON-RPC binding that drops `params.tenant`, so tenants read each other's tasks.
 * `rogue_pay_to`: terms asking to be paid to an address the card does not list (a tampered answer).
 
 The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings; the gRPC server
@@ -31,6 +32,7 @@ __all__ = [
     "ROGUE_PAY_TO",
     "SettlesLate",
     "ignore_activation",
+    "ignore_tenant",
     "rewrite_json",
     "rogue_pay_to",
     "v0_3_literals",
@@ -175,3 +177,40 @@ def _rogue(value: Any) -> Any:
 def rogue_pay_to(app: ASGIApp) -> ASGIApp:
     """Terms on the A2A 1.0 HTTP bindings ask to be paid to `ROGUE_PAY_TO`, which the card does not list."""
     return rewrite_json(app, _rogue)
+
+
+def ignore_tenant(app: ASGIApp) -> ASGIApp:
+    """JSON-RPC requests reach the app without `params.tenant`: every tenant sees the default's tasks."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/a2a/jsonrpc":
+            await app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body)
+            if isinstance(request, dict) and isinstance(request.get("params"), dict):
+                request["params"].pop("tenant", None)
+            body = json.dumps(request).encode()
+        except ValueError:
+            pass
+        headers = [(n, v) for n, v in scope["headers"] if n.lower() != b"content-length"]
+        scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return wrapped

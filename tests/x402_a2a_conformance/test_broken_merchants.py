@@ -16,7 +16,7 @@ from devchain import DevChain
 from tests.fixtures.conformance import serve_reference_merchant
 from x402_a2a_conformance import KitSettings, Outcome, Report, render_console, run_conformance
 
-from .broken import SettlesLate, ignore_activation, v0_3_literals
+from .broken import SettlesLate, ignore_activation, ignore_tenant, v0_3_literals
 
 HTTP_1_0 = ("JSONRPC 1.0 tenant=(default)", "HTTP+JSON 1.0 tenant=(default)")
 
@@ -112,3 +112,23 @@ async def test_0_3_literals_on_1_0_fail_the_terms_checks(
     # 0.3 answers are 0.3 already, and gRPC is not behind the wrapper.
     assert set(_outcomes(report, "v02.terms").values()) == {Outcome.PASSED}
     assert _outcomes(report, "terms.placement")["GRPC 1.0 tenant=acme"] is Outcome.PASSED
+
+
+@pytest.fixture(scope="module")
+def ignores_tenant_url(
+    kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str
+) -> Iterator[str]:
+    """A merchant whose JSON-RPC binding ignores the tenant."""
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path_factory.mktemp("tenant"), wrap=ignore_tenant
+    ) as url:
+        yield url
+
+
+async def test_ignoring_the_tenant_fails_tenant_isolation(
+    ignores_tenant_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
+    report = await _run(ignores_tenant_url, kit_chain, kit_payer, "tenant")
+    outcomes = _outcomes(report, "tenant.isolation")
+    assert outcomes["JSONRPC 1.0 tenant=(default)"] is Outcome.FAILED, render_console(report)
+    assert outcomes["HTTP+JSON 1.0 tenant=(default)"] is Outcome.PASSED  # the tenant is in the REST path
