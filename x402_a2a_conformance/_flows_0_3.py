@@ -113,7 +113,10 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
     async with probe.check("v02.listed-in-card"):
         for entry in entries:
             refusal = run.discovery.allows(
-                _caip2(str(entry.get("network"))), str(entry.get("asset")), str(entry.get("payTo")), ""
+                _caip2(str(entry.get("network"))),
+                str(entry.get("asset")),
+                str(entry.get("payTo")),
+                interface.tenant,
             )
             if refusal:
                 raise fail(f"an offered entry is outside the card: {refusal}", reply.exchange)
@@ -134,7 +137,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         network = str(entry.get("network"))
         signed = run.signer.sign(
             entry,
-            tenant="",
+            tenant=interface.tenant,
             network=network,
             caip2=_caip2(network),
             amount=int(amount) if amount.isdigit() else 0,

@@ -88,10 +88,12 @@ def _version(scope: Scope) -> str:
 
 
 def ignore_activation(app: ASGIApp) -> ASGIApp:
-    """Every request under /a2a/ activates its version's extension, whatever the client sent."""
+    """Every A2A request activates its version's extension, whatever the client sent."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
+        if (
+            scope["type"] == "http" and "/a2a/" in scope["path"]
+        ):  # /a2a/… and a 0.3 tenant's /t/{tenant}/a2a/…
             uri = EXTENSION_URI if _version(scope).startswith("1.") else EXTENSION_URI_V02
             headers = [
                 (n, v)

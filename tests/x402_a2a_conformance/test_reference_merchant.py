@@ -24,6 +24,8 @@ EXPECTED_TARGETS = {
     "GRPC 1.0 tenant=acme",
     "JSONRPC 0.3 tenant=(default)",
     "HTTP+JSON 0.3 tenant=(default)",
+    "JSONRPC 0.3 tenant=acme",
+    "HTTP+JSON 0.3 tenant=acme",
 }
 
 
