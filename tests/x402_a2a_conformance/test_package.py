@@ -12,7 +12,7 @@ PACKAGE = Path(x402_a2a_conformance.__file__).resolve().parent
 ALLOWED_PROJECT = ("a2a_x402", "facilitator.wire", "agentcard")
 PROJECT = frozenset(
     {"a2a_x402", "agentcard", "bench", "demo", "devchain", "facilitator", "merchant", "migrations", "payer"}
-    | {"spec", "storage"}
+    | {"observability", "spec", "storage"}
 )
 
 
