@@ -32,6 +32,7 @@ __all__ = [
     "render_example",
     "replace_examples",
     "replace_generated",
+    "section_anchors",
 ]
 
 _HEADER = re.compile(
@@ -151,6 +152,16 @@ def generated_section(markdown: str, name: str) -> str:
     """
     start, end = _section_bounds(markdown, name)
     return markdown[start:end]
+
+
+def section_anchors(markdown: str) -> dict[str, str]:
+    """Section number → the GitHub anchor of its heading (``### 4.3 Refusing…`` → ``43-refusing…``)."""
+    anchors = {}
+    for heading in re.findall(r"^#+ (\d+(?:\.\d+)*)\.? (.+)$", markdown, re.MULTILINE):
+        number, title = heading
+        text = f"{number} {title}" if "." in number else f"{number}. {title}"
+        anchors[number] = re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+    return anchors
 
 
 def replace_generated(markdown: str, name: str, content: str) -> str:

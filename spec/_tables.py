@@ -2,7 +2,8 @@
 
 The migration table (§16) is ``a2a_x402.LITERAL_MAPPINGS`` and the reason table (§9.2) is
 ``a2a_x402.REASON_ERROR_CODES``: the code the merchant runs is the only source of both, so the text a
-reviewer reads cannot say something the implementation does not do.
+reviewer reads cannot say something the implementation does not do. The check list (§19) is the
+conformance kit's ``x402_a2a_conformance.CHECKS``, so the checks a reader sees are the checks the kit runs.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from a2a_x402 import SETTLEMENT_PENDING_REASON, LiteralCategory, LiteralMapping, PaymentErrorCode
+from x402_a2a_conformance import CheckSpec, Scope
 
-__all__ = ["CATEGORY_TITLES", "render_migration_table", "render_reason_table"]
+__all__ = ["CATEGORY_TITLES", "render_check_table", "render_migration_table", "render_reason_table"]
 
 CATEGORY_TITLES: Mapping[LiteralCategory, str] = {
     LiteralCategory.EXTENSION_URI: "Extension URI",
@@ -64,6 +66,27 @@ def render_reason_table(reasons: Mapping[str, PaymentErrorCode]) -> str:
                 lines.append(f"| `{reason}` | `{code.value}` |")
     lines.append(f"| any other reason, or none | `{PaymentErrorCode.SETTLEMENT_FAILED.value}` |")
     lines.append(f"| `{SETTLEMENT_PENDING_REASON}` | none: the settlement is pending, not failed |")
+    return "\n".join(lines) + "\n"
+
+
+_SCOPES = {Scope.CARD: "card", Scope.A2A_1_0: "A2A 1.0", Scope.A2A_0_3: "A2A 0.3 (v0.2)"}
+
+
+def render_check_table(checks: Iterable[CheckSpec], anchors: Mapping[str, str]) -> str:
+    """The conformance kit's checks as Markdown: id, level, where it runs, section (linked), requirement.
+
+    ``anchors`` maps a section number to its heading's anchor (``section_anchors`` of the Markdown).
+
+    Raises:
+        ValueError: a check names a section the specification does not have.
+    """
+    lines = ["| check | level | runs on | § | requirement |", "| --- | --- | --- | --- | --- |"]
+    for check in checks:
+        if check.section not in anchors:
+            raise ValueError(f"check {check.id} names section {check.section}, which the specification lacks")
+        section = f"[{check.section}](#{anchors[check.section]})"
+        scope, title = _SCOPES[check.scope], _cell(check.title)
+        lines.append(f"| `{check.id}` | {check.level.value} | {scope} | {section} | {title} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,10 @@
 """Keep the specification, its example files and its generated tables in step.
 
 The Markdown (``v0.3.md``) is the source. ``python -m spec.build`` rewrites its example blocks in canonical
-form, re-renders its generated tables from ``a2a_x402``, writes every example block to ``examples/<name>``
-and deletes example files the Markdown no longer has. ``--check`` changes nothing and exits 1 when any of
-that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
+form, re-renders its generated tables from ``a2a_x402`` and the conformance kit's check list, writes every
+example block to ``examples/<name>``, deletes example files the Markdown no longer has, and copies
+``schema/`` into the kit (``x402_a2a_conformance/schema/``). ``--check`` changes nothing and exits 1 when
+any of that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
 throwaway key and replaces the JWK Set example with its public key; run it after editing the card.
 """
 
@@ -15,14 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from a2a_x402 import LITERAL_MAPPINGS, REASON_ERROR_CODES
+from x402_a2a_conformance import CHECKS, SCHEMA_FILES
+from x402_a2a_conformance import SCHEMA_DIR as KIT_SCHEMA_DIR
 
-from ._markdown import read_examples, render_example, replace_examples, replace_generated
-from ._tables import render_migration_table, render_reason_table
+from ._markdown import read_examples, render_example, replace_examples, replace_generated, section_anchors
+from ._tables import render_check_table, render_migration_table, render_reason_table
 
 __all__ = [
     "CARD_EXAMPLE",
     "EXAMPLES_DIR",
     "JWKS_EXAMPLE",
+    "KIT_SCHEMA_DIR",
     "SCHEMA_DIR",
     "SPEC_DIR",
     "SPEC_PATH",
@@ -50,11 +54,22 @@ def render_spec(markdown: str) -> str:
     canonical = {example.name: render_example(example.document) for example in read_examples(markdown)}
     markdown = replace_examples(markdown, canonical)
     markdown = replace_generated(markdown, "migration-table", render_migration_table(LITERAL_MAPPINGS))
+    markdown = replace_generated(
+        markdown, "conformance-checks", render_check_table(CHECKS, section_anchors(markdown))
+    )
     return replace_generated(markdown, "reason-table", render_reason_table(REASON_ERROR_CODES))
 
 
-def build(spec_path: Path = SPEC_PATH, examples_dir: Path = EXAMPLES_DIR, *, check: bool) -> list[str]:
-    """Bring the Markdown and the example files in step; with ``check``, only report what differs.
+def build(
+    spec_path: Path = SPEC_PATH,
+    examples_dir: Path = EXAMPLES_DIR,
+    *,
+    check: bool,
+    schema_dir: Path = SCHEMA_DIR,
+    kit_schema_dir: Path = KIT_SCHEMA_DIR,
+) -> list[str]:
+    """Bring the Markdown, the example files and the kit's schema copies in step; with ``check``, only report
+    what differs.
 
     Returns:
         One line per file that was (or, with ``check``, would be) written or deleted; empty when all is
@@ -83,6 +98,22 @@ def build(spec_path: Path = SPEC_PATH, examples_dir: Path = EXAMPLES_DIR, *, che
             changes.append(f"examples/{path.name}: no block in {spec_path.name} has this name")
             if not check:
                 path.unlink()
+    changes += _sync_kit_schemas(schema_dir, kit_schema_dir, check=check)
+    return changes
+
+
+def _sync_kit_schemas(schema_dir: Path, kit_schema_dir: Path, *, check: bool) -> list[str]:
+    # The conformance kit installs with the schemas it validates against: copies of these, byte for byte.
+    changes = []
+    names = sorted(path.name for path in schema_dir.glob("*.json"))
+    if names != sorted(SCHEMA_FILES):
+        changes.append(f"schema/: {names} is not the kit's SCHEMA_FILES {sorted(SCHEMA_FILES)}")
+    for name in names:
+        source, copy = schema_dir / name, kit_schema_dir / name
+        if not copy.is_file() or copy.read_bytes() != source.read_bytes():
+            changes.append(f"x402_a2a_conformance/schema/{name}: differs from schema/{name}")
+            if not check:
+                copy.write_bytes(source.read_bytes())
     return changes
 
 

@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.fixtures.compat",
     "tests.fixtures.node",
     "tests.fixtures.browser",
+    "tests.fixtures.conformance",
 ]
 
 

@@ -24,6 +24,7 @@ PACKAGES = (
     "payer",
     "spec",
     "storage",
+    "x402_a2a_conformance",
 )
 
 

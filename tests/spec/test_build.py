@@ -8,9 +8,21 @@ from pathlib import Path
 
 import pytest
 
+import spec.build
 from agentcard import CardVerifier, SignaturePolicy, parse_jwks
 from spec import read_examples
-from spec.build import CARD_EXAMPLE, EXAMPLES_DIR, JWKS_EXAMPLE, SPEC_PATH, build, main, sign_card_example
+from spec.build import (
+    CARD_EXAMPLE,
+    EXAMPLES_DIR,
+    JWKS_EXAMPLE,
+    KIT_SCHEMA_DIR,
+    SCHEMA_DIR,
+    SPEC_PATH,
+    build,
+    main,
+    sign_card_example,
+)
+from x402_a2a_conformance import CHECKS, CheckSpec, Level, Scope
 
 
 def test_the_specification_is_in_step() -> None:
@@ -93,3 +105,35 @@ def test_main_check_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit):
         main(["--check", "--sign-card"])
+
+
+def test_the_check_list_is_the_kits(copy: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A check added to the kit but not to the specification (or the reverse) puts them out of step.
+    spec_path, examples_dir = copy
+    extra = CheckSpec(
+        "card.extra", Level.MAY, Scope.CARD, "3", "A check the specification does not list yet."
+    )
+    monkeypatch.setattr(spec.build, "CHECKS", (*CHECKS, extra))
+    assert build(spec_path, examples_dir, check=True) == [
+        "v0.3.md: example blocks or generated tables are not up to date"
+    ]
+    build(spec_path, examples_dir, check=False)
+    assert "| `card.extra` | MAY | card | [3](#3-declaration-in-the-agent-card) |" in spec_path.read_text(
+        encoding="utf-8"
+    )
+
+
+def test_the_kits_schemas_are_copies_of_the_specifications(copy: tuple[Path, Path], tmp_path: Path) -> None:
+    spec_path, examples_dir = copy
+    kit_schemas = tmp_path / "kit-schema"
+    shutil.copytree(KIT_SCHEMA_DIR, kit_schemas)
+    (kit_schemas / "card-params.json").write_text("{}\n", encoding="utf-8")
+    (kit_schemas / "common.json").unlink()
+    options = {"schema_dir": SCHEMA_DIR, "kit_schema_dir": kit_schemas}
+    assert build(spec_path, examples_dir, check=True, **options) == [
+        "x402_a2a_conformance/schema/card-params.json: differs from schema/card-params.json",
+        "x402_a2a_conformance/schema/common.json: differs from schema/common.json",
+    ]
+    build(spec_path, examples_dir, check=False, **options)
+    assert build(spec_path, examples_dir, check=True, **options) == []
+    assert (kit_schemas / "card-params.json").read_bytes() == (SCHEMA_DIR / "card-params.json").read_bytes()

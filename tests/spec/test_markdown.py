@@ -11,6 +11,7 @@ from spec import (
     render_example,
     replace_examples,
     replace_generated,
+    section_anchors,
 )
 
 _DOC = """# Title
@@ -100,3 +101,15 @@ def test_generated_sections() -> None:
 def test_generated_section_needs_one_pair_of_markers(markdown: str) -> None:
     with pytest.raises(SpecFormatError, match="exactly one BEGIN and one END"):
         generated_section(markdown, "t")
+
+
+def test_section_anchors_are_githubs_heading_anchors() -> None:
+    markdown = (
+        "## 1. Introduction\n\n### 4.3 Refusing a request without the extension\n\n"
+        "## 13. Coexistence with v0.2\n"
+    )
+    assert section_anchors(markdown) == {
+        "1": "1-introduction",
+        "4.3": "43-refusing-a-request-without-the-extension",
+        "13": "13-coexistence-with-v02",
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from a2a_x402 import (
     LITERAL_MAPPINGS,
     REASON_ERROR_CODES,
@@ -10,7 +12,15 @@ from a2a_x402 import (
     LiteralMapping,
     PaymentErrorCode,
 )
-from spec import CATEGORY_TITLES, render_migration_table, render_reason_table
+from spec import (
+    CATEGORY_TITLES,
+    render_check_table,
+    render_migration_table,
+    render_reason_table,
+    section_anchors,
+)
+from spec.build import SPEC_PATH
+from x402_a2a_conformance import CHECKS, CheckSpec, Level, Scope
 
 
 def test_every_category_has_a_title() -> None:
@@ -50,3 +60,16 @@ def test_reason_table_maps_every_reason_and_says_what_is_left() -> None:
     assert f"| any other reason, or none | `{PaymentErrorCode.SETTLEMENT_FAILED.value}` |" in table
     assert f"`{SETTLEMENT_PENDING_REASON}`" in table
     assert len(table.splitlines()) == 2 + len(REASON_ERROR_CODES) + 2
+
+
+def test_check_table_has_one_row_per_check_in_order_with_its_section_linked() -> None:
+    anchors = section_anchors(SPEC_PATH.read_text(encoding="utf-8"))
+    rows = render_check_table(CHECKS, anchors).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [f"| `{check.id}`" for check in CHECKS]
+    assert rows[0].endswith(f"| [3](#{anchors['3']}) | {CHECKS[0].title} |")
+
+
+def test_check_table_refuses_a_section_the_specification_lacks() -> None:
+    check = CheckSpec("card.x", Level.MUST, Scope.CARD, "99.9", "No such section.")
+    with pytest.raises(ValueError, match="99.9"):
+        render_check_table([check], {"3": "3-declaration-in-the-agent-card"})

@@ -1,0 +1,79 @@
+"""The kit against the reference merchant: every binding, both A2A versions, the default tenant and `acme`.
+
+One merchant for the module and one run of the whole kit (module-scoped): the tests read its report. Every
+MUST passes; the report covers every interface the card lists and every check of the catalogue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devchain import DevChain
+from tests.fixtures.conformance import serve_reference_merchant
+from x402_a2a_conformance import CHECKS, KitSettings, Outcome, Report, Scope, render_console, run_conformance
+
+EXPECTED_TARGETS = {
+    "JSONRPC 1.0 tenant=(default)",
+    "HTTP+JSON 1.0 tenant=(default)",
+    "GRPC 1.0 tenant=(default)",
+    "JSONRPC 1.0 tenant=acme",
+    "HTTP+JSON 1.0 tenant=acme",
+    "GRPC 1.0 tenant=acme",
+    "JSONRPC 0.3 tenant=(default)",
+    "HTTP+JSON 0.3 tenant=(default)",
+    "JSONRPC 0.3 tenant=acme",
+    "HTTP+JSON 0.3 tenant=acme",
+}
+
+
+@pytest.fixture(scope="module")
+def reference_url(kit_chain: DevChain, kit_database: str, kit_folder: Path) -> Iterator[str]:
+    """The reference merchant's base URL."""
+    with serve_reference_merchant(kit_chain, kit_database, kit_folder) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def report(reference_url: str, kit_chain: DevChain, kit_payer: str) -> Report:
+    """One run of the whole kit against the reference merchant."""
+    settings = KitSettings(reference_url, kit_chain.rpc_url, kit_payer, concurrency=6)
+    return await run_conformance(settings)
+
+
+def test_every_must_passes(report: Report) -> None:
+    assert report.ok, render_console(report)
+
+
+def test_every_interface_of_both_versions_is_checked(report: Report) -> None:
+    checked = {r.target for r in report.results}
+    assert EXPECTED_TARGETS <= checked, checked
+
+
+def test_every_check_ran_where_it_applies(report: Report) -> None:
+    for spec in CHECKS:
+        ran = [r for r in report.results if r.spec is spec]
+        assert ran, spec.id
+        if spec.scope is not Scope.CARD:
+            targets = {r.target for r in ran}
+            version = spec.scope.value
+            assert targets == {t for t in EXPECTED_TARGETS if f" {version} " in t}, (spec.id, targets)
+
+
+def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
+    """gRPC has no JSON integers; the 0.3 card declares only v0.2, which defines no params."""
+    skipped = {(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.SKIPPED}
+    params = ("params-present", "params-schema", "params-consistent", "pay-to-per-tenant", "no-empty-tenant")
+    assert skipped == {
+        ("terms.integers", "GRPC 1.0 tenant=(default)"),
+        ("terms.integers", "GRPC 1.0 tenant=acme"),
+        *((f"card.{name}", "card A2A-Version=0.3") for name in params),
+    }, render_console(report, verbose=True)
+
+
+def test_every_check_passes_on_the_reference_merchant(report: Report) -> None:
+    """The reference merchant meets the SHOULDs too: a SHOULD the kit cannot see met is a kit defect."""
+    failed = [(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.FAILED]
+    assert failed == [], render_console(report)

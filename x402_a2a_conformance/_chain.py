@@ -1,0 +1,111 @@
+"""Reading the chain the merchant settles on: was an authorization used, and what did its transaction move.
+
+Plain Ethereum JSON-RPC (``eth_call``, ``eth_getTransactionReceipt``, ``eth_getLogs``, ``eth_blockNumber``)
+over httpx with a timeout, so it works against anvil, a testnet node or a hosted endpoint. EIP-3009 tokens
+expose ``authorizationState(authorizer, nonce)`` and emit ``AuthorizationUsed(authorizer, nonce)``; a
+payment moved money exactly when that nonce is used, which is how the kit tells "nothing moved" without
+comparing balances that other traffic changes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from eth_utils.address import to_checksum_address
+
+__all__ = ["ChainError", "ChainReader", "Transfer"]
+
+_AUTHORIZATION_STATE = "0xe94a0102"
+_AUTHORIZATION_USED = "0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5"
+_TRANSFER = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+
+
+class ChainError(Exception):
+    """The chain's node did not answer, or answered something that is not a JSON-RPC result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One ERC-20 ``Transfer`` log."""
+
+    asset: str
+    sender: str
+    recipient: str
+    value: int
+
+
+def _word(address: str) -> str:
+    return "0x" + address.lower().removeprefix("0x").rjust(64, "0")
+
+
+class ChainReader:
+    """The few chain reads the checks need."""
+
+    def __init__(self, rpc_url: str, *, timeout_s: float = 15.0) -> None:
+        self._rpc_url = rpc_url
+        self._http = httpx.AsyncClient(timeout=timeout_s, follow_redirects=False)
+        self._ids = itertools.count(1)
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, params: list[Any]) -> Any:
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        try:
+            response = await self._http.post(self._rpc_url, json=body)
+            answer = response.json()
+        except (httpx.HTTPError, ValueError) as error:
+            raise ChainError(f"{method}: the node did not answer usefully ({error})") from None
+        if not isinstance(answer, dict) or "result" not in answer:
+            raise ChainError(f"{method}: {answer!r:.300}")
+        return answer["result"]
+
+    async def chain_id(self) -> int:
+        """``eth_chainId``."""
+        return int(await self._call("eth_chainId", []), 16)
+
+    async def block_number(self) -> int:
+        """``eth_blockNumber``."""
+        return int(await self._call("eth_blockNumber", []), 16)
+
+    async def authorization_used(self, asset: str, authorizer: str, nonce: str) -> bool:
+        """Whether the EIP-3009 ``nonce`` of ``authorizer`` is used on ``asset``."""
+        data = _AUTHORIZATION_STATE + _word(authorizer)[2:] + nonce.lower().removeprefix("0x").rjust(64, "0")
+        result = await self._call("eth_call", [{"to": asset, "data": data}, "latest"])
+        return isinstance(result, str) and int(result, 16) != 0
+
+    async def uses_of(self, asset: str, authorizer: str, nonce: str, from_block: int) -> list[str]:
+        """The transactions since ``from_block`` that used ``authorizer``'s ``nonce``."""
+        topics = [
+            _AUTHORIZATION_USED,
+            _word(authorizer),
+            "0x" + nonce.lower().removeprefix("0x").rjust(64, "0"),
+        ]
+        logs = await self._call(
+            "eth_getLogs",
+            [{"address": asset, "fromBlock": hex(from_block), "toBlock": "latest", "topics": topics}],
+        )
+        return [str(log.get("transactionHash")) for log in logs if isinstance(log, dict)]
+
+    async def transfers_in(self, transaction: str) -> list[Transfer] | None:
+        """The ``Transfer`` logs of a successful ``transaction``; ``None`` if it is not mined or reverted."""
+        receipt = await self._call("eth_getTransactionReceipt", [transaction])
+        if not isinstance(receipt, dict) or receipt.get("status") != "0x1":
+            return None
+        found: list[Transfer] = []
+        for log in receipt.get("logs") or []:
+            topics = log.get("topics") or []
+            if len(topics) == 3 and topics[0] == _TRANSFER:
+                found.append(
+                    Transfer(
+                        to_checksum_address(log["address"]),
+                        to_checksum_address("0x" + topics[1][-40:]),
+                        to_checksum_address("0x" + topics[2][-40:]),
+                        int(log.get("data") or "0x0", 16),
+                    )
+                )
+        return found

@@ -1,0 +1,172 @@
+"""One run of the kit against one merchant: discover, check every card reading and interface, sweep.
+
+Checks of different interfaces, and the independent scenarios of one interface (each on its own task),
+run concurrently up to ``KitSettings.concurrency``; the payer's key signs authorizations with random nonces,
+so concurrent payments never collide. At the end every authorization a check expected to stay unused is
+read again: a merchant that settles a refused payment later fails that check then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from ._card import Discovery, Interface, discover
+from ._card_checks import CARD_CHECKS, card_checks, reading_target
+from ._catalogue import CHECKS
+from ._chain import ChainError, ChainReader
+from ._context import NotApplicable, Probe, Run
+from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
+from ._flows_0_3 import V02_CHECKS, v02_task
+from ._http import UntrustedHttp
+from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals, tenant_isolation
+from ._report import Outcome, Report
+from ._signer import Signer
+from ._wire import Wire
+
+__all__ = ["KitSettings", "run_conformance"]
+
+Scenario = Callable[[Probe, Wire], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class KitSettings:
+    """What a run needs: where the merchant and the chain are, the payer, and the kit's limits."""
+
+    merchant_url: str
+    """The card URL, or the merchant's base URL (the well-known card path is added)."""
+    rpc_url: str
+    payer_key: str = field(repr=False)
+    max_amount: int = 1_000_000
+    """The most the kit signs for in one payment, in the asset's atomic units."""
+    timeout_s: float = 20.0
+    max_bytes: int = 2 * 1024 * 1024
+    concurrency: int = 4
+    only: frozenset[str] = frozenset()
+    """Run only the checks whose id is here or starts with one of these followed by a dot (empty: all)."""
+
+
+def _selected(settings: KitSettings, ids: Iterable[str]) -> bool:
+    if not settings.only:
+        return True
+    return any(i in settings.only or any(i.startswith(f"{p}.") for p in settings.only) for i in ids)
+
+
+def _scenarios(
+    discovery: Discovery, interface: Interface, other: Wire | None
+) -> list[tuple[tuple[str, ...], Scenario]]:
+    if interface.version == "0.3":
+        return [(V02_CHECKS, v02_task)]
+
+    async def isolation(probe: Probe, wire: Wire) -> None:
+        await tenant_isolation(probe, wire, other)
+
+    found: list[tuple[tuple[str, ...], Scenario]] = [
+        (PAID_CHECKS, paid_task),
+        (("tenant.isolation",), isolation),
+        (STREAM_CHECKS, streamed_task if _streams(discovery) else _no_streaming),
+        (REFUSAL_CHECKS, refusals),
+    ]
+    for check_id in BAD_PAYMENT_CHECKS:
+
+        async def one(probe: Probe, wire: Wire, check_id: str = check_id) -> None:
+            await bad_payment(probe, wire, check_id)
+
+        found.append(((check_id,), one))
+    return found
+
+
+def _streams(discovery: Discovery) -> bool:
+    card = discovery.readings["1.0"].card or {}
+    capabilities = card.get("capabilities")
+    return isinstance(capabilities, dict) and capabilities.get("streaming") is True
+
+
+async def _no_streaming(probe: Probe, wire: Wire) -> None:
+    for check_id in STREAM_CHECKS:
+        async with probe.check(check_id):
+            raise NotApplicable("the card does not declare capabilities.streaming")
+
+
+async def run_conformance(settings: KitSettings) -> Report:
+    """Run every selected check against the merchant; never raises for anything the merchant does."""
+    http = UntrustedHttp(timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
+    chain = ChainReader(settings.rpc_url, timeout_s=settings.timeout_s)
+    try:
+        return await _run(settings, http, chain)
+    finally:
+        await http.aclose()
+        await chain.aclose()
+
+
+async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -> Report:
+    discovery = await discover(http, settings.merchant_url)
+    report = Report(discovery.card_url)
+    try:
+        start_block = max(await chain.block_number() - 1, 0)
+    except ChainError:
+        start_block = 0  # every chain check then fails with the node's error as its evidence
+    signer = Signer(settings.payer_key, discovery, max_amount=settings.max_amount)
+    run = Run(report, discovery, http, chain, signer, start_block, settings.timeout_s, settings.max_bytes)
+    versions = {i.version for i in discovery.interfaces}
+    both = versions == {"1.0", "0.3"}
+    readings = ["1.0", "0.3", ""] if both else ["1.0", *(["0.3"] if "0.3" in versions else [])]
+    limit = asyncio.Semaphore(settings.concurrency)
+    jobs: list[Awaitable[None]] = []
+    for version in readings:
+        target = reading_target(version)
+        report.targets.append(target)
+        if _selected(settings, (*CARD_CHECKS, "card.vary", "card.unversioned-lists-both")):
+            jobs.append(_card_job(Probe(run, target), run, version, both))
+    for interface in discovery.interfaces:
+        report.targets.append(interface.label)
+        wire = Wire(http, interface, timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
+        for ids, scenario in _scenarios(discovery, interface, _neighbour(run, interface)):
+            if _selected(settings, ids):
+                jobs.append(_job(limit, Probe(run, interface.label), ids, scenario, wire))
+    await asyncio.gather(*jobs)
+    await _sweep(run)
+    _filter_and_order(report, settings)
+    return report
+
+
+def _neighbour(run: Run, interface: Interface) -> Wire | None:
+    """A wire to the first interface of the same binding and version serving another tenant."""
+    for candidate in run.discovery.interfaces:
+        same = (candidate.binding, candidate.version) == (interface.binding, interface.version)
+        if same and candidate.tenant != interface.tenant:
+            return Wire(run.http, candidate, timeout_s=run.timeout_s, max_bytes=run.max_bytes)
+    return None
+
+
+async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:
+    reading = run.discovery.readings[version]
+    async with probe.scenario(CARD_CHECKS) as scenario:
+        await card_checks(scenario, reading, run.discovery, both)
+
+
+async def _job(
+    limit: asyncio.Semaphore, probe: Probe, ids: tuple[str, ...], scenario: Scenario, wire: Wire
+) -> None:
+    async with limit, probe.scenario(ids) as inner:
+        await scenario(inner, wire)
+
+
+async def _sweep(run: Run) -> None:
+    for unspent in run.unspent:
+        try:
+            used = await run.chain.authorization_used(unspent.asset, unspent.payer, unspent.nonce)
+        except ChainError:
+            continue  # the check already read it unused; a node failure now proves nothing either way
+        result = run.report.result(unspent.check_id, unspent.target)
+        if used and result is not None:
+            result.outcome = Outcome.FAILED
+            result.detail = "the refused authorization was used on chain after the answer: money moved"
+
+
+def _filter_and_order(report: Report, settings: KitSettings) -> None:
+    order = {spec.id: index for index, spec in enumerate(CHECKS)}
+    targets = {target: index for index, target in enumerate(report.targets)}
+    kept = [r for r in report.results if _selected(settings, (r.spec.id,))]
+    report.results = sorted(kept, key=lambda r: (targets.get(r.target, len(targets)), order[r.spec.id]))

@@ -1,0 +1,100 @@
+"""``x402-a2a-conformance``: check a merchant against the A2A x402 extension specification.
+
+Exit status: 0 when every MUST check passed, 1 when one failed, 2 for a usage error. The payer's key is
+read from ``--payer-key-file`` or the ``X402_PAYER_KEY`` environment variable, never from the command line
+(where it would be in the shell's history and the process list).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from eth_account import Account
+
+from ._render import render_console, render_json, render_junit, render_markdown
+from ._runner import KitSettings, run_conformance
+
+__all__ = ["main"]
+
+_KEY_VARIABLE = "X402_PAYER_KEY"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="x402-a2a-conformance",
+        description="Check an A2A merchant against the x402 payment extension (spec/v0.3.md), black-box.",
+    )
+    parser.add_argument("merchant", help="the merchant's Agent Card URL, or its base URL")
+    parser.add_argument("--rpc-url", required=True, help="JSON-RPC URL of the chain the merchant settles on")
+    parser.add_argument(
+        "--payer-key-file", type=Path, help=f"file holding the funded payer's key (else ${_KEY_VARIABLE})"
+    )
+    parser.add_argument(
+        "--max-amount", type=int, default=1_000_000, help="most the kit signs per payment (atomic units)"
+    )
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds allowed for each answer")
+    parser.add_argument("--max-bytes", type=int, default=2 * 1024 * 1024, help="largest answer accepted")
+    parser.add_argument("--concurrency", type=int, default=4, help="scenarios run at the same time")
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only this check id or prefix (repeatable)"
+    )
+    parser.add_argument("--json", type=Path, help="write the JSON report here")
+    parser.add_argument("--markdown", type=Path, help="write the Markdown report here")
+    parser.add_argument("--junit", type=Path, help="write the JUnit XML report here")
+    parser.add_argument("--verbose", action="store_true", help="list every result, not only the failures")
+    return parser
+
+
+def _key(parser: argparse.ArgumentParser, path: Path | None) -> str:
+    try:
+        key = (
+            path.read_text(encoding="utf-8").strip()
+            if path is not None
+            else os.environ.get(_KEY_VARIABLE, "").strip()
+        )
+    except OSError as error:
+        parser.error(f"cannot read the payer key file: {error.strerror}")
+    if not key:
+        parser.error(f"no payer key: give --payer-key-file or set {_KEY_VARIABLE}")
+    try:
+        Account.from_key(key)
+    except (ValueError, TypeError):
+        parser.error("the payer key is not a valid secp256k1 private key")
+    return key
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the kit; returns the exit status."""
+    parser = _parser()
+    options = parser.parse_args(argv)
+    if options.max_amount <= 0 or options.timeout <= 0 or options.max_bytes <= 0 or options.concurrency <= 0:
+        parser.error("--max-amount, --timeout, --max-bytes and --concurrency must be positive")
+    settings = KitSettings(
+        merchant_url=options.merchant,
+        rpc_url=options.rpc_url,
+        payer_key=_key(parser, options.payer_key_file),
+        max_amount=options.max_amount,
+        timeout_s=options.timeout,
+        max_bytes=options.max_bytes,
+        concurrency=options.concurrency,
+        only=frozenset(options.only),
+    )
+    report = asyncio.run(run_conformance(settings))
+    for path, render in (
+        (options.json, render_json),
+        (options.markdown, render_markdown),
+        (options.junit, render_junit),
+    ):
+        if path is not None:
+            path.write_text(render(report), encoding="utf-8")
+    sys.stdout.write(render_console(report, verbose=options.verbose))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
