@@ -10,6 +10,9 @@ idempotency key reused for another payment is 409 (the `payment-identifier` exte
 `POST /settle/status` (same body as `/settle`, not part of x402) reports, and finishes, a settlement that
 was answered `settlement_pending`; it refuses a body it cannot parse with a 400 and a settle body, and an
 authorization never presented with a 404.
+
+The app is plain Starlette: its handlers read and write bytes themselves, and FastAPI's routing layers
+(dependency solving, exit stacks, telemetry) cost about a fifth of a settlement's CPU at concurrency 50.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
 from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from observability import ScrapedGauges, metrics_route, readiness_route, service_version
 
@@ -89,7 +94,7 @@ async def _read_json(request: Request) -> object:
 
 def create_app(
     facilitator: Facilitator | None = None, *, settings: FacilitatorSettings | None = None
-) -> FastAPI:
+) -> Starlette:
     """The HTTP app around `facilitator`, or around one opened from `settings` in the app's lifespan.
 
     `settings` also give the readiness floor of the relayer's balance and the address the startup line
@@ -108,7 +113,7 @@ def create_app(
     registry.register(scraped := ScrapedGauges(facilitator_readings(current)))
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if facilitator is not None:
             app.state.facilitator = facilitator
             yield
@@ -134,13 +139,6 @@ def create_app(
         finally:
             await opened.aclose()
 
-    app = FastAPI(title="x402 facilitator", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.router.routes.append(metrics_route(registry, scraped))
-    app.router.routes.append(
-        readiness_route(lambda: facilitator_checks(current(), min_balance_wei=config.relayer_min_balance_wei))
-    )
-
-    @app.post("/verify")
     async def verify(request: Request) -> Response:
         data: object = None
         try:
@@ -155,7 +153,6 @@ def create_app(
         metrics.verified(answer)
         return _json(verify_response_to_v1(answer) if isinstance(parsed, VerifyRequestV1) else answer)
 
-    @app.post("/settle")
     async def settle(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
         data: object = None
@@ -177,7 +174,6 @@ def create_app(
         metrics.settled(answer)
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
-    @app.post("/settle/status")
     async def settle_status(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
         data: object = None
@@ -194,14 +190,23 @@ def create_app(
             )
         return _json(settle_response_to_v1(answer) if isinstance(parsed, SettleRequestV1) else answer)
 
-    @app.get("/supported")
     async def supported(request: Request) -> Response:
         return _json(request.app.state.facilitator.supported())
 
-    @app.get("/healthz")
     async def healthz(request: Request) -> Response:
         # Liveness only: whether the node, the database or the relayer are fine is /readyz's question.
         service: Facilitator = request.app.state.facilitator
         return _json({"status": "ok", "network": service.network, "relayer": service.relayer_address})
 
+    floor = config.relayer_min_balance_wei
+    routes = [
+        Route("/verify", verify, methods=["POST"]),
+        Route("/settle", settle, methods=["POST"]),
+        Route("/settle/status", settle_status, methods=["POST"]),
+        Route("/supported", supported, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        metrics_route(registry, scraped),
+        readiness_route(lambda: facilitator_checks(current(), min_balance_wei=floor)),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
     return app
