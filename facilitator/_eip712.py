@@ -7,7 +7,7 @@ from functools import lru_cache
 from eth_abi.abi import encode as abi_encode
 from eth_utils.crypto import keccak
 
-from ._token import Authorization
+from ._token import Authorization, address_word, bytes32_word, uint_word
 
 __all__ = ["TRANSFER_WITH_AUTHORIZATION_TYPEHASH", "authorization_digest", "domain_separator"]
 
@@ -33,18 +33,18 @@ def domain_separator(name: str, version: str, chain_id: int, verifying_contract:
 
 def authorization_digest(auth: Authorization, *, name: str, version: str, chain_id: int, asset: str) -> bytes:
     """The 32-byte digest the payer signed for `auth` under the token's domain."""
+    # Fixed-size words only, so encoded by hand (eth-abi's generic encoder cost more than the two hashes).
     struct_hash = keccak(
-        abi_encode(
-            ["bytes32", "address", "address", "uint256", "uint256", "uint256", "bytes32"],
-            [
+        b"".join(
+            (
                 TRANSFER_WITH_AUTHORIZATION_TYPEHASH,
-                auth.from_,
-                auth.to,
-                auth.value,
-                auth.valid_after,
-                auth.valid_before,
-                auth.nonce,
-            ],
+                address_word(auth.from_),
+                address_word(auth.to),
+                uint_word(auth.value),
+                uint_word(auth.valid_after),
+                uint_word(auth.valid_before),
+                bytes32_word(auth.nonce),
+            )
         )
     )
     return keccak(b"\x19\x01" + domain_separator(name, version, chain_id, asset) + struct_hash)

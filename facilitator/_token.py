@@ -1,4 +1,9 @@
-"""ABI of the EIP-3009 token calls and logs the facilitator uses (USDC v2.2 compatible)."""
+"""ABI of the EIP-3009 token calls and logs the facilitator uses (USDC v2.2 compatible).
+
+The calls are encoded by hand, word by word: their types are fixed (addresses, uint256, bytes32 and at most
+one trailing `bytes`), and eth-abi's generic encoder, which infers and validates each value through
+several layers, cost about 60 µs of the settle path per payment. A test checks the bytes against eth-abi's.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from eth_abi.abi import decode as abi_decode
-from eth_abi.abi import encode as abi_encode
 from eth_utils.crypto import keccak
 
 from .wire import checksum_address
@@ -17,6 +21,8 @@ __all__ = [
     "TRANSFER_TOPIC",
     "Authorization",
     "TransferLog",
+    "address_word",
+    "bytes32_word",
     "decode_bool",
     "decode_string",
     "decode_uint",
@@ -29,6 +35,7 @@ __all__ = [
     "encode_transfer_with_authorization",
     "encode_version",
     "transfer_logs",
+    "uint_word",
 ]
 
 
@@ -72,6 +79,43 @@ def _hex(data: bytes) -> str:
     return "0x" + data.hex()
 
 
+def address_word(address: str) -> bytes:
+    """An ABI `address` word: the 20 bytes, left-padded to 32.
+
+    Raises:
+        ValueError: `address` is not 0x and 40 hex digits.
+    """
+    raw = bytes.fromhex(address[2:])
+    if len(raw) != 20 or address[:2] not in ("0x", "0X"):
+        raise ValueError(f"not an address: {address!r}")
+    return bytes(12) + raw
+
+
+def uint_word(value: int) -> bytes:
+    """An ABI `uint256` word (big-endian).
+
+    Raises:
+        OverflowError: `value` is negative or does not fit in 256 bits.
+    """
+    return value.to_bytes(32, "big")
+
+
+def bytes32_word(value: bytes) -> bytes:
+    """An ABI `bytes32` word.
+
+    Raises:
+        ValueError: `value` is not exactly 32 bytes.
+    """
+    if len(value) != 32:
+        raise ValueError(f"expected 32 bytes, got {len(value)}")
+    return value
+
+
+def _dynamic_bytes(value: bytes) -> bytes:
+    """The tail of an ABI `bytes` value: its length, then the bytes padded to a whole number of words."""
+    return uint_word(len(value)) + value + bytes(-len(value) % 32)
+
+
 def encode_name() -> str:
     """Calldata for `name()`."""
     return _hex(_NAME)
@@ -84,7 +128,7 @@ def encode_version() -> str:
 
 def encode_balance_of(owner: str) -> str:
     """Calldata for `balanceOf(owner)`."""
-    return _hex(_BALANCE_OF + abi_encode(["address"], [owner]))
+    return _hex(_BALANCE_OF + address_word(owner))
 
 
 def encode_paused() -> str:
@@ -94,17 +138,18 @@ def encode_paused() -> str:
 
 def encode_is_blacklisted(account: str) -> str:
     """Calldata for FiatToken's `isBlacklisted(account)`."""
-    return _hex(_IS_BLACKLISTED + abi_encode(["address"], [account]))
+    return _hex(_IS_BLACKLISTED + address_word(account))
 
 
 def encode_authorization_state(authorizer: str, nonce: bytes) -> str:
     """Calldata for `authorizationState(authorizer, nonce)`."""
-    return _hex(_AUTHORIZATION_STATE + abi_encode(["address", "bytes32"], [authorizer, nonce]))
+    return _hex(_AUTHORIZATION_STATE + address_word(authorizer) + bytes32_word(nonce))
 
 
 def encode_is_valid_signature(digest: bytes, signature: bytes) -> str:
     """Calldata for ERC-1271 `isValidSignature(digest, signature)`."""
-    return _hex(_IS_VALID_SIGNATURE + abi_encode(["bytes32", "bytes"], [digest, signature]))
+    # The head: the digest, then the offset of the signature's tail (two words in).
+    return _hex(_IS_VALID_SIGNATURE + bytes32_word(digest) + uint_word(64) + _dynamic_bytes(signature))
 
 
 def encode_transfer_with_authorization(auth: Authorization) -> str:
@@ -113,16 +158,22 @@ def encode_transfer_with_authorization(auth: Authorization) -> str:
     A 65-byte signature uses the (v, r, s) overload, which every FiatToken v2 has; anything else (ERC-1271
     contract wallets) needs the `bytes signature` overload added in v2.2.
     """
-    head = [auth.from_, auth.to, auth.value, auth.valid_after, auth.valid_before, auth.nonce]
-    types = ["address", "address", "uint256", "uint256", "uint256", "bytes32"]
+    head = b"".join(
+        (
+            address_word(auth.from_),
+            address_word(auth.to),
+            uint_word(auth.value),
+            uint_word(auth.valid_after),
+            uint_word(auth.valid_before),
+            bytes32_word(auth.nonce),
+        )
+    )
     sig = auth.signature
     if len(sig) == 65:
         v = sig[64] if sig[64] >= 27 else sig[64] + 27
-        return _hex(
-            _TRANSFER_VRS
-            + abi_encode([*types, "uint8", "bytes32", "bytes32"], [*head, v, sig[:32], sig[32:64]])
-        )
-    return _hex(_TRANSFER_BYTES + abi_encode([*types, "bytes"], [*head, sig]))
+        return _hex(_TRANSFER_VRS + head + uint_word(v) + sig[:32] + sig[32:64])
+    # Seven head words, the last the offset of the signature's tail.
+    return _hex(_TRANSFER_BYTES + head + uint_word(7 * 32) + _dynamic_bytes(sig))
 
 
 def decode_string(result: str) -> str:
