@@ -22,7 +22,6 @@ UTF-8 encoder refuse: such input must fail here, not deep inside storage.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -275,6 +274,16 @@ _MAX_KEY_CHARS: Final = 128
 _MAX_INT_BITS: Final = 256
 
 
+def _copy_json(value: Any) -> Any:
+    """A copy of a JSON value (its objects and arrays new, strings and numbers shared: they are immutable);
+    `copy.deepcopy`'s memo and dispatch cost several times more on the settle path."""
+    if isinstance(value, dict):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value
+
+
 def _json_object(*, max_keys: int, max_bytes: int, max_depth: int) -> PlainValidator:
     """A validator for a free-form JSON object, bounded so it cannot be used to bloat storage.
 
@@ -332,7 +341,8 @@ def _json_object(*, max_keys: int, max_bytes: int, max_depth: int) -> PlainValid
             else:
                 fail(f"expected JSON values only, got {json_type_name(item)}")
         # The model is frozen; a private copy keeps later edits of the caller's dict out of it.
-        return copy.deepcopy(value)
+        copied: dict[str, Any] = _copy_json(value)
+        return copied
 
     return PlainValidator(validate, json_schema_input_type=dict[str, Any])
 
