@@ -63,6 +63,31 @@ _lines = cast(sa.Table, LedgerLine.__table__)
 _finalizations = cast(sa.Table, LedgerFinalization.__table__)
 _unfinalized = cast(sa.Table, LedgerUnfinalized.__table__)
 
+# The booking path's statements, built once and given their values per call: building a statement and its
+# cache key on every booking cost about as much CPU as running it.
+_INSERT_ENTRY = sa.insert(_entries)
+_INSERT_FINALIZATION = sa.insert(_finalizations)
+_INSERT_LINE = sa.insert(_lines)
+_UPDATE_TOTALS = (
+    sa.update(_accounts)
+    .where(_accounts.c.id == sa.bindparam("_id"))
+    .values(debits_posted=sa.bindparam("_debits"), credits_posted=sa.bindparam("_credits"))
+)
+_LOCKED_ACCOUNTS = (
+    sa.select(_accounts)
+    .where(
+        _accounts.c.tenant == sa.bindparam("_tenant"),
+        _accounts.c.network == sa.bindparam("_network"),
+        _accounts.c.asset == sa.bindparam("_asset"),
+        sa.or_(
+            sa.and_(_accounts.c.kind == "payer", _accounts.c.holder == sa.bindparam("_payer")),
+            sa.and_(_accounts.c.kind == "revenue", _accounts.c.holder == ""),
+        ),
+    )
+    .order_by(_accounts.c.id)
+    .with_for_update()
+)
+
 # Fields that must match for a second booking of an authorization to be the same booking. The block
 # number and settlement time are observations that a retry may report differently (a shallow reorg can
 # move the same transaction to another block), so they are not compared.
@@ -272,7 +297,7 @@ class Ledger(LedgerReader):
             recorded_at=_now(),
         )
         try:
-            await connection.execute(sa.insert(_finalizations).values(_values(finalization)))
+            await connection.execute(_INSERT_FINALIZATION, _values(finalization))
         except IntegrityError as exc:
             raise _AlreadyRecorded(exc) from exc
         await _watched_no_more(connection, entry_id)
@@ -295,7 +320,7 @@ async def _insert_entry(connection: AsyncConnection, entry: BookedEntry) -> None
     del values["status"]  # derived from the facts, never stored
     values["kind"] = entry.kind.value
     try:
-        await connection.execute(sa.insert(_entries).values(values))
+        await connection.execute(_INSERT_ENTRY, values)
     except IntegrityError as exc:
         raise _AlreadyRecorded(exc) from exc
 
@@ -329,22 +354,13 @@ async def _locked_accounts(connection: AsyncConnection, entry: BookedEntry) -> d
 
     Locking in id order makes two transactions touching the same accounts always queue in the same order.
     """
-    rows = (
-        await connection.execute(
-            sa.select(_accounts)
-            .where(
-                _accounts.c.tenant == entry.tenant,
-                _accounts.c.network == entry.network,
-                _accounts.c.asset == entry.asset,
-                sa.or_(
-                    sa.and_(_accounts.c.kind == "payer", _accounts.c.holder == entry.payer),
-                    sa.and_(_accounts.c.kind == "revenue", _accounts.c.holder == ""),
-                ),
-            )
-            .order_by(_accounts.c.id)
-            .with_for_update()
-        )
-    ).all()
+    parameters = {
+        "_tenant": entry.tenant,
+        "_network": entry.network,
+        "_asset": entry.asset,
+        "_payer": entry.payer,
+    }
+    rows = (await connection.execute(_LOCKED_ACCOUNTS, parameters)).all()
     return {row.kind: row for row in rows}
 
 
@@ -359,18 +375,13 @@ async def _post(
         if balance_after < 0:
             # Only a reversal lowers a balance, and it undoes an earlier line of the same amount.
             raise LedgerInvariantError([f"account {account.id} would go negative by entry {entry_id}"])
-        await connection.execute(
-            sa.insert(_lines).values(
-                id=new_id("jl"),
-                entry_id=entry_id,
-                account_id=account.id,
-                direction=direction,
-                amount=amount,
-                balance_after=balance_after,
-            )
-        )
-        await connection.execute(
-            sa.update(_accounts)
-            .where(_accounts.c.id == account.id)
-            .values(debits_posted=debits, credits_posted=credits)
-        )
+        line = {
+            "id": new_id("jl"),
+            "entry_id": entry_id,
+            "account_id": account.id,
+            "direction": direction,
+            "amount": amount,
+            "balance_after": balance_after,
+        }
+        await connection.execute(_INSERT_LINE, line)
+        await connection.execute(_UPDATE_TOTALS, {"_id": account.id, "_debits": debits, "_credits": credits})

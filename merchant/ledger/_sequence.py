@@ -20,10 +20,13 @@ async def allocate_sequence(connection: AsyncConnection) -> int:
     database; keep the rest of such a transaction short. On SQLite the UPDATE also takes the database's
     write lock at once, so a transaction that starts with it never hits a stale-snapshot conflict.
     """
-    statement = (
-        sa.update(LedgerSequence)
-        .where(LedgerSequence.id == 1)
-        .values(value=LedgerSequence.value + 1)
-        .returning(LedgerSequence.value)
-    )
-    return int((await connection.execute(statement)).scalar_one())
+    return int((await connection.execute(_NEXT)).scalar_one())
+
+
+# Built once: building a statement (and its cache key) per call cost more than running it.
+_NEXT = (
+    sa.update(LedgerSequence)
+    .where(LedgerSequence.id == 1)
+    .values(value=LedgerSequence.value + 1)
+    .returning(LedgerSequence.value)
+)

@@ -162,6 +162,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+# Read on every payment message: built once, the values given per call.
+_BY_TASK = sa.select(offers_table).where(offers_table.c.task_id == sa.bindparam("_task_id"))
+_BY_AUTHORIZATION = sa.select(offers_table).where(
+    offers_table.c.payer == sa.bindparam("_payer"), offers_table.c.nonce == sa.bindparam("_nonce")
+)
+
+
 def _offer(row: sa.Row[Any]) -> Offer:
     values = dict(row._mapping)
     values["state"] = OfferState(values["state"])
@@ -233,18 +240,13 @@ class OfferStore:
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
         async with self._engine.connect() as connection:
-            row = (
-                await connection.execute(sa.select(offers_table).where(offers_table.c.task_id == task_id))
-            ).first()
+            row = (await connection.execute(_BY_TASK, {"_task_id": task_id})).first()
         return _offer(row) if row is not None else None
 
     async def by_authorization(self, payer: str, nonce: str) -> Offer | None:
         """The offer that an authorization was submitted for, if any."""
-        statement = sa.select(offers_table).where(
-            offers_table.c.payer == payer, offers_table.c.nonce == nonce
-        )
         async with self._engine.connect() as connection:
-            row = (await connection.execute(statement)).first()
+            row = (await connection.execute(_BY_AUTHORIZATION, {"_payer": payer, "_nonce": nonce})).first()
         return _offer(row) if row is not None else None
 
     async def submit(

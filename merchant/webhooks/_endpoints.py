@@ -154,13 +154,17 @@ def endpoint_from_row(row: sa.Row[Any]) -> Endpoint:
     )
 
 
+# Built once: read with every event enqueued.
+_ACTIVE_ENDPOINTS = (
+    sa.select(_endpoints)
+    .where(_endpoints.c.tenant == sa.bindparam("_tenant"), _endpoints.c.status == "active")
+    .order_by(_endpoints.c.id)
+)
+
+
 async def active_endpoints(connection: AsyncConnection, tenant: str, event_type: str) -> list[Endpoint]:
     """The tenant's active endpoints subscribed to `event_type`, in id order."""
-    rows = await connection.execute(
-        sa.select(_endpoints)
-        .where(_endpoints.c.tenant == tenant, _endpoints.c.status == "active")
-        .order_by(_endpoints.c.id)
-    )
+    rows = await connection.execute(_ACTIVE_ENDPOINTS, {"_tenant": tenant})
     return [endpoint for endpoint in map(endpoint_from_row, rows) if endpoint.subscribes(event_type)]
 
 

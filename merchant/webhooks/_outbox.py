@@ -44,6 +44,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+# Built once, its values given per call (an event is enqueued with every booking).
+_INSERT_EVENT = sa.insert(_events)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """An event in the outbox; `payload` is the exact body every delivery sends."""
@@ -163,7 +167,7 @@ class Outbox:
             ),
             created_at=now,
         )
-        await connection.execute(sa.insert(_events).values(**_fields(event)))
+        await connection.execute(_INSERT_EVENT, _fields(event))
         endpoints = await active_endpoints(connection, tenant, event_type.value)
         if endpoints:
             await connection.execute(
