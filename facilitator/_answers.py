@@ -35,7 +35,9 @@ async def read_within(read: Awaitable[_T], deadline: float | None) -> _T:
     if deadline is None:
         return await read
     try:
-        return await asyncio.wait_for(read, remaining(deadline))
+        # A timeout scope, not `wait_for`: the read runs in the caller's task instead of a new one.
+        async with asyncio.timeout(remaining(deadline)):
+            return await read
     except TimeoutError as exc:
         raise ChainUnavailableError("the chain did not answer within the settle's budget") from exc
 
