@@ -68,6 +68,7 @@ _unfinalized = cast(sa.Table, LedgerUnfinalized.__table__)
 _INSERT_ENTRY = sa.insert(_entries)
 _INSERT_FINALIZATION = sa.insert(_finalizations)
 _INSERT_LINE = sa.insert(_lines)
+_INSERT_UNFINALIZED = sa.insert(_unfinalized)
 _UPDATE_TOTALS = (
     sa.update(_accounts)
     .where(_accounts.c.id == sa.bindparam("_id"))
@@ -236,7 +237,7 @@ class Ledger(LedgerReader):
             booked_at=_now(),
         )
         await _insert_entry(connection, entry)
-        await connection.execute(sa.insert(_unfinalized).values(entry_id=entry.id, sequence=entry.sequence))
+        await connection.execute(_INSERT_UNFINALIZED, {"entry_id": entry.id, "sequence": entry.sequence})
         payer, revenue = await _lock_accounts(connection, entry)
         await _post(connection, entry.id, debit=payer, credit=revenue, amount=entry.amount)
         await self._events.publish(connection, SettlementBooked(entry))
