@@ -76,8 +76,10 @@ def check_v1_0_form(params: Any) -> None:
     for key, found in (("kind", '"kind"'), ("content", '"content" (0.3 HTTP+JSON parts)')):
         if key in message:
             raise _refuse("message", found, "0.3")
-    if message.get("role") in _V0_3_ROLES:
-        raise _refuse("message", f'role "{message["role"]}"', "0.3")
+    role = message.get("role")
+    # Only a string can be a 0.3 role; anything else is for the SDK's own validation to refuse.
+    if isinstance(role, str) and role in _V0_3_ROLES:
+        raise _refuse("message", f'role "{role}"', "0.3")
     for index, part in enumerate(_parts(message, "parts")):
         for key in ("kind", "file"):
             if key in part:

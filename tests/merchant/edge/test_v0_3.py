@@ -224,6 +224,24 @@ async def test_a_message_in_the_other_versions_form_is_refused(
     assert response.headers["a2a-version"] == version
 
 
+@pytest.mark.parametrize("role", [{}, [], 7, None])
+async def test_a_1_0_message_whose_role_is_not_a_string_is_invalid_params(
+    shared_merchant: str, role: JSON
+) -> None:
+    # Found by schemathesis: an object as the role made the 0.3-marker check raise (HTTP 500).
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": role, "parts": [{"text": "hi"}]}},
+    }
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+        response = await http.post(JSONRPC_PATH, json=body, headers={"A2A-Version": "1.0"})
+
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field"),
     [
