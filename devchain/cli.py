@@ -24,9 +24,11 @@ from pathlib import Path
 import click
 import httpx
 
+import cli
+
 from ._anvil import DEFAULT_CHAIN_ID, AnvilNode
 from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
-from ._errors import RpcError
+from ._errors import AnvilNotFoundError, AnvilStartError, RpcError
 from ._rpc import RpcClient
 
 __all__ = ["main"]
@@ -76,7 +78,7 @@ def _export_lines(env_file: Path) -> str:
     return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
 
 
-@click.command()
+@click.command(cls=cli.Command, mistakes={AnvilNotFoundError: None, AnvilStartError: None})
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-devchain")
 @click.option(
     "--chain-id", type=int, default=DEFAULT_CHAIN_ID, show_default=True, help="Chain id anvil reports."

@@ -25,7 +25,7 @@ from ._checks import (
 )
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
-from ._config import FacilitatorSettings, load_private_key
+from ._config import FacilitatorSettings, evm_network, load_private_key
 from ._errors import (
     ChainError,
     ChainMismatchError,
@@ -40,7 +40,7 @@ from ._health import chain_check, facilitator_checks, relayer_check, schema_chec
 from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
 from ._probe import ChainStatus, RelayerStatus, read_chain_status
 from ._recovery import authorization_used
-from ._rpc import RpcCall, RpcClient
+from ._rpc import RpcCall, RpcClient, shown_origin
 from ._service import Facilitator
 from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
@@ -79,6 +79,7 @@ __all__ = [
     "check_relayer_funded",
     "check_schema",
     "create_app",
+    "evm_network",
     "facilitator_checks",
     "facilitator_readings",
     "load_private_key",
@@ -87,4 +88,5 @@ __all__ = [
     "render_checks",
     "run_checks",
     "schema_check",
+    "shown_origin",
 ]

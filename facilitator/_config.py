@@ -8,12 +8,20 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cli import ConfigError
 from storage import DEFAULT_DATABASE_URL
 
-__all__ = ["FacilitatorSettings", "load_private_key"]
+__all__ = ["FacilitatorSettings", "evm_network", "load_private_key"]
 
 _HEX_KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 _CAIP2_EVM = re.compile(r"^eip155:[1-9][0-9]{0,18}$")
+
+
+def evm_network(value: str) -> str:
+    """`value` when it is a CAIP-2 id of an EVM chain (`eip155:<chain id>`); raises ValueError otherwise."""
+    if not _CAIP2_EVM.match(value):
+        raise ValueError("must be a CAIP-2 EVM chain id such as eip155:84532 (Base Sepolia)")
+    return value
 
 
 def load_private_key(value: str) -> str:
@@ -22,10 +30,19 @@ def load_private_key(value: str) -> str:
     if not _HEX_KEY.match(value):
         path = Path(value).expanduser()
         if not path.is_file():
-            raise ValueError("relayer key must be 32 bytes of hex or the path of a file holding them")
-        value = path.read_text().strip()
+            raise ConfigError(
+                "must be 32 bytes of hex or the path of a file holding them", variable="X402_RELAYER_KEY"
+            )
+        try:
+            value = path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"names {path}, which cannot be read: {exc}", variable="X402_RELAYER_KEY"
+            ) from exc
         if not _HEX_KEY.match(value):
-            raise ValueError(f"{path} does not hold a 32-byte hex private key")
+            raise ConfigError(
+                f"names {path}, which does not hold a 32-byte hex private key", variable="X402_RELAYER_KEY"
+            )
     return value if value.startswith("0x") else "0x" + value
 
 
@@ -69,9 +86,7 @@ class FacilitatorSettings(BaseSettings):
     @field_validator("network")
     @classmethod
     def _evm_network(cls, value: str) -> str:
-        if not _CAIP2_EVM.match(value):
-            raise ValueError("network must be a CAIP-2 EVM id like eip155:84532")
-        return value
+        return evm_network(value)
 
     @property
     def chain_id(self) -> int:
@@ -81,7 +96,8 @@ class FacilitatorSettings(BaseSettings):
     def relayer_private_key(self) -> str:
         """The relayer key, loaded from hex or from its file."""
         if self.relayer_key is None:
-            raise ValueError(
-                "X402_RELAYER_KEY is not set: the facilitator cannot settle without a relayer key"
+            raise ConfigError(
+                "is not set: the facilitator cannot settle without a relayer key (hex, or a file holding it)",
+                variable="X402_RELAYER_KEY",
             )
         return load_private_key(self.relayer_key.get_secret_value())

@@ -22,13 +22,14 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from ._errors import ChainUnavailableError, RpcError
 
-__all__ = ["MAX_BATCH", "RpcCall", "RpcClient"]
+__all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin"]
 
 MAX_BATCH = 200
 """The most calls one HTTP request carries (public nodes refuse batches of a few hundred or more)."""
@@ -178,6 +179,14 @@ class RpcClient:
             return orjson.loads(content)
         except orjson.JSONDecodeError as exc:
             raise ChainUnavailableError("RPC node answered with invalid JSON") from exc
+
+
+def shown_origin(url: str) -> str:
+    """`url`'s scheme, host and port, for messages: a provider's URL often carries an API key in its path,
+    query or user part."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else "(an unparseable URL)"
 
 
 def _result(reply: Any) -> Any:

@@ -29,7 +29,7 @@ from ._answers import CHAIN_DOWN, Answers
 from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
-from ._errors import ChainError, ChainMismatchError, PaymentInvalidError
+from ._errors import ChainError, ChainMismatchError, ChainUnavailableError, PaymentInvalidError
 from ._outcome import Outcomes
 from ._probe import ChainStatus, read_chain_status
 from ._receipts import ReceiptWatcher
@@ -39,7 +39,7 @@ from ._recovery import Recovery
 from ._relayer import Relayer
 from ._request import idempotency_key_of, read_payment
 from ._reverted import RevertedRelease
-from ._rpc import RpcClient
+from ._rpc import RpcClient, shown_origin
 from ._settlement import Settlement
 from ._verify import Verifier
 from .wire import (
@@ -181,7 +181,12 @@ class Facilitator:
         """
         if self._database_url is not None:
             await ensure_schema_current(self._database_url, "facilitator")
-        node_chain_id = int(await self._rpc.call("eth_chainId"), 16)
+        try:
+            node_chain_id = int(await self._rpc.call("eth_chainId"), 16)
+        except ChainUnavailableError as exc:
+            raise ChainUnavailableError(
+                f"{exc}: check X402_RPC_URL (the node at {shown_origin(self._rpc.url)}) and that it runs"
+            ) from exc
         if node_chain_id != self.chain_id:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"

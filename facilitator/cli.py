@@ -7,14 +7,30 @@ import logging
 
 import click
 import uvicorn
-from pydantic import ValidationError
 
+import cli
 from observability import AccessLogMiddleware, LogSettingsError, configure_logging
-from storage import printable_url, upgrade_schema
+from storage import (
+    DatabaseUnavailableError,
+    DatabaseUrlError,
+    SchemaOutdatedError,
+    printable_url,
+    upgrade_schema,
+)
 
 from ._app import create_app
 from ._checks import CheckResult, check_facilitator, render_checks
 from ._config import FacilitatorSettings
+from ._errors import ChainMismatchError, ChainUnavailableError
+
+MISTAKES: cli.Mistakes = {
+    ChainMismatchError: None,
+    ChainUnavailableError: None,
+    DatabaseUrlError: "X402_DATABASE_URL",
+    DatabaseUnavailableError: "X402_DATABASE_URL",
+    SchemaOutdatedError: "X402_DATABASE_URL",
+}
+"""What `x402-facilitator` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
 
 logger = logging.getLogger(__name__)
 
@@ -26,19 +42,14 @@ class StartupRefusedError(click.ClickException):
 
 
 def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
-    """The settings from the environment and `.env`; a bad or missing one is a one-line error."""
-    try:
-        settings = FacilitatorSettings()
-        if relayer_key:
-            settings.relayer_private_key()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"X402_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise click.ClickException(f"invalid settings: {problems}") from exc
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    """The settings from the environment and `.env` (the relayer key loaded when `relayer_key`).
+
+    Raises:
+        cli.ConfigError: a setting is missing or invalid.
+    """
+    settings = cli.load_settings(FacilitatorSettings)
+    if relayer_key:
+        settings.relayer_private_key()
     return settings
 
 
@@ -47,7 +58,7 @@ KEEP_ALIVE_S = 30
 (httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
 
 
-@click.group()
+@click.group(cls=cli.Group, mistakes=MISTAKES)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-facilitator")
 def main() -> None:
     """An x402 facilitator for EIP-3009 payments on an EVM chain (settings from X402_* variables)."""
@@ -69,7 +80,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
     try:
         logs = configure_logging()
     except LogSettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise cli.ConfigError(str(exc)) from None
     _refuse_on_fatal(checked)
     app = create_app(settings=settings)
     uvicorn.run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -40,6 +41,7 @@ from agentcard import (
     load_signing_keys_from_env,
     sign_card,
 )
+from cli import ConfigError
 from facilitator import (
     ChainStatus,
     Facilitator,
@@ -61,7 +63,7 @@ from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
-from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
+from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
 __all__ = [
@@ -199,14 +201,35 @@ def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]
 
 
 def load_tenants(settings: MerchantSettings) -> TenantRegistry:
-    """The tenants `settings` name: its tenants file (read from disk), or only the default tenant.
+    """The tenants `settings` name: its tenants file (read from disk), or only the default tenant;
+    `X402_API_TOKEN` is the default tenant's API token either way.
 
     Raises:
-        TenantConfigError: the file is unreadable or invalid, or the default tenant is invalid.
+        TenantConfigError: the tenants file is unreadable or invalid.
+        cli.ConfigError: `X402_API_TOKEN` is set, but the file has no default tenant or gives it a token too.
     """
-    if settings.tenants_file:
-        return TenantRegistry.from_toml(settings.tenants_file)
-    return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price)
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else None
+    if not settings.tenants_file:
+        return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price, api_token=token)
+    registry = TenantRegistry.from_toml(settings.tenants_file)
+    if token is None:
+        return registry
+    default = registry.get(DEFAULT_TENANT)
+    if default is None:
+        raise ConfigError(
+            f"is the default tenant's token, but {settings.tenants_file} declares no [default] tenant: "
+            "add one, or unset X402_API_TOKEN",
+            variable="X402_API_TOKEN",
+        )
+    if default.api_token is not None:
+        raise ConfigError(
+            f"is set and {settings.tenants_file} gives the [default] tenant an api_token too: keep one",
+            variable="X402_API_TOKEN",
+        )
+    return TenantRegistry(
+        dataclasses.replace(tenant, api_token=token) if tenant.id == DEFAULT_TENANT else tenant
+        for tenant in registry
+    )
 
 
 def build_reconciler(

@@ -8,26 +8,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TypedDict
 
 import click
 import uvicorn
 
+import cli
 from agentcard import AgentCardError, KeyStore
-from facilitator import CheckResult, Facilitator, HttpFacilitatorClient, render_checks
+from facilitator import (
+    ChainMismatchError,
+    ChainUnavailableError,
+    CheckResult,
+    Facilitator,
+    HttpFacilitatorClient,
+    render_checks,
+)
 from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging
 from storage import create_engine, printable_url, upgrade_schema
 
+from ._preflight import preflight
 from .app import build_app, build_reconciler
 from .checks import check_merchant
 from .ledger import Ledger, ledger_cli
+from .ledger.cli import MISTAKES as LEDGER_MISTAKES
 from .ledger.cli import LedgerSettings
 from .payments import OfferStore
 from .reconciler import ReconcileReport
 from .settings import MerchantSettings
 from .webhooks import Outbox, webhooks_cli
+from .webhooks.cli import MISTAKES as WEBHOOK_MISTAKES
+
+MISTAKES: cli.Mistakes = {
+    **LEDGER_MISTAKES,
+    **WEBHOOK_MISTAKES,
+    AgentCardError: None,
+    ChainMismatchError: None,
+    ChainUnavailableError: None,
+}
+"""What `x402-merchant` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +68,7 @@ class _ServeOverrides(TypedDict, total=False):
     grpc_port: int
 
 
-@click.group()
+@click.group(cls=cli.Group, mistakes=MISTAKES)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-merchant")
 def main() -> None:
     """The x402 reference merchant: a paid A2A 1.0 agent with a ledger and billing webhooks."""
@@ -73,14 +91,13 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         overrides["port"] = port
     if grpc_port is not None:
         overrides["grpc_port"] = grpc_port
-    settings = MerchantSettings(**overrides)
+    settings = cli.load_settings(MerchantSettings, **overrides)
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
     checked = asyncio.run(check_merchant(settings))
     logs = _configure_logging()
     _refuse_on_fatal(checked)
-    with _key_errors():  # e.g. X402_CARD_KEYS_DIR without an active key
-        app = build_app(settings)
+    app = build_app(settings)
     uvicorn.run(
         AccessLogMiddleware(app) if logs.access_log else app,
         host=settings.host,
@@ -97,7 +114,7 @@ def _configure_logging() -> LogSettings:
     try:
         return configure_logging()
     except LogSettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise cli.ConfigError(str(exc)) from None
 
 
 @main.group()
@@ -108,7 +125,7 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Create or upgrade every table (tasks, offers, ledger, outbox, claims) in X402_DATABASE_URL."""
-    url = LedgerSettings().database_url
+    url = cli.load_settings(LedgerSettings).database_url
     done = asyncio.run(upgrade_schema(url))
     click.echo(f"schema in {printable_url(url)}: {done.describe()}")
 
@@ -122,7 +139,7 @@ def check() -> None:
     tenants file is valid and prices only offered skills, webhook URLs pass the address rules, and the card
     signing keys sign. Prints a table; exits 1 on any problem, 0 when every check passes.
     """
-    results = asyncio.run(check_merchant(MerchantSettings()))
+    results = asyncio.run(check_merchant(cli.load_settings(MerchantSettings)))
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)
@@ -147,7 +164,8 @@ def reconcile() -> None:
 
     Exits 1 when a difference could not be resolved (each is printed on stderr), 0 otherwise.
     """
-    settings = MerchantSettings()
+    settings = cli.load_settings(MerchantSettings)
+    asyncio.run(preflight(settings))
     _configure_logging()
     report = asyncio.run(_reconcile_once(settings))
     click.echo(
@@ -194,33 +212,24 @@ def keys() -> None:
 def _key_store() -> KeyStore:
     directory = os.environ.get("X402_CARD_KEYS_DIR")
     if not directory:
-        raise click.UsageError("set X402_CARD_KEYS_DIR to the directory holding the card signing keys")
+        raise cli.ConfigError(
+            "is not set: set it to the directory holding the card signing keys", variable="X402_CARD_KEYS_DIR"
+        )
     return KeyStore(directory)
-
-
-@contextmanager
-def _key_errors() -> Iterator[None]:
-    """Key refusals (no active key, unknown kid, last active key, corrupt file) as one-line CLI errors."""
-    try:
-        yield
-    except AgentCardError as exc:
-        raise click.ClickException(f"{exc.code}: {exc}") from exc
 
 
 @keys.command()
 @click.option("--alg", type=click.Choice(["ES256", "EdDSA"]), default="ES256", show_default=True)
 def generate(alg: str) -> None:
     """Create a new active signing key (existing keys keep signing)."""
-    with _key_errors():
-        record = _key_store().generate(alg)
+    record = _key_store().generate(alg)
     click.echo(f"generated {record.alg} key {record.kid}")
 
 
 @keys.command()
 def rotate() -> None:
     """Add a new active key like the newest one; both sign until the old one is retired."""
-    with _key_errors():
-        record = _key_store().rotate()
+    record = _key_store().rotate()
     click.echo(
         f"rotated: new key {record.kid} signs beside the previous ones; retire them when caches expire"
     )
@@ -231,16 +240,14 @@ def rotate() -> None:
 @click.argument("kid")
 def retire(kid: str) -> None:
     """Stop signing with KID and drop it from the published JWKS."""
-    with _key_errors():
-        record = _key_store().retire(kid)
+    record = _key_store().retire(kid)
     click.echo(f"retired key {record.kid}")
 
 
 @keys.command("list")
 def list_keys() -> None:
     """Every key, newest first."""
-    with _key_errors():
-        records = _key_store().records()
+    records = _key_store().records()
     for record in records:
         click.echo(
             f"{record.kid}  {record.alg}  {record.status.value}  created {record.created_at:%Y-%m-%d %H:%M}"

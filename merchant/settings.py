@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from facilitator import FacilitatorSettings
+from facilitator import FacilitatorSettings, evm_network
 from storage import DEFAULT_DATABASE_URL
+
+from ._tenant_rules import address_problems, secret_problems
 
 __all__ = ["MerchantSettings"]
 
@@ -19,7 +21,7 @@ class MerchantSettings(BaseSettings):
     database_url: str = Field(DEFAULT_DATABASE_URL, description="ledger, tasks, offers and outbox database")
     rpc_url: str = Field("http://127.0.0.1:8545", description="JSON-RPC endpoint (in-process facilitator)")
     network: str = Field("eip155:84532", description="CAIP-2 id of the chain payments are made on")
-    asset: str = Field(..., description="token contract address (EIP-3009)")
+    asset: str = Field(..., description="the token contract's address (EIP-3009)")
     asset_name: str = Field("USDC", description="the token's EIP-712 domain name")
     asset_version: str = Field("2", description="the token's EIP-712 domain version")
     asset_decimals: int = Field(6, ge=0, le=36)
@@ -34,6 +36,9 @@ class MerchantSettings(BaseSettings):
         None, description="TOML file of tenants (pay_to, prices, webhooks, api token)"
     )
     pay_to: str | None = Field(None, description="the default tenant's payee when no tenants file is given")
+    api_token: SecretStr | None = Field(
+        None, description="the default tenant's bearer token for its billing API (/tenants/default/...)"
+    )
     price: int = Field(10_000, ge=0, description="the default tenant's price in atomic units")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -76,10 +81,34 @@ class MerchantSettings(BaseSettings):
         False, description="allow webhook endpoints on private/loopback hosts"
     )
 
+    @field_validator("network")
+    @classmethod
+    def _evm_network(cls, value: str) -> str:
+        return evm_network(value)
+
+    @field_validator("asset", "pay_to")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        problems = [] if value is None else address_problems("address", value)
+        if problems:
+            raise ValueError(problems[0].removeprefix("address: "))
+        return value
+
+    @field_validator("api_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        problems = [] if value is None else secret_problems("token", value.get_secret_value())
+        if problems:
+            raise ValueError(problems[0].removeprefix("token: "))
+        return value
+
     @model_validator(mode="after")
     def _tenants_or_pay_to(self) -> MerchantSettings:
         if self.tenants_file is None and self.pay_to is None:
-            raise ValueError("set X402_TENANTS_FILE, or X402_PAY_TO for a single default tenant")
+            raise ValueError(
+                "X402_PAY_TO is not set: set it to the default tenant's payee address, "
+                "or set X402_TENANTS_FILE to a tenants file"
+            )
         return self
 
     @model_validator(mode="after")

@@ -71,6 +71,8 @@ __all__ = [
     "TenantRegistry",
     "UnknownTenantError",
     "WebhookSubscription",
+    "tenant_id_of",
+    "tenant_name",
 ]
 
 TENANTS_FILE_ENV = "X402_TENANTS_FILE"
@@ -105,9 +107,21 @@ class UnknownTenantError(LookupError):
 
     code = "unknown_tenant"
 
-    def __init__(self, tenant_id: str) -> None:
+    def __init__(self, tenant_id: str, known: Iterable[str] | None = None) -> None:
         self.tenant_id = tenant_id
-        super().__init__(f"unknown tenant {tenant_id!r}")
+        listed = "" if known is None else f" (the tenants are: {', '.join(tenant_name(t) for t in known)})"
+        super().__init__(f"unknown tenant {tenant_name(tenant_id)!r}{listed}")
+
+
+def tenant_name(tenant_id: str) -> str:
+    """How a tenant is named to people, on the command line as in the billing API's paths: its id, or
+    `default` for the default tenant."""
+    return DEFAULT_TENANT_SEGMENT if tenant_id == DEFAULT_TENANT else tenant_id
+
+
+def tenant_id_of(name: str) -> str:
+    """The tenant id a name given by a person means: `default` (or the empty id) is the default tenant."""
+    return DEFAULT_TENANT if name in (DEFAULT_TENANT_SEGMENT, DEFAULT_TENANT) else name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,9 +206,10 @@ class TenantRegistry:
         self._by_id = by_id
 
     @classmethod
-    def default(cls, *, pay_to: str, price: int) -> TenantRegistry:
-        """The built-in registry: only the default tenant "", paid to `pay_to` at `price` atomic units."""
-        return cls([Tenant(id=DEFAULT_TENANT, pay_to=pay_to, price=price)])
+    def default(cls, *, pay_to: str, price: int, api_token: str | None = None) -> TenantRegistry:
+        """The built-in registry: only the default tenant "", paid to `pay_to` at `price` atomic units, its
+        billing API open to `api_token` (closed without one)."""
+        return cls([Tenant(id=DEFAULT_TENANT, pay_to=pay_to, price=price, api_token=api_token)])
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> TenantRegistry:
@@ -235,6 +250,17 @@ class TenantRegistry:
         if path:
             return cls.from_toml(path)
         return cls.default(pay_to=default_pay_to, price=default_price)
+
+    @classmethod
+    def configured_ids(cls, tenants_file: str | None) -> frozenset[str]:
+        """The ids of the tenants `tenants_file` declares, or only the default tenant's without a file.
+
+        Raises:
+            TenantConfigError: the file is unreadable or invalid.
+        """
+        if not tenants_file:
+            return frozenset({DEFAULT_TENANT})
+        return frozenset(tenant.id for tenant in cls.from_toml(tenants_file))
 
     def get(self, tenant_id: str) -> Tenant | None:
         """The tenant with this id, or None."""

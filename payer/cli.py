@@ -4,7 +4,7 @@
 
 It prints each task state as it changes, the payment it signs, the settlement transaction, and the
 artifacts (text parts as text, data parts as JSON). A refusal or failure goes to stderr as
-``Error: <code>: <message>`` with exit status 1; usage errors exit with 2.
+``Error: <code>: <message>`` with exit status 1; a mistake (an option, a key) is one line, exit status 2.
 
 The merchant's Agent Card signature is checked under ``--card-policy``: ``warn`` (default) reports an
 unsigned or failing card and pays on, ``require`` refuses such a card before anything is signed, ``off``
@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import click
@@ -29,6 +30,7 @@ import httpx
 from a2a.types import Artifact, TaskState
 from google.protobuf.json_format import MessageToDict
 
+import cli
 from agentcard import CardStatus, CardVerifier, JwksCache, SignaturePolicy, VerificationResult
 
 from ._card import Binding
@@ -41,6 +43,7 @@ __all__ = ["main"]
 
 _DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
 _HTTP_TIMEOUT_S = 60.0
+_HEX_KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 
 
 class _Printer:
@@ -164,7 +167,7 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
     raise RuntimeError("a payment run ends with a result or an error")
 
 
-@click.command()
+@click.command(cls=cli.Command)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-pay")
 @click.option("--card-url", required=True, help="The agent's card URL, or its origin.")
 @click.option("--tenant", default="", help="The merchant tenant to pay (default: the default tenant).")
@@ -222,6 +225,8 @@ def main(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
     private_key = _read_key(key, key_file)
+    if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
+        raise click.UsageError("the payer's key is not 32 bytes of hex (--key, --key-file or X402_PAYER_KEY)")
     policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)
     try:
         result = asyncio.run(
@@ -241,8 +246,8 @@ def main(
         where = f" (task {exc.task_id})" if exc.task_id else ""
         signed = "a payment was signed" if exc.signed else "nothing was signed"
         raise click.ClickException(f"{exc.code}: {exc}{where}; {signed}") from exc
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except ValueError as exc:  # a key, URL or option value that cannot be used
+        raise cli.ConfigError(str(exc)) from exc
     _print_result(result)
 
 

@@ -6,15 +6,14 @@ only way tables are made. Callers own their sessions and transactions.
 
 from __future__ import annotations
 
-from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url
+from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url, printable_url
+from ._errors import DatabaseUnavailableError, DatabaseUrlError, SchemaOutdatedError
 from ._schema import (
     BranchState,
-    SchemaOutdatedError,
     SchemaUpgrade,
     current_revisions,
     ensure_schema_current,
     outdated_branches,
-    printable_url,
     schema_state,
     upgrade_schema,
 )
@@ -25,6 +24,8 @@ from ._writes import write
 __all__ = [
     "BranchState",
     "DEFAULT_DATABASE_URL",
+    "DatabaseUnavailableError",
+    "DatabaseUrlError",
     "SchemaOutdatedError",
     "SchemaUpgrade",
     "Uint256",

@@ -6,10 +6,13 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-__all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url"]
+from ._errors import DatabaseUrlError
+
+__all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url"]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./x402.db"
 
@@ -20,13 +23,36 @@ _ASYNC_DRIVERS = {
 }
 
 
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:  # the message would repeat the URL, password included
+        raise DatabaseUrlError(
+            "is not a database URL: use sqlite+aiosqlite:///path/to/file.db or postgresql://user@host/database"
+        ) from exc
+
+
 def normalize_url(url: str) -> str:
-    """Return `url` with the async driver this project uses (`aiosqlite`, `asyncpg`)."""
-    parsed = make_url(url)
+    """Return `url` with the async driver this project uses (`aiosqlite`, `asyncpg`).
+
+    Raises:
+        DatabaseUrlError: `url` cannot be parsed or names a database other than SQLite or PostgreSQL.
+    """
+    parsed = _parse(url)
     backend = parsed.get_backend_name()
     if backend not in _ASYNC_DRIVERS:
-        raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}: use sqlite or postgresql")
+        raise DatabaseUrlError(
+            f"unsupported database URL scheme {parsed.drivername!r}: use sqlite or postgresql"
+        )
     return parsed.set(drivername=_ASYNC_DRIVERS[backend]).render_as_string(hide_password=False)
+
+
+def printable_url(url: str) -> str:
+    """`url` as it may be shown in a message or a log line: with its password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "(an unparseable URL)"
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:

@@ -1,4 +1,8 @@
-"""Alembic runner: upgrade the schema and refuse to run on an outdated one."""
+"""Alembic runner: upgrade the schema and refuse to run on an outdated one.
+
+Checking the schema changes nothing: a SQLite file that does not exist is not created (it is reported as
+not migrated), and an existing one is only read.
+"""
 
 from __future__ import annotations
 
@@ -12,27 +16,25 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import migrations
 
-from ._engine import create_engine, normalize_url
+from ._engine import create_engine, normalize_url, printable_url
+from ._errors import DatabaseUnavailableError, SchemaOutdatedError
 
 __all__ = [
     "BranchState",
-    "SchemaOutdatedError",
     "SchemaUpgrade",
     "current_revisions",
     "ensure_schema_current",
     "outdated_branches",
-    "printable_url",
     "schema_state",
     "upgrade_schema",
 ]
 
-
-class SchemaOutdatedError(RuntimeError):
-    """The database schema is behind the code; run the `db upgrade` command first."""
+_CHECK_CONNECT_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +64,6 @@ class BranchState:
     def at_head(self) -> bool:
         """Whether the branch's newest revision is applied."""
         return self.current == self.head
-
-
-def printable_url(url: str) -> str:
-    """`url` fit for output: any password in it replaced by `***`."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _config(url: str) -> Config:
@@ -108,13 +105,27 @@ async def upgrade_schema(url: str, branch: str | None = None) -> SchemaUpgrade:
 
     Returns:
         The revisions applied, oldest first, and the heads the database is at afterwards.
+
+    Raises:
+        DatabaseUrlError: `url` is not a database URL this project supports.
+        DatabaseUnavailableError: the database cannot be opened or a migration failed on it.
     """
     config = _config(url)
     script = ScriptDirectory.from_config(config)
     target = f"{branch}@head" if branch else "heads"
-    before = await _revisions_at(url)
-    await asyncio.to_thread(command.upgrade, config, target)
-    after = await _revisions_at(url)
+    file = _sqlite_file(url)
+    if file is not None and not file.parent.is_dir():
+        raise DatabaseUnavailableError(
+            f"cannot create the database {printable_url(url)}: there is no directory {file.parent}"
+        )
+    try:
+        before = await _revisions_at(url)
+        await asyncio.to_thread(command.upgrade, config, target)
+        after = await _revisions_at(url)
+    except (OSError, SQLAlchemyError) as exc:
+        raise DatabaseUnavailableError(
+            f"cannot upgrade the database {printable_url(url)}: {_reason(exc)}; check the URL and it runs"
+        ) from exc
     new = _ancestry(script, after) - _ancestry(script, before)
     # walk_revisions goes from the heads down: reversed, a revision comes after those it builds on.
     applied = tuple(r.revision for r in reversed(list(script.walk_revisions())) if r.revision in new)
@@ -147,19 +158,60 @@ async def schema_state(engine: AsyncEngine, *branches: str) -> tuple[BranchState
     return tuple(states)
 
 
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL, or None for another database (or an in-memory or URI one)."""
+    parsed = make_url(normalize_url(url))
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _checking_engine(url: str) -> AsyncEngine:
+    """An engine for a look at the schema: a SQLite file never created, a PostgreSQL connection that gives up
+    after a while.
+
+    Raises:
+        SchemaOutdatedError: the SQLite file does not exist.
+    """
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return create_async_engine(parsed, connect_args={"timeout": _CHECK_CONNECT_TIMEOUT_S})
+    path = _sqlite_file(url)
+    if path is None:
+        return create_async_engine(parsed)
+    if not path.is_file():
+        raise SchemaOutdatedError(f"there is no database at {path}: run `db upgrade` first to create it")
+    # Plain, without the service's pragmas (WAL would convert a file): a reader writes nothing, and the last
+    # connection to a WAL database removes its -wal and -shm files on closing (SQLite's read-only mode would
+    # leave them behind).
+    return create_async_engine(parsed)
+
+
 async def ensure_schema_current(url: str, *branches: str) -> None:
-    """Raise SchemaOutdatedError unless every named branch is at its head revision."""
+    """Check that every named branch is at its head revision, changing nothing.
+
+    Raises:
+        DatabaseUrlError: `url` is not a database URL this project supports.
+        DatabaseUnavailableError: the database cannot be opened (unreachable, refused, not a database).
+        SchemaOutdatedError: a branch is behind its head, or the database does not exist.
+    """
     script = ScriptDirectory.from_config(_config(url))
-    engine = create_engine(url)
+    engine = _checking_engine(url)
     try:
         applied = await current_revisions(engine)
+    except (OSError, SQLAlchemyError) as exc:
+        raise DatabaseUnavailableError(
+            f"cannot open the database {printable_url(url)}: {_reason(exc)}; check the URL and that it runs"
+        ) from exc
     finally:
         await engine.dispose()
     for branch in branches:
         head = _branch_head(script, branch)
         if head not in applied:
             raise SchemaOutdatedError(
-                f"the database schema for {branch!r} is not at revision {head}; run `db upgrade` first"
+                f"the database {printable_url(url)} has no {branch!r} schema at revision {head}: "
+                "run `db upgrade` first"
             )
 
 
@@ -178,3 +230,10 @@ def _code_head(branch: str) -> str:
     config = Config()
     config.set_main_option("script_location", str(Path(migrations.__file__).parent))
     return _branch_head(ScriptDirectory.from_config(config), branch)
+
+
+def _reason(exc: BaseException) -> str:
+    """What the driver said, without SQLAlchemy's statement and background link."""
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).strip() or type(original).__name__
+    return " ".join(text.splitlines()[0].split())

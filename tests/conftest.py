@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.node",
     "tests.fixtures.browser",
     "tests.fixtures.conformance",
+    "tests.fixtures.commands",
 ]
 
 

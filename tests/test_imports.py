@@ -16,6 +16,7 @@ PACKAGES = (
     "a2a_x402",
     "agentcard",
     "bench",
+    "cli",
     "demo",
     "devchain",
     "facilitator",

@@ -255,6 +255,12 @@ class LedgerReader:
                 (await connection.execute(sa.select(sa.func.count()).select_from(_unfinalized))).scalar_one()
             )
 
+    async def tenants(self) -> set[str]:
+        """Every tenant with an account in the ledger (one that was booked for), configured or not."""
+        async with self._engine.connect() as connection:
+            rows = await connection.execute(sa.select(_accounts.c.tenant).distinct())
+            return {row.tenant for row in rows}
+
     async def balance(self, tenant: str, asset: str | None = None) -> list[Balance]:
         """The tenant's revenue balance per network and asset (only `asset` when given), sorted."""
         statement = sa.select(_accounts).where(_accounts.c.tenant == tenant, _accounts.c.kind == "revenue")

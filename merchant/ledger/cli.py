@@ -1,7 +1,9 @@
 """`ledger` commands (mounted under `x402-merchant`): a tenant's balances and statements, and an audit.
 
 The database comes from `X402_DATABASE_URL` (SQLite `./x402.db` by default) and must be migrated to the
-`merchant` head first; these commands only read.
+`merchant` head first; these commands only read. A tenant is named as in the billing API (`default` for the
+default tenant) and must be configured (`X402_TENANTS_FILE`, or only `default` without one) or have
+bookings in the ledger: any other name is refused (`UnknownTenantError`), not answered with an empty table.
 """
 
 from __future__ import annotations
@@ -16,16 +18,35 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
+import cli
+from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of
+from storage import (
+    DEFAULT_DATABASE_URL,
+    DatabaseUnavailableError,
+    DatabaseUrlError,
+    SchemaOutdatedError,
+    create_engine,
+    ensure_schema_current,
+)
 
 from ._errors import LedgerError
 from ._invariants import check_invariants
 from ._queries import LedgerReader
+from ._records import Balance, StatementLine
 from ._statement import balances_json, statement_csv, statement_json
 
-__all__ = ["LedgerSettings", "ledger_cli"]
+__all__ = ["MISTAKES", "LedgerSettings", "ledger_cli"]
 
 _T = TypeVar("_T")
+MISTAKES: cli.Mistakes = {
+    DatabaseUrlError: "X402_DATABASE_URL",
+    DatabaseUnavailableError: "X402_DATABASE_URL",
+    SchemaOutdatedError: "X402_DATABASE_URL",
+    TenantConfigError: "X402_TENANTS_FILE",
+    UnknownTenantError: None,
+}
+"""What the ledger commands answer as their user's mistakes (an unknown tenant, the database)."""
+_TENANT_HELP = "tenant id, as in the billing API's /tenants/<id> (default: the default tenant)"
 
 
 class LedgerSettings(BaseSettings):
@@ -35,6 +56,9 @@ class LedgerSettings(BaseSettings):
 
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the merchant database"
+    )
+    tenants_file: str | None = Field(
+        default=None, description="the tenants TOML naming the configured tenants"
     )
 
 
@@ -57,7 +81,7 @@ class _UtcTime(click.ParamType[datetime, str | datetime]):
 
 def _run(action: Callable[[AsyncEngine], Awaitable[_T]]) -> _T:
     async def main() -> _T:
-        settings = LedgerSettings()
+        settings = cli.load_settings(LedgerSettings)
         await ensure_schema_current(settings.database_url, "merchant")
         engine = create_engine(settings.database_url)
         try:
@@ -71,18 +95,37 @@ def _run(action: Callable[[AsyncEngine], Awaitable[_T]]) -> _T:
         raise click.ClickException(f"{exc.code}: {exc}") from exc
 
 
-@click.group("ledger")
+async def _tenant(engine: AsyncEngine, name: str) -> str:
+    """The id of the tenant `name` means; raises UnknownTenantError for one neither configured nor booked."""
+    tenant_id = tenant_id_of(name)
+    configured = await asyncio.to_thread(
+        TenantRegistry.configured_ids, cli.load_settings(LedgerSettings).tenants_file
+    )
+    if tenant_id in configured:
+        return tenant_id
+    booked = await LedgerReader(engine).tenants()
+    if tenant_id not in booked:
+        raise UnknownTenantError(tenant_id, sorted(configured | booked))
+    return tenant_id
+
+
+@click.group("ledger", cls=cli.Group, mistakes=MISTAKES)
 def ledger_cli() -> None:
     """The double-entry ledger: balances, statements and an invariant audit (X402_DATABASE_URL)."""
 
 
 @ledger_cli.command()
-@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@click.option("--tenant", "name", default="default", show_default=True, help=_TENANT_HELP)
 @click.option("--asset", default=None, help="only this token contract address")
 @click.option("--format", "output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def balance(tenant: str, asset: str | None, output: str) -> None:
+def balance(name: str, asset: str | None, output: str) -> None:
     """The tenant's revenue per network and asset, in atomic units."""
-    balances = _run(lambda engine: LedgerReader(engine).balance(tenant, asset))
+
+    async def action(engine: AsyncEngine) -> tuple[str, list[Balance]]:
+        tenant = await _tenant(engine, name)
+        return tenant, await LedgerReader(engine).balance(tenant, asset)
+
+    tenant, balances = _run(action)
     if output == "json":
         click.echo(balances_json(tenant, balances))
         return
@@ -92,13 +135,18 @@ def balance(tenant: str, asset: str | None, output: str) -> None:
 
 
 @ledger_cli.command()
-@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@click.option("--tenant", "name", default="default", show_default=True, help=_TENANT_HELP)
 @click.option("--since", type=_UtcTime(), default=None, help="booked at or after (ISO 8601 with zone)")
 @click.option("--until", type=_UtcTime(), default=None, help="booked before (ISO 8601 with zone)")
 @click.option("--format", "output", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
-def statement(tenant: str, since: datetime | None, until: datetime | None, output: str) -> None:
+def statement(name: str, since: datetime | None, until: datetime | None, output: str) -> None:
     """Every movement of the tenant's revenue in [since, until), as CSV or JSON on stdout."""
-    lines = _run(lambda engine: LedgerReader(engine).statement(tenant, since, until))
+
+    async def action(engine: AsyncEngine) -> tuple[str, list[StatementLine]]:
+        tenant = await _tenant(engine, name)
+        return tenant, await LedgerReader(engine).statement(tenant, since, until)
+
+    tenant, lines = _run(action)
     if output == "json":
         click.echo(statement_json(tenant, lines, since=since, until=until))
     else:

@@ -20,8 +20,16 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.tenants import TenantConfigError, TenantRegistry
-from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
+import cli
+from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of
+from storage import (
+    DEFAULT_DATABASE_URL,
+    DatabaseUnavailableError,
+    DatabaseUrlError,
+    SchemaOutdatedError,
+    create_engine,
+    ensure_schema_current,
+)
 
 from ._delivery import LEASE_MARGIN_S, DeliveryWorker
 from ._endpoints import DEFAULT_ROTATION_OVERLAP, EndpointConfig, WebhookEndpoints
@@ -30,9 +38,27 @@ from ._outbox import Outbox
 from ._probe import send_test_event
 from ._sender import REQUEST_TIMEOUT_S
 
-__all__ = ["WebhookSettings", "endpoint_configs", "webhooks_cli"]
+__all__ = ["MISTAKES", "WebhookSettings", "endpoint_configs", "webhooks_cli"]
 
 _T = TypeVar("_T")
+
+MISTAKES: cli.Mistakes = {
+    DatabaseUrlError: "X402_DATABASE_URL",
+    DatabaseUnavailableError: "X402_DATABASE_URL",
+    SchemaOutdatedError: "X402_DATABASE_URL",
+    TenantConfigError: "X402_TENANTS_FILE",
+    UnknownTenantError: None,
+    WebhookError: None,
+}
+"""What the webhook commands answer as their user's mistakes (an unknown tenant, endpoint or event, a bad
+secret or event type in the tenants file, the database)."""
+_TENANT_OPTION = click.option(
+    "--tenant",
+    "name",
+    default="default",
+    show_default=True,
+    help="tenant id, as in the billing API's /tenants/<id> (default: the default tenant)",
+)
 
 
 class WebhookSettings(BaseSettings):
@@ -59,12 +85,17 @@ def endpoint_configs(registry: TenantRegistry) -> list[EndpointConfig]:
     ]
 
 
-def _run(action: Callable[[AsyncEngine, WebhookSettings], Awaitable[_T]]) -> _T:
+def _run(action: Callable[[AsyncEngine, WebhookSettings], Awaitable[_T]], name: str | None = None) -> _T:
+    """Run `action` on the merchant database after syncing the endpoints from the tenants file; with a
+    tenant `name`, an unknown tenant is refused before anything is synced."""
+
     async def main() -> _T:
-        settings = WebhookSettings()
+        settings = cli.load_settings(WebhookSettings)
         await ensure_schema_current(settings.database_url, "merchant")
         engine = create_engine(settings.database_url)
         try:
+            if name is not None:
+                await _tenant(engine, settings, name)
             if settings.tenants_file:
                 registry = await asyncio.to_thread(TenantRegistry.from_toml, settings.tenants_file)
                 await WebhookEndpoints(engine).sync(endpoint_configs(registry))
@@ -72,28 +103,37 @@ def _run(action: Callable[[AsyncEngine, WebhookSettings], Awaitable[_T]]) -> _T:
         finally:
             await engine.dispose()
 
-    try:
-        return asyncio.run(main())
-    except (WebhookError, TenantConfigError) as exc:
-        raise click.ClickException(f"{exc.code}: {exc}") from exc
+    return asyncio.run(main())
+
+
+async def _tenant(engine: AsyncEngine, settings: WebhookSettings, name: str) -> str:
+    """The id of the tenant `name` means (`default`: the default tenant); raises UnknownTenantError for one
+    neither configured nor holding an endpoint."""
+    tenant_id = tenant_id_of(name)
+    configured = await asyncio.to_thread(TenantRegistry.configured_ids, settings.tenants_file)
+    known = configured | {endpoint.tenant for endpoint in await WebhookEndpoints(engine).list()}
+    if tenant_id not in known:
+        raise UnknownTenantError(tenant_id, sorted(known))
+    return tenant_id
 
 
 def _when(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-@click.group("webhooks")
+@click.group("webhooks", cls=cli.Group, mistakes=MISTAKES)
 def webhooks_cli() -> None:
     """Billing webhooks: endpoints, the delivery log, redelivery, secret rotation and the delivery worker."""
 
 
 @webhooks_cli.command("list")
-@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
+@_TENANT_OPTION
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="log lines")
-def list_(tenant: str, limit: int) -> None:
+def list_(name: str, limit: int) -> None:
     """The tenant's endpoints and its most recent delivery attempts."""
 
-    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> None:
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
+        tenant = await _tenant(engine, settings, name)
         for endpoint in await WebhookEndpoints(engine).list(tenant):
             reason = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
             rotating = " [rotating secret]" if endpoint.previous_secret_expires_at else ""
@@ -105,20 +145,24 @@ def list_(tenant: str, limit: int) -> None:
                 f"{_when(entry.latency_ms)} ms error={_when(entry.error)} next={_when(entry.next_attempt_at)}"
             )
 
-    _run(action)
+    _run(action, name)
 
 
 @webhooks_cli.command()
 @click.argument("event_id")
-@click.option("--tenant", required=True, help="the event's tenant")
-def redeliver(event_id: str, tenant: str) -> None:
+@_TENANT_OPTION
+def redeliver(event_id: str, name: str) -> None:
     """Send EVENT_ID again to the tenant's active endpoints (a new round of retries)."""
-    count = _run(lambda engine, _settings: Outbox(engine).redeliver(tenant, event_id))
+
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> int:
+        return await Outbox(engine).redeliver(await _tenant(engine, settings, name), event_id)
+
+    count = _run(action, name)
     click.echo(f"{event_id} queued for {count} endpoint(s)")
 
 
 @webhooks_cli.command("rotate-secret")
-@click.option("--tenant", required=True, help="the endpoint's tenant")
+@_TENANT_OPTION
 @click.option(
     "--endpoint", "endpoint_id", default=None, help="endpoint id (needed if the tenant has several)"
 )
@@ -130,26 +174,27 @@ def redeliver(event_id: str, tenant: str) -> None:
     show_default=True,
     help="how long the old secret keeps signing",
 )
-def rotate_secret(tenant: str, endpoint_id: str | None, secret: str | None, overlap_hours: float) -> None:
+def rotate_secret(name: str, endpoint_id: str | None, secret: str | None, overlap_hours: float) -> None:
     """Make a new signing secret current; both sign until the overlap ends. Prints the new secret."""
 
-    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> str:
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> str:
         endpoints = WebhookEndpoints(engine)
-        endpoint = await endpoints.resolve(tenant, endpoint_id)
+        endpoint = await endpoints.resolve(await _tenant(engine, settings, name), endpoint_id)
         rotated = await endpoints.rotate_secret(
             endpoint.id, new_secret=secret, overlap=timedelta(hours=overlap_hours)
         )
         return rotated.secret
 
-    click.echo(_run(action))
+    click.echo(_run(action, name))
 
 
 @webhooks_cli.command()
-@click.option("--tenant", required=True, help='tenant id ("" for the default tenant)')
-def test(tenant: str) -> None:
+@_TENANT_OPTION
+def test(name: str) -> None:
     """Send a signed webhook.test event to each of the tenant's active endpoints now and show the answers."""
 
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> bool:
+        tenant = await _tenant(engine, settings, name)
         async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as client:
             results = await send_test_event(
                 engine, client, tenant, allow_private_targets=settings.webhooks_allow_private
@@ -161,25 +206,25 @@ def test(tenant: str) -> None:
             )
         return bool(results) and all(result.ok for result in results)
 
-    if not _run(action):
+    if not _run(action, name):
         raise click.ClickException("not every endpoint accepted the test event")
 
 
 @webhooks_cli.command()
-@click.option("--tenant", required=True, help="the endpoint's tenant")
+@_TENANT_OPTION
 @click.option(
     "--endpoint", "endpoint_id", default=None, help="endpoint id (needed if the tenant has several)"
 )
-def enable(tenant: str, endpoint_id: str | None) -> None:
+def enable(name: str, endpoint_id: str | None) -> None:
     """Resume deliveries to a disabled endpoint (after a 410, say). Events booked while it was disabled are
     not queued: redeliver them, or let the receiver replay them."""
 
-    async def action(engine: AsyncEngine, _settings: WebhookSettings) -> str:
+    async def action(engine: AsyncEngine, settings: WebhookSettings) -> str:
         endpoints = WebhookEndpoints(engine)
-        endpoint = await endpoints.resolve(tenant, endpoint_id)
+        endpoint = await endpoints.resolve(await _tenant(engine, settings, name), endpoint_id)
         return (await endpoints.enable(endpoint.id)).id
 
-    click.echo(f"endpoint {_run(action)} active")
+    click.echo(f"endpoint {_run(action, name)} active")
 
 
 @webhooks_cli.command()

@@ -76,7 +76,7 @@ def test_a_missing_relayer_key_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="X402_RELAYER_KEY is not set"):
         settings.relayer_private_key()
     served = CliRunner().invoke(main, ["serve"])
-    assert served.exit_code == 1
+    assert served.exit_code == 2
     assert "X402_RELAYER_KEY is not set" in served.output
     assert "Traceback" not in served.output
 
@@ -88,11 +88,11 @@ def test_a_bad_network_is_a_clear_error(network: str, monkeypatch: pytest.Monkey
     monkeypatch.setenv("X402_NETWORK", network)
     monkeypatch.setenv("X402_RELAYER_KEY", RELAYER_KEY)
 
-    with pytest.raises(ValidationError, match="network must be a CAIP-2 EVM id"):
+    with pytest.raises(ValidationError, match="must be a CAIP-2 EVM chain id"):
         FacilitatorSettings()
     for command in (["serve"], ["db", "upgrade"]):
         answered = CliRunner().invoke(main, command)
-        assert answered.exit_code == 1, answered.output
-        assert "X402_NETWORK: " in answered.output and "CAIP-2 EVM id" in answered.output
+        assert answered.exit_code == 2, answered.output
+        assert "X402_NETWORK: " in answered.output and "CAIP-2 EVM chain id" in answered.output
         assert "Traceback" not in answered.output
     assert not (Path.cwd() / "x402.db").exists()  # nothing was created

@@ -1,16 +1,19 @@
 """Reference merchants as real operating-system processes: `x402-merchant serve`, SIGKILL, restart, reconcile.
 
 Each merchant is configured only through the `X402_*` environment, as an operator would run it: the
-`chain` fixture's node (or a proxy in front of it), its token, a relayer key and a PostgreSQL database.
-The process inherits no `X402_*` variable from the test run and runs in its own directory (no stray
-`.env`). Its log goes to a file, shown when it fails to start. Every process started is killed at
-teardown.
+`chain` fixture's node (or a proxy in front of it), its token, a relayer key, an API token for the default
+tenant made at run time and a PostgreSQL database. The process inherits no `X402_*` variable from the test
+run and runs in its own directory (no stray `.env`). Its log goes to a file, shown when it fails to start.
+Every process started is killed at teardown; then, for a scenario that passed, no log and no `reconcile`
+output may hold an 8-character piece of the relayer key or the API token (issue 14, item 2: every fault
+scenario checks this as it runs, at no extra cost).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from a2a.utils.constants import VERSION_HEADER
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
+from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering
 
@@ -111,6 +115,8 @@ class MerchantProcesses:
         self._database_url = database_url
         self._workdir = workdir
         self._started: list[MerchantProcess] = []
+        self._api_token = secrets.token_urlsafe(32)
+        self._outputs: list[str] = []
 
     def env(
         self, *, port: int, rpc_url: str | None = None, relayer_key: str | None = None, **settings: object
@@ -124,6 +130,7 @@ class MerchantProcesses:
             "relayer_key": relayer_key or chain.relayer_key,
             "pay_to": DEFAULT_PAY_TO,
             "price": DEFAULT_PRICE,
+            "api_token": self._api_token,
             "host": "127.0.0.1",
             "port": port,
             **settings,
@@ -181,12 +188,26 @@ class MerchantProcesses:
             await process.wait()
             raise
         assert process.returncode is not None
-        return ReconcileRun(process.returncode, stdout.decode(), stderr.decode())
+        run = ReconcileRun(process.returncode, stdout.decode(), stderr.decode())
+        self._outputs += [run.stdout, run.stderr]
+        return run
 
     def close(self) -> None:
         """Kill every merchant still running."""
         for merchant in self._started:
             merchant.kill()
+
+    def assert_no_secret_printed(self) -> None:
+        """No merchant's log and no reconcile output holds a piece of a secret the merchants were given."""
+        logs = [
+            merchant.log_path.read_text(errors="replace")
+            for merchant in self._started
+            if merchant.log_path.exists()
+        ]
+        known = {"API token": self._api_token}
+        for merchant in self._started:
+            known[f"relayer key of {merchant.name}"] = merchant.env["X402_RELAYER_KEY"].removeprefix("0x")
+        assert_no_secret([*logs, *self._outputs], known)
 
     async def _launch(self, merchant: MerchantProcess) -> MerchantProcess:
         self._spawn(merchant)
@@ -218,6 +239,7 @@ def merchant_processes(chain: DevChain, database_url: str, workdir: Path) -> Ite
         yield processes
     finally:
         processes.close()
+    processes.assert_no_secret_printed()  # only after a block that passed: a failure keeps its own message
 
 
 async def _wait_healthy(merchant: MerchantProcess) -> None:

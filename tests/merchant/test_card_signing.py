@@ -369,9 +369,9 @@ async def test_the_keys_cli_lists_keys_and_refuses_what_would_leave_the_card_uns
         [new, "EdDSA", "active"],
         [old, "EdDSA", "retired"],
     ]
-    assert last[0] == 1 and "Error: key_store_error: " in last[2] and "last active key" in last[2]
-    assert unknown[0] == 1 and "Error: key_store_error: no key 'no-such-kid'" in unknown[2]
-    assert unset[0] == 2 and "set X402_CARD_KEYS_DIR" in unset[2]
+    assert last[0] == 2 and "x402-merchant: " in last[2] and "last active key" in last[2]
+    assert unknown[0] == 2 and "x402-merchant: no key 'no-such-kid'" in unknown[2]
+    assert unset[0] == 2 and "X402_CARD_KEYS_DIR is not set" in unset[2]
     assert all("Traceback" not in result[2] for result in (last, unknown, unset))
     assert [key.kid for key in KeyStore(keys).signing_keys()] == [new]  # still active, still signing
 

@@ -1,8 +1,10 @@
 """`x402-merchant serve` as an operator runs it: with `X402_GRPC_PORT` the gRPC binding starts and stops
-with the HTTP one, on `X402_HOST`, and the card lists it."""
+with the HTTP one, on `X402_HOST`, and the card lists it; with `X402_API_TOKEN` the default tenant's billing
+API is open to that token, and the CLI names the default tenant as the API does (`default`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import grpc
@@ -16,6 +18,7 @@ from devchain import DevChain
 from merchant.settings import MerchantSettings
 from tests.faults.processes import merchant_processes
 from tests.fixtures.a2a_grpc import a2a_stub
+from tests.fixtures.commands import run_command
 from tests.fixtures.merchant import offered_terms
 from tests.fixtures.servers import free_port
 
@@ -53,3 +56,30 @@ def test_the_grpc_port_is_off_unless_set_and_differs_from_the_http_port() -> Non
     assert MerchantSettings(**base).grpc_port is None  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="X402_GRPC_PORT"):
         MerchantSettings(**base, port=9000, grpc_port=9000)  # type: ignore[arg-type]
+
+
+async def test_the_default_tenant_has_an_api_token_from_the_environment_and_one_name(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    with merchant_processes(chain, sqlite_url, tmp_path) as processes:
+        merchant = await processes.start()
+        token = merchant.env["X402_API_TOKEN"]
+        async with merchant.http() as http:
+            served = await http.get(
+                "/tenants/default/ledger/balance", headers={"Authorization": f"Bearer {token}"}
+            )
+            anonymous = await http.get("/tenants/default/ledger/balance")
+            wrong = await http.get(
+                "/tenants/default/ledger/balance", headers={"Authorization": "Bearer " + "x" * 32}
+            )
+        merchant.stop()
+    by_name = await run_command(
+        ["x402-merchant", "ledger", "balance", "--tenant", "default", "--format", "json"],
+        cwd=tmp_path,
+        env={"X402_DATABASE_URL": sqlite_url},
+    )
+
+    assert served.status_code == 200, served.text
+    assert (anonymous.status_code, wrong.status_code) == (401, 401)
+    assert by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout) == served.json()

@@ -230,7 +230,7 @@ async def test_an_unknown_subscribed_event_type_stops_the_sync_before_any_write(
     stored = await WebhookEndpoints(engine).list()
     await engine.dispose()
 
-    assert listed.exit_code == 1 and "unknown event type" in listed.output
+    assert listed.exit_code == 2 and "unknown event type" in listed.output
     assert stored == []
 
 
@@ -248,7 +248,7 @@ async def test_rotate_secret_then_both_secrets_sign(cli: Cli, receiver: Receiver
     Webhook(new).verify(request.body, {**headers, "webhook-signature": request.signature})
     Webhook(SECRET).verify(request.body, {**headers, "webhook-signature": request.signature})
     unknown = await cli("rotate-secret", "--tenant", "globex")
-    assert unknown.exit_code == 1 and "endpoint_not_found" in unknown.output
+    assert unknown.exit_code == 2 and "tenant 'globex' has 0 endpoints" in unknown.output
 
 
 async def test_redeliver_and_enable(cli: Cli, ledger: Ledger, sqlite_url: str) -> None:
@@ -264,7 +264,7 @@ async def test_redeliver_and_enable(cli: Cli, ledger: Ledger, sqlite_url: str) -
     await engine.dispose()
 
     assert queued.exit_code == 0 and queued.output == f"{event.id} queued for 1 endpoint(s)\n"
-    assert missing.exit_code == 1 and "event_not_found" in missing.output
+    assert missing.exit_code == 2 and "no event" in missing.output
     assert enabled.output == f"endpoint {endpoint.id} active\n" and endpoint.active
 
 

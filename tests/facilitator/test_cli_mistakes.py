@@ -1,0 +1,125 @@
+"""`x402-facilitator` refuses its operator's mistakes in one line (exit 2, no traceback), naming the `X402_*`
+variable and what to do, creating and changing nothing, printing no secret (real processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devchain import DevChain
+from tests.fixtures.commands import Secrets, Snapshot, assert_mistake, run_command
+from tests.fixtures.servers import free_port
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def _env(secrets: Secrets, database_url: str, **settings: str) -> dict[str, str]:
+    env = {
+        "X402_RELAYER_KEY": secrets.relayer_key,
+        "X402_DATABASE_URL": database_url,
+        "X402_NETWORK": "eip155:31337",
+        "X402_RPC_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        "X402_PORT": str(free_port()),
+    }
+    env.update({f"X402_{name.upper()}": value for name, value in settings.items()})
+    return {name: value for name, value in env.items() if value}
+
+
+async def _refused(
+    argv: list[str], env: dict[str, str], workdir: Path, secrets: Secrets, *fragments: str
+) -> None:
+    before = Snapshot(workdir.parent)
+    answer = await run_command(["x402-facilitator", *argv], cwd=workdir, env=env)
+    assert_mistake(answer, *fragments, secrets_=secrets)
+    before.assert_unchanged()
+
+
+async def test_serve_without_a_relayer_key(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, relayer_key=""),
+        workdir,
+        known_secrets,
+        "X402_RELAYER_KEY is not set",
+    )
+
+
+async def test_serve_with_a_relayer_key_file_holding_no_key(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    key_file = workdir.parent / "relayer.key"
+    key_file.write_text(known_secrets.api_token + "\n")  # a secret, but not a key: never shown
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, relayer_key=str(key_file)),
+        workdir,
+        known_secrets,
+        f"X402_RELAYER_KEY names {key_file}, which does not hold a 32-byte hex private key",
+    )
+
+
+async def test_serve_with_a_wrong_network(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, network="base"),
+        workdir,
+        known_secrets,
+        "X402_NETWORK: must be",
+    )
+
+
+async def test_serve_on_a_never_migrated_database(workdir: Path, known_secrets: Secrets) -> None:
+    database = workdir.parent / "claims.db"
+    await _refused(
+        ["serve"],
+        _env(known_secrets, f"sqlite+aiosqlite:///{database}"),
+        workdir,
+        known_secrets,
+        "there is no database at",
+    )
+    assert not database.exists()
+
+
+async def test_serve_with_an_unreachable_node(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(["serve"], _env(known_secrets, sqlite_url), workdir, known_secrets, "RPC node unreachable")
+
+
+async def test_serve_on_a_node_of_another_chain(
+    chain: DevChain, sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, rpc_url=chain.rpc_url, network="eip155:1"),
+        workdir,
+        known_secrets,
+        f"serves chain {chain.chain_id}",
+        "but X402_NETWORK is eip155:1",
+    )
+
+
+async def test_db_upgrade_on_an_unreachable_postgresql_server(workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(
+        ["db", "upgrade"],
+        _env(
+            known_secrets, f"postgresql://postgres:{known_secrets.api_token}@127.0.0.1:{free_port()}/claims"
+        ),
+        workdir,
+        known_secrets,
+        "X402_DATABASE_URL: cannot upgrade the database postgresql://postgres:***@",
+    )
+
+
+async def test_an_unknown_option(workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(
+        ["serve", "--prot", "4022"],
+        _env(known_secrets, "sqlite+aiosqlite:///x.db"),
+        workdir,
+        known_secrets,
+        "x402-facilitator serve: No such option '--prot'",
+    )
