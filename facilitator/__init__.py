@@ -20,6 +20,7 @@ from ._checks import (
     check_network,
     check_relayer_funded,
     check_schema,
+    refuse_on_fatal,
     render_checks,
     run_checks,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "load_private_key",
     "read_chain_status",
     "relayer_check",
+    "refuse_on_fatal",
     "render_checks",
     "run_checks",
     "schema_check",

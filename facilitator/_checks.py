@@ -12,6 +12,7 @@ key), no database password.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -22,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import cli
 from storage import create_engine, printable_url, schema_state
 
 from ._config import FacilitatorSettings
@@ -36,9 +38,12 @@ __all__ = [
     "check_network",
     "check_relayer_funded",
     "check_schema",
+    "refuse_on_fatal",
     "render_checks",
     "run_checks",
 ]
+
+logger = logging.getLogger(__name__)
 
 CHECK_TIMEOUT_S = 10.0
 """How long one check may take before it counts as a problem (a node or database that does not answer)."""
@@ -194,6 +199,22 @@ async def _check_relayer(rpc: RpcClient, settings: FacilitatorSettings) -> Check
         return CheckResult.problem("relayer", str(exc))
     address = Account.from_key(key).address
     return await check_relayer_funded(rpc, address, settings.relayer_min_balance_wei)
+
+
+def refuse_on_fatal(results: Sequence[CheckResult]) -> None:
+    """What `serve` does with its checks: warn of each problem that is not fatal, refuse to start on the rest.
+
+    Raises:
+        cli.ConfigError: listing every fatal problem in one line (the command's exit status 2).
+    """
+    fatal = [result for result in results if not result.ok and result.fatal]
+    if fatal:
+        raise cli.ConfigError(
+            "not starting: " + "; ".join(f"{result.name}: {result.detail}" for result in fatal)
+        )
+    for result in results:
+        if not result.ok:
+            logger.warning("check %s: %s", result.name, result.detail)
 
 
 def _ether(wei: int) -> str:

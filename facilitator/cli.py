@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import click
 import uvicorn
@@ -19,7 +18,7 @@ from storage import (
 )
 
 from ._app import create_app
-from ._checks import CheckResult, check_facilitator, render_checks
+from ._checks import check_facilitator, refuse_on_fatal, render_checks
 from ._config import FacilitatorSettings
 from ._errors import ChainMismatchError, ChainUnavailableError
 
@@ -31,14 +30,6 @@ MISTAKES: cli.Mistakes = {
     SchemaOutdatedError: "X402_DATABASE_URL",
 }
 """What `x402-facilitator` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
-
-logger = logging.getLogger(__name__)
-
-
-class StartupRefusedError(click.ClickException):
-    """`serve` will not start: one line on stderr, exit status 2 (a configuration problem, not a crash)."""
-
-    exit_code = 2
 
 
 def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
@@ -81,7 +72,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
         logs = configure_logging()
     except LogSettingsError as exc:
         raise cli.ConfigError(str(exc)) from None
-    _refuse_on_fatal(checked)
+    refuse_on_fatal(checked)
     app = create_app(settings=settings)
     uvicorn.run(
         AccessLogMiddleware(app) if logs.access_log else app,
@@ -116,15 +107,3 @@ def check() -> None:
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)
-
-
-def _refuse_on_fatal(results: list[CheckResult]) -> None:
-    """Stop `serve` on fatal problems (all of them in one line, exit 2); log the others as warnings."""
-    fatal = [result for result in results if not result.ok and result.fatal]
-    if fatal:
-        raise StartupRefusedError(
-            "not starting: " + "; ".join(f"{result.name}: {result.detail}" for result in fatal)
-        )
-    for result in results:
-        if not result.ok:
-            logger.warning("check %s: %s", result.name, result.detail)

@@ -6,7 +6,6 @@ Settings come from `X402_*` environment variables (and `.env`); see the README's
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from typing import TypedDict
 
@@ -18,9 +17,9 @@ from agentcard import AgentCardError, KeyStore
 from facilitator import (
     ChainMismatchError,
     ChainUnavailableError,
-    CheckResult,
     Facilitator,
     HttpFacilitatorClient,
+    refuse_on_fatal,
     render_checks,
 )
 from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging
@@ -47,17 +46,10 @@ MISTAKES: cli.Mistakes = {
 }
 """What `x402-merchant` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
 
-logger = logging.getLogger(__name__)
 
 KEEP_ALIVE_S = 30
 """How long an idle client connection is kept open: longer than clients keep idle connections for reuse
 (httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
-
-
-class StartupRefusedError(click.ClickException):
-    """`serve` will not start: one line on stderr, exit status 2 (a configuration problem, not a crash)."""
-
-    exit_code = 2
 
 
 class _ServeOverrides(TypedDict, total=False):
@@ -96,7 +88,7 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         asyncio.run(upgrade_schema(settings.database_url))
     checked = asyncio.run(check_merchant(settings))
     logs = _configure_logging()
-    _refuse_on_fatal(checked)
+    refuse_on_fatal(checked)
     app = build_app(settings)
     uvicorn.run(
         AccessLogMiddleware(app) if logs.access_log else app,
@@ -143,18 +135,6 @@ def check() -> None:
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)
-
-
-def _refuse_on_fatal(results: list[CheckResult]) -> None:
-    """Stop `serve` on fatal problems (all of them in one line, exit 2); log the others as warnings."""
-    fatal = [result for result in results if not result.ok and result.fatal]
-    if fatal:
-        raise StartupRefusedError(
-            "not starting: " + "; ".join(f"{result.name}: {result.detail}" for result in fatal)
-        )
-    for result in results:
-        if not result.ok:
-            logger.warning("check %s: %s", result.name, result.detail)
 
 
 @main.command()

@@ -118,6 +118,7 @@ def test_serve_refuses_an_unmigrated_claim_store_in_one_line(chain: DevChain, tm
 
     assert served.returncode == 2
     assert served.stderr.splitlines() == [
-        f"Error: not starting: database: there is no database at {path}: run `x402-facilitator db upgrade`"
+        f"x402-facilitator: not starting: database: there is no database at {path}: "
+        "run `x402-facilitator db upgrade`"
     ]
     assert not path.exists()

@@ -160,7 +160,7 @@ async def test_serve_refuses_a_node_serving_another_chain(
 
     assert process.returncode == 2
     assert errors.decode() == (
-        f"Error: not starting: network: the node serves chain {chain.chain_id} ({chain.network}), "
+        f"x402-facilitator: not starting: network: the node serves chain {chain.chain_id} ({chain.network}), "
         "but X402_NETWORK is eip155:1\n"
     )
 

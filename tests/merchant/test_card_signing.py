@@ -398,7 +398,7 @@ async def test_serve_refuses_to_start_without_an_active_signing_key(chain: DevCh
 
     status, _out, err = await merchant_cli("serve", keys_dir=tmp_path / "empty", cwd=tmp_path, **env)
 
-    assert status == 2 and err.startswith("Error: not starting: ")
+    assert status == 2 and err.startswith("x402-merchant: not starting: ")
     assert f"card signing: key_store_error: no active signing key in {tmp_path / 'empty'}" in err
     assert "x402-merchant keys generate" in err and "Traceback" not in err
 
@@ -570,5 +570,5 @@ async def test_serve_refuses_to_start_with_an_unusable_key_file(
     status, _out, err = await merchant_cli("serve", keys_dir=None, cwd=tmp_path, **env)
 
     assert status == 2
-    assert err.startswith("Error: not starting: ") and "card signing: key_load_failed: " in err
+    assert err.startswith("x402-merchant: not starting: ") and "card signing: key_load_failed: " in err
     assert key_file in err and "Traceback" not in err

@@ -300,7 +300,7 @@ def test_serve_refuses_an_asset_without_code_in_one_line(
     assert served.returncode == 2
     assert served.stdout == ""
     assert served.stderr.splitlines() == [
-        f"Error: not starting: asset: there is no contract at X402_ASSET {env['X402_ASSET']} on "
+        f"x402-merchant: not starting: asset: there is no contract at X402_ASSET {env['X402_ASSET']} on "
         f"{chain.network}: check the token address"
     ]
 
@@ -331,7 +331,7 @@ def test_serve_starts_with_an_unfunded_relayer_and_warns(
         process.terminate()
         process.wait(30)
 
-    assert f"WARNING merchant.cli check relayer: {relayer.address} holds 0 ETH" in log.read_text()
+    assert f"WARNING facilitator._checks check relayer: {relayer.address} holds 0 ETH" in log.read_text()
 
 
 async def test_a_webhook_host_that_does_not_resolve_is_a_problem_but_not_fatal() -> None:
