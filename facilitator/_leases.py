@@ -87,7 +87,9 @@ class LeaseStore:
             )
             if (await connection.execute(swap)).first() is None:
                 return None
-            return bool(holder != self.holder)
+            # Any row found is an earlier holder's (this process asks only for keys it does not hold),
+            # even under this holder id: its transactions must be accounted for.
+            return True
 
         taken_over = await write(self._engine, operation, isolated=True)
         return None if taken_over is None else Lease(relayer, taken_over)
