@@ -134,7 +134,7 @@ class Outcomes:
             return await self._records.record(claim, self._answers.pending(claim, tx_hash))
         if receipt.tx_hash != tx_hash:
             # Of a transaction and its fee-bumped replacements (one nonce), the one mined is the settlement.
-            tx_hash, sent = receipt.tx_hash, None
+            tx_hash, sent = receipt.tx_hash, self._watcher.sent(receipt.tx_hash)
         sent_fields: dict[str, Any] = (
             {"relayer": sent.sender, "relayer_nonce": sent.nonce, "raw_tx": sent.raw}
             if sent is not None

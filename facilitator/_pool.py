@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ._errors import ChainError, ChainUnavailableError, RpcError
 from ._leases import LeaseStore
-from ._relayer import Relayer, SentTransaction
+from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
 from ._replacement import FeeBumper
 from ._rpc import RpcCall, RpcClient
 
@@ -115,7 +115,7 @@ class RelayerPool:
 
     async def aclose(self) -> None:
         """Stop renewing and give back every key held, so other processes may take them at once."""
-        tasks = [t for t in (self._task, *self._accounting.values()) if t is not None]
+        tasks = [t for t in (self._started, self._task, *self._accounting.values()) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -135,7 +135,12 @@ class RelayerPool:
         """
         await self.start()
         relayer = await self._pick(self._lease_s if wait_s is None else min(wait_s, self._lease_s))
-        sent = await relayer.send(to, data, gas)
+        try:
+            sent = await relayer.send(to, data, gas)
+        except BroadcastUncertainError as exc:
+            # Maybe out there: watched like any other, so a spike cannot leave it behind either.
+            self._bumper.watch(relayer, exc.sent, to=to, data=data, gas=gas, claim_id=claim_id)
+            raise
         self._bumper.watch(relayer, sent, to=to, data=data, gas=gas, claim_id=claim_id)
         return sent
 

@@ -98,7 +98,8 @@ class FeeBumper:
         self._bump_after_s = bump_after_s
         self._ceiling = max_fee_per_gas
         self._stuck_after_s = stuck_after_s
-        self._families: dict[tuple[str, int], _Family] = {}
+        # By relayer, then nonce (in the order sent, so a relayer's first entry is its oldest).
+        self._families: dict[str, dict[int, _Family]] = {}
         self._by_hash: dict[str, _Family] = {}
         self._task: asyncio.Task[None] | None = None
         self.replacements_sent = 0
@@ -109,7 +110,7 @@ class FeeBumper:
         """Keep an eye on `sent` (just accepted by the node) until its nonce is mined."""
         now = time.monotonic()
         family = _Family(relayer, to, data, gas, [sent], claim_id, now, now)
-        self._families[(sent.sender, sent.nonce)] = family
+        self._families.setdefault(sent.sender, {})[sent.nonce] = family
         self._by_hash[sent.tx_hash] = family
         self._ensure_running()
 
@@ -117,7 +118,7 @@ class FeeBumper:
         """Watch a transaction of `relayer` sent by another process (one whose key this process took over)."""
         fields = TypedTransaction.from_bytes(HexBytes(raw_tx)).as_dict()
         nonce = int(fields["nonce"])
-        if (relayer.address, nonce) in self._families:
+        if nonce in self._families.get(relayer.address, {}):
             return
         tx_hash = "0x" + keccak(HexBytes(raw_tx)).hex()
         sent = SentTransaction(
@@ -139,17 +140,18 @@ class FeeBumper:
 
     def in_flight(self, relayer: str) -> int:
         """How many of `relayer`'s nonces this process sent and has not seen mined."""
-        return sum(1 for sender, _ in self._families if sender == relayer)
+        return len(self._families.get(relayer, ()))
 
     def stuck(self, relayer: str) -> bool:
         """Whether `relayer`'s oldest watched transaction is stuck: at the fee ceiling under the base fee, or
         unmined for longer than the stuck delay."""
-        now = time.monotonic()
-        return any(
-            family.at_ceiling or now - family.first_sent_at > self._stuck_after_s
-            for (sender, _), family in self._families.items()
-            if sender == relayer
-        )
+        families = self._families.get(relayer)
+        if not families:
+            return False
+        oldest = next(iter(families.values()))
+        if time.monotonic() - oldest.first_sent_at > self._stuck_after_s:
+            return True
+        return any(family.at_ceiling for family in families.values())
 
     def sent(self, tx_hash: str) -> SentTransaction | None:
         """The transaction with this hash, if this process sent or replaced it and still watches it."""
@@ -221,7 +223,7 @@ class FeeBumper:
                 logger.warning("fee check failed: %s", exc)
 
     async def _tick(self) -> None:
-        senders = sorted({sender for sender, _ in self._families})
+        senders = sorted(self._families)
         replies = await self._rpc.batch(
             [
                 RpcCall("eth_getBlockByNumber", ["pending", False]),
@@ -236,8 +238,8 @@ class FeeBumper:
         base_fee = int(values[0].get("baseFeePerGas", "0x0"), 16)
         mined = {sender: int(count, 16) for sender, count in zip(senders, values[1:], strict=True)}
         now = time.monotonic()
-        for key, family in list(self._families.items()):
-            sender, nonce = key
+        for sender, nonce, family in [(r, n, f) for r, fs in self._families.items() for n, f in fs.items()]:
+            key = (sender, nonce)
             if nonce < mined[sender]:
                 self._forget(key)
                 continue
@@ -300,7 +302,10 @@ class FeeBumper:
         family.changed = asyncio.Event()
 
     def _forget(self, key: tuple[str, int]) -> None:
-        family = self._families.pop(key, None)
+        families = self._families.get(key[0], {})
+        family = families.pop(key[1], None)
+        if not families:
+            self._families.pop(key[0], None)
         if family is not None:
             for tx in family.members:
                 self._by_hash.pop(tx.tx_hash, None)

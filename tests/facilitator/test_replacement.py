@@ -45,7 +45,7 @@ def test_bumped_fees_raise_both_caps_by_more_than_the_replacement_rule_and_keep_
 def _pool(chain: DevChain) -> dict[int, dict[str, Any]]:
     """The relayer's transactions in anvil's pool, by nonce."""
     pending = chain.rpc.call("txpool_content")["pending"]
-    ours = next(
+    ours: dict[str, Any] = next(
         (txs for sender, txs in pending.items() if sender.lower() == relayer_address(chain).lower()), {}
     )
     return {int(nonce): tx for nonce, tx in ours.items()}
@@ -83,12 +83,12 @@ async def _sent_rows(database_url: str) -> list[dict[str, Any]]:
 
 async def _spiked(
     chain: DevChain, facilitator: Facilitator, payments: list[PaymentPayload], requirements: Any
-) -> tuple[list[asyncio.Future[SettleResponse]], dict[int, dict[str, Any]]]:
+) -> tuple[list[asyncio.Task[SettleResponse]], dict[int, dict[str, Any]]]:
     """Start settling `payments` with mining off, then raise the next base fee over their fee caps.
 
     Returns the settles under way and the originals as anvil's pool held them, by nonce."""
     chain.rpc.call("evm_setAutomine", [False])
-    settles = [asyncio.ensure_future(facilitator.settle(p, requirements)) for p in payments]
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
     await wait_until(lambda: len(_pool(chain)) == len(payments), what="every settlement to reach the pool")
     originals = _pool(chain)
     highest = max(int(tx["maxFeePerGas"], 16) for tx in originals.values())

@@ -16,10 +16,10 @@ from tests.fixtures.merchant import MerchantWire
 
 from .clients import JSON, open_task, pay, poll_until_definite
 from .conftest import Scenario
+from .processes import MerchantProcess
 
 FOUR_KEYS = ANVIL_DEV_KEYS[4:8]
 RELAYERS = {Account.from_key(key).address for key in FOUR_KEYS}
-POOL = {"relayer_keys": ",".join(FOUR_KEYS), "relayer_key": FOUR_KEYS[0], "fee_bump_after_s": 0.5}
 PAYERS = 8
 _BROADCAST = "SELECT count(*) FROM settlement_claims WHERE state = 'broadcast'"
 _REPLACEMENTS = "SELECT count(*) FROM settlement_transactions"
@@ -43,8 +43,8 @@ async def _claim_nonces(scenario: Scenario) -> list[tuple[str, int]]:
 
 async def test_two_replicas_sharing_four_keys_settle_every_payment_once(scenario: Scenario) -> None:
     first, second = await asyncio.gather(
-        scenario.merchants.start(relayer_max_keys=2, **POOL),
-        scenario.merchants.start(relayer_max_keys=2, **POOL),
+        _start(scenario, max_keys=2),
+        _start(scenario, max_keys=2),
     )
     async with first.http() as first_http, second.http() as second_http:
         wires = [MerchantWire(first_http, "jsonrpc"), MerchantWire(second_http, "jsonrpc")]
@@ -76,7 +76,7 @@ async def test_a_replica_killed_mid_settlement_has_its_keys_taken_over_and_its_t
     scenario: Scenario,
 ) -> None:
     chain = scenario.chain
-    doomed = await scenario.merchants.start(**POOL)
+    doomed = await _start(scenario)
     async with doomed.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
@@ -85,7 +85,7 @@ async def test_a_replica_killed_mid_settlement_has_its_keys_taken_over_and_its_t
         await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
         doomed.kill()
         await asyncio.gather(paying, return_exceptions=True)
-    taker = await scenario.merchants.start(reconcile_interval_s=0.5, reconcile_stale_after_s=0.5, **POOL)
+    taker = await _start(scenario, reconcile_s=0.5)
     chain.rpc.call("evm_setAutomine", [True])
     chain.rpc.call("evm_mine")
     async with taker.http() as http:
@@ -112,7 +112,7 @@ async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_repla
     scenario: Scenario,
 ) -> None:
     chain = scenario.chain
-    merchant = await scenario.merchants.start(**POOL)
+    merchant = await _start(scenario)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
@@ -132,6 +132,20 @@ async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_repla
     (transfer,) = report.transfers
     assert transfer.tx_hash != tx["hash"]  # the replacement was mined, and it is the booked settlement
     assert set(_unmined(chain).values()) == {0}
+
+
+async def _start(
+    scenario: Scenario, *, max_keys: int = len(FOUR_KEYS), reconcile_s: float = 30.0
+) -> MerchantProcess:
+    """A merchant with the pool of four keys (at most `max_keys` of them) and fee bumping after 0.5 s."""
+    return await scenario.merchants.start(
+        relayer_key=FOUR_KEYS[0],
+        relayer_keys=",".join(FOUR_KEYS),
+        relayer_max_keys=max_keys,
+        fee_bump_after_s=0.5,
+        reconcile_interval_s=reconcile_s,
+        reconcile_stale_after_s=reconcile_s,
+    )
 
 
 async def _count(scenario: Scenario, statement: str) -> bool:
