@@ -80,8 +80,9 @@ async def test_a_replica_killed_mid_settlement_has_its_keys_taken_over_and_its_t
     async with doomed.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
+        payer_key = scenario.new_payer()  # minted while blocks are still mined
         chain.rpc.call("evm_setAutomine", [False])  # the settlement stays in the pool
-        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(scenario.new_payer(), terms)))
+        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(payer_key, terms)))
         await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
         doomed.kill()
         await asyncio.gather(paying, return_exceptions=True)
@@ -116,8 +117,9 @@ async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_repla
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
+        payer_key = scenario.new_payer()  # minted while blocks are still mined
         chain.rpc.call("evm_setAutomine", [False])
-        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(scenario.new_payer(), terms)))
+        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(payer_key, terms)))
         await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
         pending = chain.rpc.call("txpool_content")["pending"]
         (tx,) = [tx for txs in pending.values() for tx in txs.values()]
