@@ -101,6 +101,7 @@ class FeeBumper:
         # By relayer, then nonce (in the order sent, so a relayer's first entry is its oldest).
         self._families: dict[str, dict[int, _Family]] = {}
         self._by_hash: dict[str, _Family] = {}
+        self._at_ceiling: set[tuple[str, int]] = set()  # usually empty: checked on every pick
         self._task: asyncio.Task[None] | None = None
         self.replacements_sent = 0
 
@@ -151,7 +152,7 @@ class FeeBumper:
         oldest = next(iter(families.values()))
         if time.monotonic() - oldest.first_sent_at > self._stuck_after_s:
             return True
-        return any(family.at_ceiling for family in families.values())
+        return any(sender == relayer for sender, _ in self._at_ceiling)
 
     def sent(self, tx_hash: str) -> SentTransaction | None:
         """The transaction with this hash, if this process sent or replaced it and still watches it."""
@@ -166,7 +167,7 @@ class FeeBumper:
         The receipt names the transaction that was mined: a replacement, or the original that overtook it.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = time.monotonic() + timeout_s
         family = self._by_hash.get(tx_hash)
         hashes = [tx_hash]
         if family is None:
@@ -176,6 +177,20 @@ class FeeBumper:
         while True:
             if family is not None:
                 hashes = [tx.tx_hash for tx in family.members]
+            # The common case costs one plain wait: a single transaction that cannot be replaced before the
+            # wait ends (the bump delay has not passed), or one with no family to grow.
+            if len(hashes) == 1:
+                until = (
+                    deadline if family is None else min(deadline, family.last_sent_at + self._bump_after_s)
+                )
+                left = until - time.monotonic()
+                if left > 0 or family is None:
+                    receipt = await self._watcher.wait(
+                        hashes[0], confirmations=confirmations, timeout_s=max(left, 0)
+                    )
+                    if receipt is not None or family is None or time.monotonic() >= deadline:
+                        return receipt
+                    continue
             # A family no longer watched (its nonce mined) grows no more: wait for its receipts alone.
             watched = family is not None and self._by_hash.get(tx_hash) is family
             grown: asyncio.Future[Any] = (
@@ -186,7 +201,7 @@ class FeeBumper:
             receipts: list[asyncio.Future[Any]] = [
                 asyncio.ensure_future(
                     self._watcher.wait(
-                        h, confirmations=confirmations, timeout_s=max(deadline - loop.time(), 0)
+                        h, confirmations=confirmations, timeout_s=max(deadline - time.monotonic(), 0)
                     )
                 )
                 for h in hashes
@@ -198,7 +213,7 @@ class FeeBumper:
                     task.cancel()
             if receipt is not None:
                 return receipt
-            if not grown.done() or loop.time() >= deadline:
+            if not grown.done() or time.monotonic() >= deadline:
                 return None
 
     async def aclose(self) -> None:
@@ -246,6 +261,7 @@ class FeeBumper:
             newest = family.newest
             if newest.max_fee_per_gas >= base_fee:
                 family.at_ceiling = False
+                self._at_ceiling.discard(key)
                 continue
             if now - family.last_sent_at < self._bump_after_s:
                 continue
@@ -263,6 +279,7 @@ class FeeBumper:
                     base_fee,
                 )
             family.at_ceiling = True
+            self._at_ceiling.add(key)
             return
         max_fee, priority = fees
         try:
@@ -302,6 +319,7 @@ class FeeBumper:
         family.changed = asyncio.Event()
 
     def _forget(self, key: tuple[str, int]) -> None:
+        self._at_ceiling.discard(key)
         families = self._families.get(key[0], {})
         family = families.pop(key[1], None)
         if not families:
