@@ -1,8 +1,8 @@
 """facilitator: relayer key leases (one process per key at a time) and every transaction sent for a claim
 (a fee-bumped replacement shares its original's nonce; whichever of them is mined is the settlement)
 
-Revision ID: f0003
-Revises: f0002
+Revision ID: f0004
+Revises: f0003
 Create Date: 2026-12-01
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 from storage import UtcDateTime
 
-revision = "f0003"
-down_revision = "f0002"
+revision = "f0004"
+down_revision = "f0003"
 branch_labels = None
 depends_on = None
 
