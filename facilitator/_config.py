@@ -77,9 +77,6 @@ class FacilitatorSettings(BaseSettings):
         le=3600,
         description="a relayer key's lease in the database; renewed at a third of it, taken over after it",
     )
-    relayer_min_balance_wei: int = Field(
-        default=0, ge=0, description="a relayer key holding less than this takes no new settlements"
-    )
     relayer_stuck_after_s: float = Field(
         default=120.0,
         gt=0,
@@ -117,7 +114,9 @@ class FacilitatorSettings(BaseSettings):
         default=60.0, gt=0, description="after this, a claim whose owner vanished may be retaken"
     )
     relayer_min_balance_wei: int = Field(
-        default=10**15, ge=0, description="below this balance the relayer is not ready (`/readyz`)"
+        default=10**15,
+        ge=0,
+        description="a relayer key holding less takes no new settlements, and fails `/readyz`",
     )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
