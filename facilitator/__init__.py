@@ -26,7 +26,7 @@ from ._checks import (
 )
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
-from ._config import FacilitatorSettings, evm_network, load_private_key
+from ._config import FacilitatorSettings, evm_network, load_private_key, load_private_keys
 from ._errors import (
     ChainError,
     ChainMismatchError,
@@ -39,8 +39,10 @@ from ._errors import (
 )
 from ._health import chain_check, facilitator_checks, relayer_check, schema_check
 from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
+from ._pool import NoRelayerError, RelayerState
 from ._probe import ChainStatus, RelayerStatus, read_chain_status
 from ._recovery import authorization_used
+from ._replacement import bumped_fees
 from ._rpc import RpcCall, RpcClient, shown_origin
 from ._service import Facilitator
 from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
@@ -65,13 +67,16 @@ __all__ = [
     "HttpFacilitatorClient",
     "IdempotencyConflictError",
     "InvalidIdempotencyKeyError",
+    "NoRelayerError",
     "PaymentInvalidError",
+    "RelayerState",
     "RelayerStatus",
     "RpcCall",
     "RpcClient",
     "RpcError",
     "TRANSFER_TOPIC",
     "authorization_used",
+    "bumped_fees",
     "chain_check",
     "chain_gauges",
     "check_database",
@@ -84,6 +89,7 @@ __all__ = [
     "facilitator_checks",
     "facilitator_readings",
     "load_private_key",
+    "load_private_keys",
     "read_chain_status",
     "relayer_check",
     "refuse_on_fatal",

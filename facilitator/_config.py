@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cli import ConfigError
 from storage import DEFAULT_DATABASE_URL
 
-__all__ = ["FacilitatorSettings", "evm_network", "load_private_key"]
+__all__ = ["FacilitatorSettings", "evm_network", "load_private_key", "load_private_keys"]
 
 _HEX_KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 _CAIP2_EVM = re.compile(r"^eip155:[1-9][0-9]{0,18}$")
@@ -46,6 +46,35 @@ def load_private_key(value: str) -> str:
     return value if value.startswith("0x") else "0x" + value
 
 
+def load_private_keys(value: str) -> list[str]:
+    """Private keys given comma-separated (each 0x-hex or a file path), or as the path of a file holding one
+    key per line (blank lines and `#` comments skipped)."""
+    value = value.strip()
+    path = Path(value).expanduser()
+    if "," not in value and not _HEX_KEY.match(value) and path.is_file():
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"names {path}, which cannot be read: {exc}", variable="X402_RELAYER_KEYS"
+            ) from exc
+        entries = [entry for entry in (line.split("#", 1)[0].strip() for line in text.splitlines()) if entry]
+        if not entries or not all(_HEX_KEY.match(entry) for entry in entries):
+            raise ConfigError(
+                f"names {path}, which does not hold one 32-byte hex private key per line",
+                variable="X402_RELAYER_KEYS",
+            )
+    else:
+        entries = [entry for entry in (part.strip() for part in value.split(",")) if entry]
+    if not entries:
+        raise ConfigError("names no key", variable="X402_RELAYER_KEYS")
+    keys = [load_private_key(entry) for entry in entries]
+    # One key twice would be one account leased twice: refused rather than quietly merged.
+    if len({key.lower() for key in keys}) != len(keys):
+        raise ConfigError("names one key twice", variable="X402_RELAYER_KEYS")
+    return keys
+
+
 class FacilitatorSettings(BaseSettings):
     """Everything the facilitator needs to verify and settle on one EVM chain."""
 
@@ -57,6 +86,38 @@ class FacilitatorSettings(BaseSettings):
     )
     relayer_key: SecretStr | None = Field(
         default=None, description="relayer private key (hex) or a file path holding it"
+    )
+    relayer_keys: SecretStr | None = Field(
+        default=None,
+        description="relayer keys: comma-separated (hex or file paths), or a file of one key per line",
+    )
+    relayer_max_keys: int | None = Field(
+        default=None,
+        ge=1,
+        description="take at most this many of the keys (their number over the replicas'); all when unset",
+    )
+    relayer_lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="a relayer key's lease in the database; renewed at a third of it, taken over after it",
+    )
+    relayer_stuck_after_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="a key whose oldest transaction is unmined this long takes no new work",
+    )
+    max_fee_per_gas: int | None = Field(
+        default=None,
+        gt=0,
+        lt=2**63,
+        description="ceiling of maxFeePerGas, for sends and fee-bumped replacements",
+    )
+    fee_bump_after_s: float = Field(
+        default=12.0,
+        ge=0.5,
+        le=3600,
+        description="a settlement unmined this long with maxFeePerGas below the base fee is replaced",
     )
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
     confirmations: int = Field(
@@ -78,7 +139,9 @@ class FacilitatorSettings(BaseSettings):
         default=60.0, gt=0, description="after this, a claim whose owner vanished may be retaken"
     )
     relayer_min_balance_wei: int = Field(
-        default=10**15, ge=0, description="below this balance the relayer is not ready (`/readyz`)"
+        default=10**15,
+        ge=0,
+        description="a relayer key holding less takes no new settlements, and fails `/readyz`",
     )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
@@ -94,10 +157,22 @@ class FacilitatorSettings(BaseSettings):
         return int(self.network.split(":", 1)[1])
 
     def relayer_private_key(self) -> str:
-        """The relayer key, loaded from hex or from its file."""
-        if self.relayer_key is None:
+        """The first relayer key, loaded from hex or from its file."""
+        return self.relayer_private_keys()[0]
+
+    def relayer_private_keys(self) -> list[str]:
+        """Every relayer key: `X402_RELAYER_KEY` (a pool of one) and those of `X402_RELAYER_KEYS`."""
+        keys = [] if self.relayer_key is None else [load_private_key(self.relayer_key.get_secret_value())]
+        if self.relayer_keys is not None:
+            keys += [
+                key
+                for key in load_private_keys(self.relayer_keys.get_secret_value())
+                if key.lower() not in {known.lower() for known in keys}
+            ]
+        if not keys:
             raise ConfigError(
-                "is not set: the facilitator cannot settle without a relayer key (hex, or a file holding it)",
+                "is not set (nor X402_RELAYER_KEYS): the facilitator cannot settle without a relayer key "
+                "(hex, or a file holding it)",
                 variable="X402_RELAYER_KEY",
             )
-        return load_private_key(self.relayer_key.get_secret_value())
+        return keys

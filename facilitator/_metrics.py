@@ -2,7 +2,8 @@
 
 Counted where they happen: verifications and settlements by result (`valid`, `success`, `pending`, or the
 x402 reason), and their latency. Read per scrape: the unfinished claims, the chain head's lag, and each
-relayer's balance and next nonce (`relayer` label: its address, public by nature).
+relayer's balance and next nonce (`relayer` label: its address, public by nature), and each pool key's
+lease, usability and transactions in flight in this process.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ._probe import ChainStatus
 from ._service import Facilitator
 from .wire import Reason, SettleResponse, VerifyResponse
 
-__all__ = ["FacilitatorMetrics", "chain_gauges", "facilitator_readings"]
+__all__ = ["FacilitatorMetrics", "chain_gauges", "facilitator_readings", "pool_gauges"]
 
 
 class FacilitatorMetrics:
@@ -103,4 +104,38 @@ def facilitator_readings(facilitator: Callable[[], Facilitator]) -> list[Reading
             )
         ]
 
-    return [Reading("chain", chain), Reading("claims", claims)]
+    async def relayers() -> Iterable[Metric]:
+        return pool_gauges(facilitator())
+
+    return [Reading("chain", chain), Reading("claims", claims), Reading("relayers", relayers)]
+
+
+def pool_gauges(facilitator: Facilitator) -> list[Metric]:
+    """Each relayer key of the pool as this process sees it: held (leased here), usable, in flight; and the
+    fee-bumped replacements sent."""
+    states = facilitator.relayer_states()
+    return [
+        gauge(
+            "x402_relayer_held",
+            "1 when this process holds the key's lease",
+            [((s.address,), int(s.held)) for s in states],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_relayer_usable",
+            "1 when the key takes new settlements (held, accounted for, funded, not stuck)",
+            [((s.address,), int(s.usable)) for s in states],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_relayer_in_flight",
+            "transactions this process sent with the key and has not seen mined",
+            [((s.address,), s.in_flight) for s in states],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_facilitator_fee_replacements",
+            "fee-bumped replacements this process has sent",
+            [((), facilitator.replacements_sent)],
+        ),
+    ]

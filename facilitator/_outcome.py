@@ -10,10 +10,11 @@ from ._answers import Answers, remaining
 from ._claims import Claim, ClaimState, ClaimStore
 from ._elsewhere import SettledElsewhere
 from ._errors import ChainError, RpcError
-from ._receipts import ReceiptWatcher
+from ._pool import RelayerPool
 from ._records import ClaimRecords
 from ._recovery import Recovery, ThirdPartySettlement
-from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
+from ._relayer import BroadcastUncertainError, SentTransaction
+from ._replacement import FeeBumper
 from ._reverted import RevertedRelease
 from ._token import transfer_logs
 from ._verify import VerifiedPayment
@@ -34,8 +35,8 @@ class Outcomes:
         self,
         *,
         claims: ClaimStore,
-        relayer: Relayer,
-        watcher: ReceiptWatcher,
+        relayer: RelayerPool,
+        watcher: FeeBumper,
         recovery: Recovery,
         records: ClaimRecords,
         elsewhere: SettledElsewhere,
@@ -71,7 +72,9 @@ class Outcomes:
         # The verifier refused estimates over the cap; the margin covers state that changes before mining.
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
-            sent = await self._relayer.send(verified.target, verified.calldata, gas)
+            sent = await self._relayer.send(
+                verified.target, verified.calldata, gas, claim_id=claim.id, wait_s=remaining(deadline)
+            )
         except BroadcastUncertainError as exc:
             # Maybe out there: record it as broadcast; the receipt wait and `reconcile` settle the doubt.
             logger.warning("broadcast of claim %s uncertain: %s", claim.id, exc)
@@ -129,6 +132,9 @@ class Outcomes:
             )
         if receipt is None:
             return await self._records.record(claim, self._answers.pending(claim, tx_hash))
+        if receipt.tx_hash != tx_hash:
+            # Of a transaction and its fee-bumped replacements (one nonce), the one mined is the settlement.
+            tx_hash, sent = receipt.tx_hash, self._watcher.sent(receipt.tx_hash)
         sent_fields: dict[str, Any] = (
             {"relayer": sent.sender, "relayer_nonce": sent.nonce, "raw_tx": sent.raw}
             if sent is not None

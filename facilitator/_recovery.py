@@ -18,7 +18,7 @@ from hexbytes import HexBytes
 
 from ._claims import Claim, ClaimStore
 from ._errors import ChainError
-from ._relayer import Relayer
+from ._pool import RelayerPool
 from ._rpc import RpcClient
 from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
 from .wire import checksum_address
@@ -85,7 +85,7 @@ async def find_settlement(
 class Recovery:
     """Chain-side repair of one claim at a time; every method is safe to repeat."""
 
-    def __init__(self, rpc: RpcClient, claims: ClaimStore, relayer: Relayer):
+    def __init__(self, rpc: RpcClient, claims: ClaimStore, relayer: RelayerPool):
         self._rpc = rpc
         self._claims = claims
         self._relayer = relayer
@@ -111,6 +111,7 @@ class Recovery:
             checksum_address("0x" + bytes(sent_before["to"]).hex()),
             "0x" + bytes(sent_before["data"]).hex(),
             int(sent_before["gas"]),
+            claim_id=claim.id,
         )
         logger.info("claim %s: the nonce of %s was taken; re-sent as %s", claim.id, tx_hash, sent.tx_hash)
         await self._claims.mark_broadcast(

@@ -37,6 +37,8 @@ class SentTransaction:
     raw: str
     nonce: int
     sender: str
+    max_fee_per_gas: int = 0
+    max_priority_fee_per_gas: int = 0
 
 
 class BroadcastUncertainError(ChainUnavailableError):
@@ -54,12 +56,21 @@ class BroadcastUncertainError(ChainUnavailableError):
 class Relayer:
     """Signs and submits EIP-1559 transactions from one key with gap-free nonces."""
 
-    def __init__(self, rpc: RpcClient, key: str, chain_id: int, *, priority_fee_wei: int | None = None):
+    def __init__(
+        self,
+        rpc: RpcClient,
+        key: str,
+        chain_id: int,
+        *,
+        priority_fee_wei: int | None = None,
+        max_fee_per_gas: int | None = None,
+    ):
         self._rpc = rpc
         self._key = coincurve.PrivateKey(bytes.fromhex(key.removeprefix("0x")))
         self._address: str = Account.from_key(key).address
         self._chain_id = chain_id
         self._priority_fee_wei = priority_fee_wei
+        self._max_fee_per_gas = max_fee_per_gas
         self._lock = asyncio.Lock()
         self._next_nonce: int | None = None
         self._fees: tuple[float, int, int] | None = None  # (fetched_at, max_fee, priority_fee)
@@ -68,6 +79,11 @@ class Relayer:
     def address(self) -> str:
         """The relayer's checksummed address."""
         return self._address
+
+    @property
+    def next_nonce(self) -> int | None:
+        """The nonce the next transaction will carry, if known without asking the node."""
+        return self._next_nonce
 
     async def send(self, to: str, data: str, gas: int) -> SentTransaction:
         """Sign and submit a call to `to` with `data`; return once the node has accepted it.
@@ -83,22 +99,7 @@ class Relayer:
                 attempt += 1
                 nonce = await self._nonce()
                 max_fee, priority_fee = await self._fee_caps()
-                signed = sign_eip1559(
-                    self._key,
-                    chain_id=self._chain_id,
-                    nonce=nonce,
-                    max_priority_fee_per_gas=priority_fee,
-                    max_fee_per_gas=max_fee,
-                    gas=gas,
-                    to=to,
-                    data=bytes.fromhex(data[2:]),
-                )
-                sent = SentTransaction(
-                    tx_hash="0x" + signed.hash.hex(),
-                    raw="0x" + signed.raw.hex(),
-                    nonce=nonce,
-                    sender=self.address,
-                )
+                sent = self._sign(nonce, max_fee, priority_fee, to=to, data=data, gas=gas)
                 try:
                     await self._rpc.call("eth_sendRawTransaction", sent.raw)
                 except RpcError as exc:
@@ -116,6 +117,51 @@ class Relayer:
                         raise
                 self._next_nonce = nonce + 1
                 return sent
+
+    async def replace(
+        self, sent: SentTransaction, *, to: str, data: str, gas: int, max_fee: int, priority_fee: int
+    ) -> SentTransaction | None:
+        """Send the call of `sent` again with its nonce and higher fees; None if that nonce is already mined.
+
+        Raises:
+            RpcError: the node refused the replacement (underpriced, say); the original stands.
+            ChainUnavailableError: the node could not be reached and does not hold the replacement.
+        """
+        replacement = self._sign(sent.nonce, max_fee, priority_fee, to=to, data=data, gas=gas)
+        try:
+            await self._rpc.call("eth_sendRawTransaction", replacement.raw)
+        except RpcError as exc:
+            if _already_known(exc):
+                return replacement
+            if "nonce too low" in exc.message.lower():
+                return None
+            raise
+        except ChainUnavailableError as exc:
+            if not await self._node_knows(replacement, exc):
+                raise
+        return replacement
+
+    def _sign(
+        self, nonce: int, max_fee: int, priority_fee: int, *, to: str, data: str, gas: int
+    ) -> SentTransaction:
+        signed = sign_eip1559(
+            self._key,
+            chain_id=self._chain_id,
+            nonce=nonce,
+            max_priority_fee_per_gas=priority_fee,
+            max_fee_per_gas=max_fee,
+            gas=gas,
+            to=to,
+            data=bytes.fromhex(data[2:]),
+        )
+        return SentTransaction(
+            tx_hash="0x" + signed.hash.hex(),
+            raw="0x" + signed.raw.hex(),
+            nonce=nonce,
+            sender=self.address,
+            max_fee_per_gas=max_fee,
+            max_priority_fee_per_gas=priority_fee,
+        )
 
     async def rebroadcast(self, raw: str) -> bool:
         """Send an already-signed transaction of ours again (it left the pool); False if its nonce is taken.
@@ -164,8 +210,13 @@ class Relayer:
             priority = self._priority_fee_wei
             if priority is None:
                 priority = int(tip, 16) if isinstance(tip, str) else 1_000_000_000
-            # Twice the base fee survives six consecutive full blocks of +12.5% each.
-            self._fees = (now, 2 * base_fee + priority, priority)
+            # Twice the base fee survives six consecutive full blocks of +12.5% each; a spike beyond that is
+            # met by replacing the transaction (`FeeBumper`), never by a cap above the operator's ceiling.
+            max_fee = 2 * base_fee + priority
+            if self._max_fee_per_gas is not None:
+                max_fee = min(max_fee, self._max_fee_per_gas)
+                priority = min(priority, max_fee)
+            self._fees = (now, max_fee, priority)
         return self._fees[1], self._fees[2]
 
 

@@ -30,17 +30,22 @@ from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
 from ._errors import ChainError, ChainMismatchError, ChainUnavailableError, PaymentInvalidError
+from ._leases import LeaseStore
 from ._outcome import Outcomes
+from ._pool import RelayerPool, RelayerState, holder_id
 from ._probe import ChainStatus, read_chain_status
 from ._receipts import ReceiptWatcher
 from ._reconcile import reconcile_claims
 from ._records import ClaimRecords
 from ._recovery import Recovery
 from ._relayer import Relayer
+from ._replacement import FeeBumper
 from ._request import idempotency_key_of, read_payment
 from ._reverted import RevertedRelease
 from ._rpc import RpcClient, shown_origin
+from ._sent import SentTransactionStore
 from ._settlement import Settlement
+from ._takeover import account_for_key
 from ._verify import Verifier
 from .wire import (
     PaymentPayload,
@@ -63,7 +68,8 @@ class Facilitator:
 
     The composition of the settlement's parts: `Settlement` (verify, claim, answer a known claim),
     `Outcomes` (broadcast, receipt wait, pool check), `SettledElsewhere` (front-running),
-    `RevertedRelease` and `ClaimRecords`, sharing one RPC client, claim store and relayer.
+    `RevertedRelease` and `ClaimRecords`, sharing one RPC client, claim store and relayer pool (whose
+    `FeeBumper` replaces settlements a base-fee spike left behind).
     """
 
     def __init__(
@@ -71,33 +77,35 @@ class Facilitator:
         *,
         rpc: RpcClient,
         claims: ClaimStore,
-        relayer: Relayer,
+        relayers: RelayerPool,
+        bumper: FeeBumper,
+        watcher: ReceiptWatcher,
         network: str,
         confirmations: int = 1,
         receipt_timeout_s: float = 20.0,
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
-        receipt_poll_s: float = 0.003,
     ):
         self.network = network
         self.chain_id = int(network.split(":", 1)[1])
         self._rpc = rpc
         self._claims = claims
-        self._relayer = relayer
+        self._relayer = relayers
+        self._bumper = bumper
         self._receipt_timeout_s = receipt_timeout_s
         self._owned_engine: AsyncEngine | None = None
         self._database_url: str | None = None
         self._answers = Answers(network)
-        self._watcher = ReceiptWatcher(rpc, poll_interval_s=receipt_poll_s)
-        self._recovery = Recovery(rpc, claims, relayer)
+        self._watcher = watcher
+        self._recovery = Recovery(rpc, claims, relayers)
         records = ClaimRecords(claims, self._answers, confirmations=confirmations)
         self._elsewhere = SettledElsewhere(
             rpc, self._recovery, self._watcher, records, self._answers, confirmations=confirmations
         )
         self._outcomes = Outcomes(
             claims=claims,
-            relayer=relayer,
-            watcher=self._watcher,
+            relayer=relayers,
+            watcher=bumper,
             recovery=self._recovery,
             records=records,
             elsewhere=self._elsewhere,
@@ -109,7 +117,7 @@ class Facilitator:
         verifier = Verifier(
             rpc,
             chain_id=self.chain_id,
-            relayer=relayer.address,
+            relayer=relayers.address,
             validity_margin_s=validity_margin_s,
             gas_limit_cap=gas_limit_cap,
         )
@@ -124,6 +132,11 @@ class Facilitator:
             network=network,
             chain_id=self.chain_id,
         )
+        relayers.on_take_over(
+            lambda relayer: account_for_key(
+                relayer, rpc=rpc, claims=claims, outcomes=self._outcomes, bumper=bumper
+            )
+        )
 
     @classmethod
     def from_settings(cls, settings: FacilitatorSettings, *, engine: AsyncEngine | None = None) -> Self:
@@ -135,18 +148,44 @@ class Facilitator:
             ValueError: no usable relayer key is configured.
         """
         rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
+        keys = settings.relayer_private_keys()
         owned = engine is None
         engine = engine or create_engine(settings.database_url)
+        watcher = ReceiptWatcher(rpc, poll_interval_s=settings.receipt_poll_s)
+        bumper = FeeBumper(
+            rpc,
+            watcher,
+            SentTransactionStore(engine),
+            bump_after_s=settings.fee_bump_after_s,
+            max_fee_per_gas=settings.max_fee_per_gas,
+            stuck_after_s=settings.relayer_stuck_after_s,
+        )
+        relayers = [
+            Relayer(rpc, key, settings.chain_id, max_fee_per_gas=settings.max_fee_per_gas) for key in keys
+        ]
+        leases = LeaseStore(
+            engine, chain_id=settings.chain_id, holder=holder_id(), lease_s=settings.relayer_lease_s
+        )
+        pool = RelayerPool(
+            rpc,
+            relayers,
+            leases,
+            bumper,
+            lease_s=settings.relayer_lease_s,
+            min_balance_wei=settings.relayer_min_balance_wei,
+            max_keys=settings.relayer_max_keys,
+        )
         facilitator = cls(
             rpc=rpc,
             claims=ClaimStore(engine, lease_s=settings.claim_lease_s),
-            relayer=Relayer(rpc, settings.relayer_private_key(), settings.chain_id),
+            relayers=pool,
+            bumper=bumper,
+            watcher=watcher,
             network=settings.network,
             confirmations=settings.confirmations,
             receipt_timeout_s=settings.receipt_timeout_s,
             validity_margin_s=settings.validity_margin_s,
             gas_limit_cap=settings.gas_limit_cap,
-            receipt_poll_s=settings.receipt_poll_s,
         )
         facilitator._owned_engine = engine if owned else None
         facilitator._database_url = settings.database_url
@@ -172,7 +211,7 @@ class Facilitator:
         return facilitator
 
     async def startup_checks(self) -> None:
-        """Refuse to serve on a wrong chain or an outdated claim store.
+        """Refuse to serve on a wrong chain or an outdated claim store; then take the free relayer keys.
 
         Raises:
             ChainMismatchError: the node's eth_chainId is not the configured network's.
@@ -191,10 +230,13 @@ class Facilitator:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"
             )
+        await self._relayer.start()
 
     async def aclose(self) -> None:
-        """Stop background work and close connections this facilitator opened."""
+        """Stop background work, give back the relayer keys, and close connections this facilitator opened."""
+        await self._relayer.aclose()
         await self._outcomes.aclose()
+        await self._bumper.aclose()
         await self._watcher.aclose()
         await self._rpc.aclose()
         if self._owned_engine is not None:
@@ -208,7 +250,7 @@ class Facilitator:
     @property
     def relayer_addresses(self) -> tuple[str, ...]:
         """Every relayer account this facilitator settles with (what `/readyz` and `/metrics` report on)."""
-        return (self._relayer.address,)
+        return self._relayer.addresses
 
     @property
     def engine(self) -> AsyncEngine:
@@ -227,6 +269,15 @@ class Facilitator:
         """How many claims are `claimed` (nothing sent yet) and `broadcast` (sent, not yet final)."""
         return await self._claims.unfinished_counts()
 
+    def relayer_states(self) -> list[RelayerState]:
+        """Each relayer key as this process sees it: held, usable or why not, balance, nonce, in flight."""
+        return self._relayer.states()
+
+    @property
+    def replacements_sent(self) -> int:
+        """How many fee-bumped replacements this process has sent."""
+        return self._bumper.replacements_sent
+
     def supported(self) -> SupportedResponse:
         """The kinds this facilitator verifies and settles, and its signer."""
         kinds = [SupportedKind(x402_version=2, scheme="exact", network=self.network)]
@@ -239,7 +290,7 @@ class Facilitator:
         return SupportedResponse(
             kinds=tuple(kinds),
             extensions=("payment-identifier",),
-            signers={"eip155:*": (self._relayer.address,)},
+            signers={"eip155:*": self._relayer.addresses},
         )
 
     async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:

@@ -1,83 +1,43 @@
-"""`x402-facilitator` as real processes: `db upgrade` makes the claim store, two `serve` processes sharing one
-PostgreSQL database settle an authorization exactly once (with one idempotency key, every answer is the
-same), and `serve` refuses a node of another chain."""
+"""`x402-facilitator` as real processes: `db upgrade` makes the claim store, two `serve` processes (a relayer
+key each) sharing one PostgreSQL database settle an authorization exactly once (with one idempotency key,
+every answer is the same), and `serve` refuses a node of another chain."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from eth_account import Account
 
-from devchain import DevChain
+from devchain import ANVIL_DEV_KEYS, DevChain
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
-from tests.fixtures.servers import free_port, idle_connection_answers, wait_answering
+from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
+from tests.fixtures.servers import free_port, idle_connection_answers
 
-from .payments import claim_rows, relayer_nonce
-
-CLI = str(Path(sys.executable).parent / "x402-facilitator")
-REPO_ROOT = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 30.0
+from .payments import claim_rows, tx_count
 
 Serve = Callable[[str], Awaitable[str]]
 
+# Two keys, one for each process (a key is leased to one process at a time).
+TWO_KEYS = {"X402_RELAYER_KEYS": f"{ANVIL_DEV_KEYS[1]},{ANVIL_DEV_KEYS[2]}", "X402_RELAYER_MAX_KEYS": "1"}
+
 
 def _env(chain: DevChain, database_url: str, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        # The processes run the code of this checkout, whatever is installed.
-        "PYTHONPATH": str(REPO_ROOT),
-        "X402_RPC_URL": chain.rpc_url,
-        "X402_NETWORK": chain.network,
-        "X402_RELAYER_KEY": chain.relayer_key,
-        "X402_DATABASE_URL": database_url,
-        **extra,
-    }
-
-
-async def _wait_healthy(url: str, process: asyncio.subprocess.Process) -> None:
-    await wait_answering(
-        url + "/healthz",
-        running=lambda: process.returncode is None,
-        what=f"x402-facilitator serve at {url}",
-        timeout_s=STARTUP_TIMEOUT_S,
-    )
+    return facilitator_process_env(chain, database_url, **extra)
 
 
 @asynccontextmanager
 async def _processes(chain: DevChain, tmp_path: Path) -> AsyncIterator[Serve]:
-    started: list[asyncio.subprocess.Process] = []
+    async with facilitator_processes(chain, tmp_path) as processes:
 
-    async def serve(database_url: str) -> str:
-        port = free_port()
-        log = (tmp_path / f"serve-{port}.log").open("wb")
-        process = await asyncio.create_subprocess_exec(
-            CLI,
-            "serve",
-            env=_env(chain, database_url, X402_PORT=str(port)),
-            stdout=log,
-            stderr=log,
-            cwd=tmp_path,
-        )
-        log.close()
-        started.append(process)
-        url = f"http://127.0.0.1:{port}"
-        await _wait_healthy(url, process)
-        return url
+        async def serve(database_url: str) -> str:
+            return (await processes.serve(database_url, **TWO_KEYS)).url
 
-    try:
         yield serve
-    finally:
-        for process in started:
-            if process.returncode is None:
-                process.terminate()
-        for process in started:
-            await asyncio.wait_for(process.wait(), 15)
 
 
 async def test_db_upgrade_creates_the_claim_store(chain: DevChain, tmp_path: Path) -> None:
@@ -107,7 +67,8 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
         }
         for _ in range(2)
     )
-    nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
+    relayers = [Account.from_key(key).address for key in (ANVIL_DEV_KEYS[1], ANVIL_DEV_KEYS[2])]
+    nonce_before, payee_before = sum(tx_count(chain, r) for r in relayers), chain.balance_of(PAY_TO)
 
     async with _processes(chain, tmp_path) as serve:
         urls = await asyncio.gather(serve(postgres_url), serve(postgres_url))
@@ -135,7 +96,7 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
     assert {r.status_code for r in responses} == {200}
     assert {(a["errorReason"], a["transaction"]) for a in refusals} == {("duplicate_settlement", "")}
     assert {a["extensions"]["originalSettlement"]["transaction"] for a in refusals} == {winner["transaction"]}
-    assert relayer_nonce(chain) == nonce_before + 2
+    assert sum(tx_count(chain, r) for r in relayers) == nonce_before + 2
     assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
     rows = await claim_rows(postgres_url)
     assert sorted((row["state"], row["idempotency_key"] or "") for row in rows) == [
@@ -156,7 +117,7 @@ async def test_serve_refuses_a_node_serving_another_chain(
         stderr=asyncio.subprocess.PIPE,
         cwd=tmp_path,
     )
-    _, errors = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT_S)
+    _, errors = await asyncio.wait_for(process.communicate(), 30.0)
 
     assert process.returncode == 2
     assert errors.decode() == (

@@ -96,3 +96,29 @@ def test_a_bad_network_is_a_clear_error(network: str, monkeypatch: pytest.Monkey
         assert "X402_NETWORK: " in answered.output and "CAIP-2 EVM chain id" in answered.output
         assert "Traceback" not in answered.output
     assert not (Path.cwd() / "x402.db").exists()  # nothing was created
+
+
+def test_relayer_keys_are_read_comma_separated_or_from_a_file_and_join_the_single_key(tmp_path: Path) -> None:
+    keys_file = tmp_path / "relayers.keys"
+    keys_file.write_text(f"# the pool\n{ANVIL_DEV_KEYS[2]}\n\n{ANVIL_DEV_KEYS[3].removeprefix('0x')}\n")
+
+    listed = FacilitatorSettings(relayer_keys=SecretStr(f"{ANVIL_DEV_KEYS[2]}, {ANVIL_DEV_KEYS[3]}"))
+    from_file = FacilitatorSettings(
+        relayer_key=SecretStr(RELAYER_KEY), relayer_keys=SecretStr(str(keys_file))
+    )
+
+    assert listed.relayer_private_keys() == [ANVIL_DEV_KEYS[2], ANVIL_DEV_KEYS[3]]
+    assert from_file.relayer_private_keys() == [RELAYER_KEY, ANVIL_DEV_KEYS[2], ANVIL_DEV_KEYS[3]]
+
+
+def test_a_relayer_key_named_twice_or_a_bad_keys_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad_file = tmp_path / "relayers.keys"
+    bad_file.write_text(f"{ANVIL_DEV_KEYS[2]}\nnot a key\n")
+
+    with pytest.raises(ValueError, match="names one key twice"):
+        FacilitatorSettings(
+            relayer_keys=SecretStr(f"{ANVIL_DEV_KEYS[2]},{ANVIL_DEV_KEYS[2]}")
+        ).relayer_private_keys()
+    with pytest.raises(ValueError, match="one 32-byte hex private key per line") as refused:
+        FacilitatorSettings(relayer_keys=SecretStr(str(bad_file))).relayer_private_keys()
+    assert ANVIL_DEV_KEYS[2].removeprefix("0x") not in str(refused.value)

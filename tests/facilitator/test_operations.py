@@ -77,6 +77,11 @@ async def test_metrics_pass_promtool_and_count_a_settlement(
     assert sample(text, "x402_facilitator_settlements_pending", state="broadcast") == 0
     assert sample(text, "x402_chain_head_lag_seconds") is not None
     assert sample(text, "x402_scrape_reading_ok", reading="chain") == 1
+    # The pool's view of its one key: leased here, taking work, and the gauge of fee replacements.
+    assert sample(text, "x402_relayer_held", relayer=relayer) == 1
+    assert sample(text, "x402_relayer_usable", relayer=relayer) == 1
+    assert sample(text, "x402_relayer_in_flight", relayer=relayer) is not None
+    assert sample(text, "x402_facilitator_fee_replacements") == 0
 
 
 async def test_ready_when_every_check_passes(chain: DevChain, sqlite_url: str, settings_for: Any) -> None:

@@ -40,6 +40,7 @@ _STOP_TIMEOUT_S = 10.0
 _RECONCILE_TIMEOUT_S = 60.0
 _CLIENT_TIMEOUT_S = 30.0
 _LOG_TAIL_LINES = 40
+_RELAYER_LEASE_S = 2.0
 
 
 def _console_script(name: str) -> str:
@@ -133,6 +134,8 @@ class MerchantProcesses:
             "api_token": self._api_token,
             "host": "127.0.0.1",
             "port": port,
+            # A restart after SIGKILL takes the relayer key over once the killed process's lease runs out.
+            "relayer_lease_s": _RELAYER_LEASE_S,
             **settings,
         }
         env = {key: value for key, value in os.environ.items() if not key.startswith("X402_")}

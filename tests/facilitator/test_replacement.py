@@ -1,0 +1,190 @@
+"""Fee spikes on anvil: a settlement whose maxFeePerGas a raised base fee left behind is replaced with its
+nonce and higher fees; whichever of the two is mined (the replacement, or the original overtaking it) is
+the settlement, exactly once; at the fee ceiling the key takes no new work until the base fee falls.
+
+anvil mines nothing here until the test says so (automine off), so transactions priced under the next
+block's base fee (`anvil_setNextBlockBaseFeePerGas`) stay in its pool, as on a busy chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from devchain import DevChain
+from facilitator import AUTHORIZATION_USED_TOPIC, Facilitator, bumped_fees
+from facilitator.wire import PaymentPayload, SettleResponse
+from payer import sign_payment
+from storage import create_engine
+from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator import make_requirements
+
+from .conftest import OpenFacilitator
+from .payments import claim_rows, relayer_address, relayer_nonce
+
+GWEI = 10**9
+# Replacements are considered after this long under the base fee (the checks run at half of it).
+BUMP_AFTER_S = 0.5
+
+
+def test_bumped_fees_raise_both_caps_by_more_than_the_replacement_rule_and_keep_to_the_ceiling() -> None:
+    max_fee, tip = bumped_fees(3 * GWEI, GWEI, base_fee=2 * GWEI, ceiling=None) or (0, 0)
+    assert max_fee * 100 >= 3 * GWEI * 110 and tip * 100 >= GWEI * 110
+    # Under a base fee of 10 gwei the new cap covers twice that plus the tip, as a fresh send would.
+    assert bumped_fees(3 * GWEI, GWEI, base_fee=10 * GWEI, ceiling=None) == (20 * GWEI + tip, tip)
+    assert bumped_fees(3 * GWEI, GWEI, base_fee=10 * GWEI, ceiling=15 * GWEI) == (15 * GWEI, tip)
+    # A ceiling leaving less than +10 % leaves no replacement the node would take.
+    assert bumped_fees(3 * GWEI, GWEI, base_fee=10 * GWEI, ceiling=3 * GWEI * 109 // 100) is None
+
+
+def _pool(chain: DevChain) -> dict[int, dict[str, Any]]:
+    """The relayer's transactions in anvil's pool, by nonce."""
+    pending = chain.rpc.call("txpool_content")["pending"]
+    ours: dict[str, Any] = next(
+        (txs for sender, txs in pending.items() if sender.lower() == relayer_address(chain).lower()), {}
+    )
+    return {int(nonce): tx for nonce, tx in ours.items()}
+
+
+def _next_base_fee(chain: DevChain) -> int:
+    return int(chain.rpc.call("eth_getBlockByNumber", ["pending", False])["baseFeePerGas"], 16)
+
+
+def _uses(chain: DevChain, from_block: int) -> Counter[str]:
+    """How often each authorization nonce was used since `from_block`."""
+    logs = chain.rpc.call(
+        "eth_getLogs",
+        [
+            {
+                "address": chain.asset,
+                "fromBlock": hex(from_block),
+                "toBlock": "latest",
+                "topics": [AUTHORIZATION_USED_TOPIC],
+            }
+        ],
+    )
+    return Counter(log["topics"][2] for log in logs)
+
+
+async def _sent_rows(database_url: str) -> list[dict[str, Any]]:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            statement = sa.text("SELECT * FROM settlement_transactions ORDER BY sent_at")
+            return [dict(row) for row in (await connection.execute(statement)).mappings().all()]
+    finally:
+        await engine.dispose()
+
+
+async def _spiked(
+    chain: DevChain, facilitator: Facilitator, payments: list[PaymentPayload], requirements: Any
+) -> tuple[list[asyncio.Task[SettleResponse]], dict[int, dict[str, Any]]]:
+    """Start settling `payments` with mining off, then raise the next base fee over their fee caps.
+
+    Returns the settles under way and the originals as anvil's pool held them, by nonce."""
+    chain.rpc.call("evm_setAutomine", [False])
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
+    await wait_until(lambda: len(_pool(chain)) == len(payments), what="every settlement to reach the pool")
+    originals = _pool(chain)
+    highest = max(int(tx["maxFeePerGas"], 16) for tx in originals.values())
+    chain.rpc.call("anvil_setNextBlockBaseFeePerGas", [hex(3 * highest)])
+    return settles, originals
+
+
+async def test_settlements_under_a_spiked_base_fee_are_replaced_and_the_replacements_settle(
+    chain: DevChain, sqlite_url: str, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    facilitator = await open_facilitator(sqlite_url, fee_bump_after_s=BUMP_AFTER_S, receipt_timeout_s=60)
+    requirements = make_requirements(chain)
+    payments = [sign_payment(new_payer(), requirements) for _ in range(2)]
+    first_block, nonce_before = int(chain.rpc.call("eth_blockNumber"), 16) + 1, relayer_nonce(chain)
+
+    settles, originals = await _spiked(chain, facilitator, payments, requirements)
+    # Both nonces are replaced: the later one too, or it would wait behind the first without end.
+    await wait_until(lambda: facilitator.replacements_sent >= 2, what="both settlements to be replaced")
+    replacements = _pool(chain)
+    chain.rpc.call("evm_mine")
+    answers = await asyncio.gather(*settles)
+
+    assert all(a.success for a in answers), answers
+    assert {a.transaction for a in answers} == {tx["hash"] for tx in replacements.values()}
+    assert {a.transaction for a in answers}.isdisjoint(tx["hash"] for tx in originals.values())
+    for nonce, tx in replacements.items():
+        old = originals[nonce]
+        assert int(tx["maxFeePerGas"], 16) * 100 >= int(old["maxFeePerGas"], 16) * 110
+        assert int(tx["maxPriorityFeePerGas"], 16) * 100 >= int(old["maxPriorityFeePerGas"], 16) * 110
+    assert relayer_nonce(chain) == nonce_before + 2  # gap-free: one nonce per settlement
+    uses = _uses(chain, first_block)
+    assert uses == Counter({p.payload.authorization.nonce: 1 for p in payments})
+    rows = await claim_rows(sqlite_url)
+    assert {(row["state"], row["tx_hash"]) for row in rows} == {("succeeded", a.transaction) for a in answers}
+    # Every hash sent for a claim is recorded: the original and its replacement.
+    sent = await _sent_rows(sqlite_url)
+    assert Counter(row["claim_id"] for row in sent) == Counter({row["id"]: 2 for row in rows})
+    assert {row["tx_hash"] for row in sent} == {
+        tx["hash"] for tx in (*originals.values(), *replacements.values())
+    }
+
+
+async def test_an_original_mined_before_its_replacement_is_the_settlement(
+    chain: DevChain, sqlite_url: str, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    facilitator = await open_facilitator(sqlite_url, fee_bump_after_s=BUMP_AFTER_S, receipt_timeout_s=60)
+    requirements = make_requirements(chain)
+    payment = sign_payment(new_payer(), requirements)
+    first_block, base_fee = int(chain.rpc.call("eth_blockNumber"), 16) + 1, _next_base_fee(chain)
+
+    (settle,), originals = await _spiked(chain, facilitator, [payment], requirements)
+    await wait_until(lambda: facilitator.replacements_sent >= 1, what="the settlement to be replaced")
+    (original, replacement) = await _sent_rows(sqlite_url)
+    # The spike passes and a block producer that never saw the replacement mines the original.
+    chain.rpc.call("anvil_dropTransaction", [replacement["tx_hash"]])
+    chain.rpc.call("anvil_setNextBlockBaseFeePerGas", [hex(base_fee)])
+    chain.rpc.call("eth_sendRawTransaction", [original["raw_tx"]])
+    chain.rpc.call("evm_mine")
+    answer = await settle
+
+    assert answer.success, answer
+    assert answer.transaction == original["tx_hash"] == next(iter(originals.values()))["hash"]
+    assert _uses(chain, first_block) == Counter({payment.payload.authorization.nonce: 1})
+    (row,) = await claim_rows(sqlite_url)
+    assert (row["state"], row["tx_hash"]) == ("succeeded", original["tx_hash"])
+    assert chain.rpc.call("eth_getTransactionReceipt", [replacement["tx_hash"]]) is None
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_a_key_at_the_fee_ceiling_takes_no_new_work_until_the_base_fee_falls(
+    database: str,
+    chain: DevChain,
+    sqlite_url: str,
+    postgres_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+) -> None:
+    database_url = sqlite_url if database == "sqlite" else postgres_url
+    base_fee = _next_base_fee(chain)
+    tip = int(chain.rpc.call("eth_maxPriorityFeePerGas"), 16)
+    # Room for the first send (twice the base fee plus the tip) but not for a +10 % replacement.
+    ceiling = (2 * base_fee + tip) * 105 // 100
+    facilitator = await open_facilitator(
+        database_url, fee_bump_after_s=BUMP_AFTER_S, receipt_timeout_s=60, max_fee_per_gas=ceiling
+    )
+    requirements = make_requirements(chain)
+    payment = sign_payment(new_payer(), requirements)
+
+    (settle,), originals = await _spiked(chain, facilitator, [payment], requirements)
+    await wait_until(lambda: not facilitator.relayer_states()[0].usable, what="the key to be marked stuck")
+    (state,) = facilitator.relayer_states()
+    assert state.reason == "oldest transaction stuck" and state.in_flight == 1
+    assert facilitator.replacements_sent == 0
+    chain.rpc.call("anvil_setNextBlockBaseFeePerGas", [hex(base_fee)])
+    await wait_until(lambda: facilitator.relayer_states()[0].usable, what="the key to take work again")
+    chain.rpc.call("evm_mine")
+    answer = await settle
+
+    assert answer.success and answer.transaction == next(iter(originals.values()))["hash"], answer

@@ -1,0 +1,154 @@
+"""The five invariants with the relayer pool and fee bumping on: merchant replicas sharing four leased keys
+under concurrent paid turns (one payment presented at both), a replica SIGKILLed mid-settlement whose keys
+another takes over after the lease, and a base-fee spike in the middle of a paid turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from eth_account import Account
+
+from devchain import ANVIL_DEV_KEYS, DevChain
+from payer import sign_payment
+from tests.fixtures.deadlines import wait_until
+from tests.fixtures.merchant import MerchantWire
+
+from .clients import JSON, open_task, pay, poll_until_definite
+from .conftest import Scenario
+from .processes import MerchantProcess
+
+FOUR_KEYS = ANVIL_DEV_KEYS[4:8]
+RELAYERS = {Account.from_key(key).address for key in FOUR_KEYS}
+PAYERS = 8
+_BROADCAST = "SELECT count(*) FROM settlement_claims WHERE state = 'broadcast'"
+_REPLACEMENTS = "SELECT count(*) FROM settlement_transactions"
+
+
+def _unmined(chain: DevChain) -> dict[str, int]:
+    """Per pool key, how many of its nonces the node holds unmined (zero: gap-free, nothing stuck)."""
+    return {
+        relayer: int(chain.rpc.call("eth_getTransactionCount", [relayer, "pending"]), 16)
+        - int(chain.rpc.call("eth_getTransactionCount", [relayer, "latest"]), 16)
+        for relayer in RELAYERS
+    }
+
+
+async def _claim_nonces(scenario: Scenario) -> list[tuple[str, int]]:
+    rows = await scenario.database.scalar(
+        "SELECT json_agg(json_build_array(relayer, relayer_nonce)) FROM settlement_claims"
+    )
+    return [(relayer, nonce) for relayer, nonce in rows or []]
+
+
+async def test_two_replicas_sharing_four_keys_settle_every_payment_once(scenario: Scenario) -> None:
+    first, second = await asyncio.gather(
+        _start(scenario, max_keys=2),
+        _start(scenario, max_keys=2),
+    )
+    async with first.http() as first_http, second.http() as second_http:
+        wires = [MerchantWire(first_http, "jsonrpc"), MerchantWire(second_http, "jsonrpc")]
+
+        async def one(i: int) -> tuple[str, JSON]:
+            wire = wires[i % 2]
+            task_id, terms = await open_task(wire)
+            payload = sign_payment(scenario.new_payer(), terms)
+            if i % 4 == 0:  # the same payment at both replicas at once
+                answer, _ = await asyncio.gather(
+                    pay(wire, task_id, payload), pay(wires[1 - i % 2], task_id, payload)
+                )
+            else:
+                answer = await pay(wire, task_id, payload)
+            return task_id, answer
+
+        runs = await asyncio.gather(*(one(i) for i in range(PAYERS)))
+        done = {task_id: await poll_until_definite(wires[0], task_id) for task_id, _ in runs}
+
+    assert Counter(task["status"]["state"] for task in done.values()) == {"TASK_STATE_COMPLETED": PAYERS}
+    report = await scenario.invariants(client_views={t: "TASK_STATE_COMPLETED" for t in done})
+    assert len(report.transfers) == PAYERS and sorted(report.booked_tasks) == sorted(done)
+    nonces = await _claim_nonces(scenario)
+    assert {relayer for relayer, _ in nonces} <= RELAYERS and len(set(nonces)) == len(nonces) == PAYERS
+    assert set(_unmined(scenario.chain).values()) == {0}
+
+
+async def test_a_replica_killed_mid_settlement_has_its_keys_taken_over_and_its_turn_finished(
+    scenario: Scenario,
+) -> None:
+    chain = scenario.chain
+    doomed = await _start(scenario)
+    async with doomed.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        payer_key = scenario.new_payer()  # minted while blocks are still mined
+        chain.rpc.call("evm_setAutomine", [False])  # the settlement stays in the pool
+        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(payer_key, terms)))
+        await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
+        doomed.kill()
+        await asyncio.gather(paying, return_exceptions=True)
+    taker = await _start(scenario, reconcile_s=0.5)
+    chain.rpc.call("evm_setAutomine", [True])
+    chain.rpc.call("evm_mine")
+    async with taker.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        done = await poll_until_definite(wire, task_id)
+        # The taken-over keys settle new payments too.
+        again_id, terms = await open_task(wire)
+        again = await pay(wire, again_id, sign_payment(scenario.new_payer(), terms))
+        again = (
+            again
+            if again["status"]["state"] != "TASK_STATE_WORKING"
+            else await poll_until_definite(wire, again_id)
+        )
+
+    assert (done["status"]["state"], again["status"]["state"]) == ("TASK_STATE_COMPLETED",) * 2
+    views = {task_id: "TASK_STATE_COMPLETED", again_id: "TASK_STATE_COMPLETED"}
+    report = await scenario.invariants(client_views=views)
+    assert len(report.transfers) == 2
+    nonces = await _claim_nonces(scenario)
+    assert len(set(nonces)) == 2 and set(_unmined(chain).values()) == {0}
+
+
+async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_replacement(
+    scenario: Scenario,
+) -> None:
+    chain = scenario.chain
+    merchant = await _start(scenario)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task_id, terms = await open_task(wire)
+        payer_key = scenario.new_payer()  # minted while blocks are still mined
+        chain.rpc.call("evm_setAutomine", [False])
+        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(payer_key, terms)))
+        await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
+        pending = chain.rpc.call("txpool_content")["pending"]
+        (tx,) = [tx for txs in pending.values() for tx in txs.values()]
+        chain.rpc.call("anvil_setNextBlockBaseFeePerGas", [hex(3 * int(tx["maxFeePerGas"], 16))])
+        await wait_until(lambda: _count(scenario, _REPLACEMENTS), what="the settlement to be replaced")
+        chain.rpc.call("evm_mine")
+        await paying
+        done = await poll_until_definite(wire, task_id)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
+    (transfer,) = report.transfers
+    assert transfer.tx_hash != tx["hash"]  # the replacement was mined, and it is the booked settlement
+    assert set(_unmined(chain).values()) == {0}
+
+
+async def _start(
+    scenario: Scenario, *, max_keys: int = len(FOUR_KEYS), reconcile_s: float = 30.0
+) -> MerchantProcess:
+    """A merchant with the pool of four keys (at most `max_keys` of them) and fee bumping after 0.5 s."""
+    return await scenario.merchants.start(
+        relayer_key=FOUR_KEYS[0],
+        relayer_keys=",".join(FOUR_KEYS),
+        relayer_max_keys=max_keys,
+        fee_bump_after_s=0.5,
+        reconcile_interval_s=reconcile_s,
+        reconcile_stale_after_s=reconcile_s,
+    )
+
+
+async def _count(scenario: Scenario, statement: str) -> bool:
+    return bool(await scenario.database.scalar(statement))
