@@ -1,14 +1,16 @@
 """Discovering what to test from a merchant's Agent Card: interfaces, declarations, payees and assets.
 
-The card is fetched three times, as the clients of each version fetch it (``A2A-Version: 1.0``,
-``A2A-Version: 0.3`` and no version, §13), through ``UntrustedHttp``. Nothing in it is trusted: every member
-read is type-checked here, a card that cannot be read at all becomes a failed ``card.served`` check, and the
-payees and assets the card lists are what the kit is willing to sign for (``Discovery.allows``).
+The card is fetched three times, as the clients of each version fetch it (``A2A-Version: 1.0``, ``A2A-Version:
+0.3`` and no version, §13), through ``UntrustedHttp``; each named tenant the card gives 0.3 interfaces is
+asked for its own 0.3 card (§12.1) at the well-known path under the nearest base of those interfaces' URLs
+that serves one (its 0.3 interfaces join the ones to test). Nothing in it is trusted: every member read is
+type-checked here, a card that cannot be read at all becomes a failed ``card.served`` check, and the payees
+and assets the card lists are what the kit is willing to sign for (``Discovery.allows``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,7 +20,17 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 
 from ._http import Answer, MerchantFault, UntrustedHttp
 
-__all__ = ["CARD_PATH", "CardReading", "Discovery", "Interface", "card_url_of", "discover"]
+__all__ = [
+    "CARD_PATH",
+    "CardReading",
+    "Discovery",
+    "Interface",
+    "card_url_of",
+    "discover",
+    "interfaces_0_3",
+    "interfaces_of",
+    "tenant_card_urls",
+]
 
 JSON = Any
 CARD_PATH = "/.well-known/agent-card.json"
@@ -35,11 +47,14 @@ class Interface:
     version: str
     """``"1.0"`` or ``"0.3"``."""
     tenant: str = ""
+    own_card_only: bool = False
+    """Listed by the tenant's own 0.3 card only, not by the 1.0 card."""
 
     @property
     def label(self) -> str:
         """How reports name the interface, e.g. ``JSONRPC 1.0 tenant=acme``."""
-        return f"{self.binding} {self.version} tenant={self.tenant or '(default)'}"
+        label = f"{self.binding} {self.version} tenant={self.tenant or '(default)'}"
+        return f"{label} {self.url} (its 0.3 card only)" if self.own_card_only else label
 
 
 @dataclass
@@ -49,6 +64,7 @@ class CardReading:
     version: str
     answer: Answer | None = None
     card: dict[str, JSON] | None = None
+    url: str = ""
     fault: MerchantFault | None = None
     problem: str = ""
     """Why the answer is not a usable card (empty when it is)."""
@@ -75,6 +91,10 @@ class Discovery:
     assets: dict[tuple[str, str], dict[str, JSON]] = field(default_factory=dict)
     """``(network, checksummed address)`` → the asset entry listed."""
     networks: frozenset[str] = frozenset()
+    tenant_cards: dict[str, CardReading] = field(default_factory=dict)
+    """Named tenant → the last reading of its own 0.3 card (the served one, if any URL served one)."""
+    tenant_payees: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+    """Named tenant → ``(network, checksummed payTo)`` its own 0.3 card's v0.2 declaration lists."""
     request_text: str = "The quick brown fox jumps over the lazy dog. The dog sleeps."
     """What the kit asks for: the first example of the card's first skill."""
 
@@ -116,7 +136,7 @@ def _address(value: JSON) -> str | None:
 
 
 async def _read(http: UntrustedHttp, url: str, version: str) -> CardReading:
-    reading = CardReading(version)
+    reading = CardReading(version, url=url)
     headers = {"A2A-Version": version} if version else {}
     try:
         reading.answer = await http.request("GET", url, headers=headers)
@@ -133,7 +153,8 @@ async def _read(http: UntrustedHttp, url: str, version: str) -> CardReading:
     return reading
 
 
-def _interfaces(card: dict[str, JSON]) -> list[Interface]:
+def interfaces_of(card: dict[str, JSON]) -> list[Interface]:
+    """The interfaces a 1.0 card lists that the kit can test (1.0 on every binding, 0.3 but gRPC)."""
     found: list[Interface] = []
     listed = card.get("supportedInterfaces")
     for entry in listed if isinstance(listed, list) else []:
@@ -153,8 +174,8 @@ def _interfaces(card: dict[str, JSON]) -> list[Interface]:
     return found
 
 
-def _interfaces_0_3(card: dict[str, JSON]) -> list[Interface]:
-    # A 0.3 card names its interfaces by url + preferredTransport + additionalInterfaces.
+def interfaces_0_3(card: dict[str, JSON], tenant: str = "") -> list[Interface]:
+    """A 0.3 card's interfaces (``url``, ``additionalInterfaces``), as ``tenant``'s."""
     found: list[Interface] = []
     pairs = [(card.get("url"), card.get("preferredTransport", "JSONRPC"))]
     extra = card.get("additionalInterfaces")
@@ -165,7 +186,7 @@ def _interfaces_0_3(card: dict[str, JSON]) -> list[Interface]:
     )
     for url, transport in pairs:
         if isinstance(url, str) and transport in ("JSONRPC", "HTTP+JSON"):
-            interface = Interface(url, str(transport), "0.3")
+            interface = Interface(url, str(transport), "0.3", tenant)
             if interface not in found:
                 found.append(interface)
     return found
@@ -205,6 +226,55 @@ def _request_text(card: dict[str, JSON]) -> str | None:
     return None
 
 
+def tenant_card_urls(interface_urls: list[str]) -> list[str]:
+    """Where a tenant's own 0.3 card may be: the well-known path under each base of its interfaces' URLs.
+
+    The bases are the path prefixes of the URLs' common prefix, nearest first, the bare origin excluded
+    (that is the default tenant's card). URLs on different origins share no base of the tenant's own.
+    """
+    parts = [urlsplit(url) for url in interface_urls]
+    if not parts or len({(p.scheme, p.netloc) for p in parts}) != 1:
+        return []
+    paths = [[s for s in p.path.split("/") if s] for p in parts]
+    common: list[str] = []
+    for segments in zip(*paths, strict=False):
+        if len(set(segments)) != 1:
+            break
+        common.append(segments[0])
+    origin = (parts[0].scheme, parts[0].netloc)
+    return [
+        urlunsplit((*origin, "/" + "/".join(common[:depth]) + CARD_PATH, "", ""))
+        for depth in range(len(common), 0, -1)
+    ]
+
+
+async def _tenant_card(http: UntrustedHttp, discovery: Discovery, tenant: str) -> None:
+    urls = [i.url for i in discovery.interfaces if i.version == "0.3" and i.tenant == tenant]
+    reading = CardReading("0.3", problem="no base of the tenant's 0.3 interface URLs is its own")
+    for url in tenant_card_urls(urls):
+        reading = await _read(http, url, "0.3")
+        if reading.card is not None:
+            break
+    discovery.tenant_cards[tenant] = reading
+    if reading.card is None:
+        return
+    declaration = reading.declaration(EXTENSION_URI_V02)
+    params = declaration.get("params") if declaration is not None else None
+    pay_to = params.get("payTo") if isinstance(params, dict) else None
+    listed: set[tuple[str, str]] = set()
+    for payee in pay_to if isinstance(pay_to, list) else []:
+        address = _address(payee.get("address")) if isinstance(payee, dict) else None
+        if address is not None and isinstance(payee.get("network"), str):
+            listed.add((payee["network"], address))
+    discovery.tenant_payees[tenant] = frozenset(listed)
+    # Interfaces at URLs the 1.0 card lists already (for any tenant) are not the tenant's to add; the
+    # card checks fail a tenant card naming another tenant's.
+    known = {(i.url, i.binding) for i in discovery.interfaces if i.version == "0.3"}
+    for interface in interfaces_0_3(reading.card, tenant):
+        if (interface.url, interface.binding) not in known:
+            discovery.interfaces.append(replace(interface, own_card_only=True))
+
+
 async def discover(http: UntrustedHttp, url: str) -> Discovery:
     """Fetch the card of the merchant at ``url`` (a card URL or a base URL) and read what to test.
 
@@ -216,7 +286,7 @@ async def discover(http: UntrustedHttp, url: str) -> Discovery:
     discovery = Discovery(card_url, readings)
     card_1_0 = readings["1.0"].card or readings[""].card
     if card_1_0 is not None:
-        discovery.interfaces = _interfaces(card_1_0)
+        discovery.interfaces = interfaces_of(card_1_0)
         declaration = readings["1.0"].declaration(EXTENSION_URI) or readings[""].declaration(EXTENSION_URI)
         if declaration is not None:
             _read_params(discovery, declaration.get("params"))
@@ -224,5 +294,7 @@ async def discover(http: UntrustedHttp, url: str) -> Discovery:
     card_0_3 = readings["0.3"].card
     if card_0_3 is not None and not any(i.version == "0.3" for i in discovery.interfaces):
         if card_0_3.get("capabilities") and readings["0.3"].declaration(EXTENSION_URI_V02) is not None:
-            discovery.interfaces += _interfaces_0_3(card_0_3)
+            discovery.interfaces += interfaces_0_3(card_0_3)
+    for tenant in dict.fromkeys(i.tenant for i in discovery.interfaces if i.version == "0.3" and i.tenant):
+        await _tenant_card(http, discovery, tenant)
     return discovery

@@ -26,7 +26,8 @@ class Scope(StrEnum):
     """What a check runs against: a card, or one interface of a protocol version."""
 
     CARD = "card"
-    """Once per card the merchant serves (the 1.0 card and, if it serves 0.3, the 0.3 card)."""
+    """Once per card the merchant serves (the 1.0 card; if it serves 0.3, the 0.3 card and each named
+    tenant's own 0.3 card)."""
     A2A_1_0 = "1.0"
     """Once per A2A 1.0 interface (binding and tenant) of the card, in extension v0.3 forms."""
     A2A_0_3 = "0.3"
@@ -101,6 +102,34 @@ CHECKS: tuple[CheckSpec, ...] = (
         "A single card for both versions lists both URIs in capabilities.extensions.",
     ),
     _c(
+        "card.tenant-0-3-served",
+        _S,
+        _CARD,
+        "12.1",
+        "A named tenant with 0.3 interfaces has its own 0.3 card under a base URL of those interfaces.",
+    ),
+    _c(
+        "card.tenant-0-3-declares",
+        _S,
+        _CARD,
+        "12.1",
+        "The tenant's 0.3 card declares the v0.2 URI with required: true.",
+    ),
+    _c(
+        "card.tenant-0-3-interfaces",
+        _S,
+        _CARD,
+        "12.1",
+        "The tenant's 0.3 card lists the 0.3 interfaces the 1.0 card gives it, and no other tenant's.",
+    ),
+    _c(
+        "card.tenant-0-3-pay-to",
+        _S,
+        _CARD,
+        "12.1",
+        "The tenant's 0.3 card's params.payTo lists only addresses the 1.0 card gives that tenant.",
+    ),
+    _c(
         "activation.refused",
         _M,
         _V10,
@@ -173,6 +202,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         _V10,
         "11",
         "The same payment again after completion is refused (UnsupportedOperationError), not charged.",
+    ),
+    _c(
+        "payment.represented-concurrently",
+        _M,
+        _V10,
+        "11",
+        "One payment sent twice at once on one task is charged once: one successful receipt, one delivery.",
     ),
     _c(
         "payment.replayed",
@@ -323,6 +359,20 @@ CHECKS: tuple[CheckSpec, ...] = (
         _V03,
         "13",
         "The URI-keyed v0.3 object on an A2A 0.3 request is refused with InvalidParamsError.",
+    ),
+    _c(
+        "v02.streaming-terms",
+        _M,
+        _V03,
+        "10",
+        "The 0.3 streaming call starts with a task event and ends on input-required with payment-required.",
+    ),
+    _c(
+        "v02.streaming-paid-turn",
+        _M,
+        _V03,
+        "10",
+        "The streamed 0.3 paid turn: payment-verified, the artifact, then completed with payment-completed.",
     ),
 )
 """Every check, in the order the kit reports them."""

@@ -1,19 +1,21 @@
 """Reading the chain the merchant settles on: was an authorization used, and what did its transaction move.
 
 Plain Ethereum JSON-RPC (``eth_call``, ``eth_getTransactionReceipt``, ``eth_getLogs``, ``eth_blockNumber``)
-over httpx with a timeout, so it works against anvil, a testnet node or a hosted endpoint. EIP-3009 tokens
-expose ``authorizationState(authorizer, nonce)`` and emit ``AuthorizationUsed(authorizer, nonce)``; a
-payment moved money exactly when that nonce is used, which is how the kit tells "nothing moved" without
-comparing balances that other traffic changes.
+over httpx with a timeout and a cap on the answer's size (a node is as untrusted as a merchant), so it works
+against anvil, a testnet node or a hosted endpoint. EIP-3009 tokens expose ``authorizationState(authorizer,
+nonce)`` and emit ``AuthorizationUsed(authorizer, nonce)``; a payment moved money exactly when that nonce is
+used, which is how the kit tells "nothing moved" without comparing balances that other traffic changes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 from eth_utils.address import to_checksum_address
 
 __all__ = ["ChainError", "ChainReader", "Transfer"]
@@ -44,8 +46,10 @@ def _word(address: str) -> str:
 class ChainReader:
     """The few chain reads the checks need."""
 
-    def __init__(self, rpc_url: str, *, timeout_s: float = 15.0) -> None:
+    def __init__(self, rpc_url: str, *, timeout_s: float = 15.0, max_bytes: int = 2 * 1024 * 1024) -> None:
         self._rpc_url = rpc_url
+        self._timeout_s = timeout_s
+        self._max_bytes = max_bytes
         self._http = httpx.AsyncClient(timeout=timeout_s, follow_redirects=False)
         self._ids = itertools.count(1)
 
@@ -56,13 +60,32 @@ class ChainReader:
     async def _call(self, method: str, params: list[Any]) -> Any:
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         try:
-            response = await self._http.post(self._rpc_url, json=body)
-            answer = response.json()
-        except (httpx.HTTPError, ValueError) as error:
+            async with asyncio.timeout(self._timeout_s):
+                async with self._http.stream("POST", self._rpc_url, json=body) as response:
+                    raw = await self._read_capped(response)
+            answer = orjson.loads(raw)
+        except TimeoutError:
+            raise ChainError(f"{method}: the node did not answer within {self._timeout_s:g} s") from None
+        except (httpx.HTTPError, orjson.JSONDecodeError) as error:
             raise ChainError(f"{method}: the node did not answer usefully ({error})") from None
         if not isinstance(answer, dict) or "result" not in answer:
             raise ChainError(f"{method}: {answer!r:.300}")
         return answer["result"]
+
+    async def _read_capped(self, response: httpx.Response) -> bytes:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_bytes:
+            raise ChainError(
+                f"the node's answer declares {declared} bytes, over the cap of {self._max_bytes}"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max_bytes:
+                raise ChainError(f"the node's answer is larger than the cap of {self._max_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def chain_id(self) -> int:
         """``eth_chainId``."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from eth_utils.address import is_hex_address, to_checksum_address
+
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 
 from ._context import Probe, fail
@@ -12,11 +14,11 @@ from ._messages import extension_message, user_message
 from ._reading import artifacts_of, expect_error, metadata_of, state_of
 from ._reply import Reply
 from ._schema import schema_problems
-from ._signer import payload_v1
+from ._signer import Signed, payload_v1
 from ._steps import expect_settled, outcome_of, successful_receipt
 from ._wire import Wire
 
-__all__ = ["V02_CHECKS", "v02_task"]
+__all__ = ["V02_CHECKS", "flat_value", "sign_v1", "terms_v1", "v02_task"]
 
 JSON = Any
 V02_CHECKS = (
@@ -53,20 +55,22 @@ def _caip2(network: str) -> str:
     return network if network.startswith("eip155:") else _V1_NETWORKS.get(network, network)
 
 
-def _flat(task: JSON, name: str) -> JSON:
+def flat_value(task: JSON, name: str) -> JSON:
+    """The v0.2 flat key ``x402.payment.<name>`` of the task's (or status update's) status message."""
     return (metadata_of(task) or {}).get(f"x402.payment.{name}")
 
 
-def _terms(reply: Reply) -> JSON:
+def terms_v1(reply: Reply) -> JSON:
+    """The x402 terms of a 0.3 task waiting for payment (v1, or v2 checked against the schema); else fails."""
     task = reply.task
     if reply.error is not None or task is None:
         raise fail("the priced request got no task", reply.exchange)
     if (
         state_of(task, version="0.3") != "TASK_STATE_INPUT_REQUIRED"
-        or _flat(task, "status") != "payment-required"
+        or flat_value(task, "status") != "payment-required"
     ):
         raise fail("the task is not input-required with x402.payment.status payment-required", reply.exchange)
-    required = _flat(task, "required")
+    required = flat_value(task, "required")
     if not isinstance(required, dict):
         raise fail("x402.payment.required is not an object", reply.exchange)
     if required.get("x402Version") == 2:
@@ -90,6 +94,21 @@ def _terms(reply: Reply) -> JSON:
     return required
 
 
+def sign_v1(probe: Probe, tenant: str, required: JSON) -> tuple[Signed, JSON]:
+    """The kit's signed payment for the first offered entry of 0.3 terms, and its x402 v1 payload."""
+    entry = next(e for e in required["accepts"] if isinstance(e, dict))
+    amount = str(entry.get("maxAmountRequired") if required.get("x402Version") == 1 else entry.get("amount"))
+    network = str(entry.get("network"))
+    signed = probe.run.signer.sign(
+        entry,
+        tenant=tenant,
+        network=network,
+        caip2=_caip2(network),
+        amount=int(amount) if amount.isdigit() else 0,
+    )
+    return signed, payload_v1(entry, signed)
+
+
 async def v02_task(probe: Probe, wire: Wire) -> None:
     """Activation, terms, an x402 v1 payment and the other version's form on one 0.3 interface."""
     interface, run = wire.interface, probe.run
@@ -106,7 +125,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         if EXTENSION_URI_V02 not in (item.strip() for item in header.split(",")):
             raise fail("the answer does not list the v0.2 URI in its extensions header", reply.exchange)
     async with probe.check("v02.terms"):
-        required = _terms(reply)
+        required = terms_v1(reply)
     if probe.failed:
         return
     entries = [e for e in required["accepts"] if isinstance(e, dict)]
@@ -120,6 +139,17 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
             )
             if refusal:
                 raise fail(f"an offered entry is outside the card: {refusal}", reply.exchange)
+            own = run.discovery.tenant_payees.get(interface.tenant)
+            address = str(entry.get("payTo"))
+            pay_to = (
+                _caip2(str(entry.get("network"))),
+                to_checksum_address(address) if is_hex_address(address) else address,
+            )
+            if own is not None and pay_to not in own:
+                raise fail(
+                    f"the offered payTo {pay_to[1]} is not in tenant {interface.tenant}'s own 0.3 card",
+                    reply.exchange,
+                )
     task_id = str(reply.task.get("id"))
     async with probe.check("v02.other-version-form"):
         wrong = {EXTENSION_URI: {"status": "payment-rejected"}}
@@ -131,18 +161,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         if state_of(after.task, version="0.3") != "TASK_STATE_INPUT_REQUIRED":
             raise fail("the task changed although the message was refused", refused.exchange, after.exchange)
     async with probe.check("v02.payment-completes"):
-        entry = entries[0]
-        version = required.get("x402Version")
-        amount = str(entry.get("maxAmountRequired") if version == 1 else entry.get("amount"))
-        network = str(entry.get("network"))
-        signed = run.signer.sign(
-            entry,
-            tenant=interface.tenant,
-            network=network,
-            caip2=_caip2(network),
-            amount=int(amount) if amount.isdigit() else 0,
-        )
-        payload = payload_v1(entry, signed)
+        signed, payload = sign_v1(probe, interface.tenant, required)
         paid = await wire.send(extension_message(interface, task_id, "payment-submitted", payload=payload))
         paid = await outcome_of(probe, wire, paid)
         task = paid.task
@@ -153,9 +172,9 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
                 f"the paid task is {state_of(task, version='0.3')}, not completed with an artifact",
                 paid.exchange,
             )
-        if _flat(task, "status") != "payment-completed":
+        if flat_value(task, "status") != "payment-completed":
             raise fail("x402.payment.status is not payment-completed", paid.exchange)
-        receipt = successful_receipt(_flat(task, "receipts"))
+        receipt = successful_receipt(flat_value(task, "receipts"))
         if receipt is None:
             raise fail("x402.payment.receipts does not end with a successful receipt", paid.exchange)
         await expect_settled(run.chain, probe, signed, receipt, paid)

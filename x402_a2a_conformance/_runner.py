@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._card import Discovery, Interface, discover
 from ._card_checks import CARD_CHECKS, card_checks, reading_target
 from ._catalogue import CHECKS
 from ._chain import ChainError, ChainReader
+from ._concurrent import CONCURRENT_CHECKS, represented_concurrently
 from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
 from ._flows_0_3 import V02_CHECKS, v02_task
@@ -23,6 +25,8 @@ from ._http import UntrustedHttp
 from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals, tenant_isolation
 from ._report import Outcome, Report
 from ._signer import Signer
+from ._streaming_0_3 import V02_STREAM_CHECKS, v02_streamed_task
+from ._tenant_card_checks import TENANT_CARD_CHECKS, tenant_card_checks, tenant_card_target
 from ._wire import Wire
 
 __all__ = ["KitSettings", "run_conformance"]
@@ -57,7 +61,10 @@ def _scenarios(
     discovery: Discovery, interface: Interface, other: Wire | None
 ) -> list[tuple[tuple[str, ...], Scenario]]:
     if interface.version == "0.3":
-        return [(V02_CHECKS, v02_task)]
+        own = discovery.tenant_cards.get(interface.tenant)
+        card = own.card if own is not None else discovery.readings["0.3"].card
+        streaming = v02_streamed_task if _streams(card) else _no_streaming(V02_STREAM_CHECKS)
+        return [(V02_CHECKS, v02_task), (V02_STREAM_CHECKS, streaming)]
 
     async def isolation(probe: Probe, wire: Wire) -> None:
         await tenant_isolation(probe, wire, other)
@@ -65,7 +72,11 @@ def _scenarios(
     found: list[tuple[tuple[str, ...], Scenario]] = [
         (PAID_CHECKS, paid_task),
         (("tenant.isolation",), isolation),
-        (STREAM_CHECKS, streamed_task if _streams(discovery) else _no_streaming),
+        (
+            STREAM_CHECKS,
+            streamed_task if _streams(discovery.readings["1.0"].card) else _no_streaming(STREAM_CHECKS),
+        ),
+        (CONCURRENT_CHECKS, represented_concurrently),
         (REFUSAL_CHECKS, refusals),
     ]
     for check_id in BAD_PAYMENT_CHECKS:
@@ -77,22 +88,24 @@ def _scenarios(
     return found
 
 
-def _streams(discovery: Discovery) -> bool:
-    card = discovery.readings["1.0"].card or {}
-    capabilities = card.get("capabilities")
+def _streams(card: dict[str, Any] | None) -> bool:
+    capabilities = (card or {}).get("capabilities")
     return isinstance(capabilities, dict) and capabilities.get("streaming") is True
 
 
-async def _no_streaming(probe: Probe, wire: Wire) -> None:
-    for check_id in STREAM_CHECKS:
-        async with probe.check(check_id):
-            raise NotApplicable("the card does not declare capabilities.streaming")
+def _no_streaming(check_ids: tuple[str, ...]) -> Scenario:
+    async def skip(probe: Probe, wire: Wire) -> None:
+        for check_id in check_ids:
+            async with probe.check(check_id):
+                raise NotApplicable("the card does not declare capabilities.streaming")
+
+    return skip
 
 
 async def run_conformance(settings: KitSettings) -> Report:
     """Run every selected check against the merchant; never raises for anything the merchant does."""
     http = UntrustedHttp(timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
-    chain = ChainReader(settings.rpc_url, timeout_s=settings.timeout_s)
+    chain = ChainReader(settings.rpc_url, timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
     try:
         return await _run(settings, http, chain)
     finally:
@@ -119,6 +132,11 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
         report.targets.append(target)
         if _selected(settings, (*CARD_CHECKS, "card.vary", "card.unversioned-lists-both")):
             jobs.append(_card_job(Probe(run, target), run, version, both))
+    for tenant in discovery.tenant_cards:
+        target = tenant_card_target(tenant)
+        report.targets.append(target)
+        if _selected(settings, TENANT_CARD_CHECKS):
+            jobs.append(_tenant_card_job(Probe(run, target), run, tenant))
     for interface in discovery.interfaces:
         report.targets.append(interface.label)
         wire = Wire(http, interface, timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
@@ -144,6 +162,11 @@ async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:
     reading = run.discovery.readings[version]
     async with probe.scenario(CARD_CHECKS) as scenario:
         await card_checks(scenario, reading, run.discovery, both)
+
+
+async def _tenant_card_job(probe: Probe, run: Run, tenant: str) -> None:
+    async with probe.scenario(TENANT_CARD_CHECKS) as scenario:
+        await tenant_card_checks(scenario, tenant, run.discovery)
 
 
 async def _job(

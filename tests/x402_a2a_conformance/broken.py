@@ -7,11 +7,17 @@
   activated the extension of its version, so nothing is ever refused for want of it.
 * `v0_3_literals`: a merchant that answers A2A 1.0 requests with 0.3 literals: task states spelled
   `input-required`, and the extension data in the flat `x402.payment.*` keys of v0.2.
+* `SettlesSlowly` with `terms_while_busy`: a JSON-RPC front that answers a payment for a task whose
+  payment it is still processing with the task's cached request to pay (§11 forbids it: the client would
+  take it as an invitation to pay again); settlement is slow, so the first payment is processed a while.
+* `tenant_cards_are_the_root_s`: every named tenant's 0.3 card path serves the default tenant's card.
+* `rogue_tenant_card`: every named tenant's own 0.3 card lists `ROGUE_PAY_TO` as its payee.
 * `ignore_tenant`: a JSON-RPC binding that drops `params.tenant`, so tenants read each other's tasks.
 * `rogue_pay_to`: terms asking to be paid to an address the card does not list (a tampered answer).
 
-The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings; the gRPC server
-the app starts is not wrapped (the tests run the kit on the HTTP interfaces for those two).
+The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings only; the gRPC
+server the app starts is not wrapped. `SettlesLate` and `SettlesSlowly` replace the payment layer's
+facilitator, which the HTTP and gRPC servers of the merchant share, so they reach every binding.
 """
 
 from __future__ import annotations
@@ -30,15 +36,22 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 __all__ = [
     "LATE_BY_S",
     "ROGUE_PAY_TO",
+    "SLOW_BY_S",
     "SettlesLate",
+    "SettlesSlowly",
     "ignore_activation",
     "ignore_tenant",
     "rewrite_json",
     "rogue_pay_to",
+    "rogue_tenant_card",
+    "tenant_cards_are_the_root_s",
+    "terms_while_busy",
     "v0_3_literals",
 ]
 
 LATE_BY_S = 0.5
+SLOW_BY_S = 1.5
+"""How long `SettlesSlowly` takes: the second presentation surely arrives while the first is processed."""
 ROGUE_PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
 """Anvil's account 9: listed for no tenant of the card."""
 _NOT_YET_MINED = "0x" + "ab" * 32
@@ -78,6 +91,120 @@ class SettlesLate(Facilitator):
             payer=payload.payload.authorization.from_address,
             amount=requirements.amount,
         )
+
+
+class SettlesSlowly(Facilitator):
+    """Settles for real, `SLOW_BY_S` after being asked: a payment is being processed that long."""
+
+    async def settle(
+        self, payload: PaymentPayload, requirements: PaymentRequirements, **options: Any
+    ) -> SettleResponse:
+        """The real settlement, late."""
+        await asyncio.sleep(SLOW_BY_S)
+        return await Facilitator.settle(self, payload, requirements, **options)
+
+
+def _tenant_card_path(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return path.startswith("/t/") and path.endswith("/.well-known/agent-card.json")
+
+
+def tenant_cards_are_the_root_s(app: ASGIApp) -> ASGIApp:
+    """`/t/{tenant}/.well-known/agent-card.json` answers with the root card (the default tenant's)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _tenant_card_path(scope):
+            scope = {
+                **scope,
+                "path": "/.well-known/agent-card.json",
+                "raw_path": b"/.well-known/agent-card.json",
+            }
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _payment_of(request: Any) -> tuple[str, str]:
+    """The task id and extension status of a JSON-RPC SendMessage (``""`` where there is none)."""
+    params = request.get("params") if isinstance(request, dict) else None
+    message = params.get("message") if isinstance(params, dict) else None
+    if not isinstance(message, dict) or request.get("method") != "SendMessage":
+        return "", ""
+    value = (message.get("metadata") or {}).get(EXTENSION_URI)
+    status = value.get("status") if isinstance(value, dict) else ""
+    return str(message.get("taskId") or ""), str(status or "")
+
+
+def terms_while_busy(app: ASGIApp) -> ASGIApp:
+    """A 1.0 JSON-RPC payment for a task whose payment is in flight is answered with its cached terms."""
+    terms: dict[str, Any] = {}
+    busy: dict[str, int] = {}
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/a2a/jsonrpc" or not _is_1_0(scope):
+            await app(scope, receive, send)
+            return
+        body = await _whole_body(receive)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        task_id, status = _payment_of(request)
+        if status == "payment-submitted" and busy.get(task_id) and task_id in terms:
+            answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"task": terms[task_id]}})
+            headers = [(b"content-type", b"application/json"), (b"a2a-version", b"1.0")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.encode()})
+            return
+        held: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                held.append(message.get("body", b""))
+                if not message.get("more_body") and not task_id:
+                    _remember_terms(b"".join(held), terms)
+            await send(message)
+
+        if status == "payment-submitted":
+            busy[task_id] = busy.get(task_id, 0) + 1
+        try:
+            await app(scope, _replaying(body, receive), capture)
+        finally:
+            if status == "payment-submitted":
+                busy[task_id] -= 1
+
+    return wrapped
+
+
+def _remember_terms(body: bytes, terms: dict[str, Any]) -> None:
+    try:
+        task = json.loads(body)["result"]["task"]
+    except (ValueError, KeyError, TypeError):
+        return
+    if isinstance(task, dict) and isinstance(task.get("id"), str):
+        terms[task["id"]] = task
 
 
 def _version(scope: Scope) -> str:
@@ -123,11 +250,17 @@ def _flatten(value: Any) -> Any:
     return value
 
 
-def rewrite_json(app: ASGIApp, transform: Callable[[Any], Any]) -> ASGIApp:
-    """The JSON answers to A2A 1.0 requests passed through `transform`; streams and 0.3 pass untouched."""
+def _is_1_0(scope: Scope) -> bool:
+    return _version(scope).startswith("1.")
+
+
+def rewrite_json(
+    app: ASGIApp, transform: Callable[[Any], Any], applies: Callable[[Scope], bool] = _is_1_0
+) -> ASGIApp:
+    """The JSON answers to requests `applies` to (A2A 1.0 ones) passed through `transform`; streams pass."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _version(scope).startswith("1."):
+        if scope["type"] != "http" or not applies(scope):
             await app(scope, receive, send)
             return
         held: list[Message] = []
@@ -181,6 +314,22 @@ def rogue_pay_to(app: ASGIApp) -> ASGIApp:
     return rewrite_json(app, _rogue)
 
 
+def _rogue_card_pay_to(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "payTo" in value and isinstance(value["payTo"], list):
+            payees = [{**p, "address": ROGUE_PAY_TO} if isinstance(p, dict) else p for p in value["payTo"]]
+            return {**value, "payTo": payees}
+        return {key: _rogue_card_pay_to(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rogue_card_pay_to(item) for item in value]
+    return value
+
+
+def rogue_tenant_card(app: ASGIApp) -> ASGIApp:
+    """Every named tenant's own 0.3 card lists `ROGUE_PAY_TO` as its payTo, unlike the 1.0 card."""
+    return rewrite_json(app, _rogue_card_pay_to, _tenant_card_path)
+
+
 def ignore_tenant(app: ASGIApp) -> ASGIApp:
     """JSON-RPC requests reach the app without `params.tenant`: every tenant sees the default's tasks."""
 
@@ -188,13 +337,7 @@ def ignore_tenant(app: ASGIApp) -> ASGIApp:
         if scope["type"] != "http" or scope["path"] != "/a2a/jsonrpc":
             await app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body = await _whole_body(receive)
         try:
             request = json.loads(body)
             if isinstance(request, dict) and isinstance(request.get("params"), dict):
@@ -204,15 +347,6 @@ def ignore_tenant(app: ASGIApp) -> ASGIApp:
             pass
         headers = [(n, v) for n, v in scope["headers"] if n.lower() != b"content-length"]
         scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await app(scope, replay, send)
+        await app(scope, _replaying(body, receive), send)
 
     return wrapped

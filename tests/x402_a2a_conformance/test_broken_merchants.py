@@ -16,9 +16,27 @@ from devchain import DevChain
 from tests.fixtures.conformance import serve_reference_merchant
 from x402_a2a_conformance import KitSettings, Outcome, Report, render_console, run_conformance
 
-from .broken import SettlesLate, ignore_activation, ignore_tenant, v0_3_literals
+from .broken import (
+    ROGUE_PAY_TO,
+    SettlesLate,
+    SettlesSlowly,
+    ignore_activation,
+    ignore_tenant,
+    rogue_tenant_card,
+    tenant_cards_are_the_root_s,
+    terms_while_busy,
+    v0_3_literals,
+)
 
+TENANT_CARD_CHECKS = (
+    "card.tenant-0-3-served",
+    "card.tenant-0-3-declares",
+    "card.tenant-0-3-interfaces",
+    "card.tenant-0-3-pay-to",
+)
 HTTP_1_0 = ("JSONRPC 1.0 tenant=(default)", "HTTP+JSON 1.0 tenant=(default)")
+GRPC_1_0 = ("GRPC 1.0 tenant=(default)", "GRPC 1.0 tenant=acme")
+ACME_0_3 = ("JSONRPC 0.3 tenant=acme", "HTTP+JSON 0.3 tenant=acme")
 
 
 def _outcomes(report: Report, check_id: str) -> dict[str, Outcome]:
@@ -71,12 +89,26 @@ async def test_delivering_before_settling_fails_the_settlement_checks(
     settles_late_url: str, kit_chain: DevChain, kit_payer: str
 ) -> None:
     report = await _run(
-        settles_late_url, kit_chain, kit_payer, "payment.completes", "payment.settled-on-chain", "streaming"
+        settles_late_url,
+        kit_chain,
+        kit_payer,
+        "payment.completes",
+        "payment.settled-on-chain",
+        "streaming",
+        "v02.streaming-terms",
+        "v02.streaming-paid-turn",
     )
     assert not report.ok
-    for check_id in ("payment.settled-on-chain", "streaming.paid-turn"):
+    for check_id in ("payment.settled-on-chain", "streaming.paid-turn", "v02.streaming-paid-turn"):
         outcomes = _outcomes(report, check_id)
         assert outcomes and set(outcomes.values()) == {Outcome.FAILED}, render_console(report)
+    # The payment layer is the gRPC server's too: the fault is caught there as on HTTP.
+    for target in GRPC_1_0:
+        for check_id in ("payment.settled-on-chain", "streaming.paid-turn"):
+            assert _outcomes(report, check_id)[target] is Outcome.FAILED, render_console(report)
+    # Over 0.3 streams too, at the default tenant's interfaces and at acme's own.
+    assert {*ACME_0_3, "JSONRPC 0.3 tenant=(default)"} <= set(_outcomes(report, "v02.streaming-paid-turn"))
+    assert set(_outcomes(report, "v02.streaming-terms").values()) == {Outcome.PASSED}, render_console(report)
     # The merchant did complete the task: what fails is that no money had moved when it delivered.
     assert set(_outcomes(report, "payment.completes").values()) == {Outcome.PASSED}, render_console(report)
     failure = report.result("payment.settled-on-chain", HTTP_1_0[0])
@@ -132,3 +164,89 @@ async def test_ignoring_the_tenant_fails_tenant_isolation(
     outcomes = _outcomes(report, "tenant.isolation")
     assert outcomes["JSONRPC 1.0 tenant=(default)"] is Outcome.FAILED, render_console(report)
     assert outcomes["HTTP+JSON 1.0 tenant=(default)"] is Outcome.PASSED  # the tenant is in the REST path
+
+
+@pytest.fixture(scope="module")
+def terms_while_busy_url(
+    kit_chain: DevChain, kit_database: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A merchant answering a payment in flight with the terms it paid, and settling slowly."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(merchant.app, "Facilitator", SettlesSlowly)
+        context = serve_reference_merchant(
+            kit_chain, kit_database, tmp_path_factory.mktemp("busy"), wrap=terms_while_busy
+        )
+        url = context.__enter__()
+    try:
+        yield url
+    finally:
+        context.__exit__(None, None, None)
+
+
+async def test_offering_the_terms_for_a_payment_in_flight_fails_the_concurrent_check(
+    terms_while_busy_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
+    report = await _run(terms_while_busy_url, kit_chain, kit_payer, "payment.represented-concurrently")
+    assert not report.ok
+    outcomes = _outcomes(report, "payment.represented-concurrently")
+    jsonrpc = ("JSONRPC 1.0 tenant=(default)", "JSONRPC 1.0 tenant=acme")
+    assert all(outcomes[target] is Outcome.FAILED for target in jsonrpc), render_console(report)
+    failure = report.result("payment.represented-concurrently", jsonrpc[0])
+    assert failure is not None and "answered with the terms again" in failure.detail
+    # The other bindings are not behind the front, and the slow settlement alone is no fault.
+    others = {target: outcome for target, outcome in outcomes.items() if target not in jsonrpc}
+    assert others and set(others.values()) == {Outcome.PASSED}, render_console(report)
+
+
+@pytest.fixture(scope="module")
+def root_card_for_tenants_url(
+    kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str
+) -> Iterator[str]:
+    """A merchant serving the default tenant's card at every named tenant's 0.3 card path."""
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path_factory.mktemp("cards"), wrap=tenant_cards_are_the_root_s
+    ) as url:
+        yield url
+
+
+async def test_a_tenant_card_naming_another_tenant_fails_the_tenant_card_checks(
+    root_card_for_tenants_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
+    report = await _run(
+        root_card_for_tenants_url, kit_chain, kit_payer, *TENANT_CARD_CHECKS, "v02.listed-in-card"
+    )
+    card = {r.spec.id: r.outcome for r in report.results if r.target == "card tenant=acme A2A-Version=0.3"}
+    assert card == {
+        "card.tenant-0-3-served": Outcome.PASSED,
+        "card.tenant-0-3-declares": Outcome.PASSED,
+        "card.tenant-0-3-interfaces": Outcome.FAILED,
+        "card.tenant-0-3-pay-to": Outcome.FAILED,
+    }, render_console(report)
+    # The interfaces the root card names are the default's: acme's are not tested as the wrong card's.
+    assert not any("its 0.3 card only" in target for target in report.targets)
+
+
+@pytest.fixture(scope="module")
+def rogue_tenant_card_url(
+    kit_chain: DevChain, tmp_path_factory: pytest.TempPathFactory, kit_database: str
+) -> Iterator[str]:
+    """A merchant whose named tenants' own 0.3 cards list a payee the 1.0 card gives no tenant."""
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path_factory.mktemp("rogue-card"), wrap=rogue_tenant_card
+    ) as url:
+        yield url
+
+
+async def test_a_tenant_card_with_another_payee_fails_its_pay_to_checks(
+    rogue_tenant_card_url: str, kit_chain: DevChain, kit_payer: str
+) -> None:
+    report = await _run(
+        rogue_tenant_card_url, kit_chain, kit_payer, *TENANT_CARD_CHECKS, "v02.listed-in-card"
+    )
+    pay_to = report.result("card.tenant-0-3-pay-to", "card tenant=acme A2A-Version=0.3")
+    assert pay_to is not None and pay_to.outcome is Outcome.FAILED, render_console(report)
+    assert ROGUE_PAY_TO in pay_to.detail
+    # acme's terms name acme's payee, which its own card does not list: a 0.3 client of acme would refuse.
+    listed = _outcomes(report, "v02.listed-in-card")
+    assert all(listed[target] is Outcome.FAILED for target in ACME_0_3), render_console(report)
+    assert listed["JSONRPC 0.3 tenant=(default)"] is Outcome.PASSED, render_console(report)

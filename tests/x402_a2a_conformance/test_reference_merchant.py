@@ -62,6 +62,17 @@ def test_every_check_ran_where_it_applies(report: Report) -> None:
             assert targets == {t for t in EXPECTED_TARGETS if f" {version} " in t}, (spec.id, targets)
 
 
+def test_the_named_tenant_s_own_0_3_card_is_checked(report: Report) -> None:
+    """acme's 0.3 card is found under its 0.3 interfaces' URLs and names acme's interfaces and payee only."""
+    results = {r.spec.id: r.outcome for r in report.results if r.target == "card tenant=acme A2A-Version=0.3"}
+    assert results == {
+        "card.tenant-0-3-served": Outcome.PASSED,
+        "card.tenant-0-3-declares": Outcome.PASSED,
+        "card.tenant-0-3-interfaces": Outcome.PASSED,
+        "card.tenant-0-3-pay-to": Outcome.PASSED,
+    }, render_console(report, verbose=True)
+
+
 def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
     """gRPC has no JSON integers; the 0.3 card declares only v0.2, which defines no params."""
     skipped = {(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.SKIPPED}
