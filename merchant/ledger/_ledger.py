@@ -122,7 +122,9 @@ class Ledger(LedgerReader):
         entry (with its current status, possibly `reversed`) and publishes nothing.
 
         `along` writes the caller's own record of the booking in the booking's transaction, so the two
-        commit together; for a booking already recorded it runs in a transaction of its own.
+        commit together; for a booking already recorded it runs in a transaction of its own. It runs first,
+        before the sequence is taken, so the sequence's lock is not held through it (it must start with a
+        write, which on SQLite takes the database's write lock as the sequence's UPDATE would).
 
         Raises:
             BookingConflictError: the authorization is booked with a different tenant, task, context,
@@ -130,9 +132,9 @@ class Ledger(LedgerReader):
         """
         try:
             async with self._engine.begin() as connection:
-                entry = await self._book(connection, booking)
                 if along is not None:
                     await along(connection)
+                entry = await self._book(connection, booking)
         except _AlreadyRecorded as duplicate:
             existing = await self.find_settlement(
                 booking.chain_id, booking.asset, booking.payer, booking.nonce
@@ -368,7 +370,13 @@ async def _locked_accounts(connection: AsyncConnection, entry: BookedEntry) -> d
 async def _post(
     connection: AsyncConnection, entry_id: str, *, debit: sa.Row[Any], credit: sa.Row[Any], amount: int
 ) -> None:
-    """Write the entry's two lines and move both accounts' totals; the entry balances by construction."""
+    """Write the entry's two lines and move both accounts' totals; the entry balances by construction.
+
+    Both lines go in one INSERT and both totals in one executemany: the booking holds the ledger sequence's
+    lock, so every round trip saved here shortens the time other bookings wait for it.
+    """
+    lines: list[dict[str, Any]] = []
+    totals: list[dict[str, Any]] = []
     for account, direction in ((debit, "debit"), (credit, "credit")):
         debits = account.debits_posted + (amount if direction == "debit" else 0)
         credits = account.credits_posted + (amount if direction == "credit" else 0)
@@ -376,13 +384,16 @@ async def _post(
         if balance_after < 0:
             # Only a reversal lowers a balance, and it undoes an earlier line of the same amount.
             raise LedgerInvariantError([f"account {account.id} would go negative by entry {entry_id}"])
-        line = {
-            "id": new_id("jl"),
-            "entry_id": entry_id,
-            "account_id": account.id,
-            "direction": direction,
-            "amount": amount,
-            "balance_after": balance_after,
-        }
-        await connection.execute(_INSERT_LINE, line)
-        await connection.execute(_UPDATE_TOTALS, {"_id": account.id, "_debits": debits, "_credits": credits})
+        lines.append(
+            {
+                "id": new_id("jl"),
+                "entry_id": entry_id,
+                "account_id": account.id,
+                "direction": direction,
+                "amount": amount,
+                "balance_after": balance_after,
+            }
+        )
+        totals.append({"_id": account.id, "_debits": debits, "_credits": credits})
+    await connection.execute(_INSERT_LINE, lines)
+    await connection.execute(_UPDATE_TOTALS, totals)
