@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = ("x402-demo", "x402-devchain", "x402-facilitator", "x402-merchant", "x402-pay")
+SCRIPTS = (
+    "x402-a2a-conformance",
+    "x402-demo",
+    "x402-devchain",
+    "x402-facilitator",
+    "x402-merchant",
+    "x402-pay",
+)
 
 
 def test_every_console_script_is_listed_here() -> None:

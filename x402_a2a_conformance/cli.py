@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from eth_account import Account
@@ -24,11 +25,19 @@ __all__ = ["main"]
 _KEY_VARIABLE = "X402_PAYER_KEY"
 
 
+def _version() -> str:
+    try:
+        return version("a2a-x402-merchant")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="x402-a2a-conformance",
         description="Check an A2A merchant against the x402 payment extension (spec/v0.3.md), black-box.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s, version {_version()}")
     parser.add_argument("merchant", help="the merchant's Agent Card URL, or its base URL")
     parser.add_argument("--rpc-url", required=True, help="JSON-RPC URL of the chain the merchant settles on")
     parser.add_argument(

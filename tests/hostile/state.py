@@ -23,6 +23,10 @@ __all__ = ["TASK_TABLES", "Snapshot", "changes", "take_snapshot", "wait_until_qu
 
 TASK_TABLES = ("tasks", "payment_offers")
 """What an accepted SendMessage may change: the task and its payment offer."""
+
+_HEARTBEATS = {"relayer_leases": ("lease_until", "updated_at")}
+"""Columns a running process rewrites on its own clock (a relayer lease's renewal), whatever it is asked:
+left out, so a renewal between two snapshots is not taken for a request's change; who holds a lease counts."""
 Row = tuple[Any, ...]
 
 
@@ -44,12 +48,13 @@ def _sqlite_path(database_url: str) -> str:
 
 def _table_rows(connection: sqlite3.Connection, table: str) -> dict[Row, Row]:
     columns = connection.execute(f'PRAGMA table_info("{table}")').fetchall()
+    kept = [column[0] for column in columns if column[1] not in _HEARTBEATS.get(table, ())]
     # PRAGMA table_info: (cid, name, type, notnull, default, pk); pk is the 1-based position in the key.
     key_positions = [column[0] for column in sorted(columns, key=lambda c: c[5]) if column[5]] or [
         column[0] for column in columns
     ]
     rows = connection.execute(f'SELECT * FROM "{table}"').fetchall()  # noqa: S608 - table names are ours
-    return {tuple(row[i] for i in key_positions): tuple(row) for row in rows}
+    return {tuple(row[i] for i in key_positions): tuple(row[i] for i in kept) for row in rows}
 
 
 def take_snapshot(database_url: str, chain: DevChain, payees: Iterable[str] = ()) -> Snapshot:

@@ -22,7 +22,7 @@ from devchain import DevChain
 from merchant.app import build_app
 from merchant.settings import MerchantSettings
 from merchant.tenants import TenantRegistry
-from tests.fixtures.merchant import chain_settings
+from tests.fixtures.merchant import chain_settings, own_relayer_key
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 PRICE = 250_000
@@ -79,6 +79,8 @@ def merchant(chain: DevChain, sqlite_url: str, asgi_server: Callable[..., str]) 
             {
                 "database_url": sqlite_url,
                 **chain_settings(chain),
+                # Several merchants of one test share its database: each needs a relayer key of its own.
+                "relayer_key": own_relayer_key(chain),
                 "pay_to": PAY_TO,
                 "price": PRICE,
                 "public_url": base_url_of(sock),
