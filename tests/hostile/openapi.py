@@ -262,15 +262,8 @@ def _a2a_schemas(
     message = _object(
         {
             "messageId": {"type": "string", "maxLength": 40},
-            # A client's message is ROLE_USER with parts: half the draws are, so that enough generated
-            # messages get past those two refusals to reach the handlers.
-            "role": _either(["ROLE_USER"], {"enum": ["ROLE_AGENT", "ROLE_UNSPECIFIED"]}),
-            "parts": {
-                "anyOf": [
-                    {"type": "array", "items": part, "minItems": 1, "maxItems": 3},
-                    {"type": "array", "maxItems": 0},
-                ]
-            },
+            "role": {"enum": ["ROLE_USER", "ROLE_AGENT", "ROLE_UNSPECIFIED"]},
+            "parts": {"type": "array", "items": part, "maxItems": 3},
             "taskId": task_id,
             "contextId": context_id,
             "metadata": {

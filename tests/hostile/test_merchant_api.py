@@ -40,7 +40,9 @@ from .merchants import A2A_HEADERS, PAYEES, TOKENS, pay, quote, tenants_toml
 from .openapi import merchant_document
 from .state import TASK_TABLES, Snapshot, changes, take_snapshot, wait_until_quiet
 
-_EXAMPLES_PER_OPERATION = 20
+# About 2 % of generated SendMessage draws are a message a client could send; 40 per operation make a run
+# without any (the check that the run reached the handlers failing by luck) about one in three thousand.
+_EXAMPLES_PER_OPERATION = 40
 _NO_RECONCILE_S = 3600.0
 _MUTATING_RPC_METHODS = frozenset(
     {"SendMessage", "SendStreamingMessage", "CancelTask", "CreateTaskPushNotificationConfig"}
