@@ -3,41 +3,20 @@ variable and what to do, creating and changing nothing, printing no secret (real
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-import pytest
-
 from devchain import DevChain
-from tests.fixtures.commands import Secrets, Snapshot, assert_mistake, run_command
+from tests.fixtures.commands import Secrets, assert_refused, operator_env
 from tests.fixtures.servers import free_port
 
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
+_refused = partial(assert_refused, "x402-facilitator")
 
 
 def _env(secrets: Secrets, database_url: str, **settings: str) -> dict[str, str]:
-    env = {
-        "X402_RELAYER_KEY": secrets.relayer_key,
-        "X402_DATABASE_URL": database_url,
-        "X402_NETWORK": "eip155:31337",
-        "X402_RPC_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
-        "X402_PORT": str(free_port()),
-    }
-    env.update({f"X402_{name.upper()}": value for name, value in settings.items()})
-    return {name: value for name, value in env.items() if value}
-
-
-async def _refused(
-    argv: list[str], env: dict[str, str], workdir: Path, secrets: Secrets, *fragments: str
-) -> None:
-    before = Snapshot(workdir.parent)
-    answer = await run_command(["x402-facilitator", *argv], cwd=workdir, env=env)
-    assert_mistake(answer, *fragments, secrets_=secrets)
-    before.assert_unchanged()
+    return operator_env(
+        {"X402_RELAYER_KEY": secrets.relayer_key, "X402_DATABASE_URL": database_url}, **settings
+    )
 
 
 async def test_serve_without_a_relayer_key(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:

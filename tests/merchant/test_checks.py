@@ -8,10 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import re
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,10 +22,17 @@ from merchant.checks import check_remote_facilitator, check_webhooks
 from merchant.cli import main
 from merchant.tenants import Tenant, TenantRegistry
 from storage import upgrade_schema
+from tests.fixtures.checks import (
+    chain_env,
+    console_script,
+    problems,
+    process_env,
+    run_check,
+    serve_refused,
+)
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 from tests.fixtures.servers import free_port, wait_answering_blocking
 
-_ROW = re.compile(r"^(\S+(?: \S+)*)\s{2,}(ok|problem)\s{2,}(.*)$")
 _ALL_CHECKS = [
     "network",
     "asset",
@@ -40,48 +44,16 @@ _ALL_CHECKS = [
     "webhooks",
     "card signing",
 ]
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No X402_* variable of the test run, and a working directory without a `.env`."""
-    for name in list(os.environ):
-        if name.startswith("X402_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    yield
 
 
 def _env(chain: DevChain, database_url: str, **overrides: str) -> dict[str, str]:
-    return {
-        "X402_RPC_URL": chain.rpc_url,
-        "X402_NETWORK": chain.network,
+    merchant = {
         "X402_ASSET": chain.asset,
         "X402_ASSET_NAME": chain.asset_name,
         "X402_ASSET_VERSION": chain.asset_version,
-        "X402_RELAYER_KEY": chain.relayer_key,
-        "X402_DATABASE_URL": database_url,
         "X402_PAY_TO": DEFAULT_PAY_TO,
-        **overrides,
     }
-
-
-def _check(env: dict[str, str]) -> tuple[int, dict[str, tuple[str, str]]]:
-    """Run `x402-merchant check`; its exit code and its table as name → (result, detail)."""
-    outcome = CliRunner().invoke(main, ["check"], env=env, catch_exceptions=False)
-    lines = outcome.output.splitlines()
-    assert lines[0].split() == ["check", "result", "detail"], outcome.output
-    rows = {}
-    for line in lines[1:]:
-        match = _ROW.match(line)
-        assert match, f"not a table row: {line!r}"
-        rows[match[1]] = (match[2], match[3])
-    return outcome.exit_code, rows
-
-
-def _problems(rows: dict[str, tuple[str, str]]) -> dict[str, str]:
-    return {name: detail for name, (result, detail) in rows.items() if result == "problem"}
+    return chain_env(chain, database_url, **{**merchant, **overrides})
 
 
 def _tenants_file(tmp_path: Path, body: str) -> str:
@@ -108,9 +80,11 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str, tmp_path:
         "[tenants.acme.skill_prices]\ntext-stats = 7000\n",
     )
 
-    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_CARD_KEYS_DIR=str(keys)))
+    code, rows = run_check(
+        main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_CARD_KEYS_DIR=str(keys))
+    )
 
-    assert (code, _problems(rows)) == (0, {})
+    assert (code, problems(rows)) == (0, {})
     assert list(rows) == _ALL_CHECKS
     assert "2 from" in rows["tenants"][1]
     assert "1 key(s) sign and verify" in rows["card signing"][1]
@@ -120,21 +94,21 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str, tmp_path:
 def test_an_asset_address_without_code_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
     nobody = Account.create().address
 
-    code, rows = _check(_env(chain, sqlite_url, X402_ASSET=nobody))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_ASSET=nobody))
 
     assert code == 1
-    assert _problems(rows)["asset"] == (
+    assert problems(rows)["asset"] == (
         f"there is no contract at X402_ASSET {nobody} on {chain.network}: check the token address"
     )
-    assert _problems(rows)["asset domain"] == f"not read: no contract at {nobody}"
+    assert problems(rows)["asset domain"] == f"not read: no contract at {nobody}"
 
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_wrong_name_and_version_are_problems(chain: DevChain, sqlite_url: str) -> None:
-    code, rows = _check(_env(chain, sqlite_url, X402_ASSET_NAME="USD Coin", X402_ASSET_VERSION="1"))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_ASSET_NAME="USD Coin", X402_ASSET_VERSION="1"))
 
     assert code == 1
-    assert _problems(rows) == {
+    assert problems(rows) == {
         "asset domain": f"name() is {chain.asset_name!r} but X402_ASSET_NAME is 'USD Coin'; "
         f"version() is {chain.asset_version!r} but X402_ASSET_VERSION is '1'"
     }
@@ -142,10 +116,10 @@ def test_a_wrong_name_and_version_are_problems(chain: DevChain, sqlite_url: str)
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_network_the_node_does_not_serve_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
-    code, rows = _check(_env(chain, sqlite_url, X402_NETWORK="eip155:1"))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_NETWORK="eip155:1"))
 
     assert code == 1
-    assert _problems(rows) == {
+    assert problems(rows) == {
         "network": f"the node serves chain {chain.chain_id} ({chain.network}), but X402_NETWORK is eip155:1"
     }
 
@@ -154,21 +128,21 @@ def test_a_network_the_node_does_not_serve_is_a_problem(chain: DevChain, sqlite_
 def test_an_unfunded_relayer_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
     relayer = Account.create()
 
-    code, rows = _check(_env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex()))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex()))
 
     assert code == 1
-    problems = _problems(rows)
-    assert list(problems) == ["relayer"]
-    assert problems["relayer"].startswith(f"{relayer.address} holds 0 ETH, below the floor of 0.001 ETH")
+    found = problems(rows)
+    assert list(found) == ["relayer"]
+    assert found["relayer"].startswith(f"{relayer.address} holds 0 ETH, below the floor of 0.001 ETH")
     assert relayer.key.hex()[2:10] not in rows["relayer"][1]
 
 
 @pytest.mark.usefixtures("clean_env")
 def test_the_relayer_floor_is_configurable(chain: DevChain, sqlite_url: str) -> None:
-    code, rows = _check(_env(chain, sqlite_url, X402_RELAYER_MIN_BALANCE_WEI=str(10**40)))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_RELAYER_MIN_BALANCE_WEI=str(10**40)))
 
     assert code == 1
-    assert "below the floor of 10000000000000000000000 ETH" in _problems(rows)["relayer"]
+    assert "below the floor of 10000000000000000000000 ETH" in problems(rows)["relayer"]
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -181,10 +155,10 @@ def test_a_skill_price_for_no_offered_skill_is_a_problem(
         "[tenants.acme.skill_prices]\ntext-stats = 7000\ntext-stat = 9000\n",
     )
 
-    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
 
     assert code == 1
-    assert _problems(rows) == {
+    assert problems(rows) == {
         "skill prices": "acme.skill_prices.text-stat: no such skill (offered: text-stats)"
     }
 
@@ -199,27 +173,27 @@ def test_a_webhook_to_a_private_address_is_a_problem(
         f'webhook_url = "http://10.1.2.3:8080/hook"\nwebhook_secret = "{_whsec()}"\n',
     )
 
-    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
-    allowed, allowed_rows = _check(
-        _env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_WEBHOOKS_ALLOW_PRIVATE="true")
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+    allowed, allowed_rows = run_check(
+        main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_WEBHOOKS_ALLOW_PRIVATE="true")
     )
 
     assert code == 1
-    assert _problems(rows) == {
+    assert problems(rows) == {
         "webhooks": "acme: http://10.1.2.3:8080/hook: 10.1.2.3 resolves to non-public address(es) 10.1.2.3"
     }
-    assert (allowed, _problems(allowed_rows)) == (0, {})
+    assert (allowed, problems(allowed_rows)) == (0, {})
 
 
 @pytest.mark.usefixtures("clean_env")
 def test_an_invalid_tenants_file_is_a_problem(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
     tenants = _tenants_file(tmp_path, '[tenants.acme]\npay_to = "0x1234"\nprice = 5000\n')
 
-    code, rows = _check(_env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
 
     assert code == 1
-    assert list(_problems(rows)) == ["tenants"]
-    assert "tenants.acme.pay_to" in _problems(rows)["tenants"]
+    assert list(problems(rows)) == ["tenants"]
+    assert "tenants.acme.pay_to" in problems(rows)["tenants"]
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -234,21 +208,21 @@ def test_a_signing_key_that_cannot_sign_is_a_problem(
         )
     )
 
-    code, rows = _check(_env(chain, sqlite_url, X402_CARD_SIGNING_KEY_FILE=str(key_file)))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_CARD_SIGNING_KEY_FILE=str(key_file)))
 
     assert code == 1
-    assert list(_problems(rows)) == ["card signing"]
-    assert "only P-256 (ES256) and Ed25519 (EdDSA) private keys can sign" in _problems(rows)["card signing"]
+    assert list(problems(rows)) == ["card signing"]
+    assert "only P-256 (ES256) and Ed25519 (EdDSA) private keys can sign" in problems(rows)["card signing"]
 
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_missing_database_is_a_problem_and_is_not_created(chain: DevChain, tmp_path: Path) -> None:
     path = tmp_path / "never.db"
 
-    code, rows = _check(_env(chain, f"sqlite+aiosqlite:///{path}"))
+    code, rows = run_check(main, _env(chain, f"sqlite+aiosqlite:///{path}"))
 
     assert code == 1
-    assert _problems(rows) == {"database": f"there is no database at {path}: run `x402-merchant db upgrade`"}
+    assert problems(rows) == {"database": f"there is no database at {path}: run `x402-merchant db upgrade`"}
     assert not path.exists()
 
 
@@ -257,45 +231,31 @@ def test_a_database_without_the_merchant_tables_is_a_problem(chain: DevChain, tm
     url = f"sqlite+aiosqlite:///{tmp_path / 'claims-only.db'}"
     asyncio.run(upgrade_schema(url, "facilitator"))
 
-    code, rows = _check(_env(chain, url))
+    code, rows = run_check(main, _env(chain, url))
 
     assert code == 1
-    detail = _problems(rows)["database"]
+    detail = problems(rows)["database"]
     assert "is not migrated (merchant at no revision, head m" in detail
     assert detail.endswith("run `x402-merchant db upgrade`")
 
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_postgresql_password_never_shows(chain: DevChain) -> None:
-    code, rows = _check(_env(chain, "postgresql://x402:s3cr3t-pa55word@127.0.0.1:5432/no_such_db_here"))
+    code, rows = run_check(
+        main, _env(chain, "postgresql://x402:s3cr3t-pa55word@127.0.0.1:5432/no_such_db_here")
+    )
 
     assert code == 1
-    assert "database" in _problems(rows)
+    assert "database" in problems(rows)
     assert "s3cr3t" not in "".join(detail for _, detail in rows.values())
-
-
-def _process_env(chain: DevChain, database_url: str, **overrides: str) -> dict[str, str]:
-    return {
-        **{name: value for name, value in os.environ.items() if not name.startswith("X402_")},
-        "PYTHONPATH": str(_REPO_ROOT),
-        **_env(chain, database_url, **overrides),
-    }
 
 
 def test_serve_refuses_an_asset_without_code_in_one_line(
     chain: DevChain, sqlite_url: str, tmp_path: Path
 ) -> None:
-    env = _process_env(chain, sqlite_url, X402_ASSET=Account.create().address, X402_PORT="0")
+    env = _env(chain, sqlite_url, X402_ASSET=Account.create().address, X402_PORT="0")
 
-    served = subprocess.run(  # noqa: S603 - the project's own console script
-        [str(Path(sys.executable).with_name("x402-merchant")), "serve"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    served = serve_refused("x402-merchant", env, tmp_path)
 
     assert served.returncode == 2
     assert served.stdout == ""
@@ -310,11 +270,11 @@ def test_serve_starts_with_an_unfunded_relayer_and_warns(
 ) -> None:
     port = free_port()
     relayer = Account.create()
-    env = _process_env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex(), X402_PORT=str(port))
+    env = process_env(_env(chain, sqlite_url, X402_RELAYER_KEY=relayer.key.to_0x_hex(), X402_PORT=str(port)))
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(  # noqa: S603 - the project's own console script
-            [str(Path(sys.executable).with_name("x402-merchant")), "serve"],
+            [console_script("x402-merchant"), "serve"],
             env=env,
             cwd=tmp_path,
             stderr=sink,

@@ -9,51 +9,32 @@ is about the database.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from devchain import DevChain
 from storage import create_engine
-from tests.fixtures.commands import Secrets, Snapshot, assert_mistake, run_command
+from tests.fixtures.commands import Secrets, assert_refused, operator_env
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 from tests.fixtures.servers import POSTGRES_ADMIN_URL, free_port
 
 ASSET = "0x" + "11" * 20
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """Where the command runs: an empty directory (no `.env`)."""
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
+_refused = partial(assert_refused, "x402-merchant")
 
 
 def _env(secrets: Secrets, database_url: str, **settings: str) -> dict[str, str]:
     """A complete merchant configuration with the test's secrets; `settings` change it ("" unsets one)."""
-    env = {
+    base = {
         **secrets.env(),
         "X402_DATABASE_URL": database_url,
         "X402_ASSET": ASSET,
         "X402_PAY_TO": DEFAULT_PAY_TO,
-        "X402_NETWORK": "eip155:31337",
-        "X402_RPC_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
-        "X402_PORT": str(free_port()),
     }
-    env.update({f"X402_{name.upper()}": value for name, value in settings.items()})
-    return {name: value for name, value in env.items() if value}
-
-
-async def _refused(
-    argv: list[str], env: dict[str, str], workdir: Path, secrets: Secrets, *fragments: str
-) -> str:
-    before = Snapshot(workdir.parent)
-    answer = await run_command(["x402-merchant", *argv], cwd=workdir, env=env)
-    line = assert_mistake(answer, *fragments, secrets_=secrets)
-    before.assert_unchanged()
-    return line
+    return operator_env(base, **settings)
 
 
 async def test_serve_without_pay_to(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
