@@ -15,13 +15,12 @@ elsewhere pays at `acme`'s, credited once to `acme`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -36,7 +35,6 @@ from storage import upgrade_schema
 from tests.fixtures.chain import rolled_back
 from tests.fixtures.merchant import (
     TWO_TENANTS,
-    A2ACallError,
     chain_settings,
     ledger_entries,
     write_tenants_file,
@@ -44,10 +42,8 @@ from tests.fixtures.merchant import (
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.fixtures.wire_v0_3 import BINDINGS_V0_3, WireV0_3, flat_message, message_v0_3, state_of
 
-from .state import changes, take_snapshot, wait_until_quiet
-
-if TYPE_CHECKING:
-    pass
+from .cells import cells, first_event, refusal, refused_as_nowhere, unchanged_state
+from .state import wait_until_quiet
 
 JSON = dict[str, Any]
 
@@ -147,11 +143,8 @@ def _serve(chain: DevChain, database_url: str, directory: Path, servers: ExitSta
 @pytest.fixture
 def unchanged(world: World) -> Iterator[None]:
     """Fails the test if anything changed while it ran (checked once the merchant is quiet)."""
-    before = take_snapshot(world.database_url, world.chain, PAYEES.values())
-    yield
-    wait_until_quiet(world.database_url, world.chain, PAYEES.values(), settle_s=0.1)
-    moved = changes(before, take_snapshot(world.database_url, world.chain, PAYEES.values()))
-    assert not moved, f"a refused request changed {moved}"
+    with unchanged_state(world.database_url, world.chain, PAYEES.values()):
+        yield
 
 
 VICTIMS = ("acme-awaiting", "acme-paid", "globex-own")
@@ -165,19 +158,7 @@ def _intruders(victim: str) -> list[str]:
     return [tenant for tenant in ("acme", "globex", GHOST, ROOT) if tenant != owner]
 
 
-TASK_CELLS = [
-    pytest.param(
-        victim,
-        intruder,
-        operation,
-        transport,
-        id=f"{TENANT_NAMES[intruder]}-{operation}-{victim}-{transport}",
-    )
-    for victim in VICTIMS
-    for intruder in _intruders(victim)
-    for operation in OPERATIONS
-    for transport in BINDINGS_V0_3
-]
+TASK_CELLS = cells(VICTIMS, _intruders, dict.fromkeys(BINDINGS_V0_3, OPERATIONS), TENANT_NAMES)
 
 
 def _expected(intruder: str, operation: str, transport: str) -> tuple[str, tuple[int, int | None]]:
@@ -189,21 +170,18 @@ def _expected(intruder: str, operation: str, transport: str) -> tuple[str, tuple
     return "TASK_NOT_FOUND", (200, -32001) if transport == "jsonrpc" else (404, None)
 
 
-async def _attempt(world: World, wire: WireV0_3, operation: str, task: JSON) -> None:
+def _attempt(world: World, wire: WireV0_3, operation: str, task: JSON) -> Awaitable[object]:
     task_id = task["id"]
-    attempts: dict[str, Callable[[], Awaitable[Any]]] = {
+    attempts: dict[str, Callable[[], Awaitable[object]]] = {
         "GetTask": lambda: wire.get_task(task_id),
         "CancelTask": lambda: wire.cancel(task_id),
+        "Resubscribe": lambda: first_event(wire.resubscribe(task_id)),
         "SendMessage": lambda: wire.send(message_v0_3("more", task_id=task_id, context_id=task["contextId"])),
         "SendStreamingMessage": lambda: wire.stream(message_v0_3("more", task_id=task_id)),
         "PayV1": lambda: wire.send(submitted(task_id, world.payments["v1"])),
         "PayV2": lambda: wire.send(submitted(task_id, world.payments["v2"])),
     }
-    if operation == "Resubscribe":
-        async with wire.resubscribe(task_id) as events:
-            await anext(events)
-    else:
-        await attempts[operation]()
+    return attempts[operation]()
 
 
 @pytest.mark.usefixtures("unchanged")
@@ -213,30 +191,15 @@ async def test_another_tenants_0_3_urls_cannot_touch_a_task(
 ) -> None:
     async with world.http() as http:
         wire = WireV0_3(http, transport, intruder)
-        with pytest.raises(A2ACallError) as refused:
-            await asyncio.wait_for(_attempt(world, wire, operation, world.tasks[victim]), timeout=10)
+        error = await refusal(_attempt(world, wire, operation, world.tasks[victim]))
 
-    reason, coded = _expected(intruder, operation, transport)
-    assert (refused.value.reason, refused.value.coded) == (reason, coded), refused.value
+    assert (error.reason, error.coded) == _expected(intruder, operation, transport), error
     for secret in (world.tasks["acme-paid"]["contextId"], world.tasks["acme-awaiting"]["contextId"]):
-        assert secret not in str(refused.value)
+        assert secret not in str(error)
 
 
 PUSH_OPERATIONS = {"jsonrpc": ("set", "get", "list", "delete"), "rest": ("set", "get", "list")}
-PUSH_CELLS = [
-    pytest.param(
-        victim,
-        intruder,
-        operation,
-        transport,
-        id=f"{TENANT_NAMES[intruder]}-push-{operation}-{victim}-{transport}",
-    )
-    for victim in VICTIMS
-    for intruder in _intruders(victim)
-    for transport in BINDINGS_V0_3
-    for operation in PUSH_OPERATIONS[transport]
-]
-_NO_SUCH_TASK = "00000000-0000-4000-8000-000000000000"
+PUSH_CELLS = cells(VICTIMS, _intruders, PUSH_OPERATIONS, TENANT_NAMES, label="push")
 
 
 @pytest.mark.usefixtures("unchanged")
@@ -246,14 +209,11 @@ async def test_another_tenants_0_3_urls_cannot_touch_a_tasks_push_configs(
 ) -> None:
     async with world.http() as http:
         wire = WireV0_3(http, transport, intruder)
-        with pytest.raises(A2ACallError) as refused:
-            await wire.push_config(operation, world.tasks[victim]["id"], "intruder-config")
-        with pytest.raises(A2ACallError) as nowhere:
-            await wire.push_config(operation, _NO_SUCH_TASK, "intruder-config")
+        error = await refused_as_nowhere(
+            lambda task_id: wire.push_config(operation, task_id, "intruder-config"), world.tasks[victim]["id"]
+        )
 
-    # Refused, and indistinguishable from a task that does not exist: the victim's task is not revealed.
-    assert (refused.value.reason, refused.value.coded) == (nowhere.value.reason, nowhere.value.coded)
-    assert refused.value.reason in (
+    assert error.reason in (
         "TASK_NOT_FOUND",
         "PUSH_NOTIFICATION_NOT_SUPPORTED",
         "VERSION_NOT_SUPPORTED",
