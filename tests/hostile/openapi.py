@@ -10,7 +10,7 @@ of the live values alongside free strings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from a2a_x402 import EXTENSION_URI
@@ -173,8 +173,20 @@ def x402_schemas(*, addresses: Sequence[str], networks: Sequence[str], v1_networ
     }
 
 
-def _json_body(schema: Schema) -> Schema:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+def _json_body(schema: Schema, examples: Mapping[str, Any] | None = None) -> Schema:
+    media: Schema = {"schema": schema}
+    if examples:
+        media["examples"] = {name: {"value": value} for name, value in examples.items()}
+    return {"required": True, "content": {"application/json": media}}
+
+
+def _new_task_message(text: str) -> Schema:
+    """A message a client starts a task with: what the generated draws rarely are (about 2 % of them)."""
+    return {"messageId": f"example-{text.split()[0].lower()}", "role": "ROLE_USER", "parts": [{"text": text}]}
+
+
+_NEW_TASK_TEXTS = ("Quick brown fox.", "Sleeping dog. Lazy dog.")
+"""One text per explicit example of a send: each starts a task waiting for payment, by construction."""
 
 
 _ANSWERS: Schema = {"default": {"description": "any answer"}}
@@ -314,7 +326,10 @@ def _path_id(name: str, schema: Schema) -> Schema:
 def _rest_operations(prefix: str, extra_parameters: list[Schema], label: str) -> dict[str, Schema]:
     task = _path_id("id", {"$ref": "#/components/schemas/TaskId"})
     finished_task = _path_id("id", {"$ref": "#/components/schemas/FinishedTaskId"})
-    send = _json_body({"$ref": "#/components/schemas/SendMessageRequest"})
+    send = _json_body(
+        {"$ref": "#/components/schemas/SendMessageRequest"},
+        {f"new-task-{n}": {"message": _new_task_message(text)} for n, text in enumerate(_NEW_TASK_TEXTS)},
+    )
     history = {"name": "historyLength", "in": "query", "required": False, "schema": {"type": "integer"}}
     list_query = [
         {
@@ -418,6 +433,24 @@ def _jsonrpc_request(tenants: Sequence[str]) -> Schema:
     }
 
 
+def _jsonrpc_examples(task_ids: Sequence[str]) -> dict[str, Any]:
+    """A new task sent and streamed, and a live task read: requests the JSON-RPC handlers answer."""
+    examples: dict[str, Any] = {}
+    for method in ("SendMessage", "SendStreamingMessage"):
+        for n, text in enumerate(_NEW_TASK_TEXTS):
+            message = _new_task_message(text)
+            message["messageId"] += f"-{method}"
+            examples[f"{method}-{n}"] = {
+                "jsonrpc": "2.0",
+                "id": n + 1,
+                "method": method,
+                "params": {"message": message},
+            }
+    for n, task_id in enumerate(task_ids[:1]):
+        examples[f"GetTask-{n}"] = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+    return examples
+
+
 def _billing_operations(tenants: Sequence[str], tokens: Sequence[str], event_ids: Sequence[str]) -> Schema:
     tenant = _path_id("tenant", _either(tenants, {"type": "string"}))
     authorization = {
@@ -488,13 +521,16 @@ def merchant_document(
     """
     named_tenants = [tenant for tenant in tenants if tenant]
     tenant_parameter = _path_id("tenant", _either(named_tenants, {"type": "string", "minLength": 1}))
+    if named_tenants:
+        # The tenant the explicit examples (see `_json_body`) are sent to.
+        tenant_parameter["example"] = named_tenants[0]
     paths: Schema = {
         **_rest_operations("/a2a/rest", [], "Rest"),
         **_rest_operations("/a2a/rest/{tenant}", [tenant_parameter], "RestTenant"),
         "/a2a/jsonrpc": {
             "post": {
                 "operationId": "JsonRpc",
-                "requestBody": _json_body(_jsonrpc_request(tenants)),
+                "requestBody": _json_body(_jsonrpc_request(tenants), _jsonrpc_examples(task_ids)),
                 "responses": _ANSWERS,
             }
         },
