@@ -123,20 +123,42 @@ async def check_network(rpc: RpcClient, network: str) -> CheckResult:
 
 async def check_relayer_funded(rpc: RpcClient, address: str, min_balance_wei: int) -> CheckResult:
     """`relayer`: the relayer holds at least `min_balance_wei` to pay gas with (a problem, not fatal)."""
-    try:
-        balance = int(await rpc.call("eth_getBalance", address, "latest"), 16)
-    except ChainError as exc:
-        return CheckResult.problem("relayer", f"cannot read the balance of {address}: {exc}")
-    if balance < min_balance_wei:
-        return CheckResult.problem(
-            "relayer",
-            f"{address} holds {_ether(balance)} ETH, below the floor of {_ether(min_balance_wei)} ETH "
-            "(X402_RELAYER_MIN_BALANCE_WEI): send it ETH for gas",
-            fatal=False,
+    return await _check_relayers_funded(rpc, [address], min_balance_wei)
+
+
+async def _check_relayers_funded(
+    rpc: RpcClient, addresses: Sequence[str], min_balance_wei: int
+) -> CheckResult:
+    """`relayer`: each of `addresses` holds at least `min_balance_wei`. One row names every key short of it
+    (a problem, not fatal) and every key whose balance cannot be read (fatal: the node does not answer)."""
+    read = await asyncio.gather(*(_balance(rpc, address) for address in addresses), return_exceptions=True)
+    unread: list[str] = []
+    short: list[str] = []
+    held: list[str] = []
+    for address, balance in zip(addresses, read, strict=True):
+        if isinstance(balance, ChainError):
+            unread.append(f"cannot read the balance of {address}: {balance}")
+        elif isinstance(balance, BaseException):
+            raise balance
+        elif balance < min_balance_wei:
+            short.append(f"{address} holds {_ether(balance)} ETH")
+        else:
+            held.append(f"{address} holds {_ether(balance)} ETH")
+    floor = _ether(min_balance_wei)
+    problems = list(unread)
+    if short:
+        them = "it" if len(short) == 1 else "them"
+        problems.append(
+            f"{', '.join(short)}, below the floor of {floor} ETH (X402_RELAYER_MIN_BALANCE_WEI): "
+            f"send {them} ETH for gas"
         )
-    return CheckResult.passed(
-        "relayer", f"{address} holds {_ether(balance)} ETH (floor {_ether(min_balance_wei)} ETH)"
-    )
+    if problems:
+        return CheckResult.problem("relayer", "; ".join(problems), fatal=bool(unread))
+    return CheckResult.passed("relayer", f"{', '.join(held)} (floor {floor} ETH)")
+
+
+async def _balance(rpc: RpcClient, address: str) -> int:
+    return int(await rpc.call("eth_getBalance", address, "latest"), 16)
 
 
 async def check_schema(engine: AsyncEngine, *branches: str, upgrade_command: str) -> CheckResult:
@@ -192,13 +214,14 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
 
 
 async def _check_relayer(rpc: RpcClient, settings: FacilitatorSettings) -> CheckResult:
+    # Any replica may lease any key of the pool (X402_RELAYER_KEY and X402_RELAYER_KEYS): each is checked.
     try:
         # A key given as a file path is read from disk: off the event loop.
-        key = await asyncio.to_thread(settings.relayer_private_key)
+        keys = await asyncio.to_thread(settings.relayer_private_keys)
     except ValueError as exc:
         return CheckResult.problem("relayer", str(exc))
-    address = Account.from_key(key).address
-    return await check_relayer_funded(rpc, address, settings.relayer_min_balance_wei)
+    addresses = [Account.from_key(key).address for key in keys]
+    return await _check_relayers_funded(rpc, addresses, settings.relayer_min_balance_wei)
 
 
 def refuse_on_fatal(results: Sequence[CheckResult]) -> None:
