@@ -21,8 +21,9 @@ import click
 import httpx
 from eth_account import Account
 
+import cli
 from agentcard import KeyStore
-from devchain import DevChain, start_devchain
+from devchain import AnvilNotFoundError, AnvilStartError, DevChain, start_devchain
 from merchant.ledger import LedgerReader
 from storage import create_engine, upgrade_schema
 
@@ -93,7 +94,7 @@ def _merchant_env(chain: DevChain, database_url: str, port: int, keys_dir: Path)
     }
 
 
-@click.command()
+@click.command(cls=cli.Command, mistakes={AnvilNotFoundError: None, AnvilStartError: None})
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-demo")
 @click.option("--stream/--no-stream", default=True, help="pay over SendStreamingMessage (shows every stage)")
 @click.argument("text", default=REQUEST)
