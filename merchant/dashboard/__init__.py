@@ -6,7 +6,8 @@ every delivery's attempts and next retry, and the reconciler's open differences;
 without JavaScript, and the pages carry none. Everything is read through the query APIs of the ledger,
 the outbox, the webhook endpoints and the reconciler, always for the authenticated tenant only. Amounts
 are integer atomic units, written with the asset's decimals by integer arithmetic (`format_amount`).
-Templates (Jinja2, autoescaped) and the style sheet are package data.
+Templates (Jinja2, autoescaped) and the style sheet are package data. The log-in form refuses an address
+that failed too often lately (`LoginThrottle`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._format import AssetInfo, Money, format_amount
 from ._routes import STYLESHEET_PATH, create_dashboard_router
+from ._throttle import LoginThrottle
 from ._views import DashboardData
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "AssetInfo",
     "DashboardAuth",
     "DashboardData",
+    "LoginThrottle",
     "Money",
     "create_dashboard_router",
     "format_amount",

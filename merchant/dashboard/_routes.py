@@ -10,13 +10,15 @@
 
 The default tenant is `default_tenant_segment` in the paths, as in the billing API. A request without a
 valid token or session for the URL's tenant gets the log-in form with 401 and nothing of the tenant;
-the token of another tenant is not valid for this one. Pages are Jinja2 templates rendered with
-autoescape on, and carry no script at all: the Content-Security-Policy allows none, nor any origin but
-this one for the style sheet.
+the token of another tenant is not valid for this one. An address that has failed to log in too often
+lately (`LoginThrottle`) gets a page saying when to try again, with 429, and its log-in is not tried.
+Pages are Jinja2 templates rendered with autoescape on, and carry no script at all: the
+Content-Security-Policy allows none, nor any origin but this one for the style sheet.
 """
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 from typing import Annotated
 from urllib.parse import quote
@@ -29,6 +31,7 @@ from merchant.ledger import EntryNotFoundError
 from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._throttle import LoginThrottle
 from ._views import DashboardData
 
 __all__ = ["STYLESHEET_PATH", "create_dashboard_router"]
@@ -56,12 +59,15 @@ def create_dashboard_router(
     auth: DashboardAuth,
     default_tenant_segment: str,
     secure_cookies: bool = False,
+    throttle: LoginThrottle | None = None,
 ) -> APIRouter:
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
-    `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS).
+    `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS); `throttle`
+    counts failed log-ins per client address (a `LoginThrottle` of its defaults when None).
     """
     router = APIRouter(include_in_schema=False)
+    throttle = LoginThrottle() if throttle is None else throttle
     templates = Environment(
         loader=PackageLoader("merchant.dashboard", "templates"),
         autoescape=True,
@@ -128,9 +134,23 @@ def create_dashboard_router(
         return login_page(segment, refused=False, status_code=status.HTTP_200_OK)
 
     @router.post("/tenants/{segment}/dashboard/login", response_model=None)
-    async def login(segment: str, token: _Token = "") -> Response:
+    async def login(request: Request, segment: str, token: _Token = "") -> Response:
+        address = request.client.host if request.client is not None else ""
+        wait = throttle.retry_after(address)
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            refusal = page(
+                "too_many.html",
+                status.HTTP_429_TOO_MANY_REQUESTS,
+                segment=segment,
+                seconds=seconds,
+                signed_in=False,
+            )
+            refusal.headers["Retry-After"] = str(seconds)
+            return refusal
         tenant = tenant_of(segment)
         if tenants.get(tenant) is None or not auth.token_matches(tenant, token):
+            throttle.refused(address)
             return login_page(segment, refused=True, status_code=status.HTTP_401_UNAUTHORIZED)
         response = RedirectResponse(cookie_path(segment), status_code=status.HTTP_303_SEE_OTHER)
         response.set_cookie(

@@ -150,6 +150,31 @@ async def test_the_session_cookie_is_httponly_strict_and_scoped_and_logging_out_
     assert after.status_code == 401
 
 
+async def test_after_ten_failed_log_ins_an_address_gets_429_and_its_log_in_is_not_tried(shop: Shop) -> None:
+    acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
+    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+        # Across tenants: the count is the address's.
+        wrong = [
+            await http.post(f"{shop.dashboard(tenant)}/login", data={"token": f"guess-{n}"})
+            for n, tenant in enumerate(["acme", "globex"] * 5)
+        ]
+        refused = await _log_in(http, shop, "acme")  # the right token, from an address refused for now
+        form = await http.get(f"{shop.dashboard('acme')}/login")
+        page = await http.get(shop.dashboard("acme"), headers=acme)
+
+    assert [answer.status_code for answer in wrong] == [401] * 10
+    assert refused.status_code == 429, refused.text
+    assert "set-cookie" not in refused.headers and SESSION_COOKIE not in http.cookies
+    assert 1 <= int(refused.headers["retry-after"]) <= 300
+    assert "Too many failed log-ins" in refused.text
+    assert f"try again in {refused.headers['retry-after']} seconds" in refused.text
+    assert refused.headers["cache-control"] == "no-store"
+    assert "default-src 'none'" in refused.headers["content-security-policy"]
+    assert not any(token in refused.text for token in shop.tokens.values())
+    # Only the form's log-in is refused: the form itself, and a script's bearer token, are answered.
+    assert (form.status_code, page.status_code) == (200, 200)
+
+
 async def test_what_comes_from_the_url_is_escaped_and_pages_allow_no_script(shop: Shop) -> None:
     attack = "<img src=x onerror=alert(1)>\"'&"  # no slash: it is one path segment
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
