@@ -14,15 +14,14 @@ from __future__ import annotations
 from ._app import create_app
 from ._checks import (
     CHECK_TIMEOUT_S,
-    CheckResult,
+    ReadStatus,
     check_database,
-    check_facilitator,
-    check_network,
-    check_relayer_funded,
     check_schema,
+    network_check,
+    read_once,
     refuse_on_fatal,
-    render_checks,
-    run_checks,
+    relayer_check,
+    schema_check,
 )
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
@@ -37,7 +36,7 @@ from ._errors import (
     PaymentInvalidError,
     RpcError,
 )
-from ._health import chain_check, facilitator_checks, relayer_check, schema_check
+from ._health import check_facilitator, facilitator_checks
 from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
 from ._pool import NoRelayerError, RelayerState
 from ._probe import ChainStatus, RelayerStatus, read_chain_status
@@ -54,7 +53,6 @@ __all__ = [
     "ChainMismatchError",
     "ChainStatus",
     "ChainUnavailableError",
-    "CheckResult",
     "Claim",
     "ClaimKey",
     "ClaimState",
@@ -69,6 +67,7 @@ __all__ = [
     "InvalidIdempotencyKeyError",
     "NoRelayerError",
     "PaymentInvalidError",
+    "ReadStatus",
     "RelayerState",
     "RelayerStatus",
     "RpcCall",
@@ -77,12 +76,9 @@ __all__ = [
     "TRANSFER_TOPIC",
     "authorization_used",
     "bumped_fees",
-    "chain_check",
     "chain_gauges",
     "check_database",
     "check_facilitator",
-    "check_network",
-    "check_relayer_funded",
     "check_schema",
     "create_app",
     "evm_network",
@@ -90,11 +86,11 @@ __all__ = [
     "facilitator_readings",
     "load_private_key",
     "load_private_keys",
+    "network_check",
     "read_chain_status",
+    "read_once",
     "relayer_check",
     "refuse_on_fatal",
-    "render_checks",
-    "run_checks",
     "schema_check",
     "shown_origin",
 ]

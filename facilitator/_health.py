@@ -1,69 +1,58 @@
-"""Readiness checks of a settling service: its database's schema, its node's chain, its relayers' funds.
+"""The facilitator's checks, composed for its two surfaces from the shared probes of `_checks`.
 
-Each check is a named probe for `observability.readiness_route`; the facilitator's app serves
-`facilitator_checks`, and the merchant composes the same checks for its own database and in-process
-facilitator.
+`facilitator_checks`: what `/readyz` runs at each request on the running service (its claim store's
+engine; its node and every relayer key of the pool, read in one batch). `check_facilitator`: what
+`x402-facilitator check` prints and `serve` refuses on, for a configuration, with a fresh engine and RPC
+client: `network`, `relayer` (every key of `X402_RELAYER_KEY` and `X402_RELAYER_KEYS`: any replica may
+lease any of them), `database`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from functools import partial
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from eth_account import Account
 
-from observability import Check, NotReadyError
-from storage import outdated_branches
+from observability import Check, CheckResult, run_checks
 
-from ._probe import ChainStatus
+from ._checks import CHECK_TIMEOUT_S, check_database, network_check, read_once, relayer_check, schema_check
+from ._config import FacilitatorSettings
+from ._probe import read_chain_status
+from ._rpc import RpcClient
 from ._service import Facilitator
 
-__all__ = ["chain_check", "facilitator_checks", "relayer_check", "schema_check"]
+__all__ = ["check_facilitator", "facilitator_checks"]
 
-ReadStatus = Callable[[], Awaitable[ChainStatus]]
-
-
-def schema_check(engine: AsyncEngine, *branches: str) -> Check:
-    """`database`: the database answers and every one of `branches` is at the code's head revision."""
-
-    async def probe() -> str:
-        outdated = await outdated_branches(engine, *branches)
-        if outdated:
-            raise NotReadyError(f"schema not current for {', '.join(outdated)}: run `db upgrade`")
-        return f"schema current ({', '.join(branches)})"
-
-    return Check("database", probe)
-
-
-def chain_check(read: ReadStatus, *, chain_id: int, network: str) -> Check:
-    """`chain`: the node answers and serves the chain `network` names."""
-
-    async def probe() -> str:
-        status = await read()
-        if status.chain_id != chain_id:
-            raise NotReadyError(f"the node serves chain {status.chain_id}, but X402_NETWORK is {network}")
-        return f"chain {status.chain_id}, head {status.head_block}"
-
-    return Check("chain", probe)
-
-
-def relayer_check(read: ReadStatus, *, min_balance_wei: int) -> Check:
-    """`relayer`: every relayer holds at least `min_balance_wei` (X402_RELAYER_MIN_BALANCE_WEI) for gas."""
-
-    async def probe() -> str:
-        status = await read()
-        poor = [r for r in status.relayers if r.balance_wei < min_balance_wei]
-        if poor:
-            listed = ", ".join(f"{r.address} has {r.balance_wei} wei" for r in poor)
-            raise NotReadyError(f"relayer below X402_RELAYER_MIN_BALANCE_WEI ({min_balance_wei}): {listed}")
-        return ", ".join(f"{r.address} has {r.balance_wei} wei" for r in status.relayers)
-
-    return Check("relayer", probe)
+_UPGRADE = "x402-facilitator db upgrade"
 
 
 def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> list[Check]:
-    """The facilitator service's readiness: claim store, chain, relayer."""
+    """The facilitator service's readiness, for one `/readyz` request: claim store, chain, relayer."""
+    read = read_once(facilitator.chain_status)
     return [
-        schema_check(facilitator.engine, "facilitator"),
-        chain_check(facilitator.chain_status, chain_id=facilitator.chain_id, network=facilitator.network),
-        relayer_check(facilitator.chain_status, min_balance_wei=min_balance_wei),
+        schema_check(facilitator.engine, "facilitator", upgrade_command=_UPGRADE, where="the database"),
+        network_check(read, facilitator.network, name="chain"),
+        relayer_check(read, min_balance_wei),
     ]
+
+
+async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
+    """Every check of a facilitator configured by `settings`: network, relayer, database."""
+    rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
+    try:
+        unusable: str | None = None
+        try:
+            # A key given as a file path is read from disk: off the event loop.
+            keys = await asyncio.to_thread(settings.relayer_private_keys)
+        except ValueError as exc:
+            keys, unusable = [], str(exc)
+        read = read_once(partial(read_chain_status, rpc, [Account.from_key(key).address for key in keys]))
+        relayer = relayer_check(read, settings.relayer_min_balance_wei)
+        if unusable is not None:
+            relayer = Check.answered(CheckResult.problem("relayer", unusable))
+        database = partial(check_database, settings.database_url, "facilitator", upgrade_command=_UPGRADE)
+        checks = [network_check(read, settings.network), relayer, Check("database", database)]
+        return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
+    finally:
+        await rpc.aclose()

@@ -8,7 +8,7 @@ import click
 import uvicorn
 
 import cli
-from observability import AccessLogMiddleware, LogSettingsError, configure_logging
+from observability import AccessLogMiddleware, LogSettingsError, configure_logging, render_checks
 from storage import (
     DatabaseUnavailableError,
     DatabaseUrlError,
@@ -18,9 +18,10 @@ from storage import (
 )
 
 from ._app import create_app
-from ._checks import check_facilitator, refuse_on_fatal, render_checks
+from ._checks import refuse_on_fatal
 from ._config import FacilitatorSettings
 from ._errors import ChainMismatchError, ChainUnavailableError
+from ._health import check_facilitator
 
 MISTAKES: cli.Mistakes = {
     ChainMismatchError: None,

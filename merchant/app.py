@@ -334,16 +334,16 @@ def build_app(
     scraped = metrics.scrape(
         engine=engine, offers=offers, ledger=ledger, facilitator=facilitator, chain_status=chain_status
     )
-    checks = merchant_checks(
+    checks = partial(
+        merchant_checks,
         engine=engine,
         facilitator=facilitator,
         facilitator_url=settings.facilitator_url,
         chain_status=chain_status,
-        chain_id=chain_id_from_caip2(settings.network),
         network=settings.network,
         min_balance_wei=settings.relayer_min_balance_wei,
     )
-    operations = [metrics_route(metrics.registry, scraped), readiness_route(lambda: checks)]
+    operations = [metrics_route(metrics.registry, scraped), readiness_route(checks)]
     signer, jwks_routes = _card_signing(settings)
     grpc_listen, grpc_url = _grpc_addresses(settings)
 

@@ -1,8 +1,9 @@
 """The merchant's preflight checks: its configuration against the real node, database and files.
 
 `check_merchant` runs them all for `x402-merchant check` and `serve` (which refuses to start on a fatal
-one); each is also a small async function returning a named `facilitator.CheckResult`, for a readiness
-probe to reuse. Beyond the facilitator's (`network`, `relayer`, `database`):
+one); each is a small async function returning a named `observability.CheckResult`. `network`, `relayer`
+and `database` are the facilitator's shared probes, the ones `/readyz` runs too (the chain id and the
+relayer's balance read in one batch). Beyond those:
 
 - `asset`: the token address has code (without it every payment fails at settlement);
 - `asset domain`: its on-chain `name()` and `version()` are `X402_ASSET_NAME` / `X402_ASSET_VERSION` (the
@@ -17,7 +18,8 @@ probe to reuse. Beyond the facilitator's (`network`, `relayer`, `database`):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
+from functools import partial
 
 import httpx
 from a2a.types import AgentSkill
@@ -27,15 +29,18 @@ from eth_account import Account
 
 from agentcard import AgentCardError, CardVerifier, SignaturePolicy, VerificationKey, sign_card
 from facilitator import (
+    CHECK_TIMEOUT_S,
     ChainError,
-    CheckResult,
+    ReadStatus,
     RpcClient,
     check_database,
-    check_network,
-    check_relayer_funded,
     load_private_key,
-    run_checks,
+    network_check,
+    read_chain_status,
+    read_once,
+    relayer_check,
 )
+from observability import Check, CheckResult, run_checks
 
 from .app import MERCHANT_SKILLS, card_signing_keys, load_tenants
 from .settings import MerchantSettings
@@ -70,26 +75,38 @@ async def check_merchant(
             tenants = await asyncio.to_thread(load_tenants, settings)
         except TenantConfigError as exc:
             tenants = exc
-        checks: dict[str, Awaitable[CheckResult]] = {
-            "network": check_network(rpc, settings.network),
-            "asset": check_asset_code(rpc, settings.asset, settings.network),
-            "asset domain": check_asset_domain(
-                rpc, settings.asset, settings.asset_name, settings.asset_version
+        relayer, read = await _relayer(rpc, settings)
+        checks = [
+            network_check(read, settings.network),
+            Check("asset", partial(check_asset_code, rpc, settings.asset, settings.network)),
+            Check(
+                "asset domain",
+                partial(check_asset_domain, rpc, settings.asset, settings.asset_name, settings.asset_version),
             ),
-        }
+        ]
         if settings.facilitator_url:
-            checks["facilitator"] = check_remote_facilitator(settings.facilitator_url, settings.network)
+            checks.append(
+                Check(
+                    "facilitator",
+                    partial(check_remote_facilitator, settings.facilitator_url, settings.network),
+                )
+            )
             branches: tuple[str, ...] = ("merchant",)
         else:
-            checks["relayer"] = _check_relayer(rpc, settings)
+            checks.append(relayer)
             branches = ("merchant", "facilitator")
-        checks["database"] = check_database(settings.database_url, *branches, upgrade_command=_UPGRADE)
-        checks["tenants"] = check_tenants(tenants, settings)
+        database = partial(check_database, settings.database_url, *branches, upgrade_command=_UPGRADE)
+        checks += [Check("database", database), Check("tenants", partial(check_tenants, tenants, settings))]
         if isinstance(tenants, TenantRegistry):
-            checks["skill prices"] = check_skill_prices(tenants, skills)
-            checks["webhooks"] = check_webhooks(tenants, allow_private=settings.webhooks_allow_private)
-        checks["card signing"] = check_card_signing(settings)
-        return await run_checks(checks)
+            checks += [
+                Check("skill prices", partial(check_skill_prices, tenants, skills)),
+                Check(
+                    "webhooks",
+                    partial(check_webhooks, tenants, allow_private=settings.webhooks_allow_private),
+                ),
+            ]
+        checks.append(Check("card signing", partial(check_card_signing, settings)))
+        return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
     finally:
         await rpc.aclose()
 
@@ -245,13 +262,23 @@ async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:
     return str(text)
 
 
-async def _check_relayer(rpc: RpcClient, settings: MerchantSettings) -> CheckResult:
-    if settings.relayer_key is None:
-        return CheckResult.problem(
-            "relayer", "X402_RELAYER_KEY is not set: the in-process facilitator cannot settle without it"
-        )
-    try:
-        key = await asyncio.to_thread(load_private_key, settings.relayer_key.get_secret_value())
-    except ValueError as exc:
-        return CheckResult.problem("relayer", str(exc))
-    return await check_relayer_funded(rpc, Account.from_key(key).address, settings.relayer_min_balance_wei)
+async def _relayer(rpc: RpcClient, settings: MerchantSettings) -> tuple[Check, ReadStatus]:
+    """The in-process facilitator's `relayer` check, and the chain read `network` shares with it (one batch
+    for the chain id and the relayer's balance)."""
+    refused = None
+    addresses: tuple[str, ...] = ()
+    if settings.facilitator_url:
+        pass  # the remote facilitator's relayers are its own: `network` reads the chain alone
+    elif settings.relayer_key is None:
+        refused = "X402_RELAYER_KEY is not set: the in-process facilitator cannot settle without it"
+    else:
+        try:
+            key = await asyncio.to_thread(load_private_key, settings.relayer_key.get_secret_value())
+        except ValueError as exc:
+            refused = str(exc)
+        else:
+            addresses = (Account.from_key(key).address,)
+    read = read_once(partial(read_chain_status, rpc, addresses))
+    if refused is not None:
+        return Check.answered(CheckResult.problem("relayer", refused)), read
+    return relayer_check(read, settings.relayer_min_balance_wei), read

@@ -20,9 +20,8 @@ from facilitator import (
     Facilitator,
     HttpFacilitatorClient,
     refuse_on_fatal,
-    render_checks,
 )
-from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging
+from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging, render_checks
 from storage import create_engine, printable_url, upgrade_schema
 
 from ._preflight import preflight

@@ -1,14 +1,16 @@
 """What the merchant and the facilitator share to be operated: logs, metrics, readiness.
 
 `configure_logging` (text or JSON lines, `log_context` fields) and `AccessLogMiddleware` for the CLIs;
-`metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `readiness_route` and `Check`
-for `GET /readyz`. It imports no other package of the project, so both services may use it.
+`metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `Check` and `CheckResult`, the
+one model of a check, run by `run_checks` and rendered by `readiness_route` (`GET /readyz`) and
+`render_checks` (the `check` commands' table). It imports no other package of the project, so both
+services may use it.
 """
 
 from __future__ import annotations
 
 from ._access import AccessLogMiddleware
-from ._health import READYZ_PATH, Check, CheckResult, NotReadyError, readiness_route, run_checks
+from ._health import READYZ_PATH, Check, CheckResult, readiness_route, render_checks, run_checks
 from ._logs import LogSettings, LogSettingsError, configure_logging, log_context
 from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
 from ._version import service_version
@@ -22,7 +24,6 @@ __all__ = [
     "CheckResult",
     "LogSettings",
     "LogSettingsError",
-    "NotReadyError",
     "Reading",
     "ScrapedGauges",
     "configure_logging",
@@ -30,6 +31,7 @@ __all__ = [
     "log_context",
     "metrics_route",
     "readiness_route",
+    "render_checks",
     "run_checks",
     "service_version",
 ]

@@ -13,7 +13,6 @@ from ._schema import (
     SchemaUpgrade,
     current_revisions,
     ensure_schema_current,
-    outdated_branches,
     schema_state,
     upgrade_schema,
 )
@@ -34,7 +33,6 @@ __all__ = [
     "current_revisions",
     "ensure_schema_current",
     "normalize_url",
-    "outdated_branches",
     "printable_url",
     "schema_state",
     "snapshot",

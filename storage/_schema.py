@@ -29,7 +29,6 @@ __all__ = [
     "SchemaUpgrade",
     "current_revisions",
     "ensure_schema_current",
-    "outdated_branches",
     "schema_state",
     "upgrade_schema",
 ]
@@ -213,23 +212,6 @@ async def ensure_schema_current(url: str, *branches: str) -> None:
                 f"the database {printable_url(url)} has no {branch!r} schema at revision {head}: "
                 "run `db upgrade` first"
             )
-
-
-async def outdated_branches(engine: AsyncEngine, *branches: str) -> list[str]:
-    """Those of `branches` whose head revision the database at `engine` lacks (a readiness check's read)."""
-    heads = [
-        await asyncio.to_thread(_code_head, branch) for branch in branches
-    ]  # files read once, off the loop
-    applied = await current_revisions(engine)
-    return [branch for branch, head in zip(branches, heads, strict=True) if head not in applied]
-
-
-@functools.cache
-def _code_head(branch: str) -> str:
-    """The head revision of `branch` in the migrations shipped with the code."""
-    config = Config()
-    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
-    return _branch_head(ScriptDirectory.from_config(config), branch)
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,15 +1,26 @@
 """`x402-facilitator check` and `serve`'s preflight against the real dev chain: another chain, an unfunded
-relayer made now and a claim store never migrated are each a problem; the all-good case passes."""
+relayer made now and a claim store never migrated are each a problem; the all-good case passes. The chain
+probes `check` and `/readyz` share judge one chain read, made once however many checks look at it."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from eth_account import Account
 
 from devchain import ANVIL_DEV_KEYS, DevChain
+from facilitator import (
+    ChainStatus,
+    ChainUnavailableError,
+    RelayerStatus,
+    network_check,
+    read_once,
+    relayer_check,
+)
 from facilitator.cli import main
+from observability import CheckResult, run_checks
 from tests.fixtures.checks import chain_env, problems, run_check, serve_refused
 
 
@@ -104,3 +115,54 @@ def test_serve_refuses_an_unmigrated_claim_store_in_one_line(chain: DevChain, tm
         "run `x402-facilitator db upgrade`"
     ]
     assert not path.exists()
+
+
+_RELAYER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
+
+async def test_the_chain_and_relayer_checks_share_one_read() -> None:
+    reads = 0
+
+    async def read() -> ChainStatus:
+        nonlocal reads
+        reads += 1
+        await asyncio.sleep(0)  # both checks are waiting by now
+        relayer = RelayerStatus(_RELAYER, balance_wei=5 * 10**14, next_nonce=0)
+        return ChainStatus(chain_id=1, head_block=7, head_timestamp=0, read_at=0.0, relayers=(relayer,))
+
+    shared = read_once(read)
+    results = await run_checks(
+        [network_check(shared, "eip155:1", name="chain"), relayer_check(shared, 10**15)], timeout_s=5
+    )
+
+    assert reads == 1
+    assert results == [
+        CheckResult("chain", True, "the node serves chain 1, as X402_NETWORK (eip155:1) says; head 7"),
+        CheckResult(
+            "relayer",
+            False,
+            f"{_RELAYER} holds 0.0005 ETH, below the floor of 0.001 ETH (X402_RELAYER_MIN_BALANCE_WEI): "
+            "send it ETH for gas",
+            fatal=False,
+        ),
+    ]
+
+
+async def test_a_failed_chain_read_is_one_read_and_fatal_for_both_checks() -> None:
+    reads = 0
+
+    async def read() -> ChainStatus:
+        nonlocal reads
+        reads += 1
+        raise ChainUnavailableError("RPC node unreachable: ConnectError")
+
+    shared = read_once(read)
+    results = await run_checks([network_check(shared, "eip155:1"), relayer_check(shared, 1)], timeout_s=5)
+
+    assert reads == 1
+    assert results == [
+        CheckResult("network", False, "the node does not answer: RPC node unreachable: ConnectError"),
+        CheckResult(
+            "relayer", False, "cannot read the relayers' balances: RPC node unreachable: ConnectError"
+        ),
+    ]

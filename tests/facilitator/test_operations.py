@@ -126,7 +126,10 @@ async def test_a_never_migrated_claim_store_is_not_ready(tmp_path: Path, setting
         status, failing, checks = await readiness(client)
 
     assert (status, failing) == (503, ["database"])
-    assert "schema not current for facilitator" in checks["database"]["detail"]
+    assert checks["database"]["detail"].startswith(
+        "the database is not migrated (facilitator at no revision, head"
+    )
+    assert checks["database"]["detail"].endswith("run `x402-facilitator db upgrade`")
 
 
 async def test_an_unfunded_relayer_is_not_ready(start_service: StartService, sqlite_url: str) -> None:
@@ -138,5 +141,5 @@ async def test_an_unfunded_relayer_is_not_ready(start_service: StartService, sql
 
     body = response.json()
     assert (response.status_code, body["failing"]) == (503, ["relayer"])
-    assert "has 0 wei" in body["checks"]["relayer"]["detail"]
+    assert "holds 0 ETH, below the floor of 0.000000000000000001 ETH" in body["checks"]["relayer"]["detail"]
     assert key[2:10] not in response.text

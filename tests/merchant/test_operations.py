@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -190,7 +191,7 @@ async def test_ready_when_every_check_passes(merchant: RunningMerchant) -> None:
 
     assert (status, failing) == (200, [])
     assert set(checks) == {"database", "chain", "relayer"}
-    assert checks["database"]["detail"] == "schema current (merchant, facilitator)"
+    assert re.fullmatch(r"the database is at head \(m\w+, f\w+\)", checks["database"]["detail"])
 
 
 async def test_the_node_going_away_is_not_ready_until_it_is_back(
@@ -223,7 +224,7 @@ async def test_a_schema_rolled_back_is_not_ready(start_merchant: MerchantStarter
     status, failing, checks = await readiness(merchant)
 
     assert (status, failing) == (503, ["database"])
-    assert "schema not current for merchant" in checks["database"]["detail"]
+    assert "the database is not migrated (merchant at m0004, head m" in checks["database"]["detail"]
 
 
 async def test_an_unfunded_relayer_is_not_ready(start_merchant: MerchantStarter, sqlite_url: str) -> None:
@@ -233,7 +234,7 @@ async def test_an_unfunded_relayer_is_not_ready(start_merchant: MerchantStarter,
     status, failing, checks = await readiness(merchant)
 
     assert (status, failing) == (503, ["relayer"])
-    assert "below X402_RELAYER_MIN_BALANCE_WEI" in checks["relayer"]["detail"]
+    assert "below the floor of 0.001 ETH (X402_RELAYER_MIN_BALANCE_WEI)" in checks["relayer"]["detail"]
     assert key[2:10] not in str(checks)
 
 
@@ -249,6 +250,6 @@ async def test_a_node_of_another_chain_and_a_dead_remote_facilitator_are_not_rea
 
     assert (status, failing) == (503, ["chain", "facilitator"])
     assert "X402_NETWORK is eip155:8453" in checks["chain"]["detail"]
-    assert checks["database"]["detail"] == "schema current (merchant)"
+    assert re.fullmatch(r"the database is at head \(m\w+\)", checks["database"]["detail"])
     promtool_check(metrics)
     assert "x402_relayer_balance_wei{" not in metrics  # no relayer of its own with a remote facilitator
