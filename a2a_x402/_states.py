@@ -72,11 +72,13 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
         "insufficient_balance": PaymentErrorCode.INSUFFICIENT_FUNDS,
         "permit2_insufficient_balance": PaymentErrorCode.INSUFFICIENT_FUNDS,
         # Signature. Spec and Python SDK, then the TypeScript/Go spelling. A smart wallet that is
-        # not deployed (and brings no ERC-6492 data) has a signature nobody can check.
+        # not deployed (and brings no ERC-6492 data, or names a factory the facilitator does not
+        # deploy through) has a signature nobody can check.
         "invalid_exact_evm_payload_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_permit2_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_payload_undeployed_smart_wallet": PaymentErrorCode.INVALID_SIGNATURE,
+        "eip6492_factory_not_allowed": PaymentErrorCode.INVALID_SIGNATURE,
         # Validity window. "Not yet valid" is grouped with "expired": both are cured by re-signing
         # with a window that covers now.
         "invalid_exact_evm_payload_authorization_valid_before": PaymentErrorCode.EXPIRED_PAYMENT,

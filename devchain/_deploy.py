@@ -79,6 +79,8 @@ class DevChain:
             "X402_ASSET_VERSION": self.asset_version,
             "X402_RELAYER_KEY": self.relayer_key,
             "X402_PAYER_KEYS": ",".join(self.payer_keys),
+            # The dev chain's own wallet factory, so that its counterfactual wallets can pay.
+            "X402_ERC6492_FACTORIES": self.wallet_factory,
         }
 
     def mint(self, to: str, amount_atomic: int) -> None:

@@ -17,6 +17,7 @@ from ._checks import (
     ReadStatus,
     check_database,
     check_schema,
+    erc6492_factories_check,
     network_check,
     read_once,
     refuse_on_fatal,
@@ -25,7 +26,13 @@ from ._checks import (
 )
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
 from ._client import FacilitatorClient, HttpFacilitatorClient
-from ._config import FacilitatorSettings, evm_network, load_private_key, load_private_keys
+from ._config import (
+    FacilitatorSettings,
+    erc6492_factories,
+    evm_network,
+    load_private_key,
+    load_private_keys,
+)
 from ._errors import (
     ChainError,
     ChainMismatchError,
@@ -81,6 +88,8 @@ __all__ = [
     "check_facilitator",
     "check_schema",
     "create_app",
+    "erc6492_factories",
+    "erc6492_factories_check",
     "evm_network",
     "facilitator_checks",
     "facilitator_readings",

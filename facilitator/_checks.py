@@ -1,4 +1,5 @@
-"""The probes both check surfaces share: the database's schema, the node's chain, the relayers' funds.
+"""The probes both check surfaces share: the database's schema, the node's chain, the relayers' funds; and
+the one of the preflight only, the code of the listed ERC-6492 wallet factories.
 
 Each probe is written once and used by `/readyz` (a running service's engine and chain reads) and by
 `check` / `serve`'s preflight (a fresh engine from `X402_DATABASE_URL`, a fresh RPC client). The chain
@@ -26,6 +27,7 @@ from storage import create_engine, printable_url, schema_state
 
 from ._errors import ChainError
 from ._probe import ChainStatus, RelayerStatus
+from ._rpc import RpcClient
 from .wire import chain_id_from_caip2
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "ReadStatus",
     "check_database",
     "check_schema",
+    "erc6492_factories_check",
     "network_check",
     "read_once",
     "refuse_on_fatal",
@@ -127,6 +130,32 @@ def _funded(relayers: Sequence[RelayerStatus], min_balance_wei: int) -> CheckRes
         )
     held = ", ".join(f"{r.address} holds {_ether(r.balance_wei)} ETH" for r in relayers)
     return CheckResult.passed("relayer", f"{held} (floor {floor} ETH)")
+
+
+def erc6492_factories_check(rpc: RpcClient, factories: Sequence[str]) -> Check:
+    """`erc6492 factories`: each wallet factory of `X402_ERC6492_FACTORIES` has code (fatal otherwise: an
+    address without code is a typo or another chain's, and every wallet deployed through it would fail)."""
+
+    async def probe() -> CheckResult:
+        codes = await asyncio.gather(
+            *(rpc.call("eth_getCode", factory, "latest") for factory in factories), return_exceptions=True
+        )
+        problems: list[str] = []
+        for factory, code in zip(factories, codes, strict=True):
+            if isinstance(code, ChainError):
+                problems.append(f"cannot read the code at {factory}: {code}")
+            elif isinstance(code, BaseException):
+                raise code
+            elif not isinstance(code, str) or code in ("0x", "0x0", ""):
+                problems.append(f"{factory} has no code on this chain")
+        if problems:
+            return CheckResult.problem(
+                "erc6492 factories", "; ".join(problems) + ": check X402_ERC6492_FACTORIES"
+            )
+        have = "has" if len(factories) == 1 else "have"
+        return CheckResult.passed("erc6492 factories", f"{', '.join(factories)} {have} code")
+
+    return Check("erc6492 factories", probe)
 
 
 async def check_schema(

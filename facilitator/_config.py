@@ -11,10 +11,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cli import ConfigError
 from storage import DEFAULT_DATABASE_URL
 
-__all__ = ["FacilitatorSettings", "evm_network", "load_private_key", "load_private_keys"]
+from .wire import checksum_address
+
+__all__ = [
+    "FacilitatorSettings",
+    "erc6492_factories",
+    "evm_network",
+    "load_private_key",
+    "load_private_keys",
+]
 
 _HEX_KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 _CAIP2_EVM = re.compile(r"^eip155:[1-9][0-9]{0,18}$")
+_HEX_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
 def evm_network(value: str) -> str:
@@ -22,6 +31,32 @@ def evm_network(value: str) -> str:
     if not _CAIP2_EVM.match(value):
         raise ValueError("must be a CAIP-2 EVM chain id such as eip155:84532 (Base Sepolia)")
     return value
+
+
+def erc6492_factories(value: str) -> tuple[str, ...]:
+    """The EIP-55 addresses of a comma-separated list of wallet factories, in order, each once.
+
+    Blank entries are skipped, so an empty value lists none. An address all in lower or upper case carries
+    no checksum; a mixed-case one claims one and must honour it. Raises ValueError naming the first entry
+    that is not an address (by its position only when it has the shape of a private key, never shown).
+    """
+    factories: dict[str, None] = {}
+    for position, entry in enumerate((part.strip() for part in value.split(",")), start=1):
+        if not entry:
+            continue
+        if _HEX_KEY.match(entry):
+            raise ValueError(f"entry {position} is 32 bytes of hex (a private key?), not a 20-byte address")
+        if not _HEX_ADDRESS.match(entry):
+            raise ValueError(
+                f"{entry!r} is not an address: list wallet factories as 0x-prefixed 20-byte hex "
+                "addresses, separated by commas"
+            )
+        address = checksum_address(entry)
+        digits = entry[2:]
+        if digits not in (digits.lower(), digits.upper()) and address != entry:
+            raise ValueError(f"{entry} has a wrong EIP-55 checksum (expected {address})")
+        factories[address] = None
+    return tuple(factories)
 
 
 def load_private_key(value: str) -> str:
@@ -119,6 +154,12 @@ class FacilitatorSettings(BaseSettings):
         le=3600,
         description="a settlement unmined this long with maxFeePerGas below the base fee is replaced",
     )
+    # None by default: a factory is a contract the relayer would pay to call with calldata from a stranger.
+    erc6492_factories: str = Field(
+        default="",
+        description="wallet factories (comma-separated addresses) through which counterfactual ERC-6492 "
+        "wallets are deployed at settlement; none when empty: only deployed wallets' signatures are accepted",
+    )
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
     confirmations: int = Field(
         default=1, ge=1, le=256, description="blocks on top of (and including) the settlement's"
@@ -150,6 +191,17 @@ class FacilitatorSettings(BaseSettings):
     @classmethod
     def _evm_network(cls, value: str) -> str:
         return evm_network(value)
+
+    @field_validator("erc6492_factories")
+    @classmethod
+    def _erc6492_factories(cls, value: str) -> str:
+        return ",".join(erc6492_factories(value))
+
+    @property
+    def erc6492_factory_addresses(self) -> tuple[str, ...]:
+        """The checksummed addresses of `erc6492_factories`: the only contracts a settlement may call to
+        deploy a payer's wallet."""
+        return tuple(self.erc6492_factories.split(",")) if self.erc6492_factories else ()
 
     @property
     def chain_id(self) -> int:

@@ -4,7 +4,7 @@
 engine; its node and every relayer key of the pool, read in one batch). `check_facilitator`: what
 `x402-facilitator check` prints and `serve` refuses on, for a configuration, with a fresh engine and RPC
 client: `network`, `relayer` (every key of `X402_RELAYER_KEY` and `X402_RELAYER_KEYS`: any replica may
-lease any of them), `database`.
+lease any of them), `database`, and `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from eth_account import Account
 
 from observability import Check, CheckResult, run_checks
 
-from ._checks import CHECK_TIMEOUT_S, check_database, network_check, read_once, relayer_check, schema_check
+from ._checks import (
+    CHECK_TIMEOUT_S,
+    check_database,
+    erc6492_factories_check,
+    network_check,
+    read_once,
+    relayer_check,
+    schema_check,
+)
 from ._config import FacilitatorSettings
 from ._probe import read_chain_status
 from ._rpc import RpcClient
@@ -38,7 +46,8 @@ def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> lis
 
 
 async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
-    """Every check of a facilitator configured by `settings`: network, relayer, database."""
+    """Every check of a facilitator configured by `settings`: network, relayer, database, and the wallet
+    factories when any are listed."""
     rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
     try:
         unusable: str | None = None
@@ -53,6 +62,8 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
             relayer = Check.answered(CheckResult.problem("relayer", unusable))
         database = partial(check_database, settings.database_url, "facilitator", upgrade_command=_UPGRADE)
         checks = [network_check(read, settings.network), relayer, Check("database", database)]
+        if settings.erc6492_factory_addresses:
+            checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
         return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
     finally:
         await rpc.aclose()

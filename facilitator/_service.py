@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -85,6 +86,7 @@ class Facilitator:
         receipt_timeout_s: float = 20.0,
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
+        erc6492_factories: Iterable[str] = (),
     ):
         self.network = network
         self.chain_id = int(network.split(":", 1)[1])
@@ -120,6 +122,7 @@ class Facilitator:
             relayer=relayers.address,
             validity_margin_s=validity_margin_s,
             gas_limit_cap=gas_limit_cap,
+            erc6492_factories=erc6492_factories,
         )
         self._settlement = Settlement(
             rpc=rpc,
@@ -186,6 +189,7 @@ class Facilitator:
             receipt_timeout_s=settings.receipt_timeout_s,
             validity_margin_s=settings.validity_margin_s,
             gas_limit_cap=settings.gas_limit_cap,
+            erc6492_factories=settings.erc6492_factory_addresses,
         )
         facilitator._owned_engine = engine if owned else None
         facilitator._database_url = settings.database_url

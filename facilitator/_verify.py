@@ -23,15 +23,19 @@ FiatToken's refusals are read before the simulation so the payer learns which on
 a blacklisted payer, a blacklisted payee (tokens without `paused()`/`isBlacklisted()` skip these reads).
 
 An ERC-6492 signature (`_erc6492`) of a wallet that already has code is unwrapped and checked as ERC-1271,
-its factory never called. For a wallet without code, the factory call, the wallet's ERC-1271 answer and the
-transfer are simulated in order within one Multicall3 `eth_call`, and the transaction settlement sends, the
-factory call then the transfer through `aggregate3`, is estimated against the same cap.
+its factory never called. For a wallet without code, the factory must be one the operator listed
+(`X402_ERC6492_FACTORIES`, none by default): the wrapper's factory and calldata come from the payer, and
+settling would have the relayer pay for that call, so an unlisted one is refused before any simulation.
+For a listed one, the factory call, the wallet's ERC-1271 answer and the transfer are simulated in order
+within one Multicall3 `eth_call`, and the transaction settlement sends, the factory call then the transfer
+through `aggregate3`, is estimated against the same cap.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +65,7 @@ from ._token import (
     encode_transfer_with_authorization,
     encode_version,
 )
-from .wire import Reason
+from .wire import Reason, checksum_address
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
 
@@ -114,8 +118,10 @@ class Verifier:
         relayer: str,
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
+        erc6492_factories: Iterable[str] = (),
     ):
         self._rpc = rpc
+        self._factories = frozenset(checksum_address(factory) for factory in erc6492_factories)
         self._chain_id = chain_id
         self._relayer = relayer
         self._margin_s = validity_margin_s
@@ -172,9 +178,10 @@ class Verifier:
     ) -> VerifiedPayment:
         """Run the chain checks in one batch; raise PaymentInvalidError on the first that fails.
 
-        An ERC-6492 signature costs one more round trip first, to learn whether the wallet exists. `now`
-        (unix seconds, default the wall clock) is the moment `check_offline` judged the validity window at;
-        a head block ahead of it moves the earliest possible settlement later.
+        An ERC-6492 signature costs one more round trip first, to learn whether the wallet exists; one
+        without code whose factory is not listed is refused then, before anything is simulated. `now` (unix
+        seconds, default the wall clock) is the moment `check_offline` judged the validity window at; a
+        head block ahead of it moves the earliest possible settlement later.
         """
         now = int(time.time()) if now is None else now
         wrapped = unwrap_erc6492(auth.signature)
@@ -183,6 +190,12 @@ class Verifier:
         unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
         if _is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
             verified = await self._check_transfer(unwrapped, terms, eoa_signature=False, now=now)
+        elif wrapped.factory not in self._factories:
+            raise PaymentInvalidError(
+                Reason.EIP6492_FACTORY_NOT_ALLOWED,
+                f"the wallet has no code and its factory {wrapped.factory} is not one this facilitator "
+                "deploys wallets through",
+            )
         else:
             verified = await self._check_counterfactual(unwrapped, wrapped, terms, now)
         return dataclasses.replace(verified, authorization=auth)

@@ -9,6 +9,7 @@ relayer's balance read in one batch). Beyond those:
 - `asset domain`: its on-chain `name()` and `version()` are `X402_ASSET_NAME` / `X402_ASSET_VERSION` (the
   EIP-712 domain payers sign; with another, every signature is refused);
 - `facilitator`: with `X402_FACILITATOR_URL`, the remote facilitator answers and supports the network;
+- `erc6492 factories`: without it, every wallet factory of `X402_ERC6492_FACTORIES` has code;
 - `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
 - `skill prices`: every `skill_prices` key names a skill the merchant offers;
 - `webhooks`: every webhook URL passes the SSRF rules the delivery worker applies;
@@ -34,6 +35,8 @@ from facilitator import (
     ReadStatus,
     RpcClient,
     check_database,
+    erc6492_factories,
+    erc6492_factories_check,
     load_private_key,
     network_check,
     read_chain_status,
@@ -94,6 +97,9 @@ async def check_merchant(
             branches: tuple[str, ...] = ("merchant",)
         else:
             checks.append(relayer)
+            factories = erc6492_factories(settings.erc6492_factories)
+            if factories:
+                checks.append(erc6492_factories_check(rpc, factories))
             branches = ("merchant", "facilitator")
         database = partial(check_database, settings.database_url, *branches, upgrade_command=_UPGRADE)
         checks += [Check("database", database), Check("tenants", partial(check_tenants, tenants, settings))]

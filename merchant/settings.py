@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from facilitator import FacilitatorSettings, evm_network
+from facilitator import FacilitatorSettings, erc6492_factories, evm_network
 from storage import DEFAULT_DATABASE_URL
 
 from ._tenant_rules import address_problems, secret_problems
@@ -32,6 +32,11 @@ class MerchantSettings(BaseSettings):
         None, description="a remote x402 facilitator instead of the in-process one"
     )
     confirmations: int = Field(1, ge=1, le=256)
+    erc6492_factories: str = Field(
+        "",
+        description="wallet factories (comma-separated addresses) the in-process facilitator deploys "
+        "counterfactual ERC-6492 wallets through; none when empty",
+    )
     tenants_file: str | None = Field(
         None, description="TOML file of tenants (pay_to, prices, webhooks, api token)"
     )
@@ -86,6 +91,11 @@ class MerchantSettings(BaseSettings):
     def _evm_network(cls, value: str) -> str:
         return evm_network(value)
 
+    @field_validator("erc6492_factories")
+    @classmethod
+    def _erc6492_factories(cls, value: str) -> str:
+        return ",".join(erc6492_factories(value))
+
     @field_validator("asset", "pay_to")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
@@ -130,6 +140,7 @@ class MerchantSettings(BaseSettings):
             relayer_key=self.relayer_key,
             database_url=self.database_url,
             confirmations=self.confirmations,
+            erc6492_factories=self.erc6492_factories,
             receipt_timeout_s=self.settle_timeout_s,
             relayer_min_balance_wei=self.relayer_min_balance_wei,
         )

@@ -33,6 +33,8 @@ Verification, cheapest checks first:
     invalid_exact_evm_payload_undeployed_smart_wallet
                                        a non-EOA signature for an address without code, not ERC-6492
                                        wrapped (or the chain has no Multicall3 to deploy it with)
+    eip6492_factory_not_allowed        an ERC-6492 signature of a wallet without code names a factory
+                                       this facilitator does not deploy through (X402_ERC6492_FACTORIES)
     smart_wallet_deployment_failed     an ERC-6492 factory call reverts or deploys no wallet at `from`
     asset_not_deployed_contract        the asset address has no bytecode
     invalid_exact_evm_nonce_already_used
@@ -91,6 +93,7 @@ class Reason(StrEnum):
     )
     INVALID_EXACT_EVM_PAYLOAD_SIGNATURE = "invalid_exact_evm_payload_signature"
     INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET = "invalid_exact_evm_payload_undeployed_smart_wallet"
+    EIP6492_FACTORY_NOT_ALLOWED = "eip6492_factory_not_allowed"
     SMART_WALLET_DEPLOYMENT_FAILED = "smart_wallet_deployment_failed"
     ASSET_NOT_DEPLOYED_CONTRACT = "asset_not_deployed_contract"
     INVALID_EXACT_EVM_NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"

@@ -51,6 +51,7 @@ def test_only_expired_and_insufficient_funds_are_retryable() -> None:
         ("invalid_exact_evm_payload_signature", EC.INVALID_SIGNATURE),
         ("invalid_exact_evm_signature", EC.INVALID_SIGNATURE),
         ("invalid_exact_evm_payload_undeployed_smart_wallet", EC.INVALID_SIGNATURE),
+        ("eip6492_factory_not_allowed", EC.INVALID_SIGNATURE),
         ("invalid_exact_evm_payload_authorization_valid_before", EC.EXPIRED_PAYMENT),
         ("invalid_exact_evm_payload_authorization_valid_after", EC.EXPIRED_PAYMENT),
         ("permit2_deadline_expired", EC.EXPIRED_PAYMENT),
@@ -100,6 +101,8 @@ _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
     "invalid_exact_evm_payload_authorization_valid_after": EC.EXPIRED_PAYMENT,
     "invalid_exact_evm_payload_signature": EC.INVALID_SIGNATURE,
     "invalid_exact_evm_payload_undeployed_smart_wallet": EC.INVALID_SIGNATURE,
+    # An undeployed wallet whose factory this facilitator does not call: as good as no ERC-6492 data.
+    "eip6492_factory_not_allowed": EC.INVALID_SIGNATURE,
     # A factory that cannot deploy the wallet: not a wrong signature, a payment that cannot be made.
     "smart_wallet_deployment_failed": EC.SETTLEMENT_FAILED,
     "asset_not_deployed_contract": EC.SETTLEMENT_FAILED,

@@ -24,6 +24,7 @@ EXPECTED_KEYS = {
     "X402_ASSET_VERSION",
     "X402_RELAYER_KEY",
     "X402_PAYER_KEYS",
+    "X402_ERC6492_FACTORIES",
 }
 
 
@@ -71,6 +72,7 @@ def test_cli_runs_a_chain_until_signalled(signum: signal.Signals, tmp_path: Path
         with RpcClient(settings["X402_RPC_URL"]) as rpc:
             assert rpc.call("eth_chainId") == hex(31337)
             assert rpc.call("eth_getCode", [settings["X402_ASSET"], "latest"]) != "0x"
+            assert rpc.call("eth_getCode", [settings["X402_ERC6492_FACTORIES"], "latest"]) != "0x"
             payers = [Account.from_key(key).address for key in settings["X402_PAYER_KEYS"].split(",")]
             assert len(payers) == 2
             for payer in payers:

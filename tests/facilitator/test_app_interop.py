@@ -131,7 +131,7 @@ class _CounterfactualSigner:
 async def test_a_counterfactual_wallet_payment_signed_by_the_sdk_deploys_the_wallet_and_settles(
     chain: DevChain, start_service: StartService, sqlite_url: str
 ) -> None:
-    base_url = start_service(sqlite_url)
+    base_url = start_service(sqlite_url, erc6492_factories=chain.wallet_factory)
     signer = _CounterfactualSigner(chain)
     chain.mint(signer.address, AMOUNT)
     client = register_exact_evm_client(x402ClientSync(), signer)

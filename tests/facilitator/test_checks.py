@@ -120,6 +120,43 @@ def test_serve_refuses_an_unmigrated_claim_store_in_one_line(chain: DevChain, tm
 _RELAYER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
 
+@pytest.mark.usefixtures("clean_env")
+def test_listed_wallet_factories_with_code_pass(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=chain.wallet_factory))
+
+    assert (code, problems(rows)) == (0, {})
+    assert list(rows) == ["network", "relayer", "database", "erc6492 factories"]
+    assert rows["erc6492 factories"] == ("ok", f"{chain.wallet_factory} has code")
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_listed_wallet_factory_without_code_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    codeless = Account.create().address
+    listed = f"{chain.wallet_factory},{codeless}"
+
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=listed))
+
+    assert code == 1
+    assert problems(rows) == {
+        "erc6492 factories": f"{codeless} has no code on this chain: check X402_ERC6492_FACTORIES"
+    }
+
+
+def test_serve_refuses_a_listed_wallet_factory_without_code(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    codeless = Account.create().address
+    env = chain_env(chain, sqlite_url, X402_PORT="0", X402_ERC6492_FACTORIES=codeless)
+
+    served = serve_refused("x402-facilitator", env, tmp_path)
+
+    assert served.returncode == 2
+    assert served.stderr.splitlines() == [
+        f"x402-facilitator: not starting: erc6492 factories: {codeless} has no code on this chain: "
+        "check X402_ERC6492_FACTORIES"
+    ]
+
+
 async def test_the_chain_and_relayer_checks_share_one_read() -> None:
     reads = 0
 

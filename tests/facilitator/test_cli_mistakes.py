@@ -53,6 +53,32 @@ async def test_serve_with_a_wrong_network(sqlite_url: str, workdir: Path, known_
     )
 
 
+async def test_serve_with_a_wallet_factory_that_is_not_an_address(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, erc6492_factories=f"0x{'ab' * 20},0x1234"),
+        workdir,
+        known_secrets,
+        "X402_ERC6492_FACTORIES: '0x1234' is not an address",
+    )
+
+
+async def test_check_with_a_wallet_factory_of_a_wrong_checksum(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    factory = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"  # EIP-55's example address
+    await _refused(
+        ["check"],
+        _env(known_secrets, sqlite_url, erc6492_factories=factory.replace("Aeb", "aeb")),
+        workdir,
+        known_secrets,
+        f"X402_ERC6492_FACTORIES: {factory.replace('Aeb', 'aeb')} has a wrong EIP-55 checksum",
+        f"(expected {factory})",
+    )
+
+
 async def test_serve_on_a_never_migrated_database(workdir: Path, known_secrets: Secrets) -> None:
     database = workdir.parent / "claims.db"
     await _refused(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 from eth_account import Account
 from pydantic import SecretStr, ValidationError
 
+from cli import ConfigError, load_settings
 from devchain import ANVIL_DEV_KEYS
 from facilitator import FacilitatorSettings
 from facilitator.cli import main
@@ -122,3 +124,49 @@ def test_a_relayer_key_named_twice_or_a_bad_keys_file_is_a_clear_error(tmp_path:
     with pytest.raises(ValueError, match="one 32-byte hex private key per line") as refused:
         FacilitatorSettings(relayer_keys=SecretStr(str(bad_file))).relayer_private_keys()
     assert ANVIL_DEV_KEYS[2].removeprefix("0x") not in str(refused.value)
+
+
+def test_no_wallet_factory_is_listed_by_default() -> None:
+    assert FacilitatorSettings().erc6492_factory_addresses == ()
+    assert FacilitatorSettings(erc6492_factories=" , ").erc6492_factory_addresses == ()
+
+
+def test_wallet_factories_are_read_comma_separated_checksummed_each_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, second = Account.create().address, Account.create().address
+    monkeypatch.setenv(
+        "X402_ERC6492_FACTORIES", f" {first.lower()}, ,{second},{first.upper().replace('X', 'x')},"
+    )
+
+    settings = FacilitatorSettings()
+
+    assert settings.erc6492_factory_addresses == (first, second)
+    assert settings.erc6492_factories == f"{first},{second}"
+
+
+@pytest.mark.parametrize(
+    ("listed", "says"),
+    [
+        ("0x1234", "'0x1234' is not an address"),
+        ("wallet-factory", "'wallet-factory' is not an address"),
+        (f"0x{'11' * 20};0x{'22' * 20}", "is not an address"),
+        ("0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "wrong EIP-55 checksum (expected 0x5aAeb6053F3E"),
+    ],
+)
+def test_a_wallet_factory_that_is_not_an_address_is_a_clear_error(listed: str, says: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(says)):
+        FacilitatorSettings(erc6492_factories=listed)
+
+
+def test_a_private_key_listed_as_a_wallet_factory_is_refused_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("X402_ERC6492_FACTORIES", f"0x{'11' * 20},{RELAYER_KEY}")
+
+    with pytest.raises(ConfigError) as refused:
+        load_settings(FacilitatorSettings)
+
+    assert str(refused.value) == (
+        "X402_ERC6492_FACTORIES: entry 2 is 32 bytes of hex (a private key?), not a 20-byte address"
+    )

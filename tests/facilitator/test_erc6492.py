@@ -1,6 +1,7 @@
 """ERC-6492 counterfactual wallets: verified by simulating deployment and transfer together, settled by
-deploying and paying in one Multicall3 transaction; every malformed or hostile wrapper is refused with a
-reason, nothing claimed, deployed or broadcast."""
+deploying and paying in one Multicall3 transaction, through the factories the operator lists only; every
+malformed or hostile wrapper, and every unlisted factory, is refused with a reason, nothing claimed,
+deployed or broadcast. A deployed wallet's wrapped signature is accepted whatever its factory."""
 
 from __future__ import annotations
 
@@ -21,16 +22,28 @@ from tests.fixtures.facilitator import PAY_TO, make_requirements
 from .conftest import OpenFacilitator
 from .payments import (
     claim_rows,
+    relayer_address,
     relayer_nonce,
     sign_counterfactual,
     sign_exact,
     submit_directly,
     tampered,
+    tx_count,
     wrap_erc6492,
 )
 
 SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
 DEPLOYMENT_FAILED = Reason.SMART_WALLET_DEPLOYMENT_FAILED
+NOT_ALLOWED = Reason.EIP6492_FACTORY_NOT_ALLOWED
+# An address without code, listed beside the dev chain's WalletFactory: a listed factory that deploys
+# nothing is a failed deployment, not an unlisted factory.
+CODELESS_FACTORY = "0x" + "22" * 20
+
+
+@pytest.fixture
+async def facilitator(chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str) -> Facilitator:
+    """The facilitator of these tests lists the dev chain's WalletFactory and `CODELESS_FACTORY`."""
+    return await open_facilitator(sqlite_url, erc6492_factories=f"{chain.wallet_factory},{CODELESS_FACTORY}")
 
 
 def code_of(chain: DevChain, address: str) -> str:
@@ -55,7 +68,7 @@ def _factory_reverts(
 def _factory_without_code(
     chain: DevChain, requirements: PaymentRequirements, _: Callable[..., str]
 ) -> PaymentPayload:
-    return sign_counterfactual(chain, requirements, factory="0x" + "22" * 20)[0]
+    return sign_counterfactual(chain, requirements, factory=CODELESS_FACTORY)[0]
 
 
 def _deploys_another_wallet(
@@ -143,6 +156,47 @@ async def test_a_bad_erc6492_payment_is_refused_and_nothing_is_deployed_claimed_
     assert await claim_rows(sqlite_url) == []
 
 
+UNLISTED = {"no factory listed (the default)": "", "another factory listed": CODELESS_FACTORY}
+
+
+@pytest.mark.parametrize("listed", UNLISTED.values(), ids=UNLISTED.keys())
+async def test_a_counterfactual_wallet_of_an_unlisted_factory_is_refused_and_nothing_changes(
+    listed: str, chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    """The relayer never pays to call a factory the operator did not list (X402_ERC6492_FACTORIES)."""
+    service = await open_facilitator(sqlite_url, erc6492_factories=listed)
+    requirements = make_requirements(chain)
+    payload, wallet = sign_counterfactual(chain, requirements)
+    relayer = relayer_address(chain)
+
+    def state() -> tuple[object, ...]:
+        return (
+            tx_count(chain, relayer, "latest"),
+            tx_count(chain, relayer, "pending"),
+            chain.rpc.call("eth_blockNumber"),
+            chain.balance_of(wallet),
+            chain.balance_of(PAY_TO),
+            code_of(chain, wallet),
+        )
+
+    before = state()
+
+    verified = await service.verify(payload, requirements)
+    settled = await service.settle(payload, requirements, idempotency_key="unlisted-factory")
+
+    assert (verified.is_valid, verified.payer) == (False, wallet)
+    assert (settled.success, settled.payer, settled.transaction) == (False, wallet, "")
+    for reason, message in (
+        (verified.invalid_reason, verified.invalid_message),
+        (settled.error_reason, settled.error_message),
+    ):
+        assert reason == NOT_ALLOWED
+        assert f"factory {chain.wallet_factory} is not one this facilitator deploys" in (message or "")
+    assert state() == before
+    assert before[-1] == "0x"
+    assert await claim_rows(sqlite_url) == []
+
+
 async def test_a_counterfactual_wallet_verifies_without_being_deployed(
     chain: DevChain, facilitator: Facilitator, sqlite_url: str
 ) -> None:
@@ -162,7 +216,9 @@ async def test_deploying_the_wallet_counts_against_the_gas_cap(
     chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
 ) -> None:
     """A cap the deployed wallet's transfer fits under, but not its deployment and transfer together."""
-    service = await open_facilitator(sqlite_url, gas_limit_cap=150_000)
+    service = await open_facilitator(
+        sqlite_url, gas_limit_cap=150_000, erc6492_factories=chain.wallet_factory
+    )
     requirements = make_requirements(chain)
     deployed = sign_exact(chain.erc1271_wallet_owner_key, requirements, from_address=chain.erc1271_wallet)
     assert (await service.verify(deployed, requirements)).is_valid
@@ -229,8 +285,10 @@ async def test_a_counterfactual_wallet_is_deployed_and_pays_in_one_transaction_e
 
 
 async def test_a_deployed_wallets_erc6492_signature_is_checked_as_erc1271_without_calling_the_factory(
-    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
 ) -> None:
+    """Even by a facilitator listing no factory (the default): no factory is called for a deployed wallet."""
+    facilitator = await open_facilitator(sqlite_url)
     requirements = make_requirements(chain)
     payload, wallet = sign_counterfactual(chain, requirements)
     factory_call = encode_call("createWallet(address,bytes32)", [Account.create().address, os.urandom(32)])

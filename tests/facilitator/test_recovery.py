@@ -64,7 +64,9 @@ async def test_a_dropped_settlement_whose_nonce_was_taken_is_resent_with_a_fresh
     open_facilitator: OpenFacilitator,
     new_payer: Callable[..., str],
 ) -> None:
-    service = await open_facilitator(sqlite_url, receipt_timeout_s=0.5)
+    service = await open_facilitator(
+        sqlite_url, receipt_timeout_s=0.5, erc6492_factories=chain.wallet_factory
+    )
     requirements = make_requirements(chain)
     if payer_kind == "eoa":
         payload = sign_payment(new_payer(), requirements)

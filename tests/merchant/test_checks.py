@@ -138,6 +138,21 @@ def test_an_unfunded_relayer_is_a_problem(chain: DevChain, sqlite_url: str) -> N
 
 
 @pytest.mark.usefixtures("clean_env")
+def test_a_listed_wallet_factory_without_code_is_a_problem_of_the_in_process_facilitator(
+    chain: DevChain, sqlite_url: str
+) -> None:
+    codeless = Account.create().address
+
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_ERC6492_FACTORIES=codeless))
+
+    assert code == 1
+    assert problems(rows) == {
+        "erc6492 factories": f"{codeless} has no code on this chain: check X402_ERC6492_FACTORIES"
+    }
+    assert list(rows).index("erc6492 factories") == list(rows).index("relayer") + 1
+
+
+@pytest.mark.usefixtures("clean_env")
 def test_the_relayer_floor_is_configurable(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, _env(chain, sqlite_url, X402_RELAYER_MIN_BALANCE_WEI=str(10**40)))
 

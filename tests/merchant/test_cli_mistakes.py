@@ -55,6 +55,18 @@ async def test_serve_without_asset(sqlite_url: str, workdir: Path, known_secrets
     assert "Field required" not in line and "asset " not in line.split("X402_ASSET", 1)[0]
 
 
+async def test_serve_with_a_wallet_factory_that_is_not_an_address(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    await _refused(
+        ["serve"],
+        _env(known_secrets, sqlite_url, erc6492_factories="wallet-factory"),
+        workdir,
+        known_secrets,
+        "X402_ERC6492_FACTORIES: 'wallet-factory' is not an address",
+    )
+
+
 async def test_serve_with_a_wrong_network(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
     await _refused(
         ["serve"],

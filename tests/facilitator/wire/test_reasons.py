@@ -38,6 +38,7 @@ def test_shared_codes_match_the_sdk_spelling() -> None:
         Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED: sdk.ERR_TRANSACTION_SIMULATION_FAILED,
         Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH: sdk.ERR_TRANSFER_EVENT_MISMATCH,
         Reason.ASSET_NOT_DEPLOYED_CONTRACT: sdk.ERR_ASSET_NOT_DEPLOYED_CONTRACT,
+        Reason.EIP6492_FACTORY_NOT_ALLOWED: sdk.ERR_FACTORY_NOT_ALLOWED,
     }
     for ours, theirs in ours_from_sdk.items():
         assert ours.value == theirs
