@@ -9,11 +9,24 @@ transports. It writes its reports into the folder it runs in, so it runs in a co
 temporary directory (the peer folder stays read-only). One run per test session: it takes about two minutes.
 
 The A2A 0.3 TCK (`../shared/peers/a2a-tck-0.3`, virtualenv `.venv-peers/a2a-tck-0.3`) runs the same way
-against the same merchant's 0.3 interfaces (the header-less card, the 0.3 JSON-RPC methods and the 0.3
-HTTP+JSON paths): `run_tck.py --category mandatory`, once with `--transports jsonrpc` and once with `rest`,
-each in its own copy of the folder, with the plain messages played as its own SUT plays them
-(`scenarios.work_then_answer`). Its runner writes no JUnit report, so the pytest it starts is asked for
-one through `PYTEST_ADDOPTS`.
+against the 0.3 interfaces (the header-less card, the 0.3 JSON-RPC methods and the 0.3 HTTP+JSON paths)
+of a merchant with a tenants file (the default tenant and `TENANT_0_3`, both free): `run_tck.py
+--category mandatory`, with `--transports jsonrpc` and with `rest`, each at the root (the default
+tenant's URLs) and at the named tenant's (`/t/acme/...`), each run in its own copy of the folder, with
+the plain messages played as its own SUT plays them (`scenarios.work_then_answer`). Its runner writes no
+JUnit report, so the pytest it starts is asked for one through `PYTEST_ADDOPTS`.
+
+The 0.3 TCK reads the card at the well-known path of its URL's origin (`scheme://host:port`, the 0.3
+spec's recommended location, §5.3), whatever the path, and tests the interfaces that card lists. A
+tenant's card is at its root (`/t/acme/.well-known/agent-card.json`), so the tenant is given an origin of
+its own, as a deployment giving each tenant a host would: a second listening socket of the same server,
+where the well-known card is the tenant's 0.3 card and every other path is the merchant's. Pointed at
+`http://127.0.0.1:PORT/t/acme/a2a/jsonrpc` there, the TCK reads acme's card, whose interfaces are acme's
+URLs on the merchant's own origin, and posts its raw JSON-RPC checks to acme's endpoint.
+
+The root's and the tenant's run of a transport go side by side, on the one merchant process; the two
+transports one after the other. A JSON-RPC run takes about 12 s, a REST one 6 s; the four, with the
+merchant's start, take 21-24 s, where the two root runs alone took 22-23 s.
 
 Outside CI a missing TCK folder or virtualenv skips the tests, naming what is missing; under `CI=true`
 they fail instead.
@@ -33,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from devchain import DevChain
-from merchant.edge import JSONRPC_PATH
+from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
 from merchant.settings import MerchantSettings
 from storage import upgrade_schema
-from tests.fixtures.merchant import DEFAULT_PAY_TO
+from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, write_tenants_file
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 from tests.fixtures.subprocesses import unavailable
 
@@ -52,6 +66,9 @@ TRANSPORTS = ("jsonrpc", "http_json", "grpc")
 TCK_0_3_DIR = TCK_DIR.with_name("a2a-tck-0.3")
 TCK_0_3_PYTHON = CHECKOUT / ".venv-peers" / "a2a-tck-0.3" / "bin" / "python"
 TRANSPORTS_0_3 = ("jsonrpc", "rest")
+TENANT_0_3 = "acme"
+ROOTS_0_3 = ("root", TENANT_0_3)
+"""Where the 0.3 TCK runs: at the merchant's root (the default tenant) and at `TENANT_0_3`'s `/t/acme`."""
 # A MUST run takes about two minutes on an idle machine; a loaded one may take several times that.
 _RUN_TIMEOUT_S = 1200
 
@@ -143,11 +160,30 @@ def _run_tck(base_url: str, workdir: Path) -> TckRun:
     return TckRun(parse_junit(report), finished.stdout + finished.stderr)
 
 
+class _TenantOrigin:
+    """`app`, where requests reaching the listening socket on `port` for the well-known card get `tenant`'s
+    own card instead: that socket is the tenant's origin. Everything else goes to `app` as it came."""
+
+    def __init__(self, app: ASGIApp, port: int, tenant: str) -> None:
+        self._app = app
+        self._port = port
+        self._card_path = tenant_root(tenant) + AGENT_CARD_PATH
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == AGENT_CARD_PATH and scope["server"][1] == self._port:
+            scope = {**scope, "path": self._card_path, "raw_path": self._card_path.encode()}
+        await self._app(scope, receive, send)
+
+
 @asynccontextmanager
 async def _reference_merchant(
-    devchain: DevChain, workdir: Path, executor: ScenarioExecutor
-) -> AsyncIterator[str]:
-    """A free reference merchant playing the TCK's scenarios, served on 127.0.0.1: its base URL."""
+    devchain: DevChain, workdir: Path, executor: ScenarioExecutor, *, tenant: str | None = None
+) -> AsyncIterator[dict[str, str]]:
+    """A free reference merchant playing the TCK's scenarios, served on 127.0.0.1: its base URL ("root").
+
+    With `tenant` (a `TWO_TENANTS` id), that tenant (free too) is configured beside the default one, in a
+    tenants file, and the base URL of the tenant's origin (see the module's docstring) is given under its id.
+    """
     # Imported here, as in tests/fixtures/merchant.py: the composition root imports every merchant package.
     from merchant.app import build_app
 
@@ -163,16 +199,22 @@ async def _reference_merchant(
         "asset_version": devchain.asset_version,
         "relayer_key": devchain.relayer_key,
         "public_url": base_url_of(sock),
-        "pay_to": DEFAULT_PAY_TO,
-        "price": 0,
         "host": "127.0.0.1",
         "grpc_port": free_port(),
         # A developer's .env must not change what the TCK judges.
         "_env_file": None,
     }
-    app = build_app(MerchantSettings(**values), delegate=executor)
-    with serve_asgi(app, sock=sock) as base_url:
-        yield base_url
+    if tenant is None:
+        values.update(pay_to=DEFAULT_PAY_TO, price=0)
+    else:
+        payees = {"": (DEFAULT_PAY_TO, 0), tenant: (TWO_TENANTS[tenant][0], 0)}
+        values["tenants_file"] = str(write_tenants_file(workdir / "tenants.toml", payees))
+    app: ASGIApp = build_app(MerchantSettings(**values), delegate=executor)
+    origins = {} if tenant is None else {tenant: bind_loopback()}
+    for name, origin in origins.items():
+        app = _TenantOrigin(app, origin.getsockname()[1], name)
+    with serve_asgi(app, sock=sock, also=list(origins.values())) as base_url:
+        yield {"root": base_url, **{name: base_url_of(origin) for name, origin in origins.items()}}
 
 
 def _skip_or_fail(missing: str | None) -> None:
@@ -185,9 +227,9 @@ async def tck_run(devchain: DevChain, tmp_path_factory: pytest.TempPathFactory) 
     """The TCK's outcomes against a free reference merchant playing the TCK's scenarios."""
     _skip_or_fail(_missing())
     workdir = tmp_path_factory.mktemp("tck")
-    async with _reference_merchant(devchain, workdir, ScenarioExecutor()) as base_url:
+    async with _reference_merchant(devchain, workdir, ScenarioExecutor()) as origins:
         # The server runs on its own thread and loop; the session's loop must stay free meanwhile.
-        yield await asyncio.to_thread(_run_tck, base_url, workdir)
+        yield await asyncio.to_thread(_run_tck, origins["root"], workdir)
 
 
 def _missing_0_3() -> str | None:
@@ -198,16 +240,16 @@ def _missing_0_3() -> str | None:
     return None
 
 
-def _run_tck_0_3(base_url: str, workdir: Path, transport: str) -> TckRun:
-    tck = workdir / f"a2a-tck-0.3-{transport}"
+def _run_tck_0_3(sut_url: str, workdir: Path, name: str, transport: str) -> TckRun:
+    tck = workdir / f"a2a-tck-0.3-{name}-{transport}"
     shutil.copytree(TCK_0_3_DIR, tck, ignore=shutil.ignore_patterns(".git", "__pycache__", "reports"))
     report = tck / "reports" / "junitreport.xml"
     command = [
         str(TCK_0_3_PYTHON),
         "run_tck.py",
+        # The JSON-RPC endpoint: its raw JSON-RPC checks post there, and the card is read from its origin.
         "--sut-url",
-        # The JSON-RPC endpoint: its raw JSON-RPC checks post there, and the card is read from its host.
-        base_url + JSONRPC_PATH,
+        sut_url,
         "--category",
         "mandatory",
         "--transports",
@@ -232,16 +274,39 @@ def _run_tck_0_3(base_url: str, workdir: Path, transport: str) -> TckRun:
     return TckRun(parse_junit(report), finished.stdout + finished.stderr)
 
 
+@dataclass(frozen=True, slots=True)
+class TckRunsV0_3:
+    """The 0.3 TCK's runs, by (`ROOTS_0_3` entry, transport), and the JSON-RPC URL each root's runs were
+    pointed at (served for as long as the tests of the module run)."""
+
+    runs: dict[tuple[str, str], TckRun]
+    sut_urls: dict[str, str]
+
+
+def _sut_url_0_3(origins: dict[str, str], name: str) -> str:
+    """The 0.3 JSON-RPC endpoint of `name` (a `ROOTS_0_3` entry), on the origin whose card is its own."""
+    return origins[name] + ("" if name == "root" else tenant_root(name)) + JSONRPC_PATH
+
+
 @pytest.fixture(scope="module")
 async def tck_0_3_runs(
     devchain: DevChain, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[dict[str, TckRun]]:
-    """The 0.3 TCK's mandatory outcomes, by transport, against the same free reference merchant."""
+) -> AsyncIterator[TckRunsV0_3]:
+    """The 0.3 TCK's mandatory outcomes at the root and at `TENANT_0_3`'s URLs, against one free merchant."""
     _skip_or_fail(_missing_0_3())
     workdir = tmp_path_factory.mktemp("tck03")
-    async with _reference_merchant(devchain, workdir, ScenarioExecutor(work_then_answer)) as base_url:
-        runs: dict[str, TckRun] = {}
+    executor = ScenarioExecutor(work_then_answer)
+    async with _reference_merchant(devchain, workdir, executor, tenant=TENANT_0_3) as origins:
+        sut_urls = {name: _sut_url_0_3(origins, name) for name in ROOTS_0_3}
+        runs: dict[tuple[str, str], TckRun] = {}
         for transport in TRANSPORTS_0_3:
-            # One run at a time: the TCK's tests wait on the server with short timeouts.
-            runs[transport] = await asyncio.to_thread(_run_tck_0_3, base_url, workdir, transport)
-        yield runs
+            # The root's and the tenant's side by side: a run mostly waits on the agent's scenarios
+            # (about a second a message), so two at once take no longer than one.
+            outcomes = await asyncio.gather(
+                *(
+                    asyncio.to_thread(_run_tck_0_3, sut_urls[name], workdir, name, transport)
+                    for name in ROOTS_0_3
+                )
+            )
+            runs.update({(name, transport): run for name, run in zip(ROOTS_0_3, outcomes, strict=True)})
+        yield TckRunsV0_3(runs, sut_urls)
