@@ -41,7 +41,6 @@ from typing import Any
 
 from eth_abi.exceptions import DecodingError
 
-from ._eip712 import authorization_digest
 from ._erc6492 import (
     MULTICALL3_ADDRESS,
     Call3,
@@ -52,7 +51,7 @@ from ._erc6492 import (
 from ._errors import PaymentInvalidError, RpcError
 from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
 from ._rpc import RpcCall, RpcClient
-from ._signature import recover_signer
+from ._signed import SignatureMemo
 from ._token import (
     Authorization,
     decode_string,
@@ -129,6 +128,7 @@ class Verifier:
         self._domains: dict[str, tuple[str, str]] = {}
         # Gas of a transfer signed by an EOA without code, per token.
         self._eoa_gas: dict[str, int] = {}
+        self._signed = SignatureMemo()
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
         """Run every check that needs no chain access; return whether the signature is a plain EOA one.
@@ -165,8 +165,8 @@ class Verifier:
         digest = self._digest(auth, terms)
         wrapped = unwrap_erc6492(auth.signature)
         if wrapped is None:
-            return recover_signer(digest, auth.signature) == auth.from_
-        if recover_signer(digest, wrapped.signature) == auth.from_:
+            return self._signed.signer(digest, auth.signature) == auth.from_
+        if self._signed.signer(digest, wrapped.signature) == auth.from_:
             raise PaymentInvalidError(
                 _BAD_SIGNATURE,
                 "authorization.from signed as an EOA: an EOA's signature carries no ERC-6492 deployment data",
@@ -388,7 +388,7 @@ class Verifier:
         return int(reply, 16)
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
-        return authorization_digest(
+        return self._signed.digest(
             auth,
             name=terms.token_name,
             version=terms.token_version,

@@ -6,21 +6,29 @@ is saved half a dozen times with its payment terms and receipts in its history, 
 machinery was the largest single cost of a paid turn. Here a save is one `INSERT … ON CONFLICT DO
 UPDATE` and a read one `SELECT`, on the same table, with the same JSON the SDK writes (its own
 `_to_orm`/`_from_orm` convert), scoped to the same owner. Listing and deleting stay the SDK's.
+
+A read the same request already made, with no save of this process since, is answered from memory
+(`merchant._task_reads`): a paid SendMessage reads its task six times and saves it in between only here.
+Each save writes the whole history again; a history message's JSON form is converted once, by content.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from a2a.server.context import ServerCallContext
+from a2a.server.models import TaskModel
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import Task, TaskState
+from a2a.types import Message, Task, TaskState
+from google.protobuf.json_format import MessageToDict
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .._task_reads import TaskReads
 from ._tenancy import tenant_owner
 
 __all__ = ["FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"]
@@ -38,6 +46,10 @@ FINAL_STATES = frozenset(
 )
 
 
+# Messages of this many recent histories' worth (a paid task has about five) stay converted.
+_HISTORY_DICTS_KEPT = 4096
+
+
 class TaskOwnedElsewhereError(RuntimeError):
     """A task id already stored for another owner (tenant): the save is refused rather than overwrite it."""
 
@@ -52,6 +64,8 @@ class TenantTaskStore(DatabaseTaskStore):
     def __init__(self, engine: AsyncEngine, *, on_final: FinalStateHook | None = None) -> None:
         super().__init__(engine, create_table=False, owner_resolver=tenant_owner)
         self._on_final = on_final
+        self._reads = TaskReads()
+        self._history = _HistoryDicts()
         self._table: sa.Table = self.task_model.__table__  # type: ignore[assignment]
         mapper = sa.inspect(self.task_model)
         # Attribute name -> column: `task_metadata` is stored in the column `metadata`.
@@ -70,28 +84,72 @@ class TenantTaskStore(DatabaseTaskStore):
             where=self._table.c.owner == insert.excluded.owner,
         )
 
+    def _to_orm(self, task: Task, owner: str) -> TaskModel:
+        """The SDK's row for `task`, its history converted once per message (`_HistoryDicts`)."""
+        bare = Task()
+        bare.CopyFrom(task)
+        bare.ClearField("history")
+        model = super()._to_orm(bare, owner)
+        # Annotated with the proto type, the column holds the JSON form (as in the SDK's own `_to_orm`).
+        model.history = cast("list[Message]", [self._history.dict_of(message) for message in task.history])
+        return model
+
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Insert or replace the task, for the tenant of `context` only.
 
         Raises:
             TaskOwnedElsewhereError: the task id is stored for another tenant.
         """
-        model = self._to_orm(task, self.owner_resolver(context))
+        owner = self.owner_resolver(context)
+        model = self._to_orm(task, owner)
         values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
+        self._reads.saving(owner, task.id)
         async with self.engine.begin() as connection:
             if (await connection.execute(self._upsert, values)).rowcount != 1:
                 raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
             if self._on_final is not None and task.status.state in FINAL_STATES:
                 await self._on_final(connection, task.id, task.status.state)
+        self._reads.saved(context, owner, task)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Delete the task (the SDK's delete); every remembered read of it is stale from now on."""
+        owner = self.owner_resolver(context)
+        self._reads.saving(owner, task_id)
+        await super().delete(task_id, context)
+        self._reads.saving(owner, task_id)  # a read that began during the delete may have seen the row
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        """The task, if it is stored for the tenant of `context`."""
-        statement = self._select.where(
-            self._columns["id"] == task_id, self._columns["owner"] == self.owner_resolver(context)
-        )
+        """The task, if it is stored for the tenant of `context`: as this request last read or saved it
+        when no save of this process has happened since."""
+        owner = self.owner_resolver(context)
+        remembered = self._reads.recall(context, owner, task_id)
+        if remembered is not None:
+            return remembered.task
+        # Taken before the read: a save finishing while it runs makes this read stale at once.
+        generation = self._reads.generation(owner, task_id)
+        statement = self._select.where(self._columns["id"] == task_id, self._columns["owner"] == owner)
         async with self.engine.connect() as connection:
             row = (await connection.execute(statement)).first()
-        if row is None:
-            return None
         # `_from_orm` only reads attributes, so the row's values stand in for a loaded model.
-        return self._from_orm(SimpleNamespace(**row._mapping))  # type: ignore[arg-type]
+        task = None if row is None else self._from_orm(SimpleNamespace(**row._mapping))  # type: ignore[arg-type]
+        self._reads.remember(context, owner, task_id, task, generation)
+        return task
+
+
+class _HistoryDicts:
+    """The JSON form of history messages, by their content: each save writes the whole history again, and
+    `MessageToDict` of every message in it was the largest part of a save's CPU."""
+
+    def __init__(self) -> None:
+        self._dicts: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
+
+    def dict_of(self, message: Message) -> dict[str, Any]:
+        # Equal serializations are equal messages: the key is the content, never an object's identity.
+        key = message.SerializeToString(deterministic=True)
+        converted = self._dicts.get(key)
+        if converted is None:
+            converted = MessageToDict(message)
+            self._dicts[key] = converted
+            if len(self._dicts) > _HISTORY_DICTS_KEPT:
+                self._dicts.popitem(last=False)
+        return converted

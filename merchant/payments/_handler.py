@@ -57,6 +57,7 @@ from a2a_x402 import (
 from facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
+from .._task_reads import forget_task_reads
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
@@ -159,6 +160,8 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         deadline = loop.time() + wait_s
         pause = _PROGRESS_POLL_FIRST_S
         while True:
+            # The task moves on elsewhere (another request, another replica): never a remembered read.
+            forget_task_reads(context)
             task = await super().on_get_task(request, context)
             if task is None:
                 raise TaskNotFoundError

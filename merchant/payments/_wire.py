@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import cast
 
 import orjson
 from a2a.types import Message, Part, Role, TaskState, TaskStatus, TaskStatusUpdateEvent
-from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import Dialect, PaymentData, X402PaymentPayload, decode, encode
 from facilitator.wire import (
@@ -42,7 +43,9 @@ def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentDa
     """
     if message is None or not message.HasField("metadata"):
         return None
-    return decode(MessageToDict(message.metadata), dialect)
+    # The Struct itself (a Mapping at run time, not in its stubs), not `MessageToDict` of all of it: only the
+    # extension's own values are read, each converted once.
+    return decode(cast("Mapping[str, object]", message.metadata), dialect)
 
 
 def agent_status(

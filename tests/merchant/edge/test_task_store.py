@@ -4,11 +4,13 @@ read, and never lets one tenant's save overwrite another tenant's task."""
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from merchant._task_reads import forget_task_reads
 from merchant.edge import TaskOwnedElsewhereError, TenantTaskStore, tenant_owner
 
 
@@ -56,3 +58,61 @@ async def test_a_task_is_seen_and_saved_only_by_its_tenant(engine: AsyncEngine) 
     with pytest.raises(TaskOwnedElsewhereError):
         await store.save(_task("t-1", TaskState.TASK_STATE_FAILED, "globex's"), globex)
     assert await store.get("t-1", acme) == kept
+
+
+def _count_selects(engine: AsyncEngine) -> list[str]:
+    selects: list[str] = []
+
+    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            selects.append(statement)
+
+    return selects
+
+
+async def test_a_request_reads_a_task_once_until_a_save_of_this_process(engine: AsyncEngine) -> None:
+    store = TenantTaskStore(engine)
+    writer, request = ServerCallContext(tenant="acme"), ServerCallContext(tenant="acme")
+    await store.save(_task("t-1", TaskState.TASK_STATE_INPUT_REQUIRED, "hi"), writer)
+    selects = _count_selects(engine)
+
+    first = await store.get("t-1", request)
+    assert first is not None
+    first.status.state = TaskState.TASK_STATE_FAILED  # the SDK edits what it reads: never shared
+    again = await store.get("t-1", request)
+    assert again is not None and again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert len(selects) == 1
+
+    moved = _task("t-1", TaskState.TASK_STATE_WORKING, "hi")
+    await store.save(moved, writer)  # another request's save: this request's read is stale
+    assert await store.get("t-1", request) == moved
+    assert len(selects) == 2
+
+    moved.status.state = TaskState.TASK_STATE_COMPLETED
+    await store.save(moved, request)  # its own save is what it reads next, without a statement
+    assert await store.get("t-1", request) == moved
+    assert len(selects) == 2
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == moved  # a new request reads afresh
+    assert len(selects) == 3
+
+
+async def test_a_write_elsewhere_is_seen_once_the_request_forgets_its_reads(engine: AsyncEngine) -> None:
+    ours = TenantTaskStore(engine)
+    elsewhere = TenantTaskStore(engine)  # another replica's store: its saves are not this process's
+    request = ServerCallContext(tenant="acme")
+    assert await ours.get("t-1", request) is None
+    saved = _task("t-1", TaskState.TASK_STATE_WORKING, "hi")
+    await elsewhere.save(saved, ServerCallContext(tenant="acme"))
+
+    assert await ours.get("t-1", request) is None  # remembered within the request
+    forget_task_reads(request)
+    assert await ours.get("t-1", request) == saved
+
+
+async def test_a_deleted_task_is_not_remembered(engine: AsyncEngine) -> None:
+    store = TenantTaskStore(engine)
+    request = ServerCallContext(tenant="acme")
+    await store.save(_task("t-1", TaskState.TASK_STATE_COMPLETED, "hi"), request)
+    await store.delete("t-1", request)
+    assert await store.get("t-1", request) is None
