@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage import Uint256, UtcDateTime, write
 
@@ -158,10 +158,10 @@ _RECORD_RESPONSE = (
 )
 
 
-async def _first(
-    connection: AsyncConnection, statement: sa.Executable, parameters: dict[str, Any] | None = None
+def _first(
+    connection: sa.Connection, statement: sa.Executable, parameters: dict[str, Any] | None = None
 ) -> sa.Row[Any] | None:
-    return (await connection.execute(statement, parameters)).first()
+    return connection.execute(statement, parameters).first()
 
 
 def _row(row: sa.Row[Any]) -> Claim:

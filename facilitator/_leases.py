@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -70,10 +69,10 @@ class LeaseStore:
         key = sa.and_(leases_table.c.chain_id == self._chain_id, leases_table.c.relayer == relayer)
         current = sa.select(leases_table.c.holder, leases_table.c.lease_until).where(key)
 
-        async def operation(connection: Any) -> bool | None:
-            row = (await connection.execute(current)).first()
+        def operation(connection: sa.Connection) -> bool | None:
+            row = connection.execute(current).first()
             if row is None:
-                inserted = (await connection.execute(self._insert, values)).first()
+                inserted = connection.execute(self._insert, values).first()
                 return False if inserted is not None else None
             holder, lease_until = row
             if holder != self.holder and lease_until >= now:
@@ -85,7 +84,7 @@ class LeaseStore:
                 .values(holder=self.holder, lease_until=now + self._lease, updated_at=now)
                 .returning(leases_table.c.relayer)
             )
-            if (await connection.execute(swap)).first() is None:
+            if connection.execute(swap).first() is None:
                 return None
             # Any row found is an earlier holder's (this process asks only for keys it does not hold),
             # even under this holder id: its transactions must be accounted for.
@@ -110,8 +109,8 @@ class LeaseStore:
             .returning(leases_table.c.relayer)
         )
 
-        async def operation(connection: Any) -> set[str]:
-            return {row[0] for row in (await connection.execute(statement)).all()}
+        def operation(connection: sa.Connection) -> set[str]:
+            return {row[0] for row in connection.execute(statement).all()}
 
         return await write(self._engine, operation)
 

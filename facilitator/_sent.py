@@ -8,7 +8,6 @@ these rows let a process that did not send them (a replica, a restart, the taker
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -80,9 +79,9 @@ class SentTransactionStore:
             )
         )
 
-        async def operation(connection: Any) -> None:
-            await connection.execute(self._insert, rows)
-            await connection.execute(follow)
+        def operation(connection: sa.Connection) -> None:
+            connection.execute(self._insert, rows)
+            connection.execute(follow)
 
         await write(self._engine, operation)
 

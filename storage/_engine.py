@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ._errors import DatabaseUrlError
 
-__all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url"]
+__all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url", "sqlite_pragmas"]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./x402.db"
 
@@ -65,7 +65,7 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", sqlite_pragmas)
         return engine
     kwargs.setdefault("pool_size", 20)
     kwargs.setdefault("max_overflow", 20)
@@ -86,7 +86,8 @@ def _refuse_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) 
         raise DisconnectionError("the server closed this pooled connection")
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """The settings every connection to a SQLite database gets (the async engine's and the writer's)."""
     cursor = dbapi_connection.cursor()
     # WAL + NORMAL keeps commits durable across process crashes (not power loss) without an fsync per commit.
     cursor.execute("PRAGMA journal_mode=WAL")

@@ -1,65 +1,78 @@
-"""Writes to SQLite, committed in groups by one writer task.
+"""Writes to SQLite, committed in groups on one writer thread; to PostgreSQL, each in its own transaction.
+
+A write is a plain function of a synchronous SQLAlchemy `Connection`, so a whole group of them can run
+without coming back to the event loop between statements.
 
 SQLite allows one writer at a time. Letting each coroutine open its own write transaction makes them
 queue (in SQLite's busy handler, or on a lock) while each holder needs several event-loop turns to get
 its statements through aiosqlite's thread; under load those turns are slow and the queue grows. So on
 SQLite every write is handed to one writer task that runs whatever has queued up in a single
 transaction (each write in its own savepoint, so one failing write undoes only itself) and resolves
-the callers once that transaction has committed. PostgreSQL writers need none of this: they run
-their own transactions, and row locks and unique constraints arbitrate, across processes too.
+the callers once that transaction has committed. The group runs as one call on a thread of its own,
+through the standard library's `sqlite3` driver on the same database file: one hop off the event loop
+per group, where aiosqlite makes about eight per statement (cursor, execute, fetch, close, and the
+transaction's begin, commit and reset). Reads keep the async engine: in WAL mode they never wait for
+this writer, and they see what it committed. PostgreSQL writers need none of this: they run their
+own transactions, and row locks and unique constraints arbitrate, across processes too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["write"]
+from ._engine import sqlite_pragmas
+
+__all__ = ["Write", "write"]
 
 T = TypeVar("T")
-Write = Callable[[AsyncConnection], Awaitable[T]]
+Write = Callable[[Connection], T]
+"""A write: statements run on `Connection` inside a transaction the caller does not manage."""
 
 _MAX_GROUP = 64
+
+_Queued = tuple[Write[Any], bool, asyncio.Future[Any]]
 
 
 class _GroupWriter:
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-        self._queue: list[tuple[Write[Any], bool, asyncio.Future[Any]]] = []
+        # `check_same_thread` off: the pool may be disposed from the event loop's thread.
+        self._sync: Engine = create_sync_engine(
+            engine.url.set(drivername="sqlite"),
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
+        event.listen(self._sync, "connect", sqlite_pragmas)
+        # One thread: the group's transaction is the only writer this process has on the file.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+        self._queue: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
 
+    def dispose(self) -> None:
+        """Close the writer's connection (its engine was disposed; a later write opens a new one)."""
+        self._sync.dispose()
+
     async def submit(self, operation: Write[T], isolated: bool) -> T:
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         self._queue.append((operation, isolated, future))
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="sqlite-group-writer")
+            self._task = loop.create_task(self._run(), name="sqlite-group-writer")
         return await future
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._queue:
             group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
-            outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
-            try:
-                async with self._engine.begin() as connection:
-                    for operation, isolated, future in group:
-                        try:
-                            if isolated:
-                                async with connection.begin_nested():
-                                    result = await operation(connection)
-                            else:
-                                result = await operation(connection)
-                            outcomes.append((future, True, result))
-                        except Exception as exc:  # noqa: BLE001 - handed to the caller that owns the write
-                            if not isolated:
-                                raise
-                            outcomes.append((future, False, exc))
-            except Exception as exc:  # noqa: BLE001 - the group's transaction failed: so did all its writes
-                outcomes = [(future, False, exc) for _, _, future in group]
-            for future, ok, value in outcomes:
+            operations = [(operation, isolated) for operation, isolated, _ in group]
+            outcomes = await loop.run_in_executor(self._thread, self._commit, operations)
+            for (_, _, future), (ok, value) in zip(group, outcomes, strict=True):
                 if future.done():
                     continue
                 if ok:
@@ -67,22 +80,49 @@ class _GroupWriter:
                 else:
                     future.set_exception(value)
 
+    def _commit(self, group: list[tuple[Write[Any], bool]]) -> list[tuple[bool, Any]]:
+        """Run `group` in one transaction (on the writer thread); each write's (ok, result or exception)."""
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self._sync.begin() as connection:
+                for operation, isolated in group:
+                    try:
+                        if isolated:
+                            with connection.begin_nested():
+                                result = operation(connection)
+                        else:
+                            result = operation(connection)
+                        outcomes.append((True, result))
+                    except Exception as exc:  # noqa: BLE001 - handed to the caller that owns the write
+                        if not isolated:
+                            raise
+                        outcomes.append((False, exc))
+        except Exception as exc:  # noqa: BLE001 - the group's transaction failed: so did all its writes
+            return [(False, exc)] * len(group)
+        return outcomes
+
 
 _writers: weakref.WeakKeyDictionary[AsyncEngine, _GroupWriter] = weakref.WeakKeyDictionary()
+
+
+def _writer(engine: AsyncEngine) -> _GroupWriter:
+    writer = _writers.get(engine)
+    if writer is None:
+        writer = _writers[engine] = _GroupWriter(engine)
+        event.listen(engine.sync_engine, "engine_disposed", lambda _: writer.dispose())
+    return writer
 
 
 async def write(engine: AsyncEngine, operation: Write[T], *, isolated: bool = False) -> T:
     """Run `operation` in a write transaction and return its result once it is committed.
 
-    On SQLite the transaction is shared with other writes queued meanwhile. An `isolated` operation runs
-    in its own savepoint, so an exception it raises (a unique-constraint violation, say) is raised here and
-    undoes only its own statements; any other operation that raises fails its whole group, so use
-    `isolated` for every write that can fail on the data.
+    On SQLite the transaction is shared with other writes queued meanwhile, and runs on a thread of its
+    own: `operation` must not touch the event loop. An `isolated` operation runs in its own savepoint, so
+    an exception it raises (a unique-constraint violation, say) is raised here and undoes only its own
+    statements; any other operation that raises fails its whole group, so use `isolated` for every write
+    that can fail on the data.
     """
     if engine.dialect.name != "sqlite":
         async with engine.begin() as connection:
-            return await operation(connection)
-    writer = _writers.get(engine)
-    if writer is None:
-        writer = _writers[engine] = _GroupWriter(engine)
-    return await writer.submit(operation, isolated)
+            return await connection.run_sync(operation)
+    return await _writer(engine).submit(operation, isolated)

@@ -1,0 +1,99 @@
+"""`write` on both backends: concurrent writes commit (on SQLite in groups, off the event loop's thread),
+an isolated write that fails undoes only itself, a failing write that is not isolated fails its group,
+and a disposed engine still writes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from storage import create_engine, write
+
+_rows = sa.Table(
+    "writes_rows", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("note", sa.Text)
+)
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url)
+    async with engine.begin() as connection:
+        await connection.run_sync(_rows.metadata.create_all)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def _insert(row_id: int, threads: list[int] | None = None) -> Callable[[sa.Connection], int]:
+    def operation(connection: sa.Connection) -> int:
+        if threads is not None:
+            threads.append(threading.get_ident())
+        connection.execute(_rows.insert(), {"id": row_id, "note": f"row {row_id}"})
+        return row_id
+
+    return operation
+
+
+async def _ids(engine: AsyncEngine) -> list[int]:
+    async with engine.connect() as connection:
+        return list((await connection.execute(sa.select(_rows.c.id).order_by(_rows.c.id))).scalars())
+
+
+async def test_concurrent_writes_all_commit_and_return_their_results(engine: AsyncEngine) -> None:
+    threads: list[int] = []
+
+    results = await asyncio.gather(*(write(engine, _insert(i, threads)) for i in range(100)))
+
+    assert results == list(range(100))
+    assert await _ids(engine) == list(range(100))
+    if engine.dialect.name == "sqlite":
+        # The group runs on the writer's thread, never on the event loop's.
+        assert set(threads) == {threads[0]} and threads[0] != threading.get_ident()
+
+
+async def test_an_isolated_write_that_fails_undoes_only_itself(engine: AsyncEngine) -> None:
+    await write(engine, _insert(1))
+
+    results = await asyncio.gather(
+        write(engine, _insert(2), isolated=True),
+        write(engine, _insert(1), isolated=True),  # the same key again
+        write(engine, _insert(3), isolated=True),
+        return_exceptions=True,
+    )
+
+    assert results[0] == 2 and results[2] == 3
+    assert isinstance(results[1], IntegrityError)
+    assert await _ids(engine) == [1, 2, 3]
+
+
+async def test_a_failing_write_that_is_not_isolated_fails_its_group(engine: AsyncEngine) -> None:
+    await write(engine, _insert(1))
+
+    results = await asyncio.gather(
+        write(engine, _insert(2)), write(engine, _insert(1)), return_exceptions=True
+    )
+
+    assert isinstance(results[1], IntegrityError)
+    if engine.dialect.name == "sqlite":
+        # One transaction for the group: its other write is undone too, and told so.
+        assert isinstance(results[0], IntegrityError)
+        assert await _ids(engine) == [1]
+    else:
+        assert results[0] == 2
+        assert await _ids(engine) == [1, 2]
+
+
+async def test_a_disposed_engine_still_writes(engine: AsyncEngine) -> None:
+    await write(engine, _insert(1))
+    await engine.dispose()
+
+    await write(engine, _insert(2))
+
+    assert await _ids(engine) == [1, 2]
