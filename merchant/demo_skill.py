@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from a2a.helpers import get_message_text, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -15,7 +16,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import AgentSkill, Part
 from google.protobuf.struct_pb2 import Value
 
-__all__ = ["TEXT_STATS_SKILL", "TextStatsExecutor"]
+__all__ = ["TEXT_STATS_SKILL", "TextStatsExecutor", "stats_summary", "text_stats"]
 
 TEXT_STATS_SKILL = AgentSkill(
     id="text-stats",
@@ -41,6 +42,16 @@ def text_stats(text: str) -> dict[str, int | list[dict[str, str | int]]]:
     return {"words": len(words), "sentences": sentences, "characters": len(text), "topWords": top}
 
 
+def stats_summary(stats: Mapping[str, object]) -> str:
+    """The one-line text of `text_stats`' counts: `7 words, 2 sentences, 36 characters.` (`1 word`, not
+    `1 words`)."""
+    counts = [
+        f"{stats[plural]} {plural if stats[plural] != 1 else plural.removesuffix('s')}"
+        for plural in ("words", "sentences", "characters")
+    ]
+    return ", ".join(counts) + "."
+
+
 class TextStatsExecutor(AgentExecutor):
     """Answers a text with its statistics, as one artifact with a JSON part and a text part."""
 
@@ -55,7 +66,7 @@ class TextStatsExecutor(AgentExecutor):
         stats = text_stats(text)
         data = Value()
         data.struct_value.update(stats)
-        summary = f"{stats['words']} words, {stats['sentences']} sentences, {stats['characters']} characters."
+        summary = stats_summary(stats)
         await updater.add_artifact(
             [Part(data=data, media_type="application/json"), Part(text=summary, media_type="text/plain")],
             name="text-stats",

@@ -27,6 +27,9 @@ _CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("x402_log_context", def
 # Attributes every LogRecord has; anything else on a record came from `extra=` or the context.
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# Libraries whose INFO lines are noise to an operator: alembic's "Context impl SQLiteImpl" at every start,
+# httpx's "HTTP Request: GET …/healthz" at every /readyz probe. They log from WARNING, or everything at DEBUG.
+_CHATTY_LOGGERS = ("alembic", "httpx")
 
 
 class LogSettingsError(ValueError):
@@ -129,6 +132,9 @@ def configure_logging(settings: LogSettings | None = None) -> LogSettings:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level)
+    chatty_level = logging.DEBUG if root.level == logging.DEBUG else max(logging.WARNING, root.level)
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(chatty_level)
     return settings
 
 

@@ -178,7 +178,14 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
     show_default=True,
     help="The A2A protocol binding.",
 )
-@click.option("--key", envvar="X402_PAYER_KEY", help="The payer's private key (hex); env X402_PAYER_KEY.")
+@click.option(
+    "--key",
+    envvar="X402_PAYER_KEY",
+    help=(
+        "The payer's private key (hex); env X402_PAYER_KEY. Without it or --key-file: the first key of "
+        "X402_PAYER_KEYS (what x402-devchain --export sets)."
+    ),
+)
 @click.option(
     "--key-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

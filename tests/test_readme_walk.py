@@ -2,11 +2,12 @@
 merchant settling through it, a paying client), against loopback.
 
 The block is the fenced one after the `readme-walk` marker; a `# terminal N` comment starts a terminal. The
-walk runs in a fresh directory holding links to the checkout's files (so nothing it writes, `.devchain.env`
-and `x402.db`, lands in the checkout and no developer's `.env` is read), with the block's two ports replaced
-by free ones. Each terminal but the last keeps serving: the next starts when it is ready (its env file
-written, or its `--port` answering `/healthz`). The last must pay and see the payment in the ledger. Every
-terminal's process group is interrupted at the end, then killed if it lingers.
+walk runs in a fresh directory holding links to the checkout's files (so nothing it writes, `.devchain.env`,
+`.api-token` and `x402.db`, lands in the checkout and no developer's `.env` is read), with the block's two
+ports replaced by free ones. Each terminal but the last keeps serving: the next starts when it is ready (its
+env file written, or its `--port` answering `/healthz`). The last must pay and see the payment in the
+ledger, through the billing API too. Every terminal's process group is interrupted at the end, then killed
+if it lingers.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _READY_TIMEOUT_S = 120.0
 _RUN_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
 Popen = subprocess.Popen[str]
-_STATE_FILES = {".git", ".env", ".devchain.env", "x402.db", "x402.db-wal", "x402.db-shm"}
+_STATE_FILES = {".git", ".env", ".devchain.env", ".api-token", "x402.db", "x402.db-wal", "x402.db-shm"}
 
 
 @dataclass
@@ -62,6 +63,8 @@ def test_the_walk_has_a_setup_step_and_four_terminals() -> None:
     assert [t.title.split(":")[0] for t in terminals] == [f"terminal {n}" for n in range(1, 5)]
     assert all('eval "$(.venv/bin/x402-devchain --export)"' in t.script for t in terminals[1:])
     assert "export X402_FACILITATOR_URL=http://127.0.0.1:4022" in terminals[2].script
+    assert "export X402_API_TOKEN=" in terminals[2].script  # else the billing API and dashboard answer 401
+    assert "/tenants/default/ledger/balance" in terminals[3].script
 
 
 def _walk_dir(tmp_path: Path) -> Path:
@@ -158,4 +161,5 @@ def test_the_readme_hand_path_runs_as_written(tmp_path: Path) -> None:
     balance = out.strip().splitlines()[-1].split()
     assert balance[0].startswith("eip155:") and balance[-1] == "10000", out
     assert "paid: 10000 atomic units to 0xa0Ee7A142d267C1f36714E4a8F75612F20a79720" in out, out
+    assert '{"tenant":"","balances":[{' in out, out  # the billing API took the default tenant's token
     assert not (walk / ".devchain.env").exists()  # the dev chain stopped and cleaned up

@@ -26,6 +26,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from merchant.tenants import tenant_name
+
 from ._errors import (
     BookingConflictError,
     EntryNotReversibleError,
@@ -151,9 +153,9 @@ class Ledger(LedgerReader):
                     await along(connection)
             return existing
         logger.info(
-            "booked settlement %s (tenant %r, amount %d, tx %s)",
+            "booked settlement %s (tenant %s, amount %d, tx %s)",
             entry.id,
-            entry.tenant,
+            tenant_name(entry.tenant),
             entry.amount,
             entry.tx_hash,
             extra={"outcome": "settled", "entry_id": entry.id, "tx_hash": entry.tx_hash},

@@ -21,7 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import cli
-from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of
+from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of, tenant_name
 from storage import (
     DEFAULT_DATABASE_URL,
     DatabaseUnavailableError,
@@ -134,7 +134,13 @@ def list_(name: str, limit: int) -> None:
 
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
         tenant = await _tenant(engine, settings, name)
-        for endpoint in await WebhookEndpoints(engine).list(tenant):
+        endpoints = await WebhookEndpoints(engine).list(tenant)
+        if not endpoints:
+            click.echo(
+                f"tenant {tenant_name(tenant)} has no webhook endpoints "
+                "(webhook_url or [[tenants.<id>.webhooks]] in the tenants file)"
+            )
+        for endpoint in endpoints:
             reason = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
             rotating = " [rotating secret]" if endpoint.previous_secret_expires_at else ""
             click.echo(f"endpoint {endpoint.id} {endpoint.status}{reason}{rotating} {endpoint.url}")

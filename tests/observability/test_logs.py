@@ -22,12 +22,15 @@ def restored_root_logger() -> Iterator[None]:
     """Put the root logger's handlers and level back after the test (configure_logging replaces them)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    chatty = {name: logging.getLogger(name).level for name in ("alembic", "httpx")}
     yield
     for handler in list(root.handlers):
         root.removeHandler(handler)
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(level)
+    for name, chatty_level in chatty.items():
+        logging.getLogger(name).setLevel(chatty_level)
 
 
 def test_json_lines_carry_time_level_logger_message_and_context(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,6 +68,36 @@ def test_text_lines_append_the_context_fields(capsys: pytest.CaptureFixture[str]
 
     [line] = capsys.readouterr().err.splitlines()
     assert line.endswith(" WARNING facilitator.test refused [task_id=task-2]")
+
+
+def test_chatty_libraries_log_from_warning_and_ours_at_the_level_set(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(LogSettings(log_level="INFO", _env_file=None))
+
+    logging.getLogger("alembic.runtime.migration").info("Context impl SQLiteImpl.")
+    logging.getLogger("httpx").info("HTTP Request: GET http://127.0.0.1:4022/healthz")
+    logging.getLogger("merchant.test").info("ours")
+    logging.getLogger("httpx").warning("a library's warning")
+
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" ", 3)[3] for line in lines] == ["merchant.test ours", "httpx a library's warning"]
+
+
+def test_at_debug_the_chatty_libraries_log_too(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(LogSettings(log_level="DEBUG", _env_file=None))
+
+    logging.getLogger("httpx").info("HTTP Request: GET http://127.0.0.1:4022/healthz")
+
+    assert "HTTP Request" in capsys.readouterr().err
+
+
+def test_an_error_level_keeps_the_chatty_libraries_warnings_out(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(LogSettings(log_level="ERROR", _env_file=None))
+
+    logging.getLogger("alembic").warning("not at ERROR")
+
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -64,6 +65,16 @@ async def test_booking_posts_one_balanced_entry(
         7_000_000,
         0,
     )
+
+
+async def test_the_booking_line_names_the_default_tenant_default(
+    ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="merchant.ledger"):
+        entry = await ledger.book_settlement(booking(tenant=""))
+
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("booked settlement")]
+    assert line == f"booked settlement {entry.id} (tenant default, amount 2500000, tx {entry.tx_hash})"
 
 
 async def test_balances_are_per_tenant_asset_and_exact_beyond_64_bits(ledger: Ledger) -> None:

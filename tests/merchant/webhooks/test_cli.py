@@ -132,6 +132,16 @@ async def test_list_shows_endpoints_and_the_delivery_log(
     assert delivered["next"] == "-"  # nothing more to do
 
 
+async def test_list_says_so_when_a_tenant_has_no_endpoint(cli: Cli) -> None:
+    result = await cli("list", "--tenant", "globex")
+
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        "tenant globex has no webhook endpoints "
+        "(webhook_url or [[tenants.<id>.webhooks]] in the tenants file)\n"
+    )
+
+
 async def _answered(receiver: Receiver, status: int) -> bool:
     return any(request.answered == status for request in receiver.received)
 

@@ -1,0 +1,36 @@
+"""The README's tenants file, as written: its `toml` blocks after the `readme-tenants` markers, joined,
+load with the tenants loader, so a copied example is never refused by `check`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from merchant.tenants import DEFAULT_TENANT, TenantRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = "<!-- readme-tenants:"
+
+
+def readme_tenants(readme: str) -> str:
+    """The README's tenants examples, in order, as one TOML document."""
+    blocks = []
+    for after in readme.split(MARKER)[1:]:
+        match = re.match(r"[^\n]*\n```toml\n(.*?)\n```", after, re.DOTALL)
+        assert match, f"the line after {MARKER!r} must open a ```toml block"
+        blocks.append(match[1])
+    return "\n".join(blocks)
+
+
+def test_the_readme_tenants_example_loads(tmp_path: Path) -> None:
+    document = readme_tenants((ROOT / "README.md").read_text())
+    path = tmp_path / "tenants.toml"
+    path.write_text(document)
+
+    registry = TenantRegistry.from_toml(path)
+
+    assert [tenant.id for tenant in registry] == [DEFAULT_TENANT, "acme"]
+    acme = registry.require("acme")
+    assert acme.price_for("text-stats") == 5000
+    assert len(acme.webhook_endpoints) == 2  # webhook_url and the [[tenants.acme.webhooks]] one
+    assert acme.api_token is not None and acme.accepts_api_token(acme.api_token)
