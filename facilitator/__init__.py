@@ -30,6 +30,7 @@ from ._config import (
     FacilitatorSettings,
     erc6492_factories,
     evm_network,
+    http_url,
     load_private_key,
     load_private_keys,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "erc6492_factories",
     "erc6492_factories_check",
     "evm_network",
+    "http_url",
     "facilitator_checks",
     "facilitator_readings",
     "load_private_key",

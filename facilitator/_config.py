@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +18,7 @@ __all__ = [
     "FacilitatorSettings",
     "erc6492_factories",
     "evm_network",
+    "http_url",
     "load_private_key",
     "load_private_keys",
 ]
@@ -30,6 +32,23 @@ def evm_network(value: str) -> str:
     """`value` when it is a CAIP-2 id of an EVM chain (`eip155:<chain id>`); raises ValueError otherwise."""
     if not _CAIP2_EVM.match(value):
         raise ValueError("must be a CAIP-2 EVM chain id such as eip155:84532 (Base Sepolia)")
+    return value
+
+
+def http_url(value: str, *, path_only: bool = False) -> str:
+    """`value` when it is an absolute http(s) URL with a host (and, when `path_only`, no query or fragment);
+    raises ValueError otherwise. The message never shows the value: a provider's URL may carry an API key."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port out of range or not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            "must be an absolute http:// or https:// URL with a host, such as https://host.example"
+        )
+    if path_only and (parts.query or parts.fragment):
+        raise ValueError("must be an http(s) URL without a query or fragment")
     return value
 
 
@@ -191,6 +210,11 @@ class FacilitatorSettings(BaseSettings):
     @classmethod
     def _evm_network(cls, value: str) -> str:
         return evm_network(value)
+
+    @field_validator("rpc_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return http_url(value)
 
     @field_validator("erc6492_factories")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from facilitator import FacilitatorSettings, erc6492_factories, evm_network
+from facilitator import FacilitatorSettings, erc6492_factories, evm_network, http_url
 from storage import DEFAULT_DATABASE_URL
 
 from ._tenant_rules import address_problems, secret_problems
@@ -90,6 +90,22 @@ class MerchantSettings(BaseSettings):
     @classmethod
     def _evm_network(cls, value: str) -> str:
         return evm_network(value)
+
+    @field_validator("rpc_url")
+    @classmethod
+    def _rpc_url(cls, value: str) -> str:
+        return http_url(value)
+
+    @field_validator("facilitator_url")
+    @classmethod
+    def _facilitator_url(cls, value: str | None) -> str | None:
+        return http_url(value) if value else None
+
+    # The card's interface URLs are built from it: a query or fragment there would end up in every one.
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return http_url(value, path_only=True) if value else None
 
     @field_validator("erc6492_factories")
     @classmethod

@@ -348,3 +348,36 @@ async def test_an_unknown_command(workdir: Path, known_secrets: Secrets) -> None
         known_secrets,
         "No such command 'sevre'",
     )
+
+
+async def test_serve_and_check_with_a_public_url_that_is_not_one(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    for command, value in (
+        ("serve", "not-a-url"),
+        ("check", "ftp://x"),
+        ("serve", "https://shop.example/?a=1"),
+    ):
+        line = await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, public_url=value),
+            workdir,
+            known_secrets,
+            "x402-merchant: X402_PUBLIC_URL: must be an",
+            "http",
+        )
+        assert "CardSettingsError" not in line and "Value error" not in line
+
+
+async def test_serve_and_check_with_a_facilitator_or_rpc_url_that_is_not_one(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    for command, setting in (("serve", "facilitator_url"), ("check", "rpc_url")):
+        await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, **{setting: f"127.0.0.1:8545/{known_secrets.api_token}"}),
+            workdir,
+            known_secrets,
+            f"X402_{setting.upper()}: must be an absolute http:// or https:// URL",
+        )
+
