@@ -8,7 +8,7 @@ import click
 import uvicorn
 
 import cli
-from observability import AccessLogMiddleware, LogSettingsError, configure_logging, render_checks
+from observability import AccessLogMiddleware, LogSettings, configure_logging, render_checks
 from storage import (
     DatabaseUnavailableError,
     DatabaseUrlError,
@@ -68,11 +68,9 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
     )
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
+    log_settings = cli.load_settings(LogSettings)
     checked = asyncio.run(check_facilitator(settings))
-    try:
-        logs = configure_logging()
-    except LogSettingsError as exc:
-        raise cli.ConfigError(str(exc)) from None
+    logs = configure_logging(log_settings)
     refuse_on_fatal(checked)
     app = create_app(settings=settings)
     uvicorn.run(
@@ -104,7 +102,9 @@ def check() -> None:
     """Check the configuration against the node and the database without serving: the node serves
     X402_NETWORK, the relayer key is usable and funded (X402_RELAYER_MIN_BALANCE_WEI), the claim store is
     migrated. Prints a table; exits 1 on any problem, 0 when every check passes."""
-    results = asyncio.run(check_facilitator(_settings()))
+    settings = _settings()
+    cli.load_settings(LogSettings)  # serve's log settings are checked too, though check logs nothing
+    results = asyncio.run(check_facilitator(settings))
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)

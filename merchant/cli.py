@@ -21,7 +21,7 @@ from facilitator import (
     HttpFacilitatorClient,
     refuse_on_fatal,
 )
-from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging, render_checks
+from observability import AccessLogMiddleware, LogSettings, configure_logging, render_checks
 from storage import create_engine, printable_url, upgrade_schema
 
 from ._preflight import preflight
@@ -83,10 +83,11 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
     if grpc_port is not None:
         overrides["grpc_port"] = grpc_port
     settings = cli.load_settings(MerchantSettings, **overrides)
+    log_settings = cli.load_settings(LogSettings)
     if migrate:
         asyncio.run(upgrade_schema(settings.database_url))
     checked = asyncio.run(check_merchant(settings))
-    logs = _configure_logging()
+    logs = configure_logging(log_settings)
     refuse_on_fatal(checked)
     app = build_app(settings)
     uvicorn.run(
@@ -98,14 +99,6 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S,
     )
-
-
-def _configure_logging() -> LogSettings:
-    """Logging as X402_LOG_LEVEL / X402_LOG_FORMAT say; a bad value is a one-line error."""
-    try:
-        return configure_logging()
-    except LogSettingsError as exc:
-        raise cli.ConfigError(str(exc)) from None
 
 
 @main.group()
@@ -130,7 +123,9 @@ def check() -> None:
     tenants file is valid and prices only offered skills, webhook URLs pass the address rules, and the card
     signing keys sign. Prints a table; exits 1 on any problem, 0 when every check passes.
     """
-    results = asyncio.run(check_merchant(cli.load_settings(MerchantSettings)))
+    settings = cli.load_settings(MerchantSettings)
+    cli.load_settings(LogSettings)  # serve's log settings are checked too, though check logs nothing
+    results = asyncio.run(check_merchant(settings))
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)
@@ -144,8 +139,9 @@ def reconcile() -> None:
     Exits 1 when a difference could not be resolved (each is printed on stderr), 0 otherwise.
     """
     settings = cli.load_settings(MerchantSettings)
+    log_settings = cli.load_settings(LogSettings)
     asyncio.run(preflight(settings))
-    _configure_logging()
+    configure_logging(log_settings)
     report = asyncio.run(_reconcile_once(settings))
     click.echo(
         f"claims moved {report.claims_moved}, paid turns finished {report.turns_finished}, "

@@ -115,8 +115,9 @@ def configure_logging(settings: LogSettings | None = None) -> LogSettings:
             settings = LogSettings()
         except ValidationError as exc:
             problems = "; ".join(
-                f"X402_{'_'.join(str(p) for p in error['loc']).upper()}: {error['msg']}"
-                for error in exc.errors()
+                f"X402_{'_'.join(str(p) for p in error['loc']).upper()}: "
+                + str(error["msg"]).removeprefix("Value error, ")
+                for error in exc.errors(include_input=False)
             )
             raise LogSettingsError(f"invalid settings: {problems}") from None
     handler = logging.StreamHandler(sys.stderr)

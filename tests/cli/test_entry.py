@@ -23,6 +23,8 @@ class _Settings(BaseSettings):
     asset: str = Field(..., description="the token contract's address")
     relayer_key: SecretStr | None = None
     port: int = Field(8000, le=65535)
+    price: int = 10_000
+    grpc_port: int | None = None
 
 
 class _Refused(Exception):
@@ -64,9 +66,22 @@ def test_a_settings_error_names_the_variables_and_no_value(monkeypatch: pytest.M
     assert answered.exit_code == 2
     assert answered.output == (
         "x402-test: X402_ASSET is not set (the token contract's address): set it in the environment or .env; "
-        "X402_PORT: Input should be less than or equal to 65535\n"
+        "X402_PORT: must be at most 65535, got '99999'\n"
     )
     assert "5e5e5e5e" not in answered.output
+
+
+def test_a_value_is_shown_unless_it_could_be_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X402_ASSET", "0x" + "11" * 20)
+    monkeypatch.setenv("X402_PRICE", "abc")
+    monkeypatch.setenv("X402_GRPC_PORT", SECRET)  # a key pasted into the wrong variable
+
+    answered = CliRunner().invoke(_main, ["settings"], prog_name="x402-test")
+
+    assert answered.exit_code == 2
+    assert answered.output == (
+        "x402-test: X402_PRICE: must be an integer, got 'abc'; X402_GRPC_PORT: must be an integer\n"
+    )
 
 
 def test_a_config_error_is_one_line_led_by_its_variable() -> None:

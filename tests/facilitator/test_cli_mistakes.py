@@ -128,3 +128,23 @@ async def test_an_unknown_option(workdir: Path, known_secrets: Secrets) -> None:
         known_secrets,
         "x402-facilitator serve: No such option '--prot'",
     )
+
+
+async def test_serve_and_check_with_an_unknown_log_level_or_a_bad_rpc_url(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    for command in ("serve", "check"):
+        await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, log_level="verbose"),
+            workdir,
+            known_secrets,
+            "x402-facilitator: X402_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
+        )
+        await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, rpc_url="localhost"),
+            workdir,
+            known_secrets,
+            "x402-facilitator: X402_RPC_URL: must be an absolute http:// or https:// URL",
+        )

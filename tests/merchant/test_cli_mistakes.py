@@ -381,3 +381,31 @@ async def test_serve_and_check_with_a_facilitator_or_rpc_url_that_is_not_one(
             f"X402_{setting.upper()}: must be an absolute http:// or https:// URL",
         )
 
+
+async def test_serve_and_check_with_an_unknown_log_level(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    for command in ("serve", "check", "reconcile"):
+        line = await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, log_level="verbose"),
+            workdir,
+            known_secrets,
+            "x402-merchant: X402_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
+        )
+        assert "Value error" not in line and "invalid settings" not in line
+
+
+async def test_serve_and_check_with_a_price_that_is_not_a_number(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    for command in ("serve", "check"):
+        line = await _refused(
+            [command],
+            _env(known_secrets, sqlite_url, price="abc"),
+            workdir,
+            known_secrets,
+            "x402-merchant: X402_PRICE: must be an integer, got 'abc'",
+        )
+        assert "Input should be" not in line
+
