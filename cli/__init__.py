@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._entry import Command, Group, Mistakes, answer
 from ._errors import MISTAKE_EXIT_CODE, ConfigError
+from ._listen import bind_listener
 from ._settings import load_settings, settings_problems
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Group",
     "Mistakes",
     "answer",
+    "bind_listener",
     "load_settings",
     "settings_problems",
 ]

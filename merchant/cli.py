@@ -84,21 +84,23 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         overrides["grpc_port"] = grpc_port
     settings = cli.load_settings(MerchantSettings, **overrides)
     log_settings = cli.load_settings(LogSettings)
-    if migrate:
-        asyncio.run(upgrade_schema(settings.database_url))
-    checked = asyncio.run(check_merchant(settings))
-    logs = configure_logging(log_settings)
-    refuse_on_fatal(checked)
-    app = build_app(settings)
-    uvicorn.run(
-        AccessLogMiddleware(app) if logs.access_log else app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,  # uvicorn's own lines go through the handler configure_logging installed
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=KEEP_ALIVE_S,
-    )
+    # Bound first: a busy port is one line, before anything is migrated or opened.
+    listener = cli.bind_listener(settings.host, settings.port)
+    with listener:
+        if migrate:
+            asyncio.run(upgrade_schema(settings.database_url))
+        checked = asyncio.run(check_merchant(settings))
+        logs = configure_logging(log_settings)
+        refuse_on_fatal(checked)
+        app = build_app(settings)
+        config = uvicorn.Config(
+            AccessLogMiddleware(app) if logs.access_log else app,
+            log_config=None,  # uvicorn's own lines go through the handler configure_logging installed
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
+        uvicorn.Server(config).run(sockets=[listener])
 
 
 @main.group()

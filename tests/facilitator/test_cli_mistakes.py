@@ -3,6 +3,7 @@ variable and what to do, creating and changing nothing, printing no secret (real
 
 from __future__ import annotations
 
+import socket
 from functools import partial
 from pathlib import Path
 
@@ -128,6 +129,20 @@ async def test_an_unknown_option(workdir: Path, known_secrets: Secrets) -> None:
         known_secrets,
         "x402-facilitator serve: No such option '--prot'",
     )
+
+
+async def test_serve_on_a_port_in_use(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        await _refused(
+            ["serve", "--port", str(port)],
+            _env(known_secrets, sqlite_url),
+            workdir,
+            known_secrets,
+            f"x402-facilitator: not starting: 127.0.0.1:{port} is already in use (X402_PORT / --port)",
+        )
 
 
 async def test_serve_and_check_with_an_unknown_log_level_or_a_bad_rpc_url(

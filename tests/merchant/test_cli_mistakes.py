@@ -8,6 +8,7 @@ is about the database.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from functools import partial
 from pathlib import Path
@@ -409,3 +410,21 @@ async def test_serve_and_check_with_a_price_that_is_not_a_number(
         )
         assert "Input should be" not in line
 
+
+async def test_serve_on_a_port_in_use(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for argv, env in (
+            (["serve"], _env(known_secrets, sqlite_url, port=str(port))),
+            (["serve", "--port", str(port), "--migrate"], _env(known_secrets, sqlite_url)),
+        ):
+            line = await _refused(
+                argv,
+                env,
+                workdir,
+                known_secrets,
+                f"x402-merchant: not starting: 127.0.0.1:{port} is already in use (X402_PORT / --port)",
+            )
+            assert "serving at" not in line

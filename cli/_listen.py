@@ -1,0 +1,44 @@
+"""The listening socket of a `serve` command, bound before anything starts.
+
+A server that binds its port only after its startup logs that it serves, then fails on a busy port with
+a traceback-like error and its own exit status. Binding first makes a busy or forbidden address one line
+and exit status 2 like every other mistake, before the database is migrated or a connection opened.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from ._errors import ConfigError
+
+__all__ = ["bind_listener"]
+
+_SETTINGS = "X402_HOST / --host, X402_PORT / --port"
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host`:`port` (not yet listening), for the server to listen on.
+
+    Raises:
+        ConfigError: the address is in use, not this machine's, or not allowed (one line naming it).
+    """
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _name, sockaddr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"not starting: cannot listen on {address}: {exc.strerror} ({_SETTINGS})") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        # As uvicorn does: a restarted server may take its port while old connections linger in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"not starting: {address} is already in use (X402_PORT / --port)") from exc
+        raise ConfigError(f"not starting: cannot listen on {address}: {exc.strerror} ({_SETTINGS})") from exc
+    sock.set_inheritable(True)
+    return sock
