@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,7 +174,9 @@ class RpcClient:
                 content = await response.read()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ChainUnavailableError(f"RPC node unreachable: {type(exc).__name__}: {exc}") from exc
+            raise ChainUnavailableError(
+                f"RPC node unreachable ({shown_origin(self.url)}): {_unreachable_reason(exc)}"
+            ) from exc
         if status != 200:
             raise ChainUnavailableError(f"RPC node answered HTTP {status}")
         try:
@@ -187,6 +191,19 @@ def shown_origin(url: str) -> str:
     parts = urlsplit(url)
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else "(an unparseable URL)"
+
+
+def _unreachable_reason(exc: BaseException) -> str:
+    """One short reason a request got no answer: aiohttp's own message repeats the address and, for a host
+    with several addresses, every attempt's error."""
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return "no answer in time"
+    cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else None
+    if isinstance(cause, socket.gaierror):
+        return "its host name does not resolve"
+    if isinstance(cause, OSError) and cause.errno:
+        return os.strerror(cause.errno).lower()
+    return type(exc).__name__
 
 
 def _result(reply: Any) -> Any:

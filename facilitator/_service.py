@@ -43,7 +43,7 @@ from ._relayer import Relayer
 from ._replacement import FeeBumper
 from ._request import idempotency_key_of, read_payment
 from ._reverted import RevertedRelease
-from ._rpc import RpcClient, shown_origin
+from ._rpc import RpcClient
 from ._sent import SentTransactionStore
 from ._settlement import Settlement
 from ._takeover import account_for_key
@@ -227,9 +227,7 @@ class Facilitator:
         try:
             node_chain_id = int(await self._rpc.call("eth_chainId"), 16)
         except ChainUnavailableError as exc:
-            raise ChainUnavailableError(
-                f"{exc}: check X402_RPC_URL (the node at {shown_origin(self._rpc.url)}) and that it runs"
-            ) from exc
+            raise ChainUnavailableError(f"{exc}: check X402_RPC_URL and that the node runs") from exc
         if node_chain_id != self.chain_id:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"

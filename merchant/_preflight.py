@@ -7,7 +7,7 @@ looking), and the node at `X402_RPC_URL` is reachable and serves `X402_NETWORK`'
 
 from __future__ import annotations
 
-from facilitator import ChainMismatchError, ChainUnavailableError, RpcClient, shown_origin
+from facilitator import ChainMismatchError, ChainUnavailableError, RpcClient
 from facilitator.wire import chain_id_from_caip2
 from storage import ensure_schema_current
 
@@ -33,9 +33,7 @@ async def preflight(settings: MerchantSettings) -> None:
         try:
             node_chain_id = int(await rpc.call("eth_chainId"), 16)
         except ChainUnavailableError as exc:
-            raise ChainUnavailableError(
-                f"{exc}: check X402_RPC_URL (the node at {shown_origin(settings.rpc_url)}) and that it runs"
-            ) from exc
+            raise ChainUnavailableError(f"{exc}: check X402_RPC_URL and that the node runs") from exc
     finally:
         await rpc.aclose()
     if node_chain_id != chain_id_from_caip2(settings.network):

@@ -348,3 +348,24 @@ async def test_a_remote_facilitator_that_does_not_answer_is_a_problem_but_not_fa
 
     assert (result.name, result.ok, result.fatal) == ("facilitator", False, False)
     assert result.detail.startswith(f"{absent}/ does not answer: ") and "not-shown" not in result.detail
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_an_unreachable_node_is_one_short_reason_a_row_without_credentials(
+    chain: DevChain, sqlite_url: str
+) -> None:
+    port = free_port()  # nothing listens there
+    for host, reason in (("127.0.0.1", "connection refused"), ("no-such-host.invalid", "does not resolve")):
+        url = f"http://rpc-user:s3cr3t-pa55word@{host}:{port}/v2/s3cr3t-api-key"
+
+        code, rows = run_check(main, _env(chain, sqlite_url, X402_RPC_URL=url))
+
+        assert code == 1
+        found = problems(rows)
+        assert {"network", "asset", "asset domain", "relayer"} <= found.keys()
+        for name in ("network", "asset", "asset domain", "relayer"):
+            detail = found[name]
+            assert f"RPC node unreachable (http://{host}:{port})" in detail, detail
+            assert reason in detail and detail.count(":") <= 4, detail
+            assert len(detail) < 200, detail
+            assert "s3cr3t" not in detail and "rpc-user" not in detail
