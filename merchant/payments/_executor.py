@@ -11,7 +11,9 @@ Failures: a payment that can succeed if retried (expired, insufficient funds) ge
 task returns to `TASK_STATE_INPUT_REQUIRED` (`payment-required` with the error); any other failure ends
 the task in `TASK_STATE_FAILED` (`payment-failed`). A client's `payment-rejected` cancels the task. A
 settlement still unconfirmed at the deadline leaves the task `TASK_STATE_WORKING` with the pending
-receipt (its transaction hash), and the task completes when the settlement does.
+receipt (its transaction hash), and the task completes when the settlement does. A facilitator that
+cannot be reached is a failed verification (nothing was sent); at settlement its outcome is unknown, so
+the task stays working and the reconciler settles it with the same idempotency key once it answers.
 """
 
 from __future__ import annotations
@@ -50,7 +52,14 @@ from a2a_x402 import (
     negotiate_dialect,
 )
 from facilitator import ChainUnavailableError, FacilitatorClient
-from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements, Reason, SettleResponse
+from facilitator.wire import (
+    PaymentPayload,
+    PaymentRequired,
+    PaymentRequirements,
+    Reason,
+    SettleResponse,
+    VerifyResponse,
+)
 from observability import log_context
 
 from ..ledger import Ledger
@@ -214,7 +223,18 @@ class PaymentExecutor(AgentExecutor):
         )
         if taken_at is None:
             return
-        verification = await self._facilitator.verify(payload, requirements)
+        try:
+            verification = await self._facilitator.verify(payload, requirements)
+        except ChainUnavailableError as exc:
+            # Nothing was verified, settled or sent: answered as the in-process facilitator answers a chain
+            # it cannot reach (a failed verification, one WARNING line), never as an internal error. The
+            # client is not told why: the message may hold the facilitator's address or its answer.
+            logger.debug("verify for task %s: %s", task_id, exc)
+            verification = VerifyResponse(
+                is_valid=False,
+                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
+                invalid_message="the facilitator could not be reached; nothing was charged, try again",
+            )
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
             message = verification.invalid_message or reason
@@ -258,11 +278,34 @@ class PaymentExecutor(AgentExecutor):
             await self._settle_and_deliver(
                 context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
             )
+        except ChainUnavailableError as exc:
+            # The settlement may have been sent before the facilitator went silent: the task stays working
+            # (T9, its outcome not known yet) and the reconciler settles it with the same idempotency key,
+            # or fails it, once the facilitator answers again. Never settled twice, never failed here.
+            logger.warning("settling task %s: %s; the reconciler will finish it", task_id, exc)
+            await event_queue.enqueue_event(
+                agent_status(
+                    task_id,
+                    context_id,
+                    TaskState.TASK_STATE_WORKING,
+                    "The settlement's outcome is not known yet (the facilitator could not be reached); "
+                    "the task completes or fails when it is.",
+                    PaymentVerifiedData(receipts=await self._stored_receipts(task_id, data)),
+                    dialect,
+                )
+            )
         except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
             # A database or facilitator fault after the payment was taken must not end the task as failed
             # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
             # settling and untouched, settles or fails it for good and delivers the held artifacts.
             logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
+
+    async def _stored_receipts(self, task_id: str, data: PaymentSubmittedData) -> tuple[Any, ...]:
+        """The receipts stored with the task's offer (a pending one among them, if the settlement got that
+        far)."""
+        offer = await self._offers.get(task_id)
+        stored = offer.receipts if offer is not None else []
+        return tuple(receipt_for(SettleResponse.from_wire(r), data.payload) for r in stored)
 
     async def _checked_offer(self, context: RequestContext, task_id: str) -> Offer | None:
         """The task's offer as the request handler read it for this request, else as stored.
