@@ -219,8 +219,6 @@ class Ledger(LedgerReader):
         return finalization
 
     async def _book(self, connection: AsyncConnection, booking: SettlementBooking) -> BookedEntry:
-        # Every statement after the sequence waits for the commit of the booking before it: read first.
-        ahead = await self._events.read_ahead(connection, booking.tenant)
         sequence = await allocate_sequence(connection)
         entry = BookedEntry(
             id=new_id("je"),
@@ -246,7 +244,7 @@ class Ledger(LedgerReader):
         await connection.execute(_INSERT_UNFINALIZED, {"entry_id": entry.id, "sequence": entry.sequence})
         payer, revenue = await _lock_accounts(connection, entry)
         await _post(connection, entry.id, debit=payer, credit=revenue, amount=entry.amount)
-        await self._events.publish(connection, SettlementBooked(entry), ahead)
+        await self._events.publish(connection, SettlementBooked(entry))
         return entry
 
     async def _reverse(

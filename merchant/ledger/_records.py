@@ -321,10 +321,5 @@ class LedgerEventSink(Protocol):
     fact and its events commit or roll back together. It must not commit, and should only write.
     """
 
-    async def read_ahead(self, connection: AsyncConnection, tenant: str) -> object:
-        """Read on `connection`, before a booking for `tenant` takes the ledger sequence (whose row lock the
-        transaction then holds until it ends), what publishing its fact needs; handed to `publish`."""
-
-    async def publish(self, connection: AsyncConnection, fact: LedgerFact, ahead: object = None) -> None:
-        """Record the events for `fact` on `connection` (no commit); `ahead` is what `read_ahead` gave for
-        the fact's tenant in this transaction, if it was called."""
+    async def publish(self, connection: AsyncConnection, fact: LedgerFact) -> None:
+        """Record the events for `fact` on `connection` (no commit)."""

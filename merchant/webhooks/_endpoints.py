@@ -42,7 +42,6 @@ __all__ = [
     "disable_endpoint",
     "endpoint_from_row",
     "generate_secret",
-    "tenant_endpoints",
     "validate_secret",
 ]
 
@@ -165,14 +164,8 @@ _ACTIVE_ENDPOINTS = (
 
 async def active_endpoints(connection: AsyncConnection, tenant: str, event_type: str) -> list[Endpoint]:
     """The tenant's active endpoints subscribed to `event_type`, in id order."""
-    return [
-        endpoint for endpoint in await tenant_endpoints(connection, tenant) if endpoint.subscribes(event_type)
-    ]
-
-
-async def tenant_endpoints(connection: AsyncConnection, tenant: str) -> list[Endpoint]:
-    """The tenant's active endpoints, whatever they subscribe to, in id order."""
-    return list(map(endpoint_from_row, await connection.execute(_ACTIVE_ENDPOINTS, {"_tenant": tenant})))
+    rows = await connection.execute(_ACTIVE_ENDPOINTS, {"_tenant": tenant})
+    return [endpoint for endpoint in map(endpoint_from_row, rows) if endpoint.subscribes(event_type)]
 
 
 class WebhookEndpoints:

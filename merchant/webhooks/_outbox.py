@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from merchant.ledger import LedgerFact, allocate_sequence
 
-from ._endpoints import Endpoint, active_endpoints, tenant_endpoints
+from ._endpoints import active_endpoints
 from ._errors import EventNotFoundError, InvalidEventError
 from ._events import EVENT_DATA_MODELS, EventModel, EventType, fact_event, serialize_event
 from ._ids import new_id
@@ -97,14 +97,6 @@ class DeliveryLogEntry:
     next_attempt_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Ahead:
-    """What `Outbox.read_ahead` read for a tenant: its active endpoints."""
-
-    tenant: str
-    endpoints: tuple[Endpoint, ...]
-
-
 def _stored_event(row: sa.Row[Any]) -> StoredEvent:
     return StoredEvent(
         id=row.id,
@@ -122,21 +114,10 @@ class Outbox:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def read_ahead(self, connection: AsyncConnection, tenant: str) -> object:
-        """The tenant's active endpoints, read before the ledger takes its sequence (`LedgerEventSink`)."""
-        return _Ahead(tenant, tuple(await tenant_endpoints(connection, tenant)))
-
-    async def publish(self, connection: AsyncConnection, fact: LedgerFact, ahead: object = None) -> None:
-        """Write the event announcing a ledger fact (the ledger's `LedgerEventSink`); no commit.
-
-        With the endpoints `read_ahead` gave for the fact's tenant, they are not read again here, under the
-        sequence lock. Read a moment earlier in the same transaction, they are the endpoints the event
-        would have found anyway: an endpoint changed by a transaction that commits in between is one that
-        raced the event either way.
-        """
+    async def publish(self, connection: AsyncConnection, fact: LedgerFact) -> None:
+        """Write the event announcing a ledger fact (the ledger's `LedgerEventSink`); no commit."""
         event_type, data = fact_event(fact)
-        endpoints = ahead.endpoints if isinstance(ahead, _Ahead) and ahead.tenant == fact.tenant else None
-        await self._enqueue(connection, fact.tenant, event_type, fact.sequence, data, endpoints)
+        await self._enqueue(connection, fact.tenant, event_type, fact.sequence, data)
 
     async def record_event(
         self,
@@ -168,19 +149,11 @@ class Outbox:
             raise InvalidEventError(f"{kind.value} data is invalid: {exc}") from exc
         if isinstance(connection, AsyncSession):
             connection = await connection.connection()
-        # Read before the sequence, whose lock is held from then on until the caller's transaction ends.
-        endpoints = tuple(await tenant_endpoints(connection, tenant))
         sequence = await allocate_sequence(connection)
-        return await self._enqueue(connection, tenant, kind, sequence, model, endpoints)
+        return await self._enqueue(connection, tenant, kind, sequence, model)
 
     async def _enqueue(
-        self,
-        connection: AsyncConnection,
-        tenant: str,
-        event_type: EventType,
-        sequence: int,
-        data: EventModel,
-        tenants_endpoints: tuple[Endpoint, ...] | None,
+        self, connection: AsyncConnection, tenant: str, event_type: EventType, sequence: int, data: EventModel
     ) -> StoredEvent:
         now = _now()
         event_id = new_id("evt")
@@ -195,10 +168,7 @@ class Outbox:
             created_at=now,
         )
         await connection.execute(_INSERT_EVENT, _fields(event))
-        if tenants_endpoints is None:
-            endpoints = await active_endpoints(connection, tenant, event_type.value)
-        else:
-            endpoints = [endpoint for endpoint in tenants_endpoints if endpoint.subscribes(event_type.value)]
+        endpoints = await active_endpoints(connection, tenant, event_type.value)
         if endpoints:
             await connection.execute(
                 sa.insert(_deliveries),

@@ -47,12 +47,7 @@ class RecordingSink:
         self.facts: list[LedgerFact] = []
         self.fail_with: Exception | None = None
 
-    async def read_ahead(self, connection: AsyncConnection, tenant: str) -> object:
-        """Nothing to read ahead."""
-        assert connection.in_transaction()
-        return None
-
-    async def publish(self, connection: AsyncConnection, fact: LedgerFact, ahead: object = None) -> None:
+    async def publish(self, connection: AsyncConnection, fact: LedgerFact) -> None:
         """Record `fact`; raise `fail_with` if set (to prove the fact rolls back with its events)."""
         assert connection.in_transaction()
         if self.fail_with is not None:

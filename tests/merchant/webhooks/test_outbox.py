@@ -228,33 +228,3 @@ async def test_event_bodies_are_stored_once_in_wire_order(
     body = json.loads(event.payload)
     assert body["data"]["settledAt"] == "2026-11-30T12:00:00Z"
     assert list(body) == ["id", "type", "timestamp", "sequence", "data"]
-
-
-async def test_a_booking_reads_the_endpoints_before_it_takes_the_sequence(
-    ledger: Ledger, outbox: Outbox, endpoints: WebhookEndpoints, engine: AsyncEngine
-) -> None:
-    await endpoints.sync(
-        [
-            EndpointConfig("acme", "https://a.example/hook", generate_secret()),
-            EndpointConfig("acme", "https://b.example/hook", generate_secret(), ("settlement.reversed",)),
-        ]
-    )
-    statements: list[str] = []
-
-    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
-    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        statements.append(" ".join(statement.split()).upper())
-
-    await ledger.book_settlement(booking())
-    async with engine.begin() as connection:
-        await outbox.record_event(connection, "acme", "settlement.failed", FAILED_DATA)
-    sa.event.remove(engine.sync_engine, "before_cursor_execute", _seen)
-
-    taken = [i for i, statement in enumerate(statements) if statement.startswith("UPDATE LEDGER_SEQUENCE")]
-    reads = [i for i, statement in enumerate(statements) if "FROM WEBHOOK_ENDPOINTS" in statement]
-    assert len(taken) == len(reads) == 2
-    # Each endpoints read comes before its event's sequence is taken: the sequence lock waits for no read.
-    assert reads[0] < taken[0] < reads[1] < taken[1]
-    # ... and still fans out by subscription: a.example takes both events, b.example neither.
-    deliveries = await _rows(engine, WebhookDelivery.__table__)
-    assert len(deliveries) == 2
