@@ -48,7 +48,12 @@ class _GroupWriter:
             engine.url.set(drivername="sqlite"),
             connect_args={"timeout": 30, "check_same_thread": False},
         )
+        event.listen(self._sync, "connect", _own_transactions)
         event.listen(self._sync, "connect", sqlite_pragmas)
+        # The group's transaction begins when SQLAlchemy begins it, holding the write lock from its first
+        # statement: left to the driver, a group opening with a savepoint would have that savepoint's
+        # release commit it, and a later failure in the group could no longer undo it.
+        event.listen(self._sync, "begin", lambda connection: connection.exec_driver_sql("BEGIN IMMEDIATE"))
         # One thread: the group's transaction is the only writer this process has on the file.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         self._queue: list[_Queued] = []
@@ -100,6 +105,11 @@ class _GroupWriter:
         except Exception as exc:  # noqa: BLE001 - the group's transaction failed: so did all its writes
             return [(False, exc)] * len(group)
         return outcomes
+
+
+def _own_transactions(dbapi_connection: Any, _record: Any) -> None:
+    # The standard library's driver otherwise opens transactions itself, before the first change only.
+    dbapi_connection.isolation_level = None
 
 
 _writers: weakref.WeakKeyDictionary[AsyncEngine, _GroupWriter] = weakref.WeakKeyDictionary()

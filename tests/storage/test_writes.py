@@ -90,6 +90,23 @@ async def test_a_failing_write_that_is_not_isolated_fails_its_group(engine: Asyn
         assert await _ids(engine) == [1, 2]
 
 
+async def test_a_group_opening_with_an_isolated_write_is_still_one_transaction(engine: AsyncEngine) -> None:
+    await write(engine, _insert(1))
+
+    results = await asyncio.gather(
+        write(engine, _insert(2), isolated=True), write(engine, _insert(1)), return_exceptions=True
+    )
+
+    assert isinstance(results[1], IntegrityError)
+    if engine.dialect.name == "sqlite":
+        # The isolated write's savepoint is inside the group's transaction, so the group's failure undoes it.
+        assert isinstance(results[0], IntegrityError)
+        assert await _ids(engine) == [1]
+    else:
+        assert results[0] == 2
+        assert await _ids(engine) == [1, 2]
+
+
 async def test_a_disposed_engine_still_writes(engine: AsyncEngine) -> None:
     await write(engine, _insert(1))
     await engine.dispose()
