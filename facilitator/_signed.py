@@ -9,6 +9,7 @@ here; every check that depends on the moment or on the chain still runs each tim
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from typing import TYPE_CHECKING, TypeVar
 
@@ -24,6 +25,7 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 # Enough for every payment between a verify and its settle at any load one process takes.
 _KEPT = 4096
+_SIGNATURE_BYTES = 65
 
 
 class SignatureMemo:
@@ -35,7 +37,9 @@ class SignatureMemo:
 
     def digest(self, auth: Authorization, *, name: str, version: str, chain_id: int, asset: str) -> bytes:
         """`authorization_digest`: what `auth` signs under the token's EIP-712 domain."""
-        key = (auth, name, version, chain_id, asset)
+        # The digest does not cover the signature, which a payer may make large (an ERC-6492 wrapper):
+        # kept out of the key, it costs no memory here.
+        key = (dataclasses.replace(auth, signature=b""), name, version, chain_id, asset)
         digest = self._digests.get(key)
         if digest is None:
             digest = authorization_digest(auth, name=name, version=version, chain_id=chain_id, asset=asset)
@@ -44,6 +48,8 @@ class SignatureMemo:
 
     def signer(self, digest: bytes, signature: bytes) -> str | None:
         """`recover_signer(digest, signature)`."""
+        if len(signature) != _SIGNATURE_BYTES:
+            return recover_signer(digest, signature)  # refused at once: nothing worth remembering
         key = (digest, signature)
         if key in self._signers:
             return self._signers[key]

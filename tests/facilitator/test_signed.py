@@ -49,3 +49,17 @@ def test_the_memo_answers_as_the_functions_do_again_and_again() -> None:
     digest = _remembered(memo, first)
     assert memo.signer(digest, second.signature) not in (None, first.from_)
     assert memo.signer(digest, b"\x00" * 65) is None
+
+
+def test_the_memo_keeps_no_signature_a_payer_made_large() -> None:
+    memo = SignatureMemo()
+    auth = dataclasses.replace(
+        _signed(b"\x03" * 32, 3), signature=b"\x01" * 40_000
+    )  # an ERC-6492 wrapper's size
+
+    digest = _remembered(memo, auth)
+
+    assert digest == _digest(auth)
+    assert memo.signer(digest, auth.signature) is None  # not 65 bytes: refused, and not remembered
+    kept = [*memo._digests, *memo._signers]
+    assert all(len(repr(key)) < 1_000 for key in kept), "a memo key holds the signature"
