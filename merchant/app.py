@@ -241,14 +241,16 @@ def build_reconciler(
     ledger: Ledger,
     tenants: TenantRegistry | None = None,
     on_report: Callable[[ReconcileReport], None] | None = None,
+    tasks: TenantTaskStore | None = None,
 ) -> Reconciler:
     """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`; it watches the
-    payTo of every tenant (`tenants`, or those `settings` name), and tells `on_report` what each pass did."""
+    payTo of every tenant (`tenants`, or those `settings` name), and tells `on_report` what each pass did.
+    `tasks` is the task store of the app it runs beside, so that the app's requests see its saves."""
     recovery = PaymentRecovery(
         offers=offers,
         facilitator=facilitator,
         ledger=ledger,
-        tasks=TenantTaskStore(engine, on_final=offers.told_in),
+        tasks=tasks if tasks is not None else TenantTaskStore(engine, on_final=offers.told_in),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
     )
@@ -314,6 +316,8 @@ def build_app(
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
     )
+    # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
+    task_store = TenantTaskStore(engine, on_final=offers.told_in)
     reconciler = build_reconciler(
         settings,
         engine=engine,
@@ -322,6 +326,7 @@ def build_app(
         ledger=ledger,
         tenants=tenants,
         on_report=metrics.reconciled,
+        tasks=task_store,
     )
     # The in-process facilitator reads the chain for its relayers anyway; a remote one's merchant asks alone.
     probe_rpc: RpcClient | None = None
@@ -373,7 +378,7 @@ def build_app(
     app = create_app(
         executor=executor,
         engine=engine,
-        task_store=TenantTaskStore(engine, on_final=offers.told_in),
+        task_store=task_store,
         tenants=tenants,
         card=AgentCardSettings(
             name="x402 reference merchant",

@@ -46,8 +46,11 @@ FINAL_STATES = frozenset(
 )
 
 
-# Messages of this many recent histories' worth (a paid task has about five) stay converted.
+# Messages of this many recent histories' worth (a paid task has about five) stay converted, each at most
+# _HISTORY_DICT_MAX_BYTES serialized: a client's large messages are converted at every save instead of
+# filling memory.
 _HISTORY_DICTS_KEPT = 4096
+_HISTORY_DICT_MAX_BYTES = 4096
 
 
 class TaskOwnedElsewhereError(RuntimeError):
@@ -104,11 +107,16 @@ class TenantTaskStore(DatabaseTaskStore):
         model = self._to_orm(task, owner)
         values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
         self._reads.saving(owner, task.id)
-        async with self.engine.begin() as connection:
-            if (await connection.execute(self._upsert, values)).rowcount != 1:
-                raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
-            if self._on_final is not None and task.status.state in FINAL_STATES:
-                await self._on_final(connection, task.id, task.status.state)
+        try:
+            async with self.engine.begin() as connection:
+                if (await connection.execute(self._upsert, values)).rowcount != 1:
+                    raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
+                if self._on_final is not None and task.status.state in FINAL_STATES:
+                    await self._on_final(connection, task.id, task.status.state)
+        except BaseException:
+            # The write may have landed before the failure: a read taken during it is stale too.
+            self._reads.saving(owner, task.id)
+            raise
         self._reads.saved(context, owner, task)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -149,6 +157,8 @@ class _HistoryDicts:
         converted = self._dicts.get(key)
         if converted is None:
             converted = MessageToDict(message)
+            if len(key) > _HISTORY_DICT_MAX_BYTES:
+                return converted
             self._dicts[key] = converted
             if len(self._dicts) > _HISTORY_DICTS_KEPT:
                 self._dicts.popitem(last=False)
