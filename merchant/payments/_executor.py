@@ -233,7 +233,7 @@ class PaymentExecutor(AgentExecutor):
             verification = VerifyResponse(
                 is_valid=False,
                 invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
-                invalid_message="the facilitator could not be reached; nothing was charged, try again",
+                invalid_message="the facilitator could not be reached; nothing was charged",
             )
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
@@ -283,6 +283,24 @@ class PaymentExecutor(AgentExecutor):
             # (T9, its outcome not known yet) and the reconciler settles it with the same idempotency key,
             # or fails it, once the facilitator answers again. Never settled twice, never failed here.
             logger.warning("settling task %s: %s; the reconciler will finish it", task_id, exc)
+            await self._tell_outcome_unknown(event_queue, task_id, context_id, data, dialect)
+        except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
+            # A database or facilitator fault after the payment was taken must not end the task as failed
+            # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
+            # settling and untouched, settles or fails it for good and delivers the held artifacts.
+            logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
+
+    async def _tell_outcome_unknown(
+        self,
+        event_queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        data: PaymentSubmittedData,
+        dialect: Dialect,
+    ) -> None:
+        """Tell the client the settlement's outcome is not known yet, with the receipts stored so far; a
+        fault doing so is only logged, as the task must stay working for the reconciler either way."""
+        try:
             await event_queue.enqueue_event(
                 agent_status(
                     task_id,
@@ -294,11 +312,8 @@ class PaymentExecutor(AgentExecutor):
                     dialect,
                 )
             )
-        except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
-            # A database or facilitator fault after the payment was taken must not end the task as failed
-            # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
-            # settling and untouched, settles or fails it for good and delivers the held artifacts.
-            logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
+        except Exception:  # noqa: BLE001 - the task stays working; the reconciler finishes it
+            logger.exception("telling task %s its settlement is pending failed", task_id)
 
     async def _stored_receipts(self, task_id: str, data: PaymentSubmittedData) -> tuple[Any, ...]:
         """The receipts stored with the task's offer (a pending one among them, if the settlement got that
