@@ -31,6 +31,9 @@ _SEEN_WITHIN_S = 10.0
 
 async def _reload_until(page: Page, condition: Callable[[], Awaitable[bool]], *, what: str) -> None:
     async def reloaded() -> bool:
+        # A reload sent while a navigation (a click's) is still loading can reach a frame Chromium is
+        # swapping out ("Not attached to an active page"): each reload starts from a loaded page.
+        await page.wait_for_load_state("load")
         await page.reload()
         return await condition()
 
