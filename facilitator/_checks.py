@@ -15,15 +15,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
-from pathlib import Path
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import cli
 from observability import Check, CheckResult
-from storage import create_engine, printable_url, schema_state
+from storage import MissingDatabaseError, checking_engine, printable_url, schema_state
 
 from ._errors import ChainError
 from ._probe import ChainStatus, RelayerStatus
@@ -191,15 +189,13 @@ def schema_check(
 
 
 async def check_database(url: str, *branches: str, upgrade_command: str) -> CheckResult:
-    """`database`, from a URL: like `check_schema`, and never creates a missing SQLite file."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        if not await asyncio.to_thread(Path(parsed.database).is_file):
-            return CheckResult.problem(
-                "database", f"there is no database at {parsed.database}: run `{upgrade_command}`"
-            )
+    """`database`, from a URL: `check_schema` on `storage.checking_engine` (a missing SQLite file is never
+    created, the service's pragmas are not applied, a PostgreSQL connection gives up after a while)."""
     try:
-        engine = create_engine(url)
+        engine = await asyncio.to_thread(checking_engine, url)
+    except MissingDatabaseError as missing:
+        detail = f"there is no database at {missing.path}: run `{upgrade_command}`"
+        return CheckResult.problem("database", detail)
     except (ValueError, SQLAlchemyError) as exc:
         return CheckResult.problem("database", f"X402_DATABASE_URL is not usable: {_first_line(exc)}")
     try:

@@ -7,10 +7,11 @@ only way tables are made. Callers own their sessions and transactions.
 from __future__ import annotations
 
 from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url, printable_url
-from ._errors import DatabaseUnavailableError, DatabaseUrlError, SchemaOutdatedError
+from ._errors import DatabaseUnavailableError, DatabaseUrlError, MissingDatabaseError, SchemaOutdatedError
 from ._schema import (
     BranchState,
     SchemaUpgrade,
+    checking_engine,
     current_revisions,
     ensure_schema_current,
     schema_state,
@@ -25,10 +26,12 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "DatabaseUnavailableError",
     "DatabaseUrlError",
+    "MissingDatabaseError",
     "SchemaOutdatedError",
     "SchemaUpgrade",
     "Uint256",
     "UtcDateTime",
+    "checking_engine",
     "create_engine",
     "current_revisions",
     "ensure_schema_current",

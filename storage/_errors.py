@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DatabaseUnavailableError", "DatabaseUrlError", "SchemaOutdatedError"]
+__all__ = ["DatabaseUnavailableError", "DatabaseUrlError", "MissingDatabaseError", "SchemaOutdatedError"]
 
 
 class DatabaseUrlError(ValueError):
@@ -16,3 +16,11 @@ class DatabaseUnavailableError(RuntimeError):
 
 class SchemaOutdatedError(RuntimeError):
     """The database schema is behind the code (or the database does not exist yet): run `db upgrade` first."""
+
+
+class MissingDatabaseError(SchemaOutdatedError):
+    """The SQLite file a URL names does not exist: `db upgrade` creates it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"there is no database at {path}: run `db upgrade` first to create it")
+        self.path = path

@@ -22,11 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 import migrations
 
 from ._engine import create_engine, normalize_url, printable_url
-from ._errors import DatabaseUnavailableError, SchemaOutdatedError
+from ._errors import DatabaseUnavailableError, MissingDatabaseError, SchemaOutdatedError
 
 __all__ = [
     "BranchState",
     "SchemaUpgrade",
+    "checking_engine",
     "current_revisions",
     "ensure_schema_current",
     "schema_state",
@@ -166,12 +167,13 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
-def _checking_engine(url: str) -> AsyncEngine:
+def checking_engine(url: str) -> AsyncEngine:
     """An engine for a look at the schema: a SQLite file never created, a PostgreSQL connection that gives up
     after a while.
 
     Raises:
-        SchemaOutdatedError: the SQLite file does not exist.
+        DatabaseUrlError: `url` is not a database URL this project supports.
+        MissingDatabaseError: the SQLite file does not exist.
     """
     parsed = make_url(normalize_url(url))
     if parsed.get_backend_name() != "sqlite":
@@ -180,7 +182,7 @@ def _checking_engine(url: str) -> AsyncEngine:
     if path is None:
         return create_async_engine(parsed)
     if not path.is_file():
-        raise SchemaOutdatedError(f"there is no database at {path}: run `db upgrade` first to create it")
+        raise MissingDatabaseError(str(path))
     # Plain, without the service's pragmas (WAL would convert a file): a reader writes nothing, and the last
     # connection to a WAL database removes its -wal and -shm files on closing (SQLite's read-only mode would
     # leave them behind).
@@ -196,7 +198,7 @@ async def ensure_schema_current(url: str, *branches: str) -> None:
         SchemaOutdatedError: a branch is behind its head, or the database does not exist.
     """
     script = ScriptDirectory.from_config(_config(url))
-    engine = _checking_engine(url)
+    engine = checking_engine(url)
     try:
         applied = await current_revisions(engine)
     except (OSError, SQLAlchemyError) as exc:

@@ -29,6 +29,7 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import sqlite_pragmas
+from ._errors import DatabaseUrlError
 
 __all__ = ["Write", "write"]
 
@@ -43,6 +44,9 @@ _Queued = tuple[Write[Any], bool, asyncio.Future[Any]]
 
 class _GroupWriter:
     def __init__(self, engine: AsyncEngine) -> None:
+        if engine.url.database in (None, "", ":memory:") or "mode=memory" in str(engine.url):
+            # The writer's own connection would open a second, empty database of its own.
+            raise DatabaseUrlError("an in-memory SQLite database cannot take writes: use a database file")
         # `check_same_thread` off: the pool may be disposed from the event loop's thread.
         self._sync: Engine = create_sync_engine(
             engine.url.set(drivername="sqlite"),
@@ -131,6 +135,9 @@ async def write(engine: AsyncEngine, operation: Write[T], *, isolated: bool = Fa
     an exception it raises (a unique-constraint violation, say) is raised here and undoes only its own
     statements; any other operation that raises fails its whole group, so use `isolated` for every write
     that can fail on the data.
+
+    Raises:
+        DatabaseUrlError: `engine` is an in-memory SQLite database (the writer's thread cannot share it).
     """
     if engine.dialect.name != "sqlite":
         async with engine.begin() as connection:

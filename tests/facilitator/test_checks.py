@@ -5,6 +5,7 @@ probes `check` and `/readyz` share judge one chain read, made once however many 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,21 @@ def test_an_unmigrated_claim_store_is_a_problem_and_is_not_created(chain: DevCha
         "database": f"there is no database at {path}: run `x402-facilitator db upgrade`"
     }
     assert not path.exists()
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_checking_a_claim_store_leaves_its_journal_mode_alone(chain: DevChain, sqlite_url: str) -> None:
+    # `check` only reads: it must not switch a rollback-journal file to WAL (the service's own pragma).
+    path = Path(sqlite_url.split("///", 1)[1])
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA journal_mode=DELETE")
+
+    code, rows = run_check(main, chain_env(chain, sqlite_url))
+
+    assert (code, problems(rows)) == (0, {})
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    assert not path.with_name(path.name + "-wal").exists()
 
 
 def test_serve_refuses_an_unmigrated_claim_store_in_one_line(chain: DevChain, tmp_path: Path) -> None:

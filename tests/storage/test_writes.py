@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from storage import create_engine, write
+from storage import DatabaseUrlError, create_engine, write
 
 _rows = sa.Table(
     "writes_rows", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("note", sa.Text)
@@ -114,3 +114,13 @@ async def test_a_disposed_engine_still_writes(engine: AsyncEngine) -> None:
     await write(engine, _insert(2))
 
     assert await _ids(engine) == [1, 2]
+
+
+@pytest.mark.parametrize("url", ["sqlite+aiosqlite://", "sqlite+aiosqlite:///:memory:"])
+async def test_an_in_memory_sqlite_database_refuses_writes(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        with pytest.raises(DatabaseUrlError, match="in-memory SQLite database cannot take writes"):
+            await write(engine, _insert(1))
+    finally:
+        await engine.dispose()
