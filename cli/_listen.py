@@ -25,9 +25,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     """
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        family, kind, proto, _name, sockaddr = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        # A name with both families (`localhost`) gets IPv4, as uvicorn's own binding does: the URLs the
+        # services print and their clients dial say 127.0.0.1, whatever order the resolver prefers.
+        family, kind, proto, _name, sockaddr = min(found, key=lambda info: info[0] != socket.AF_INET)
     except socket.gaierror as exc:
         raise ConfigError(f"not starting: cannot listen on {address}: {exc.strerror} ({_SETTINGS})") from exc
     sock = socket.socket(family, kind, proto)
