@@ -4,15 +4,14 @@ Composed from the facilitator's shared probes (the same ones `x402-merchant chec
 `database`: the merchant schema (and, with the in-process facilitator, the claim store's) is at the code's
 head. `chain`: the node at `X402_RPC_URL` answers on the chain `X402_NETWORK` names. With the in-process
 facilitator, `relayer`: each relayer holds at least `X402_RELAYER_MIN_BALANCE_WEI` (the chain and the
-relayers are read in one batch); with a remote one (`X402_FACILITATOR_URL`), `facilitator`: it answers
-its liveness probe.
+relayers are read in one batch); with a remote one (`X402_FACILITATOR_URL`), `facilitator`: it lists `exact`
+on the network in `GET /supported`, as `check` asks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from facilitator import (
@@ -24,32 +23,13 @@ from facilitator import (
     relayer_check,
     schema_check,
 )
-from observability import Check, CheckResult
+from observability import Check
+
+from ._facilitator_probe import remote_facilitator_check
 
 __all__ = ["merchant_checks"]
 
-_FACILITATOR_PROBE_TIMEOUT_S = 3.0
 _UPGRADE = "x402-merchant db upgrade"
-
-
-def _remote_check(base_url: str) -> Check:
-    async def probe() -> CheckResult:
-        url = base_url.rstrip("/") + "/healthz"
-        try:
-            async with httpx.AsyncClient(timeout=_FACILITATOR_PROBE_TIMEOUT_S) as client:
-                response = await client.get(url)
-        except httpx.HTTPError as exc:
-            return CheckResult.problem(
-                "facilitator",
-                f"the facilitator at X402_FACILITATOR_URL is unreachable ({type(exc).__name__})",
-            )
-        if response.status_code != 200:
-            return CheckResult.problem(
-                "facilitator", f"the facilitator at X402_FACILITATOR_URL answered HTTP {response.status_code}"
-            )
-        return CheckResult.passed("facilitator", "the facilitator answers")
-
-    return Check("facilitator", probe)
 
 
 def merchant_checks(
@@ -77,5 +57,9 @@ def merchant_checks(
     if in_process:
         checks.append(relayer_check(read, min_balance_wei))
     elif facilitator_url is not None:
-        checks.append(_remote_check(facilitator_url))
+        checks.append(
+            remote_facilitator_check(
+                facilitator_url, network, where="the facilitator at X402_FACILITATOR_URL"
+            )
+        )
     return checks

@@ -22,7 +22,6 @@ import asyncio
 from collections.abc import Sequence
 from functools import partial
 
-import httpx
 from a2a.types import AgentSkill
 from eth_abi.abi import decode
 from eth_abi.exceptions import DecodingError
@@ -45,6 +44,7 @@ from facilitator import (
 )
 from observability import Check, CheckResult, run_checks
 
+from ._facilitator_probe import check_remote_facilitator, shown_url
 from .app import MERCHANT_SKILLS, card_signing_keys, load_tenants
 from .settings import MerchantSettings
 from .tenants import TenantConfigError, TenantRegistry
@@ -64,7 +64,6 @@ __all__ = [
 _UPGRADE = "x402-merchant db upgrade"
 _NAME_CALL = "0x06fdde03"  # name()
 _VERSION_CALL = "0x54fd4d50"  # version()
-_FACILITATOR_TIMEOUT_S = 5.0
 
 
 async def check_merchant(
@@ -155,28 +154,6 @@ async def check_asset_domain(rpc: RpcClient, asset: str, name: str, version: str
     return CheckResult.passed("asset domain", f"name() {name!r}, version() {version!r}")
 
 
-async def check_remote_facilitator(url: str, network: str) -> CheckResult:
-    """`facilitator`: the facilitator at `url` answers `GET /supported` with `exact` on `network`.
-
-    Not fatal: a facilitator started after the merchant is found by the first payment.
-    """
-    try:
-        async with httpx.AsyncClient(timeout=_FACILITATOR_TIMEOUT_S) as client:
-            response = await client.get(url.rstrip("/") + "/supported")
-        kinds = response.json().get("kinds", []) if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        return CheckResult.problem(
-            "facilitator", f"{_shown(url)} does not answer: {type(exc).__name__}", fatal=False
-        )
-    if kinds is None:
-        return CheckResult.problem(
-            "facilitator", f"{_shown(url)} answers /supported with HTTP {response.status_code}", fatal=False
-        )
-    if not any(isinstance(kind, dict) and kind.get("network") == network for kind in kinds):
-        return CheckResult.problem("facilitator", f"{_shown(url)} does not support {network}")
-    return CheckResult.passed("facilitator", f"{_shown(url)} settles on {network}")
-
-
 async def check_tenants(
     tenants: TenantRegistry | TenantConfigError, settings: MerchantSettings
 ) -> CheckResult:
@@ -219,7 +196,7 @@ async def check_webhooks(tenants: TenantRegistry, *, allow_private: bool) -> Che
             await resolve_target(url, allow_private=allow_private)
         except UnsafeTargetError as exc:
             unresolved = isinstance(exc.__cause__, OSError | TimeoutError)
-            return f"{tenant}: {_shown(url)}: {exc}", not unresolved
+            return f"{tenant}: {shown_url(url)}: {exc}", not unresolved
         return None
 
     refused = [found for found in await asyncio.gather(*(refusal(t, u) for t, u in urls)) if found]
@@ -250,16 +227,6 @@ async def check_card_signing(settings: MerchantSettings) -> CheckResult:
             return CheckResult.problem("card signing", f"key {key.kid} does not sign verifiably: {exc}")
     kids = ", ".join(f"{key.alg} {key.kid}" for key in keys)
     return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
-
-
-def _shown(url: str) -> str:
-    """`url` without what may be a credential: user info and query (a webhook or facilitator URL may carry
-    a token there)."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
-        return "(an invalid URL)"
-    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:

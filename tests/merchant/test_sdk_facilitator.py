@@ -25,6 +25,7 @@ from a2a.types import Role, SendMessageRequest, TaskState
 
 from a2a_x402 import PaymentCompletedData
 from devchain import DevChain
+from merchant.checks import check_remote_facilitator
 from payer import sign_payment
 from tests.facilitator.payments import claim_rows
 from tests.fixtures.merchant import (
@@ -144,4 +145,27 @@ async def test_a_task_paid_through_the_sdk_facilitator_completes_and_is_booked(
         receipt.transaction,
         DEFAULT_PRICE,
         payer,
+    )
+
+
+async def test_the_sdk_facilitator_makes_the_merchant_ready_and_passes_check(
+    chain: DevChain, start_merchant: MerchantStarter, sdk_facilitator: str, sqlite_url: str
+) -> None:
+    # The SDK's server has no liveness route: readiness asks what `check` asks, `GET /supported`.
+    merchant = start_merchant(sqlite_url, facilitator_url=sdk_facilitator)
+
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+        response = await client.get("/readyz")
+
+    assert (response.status_code, response.json()["failing"]) == (200, [])
+    assert response.json()["checks"]["facilitator"]["detail"] == (
+        f"the facilitator at X402_FACILITATOR_URL settles on {chain.network}"
+    )
+    passed = await check_remote_facilitator(sdk_facilitator, chain.network)
+    assert (passed.ok, passed.detail) == (True, f"{sdk_facilitator} settles on {chain.network}")
+    other = await check_remote_facilitator(sdk_facilitator, "eip155:1")
+    assert (other.ok, other.fatal, other.detail) == (
+        False,
+        True,
+        f"{sdk_facilitator} does not support exact on eip155:1",
     )
