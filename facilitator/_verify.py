@@ -49,6 +49,7 @@ from ._erc6492 import (
     unwrap_erc6492,
 )
 from ._errors import PaymentInvalidError, RpcError
+from ._gas import SIMULATION_BLOCK, TransferGas, is_contract
 from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
@@ -68,11 +69,9 @@ from .wire import Reason, checksum_address
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
 
-# The block the transfer is simulated in: the one being built, stamped with the time it would be mined at.
-_SIMULATION_BLOCK = "pending"
 _HEAD_BLOCK = RpcCall("eth_getBlockByNumber", ["latest", False])
 
-# How many token reads `Verifier._state_calls` puts first in every batch.
+# How many token reads `Verifier._state_calls` puts first in a full batch.
 _STATE_READS = 5
 
 
@@ -124,10 +123,8 @@ class Verifier:
         self._chain_id = chain_id
         self._relayer = relayer
         self._margin_s = validity_margin_s
-        self._gas_limit_cap = gas_limit_cap
+        self._gas = TransferGas(rpc, relayer=relayer, cap=gas_limit_cap)
         self._domains: dict[str, tuple[str, str]] = {}
-        # Gas of a transfer signed by an EOA without code, per token.
-        self._eoa_gas: dict[str, int] = {}
         self._signed = SignatureMemo()
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
@@ -188,7 +185,7 @@ class Verifier:
         if wrapped is None:
             return await self._check_transfer(auth, terms, eoa_signature=eoa_signature, now=now)
         unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
-        if _is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
+        if is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
             verified = await self._check_transfer(unwrapped, terms, eoa_signature=False, now=now)
         elif wrapped.factory not in self._factories:
             raise PaymentInvalidError(
@@ -203,11 +200,32 @@ class Verifier:
     async def _check_transfer(
         self, auth: Authorization, terms: Terms, *, eoa_signature: bool, now: int
     ) -> VerifiedPayment:
-        """The checks of a payment sent straight to the token: from an EOA or a wallet with code."""
+        """The checks of a payment sent straight to the token: from an EOA or a wallet with code.
+
+        For a token whose domain is known, the simulation, the signer's code and the head are read first,
+        alone: a transfer the token would make needs none of the token reads (it reverts on a used nonce,
+        a pause, a blacklisted party or too low a balance). Only a payment that fails there, or on a
+        token not seen before, is read in full, so that its refusal names the reason as it always has.
+        """
         calldata = encode_transfer_with_authorization(auth)
+        if terms.asset in self._domains:
+            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature))
+            try:
+                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, now)
+            except PaymentInvalidError:
+                pass  # read in full below, for the reason
+        calls = [*self._state_calls(auth, terms), *self._transfer_calls(auth, terms, calldata, eoa_signature)]
+        rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
+        return await self._judge_transfer(
+            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, now, state=rest[:_STATE_READS]
+        )
+
+    def _transfer_calls(
+        self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool
+    ) -> list[RpcCall]:
+        """The simulation, the signer's code, the head, and a contract signer's ERC-1271 answer."""
         calls = [
-            *self._state_calls(auth, terms),
-            self._simulation(terms.asset, calldata, eoa_signature),
+            self._gas.simulation(terms.asset, calldata, eoa_signature),
             RpcCall("eth_getCode", [auth.from_, "latest"]),
             _HEAD_BLOCK,
         ]
@@ -219,18 +237,33 @@ class Verifier:
                     [{"to": auth.from_, "data": encode_is_valid_signature(digest, auth.signature)}, "latest"],
                 )
             )
-        rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
-        state, (gas, wallet_code, head, *magic) = rest[:_STATE_READS], rest[_STATE_READS:]
+        return calls
+
+    async def _judge_transfer(
+        self,
+        auth: Authorization,
+        terms: Terms,
+        calldata: str,
+        replies: list[Any],
+        eoa_signature: bool,
+        now: int,
+        *,
+        state: list[Any] | None = None,
+    ) -> VerifiedPayment:
+        """Refuse on the replies of `_transfer_calls` (and the token reads, if made), in the order payers
+        have always been told: the signature, the token's state, the head's time, the simulation."""
+        gas, wallet_code, head, *magic = replies
         if not eoa_signature and (
-            not _is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
+            not is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
         ):
             raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
-        check_token_state(auth, state)
+        if state is not None:
+            check_token_state(auth, state)
         self._check_head_time(auth, head, now)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
-        estimate = await self._gas_estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
-        self._check_cap(estimate)
+        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
+        self._gas.check_cap(estimate)
         return VerifiedPayment(
             authorization=auth, calldata=calldata, gas_estimate=estimate, target=terms.asset
         )
@@ -264,28 +297,29 @@ class Verifier:
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
             RpcCall(
                 "eth_call",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, _SIMULATION_BLOCK],
+                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, SIMULATION_BLOCK],
             ),
             RpcCall(
                 "eth_estimateGas",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}, _SIMULATION_BLOCK],
+                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}, SIMULATION_BLOCK],
             ),
             _HEAD_BLOCK,
         ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
         state, (multicall_code, steps, gas, head) = rest[:_STATE_READS], rest[_STATE_READS:]
-        if not _is_contract(multicall_code) or isinstance(steps, RpcError):
+        if not is_contract(multicall_code) or isinstance(steps, RpcError):
             raise PaymentInvalidError(
                 Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
                 f"this chain has no Multicall3 at {MULTICALL3_ADDRESS} to deploy the wallet with",
             )
-        check_token_state(auth, state)
+        if state is not None:
+            check_token_state(auth, state)
         self._check_head_time(auth, head, now)
         check_counterfactual_steps(steps)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
         estimate = int(gas, 16)
-        self._check_cap(estimate, what="deploying the wallet and the transfer need")
+        self._gas.check_cap(estimate, what="deploying the wallet and the transfer need")
         return VerifiedPayment(
             authorization=auth, calldata=calldata, gas_estimate=estimate, target=MULTICALL3_ADDRESS
         )
@@ -319,13 +353,6 @@ class Verifier:
         self._check_domain(terms, code, name, version)
         return replies[:_STATE_READS] + replies[_STATE_READS + 3 :]
 
-    def _check_cap(self, estimate: int, *, what: str = "the transfer needs") -> None:
-        if estimate > self._gas_limit_cap:
-            raise PaymentInvalidError(
-                _SIMULATION_FAILED,
-                f"{what} {estimate} gas, more than this facilitator's cap of {self._gas_limit_cap}",
-            )
-
     def _check_head_time(self, auth: Authorization, head: object, now: int) -> None:
         """Refuse an authorization that expires before the next block could include it, when the head
         block is ahead of the wall clock (behind it, `check_offline` has already decided).
@@ -348,45 +375,6 @@ class Verifier:
                 "authorization expires before a new block could include it",
             )
 
-    def _simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
-        """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
-
-        `eth_estimateGas` runs the call several times over. The cost of an EOA's transfer hardly varies
-        for one token, so once known it is simulated with `eth_call` alone; a contract wallet's signature
-        check can cost anything, so its transfer is always estimated.
-        """
-        call = {"from": self._relayer, "to": asset, "data": calldata}
-        if eoa_signature and asset in self._eoa_gas:
-            return RpcCall("eth_call", [call, _SIMULATION_BLOCK])
-        return RpcCall("eth_estimateGas", [call, _SIMULATION_BLOCK])
-
-    async def _gas_estimate(
-        self, asset: str, calldata: str, eoa_signature: bool, signer_code: object, simulated: str
-    ) -> int:
-        """The gas of this transfer: estimated in the batch, remembered for EOAs, or estimated now.
-
-        An EOA signature from an address with code (an EIP-7702 account) is checked by the token through
-        ERC-1271 and may cost anything: its simulation, a plain call, is followed by an estimate.
-        """
-        has_code = not isinstance(signer_code, RpcError) and _is_contract(signer_code)
-        if not eoa_signature:
-            return int(simulated, 16)
-        known = self._eoa_gas.get(asset)
-        if known is None:
-            estimate = int(simulated, 16)
-            if not has_code:
-                self._eoa_gas[asset] = estimate
-            return estimate
-        if not has_code:
-            return known
-        try:
-            reply = await self._rpc.call(
-                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}, _SIMULATION_BLOCK
-            )
-        except RpcError as exc:
-            raise simulation_failure(exc.revert_reason or exc.message) from exc
-        return int(reply, 16)
-
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return self._signed.digest(
             auth,
@@ -397,7 +385,7 @@ class Verifier:
         )
 
     def _check_domain(self, terms: Terms, code: object, name: object, version: object) -> None:
-        if isinstance(code, RpcError) or not _is_contract(code):
+        if isinstance(code, RpcError) or not is_contract(code):
             raise PaymentInvalidError(
                 Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code"
             )
@@ -438,7 +426,3 @@ def _string_result(reply: object) -> str | None:
         return decode_string(reply)
     except (DecodingError, ValueError):
         return None
-
-
-def _is_contract(code: object) -> bool:
-    return isinstance(code, str) and code not in ("0x", "0x0", "")

@@ -1,0 +1,76 @@
+"""The gas a settlement's transaction needs: simulated from the relayer, remembered for EOAs, capped."""
+
+from __future__ import annotations
+
+from ._errors import PaymentInvalidError, RpcError
+from ._refusals import simulation_failure
+from ._rpc import RpcCall, RpcClient
+from .wire import Reason
+
+__all__ = ["SIMULATION_BLOCK", "TransferGas", "is_contract"]
+
+SIMULATION_BLOCK = "pending"
+"""The block a transfer is simulated in: the one being built, stamped with the time it would be mined at."""
+
+
+class TransferGas:
+    """Simulations and estimates of the transfers `relayer` sends, refused above `cap`. Concurrency-safe."""
+
+    def __init__(self, rpc: RpcClient, *, relayer: str, cap: int) -> None:
+        self._rpc = rpc
+        self._relayer = relayer
+        self.cap = cap
+        # Gas of a transfer signed by an EOA without code, per token.
+        self._eoa_gas: dict[str, int] = {}
+
+    def simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
+        """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
+
+        `eth_estimateGas` runs the call several times over. The cost of an EOA's transfer hardly varies
+        for one token, so once known it is simulated with `eth_call` alone; a contract wallet's signature
+        check can cost anything, so its transfer is always estimated.
+        """
+        call = {"from": self._relayer, "to": asset, "data": calldata}
+        if eoa_signature and asset in self._eoa_gas:
+            return RpcCall("eth_call", [call, SIMULATION_BLOCK])
+        return RpcCall("eth_estimateGas", [call, SIMULATION_BLOCK])
+
+    async def estimate(
+        self, asset: str, calldata: str, eoa_signature: bool, signer_code: object, simulated: str
+    ) -> int:
+        """The gas of this transfer: estimated in the batch, remembered for EOAs, or estimated now.
+
+        An EOA signature from an address with code (an EIP-7702 account) is checked by the token through
+        ERC-1271 and may cost anything: its simulation, a plain call, is followed by an estimate.
+        """
+        has_code = not isinstance(signer_code, RpcError) and is_contract(signer_code)
+        if not eoa_signature:
+            return int(simulated, 16)
+        known = self._eoa_gas.get(asset)
+        if known is None:
+            estimate = int(simulated, 16)
+            if not has_code:
+                self._eoa_gas[asset] = estimate
+            return estimate
+        if not has_code:
+            return known
+        try:
+            reply = await self._rpc.call(
+                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}, SIMULATION_BLOCK
+            )
+        except RpcError as exc:
+            raise simulation_failure(exc.revert_reason or exc.message) from exc
+        return int(reply, 16)
+
+    def check_cap(self, estimate: int, *, what: str = "the transfer needs") -> None:
+        """Refuse a transaction needing more gas than `cap`."""
+        if estimate > self.cap:
+            raise PaymentInvalidError(
+                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+                f"{what} {estimate} gas, more than this facilitator's cap of {self.cap}",
+            )
+
+
+def is_contract(code: object) -> bool:
+    """Whether an `eth_getCode` reply is code (not an empty account)."""
+    return isinstance(code, str) and code not in ("0x", "0x0", "")
