@@ -22,7 +22,15 @@ from eth_account import Account
 
 from devchain import AnvilNode, DevChain, deploy_devchain
 
-__all__ = ["BenchChain", "ChainState", "process_cpu_s", "start_bench_chain"]
+__all__ = [
+    "BenchChain",
+    "ChainState",
+    "busiest_thread_s",
+    "machine_busy_s",
+    "process_cpu_s",
+    "start_bench_chain",
+    "threads_cpu_s",
+]
 
 # Payments go to anvil's well-known account 9; it never sends anything in the benchmark.
 PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
@@ -30,15 +38,53 @@ PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
 _CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User plus system CPU seconds used so far by process `pid`, or None where /proc is unavailable."""
+def _stat_cpu_s(path: str, *, system_only: bool = False) -> float | None:
     try:
-        with open(f"/proc/{pid}/stat") as handle:
+        with open(path) as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     # After the command name: state is field 3, utime 14 and stime 15 (1-based, man proc).
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_S
+    ticks = int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
+    return ticks / _CLOCK_TICKS_PER_S
+
+
+def process_cpu_s(pid: int, *, system_only: bool = False) -> float | None:
+    """User plus system CPU seconds used so far by process `pid` (only system with `system_only`: the
+    kernel's work on its behalf, its sockets' included), or None where /proc is unavailable."""
+    return _stat_cpu_s(f"/proc/{pid}/stat", system_only=system_only)
+
+
+def threads_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds used so far by each live thread of process `pid` (empty where /proc is unavailable)."""
+    try:
+        tids = [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return {}
+    found = {tid: _stat_cpu_s(f"/proc/{pid}/task/{tid}/stat") for tid in tids}
+    return {tid: cpu for tid, cpu in found.items() if cpu is not None}
+
+
+def busiest_thread_s(before: dict[int, float], after: dict[int, float]) -> float | None:
+    """The most CPU seconds one thread used between two `threads_cpu_s` readings (a thread started in
+    between counts from zero), or None without readings. Where that work cannot move to another thread
+    (an event loop's, a miner's), it bounds the process's rate however many cores there are."""
+    if not after:
+        return None
+    return max(cpu - before.get(tid, 0.0) for tid, cpu in after.items())
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds all the machine's cores have been busy so far (every process, the kernel's interrupt
+    work included; idle, I/O wait and time stolen by the hypervisor excluded), or None without /proc."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = handle.readline().split()
+    except OSError:
+        return None
+    # The aggregate line: cpu user nice system idle iowait irq softirq steal ... (man proc).
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / _CLOCK_TICKS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +145,10 @@ class BenchChain:
     def anvil_cpu_s(self) -> float | None:
         """CPU seconds anvil has used so far."""
         return process_cpu_s(self.node.pid)
+
+    def anvil_threads_cpu_s(self) -> dict[int, float]:
+        """CPU seconds each of anvil's threads has used so far."""
+        return threads_cpu_s(self.node.pid)
 
 
 @contextmanager

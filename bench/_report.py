@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ._budget import budgets, render_budget
 from ._segments import NODE, OURS, REFERENCE, REFERENCE_TWO_SIGNERS, Segment
 
 __all__ = ["render_report", "targets_met"]
@@ -208,14 +209,19 @@ def _detail_rows(grouped: dict[Key, list[Segment]]) -> list[str]:
     return rows
 
 
-def render_report(runs: Sequence[Sequence[Segment]], *, concurrency: int, header: Sequence[str]) -> str:
-    """The full Markdown summary of a benchmark run."""
+def render_report(
+    runs: Sequence[Sequence[Segment]], *, concurrency: int, cores: int, header: Sequence[str]
+) -> str:
+    """The full Markdown summary of a benchmark run; `cores` is what the machine's CPU budget counts."""
     grouped = _by_key(runs)
+    found = budgets(runs, concurrency=concurrency, cores=cores, share=NODE_SHARE_TARGET)
     lines = [*header, ""]
     lines += [
         "| metric | ours | reference (x402 SDK) | ratio | target | pass? |",
         "|---|---|---|---|---|---|",
         *_target_rows(runs, grouped, concurrency),
+        "",
+        *render_budget(found, concurrency=concurrency),
         "",
         "Per segment (medians over repetitions; CPU is milliseconds per request, from /proc):",
         "",

@@ -21,17 +21,20 @@ import uvloop
 
 from facilitator.wire import PaymentPayload, PaymentRequirements
 
-from ._chain import BenchChain, ChainState
+from ._chain import BenchChain, ChainState, busiest_thread_s, machine_busy_s, threads_cpu_s
 from ._http import Answer, HttpConnection, build_request, run_requests
+from ._http_floor_app import SETTLE_SIZED_ANSWER
 from ._payloads import AMOUNT_ATOMIC, sign_raw_transfers, to_requests
 from ._servers import ServerProcess
 
 __all__ = [
+    "HTTP_FLOOR",
     "NODE",
     "OURS",
     "REFERENCE",
     "REFERENCE_TWO_SIGNERS",
     "Segment",
+    "measure_floor",
     "measure_http",
     "measure_raw",
     "warm_up",
@@ -42,6 +45,7 @@ OURS = "ours"
 REFERENCE = "reference"
 REFERENCE_TWO_SIGNERS = "reference x2"
 NODE = "node"
+HTTP_FLOOR = "http floor"
 
 _T = TypeVar("_T")
 _RECEIPT_BATCH = 100
@@ -64,6 +68,12 @@ class Segment:
     server_cpu_ms: float | None = None
     anvil_cpu_ms: float | None = None
     loadgen_cpu_ms: float | None = None
+    # Every core's busy time per request over the segment, whoever used it (other work on a shared VM too).
+    machine_cpu_ms: float | None = None
+    # The busiest single thread's CPU per request: anvil's, and the server's (its event loop, usually).
+    anvil_thread_ms: float | None = None
+    server_thread_ms: float | None = None
+    server_system_ms: float | None = None
     height_start: int = 0
     height_end: int = 0
     problems: tuple[str, ...] = ()
@@ -98,8 +108,24 @@ def _per_request_ms(before: float | None, after: float | None, count: int) -> fl
     return (after - before) * 1000 / count
 
 
-def _sum_cpu(servers: Sequence[ServerProcess]) -> float | None:
-    values = [s.cpu_s() for s in servers]
+def _busiest_ms(before: dict[int, float], after: dict[int, float], count: int) -> float | None:
+    busiest = busiest_thread_s(before, after)
+    return None if busiest is None or count == 0 else busiest * 1000 / count
+
+
+def _server_threads(servers: Sequence[ServerProcess]) -> dict[int, float]:
+    return {tid: cpu for s in servers for tid, cpu in threads_cpu_s(s.process.pid).items()}
+
+
+def _thread_readings(
+    chain: BenchChain, servers: Sequence[ServerProcess]
+) -> tuple[dict[int, float], dict[int, float], float | None]:
+    """anvil's threads, the servers' threads, and the servers' system time, for the budget's rows."""
+    return chain.anvil_threads_cpu_s(), _server_threads(servers), _sum_cpu(servers, system_only=True)
+
+
+def _sum_cpu(servers: Sequence[ServerProcess], *, system_only: bool = False) -> float | None:
+    values = [s.cpu_s(system_only=system_only) for s in servers]
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
@@ -166,9 +192,11 @@ def measure_http(
     """POST every payload once to /verify or /settle (`mode`) of `servers` and check the outcome."""
     requests = to_requests(*servers[0].target, f"/{mode}", payloads, requirements)
     before = chain.state()
-    cpu = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time())
+    threads = _thread_readings(chain, servers)
+    cpu = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time(), machine_busy_s())
     answers, elapsed = _run(run_requests([s.target for s in servers], requests, concurrency=concurrency))
-    cpu_after = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time())
+    cpu_after = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time(), machine_busy_s())
+    threads_after = _thread_readings(chain, servers)
     after = chain.state()
     outcomes = [_outcome(a, mode) for a in answers]
     ok = sum(1 for o in outcomes if o.success)
@@ -200,6 +228,10 @@ def measure_http(
         server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(payloads)),
         anvil_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(payloads)),
         loadgen_cpu_ms=_per_request_ms(cpu[2], cpu_after[2], len(payloads)),
+        machine_cpu_ms=_per_request_ms(cpu[3], cpu_after[3], len(payloads)),
+        anvil_thread_ms=_busiest_ms(threads[0], threads_after[0], len(payloads)),
+        server_thread_ms=_busiest_ms(threads[1], threads_after[1], len(payloads)),
+        server_system_ms=_per_request_ms(threads[2], threads_after[2], len(payloads)),
         height_start=before.height,
         height_end=after.height,
         problems=tuple(problems),
@@ -261,11 +293,13 @@ def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segmen
     signed = sign_raw_transfers(
         chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16)
     )
-    anvil_before, loadgen_before = chain.anvil_cpu_s(), time.process_time()
+    threads = chain.anvil_threads_cpu_s()
+    anvil_before, loadgen_before, machine_before = chain.anvil_cpu_s(), time.process_time(), machine_busy_s()
     elapsed, ok = _run(
         _send_and_confirm(*chain.rpc_target, [t.raw for t in signed], [t.tx_hash for t in signed])
     )
-    anvil_after, loadgen_after = chain.anvil_cpu_s(), time.process_time()
+    anvil_after, loadgen_after, machine_after = chain.anvil_cpu_s(), time.process_time(), machine_busy_s()
+    threads_after = chain.anvil_threads_cpu_s()
     after = chain.state()
     return Segment(
         server=NODE,
@@ -277,7 +311,41 @@ def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segmen
         failures=Counter({"reverted": len(payloads) - ok}) if ok < len(payloads) else Counter(),
         anvil_cpu_ms=_per_request_ms(anvil_before, anvil_after, len(payloads)),
         loadgen_cpu_ms=_per_request_ms(loadgen_before, loadgen_after, len(payloads)),
+        machine_cpu_ms=_per_request_ms(machine_before, machine_after, len(payloads)),
+        anvil_thread_ms=_busiest_ms(threads, threads_after, len(payloads)),
         height_start=before.height,
         height_end=after.height,
         problems=tuple(_settlement_problems(before, after, ok, [t.tx_hash for t in signed])),
+    )
+
+
+def measure_floor(server: ServerProcess, requests: Sequence[bytes], *, concurrency: int) -> Segment:
+    """The HTTP floor: `requests` (settle bodies) to the trivial app of ``bench._http_floor_app``.
+
+    A first pass of a tenth of them is untimed, like a facilitator's warm-up. Every answer must be 200
+    with the app's fixed body.
+    """
+    _run(run_requests([server.target], requests[: max(1, len(requests) // 10)], concurrency=concurrency))
+    threads, system = _server_threads([server]), server.cpu_s(system_only=True)
+    cpu = (server.cpu_s(), time.process_time(), machine_busy_s())
+    answers, elapsed = _run(run_requests([server.target], requests, concurrency=concurrency))
+    cpu_after = (server.cpu_s(), time.process_time(), machine_busy_s())
+    threads_after, system_after = _server_threads([server]), server.cpu_s(system_only=True)
+    ok = sum(1 for a in answers if a.status == 200 and a.body == SETTLE_SIZED_ANSWER)
+    problems = [] if len(answers) == len(requests) else [f"{len(requests) - len(answers)} got no answer"]
+    return Segment(
+        server=HTTP_FLOOR,
+        mode="floor",
+        concurrency=concurrency,
+        count=len(requests),
+        elapsed_s=elapsed,
+        ok=ok,
+        failures=Counter({"wrong answer": len(answers) - ok}) if ok < len(answers) else Counter(),
+        latencies_ms=tuple(a.latency_s * 1000 for a in answers),
+        server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(requests)),
+        loadgen_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(requests)),
+        machine_cpu_ms=_per_request_ms(cpu[2], cpu_after[2], len(requests)),
+        server_thread_ms=_busiest_ms(threads, threads_after, len(requests)),
+        server_system_ms=_per_request_ms(system, system_after, len(requests)),
+        problems=tuple(problems),
     )

@@ -21,13 +21,17 @@ from pathlib import Path
 
 import httpx
 
+from facilitator.cli import KEEP_ALIVE_S
+
 from ._chain import process_cpu_s
+from ._http_floor_app import HOLD_ENV
 
 __all__ = [
     "ServerProcess",
     "free_port",
     "migrate_claim_store",
     "spawn_server",
+    "start_http_floor",
     "start_ours",
     "start_reference",
 ]
@@ -52,9 +56,9 @@ class ServerProcess:
         """(host, port) for the load generator."""
         return ("127.0.0.1", self.port)
 
-    def cpu_s(self) -> float | None:
-        """CPU seconds the server process has used so far."""
-        return process_cpu_s(self.process.pid)
+    def cpu_s(self, *, system_only: bool = False) -> float | None:
+        """CPU seconds the server process has used so far (only its system time with `system_only`)."""
+        return process_cpu_s(self.process.pid, system_only=system_only)
 
     def wait_ready(self, path: str) -> None:
         """Return once GET `path` answers 200.
@@ -191,3 +195,18 @@ def start_reference(
     log_path = workdir / f"reference-{tag}.log"
     name = f"reference[{tag}]"
     return spawn_server(name, command, env, _REPO_ROOT, log_path, port, ready_path="/supported")
+
+
+def start_http_floor(*, workdir: Path, tag: str, hold_s: float) -> ServerProcess:
+    """Start ``bench._http_floor_app`` under uvicorn with the settings ``x402-facilitator serve`` uses
+    (one worker, uvicorn's default loop and parser, no access log, the same keep-alive), holding each
+    answer for `hold_s` seconds."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(_REPO_ROOT), HOLD_ENV: repr(hold_s)}
+    command = [
+        sys.executable, "-m", "uvicorn", "--factory", "bench._http_floor_app:create_app",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", str(KEEP_ALIVE_S),
+    ]  # fmt: skip
+    log_path = workdir / f"floor-{tag}.log"
+    return spawn_server(f"floor[{tag}]", command, env, _REPO_ROOT, log_path, port)

@@ -7,7 +7,9 @@ minute, one small repetition). Each repetition measures, every segment from the 
 * for ours (``x402-facilitator serve``) and the reference (``bench._x402_reference_app``), one uvicorn
   worker each, back to back: verifications sequentially and at concurrency 50, then settlements
   sequentially and at concurrency 50, each settlement segment on a freshly started server;
-* the reference with two signers sharing one relayer key (two processes), settling at concurrency 50.
+* the reference with two signers sharing one relayer key (two processes), settling at concurrency 50;
+* the floor of our HTTP stack: uvicorn and Starlette answering a trivial POST of a settle body at
+  concurrency 50 (``bench._http_floor_app``), for the CPU budget of the node-share target (``bench._budget``).
 
 Each settlement segment checks that every answer succeeded, that the payee received exactly the amount
 times the successes, and that the relayer mined one transaction per success. The summary goes to stdout
@@ -34,10 +36,19 @@ from pathlib import Path
 from facilitator.wire import PaymentPayload
 
 from ._chain import BenchChain, start_bench_chain
-from ._payloads import make_requirements, sign_payloads
+from ._payloads import make_requirements, sign_payloads, to_requests
 from ._report import render_report, targets_met
-from ._segments import OURS, REFERENCE, REFERENCE_TWO_SIGNERS, Segment, measure_http, measure_raw, warm_up
-from ._servers import ServerProcess, migrate_claim_store, start_ours, start_reference
+from ._segments import (
+    OURS,
+    REFERENCE,
+    REFERENCE_TWO_SIGNERS,
+    Segment,
+    measure_floor,
+    measure_http,
+    measure_raw,
+    warm_up,
+)
+from ._servers import ServerProcess, migrate_claim_store, start_http_floor, start_ours, start_reference
 
 __all__ = ["Plan", "main"]
 
@@ -53,6 +64,7 @@ class Plan:
     settle_sequential_count: int
     settle_concurrent_count: int
     two_signer_count: int
+    floor_count: int
     concurrency: int = 50
     warmup_count: int = 20
     payers: int = 8
@@ -64,6 +76,7 @@ FULL = Plan(
     settle_sequential_count=300,
     settle_concurrent_count=500,
     two_signer_count=300,
+    floor_count=2000,
 )
 QUICK = Plan(
     repetitions=1,
@@ -71,6 +84,7 @@ QUICK = Plan(
     settle_sequential_count=100,
     settle_concurrent_count=200,
     two_signer_count=100,
+    floor_count=1000,
 )
 
 StartServer = Callable[[str], ServerProcess]
@@ -199,6 +213,19 @@ class _Runner:
         _progress(_describe(rep, segment))
         return segment
 
+    def http_floor(self, rep: int, hold_s: float) -> Segment:
+        """Our HTTP stack's floor: settle bodies POSTed to a trivial uvicorn + Starlette app at c=50, each
+        answer held `hold_s` (our settlements' median latency, so that the rate is theirs).
+
+        The app reads and ignores the bodies, so a few signed ones are repeated."""
+        payloads = self.sign(self.plan.concurrency)
+        with _running([start_http_floor(workdir=self.workdir, tag=str(rep), hold_s=hold_s)]) as servers:
+            signed = to_requests(*servers[0].target, "/settle", payloads, self.requirements)
+            requests = [signed[i % len(signed)] for i in range(self.plan.floor_count)]
+            segment = measure_floor(servers[0], requests, concurrency=self.plan.concurrency)
+        _progress(_describe(rep, segment))
+        return segment
+
     def repetition(self, rep: int) -> list[Segment]:
         """One full set of segments. Ours and the reference run back to back for each kind of segment, so
         a ratio compares figures taken seconds apart; which goes first alternates between repetitions."""
@@ -206,18 +233,29 @@ class _Runner:
         if rep % 2:
             order.reverse()
         segments = [self.node_ceiling(rep), *self.verify_pair(rep, order)]
+        settled: dict[tuple[str, int], Segment] = {}
         for concurrency, count in (
             (1, self.plan.settle_sequential_count),
             (self.plan.concurrency, self.plan.settle_concurrent_count),
         ):
             for label, start in order:
-                segments.append(self.settle_on_fresh_server(rep, label, start, concurrency, count))
+                segment = self.settle_on_fresh_server(rep, label, start, concurrency, count)
+                settled[label, concurrency] = segment
+        segments += settled.values()
+        # The floor runs at our concurrent settlements' rate: each answer held for their median latency.
+        ours_p50_ms = settled[OURS, self.plan.concurrency].percentile_ms(0.5) or 0.0
+        segments.append(self.http_floor(rep, ours_p50_ms / 1000))
         segments.append(self.two_signers(rep))
         return segments
 
 
 def _header(
-    chain: BenchChain, plan: Plan, started: datetime, elapsed_s: float, snapshot_height: int
+    chain: BenchChain,
+    plan: Plan,
+    started: datetime,
+    elapsed_s: float,
+    snapshot_height: int,
+    load_start: float,
 ) -> list[str]:
     packages = ", ".join(
         f"{name} {version(name)}" for name in ("x402", "web3", "uvicorn", "fastapi", "httpx")
@@ -237,12 +275,21 @@ def _header(
         f"N={plan.settle_sequential_count}, settle c={plan.concurrency} N={plan.settle_concurrent_count}, "
         f"two signers N={plan.two_signer_count}; every authorization distinct and pre-signed. "
         f"Load generator: raw asyncio HTTP/1.1 keep-alive client. Run took {elapsed_s:.0f} s.",
+        f"- Load average (1 min): {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+        f"(other work on the machine shares its {_cores()} cores).",
         "- The reference app awaits the SDK's async `x402Facilitator` in `async def` routes, as the SDK's "
         "example does; its EVM scheme makes blocking web3 calls inside, so one request runs at a time and "
         "the event loop stalls meanwhile. That is measured as a user would deploy it, not worked around.",
         "- Figures are medians over repetitions (min–max); a ratio is taken within each repetition, then "
         "its median is shown. CPU columns are milliseconds per request read from /proc.",
     ]
+
+
+def _cores() -> int:
+    """The cores this process may run on (what the benchmark's processes share)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.repetitions is not None:
         plan = dataclasses.replace(plan, repetitions=max(1, args.repetitions))
-    started, clock = datetime.now(UTC), time.monotonic()
+    started, clock, load_start = datetime.now(UTC), time.monotonic(), os.getloadavg()[0]
     runs: list[list[Segment]] = []
     with (
         tempfile.TemporaryDirectory(prefix="x402-bench-") as workdir,
@@ -269,8 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = _Runner(chain, plan, Path(workdir))
         for rep in range(plan.repetitions):
             runs.append(runner.repetition(rep))
-        header = _header(chain, plan, started, time.monotonic() - clock, snapshot_height)
-    report = render_report(runs, concurrency=plan.concurrency, header=header)
+        header = _header(chain, plan, started, time.monotonic() - clock, snapshot_height, load_start)
+    report = render_report(runs, concurrency=plan.concurrency, cores=_cores(), header=header)
     print(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report)
