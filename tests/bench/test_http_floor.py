@@ -22,7 +22,8 @@ def test_the_floor_answers_every_post_with_a_settle_sized_body_after_the_hold(tm
         server.stop()
     assert (segment.server, segment.mode, segment.concurrency) == (HTTP_FLOOR, "floor", 5)
     assert segment.ok == 40 and not segment.failures and not segment.problems
-    assert min(segment.latencies_ms) >= 50
+    # Held 50 ms (the event loop's timer may fire a fraction early); unheld answers take about 1 ms.
+    assert min(segment.latencies_ms) >= 45
     assert segment.server_cpu_ms is not None and segment.server_thread_ms is not None
     assert segment.server_thread_ms <= segment.server_cpu_ms + 0.3  # one thread holds no more than all
     assert len(SETTLE_SIZED_ANSWER) > 150  # a settlement's fields at their real lengths
