@@ -152,7 +152,11 @@ _RECORD_RESPONSE = (
     claims_table.update()
     .where(
         claims_table.c.id == sa.bindparam("_id"),
-        claims_table.c.state.in_([ClaimState.CLAIMED.value, ClaimState.BROADCAST.value]),
+        # Two equalities, not IN: an IN list is a parameter SQLAlchemy expands at every execution.
+        sa.or_(
+            claims_table.c.state == ClaimState.CLAIMED.value,
+            claims_table.c.state == ClaimState.BROADCAST.value,
+        ),
     )
     .returning(*claims_table.c)
 )
