@@ -321,7 +321,9 @@ async def test_app_refuses_to_start_on_an_unmigrated_database(
     with pytest.raises(RuntimeError, match="exited during startup"), running_merchant(url):
         pass
 
-    assert "SchemaOutdatedError" in caplog.text
+    # The missing file is the outdated schema's own case (`MissingDatabaseError` is a `SchemaOutdatedError`).
+    assert "MissingDatabaseError: there is no database at " in caplog.text
+    assert not (tmp_path / "empty.db").exists()
 
 
 async def test_shutdown_drains_running_tasks_promptly(sqlite_url: str) -> None:
