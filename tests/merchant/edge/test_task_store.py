@@ -116,3 +116,40 @@ async def test_a_deleted_task_is_not_remembered(engine: AsyncEngine) -> None:
     await store.save(_task("t-1", TaskState.TASK_STATE_COMPLETED, "hi"), request)
     await store.delete("t-1", request)
     assert await store.get("t-1", request) is None
+
+
+async def test_only_saves_of_a_task_in_progress_commit_without_waiting_for_their_flush(
+    engine: AsyncEngine,
+) -> None:
+    store = TenantTaskStore(engine)
+    unflushed: list[str] = []
+
+    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "synchronous_commit" in statement:
+            unflushed.append(statement)
+
+    async def skips_flush_wait(task: Task, context: ServerCallContext) -> bool:
+        before = len(unflushed)
+        await store.save(task, context)
+        return len(unflushed) > before
+
+    request = ServerCallContext(tenant="acme")
+    task = _task("t-1", TaskState.TASK_STATE_INPUT_REQUIRED, "hi")
+    deferred = engine.dialect.name == "postgresql"
+    assert not await skips_flush_wait(task, request)  # its first save: the task is created
+    task.history.append(Message(message_id="m-2", role=Role.ROLE_USER, parts=[Part(text="paid")]))
+    assert await skips_flush_wait(task, request) is deferred  # a message arrives, the status unchanged
+    task.status.state = TaskState.TASK_STATE_WORKING
+    assert await skips_flush_wait(task, request) is deferred
+    task.status.state = TaskState.TASK_STATE_INPUT_REQUIRED
+    task.status.timestamp.GetCurrentTime()
+    assert not await skips_flush_wait(task, request)  # a turn ends
+    task.status.state = TaskState.TASK_STATE_WORKING
+    assert not await skips_flush_wait(task, ServerCallContext(tenant="acme"))  # a request that never read it
+    assert not await skips_flush_wait(task, request)  # nor one whose read that save made stale
+    assert await store.get("t-1", request) == task
+    assert await skips_flush_wait(task, request) is deferred
+    task.status.state = TaskState.TASK_STATE_COMPLETED
+    assert not await skips_flush_wait(task, request)
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
