@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from a2a.server.context import ServerCallContext
-from a2a.types import Task, TaskStatus
+from a2a.types import Task
 
 __all__ = ["TaskReads", "forget_task_reads"]
 
@@ -67,14 +67,14 @@ class TaskReads:
             return None
         return _Read(read.generation, _copy(read.task))
 
-    def remembered_status(self, context: ServerCallContext, owner: str, task_id: str) -> TaskStatus | None:
-        """The status of the request's remembered read of the task (not a copy: never to be changed), if no
-        save has happened since."""
+    def stored(self, context: ServerCallContext, owner: str, task_id: str) -> Task | None:
+        """The request's remembered read of the task (not a copy: never to be changed), if no save has
+        happened since."""
         reads: dict[tuple[str, str], _Read] | None = context.state.get(_STATE_KEY)
         read = reads.get((owner, task_id)) if reads is not None else None
-        if read is None or read.task is None or self._generations.get((owner, task_id)) != read.generation:
+        if read is None or self._generations.get((owner, task_id)) != read.generation:
             return None
-        return read.task.status
+        return read.task
 
     def remember(
         self, context: ServerCallContext, owner: str, task_id: str, task: Task | None, generation: int

@@ -120,20 +120,27 @@ class TenantTaskStore(DatabaseTaskStore):
             TaskOwnedElsewhereError: the task id is stored for another tenant.
         """
         owner = self.owner_resolver(context)
+        stored = self._reads.stored(context, owner, task.id)
+        if stored is not None and _only_a_message_arrived(stored, task):
+            # The SDK stores a message arriving on a task before the turn's first event, and stores that
+            # event at once after: the event's save writes the message too, and no one can tell the two
+            # apart in between (the message is no event), so the first is left to it.
+            self._reads.saved(context, owner, task)
+            return
         model = self._to_orm(task, owner)
         values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
         with_final = self._on_final is not None and task.status.state in FINAL_STATES
-        in_progress = self._unflushed_upsert is not None and self._in_progress(context, owner, task)
+        in_progress = self._unflushed_upsert is not None and self._in_progress(stored, task)
         self._reads.saving(owner, task.id)
         try:
             if self._autocommit is not None and not with_final:
                 async with self._autocommit.connect() as connection:
                     if in_progress and self._unflushed_upsert is not None:
                         unflushed = {f"v_{name}": value for name, value in values.items()}
-                        stored = (await connection.execute(self._unflushed_upsert, unflushed)).rowcount
+                        written = (await connection.execute(self._unflushed_upsert, unflushed)).rowcount
                     else:
-                        stored = (await connection.execute(self._upsert, values)).rowcount
-                if stored != 1:
+                        written = (await connection.execute(self._upsert, values)).rowcount
+                if written != 1:
                     raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
             else:
                 async with self.engine.begin() as connection:
@@ -147,18 +154,14 @@ class TenantTaskStore(DatabaseTaskStore):
             raise
         self._reads.saved(context, owner, task)
 
-    def _in_progress(self, context: ServerCallContext, owner: str, task: Task) -> bool:
-        """Whether saving `task` neither creates it nor ends a turn: the request has it as stored, and it is
-        working or its status is unchanged (the SDK's save of an arriving message before the turn's first
-        event)."""
+    def _in_progress(self, stored: Task | None, task: Task) -> bool:
+        """Whether saving `task` neither creates it nor ends a turn: the request has it as `stored`, and it
+        is working or its status is unchanged (a message added)."""
         state = task.status.state
-        if state in FINAL_STATES:
-            return False
-        stored = self._reads.remembered_status(context, owner, task.id)
-        if stored is None:
+        if stored is None or state in FINAL_STATES:
             return False
         return state == TaskState.TASK_STATE_WORKING or (
-            stored.state == state and stored.timestamp == task.status.timestamp
+            stored.status.state == state and stored.status.timestamp == task.status.timestamp
         )
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -184,6 +187,21 @@ class TenantTaskStore(DatabaseTaskStore):
         task = None if row is None else self._from_orm(SimpleNamespace(**row._mapping))  # type: ignore[arg-type]
         self._reads.remember(context, owner, task_id, task, generation)
         return task
+
+
+def _only_a_message_arrived(stored: Task, task: Task) -> bool:
+    """Whether `task` is `stored` with messages added to its history and nothing else changed but the
+    status message (which the SDK moves into the history when a message arrives)."""
+    if task.status.state in FINAL_STATES or len(task.history) <= len(stored.history):
+        return False
+    return (
+        task.status.state == stored.status.state
+        and task.status.timestamp == stored.status.timestamp
+        and task.artifacts == stored.artifacts
+        and task.metadata == stored.metadata
+        and task.context_id == stored.context_id
+        and list(task.history[: len(stored.history)]) == list(stored.history)
+    )
 
 
 def _upsert(insert: Any) -> sa.Insert:
