@@ -80,8 +80,27 @@ SELECT (SELECT sequence FROM entry) AS sequence, (SELECT count(*) FROM line) AS 
     )
 
 
-_ENSURE_ACCOUNTS = postgresql.insert(_accounts).on_conflict_do_nothing(
-    index_elements=["tenant", "network", "asset", "kind", "holder"]
+_ACCOUNT_COLUMNS = [column.name for column in _accounts.c]
+_ACCOUNT_KEY = ("tenant", "network", "asset", "kind", "holder")
+# Inserted only when no committed row has the key: an ON CONFLICT check alone would wait for the booking
+# holding the sequence, which is updating that row's totals (every booking of the tenant moves its revenue
+# account), before the sequence is even asked for.
+_ENSURE_ACCOUNTS = (
+    postgresql.insert(_accounts)
+    .from_select(
+        _ACCOUNT_COLUMNS,
+        sa.select(
+            *(sa.bindparam(f"a_{name}", type_=_accounts.c[name].type) for name in _ACCOUNT_COLUMNS)
+        ).where(
+            ~sa.exists().where(
+                *(
+                    _accounts.c[name] == sa.bindparam(f"a_{name}", type_=_accounts.c[name].type)
+                    for name in _ACCOUNT_KEY
+                )
+            )
+        ),
+    )
+    .on_conflict_do_nothing(index_elements=list(_ACCOUNT_KEY))
 )
 
 
@@ -89,26 +108,26 @@ async def ensure_accounts(connection: AsyncConnection, entry: BookedEntry, now: 
     """Create the entry's payer and revenue accounts where missing (no lock on existing ones)."""
     key = {"tenant": entry.tenant, "network": entry.network, "asset": entry.asset}
     fresh = {"debits_posted": 0, "credits_posted": 0, "created_at": now}
+    accounts = [
+        {
+            **key,
+            **fresh,
+            "id": new_id("acct"),
+            "kind": "payer",
+            "holder": entry.payer,
+            "normal_side": "debit",
+        },
+        {
+            **key,
+            **fresh,
+            "id": new_id("acct"),
+            "kind": "revenue",
+            "holder": "",
+            "normal_side": "credit",
+        },
+    ]
     await connection.execute(
-        _ENSURE_ACCOUNTS,
-        [
-            {
-                **key,
-                **fresh,
-                "id": new_id("acct"),
-                "kind": "payer",
-                "holder": entry.payer,
-                "normal_side": "debit",
-            },
-            {
-                **key,
-                **fresh,
-                "id": new_id("acct"),
-                "kind": "revenue",
-                "holder": "",
-                "normal_side": "credit",
-            },
-        ],
+        _ENSURE_ACCOUNTS, [{f"a_{name}": value for name, value in account.items()} for account in accounts]
     )
 
 
