@@ -67,6 +67,15 @@ class TaskReads:
             return None
         return _Read(read.generation, _copy(read.task))
 
+    def stored(self, context: ServerCallContext, owner: str, task_id: str) -> Task | None:
+        """The request's remembered read of the task (not a copy: never to be changed), if no save has
+        happened since."""
+        reads: dict[tuple[str, str], _Read] | None = context.state.get(_STATE_KEY)
+        read = reads.get((owner, task_id)) if reads is not None else None
+        if read is None or self._generations.get((owner, task_id)) != read.generation:
+            return None
+        return read.task
+
     def remember(
         self, context: ServerCallContext, owner: str, task_id: str, task: Task | None, generation: int
     ) -> None:

@@ -37,6 +37,7 @@ from ._errors import (
 )
 from ._ids import new_id
 from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine, LedgerUnfinalized
+from ._pg_booking import book_in_one_statement, ensure_accounts
 from ._queries import LedgerReader, entry_from_row, entry_query, finalization_from_row
 from ._records import (
     BookedEntry,
@@ -219,10 +220,10 @@ class Ledger(LedgerReader):
         return finalization
 
     async def _book(self, connection: AsyncConnection, booking: SettlementBooking) -> BookedEntry:
-        sequence = await allocate_sequence(connection)
+        postgres = connection.dialect.name == "postgresql"
         entry = BookedEntry(
             id=new_id("je"),
-            sequence=sequence,
+            sequence=0 if postgres else await allocate_sequence(connection),
             kind=EntryKind.SETTLEMENT,
             status=EntryStatus.SETTLED,
             tenant=booking.tenant,
@@ -240,6 +241,10 @@ class Ledger(LedgerReader):
             effective_at=booking.settled_at,
             booked_at=_now(),
         )
+        if postgres:
+            entry = await _book_in_one_statement(connection, entry)
+            await self._events.publish(connection, SettlementBooked(entry))
+            return entry
         await _insert_entry(connection, entry)
         await connection.execute(_INSERT_UNFINALIZED, {"entry_id": entry.id, "sequence": entry.sequence})
         payer, revenue = await _lock_accounts(connection, entry)
@@ -318,6 +323,18 @@ def _values(record: BookedEntry | Finalization) -> dict[str, Any]:
 async def _watched_no_more(connection: AsyncConnection, entry_id: str) -> None:
     """Take a settlement off the unfinalized list (a no-op for one finalized before it was reversed)."""
     await connection.execute(sa.delete(_unfinalized).where(_unfinalized.c.entry_id == entry_id))
+
+
+async def _book_in_one_statement(connection: AsyncConnection, entry: BookedEntry) -> BookedEntry:
+    """PostgreSQL's booking of a settlement (`_pg_booking`): `entry` with the sequence it took."""
+    await ensure_accounts(connection, entry, entry.booked_at)
+    try:
+        sequence, lines = await book_in_one_statement(connection, entry)
+    except IntegrityError as exc:
+        raise _AlreadyRecorded(exc) from exc
+    if lines != 2:
+        raise LedgerInvariantError([f"entry {entry.id} would have {lines} lines, not two"])
+    return replace(entry, sequence=sequence)
 
 
 async def _insert_entry(connection: AsyncConnection, entry: BookedEntry) -> None:

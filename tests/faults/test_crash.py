@@ -123,9 +123,10 @@ class _Stop:
     async def _booking(self, stack: AsyncExitStack, step: str) -> Reached:
         """Lock what the booking transaction takes first (the sequence) or last (the outbox)."""
         if step == "receipt":
+            # On PostgreSQL the booking takes the sequence in the first CTE of its one statement.
             lock, waiting = (
                 "SELECT value FROM ledger_sequence WHERE id = 1 FOR UPDATE",
-                "UPDATE ledger_sequence",
+                "WITH seq AS (\n    UPDATE ledger_sequence",
             )
         else:
             lock, waiting = "LOCK TABLE webhook_events IN EXCLUSIVE MODE", "INSERT INTO webhook_events"

@@ -116,3 +116,76 @@ async def test_a_deleted_task_is_not_remembered(engine: AsyncEngine) -> None:
     await store.save(_task("t-1", TaskState.TASK_STATE_COMPLETED, "hi"), request)
     await store.delete("t-1", request)
     assert await store.get("t-1", request) is None
+
+
+def _statements(engine: AsyncEngine) -> list[str]:
+    seen: list[str] = []
+
+    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        seen.append(statement)
+
+    return seen
+
+
+async def test_only_saves_of_a_task_in_progress_commit_without_waiting_for_their_flush(
+    engine: AsyncEngine,
+) -> None:
+    store = TenantTaskStore(engine)
+    statements = _statements(engine)
+
+    async def skips_flush_wait(task: Task, context: ServerCallContext) -> bool:
+        before = len(statements)
+        await store.save(task, context)
+        return any("synchronous_commit" in statement for statement in statements[before:])
+
+    request = ServerCallContext(tenant="acme")
+    task = _task("t-1", TaskState.TASK_STATE_INPUT_REQUIRED, "hi")
+    deferred = engine.dialect.name == "postgresql"
+    assert not await skips_flush_wait(task, request)  # its first save: the task is created
+    task.status.state = TaskState.TASK_STATE_WORKING
+    assert await skips_flush_wait(task, request) is deferred
+    task.artifacts.append(Artifact(artifact_id="a-2", name="more", parts=[Part(text="43")]))
+    assert await skips_flush_wait(task, request) is deferred  # the status unchanged, an artifact added
+    task.status.state = TaskState.TASK_STATE_INPUT_REQUIRED
+    task.status.timestamp.GetCurrentTime()
+    assert not await skips_flush_wait(task, request)  # a turn ends
+    task.status.state = TaskState.TASK_STATE_WORKING
+    assert not await skips_flush_wait(task, ServerCallContext(tenant="acme"))  # a request that never read it
+    assert not await skips_flush_wait(task, request)  # nor one whose read that save made stale
+    assert await store.get("t-1", request) == task
+    assert await skips_flush_wait(task, request) is deferred
+    task.status.state = TaskState.TASK_STATE_COMPLETED
+    assert not await skips_flush_wait(task, request)
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
+
+
+async def test_a_message_arriving_is_stored_with_the_next_save_of_the_request(engine: AsyncEngine) -> None:
+    store = TenantTaskStore(engine)
+    request = ServerCallContext(tenant="acme")
+    task = _task("t-1", TaskState.TASK_STATE_INPUT_REQUIRED, "hi")
+    task.status.message.CopyFrom(Message(message_id="m-0", role=Role.ROLE_AGENT, parts=[Part(text="pay")]))
+    await store.save(task, request)
+    statements = _statements(engine)
+
+    # What the SDK saves when a message arrives: the status message moved to the history, the message after.
+    task.history.append(task.status.message)
+    task.status.ClearField("message")
+    task.history.append(Message(message_id="m-2", role=Role.ROLE_USER, parts=[Part(text="paid")]))
+    await store.save(task, request)
+    assert statements == []
+    assert await store.get("t-1", request) == task  # the request reads what it saved
+    assert len(statements) == 0
+    before = await store.get("t-1", ServerCallContext(tenant="acme"))
+    assert before is not None and len(before.history) == 1  # elsewhere: as before the message
+
+    task.status.state = TaskState.TASK_STATE_WORKING
+    await store.save(task, request)
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
+
+    other = ServerCallContext(tenant="acme")
+    assert await store.get("t-1", other) == task
+    task.history.append(Message(message_id="m-3", role=Role.ROLE_USER, parts=[Part(text="more")]))
+    task.artifacts.append(Artifact(artifact_id="a-2", name="more", parts=[Part(text="43")]))
+    await store.save(task, other)  # more than a message changed: stored at once
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task

@@ -32,6 +32,7 @@ def test_every_module_declares_all() -> None:
         "_invariants",
         "_ledger",
         "_models",
+        "_pg_booking",
         "_queries",
         "_records",
         "_sequence",
