@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ._errors import ChainError, ChainUnavailableError, RpcError
 from ._leases import LeaseStore
-from ._relayer import BroadcastUncertainError, Relayer, SentTransaction
+from ._relayer import FILLER_GAS, BroadcastUncertainError, Relayer, SentTransaction
 from ._replacement import FeeBumper
 from ._rpc import RpcCall, RpcClient
 
@@ -78,6 +78,8 @@ class RelayerPool:
             raise ValueError("a relayer pool needs at least one key")
         self._rpc = rpc
         self._relayers = {relayer.address: relayer for relayer in relayers}
+        for relayer in relayers:
+            relayer.on_filler = self._filled_by(relayer)
         self._leases = leases
         self._bumper = bumper
         self._lease_s = lease_s
@@ -120,6 +122,8 @@ class RelayerPool:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
+        for relayer in self._relayers.values():
+            await relayer.aclose()
         held, self._held, self._ready = sorted(self._held), set(), set()
         with contextlib.suppress(SQLAlchemyError):
             await self._leases.release(held)
@@ -143,6 +147,15 @@ class RelayerPool:
             raise
         self._bumper.watch(relayer, sent, to=to, data=data, gas=gas, claim_id=claim_id)
         return sent
+
+    def _filled_by(self, relayer: Relayer) -> Callable[[SentTransaction], None]:
+        """What `relayer` calls with a zero-value transfer it sent to fill a nonce: watched like a settlement,
+        so a held or underpriced filler is revived or replaced too."""
+
+        def watch(filler: SentTransaction) -> None:
+            self._bumper.watch(relayer, filler, to=relayer.address, data="0x", gas=FILLER_GAS, claim_id=None)
+
+        return watch
 
     async def rebroadcast(self, raw: str) -> bool:
         """Send an already-signed transaction again; see `Relayer.rebroadcast` (it needs no lease: its nonce

@@ -1,9 +1,13 @@
 """The relayer: the facilitator's own account that pays gas to submit payers' authorizations.
 
 Transactions from one account must use consecutive nonces, and a nonce that is taken but never reaches
-the node leaves a gap that stalls every later transaction. So nonces are allocated, signed and sent under
-one lock. After an error reply the next allocation asks the node for its pending count; after a lost answer
-the node is asked whether it holds the transaction's hash. Receipt waits happen outside the lock, so sends
+the node leaves a gap that stalls every later transaction. So one sender task per key allocates, signs
+and sends: what concurrent settlements queued while the previous round was under way goes out as one
+JSON-RPC batch in nonce order (one HTTP request, where one send each cost a request and a round trip),
+and each reply is read as a lone send's. A send refused below one the node accepted leaves its nonce
+empty: the sender fills it at once with a zero-value transfer to itself, so later nonces never wait on
+a gap. After an error reply the next allocation asks the node for its pending count; after a lost answer
+the node is asked whether it holds each transaction's hash. Receipt waits happen elsewhere, so sends
 pipeline while earlier transactions are still being mined.
 """
 
@@ -12,21 +16,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import coincurve
 from eth_account import Account
 
-from ._errors import ChainUnavailableError, RpcError
+from ._errors import ChainError, ChainUnavailableError, RpcError
 from ._rpc import RpcCall, RpcClient
 from ._txsign import sign_eip1559
 
-__all__ = ["BroadcastUncertainError", "Relayer", "SentTransaction"]
+__all__ = ["FILLER_GAS", "BroadcastUncertainError", "Relayer", "SentTransaction"]
 
 logger = logging.getLogger(__name__)
 
 _FEE_TTL_S = 1.0
 _SEND_ATTEMPTS = 3
+# Sends of one round: well under the RPC client's batch limit, so a round is never split between requests.
+_ROUND_MAX = 100
+# A filler refused for a passing reason (fees moved) is tried again this long after, if nothing else is sent.
+_FILL_RETRY_S = 1.0
+FILLER_GAS = 21_000
+"""The gas of the zero-value transfer to itself that fills a nonce a refused send left empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +50,17 @@ class SentTransaction:
     sender: str
     max_fee_per_gas: int = 0
     max_priority_fee_per_gas: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Send:
+    """One call queued for the sender task, and the caller's future."""
+
+    to: str
+    data: str
+    gas: int
+    future: asyncio.Future[SentTransaction] = field(repr=False)
+    attempt: int = 1
 
 
 class BroadcastUncertainError(ChainUnavailableError):
@@ -71,9 +93,13 @@ class Relayer:
         self._chain_id = chain_id
         self._priority_fee_wei = priority_fee_wei
         self._max_fee_per_gas = max_fee_per_gas
-        self._lock = asyncio.Lock()
         self._next_nonce: int | None = None
         self._fees: tuple[float, int, int] | None = None  # (fetched_at, max_fee, priority_fee)
+        self._queue: list[_Send] = []
+        self._holes: list[int] = []  # nonces left empty below an accepted one, not yet filled
+        self._sender: asyncio.Task[None] | None = None
+        self.on_filler: Callable[[SentTransaction], None] | None = None
+        """Called with each zero-value transfer sent to fill a nonce (so it is watched like the others)."""
 
     @property
     def address(self) -> str:
@@ -88,35 +114,149 @@ class Relayer:
     async def send(self, to: str, data: str, gas: int) -> SentTransaction:
         """Sign and submit a call to `to` with `data`; return once the node has accepted it.
 
+        Calls made while the previous round of sends is under way go out together as one batch.
+
         Raises:
             RpcError: the node refused the transaction; nothing was submitted.
             ChainUnavailableError: the node could not be reached, and it does not hold the transaction (a lost
                 answer is resolved by asking the node for the transaction's hash).
         """
-        async with self._lock:
-            attempt = 0
-            while True:
-                attempt += 1
-                nonce = await self._nonce()
-                max_fee, priority_fee = await self._fee_caps()
-                sent = self._sign(nonce, max_fee, priority_fee, to=to, data=data, gas=gas)
-                try:
-                    await self._rpc.call("eth_sendRawTransaction", sent.raw)
-                except RpcError as exc:
-                    if not _already_known(exc):
-                        # Whatever the node holds now, the next allocation asks it.
-                        self._next_nonce = None
-                        if not _stale_nonce_or_fee(exc) or attempt >= _SEND_ATTEMPTS:
-                            raise
-                        self._fees = None
-                        logger.info("relayer resync after %s (nonce %d)", exc.message, nonce)
-                        continue
-                except ChainUnavailableError as exc:
-                    self._next_nonce = None
-                    if not await self._node_knows(sent, exc):
-                        raise
-                self._next_nonce = nonce + 1
-                return sent
+        send = _Send(to, data, gas, asyncio.get_running_loop().create_future())
+        self._queue.append(send)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._sending(), name="relayer-sends")
+        return await send.future
+
+    async def aclose(self) -> None:
+        """Stop the sender task; calls still queued fail as unsent."""
+        if self._sender is not None:
+            self._sender.cancel()
+            await asyncio.gather(self._sender, return_exceptions=True)
+            self._sender = None
+        for send in self._queue:
+            if not send.future.done():
+                send.future.set_exception(ChainUnavailableError("the relayer was closed"))
+        self._queue = []
+
+    async def _sending(self) -> None:
+        while self._queue or self._holes:
+            if not self._queue:
+                await asyncio.sleep(_FILL_RETRY_S)
+            sends = [send for send in self._queue[:_ROUND_MAX] if not send.future.done()]
+            del self._queue[:_ROUND_MAX]
+            try:
+                await self._round(sends)
+            except asyncio.CancelledError:
+                for send in sends:
+                    self._fail(send, ChainUnavailableError("the relayer was closed"))
+                raise
+            except Exception as exc:  # noqa: BLE001 - every caller must get an answer; the task carries on
+                if not isinstance(exc, ChainError):
+                    logger.exception("relayer %s: a round of sends failed", self._address)
+                self._next_nonce = None
+                for send in sends:
+                    self._fail(send, exc)
+
+    async def _round(self, sends: list[_Send]) -> None:
+        """Send `sends` at the next nonces as one batch, after fillers for holes an earlier round left."""
+        nonce = await self._nonce()
+        max_fee, priority_fee = await self._fee_caps()
+        earlier = [self._filler(hole, max_fee, priority_fee) for hole in sorted(self._holes) if hole < nonce]
+        self._holes = []
+        signed = [
+            self._sign(nonce + i, max_fee, priority_fee, to=send.to, data=send.data, gas=send.gas)
+            for i, send in enumerate(sends)
+        ]
+        replies = await self._submit([*earlier, *signed])
+        self._settle_fillers(earlier, replies[: len(earlier)])
+        replies = replies[len(earlier) :]
+        accepted = [i for i, reply in enumerate(replies) if reply is None or _uncertain(reply)]
+        top = max(accepted, default=-1)
+        # Unsure whether the node holds some: the next round asks it for its pending count.
+        sure = not any(_uncertain(reply) for reply in replies)
+        self._next_nonce = nonce + top + 1 if accepted and sure else None
+        holes: list[int] = []
+        retry: list[_Send] = []
+        for i, (send, sent, reply) in enumerate(zip(sends, signed, replies, strict=True)):
+            if reply is None:
+                self._answer(send, sent)
+                continue
+            if i < top and not _uncertain(reply):
+                holes.append(sent.nonce)
+            if isinstance(reply, RpcError) and _stale_nonce_or_fee(reply) and send.attempt < _SEND_ATTEMPTS:
+                logger.info("relayer resync after %s (nonce %d)", reply.message, sent.nonce)
+                self._fees = None
+                send.attempt += 1
+                retry.append(send)
+                continue
+            self._fail(send, reply)
+        if holes:
+            # Refused below an accepted one: filled now, or every later nonce would wait on the gap.
+            fillers = [self._filler(hole, max_fee, priority_fee) for hole in holes]
+            self._settle_fillers(fillers, await self._submit(fillers))
+        self._queue[:0] = retry
+
+    def _filler(self, nonce: int, max_fee: int, priority_fee: int) -> SentTransaction:
+        return self._sign(nonce, max_fee, priority_fee, to=self._address, data="0x", gas=FILLER_GAS)
+
+    def _settle_fillers(self, fillers: list[SentTransaction], replies: list[ChainError | None]) -> None:
+        for filler, reply in zip(fillers, replies, strict=True):
+            if reply is None or _uncertain(reply):
+                logger.warning(
+                    "relayer %s: nonce %d filled by %s", self._address, filler.nonce, filler.tx_hash
+                )
+                if self.on_filler is not None:
+                    self.on_filler(filler)
+            elif isinstance(reply, RpcError) and "nonce too low" in reply.message.lower():
+                continue  # the nonce was used after all: no hole
+            else:
+                logger.warning("relayer %s: nonce %d not filled yet: %s", self._address, filler.nonce, reply)
+                self._fees = None
+                self._holes.append(filler.nonce)
+
+    async def _submit(self, signed: list[SentTransaction]) -> list[ChainError | None]:
+        """Send `signed` as one batch; per transaction None if the node holds it, else why not.
+
+        A lost answer is settled by asking the node for each hash; a transaction it cannot be asked about
+        is a `BroadcastUncertainError`.
+        """
+        if not signed:
+            return []
+        try:
+            replies = await self._rpc.batch([RpcCall("eth_sendRawTransaction", [tx.raw]) for tx in signed])
+        except ChainUnavailableError as lost:
+            return await self._held(signed, lost)
+        return [
+            reply if isinstance(reply, RpcError) and not _already_known(reply) else None for reply in replies
+        ]
+
+    async def _held(
+        self, signed: list[SentTransaction], lost: ChainUnavailableError
+    ) -> list[ChainError | None]:
+        """Which of `signed` the node holds (None) or not (`lost`), after a batch whose answer was lost."""
+        try:
+            found = await self._rpc.batch(
+                [RpcCall("eth_getTransactionByHash", [tx.tx_hash]) for tx in signed]
+            )
+        except ChainUnavailableError:
+            return [BroadcastUncertainError(tx, str(lost)) for tx in signed]
+        out: list[ChainError | None] = []
+        for tx, reply in zip(signed, found, strict=True):
+            if isinstance(reply, RpcError):
+                out.append(BroadcastUncertainError(tx, str(lost)))
+            else:
+                out.append(None if reply is not None else lost)
+        return out
+
+    @staticmethod
+    def _answer(send: _Send, sent: SentTransaction) -> None:
+        if not send.future.done():
+            send.future.set_result(sent)
+
+    @staticmethod
+    def _fail(send: _Send, error: BaseException) -> None:
+        if not send.future.done():
+            send.future.set_exception(error)
 
     async def replace(
         self, sent: SentTransaction, *, to: str, data: str, gas: int, max_fee: int, priority_fee: int
@@ -218,6 +358,11 @@ class Relayer:
                 priority = min(priority, max_fee)
             self._fees = (now, max_fee, priority)
         return self._fees[1], self._fees[2]
+
+
+def _uncertain(reply: ChainError | None) -> bool:
+    """Whether a send's outcome counts as accepted: the node may hold the transaction and mine it."""
+    return isinstance(reply, BroadcastUncertainError)
 
 
 def _already_known(exc: RpcError) -> bool:

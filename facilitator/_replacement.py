@@ -10,6 +10,14 @@ One loop per process checks the families older than the bump delay, with one RPC
 pending block's base fee and each relayer's mined nonce count (a family whose nonce is below it is done).
 A family at the ceiling, still priced under the base fee, marks its key as stuck (the pool gives that
 key no new work) until the base fee falls or the transaction is mined.
+
+A node may also hold a key's next nonce without mining it, priced well enough, while later nonces wait
+behind it: anvil files a transaction as *queued* when the one before it is mined between its reading of
+the account's nonce and its adding to the pool, and never promotes it. So a family whose nonce is the
+account's next, unmined past the revive delay while later nonces of its key wait, is sent again (the
+same signed bytes: enough for a node that dropped it); still unmined as long again, it is replaced with
+bumped fees like an underpriced one, which a node takes as a fresh transaction at that nonce (and which
+promotes the ones queued behind it). Its claim follows the replacement, so exactly-once holds as above.
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ class _Family:
     first_sent_at: float
     last_sent_at: float
     at_ceiling: bool = False
+    resent: bool = False  # sent again by a revive since its newest member was signed
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -91,11 +100,15 @@ class FeeBumper:
         bump_after_s: float,
         max_fee_per_gas: int | None,
         stuck_after_s: float,
+        revive_after_s: float = 5.0,
     ):
         self._rpc = rpc
         self._watcher = watcher
         self._sent = sent
         self._bump_after_s = bump_after_s
+        self._revive_after_s = revive_after_s
+        # No family gets a new member sooner than this after its last send.
+        self._grows_after_s = min(bump_after_s, revive_after_s)
         self._ceiling = max_fee_per_gas
         self._stuck_after_s = stuck_after_s
         # By relayer, then nonce (in the order sent, so a relayer's first entry is its oldest).
@@ -104,6 +117,7 @@ class FeeBumper:
         self._at_ceiling: set[tuple[str, int]] = set()  # usually empty: checked on every pick
         self._task: asyncio.Task[None] | None = None
         self.replacements_sent = 0
+        self.revivals = 0
 
     def watch(
         self, relayer: Relayer, sent: SentTransaction, *, to: str, data: str, gas: int, claim_id: str | None
@@ -181,7 +195,7 @@ class FeeBumper:
             # wait ends (the bump delay has not passed), or one with no family to grow.
             if len(hashes) == 1:
                 until = (
-                    deadline if family is None else min(deadline, family.last_sent_at + self._bump_after_s)
+                    deadline if family is None else min(deadline, family.last_sent_at + self._grows_after_s)
                 )
                 left = until - time.monotonic()
                 if left > 0 or family is None:
@@ -229,7 +243,7 @@ class FeeBumper:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="fee-bumper")
 
     async def _run(self) -> None:
-        interval = min(1.0, self._bump_after_s / 2)
+        interval = min(1.0, self._grows_after_s / 2)
         while self._families:
             await asyncio.sleep(interval)
             try:
@@ -262,10 +276,40 @@ class FeeBumper:
             if newest.max_fee_per_gas >= base_fee:
                 family.at_ceiling = False
                 self._at_ceiling.discard(key)
+                if nonce == mined[sender] and self._held(sender, nonce, family, now):
+                    await self._revive(key, family, base_fee)
                 continue
             if now - family.last_sent_at < self._bump_after_s:
                 continue
             await self._replace(key, family, base_fee)
+
+    def _held(self, sender: str, nonce: int, family: _Family, now: float) -> bool:
+        """Whether `family`, at the account's next nonce, has waited past the revive delay with later
+        nonces of its key behind it."""
+        if now - family.last_sent_at < self._revive_after_s:
+            return False
+        return any(later > nonce for later in self._families.get(sender, ()))
+
+    async def _revive(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
+        """Send a held next nonce again; replace it with bumped fees if that did not get it mined."""
+        self.revivals += 1
+        newest = family.newest
+        if family.resent:
+            logger.warning("relayer %s nonce %d: %s still held after sending it again", *key, newest.tx_hash)
+            await self._replace(key, family, base_fee)
+            return
+        logger.warning(
+            "relayer %s nonce %d: the node holds %s unmined while later nonces wait; sending it again",
+            *key,
+            newest.tx_hash,
+        )
+        family.resent = True
+        family.last_sent_at = time.monotonic()
+        try:
+            if not await family.relayer.rebroadcast(newest.raw):
+                self._forget(key)  # the nonce was mined meanwhile: the receipt will tell by which
+        except ChainError as exc:
+            logger.warning("relayer %s nonce %d: sending again refused: %s", *key, exc)
 
     async def _replace(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
         newest = family.newest
@@ -304,6 +348,7 @@ class FeeBumper:
             max_fee,
         )
         family.members.append(replacement)
+        family.resent = False
         if family.claim_id is not None:
             originals = family.members[:1] if len(family.members) == 2 else []
             try:

@@ -162,6 +162,7 @@ class Facilitator:
             bump_after_s=settings.fee_bump_after_s,
             max_fee_per_gas=settings.max_fee_per_gas,
             stuck_after_s=settings.relayer_stuck_after_s,
+            revive_after_s=settings.relayer_revive_after_s,
         )
         relayers = [
             Relayer(rpc, key, settings.chain_id, max_fee_per_gas=settings.max_fee_per_gas) for key in keys

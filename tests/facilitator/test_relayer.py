@@ -1,16 +1,21 @@
 """The relayer's nonces stay gap-free: a refused broadcast charges nothing and leaves no hole, a nonce taken
-by someone else is skipped, and concurrent settlements get consecutive nonces."""
+by someone else is skipped, and concurrent settlements get consecutive nonces, sent as one batch in nonce
+order; a send refused in the middle of a batch fails alone and its nonce is filled."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
+import orjson
 import pytest
+from eth_account.typed_transactions.typed_transaction import TypedTransaction
+from hexbytes import HexBytes
 
 from devchain import DevChain, encode_call
-from facilitator import ChainUnavailableError, ClaimState
-from facilitator._relayer import Relayer
+from facilitator import ChainUnavailableError, ClaimState, RpcError
+from facilitator._relayer import Relayer, SentTransaction
 from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
@@ -142,4 +147,78 @@ async def _send_twice(url: str, delivered: bool, chain: DevChain) -> None:
     # A send returns once the node has the transaction; anvil mines it a moment later.
     chain.rpc.wait_for_receipt(following.tx_hash)
     assert relayer_nonce(chain) == following.nonce + 1
+    assert _pool_is_empty(chain)
+
+
+def _sends_in(body: bytes) -> list[str]:
+    """The signed transactions an HTTP request to the node carried, in the order it carried them."""
+    calls = orjson.loads(body)
+    return [c["params"][0] for c in (calls if isinstance(calls, list) else [calls]) if _is_send(c)]
+
+
+def _is_send(call: dict[str, Any]) -> bool:
+    return bool(call["method"] == "eth_sendRawTransaction")
+
+
+async def test_concurrent_settlements_send_as_one_batch_in_nonce_order(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    async with rpc_proxy(chain.rpc_url) as proxy:
+        service = await open_facilitator(sqlite_url, rpc_url=proxy.url)
+        requirements = make_requirements(chain)
+        # The first settle starts the relayer's sender (its nonce and fees known from then on).
+        assert (await service.settle(sign_payment(new_payer(), requirements), requirements)).success
+        payloads = [sign_payment(new_payer(), requirements) for _ in range(40)]
+        nonce = relayer_nonce(chain)
+        proxy.requests.clear()
+
+        answers = await asyncio.gather(*(service.settle(p, requirements) for p in payloads))
+
+    assert all(a.success for a in answers)
+    assert sorted(_nonce_of(chain, a.transaction) for a in answers) == list(range(nonce, nonce + 40))
+    batches = [sends for sends in map(_sends_in, proxy.requests) if sends]
+    # Settlements verified in the same turns send together: far fewer requests than sends.
+    assert sum(map(len, batches)) == 40 and len(batches) <= 8
+    for sends in batches:
+        nonces = [int(TypedTransaction.from_bytes(HexBytes(raw)).as_dict()["nonce"]) for raw in sends]
+        assert nonces == list(range(nonces[0], nonces[0] + len(nonces)))
+    assert relayer_nonce(chain) == nonce + 40
+    assert _pool_is_empty(chain)
+
+
+async def test_a_send_refused_in_the_middle_of_a_batch_fails_alone_and_its_nonce_is_filled(
+    chain: DevChain,
+) -> None:
+    rpc = RpcClient(chain.rpc_url)
+    relayer = Relayer(rpc, chain.relayer_key, chain.chain_id)
+    fillers: list[SentTransaction] = []
+    relayer.on_filler = fillers.append
+    call = "0x" + encode_call("balanceOf(address)", [PAY_TO]).hex()
+    try:
+        await relayer.send(chain.asset, call, 100_000)  # nonce and fees known: the batch below is one round
+        nonce = relayer_nonce(chain)
+        # The middle one asks for more gas than a block holds: the node refuses it alone.
+        gases = [100_000, 100_000, 10**9, 100_000, 100_000]
+        answers = await asyncio.gather(
+            *(relayer.send(chain.asset, call, gas) for gas in gases), return_exceptions=True
+        )
+        following = await relayer.send(chain.asset, call, 100_000)
+    finally:
+        await rpc.aclose()
+
+    sent = [a for a in answers if isinstance(a, SentTransaction)]
+    assert isinstance(answers[2], RpcError)
+    assert [tx.nonce for tx in sent] == [nonce, nonce + 1, nonce + 3, nonce + 4]
+    assert [tx.nonce for tx in fillers] == [nonce + 2]
+    assert following.nonce == nonce + 5
+    chain.rpc.wait_for_receipt(following.tx_hash)
+    filler = chain.rpc.call("eth_getTransactionByHash", [fillers[0].tx_hash])
+    assert (filler["to"].lower(), int(filler["value"], 16), filler["input"]) == (
+        relayer.address.lower(),
+        0,
+        "0x",
+    )
+    for tx in [*sent, *fillers]:
+        assert chain.rpc.wait_for_receipt(tx.tx_hash)["status"] == "0x1"
+    assert relayer_nonce(chain) == nonce + 6
     assert _pool_is_empty(chain)

@@ -1,6 +1,7 @@
 """Fee spikes on anvil: a settlement whose maxFeePerGas a raised base fee left behind is replaced with its
 nonce and higher fees; whichever of the two is mined (the replacement, or the original overtaking it) is
-the settlement, exactly once; at the fee ceiling the key takes no new work until the base fee falls.
+the settlement, exactly once; at the fee ceiling the key takes no new work until the base fee falls. And
+a next nonce the node holds queued without mining it is sent again, then replaced, and the rest follow.
 
 anvil mines nothing here until the test says so (automine off), so transactions priced under the next
 block's base fee (`anvil_setNextBlockBaseFeePerGas`) stay in its pool, as on a busy chain.
@@ -9,6 +10,7 @@ block's base fee (`anvil_setNextBlockBaseFeePerGas`) stay in its pool, as on a b
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +51,10 @@ def _pool(chain: DevChain) -> dict[int, dict[str, Any]]:
         (txs for sender, txs in pending.items() if sender.lower() == relayer_address(chain).lower()), {}
     )
     return {int(nonce): tx for nonce, tx in ours.items()}
+
+
+def _nonce_of(chain: DevChain, tx_hash: str) -> int:
+    return int(chain.rpc.call("eth_getTransactionByHash", [tx_hash])["nonce"], 16)
 
 
 def _next_base_fee(chain: DevChain) -> int:
@@ -188,3 +194,56 @@ async def test_a_key_at_the_fee_ceiling_takes_no_new_work_until_the_base_fee_fal
     answer = await settle
 
     assert answer.success and answer.transaction == next(iter(originals.values()))["hash"], answer
+
+
+def _queued(chain: DevChain) -> dict[int, dict[str, Any]]:
+    """The relayer's transactions anvil holds as queued (waiting for an earlier nonce), by nonce."""
+    queued = chain.rpc.call("txpool_content")["queued"]
+    ours: dict[str, Any] = next(
+        (txs for sender, txs in queued.items() if sender.lower() == relayer_address(chain).lower()), {}
+    )
+    return {int(nonce): tx for nonce, tx in ours.items()}
+
+
+async def test_a_next_nonce_the_node_holds_queued_is_sent_again_then_replaced_and_the_rest_follow(
+    chain: DevChain,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    facilitator = await open_facilitator(sqlite_url, relayer_revive_after_s=0.5, receipt_timeout_s=60)
+    requirements = make_requirements(chain)
+    assert (await facilitator.settle(sign_payment(new_payer(), requirements), requirements)).success
+    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
+    relayer, nonce = relayer_address(chain), relayer_nonce(chain)
+    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
+
+    # What anvil's race leaves: a next nonce filed as queued behind a predecessor it no longer has. With the
+    # account one nonce back, anvil queues our next nonce (and the ones after it) behind the missing one;
+    # then the account moves to that nonce, and anvil never promotes what it queued.
+    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce - 1)])
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
+    await wait_until(lambda: len(_queued(chain)) == 3, what="the settlements to be queued")
+    held = _queued(chain)
+    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce)])
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        answers = await asyncio.gather(*settles)
+
+    assert all(a.success for a in answers), answers
+    assert sorted(held) == [nonce, nonce + 1, nonce + 2]
+    assert "sending it again" in caplog.text and "still held after sending it again" in caplog.text
+    assert facilitator.replacements_sent == 1
+    # The held next nonce was replaced; the two behind it were promoted and mined as sent.
+    replaced = held[nonce]["hash"]
+    (replacement,) = {a.transaction for a in answers} - {tx["hash"] for tx in held.values()}
+    assert _nonce_of(chain, replacement) == nonce
+    assert chain.rpc.call("eth_getTransactionReceipt", [replaced]) is None
+    assert relayer_nonce(chain) == nonce + 3  # gap-free: one nonce per settlement
+    assert _uses(chain, first_block) == Counter({p.payload.authorization.nonce: 1 for p in payments})
+    rows = await claim_rows(sqlite_url)
+    assert {
+        (row["state"], row["tx_hash"]) for row in rows if row["tx_hash"] in {a.transaction for a in answers}
+    } == {("succeeded", a.transaction) for a in answers}
+    # The claim followed the replacement: both of its hashes are recorded for it.
+    assert {row["tx_hash"] for row in await _sent_rows(sqlite_url)} == {replaced, replacement}
