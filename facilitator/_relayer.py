@@ -172,9 +172,10 @@ class Relayer:
         replies = replies[len(earlier) :]
         accepted = [i for i, reply in enumerate(replies) if reply is None or _uncertain(reply)]
         top = max(accepted, default=-1)
-        # Unsure whether the node holds some: the next round asks it for its pending count.
-        sure = not any(_uncertain(reply) for reply in replies)
-        self._next_nonce = nonce + top + 1 if accepted and sure else None
+        if sends:
+            # Unsure whether the node holds some, or none taken: the next round asks the node's pending count.
+            sure = not any(_uncertain(reply) for reply in replies)
+            self._next_nonce = nonce + top + 1 if accepted and sure else None
         holes: list[int] = []
         retry: list[_Send] = []
         for i, (send, sent, reply) in enumerate(zip(sends, signed, replies, strict=True)):

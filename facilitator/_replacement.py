@@ -7,17 +7,21 @@ settlement, and since they share a nonce at most one ever is, so exactly-once ho
 replacement the original overtakes (mined first) is simply dropped by the node.
 
 One loop per process checks the families older than the bump delay, with one RPC batch per tick: the
-pending block's base fee and each relayer's mined nonce count (a family whose nonce is below it is done).
+pending block's base fee and each relayer's mined and pending nonce counts (a family whose nonce is
+below the mined count is done).
 A family at the ceiling, still priced under the base fee, marks its key as stuck (the pool gives that
 key no new work) until the base fee falls or the transaction is mined.
 
 A node may also hold a key's next nonce without mining it, priced well enough, while later nonces wait
 behind it: anvil files a transaction as *queued* when the one before it is mined between its reading of
 the account's nonce and its adding to the pool, and never promotes it. So a family whose nonce is the
-account's next, unmined past the revive delay while later nonces of its key wait, is sent again (the
-same signed bytes: enough for a node that dropped it); still unmined as long again, it is replaced with
-bumped fees like an underpriced one, which a node takes as a fresh transaction at that nonce (and which
-promotes the ones queued behind it). Its claim follows the replacement, so exactly-once holds as above.
+account's next and that the node does not count as executable (its pending nonce count stops at it: the
+case of a transaction it holds queued, or dropped), unmined past the revive delay while later nonces of
+its key wait, is sent again (the same signed bytes: enough for a node that dropped it); still so after
+as long again, it is replaced with bumped fees like an underpriced one, which a node takes as a fresh
+transaction at that nonce (and which promotes the ones queued behind it). Its claim follows the
+replacement, so exactly-once holds as above. A next nonce merely waiting for a slow block counts as
+executable, so it is neither sent again nor replaced.
 """
 
 from __future__ import annotations
@@ -256,7 +260,11 @@ class FeeBumper:
         replies = await self._rpc.batch(
             [
                 RpcCall("eth_getBlockByNumber", ["pending", False]),
-                *(RpcCall("eth_getTransactionCount", [sender, "latest"]) for sender in senders),
+                *(
+                    RpcCall("eth_getTransactionCount", [sender, block])
+                    for sender in senders
+                    for block in ("latest", "pending")
+                ),
             ]
         )
         values: list[Any] = []
@@ -265,7 +273,10 @@ class FeeBumper:
                 raise reply
             values.append(reply)
         base_fee = int(values[0].get("baseFeePerGas", "0x0"), 16)
-        mined = {sender: int(count, 16) for sender, count in zip(senders, values[1:], strict=True)}
+        counts = [int(count, 16) for count in values[1:]]
+        mined = dict(zip(senders, counts[0::2], strict=True))
+        # The node's pending count stops below a nonce it holds but would not mine (queued, or dropped).
+        executable = dict(zip(senders, counts[1::2], strict=True))
         now = time.monotonic()
         for sender, nonce, family in [(r, n, f) for r, fs in self._families.items() for n, f in fs.items()]:
             key = (sender, nonce)
@@ -276,7 +287,7 @@ class FeeBumper:
             if newest.max_fee_per_gas >= base_fee:
                 family.at_ceiling = False
                 self._at_ceiling.discard(key)
-                if nonce == mined[sender] and self._held(sender, nonce, family, now):
+                if nonce == mined[sender] >= executable[sender] and self._held(sender, nonce, family, now):
                     await self._revive(key, family, base_fee)
                 continue
             if now - family.last_sent_at < self._bump_after_s:
@@ -284,8 +295,8 @@ class FeeBumper:
             await self._replace(key, family, base_fee)
 
     def _held(self, sender: str, nonce: int, family: _Family, now: float) -> bool:
-        """Whether `family`, at the account's next nonce, has waited past the revive delay with later
-        nonces of its key behind it."""
+        """Whether `family`, at the account's next nonce and not executable on the node, has waited past
+        the revive delay with later nonces of its key behind it."""
         if now - family.last_sent_at < self._revive_after_s:
             return False
         return any(later > nonce for later in self._families.get(sender, ()))

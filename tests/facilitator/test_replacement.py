@@ -247,3 +247,28 @@ async def test_a_next_nonce_the_node_holds_queued_is_sent_again_then_replaced_an
     } == {("succeeded", a.transaction) for a in answers}
     # The claim followed the replacement: both of its hashes are recorded for it.
     assert {row["tx_hash"] for row in await _sent_rows(sqlite_url)} == {replaced, replacement}
+
+
+async def test_a_next_nonce_waiting_for_a_slow_block_is_neither_sent_again_nor_replaced(
+    chain: DevChain,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    facilitator = await open_facilitator(sqlite_url, relayer_revive_after_s=0.5, receipt_timeout_s=60)
+    requirements = make_requirements(chain)
+    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
+
+    chain.rpc.call("evm_setAutomine", [False])
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
+    await wait_until(lambda: len(_pool(chain)) == 3, what="the settlements to reach the pool")
+    originals = _pool(chain)
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        await asyncio.sleep(2.5)  # past twice the revive delay, with later nonces waiting
+    chain.rpc.call("evm_mine")
+    answers = await asyncio.gather(*settles)
+
+    assert all(a.success for a in answers), answers
+    assert {a.transaction for a in answers} == {tx["hash"] for tx in originals.values()}
+    assert "sending it again" not in caplog.text and facilitator.replacements_sent == 0
