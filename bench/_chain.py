@@ -5,8 +5,9 @@ the chain grows"), so a segment that ran after another would be measured on a lo
 Every segment therefore starts with ``evm_revert`` to a snapshot taken right after deployment; anvil
 drops a snapshot once it is reverted to, so a new one is taken at once. A revert also rewinds anvil's
 clock to the snapshot's, which would make authorizations signed since then "not yet valid" on chain, so
-one empty block stamped with the current time follows every revert. Servers must be restarted after a
-reset, because their relayers cache the next nonce.
+one empty block stamped with the current time follows every revert. A revert keeps the node's pool, so
+the pool is emptied first. Servers must be restarted after a reset, because their relayers cache the
+next nonce.
 """
 
 from __future__ import annotations
@@ -111,7 +112,11 @@ class BenchChain:
         self._snapshot = self.chain.rpc.call("evm_snapshot")
 
     def reset(self) -> ChainState:
-        """Revert to the snapshot (and take it again), bring the chain's clock to now, return the state."""
+        """Empty the pool, revert to the snapshot (and take it again), bring the chain's clock to now, return
+        the state."""
+        # A revert keeps anvil's pool: a transaction left there (one it held queued, then replaced) would be
+        # mined in the next segment once the reverted chain reaches its nonce again.
+        self.chain.rpc.call("anvil_dropAllTransactions")
         if not self.chain.rpc.call("evm_revert", [self._snapshot]):
             raise RuntimeError(f"anvil refused to revert to snapshot {self._snapshot}")
         self.take_snapshot()

@@ -350,13 +350,13 @@ class FeeBumper:
             return
         self.replacements_sent += 1
         logger.info(
-            "relayer %s nonce %d: %s under base fee %d replaced by %s at max fee %d",
+            "relayer %s nonce %d: %s replaced by %s at max fee %d (base fee %d)",
             key[0],
             key[1],
             newest.tx_hash,
-            base_fee,
             replacement.tx_hash,
             max_fee,
+            base_fee,
         )
         family.members.append(replacement)
         family.resent = False
