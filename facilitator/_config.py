@@ -168,11 +168,11 @@ class FacilitatorSettings(BaseSettings):
         description="ceiling of maxFeePerGas, for sends and fee-bumped replacements",
     )
     relayer_revive_after_s: float = Field(
-        default=5.0,
+        default=2.0,
         ge=0.5,
         le=3600,
-        description="a key's next nonce unmined this long while later ones wait is sent again, and replaced "
-        "with bumped fees if still unmined as long again",
+        description="a key's next nonce the node holds unmined this long while later ones wait is sent "
+        "again, and replaced with bumped fees if the node already held it or still holds it as long again",
     )
     fee_bump_after_s: float = Field(
         default=12.0,

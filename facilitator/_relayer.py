@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import coincurve
 from eth_account import Account
@@ -320,6 +321,24 @@ class Relayer:
                 return False
             raise
         return True
+
+    async def resend(self, raw: str) -> Literal["taken", "held", "used"]:
+        """Send an already-signed transaction of ours again: "taken" if the node took it anew (it had
+        dropped it), "held" if it already holds it, "used" if its nonce is taken.
+
+        Raises:
+            RpcError: the node refused it for another reason.
+            ChainUnavailableError: the node could not be reached.
+        """
+        try:
+            await self._rpc.call("eth_sendRawTransaction", raw)
+        except RpcError as exc:
+            if _already_known(exc):
+                return "held"
+            if "nonce too low" in exc.message.lower():
+                return "used"
+            raise
+        return "taken"
 
     async def _nonce(self) -> int:
         if self._next_nonce is None:

@@ -17,9 +17,10 @@ behind it: anvil files a transaction as *queued* when the one before it is mined
 the account's nonce and its adding to the pool, and never promotes it. So a family whose nonce is the
 account's next and that the node does not count as executable (its pending nonce count stops at it: the
 case of a transaction it holds queued, or dropped), unmined past the revive delay while later nonces of
-its key wait, is sent again (the same signed bytes: enough for a node that dropped it); still so after
-as long again, it is replaced with bumped fees like an underpriced one, which a node takes as a fresh
-transaction at that nonce (and which promotes the ones queued behind it). Its claim follows the
+its key wait, is sent again (the same signed bytes: enough for a node that dropped it). If the node
+answers that it holds it already, or it is still held as long again after the node took it anew, it is
+replaced with bumped fees like an underpriced one, which a node takes as a fresh transaction at that
+nonce (and which promotes the ones queued behind it). Its claim follows the
 replacement, so exactly-once holds as above. A next nonce merely waiting for a slow block counts as
 executable, so it is neither sent again nor replaced.
 """
@@ -84,7 +85,7 @@ class _Family:
     first_sent_at: float
     last_sent_at: float
     at_ceiling: bool = False
-    resent: bool = False  # sent again by a revive since its newest member was signed
+    resent: bool = False  # sent again by a revive (the node had dropped it) since its newest member
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -104,7 +105,7 @@ class FeeBumper:
         bump_after_s: float,
         max_fee_per_gas: int | None,
         stuck_after_s: float,
-        revive_after_s: float = 5.0,
+        revive_after_s: float = 2.0,
     ):
         self._rpc = rpc
         self._watcher = watcher
@@ -302,25 +303,34 @@ class FeeBumper:
         return any(later > nonce for later in self._families.get(sender, ()))
 
     async def _revive(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
-        """Send a held next nonce again; replace it with bumped fees if that did not get it mined."""
+        """Send a held next nonce again; replace it with bumped fees if the node already held it, or if
+        it is still held a revive delay after the node took it anew."""
         self.revivals += 1
         newest = family.newest
-        if family.resent:
-            logger.warning("relayer %s nonce %d: %s still held after sending it again", *key, newest.tx_hash)
-            await self._replace(key, family, base_fee)
-            return
+        if not family.resent:
+            try:
+                answer = await family.relayer.resend(newest.raw)
+            except ChainError as exc:
+                logger.warning("relayer %s nonce %d: sending it again refused: %s", *key, exc)
+                family.last_sent_at = time.monotonic()
+                return
+            if answer == "used":
+                self._forget(key)  # mined meanwhile: the receipt will tell by which
+                return
+            if answer == "taken":
+                logger.warning(
+                    "relayer %s nonce %d: the node had dropped %s; sent again", *key, newest.tx_hash
+                )
+                family.resent = True
+                family.last_sent_at = time.monotonic()
+                return
+        # The node holds it and still will not mine it (anvil: queued behind a predecessor already mined).
         logger.warning(
-            "relayer %s nonce %d: the node holds %s unmined while later nonces wait; sending it again",
+            "relayer %s nonce %d: the node holds %s unmined while later nonces wait; replacing it",
             *key,
             newest.tx_hash,
         )
-        family.resent = True
-        family.last_sent_at = time.monotonic()
-        try:
-            if not await family.relayer.rebroadcast(newest.raw):
-                self._forget(key)  # the nonce was mined meanwhile: the receipt will tell by which
-        except ChainError as exc:
-            logger.warning("relayer %s nonce %d: sending again refused: %s", *key, exc)
+        await self._replace(key, family, base_fee)
 
     async def _replace(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
         newest = family.newest

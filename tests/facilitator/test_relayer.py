@@ -174,7 +174,7 @@ async def test_concurrent_settlements_send_as_one_batch_in_nonce_order(
 
         answers = await asyncio.gather(*(service.settle(p, requirements) for p in payloads))
 
-    assert all(a.success for a in answers)
+    assert all(a.success for a in answers), [a for a in answers if not a.success]
     assert sorted(_nonce_of(chain, a.transaction) for a in answers) == list(range(nonce, nonce + 40))
     batches = [sends for sends in map(_sends_in, proxy.requests) if sends]
     # Settlements verified in the same turns send together: far fewer requests than sends.
