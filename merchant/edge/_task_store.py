@@ -19,9 +19,9 @@ does not wait for its WAL flush (`synchronous_commit` off for its own transactio
 a flush is the largest part of a commit on a disk that syncs slowly (4.3 ms on this VM while other work
 wrote to it, 0.4 ms when idle), and a paid turn saves three such states. The WAL is written in order, so
 any later commit that waits (the turn's final state, an offer write, the facilitator's claim, a booking)
-makes them durable too. Only a PostgreSQL crash can lose them, and then only the last of them, as though
-it had come before they were saved; a turn's end (input required, a final state), a task's first save and
-every payment record still wait for their flush.
+makes them durable too. Only a crash of PostgreSQL or its machine can lose them: every one committed since
+the last flush, as though the crash had come before they were saved. A turn's end (input required, a
+final state), a task's first save and every payment record still wait for their flush.
 """
 
 from __future__ import annotations
@@ -156,13 +156,11 @@ class TenantTaskStore(DatabaseTaskStore):
 
     def _in_progress(self, stored: Task | None, task: Task) -> bool:
         """Whether saving `task` neither creates it nor ends a turn: the request has it as `stored`, and it
-        is working or its status is unchanged (a message added)."""
+        is working or its status is unchanged (an artifact or a message added)."""
         state = task.status.state
         if stored is None or state in FINAL_STATES:
             return False
-        return state == TaskState.TASK_STATE_WORKING or (
-            stored.status.state == state and stored.status.timestamp == task.status.timestamp
-        )
+        return state == TaskState.TASK_STATE_WORKING or stored.status == task.status
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Delete the task (the SDK's delete); every remembered read of it is stale from now on."""
@@ -190,9 +188,14 @@ class TenantTaskStore(DatabaseTaskStore):
 
 
 def _only_a_message_arrived(stored: Task, task: Task) -> bool:
-    """Whether `task` is `stored` with messages added to its history and nothing else changed but the
-    status message (which the SDK moves into the history when a message arrives)."""
-    if task.status.state in FINAL_STATES or len(task.history) <= len(stored.history):
+    """Whether `task` is `stored` as the SDK saves it when one message arrives, and nothing else: the stored
+    status message (if any) moved into the history, then the one new message, the status otherwise as it
+    was. A status update moving the status message without a message after it is not that, and is saved."""
+    if task.status.state in FINAL_STATES or task.status.HasField("message"):
+        return False
+    moved = [stored.status.message] if stored.status.HasField("message") else []
+    known = len(stored.history)
+    if len(task.history) != known + len(moved) + 1:
         return False
     return (
         task.status.state == stored.status.state
@@ -200,7 +203,8 @@ def _only_a_message_arrived(stored: Task, task: Task) -> bool:
         and task.artifacts == stored.artifacts
         and task.metadata == stored.metadata
         and task.context_id == stored.context_id
-        and list(task.history[: len(stored.history)]) == list(stored.history)
+        and list(task.history[:known]) == list(stored.history)
+        and list(task.history[known:-1]) == moved
     )
 
 

@@ -175,7 +175,7 @@ async def test_a_message_arriving_is_stored_with_the_next_save_of_the_request(en
     await store.save(task, request)
     assert statements == []
     assert await store.get("t-1", request) == task  # the request reads what it saved
-    assert len(statements) == 0
+    assert statements == []
     before = await store.get("t-1", ServerCallContext(tenant="acme"))
     assert before is not None and len(before.history) == 1  # elsewhere: as before the message
 
@@ -188,4 +188,25 @@ async def test_a_message_arriving_is_stored_with_the_next_save_of_the_request(en
     task.history.append(Message(message_id="m-3", role=Role.ROLE_USER, parts=[Part(text="more")]))
     task.artifacts.append(Artifact(artifact_id="a-2", name="more", parts=[Part(text="43")]))
     await store.save(task, other)  # more than a message changed: stored at once
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
+
+
+async def test_a_status_update_moving_the_status_message_is_saved_at_once(engine: AsyncEngine) -> None:
+    # The same state, no timestamp, the status message moved into the history and no message after it:
+    # what a status update looks like, not a message arriving, so nothing may wait for a later save.
+    store = TenantTaskStore(engine)
+    request = ServerCallContext(tenant="acme")
+    task = _task("t-1", TaskState.TASK_STATE_INPUT_REQUIRED, "hi")
+    task.status.ClearField("timestamp")
+    task.status.message.CopyFrom(Message(message_id="m-0", role=Role.ROLE_AGENT, parts=[Part(text="a")]))
+    await store.save(task, request)
+
+    task.history.append(task.status.message)
+    task.status.message.CopyFrom(Message(message_id="m-1", role=Role.ROLE_AGENT, parts=[Part(text="b")]))
+    await store.save(task, request)
+    assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
+
+    task.history.append(task.status.message)
+    task.status.ClearField("message")
+    await store.save(task, request)
     assert await store.get("t-1", ServerCallContext(tenant="acme")) == task
