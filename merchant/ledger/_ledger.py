@@ -5,8 +5,9 @@ ledger writes per database (see `allocate_sequence`), (2) inserts the immutable 
 constraint is the only duplicate check (an `IntegrityError` there means "already recorded": the
 transaction rolls back and the stored fact is returned), (3) posts the lines and moves the accounts'
 cumulative totals, accounts locked in id order, and (4) hands the fact to the event sink on the same
-connection. Nothing is ever updated or deleted except the accounts' totals, which are a projection of
-the lines kept in the same transaction.
+connection. On PostgreSQL a settlement's (1) to (3) are one statement (`_pg_booking`), its accounts
+created beforehand and locked by that statement after the sequence. Nothing is ever updated or
+deleted except the accounts' totals, which are a projection of the lines kept in the same transaction.
 
 Why stored totals rather than sums at read time: amounts are uint256, which SQLite can only keep exactly
 as text, so SQL `SUM` is not exact there; totals updated under a lock keep balance reads O(1) and exact on
