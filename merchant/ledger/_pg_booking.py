@@ -41,8 +41,9 @@ def _cast(name: str, column: sa.Column[Any], dialect: Dialect) -> str:
 
 
 @functools.cache
-def _statement(dialect: Dialect) -> sa.TextClause:
+def _statement() -> sa.TextClause:
     """The booking's statement, built once (its casts name PostgreSQL's types for the columns)."""
+    dialect: Dialect = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]
     amount = _cast("amount", _accounts.c.debits_posted, dialect)
     entry_columns = ", ".join(column.name for column in _ENTRY_COLUMNS)
     entry_values = ", ".join(_cast(f"e_{column.name}", column, dialect) for column in _ENTRY_COLUMNS)
@@ -149,5 +150,5 @@ async def book_in_one_statement(connection: AsyncConnection, entry: BookedEntry)
         debit_line=new_id("jl"),
         credit_line=new_id("jl"),
     )
-    row = (await connection.execute(_statement(connection.dialect), values)).one()
+    row = (await connection.execute(_statement(), values)).one()
     return int(row.sequence), int(row.lines)
