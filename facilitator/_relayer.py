@@ -98,6 +98,7 @@ class Relayer:
         self._fees: tuple[float, int, int] | None = None  # (fetched_at, max_fee, priority_fee)
         self._queue: list[_Send] = []
         self._holes: list[int] = []  # nonces left empty below an accepted one, not yet filled
+        self._posted: dict[_Send, SentTransaction] = {}  # the round's sends handed to the node, by call
         self._sender: asyncio.Task[None] | None = None
         self.on_filler: Callable[[SentTransaction], None] | None = None
         """Called with each zero-value transfer sent to fill a nonce (so it is watched like the others)."""
@@ -148,26 +149,43 @@ class Relayer:
             try:
                 await self._round(sends)
             except asyncio.CancelledError:
-                for send in sends:
-                    self._fail(send, ChainUnavailableError("the relayer was closed"))
+                self._fail_round(sends, ChainUnavailableError("the relayer was closed"))
                 raise
             except Exception as exc:  # noqa: BLE001 - every caller must get an answer; the task carries on
                 if not isinstance(exc, ChainError):
                     logger.exception("relayer %s: a round of sends failed", self._address)
                 self._next_nonce = None
-                for send in sends:
-                    self._fail(send, exc)
+                self._fail_round(sends, exc)
+            finally:
+                self._posted = {}
+
+    def _fail_round(self, sends: list[_Send], error: BaseException) -> None:
+        """Answer the sends of a round cut short: one whose transaction was already handed to the node may
+        be mined, so it is uncertain, never unsent (its claim must wait for it); the others get `error`."""
+        for send in sends:
+            sent = self._posted.get(send)
+            if sent is None:
+                self._fail(send, error)
+            else:
+                self._fail(send, BroadcastUncertainError(sent, f"its round of sends was cut short ({error})"))
 
     async def _round(self, sends: list[_Send]) -> None:
         """Send `sends` at the next nonces as one batch, after fillers for holes an earlier round left."""
         nonce = await self._nonce()
         max_fee, priority_fee = await self._fee_caps()
-        earlier = [self._filler(hole, max_fee, priority_fee) for hole in sorted(self._holes) if hole < nonce]
-        self._holes = []
+        # A hole at the node's next nonce is filled by this round's first send, or by a filler if it has none
+        # (a pending count that stops at a gap must not drop it); one above it waits for a later round.
+        left = sorted(self._holes)
+        fill = [hole for hole in left if hole < nonce or (hole == nonce and not sends)]
+        self._holes = [hole for hole in left if hole > nonce]
+        if nonce in fill:
+            self._next_nonce = None  # the filler takes it: the next round asks the node again
+        earlier = [self._filler(hole, max_fee, priority_fee) for hole in fill]
         signed = [
             self._sign(nonce + i, max_fee, priority_fee, to=send.to, data=send.data, gas=send.gas)
             for i, send in enumerate(sends)
         ]
+        self._posted = dict(zip(sends, signed, strict=True))
         replies = await self._submit([*earlier, *signed])
         self._settle_fillers(earlier, replies[: len(earlier)])
         replies = replies[len(earlier) :]

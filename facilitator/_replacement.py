@@ -20,9 +20,9 @@ case of a transaction it holds queued, or dropped), unmined past the revive dela
 its key wait, is sent again (the same signed bytes: enough for a node that dropped it). If the node
 answers that it holds it already, or it is still held as long again after the node took it anew, it is
 replaced with bumped fees like an underpriced one, which a node takes as a fresh transaction at that
-nonce (and which promotes the ones queued behind it). Its claim follows the
-replacement, so exactly-once holds as above. A next nonce merely waiting for a slow block counts as
-executable, so it is neither sent again nor replaced.
+nonce (and which promotes the ones queued behind it); once per nonce, after which only the fee bumps
+above apply. Its claim follows the replacement, so exactly-once holds as above. A next nonce merely
+waiting for a slow block counts as executable, so it is neither sent again nor replaced.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ class _Family:
     last_sent_at: float
     at_ceiling: bool = False
     resent: bool = False  # sent again by a revive (the node had dropped it) since its newest member
+    revived: bool = False  # replaced by a revive once: a node whose pending count lags its pool (a
+    # replica forwarding to a sequencer) would otherwise have a healthy transaction replaced every delay
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -288,7 +290,8 @@ class FeeBumper:
             if newest.max_fee_per_gas >= base_fee:
                 family.at_ceiling = False
                 self._at_ceiling.discard(key)
-                if nonce == mined[sender] >= executable[sender] and self._held(sender, nonce, family, now):
+                held = nonce == mined[sender] >= executable[sender] and not family.revived
+                if held and self._held(sender, nonce, family, now):
                     await self._revive(key, family, base_fee)
                 continue
             if now - family.last_sent_at < self._bump_after_s:
@@ -330,6 +333,7 @@ class FeeBumper:
             *key,
             newest.tx_hash,
         )
+        family.revived = True
         await self._replace(key, family, base_fee)
 
     async def _replace(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
