@@ -330,15 +330,7 @@ class Relayer:
             RpcError: the node refused it for another reason.
             ChainUnavailableError: the node could not be reached.
         """
-        try:
-            await self._rpc.call("eth_sendRawTransaction", raw)
-        except RpcError as exc:
-            if _already_known(exc):
-                return True
-            if "nonce too low" in exc.message.lower():
-                return False
-            raise
-        return True
+        return await self.resend(raw) != "used"
 
     async def resend(self, raw: str) -> Literal["taken", "held", "used"]:
         """Send an already-signed transaction of ours again: "taken" if the node took it anew (it had
