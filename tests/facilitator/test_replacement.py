@@ -250,6 +250,45 @@ async def test_a_next_nonce_the_node_holds_queued_is_sent_again_and_replaced_and
     assert {row["tx_hash"] for row in await _sent_rows(sqlite_url)} == {replaced, replacement}
 
 
+async def test_a_next_nonce_the_node_dropped_is_sent_again_and_mined_as_signed(
+    chain: DevChain,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    facilitator = await open_facilitator(sqlite_url, relayer_revive_after_s=0.5, receipt_timeout_s=60)
+    requirements = make_requirements(chain)
+    assert (await facilitator.settle(sign_payment(new_payer(), requirements), requirements)).success
+    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
+    relayer, nonce = relayer_address(chain), relayer_nonce(chain)
+    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
+
+    # As in the test above, anvil holds the three settlements queued; then its pool is emptied and only
+    # the two behind the first are given back, at the account's nonce: they wait on one the node lacks.
+    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce - 1)])
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
+    await wait_until(lambda: len(_queued(chain)) == 3, what="the settlements to be queued")
+    held = _queued(chain)
+    behind = [
+        chain.rpc.call("eth_getRawTransactionByHash", [held[n]["hash"]]) for n in (nonce + 1, nonce + 2)
+    ]
+    chain.rpc.call("anvil_dropAllTransactions", [])
+    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce)])
+    for raw in behind:
+        chain.rpc.call("eth_sendRawTransaction", [raw])
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        answers = await asyncio.gather(*settles)
+
+    assert all(a.success for a in answers), answers
+    # Sent again, the node takes it anew: no replacement, every settlement mined as first signed.
+    assert "the node had dropped" in caplog.text
+    assert facilitator.replacements_sent == 0
+    assert {a.transaction for a in answers} == {tx["hash"] for tx in held.values()}
+    assert relayer_nonce(chain) == nonce + 3
+    assert _uses(chain, first_block) == Counter({p.payload.authorization.nonce: 1 for p in payments})
+
+
 async def test_a_next_nonce_waiting_for_a_slow_block_is_neither_sent_again_nor_replaced(
     chain: DevChain,
     sqlite_url: str,
