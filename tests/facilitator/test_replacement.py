@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -205,6 +206,32 @@ def _queued(chain: DevChain) -> dict[int, dict[str, Any]]:
     return {int(nonce): tx for nonce, tx in ours.items()}
 
 
+@dataclass
+class _Queued:
+    """Three settlements anvil holds queued behind a nonce the account lacks (it is one back)."""
+
+    payments: list[PaymentPayload]
+    settles: list[asyncio.Task[SettleResponse]]
+    held: dict[int, dict[str, Any]]  # the relayer's queued transactions, by nonce
+    nonce: int  # the relayer's next nonce, the first of the three
+    first_block: int
+
+
+async def _three_queued(chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str]) -> _Queued:
+    """What anvil's race leaves: a next nonce filed as queued behind a predecessor it no longer has. With the
+    account one nonce back, anvil queues our next nonce (and the ones after it) behind the missing one; the
+    caller then moves the account to that nonce, and anvil never promotes what it queued."""
+    requirements = make_requirements(chain)
+    assert (await facilitator.settle(sign_payment(new_payer(), requirements), requirements)).success
+    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
+    relayer, nonce = relayer_address(chain), relayer_nonce(chain)
+    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
+    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce - 1)])
+    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
+    await wait_until(lambda: len(_queued(chain)) == 3, what="the settlements to be queued")
+    return _Queued(payments, settles, _queued(chain), nonce, first_block)
+
+
 async def test_a_next_nonce_the_node_holds_queued_is_sent_again_and_replaced_and_the_rest_follow(
     chain: DevChain,
     sqlite_url: str,
@@ -213,22 +240,11 @@ async def test_a_next_nonce_the_node_holds_queued_is_sent_again_and_replaced_and
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     facilitator = await open_facilitator(sqlite_url, relayer_revive_after_s=0.5, receipt_timeout_s=60)
-    requirements = make_requirements(chain)
-    assert (await facilitator.settle(sign_payment(new_payer(), requirements), requirements)).success
-    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
-    relayer, nonce = relayer_address(chain), relayer_nonce(chain)
-    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
-
-    # What anvil's race leaves: a next nonce filed as queued behind a predecessor it no longer has. With the
-    # account one nonce back, anvil queues our next nonce (and the ones after it) behind the missing one;
-    # then the account moves to that nonce, and anvil never promotes what it queued.
-    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce - 1)])
-    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
-    await wait_until(lambda: len(_queued(chain)) == 3, what="the settlements to be queued")
-    held = _queued(chain)
-    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce)])
+    queued = await _three_queued(chain, facilitator, new_payer)
+    payments, held, nonce, first_block = queued.payments, queued.held, queued.nonce, queued.first_block
+    chain.rpc.call("anvil_setNonce", [relayer_address(chain), hex(nonce)])
     with caplog.at_level(logging.WARNING, logger="facilitator"):
-        answers = await asyncio.gather(*settles)
+        answers = await asyncio.gather(*queued.settles)
 
     assert all(a.success for a in answers), answers
     assert sorted(held) == [nonce, nonce + 1, nonce + 2]
@@ -258,27 +274,19 @@ async def test_a_next_nonce_the_node_dropped_is_sent_again_and_mined_as_signed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     facilitator = await open_facilitator(sqlite_url, relayer_revive_after_s=0.5, receipt_timeout_s=60)
-    requirements = make_requirements(chain)
-    assert (await facilitator.settle(sign_payment(new_payer(), requirements), requirements)).success
-    payments = [sign_payment(new_payer(), requirements) for _ in range(3)]
-    relayer, nonce = relayer_address(chain), relayer_nonce(chain)
-    first_block = int(chain.rpc.call("eth_blockNumber"), 16) + 1
-
-    # As in the test above, anvil holds the three settlements queued; then its pool is emptied and only
-    # the two behind the first are given back, at the account's nonce: they wait on one the node lacks.
-    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce - 1)])
-    settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
-    await wait_until(lambda: len(_queued(chain)) == 3, what="the settlements to be queued")
-    held = _queued(chain)
+    queued = await _three_queued(chain, facilitator, new_payer)
+    payments, held, nonce, first_block = queued.payments, queued.held, queued.nonce, queued.first_block
+    # Then anvil's pool is emptied and only the two behind the first are given back, at the account's
+    # nonce: they wait on one the node lacks.
     behind = [
         chain.rpc.call("eth_getRawTransactionByHash", [held[n]["hash"]]) for n in (nonce + 1, nonce + 2)
     ]
     chain.rpc.call("anvil_dropAllTransactions", [])
-    chain.rpc.call("anvil_setNonce", [relayer, hex(nonce)])
+    chain.rpc.call("anvil_setNonce", [relayer_address(chain), hex(nonce)])
     for raw in behind:
         chain.rpc.call("eth_sendRawTransaction", [raw])
     with caplog.at_level(logging.WARNING, logger="facilitator"):
-        answers = await asyncio.gather(*settles)
+        answers = await asyncio.gather(*queued.settles)
 
     assert all(a.success for a in answers), answers
     # Sent again, the node takes it anew: no replacement, every settlement mined as first signed.
