@@ -235,7 +235,12 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return data, dialect  # the SDK answers TaskNotFound itself
         if task is None or task.status.state in _TERMINAL:
             return data, dialect  # the SDK answers TaskNotFound / UnsupportedOperation itself
-        offer = await self._offers.get(task.id)
+        if isinstance(data, PaymentSubmittedData):
+            # The offer the authorization was taken for comes with the task's own, in the same read.
+            presented = data.payload.payload.authorization
+            offer, used = await self._offers.for_payment(task.id, presented.from_address, presented.nonce)
+        else:
+            offer, used = await self._offers.get(task.id), None
         if offer is None:
             if data is not None:
                 raise InvalidParamsError(message="this task asked for no payment")
@@ -256,9 +261,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if matched is None:
             raise InvalidParamsError(message="the payment does not match the terms offered for this task")
         payload, _ = matched
-        authorization = payload.payload.authorization
-        other = await self._offers.by_authorization(authorization.from_address, authorization.nonce)
-        if other is not None and other.task_id != task.id:
+        if used is not None and used.task_id != task.id:
             raise InvalidParamsError(message="this payment authorization was already used for another task")
         if offer.state is not OfferState.OFFERED:
             if offer.payload_hash != payload_hash(payload):

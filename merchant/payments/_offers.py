@@ -167,6 +167,35 @@ _BY_TASK = sa.select(offers_table).where(offers_table.c.task_id == sa.bindparam(
 _BY_AUTHORIZATION = sa.select(offers_table).where(
     offers_table.c.payer == sa.bindparam("_payer"), offers_table.c.nonce == sa.bindparam("_nonce")
 )
+# A payment message is checked against its task's offer and the offer its authorization was taken for.
+_FOR_PAYMENT = sa.select(offers_table).where(
+    sa.or_(
+        offers_table.c.task_id == sa.bindparam("_task_id"),
+        sa.and_(
+            offers_table.c.payer == sa.bindparam("_payer"), offers_table.c.nonce == sa.bindparam("_nonce")
+        ),
+    )
+)
+# Every write of a paid task's turn, built once too: the columns to set come as the call's values (an
+# UPDATE without `.values()` sets the columns its parameters name), and each set of columns is compiled
+# once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
+_UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
+_UPDATE_RETURNING_TENANT = _UPDATE.returning(offers_table.c.tenant)
+_SUBMIT = offers_table.update().where(
+    offers_table.c.task_id == sa.bindparam("_task_id"),
+    offers_table.c.round == sa.bindparam("_round"),
+    offers_table.c.state == OfferState.OFFERED.value,
+)
+_TOLD = offers_table.update().where(
+    offers_table.c.task_id == sa.bindparam("_task_id"),
+    offers_table.c.state == sa.bindparam("_outcome"),
+    offers_table.c.told_at.is_(None),
+)
+
+
+def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of `_UPDATE` moving the task's offer to `state` with `values`."""
+    return {"_task_id": task_id, **values, "state": state.value, "updated_at": _now()}
 
 
 def _offer(row: sa.Row[Any]) -> Offer:
@@ -181,8 +210,12 @@ class OfferStore:
     def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
         self._engine = engine
         self._events = events
+        postgres = engine.dialect.name == "postgresql"
+        # On PostgreSQL a write of one statement is its own transaction, in autocommit: no BEGIN and COMMIT
+        # round trips around it (three of a paid turn's writes are one statement).
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
         # Built once, the values coming with each call: terms offered again start the next round.
-        insert = (postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert)(offers_table)
+        insert = (postgresql.insert if postgres else sqlite.insert)(offers_table)
         self._offer = insert.on_conflict_do_update(
             index_elements=[offers_table.c.task_id],
             set_={
@@ -234,8 +267,7 @@ class OfferStore:
             "created_at": now,
             "updated_at": now,
         }
-        async with self._engine.begin() as connection:
-            return bool((await connection.execute(self._offer, values)).rowcount == 1)
+        return await self._write_one(self._offer, values) == 1
 
     async def get(self, task_id: str) -> Offer | None:
         """The offer of a task."""
@@ -248,6 +280,16 @@ class OfferStore:
         async with self._engine.connect() as connection:
             row = (await connection.execute(_BY_AUTHORIZATION, {"_payer": payer, "_nonce": nonce})).first()
         return _offer(row) if row is not None else None
+
+    async def for_payment(self, task_id: str, payer: str, nonce: str) -> tuple[Offer | None, Offer | None]:
+        """The offer of a task and the offer an authorization was submitted for (`get` and
+        `by_authorization`), in one read: the two a payment message is checked against."""
+        values = {"_task_id": task_id, "_payer": payer, "_nonce": nonce}
+        async with self._engine.connect() as connection:
+            offers = [_offer(row) for row in (await connection.execute(_FOR_PAYMENT, values)).all()]
+        own = next((offer for offer in offers if offer.task_id == task_id), None)
+        used = next((offer for offer in offers if offer.payer == payer and offer.nonce == nonce), None)
+        return own, used
 
     async def submit(
         self,
@@ -267,27 +309,20 @@ class OfferStore:
         tasks race to use it.
         """
         taken_at = _now()
-        statement = (
-            offers_table.update()
-            .where(
-                offers_table.c.task_id == task_id,
-                offers_table.c.round == round_,
-                offers_table.c.state == OfferState.OFFERED.value,
-            )
-            .values(
-                state=OfferState.WORKING.value,
-                payer=payer,
-                nonce=nonce,
-                payload=payload,
-                payload_hash=payload_hash,
-                accepted=accepted,
-                taken_at=taken_at,
-                updated_at=taken_at,
-            )
-        )
+        values = {
+            "_task_id": task_id,
+            "_round": round_,
+            "state": OfferState.WORKING.value,
+            "payer": payer,
+            "nonce": nonce,
+            "payload": payload,
+            "payload_hash": payload_hash,
+            "accepted": accepted,
+            "taken_at": taken_at,
+            "updated_at": taken_at,
+        }
         try:
-            async with self._engine.begin() as connection:
-                taken = (await connection.execute(statement)).rowcount == 1
+            taken = await self._write_one(_SUBMIT, values) == 1
         except IntegrityError:
             return None
         return taken_at if taken else None
@@ -305,6 +340,9 @@ class OfferStore:
         `event` (a billing webhook event type and its data) is written to the outbox in the same
         transaction, so the change and its notification are never separated by a crash.
         """
+        if event is None or self._events is None:
+            await self._write_one(_UPDATE, _changes(task_id, state, values))
+            return
         async with self._engine.begin() as connection:
             await self.advance_in(connection, task_id, state, event=event, **values)
 
@@ -318,29 +356,28 @@ class OfferStore:
         **values: Any,
     ) -> None:
         """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
-        statement = (
-            offers_table.update()
-            .where(offers_table.c.task_id == task_id)
-            .values(state=state.value, updated_at=_now(), **values)
-        )
+        changes = _changes(task_id, state, values)
         if event is None or self._events is None:
-            await connection.execute(statement)
+            await connection.execute(_UPDATE, changes)
             return
-        tenant = (await connection.execute(statement.returning(offers_table.c.tenant))).scalar_one()
+        tenant = (await connection.execute(_UPDATE_RETURNING_TENANT, changes)).scalar_one()
         await self._events.record_event(connection, tenant, event[0], event[1])
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
         """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""
-        await connection.execute(
-            offers_table.update().where(offers_table.c.task_id == task_id).values(booked_at=_now())
-        )
+        await connection.execute(_UPDATE, {"_task_id": task_id, "booked_at": _now()})
 
     async def touch(self, task_id: str) -> None:
         """Mark the offer as still looked after (its owner is alive and waiting on it)."""
+        await self._write_one(_UPDATE, {"_task_id": task_id, "updated_at": _now()})
+
+    async def _write_one(self, statement: sa.Executable, values: dict[str, Any]) -> int:
+        """Run one write statement committed on its own; the number of rows it changed."""
+        if self._autocommit is not None:
+            async with self._autocommit.connect() as connection:
+                return (await connection.execute(statement, values)).rowcount
         async with self._engine.begin() as connection:
-            await connection.execute(
-                offers_table.update().where(offers_table.c.task_id == task_id).values(updated_at=_now())
-            )
+            return (await connection.execute(statement, values)).rowcount
 
     async def told_in(self, connection: AsyncConnection, task_id: str, final_state: TaskState) -> None:
         """Record, in the transaction on `connection` that stores the task's `final_state`, that the task
@@ -348,15 +385,7 @@ class OfferStore:
         outcome = _OUTCOME_TOLD_BY.get(final_state)
         if outcome is None:
             return
-        await connection.execute(
-            offers_table.update()
-            .where(
-                offers_table.c.task_id == task_id,
-                offers_table.c.state == outcome.value,
-                offers_table.c.told_at.is_(None),
-            )
-            .values(told_at=_now())
-        )
+        await connection.execute(_TOLD, {"_task_id": task_id, "_outcome": outcome.value, "told_at": _now()})
 
     async def told(self, task_id: str, final_state: TaskState) -> None:
         """`told_in` in a transaction of its own."""

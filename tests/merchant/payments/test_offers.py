@@ -76,3 +76,24 @@ async def test_an_offer_is_told_only_by_the_state_that_tells_its_outcome(engine:
     await store.told("task-1", TaskState.TASK_STATE_COMPLETED)
     offer = await store.get("task-1")
     assert offer is not None and offer.told_at is not None
+
+
+async def test_a_payment_reads_its_task_offer_and_the_offer_its_authorization_was_taken_for(
+    engine: AsyncEngine,
+) -> None:
+    store = OfferStore(engine)
+    await _offer(store, "task-1")
+    await _offer(store, "task-2")
+    assert await store.submit(
+        "task-1", round_=1, payer="0xPayer", nonce="0x01", payload={}, payload_hash="h", accepted={}
+    )
+
+    own, used = await store.for_payment("task-2", "0xPayer", "0x01")  # the authorization taken elsewhere
+    assert own is not None and used is not None
+    assert (own.task_id, own.state, used.task_id) == ("task-2", OfferState.OFFERED, "task-1")
+    own, used = await store.for_payment("task-1", "0xPayer", "0x01")  # presented again on its own task
+    assert own is not None and used is not None
+    assert own.task_id == used.task_id == "task-1"
+    own, used = await store.for_payment("task-2", "0xPayer", "0x02")  # a fresh authorization
+    assert own is not None and own.task_id == "task-2" and used is None
+    assert await store.for_payment("task-3", "0xPayer", "0x02") == (None, None)
