@@ -5,6 +5,7 @@ Also the facts it publishes to its event sink, inside the transaction that recor
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -71,9 +72,17 @@ def utc(value: datetime, name: str = "time") -> datetime:
 
 
 def _address(name: str, value: str) -> str:
-    if not isinstance(value, str) or not is_hex_address(value):
+    checksummed = _checksummed(value) if isinstance(value, str) else None
+    if checksummed is None:
         raise InvalidBookingError(f"{name}: must be a 0x-prefixed 20-byte hex address, got {value!r}")
-    return to_checksum_address(value)
+    return checksummed
+
+
+@functools.lru_cache(maxsize=4096)
+def _checksummed(value: str) -> str | None:
+    """`value` in EIP-55 form, None if it is no address. A booking's payee and asset repeat on every
+    booking, and the checksum's keccak was most of a booking record's construction."""
+    return to_checksum_address(value) if is_hex_address(value) else None
 
 
 def _hash32(name: str, value: str) -> str:
