@@ -9,7 +9,9 @@ UPDATE` and a read one `SELECT`, on the same table, with the same JSON the SDK w
 
 A read the same request already made, with no save of this process since, is answered from memory
 (`merchant._task_reads`): a paid SendMessage reads its task six times and saves it in between only here.
-Each save writes the whole history again; a history message's JSON form is converted once, by content.
+Each save writes the whole history again; a message's JSON form (history, status, artifact) is converted
+once, by content, and the row's values are built straight from the task, as the SDK's `_to_orm` maps it,
+with no ORM instance and no copy of the task in between.
 
 On PostgreSQL a read, and a save that needs no write of the caller's with it, is one statement on a
 connection in autocommit: no `BEGIN` and `COMMIT` (or `ROLLBACK`) round trips around it, which had been
@@ -29,14 +31,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from a2a.server.context import ServerCallContext
-from a2a.server.models import TaskModel
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import Message, Task, TaskState
+from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message as ProtoMessage
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -58,11 +60,11 @@ FINAL_STATES = frozenset(
 )
 
 
-# Messages of this many recent histories' worth (a paid task has about five) stay converted, each at most
-# _HISTORY_DICT_MAX_BYTES serialized: a client's large messages are converted at every save instead of
-# filling memory.
-_HISTORY_DICTS_KEPT = 4096
-_HISTORY_DICT_MAX_BYTES = 4096
+# Messages of this many recent tasks' worth (a paid task has about five, and a status and an artifact or
+# two) stay converted, each at most _MESSAGE_DICT_MAX_BYTES serialized: a client's large messages are
+# converted at every save instead of filling memory.
+_MESSAGE_DICTS_KEPT = 4096
+_MESSAGE_DICT_MAX_BYTES = 4096
 
 
 class TaskOwnedElsewhereError(RuntimeError):
@@ -80,7 +82,7 @@ class TenantTaskStore(DatabaseTaskStore):
         super().__init__(engine, create_table=False, owner_resolver=tenant_owner)
         self._on_final = on_final
         self._reads = TaskReads()
-        self._history = _HistoryDicts()
+        self._dicts = _MessageDicts()
         self._table: sa.Table = self.task_model.__table__  # type: ignore[assignment]
         mapper = sa.inspect(self.task_model)
         # Attribute name -> column: `task_metadata` is stored in the column `metadata`.
@@ -103,15 +105,22 @@ class TenantTaskStore(DatabaseTaskStore):
                 postgresql.insert(self._table).from_select([column.name for column in self._table.c], source)
             )
 
-    def _to_orm(self, task: Task, owner: str) -> TaskModel:
-        """The SDK's row for `task`, its history converted once per message (`_HistoryDicts`)."""
-        bare = Task()
-        bare.CopyFrom(task)
-        bare.ClearField("history")
-        model = super()._to_orm(bare, owner)
-        # Annotated with the proto type, the column holds the JSON form (as in the SDK's own `_to_orm`).
-        model.history = cast("list[Message]", [self._history.dict_of(message) for message in task.history])
-        return model
+    def _values(self, task: Task, owner: str) -> dict[str, Any]:
+        """The row of `task` by column name, as the SDK's `_to_orm` maps it (the columns hold the JSON
+        form of the protos), each message converted once per content (`_MessageDicts`)."""
+        status = task.status
+        return {
+            "id": task.id,
+            "context_id": task.context_id,
+            "kind": "task",
+            "owner": owner,
+            "last_updated": status.timestamp.ToDatetime() if status.HasField("timestamp") else None,
+            "status": self._dicts.dict_of(status),
+            "artifacts": [self._dicts.dict_of(artifact) for artifact in task.artifacts],
+            "history": [self._dicts.dict_of(message) for message in task.history],
+            "protocol_version": "1.0",
+            "metadata": MessageToDict(task.metadata) if task.metadata.fields else None,
+        }
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Insert or replace the task, for the tenant of `context` only.
@@ -127,8 +136,7 @@ class TenantTaskStore(DatabaseTaskStore):
             # apart in between (the message is no event), so the first is left to it.
             self._reads.saved(context, owner, task)
             return
-        model = self._to_orm(task, owner)
-        values: dict[str, Any] = {column.name: getattr(model, key) for key, column in self._columns.items()}
+        values = self._values(task, owner)
         with_final = self._on_final is not None and task.status.state in FINAL_STATES
         in_progress = self._unflushed_upsert is not None and self._in_progress(stored, task)
         self._reads.saving(owner, task.id)
@@ -219,22 +227,23 @@ def _upsert(insert: Any) -> sa.Insert:
     return upsert
 
 
-class _HistoryDicts:
-    """The JSON form of history messages, by their content: each save writes the whole history again, and
-    `MessageToDict` of every message in it was the largest part of a save's CPU."""
+class _MessageDicts:
+    """The JSON form of a task's messages, by their content: each save writes the whole history, the
+    status and the artifacts again, and `MessageToDict` of them was the largest part of a save's CPU."""
 
     def __init__(self) -> None:
-        self._dicts: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
+        self._dicts: OrderedDict[tuple[str, bytes], dict[str, Any]] = OrderedDict()
 
-    def dict_of(self, message: Message) -> dict[str, Any]:
-        # Equal serializations are equal messages: the key is the content, never an object's identity.
-        key = message.SerializeToString(deterministic=True)
+    def dict_of(self, message: ProtoMessage) -> dict[str, Any]:
+        # Equal serializations of one type are equal messages: the key is the content, never an identity.
+        content = message.SerializeToString(deterministic=True)
+        key = (message.DESCRIPTOR.full_name, content)
         converted = self._dicts.get(key)
         if converted is None:
             converted = MessageToDict(message)
-            if len(key) > _HISTORY_DICT_MAX_BYTES:
+            if len(content) > _MESSAGE_DICT_MAX_BYTES:
                 return converted
             self._dicts[key] = converted
-            if len(self._dicts) > _HISTORY_DICTS_KEPT:
+            if len(self._dicts) > _MESSAGE_DICTS_KEPT:
                 self._dicts.popitem(last=False)
         return converted

@@ -48,6 +48,23 @@ async def test_what_it_saves_the_sdk_reads_back_and_the_reverse(engine: AsyncEng
     assert await ours.get("t-3", tenant) is None
 
 
+async def test_its_rows_hold_what_the_sdk_writes_for_the_same_task(engine: AsyncEngine) -> None:
+    # The row's values, column by column, against the SDK's own mapping of the same task.
+    ours = TenantTaskStore(engine)
+    task = _task("t-1", TaskState.TASK_STATE_WORKING, "hi")
+    task.status.message.CopyFrom(task.history[0])  # a status message too, converted like the history
+    sdk_model = DatabaseTaskStore._to_orm(ours, task, "acme")
+    mapper = sa.inspect(type(sdk_model))
+    sdk_row = {attr.columns[0].name: getattr(sdk_model, attr.key) for attr in mapper.column_attrs}
+
+    assert ours._values(task, "acme") == sdk_row
+    assert ours._values(task, "acme") == sdk_row  # the second time from its converted messages
+    task.artifacts[0].parts[0].text = "43"
+    assert ours._values(task, "acme")["artifacts"] == [
+        {"artifactId": "a-1", "name": "stats", "parts": [{"text": "43"}]}
+    ]
+
+
 async def test_a_task_is_seen_and_saved_only_by_its_tenant(engine: AsyncEngine) -> None:
     store = TenantTaskStore(engine)
     acme, globex = ServerCallContext(tenant="acme"), ServerCallContext(tenant="globex")
