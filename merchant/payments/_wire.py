@@ -59,9 +59,10 @@ def agent_status(
         role=Role.ROLE_AGENT,
         parts=[Part(text=text)],
     )
-    message.metadata.update(encode(data, dialect))
+    metadata = encode(data, dialect)
+    message.metadata.update(metadata)
     if dialect is Dialect.V03:
-        message.extensions.append(next(iter(encode(data, dialect))))
+        message.extensions.append(next(iter(metadata)))
     status = TaskStatus(state=state, message=message)
     status.timestamp.FromDatetime(datetime.now(UTC))
     return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
