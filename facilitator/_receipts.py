@@ -2,9 +2,11 @@
 
 Every waiter of the process shares one polling loop: each tick asks the node for the head block and for
 the receipts still missing in a single JSON-RPC batch, so fifty concurrent settlements cost one round trip
-per tick instead of fifty. A lone settlement is looked at again sooner for its first few polls: a node
-that mines on arrival (anvil's automine, a dev chain) answers the send a moment before the block is in,
-and waiting a whole interval for that moment was most of a lone settlement's wait for its receipt.
+per tick instead of fifty. On a node polled every few milliseconds (one that mines on arrival: anvil's
+automine, a dev chain) a lone settlement is looked at again sooner for its first few polls: such a node
+answers the send a moment before the block is in, and waiting a whole interval for that moment was most
+of a lone settlement's wait for its receipt. A chain with real block times is polled at its interval
+only, so a metered RPC provider sees no extra calls.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from typing import Any
 from ._errors import ChainUnavailableError, RpcError
 from ._rpc import RpcCall, RpcClient
 
-__all__ = ["Receipt", "ReceiptWatcher"]
+__all__ = ["Receipt", "ReceiptWatcher", "next_pause"]
 
 logger = logging.getLogger(__name__)
 
-# A lone waiter's first polls come this soon after each other (never later than the configured interval):
-# with one settlement waiting a tick is one small request, and this bounds the extra ones to a few.
+# A lone waiter's first polls come this soon after each other (event loops round a timer up to the
+# millisecond, so about 1 ms in practice): with one settlement waiting a tick is one small request, and
+# this bounds the extra ones to a few. Only for intervals short enough to mean a chain that mines on arrival.
 _QUICK_POLL_S = 0.0005
 _QUICK_POLLS = 3
+_QUICK_POLLS_UP_TO_INTERVAL_S = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +99,7 @@ class ReceiptWatcher:
             await asyncio.sleep(self._pause())
 
     def _pause(self) -> float:
-        """How long until the next tick: the interval, or a quick second look at a lone new waiter."""
-        pending = [w for w in self._waiters if not w.future.done()]
-        if len(pending) == 1 and pending[0].polls < _QUICK_POLLS:
-            return min(_QUICK_POLL_S, self._poll_interval_s)
-        return self._poll_interval_s
+        return next_pause([w.polls for w in self._waiters if not w.future.done()], self._poll_interval_s)
 
     async def _tick(self) -> None:
         waiters = [w for w in self._waiters if not w.future.done()]
@@ -132,3 +132,15 @@ class ReceiptWatcher:
                         raw=receipt,
                     )
                 )
+
+
+def next_pause(pending_polls: list[int], interval_s: float) -> float:
+    """How long until the next tick, given how often each pending waiter has been polled: the interval,
+    or on a chain polled every few milliseconds a quick look again at a lone new waiter."""
+    if (
+        interval_s <= _QUICK_POLLS_UP_TO_INTERVAL_S
+        and len(pending_polls) == 1
+        and pending_polls[0] < _QUICK_POLLS
+    ):
+        return min(_QUICK_POLL_S, interval_s)
+    return interval_s

@@ -193,8 +193,17 @@ _TOLD = offers_table.update().where(
 )
 
 
+_SETTABLE = frozenset(offers_table.c.keys()) - {"task_id", "state", "updated_at"}
+
+
 def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[str, Any]:
-    """The parameters of `_UPDATE` moving the task's offer to `state` with `values`."""
+    """The parameters of `_UPDATE` moving the task's offer to `state` with `values`.
+
+    A statement built once sets whatever columns its parameters name and ignores any other name, so a
+    name that is not a column the caller may set is refused here rather than silently not written.
+    """
+    if unknown := values.keys() - _SETTABLE:
+        raise TypeError(f"not a settable column of payment_offers: {', '.join(sorted(unknown))}")
     return {"_task_id": task_id, **values, "state": state.value, "updated_at": _now()}
 
 

@@ -15,11 +15,13 @@ import pytest
 
 from devchain import DevChain
 from facilitator import ClaimState
+from facilitator._receipts import ReceiptWatcher, next_pause
+from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
 from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.facilitator import PAY_TO, make_requirements
-from tests.fixtures.faults import loopback_server
+from tests.fixtures.faults import loopback_server, rpc_proxy
 
 from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_address, submit_directly, tx_count
@@ -260,3 +262,30 @@ async def test_a_revert_read_on_a_stalled_node_is_pending_within_the_budget_then
     )
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["error_reason"]) == (ClaimState.FAILED, Reason.TRANSACTION_FAILED)
+
+
+def test_a_lone_waiter_is_polled_again_soon_only_where_the_chain_is_polled_every_few_ms() -> None:
+    dev_chain_s, block_time_s = 0.003, 1.0
+    assert [next_pause([polls], dev_chain_s) for polls in range(5)] == [0.0005] * 3 + [dev_chain_s] * 2
+    assert next_pause([0, 0], dev_chain_s) == dev_chain_s
+    assert next_pause([0], 0.0002) == 0.0002
+    assert next_pause([0], block_time_s) == block_time_s
+
+
+async def test_a_chain_with_block_times_sees_one_receipt_poll_per_interval_even_for_a_lone_waiter(
+    chain: DevChain,
+) -> None:
+    """A metered RPC provider is not asked again sooner than the interval for a lone settlement."""
+    interval_s = 1.0
+    unknown_hash = "0x" + "ab" * 32
+    async with rpc_proxy(chain.rpc_url) as proxy:
+        rpc = RpcClient(proxy.url)
+        watcher = ReceiptWatcher(rpc, poll_interval_s=interval_s)
+        try:
+            receipt = await watcher.wait(unknown_hash, confirmations=1, timeout_s=0.4)
+        finally:
+            await watcher.aclose()
+            await rpc.aclose()
+
+    assert receipt is None
+    assert sum(b"eth_getTransactionReceipt" in body for body in proxy.requests) == 1

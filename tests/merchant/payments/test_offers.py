@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
+import pytest
 from a2a.types import TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -97,3 +98,17 @@ async def test_a_payment_reads_its_task_offer_and_the_offer_its_authorization_wa
     own, used = await store.for_payment("task-2", "0xPayer", "0x02")  # a fresh authorization
     assert own is not None and own.task_id == "task-2" and used is None
     assert await store.for_payment("task-3", "0xPayer", "0x02") == (None, None)
+
+
+@pytest.mark.parametrize("values", [{"held_artefacts": []}, {"updated_at": None}, {"payer_address": "0x1"}])
+async def test_a_change_naming_no_settable_column_is_refused_and_writes_nothing(
+    engine: AsyncEngine, values: dict[str, object]
+) -> None:
+    store = OfferStore(engine)
+    await _offer(store)
+    before = await store.get("task-1")
+
+    with pytest.raises(TypeError, match="not a settable column of payment_offers"):
+        await store.advance("task-1", OfferState.SETTLING, **values)
+
+    assert await store.get("task-1") == before
