@@ -19,7 +19,7 @@ from ._schema import (
 )
 from ._snapshot import snapshot
 from ._types import Uint256, UtcDateTime
-from ._writes import write
+from ._writes import write, write_transaction
 
 __all__ = [
     "BranchState",
@@ -41,4 +41,5 @@ __all__ = [
     "snapshot",
     "upgrade_schema",
     "write",
+    "write_transaction",
 ]

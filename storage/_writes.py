@@ -14,24 +14,32 @@ per group, where aiosqlite makes about eight per statement (cursor, execute, fet
 transaction's begin, commit and reset). Reads keep the async engine: in WAL mode they never wait for
 this writer, and they see what it committed. PostgreSQL writers need none of this: they run their
 own transactions, and row locks and unique constraints arbitrate, across processes too.
+
+Writes that need the async engine (several statements with the event loop between them) go through
+`write_transaction`. On SQLite it lets one of them, or one group of the writer, hold the database at a
+time per process: otherwise a writer finding the write lock taken sleeps in SQLite's busy handler (1, 2,
+5, … 100 ms between tries) while holding a pooled connection, and at 32 concurrent paid tasks most of
+the pool sat in those sleeps with the lock free. Queued on an `asyncio.Lock`, the next writer starts
+as soon as the previous one commits, and waits without a connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy import create_engine as create_sync_engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._engine import sqlite_pragmas
 from ._errors import DatabaseUrlError
 
-__all__ = ["Write", "write"]
+__all__ = ["Write", "write", "write_transaction"]
 
 T = TypeVar("T")
 Write = Callable[[Connection], T]
@@ -67,20 +75,21 @@ class _GroupWriter:
         """Close the writer's connection (its engine was disposed; a later write opens a new one)."""
         self._sync.dispose()
 
-    async def submit(self, operation: Write[T], isolated: bool) -> T:
+    async def submit(self, operation: Write[T], isolated: bool, lock: asyncio.Lock) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._queue.append((operation, isolated, future))
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run(), name="sqlite-group-writer")
+            self._task = loop.create_task(self._run(lock), name="sqlite-group-writer")
         return await future
 
-    async def _run(self) -> None:
+    async def _run(self, lock: asyncio.Lock) -> None:
         loop = asyncio.get_running_loop()
         while self._queue:
-            group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
-            operations = [(operation, isolated) for operation, isolated, _ in group]
-            outcomes = await loop.run_in_executor(self._thread, self._commit, operations)
+            async with lock:
+                group, self._queue = self._queue[:_MAX_GROUP], self._queue[_MAX_GROUP:]
+                operations = [(operation, isolated) for operation, isolated, _ in group]
+                outcomes = await loop.run_in_executor(self._thread, self._commit, operations)
             for (_, _, future), (ok, value) in zip(group, outcomes, strict=True):
                 if future.done():
                     continue
@@ -119,6 +128,23 @@ def _own_transactions(dbapi_connection: Any, _record: Any) -> None:
 _writers: weakref.WeakKeyDictionary[AsyncEngine, _GroupWriter] = weakref.WeakKeyDictionary()
 
 
+_locks: weakref.WeakKeyDictionary[
+    AsyncEngine, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+] = weakref.WeakKeyDictionary()
+
+
+def _write_lock(engine: AsyncEngine) -> asyncio.Lock:
+    """This process's writer lock of a SQLite `engine`, one per event loop (a lock belongs to one)."""
+    loop = asyncio.get_running_loop()
+    by_loop = _locks.get(engine)
+    if by_loop is None:
+        by_loop = _locks[engine] = weakref.WeakKeyDictionary()
+    lock = by_loop.get(loop)
+    if lock is None:
+        lock = by_loop[loop] = asyncio.Lock()
+    return lock
+
+
 def _writer(engine: AsyncEngine) -> _GroupWriter:
     writer = _writers.get(engine)
     if writer is None:
@@ -142,4 +168,20 @@ async def write(engine: AsyncEngine, operation: Write[T], *, isolated: bool = Fa
     if engine.dialect.name != "sqlite":
         async with engine.begin() as connection:
             return await connection.run_sync(operation)
-    return await _writer(engine).submit(operation, isolated)
+    return await _writer(engine).submit(operation, isolated, _write_lock(engine))
+
+
+@contextlib.asynccontextmanager
+async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """`engine.begin()` for a write: committed when the block ends, rolled back if it raises.
+
+    On SQLite the block waits its turn behind this process's other writers (the transactions begun
+    here and the groups of `write`) before taking a connection: nothing inside may wait for another
+    write on `engine`, or it waits for itself.
+    """
+    if engine.dialect.name != "sqlite":
+        async with engine.begin() as connection:
+            yield connection
+        return
+    async with _write_lock(engine), engine.begin() as connection:
+        yield connection

@@ -42,6 +42,8 @@ from google.protobuf.message import Message as ProtoMessage
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from storage import write, write_transaction
+
 from .._task_reads import TaskReads
 from ._tenancy import tenant_owner
 
@@ -94,6 +96,10 @@ class TenantTaskStore(DatabaseTaskStore):
         self._upsert = _upsert((postgresql.insert if postgres else sqlite.insert)(self._table))
         self._autocommit: AsyncEngine | None = None
         self._unflushed_upsert: sa.Insert | None = None
+        # On SQLite a save that stores nothing else goes to the writer thread (`storage.write`) with the
+        # other writes queued meanwhile: through aiosqlite each save held the database's one write lock
+        # for about 4 ms of thread hops at 32 concurrent paid tasks, half of all the time it was held.
+        self._grouped = not postgres
         if postgres:
             self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
             # The row comes from a SELECT whose condition turns the flush wait off for the statement's own
@@ -150,8 +156,11 @@ class TenantTaskStore(DatabaseTaskStore):
                         written = (await connection.execute(self._upsert, values)).rowcount
                 if written != 1:
                     raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
+            elif self._grouped and not with_final:
+                if await write(self.engine, _upserted(self._upsert, values), isolated=True) != 1:
+                    raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
             else:
-                async with self.engine.begin() as connection:
+                async with write_transaction(self.engine) as connection:
                     if (await connection.execute(self._upsert, values)).rowcount != 1:
                         raise TaskOwnedElsewhereError(f"task {task.id} belongs to another tenant")
                     if with_final and self._on_final is not None:
@@ -193,6 +202,12 @@ class TenantTaskStore(DatabaseTaskStore):
         task = None if row is None else self._from_orm(SimpleNamespace(**row._mapping))  # type: ignore[arg-type]
         self._reads.remember(context, owner, task_id, task, generation)
         return task
+
+
+def _upserted(upsert: sa.Insert, values: dict[str, Any]) -> Callable[[sa.Connection], int]:
+    """The write of one task's upsert on the writer's connection: the rows it wrote (0 if the task is
+    another tenant's)."""
+    return lambda connection: connection.execute(upsert, values).rowcount
 
 
 def _only_a_message_arrived(stored: Task, task: Task) -> bool:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from merchant.tenants import tenant_name
+from storage import write_transaction
 
 from ._errors import (
     BookingConflictError,
@@ -135,7 +136,7 @@ class Ledger(LedgerReader):
                 payee, network, amount or transaction.
         """
         try:
-            async with self._engine.begin() as connection:
+            async with write_transaction(self._engine) as connection:
                 if along is not None:
                     await along(connection)
                 entry = await self._book(connection, booking)
@@ -151,7 +152,7 @@ class Ledger(LedgerReader):
             if differing:
                 raise BookingConflictError(existing.id, differing) from None
             if along is not None:
-                async with self._engine.begin() as connection:
+                async with write_transaction(self._engine) as connection:
                     await along(connection)
             return existing
         logger.info(
@@ -181,7 +182,7 @@ class Ledger(LedgerReader):
             raise InvalidBookingError(f"reason: must be 1 to {_REASON_MAX} characters")
         when = utc(reversed_at, "reversed_at") if reversed_at is not None else _now()
         try:
-            async with self._engine.begin() as connection:
+            async with write_transaction(self._engine) as connection:
                 reversal = await self._reverse(connection, entry_id, reason, when)
         except _AlreadyRecorded:
             async with self._engine.connect() as connection:
@@ -207,7 +208,7 @@ class Ledger(LedgerReader):
             raise InvalidBookingError(f"confirmations: must be a positive integer, got {confirmations!r}")
         when = utc(finalized_at, "finalized_at") if finalized_at is not None else _now()
         try:
-            async with self._engine.begin() as connection:
+            async with write_transaction(self._engine) as connection:
                 finalization = await self._finalize(connection, entry_id, confirmations, when)
         except _AlreadyRecorded:
             async with self._engine.connect() as connection:

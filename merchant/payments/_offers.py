@@ -19,6 +19,7 @@ States::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -30,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from storage import UtcDateTime
+from storage import UtcDateTime, write, write_transaction
 
 from ..webhooks import EventType, Outbox
 
@@ -352,7 +353,7 @@ class OfferStore:
         if event is None or self._events is None:
             await self._write_one(_UPDATE, _changes(task_id, state, values))
             return
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             await self.advance_in(connection, task_id, state, event=event, **values)
 
     async def advance_in(
@@ -381,12 +382,15 @@ class OfferStore:
         await self._write_one(_UPDATE, {"_task_id": task_id, "updated_at": _now()})
 
     async def _write_one(self, statement: sa.Executable, values: dict[str, Any]) -> int:
-        """Run one write statement committed on its own; the number of rows it changed."""
+        """Run one write statement committed on its own; the number of rows it changed.
+
+        On PostgreSQL it runs in autocommit; on SQLite it joins the writer's group, in a savepoint of its
+        own so a failing write (a unique constraint, say) fails alone.
+        """
         if self._autocommit is not None:
             async with self._autocommit.connect() as connection:
                 return (await connection.execute(statement, values)).rowcount
-        async with self._engine.begin() as connection:
-            return (await connection.execute(statement, values)).rowcount
+        return await write(self._engine, _rows_changed(statement, values), isolated=True)
 
     async def told_in(self, connection: AsyncConnection, task_id: str, final_state: TaskState) -> None:
         """Record, in the transaction on `connection` that stores the task's `final_state`, that the task
@@ -398,7 +402,7 @@ class OfferStore:
 
     async def told(self, task_id: str, final_state: TaskState) -> None:
         """`told_in` in a transaction of its own."""
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             await self.told_in(connection, task_id, final_state)
 
     async def untold(self, before: datetime) -> list[Offer]:
@@ -429,3 +433,10 @@ class OfferStore:
         async with self._engine.connect() as connection:
             counts = {OfferState(state): int(n) for state, n in (await connection.execute(statement)).all()}
         return {state: counts.get(state, 0) for state in (OfferState.WORKING, OfferState.SETTLING)}
+
+
+def _rows_changed(
+    statement: sa.Executable, values: dict[str, Any] | None = None
+) -> Callable[[sa.Connection], int]:
+    """A write (`storage.write`) running `statement`: the rows it changed."""
+    return lambda connection: connection.execute(statement, values).rowcount

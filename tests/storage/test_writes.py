@@ -1,6 +1,6 @@
 """`write` on both backends: concurrent writes commit (on SQLite in groups, off the event loop's thread),
 an isolated write that fails undoes only itself, a failing write that is not isolated fails its group,
-and a disposed engine still writes."""
+and a disposed engine still writes; `write_transaction`s and groups of `write` take turns on SQLite."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from storage import DatabaseUrlError, create_engine, write
+from storage import DatabaseUrlError, create_engine, write, write_transaction
 
 _rows = sa.Table(
     "writes_rows", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("note", sa.Text)
@@ -114,6 +114,37 @@ async def test_a_disposed_engine_still_writes(engine: AsyncEngine) -> None:
     await write(engine, _insert(2))
 
     assert await _ids(engine) == [1, 2]
+
+
+async def test_write_transactions_beside_groups_all_commit_with_no_update_lost(engine: AsyncEngine) -> None:
+    # Each transaction reads, lets the event loop run the others, then writes what it read plus one: on
+    # SQLite two of them at once would meet the write lock (a busy wait, or a refused stale snapshot).
+    await write(engine, lambda connection: connection.execute(_rows.insert(), {"id": 0, "note": "0"}))
+    counter = sa.select(_rows.c.note).where(_rows.c.id == 0).with_for_update()
+
+    async def increment() -> None:
+        async with write_transaction(engine) as connection:
+            value = int((await connection.execute(counter)).scalar_one())
+            await asyncio.sleep(0.001)
+            await connection.execute(_rows.update().where(_rows.c.id == 0).values(note=str(value + 1)))
+
+    with_engine = [increment() for _ in range(16)] + [write(engine, _insert(i)) for i in range(1, 17)]
+    await asyncio.gather(*with_engine)
+
+    async with engine.connect() as connection:
+        assert (await connection.execute(counter.with_for_update(read=True))).scalar_one() == "16"
+    assert await _ids(engine) == list(range(17))
+
+
+async def test_a_write_transaction_that_raises_rolls_back(engine: AsyncEngine) -> None:
+    with pytest.raises(RuntimeError, match="undone"):
+        async with write_transaction(engine) as connection:
+            await connection.execute(_rows.insert(), {"id": 1, "note": "row 1"})
+            raise RuntimeError("undone")
+
+    await write(engine, _insert(2))
+
+    assert await _ids(engine) == [2]
 
 
 @pytest.mark.parametrize("url", ["sqlite+aiosqlite://", "sqlite+aiosqlite:///:memory:"])
