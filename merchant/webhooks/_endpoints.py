@@ -165,6 +165,17 @@ _ACTIVE_ENDPOINTS = (
 async def active_endpoints(connection: AsyncConnection, tenant: str, event_type: str) -> list[Endpoint]:
     """The tenant's active endpoints subscribed to `event_type`, in id order."""
     rows = await connection.execute(_ACTIVE_ENDPOINTS, {"_tenant": tenant})
+    return subscribed(rows, event_type)
+
+
+def active_endpoints_after(write: sa.CTE) -> sa.Select[Any]:
+    """The read of `active_endpoints` (parameter `_tenant`) as one statement with `write`, a data-modifying
+    CTE that runs with it (PostgreSQL)."""
+    return _ACTIVE_ENDPOINTS.add_cte(write)
+
+
+def subscribed(rows: Iterable[sa.Row[Any]], event_type: str) -> list[Endpoint]:
+    """The endpoints of the rows of `active_endpoints_after` subscribed to `event_type`."""
     return [endpoint for endpoint in map(endpoint_from_row, rows) if endpoint.subscribes(event_type)]
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from merchant.ledger import LedgerFact, allocate_sequence
 
-from ._endpoints import active_endpoints
+from ._endpoints import active_endpoints, active_endpoints_after, subscribed
 from ._errors import EventNotFoundError, InvalidEventError
 from ._events import EVENT_DATA_MODELS, EventModel, EventType, fact_event, serialize_event
 from ._ids import new_id
@@ -46,6 +46,15 @@ def _now() -> datetime:
 
 # Built once, its values given per call (an event is enqueued with every booking).
 _INSERT_EVENT = sa.insert(_events)
+# On PostgreSQL the event's insert and the read of its endpoints are one statement: an event is written
+# under the ledger sequence's lock, which every booking waits for, and each round trip under it waits for
+# the event loop to send the next. The read still starts after the sequence was taken, so it sees every
+# endpoint committed before that.
+_INSERT_EVENT_READ_ENDPOINTS = active_endpoints_after(
+    sa.insert(_events)
+    .values({column.name: sa.bindparam(f"ev_{column.name}", type_=column.type) for column in _events.c})
+    .cte("new_event")
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,8 +176,13 @@ class Outbox:
             ),
             created_at=now,
         )
-        await connection.execute(_INSERT_EVENT, _fields(event))
-        endpoints = await active_endpoints(connection, tenant, event_type.value)
+        if connection.dialect.name == "postgresql":
+            values = {f"ev_{name}": value for name, value in _fields(event).items()}
+            rows = await connection.execute(_INSERT_EVENT_READ_ENDPOINTS, {**values, "_tenant": tenant})
+            endpoints = subscribed(rows, event_type.value)
+        else:
+            await connection.execute(_INSERT_EVENT, _fields(event))
+            endpoints = await active_endpoints(connection, tenant, event_type.value)
         if endpoints:
             await connection.execute(
                 sa.insert(_deliveries),

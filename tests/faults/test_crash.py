@@ -129,7 +129,11 @@ class _Stop:
                 "WITH seq AS (\n    UPDATE ledger_sequence",
             )
         else:
-            lock, waiting = "LOCK TABLE webhook_events IN EXCLUSIVE MODE", "INSERT INTO webhook_events"
+            # On PostgreSQL the event's insert is a CTE of the statement that reads its endpoints.
+            lock, waiting = (
+                "LOCK TABLE webhook_events IN EXCLUSIVE MODE",
+                "WITH new_event AS \n(INSERT INTO webhook_events",
+            )
         await stack.enter_async_context(self._database.locked(lock))
 
         async def reached() -> None:

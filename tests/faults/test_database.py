@@ -23,7 +23,10 @@ from .database import DatabaseProbe
 
 TRANSACTIONS = [
     pytest.param("INSERT INTO settlement_claims", id="claiming the authorization"),
-    pytest.param("INSERT INTO webhook_events", id="booking the settlement and its event"),
+    # The event's insert is a CTE of the statement that reads its endpoints (PostgreSQL).
+    pytest.param(
+        "WITH new_event AS \n(INSERT INTO webhook_events", id="booking the settlement and its event"
+    ),
     pytest.param("UPDATE payment_offers", id="recording the offer paid"),
 ]
 
