@@ -4,6 +4,7 @@ told only by the final task state that tells its outcome."""
 from __future__ import annotations
 
 from datetime import UTC
+from typing import Any
 
 import pytest
 from a2a.types import TaskState
@@ -102,7 +103,7 @@ async def test_a_payment_reads_its_task_offer_and_the_offer_its_authorization_wa
 
 @pytest.mark.parametrize("values", [{"held_artefacts": []}, {"updated_at": None}, {"payer_address": "0x1"}])
 async def test_a_change_naming_no_settable_column_is_refused_and_writes_nothing(
-    engine: AsyncEngine, values: dict[str, object]
+    engine: AsyncEngine, values: dict[str, Any]
 ) -> None:
     store = OfferStore(engine)
     await _offer(store)
