@@ -22,6 +22,7 @@ from ._checks import refuse_on_fatal
 from ._config import FacilitatorSettings
 from ._errors import ChainMismatchError, ChainUnavailableError
 from ._health import check_facilitator
+from ._heap import Server
 
 MISTAKES: cli.Mistakes = {
     ChainMismatchError: None,
@@ -83,7 +84,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
-        uvicorn.Server(config).run(sockets=[listener])
+        Server(config).run(sockets=[listener])
 
 
 @main.group()
