@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage import Uint256, UtcDateTime, write
 
+from ._claim_sql import PreparedStatement
 from ._errors import IdempotencyConflictError
 
 __all__ = ["Claim", "ClaimKey", "ClaimState", "ClaimStore", "claims_table"]
@@ -168,10 +169,53 @@ def _first(
     return connection.execute(statement, parameters).first()
 
 
-def _row(row: sa.Row[Any]) -> Claim:
-    values: dict[str, Any] = dict(row._mapping)
+def _row(row: sa.Row[Any] | dict[str, Any]) -> Claim:
+    values: dict[str, Any] = dict(row) if isinstance(row, dict) else dict(row._mapping)
     values["state"] = ClaimState(values["state"])
     return Claim(**values)
+
+
+class _HotWrites:
+    """The claim insert and the outcome's update of every settlement: on SQLite through
+    `PreparedStatement` (one per set of columns, compiled on first use), elsewhere through SQLAlchemy."""
+
+    def __init__(self, insert: sa.Insert, *, sqlite: bool):
+        self._insert = insert
+        self._sqlite = sqlite
+        self._prepared: dict[tuple[str, ...], PreparedStatement] = {}
+
+    def insert(self, connection: sa.Connection, values: dict[str, Any]) -> bool:
+        """Insert the claim `values`; whether it was inserted (False: one of its unique keys is taken)."""
+        if not self._sqlite:
+            return _first(connection, self._insert, values) is not None
+        return (
+            self._statement(connection, self._insert, values, (claims_table.c.id,)).first(connection, values)
+            is not None
+        )
+
+    def record(self, connection: sa.Connection, values: dict[str, Any]) -> Claim | None:
+        """`_RECORD_RESPONSE` with `values`: the claim as stored, or None if it had already ended."""
+        if not self._sqlite:
+            row = _first(connection, _RECORD_RESPONSE, values)
+            return _row(row) if row is not None else None
+        stored = self._statement(connection, _RECORD_RESPONSE, values, tuple(claims_table.c)).first(
+            connection, values
+        )
+        return _row(stored) if stored is not None else None
+
+    def _statement(
+        self,
+        connection: sa.Connection,
+        statement: sa.Insert | sa.Update,
+        values: dict[str, Any],
+        returning: tuple[sa.Column[Any], ...],
+    ) -> PreparedStatement:
+        keys = (statement.__visit_name__, *values)
+        prepared = self._prepared.get(keys)
+        if prepared is None:
+            prepared = PreparedStatement(statement, connection.dialect, list(values), returning)
+            self._prepared[keys] = prepared
+        return prepared
 
 
 class ClaimStore:
@@ -180,7 +224,8 @@ class ClaimStore:
     def __init__(self, engine: AsyncEngine, *, lease_s: float = 60.0, poll_s: float = 0.05):
         self._engine = engine
         dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
-        self._insert = dialect_insert(claims_table).on_conflict_do_nothing().returning(claims_table.c.id)
+        insert = dialect_insert(claims_table).on_conflict_do_nothing().returning(claims_table.c.id)
+        self._writes = _HotWrites(insert, sqlite=engine.dialect.name == "sqlite")
         self._lease = timedelta(seconds=lease_s)
         self._poll_s = poll_s
         # Waiters in this process wake on these at once; claims advanced by another process are polled.
@@ -225,8 +270,7 @@ class ClaimStore:
         values = {column: getattr(claim, column) for column in claims_table.c.keys()}
         values["state"] = claim.state.value
         # ON CONFLICT DO NOTHING: losing the race on either unique key is an answer, not an error.
-        inserted = await write(self._engine, lambda connection: _first(connection, self._insert, values))
-        if inserted is not None:
+        if await write(self._engine, lambda connection: self._writes.insert(connection, values)):
             return claim, True
         existing = await self.find(key, idempotency_key)
         if existing is None:
@@ -290,9 +334,10 @@ class ClaimStore:
         if "state" in changes:
             changes["state"] = ClaimState(changes["state"]).value
         values = {"_id": claim_id, "updated_at": _now(), "response": response, **changes}
-        row = await write(self._engine, lambda connection: _first(connection, _RECORD_RESPONSE, values))
+        stored = await write(self._engine, lambda connection: self._writes.record(connection, values))
         self._notify(claim_id)
-        stored = _row(row) if row is not None else await self.get(claim_id)
+        if stored is None:
+            stored = await self.get(claim_id)
         if stored is None:
             raise LookupError(f"claim {claim_id} vanished")
         return stored

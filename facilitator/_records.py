@@ -25,8 +25,11 @@ class ClaimRecords:
 
     async def record(self, claim: Claim, response: SettleResponse, **changes: Any) -> SettleResponse:
         """Store `response` with the claim and answer with what the claim holds (the first answer wins)."""
-        stored = await self._claims.record_response(claim.id, response.to_json_dict(), **changes)
-        return SettleResponse.from_wire(stored.response) if stored.response is not None else response
+        document = response.to_json_dict()
+        stored = await self._claims.record_response(claim.id, document, **changes)
+        if stored.response is None or stored.response == document:
+            return response  # ours was stored: no need to parse it back
+        return SettleResponse.from_wire(stored.response)
 
     async def success(
         self, claim: Claim, tx_hash: str, block_number: int, block_hash: str, **changes: Any
