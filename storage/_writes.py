@@ -20,7 +20,9 @@ Writes that need the async engine (several statements with the event loop betwee
 time per process: otherwise a writer finding the write lock taken sleeps in SQLite's busy handler (1, 2,
 5, … 100 ms between tries) while holding a pooled connection, and at 32 concurrent paid tasks most of
 the pool sat in those sleeps with the lock free. Queued on an `asyncio.Lock`, the next writer starts
-as soon as the previous one commits, and waits without a connection.
+as soon as the previous one commits, and waits without a connection. Every write of the project's own
+goes through one of the two; writes outside them (the a2a-sdk's task deletes and push-notification
+configs, another process on the same file) still meet SQLite's busy handler, as before.
 """
 
 from __future__ import annotations
@@ -128,12 +130,26 @@ def _own_transactions(dbapi_connection: Any, _record: Any) -> None:
 _writers: weakref.WeakKeyDictionary[AsyncEngine, _GroupWriter] = weakref.WeakKeyDictionary()
 
 
+class _Turn(asyncio.Lock):
+    """The writers' lock, knowing which task holds it for a transaction: a write that task starts inside
+    its own would wait for itself, so it is refused instead."""
+
+    holder: asyncio.Task[Any] | None = None
+
+    def refuse_reentry(self) -> None:
+        if self.locked() and self.holder is not None and self.holder is asyncio.current_task():
+            raise RuntimeError(
+                "a write on this SQLite database inside this task's own write transaction would wait for"
+                " itself: use the transaction's connection"
+            )
+
+
 _locks: weakref.WeakKeyDictionary[
-    AsyncEngine, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+    AsyncEngine, weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turn]
 ] = weakref.WeakKeyDictionary()
 
 
-def _write_lock(engine: AsyncEngine) -> asyncio.Lock:
+def _write_lock(engine: AsyncEngine) -> _Turn:
     """This process's writer lock of a SQLite `engine`, one per event loop (a lock belongs to one)."""
     loop = asyncio.get_running_loop()
     by_loop = _locks.get(engine)
@@ -141,7 +157,7 @@ def _write_lock(engine: AsyncEngine) -> asyncio.Lock:
         by_loop = _locks[engine] = weakref.WeakKeyDictionary()
     lock = by_loop.get(loop)
     if lock is None:
-        lock = by_loop[loop] = asyncio.Lock()
+        lock = by_loop[loop] = _Turn()
     return lock
 
 
@@ -164,11 +180,14 @@ async def write(engine: AsyncEngine, operation: Write[T], *, isolated: bool = Fa
 
     Raises:
         DatabaseUrlError: `engine` is an in-memory SQLite database (the writer's thread cannot share it).
+        RuntimeError: called inside this task's own `write_transaction` on a SQLite `engine`.
     """
     if engine.dialect.name != "sqlite":
         async with engine.begin() as connection:
             return await connection.run_sync(operation)
-    return await _writer(engine).submit(operation, isolated, _write_lock(engine))
+    turn = _write_lock(engine)
+    turn.refuse_reentry()
+    return await _writer(engine).submit(operation, isolated, turn)
 
 
 @contextlib.asynccontextmanager
@@ -177,11 +196,21 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnectio
 
     On SQLite the block waits its turn behind this process's other writers (the transactions begun
     here and the groups of `write`) before taking a connection: nothing inside may wait for another
-    write on `engine`, or it waits for itself.
+    write on `engine`, or it would wait for itself (the same task starting one is refused).
+
+    Raises:
+        RuntimeError: called inside this task's own `write_transaction` on a SQLite `engine`.
     """
     if engine.dialect.name != "sqlite":
         async with engine.begin() as connection:
             yield connection
         return
-    async with _write_lock(engine), engine.begin() as connection:
-        yield connection
+    turn = _write_lock(engine)
+    turn.refuse_reentry()
+    async with turn:
+        turn.holder = asyncio.current_task()
+        try:
+            async with engine.begin() as connection:
+                yield connection
+        finally:
+            turn.holder = None

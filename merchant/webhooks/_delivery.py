@@ -49,6 +49,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from storage import write_transaction
+
 from ._endpoints import disable_endpoint, endpoint_from_row
 from ._ids import new_id
 from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -268,7 +270,7 @@ class DeliveryWorker:
             .limit(limit)
             .with_for_update(skip_locked=True, of=_deliveries)
         )
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             claimed = (
                 (
                     await connection.execute(
@@ -353,7 +355,7 @@ class DeliveryWorker:
                 outcome = "retry"
                 next_attempt_at = now + timedelta(seconds=delay)
         changes.update(next_attempt_at=next_attempt_at, lease_until=None, lease_token=None, updated_at=now)
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             await connection.execute(
                 sa.insert(_attempts).values(
                     id=new_id("att"),

@@ -28,6 +28,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from storage import write_transaction
+
 from ._errors import EndpointNotFoundError, InvalidEventError, InvalidWebhookSecretError
 from ._events import EventType
 from ._ids import new_id
@@ -200,7 +202,7 @@ class WebhookEndpoints:
             validate_secret(config.secret)
             subscribed[key] = _event_types(config.event_types)
         now = _now()
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
             for config in wanted.values():
                 statement = insert(_endpoints).values(
@@ -280,7 +282,7 @@ class WebhookEndpoints:
         """
         secret = validate_secret(new_secret) if new_secret is not None else generate_secret()
         now = _now()
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             updated = await connection.execute(
                 sa.update(_endpoints)
                 .where(_endpoints.c.id == endpoint_id)
@@ -305,7 +307,7 @@ class WebhookEndpoints:
         Raises:
             EndpointNotFoundError: no such endpoint.
         """
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             if not await _set_status(connection, endpoint_id, "active", None, _now()):
                 raise EndpointNotFoundError(f"no endpoint {endpoint_id!r}")
         return await self._get(endpoint_id)

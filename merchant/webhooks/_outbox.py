@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from merchant.ledger import LedgerFact, allocate_sequence
+from storage import write_transaction
 
 from ._endpoints import active_endpoints, active_endpoints_after, subscribed
 from ._errors import EventNotFoundError, InvalidEventError
@@ -250,7 +251,7 @@ class Outbox:
         """
         event = await self.get_event(tenant, event_id)
         now = _now()
-        async with self._engine.begin() as connection:
+        async with write_transaction(self._engine) as connection:
             endpoints = await active_endpoints(connection, tenant, event.type)
             if not endpoints:
                 return 0

@@ -147,6 +147,32 @@ async def test_a_write_transaction_that_raises_rolls_back(engine: AsyncEngine) -
     assert await _ids(engine) == [2]
 
 
+async def test_a_write_inside_the_same_tasks_write_transaction_is_refused_on_sqlite_not_a_hang(
+    engine: AsyncEngine,
+) -> None:
+    """On SQLite a task's nested write would wait for its own turn for good; it is refused at once (on
+    PostgreSQL it is a second transaction of its own, as it always was)."""
+    sqlite = engine.dialect.name == "sqlite"
+    async with write_transaction(engine) as connection:
+        await connection.execute(_rows.insert(), {"id": 1, "note": "row 1"})
+        if sqlite:
+            with pytest.raises(RuntimeError, match="would wait for itself"):
+                async with asyncio.timeout(5):  # in this task: `wait_for` would run it in another
+                    await write(engine, _insert(2))
+            with pytest.raises(RuntimeError, match="would wait for itself"):
+                async with write_transaction(engine):
+                    pass
+        else:
+            await write(engine, _insert(2))
+        # Another task's write waits its turn and commits after this transaction.
+        other = asyncio.ensure_future(write(engine, _insert(3)))
+        await asyncio.sleep(0.01)
+        assert not other.done() or not sqlite
+
+    assert await asyncio.wait_for(other, 5) == 3
+    assert await _ids(engine) == ([1, 3] if sqlite else [1, 2, 3])
+
+
 @pytest.mark.parametrize("url", ["sqlite+aiosqlite://", "sqlite+aiosqlite:///:memory:"])
 async def test_an_in_memory_sqlite_database_refuses_writes(url: str) -> None:
     engine = create_engine(url)
