@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from ._entry import Command, Group, Mistakes, answer
 from ._errors import MISTAKE_EXIT_CODE, ConfigError
+from ._heap import YOUNG_THRESHOLD, Server, settle_heap
 from ._listen import bind_listener
 from ._settings import load_settings, settings_problems
 
 __all__ = [
     "MISTAKE_EXIT_CODE",
+    "YOUNG_THRESHOLD",
     "Command",
     "ConfigError",
     "Group",
     "Mistakes",
+    "Server",
     "answer",
     "bind_listener",
     "load_settings",
     "settings_problems",
+    "settle_heap",
 ]

@@ -22,7 +22,6 @@ from ._checks import refuse_on_fatal
 from ._config import FacilitatorSettings
 from ._errors import ChainMismatchError, ChainUnavailableError
 from ._health import check_facilitator
-from ._heap import Server
 
 MISTAKES: cli.Mistakes = {
     ChainMismatchError: None,
@@ -84,7 +83,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
-        Server(config).run(sockets=[listener])
+        cli.Server(config).run(sockets=[listener])
 
 
 @main.group()

@@ -107,7 +107,7 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         # with one waits for the GIL up to the switch interval (5 ms by default) while the event loop
         # runs: at 32 concurrent paid tasks those waits were most of the time the write lock was held.
         sys.setswitchinterval(_SWITCH_INTERVAL_S)
-        uvicorn.Server(config).run(sockets=[listener])
+        cli.Server(config).run(sockets=[listener])
 
 
 @main.group()
