@@ -182,7 +182,7 @@ class _HotWrites:
     def __init__(self, insert: sa.Insert, *, sqlite: bool):
         self._insert = insert
         self._sqlite = sqlite
-        self._prepared: dict[tuple[str, ...], PreparedStatement] = {}
+        self._prepared: dict[tuple[object, ...], PreparedStatement] = {}
 
     def insert(self, connection: sa.Connection, values: dict[str, Any]) -> bool:
         """Insert the claim `values`; whether it was inserted (False: one of its unique keys is taken)."""
@@ -210,7 +210,7 @@ class _HotWrites:
         values: dict[str, Any],
         returning: tuple[sa.Column[Any], ...],
     ) -> PreparedStatement:
-        keys = (statement.__visit_name__, *values)
+        keys = (statement, *values)
         prepared = self._prepared.get(keys)
         if prepared is None:
             prepared = PreparedStatement(statement, connection.dialect, list(values), returning)
