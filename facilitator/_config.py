@@ -201,7 +201,14 @@ class FacilitatorSettings(BaseSettings):
         default=6, ge=0, le=600, description="validBefore must be at least this far ahead"
     )
     gas_limit_cap: int = Field(default=300_000, ge=21_000, le=10_000_000)
-    receipt_poll_s: float = Field(default=0.003, gt=0, le=5)
+    receipt_poll_s: float = Field(
+        default=0.003,
+        gt=0,
+        le=5,
+        description="how often pending receipts are polled; the default suits a chain that mines on"
+        " arrival (a dev chain), and up to 10 ms a lone settlement is also looked at again within about a"
+        " millisecond: on a chain with block times, and a metered RPC provider, set it near the block time",
+    )
     claim_lease_s: float = Field(
         default=60.0, gt=0, description="after this, a claim whose owner vanished may be retaken"
     )

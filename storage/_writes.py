@@ -196,7 +196,9 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnectio
 
     On SQLite the block waits its turn behind this process's other writers (the transactions begun
     here and the groups of `write`) before taking a connection: nothing inside may wait for another
-    write on `engine`, or it would wait for itself (the same task starting one is refused).
+    write on `engine`, or it would wait for itself. The same task starting one is refused; a task it
+    awaits (`gather`, `shield`, `wait_for` on Python 3.11), another engine object on the same file, or a
+    nested write on PostgreSQL touching a row this transaction holds would still wait, and none is done.
 
     Raises:
         RuntimeError: called inside this task's own `write_transaction` on a SQLite `engine`.

@@ -28,7 +28,7 @@ _SERVE_AND_REPORT = textwrap.dedent(
         server = Server(uvicorn.Config(app, log_level="warning"))
         print(gc.get_threshold()[0], gc.get_freeze_count() > 0)
         serving = asyncio.create_task(server.serve(sockets=[listener]))
-        while not server.started:
+        while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         print(gc.get_threshold()[0], gc.get_freeze_count() > 0)
         server.should_exit = True
