@@ -16,9 +16,10 @@ import sqlalchemy as sa
 from devchain import MULTICALL3_ADDRESS, DevChain
 from facilitator import ClaimState, Facilitator
 from facilitator._claims import claims_table
-from facilitator.wire import Reason
+from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 from payer import sign_payment
 from storage import create_engine
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
@@ -33,6 +34,21 @@ from .payments import (
 )
 
 OTHER_PAYEE = "0x1111111111111111111111111111111111111111"
+
+
+async def _decided(
+    service: Facilitator, payload: PaymentPayload, requirements: PaymentRequirements, key: str
+) -> SettleResponse:
+    """The first answer that is not pending, from retries with `key`: the service's 0.5 s budget per call
+    can end on a busy machine before the receipt of a block mined just before is read."""
+    answers: list[SettleResponse] = []
+
+    async def decided() -> bool:
+        answers.append(await service.settle(payload, requirements, idempotency_key=key))
+        return answers[-1].error_reason != Reason.SETTLEMENT_PENDING
+
+    await wait_until(decided, what=f"a settlement answer for {key} that is not pending")
+    return answers[-1]
 
 
 async def test_a_dropped_settlement_is_broadcast_again_and_mines(
@@ -52,7 +68,7 @@ async def test_a_dropped_settlement_is_broadcast_again_and_mines(
     assert (again.error_reason, again.transaction) == (Reason.SETTLEMENT_PENDING, pending.transaction)
     assert chain.rpc.call("eth_getTransactionByHash", [pending.transaction]) is not None
     chain.rpc.call("evm_mine")
-    settled = await service.settle(payload, requirements, idempotency_key="dropped-1")
+    settled = await _decided(service, payload, requirements, "dropped-1")
     assert (settled.success, settled.transaction) == (True, pending.transaction)
 
 
@@ -84,7 +100,7 @@ async def test_a_dropped_settlement_whose_nonce_was_taken_is_resent_with_a_fresh
     assert resent.error_reason == Reason.SETTLEMENT_PENDING
     assert resent.transaction not in ("", pending.transaction)
     chain.rpc.call("evm_mine")
-    settled = await service.settle(payload, requirements, idempotency_key="renonce-1")
+    settled = await _decided(service, payload, requirements, "renonce-1")
     assert (settled.success, settled.transaction) == (True, resent.transaction)
     assert [row["tx_hash"] for row in await claim_rows(sqlite_url)] == [resent.transaction]
     first_to = chain.rpc.call("eth_getTransactionByHash", [resent.transaction])["to"]
