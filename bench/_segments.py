@@ -28,6 +28,7 @@ from ._payloads import AMOUNT_ATOMIC, sign_raw_transfers, to_requests
 from ._servers import ServerProcess
 
 __all__ = [
+    "BASELINE",
     "HTTP_FLOOR",
     "NODE",
     "OURS",
@@ -46,6 +47,8 @@ REFERENCE = "reference"
 REFERENCE_TWO_SIGNERS = "reference x2"
 NODE = "node"
 HTTP_FLOOR = "http floor"
+BASELINE = "baseline"
+"""Our server running an earlier commit's code (`--baseline`), for the CPU comparison in the same run."""
 
 _T = TypeVar("_T")
 _RECEIPT_BATCH = 100

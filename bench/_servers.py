@@ -139,10 +139,18 @@ def spawn_server(
     return server
 
 
-def migrate_claim_store(workdir: Path) -> Path:
-    """Create an SQLite claim store with ``x402-facilitator db upgrade``; servers start on copies of it."""
-    template = workdir / "claims-template.db"
-    env = {**os.environ, "X402_DATABASE_URL": f"sqlite+aiosqlite:///{template}"}
+def _code(source: Path | None) -> dict[str, str]:
+    """The environment that makes ``x402-facilitator`` run the code of checkout `source` (None: this one)."""
+    return {"PYTHONPATH": str(source)} if source is not None else {}
+
+
+def migrate_claim_store(workdir: Path, *, source: Path | None = None, tag: str = "template") -> Path:
+    """Create an SQLite claim store with ``x402-facilitator db upgrade``; servers start on copies of it.
+
+    With `source`, the checkout's own code and migrations make it (a server of that code checks its schema).
+    """
+    template = workdir / f"claims-{tag}.db"
+    env = {**os.environ, **_code(source), "X402_DATABASE_URL": f"sqlite+aiosqlite:///{template}"}
     subprocess.run(  # noqa: S603 - fixed executable from this virtualenv, no shell
         [str(_BIN / "x402-facilitator"), "db", "upgrade"],
         cwd=workdir,
@@ -154,17 +162,26 @@ def migrate_claim_store(workdir: Path) -> Path:
 
 
 def start_ours(
-    *, rpc_url: str, network: str, relayer_key: str, template_db: Path, workdir: Path, tag: str
+    *,
+    rpc_url: str,
+    network: str,
+    relayer_key: str,
+    template_db: Path,
+    workdir: Path,
+    tag: str,
+    source: Path | None = None,
 ) -> ServerProcess:
     """Start ``x402-facilitator serve`` on a fresh copy of the migrated claim store and wait until ready.
 
-    It runs in `workdir`, so no ``.env`` file of the repository changes its settings.
+    It runs in `workdir`, so no ``.env`` file of the repository changes its settings; with `source`, it runs
+    the code of that checkout (an earlier commit, for a comparison in the same run).
     """
     database = workdir / f"claims-{tag}.db"
     shutil.copyfile(template_db, database)
     port = free_port()
     env = {
         **os.environ,
+        **_code(source),
         "X402_RPC_URL": rpc_url,
         "X402_NETWORK": network,
         "X402_RELAYER_KEY": relayer_key,

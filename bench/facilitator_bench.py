@@ -3,11 +3,15 @@
 Run ``python -m bench.facilitator_bench`` (about four minutes on two cores) or with ``--quick`` (under a
 minute, one small repetition). Each repetition measures, every segment from the same reset chain:
 
-* the node's ceiling: pre-signed ``transferWithAuthorization`` transactions sent straight to anvil;
+* the node's ceiling: pre-signed ``transferWithAuthorization`` transactions sent straight to anvil, just
+  before our settlements at concurrency 50 (the node share compares the two);
 * for ours (``x402-facilitator serve``) and the reference (``bench._x402_reference_app``), one uvicorn
   worker each, back to back: verifications sequentially and at concurrency 50, then settlements
   sequentially and at concurrency 50, each settlement segment on a freshly started server;
 * the reference with two signers sharing one relayer key (two processes), settling at concurrency 50;
+* with ``--baseline DIR`` (a checkout of an earlier commit, e.g. ``git worktree add --detach ../base
+  ef70152``), our server running that checkout's code, settling at concurrency 50 beside ours: issue 15's
+  "half the server CPU per settlement" is a comparison in the same run;
 * the floor of our HTTP stack: uvicorn and Starlette answering a trivial POST of a settle body at
   concurrency 50 (``bench._http_floor_app``), for the CPU budget of the node-share target (``bench._budget``).
 
@@ -23,6 +27,7 @@ import argparse
 import dataclasses
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +44,7 @@ from ._chain import BenchChain, start_bench_chain
 from ._payloads import make_requirements, sign_payloads, to_requests
 from ._report import render_report, targets_met
 from ._segments import (
+    BASELINE,
     OURS,
     REFERENCE,
     REFERENCE_TWO_SIGNERS,
@@ -115,12 +121,14 @@ def _running(servers: Sequence[ServerProcess]) -> Iterator[Sequence[ServerProces
 class _Runner:
     """Runs the segments of a plan on one chain and collects them per repetition."""
 
-    def __init__(self, chain: BenchChain, plan: Plan, workdir: Path) -> None:
+    def __init__(self, chain: BenchChain, plan: Plan, workdir: Path, baseline: Path | None = None) -> None:
         self.chain = chain
         self.plan = plan
         self.workdir = workdir
         self.requirements = make_requirements(chain.chain, chain.pay_to)
         self.template_db = migrate_claim_store(workdir)
+        self.baseline = baseline
+        self.baseline_db = migrate_claim_store(workdir, source=baseline, tag="baseline") if baseline else None
 
     def sign(self, count: int) -> list[PaymentPayload]:
         return sign_payloads(self.chain.chain.payer_keys, self.requirements, count)
@@ -134,6 +142,21 @@ class _Runner:
             template_db=self.template_db,
             workdir=self.workdir,
             tag=tag,
+        )
+
+    def start_baseline(self, tag: str) -> ServerProcess:
+        """Our server running the `--baseline` checkout's code on a claim store its own migrations made."""
+        if self.baseline is None or self.baseline_db is None:
+            raise RuntimeError("no baseline checkout was given")
+        chain = self.chain.chain
+        return start_ours(
+            rpc_url=chain.rpc_url,
+            network=chain.network,
+            relayer_key=chain.relayer_key,
+            template_db=self.baseline_db,
+            workdir=self.workdir,
+            tag=f"{tag}-baseline",
+            source=self.baseline,
         )
 
     def start_reference(self, tag: str) -> ServerProcess:
@@ -232,13 +255,19 @@ class _Runner:
         order: list[tuple[str, StartServer]] = [(OURS, self.start_ours), (REFERENCE, self.start_reference)]
         if rep % 2:
             order.reverse()
-        segments = [self.node_ceiling(rep), *self.verify_pair(rep, order)]
+        segments = self.verify_pair(rep, order)
         settled: dict[tuple[str, int], Segment] = {}
-        for concurrency, count in (
-            (1, self.plan.settle_sequential_count),
-            (self.plan.concurrency, self.plan.settle_concurrent_count),
+        # The baseline runs only where its target is judged, between ours and the reference.
+        concurrent = [*order[:1], (BASELINE, self.start_baseline), *order[1:]] if self.baseline else order
+        for concurrency, count, servers in (
+            (1, self.plan.settle_sequential_count, order),
+            (self.plan.concurrency, self.plan.settle_concurrent_count, concurrent),
         ):
-            for label, start in order:
+            for label, start in servers:
+                if (label, concurrency) == (OURS, self.plan.concurrency):
+                    # The node share compares figures taken seconds apart, as every ratio here does: the
+                    # machine's speed drifts over the minute a repetition takes.
+                    segments.insert(0, self.node_ceiling(rep))
                 segment = self.settle_on_fresh_server(rep, label, start, concurrency, count)
                 settled[label, concurrency] = segment
         segments += settled.values()
@@ -285,6 +314,17 @@ def _header(
     ]
 
 
+def _commit(checkout: Path) -> str:
+    """`checkout`'s commit, as git names it (its path if git cannot say)."""
+    found = subprocess.run(  # noqa: S603 - fixed executable, no shell
+        ["git", "-C", str(checkout), "log", "-1", "--format=%h (%cs)"],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return f"`{found.stdout.strip()}`" if found.returncode == 0 and found.stdout.strip() else str(checkout)
+
+
 def _cores() -> int:
     """The cores this process may run on (what the benchmark's processes share)."""
     if hasattr(os, "sched_getaffinity"):
@@ -302,7 +342,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--output", type=Path, default=RESULTS_PATH, help="where to write the Markdown summary"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a checkout of an earlier commit: its server settles at concurrency 50 beside ours, for the "
+        "CPU comparison in the same run",
+    )
     args = parser.parse_args(argv)
+    baseline: Path | None = args.baseline.resolve() if args.baseline is not None else None
+    if baseline is not None and not (baseline / "facilitator" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a checkout of this project (no facilitator/ package)")
     plan = QUICK if args.quick else FULL
     if args.repetitions is not None:
         plan = dataclasses.replace(plan, repetitions=max(1, args.repetitions))
@@ -313,10 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         start_bench_chain(plan.payers) as chain,
     ):
         snapshot_height = chain.state().height
-        runner = _Runner(chain, plan, Path(workdir))
+        runner = _Runner(chain, plan, Path(workdir), baseline)
         for rep in range(plan.repetitions):
             runs.append(runner.repetition(rep))
         header = _header(chain, plan, started, time.monotonic() - clock, snapshot_height, load_start)
+        if baseline is not None:
+            header.insert(-2, f"- Baseline: our server on the code of {_commit(baseline)} (`--baseline`).")
     report = render_report(runs, concurrency=plan.concurrency, cores=_cores(), header=header)
     print(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)

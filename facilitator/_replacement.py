@@ -107,7 +107,7 @@ class FeeBumper:
         bump_after_s: float,
         max_fee_per_gas: int | None,
         stuck_after_s: float,
-        revive_after_s: float = 2.0,
+        revive_after_s: float = 1.0,
     ):
         self._rpc = rpc
         self._watcher = watcher
@@ -250,7 +250,9 @@ class FeeBumper:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="fee-bumper")
 
     async def _run(self) -> None:
-        interval = min(1.0, self._grows_after_s / 2)
+        # A held next nonce stalls its whole key (anvil's race leaves one every few thousand sends), so it
+        # is looked for a few times per revive delay: one small batch per tick, while settlements are out.
+        interval = min(1.0, self._grows_after_s / 4)
         while self._families:
             await asyncio.sleep(interval)
             try:
