@@ -1,0 +1,93 @@
+"""The README's settings table against the settings classes: every `X402_*` setting a command reads is in
+it, and every default it states as a literal is the code's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_core import PydanticUndefined
+from pydantic_settings import BaseSettings
+
+from facilitator._config import FacilitatorSettings
+from merchant.ledger.cli import LedgerSettings
+from merchant.settings import MerchantSettings
+from merchant.webhooks.cli import WebhookSettings
+from observability._logs import LogSettings
+
+_README = Path(__file__).resolve().parent.parent / "README.md"
+_CLASSES: tuple[type[BaseSettings], ...] = (
+    FacilitatorSettings,
+    MerchantSettings,
+    LedgerSettings,
+    WebhookSettings,
+    LogSettings,
+)
+# Read by a command's own options rather than a settings class; the table documents them too.
+_NOT_SETTINGS = {"X402_DEVCHAIN_BLOCK_TIME_S"}
+# Unset (None) in the code, and said in words for what that means.
+_IN_WORDS = {"X402_RELAYER_MAX_KEYS": "all", "X402_PUBLIC_URL": "`http://HOST:PORT`"}
+# One variable, a default per service.
+_SERVICES = {"FacilitatorSettings": "facilitator", "MerchantSettings": "merchant"}
+
+
+def _table() -> dict[str, str]:
+    """Each variable of the table and the default stated for it (a row naming two splits on " / ")."""
+    rows: dict[str, str] = {}
+    for line in _README.read_text().splitlines():
+        if not line.startswith("| `X402_"):
+            continue
+        names_cell, default_cell = (cell.strip() for cell in line.split("|")[1:3])
+        names = re.findall(r"`(X402_[A-Z0-9_]+)`", names_cell)
+        defaults = default_cell.split(" / ") if len(names) > 1 else [default_cell]
+        assert len(defaults) == len(names), line
+        rows.update(zip(names, defaults, strict=True))
+    return rows
+
+
+def _fields() -> list[tuple[str, str, Any]]:
+    return [
+        (cls.__name__, f"X402_{name.upper()}", field.default)
+        for cls in _CLASSES
+        for name, field in cls.model_fields.items()
+    ]
+
+
+def _stated(cell: str) -> str | None:
+    """The literal a cell states (the backticked value before any explanation), None for "none"."""
+    if cell.startswith("—"):
+        return None
+    found = re.match(r"`([^`]*)`", cell)
+    return found.group(1) if found else cell
+
+
+def _same(stated: str | None, default: Any) -> bool:
+    if stated is None:
+        return default in (None, "", PydanticUndefined)
+    if isinstance(default, bool):
+        return stated == str(default).lower()
+    if isinstance(default, int | float):
+        return float(stated) == float(default)
+    return stated == str(default)
+
+
+@pytest.mark.parametrize(("owner", "variable", "default"), _fields())
+def test_every_setting_is_in_the_readme_table_with_the_codes_default(
+    owner: str, variable: str, default: Any
+) -> None:
+    table = _table()
+    assert variable in table, f"{owner} reads {variable}, which the README's settings table does not list"
+    cell = table[variable]
+    if variable in _IN_WORDS:
+        assert (cell, default) == (_IN_WORDS[variable], None)
+    elif variable == "X402_PORT":
+        assert f"`{default}` ({_SERVICES[owner]})" in cell
+    else:
+        assert _same(_stated(cell), default), f"README: {variable} defaults to {cell!r}; {owner}: {default!r}"
+
+
+def test_every_variable_of_the_table_is_read_by_some_command() -> None:
+    read = {variable for _, variable, _ in _fields()} | _NOT_SETTINGS
+    assert set(_table()) <= read
