@@ -19,13 +19,11 @@ the task stays working and the reconciler settles it with the same idempotency k
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import stamina
 from a2a.helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -57,7 +55,6 @@ from facilitator.wire import (
     PaymentRequired,
     PaymentRequirements,
     Reason,
-    SettleResponse,
     VerifyResponse,
 )
 from observability import log_context
@@ -70,7 +67,8 @@ from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferSt
 from ._outcomes import OutcomeListener, PaymentOutcome, log_unpaid, tenant_name
 from ._pricing import Pricing
 from ._protocol import protocol_version
-from ._wire import agent_status, match_offer, message_payment_data, payload_hash, receipt_for, terms_for
+from ._settling import Settler
+from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
 
 __all__ = ["PaymentExecutor", "SkillResolver"]
 
@@ -101,14 +99,13 @@ class PaymentExecutor(AgentExecutor):
         self._offers = offers
         self._ledger = ledger
         self._skill_of = skill_of
-        self._settle_timeout_s = settle_timeout_s
-        self._settle_horizon_s = settle_horizon_s
+        self._settler = Settler(facilitator, offers, timeout_s=settle_timeout_s, horizon_s=settle_horizon_s)
         self._on_outcome = on_outcome
 
     @property
     def settle_timeout_s(self) -> float:
         """How long a payment turn waits for its settlement before answering with the task still working."""
-        return self._settle_timeout_s
+        return self._settler.timeout_s
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run one turn of a task: ask for payment, take it, or run free work."""
@@ -283,44 +280,12 @@ class PaymentExecutor(AgentExecutor):
             # (T9, its outcome not known yet) and the reconciler settles it with the same idempotency key,
             # or fails it, once the facilitator answers again. Never settled twice, never failed here.
             logger.warning("settling task %s: %s; the reconciler will finish it", task_id, exc)
-            await self._tell_outcome_unknown(event_queue, task_id, context_id, data, dialect)
+            await self._settler.tell_outcome_unknown(event_queue, task_id, context_id, data, dialect)
         except Exception:  # noqa: BLE001 - past this point the payer may be charged: never fail the task
             # A database or facilitator fault after the payment was taken must not end the task as failed
             # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
             # settling and untouched, settles or fails it for good and delivers the held artifacts.
             logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
-
-    async def _tell_outcome_unknown(
-        self,
-        event_queue: EventQueue,
-        task_id: str,
-        context_id: str,
-        data: PaymentSubmittedData,
-        dialect: Dialect,
-    ) -> None:
-        """Tell the client the settlement's outcome is not known yet, with the receipts stored so far; a
-        fault doing so is only logged, as the task must stay working for the reconciler either way."""
-        try:
-            await event_queue.enqueue_event(
-                agent_status(
-                    task_id,
-                    context_id,
-                    TaskState.TASK_STATE_WORKING,
-                    "The settlement's outcome is not known yet (the facilitator could not be reached); "
-                    "the task completes or fails when it is.",
-                    PaymentVerifiedData(receipts=await self._stored_receipts(task_id, data)),
-                    dialect,
-                )
-            )
-        except Exception:  # noqa: BLE001 - the task stays working; the reconciler finishes it
-            logger.exception("telling task %s its settlement is pending failed", task_id)
-
-    async def _stored_receipts(self, task_id: str, data: PaymentSubmittedData) -> tuple[Any, ...]:
-        """The receipts stored with the task's offer (a pending one among them, if the settlement got that
-        far)."""
-        offer = await self._offers.get(task_id)
-        stored = offer.receipts if offer is not None else []
-        return tuple(receipt_for(SettleResponse.from_wire(r), data.payload) for r in stored)
 
     async def _checked_offer(self, context: RequestContext, task_id: str) -> Offer | None:
         """The task's offer as the request handler read it for this request, else as stored.
@@ -369,36 +334,9 @@ class PaymentExecutor(AgentExecutor):
         taken_at: datetime,
     ) -> None:
         task_id, context_id = _ids(context)
-        key = f"a2a-task:{task_id}:{offer.round}"
-        # When the payment was taken: only a transaction mined since may settle it for someone else.
-        presented_at = int(taken_at.timestamp())
-        receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
-        response = await self._settle(payload, requirements, key, presented_at)
-        if response.error_reason == Reason.SETTLEMENT_PENDING:
-            receipts.append(receipt_for(response, data.payload))
-            await self._offers.advance(
-                task_id,
-                OfferState.SETTLING,
-                receipts=[r.to_json_dict() for r in receipts],
-                event=settlement_event(EventType.SETTLEMENT_PENDING, offer, requirements, payload, response),
-            )
-            await event_queue.enqueue_event(
-                agent_status(
-                    task_id,
-                    context_id,
-                    TaskState.TASK_STATE_WORKING,
-                    f"Settlement transaction {response.transaction} is waiting for confirmation.",
-                    PaymentVerifiedData(receipts=tuple(receipts)),
-                    dialect,
-                )
-            )
-            deadline = time.monotonic() + self._settle_horizon_s
-            while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
-                # The heartbeat tells the reconciler this settlement still has a live owner.
-                await self._offers.touch(task_id)
-                response = await self._settle(payload, requirements, key, presented_at)
-            receipts.pop()
-        receipts.append(receipt_for(response, data.payload))
+        response, receipts = await self._settler.settle(
+            event_queue, task_id, context_id, offer, dialect, data, payload, requirements, taken_at
+        )
         if not response.success:
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
             await self._fail(
@@ -433,27 +371,6 @@ class PaymentExecutor(AgentExecutor):
                 dialect,
             )
         )
-
-    async def _settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str, presented_at: int
-    ) -> SettleResponse:
-        """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
-
-        `presented_at` (when the payment was taken) lets the facilitator count a transaction that someone
-        else mined since as this settlement, but not an older one: that is a payment made elsewhere.
-        """
-        async for attempt in stamina.retry_context(
-            on=ChainUnavailableError, attempts=10, timeout=self._settle_horizon_s
-        ):
-            with attempt:
-                return await self._facilitator.settle(
-                    payload,
-                    requirements,
-                    idempotency_key=key,
-                    timeout_s=self._settle_timeout_s,
-                    presented_at=presented_at,
-                )
-        raise RuntimeError("unreachable: stamina re-raises the last error")
 
     async def _fail(
         self,
