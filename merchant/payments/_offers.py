@@ -150,6 +150,12 @@ class Offer:
     booked_at: datetime | None
     told_at: datetime | None
 
+    @property
+    def settlement_key(self) -> str:
+        """The idempotency key this offer's payment is settled under, by the paid turn and by recovery
+        alike: the facilitator answers a second settle with the same key from the first one's claim."""
+        return f"a2a-task:{self.task_id}:{self.round}"
+
 
 @dataclass(frozen=True, slots=True)
 class CheckedOffer:

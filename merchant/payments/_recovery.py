@@ -205,7 +205,7 @@ class PaymentRecovery:
             response = await self._facilitator.settle(
                 payload,
                 requirements,
-                idempotency_key=f"a2a-task:{offer.task_id}:{offer.round}",
+                idempotency_key=offer.settlement_key,
                 timeout_s=self._settle_timeout_s,
                 presented_at=None if taken is None else int(taken.timestamp()),
             )

@@ -63,7 +63,7 @@ class Settler:
 
         The answer is pending only if it still was when the horizon passed.
         """
-        key = f"a2a-task:{task_id}:{offer.round}"
+        key = offer.settlement_key
         # When the payment was taken: only a transaction mined since may settle it for someone else.
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
