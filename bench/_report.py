@@ -90,20 +90,28 @@ def targets_met(runs: Sequence[Sequence[Segment]], concurrency: int) -> bool:
     shares = _node_shares(runs, concurrency)
     if shares and statistics.median(shares) < NODE_SHARE_TARGET:
         return False
+    baselines = _by_key(runs).get((BASELINE, "settle", concurrency), [])
     per_baseline = _cpu_per_baseline(runs, concurrency)
-    if per_baseline and statistics.median(per_baseline) > CPU_PER_BASELINE_TARGET:
+    if baselines and (
+        len(per_baseline) < len(baselines) or statistics.median(per_baseline) > CPU_PER_BASELINE_TARGET
+    ):
         return False
     return _ours_clean(_by_key(runs))
 
 
 def _cpu_per_baseline(runs: Sequence[Sequence[Segment]], concurrency: int) -> list[float]:
-    """Our server CPU per settlement at `concurrency` over the baseline code's, within each repetition."""
+    """Our server CPU per settlement at `concurrency` over the baseline code's, within each repetition
+    where the baseline settled everything (CPU per request of a segment that failed fast means nothing)."""
     ratios = []
     for run in runs:
         cpu = {
             s.server: s.server_cpu_ms
             for s in run
-            if s.mode == "settle" and s.concurrency == concurrency and s.server_cpu_ms
+            if s.mode == "settle"
+            and s.concurrency == concurrency
+            and s.server_cpu_ms
+            and s.failed == 0
+            and not s.problems
         }
         if cpu.get(OURS) and cpu.get(BASELINE):
             ratios.append(cpu[OURS] / cpu[BASELINE])
@@ -194,19 +202,21 @@ def _cpu_rows(
         f"| server CPU ms per settlement, {concurrency} concurrent | {_spread(ours_cpu, 2)} "
         f"| {_spread(ref_cpu, 2)} | {ratio} | – | – |"
     ]
-    per_baseline = _cpu_per_baseline(runs, concurrency)
+    baselines = grouped.get((BASELINE, "settle", concurrency), [])
     goal = f"ours ≤ {CPU_PER_BASELINE_TARGET:g}x the baseline's"
-    if not per_baseline:
+    if not baselines:
         return [
             *rows,
             f"| the same beside the baseline code's (`--baseline`) | not run | – | – | {goal} | – |",
         ]
-    verdict = "yes" if statistics.median(per_baseline) <= CPU_PER_BASELINE_TARGET else "**NO**"
-    baseline = _spread(_cpu(grouped, BASELINE, concurrency), 2)
+    per_baseline = _cpu_per_baseline(runs, concurrency)
+    met = len(per_baseline) == len(baselines) and statistics.median(per_baseline) <= CPU_PER_BASELINE_TARGET
+    ratio = f"ours {statistics.median(per_baseline):.2f}x of it" if per_baseline else "–"
+    baseline = f"{_spread(_cpu(grouped, BASELINE, concurrency), 2)}; {_settle_faults(baselines)}"
     return [
         *rows,
-        f"| the same, the baseline code's, in the same repetitions | {baseline} | – "
-        f"| ours {statistics.median(per_baseline):.2f}x of it | {goal} | {verdict} |",
+        f"| the same, the baseline code's, in the same repetitions | {baseline} | – | {ratio} | {goal} "
+        f"| {'yes' if met else '**NO**'} |",
     ]
 
 

@@ -251,14 +251,15 @@ class _Runner:
 
     def repetition(self, rep: int) -> list[Segment]:
         """One full set of segments. Ours and the reference run back to back for each kind of segment, so
-        a ratio compares figures taken seconds apart; which goes first alternates between repetitions."""
+        a ratio compares figures taken seconds apart; which goes first alternates between repetitions. At
+        concurrency 50 the node's ceiling runs just before ours, and the baseline (if any) after both."""
         order: list[tuple[str, StartServer]] = [(OURS, self.start_ours), (REFERENCE, self.start_reference)]
         if rep % 2:
             order.reverse()
         segments = self.verify_pair(rep, order)
         settled: dict[tuple[str, int], Segment] = {}
-        # The baseline runs only where its target is judged, between ours and the reference.
-        concurrent = [*order[:1], (BASELINE, self.start_baseline), *order[1:]] if self.baseline else order
+        # The baseline runs only where its target is judged, after the pair it is compared with.
+        concurrent = [*order, (BASELINE, self.start_baseline)] if self.baseline else order
         for concurrency, count, servers in (
             (1, self.plan.settle_sequential_count, order),
             (self.plan.concurrency, self.plan.settle_concurrent_count, concurrent),
@@ -285,6 +286,7 @@ def _header(
     elapsed_s: float,
     snapshot_height: int,
     load_start: float,
+    baseline: Path | None,
 ) -> list[str]:
     packages = ", ".join(
         f"{name} {version(name)}" for name in ("x402", "web3", "uvicorn", "fastapi", "httpx")
@@ -306,6 +308,14 @@ def _header(
         f"Load generator: raw asyncio HTTP/1.1 keep-alive client. Run took {elapsed_s:.0f} s.",
         f"- Load average (1 min): {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
         f"(other work on the machine shares its {_cores()} cores).",
+        *(
+            [
+                f"- Baseline: our server on the code of {_commit(baseline)} (`--baseline`), with this "
+                "checkout's virtualenv (its libraries' versions above)."
+            ]
+            if baseline is not None
+            else []
+        ),
         "- The reference app awaits the SDK's async `x402Facilitator` in `async def` routes, as the SDK's "
         "example does; its EVM scheme makes blocking web3 calls inside, so one request runs at a time and "
         "the event loop stalls meanwhile. That is measured as a user would deploy it, not worked around.",
@@ -317,7 +327,7 @@ def _header(
 def _commit(checkout: Path) -> str:
     """`checkout`'s commit, as git names it (its path if git cannot say)."""
     found = subprocess.run(  # noqa: S603 - fixed executable, no shell
-        ["git", "-C", str(checkout), "log", "-1", "--format=%h (%cs)"],  # noqa: S607
+        ["git", "-C", str(checkout), "describe", "--always", "--dirty"],  # noqa: S607
         capture_output=True,
         text=True,
         check=False,
@@ -367,9 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = _Runner(chain, plan, Path(workdir), baseline)
         for rep in range(plan.repetitions):
             runs.append(runner.repetition(rep))
-        header = _header(chain, plan, started, time.monotonic() - clock, snapshot_height, load_start)
-        if baseline is not None:
-            header.insert(-2, f"- Baseline: our server on the code of {_commit(baseline)} (`--baseline`).")
+        header = _header(
+            chain, plan, started, time.monotonic() - clock, snapshot_height, load_start, baseline
+        )
     report = render_report(runs, concurrency=plan.concurrency, cores=_cores(), header=header)
     print(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)

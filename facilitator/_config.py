@@ -168,7 +168,7 @@ class FacilitatorSettings(BaseSettings):
         description="ceiling of maxFeePerGas, for sends and fee-bumped replacements",
     )
     relayer_revive_after_s: float = Field(
-        default=1.0,
+        default=2.0,
         ge=0.5,
         le=3600,
         description="a key's next nonce the node holds unmined this long while later ones wait is sent "

@@ -61,6 +61,11 @@ class ReceiptWatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def poll_interval_s(self) -> float:
+        """How often pending receipts are polled."""
+        return self._poll_interval_s
+
     async def wait(self, tx_hash: str, *, confirmations: int, timeout_s: float) -> Receipt | None:
         """The receipt of `tx_hash` once `confirmations` blocks include it, or None after `timeout_s`."""
         self._ensure_running()

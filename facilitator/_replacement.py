@@ -107,7 +107,7 @@ class FeeBumper:
         bump_after_s: float,
         max_fee_per_gas: int | None,
         stuck_after_s: float,
-        revive_after_s: float = 1.0,
+        revive_after_s: float = 2.0,
     ):
         self._rpc = rpc
         self._watcher = watcher
@@ -251,8 +251,9 @@ class FeeBumper:
 
     async def _run(self) -> None:
         # A held next nonce stalls its whole key (anvil's race leaves one every few thousand sends), so it
-        # is looked for a few times per revive delay: one small batch per tick, while settlements are out.
-        interval = min(1.0, self._grows_after_s / 4)
+        # is looked for a few times per revive delay, but never more often than receipts are polled: an
+        # operator who set that near a slow chain's block time (a metered provider) meant it for this too.
+        interval = min(1.0, max(self._watcher.poll_interval_s, self._grows_after_s / 4))
         while self._families:
             await asyncio.sleep(interval)
             try:

@@ -1,5 +1,6 @@
-"""The README's settings table against the settings classes: every `X402_*` setting a command reads is in
-it, and every default it states as a literal is the code's."""
+"""The README's settings table against the code: every `X402_*` variable a command reads (a settings
+class's field, or a name the sources spell out) is in it, and every default it states as a literal is
+the code's."""
 
 from __future__ import annotations
 
@@ -17,16 +18,25 @@ from merchant.settings import MerchantSettings
 from merchant.webhooks.cli import WebhookSettings
 from observability._logs import LogSettings
 
-_README = Path(__file__).resolve().parent.parent / "README.md"
-_CLASSES: tuple[type[BaseSettings], ...] = (
-    FacilitatorSettings,
-    MerchantSettings,
-    LedgerSettings,
-    WebhookSettings,
-    LogSettings,
+_ROOT = Path(__file__).resolve().parent.parent
+_README = _ROOT / "README.md"
+# Every settings class of the modules imported above (the commands' own): each is checked.
+_CLASSES = tuple(
+    cls for cls in BaseSettings.__subclasses__() if cls.model_config.get("env_prefix") == "X402_"
 )
-# Read by a command's own options rather than a settings class; the table documents them too.
-_NOT_SETTINGS = {"X402_DEVCHAIN_BLOCK_TIME_S"}
+_PACKAGES = (
+    "a2a_x402",
+    "agentcard",
+    "cli",
+    "demo",
+    "devchain",
+    "facilitator",
+    "merchant",
+    "observability",
+    "payer",
+    "storage",
+    "x402_a2a_conformance",
+)
 # Unset (None) in the code, and said in words for what that means.
 _IN_WORDS = {"X402_RELAYER_MAX_KEYS": "all", "X402_PUBLIC_URL": "`http://HOST:PORT`"}
 # One variable, a default per service.
@@ -88,6 +98,30 @@ def test_every_setting_is_in_the_readme_table_with_the_codes_default(
         assert _same(_stated(cell), default), f"README: {variable} defaults to {cell!r}; {owner}: {default!r}"
 
 
+def _spelled_out() -> set[str]:
+    """The `X402_*` names the packages' sources spell out as strings (click envvars, `os.environ` reads)."""
+    return {
+        name
+        for package in _PACKAGES
+        for source in (_ROOT / package).rglob("*.py")
+        for name in re.findall(r'"(X402_[A-Z0-9_]+)"', source.read_text())
+    }
+
+
+def test_the_settings_classes_of_every_command_are_checked() -> None:
+    assert set(_CLASSES) >= {
+        FacilitatorSettings,
+        MerchantSettings,
+        LedgerSettings,
+        WebhookSettings,
+        LogSettings,
+    }
+
+
+def test_every_variable_the_sources_name_is_in_the_table() -> None:
+    assert _spelled_out() - set(_table()) == set()
+
+
 def test_every_variable_of_the_table_is_read_by_some_command() -> None:
-    read = {variable for _, variable, _ in _fields()} | _NOT_SETTINGS
+    read = {variable for _, variable, _ in _fields()} | _spelled_out()
     assert set(_table()) <= read

@@ -7,14 +7,24 @@ from bench._report import render_report, targets_met
 from bench._segments import BASELINE, NODE, OURS, REFERENCE, Segment
 
 
-def _segment(server: str, mode: str, concurrency: int, *, rate: float, server_cpu_ms: float) -> Segment:
+def _segment(
+    server: str, mode: str, concurrency: int, *, rate: float, server_cpu_ms: float, failed: int = 0
+) -> Segment:
     count = 500
     return Segment(
-        server, mode, concurrency, count, elapsed_s=count / rate, ok=count, server_cpu_ms=server_cpu_ms
+        server,
+        mode,
+        concurrency,
+        count,
+        elapsed_s=count / rate,
+        ok=count - failed,
+        server_cpu_ms=server_cpu_ms,
     )
 
 
-def _run(*, ours_cpu: float, baseline_cpu: float | None, ours_rate: float = 800.0) -> list[Segment]:
+def _run(
+    *, ours_cpu: float, baseline_cpu: float | None, ours_rate: float = 800.0, baseline_failed: int = 0
+) -> list[Segment]:
     run = [
         _segment(NODE, "raw", 1, rate=1000.0, server_cpu_ms=0.0),
         *(
@@ -26,7 +36,9 @@ def _run(*, ours_cpu: float, baseline_cpu: float | None, ours_rate: float = 800.
         _segment(REFERENCE, "settle", 50, rate=50.0, server_cpu_ms=7.0),
     ]
     if baseline_cpu is not None:
-        run.append(_segment(BASELINE, "settle", 50, rate=300.0, server_cpu_ms=baseline_cpu))
+        run.append(
+            _segment(BASELINE, "settle", 50, rate=300.0, server_cpu_ms=baseline_cpu, failed=baseline_failed)
+        )
     return run
 
 
@@ -34,7 +46,7 @@ def test_the_cpu_target_is_met_at_half_the_baseline_codes_cpu_or_less() -> None:
     runs = [_run(ours_cpu=1.0, baseline_cpu=2.5), _run(ours_cpu=1.2, baseline_cpu=2.4)]
     assert targets_met(runs, 50)
     report = render_report(runs, concurrency=50, cores=2, header=[])
-    assert "| the same, the baseline code's, in the same repetitions | 2.45 (2.40–2.50) |" in report
+    assert "| the same, the baseline code's, in the same repetitions | 2.45 (2.40–2.50); 0 of 1000" in report
     assert "ours 0.45x of it | ours ≤ 0.5x the baseline's | yes |" in report
 
 
@@ -47,6 +59,16 @@ def test_the_cpu_target_is_missed_above_half_of_the_baseline_in_most_repetitions
     assert not targets_met(runs, 50)
     assert "ours 0.54x of it | ours ≤ 0.5x the baseline's | **NO** |" in render_report(
         runs, concurrency=50, cores=2, header=[]
+    )
+
+
+def test_a_baseline_that_failed_settlements_is_no_yardstick_and_misses_the_target() -> None:
+    runs = [_run(ours_cpu=1.0, baseline_cpu=2.5), _run(ours_cpu=1.0, baseline_cpu=9.0, baseline_failed=400)]
+    assert not targets_met(runs, 50)
+    report = render_report(runs, concurrency=50, cores=2, header=[])
+    assert (
+        "400 of 1000 failed, checks ok | – | ours 0.40x of it | ours ≤ 0.5x the baseline's | **NO** |"
+        in report
     )
 
 
