@@ -5,7 +5,9 @@ mines one block per transaction instead.
 
 Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env
 file (mode 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state
-directory and removes the env file, which would otherwise point at a chain that no longer exists.
+directory and removes the env file, which would otherwise point at a chain that no longer exists (unless
+another run has written it since). While the chain an existing env file names still answers it refuses to
+start (one line, exit status 2): a second chain would take that file from the first; a stale file is replaced.
 
 ``x402-devchain --export`` starts nothing: it prints that env file of the dev chain already running here
 as shell ``export`` lines, after checking that its node answers, so any other terminal takes the settings
@@ -14,68 +16,70 @@ with one line: ``eval "$(x402-devchain --export)"``.
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 import signal
 import threading
 from pathlib import Path
 
 import click
-import httpx
 
 import cli
 
 from ._anvil import DEFAULT_CHAIN_ID, AnvilNode
 from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
-from ._errors import AnvilNotFoundError, AnvilStartError, RpcError
-from ._rpc import RpcClient
+from ._envfile import live_node, probe, read_settings, remove_if_unchanged, write_private
+from ._errors import AnvilNotFoundError, AnvilStartError
 
 __all__ = ["main"]
 
 # A block a second: the head never lags the wall clock by more, as on a real chain, and a settlement waits
 # about that long for its receipt.
 DEFAULT_BLOCK_TIME_S = 1
-_EXPORT_PROBE_TIMEOUT_S = 3.0
-_ENV_LINE = re.compile(r"^(X402_[A-Z0-9_]+)=(.*)$")
+_DEFAULT_ENV_FILE = Path(".devchain.env")
 
 
-def _write_private(path: Path, text: str) -> None:
-    # Write then rename, so a reader polling for the file never sees half of it.
-    partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(partial, path)
+def _export_command(env_file: Path) -> str:
+    where = "" if env_file == _DEFAULT_ENV_FILE else f" --env-file {shlex.quote(str(env_file))}"
+    return f"x402-devchain --export{where}"
 
 
 def _export_lines(env_file: Path) -> str:
     """The settings in `env_file` as `export KEY=value` lines, once its node has answered.
 
     Raises:
-        click.ClickException: no env file (no dev chain running here), or its node does not answer.
+        cli.ConfigError: no env file (no dev chain running here), or its node does not answer.
     """
     try:
-        text = env_file.read_text()
+        settings = read_settings(env_file)
     except FileNotFoundError:
-        raise click.ClickException(
+        raise cli.ConfigError(
             f"no dev chain is running here: {env_file} does not exist; start `x402-devchain` first"
         ) from None
-    settings: dict[str, str] = {
-        match[1]: match[2] for line in text.splitlines() if (match := _ENV_LINE.match(line))
-    }
     rpc_url = settings.get("X402_RPC_URL")
     if rpc_url is None:
-        raise click.ClickException(f"{env_file} names no X402_RPC_URL; restart `x402-devchain`")
-    try:
-        with RpcClient(rpc_url, timeout_s=_EXPORT_PROBE_TIMEOUT_S) as rpc:
-            rpc.call("eth_chainId")
-    except (httpx.HTTPError, RpcError) as exc:
-        raise click.ClickException(
-            f"the dev chain of {env_file} does not answer at {rpc_url} ({type(exc).__name__}): "
+        raise cli.ConfigError(f"{env_file} names no X402_RPC_URL; restart `x402-devchain`")
+    if (problem := probe(rpc_url)) is not None:
+        raise cli.ConfigError(
+            f"the dev chain of {env_file} does not answer at {rpc_url} ({type(problem).__name__}): "
             "it has stopped; start `x402-devchain` again"
-        ) from exc
+        ) from problem
     return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
+
+
+def _refuse_if_running(env_file: Path) -> None:
+    """Refuse to start while the chain `env_file` names answers: its file would be overwritten, then deleted.
+
+    Raises:
+        cli.ConfigError: that chain is running.
+    """
+    rpc_url = live_node(env_file)
+    if rpc_url is not None:
+        raise cli.ConfigError(
+            f"not starting: a dev chain is already running here at {rpc_url} "
+            f"(its settings are in {env_file}); "
+            f'use it (eval "$({_export_command(env_file)})"), stop it (Ctrl-C in its terminal), '
+            "or start this one with another --env-file"
+        )
 
 
 @click.command(cls=cli.Command, mistakes={AnvilNotFoundError: None, AnvilStartError: None})
@@ -106,9 +110,9 @@ def _export_lines(env_file: Path) -> str:
 @click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path(".devchain.env"),
+    default=_DEFAULT_ENV_FILE,
     show_default=True,
-    help="Where to write the settings; removed again on exit.",
+    help="Where to write the settings; removed again on exit. Refused while the chain it names runs.",
 )
 @click.option(
     "--export",
@@ -124,6 +128,7 @@ def main(
     if export:
         click.echo(_export_lines(env_file), nl=False)
         return
+    _refuse_if_running(env_file)  # before anything is started or written
     stop = threading.Event()
     # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -132,7 +137,8 @@ def main(
         chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
         node.set_block_time(block_time_s)
         text = "".join(f"{key}={value}\n" for key, value in chain.env().items())
-        _write_private(env_file, text)
+        _refuse_if_running(env_file)  # again: another chain may have started while this one deployed
+        write_private(env_file, text)
         try:
             click.echo(text, nl=False)
             click.echo(f"# settings written to {env_file}; press Ctrl-C to stop", err=True)
@@ -140,4 +146,4 @@ def main(
                 if not node.running:
                     raise click.ClickException("anvil exited unexpectedly")
         finally:
-            env_file.unlink(missing_ok=True)
+            remove_if_unchanged(env_file, text)

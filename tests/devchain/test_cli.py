@@ -178,10 +178,95 @@ def test_export_without_a_running_chain_says_so_and_prints_nothing(tmp_path: Pat
         check=False,
     )
 
-    assert (missing.returncode, missing.stdout) == (1, "")
+    # The user's mistake (no chain started yet, or it stopped): one line and exit status 2, as for any other.
+    assert (missing.returncode, missing.stdout) == (2, "")
     assert missing.stderr == (
-        "Error: no dev chain is running here: .devchain.env does not exist; start `x402-devchain` first\n"
+        "x402-devchain: no dev chain is running here: .devchain.env does not exist; "
+        "start `x402-devchain` first\n"
     )
-    assert (dead.returncode, dead.stdout) == (1, "")
-    assert dead.stderr.startswith(f"Error: the dev chain of {stale} does not answer at http://127.0.0.1:9")
-    assert "start `x402-devchain` again" in dead.stderr
+    assert (dead.returncode, dead.stdout) == (2, "")
+    assert dead.stderr.startswith(
+        f"x402-devchain: the dev chain of {stale} does not answer at http://127.0.0.1:9"
+    )
+    assert "start `x402-devchain` again" in dead.stderr and dead.stderr.count("\n") == 1
+
+
+def _start(cwd: Path, *options: str, tmpdir: Path | None = None) -> subprocess.Popen[str]:
+    script = str(Path(sys.executable).with_name("x402-devchain"))
+    return subprocess.Popen(  # noqa: S603 - our own console script
+        [script, "--payers", "1", "--block-time", "0", *options],
+        cwd=cwd,
+        env={**os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir else {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode
+
+
+def test_a_second_chain_in_the_same_checkout_is_refused_and_the_first_keeps_its_file(tmp_path: Path) -> None:
+    env_file, temp_root = tmp_path / ".devchain.env", tmp_path / "tmp"
+    temp_root.mkdir()
+    first = _start(tmp_path, tmpdir=temp_root)
+    try:
+        wait_for_file(env_file, first)
+        text = env_file.read_text()
+        rpc_url = dict(line.split("=", 1) for line in text.splitlines())["X402_RPC_URL"]
+        (first_state,) = temp_root.glob("x402-anvil-*")
+        second = _start(tmp_path, tmpdir=temp_root)
+        stdout, stderr = second.communicate(timeout=60)
+        # Nothing started, nothing written: the first chain, its file and its --export are as they were.
+        assert (second.returncode, stdout) == (2, "")
+        assert stderr == (
+            f"x402-devchain: not starting: a dev chain is already running here at {rpc_url} "
+            "(its settings are in .devchain.env); "
+            'use it (eval "$(x402-devchain --export)"), stop it (Ctrl-C in its terminal), '
+            "or start this one with another --env-file\n"
+        )
+        assert list(temp_root.glob("x402-anvil-*")) == [first_state]
+        assert env_file.read_text() == text
+        assert first.poll() is None
+        with RpcClient(rpc_url) as rpc:
+            assert rpc.call("eth_chainId")
+    finally:
+        assert _stop(first) == 0
+    assert not env_file.exists()
+
+
+def test_a_stale_env_file_is_replaced_and_removed_on_exit(tmp_path: Path) -> None:
+    env_file = tmp_path / ".devchain.env"
+    env_file.write_text("X402_RPC_URL=http://127.0.0.1:9\nX402_NETWORK=eip155:31337\n")  # its chain stopped
+    process = _start(tmp_path)
+    try:
+        deadline = time.monotonic() + 15
+        while "X402_ASSET=" not in env_file.read_text():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the stale env file was not replaced"
+            time.sleep(0.02)
+        assert set(dict(line.split("=", 1) for line in env_file.read_text().splitlines())) == EXPECTED_KEYS
+    finally:
+        assert _stop(process) == 0
+    assert not env_file.exists()
+
+
+def test_on_exit_an_env_file_another_run_has_written_since_is_left_alone(tmp_path: Path) -> None:
+    env_file = tmp_path / "chain.env"
+    process = _start(tmp_path, "--env-file", str(env_file))
+    try:
+        wait_for_file(env_file, process)
+        others = "X402_RPC_URL=http://127.0.0.1:9\n"  # written by someone else while this chain ran
+        env_file.write_text(others)
+    finally:
+        assert _stop(process) == 0
+    assert env_file.read_text() == others
