@@ -265,7 +265,10 @@ class DashboardData:
         if record.finalization is not None:
             final = record.finalization
             return f"final at {_confirmations(final.confirmations)}, {format_time(final.finalized_at)}"
-        return f"not final: awaiting {_confirmations(self._confirmations)}"
+        # The dashboard does not read the chain's head, so it cannot say how deep the transaction is: only
+        # that the reconciler's check is still to come (it finalizes at the configured depth).
+        depth = _confirmations(self._confirmations)
+        return f"not final yet: awaiting the reconciler's next check (final at {depth})"
 
     def _asset_name(self, asset: str) -> str:
         info = self._assets.get(asset)

@@ -8,7 +8,10 @@ and everything else sees the log-in form (401) without a byte of any tenant's da
 
 from __future__ import annotations
 
+import html
 import re
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -19,9 +22,9 @@ from merchant.ledger import LedgerReader
 from payer import sign_payment
 from storage import create_engine
 from tests.facilitator.payments import submit_directly
-from tests.faults.clients import open_task
+from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until
-from tests.fixtures.merchant import MerchantWire
+from tests.fixtures.merchant import MerchantStarter, MerchantWire
 
 from .conftest import SEGMENTS, Shop
 
@@ -227,3 +230,31 @@ async def test_the_reconcilers_open_differences_reach_only_the_tenant_paid(
 def _section(html: str, section_id: str) -> str:
     start = html.index(f'<section id="{section_id}">')
     return html[start : html.index("</section>", start)]
+
+
+async def test_a_settlement_not_final_yet_awaits_the_reconcilers_check_and_claims_no_missing_depth(
+    sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    token = f"default-{secrets.token_urlsafe(24)}"
+    merchant = start_merchant(sqlite_url, api_token=token, reconcile_interval_s=3600)
+    headers = {"authorization": f"Bearer {token}"}
+    async with merchant.http() as http:
+
+        async def first_pass_over() -> bool:
+            page = await http.get("/tenants/default/dashboard", headers=headers)
+            return "last pass" in html.unescape(_section(page.text, "differences"))
+
+        # Paid after the reconciler's first pass, the settlement is deep enough at once (automine, one
+        # confirmation) yet stays not final: the next pass is an hour away.
+        await wait_until(first_pass_over, what="the reconciler's first pass")
+        wire = MerchantWire(http, "jsonrpc", "")
+        task_id, terms = await open_task(wire)
+        answer = await pay(wire, task_id, sign_payment(new_payer(), terms))
+        page = await http.get("/tenants/default/dashboard", headers=headers)
+
+    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer["status"]
+    unfinalized = html.unescape(_section(page.text, "unfinalized"))
+    assert page.status_code == 200 and task_id in unfinalized
+    # The dashboard does not read the head: it says what is to come, not that confirmations are missing.
+    assert "not final yet: awaiting the reconciler's next check (final at 1 confirmation)" in unfinalized
+    assert "awaiting 1 confirmation" not in unfinalized
