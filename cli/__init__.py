@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from ._entry import Command, Group, Mistakes, answer
 from ._errors import MISTAKE_EXIT_CODE, ConfigError
-from ._heap import YOUNG_THRESHOLD, Server, settle_heap
-from ._listen import bind_listener
+from ._heap import YOUNG_THRESHOLD, settle_heap
+from ._listen import bind_listener, check_listenable
+from ._server import Server
 from ._settings import load_settings, settings_problems
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Server",
     "answer",
     "bind_listener",
+    "check_listenable",
     "load_settings",
     "settings_problems",
     "settle_heap",

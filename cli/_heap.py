@@ -13,11 +13,8 @@ over a large heap of schemas and statements), so both services serve this way.
 from __future__ import annotations
 
 import gc
-import socket
 
-import uvicorn
-
-__all__ = ["YOUNG_THRESHOLD", "Server", "settle_heap"]
+__all__ = ["YOUNG_THRESHOLD", "settle_heap"]
 
 YOUNG_THRESHOLD = 10_000
 """Net allocations between two young collections (CPython's default is 700)."""
@@ -29,11 +26,3 @@ def settle_heap() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
-
-
-class Server(uvicorn.Server):
-    """uvicorn's server, settling the heap once the app has started (its lifespan opened everything)."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        settle_heap()

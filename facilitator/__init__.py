@@ -50,7 +50,7 @@ from ._pool import NoRelayerError, RelayerState
 from ._probe import ChainStatus, RelayerStatus, read_chain_status
 from ._recovery import authorization_used
 from ._replacement import bumped_fees
-from ._rpc import RpcCall, RpcClient, shown_origin
+from ._rpc import RpcCall, RpcClient, shown_origin, unreachable_reason
 from ._service import Facilitator
 from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
@@ -104,4 +104,5 @@ __all__ = [
     "refuse_on_fatal",
     "schema_check",
     "shown_origin",
+    "unreachable_reason",
 ]

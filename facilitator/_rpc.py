@@ -31,7 +31,7 @@ import orjson
 
 from ._errors import ChainUnavailableError, RpcError
 
-__all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin"]
+__all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin", "unreachable_reason"]
 
 MAX_BATCH = 200
 """The most calls one HTTP request carries (public nodes refuse batches of a few hundred or more)."""
@@ -175,7 +175,7 @@ class RpcClient:
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ChainUnavailableError(
-                f"RPC node unreachable ({shown_origin(self.url)}): {_unreachable_reason(exc)}"
+                f"RPC node unreachable ({shown_origin(self.url)}): {unreachable_reason(exc)}"
             ) from exc
         if status != 200:
             raise ChainUnavailableError(f"RPC node answered HTTP {status}")
@@ -193,16 +193,22 @@ def shown_origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else "(an unparseable URL)"
 
 
-def _unreachable_reason(exc: BaseException) -> str:
-    """One short reason a request got no answer: aiohttp's own message repeats the address and, for a host
-    with several addresses, every attempt's error."""
-    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
-        return "no answer in time"
-    cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else None
-    if isinstance(cause, socket.gaierror):
-        return "its host name does not resolve"
-    if isinstance(cause, OSError) and cause.errno:
-        return os.strerror(cause.errno).lower()
+def unreachable_reason(exc: BaseException) -> str:
+    """One short reason a request got no answer (`connection refused`), for aiohttp's and httpx's errors
+    alike: the first OS error among its causes. The clients' own messages repeat the address and, for a host
+    with several addresses, every attempt's error (aiohttp), or say only "All connection attempts failed"."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, TimeoutError | aiohttp.ServerTimeoutError):
+            return "no answer in time"
+        cause = link.os_error if isinstance(link, aiohttp.ClientConnectorError) else link
+        if isinstance(cause, socket.gaierror):
+            return "its host name does not resolve"
+        if isinstance(cause, OSError) and cause.errno:
+            return os.strerror(cause.errno).lower()
+        link = link.__cause__ or link.__context__
     return type(exc).__name__
 
 

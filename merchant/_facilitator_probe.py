@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httpx
 
+from facilitator import unreachable_reason
 from observability import Check, CheckResult
 
 __all__ = ["check_remote_facilitator", "remote_facilitator_check", "shown_url"]
@@ -32,7 +33,7 @@ async def check_remote_facilitator(
         kinds = response.json().get("kinds", []) if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return CheckResult.problem(
-            "facilitator", f"{where} does not answer: {type(exc).__name__}", fatal=False
+            "facilitator", f"{where} does not answer: {unreachable_reason(exc)}", fatal=False
         )
     if kinds is None:
         detail = f"{where} answers /supported with HTTP {response.status_code}"

@@ -28,6 +28,7 @@ from storage import create_engine, printable_url, upgrade_schema
 from ._preflight import preflight
 from .app import build_app, build_reconciler
 from .checks import check_merchant
+from .edge import GrpcListenError
 from .ledger import Ledger, ledger_cli
 from .ledger.cli import MISTAKES as LEDGER_MISTAKES
 from .ledger.cli import LedgerSettings
@@ -37,12 +38,15 @@ from .settings import MerchantSettings
 from .webhooks import Outbox, webhooks_cli
 from .webhooks.cli import MISTAKES as WEBHOOK_MISTAKES
 
+_GRPC_PORT_SETTING = "X402_GRPC_PORT / --grpc-port"
+
 MISTAKES: cli.Mistakes = {
     **LEDGER_MISTAKES,
     **WEBHOOK_MISTAKES,
     AgentCardError: None,
     ChainMismatchError: None,
     ChainUnavailableError: None,
+    GrpcListenError: _GRPC_PORT_SETTING,
 }
 """What `x402-merchant` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
 
@@ -87,9 +91,12 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
         overrides["grpc_port"] = grpc_port
     settings = cli.load_settings(MerchantSettings, **overrides)
     log_settings = cli.load_settings(LogSettings)
-    # Bound first: a busy port is one line, before anything is migrated or opened.
+    # Bound first: a busy port is one line, before anything is migrated or opened. The gRPC server binds its
+    # own socket in the app's lifespan, so its port is only checked here.
     listener = cli.bind_listener(settings.host, settings.port)
     with listener:
+        if settings.grpc_port is not None:
+            cli.check_listenable(settings.host, settings.grpc_port, port_setting=_GRPC_PORT_SETTING)
         if migrate:
             asyncio.run(upgrade_schema(settings.database_url))
         checked = asyncio.run(check_merchant(settings))
@@ -231,7 +238,14 @@ def retire(kid: str) -> None:
 @keys.command("list")
 def list_keys() -> None:
     """Every key, newest first."""
-    records = _key_store().records()
+    store = _key_store()
+    if not store.directory.is_dir():
+        raise cli.ConfigError(
+            f"names no directory ({store.directory}), so there are no keys: "
+            "run `x402-merchant keys generate` to create it with a first key",
+            variable="X402_CARD_KEYS_DIR",
+        )
+    records = store.records()
     for record in records:
         click.echo(
             f"{record.kid}  {record.alg}  {record.status.value}  created {record.created_at:%Y-%m-%d %H:%M}"

@@ -34,6 +34,8 @@ __all__ = [
     "upgrade_schema",
 ]
 
+_WHAT_TO_DO = "check the URL and that it runs"
+"""What an unreachable database's refusal tells the operator to do."""
 _CHECK_CONNECT_TIMEOUT_S = 10
 
 
@@ -124,7 +126,7 @@ async def upgrade_schema(url: str, branch: str | None = None) -> SchemaUpgrade:
         after = await _revisions_at(url)
     except (OSError, SQLAlchemyError) as exc:
         raise DatabaseUnavailableError(
-            f"cannot upgrade the database {printable_url(url)}: {_reason(exc)}; check the URL and it runs"
+            f"cannot upgrade the database {printable_url(url)}: {_reason(exc)}; {_WHAT_TO_DO}"
         ) from exc
     new = _ancestry(script, after) - _ancestry(script, before)
     # walk_revisions goes from the heads down: reversed, a revision comes after those it builds on.
@@ -203,7 +205,7 @@ async def ensure_schema_current(url: str, *branches: str) -> None:
         applied = await current_revisions(engine)
     except (OSError, SQLAlchemyError) as exc:
         raise DatabaseUnavailableError(
-            f"cannot open the database {printable_url(url)}: {_reason(exc)}; check the URL and that it runs"
+            f"cannot open the database {printable_url(url)}: {_reason(exc)}; {_WHAT_TO_DO}"
         ) from exc
     finally:
         await engine.dispose()

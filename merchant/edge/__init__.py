@@ -8,7 +8,7 @@ a2a-sdk `AgentExecutor`; tasks are stored durably and scoped to their tenant. UR
 
 from __future__ import annotations
 
-from ._grpc import grpc_listen_address
+from ._grpc import GrpcListenError, grpc_listen_address
 from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
@@ -31,6 +31,7 @@ __all__ = [
     "CardSettingsError",
     "CardSigner",
     "FinalStateHook",
+    "GrpcListenError",
     "HEALTH_PATH",
     "HandlerLayer",
     "JSONRPC_PATH",

@@ -51,7 +51,13 @@ from ._finite import non_finite_number
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
 from .versions import ProtocolVersion, _one_value, negotiate_version
 
-__all__ = ["VERSION_METADATA_KEY", "GrpcEdge", "grpc_listen_address", "negotiate_grpc_version"]
+__all__ = [
+    "VERSION_METADATA_KEY",
+    "GrpcEdge",
+    "GrpcListenError",
+    "grpc_listen_address",
+    "negotiate_grpc_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -234,6 +240,10 @@ def grpc_listen_address(host: str, port: int) -> str:
     return f"{host}:{port}"
 
 
+class GrpcListenError(RuntimeError):
+    """The gRPC server cannot listen at its address (in use, or not this machine's)."""
+
+
 class GrpcEdge:
     """The gRPC server of the A2A 1.0 binding, started and stopped by the app's lifespan.
 
@@ -262,15 +272,18 @@ class GrpcEdge:
         """Bind `listen` and start serving.
 
         Raises:
-            RuntimeError: the address cannot be bound (in use, say), or the server already runs.
+            GrpcListenError: the address cannot be bound (in use, say).
+            RuntimeError: the server already runs.
         """
         if self._server is not None:
             raise RuntimeError("the gRPC server is already running")
         server = grpc.aio.server(interceptors=[_GrpcRoute(self._declared)], options=_SERVER_OPTIONS)
         servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder())
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-        if server.add_insecure_port(self._listen) == 0:
-            raise RuntimeError(f"cannot listen for gRPC at {self._listen}")
+        try:
+            server.add_insecure_port(self._listen)
+        except RuntimeError as exc:  # grpc's "Failed to bind to address ...", the reason only in its log
+            raise GrpcListenError(f"cannot listen for gRPC at {self._listen} (is the port in use?)") from exc
         await server.start()
         self._server = server
 

@@ -167,9 +167,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await ensure_schema_current(database_url, MERCHANT_SCHEMA_BRANCH)
-        if grpc_edge is not None:
-            await grpc_edge.start()
         try:
+            if grpc_edge is not None:
+                await grpc_edge.start()  # a port it cannot take still closes the handler
             yield
         finally:
             if grpc_edge is not None:

@@ -118,6 +118,7 @@ async def test_db_upgrade_on_an_unreachable_postgresql_server(workdir: Path, kno
         workdir,
         known_secrets,
         "X402_DATABASE_URL: cannot upgrade the database postgresql://postgres:***@",
+        "; check the URL and that it runs",
     )
 
 

@@ -329,6 +329,32 @@ async def test_keys_without_a_keys_directory(workdir: Path, known_secrets: Secre
     )
 
 
+async def test_keys_list_with_a_keys_directory_that_does_not_exist(
+    workdir: Path, known_secrets: Secrets
+) -> None:
+    keys = workdir.parent / "no-keys-here"
+    await _refused(
+        ["keys", "list"],
+        _env(known_secrets, "sqlite+aiosqlite:///x.db", card_keys_dir=str(keys)),
+        workdir,
+        known_secrets,
+        f"x402-merchant: X402_CARD_KEYS_DIR names no directory ({keys}), so there are no keys",
+        "run `x402-merchant keys generate`",
+    )
+    assert not keys.exists()
+
+
+async def test_db_upgrade_on_an_unreachable_postgresql_server(workdir: Path, known_secrets: Secrets) -> None:
+    await _refused(
+        ["db", "upgrade"],
+        _env(known_secrets, f"postgresql://postgres@127.0.0.1:{free_port()}/merchant"),
+        workdir,
+        known_secrets,
+        "X402_DATABASE_URL: cannot upgrade the database postgresql://postgres@127.0.0.1:",
+        "; check the URL and that it runs",
+    )
+
+
 async def test_db_upgrade_into_a_missing_directory(workdir: Path, known_secrets: Secrets) -> None:
     database = workdir.parent / "nowhere" / "x402.db"
     await _refused(
@@ -426,5 +452,25 @@ async def test_serve_on_a_port_in_use(sqlite_url: str, workdir: Path, known_secr
                 workdir,
                 known_secrets,
                 f"x402-merchant: not starting: 127.0.0.1:{port} is already in use (X402_PORT / --port)",
+            )
+            assert "serving at" not in line
+
+
+async def test_serve_on_a_grpc_port_in_use(sqlite_url: str, workdir: Path, known_secrets: Secrets) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for argv, env in (
+            (["serve"], _env(known_secrets, sqlite_url, grpc_port=str(port))),
+            (["serve", "--grpc-port", str(port), "--migrate"], _env(known_secrets, sqlite_url)),
+        ):
+            line = await _refused(
+                argv,
+                env,
+                workdir,
+                known_secrets,
+                f"x402-merchant: not starting: 127.0.0.1:{port} is already in use",
+                "(X402_GRPC_PORT / --grpc-port)",
             )
             assert "serving at" not in line

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import socket
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Value
 from google.rpc import error_details_pb2
 
-from merchant.edge import CardSettingsError, create_app
+from merchant.edge import CardSettingsError, GrpcListenError, create_app
 from merchant.edge._grpc import negotiate_grpc_version
 from storage import create_engine, upgrade_schema
 from tests.fixtures.a2a_grpc import a2a_stub
@@ -381,6 +382,29 @@ async def test_the_grpc_server_stops_with_the_app(sqlite_url: str) -> None:
         assert served.error is None, served.error
     after = await call(Edge(base_url, f"127.0.0.1:{port}"), "SendMessage", send("hello"))
     assert after.error is not None and after.error.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_grpc_port_in_use_fails_the_startup_naming_the_address(sqlite_url: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        listen = f"127.0.0.1:{busy.getsockname()[1]}"
+        engine = create_engine(sqlite_url)
+        app = create_app(
+            executor=ScriptedExecutor(),
+            engine=engine,
+            tenants=make_tenants(),
+            card=make_card("http://127.0.0.1:1"),
+            grpc_listen=listen,
+        )
+        try:
+            with pytest.raises(GrpcListenError) as refused:
+                async with app.router.lifespan_context(app):
+                    pass
+        finally:
+            await engine.dispose()
+
+    assert str(refused.value) == f"cannot listen for gRPC at {listen} (is the port in use?)"
 
 
 async def test_a_card_cannot_list_grpc_that_is_not_served(sqlite_url: str) -> None:
