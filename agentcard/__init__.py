@@ -7,7 +7,7 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 * ``sign_card``                  -- detached JWS per key (``_jws``)
 * ``read_card``, ``CardReading`` -- what each SDK's verifier reads of a card (``_readings``)
 * ``KeyStore`` and key loaders   -- generate / rotate / retire, PEM / JWK / env (``_keys``)
-* ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``)
+* ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``); ``check_jku`` its URL rule
 * ``CardVerifier``               -- policy and per-signature result (``_verify``)
 * ``parse_card_json``            -- size-limited, duplicate-rejecting JSON parsing (``_parse``)
 * errors with stable codes       -- (``_errors``)
@@ -43,7 +43,7 @@ from ._errors import (
     SignatureMismatchError,
     SigningError,
 )
-from ._jwks import JWKS_PATH, JwksCache, jwks_url
+from ._jwks import JWKS_PATH, JwksCache, check_jku, jwks_url
 from ._jws import JOSE_TYPE, sign_card
 from ._keys import (
     DEFAULT_KEYS_ENV,
@@ -110,6 +110,7 @@ __all__ = [
     "VerificationKey",
     "VerificationResult",
     "canonicalize_card",
+    "check_jku",
     "generate_signing_key",
     "jwks_url",
     "load_signing_key",

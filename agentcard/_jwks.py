@@ -44,7 +44,7 @@ from ._errors import (
 from ._keys import VerificationKey, parse_jwks
 from ._parse import load_json_object
 
-__all__ = ["JWKS_PATH", "JwksCache", "jwks_url"]
+__all__ = ["JWKS_PATH", "JwksCache", "check_jku", "jwks_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,27 @@ def origin_of(url: str) -> Origin | None:
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
     return scheme, parts.hostname, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def check_jku(jku: str, *, allow_insecure_localhost: bool = False) -> None:
+    """Raise ``JkuNotAllowedError`` unless ``jku`` is HTTPS (or, in development, plain http on localhost).
+
+    The rule of ``JwksCache.check_url``, without a cache: a caller can tell whether development mode
+    would let a refused ``jku`` through.
+    """
+    origin = origin_of(jku)
+    if origin is None:
+        raise JkuNotAllowedError(f"jku {jku!r} is not an absolute http(s) URL")
+    if urlsplit(jku).username is not None:
+        raise JkuNotAllowedError(f"jku {jku!r} must not carry user info")
+    scheme, host, _ = origin
+    if scheme == "https":
+        return
+    if allow_insecure_localhost and host in _LOCAL_HOSTS:
+        return
+    raise JkuNotAllowedError(
+        f"jku {jku!r} is not HTTPS (plain http is allowed only for localhost in development)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,19 +151,7 @@ class JwksCache:
 
     def check_url(self, jku: str) -> None:
         """Raise ``JkuNotAllowedError`` unless ``jku`` may be fetched under this cache's rules."""
-        origin = origin_of(jku)
-        if origin is None:
-            raise JkuNotAllowedError(f"jku {jku!r} is not an absolute http(s) URL")
-        if urlsplit(jku).username is not None:
-            raise JkuNotAllowedError(f"jku {jku!r} must not carry user info")
-        scheme, host, _ = origin
-        if scheme == "https":
-            return
-        if self.allow_insecure_localhost and host in _LOCAL_HOSTS:
-            return
-        raise JkuNotAllowedError(
-            f"jku {jku!r} is not HTTPS (plain http is allowed only for localhost in development)"
-        )
+        check_jku(jku, allow_insecure_localhost=self.allow_insecure_localhost)
 
     async def get_key(self, jku: str, kid: str) -> VerificationKey:
         """Return the key ``kid`` from the JWK Set at ``jku``, fetching or refetching as the rules allow.

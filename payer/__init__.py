@@ -14,6 +14,7 @@ from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard
 from ._errors import (
     AmountOverLimitError,
     CardError,
+    InsufficientFundsError,
     MerchantError,
     MerchantUnreachableError,
     NoAcceptableTermsError,
@@ -39,6 +40,7 @@ __all__ = [
     "CardPayee",
     "CardPaymentTerms",
     "FreshTermsHook",
+    "InsufficientFundsError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",

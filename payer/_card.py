@@ -53,7 +53,15 @@ from agentcard import (
 
 from ._errors import CardError, UntrustedCardError
 
-__all__ = ["Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"]
+__all__ = [
+    "Binding",
+    "CardAsset",
+    "CardPayee",
+    "CardPaymentTerms",
+    "ResolvedCard",
+    "card_document_url",
+    "resolve_card",
+]
 
 
 class Binding(StrEnum):
@@ -185,7 +193,7 @@ async def resolve_card(
     """
     if verifier is not None and jwks is not None:
         raise ValueError("pass either a verifier or a jwks cache, not both: a verifier has its own cache")
-    url = _card_url(url)
+    url = card_document_url(url)
     body = await _fetch(http, url, timeout_s)
     try:
         card_json = parse_card_json(body)
@@ -201,9 +209,18 @@ async def resolve_card(
     return ResolvedCard(url, card, card_json, _payment_terms(card), verification)
 
 
-def _card_url(url: str) -> str:
+def card_document_url(url: str) -> str:
+    """The URL to fetch the card from: ``url`` itself, or its origin's well-known card path.
+
+    Raises:
+        CardError: ``url`` is not an absolute http(s) URL with a host (and a valid port, if any).
+    """
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # out of range or not a number
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise CardError(f"the card URL must be an absolute http(s) URL, got {url!r}")
     if parts.path in ("", "/"):
         return urlunsplit(parts._replace(path=AGENT_CARD_WELL_KNOWN_PATH))
@@ -234,7 +251,7 @@ async def _verify(verifier: CardVerifier, card_json: Mapping[str, Any], url: str
     try:
         return await verifier.verify(card_json, card_url=url)
     except (CardUnsignedError, CardVerificationError) as exc:
-        raise UntrustedCardError(f"the card at {url} is not trusted: {exc}") from exc
+        raise UntrustedCardError(f"the card at {url} is not trusted: {exc}", verification=exc.result) from exc
 
 
 def _payment_terms(card: AgentCard) -> CardPaymentTerms:

@@ -12,6 +12,7 @@ Errors raised before anything was signed say so in ``signed`` (``False``): nothi
     │   └── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
     ├── MerchantError                   merchant_error: the merchant answered outside the protocol or refused
     ├── PaymentFailedError              payment_failed: the task ended without the result (code, receipts)
+    ├── InsufficientFundsError          insufficient_funds: the payer holds less than the price
     ├── PaymentAttemptsExhaustedError   payment_attempts_exhausted: fresh terms kept coming
     ├── PaymentPendingError             payment_pending: the settlement did not resolve in time
     └── MerchantUnreachableError        merchant_unreachable: transport errors outlasted every retry
@@ -24,10 +25,13 @@ from collections.abc import Sequence
 from a2a.types import TaskState
 
 from a2a_x402 import PaymentErrorCode, X402Receipt
+from agentcard import VerificationResult
+from facilitator.wire import PaymentRequirements
 
 __all__ = [
     "AmountOverLimitError",
     "CardError",
+    "InsufficientFundsError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",
@@ -65,9 +69,17 @@ class CardError(PayerError):
 
 
 class UntrustedCardError(CardError):
-    """The card verifier, under policy ``require``, did not accept the card's signature."""
+    """The card verifier, under policy ``require``, did not accept the card's signature.
+
+    Attributes:
+        verification: what the verifier found, signature by signature.
+    """
 
     code = "card_untrusted"
+
+    def __init__(self, message: str, *, verification: VerificationResult) -> None:
+        super().__init__(message)
+        self.verification = verification
 
 
 class PaymentRefusedError(PayerError):
@@ -125,6 +137,31 @@ class PaymentFailedError(PayerError):
         self.state = state
         self.error = error
         self.receipts = tuple(receipts)
+
+
+class InsufficientFundsError(PayerError):
+    """The merchant refused a signed payment because the payer's balance is below the price.
+
+    Another signature cannot cure that, so the run stops at the first such refusal unless an
+    ``on_fresh_terms`` hook may top the payer up. Nothing moved on chain, but the refused authorization
+    was signed (``signed`` is ``True``).
+
+    Attributes:
+        payer: the paying address.
+        refused: the terms of the refused payment (its price is ``refused.amount`` atomic units).
+    """
+
+    code = "insufficient_funds"
+
+    def __init__(self, refused: PaymentRequirements, *, payer: str, task_id: str) -> None:
+        super().__init__(
+            f"the payer's balance is too low for the price: {payer} holds less than {refused.amount} "
+            f"atomic units of {refused.asset} on {refused.network}; fund it and try again",
+            task_id=task_id,
+            signed=True,
+        )
+        self.payer = payer
+        self.refused = refused
 
 
 class PaymentAttemptsExhaustedError(PayerError):

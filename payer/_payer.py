@@ -12,6 +12,8 @@ terms; the policy picks the entry to sign (payTo pinned to the card); the payer 
 authorization and sends it as ``payment-submitted`` on the same task; the task then completes (artifacts and
 receipts), works on (the payer polls GetTask until it resolves), asks again with fresh terms after a
 retryable failure (only then is a new authorization signed, at most ``max_payments`` per run), or fails.
+Fresh terms after ``INSUFFICIENT_FUNDS`` are signed only when an ``on_fresh_terms`` hook may have topped the
+payer up; without one the run stops at the first such refusal (``InsufficientFundsError``).
 
 Never paying twice. A transport error while submitting (timeout, reset, lost answer) leaves the payer not
 knowing whether the merchant took the payment, so it presents the same signed payment again: the same
@@ -54,6 +56,7 @@ from a2a_x402 import (
     EXTENSION_URI,
     PaymentCompletedData,
     PaymentData,
+    PaymentErrorCode,
     PaymentRequiredData,
 )
 from agentcard import CardVerifier, JwksCache
@@ -61,6 +64,7 @@ from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirement
 
 from ._card import Binding, ResolvedCard, resolve_card
 from ._errors import (
+    InsufficientFundsError,
     MerchantError,
     MerchantUnreachableError,
     PaymentAttemptsExhaustedError,
@@ -237,6 +241,7 @@ class Payer:
         Raises:
             PaymentRefusedError: the policy refused the terms (nothing signed; the task is declined).
             PaymentFailedError: the task failed, was canceled or rejected.
+            InsufficientFundsError: the payer's balance is below the price (and no hook may top it up).
             PaymentAttemptsExhaustedError: fresh terms came more than ``max_payments`` times.
             PaymentPendingError: the settlement did not resolve within ``pending_timeout_s``.
             MerchantUnreachableError: transport errors outlasted the retries.
@@ -302,6 +307,13 @@ class Payer:
                 task_id=task.id,
                 signed=True,
             )
+        if (
+            terms.error is PaymentErrorCode.INSUFFICIENT_FUNDS
+            and run.paid is not None
+            and self._on_fresh_terms is None
+        ):
+            # Another signature cannot raise the balance; only a hook that tops the payer up can.
+            raise InsufficientFundsError(run.paid, payer=self._address, task_id=task.id)
         if run.payments == self.settings.max_payments:
             reason = terms.error.value if terms.error is not None else "no reason given"
             raise PaymentAttemptsExhaustedError(

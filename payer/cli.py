@@ -4,12 +4,15 @@
 
 It prints each task state as it changes, the payment it signs, the settlement transaction, and the
 artifacts (text parts as text, data parts as JSON). A refusal or failure goes to stderr as
-``Error: <code>: <message>`` with exit status 1; a mistake (an option, a key) is one line, exit status 2.
+``Error: <code>: <message>`` with exit status 1; a mistake (an option, a key, a --card-url that is no http(s)
+URL) is one line, exit status 2, before any request. A payer whose balance is below the price stops at the
+merchant's first refusal (``insufficient_funds``): signing again cannot cure it.
 
 The merchant's Agent Card signature is checked under ``--card-policy``: ``warn`` (default) reports an
 unsigned or failing card and pays on, ``require`` refuses such a card before anything is signed, ``off``
 checks nothing. Keys come from the card's ``jku`` (its JWK Set on the card's own origin), over HTTPS only
-unless ``--allow-insecure-jku`` (development) allows ``http://`` on localhost.
+unless ``--allow-insecure-jku`` (development) allows ``http://`` on localhost; a card whose keys only that
+flag would let through says so.
 
 The key comes from ``--key``, ``--key-file``, ``X402_PAYER_KEY``, or else the first of ``X402_PAYER_KEYS``
 (what ``x402-devchain`` writes to its env file), in that order. Prefer the file or the environment: a key on
@@ -31,10 +34,18 @@ from a2a.types import Artifact, TaskState
 from google.protobuf.json_format import MessageToDict
 
 import cli
-from agentcard import CardStatus, CardVerifier, JwksCache, SignaturePolicy, VerificationResult
+from agentcard import (
+    CardStatus,
+    CardVerifier,
+    JkuNotAllowedError,
+    JwksCache,
+    SignaturePolicy,
+    VerificationResult,
+    check_jku,
+)
 
-from ._card import Binding
-from ._errors import PayerError
+from ._card import Binding, card_document_url
+from ._errors import CardError, PayerError, UntrustedCardError
 from ._payer import Payer
 from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
@@ -119,7 +130,7 @@ def _integral(value: object) -> object:
     return value
 
 
-def _card_line(verification: VerificationResult) -> str:
+def _card_line(verification: VerificationResult, *, allow_insecure_jku: bool) -> str:
     """What the card's signature check found, for the ``card:`` line."""
     if verification.status is CardStatus.SKIPPED:
         return "card: signature not checked (--card-policy off)"
@@ -127,7 +138,31 @@ def _card_line(verification: VerificationResult) -> str:
         return f"card: signature verified (kid {verification.kid})"
     if verification.status is CardStatus.UNSIGNED:
         return "card: unsigned"
-    return f"card: signature FAILED: {verification.reason}"
+    return f"card: signature FAILED: {verification.reason}{_jku_hint(verification, allow_insecure_jku)}"
+
+
+def _jku_hint(verification: VerificationResult, allow_insecure_jku: bool) -> str:
+    """What to do when a signature failed for a plain-http jku that --allow-insecure-jku would allow."""
+    if allow_insecure_jku:
+        return ""
+    for check in verification.checks:
+        if check.code != JkuNotAllowedError.code or check.jku is None:
+            continue
+        try:
+            check_jku(check.jku, allow_insecure_localhost=True)
+        except JkuNotAllowedError:
+            continue  # not HTTPS and not localhost either: the flag would not help
+        return "; to fetch its keys over plain http from localhost (development), pass --allow-insecure-jku"
+    return ""
+
+
+def _checked_card_url(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """--card-url as given, once it is an absolute http(s) URL (refused before any request otherwise)."""
+    try:
+        card_document_url(value)
+    except CardError as exc:
+        raise click.BadParameter(f"{exc} (e.g. http://127.0.0.1:8000)") from None
+    return value
 
 
 async def _pay(
@@ -150,7 +185,7 @@ async def _pay(
             card_url, key, binding=binding, tenant=tenant, policy=policy, card_verifier=verifier, http=http
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
-            click.echo(_card_line(payer.card.verification))
+            click.echo(_card_line(payer.card.verification, allow_insecure_jku=allow_insecure_jku))
             return await _run(payer, text, stream=stream, binding=binding, tenant=tenant)
 
 
@@ -169,7 +204,9 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 
 @click.command(cls=cli.Command)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-pay")
-@click.option("--card-url", required=True, help="The agent's card URL, or its origin.")
+@click.option(
+    "--card-url", required=True, callback=_checked_card_url, help="The agent's card URL, or its origin."
+)
 @click.option("--tenant", default="", help="The merchant tenant to pay (default: the default tenant).")
 @click.option(
     "--binding",
@@ -252,7 +289,8 @@ def main(
     except PayerError as exc:
         where = f" (task {exc.task_id})" if exc.task_id else ""
         signed = "a payment was signed" if exc.signed else "nothing was signed"
-        raise click.ClickException(f"{exc.code}: {exc}{where}; {signed}") from exc
+        hint = _jku_hint(exc.verification, allow_insecure_jku) if isinstance(exc, UntrustedCardError) else ""
+        raise click.ClickException(f"{exc.code}: {exc}{where}; {signed}{hint}") from exc
     except ValueError as exc:  # a key, URL or option value that cannot be used
         raise cli.ConfigError(str(exc)) from exc
     _print_result(result)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from agentcard import (
     JwksInvalidError,
     JwksTimeoutError,
     KeyNotFoundError,
+    check_jku,
     generate_signing_key,
     jwks_url,
 )
@@ -66,12 +68,14 @@ def test_jwks_url_is_the_well_known_path_of_the_origin() -> None:
 async def test_check_url(url: str, dev: bool, allowed: bool) -> None:
     async with httpx.AsyncClient() as client:
         cache = JwksCache(client, allow_insecure_localhost=dev)
-        if allowed:
-            cache.check_url(url)
-        else:
-            with pytest.raises(JkuNotAllowedError) as raised:
-                cache.check_url(url)
-            assert raised.value.code == "jwks_url_not_allowed"
+        # The cache's rule and check_jku, the same rule without a cache, agree on every URL.
+        for check in (cache.check_url, partial(check_jku, allow_insecure_localhost=dev)):
+            if allowed:
+                check(url)
+            else:
+                with pytest.raises(JkuNotAllowedError) as raised:
+                    check(url)
+                assert raised.value.code == "jwks_url_not_allowed"
 
 
 async def test_refused_url_is_never_fetched(key_server: KeyServer, http_client: httpx.AsyncClient) -> None:

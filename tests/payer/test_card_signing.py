@@ -29,10 +29,13 @@ from agentcard import (
     CardVerifier,
     JwksCache,
     KeyStore,
+    SignatureCheck,
     SignaturePolicy,
+    VerificationResult,
 )
 from devchain import DevChain
 from payer import Payer, PaymentStage, PayToNotPinnedError, StageKind, UntrustedCardError, resolve_card
+from payer.cli import _jku_hint
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import PAY_TO, PRICE, TEXT
@@ -280,6 +283,14 @@ async def test_x402_pay_card_policy_flags(
         and "Error: card_untrusted: " in insecure[2]
         and "jwks_url_not_allowed" in insecure[2]
     )
+    assert (
+        insecure[2]
+        .rstrip("\n")
+        .endswith(
+            "; to fetch its keys over plain http from localhost (development), pass --allow-insecure-jku"
+        )
+    )
+    assert len(insecure[2].splitlines()) == 1, insecure[2]
     assert "nothing was signed" in insecure[2] and "signed:" not in insecure[1]
     # warn (the default): reported, logged with its reason, and paid.
     assert warned[0] == 0, warned[2]
@@ -292,6 +303,32 @@ async def test_x402_pay_card_policy_flags(
     assert "nothing was signed" in refused[2] and "signed:" not in refused[1]
     assert chain.balance_of(PAY_TO) == 2 * PRICE  # exactly the two runs that were allowed to pay
     assert block_number(chain) == block + 2
+
+
+async def test_x402_pay_warns_of_a_plain_http_jku_naming_the_flag_and_pays(
+    merchant: Callable[..., str], keys_dir: Path, chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    status, out, err = await x402_pay(
+        "--card-url", merchant(card_keys_dir=str(keys_dir)), TEXT, env=_key(new_payer())
+    )
+
+    assert status == 0, err
+    [card_line] = [line for line in out.splitlines() if line.startswith("card: signature")]
+    assert card_line.startswith("card: signature FAILED: ") and "is not HTTPS" in card_line
+    assert card_line.endswith("pass --allow-insecure-jku")
+    assert chain.balance_of(PAY_TO) == PRICE
+
+
+def test_the_flag_is_named_only_when_it_would_let_the_jku_through() -> None:
+    def failed(jku: str, code: str = "jwks_url_not_allowed") -> VerificationResult:
+        check = SignatureCheck(index=0, kid="k", alg="ES256", jku=jku, code=code, reason="refused")
+        return VerificationResult(CardStatus.FAILED, None, "card_verification_failed", "refused", (check,))
+
+    local = failed("http://127.0.0.1:8000/.well-known/jwks.json")
+    assert "--allow-insecure-jku" in _jku_hint(local, allow_insecure_jku=False)
+    assert _jku_hint(local, allow_insecure_jku=True) == ""  # given already: something else failed
+    assert _jku_hint(failed("http://shop.example/.well-known/jwks.json"), allow_insecure_jku=False) == ""
+    assert _jku_hint(failed(local.checks[0].jku or "", "signature_mismatch"), allow_insecure_jku=False) == ""
 
 
 def _key(private_key: str) -> dict[str, str]:

@@ -105,3 +105,24 @@ async def test_x402_pay_exits_non_zero_on_a_refusal(
     assert "nothing was signed" in err
     assert "signed:" not in out
     assert chain.balance_of(PAY_TO) == 0
+
+
+async def test_x402_pay_stops_at_the_first_insufficient_funds_refusal(
+    merchant: Callable[..., str], chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    key = new_payer(PRICE - 1)
+    address = Account.from_key(key).address
+
+    status, out, err = await x402_pay("--card-url", merchant(), TEXT, env={"X402_PAYER_KEY": key})
+
+    assert status == 1, err
+    # The card's warning (unsigned, under the default warn policy) may come first; the refusal is one line.
+    [line] = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert err.endswith(line + "\n"), err
+    assert line.startswith("Error: insufficient_funds: the payer's balance is too low for the price: "), err
+    assert f"{address} holds less than {PRICE} atomic units of {chain.asset} on {chain.network}" in line
+    assert "a payment was signed" in line and "Traceback" not in err
+    assert key.removeprefix("0x")[:16] not in out + err
+    assert out.count("\nsigned: ") == 1  # one signature, refused; not another for the same balance
+    assert chain.balance_of(PAY_TO) == 0
+    assert chain.balance_of(address) == PRICE - 1

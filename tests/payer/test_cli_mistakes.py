@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.commands import Secrets, assert_refused
 
 _PAY = ("--card-url", "http://127.0.0.1:1", "hello")
@@ -41,6 +43,25 @@ async def test_pay_with_a_missing_key_file(workdir: Path, known_secrets: Secrets
         known_secrets,
         "x402-pay: Invalid value for '--key-file'",
         "(see x402-pay --help)",
+    )
+
+
+@pytest.mark.parametrize(
+    "card_url",
+    ["not-a-url", "ftp://127.0.0.1/card.json", "http://", "http://127.0.0.1:99999", "127.0.0.1:8000"],
+)
+async def test_pay_with_a_card_url_that_is_no_url(
+    workdir: Path, known_secrets: Secrets, card_url: str
+) -> None:
+    # Refused as an option before anything else: no key is needed to see it, and no request is made.
+    await assert_refused(
+        "x402-pay",
+        ["--card-url", card_url, "hello"],
+        {},
+        workdir,
+        known_secrets,
+        "x402-pay: Invalid value for '--card-url': the card URL must be an absolute http(s) URL",
+        repr(card_url),
     )
 
 

@@ -24,6 +24,7 @@ from merchant.tenants import Tenant, TenantRegistry
 from payer import (
     AmountOverLimitError,
     Binding,
+    InsufficientFundsError,
     MerchantUnreachableError,
     Payer,
     PayerSettings,
@@ -284,13 +285,61 @@ async def test_fresh_terms_are_answered_a_bounded_number_of_times(
     stages: list[PaymentStage] = []
     settings = PayerSettings(max_payments=2)
 
-    async with await Payer.connect(merchant(), new_payer(PRICE - 1), settings=settings) as payer:
+    async def no_top_up(terms: PaymentRequiredData) -> None:
+        """A hook that could have topped the payer up (so the payer signs again) but did not."""
+
+    connecting = Payer.connect(merchant(), new_payer(PRICE - 1), settings=settings, on_fresh_terms=no_top_up)
+    async with await connecting as payer:
         with pytest.raises(PaymentAttemptsExhaustedError) as caught:
             await payer.pay(TEXT, on_stage=stages.append)
 
     assert caught.value.error is PaymentErrorCode.INSUFFICIENT_FUNDS
     assert caught.value.signed is True
     assert len(signed_stages(stages)) == 2
+    assert chain.balance_of(PAY_TO) == 0
+
+
+async def test_insufficient_funds_stop_the_run_at_the_first_refusal_without_a_hook(
+    merchant: Callable[..., str], chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    key = new_payer(PRICE - 1)
+    stages: list[PaymentStage] = []
+
+    async with await Payer.connect(merchant(), key, settings=FAST) as payer:
+        with pytest.raises(InsufficientFundsError) as caught:
+            await payer.pay(TEXT, on_stage=stages.append)
+
+    error = caught.value
+    assert (error.code, error.signed, error.payer) == ("insufficient_funds", True, address_of(key))
+    assert (error.refused.amount, error.refused.asset, error.refused.network) == (
+        PRICE,
+        chain.asset,
+        chain.network,
+    )
+    assert f"{address_of(key)} holds less than {PRICE} atomic units of {chain.asset}" in str(error)
+    [signed] = signed_stages(stages)  # one signature, refused; none after it
+    assert not chain.authorization_state(address_of(key), nonce_of(signed))
+    assert chain.balance_of(PAY_TO) == 0
+    assert chain.balance_of(address_of(key)) == PRICE - 1
+
+
+async def test_expired_payments_are_signed_again_up_to_the_bound(
+    merchant: Callable[..., str],
+    chain: DevChain,
+    new_payer: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The in-process facilitator wants validBefore further ahead than any authorization the payer signs
+    # (now + the terms' 300 s): each one reaches it as expired, which only a new signature can cure.
+    monkeypatch.setenv("X402_VALIDITY_MARGIN_S", "600")
+    stages: list[PaymentStage] = []
+
+    async with await Payer.connect(merchant(), new_payer(), settings=FAST) as payer:
+        with pytest.raises(PaymentAttemptsExhaustedError) as caught:
+            await payer.pay(TEXT, on_stage=stages.append)
+
+    assert caught.value.error is PaymentErrorCode.EXPIRED_PAYMENT
+    assert len(signed_stages(stages)) == FAST.max_payments
     assert chain.balance_of(PAY_TO) == 0
 
 
