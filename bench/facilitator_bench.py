@@ -133,31 +133,25 @@ class _Runner:
     def sign(self, count: int) -> list[PaymentPayload]:
         return sign_payloads(self.chain.chain.payer_keys, self.requirements, count)
 
-    def start_ours(self, tag: str) -> ServerProcess:
+    def start_ours(
+        self, tag: str, *, source: Path | None = None, template_db: Path | None = None
+    ) -> ServerProcess:
         chain = self.chain.chain
         return start_ours(
             rpc_url=chain.rpc_url,
             network=chain.network,
             relayer_key=chain.relayer_key,
-            template_db=self.template_db,
+            template_db=template_db or self.template_db,
             workdir=self.workdir,
             tag=tag,
+            source=source,
         )
 
     def start_baseline(self, tag: str) -> ServerProcess:
         """Our server running the `--baseline` checkout's code on a claim store its own migrations made."""
         if self.baseline is None or self.baseline_db is None:
             raise RuntimeError("no baseline checkout was given")
-        chain = self.chain.chain
-        return start_ours(
-            rpc_url=chain.rpc_url,
-            network=chain.network,
-            relayer_key=chain.relayer_key,
-            template_db=self.baseline_db,
-            workdir=self.workdir,
-            tag=f"{tag}-baseline",
-            source=self.baseline,
-        )
+        return self.start_ours(f"{tag}-baseline", source=self.baseline, template_db=self.baseline_db)
 
     def start_reference(self, tag: str) -> ServerProcess:
         chain = self.chain.chain

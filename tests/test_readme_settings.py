@@ -17,25 +17,13 @@ from merchant.ledger.cli import LedgerSettings
 from merchant.settings import MerchantSettings
 from merchant.webhooks.cli import WebhookSettings
 from observability._logs import LogSettings
+from tests.test_imports import PACKAGES
 
 _ROOT = Path(__file__).resolve().parent.parent
 _README = _ROOT / "README.md"
 # Every settings class of the modules imported above (the commands' own): each is checked.
 _CLASSES = tuple(
     cls for cls in BaseSettings.__subclasses__() if cls.model_config.get("env_prefix") == "X402_"
-)
-_PACKAGES = (
-    "a2a_x402",
-    "agentcard",
-    "cli",
-    "demo",
-    "devchain",
-    "facilitator",
-    "merchant",
-    "observability",
-    "payer",
-    "storage",
-    "x402_a2a_conformance",
 )
 # Unset (None) in the code, and said in words for what that means.
 _IN_WORDS = {"X402_RELAYER_MAX_KEYS": "all", "X402_PUBLIC_URL": "`http://HOST:PORT`"}
@@ -102,7 +90,7 @@ def _spelled_out() -> set[str]:
     """The `X402_*` names the packages' sources spell out as strings (click envvars, `os.environ` reads)."""
     return {
         name
-        for package in _PACKAGES
+        for package in PACKAGES
         for source in (_ROOT / package).rglob("*.py")
         for name in re.findall(r'"(X402_[A-Z0-9_]+)"', source.read_text())
     }
