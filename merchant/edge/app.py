@@ -38,6 +38,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from storage import ensure_schema_current
 
+from ._active_tasks import close_refused_tasks
 from ._call_context import EdgeCallContextBuilder
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards, TenantCardEndpoints
 from ._echo import ProtocolEcho
@@ -143,7 +144,7 @@ def create_app(
         if card.tenant_extensions is not None
         else None
     )
-    inner: RequestHandler = DefaultRequestHandler(
+    sdk_handler = DefaultRequestHandler(
         executor,
         task_store,
         cards[ProtocolVersion.V1_0],
@@ -154,6 +155,8 @@ def create_app(
         interrupted_task_timeout=interrupted_task_timeout_s,
         validate_input_modes=True,
     )
+    close_refused_tasks(sdk_handler)
+    inner: RequestHandler = sdk_handler
     for layer in handler_layers:
         inner = layer(inner)
     handler = RememberFailures(TenantGate(inner, tenants))
