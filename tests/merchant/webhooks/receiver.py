@@ -124,15 +124,29 @@ class Receiver:
 TRICKLED_RESPONSE = b"HTTP/1.1 200 OK\r\nx-padding: " + b"." * 200 + b"\r\ncontent-length: 0\r\n\r\n"
 
 
+@dataclass
+class Trickle:
+    """A trickling receiver: its base URL, and how many bytes of the answer it has sent so far."""
+
+    base_url: str
+    sent: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Whether the whole answer has been sent: a sender that waited for it was not cut off."""
+        return self.sent >= len(TRICKLED_RESPONSE)
+
+
 @contextmanager
-def trickling_receiver(byte_interval_s: float = 0.05) -> Iterator[str]:
+def trickling_receiver(byte_interval_s: float = 0.05) -> Iterator[Trickle]:
     """Serve on 127.0.0.1 a receiver that answers 200 with headers sent one byte every `byte_interval_s`
-    (about 10 s for the whole answer with the default), so no single read ever waits long; yields its
-    base URL."""
+    (about 12 s for the whole answer with the default), so no single read ever waits long; yields its
+    `Trickle`, whose `sent` counts the bytes sent to the connection being answered."""
     sock = bind_loopback()
     sock.listen()
     sock.settimeout(0.05)
     stop = threading.Event()
+    trickle_state = Trickle(base_url_of(sock))
 
     def trickle(connection: socket.socket) -> None:
         with connection:
@@ -144,6 +158,7 @@ def trickling_receiver(byte_interval_s: float = 0.05) -> Iterator[str]:
                     connection.sendall(TRICKLED_RESPONSE[index : index + 1])
                 except OSError:  # the sender gave up
                     return
+                trickle_state.sent = index + 1
 
     def accept() -> None:
         while not stop.is_set():
@@ -156,7 +171,7 @@ def trickling_receiver(byte_interval_s: float = 0.05) -> Iterator[str]:
     acceptor = threading.Thread(target=accept, name="trickling-receiver", daemon=True)
     acceptor.start()
     try:
-        yield base_url_of(sock)
+        yield trickle_state
     finally:
         stop.set()
         acceptor.join(5)

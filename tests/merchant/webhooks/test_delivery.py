@@ -30,7 +30,7 @@ from merchant.webhooks import (
     generate_secret,
 )
 from storage import create_engine
-from tests.fixtures.deadlines import wait_until, within_deadline
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
@@ -199,21 +199,21 @@ async def test_a_timeout_is_a_failed_attempt(
 async def test_a_receiver_trickling_its_headers_is_cut_off_at_the_deadline(
     ledger: Ledger, endpoints: WebhookEndpoints, engine: AsyncEngine, make_worker: WorkerFactory
 ) -> None:
-    deadline_s, lease_s = 0.5, 5.0
-    with trickling_receiver() as base_url:  # every byte within httpx's per-read timeout, ~10 s in all
-        await endpoints.sync([EndpointConfig("acme", base_url + HOOK_PATH, SECRET)])
+    # The lease outlasts the whole trickle many times over: the attempt must end by its deadline, not by
+    # the lease running out. What shows it ended by the deadline is counted, not timed: the receiver was
+    # still trickling when the worker returned (a loaded machine only makes the count smaller).
+    deadline_s, lease_s = 0.5, 60.0
+    with trickling_receiver() as trickle:  # every byte within httpx's per-read timeout, ~12 s in all
+        await endpoints.sync([EndpointConfig("acme", trickle.base_url + HOOK_PATH, SECRET)])
         await ledger.book_settlement(booking())
-        loop = asyncio.get_running_loop()
-        started = loop.time()
 
         assert await make_worker(timeout_s=deadline_s, lease_s=lease_s).run_once() == 1
 
-        elapsed_s = loop.time() - started
+        assert not trickle.finished, "the worker waited for the whole answer instead of its deadline"
     [attempt] = await _attempts(engine)
     [delivery] = await _deliveries(engine)
-    assert elapsed_s < within_deadline(deadline_s) <= lease_s  # ended by the deadline, within the lease
     assert (attempt.outcome, attempt.status_code, attempt.error) == ("retry", None, "timeout after 0.5 s")
-    assert deadline_s * 900 <= attempt.latency_ms < within_deadline(deadline_s) * 1000
+    assert attempt.latency_ms >= deadline_s * 900
     assert (delivery.status, delivery.lease_token, delivery.last_error) == (
         "pending",
         None,
