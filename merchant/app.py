@@ -56,7 +56,16 @@ from storage import create_engine
 
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
-from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
+from ._no_store import NoStoreMiddleware
+from .dashboard import (
+    AssetInfo,
+    DashboardAuth,
+    DashboardData,
+    LoginThrottle,
+    SessionStore,
+    create_dashboard_router,
+    origin_of,
+)
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
@@ -355,11 +364,14 @@ def build_app(
     def api_token_of(tenant: str) -> str | None:
         return getattr(tenants.get(tenant), "api_token", None)
 
+    # One count of wrong tokens per tenant and address for the billing API and the dashboard together.
+    throttle = LoginThrottle()
     billing = create_billing_router(
         ledger=ledger,
         outbox=outbox,
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
+        throttle=throttle,
     )
     dashboard = create_dashboard_router(
         data=DashboardData(
@@ -371,9 +383,11 @@ def build_app(
             confirmations=settings.confirmations,
         ),
         tenants=tenants,
-        auth=DashboardAuth(api_token_of),
+        auth=DashboardAuth(api_token_of, SessionStore(engine)),
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
+        throttle=throttle,
+        public_origin=origin_of(settings.base_url),
     )
     app = create_app(
         executor=executor,
@@ -404,6 +418,7 @@ def build_app(
         routes=[*operations, *jwks_routes, *billing.routes, *dashboard.routes],
         card_signer=signer,
         grpc_listen=grpc_listen,
+        api_docs=settings.api_docs,
         handler_layers=[
             lambda inner: PaymentRequestHandler(
                 inner,
@@ -414,6 +429,7 @@ def build_app(
             )
         ],
     )
+    app.add_middleware(NoStoreMiddleware, prefixes=("/tenants/",))
     edge_lifespan = app.router.lifespan_context
 
     @asynccontextmanager
