@@ -51,7 +51,7 @@ from facilitator import (
     read_chain_status,
 )
 from facilitator.wire import chain_id_from_caip2
-from observability import metrics_route, readiness_route, service_version
+from observability import metrics_route, readiness_route, redact_values, service_version, settings_secrets
 from storage import create_engine
 
 from ._health import merchant_checks
@@ -291,6 +291,8 @@ def build_app(
     """
     if tenants is None:
         tenants = load_tenants(settings)
+    # Whatever logs them (a dependency at DEBUG, an exception's text), these never reach a log line.
+    redact_values(_secrets(settings, tenants))
     engine = create_engine(settings.database_url)
     asset = Asset(
         network=settings.network,
@@ -464,6 +466,15 @@ def build_app(
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def _secrets(settings: MerchantSettings, tenants: TenantRegistry) -> list[str]:
+    """Every secret the merchant was configured with: its settings' and each tenant's token and webhook
+    secrets."""
+    found = settings_secrets(settings) + [config.secret for config in endpoint_configs(tenants)]
+    for tenant in tenants:
+        found += [tenant.api_token or "", tenant.webhook_secret or ""]
+    return found
 
 
 def _log_startup(settings: MerchantSettings, tenants: TenantRegistry, *, signed: bool) -> None:
