@@ -146,6 +146,11 @@ async def test_integer_query_parameters_out_of_range_are_422_never_a_500(shop: S
             value: await http.get("/tenants/acme/webhooks/events", params={"limit": value})
             for value in (str(2**70), "0", "1001")
         }
+        # Times too: one that is year 10000 in UTC, one before year 1, one that is no time at all.
+        times = {
+            value: await http.get("/tenants/acme/ledger/statement", params={"since": value, "until": value})
+            for value in ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", str(2**70))
+        }
 
     assert {value: answer.status_code for value, answer in answers.items()} == {
         str(2**70): 422,
@@ -156,6 +161,7 @@ async def test_integer_query_parameters_out_of_range_are_422_never_a_500(shop: S
         "0": 200,
     }
     assert all(answer.status_code == 422 for answer in limits.values())
+    assert {value: answer.status_code for value, answer in times.items()} == dict.fromkeys(times, 422)
     assert answers[str(2**63 - 1)].json()["events"] == []
 
 
