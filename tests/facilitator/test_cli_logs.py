@@ -99,6 +99,10 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
                 }
                 answers.append((await client.post("/verify", json=body)).json())
                 answers.append((await client.post("/settle", json=body)).json())
+            # No API docs on the facilitator either (issue 25): it is plain Starlette, none are served.
+            docs = {
+                path: (await client.get(path)).status_code for path in ("/docs", "/redoc", "/openapi.json")
+            }
     finally:
         process.terminate()
         await asyncio.wait_for(process.wait(), 15)
@@ -106,6 +110,7 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
 
     assert [answer.get("isValid", answer.get("success")) for answer in answers] == [True, True, False, False]
     assert " DEBUG " in text and "/settle" in text  # DEBUG was on, the requests were logged
+    assert docs == {"/docs": 404, "/redoc": 404, "/openapi.json": 404}
     known = {"relayer key": chain.relayer_key.removeprefix("0x")}
     known |= {
         f"signature {n}": payload.payload.signature.removeprefix("0x") for n, payload in enumerate(payloads)

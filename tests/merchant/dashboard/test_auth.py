@@ -17,8 +17,9 @@ NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-async def engine(sqlite_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(sqlite_url)
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on a fresh migrated database, SQLite and PostgreSQL."""
+    engine = create_engine(database_url)
     try:
         yield engine
     finally:
