@@ -3,6 +3,7 @@ log-in and with the token; checked in constant time; nothing in the table opens 
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -72,7 +73,7 @@ async def test_a_new_token_ends_every_session_and_forged_values_fail(engine: Asy
 async def test_the_table_holds_neither_the_session_id_nor_the_token_and_drops_ended_rows(
     engine: AsyncEngine,
 ) -> None:
-    token = "acme-token-0123456789"
+    token = secrets.token_urlsafe(24)
     auth = _auth(engine, {"acme": token})
     ended = await auth.new_session("acme", now=NOW)
     await auth.end_session(ended)

@@ -175,9 +175,8 @@ async def test_after_ten_wrong_tokens_for_a_tenant_an_address_gets_429_but_the_r
 ) -> None:
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
     async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
-        wrong = [
-            await http.post(f"{shop.dashboard('acme')}/login", data={"token": f"guess-{n}"}) for n in range(10)
-        ]
+        login_url = f"{shop.dashboard('acme')}/login"
+        wrong = [await http.post(login_url, data={"token": f"guess-{n}"}) for n in range(10)]
         refused = await http.post(f"{shop.dashboard('acme')}/login", data={"token": "guess-10"})
         other_tenant = await http.post(f"{shop.dashboard('globex')}/login", data={"token": "guess"})
         form = await http.get(f"{shop.dashboard('acme')}/login")
