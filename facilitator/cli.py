@@ -8,7 +8,14 @@ import click
 import uvicorn
 
 import cli
-from observability import AccessLogMiddleware, LogSettings, configure_logging, render_checks
+from observability import (
+    AccessLogMiddleware,
+    LogSettings,
+    configure_logging,
+    redact_values,
+    render_checks,
+    settings_secrets,
+)
 from storage import (
     DatabaseUnavailableError,
     DatabaseUrlError,
@@ -74,6 +81,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
             asyncio.run(upgrade_schema(settings.database_url, "facilitator"))
         checked = asyncio.run(check_facilitator(settings))
         logs = configure_logging(log_settings)
+        redact_values(settings_secrets(settings))  # whatever would log them, they never reach a line
         refuse_on_fatal(checked)
         app = create_app(settings=settings)
         config = uvicorn.Config(

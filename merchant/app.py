@@ -51,12 +51,21 @@ from facilitator import (
     read_chain_status,
 )
 from facilitator.wire import chain_id_from_caip2
-from observability import metrics_route, readiness_route, service_version
+from observability import metrics_route, readiness_route, redact_values, service_version, settings_secrets
 from storage import create_engine
 
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
-from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
+from ._no_store import NoStoreMiddleware
+from .dashboard import (
+    AssetInfo,
+    DashboardAuth,
+    DashboardData,
+    LoginThrottle,
+    SessionStore,
+    create_dashboard_router,
+    origin_of,
+)
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
@@ -282,6 +291,8 @@ def build_app(
     """
     if tenants is None:
         tenants = load_tenants(settings)
+    # Whatever logs them (a dependency at DEBUG, an exception's text), these never reach a log line.
+    redact_values(_secrets(settings, tenants))
     engine = create_engine(settings.database_url)
     asset = Asset(
         network=settings.network,
@@ -355,11 +366,14 @@ def build_app(
     def api_token_of(tenant: str) -> str | None:
         return getattr(tenants.get(tenant), "api_token", None)
 
+    # One count of wrong tokens per tenant and address for the billing API and the dashboard together.
+    throttle = LoginThrottle()
     billing = create_billing_router(
         ledger=ledger,
         outbox=outbox,
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
+        throttle=throttle,
     )
     dashboard = create_dashboard_router(
         data=DashboardData(
@@ -371,9 +385,11 @@ def build_app(
             confirmations=settings.confirmations,
         ),
         tenants=tenants,
-        auth=DashboardAuth(api_token_of),
+        auth=DashboardAuth(api_token_of, SessionStore(engine)),
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
+        throttle=throttle,
+        public_origin=origin_of(settings.base_url),
     )
     app = create_app(
         executor=executor,
@@ -404,6 +420,7 @@ def build_app(
         routes=[*operations, *jwks_routes, *billing.routes, *dashboard.routes],
         card_signer=signer,
         grpc_listen=grpc_listen,
+        api_docs=settings.api_docs,
         handler_layers=[
             lambda inner: PaymentRequestHandler(
                 inner,
@@ -414,6 +431,7 @@ def build_app(
             )
         ],
     )
+    app.add_middleware(NoStoreMiddleware, prefixes=("/tenants/",))
     edge_lifespan = app.router.lifespan_context
 
     @asynccontextmanager
@@ -448,6 +466,15 @@ def build_app(
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def _secrets(settings: MerchantSettings, tenants: TenantRegistry) -> list[str]:
+    """Every secret the merchant was configured with: its settings' and each tenant's token and webhook
+    secrets."""
+    found = settings_secrets(settings) + [config.secret for config in endpoint_configs(tenants)]
+    for tenant in tenants:
+        found += [tenant.api_token or "", tenant.webhook_secret or ""]
+    return found
 
 
 def _log_startup(settings: MerchantSettings, tenants: TenantRegistry, *, signed: bool) -> None:

@@ -22,7 +22,14 @@ from facilitator import (
     HttpFacilitatorClient,
     refuse_on_fatal,
 )
-from observability import AccessLogMiddleware, LogSettings, configure_logging, render_checks
+from observability import (
+    AccessLogMiddleware,
+    LogSettings,
+    configure_logging,
+    redact_values,
+    render_checks,
+    settings_secrets,
+)
 from storage import create_engine, printable_url, upgrade_schema
 
 from ._preflight import preflight
@@ -158,6 +165,7 @@ def reconcile() -> None:
     log_settings = cli.load_settings(LogSettings)
     asyncio.run(preflight(settings))
     configure_logging(log_settings)
+    redact_values(settings_secrets(settings))
     report = asyncio.run(_reconcile_once(settings))
     click.echo(
         f"claims moved {report.claims_moved}, paid turns finished {report.turns_finished}, "

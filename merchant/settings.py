@@ -85,6 +85,9 @@ class MerchantSettings(BaseSettings):
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )
+    api_docs: bool = Field(
+        False, description="serve the OpenAPI schema at /openapi.json (never the interactive /docs, /redoc)"
+    )
 
     @field_validator("network")
     @classmethod

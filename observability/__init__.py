@@ -1,6 +1,7 @@
 """What the merchant and the facilitator share to be operated: logs, metrics, readiness.
 
-`configure_logging` (text or JSON lines, `log_context` fields) and `AccessLogMiddleware` for the CLIs;
+`configure_logging` (text or JSON lines, `log_context` fields, every line through `redact`; the service's
+secrets registered with `redact_values`) and `AccessLogMiddleware` for the CLIs;
 `metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `Check` and `CheckResult`, the
 one model of a check, run by `run_checks` and rendered by `readiness_route` (`GET /readyz`) and
 `render_checks` (the `check` commands' table). It imports no other package of the project, so both
@@ -13,12 +14,14 @@ from ._access import AccessLogMiddleware
 from ._health import READYZ_PATH, Check, CheckResult, readiness_route, render_checks, run_checks
 from ._logs import LogSettings, LogSettingsError, configure_logging, log_context
 from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
+from ._redact import REDACTED, redact, redact_values, settings_secrets
 from ._version import service_version
 
 __all__ = [
     "LATENCY_BUCKETS_S",
     "METRICS_PATH",
     "READYZ_PATH",
+    "REDACTED",
     "AccessLogMiddleware",
     "Check",
     "CheckResult",
@@ -31,7 +34,10 @@ __all__ = [
     "log_context",
     "metrics_route",
     "readiness_route",
+    "redact",
+    "redact_values",
     "render_checks",
     "run_checks",
     "service_version",
+    "settings_secrets",
 ]

@@ -3,7 +3,10 @@
 `configure_logging` installs one handler on the root logger, in text or JSON (one object a line: `time` in
 UTC ISO 8601, `level`, `logger`, `message`, then every field that a `log_context` around the call or the
 call's own `extra=` gave, such as `task_id`, `tenant`, `outcome`). Libraries only log; they never configure.
-Nothing secret is ever passed to a log call, so neither formatter filters anything.
+Nothing secret is passed to a log call of ours; dependencies are another matter (at DEBUG, SQLAlchemy's
+and aiosqlite's SQL parameters hold webhook secrets, the a2a-sdk's request bodies and events hold payment
+signatures), so: those loggers never go below their `_QUIET_LOGGERS` level, whatever `X402_LOG_LEVEL`
+says, and every line written, ours or theirs, passes `redact` (registered secrets and secret shapes).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import orjson
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ._redact import redact
+
 __all__ = ["LogSettings", "LogSettingsError", "configure_logging", "log_context"]
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -30,6 +35,27 @@ _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # Libraries whose INFO lines are noise to an operator: alembic's "Context impl SQLiteImpl" at every start,
 # httpx's "HTTP Request: GET …/healthz" at every /readyz probe. They log from WARNING, or everything at DEBUG.
 _CHATTY_LOGGERS = ("alembic", "httpx")
+# Dependencies whose lower levels write what must never be written: SQL with its parameters (SQLAlchemy's
+# engine at INFO; aiosqlite, asyncpg at DEBUG), request bodies and events with payment signatures (the
+# a2a-sdk at DEBUG), HTTP/2 and HTTP/1.1 frames and headers (hpack, h2, httpcore, grpc), form parts
+# (python-multipart). They log from this level up even at DEBUG; there is no setting to lower it.
+_QUIET_LOGGERS = {
+    "sqlalchemy": logging.WARNING,
+    "aiosqlite": logging.INFO,
+    "asyncpg": logging.INFO,
+    "a2a": logging.INFO,
+    "httpcore": logging.INFO,
+    "hpack": logging.INFO,
+    "h2": logging.INFO,
+    "grpc": logging.INFO,
+    "multipart": logging.INFO,
+    "python_multipart": logging.INFO,
+    "sse_starlette": logging.INFO,
+    "websockets": logging.INFO,
+    "web3": logging.INFO,
+    "urllib3": logging.INFO,
+    "asyncio": logging.INFO,
+}
 
 
 class LogSettingsError(ValueError):
@@ -81,6 +107,9 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        return redact(self._line(record))
+
+    def _line(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
@@ -95,6 +124,9 @@ class _JsonFormatter(logging.Formatter):
 
 class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        return redact(self._line(record))
+
+    def _line(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         fields = _fields(record)
         if not fields:
@@ -136,6 +168,8 @@ def configure_logging(settings: LogSettings | None = None) -> LogSettings:
     chatty_level = logging.DEBUG if root.level == logging.DEBUG else max(logging.WARNING, root.level)
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(chatty_level)
+    for name, floor in _QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(max(floor, root.level))
     return settings
 
 

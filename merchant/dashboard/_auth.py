@@ -1,10 +1,11 @@
-"""Who may see a tenant's dashboard: whoever presents that tenant's API token.
+"""Who may see a tenant's dashboard: whoever presents that tenant's API token, or a session opened with it.
 
 The token comes as `Authorization: Bearer <token>` on any request, or once through the log-in form, which
-answers with a session cookie instead of the token: `<expiry>.<HMAC-SHA256 keyed with the token over the
-tenant and the expiry>`. The cookie is HttpOnly, SameSite=Strict, scoped to that tenant's dashboard path
-(and Secure when the merchant's public URL is HTTPS); it is not the token, so it opens no other API, it
-expires, and changing the token ends every session. Nothing is stored on the server.
+answers with a session cookie instead of the token: a random session id bound to a server record
+(`SessionStore`): opened at each log-in (a new id every time), ended at log-out, expiring after
+`session_ttl_s`, and ended too when the tenant's token changes. The cookie is HttpOnly, SameSite=Strict,
+scoped to that tenant's dashboard path (and Secure when the merchant's public URL is HTTPS); it is not the
+token, so it opens no other API.
 
 Every comparison is constant-time (`hmac.compare_digest`). An unknown tenant, a tenant without a token, a
 wrong token and another tenant's token are all refused alike, so the dashboard does not tell which tenants
@@ -13,12 +14,12 @@ exist.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+
+from ._sessions import SessionStore
 
 __all__ = ["SESSION_COOKIE", "DashboardAuth"]
 
@@ -26,16 +27,15 @@ SESSION_COOKIE = "x402_dashboard"
 """The session cookie's name (one per tenant: each is scoped to its tenant's dashboard path)."""
 
 _SESSION_TTL_S = 12 * 3600
-_CONTEXT = b"x402-dashboard-session\n"
-_EXPIRY = re.compile(r"[0-9]{1,12}")
 
 
 @dataclass(frozen=True, slots=True)
 class DashboardAuth:
     """Checks tokens and sessions for tenants; `api_token_of(tenant id)` is the tenant's API token or None
-    (unknown tenant, or none configured), as for the billing API."""
+    (unknown tenant, or none configured), as for the billing API; `sessions` holds the session records."""
 
     api_token_of: Callable[[str], str | None]
+    sessions: SessionStore
     session_ttl_s: int = _SESSION_TTL_S
 
     def token_matches(self, tenant: str, token: str | None) -> bool:
@@ -45,25 +45,25 @@ class DashboardAuth:
             return False
         return hmac.compare_digest(token.encode(), expected.encode())
 
-    def new_session(self, tenant: str, *, now: float | None = None) -> str:
-        """A session cookie value for `tenant`, valid for `session_ttl_s`; the tenant must have a token."""
+    async def new_session(
+        self, tenant: str, *, replacing: str | None = None, now: datetime | None = None
+    ) -> str:
+        """A new session id for `tenant`, valid for `session_ttl_s`; the tenant must have a token. The
+        session `replacing` (the cookie the browser came with) is ended."""
         expected = self.api_token_of(tenant)
         if expected is None:
             raise ValueError("a session needs a tenant with an API token")
-        expires = int(time.time() if now is None else now) + self.session_ttl_s
-        return f"{expires}.{_mac(expected, tenant, expires)}"
+        return await self.sessions.open(
+            tenant, expected, ttl_s=self.session_ttl_s, replacing=replacing, now=now
+        )
 
-    def session_matches(self, tenant: str, value: str | None, *, now: float | None = None) -> bool:
-        """Whether `value` is an unexpired session cookie issued for `tenant` with its current token."""
+    async def session_matches(self, tenant: str, value: str | None, *, now: datetime | None = None) -> bool:
+        """Whether `value` is an open, unexpired session of `tenant` opened with its current token."""
         expected = self.api_token_of(tenant)
         if expected is None or not value:
             return False
-        expires_text, _, mac = value.partition(".")
-        if not _EXPIRY.fullmatch(expires_text) or int(expires_text) <= (time.time() if now is None else now):
-            return False
-        return hmac.compare_digest(mac.encode(), _mac(expected, tenant, int(expires_text)).encode())
+        return await self.sessions.valid(tenant, value, expected, now=now)
 
-
-def _mac(token: str, tenant: str, expires: int) -> str:
-    message = _CONTEXT + tenant.encode() + b"\n" + str(expires).encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
+    async def end_session(self, value: str | None) -> None:
+        """End the session `value` (log-out); an unknown or ended one is left as it is."""
+        await self.sessions.revoke(value)

@@ -5,15 +5,17 @@
     GET  /tenants/{tenant}/dashboard/settlements/{entry}    one settlement and its events' deliveries
     GET  /tenants/{tenant}/dashboard/login                  the log-in form
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
-    POST /tenants/{tenant}/dashboard/logout                 the cookie removed (303 to the form)
+    POST /tenants/{tenant}/dashboard/logout                 the session ended, the cookie removed (303)
     GET  /dashboard/static/dashboard.css                    the style sheet (no tenant data)
 
 The default tenant is `default_tenant_segment` in the paths, as in the billing API. A request without a
 valid token or session for the URL's tenant gets the log-in form with 401 and nothing of the tenant;
-the token of another tenant is not valid for this one. An address that has failed to log in too often
-lately (`LoginThrottle`) gets a page saying when to try again, with 429, and its log-in is not tried.
-Pages are Jinja2 templates rendered with autoescape on, and carry no script at all: the
-Content-Security-Policy allows none, nor any origin but this one for the style sheet.
+the token of another tenant is not valid for this one. A wrong token (on the form, or as a bearer) from
+an address that has presented too many for that tenant lately (`LoginThrottle`) gets a page saying when
+to try again, with 429; the right one still works. The two POSTs refuse a request from another site
+(`is_cross_site`) with 403 and change nothing. Pages are Jinja2 templates rendered with autoescape on,
+and carry no script at all: the Content-Security-Policy allows none, nor any origin but this one for the
+style sheet.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from merchant.ledger import EntryNotFoundError
 from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._origin import is_cross_site
 from ._throttle import LoginThrottle
 from ._views import DashboardData
 
@@ -46,10 +49,14 @@ _HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # Same-origin: a form's POST then carries this origin in `Origin` (no-referrer would make it `null`).
+    "Referrer-Policy": "same-origin",
 }
 # Module-level so that FastAPI can resolve it (this module uses postponed annotations).
 _Token = Annotated[str, Form()]
+# The throttle's key for every tenant without a token (unknown ones included): guesses at made-up tenant
+# names share one count, so cycling names can neither dodge the throttle nor flood its table.
+_NO_TENANT = "\x00no-tenant"
 
 
 def create_dashboard_router(
@@ -60,11 +67,14 @@ def create_dashboard_router(
     default_tenant_segment: str,
     secure_cookies: bool = False,
     throttle: LoginThrottle | None = None,
+    public_origin: str | None = None,
 ) -> APIRouter:
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
     `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS); `throttle`
-    counts failed log-ins per client address (a `LoginThrottle` of its defaults when None).
+    counts wrong tokens per tenant and client address (a `LoginThrottle` of its defaults when None; pass
+    the billing API's to count both surfaces together); `public_origin` is the origin of the merchant's
+    public URL, accepted for the POSTs besides the one each request was sent to.
     """
     router = APIRouter(include_in_schema=False)
     throttle = LoginThrottle() if throttle is None else throttle
@@ -90,12 +100,44 @@ def create_dashboard_router(
             response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
-    def signed_in(request: Request, segment: str) -> bool:
+    def too_many(segment: str, wait: float) -> HTMLResponse:
+        seconds = max(1, math.ceil(wait))
+        refusal = page(
+            "too_many.html",
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            segment=segment,
+            seconds=seconds,
+            signed_in=False,
+        )
+        refusal.headers["Retry-After"] = str(seconds)
+        return refusal
+
+    def wrong_token(request: Request, segment: str) -> HTMLResponse | None:
+        """Count a wrong token for the URL's tenant from this address: the 429 page if it had too many."""
         tenant = tenant_of(segment)
+        key = tenant if auth.api_token_of(tenant) is not None else _NO_TENANT
+        address = request.client.host if request.client is not None else ""
+        wait = throttle.retry_after(key, address)
+        throttle.refused(key, address)
+        return None if wait is None else too_many(segment, wait)
+
+    async def refusal(request: Request, segment: str) -> HTMLResponse | None:
+        """None when the request holds the URL's tenant's token or session; else what to answer."""
+        tenant = tenant_of(segment)
+        if tenants.get(tenant) is not None:
+            if await auth.session_matches(tenant, request.cookies.get(SESSION_COOKIE)):
+                return None
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and auth.token_matches(tenant, credentials):
-            return True
-        return auth.session_matches(tenant, request.cookies.get(SESSION_COOKIE))
+        if scheme.lower() == "bearer":
+            if tenants.get(tenant) is not None and auth.token_matches(tenant, credentials):
+                return None
+            throttled = wrong_token(request, segment)
+            if throttled is not None:
+                return throttled
+        return login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+
+    def forbidden(segment: str) -> HTMLResponse:
+        return page("cross_site.html", status.HTTP_403_FORBIDDEN, segment=segment, signed_in=False)
 
     def cookie_path(segment: str) -> str:
         return f"/tenants/{quote(segment, safe='')}/dashboard"
@@ -106,17 +148,19 @@ def create_dashboard_router(
 
     @router.get("/tenants/{segment}/dashboard", response_class=HTMLResponse)
     async def overview(request: Request, segment: str) -> HTMLResponse:
+        refused = await refusal(request, segment)
         tenant = tenants.get(tenant_of(segment))
-        if tenant is None or not signed_in(request, segment):
-            return login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         view = await data.overview(tenant.id, tenant.pay_to)
         return page("overview.html", segment=segment, tenant=tenant.id, view=view, signed_in=True)
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:
+        refused = await refusal(request, segment)
         tenant = tenants.get(tenant_of(segment))
-        if tenant is None or not signed_in(request, segment):
-            return login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         try:
             detail = await data.settlement(tenant.id, entry_id)
         except EntryNotFoundError:
@@ -135,27 +179,20 @@ def create_dashboard_router(
 
     @router.post("/tenants/{segment}/dashboard/login", response_model=None)
     async def login(request: Request, segment: str, token: _Token = "") -> Response:
-        address = request.client.host if request.client is not None else ""
-        wait = throttle.retry_after(address)
-        if wait is not None:
-            seconds = max(1, math.ceil(wait))
-            refusal = page(
-                "too_many.html",
-                status.HTTP_429_TOO_MANY_REQUESTS,
-                segment=segment,
-                seconds=seconds,
-                signed_in=False,
-            )
-            refusal.headers["Retry-After"] = str(seconds)
-            return refusal
+        if is_cross_site(request, public_origin):
+            return forbidden(segment)
         tenant = tenant_of(segment)
         if tenants.get(tenant) is None or not auth.token_matches(tenant, token):
-            throttle.refused(address)
+            throttled = wrong_token(request, segment)
+            if throttled is not None:
+                return throttled
             return login_page(segment, refused=True, status_code=status.HTTP_401_UNAUTHORIZED)
+        # A new session id at every log-in; the one the browser came with (if any) is ended.
+        session = await auth.new_session(tenant, replacing=request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse(cookie_path(segment), status_code=status.HTTP_303_SEE_OTHER)
         response.set_cookie(
             SESSION_COOKIE,
-            auth.new_session(tenant),
+            session,
             max_age=auth.session_ttl_s,
             path=cookie_path(segment),
             secure=secure_cookies,
@@ -165,8 +202,11 @@ def create_dashboard_router(
         response.headers.update(_HEADERS)
         return response
 
-    @router.post("/tenants/{segment}/dashboard/logout")
-    async def logout(segment: str) -> Response:
+    @router.post("/tenants/{segment}/dashboard/logout", response_model=None)
+    async def logout(request: Request, segment: str) -> Response:
+        if is_cross_site(request, public_origin):
+            return forbidden(segment)
+        await auth.end_session(request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse(f"{cookie_path(segment)}/login", status_code=status.HTTP_303_SEE_OTHER)
         response.delete_cookie(
             SESSION_COOKIE, path=cookie_path(segment), secure=secure_cookies, httponly=True, samesite="strict"

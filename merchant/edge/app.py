@@ -89,6 +89,7 @@ def create_app(
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
     task_store: TenantTaskStore | None = None,
     grpc_listen: str | None = None,
+    api_docs: bool = False,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -112,6 +113,8 @@ def create_app(
         task_store: where tasks live; by default a `TenantTaskStore` on `engine` with no final-state hook.
         grpc_listen: `host:port` to serve the gRPC binding at as well (`_grpc.grpc_listen_address`); the
             card lists it at `card.grpc_url`, or at this address when that is unset.
+        api_docs: serve the OpenAPI schema at `/openapi.json` (`X402_API_DOCS`); `/docs` and `/redoc` are
+            never served.
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
@@ -181,7 +184,16 @@ def create_app(
 
     # No redirects to a slashed path: under the A2A prefix the slash is trimmed before routing, so a path
     # that only the slashed form would route (`/a2a/rest/{tenant}`, a Mount) would redirect for ever.
-    app = FastAPI(title=card.name, version=card.version, lifespan=lifespan, redirect_slashes=False)
+    # No interactive docs ever (they load unpinned JavaScript from a CDN); the schema alone on request.
+    app = FastAPI(
+        title=card.name,
+        version=card.version,
+        lifespan=lifespan,
+        redirect_slashes=False,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if api_docs else None,
+    )
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, applies=is_a2a_path)
     # Outermost: the path is settled before anything reads it.

@@ -64,11 +64,14 @@ def utc(value: datetime, name: str = "time") -> datetime:
     """`value` as an aware UTC datetime; naive datetimes are refused, not guessed.
 
     Raises:
-        InvalidBookingError: `value` has no time zone.
+        InvalidBookingError: `value` has no time zone, or is outside the years 1 to 9999 in UTC.
     """
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidBookingError(f"{name}: must be timezone-aware (UTC), got naive {value.isoformat()}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59-23:59 is year 10000 in UTC
+        raise InvalidBookingError(f"{name}: out of range in UTC, got {value.isoformat()}") from None
 
 
 def _address(name: str, value: str) -> str:

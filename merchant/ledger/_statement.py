@@ -39,10 +39,21 @@ STATEMENT_COLUMNS = (
 )
 """The CSV header, in column order."""
 
-# A spreadsheet runs a cell starting with one of these as a formula. Task and context ids come from the
-# paying agent, so they are quoted with a leading apostrophe (OWASP's advice for CSV injection).
-_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-_CLIENT_TEXT = frozenset({"task_id", "context_id"})
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP, "CSV Injection"), also after
+# leading blanks or separators it drops, and in their full-width and small forms, which some read alike.
+_FORMULA_STARTS = frozenset("=+-@\t\r\n|%\uff1d\uff0b\uff0d\uff20\uff5c\uff05\ufe66\ufe62\ufe63\ufe6b")
+_SKIPPED = ";,\uff1b\uff0c"  # separators (and their full-width forms) a spreadsheet may drop
+_OUR_NUMBERS = frozenset({"sequence", "amount", "balance_after", "block_number"})
+
+
+def _guard(text: str) -> str:
+    """`text` with a leading `'` if a spreadsheet could take it for a formula, else unchanged."""
+    rest = text
+    while rest and (rest[0].isspace() or rest[0] in _SKIPPED):
+        rest = rest[1:]
+    if text[:1] in _FORMULA_STARTS or rest[:1] in _FORMULA_STARTS:
+        return "'" + text
+    return text
 
 
 def format_time(value: datetime) -> str:
@@ -80,10 +91,9 @@ def statement_csv(lines: Sequence[StatementLine]) -> str:
     writer.writerow(STATEMENT_COLUMNS)
     for line in lines:
         cells = _cells(line)
-        for name in _CLIENT_TEXT:
-            if cells[name].startswith(_FORMULA_PREFIXES):
-                cells[name] = "'" + cells[name]
-        writer.writerow(cells[column] for column in STATEMENT_COLUMNS)
+        writer.writerow(
+            cells[column] if column in _OUR_NUMBERS else _guard(cells[column]) for column in STATEMENT_COLUMNS
+        )
     return buffer.getvalue()
 
 

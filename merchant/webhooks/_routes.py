@@ -4,8 +4,10 @@ Every route is under `/tenants/{tenant}` and needs `Authorization: Bearer <that 
 default tenant (the empty id) is named by `default_tenant_segment` there (the merchant uses `default`). The
 token is looked up through an injected callable, so this router does not depend on the tenant config; a
 wrong token, another tenant's token, an unknown tenant and a tenant without a token all get the same 401,
-so the API does not reveal which tenants exist. A tenant only ever reads its own rows: every query is
-filtered by the authenticated tenant.
+so the API does not reveal which tenants exist. With a `throttle`, a client address that presented too
+many wrong tokens for a tenant lately gets 429 (with `Retry-After`) for the next wrong one; the right
+token still works from there. A tenant only ever reads its own rows: every query is filtered by the
+authenticated tenant. Integer query parameters are range-checked (422 out of range).
 
     GET  /tenants/{tenant}/ledger/balance[?asset=0x…]
     GET  /tenants/{tenant}/ledger/statement?format=csv|json&since=…&until=…
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, Literal, NoReturn, Protocol
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from merchant.ledger import (
@@ -36,11 +39,27 @@ from merchant.ledger import (
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
 
-__all__ = ["ApiTokenLookup", "create_billing_router"]
+__all__ = ["ApiTokenLookup", "FailureThrottle", "create_billing_router"]
 
 ApiTokenLookup = Callable[[str], str | None]
 """`(tenant id) -> that tenant's API token`, or None for an unknown tenant or one without a token. Called on
 every request, on the event loop: it must not block."""
+
+
+class FailureThrottle(Protocol):
+    """Counts wrong tokens per (tenant, client address); the dashboard's `LoginThrottle` is one."""
+
+    def retry_after(self, tenant: str, address: str) -> float | None:
+        """Seconds until a wrong token for `tenant` from `address` is answered 401 again, or None."""
+        ...
+
+    def refused(self, tenant: str, address: str) -> None:
+        """Count one wrong token for `tenant` from `address`."""
+        ...
+
+
+# The throttle's key for every tenant without a token (unknown ones included): see the dashboard's.
+_NO_TENANT = "\x00no-tenant"
 
 # The one table from our errors to HTTP statuses; looked up along the MRO, so a family maps as a whole.
 _HTTP_STATUS: dict[type[Exception], int] = {
@@ -53,7 +72,8 @@ _HTTP_STATUS: dict[type[Exception], int] = {
 _BEARER = HTTPBearer(auto_error=False)
 # Module-level so that FastAPI can resolve these annotations (this module uses postponed annotations).
 _Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
-_SinceSequence = Annotated[int, Query(ge=0)]
+# Ledger sequences are signed 64-bit in both databases: a larger one would overflow the query (a 500).
+_SinceSequence = Annotated[int, Query(ge=0, le=2**63 - 1)]
 _Limit = Annotated[int, Query(ge=1, le=1000)]
 _JSON = "application/json"
 _CSV = "text/csv; charset=utf-8"
@@ -70,14 +90,16 @@ def create_billing_router(
     outbox: Outbox,
     api_token_of: ApiTokenLookup,
     default_tenant_segment: str | None = None,
+    throttle: FailureThrottle | None = None,
 ) -> APIRouter:
     """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`.
 
-    `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes).
+    `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes);
+    `throttle` counts wrong tokens (none counted when None).
     """
     router = APIRouter(tags=["billing"])
 
-    def authenticated_tenant(tenant: str, credentials: _Credentials) -> str:
+    def authenticated_tenant(request: Request, tenant: str, credentials: _Credentials) -> str:
         if tenant == default_tenant_segment:
             tenant = ""
         expected = api_token_of(tenant)
@@ -86,6 +108,22 @@ def create_billing_router(
             or expected is None
             or not hmac.compare_digest(credentials.credentials.encode(), expected.encode())
         ):
+            # The credential is checked first: only a wrong (or missing) one is ever throttled.
+            if throttle is not None:
+                key = tenant if expected is not None else _NO_TENANT
+                address = request.client.host if request.client is not None else ""
+                wait = throttle.retry_after(key, address)
+                throttle.refused(key, address)
+                if wait is not None:
+                    seconds = max(1, math.ceil(wait))
+                    raise HTTPException(
+                        status.HTTP_429_TOO_MANY_REQUESTS,
+                        detail={
+                            "code": "too_many_failures",
+                            "message": f"too many wrong tokens from this address: try again in {seconds} s",
+                        },
+                        headers={"Retry-After": str(seconds)},
+                    )
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
                 detail={

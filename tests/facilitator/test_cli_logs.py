@@ -7,12 +7,17 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from eth_account import Account
 
 from devchain import DevChain
 from observability import service_version
+from payer import sign_payment
+from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import free_port, wait_answering
 
 CLI = str(Path(sys.executable).parent / "x402-facilitator")
@@ -57,3 +62,57 @@ async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: s
     assert [line["path"] for line in lines if line["logger"] == "x402.access"][-1] == "/readyz"
     key = chain.relayer_key.removeprefix("0x")
     assert all(key[i : i + 8] not in text for i in range(len(key) - 7))
+
+
+async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature(
+    chain: DevChain, sqlite_url: str, tmp_path: Path, new_payer: Callable[..., str]
+) -> None:
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("X402_")},
+        "PYTHONPATH": str(REPO_ROOT),
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_RELAYER_KEY": chain.relayer_key,
+        "X402_DATABASE_URL": sqlite_url,
+        "X402_PORT": str(port),
+        "X402_LOG_LEVEL": "DEBUG",
+        "X402_ACCESS_LOG": "1",
+    }
+    requirements = make_requirements(chain)
+    payloads = [sign_payment(new_payer(), requirements), sign_payment(chain.new_payer(1), requirements)]
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            CLI, "serve", env=env, stdout=log, stderr=log, cwd=tmp_path
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await wait_answering(url + "/readyz", running=lambda: process.returncode is None, what="facilitator")
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            answers = []
+            for payload in payloads:
+                body = {
+                    "x402Version": 2,
+                    "paymentPayload": payload.to_json_dict(),
+                    "paymentRequirements": requirements.to_json_dict(),
+                }
+                answers.append((await client.post("/verify", json=body)).json())
+                answers.append((await client.post("/settle", json=body)).json())
+            # No API docs on the facilitator either (issue 25): it is plain Starlette, none are served.
+            docs = {
+                path: (await client.get(path)).status_code for path in ("/docs", "/redoc", "/openapi.json")
+            }
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 15)
+    text = log_path.read_text()
+
+    assert [answer.get("isValid", answer.get("success")) for answer in answers] == [True, True, False, False]
+    assert " DEBUG " in text and "/settle" in text  # DEBUG was on, the requests were logged
+    assert docs == {"/docs": 404, "/redoc": 404, "/openapi.json": 404}
+    known = {"relayer key": chain.relayer_key.removeprefix("0x")}
+    known |= {
+        f"signature {n}": payload.payload.signature.removeprefix("0x") for n, payload in enumerate(payloads)
+    }
+    assert_no_secret([text], known)

@@ -22,7 +22,20 @@ def restored_root_logger() -> Iterator[None]:
     """Put the root logger's handlers and level back after the test (configure_logging replaces them)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    chatty = {name: logging.getLogger(name).level for name in ("alembic", "httpx")}
+    names = [
+        "alembic",
+        "httpx",
+        "sqlalchemy",
+        "aiosqlite",
+        "asyncpg",
+        "a2a",
+        "httpcore",
+        "hpack",
+        "h2",
+        "grpc",
+    ]
+    names += ["multipart", "python_multipart", "sse_starlette", "websockets", "web3", "urllib3", "asyncio"]
+    chatty = {name: logging.getLogger(name).level for name in names}
     yield
     for handler in list(root.handlers):
         root.removeHandler(handler)

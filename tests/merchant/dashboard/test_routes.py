@@ -57,6 +57,12 @@ async def _pay_each_tenant(shop: Shop) -> dict[str, _Paid]:
     return paid
 
 
+def _client_from(shop: Shop, address: str) -> httpx.AsyncClient:
+    """A client of the merchant whose connections come from `address` (any of 127.0.0.0/8)."""
+    transport = httpx.AsyncHTTPTransport(local_address=address)
+    return httpx.AsyncClient(base_url=shop.merchant.base_url, transport=transport)
+
+
 async def _log_in(http: httpx.AsyncClient, shop: Shop, tenant: str) -> httpx.Response:
     return await http.post(f"{shop.dashboard(tenant)}/login", data={"token": shop.tokens[tenant]})
 
@@ -80,6 +86,11 @@ async def test_only_the_urls_own_tenant_sees_its_dashboard_with_a_token_or_a_ses
         for tenant, name in SEGMENTS.items():
             credentials[f"{name}'s token"] = (tenant, {"authorization": f"Bearer {shop.tokens[tenant]}"})
             credentials[f"{name}'s session"] = (tenant, {"cookie": f"{SESSION_COOKIE}={sessions[tenant]}"})
+        # Each credential from a loopback address of its own: the wrong ones stay under the throttle's
+        # count (per tenant and address), so every refusal here is the plain 401.
+        clients = {
+            credential: _client_from(shop, f"127.0.0.{10 + n}") for n, credential in enumerate(credentials)
+        }
 
         for url_tenant, segment in [*SEGMENTS.items(), ("nosuch", "nosuch")]:
             pages = {"overview": f"/tenants/{segment}/dashboard"}
@@ -90,7 +101,7 @@ async def test_only_the_urls_own_tenant_sees_its_dashboard_with_a_token_or_a_ses
             for credential, (holder, headers) in credentials.items():
                 for page, path in pages.items():
                     where = f"{path} with {credential}"
-                    answer = await http.get(path, headers=headers)
+                    answer = await clients[credential].get(path, headers=headers)
                     if holder != url_tenant:
                         assert answer.status_code == 401, where
                         assert answer.headers["www-authenticate"] == "Bearer", where
@@ -108,6 +119,8 @@ async def test_only_the_urls_own_tenant_sees_its_dashboard_with_a_token_or_a_ses
                         assert all(mark in answer.text for mark in own.marks), where
                     else:
                         assert answer.status_code == 404, where  # another tenant's settlement: not found
+        for client in clients.values():
+            await client.aclose()
 
 
 async def test_the_overview_shows_the_amount_in_atomic_units_and_with_the_assets_decimals(shop: Shop) -> None:
@@ -133,8 +146,11 @@ async def test_the_session_cookie_is_httponly_strict_and_scoped_and_logging_out_
         unknown = await http.post("/tenants/nosuch/dashboard/login", data={"token": shop.tokens["acme"]})
         login = await _log_in(http, shop, "acme")
         page = await http.get(shop.dashboard("acme"))  # the client's jar sends the cookie back
+        session = http.cookies[SESSION_COOKIE]
         logout = await http.post(f"{shop.dashboard('acme')}/logout")
         after = await http.get(shop.dashboard("acme"))
+        # The cookie kept from before the log-out opens nothing any more: the session ended on the server.
+        replayed = await http.get(shop.dashboard("acme"), headers={"cookie": f"{SESSION_COOKIE}={session}"})
 
     for refused in (wrong, missing, unknown):
         assert refused.status_code == 401 and "set-cookie" not in refused.headers
@@ -151,31 +167,37 @@ async def test_the_session_cookie_is_httponly_strict_and_scoped_and_logging_out_
     assert page.status_code == 200
     assert logout.status_code == 303 and "max-age=0" in logout.headers["set-cookie"].lower()
     assert after.status_code == 401
+    assert replayed.status_code == 401 and 'name="token"' in replayed.text
 
 
-async def test_after_ten_failed_log_ins_an_address_gets_429_and_its_log_in_is_not_tried(shop: Shop) -> None:
+async def test_after_ten_wrong_tokens_for_a_tenant_an_address_gets_429_but_the_right_token_still_works(
+    shop: Shop,
+) -> None:
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
     async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
-        # Across tenants: the count is the address's.
-        wrong = [
-            await http.post(f"{shop.dashboard(tenant)}/login", data={"token": f"guess-{n}"})
-            for n, tenant in enumerate(["acme", "globex"] * 5)
-        ]
-        refused = await _log_in(http, shop, "acme")  # the right token, from an address refused for now
+        login_url = f"{shop.dashboard('acme')}/login"
+        wrong = [await http.post(login_url, data={"token": f"guess-{n}"}) for n in range(10)]
+        refused = await http.post(f"{shop.dashboard('acme')}/login", data={"token": "guess-10"})
+        other_tenant = await http.post(f"{shop.dashboard('globex')}/login", data={"token": "guess"})
         form = await http.get(f"{shop.dashboard('acme')}/login")
         page = await http.get(shop.dashboard("acme"), headers=acme)
+        login = await _log_in(http, shop, "acme")  # the right token, from the address refused for wrong ones
+    async with _client_from(shop, "127.0.0.2") as elsewhere:
+        other_address = await elsewhere.post(f"{shop.dashboard('acme')}/login", data={"token": "guess"})
 
     assert [answer.status_code for answer in wrong] == [401] * 10
     assert refused.status_code == 429, refused.text
-    assert "set-cookie" not in refused.headers and SESSION_COOKIE not in http.cookies
+    assert "set-cookie" not in refused.headers
     assert 1 <= int(refused.headers["retry-after"]) <= 300
     assert "Too many failed log-ins" in refused.text
     assert f"try again in {refused.headers['retry-after']} seconds" in refused.text
     assert refused.headers["cache-control"] == "no-store"
     assert "default-src 'none'" in refused.headers["content-security-policy"]
     assert not any(token in refused.text for token in shop.tokens.values())
-    # Only the form's log-in is refused: the form itself, and a script's bearer token, are answered.
+    # The count is per tenant and address; the form, the right bearer and the right log-in are answered.
+    assert (other_tenant.status_code, other_address.status_code) == (401, 401)
     assert (form.status_code, page.status_code) == (200, 200)
+    assert login.status_code == 303 and SESSION_COOKIE in login.cookies
 
 
 async def test_what_comes_from_the_url_is_escaped_and_pages_allow_no_script(shop: Shop) -> None:

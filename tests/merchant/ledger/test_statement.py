@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import io
 import json
 from datetime import UTC, datetime, timedelta
@@ -76,6 +77,38 @@ def test_csv_is_exact() -> None:
 
     assert statement_csv([CREDIT, DEBIT]) == expected
     assert statement_csv([]) == f"{header}\r\n"
+
+
+def _csv_row(line: StatementLine) -> dict[str, str]:
+    [row] = list(csv.DictReader(io.StringIO(statement_csv([line]))))
+    return row
+
+
+def test_csv_guards_every_formula_start_per_owasp_also_after_blanks_and_separators() -> None:
+    # Issue 25's cases first, then every start OWASP names, full-width and small forms included.
+    formulas = [" =1+1", ";=1+1", "\uff1d1+1", "|calc", "=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1", "\r=1"]
+    formulas += [
+        "\n=1",
+        "%0A",
+        "\uff0b1",
+        "\uff0d1",
+        "\uff20SUM(A1)",
+        "\uff5ccalc",
+        "\u3000=1",
+        " ;, =1",
+        ",=1",
+    ]
+    harmless = ["task-1", "ctx 1 = 2", "a=b", "", " task", "0x12", "1+1"]
+    for text in formulas + harmless:
+        row = _csv_row(dataclasses.replace(CREDIT, task_id=text, context_id=text))
+        expected = "'" + text if text in formulas else text
+        assert (row["task_id"], row["context_id"]) == (expected, expected), repr(text)
+
+
+def test_csv_writes_our_own_integers_as_numbers_a_negative_amount_too() -> None:
+    row = _csv_row(dataclasses.replace(CREDIT, amount=-5, balance_after=-(2**70)))
+
+    assert (row["amount"], row["balance_after"], row["sequence"]) == ("-5", str(-(2**70)), "7")
 
 
 def test_json_is_exact() -> None:

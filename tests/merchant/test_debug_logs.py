@@ -1,0 +1,92 @@
+"""`x402-merchant serve` at `X402_LOG_LEVEL=DEBUG` writes no secret and no payment signature (issue 25).
+
+A real merchant process (in-process facilitator, so the settlement's logs are in the same file) with a
+named tenant whose webhook endpoint is a real receiver: paid tasks of two tenants, refused payments, the
+webhook deliveries, the dashboard's log-in form, bearer tokens right and wrong, the billing API, log-out.
+Then no 8-character piece of the relayer key, an API token, the webhook secret, a session cookie or any
+payment's signature is anywhere in the log; the log did record the requests (DEBUG is on).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from devchain import DevChain
+from merchant.dashboard import SESSION_COOKIE
+from merchant.webhooks import generate_secret
+from payer import sign_payment
+from tests.faults.processes import merchant_processes
+from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.deadlines import wait_until
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
+    TWO_TENANTS,
+    MerchantWire,
+    offered_terms,
+    payment_message,
+)
+from tests.merchant.webhooks.receiver import HOOK_PATH, Receiver
+
+from .payments.flows import offer
+
+
+async def test_debug_logs_hold_no_secret_and_no_signature(
+    chain: DevChain, sqlite_url: str, tmp_path: Path, asgi_server: Callable[..., str]
+) -> None:
+    secret = generate_secret()
+    receiver = Receiver([secret])
+    hook_url = asgi_server(receiver.app) + HOOK_PATH
+    acme_token = secrets.token_urlsafe(24)
+    acme_pay_to, acme_price = TWO_TENANTS["acme"]
+    tenants_file = tmp_path / "tenants.toml"
+    tenants_file.write_text(
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = {DEFAULT_PRICE}\n\n'
+        f'[tenants.acme]\npay_to = "{acme_pay_to}"\nprice = {acme_price}\napi_token = "{acme_token}"\n\n'
+        f'[[tenants.acme.webhooks]]\nurl = "{hook_url}"\nsecret = "{secret}"\n'
+    )
+    signatures: list[str] = []
+    with merchant_processes(chain, sqlite_url, tmp_path) as processes:
+        merchant = await processes.start(
+            log_level="DEBUG", access_log="true", tenants_file=tenants_file, webhooks_allow_private="true"
+        )
+        default_token = merchant.env["X402_API_TOKEN"]
+        async with merchant.http() as http:
+            for tenant in ("", "acme"):
+                wire = MerchantWire(http, "jsonrpc", tenant)
+                for payer in (chain.new_payer(), chain.new_payer(1)):  # one pays, one cannot
+                    task = await offer(wire)
+                    [terms] = offered_terms(task).accepts
+                    payload = sign_payment(payer, terms)
+                    signatures.append(payload.payload.signature)
+                    await wire.send(payment_message(task["id"], payload))
+        await wait_until(lambda: bool(receiver.received), what="a webhook delivery", timeout_s=30)
+        sessions = await _use_the_dashboard_and_billing(merchant.base_url, acme_token)
+        merchant.stop()
+    text = merchant.log_path.read_text()
+
+    assert " DEBUG " in text and "/tenants/acme/dashboard/login" in text  # DEBUG was on, requests logged
+    known = {"relayer key": chain.relayer_key.removeprefix("0x"), "default API token": default_token}
+    known |= {"acme API token": acme_token, "webhook secret": secret.removeprefix("whsec_")}
+    known |= {f"session {n}": session for n, session in enumerate(sessions)}
+    known |= {f"signature {n}": signature.removeprefix("0x") for n, signature in enumerate(signatures)}
+    assert_no_secret([text], known)
+
+
+async def _use_the_dashboard_and_billing(base_url: str, token: str) -> list[str]:
+    """Log in (wrong, then right), read pages and the billing API with a bearer, log out; the sessions."""
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        await http.post("/tenants/acme/dashboard/login", data={"token": token[::-1]})
+        login = await http.post("/tenants/acme/dashboard/login", data={"token": token})
+        session = login.cookies[SESSION_COOKIE]
+        assert (await http.get("/tenants/acme/dashboard")).status_code == 200
+        bearer = {"authorization": f"Bearer {token}"}
+        assert (await http.get("/tenants/acme/ledger/balance", headers=bearer)).status_code == 200
+        assert (await http.get("/tenants/acme/webhooks/events", headers=bearer)).status_code == 200
+        await http.get("/tenants/acme/ledger/balance", headers={"authorization": f"Bearer {token[:-1]}"})
+        assert (await http.post("/tenants/acme/dashboard/logout")).status_code == 303
+    return [session]
