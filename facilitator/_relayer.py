@@ -172,7 +172,7 @@ class Relayer:
     async def _round(self, sends: list[_Send]) -> None:
         """Send `sends` at the next nonces as one batch, after fillers for holes an earlier round left."""
         nonce = await self._nonce()
-        max_fee, priority_fee = await self._fee_caps()
+        max_fee, priority_fee = await self.fee_caps()
         # A hole at the node's next nonce is filled by this round's first send, or by a filler if it has none
         # (a pending count that stops at a gap must not drop it); one above it waits for a later round.
         left = sorted(self._holes)
@@ -368,7 +368,15 @@ class Relayer:
         except ChainUnavailableError:
             raise BroadcastUncertainError(sent, str(lost)) from lost
 
-    async def _fee_caps(self) -> tuple[int, int]:
+    async def fee_caps(self) -> tuple[int, int]:
+        """(maxFeePerGas, maxPriorityFeePerGas) the next send carries: read at most once a second.
+
+        Verification simulates with these too, so a wallet sees the gas price in the simulation that it
+        will see on chain (a node runs a call without fees at a gas price of zero).
+
+        Raises:
+            ChainError: the node could not be read.
+        """
         now = time.monotonic()
         if self._fees is None or now - self._fees[0] > _FEE_TTL_S:
             block, tip = await self._rpc.batch(

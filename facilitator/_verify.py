@@ -14,6 +14,11 @@ authorization must then stay valid past the head's timestamp + 1 plus the margin
 expiring too soon (settling it would only revert). `validAfter` is never moved by a future head: the payer
 named a moment of the wall clock, and that has not come.
 
+Every simulation runs from the relayer with the fee caps its send will carry (`_gas.Fees`, the relayer's
+own, read at most once a second): a node runs a call without fees at a gas price of zero, and a wallet
+could answer "valid" only then. The signer's code hash is handed on, so a payer whose settlement reverted
+anyway can be told apart (`_reverts`).
+
 The gas a settlement needs is estimated for every payment whose `from` has code: a contract wallet's
 ERC-1271 check can cost anything, so one wallet's estimate says nothing about another's. Only plain EOA
 payments, whose cost barely varies, reuse the first estimate per token. Every estimate must fit under the
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +54,9 @@ from ._erc6492 import (
     unwrap_erc6492,
 )
 from ._errors import PaymentInvalidError, RpcError
-from ._gas import SIMULATION_BLOCK, TransferGas, is_contract
+from ._gas import SIMULATION_BLOCK, Fees, TransferGas, is_contract
 from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
+from ._reverts import wallet_code_hash
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
 from ._token import (
@@ -97,12 +103,14 @@ class VerifiedPayment:
     """A payment that passed every check, with what settlement needs: the transaction's `to` and data.
 
     `target` is the token, or Multicall3 when an ERC-6492 wallet is deployed in the same transaction.
+    `code_hash` is the keccak-256 of the payer's code, for a wallet that has code (not a 7702 delegation).
     """
 
     authorization: Authorization
     calldata: str
     gas_estimate: int
     target: str
+    code_hash: str | None = None
 
 
 class Verifier:
@@ -114,6 +122,7 @@ class Verifier:
         *,
         chain_id: int,
         relayer: str,
+        fees: Callable[[], Awaitable[tuple[int, int]]],
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
         erc6492_factories: Iterable[str] = (),
@@ -122,6 +131,7 @@ class Verifier:
         self._factories = frozenset(checksum_address(factory) for factory in erc6492_factories)
         self._chain_id = chain_id
         self._relayer = relayer
+        self._fees = fees
         self._margin_s = validity_margin_s
         self._gas = TransferGas(rpc, relayer=relayer, cap=gas_limit_cap)
         self._domains: dict[str, tuple[str, str]] = {}
@@ -181,12 +191,13 @@ class Verifier:
         head block ahead of it moves the earliest possible settlement later.
         """
         now = int(time.time()) if now is None else now
+        fees = Fees(*await self._fees())
         wrapped = unwrap_erc6492(auth.signature)
         if wrapped is None:
-            return await self._check_transfer(auth, terms, eoa_signature=eoa_signature, now=now)
+            return await self._check_transfer(auth, terms, fees, eoa_signature=eoa_signature, now=now)
         unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
         if is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
-            verified = await self._check_transfer(unwrapped, terms, eoa_signature=False, now=now)
+            verified = await self._check_transfer(unwrapped, terms, fees, eoa_signature=False, now=now)
         elif wrapped.factory not in self._factories:
             raise PaymentInvalidError(
                 Reason.EIP6492_FACTORY_NOT_ALLOWED,
@@ -194,11 +205,11 @@ class Verifier:
                 "deploys wallets through",
             )
         else:
-            verified = await self._check_counterfactual(unwrapped, wrapped, terms, now)
+            verified = await self._check_counterfactual(unwrapped, wrapped, terms, fees, now)
         return dataclasses.replace(verified, authorization=auth)
 
     async def _check_transfer(
-        self, auth: Authorization, terms: Terms, *, eoa_signature: bool, now: int
+        self, auth: Authorization, terms: Terms, fees: Fees, *, eoa_signature: bool, now: int
     ) -> VerifiedPayment:
         """The checks of a payment sent straight to the token: from an EOA or a wallet with code.
 
@@ -209,23 +220,27 @@ class Verifier:
         """
         calldata = encode_transfer_with_authorization(auth)
         if terms.asset in self._domains:
-            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature))
+            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature, fees))
             try:
-                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, now)
+                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, fees, now)
             except PaymentInvalidError:
                 pass  # read in full below, for the reason
-        calls = [*self._state_calls(auth, terms), *self._transfer_calls(auth, terms, calldata, eoa_signature)]
+        calls = [
+            *self._state_calls(auth, terms),
+            *self._transfer_calls(auth, terms, calldata, eoa_signature, fees),
+        ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
         return await self._judge_transfer(
-            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, now, state=rest[:_STATE_READS]
+            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, fees, now, state=rest[:_STATE_READS]
         )
 
     def _transfer_calls(
-        self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool
+        self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool, fees: Fees
     ) -> list[RpcCall]:
-        """The simulation, the signer's code, the head, and a contract signer's ERC-1271 answer."""
+        """The simulation, the signer's code, the head, and a contract signer's ERC-1271 answer (asked as
+        the settlement would ask it: from the relayer, at its fees)."""
         calls = [
-            self._gas.simulation(terms.asset, calldata, eoa_signature),
+            self._gas.simulation(terms.asset, calldata, eoa_signature, fees),
             RpcCall("eth_getCode", [auth.from_, "latest"]),
             _HEAD_BLOCK,
         ]
@@ -234,7 +249,15 @@ class Verifier:
             calls.append(
                 RpcCall(
                     "eth_call",
-                    [{"to": auth.from_, "data": encode_is_valid_signature(digest, auth.signature)}, "latest"],
+                    [
+                        self._gas.call(
+                            auth.from_,
+                            encode_is_valid_signature(digest, auth.signature),
+                            fees,
+                            gas=self._gas.cap,
+                        ),
+                        "latest",
+                    ],
                 )
             )
         return calls
@@ -246,6 +269,7 @@ class Verifier:
         calldata: str,
         replies: list[Any],
         eoa_signature: bool,
+        fees: Fees,
         now: int,
         *,
         state: list[Any] | None = None,
@@ -262,14 +286,18 @@ class Verifier:
         self._check_head_time(auth, head, now)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
-        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
+        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
         self._gas.check_cap(estimate)
         return VerifiedPayment(
-            authorization=auth, calldata=calldata, gas_estimate=estimate, target=terms.asset
+            authorization=auth,
+            calldata=calldata,
+            gas_estimate=estimate,
+            target=terms.asset,
+            code_hash=wallet_code_hash(wallet_code),
         )
 
     async def _check_counterfactual(
-        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms, now: int
+        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms, fees: Fees, now: int
     ) -> VerifiedPayment:
         """The checks of an ERC-6492 wallet without code: deployment and transfer simulated together.
 
@@ -297,11 +325,13 @@ class Verifier:
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
             RpcCall(
                 "eth_call",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, SIMULATION_BLOCK],
+                [
+                    self._gas.call(MULTICALL3_ADDRESS, diagnosis, fees, gas=2 * self._gas.cap),
+                    SIMULATION_BLOCK,
+                ],
             ),
             RpcCall(
-                "eth_estimateGas",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}, SIMULATION_BLOCK],
+                "eth_estimateGas", [self._gas.call(MULTICALL3_ADDRESS, calldata, fees), SIMULATION_BLOCK]
             ),
             _HEAD_BLOCK,
         ]

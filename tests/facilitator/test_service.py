@@ -277,8 +277,11 @@ def accept_again(chain: DevChain, wallet: str) -> None:
 async def wallet_payment(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
-    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment.
+
+    The payer does not cool off after a revert here (`X402_REVERT_COOLOFF_S=0`): these tests are about the
+    authorization's own retries; `test_reverts` covers the cool-off."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0, revert_cooloff_s=0)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
     return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)

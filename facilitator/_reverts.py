@@ -1,0 +1,223 @@
+"""Settlements that reverted on chain, remembered in the shared database so no wallet makes us pay twice.
+
+A reverted settlement cost the relayer gas and moved nothing. Verification simulates with the fees the
+real transaction carries, but a wallet can still answer differently on chain than in any simulation (it
+reads the block, the caller, storage a front-runner changes). So each reverted settlement is recorded
+(its payer, the payer's code hash, the relayer that sent it and the wei it burned), and:
+
+- its payer is refused for `cooloff_s` before anything is claimed or sent (a fresh authorization or task
+  changes nothing: the payer is the same);
+- its wallet code is refused as well once `code_payers` different payers with that code reverted within
+  the cool-off: a wallet deployed anew per attempt shares its code with the others, while one bad wallet
+  of a popular kind (every Safe proxy has the same code) cannot lock out all its honest peers;
+- each relayer key spends at most `budget_wei` on reverts per hour: past it the key sends nothing new and
+  settles are refused until the hour's oldest reverts age out.
+
+Rows are kept in the database so replicas share them and a restart forgets nothing; the budget is read
+from a cache refreshed at most every `_REFRESH_S` (a key is used by one process at a time, and that process
+adds its own reverts to the cache as they happen).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from eth_utils.crypto import keccak
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from storage import Uint256, UtcDateTime, write
+
+from ._errors import PaymentInvalidError
+from .wire import Reason
+
+__all__ = ["BUDGET_WINDOW_S", "RevertGuard", "RevertedSettlement", "reverts_table"]
+
+logger = logging.getLogger(__name__)
+
+BUDGET_WINDOW_S = 3600
+"""The window a relayer key's revert budget covers: its spending on reverts in the last hour."""
+
+# How stale the cached budget spending may be before a settle reads it again.
+_REFRESH_S = 10.0
+# An EIP-7702 account's code is a delegation designator: shared by every account delegating to one
+# implementation, it says nothing of this account, whose address is cooled off anyway.
+_DELEGATION_PREFIX = "0xef0100"
+
+metadata = sa.MetaData()
+
+reverts_table = sa.Table(
+    "settlement_reverts",
+    metadata,
+    sa.Column("tx_hash", sa.String(66), primary_key=True),
+    sa.Column("chain_id", sa.BigInteger, nullable=False),
+    sa.Column("relayer", sa.String(42), nullable=False),
+    sa.Column("payer", sa.String(42), nullable=False),
+    sa.Column("code_hash", sa.String(66), nullable=True),
+    sa.Column("gas_wei", Uint256(), nullable=False),
+    sa.Column("reverted_at", UtcDateTime(), nullable=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RevertedSettlement:
+    """One of our settlement transactions that reverted: who it was for, who sent it, what it cost."""
+
+    tx_hash: str
+    relayer: str
+    payer: str
+    code_hash: str | None
+    gas_wei: int
+
+
+def wallet_code_hash(code: object) -> str | None:
+    """The keccak-256 of a payer's code (an `eth_getCode` reply), or None for an EOA or a 7702 delegation."""
+    if not isinstance(code, str) or code in ("0x", "0x0", "") or code.startswith(_DELEGATION_PREFIX):
+        return None
+    return "0x" + keccak(hexstr=code).hex()
+
+
+class RevertGuard:
+    """Records reverted settlements and refuses what they make suspect. Safe for concurrent use."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        chain_id: int,
+        cooloff_s: float,
+        code_payers: int,
+        budget_wei: int | None,
+    ) -> None:
+        self._engine = engine
+        self._chain_id = chain_id
+        self.cooloff_s = cooloff_s
+        self._code_payers = code_payers
+        self.budget_wei = budget_wei
+        dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._insert = (
+            dialect_insert(reverts_table).on_conflict_do_nothing().returning(reverts_table.c.tx_hash)
+        )
+        self._spent: dict[str, int] = {}  # relayer -> wei spent on reverts in the window, as last read
+        self._read_at: float | None = None
+        self.refusals: Counter[str] = Counter()
+        """Settles and verifications refused, by why: `payer`, `code` (cooling off) or `budget`."""
+        self.revert_gas_wei: Counter[str] = Counter()
+        """Wei this process saw spent on reverted settlements since it started, by relayer."""
+
+    async def record(self, revert: RevertedSettlement) -> bool:
+        """Remember a reverted settlement; False if it was recorded before (a second look at one receipt)."""
+        row = {
+            "tx_hash": revert.tx_hash,
+            "chain_id": self._chain_id,
+            "relayer": revert.relayer,
+            "payer": revert.payer,
+            "code_hash": revert.code_hash,
+            "gas_wei": revert.gas_wei,
+            "reverted_at": datetime.now(UTC),
+        }
+
+        def operation(connection: sa.Connection) -> bool:
+            return connection.execute(self._insert, row).first() is not None
+
+        if not await write(self._engine, operation):
+            return False
+        self.revert_gas_wei[revert.relayer] += revert.gas_wei
+        self._spent[revert.relayer] = self._spent.get(revert.relayer, 0) + revert.gas_wei
+        cooled = f"payer {revert.payer}" + (f" and code {revert.code_hash}" if revert.code_hash else "")
+        logger.warning(
+            "settlement %s reverted on chain (%d wei of relayer %s's gas): %s cooling off for %g s",
+            revert.tx_hash,
+            revert.gas_wei,
+            revert.relayer,
+            cooled,
+            self.cooloff_s,
+        )
+        return True
+
+    async def check_cooling(self, payer: str, code_hash: str | None) -> None:
+        """Refuse a payer, or a wallet code, whose settlements reverted within the cool-off.
+
+        Raises:
+            PaymentInvalidError: the payer (or its code) is cooling off; says until when.
+        """
+        if self.cooloff_s <= 0:
+            return
+        since = datetime.now(UTC) - timedelta(seconds=self.cooloff_s)
+        recent = sa.and_(reverts_table.c.chain_id == self._chain_id, reverts_table.c.reverted_at > since)
+        by_payer = sa.select(sa.func.max(reverts_table.c.reverted_at)).where(
+            recent, reverts_table.c.payer == payer
+        )
+        async with self._engine.connect() as connection:
+            last = (await connection.execute(by_payer)).scalar()
+            if last is not None:
+                self._refuse("payer", f"settlements from {payer} reverted on chain", last)
+            if code_hash is None:
+                return
+            by_code = sa.select(
+                sa.func.count(sa.distinct(reverts_table.c.payer)), sa.func.max(reverts_table.c.reverted_at)
+            ).where(recent, reverts_table.c.code_hash == code_hash)
+            payers, last = (await connection.execute(by_code)).one()
+        if payers >= self._code_payers and last is not None:
+            self._refuse("code", f"settlements of {payers} wallets with the code of {payer} reverted", last)
+
+    def _refuse(self, why: str, what: str, last: datetime) -> None:
+        until = last + timedelta(seconds=self.cooloff_s)
+        self.refusals[why] += 1
+        message = (
+            f"{what} on chain: refused until {until.isoformat(timespec='seconds')} "
+            "(its simulation cannot be trusted)"
+        )
+        logger.warning("refused: %s", message)
+        raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, message)
+
+    def spent_out(self, relayer: str) -> bool:
+        """Whether `relayer` has spent its revert budget for the window (as last read: see `refresh`)."""
+        return self.budget_wei is not None and self._spent.get(relayer, 0) >= self.budget_wei
+
+    def spent(self) -> dict[str, int]:
+        """Wei each relayer spent on reverts in the budget window, as last read."""
+        return dict(self._spent)
+
+    async def refresh(self, relayers: Iterable[str], *, force: bool = False) -> None:
+        """Read each relayer's spending in the window again, if the last read is older than `_REFRESH_S`."""
+        now = time.monotonic()
+        if not force and self._read_at is not None and now - self._read_at < _REFRESH_S:
+            return
+        since = datetime.now(UTC) - timedelta(seconds=BUDGET_WINDOW_S)
+        addresses = list(relayers)
+        statement = sa.select(reverts_table.c.relayer, reverts_table.c.gas_wei).where(
+            reverts_table.c.chain_id == self._chain_id,
+            reverts_table.c.reverted_at > since,
+            reverts_table.c.relayer.in_(addresses),
+        )
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+        spent = dict.fromkeys(addresses, 0)
+        # Summed here: SQLite holds these as text, and a sum of uint256 may not fit the database's integers.
+        for relayer, gas_wei in rows:
+            spent[relayer] += int(gas_wei)
+        self._spent, self._read_at = spent, now
+
+    def refuse_if_spent_out(self, relayers: Iterable[str]) -> None:
+        """Refuse a new settlement when every key of `relayers` (those this process holds) spent its budget.
+
+        Raises:
+            PaymentInvalidError: no held key has budget left.
+        """
+        held = list(relayers)
+        if self.budget_wei is None or not held or not all(self.spent_out(address) for address in held):
+            return
+        self.refusals["budget"] += 1
+        message = (
+            f"the relayer spent its budget for reverted settlements ({self.budget_wei} wei per hour, "
+            "X402_RELAYER_REVERT_BUDGET_WEI): no settlement is sent until older reverts age out"
+        )
+        logger.warning("refused: %s", message)
+        raise PaymentInvalidError(Reason.UNEXPECTED_SETTLE_ERROR, message)
