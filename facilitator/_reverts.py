@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from eth_utils.crypto import keccak
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage import Uint256, UtcDateTime, write
@@ -37,7 +38,14 @@ from storage import Uint256, UtcDateTime, write
 from ._errors import PaymentInvalidError
 from .wire import Reason
 
-__all__ = ["BUDGET_WINDOW_S", "RevertGuard", "RevertedSettlement", "reverts_table"]
+__all__ = [
+    "BUDGET_WINDOW_S",
+    "RevertGuard",
+    "RevertedSettlement",
+    "read_spent",
+    "reverts_table",
+    "wallet_code_hash",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -190,20 +198,17 @@ class RevertGuard:
         now = time.monotonic()
         if not force and self._read_at is not None and now - self._read_at < _REFRESH_S:
             return
-        since = datetime.now(UTC) - timedelta(seconds=BUDGET_WINDOW_S)
-        addresses = list(relayers)
-        statement = sa.select(reverts_table.c.relayer, reverts_table.c.gas_wei).where(
-            reverts_table.c.chain_id == self._chain_id,
-            reverts_table.c.reverted_at > since,
-            reverts_table.c.relayer.in_(addresses),
-        )
-        async with self._engine.connect() as connection:
-            rows = (await connection.execute(statement)).all()
-        spent = dict.fromkeys(addresses, 0)
-        # Summed here: SQLite holds these as text, and a sum of uint256 may not fit the database's integers.
-        for relayer, gas_wei in rows:
-            spent[relayer] += int(gas_wei)
-        self._spent, self._read_at = spent, now
+        self._spent, self._read_at = await read_spent(self._engine, self._chain_id, relayers), now
+
+    async def current_spent(self, relayers: Iterable[str]) -> dict[str, int]:
+        """Each relayer's spending on reverts in the window, as `spent_out` judges it: read again when
+        stale (so a spent key's readiness comes back once its reverts age out), else as last read (a
+        database that cannot be read is the database check's to report)."""
+        try:
+            await self.refresh(relayers)
+        except SQLAlchemyError as exc:
+            logger.debug("revert budget not read again: %s", exc)
+        return self.spent()
 
     def refuse_if_spent_out(self, relayers: Iterable[str]) -> None:
         """Refuse a new settlement when every key of `relayers` (those this process holds) spent its budget.
@@ -221,3 +226,25 @@ class RevertGuard:
         )
         logger.warning("refused: %s", message)
         raise PaymentInvalidError(Reason.UNEXPECTED_SETTLE_ERROR, message)
+
+
+async def read_spent(engine: AsyncEngine, chain_id: int, relayers: Iterable[str]) -> dict[str, int]:
+    """Wei each of `relayers` spent on reverted settlements in the last `BUDGET_WINDOW_S`, from the database.
+
+    Raises:
+        SQLAlchemyError: the database could not be read.
+    """
+    since = datetime.now(UTC) - timedelta(seconds=BUDGET_WINDOW_S)
+    addresses = list(relayers)
+    statement = sa.select(reverts_table.c.relayer, reverts_table.c.gas_wei).where(
+        reverts_table.c.chain_id == chain_id,
+        reverts_table.c.reverted_at > since,
+        reverts_table.c.relayer.in_(addresses),
+    )
+    async with engine.connect() as connection:
+        rows = (await connection.execute(statement)).all()
+    spent = dict.fromkeys(addresses, 0)
+    # Summed here: SQLite holds these as text, and a sum of uint256 may not fit the database's integers.
+    for relayer, gas_wei in rows:
+        spent[relayer] += int(gas_wei)
+    return spent

@@ -31,7 +31,9 @@ def _record_batches(monkeypatch: pytest.MonkeyPatch, service: Facilitator) -> li
     sent = rpc.batch
 
     async def recording(calls: Sequence[Any]) -> list[Any]:
-        methods = [call.params[0]["data"][:10] if call.method == "eth_call" else call.method for call in calls]
+        methods = [
+            call.params[0]["data"][:10] if call.method == "eth_call" else call.method for call in calls
+        ]
         if methods != _FEE_READ:
             batches.append(methods)
         return await sent(calls)
