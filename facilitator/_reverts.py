@@ -39,6 +39,7 @@ from ._errors import PaymentInvalidError
 from .wire import Reason
 
 __all__ = [
+    "CoolingOffError",
     "BUDGET_WINDOW_S",
     "RevertGuard",
     "RevertedSettlement",
@@ -89,6 +90,10 @@ def wallet_code_hash(code: object) -> str | None:
     if not isinstance(code, str) or code in ("0x", "0x0", "") or code.startswith(_DELEGATION_PREFIX):
         return None
     return "0x" + keccak(hexstr=code).hex()
+
+
+class CoolingOffError(PaymentInvalidError):
+    """A payer, or its wallet's code, is cooling off after a settlement reverted on chain."""
 
 
 class RevertGuard:
@@ -153,7 +158,7 @@ class RevertGuard:
         """Refuse a payer, or a wallet code, whose settlements reverted within the cool-off.
 
         Raises:
-            PaymentInvalidError: the payer (or its code) is cooling off; says until when.
+            CoolingOffError: the payer (or its code) is cooling off; says until when.
         """
         if self.cooloff_s <= 0:
             return
@@ -165,7 +170,7 @@ class RevertGuard:
         async with self._engine.connect() as connection:
             last = (await connection.execute(by_payer)).scalar()
             if last is not None:
-                self._refuse("payer", f"settlements from {payer} reverted on chain", last)
+                self._refuse("payer", f"settlements from {payer} reverted", last)
             if code_hash is None:
                 return
             by_code = sa.select(
@@ -183,7 +188,7 @@ class RevertGuard:
             "(its simulation cannot be trusted)"
         )
         logger.warning("refused: %s", message)
-        raise PaymentInvalidError(Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, message)
+        raise CoolingOffError(Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED, message)
 
     def spent_out(self, relayer: str) -> bool:
         """Whether `relayer` has spent its revert budget for the window (as last read: see `refresh`)."""

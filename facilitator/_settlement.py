@@ -23,7 +23,7 @@ from ._outcome import Outcomes
 from ._receipts import Receipt
 from ._records import ClaimRecords
 from ._request import PaymentRequest
-from ._reverts import RevertGuard
+from ._reverts import CoolingOffError, RevertGuard
 from ._rpc import RpcClient
 from ._token import decode_bool, encode_authorization_state
 from ._verify import VerifiedPayment, Verifier
@@ -108,7 +108,7 @@ class Settlement:
             # Most refusals of a known authorization are its own earlier settlement (nonce now used, time
             # run out): the claim, not the chain, holds the answer. Looked up only here, off the happy path.
             existing = await self._claims.find(key, key_text)
-            if existing is not None:
+            if existing is not None and not _retry_refused(exc, existing, request):
                 return await self._answer_existing(existing, request, key_text, deadline)
             if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
                 front_run = await self._front_run(request, key_text, deadline, presented_at)
@@ -278,3 +278,13 @@ class Settlement:
             # Unknown: the owner may have broadcast it; never risk a second transaction.
             return False
         return not decode_bool(used)
+
+
+def _retry_refused(exc: PaymentInvalidError, claim: Claim, request: PaymentRequest) -> bool:
+    """Whether `claim` is this very payment's released claim, and `exc` a cool-off that its retry would
+    only meet again (refused once, and counted and logged once)."""
+    return (
+        isinstance(exc, CoolingOffError)
+        and claim.state is ClaimState.RELEASED
+        and claim.payload_hash == request.payload_hash
+    )
