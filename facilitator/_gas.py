@@ -15,7 +15,15 @@ from ._refusals import simulation_failure
 from ._rpc import RpcCall, RpcClient
 from .wire import Reason
 
-__all__ = ["SIMULATION_BLOCK", "Fees", "TransferGas", "is_contract"]
+__all__ = [
+    "NO_FEES",
+    "SIMULATION_BLOCK",
+    "Fees",
+    "RelayerCannotPayError",
+    "TransferGas",
+    "is_contract",
+    "unaffordable",
+]
 
 SIMULATION_BLOCK = "pending"
 """The block a transfer is simulated in: the one being built, stamped with the time it would be mined at."""
@@ -29,11 +37,32 @@ class Fees:
     max_priority_fee_per_gas: int
 
     def fields(self) -> dict[str, str]:
-        """The call object's fee fields."""
+        """The call object's fee fields (none for `NO_FEES`)."""
+        if self.max_fee_per_gas == 0:
+            return {}
         return {
             "maxFeePerGas": hex(self.max_fee_per_gas),
             "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
         }
+
+
+NO_FEES = Fees(0, 0)
+"""A simulation without fees: only when the relayer cannot cover one at its fees (`RelayerCannotPayError`)."""
+
+
+class RelayerCannotPayError(Exception):
+    """The node would not run a simulation at the relayer's fees: the relayer's balance does not cover them.
+
+    Nothing is wrong with the payment; and a relayer that cannot pay the gas cannot be made to pay for a
+    revert either (the node refuses its transaction), so verification simulates without fees instead.
+    """
+
+
+def unaffordable(reply: object) -> bool:
+    """Whether a simulation's reply is the node refusing it for the sender's balance (at the fees given)."""
+    # An estimate's search is bounded by what the balance pays for at the fees ("allowance"), a call's is not.
+    text = reply.message.lower() if isinstance(reply, RpcError) else ""
+    return "insufficient funds for gas" in text or "exceeds allowance" in text
 
 
 class TransferGas:
@@ -100,6 +129,8 @@ class TransferGas:
                 "eth_estimateGas", self.call(asset, calldata, fees), SIMULATION_BLOCK
             )
         except RpcError as exc:
+            if unaffordable(exc):
+                raise RelayerCannotPayError(exc.message) from exc
             raise simulation_failure(exc.revert_reason or exc.message) from exc
         return int(reply, 16)
 

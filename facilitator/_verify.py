@@ -39,6 +39,7 @@ through `aggregate3`, is estimated against the same cap.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -54,7 +55,15 @@ from ._erc6492 import (
     unwrap_erc6492,
 )
 from ._errors import PaymentInvalidError, RpcError
-from ._gas import SIMULATION_BLOCK, Fees, TransferGas, is_contract
+from ._gas import (
+    NO_FEES,
+    SIMULATION_BLOCK,
+    Fees,
+    RelayerCannotPayError,
+    TransferGas,
+    is_contract,
+    unaffordable,
+)
 from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
 from ._reverts import wallet_code_hash
 from ._rpc import RpcCall, RpcClient
@@ -74,6 +83,8 @@ from ._token import (
 from .wire import Reason, checksum_address
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
+
+logger = logging.getLogger(__name__)
 
 _HEAD_BLOCK = RpcCall("eth_getBlockByNumber", ["latest", False])
 
@@ -192,6 +203,22 @@ class Verifier:
         """
         now = int(time.time()) if now is None else now
         fees = Fees(*await self._fees())
+        try:
+            return await self._check_onchain(auth, terms, fees, eoa_signature, now)
+        except RelayerCannotPayError as exc:
+            logger.warning(
+                "the relayer's balance does not cover a simulation at its fees (%s): without them", exc
+            )
+            return await self._check_onchain(auth, terms, NO_FEES, eoa_signature, now)
+
+    async def _check_onchain(
+        self, auth: Authorization, terms: Terms, fees: Fees, eoa_signature: bool, now: int
+    ) -> VerifiedPayment:
+        """`check_onchain` with `fees`.
+
+        Raises:
+            RelayerCannotPayError: the node would not simulate at `fees` for the relayer's balance.
+        """
         wrapped = unwrap_erc6492(auth.signature)
         if wrapped is None:
             return await self._check_transfer(auth, terms, fees, eoa_signature=eoa_signature, now=now)
@@ -277,6 +304,8 @@ class Verifier:
         """Refuse on the replies of `_transfer_calls` (and the token reads, if made), in the order payers
         have always been told: the signature, the token's state, the head's time, the simulation."""
         gas, wallet_code, head, *magic = replies
+        if fees != NO_FEES and (unaffordable(gas) or (magic and unaffordable(magic[0]))):
+            raise RelayerCannotPayError(str(gas if unaffordable(gas) else magic[0]))
         if not eoa_signature and (
             not is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
         ):
@@ -337,6 +366,8 @@ class Verifier:
         ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
         state, (multicall_code, steps, gas, head) = rest[:_STATE_READS], rest[_STATE_READS:]
+        if fees != NO_FEES and (unaffordable(steps) or unaffordable(gas)):
+            raise RelayerCannotPayError(str(steps if unaffordable(steps) else gas))
         if not is_contract(multicall_code) or isinstance(steps, RpcError):
             raise PaymentInvalidError(
                 Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
