@@ -45,8 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from eth_abi.exceptions import DecodingError
-
+from ._domains import TokenDomains
 from ._erc6492 import (
     MULTICALL3_ADDRESS,
     Call3,
@@ -64,13 +63,18 @@ from ._gas import (
     is_contract,
     unaffordable,
 )
-from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
+from ._refusals import (
+    check_counterfactual_steps,
+    check_head_time,
+    check_token_state,
+    is_erc1271_magic,
+    simulation_failure,
+)
 from ._reverts import wallet_code_hash
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
 from ._token import (
     Authorization,
-    decode_string,
     encode_authorization_state,
     encode_balance_of,
     encode_is_blacklisted,
@@ -145,7 +149,7 @@ class Verifier:
         self._fees = fees
         self._margin_s = validity_margin_s
         self._gas = TransferGas(rpc, relayer=relayer, cap=gas_limit_cap)
-        self._domains: dict[str, tuple[str, str]] = {}
+        self._domains = TokenDomains()
         self._signed = SignatureMemo()
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
@@ -312,7 +316,7 @@ class Verifier:
             raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
         if state is not None:
             check_token_state(auth, state)
-        self._check_head_time(auth, head, now)
+        check_head_time(auth, head, now, self._margin_s)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
         estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
@@ -352,6 +356,7 @@ class Verifier:
         calls = [
             *self._state_calls(auth, terms),
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
+            # Twice the cap: the diagnosis asks the wallet's ERC-1271 answer once more than the transaction.
             RpcCall(
                 "eth_call",
                 [
@@ -375,7 +380,7 @@ class Verifier:
             )
         if state is not None:
             check_token_state(auth, state)
-        self._check_head_time(auth, head, now)
+        check_head_time(auth, head, now, self._margin_s)
         check_counterfactual_steps(steps)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
@@ -411,30 +416,8 @@ class Verifier:
         if terms.asset in self._domains:
             return replies
         code, name, version = replies[_STATE_READS : _STATE_READS + 3]
-        self._check_domain(terms, code, name, version)
+        self._domains.learn(terms.asset, terms.token_name, terms.token_version, (code, name, version))
         return replies[:_STATE_READS] + replies[_STATE_READS + 3 :]
-
-    def _check_head_time(self, auth: Authorization, head: object, now: int) -> None:
-        """Refuse an authorization that expires before the next block could include it, when the head
-        block is ahead of the wall clock (behind it, `check_offline` has already decided).
-
-        A head the node could not give (anvil answers null for `latest` while it is mining one) skips
-        this check: the simulation in the pending block still sees a head far ahead.
-        """
-        timestamp = head.get("timestamp") if isinstance(head, dict) else None
-        if not isinstance(timestamp, str):
-            return
-        try:
-            head_time = int(timestamp, 16)
-        except ValueError:
-            return
-        # The next block is stamped after the head: with a head ahead of the clock, that binds.
-        if head_time > now and auth.valid_before <= head_time + 1 + self._margin_s:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
-                f"the chain's head block is {head_time - now} s ahead of this facilitator's clock: the "
-                "authorization expires before a new block could include it",
-            )
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return self._signed.digest(
@@ -445,45 +428,6 @@ class Verifier:
             asset=terms.asset,
         )
 
-    def _check_domain(self, terms: Terms, code: object, name: object, version: object) -> None:
-        if isinstance(code, RpcError) or not is_contract(code):
-            raise PaymentInvalidError(
-                Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code"
-            )
-        token_name, token_version = _string_result(name), _string_result(version)
-        if token_name is None or token_version is None:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset has no usable name()/version()"
-            )
-        actual = (token_name, token_version)
-        # Only a token that answered is cached: its EIP-712 domain cannot change under the same address.
-        self._domains[terms.asset] = actual
-        self._compare_domain(terms, actual)
-
-    def _compare_domain(self, terms: Terms, actual: tuple[str, str]) -> None:
-        if terms.token_name != actual[0]:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH,
-                f"extra.name is not the token's name {actual[0]!r}",
-            )
-        if terms.token_version != actual[1]:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH,
-                f"extra.version is not the token's version {actual[1]!r}",
-            )
-
     def cached_domain_check(self, terms: Terms) -> None:
         """Compare `extra.name`/`extra.version` with the token's, when the token's domain is already known."""
-        known = self._domains.get(terms.asset)
-        if known is not None:
-            self._compare_domain(terms, known)
-
-
-def _string_result(reply: object) -> str | None:
-    """The string an eth_call returned, or None for a revert or a result that is not an ABI string."""
-    if not isinstance(reply, str):
-        return None
-    try:
-        return decode_string(reply)
-    except (DecodingError, ValueError):
-        return None
+        self._domains.compare(terms.asset, terms.token_name, terms.token_version)
