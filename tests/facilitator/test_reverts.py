@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -23,8 +24,10 @@ from eth_utils.address import to_checksum_address
 
 from devchain import DevChain, RpcError, TransactionFailedError, encode_call, load_artifact
 from facilitator import Facilitator, FacilitatorSettings, create_app
+from facilitator._reverts import CoolingOffError, RevertedSettlement, RevertGuard, read_spent, reverts_table
 from facilitator.wire import PaymentPayload, Reason
 from payer import sign_payment
+from storage import create_engine, write
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
@@ -296,3 +299,34 @@ async def test_the_node_refuses_the_hostile_wallet_only_when_the_call_carries_fe
     chain.rpc.call("eth_call", [call, "pending"])
     with pytest.raises(RpcError):
         chain.rpc.call("eth_call", [{**call, **fees, "gas": hex(300_000)}, "pending"])
+
+
+async def test_a_revert_counts_once_within_its_window_and_on_its_chain_only(database_url: str) -> None:
+    relayer, payer, elder, stranger = (Account.create().address for _ in range(4))
+    code = "0x" + "c0" * 32
+    engine = create_engine(database_url)
+    try:
+        guard = RevertGuard(engine, chain_id=84532, cooloff_s=600, code_payers=1, budget_wei=100)
+        revert = RevertedSettlement("0x" + "01" * 32, relayer, payer, code, 70)
+        first, again = await guard.record(revert), await guard.record(revert)
+        old = datetime.now(UTC) - timedelta(hours=2)
+        row = {"chain_id": 84532, "relayer": relayer, "payer": elder, "code_hash": None, "reverted_at": old}
+        aged = {**row, "tx_hash": "0x" + "02" * 32, "gas_wei": 10**18}
+        await write(engine, lambda connection: connection.execute(reverts_table.insert(), aged))
+        within = await read_spent(engine, 84532, [relayer])
+        spent_before = guard.spent_out(relayer)
+        await guard.record(RevertedSettlement("0x" + "03" * 32, relayer, payer, None, 30))
+
+        assert (first, again) == (True, False)  # one receipt seen twice (a settle, then a reconcile pass)
+        assert within == {relayer: 70} and guard.revert_gas_wei[relayer] == 100
+        assert (spent_before, guard.spent_out(relayer)) == (False, True)
+        with pytest.raises(CoolingOffError):
+            await guard.check_cooling(payer, None)
+        with pytest.raises(CoolingOffError):
+            await guard.check_cooling(stranger, code)  # one payer with that code suffices here
+        await guard.check_cooling(elder, None)  # reverted before the cool-off began
+        other_chain = RevertGuard(engine, chain_id=1, cooloff_s=600, code_payers=1, budget_wei=100)
+        await other_chain.check_cooling(payer, code)
+        assert await read_spent(engine, 1, [relayer]) == {relayer: 0}
+    finally:
+        await engine.dispose()
