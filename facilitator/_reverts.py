@@ -13,9 +13,10 @@ reads the block, the caller, storage a front-runner changes). So each reverted s
 - each relayer key spends at most `budget_wei` on reverts per hour: past it the key sends nothing new and
   settles are refused until the hour's oldest reverts age out.
 
-Rows are kept in the database so replicas share them and a restart forgets nothing; the budget is read
-from a cache refreshed at most every `_REFRESH_S` (a key is used by one process at a time, and that process
-adds its own reverts to the cache as they happen).
+Rows are kept in the database so replicas share them and a restart forgets nothing. Both judgements read
+a copy of the recent rows refreshed at most every `_REFRESH_S`, to which this process adds its own reverts
+at once: a verification or a settle costs no database read, and a replica's revert counts here within
+seconds (a key is used by one process at a time, so its budget is that process's to keep).
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ class RevertGuard:
         )
         self._spent: dict[str, int] = {}  # relayer -> wei spent on reverts in the window, as last read
         self._read_at: float | None = None
+        # The cool-off's reverts as last read: payer -> last revert; code hash -> payer -> last revert.
+        self._payers: dict[str, datetime] = {}
+        self._codes: dict[str, dict[str, datetime]] = {}
+        self._recent_at: float | None = None
         self.refusals: Counter[str] = Counter()
         """Settles and verifications refused, by why: `payer`, `code` (cooling off) or `budget`."""
         self.revert_gas_wei: Counter[str] = Counter()
@@ -126,6 +131,7 @@ class RevertGuard:
 
     async def record(self, revert: RevertedSettlement) -> bool:
         """Remember a reverted settlement; False if it was recorded before (a second look at one receipt)."""
+        at = datetime.now(UTC)
         row = {
             "tx_hash": revert.tx_hash,
             "chain_id": self._chain_id,
@@ -133,7 +139,7 @@ class RevertGuard:
             "payer": revert.payer,
             "code_hash": revert.code_hash,
             "gas_wei": revert.gas_wei,
-            "reverted_at": datetime.now(UTC),
+            "reverted_at": at,
         }
 
         def operation(connection: sa.Connection) -> bool:
@@ -142,6 +148,7 @@ class RevertGuard:
         if not await write(self._engine, operation):
             return False
         self.revert_gas_wei[revert.relayer] += revert.gas_wei
+        self._remember(revert.payer, revert.code_hash, at)
         self._spent[revert.relayer] = self._spent.get(revert.relayer, 0) + revert.gas_wei
         cooled = f"payer {revert.payer}" + (f" and code {revert.code_hash}" if revert.code_hash else "")
         logger.warning(
@@ -157,28 +164,48 @@ class RevertGuard:
     async def check_cooling(self, payer: str, code_hash: str | None) -> None:
         """Refuse a payer, or a wallet code, whose settlements reverted within the cool-off.
 
+        Judged on the reverts of the cool-off as last read (every `_REFRESH_S`, and this process's own at
+        once), so a verification costs no database read: a replica's revert counts here within seconds.
+
         Raises:
             CoolingOffError: the payer (or its code) is cooling off; says until when.
+            SQLAlchemyError: the reverts could not be read.
         """
         if self.cooloff_s <= 0:
             return
+        await self._read_recent()
         since = datetime.now(UTC) - timedelta(seconds=self.cooloff_s)
-        recent = sa.and_(reverts_table.c.chain_id == self._chain_id, reverts_table.c.reverted_at > since)
-        by_payer = sa.select(sa.func.max(reverts_table.c.reverted_at)).where(
-            recent, reverts_table.c.payer == payer
-        )
+        last = self._payers.get(payer)
+        if last is not None and last > since:
+            self._refuse("payer", f"settlements from {payer} reverted", last)
+        if code_hash is None:
+            return
+        payers = [at for at in self._codes.get(code_hash, {}).values() if at > since]
+        if len(payers) >= self._code_payers:
+            what = f"settlements of {len(payers)} wallets with the code of {payer} reverted"
+            self._refuse("code", what, max(payers))
+
+    async def _read_recent(self) -> None:
+        """Read the reverts of the cool-off again, if the last read is older than `_REFRESH_S`."""
+        now = time.monotonic()
+        if self._recent_at is not None and now - self._recent_at < _REFRESH_S:
+            return
+        since = datetime.now(UTC) - timedelta(seconds=self.cooloff_s)
+        statement = sa.select(
+            reverts_table.c.payer, reverts_table.c.code_hash, reverts_table.c.reverted_at
+        ).where(reverts_table.c.chain_id == self._chain_id, reverts_table.c.reverted_at > since)
         async with self._engine.connect() as connection:
-            last = (await connection.execute(by_payer)).scalar()
-            if last is not None:
-                self._refuse("payer", f"settlements from {payer} reverted", last)
-            if code_hash is None:
-                return
-            by_code = sa.select(
-                sa.func.count(sa.distinct(reverts_table.c.payer)), sa.func.max(reverts_table.c.reverted_at)
-            ).where(recent, reverts_table.c.code_hash == code_hash)
-            payers, last = (await connection.execute(by_code)).one()
-        if payers >= self._code_payers and last is not None:
-            self._refuse("code", f"settlements of {payers} wallets with the code of {payer} reverted", last)
+            rows = (await connection.execute(statement)).all()
+        self._payers, self._codes = {}, {}
+        for payer, code_hash, reverted_at in rows:
+            self._remember(payer, code_hash, reverted_at)
+        self._recent_at = now
+
+    def _remember(self, payer: str, code_hash: str | None, at: datetime) -> None:
+        self._payers[payer] = max(at, self._payers.get(payer, at))
+        if code_hash is not None:
+            by_payer = self._codes.setdefault(code_hash, {})
+            by_payer[payer] = max(at, by_payer.get(payer, at))
 
     def _refuse(self, why: str, what: str, last: datetime) -> None:
         until = last + timedelta(seconds=self.cooloff_s)
