@@ -41,6 +41,8 @@ from .wire import Reason
 
 __all__ = [
     "CoolingOffError",
+    "RevertBudgetSpentError",
+    "RevertRefusalError",
     "BUDGET_WINDOW_S",
     "RevertGuard",
     "RevertedSettlement",
@@ -93,8 +95,16 @@ def wallet_code_hash(code: object) -> str | None:
     return "0x" + keccak(hexstr=code).hex()
 
 
-class CoolingOffError(PaymentInvalidError):
+class RevertRefusalError(PaymentInvalidError):
+    """A payment refused because of settlements that reverted on chain, not for anything of its own."""
+
+
+class CoolingOffError(RevertRefusalError):
     """A payer, or its wallet's code, is cooling off after a settlement reverted on chain."""
+
+
+class RevertBudgetSpentError(RevertRefusalError):
+    """Every relayer key of this process spent its budget for reverted settlements."""
 
 
 class RevertGuard:
@@ -246,7 +256,7 @@ class RevertGuard:
         """Refuse a new settlement when every key of `relayers` (those this process holds) spent its budget.
 
         Raises:
-            PaymentInvalidError: no held key has budget left.
+            RevertBudgetSpentError: no held key has budget left.
         """
         held = list(relayers)
         if self.budget_wei is None or not held or not all(self.spent_out(address) for address in held):
@@ -257,7 +267,7 @@ class RevertGuard:
             "X402_RELAYER_REVERT_BUDGET_WEI): no settlement is sent until older reverts age out"
         )
         logger.warning("refused: %s", message)
-        raise PaymentInvalidError(Reason.UNEXPECTED_SETTLE_ERROR, message)
+        raise RevertBudgetSpentError(Reason.UNEXPECTED_SETTLE_ERROR, message)
 
 
 async def read_spent(engine: AsyncEngine, chain_id: int, relayers: Iterable[str]) -> dict[str, int]:

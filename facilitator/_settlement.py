@@ -23,7 +23,7 @@ from ._outcome import Outcomes
 from ._receipts import Receipt
 from ._records import ClaimRecords
 from ._request import PaymentRequest
-from ._reverts import CoolingOffError, RevertGuard
+from ._reverts import RevertGuard, RevertRefusalError
 from ._rpc import RpcClient
 from ._token import decode_bool, encode_authorization_state
 from ._verify import VerifiedPayment, Verifier
@@ -128,7 +128,7 @@ class Settlement:
             await self._refuse_if_spent_out()
         except PaymentInvalidError as exc:
             existing = await self._claims.find(key, key_text)
-            if existing is not None:
+            if existing is not None and not _retry_refused(exc, existing, request):
                 return await self._answer_existing(existing, request, key_text, deadline)
             return self._answers.failure(exc.reason, exc.message, request.authorization.from_)
         claim, created = await self._claim(request, key_text)
@@ -281,10 +281,10 @@ class Settlement:
 
 
 def _retry_refused(exc: PaymentInvalidError, claim: Claim, request: PaymentRequest) -> bool:
-    """Whether `claim` is this very payment's released claim, and `exc` a cool-off that its retry would
-    only meet again (refused once, and counted and logged once)."""
+    """Whether `claim` is this very payment's released claim, and `exc` a refusal for reverts (a cool-off,
+    a spent budget) that its retry would only meet again (refused once, and counted and logged once)."""
     return (
-        isinstance(exc, CoolingOffError)
+        isinstance(exc, RevertRefusalError)
         and claim.state is ClaimState.RELEASED
         and claim.payload_hash == request.payload_hash
     )
