@@ -115,6 +115,7 @@ async def test_a_payer_whose_settlement_reverted_is_refused_before_anything_is_c
     database_url: str,
     chain: DevChain,
     open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     service = await open_facilitator(database_url, receipt_timeout_s=5.0)
@@ -158,6 +159,8 @@ async def test_a_payer_whose_settlement_reverted_is_refused_before_anything_is_c
     assert chain.balance_of(wallet) == balance_before
     assert service.revert_guard.refusals["payer"] == 3 + len(raced)
     assert len(logged) == 3 + len(raced)  # one line each
+    # Another payer is nobody's suspect: it settles.
+    assert (await service.settle(sign_payment(new_payer(), requirements), requirements)).success
 
 
 async def test_a_payer_is_accepted_again_once_its_cool_off_ends(
