@@ -177,9 +177,11 @@ class RevertGuard:
         Judged on the reverts of the cool-off as last read (every `_REFRESH_S`, and this process's own at
         once), so a verification costs no database read: a replica's revert counts here within seconds.
 
+        A database that cannot be read leaves the last copy standing (tried again after `_REFRESH_S`):
+        verifying needs no database, and a settle fails at its claim anyway.
+
         Raises:
             CoolingOffError: the payer (or its code) is cooling off; says until when.
-            SQLAlchemyError: the reverts could not be read.
         """
         if self.cooloff_s <= 0:
             return
@@ -200,16 +202,20 @@ class RevertGuard:
         now = time.monotonic()
         if self._recent_at is not None and now - self._recent_at < _REFRESH_S:
             return
+        self._recent_at = now
         since = datetime.now(UTC) - timedelta(seconds=self.cooloff_s)
         statement = sa.select(
             reverts_table.c.payer, reverts_table.c.code_hash, reverts_table.c.reverted_at
         ).where(reverts_table.c.chain_id == self._chain_id, reverts_table.c.reverted_at > since)
-        async with self._engine.connect() as connection:
-            rows = (await connection.execute(statement)).all()
+        try:
+            async with self._engine.connect() as connection:
+                rows = (await connection.execute(statement)).all()
+        except SQLAlchemyError as exc:
+            logger.warning("reverted settlements not read again (the last read stands): %s", exc)
+            return
         self._payers, self._codes = {}, {}
         for payer, code_hash, reverted_at in rows:
             self._remember(payer, code_hash, reverted_at)
-        self._recent_at = now
 
     def _remember(self, payer: str, code_hash: str | None, at: datetime) -> None:
         self._payers[payer] = max(at, self._payers.get(payer, at))
