@@ -16,6 +16,7 @@ const CONTRACTS = [
   "DevMulticall3",
   "DevUSDC",
   "GasBurningERC1271Wallet",
+  "GasPriceSensitiveWallet",
   "MockERC1271Wallet",
   "SmartWallet",
   "WalletFactory",

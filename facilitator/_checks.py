@@ -38,6 +38,7 @@ __all__ = [
     "read_once",
     "refuse_on_fatal",
     "relayer_check",
+    "revert_budget_check",
     "schema_check",
 ]
 
@@ -111,6 +112,32 @@ def relayer_check(read: ReadStatus, min_balance_wei: int) -> Check:
         return _funded(status.relayers, min_balance_wei)
 
     return Check("relayer", probe)
+
+
+def revert_budget_check(spent: Callable[[], Awaitable[dict[str, int]]], budget_wei: int) -> Check:
+    """`revert budget`: no relayer key spent its hourly budget for reverted settlements (`spent()`, wei by
+    key). One past it sends nothing new until its reverts age out: a problem, not fatal (the others serve)."""
+
+    async def probe() -> CheckResult:
+        try:
+            by_key = await spent()
+        except (SQLAlchemyError, OSError) as exc:
+            return CheckResult.problem(
+                "revert budget", f"cannot read the reverted settlements: {_first_line(exc)}"
+            )
+        budget = f"{_ether(budget_wei)} ETH an hour (X402_RELAYER_REVERT_BUDGET_WEI)"
+        over = [f"{key} spent {_ether(wei)} ETH" for key, wei in by_key.items() if wei >= budget_wei]
+        if over:
+            return CheckResult.problem(
+                "revert budget",
+                f"{', '.join(over)} on reverted settlements in the last hour, its budget of {budget}: "
+                "it sends nothing new until they age out",
+                fatal=False,
+            )
+        most = max(by_key.values(), default=0)
+        return CheckResult.passed("revert budget", f"at most {_ether(most)} ETH spent on reverts of {budget}")
+
+    return Check("revert budget", probe)
 
 
 def _funded(relayers: Sequence[RelayerStatus], min_balance_wei: int) -> CheckResult:

@@ -217,6 +217,24 @@ class FacilitatorSettings(BaseSettings):
         ge=0,
         description="a relayer key holding less takes no new settlements, and fails `/readyz`",
     )
+    revert_cooloff_s: float = Field(
+        default=3600.0,
+        ge=0,
+        le=30 * 86400,
+        description="a payer whose settlement reverted on chain is refused this long (0: never)",
+    )
+    revert_cooloff_code_payers: int = Field(
+        default=3,
+        ge=1,
+        description="a wallet code is refused too once this many payers with it reverted within the cool-off",
+    )
+    relayer_revert_budget_wei: int | None = Field(
+        default=10**16,
+        gt=0,
+        lt=2**256,
+        description="wei a relayer key may spend on reverted settlements per hour; past it, it sends nothing "
+        "new until older reverts age out (unset: no budget)",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
 

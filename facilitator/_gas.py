@@ -1,16 +1,68 @@
-"""The gas a settlement's transaction needs: simulated from the relayer, remembered for EOAs, capped."""
+"""The gas a settlement's transaction needs: simulated from the relayer with its fees, remembered for EOAs,
+capped.
+
+Every simulation carries the relayer's address and the fee caps its send will carry: a node runs a call
+without fees at a gas price of zero, and a wallet that answers "valid" only then (`tx.gasprice == 0`)
+would pass every simulation and revert every real transaction, at the relayer's expense.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ._errors import PaymentInvalidError, RpcError
 from ._refusals import simulation_failure
 from ._rpc import RpcCall, RpcClient
 from .wire import Reason
 
-__all__ = ["SIMULATION_BLOCK", "TransferGas", "is_contract"]
+__all__ = [
+    "NO_FEES",
+    "SIMULATION_BLOCK",
+    "Fees",
+    "RelayerCannotPayError",
+    "TransferGas",
+    "is_contract",
+    "unaffordable",
+]
 
 SIMULATION_BLOCK = "pending"
 """The block a transfer is simulated in: the one being built, stamped with the time it would be mined at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fees:
+    """The fee caps a settlement's transaction carries (`Relayer.fee_caps`), for simulating it."""
+
+    max_fee_per_gas: int
+    max_priority_fee_per_gas: int
+
+    def fields(self) -> dict[str, str]:
+        """The call object's fee fields (none for `NO_FEES`)."""
+        if self.max_fee_per_gas == 0:
+            return {}
+        return {
+            "maxFeePerGas": hex(self.max_fee_per_gas),
+            "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
+        }
+
+
+NO_FEES = Fees(0, 0)
+"""A simulation without fees: only when the relayer cannot cover one at its fees (`RelayerCannotPayError`)."""
+
+
+class RelayerCannotPayError(Exception):
+    """The node would not run a simulation at the relayer's fees: the relayer's balance does not cover them.
+
+    Nothing is wrong with the payment; and a relayer that cannot pay the gas cannot be made to pay for a
+    revert either (the node refuses its transaction), so verification simulates without fees instead.
+    """
+
+
+def unaffordable(reply: object) -> bool:
+    """Whether a simulation's reply is the node refusing it for the sender's balance (at the fees given)."""
+    # An estimate's search is bounded by what the balance pays for at the fees ("allowance"), a call's is not.
+    text = reply.message.lower() if isinstance(reply, RpcError) else ""
+    return "insufficient funds for gas" in text or "exceeds allowance" in text
 
 
 class TransferGas:
@@ -23,20 +75,38 @@ class TransferGas:
         # Gas of a transfer signed by an EOA without code, per token.
         self._eoa_gas: dict[str, int] = {}
 
-    def simulation(self, asset: str, calldata: str, eoa_signature: bool) -> RpcCall:
+    def call(self, to: str, data: str, fees: Fees, *, gas: int | None = None) -> dict[str, str]:
+        """A call object from the relayer with `fees`, limited to `gas` if given.
+
+        A plain call's gas is given: a node would otherwise take its block gas limit and ask the relayer's
+        balance to cover that at `fees`; an estimate's is not, so an estimate above the cap is still told.
+        """
+        call = {"from": self._relayer, "to": to, "data": data, **fees.fields()}
+        if gas is not None:
+            call["gas"] = hex(gas)
+        return call
+
+    def simulation(self, asset: str, calldata: str, eoa_signature: bool, fees: Fees) -> RpcCall:
         """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
 
         `eth_estimateGas` runs the call several times over. The cost of an EOA's transfer hardly varies
         for one token, so once known it is simulated with `eth_call` alone; a contract wallet's signature
         check can cost anything, so its transfer is always estimated.
         """
-        call = {"from": self._relayer, "to": asset, "data": calldata}
         if eoa_signature and asset in self._eoa_gas:
-            return RpcCall("eth_call", [call, SIMULATION_BLOCK])
-        return RpcCall("eth_estimateGas", [call, SIMULATION_BLOCK])
+            # Room for the known cost even above the cap, so such a transfer is refused for the cap.
+            gas = max(self.cap, 2 * self._eoa_gas[asset])
+            return RpcCall("eth_call", [self.call(asset, calldata, fees, gas=gas), SIMULATION_BLOCK])
+        return RpcCall("eth_estimateGas", [self.call(asset, calldata, fees), SIMULATION_BLOCK])
 
     async def estimate(
-        self, asset: str, calldata: str, eoa_signature: bool, signer_code: object, simulated: str
+        self,
+        asset: str,
+        calldata: str,
+        eoa_signature: bool,
+        signer_code: object,
+        simulated: str,
+        fees: Fees,
     ) -> int:
         """The gas of this transfer: estimated in the batch, remembered for EOAs, or estimated now.
 
@@ -56,9 +126,11 @@ class TransferGas:
             return known
         try:
             reply = await self._rpc.call(
-                "eth_estimateGas", {"from": self._relayer, "to": asset, "data": calldata}, SIMULATION_BLOCK
+                "eth_estimateGas", self.call(asset, calldata, fees), SIMULATION_BLOCK
             )
         except RpcError as exc:
+            if unaffordable(exc):
+                raise RelayerCannotPayError(exc.message) from exc
             raise simulation_failure(exc.revert_reason or exc.message) from exc
         return int(reply, 16)
 

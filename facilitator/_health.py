@@ -4,7 +4,9 @@
 engine; its node and every relayer key of the pool, read in one batch). `check_facilitator`: what
 `x402-facilitator check` prints and `serve` refuses on, for a configuration, with a fresh engine and RPC
 client: `network`, `relayer` (every key of `X402_RELAYER_KEY` and `X402_RELAYER_KEYS`: any replica may
-lease any of them), `database`, and `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any.
+lease any of them), `database`, `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any, and
+`revert budget` when `X402_RELAYER_REVERT_BUDGET_WEI` is set (each key's spending on reverted settlements
+in the last hour against it; read only from a database at head; `/readyz` judges it as the pool does).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from functools import partial
 from eth_account import Account
 
 from observability import Check, CheckResult, run_checks
+from storage import checking_engine
 
 from ._checks import (
     CHECK_TIMEOUT_S,
@@ -23,10 +26,12 @@ from ._checks import (
     network_check,
     read_once,
     relayer_check,
+    revert_budget_check,
     schema_check,
 )
 from ._config import FacilitatorSettings
 from ._probe import read_chain_status
+from ._reverts import read_spent
 from ._rpc import RpcClient
 from ._service import Facilitator
 
@@ -38,11 +43,17 @@ _UPGRADE = "x402-facilitator db upgrade"
 def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> list[Check]:
     """The facilitator service's readiness, for one `/readyz` request: claim store, chain, relayer."""
     read = read_once(facilitator.chain_status)
-    return [
+    checks = [
         schema_check(facilitator.engine, "facilitator", upgrade_command=_UPGRADE, where="the database"),
         network_check(read, facilitator.network, name="chain"),
         relayer_check(read, min_balance_wei),
     ]
+    guard = facilitator.revert_guard
+    if guard.budget_wei is not None:
+        checks.append(
+            revert_budget_check(partial(guard.current_spent, facilitator.relayer_addresses), guard.budget_wei)
+        )
+    return checks
 
 
 async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
@@ -64,6 +75,23 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         checks = [network_check(read, settings.network), relayer, Check("database", database)]
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
-        return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
+        results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
+        budget = settings.relayer_revert_budget_wei
+        database_ok = all(result.ok for result in results if result.name == "database")
+        # Read only from a database at head: one that is not says so in its own check.
+        if budget is not None and keys and database_ok:
+            addresses = [Account.from_key(key).address for key in keys]
+            spent = partial(_spent_in, settings.database_url, settings.chain_id, addresses)
+            results += await run_checks([revert_budget_check(spent, budget)], timeout_s=CHECK_TIMEOUT_S)
+        return results
     finally:
         await rpc.aclose()
+
+
+async def _spent_in(url: str, chain_id: int, relayers: list[str]) -> dict[str, int]:
+    """`read_spent` on a `checking_engine` of `url` (a missing SQLite file is never created)."""
+    engine = await asyncio.to_thread(checking_engine, url)
+    try:
+        return await read_spent(engine, chain_id, relayers)
+    finally:
+        await engine.dispose()

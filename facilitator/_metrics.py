@@ -3,7 +3,8 @@
 Counted where they happen: verifications and settlements by result (`valid`, `success`, `pending`, or the
 x402 reason), and their latency. Read per scrape: the unfinished claims, the chain head's lag, and each
 relayer's balance and next nonce (`relayer` label: its address, public by nature), and each pool key's
-lease, usability and transactions in flight in this process.
+lease, usability and transactions in flight in this process; what reverted settlements cost each key
+(this process's total, and the budget window's from the database) and the refusals they caused.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ._probe import ChainStatus
 from ._service import Facilitator
 from .wire import Reason, SettleResponse, VerifyResponse
 
-__all__ = ["FacilitatorMetrics", "chain_gauges", "facilitator_readings", "pool_gauges"]
+__all__ = ["FacilitatorMetrics", "chain_gauges", "facilitator_readings", "pool_gauges", "revert_gauges"]
 
 
 class FacilitatorMetrics:
@@ -137,5 +138,33 @@ def pool_gauges(facilitator: Facilitator) -> list[Metric]:
             "x402_facilitator_fee_replacements",
             "fee-bumped replacements this process has sent",
             [((), facilitator.replacements_sent)],
+        ),
+        *revert_gauges(facilitator),
+    ]
+
+
+def revert_gauges(facilitator: Facilitator) -> list[Metric]:
+    """Gas spent on reverted settlements, by key, and what reverts made this process refuse."""
+    guard = facilitator.revert_guard
+    window = guard.spent()
+    return [
+        gauge(
+            "x402_relayer_revert_gas_wei",
+            "wei of gas this process saw the key spend on settlements that reverted on chain",
+            [((address,), guard.revert_gas_wei[address]) for address in facilitator.relayer_addresses],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_relayer_revert_gas_window_wei",
+            "wei the key spent on reverted settlements in the last hour (every replica), as last read",
+            [((address,), window.get(address, 0)) for address in facilitator.relayer_addresses],
+            labels=("relayer",),
+        ),
+        gauge(
+            "x402_facilitator_revert_refusals",
+            "verifications and settles refused because of reverted settlements: a payer or wallet code "
+            "cooling off, or the keys' revert budget spent",
+            [((why,), guard.refusals[why]) for why in ("payer", "code", "budget")],
+            labels=("reason",),
         ),
     ]

@@ -142,6 +142,7 @@ class Outcomes:
         )
         if receipt.status != 1:
             within = deadline if bounded_revive else None
+            await self._reverted.remember(claim, receipt, within)
             try:
                 settled = await self._elsewhere.record_if_settled(claim, within)
             except ChainError as exc:

@@ -94,11 +94,25 @@ class RelayerPool:
         self._started: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._turn = 0
+        self.spent_out: Callable[[str], bool] | None = None
+        """Whether a key spent its budget for reverted settlements (`RevertGuard.spent_out`): then it sends
+        nothing new."""
 
     @property
     def address(self) -> str:
         """The first key's address (what verification simulates the settlement from)."""
         return next(iter(self._relayers))
+
+    async def fee_caps(self) -> tuple[int, int]:
+        """The fee caps of the first key (`address`): see `Relayer.fee_caps`."""
+        return await self._relayers[self.address].fee_caps()
+
+    @property
+    def held_ready(self) -> tuple[str, ...]:
+        """The keys this process holds and has accounted for (whatever else keeps them from work)."""
+        return tuple(
+            address for address in self._relayers if address in self._held and address in self._ready
+        )
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -190,6 +204,8 @@ class RelayerPool:
         balance = self._balances.get(address)
         if balance is not None and balance < self._min_balance_wei:
             return "balance below the floor"
+        if self.spent_out is not None and self.spent_out(address):
+            return "revert gas budget spent"
         if self._bumper.stuck(address):
             return "oldest transaction stuck"
         return None

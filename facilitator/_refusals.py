@@ -15,7 +15,13 @@ from ._errors import PaymentInvalidError, RpcError
 from ._token import ERC1271_MAGIC, Authorization, decode_bool, decode_uint
 from .wire import Reason
 
-__all__ = ["check_counterfactual_steps", "check_token_state", "is_erc1271_magic", "simulation_failure"]
+__all__ = [
+    "check_counterfactual_steps",
+    "check_head_time",
+    "check_token_state",
+    "is_erc1271_magic",
+    "simulation_failure",
+]
 
 _SIMULATION_FAILED = Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED
 _BAD_SIGNATURE = Reason.INVALID_EXACT_EVM_PAYLOAD_SIGNATURE
@@ -110,3 +116,26 @@ def simulation_failure(reason: str) -> PaymentInvalidError:
         if needle in reason:
             return PaymentInvalidError(code, f"the transfer would revert: {reason}")
     return PaymentInvalidError(_SIMULATION_FAILED, f"the transfer would revert: {reason}")
+
+
+def check_head_time(auth: Authorization, head: object, now: int, margin_s: int) -> None:
+    """Refuse an authorization that expires before the next block could include it, when the head
+    block is ahead of the wall clock (behind it, `check_offline` has already decided).
+
+    A head the node could not give (anvil answers null for `latest` while it is mining one) skips
+    this check: the simulation in the pending block still sees a head far ahead.
+    """
+    timestamp = head.get("timestamp") if isinstance(head, dict) else None
+    if not isinstance(timestamp, str):
+        return
+    try:
+        head_time = int(timestamp, 16)
+    except ValueError:
+        return
+    # The next block is stamped after the head: with a head ahead of the clock, that binds.
+    if head_time > now and auth.valid_before <= head_time + 1 + margin_s:
+        raise PaymentInvalidError(
+            Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+            f"the chain's head block is {head_time - now} s ahead of this facilitator's clock: the "
+            "authorization expires before a new block could include it",
+        )

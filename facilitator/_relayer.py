@@ -96,6 +96,7 @@ class Relayer:
         self._max_fee_per_gas = max_fee_per_gas
         self._next_nonce: int | None = None
         self._fees: tuple[float, int, int] | None = None  # (fetched_at, max_fee, priority_fee)
+        self._fee_read: asyncio.Task[tuple[int, int]] | None = None
         self._queue: list[_Send] = []
         self._holes: list[int] = []  # nonces left empty below an accepted one, not yet filled
         self._posted: dict[_Send, SentTransaction] = {}  # the round's sends handed to the node, by call
@@ -131,6 +132,9 @@ class Relayer:
 
     async def aclose(self) -> None:
         """Stop the sender task; calls still queued fail as unsent."""
+        if self._fee_read is not None:
+            self._fee_read.cancel()
+            await asyncio.gather(self._fee_read, return_exceptions=True)
         if self._sender is not None:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
@@ -172,7 +176,7 @@ class Relayer:
     async def _round(self, sends: list[_Send]) -> None:
         """Send `sends` at the next nonces as one batch, after fillers for holes an earlier round left."""
         nonce = await self._nonce()
-        max_fee, priority_fee = await self._fee_caps()
+        max_fee, priority_fee = await self.fee_caps()
         # A hole at the node's next nonce is filled by this round's first send, or by a filler if it has none
         # (a pending count that stops at a gap must not drop it); one above it waits for a later round.
         left = sorted(self._holes)
@@ -368,26 +372,43 @@ class Relayer:
         except ChainUnavailableError:
             raise BroadcastUncertainError(sent, str(lost)) from lost
 
-    async def _fee_caps(self) -> tuple[int, int]:
+    async def fee_caps(self) -> tuple[int, int]:
+        """(maxFeePerGas, maxPriorityFeePerGas) the next send carries: read at most once a second.
+
+        Verification simulates with these too, so a wallet sees the gas price in the simulation that it
+        will see on chain (a node runs a call without fees at a gas price of zero).
+
+        Raises:
+            ChainError: the node could not be read.
+        """
+        fees = self._fees
+        if fees is not None and time.monotonic() - fees[0] <= _FEE_TTL_S:
+            return fees[1], fees[2]
+        # One read for every caller that finds the caps stale (a burst of verifications, a round of sends).
+        reading = self._fee_read
+        if reading is None or reading.done():
+            reading = self._fee_read = asyncio.get_running_loop().create_task(self._read_fees())
+        return await asyncio.shield(reading)
+
+    async def _read_fees(self) -> tuple[int, int]:
         now = time.monotonic()
-        if self._fees is None or now - self._fees[0] > _FEE_TTL_S:
-            block, tip = await self._rpc.batch(
-                [RpcCall("eth_getBlockByNumber", ["latest", False]), RpcCall("eth_maxPriorityFeePerGas", [])]
-            )
-            if isinstance(block, RpcError):
-                raise block
-            base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
-            priority = self._priority_fee_wei
-            if priority is None:
-                priority = int(tip, 16) if isinstance(tip, str) else 1_000_000_000
-            # Twice the base fee survives six consecutive full blocks of +12.5% each; a spike beyond that is
-            # met by replacing the transaction (`FeeBumper`), never by a cap above the operator's ceiling.
-            max_fee = 2 * base_fee + priority
-            if self._max_fee_per_gas is not None:
-                max_fee = min(max_fee, self._max_fee_per_gas)
-                priority = min(priority, max_fee)
-            self._fees = (now, max_fee, priority)
-        return self._fees[1], self._fees[2]
+        block, tip = await self._rpc.batch(
+            [RpcCall("eth_getBlockByNumber", ["latest", False]), RpcCall("eth_maxPriorityFeePerGas", [])]
+        )
+        if isinstance(block, RpcError):
+            raise block
+        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
+        priority = self._priority_fee_wei
+        if priority is None:
+            priority = int(tip, 16) if isinstance(tip, str) else 1_000_000_000
+        # Twice the base fee survives six consecutive full blocks of +12.5% each; a spike beyond that is
+        # met by replacing the transaction (`FeeBumper`), never by a cap above the operator's ceiling.
+        max_fee = 2 * base_fee + priority
+        if self._max_fee_per_gas is not None:
+            max_fee = min(max_fee, self._max_fee_per_gas)
+            priority = min(priority, max_fee)
+        self._fees = (now, max_fee, priority)
+        return max_fee, priority
 
 
 def _uncertain(reply: ChainError | None) -> bool:

@@ -1,18 +1,22 @@
-"""A settlement that reverted without using the authorization: release its claim so it can pay later."""
+"""A settlement that reverted: remembered (its payer cools off, its gas counts against the relayer's
+budget), and, when it left the authorization unused, its claim released so it can pay later."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from ._answers import Answers, read_within
 from ._claims import Claim, ClaimState
 from ._errors import ChainError, RpcError
 from ._receipts import Receipt
 from ._records import ClaimRecords
+from ._reverts import RevertedSettlement, RevertGuard, wallet_code_hash
 from ._rpc import RpcCall, RpcClient
 from ._token import decode_bool, encode_authorization_state
-from .wire import Reason, SettleResponse
+from .wire import Reason, SettleResponse, checksum_address
 
 __all__ = ["MAX_SETTLE_ATTEMPTS", "RevertedRelease"]
 
@@ -26,10 +30,34 @@ MAX_SETTLE_ATTEMPTS = 3
 class RevertedRelease:
     """Decides whether a reverted settlement's authorization can still pay, and releases its claim if so."""
 
-    def __init__(self, rpc: RpcClient, records: ClaimRecords, answers: Answers):
+    def __init__(self, rpc: RpcClient, records: ClaimRecords, answers: Answers, guard: RevertGuard):
         self._rpc = rpc
         self._records = records
         self._answers = answers
+        self._guard = guard
+
+    async def remember(self, claim: Claim, receipt: Receipt, deadline: float | None) -> None:
+        """Record that our transaction for `claim` reverted: its payer (and wallet code) cool off, and the
+        gas it burned counts against its relayer's budget. A failure to record is logged, never raised:
+        the claim's own outcome must still be recorded."""
+        raw = receipt.raw
+        try:
+            gas_wei = int(raw.get("gasUsed", "0x0"), 16) * int(raw.get("effectiveGasPrice", "0x0"), 16)
+            relayer = checksum_address(raw.get("from") or claim.relayer or "")
+        except (TypeError, ValueError) as exc:
+            logger.warning("claim %s: reverted receipt %s unreadable: %s", claim.id, receipt.tx_hash, exc)
+            return
+        try:
+            code = await read_within(self._rpc.call("eth_getCode", claim.payer, "latest"), deadline)
+        except ChainError as exc:
+            # Without its code the payer still cools off; its code may, at its next revert.
+            logger.warning("claim %s: payer's code unread after a revert: %s", claim.id, exc)
+            code = None
+        revert = RevertedSettlement(receipt.tx_hash, relayer, claim.payer, wallet_code_hash(code), gas_wei)
+        try:
+            await self._guard.record(revert)
+        except SQLAlchemyError as exc:
+            logger.warning("claim %s: revert of %s not recorded: %s", claim.id, receipt.tx_hash, exc)
 
     async def release(
         self,

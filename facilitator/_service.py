@@ -43,6 +43,7 @@ from ._relayer import Relayer
 from ._replacement import FeeBumper
 from ._request import idempotency_key_of, read_payment
 from ._reverted import RevertedRelease
+from ._reverts import RevertGuard
 from ._rpc import RpcClient
 from ._sent import SentTransactionStore
 from ._settlement import Settlement
@@ -87,6 +88,9 @@ class Facilitator:
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
         erc6492_factories: Iterable[str] = (),
+        revert_cooloff_s: float = 3600.0,
+        revert_cooloff_code_payers: int = 3,
+        relayer_revert_budget_wei: int | None = 10**16,
     ):
         self.network = network
         self.chain_id = int(network.split(":", 1)[1])
@@ -100,6 +104,15 @@ class Facilitator:
         self._answers = Answers(network)
         self._watcher = watcher
         self._recovery = Recovery(rpc, claims, relayers)
+        self.revert_guard = RevertGuard(
+            claims.engine,
+            chain_id=self.chain_id,
+            cooloff_s=revert_cooloff_s,
+            code_payers=revert_cooloff_code_payers,
+            budget_wei=relayer_revert_budget_wei,
+        )
+        """What reverted settlements cost and made suspect (cool-offs, the relayers' revert budget)."""
+        relayers.spent_out = self.revert_guard.spent_out
         records = ClaimRecords(claims, self._answers, confirmations=confirmations)
         self._elsewhere = SettledElsewhere(
             rpc, self._recovery, self._watcher, records, self._answers, confirmations=confirmations
@@ -111,7 +124,7 @@ class Facilitator:
             recovery=self._recovery,
             records=records,
             elsewhere=self._elsewhere,
-            reverted=RevertedRelease(rpc, records, self._answers),
+            reverted=RevertedRelease(rpc, records, self._answers, self.revert_guard),
             answers=self._answers,
             confirmations=confirmations,
             gas_limit_cap=gas_limit_cap,
@@ -120,6 +133,7 @@ class Facilitator:
             rpc,
             chain_id=self.chain_id,
             relayer=relayers.address,
+            fees=relayers.fee_caps,
             validity_margin_s=validity_margin_s,
             gas_limit_cap=gas_limit_cap,
             erc6492_factories=erc6492_factories,
@@ -134,6 +148,8 @@ class Facilitator:
             answers=self._answers,
             network=network,
             chain_id=self.chain_id,
+            guard=self.revert_guard,
+            relayers=lambda: relayers.held_ready,
         )
         relayers.on_take_over(
             lambda relayer: account_for_key(
@@ -191,6 +207,9 @@ class Facilitator:
             validity_margin_s=settings.validity_margin_s,
             gas_limit_cap=settings.gas_limit_cap,
             erc6492_factories=settings.erc6492_factory_addresses,
+            revert_cooloff_s=settings.revert_cooloff_s,
+            revert_cooloff_code_payers=settings.revert_cooloff_code_payers,
+            relayer_revert_budget_wei=settings.relayer_revert_budget_wei,
         )
         facilitator._owned_engine = engine if owned else None
         facilitator._database_url = settings.database_url

@@ -2,14 +2,18 @@
 
 An existing claim for the authorization or the idempotency key short-circuits to its answer (before any
 clock check, so a retry after `validBefore` still gets it); otherwise the payment is verified, claimed
-durably, and handed to `Outcomes` to broadcast. A released claim (nothing sent, or a revert that left the
-authorization unused) or an abandoned one (its owner vanished before broadcasting) is settled again.
+durably, and handed to `Outcomes` to broadcast. A payer (or wallet code) whose settlement reverted on chain
+is refused while it cools off, and no new settlement is claimed while every relayer key this process holds
+has spent its budget for reverts (`_reverts`): both before anything is claimed or sent. A released claim
+(nothing sent, or a revert that left the authorization unused) or an abandoned one (its owner vanished
+before broadcasting) is settled again.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 
 from ._answers import CHAIN_DOWN, Answers, read_within, remaining
 from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
@@ -19,6 +23,7 @@ from ._outcome import Outcomes
 from ._receipts import Receipt
 from ._records import ClaimRecords
 from ._request import PaymentRequest
+from ._reverts import RevertGuard, RevertRefusalError
 from ._rpc import RpcClient
 from ._token import decode_bool, encode_authorization_state
 from ._verify import VerifiedPayment, Verifier
@@ -44,6 +49,8 @@ class Settlement:
         answers: Answers,
         network: str,
         chain_id: int,
+        guard: RevertGuard,
+        relayers: Callable[[], Iterable[str]],
     ):
         self._rpc = rpc
         self._claims = claims
@@ -54,6 +61,8 @@ class Settlement:
         self._answers = answers
         self._network = network
         self._chain_id = chain_id
+        self._guard = guard
+        self._relayers = relayers
 
     def claim_key(self, request: PaymentRequest) -> ClaimKey:
         """The key under which the authorization of `request` is claimed."""
@@ -61,7 +70,7 @@ class Settlement:
         return ClaimKey(self._chain_id, request.terms.asset, auth.from_, "0x" + auth.nonce.hex())
 
     async def verify(self, request: PaymentRequest) -> VerifiedPayment:
-        """Every check of `request`, offline then on chain.
+        """Every check of `request`, offline then on chain, then its payer's and wallet's cool-off.
 
         Raises:
             PaymentInvalidError: a check failed.
@@ -70,9 +79,23 @@ class Settlement:
         # One moment of the wall clock for both halves: it, not the head block, decides the validity window.
         now = int(time.time())
         eoa = self._verifier.check_offline(request.authorization, request.terms, now=now)
-        return await self._verifier.check_onchain(
+        verified = await self._verifier.check_onchain(
             request.authorization, request.terms, eoa_signature=eoa, now=now
         )
+        # After the chain's checks, so a payment the chain refuses anyway keeps that reason (a used nonce
+        # of a released claim is someone else's settlement to record, not a cool-off).
+        await self._guard.check_cooling(request.authorization.from_, verified.code_hash)
+        return verified
+
+    async def _refuse_if_spent_out(self) -> None:
+        """Refuse a new settlement while every relayer key of this process spent its budget for reverts.
+
+        Raises:
+            PaymentInvalidError: no key has budget left.
+        """
+        held = list(self._relayers())
+        await self._guard.refresh(held)
+        self._guard.refuse_if_spent_out(held)
 
     async def settle(
         self, request: PaymentRequest, key_text: str | None, deadline: float, presented_at: int | None
@@ -85,7 +108,7 @@ class Settlement:
             # Most refusals of a known authorization are its own earlier settlement (nonce now used, time
             # run out): the claim, not the chain, holds the answer. Looked up only here, off the happy path.
             existing = await self._claims.find(key, key_text)
-            if existing is not None:
+            if existing is not None and not _retry_refused(exc, existing, request):
                 return await self._answer_existing(existing, request, key_text, deadline)
             if exc.reason == Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
                 front_run = await self._front_run(request, key_text, deadline, presented_at)
@@ -101,6 +124,13 @@ class Settlement:
                 return await self._answer_existing(existing, request, key_text, deadline)
             payer = request.authorization.from_
             return self._answers.failure(Reason.UNEXPECTED_SETTLE_ERROR, CHAIN_DOWN, payer)
+        try:
+            await self._refuse_if_spent_out()
+        except PaymentInvalidError as exc:
+            existing = await self._claims.find(key, key_text)
+            if existing is not None and not _retry_refused(exc, existing, request):
+                return await self._answer_existing(existing, request, key_text, deadline)
+            return self._answers.failure(exc.reason, exc.message, request.authorization.from_)
         claim, created = await self._claim(request, key_text)
         if not created:
             return await self._answer_existing(claim, request, key_text, deadline)
@@ -165,6 +195,7 @@ class Settlement:
         payer = request.authorization.from_
         try:
             verified = await self._verify_within(request, deadline)
+            await self._refuse_if_spent_out()
         except PaymentInvalidError as exc:
             refused = self._answers.failure(exc.reason, exc.message, payer)
             if exc.reason != Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
@@ -247,3 +278,13 @@ class Settlement:
             # Unknown: the owner may have broadcast it; never risk a second transaction.
             return False
         return not decode_bool(used)
+
+
+def _retry_refused(exc: PaymentInvalidError, claim: Claim, request: PaymentRequest) -> bool:
+    """Whether `claim` is this very payment's released claim, and `exc` a refusal for reverts (a cool-off,
+    a spent budget) that its retry would only meet again (refused once, and counted and logged once)."""
+    return (
+        isinstance(exc, RevertRefusalError)
+        and claim.state is ClaimState.RELEASED
+        and claim.payload_hash == request.payload_hash
+    )

@@ -14,6 +14,11 @@ authorization must then stay valid past the head's timestamp + 1 plus the margin
 expiring too soon (settling it would only revert). `validAfter` is never moved by a future head: the payer
 named a moment of the wall clock, and that has not come.
 
+Every simulation runs from the relayer with the fee caps its send will carry (`_gas.Fees`, the relayer's
+own, read at most once a second): a node runs a call without fees at a gas price of zero, and a wallet
+could answer "valid" only then. The signer's code hash is handed on, so a payer whose settlement reverted
+anyway can be told apart (`_reverts`).
+
 The gas a settlement needs is estimated for every payment whose `from` has code: a contract wallet's
 ERC-1271 check can cost anything, so one wallet's estimate says nothing about another's. Only plain EOA
 payments, whose cost barely varies, reuse the first estimate per token. Every estimate must fit under the
@@ -34,13 +39,13 @@ through `aggregate3`, is estimated against the same cap.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from eth_abi.exceptions import DecodingError
-
+from ._domains import TokenDomains
 from ._erc6492 import (
     MULTICALL3_ADDRESS,
     Call3,
@@ -49,13 +54,27 @@ from ._erc6492 import (
     unwrap_erc6492,
 )
 from ._errors import PaymentInvalidError, RpcError
-from ._gas import SIMULATION_BLOCK, TransferGas, is_contract
-from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
+from ._gas import (
+    NO_FEES,
+    SIMULATION_BLOCK,
+    Fees,
+    RelayerCannotPayError,
+    TransferGas,
+    is_contract,
+    unaffordable,
+)
+from ._refusals import (
+    check_counterfactual_steps,
+    check_head_time,
+    check_token_state,
+    is_erc1271_magic,
+    simulation_failure,
+)
+from ._reverts import wallet_code_hash
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
 from ._token import (
     Authorization,
-    decode_string,
     encode_authorization_state,
     encode_balance_of,
     encode_is_blacklisted,
@@ -68,6 +87,8 @@ from ._token import (
 from .wire import Reason, checksum_address
 
 __all__ = ["Terms", "VerifiedPayment", "Verifier"]
+
+logger = logging.getLogger(__name__)
 
 _HEAD_BLOCK = RpcCall("eth_getBlockByNumber", ["latest", False])
 
@@ -97,12 +118,14 @@ class VerifiedPayment:
     """A payment that passed every check, with what settlement needs: the transaction's `to` and data.
 
     `target` is the token, or Multicall3 when an ERC-6492 wallet is deployed in the same transaction.
+    `code_hash` is the keccak-256 of the payer's code, for a wallet that has code (not a 7702 delegation).
     """
 
     authorization: Authorization
     calldata: str
     gas_estimate: int
     target: str
+    code_hash: str | None = None
 
 
 class Verifier:
@@ -114,6 +137,7 @@ class Verifier:
         *,
         chain_id: int,
         relayer: str,
+        fees: Callable[[], Awaitable[tuple[int, int]]],
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
         erc6492_factories: Iterable[str] = (),
@@ -122,9 +146,10 @@ class Verifier:
         self._factories = frozenset(checksum_address(factory) for factory in erc6492_factories)
         self._chain_id = chain_id
         self._relayer = relayer
+        self._fees = fees
         self._margin_s = validity_margin_s
         self._gas = TransferGas(rpc, relayer=relayer, cap=gas_limit_cap)
-        self._domains: dict[str, tuple[str, str]] = {}
+        self._domains = TokenDomains()
         self._signed = SignatureMemo()
 
     def check_offline(self, auth: Authorization, terms: Terms, *, now: int | None = None) -> bool:
@@ -181,12 +206,29 @@ class Verifier:
         head block ahead of it moves the earliest possible settlement later.
         """
         now = int(time.time()) if now is None else now
+        fees = Fees(*await self._fees())
+        try:
+            return await self._check_onchain(auth, terms, fees, eoa_signature, now)
+        except RelayerCannotPayError as exc:
+            logger.warning(
+                "the relayer's balance does not cover a simulation at its fees (%s): without them", exc
+            )
+            return await self._check_onchain(auth, terms, NO_FEES, eoa_signature, now)
+
+    async def _check_onchain(
+        self, auth: Authorization, terms: Terms, fees: Fees, eoa_signature: bool, now: int
+    ) -> VerifiedPayment:
+        """`check_onchain` with `fees`.
+
+        Raises:
+            RelayerCannotPayError: the node would not simulate at `fees` for the relayer's balance.
+        """
         wrapped = unwrap_erc6492(auth.signature)
         if wrapped is None:
-            return await self._check_transfer(auth, terms, eoa_signature=eoa_signature, now=now)
+            return await self._check_transfer(auth, terms, fees, eoa_signature=eoa_signature, now=now)
         unwrapped = dataclasses.replace(auth, signature=wrapped.signature)
         if is_contract(await self._rpc.call("eth_getCode", auth.from_, "latest")):
-            verified = await self._check_transfer(unwrapped, terms, eoa_signature=False, now=now)
+            verified = await self._check_transfer(unwrapped, terms, fees, eoa_signature=False, now=now)
         elif wrapped.factory not in self._factories:
             raise PaymentInvalidError(
                 Reason.EIP6492_FACTORY_NOT_ALLOWED,
@@ -194,11 +236,11 @@ class Verifier:
                 "deploys wallets through",
             )
         else:
-            verified = await self._check_counterfactual(unwrapped, wrapped, terms, now)
+            verified = await self._check_counterfactual(unwrapped, wrapped, terms, fees, now)
         return dataclasses.replace(verified, authorization=auth)
 
     async def _check_transfer(
-        self, auth: Authorization, terms: Terms, *, eoa_signature: bool, now: int
+        self, auth: Authorization, terms: Terms, fees: Fees, *, eoa_signature: bool, now: int
     ) -> VerifiedPayment:
         """The checks of a payment sent straight to the token: from an EOA or a wallet with code.
 
@@ -209,23 +251,27 @@ class Verifier:
         """
         calldata = encode_transfer_with_authorization(auth)
         if terms.asset in self._domains:
-            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature))
+            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature, fees))
             try:
-                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, now)
+                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, fees, now)
             except PaymentInvalidError:
                 pass  # read in full below, for the reason
-        calls = [*self._state_calls(auth, terms), *self._transfer_calls(auth, terms, calldata, eoa_signature)]
+        calls = [
+            *self._state_calls(auth, terms),
+            *self._transfer_calls(auth, terms, calldata, eoa_signature, fees),
+        ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
         return await self._judge_transfer(
-            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, now, state=rest[:_STATE_READS]
+            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, fees, now, state=rest[:_STATE_READS]
         )
 
     def _transfer_calls(
-        self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool
+        self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool, fees: Fees
     ) -> list[RpcCall]:
-        """The simulation, the signer's code, the head, and a contract signer's ERC-1271 answer."""
+        """The simulation, the signer's code, the head, and a contract signer's ERC-1271 answer (asked as
+        the settlement would ask it: from the relayer, at its fees)."""
         calls = [
-            self._gas.simulation(terms.asset, calldata, eoa_signature),
+            self._gas.simulation(terms.asset, calldata, eoa_signature, fees),
             RpcCall("eth_getCode", [auth.from_, "latest"]),
             _HEAD_BLOCK,
         ]
@@ -234,7 +280,15 @@ class Verifier:
             calls.append(
                 RpcCall(
                     "eth_call",
-                    [{"to": auth.from_, "data": encode_is_valid_signature(digest, auth.signature)}, "latest"],
+                    [
+                        self._gas.call(
+                            auth.from_,
+                            encode_is_valid_signature(digest, auth.signature),
+                            fees,
+                            gas=self._gas.cap,
+                        ),
+                        "latest",
+                    ],
                 )
             )
         return calls
@@ -246,6 +300,7 @@ class Verifier:
         calldata: str,
         replies: list[Any],
         eoa_signature: bool,
+        fees: Fees,
         now: int,
         *,
         state: list[Any] | None = None,
@@ -253,23 +308,29 @@ class Verifier:
         """Refuse on the replies of `_transfer_calls` (and the token reads, if made), in the order payers
         have always been told: the signature, the token's state, the head's time, the simulation."""
         gas, wallet_code, head, *magic = replies
+        if fees != NO_FEES and (unaffordable(gas) or (magic and unaffordable(magic[0]))):
+            raise RelayerCannotPayError(str(gas if unaffordable(gas) else magic[0]))
         if not eoa_signature and (
             not is_contract(wallet_code) or isinstance(magic[0], RpcError) or not is_erc1271_magic(magic[0])
         ):
             raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
         if state is not None:
             check_token_state(auth, state)
-        self._check_head_time(auth, head, now)
+        check_head_time(auth, head, now, self._margin_s)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
-        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
+        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
         self._gas.check_cap(estimate)
         return VerifiedPayment(
-            authorization=auth, calldata=calldata, gas_estimate=estimate, target=terms.asset
+            authorization=auth,
+            calldata=calldata,
+            gas_estimate=estimate,
+            target=terms.asset,
+            code_hash=wallet_code_hash(wallet_code),
         )
 
     async def _check_counterfactual(
-        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms, now: int
+        self, auth: Authorization, wrapped: Erc6492Signature, terms: Terms, fees: Fees, now: int
     ) -> VerifiedPayment:
         """The checks of an ERC-6492 wallet without code: deployment and transfer simulated together.
 
@@ -295,18 +356,23 @@ class Verifier:
         calls = [
             *self._state_calls(auth, terms),
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
+            # Twice the cap: the diagnosis asks the wallet's ERC-1271 answer once more than the transaction.
             RpcCall(
                 "eth_call",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": diagnosis}, SIMULATION_BLOCK],
+                [
+                    self._gas.call(MULTICALL3_ADDRESS, diagnosis, fees, gas=2 * self._gas.cap),
+                    SIMULATION_BLOCK,
+                ],
             ),
             RpcCall(
-                "eth_estimateGas",
-                [{"from": self._relayer, "to": MULTICALL3_ADDRESS, "data": calldata}, SIMULATION_BLOCK],
+                "eth_estimateGas", [self._gas.call(MULTICALL3_ADDRESS, calldata, fees), SIMULATION_BLOCK]
             ),
             _HEAD_BLOCK,
         ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
         state, (multicall_code, steps, gas, head) = rest[:_STATE_READS], rest[_STATE_READS:]
+        if fees != NO_FEES and (unaffordable(steps) or unaffordable(gas)):
+            raise RelayerCannotPayError(str(steps if unaffordable(steps) else gas))
         if not is_contract(multicall_code) or isinstance(steps, RpcError):
             raise PaymentInvalidError(
                 Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
@@ -314,7 +380,7 @@ class Verifier:
             )
         if state is not None:
             check_token_state(auth, state)
-        self._check_head_time(auth, head, now)
+        check_head_time(auth, head, now, self._margin_s)
         check_counterfactual_steps(steps)
         if isinstance(gas, RpcError):
             raise simulation_failure(gas.revert_reason or gas.message)
@@ -350,30 +416,8 @@ class Verifier:
         if terms.asset in self._domains:
             return replies
         code, name, version = replies[_STATE_READS : _STATE_READS + 3]
-        self._check_domain(terms, code, name, version)
+        self._domains.learn(terms.asset, terms.token_name, terms.token_version, (code, name, version))
         return replies[:_STATE_READS] + replies[_STATE_READS + 3 :]
-
-    def _check_head_time(self, auth: Authorization, head: object, now: int) -> None:
-        """Refuse an authorization that expires before the next block could include it, when the head
-        block is ahead of the wall clock (behind it, `check_offline` has already decided).
-
-        A head the node could not give (anvil answers null for `latest` while it is mining one) skips
-        this check: the simulation in the pending block still sees a head far ahead.
-        """
-        timestamp = head.get("timestamp") if isinstance(head, dict) else None
-        if not isinstance(timestamp, str):
-            return
-        try:
-            head_time = int(timestamp, 16)
-        except ValueError:
-            return
-        # The next block is stamped after the head: with a head ahead of the clock, that binds.
-        if head_time > now and auth.valid_before <= head_time + 1 + self._margin_s:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
-                f"the chain's head block is {head_time - now} s ahead of this facilitator's clock: the "
-                "authorization expires before a new block could include it",
-            )
 
     def _digest(self, auth: Authorization, terms: Terms) -> bytes:
         return self._signed.digest(
@@ -384,45 +428,6 @@ class Verifier:
             asset=terms.asset,
         )
 
-    def _check_domain(self, terms: Terms, code: object, name: object, version: object) -> None:
-        if isinstance(code, RpcError) or not is_contract(code):
-            raise PaymentInvalidError(
-                Reason.ASSET_NOT_DEPLOYED_CONTRACT, f"the asset {terms.asset} has no contract code"
-            )
-        token_name, token_version = _string_result(name), _string_result(version)
-        if token_name is None or token_version is None:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED, "the asset has no usable name()/version()"
-            )
-        actual = (token_name, token_version)
-        # Only a token that answered is cached: its EIP-712 domain cannot change under the same address.
-        self._domains[terms.asset] = actual
-        self._compare_domain(terms, actual)
-
-    def _compare_domain(self, terms: Terms, actual: tuple[str, str]) -> None:
-        if terms.token_name != actual[0]:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_NAME_MISMATCH,
-                f"extra.name is not the token's name {actual[0]!r}",
-            )
-        if terms.token_version != actual[1]:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH,
-                f"extra.version is not the token's version {actual[1]!r}",
-            )
-
     def cached_domain_check(self, terms: Terms) -> None:
         """Compare `extra.name`/`extra.version` with the token's, when the token's domain is already known."""
-        known = self._domains.get(terms.asset)
-        if known is not None:
-            self._compare_domain(terms, known)
-
-
-def _string_result(reply: object) -> str | None:
-    """The string an eth_call returned, or None for a revert or a result that is not an ABI string."""
-    if not isinstance(reply, str):
-        return None
-    try:
-        return decode_string(reply)
-    except (DecodingError, ValueError):
-        return None
+        self._domains.compare(terms.asset, terms.token_name, terms.token_version)

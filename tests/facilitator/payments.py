@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -13,11 +14,20 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from devchain import DevChain, encode_call, load_artifact
-from facilitator.wire import ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements
+from facilitator import Facilitator
+from facilitator.wire import (
+    ExactEvmAuthorization,
+    ExactEvmPayload,
+    PaymentPayload,
+    PaymentRequirements,
+    SettleResponse,
+)
 from storage import create_engine
+from tests.fixtures.deadlines import wait_until
 
 __all__ = [
     "SECP256K1_N",
+    "accept_again",
     "cancel_authorization",
     "claim_rows",
     "deploy_gas_burning_wallet",
@@ -25,6 +35,7 @@ __all__ = [
     "high_s",
     "relayer_address",
     "relayer_nonce",
+    "settle_while_the_wallet_refuses",
     "sign_counterfactual",
     "sign_exact",
     "submit_directly",
@@ -179,12 +190,15 @@ def cancel_authorization(chain: DevChain, key: str, nonce: str) -> None:
     chain.rpc.transact(chain.deployer_key, to=chain.asset, data=data)
 
 
-def deploy_gas_burning_wallet(chain: DevChain, cold_reads: int) -> tuple[str, str]:
+def deploy_gas_burning_wallet(
+    chain: DevChain, cold_reads: int, *, owner_key: str | None = None
+) -> tuple[str, str]:
     """Deploy a funded `GasBurningERC1271Wallet` whose signature check reads `cold_reads` cold slots.
 
-    Each read costs 2,100 gas. Returns (wallet address, owner key).
+    Each read costs 2,100 gas. Wallets of one owner and `cold_reads` have the same code. Returns (wallet
+    address, owner key).
     """
-    owner = Account.create()
+    owner = Account.from_key(owner_key) if owner_key is not None else Account.create()
     artifact = load_artifact("GasBurningERC1271Wallet")
     init_code = bytes.fromhex(artifact.bytecode[2:]) + encode(
         ["address", "uint256"], [owner.address, cold_reads]
@@ -261,3 +275,35 @@ async def claim_rows(database_url: str) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+# The gas-burning wallet's switch: set, it refuses every signature (its owner rotated keys, say).
+_REFUSAL_SLOT, _REFUSE, _ACCEPT = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
+
+
+async def settle_while_the_wallet_refuses(
+    chain: DevChain,
+    service: Facilitator,
+    wallet: str,
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    idempotency_key: str,
+) -> SettleResponse:
+    """Settle `wallet`'s `payload`, the wallet refusing every signature once our transaction is in the pool:
+    the transfer reverts without using the authorization. Automine stays off; `accept_again` undoes both."""
+    chain.rpc.call("evm_setAutomine", [False])
+    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key=idempotency_key))
+    relayer = relayer_address(chain)
+    await wait_until(
+        lambda: tx_count(chain, relayer, "pending") != tx_count(chain, relayer),
+        what="our transaction in the pool",
+    )
+    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _REFUSE])
+    chain.rpc.call("evm_mine")
+    return await settling
+
+
+def accept_again(chain: DevChain, wallet: str) -> None:
+    """The wallet accepts its owner's signatures again, and every transaction is mined at once again."""
+    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _ACCEPT])
+    chain.rpc.call("evm_setAutomine", [True])

@@ -1,6 +1,7 @@
 """`x402-facilitator check` and `serve`'s preflight against the real dev chain: another chain, an unfunded
 relayer made now and a claim store never migrated are each a problem; the all-good case passes. The chain
-probes `check` and `/readyz` share judge one chain read, made once however many checks look at it."""
+probes `check` and `/readyz` share judge one chain read, made once however many checks look at it. A key
+past its budget for reverted settlements is a problem (not fatal), read only from a database at head."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from facilitator import (
     read_once,
     relayer_check,
 )
+from facilitator._reverts import RevertedSettlement, RevertGuard
 from facilitator.cli import main
 from observability import CheckResult, run_checks
+from storage import create_engine
 from tests.fixtures.checks import chain_env, problems, run_check, serve_refused
 
 
@@ -30,7 +33,7 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, chain_env(chain, sqlite_url))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database"]
+    assert list(rows) == ["network", "relayer", "database", "revert budget"]
     relayer = Account.from_key(chain.relayer_key).address
     assert rows["relayer"][1].startswith(f"{relayer} holds ")
 
@@ -141,7 +144,7 @@ def test_listed_wallet_factories_with_code_pass(chain: DevChain, sqlite_url: str
     code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=chain.wallet_factory))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "erc6492 factories"]
+    assert list(rows) == ["network", "relayer", "database", "erc6492 factories", "revert budget"]
     assert rows["erc6492 factories"] == ("ok", f"{chain.wallet_factory} has code")
 
 
@@ -219,3 +222,33 @@ async def test_a_failed_chain_read_is_one_read_and_fatal_for_both_checks() -> No
             "relayer", False, "cannot read the relayers' balances: RPC node unreachable: ConnectError"
         ),
     ]
+
+
+def _spend_on_reverts(database_url: str, chain_id: int, relayer: str, gas_wei: int) -> None:
+    """Record one reverted settlement of `relayer` costing `gas_wei` in the claim store at `database_url`."""
+
+    async def record() -> None:
+        engine = create_engine(database_url)
+        try:
+            guard = RevertGuard(engine, chain_id=chain_id, cooloff_s=3600, code_payers=3, budget_wei=None)
+            await guard.record(RevertedSettlement("0x" + "ab" * 32, relayer, _RELAYER, None, gas_wei))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(record())
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_key_past_its_revert_budget_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    relayer = Account.from_key(chain.relayer_key).address
+    _spend_on_reverts(sqlite_url, chain.chain_id, relayer, 2 * 10**15)
+
+    within = run_check(main, chain_env(chain, sqlite_url, X402_RELAYER_REVERT_BUDGET_WEI=str(10**16)))
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_RELAYER_REVERT_BUDGET_WEI=str(10**15)))
+
+    assert (within[0], problems(within[1]), within[1]["revert budget"][0]) == (0, {}, "ok")
+    assert code == 1
+    assert problems(rows) == {
+        "revert budget": f"{relayer} spent 0.002 ETH on reverted settlements in the last hour, its budget of "
+        "0.001 ETH an hour (X402_RELAYER_REVERT_BUDGET_WEI): it sends nothing new until they age out"
+    }

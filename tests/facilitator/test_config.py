@@ -170,3 +170,27 @@ def test_a_private_key_listed_as_a_wallet_factory_is_refused_without_showing_it(
     assert str(refused.value) == (
         "X402_ERC6492_FACTORIES: entry 2 is 32 bytes of hex (a private key?), not a 20-byte address"
     )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("X402_REVERT_COOLOFF_S", "-1"),
+        ("X402_REVERT_COOLOFF_S", "1e9"),
+        ("X402_REVERT_COOLOFF_CODE_PAYERS", "0"),
+        ("X402_RELAYER_REVERT_BUDGET_WEI", "0"),
+        ("X402_RELAYER_REVERT_BUDGET_WEI", str(2**256)),
+    ],
+)
+def test_a_bad_revert_setting_is_a_one_line_mistake(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("X402_RELAYER_KEY", RELAYER_KEY)
+    monkeypatch.setenv(variable, value)
+
+    answered = CliRunner().invoke(main, ["serve"])
+
+    assert answered.exit_code == 2, answered.output
+    assert f"{variable}: " in answered.output and "Traceback" not in answered.output
+    assert len(answered.output.strip().splitlines()) == 1
+    assert not (Path.cwd() / "x402.db").exists()  # nothing was created

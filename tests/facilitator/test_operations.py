@@ -90,7 +90,7 @@ async def test_ready_when_every_check_passes(chain: DevChain, sqlite_url: str, s
         live = await client.get("/healthz")
 
     assert (status, failing) == (200, [])
-    assert set(checks) == {"database", "chain", "relayer"}
+    assert set(checks) == {"database", "chain", "relayer", "revert budget"}
     assert all(check["ok"] for check in checks.values())
     assert live.json()["status"] == "ok"
 

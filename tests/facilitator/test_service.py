@@ -30,15 +30,16 @@ from facilitator import (
 from facilitator._reverted import MAX_SETTLE_ATTEMPTS
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
-from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
 from .payments import (
+    accept_again,
     claim_rows,
     deploy_gas_burning_wallet,
     relayer_address,
     relayer_nonce,
+    settle_while_the_wallet_refuses,
     sign_exact,
     submit_directly,
     transfer_logs_of,
@@ -242,43 +243,14 @@ async def test_success_needs_a_transfer_log_not_just_a_mined_transaction(
     )
 
 
-# The gas-burning wallet's switch: set, it refuses every signature (its owner rotated keys, say).
-_REFUSAL_SLOT, _REFUSE, _ACCEPT = "0x" + "00" * 31 + "01", "0x" + "00" * 31 + "01", "0x" + "00" * 32
-
-
-async def settle_while_the_wallet_refuses(
-    chain: DevChain,
-    service: Facilitator,
-    wallet: str,
-    payload: PaymentPayload,
-    requirements: PaymentRequirements,
-    idempotency_key: str,
-) -> SettleResponse:
-    """Settle `wallet`'s `payload`, the wallet refusing every signature once our transaction is in the pool:
-    the transfer reverts without using the authorization. Automine stays off; `accept_again` undoes both."""
-    chain.rpc.call("evm_setAutomine", [False])
-    settling = asyncio.create_task(service.settle(payload, requirements, idempotency_key=idempotency_key))
-    relayer = relayer_address(chain)
-    await wait_until(
-        lambda: tx_count(chain, relayer, "pending") != tx_count(chain, relayer),
-        what="our transaction in the pool",
-    )
-    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _REFUSE])
-    chain.rpc.call("evm_mine")
-    return await settling
-
-
-def accept_again(chain: DevChain, wallet: str) -> None:
-    """The wallet accepts its owner's signatures again, and every transaction is mined at once again."""
-    chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _ACCEPT])
-    chain.rpc.call("evm_setAutomine", [True])
-
-
 async def wallet_payment(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
-    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment.
+
+    The payer does not cool off after a revert here (`X402_REVERT_COOLOFF_S=0`): these tests are about the
+    authorization's own retries; `test_reverts` covers the cool-off."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0, revert_cooloff_s=0)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
     return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)
