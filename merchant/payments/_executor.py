@@ -40,6 +40,7 @@ from a2a_x402 import (
     RETRYABLE_ERROR_CODES,
     Dialect,
     PaymentCompletedData,
+    PaymentData,
     PaymentErrorCode,
     PaymentFailedData,
     PaymentRejectedData,
@@ -114,7 +115,13 @@ class PaymentExecutor(AgentExecutor):
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         dialect = negotiate_dialect(context.requested_extensions, protocol_version(context.call_context))
-        data = message_payment_data(context.message, dialect) if dialect is not None else None
+        checked = _checked(context)
+        # A payment's message reaches the task without its signature: the payment comes as it was checked.
+        data: PaymentData | None = (
+            checked.payment if checked is not None and checked.offer.task_id == context.task_id else None
+        )
+        if data is None and dialect is not None:
+            data = message_payment_data(context.message, dialect)
         if isinstance(data, PaymentSubmittedData) and dialect is not None:
             await self._take_payment(context, event_queue, data, dialect)
             return
@@ -293,8 +300,8 @@ class PaymentExecutor(AgentExecutor):
         Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
         state read here.
         """
-        checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
-        if isinstance(checked, CheckedOffer) and checked.offer.task_id == task_id:
+        checked = _checked(context)
+        if checked is not None and checked.offer.task_id == task_id:
             return checked.offer
         return await self._offers.get(task_id)
 
@@ -415,6 +422,12 @@ class PaymentExecutor(AgentExecutor):
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
         if self._on_outcome is not None:
             self._on_outcome(tenant_name(tenant), outcome)
+
+
+def _checked(context: RequestContext) -> CheckedOffer | None:
+    """The offer and payment the request handler checked for this request, if it carried a payment."""
+    checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
+    return checked if isinstance(checked, CheckedOffer) else None
 
 
 def _ids(context: RequestContext) -> tuple[str, str]:

@@ -61,7 +61,7 @@ from .._task_reads import forget_task_reads
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
-from ._wire import match_offer, message_payment_data, payload_hash
+from ._wire import match_offer, message_payment_data, payload_hash, strip_signature
 
 __all__ = ["MAX_MESSAGE_BYTES", "PaymentRequestHandler"]
 
@@ -269,7 +269,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
-        call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id)
+        call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id, data)
+        # From here on the message goes into the task's history: without its signature (§11). The executor
+        # takes the payment from the checked offer, and the offer row keeps it whole once it is taken.
+        strip_signature(message, dialect)
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:

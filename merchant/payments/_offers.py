@@ -31,6 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from a2a_x402 import PaymentSubmittedData
 from storage import UtcDateTime, write, write_transaction
 
 from ..webhooks import EventType, Outbox
@@ -159,10 +160,12 @@ class Offer:
 
 @dataclass(frozen=True, slots=True)
 class CheckedOffer:
-    """The offer a payment was checked against, and the id of the task's status message at that moment."""
+    """The offer a payment was checked against, the id of the task's status message at that moment, and
+    the payment as the client sent it: the message the task stores has lost its signature by then."""
 
     offer: Offer
     status_id: str
+    payment: PaymentSubmittedData
 
 
 def _now() -> datetime:
