@@ -188,7 +188,10 @@ class PaymentExecutor(AgentExecutor):
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
         task_id, context_id = _ids(context)
-        await self._offers.advance(task_id, OfferState.REJECTED)
+        if not await self._offers.advance(task_id, OfferState.REJECTED):
+            # The payment was taken first (or the task canceled): the rejection changes nothing, and the
+            # client is answered with the task as it stands.
+            return
         await event_queue.enqueue_event(
             agent_status(
                 task_id,
@@ -275,9 +278,12 @@ class PaymentExecutor(AgentExecutor):
                 (),
             )
             return
-        await self._offers.advance(
-            task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts]
-        )
+        held = [MessageToDict(a) for a in outcome.artifacts]
+        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held):
+            # Someone else decided this payment meanwhile (recovery took the turn for orphaned): never
+            # settle what is no longer ours to settle.
+            logger.warning("task %s: its payment was decided elsewhere during the work", task_id)
+            return
         try:
             await self._settle_and_deliver(
                 context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
@@ -398,16 +404,18 @@ class PaymentExecutor(AgentExecutor):
         log_unpaid(task_id, context.tenant, outcome, error.value, reason, text)
         self._tell(context.tenant, outcome)
         if outcome is PaymentOutcome.REFUSED:
-            await self._offers.advance(
+            if not await self._offers.advance(
                 task_id, OfferState.OFFERED, receipts=stored, error=error.value, event=event
-            )
+            ):
+                return  # decided elsewhere meanwhile: its decider tells the task
             await self._offer_terms(
                 context, event_queue, offer.skill, dialect, error=error, request=offer.request
             )
             return
-        await self._offers.advance(
+        if not await self._offers.advance(
             task_id, OfferState.FAILED, receipts=stored, error=error.value, event=event
-        )
+        ):
+            return  # decided elsewhere meanwhile: its decider tells the task
         await event_queue.enqueue_event(
             agent_status(
                 task_id,

@@ -201,13 +201,29 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             yield event
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        """CancelTask, refused while the task's payment is being taken."""
+        """CancelTask; a priced task is canceled only while it awaits payment.
+
+        The offer moves to `rejected` first, by the same compare-and-set as a payment being taken (from
+        `offered` only): of a cancel and a payment racing, one wins before anything is verified. The
+        loser is refused with the task's true state: a payment being taken or decided is never canceled.
+        """
         offer = await self._offers.get(params.id)
-        if offer is not None and offer.tenant == context.tenant and offer.state in _TAKING_PAYMENT:
+        if offer is None or offer.tenant != context.tenant:
+            return await super().on_cancel_task(params, context)
+        if offer.state is OfferState.OFFERED:
+            if await self._offers.advance(offer.task_id, OfferState.REJECTED):
+                return await super().on_cancel_task(params, context)
+        offer = await self._offers.get(params.id) or offer
+        if offer.state in _TAKING_PAYMENT:
             raise TaskNotCancelableError(
                 message="the task's payment is being settled; it can no longer be canceled"
             )
-        return await super().on_cancel_task(params, context)
+        task = await super().on_get_task(GetTaskRequest(id=params.id, tenant=params.tenant), context)
+        if task is None or task.status.state in _TERMINAL:
+            return await super().on_cancel_task(params, context)  # the SDK's own answer for an ended task
+        raise TaskNotCancelableError(
+            message=f"the task's payment is {offer.state.value}; it can no longer be canceled"
+        )
 
     async def _check_send(
         self, request: SendMessageRequest, call_context: ServerCallContext
