@@ -69,7 +69,15 @@ from .dashboard import (
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
 from .ledger import Ledger
-from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
+from .payments import (
+    Asset,
+    OfferStore,
+    PaymentExecutor,
+    PaymentRecovery,
+    PaymentRequestHandler,
+    Presentations,
+    Pricing,
+)
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, TenantRegistry
@@ -426,6 +434,7 @@ def build_app(
                 inner,
                 pricing=pricing,
                 offers=offers,
+                presentations=Presentations(engine),
                 skill_of=_skill_of,
                 progress_timeout_s=settings.settle_timeout_s,
             )

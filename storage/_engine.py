@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy import event
@@ -13,6 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ._errors import DatabaseUrlError
 
 __all__ = ["DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url", "sqlite_pragmas"]
+
+# aiosqlite logs every statement with its parameters at DEBUG, and those include the payments a merchant
+# keeps (signed authorizations, which anyone could spend): held at INFO, as SQLAlchemy holds its own logger
+# at WARNING, unless an operator set it explicitly.
+_DRIVER_LOGGERS = ("aiosqlite",)
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./x402.db"
 
@@ -63,6 +69,12 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     connection the server closed.
     """
     url = normalize_url(url)
+    # Statement parameters (signed payments among them) never go into an error message or a log line.
+    kwargs.setdefault("hide_parameters", True)
+    for name in _DRIVER_LOGGERS:
+        driver_logger = logging.getLogger(name)
+        if driver_logger.level == logging.NOTSET:
+            driver_logger.setLevel(logging.INFO)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
         event.listen(engine.sync_engine, "connect", sqlite_pragmas)

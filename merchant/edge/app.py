@@ -44,6 +44,7 @@ from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAg
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
 from ._grpc import GrpcEdge
+from ._log_redaction import install_log_redaction
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes, tenant_v0_3_routes
@@ -147,6 +148,7 @@ def create_app(
         if card.tenant_extensions is not None
         else None
     )
+    install_log_redaction()
     sdk_handler = DefaultRequestHandler(
         executor,
         task_store,

@@ -10,6 +10,7 @@ from ._executor import PaymentExecutor, SkillResolver
 from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
 from ._offers import Offer, OfferState, OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome
+from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery
@@ -26,6 +27,7 @@ __all__ = [
     "PaymentOutcome",
     "PaymentRecovery",
     "PaymentRequestHandler",
+    "Presentations",
     "Pricing",
     "SkillResolver",
     "protocol_version",

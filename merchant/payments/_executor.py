@@ -40,6 +40,7 @@ from a2a_x402 import (
     RETRYABLE_ERROR_CODES,
     Dialect,
     PaymentCompletedData,
+    PaymentData,
     PaymentErrorCode,
     PaymentFailedData,
     PaymentRejectedData,
@@ -114,7 +115,13 @@ class PaymentExecutor(AgentExecutor):
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         dialect = negotiate_dialect(context.requested_extensions, protocol_version(context.call_context))
-        data = message_payment_data(context.message, dialect) if dialect is not None else None
+        checked = _checked(context)
+        # A payment's message reaches the task without its signature: the payment comes as it was checked.
+        data: PaymentData | None = (
+            checked.payment if checked is not None and checked.offer.task_id == context.task_id else None
+        )
+        if data is None and dialect is not None:
+            data = message_payment_data(context.message, dialect)
         if isinstance(data, PaymentSubmittedData) and dialect is not None:
             await self._take_payment(context, event_queue, data, dialect)
             return
@@ -181,7 +188,10 @@ class PaymentExecutor(AgentExecutor):
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
         task_id, context_id = _ids(context)
-        await self._offers.advance(task_id, OfferState.REJECTED)
+        if not await self._offers.advance(task_id, OfferState.REJECTED):
+            # The payment was taken first (or the task canceled): the rejection changes nothing, and the
+            # client is answered with the task as it stands.
+            return
         await event_queue.enqueue_event(
             agent_status(
                 task_id,
@@ -268,9 +278,12 @@ class PaymentExecutor(AgentExecutor):
                 (),
             )
             return
-        await self._offers.advance(
-            task_id, OfferState.SETTLING, held_artifacts=[MessageToDict(a) for a in outcome.artifacts]
-        )
+        held = [MessageToDict(a) for a in outcome.artifacts]
+        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held):
+            # Someone else decided this payment meanwhile (recovery took the turn for orphaned): never
+            # settle what is no longer ours to settle.
+            logger.warning("task %s: its payment was decided elsewhere during the work", task_id)
+            return
         try:
             await self._settle_and_deliver(
                 context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
@@ -293,8 +306,8 @@ class PaymentExecutor(AgentExecutor):
         Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
         state read here.
         """
-        checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
-        if isinstance(checked, CheckedOffer) and checked.offer.task_id == task_id:
+        checked = _checked(context)
+        if checked is not None and checked.offer.task_id == task_id:
             return checked.offer
         return await self._offers.get(task_id)
 
@@ -391,16 +404,18 @@ class PaymentExecutor(AgentExecutor):
         log_unpaid(task_id, context.tenant, outcome, error.value, reason, text)
         self._tell(context.tenant, outcome)
         if outcome is PaymentOutcome.REFUSED:
-            await self._offers.advance(
+            if not await self._offers.advance(
                 task_id, OfferState.OFFERED, receipts=stored, error=error.value, event=event
-            )
+            ):
+                return  # decided elsewhere meanwhile: its decider tells the task
             await self._offer_terms(
                 context, event_queue, offer.skill, dialect, error=error, request=offer.request
             )
             return
-        await self._offers.advance(
+        if not await self._offers.advance(
             task_id, OfferState.FAILED, receipts=stored, error=error.value, event=event
-        )
+        ):
+            return  # decided elsewhere meanwhile: its decider tells the task
         await event_queue.enqueue_event(
             agent_status(
                 task_id,
@@ -415,6 +430,12 @@ class PaymentExecutor(AgentExecutor):
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
         if self._on_outcome is not None:
             self._on_outcome(tenant_name(tenant), outcome)
+
+
+def _checked(context: RequestContext) -> CheckedOffer | None:
+    """The offer and payment the request handler checked for this request, if it carried a payment."""
+    checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
+    return checked if isinstance(checked, CheckedOffer) else None
 
 
 def _ids(context: RequestContext) -> tuple[str, str]:

@@ -49,6 +49,7 @@ from a2a_x402 import (
     Dialect,
     ExtensionMetadataError,
     PaymentData,
+    PaymentErrorCode,
     PaymentRejectedData,
     PaymentSubmittedData,
     PaymentVerifiedData,
@@ -59,13 +60,18 @@ from facilitator.wire import PaymentRequired
 from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
+from ._presented import Presentations
 from ._pricing import Pricing
 from ._protocol import protocol_version
-from ._wire import match_offer, message_payment_data, payload_hash
+from ._wire import match_offer, message_payment_data, payload_hash, strip_signature
 
-__all__ = ["MAX_MESSAGE_BYTES", "PaymentRequestHandler"]
+__all__ = ["MAX_MESSAGE_BYTES", "USED_ELSEWHERE", "PaymentRequestHandler"]
 
 MAX_MESSAGE_BYTES = 64 * 1024
+USED_ELSEWHERE = (
+    f"this payment authorization was already presented for another task ({PaymentErrorCode.DUPLICATE_NONCE})"
+)
+"""The refusal of an authorization presented before for another task: its reason, never the payload."""
 _TERMINAL = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -91,12 +97,14 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         *,
         pricing: Pricing,
         offers: OfferStore,
+        presentations: Presentations,
         skill_of: Callable[[Message], str],
         progress_timeout_s: float = 15.0,
     ):
         super().__init__(inner)
         self._pricing = pricing
         self._offers = offers
+        self._presentations = presentations
         self._skill_of = skill_of
         self._progress_timeout_s = progress_timeout_s
 
@@ -193,13 +201,29 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             yield event
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        """CancelTask, refused while the task's payment is being taken."""
+        """CancelTask; a priced task is canceled only while it awaits payment.
+
+        The offer moves to `rejected` first, by the same compare-and-set as a payment being taken (from
+        `offered` only): of a cancel and a payment racing, one wins before anything is verified. The
+        loser is refused with the task's true state: a payment being taken or decided is never canceled.
+        """
         offer = await self._offers.get(params.id)
-        if offer is not None and offer.tenant == context.tenant and offer.state in _TAKING_PAYMENT:
+        if offer is None or offer.tenant != context.tenant:
+            return await super().on_cancel_task(params, context)
+        if offer.state is OfferState.OFFERED:
+            if await self._offers.advance(offer.task_id, OfferState.REJECTED):
+                return await super().on_cancel_task(params, context)
+        offer = await self._offers.get(params.id) or offer
+        if offer.state in _TAKING_PAYMENT:
             raise TaskNotCancelableError(
                 message="the task's payment is being settled; it can no longer be canceled"
             )
-        return await super().on_cancel_task(params, context)
+        task = await super().on_get_task(GetTaskRequest(id=params.id, tenant=params.tenant), context)
+        if task is None or task.status.state in _TERMINAL:
+            return await super().on_cancel_task(params, context)  # the SDK's own answer for an ended task
+        raise TaskNotCancelableError(
+            message=f"the task's payment is {offer.state.value}; it can no longer be canceled"
+        )
 
     async def _check_send(
         self, request: SendMessageRequest, call_context: ServerCallContext
@@ -262,14 +286,28 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             raise InvalidParamsError(message="the payment does not match the terms offered for this task")
         payload, _ = matched
         if used is not None and used.task_id != task.id:
-            raise InvalidParamsError(message="this payment authorization was already used for another task")
+            raise InvalidParamsError(message=USED_ELSEWHERE)
         if offer.state is not OfferState.OFFERED:
             if offer.payload_hash != payload_hash(payload):
                 raise InvalidParamsError(
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
-        call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id)
+        # Bound to this task before anything is verified: an authorization once presented here, whatever
+        # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
+        authorization = payload.payload.authorization
+        owner = await self._presentations.present(
+            payer=authorization.from_address,
+            nonce=authorization.nonce,
+            task_id=task.id,
+            tenant=call_context.tenant,
+        )
+        if owner != (task.id, call_context.tenant):
+            raise InvalidParamsError(message=USED_ELSEWHERE)
+        call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id, data)
+        # From here on the message goes into the task's history: without its signature (§11). The executor
+        # takes the payment from the checked offer, and the offer row keeps it whole once it is taken.
+        strip_signature(message, dialect)
         return data, dialect
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:

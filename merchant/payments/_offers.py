@@ -11,10 +11,12 @@ States::
        ▲           │           │
        └── (fresh terms after a retryable failure)
                    └───────────┴──► failed
-    offered ──► rejected
+    offered ──► rejected   (the client's payment-rejected, or CancelTask)
 
 `working`: a payment was taken for the current terms; it is verified, then the work runs on it.
 `settling`: the work is done (its artifacts held here) and the payment is being settled.
+Every change of state is a compare-and-set on the state it comes from: a rejection or cancel racing a
+payment wins only while the offer is `offered`, before anything is verified, or changes nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from a2a_x402 import PaymentSubmittedData
 from storage import UtcDateTime, write, write_transaction
 
 from ..webhooks import EventType, Outbox
@@ -114,6 +117,16 @@ class OfferState(StrEnum):
 
 
 AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
+_REACHED_FROM: dict[OfferState, tuple[OfferState, ...]] = {
+    OfferState.SETTLING: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.PAID: (OfferState.SETTLING,),
+    OfferState.FAILED: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.OFFERED: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.REJECTED: (OfferState.OFFERED,),
+}
+"""The states each state is reached from by `advance` (`working` is reached by `submit`): every change of
+state is a compare-and-set on them, so a payment being taken or decided is never rejected or canceled,
+and a decided one never changes again, whoever races for it."""
 TOLD_BY = {
     OfferState.PAID: TaskState.TASK_STATE_COMPLETED,
     OfferState.FAILED: TaskState.TASK_STATE_FAILED,
@@ -159,10 +172,12 @@ class Offer:
 
 @dataclass(frozen=True, slots=True)
 class CheckedOffer:
-    """The offer a payment was checked against, and the id of the task's status message at that moment."""
+    """The offer a payment was checked against, the id of the task's status message at that moment, and
+    the payment as the client sent it: the message the task stores has lost its signature by then."""
 
     offer: Offer
     status_id: str
+    payment: PaymentSubmittedData
 
 
 def _now() -> datetime:
@@ -187,7 +202,8 @@ _FOR_PAYMENT = sa.select(offers_table).where(
 # UPDATE without `.values()` sets the columns its parameters name), and each set of columns is compiled
 # once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
 _UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
-_UPDATE_RETURNING_TENANT = _UPDATE.returning(offers_table.c.tenant)
+_ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
+_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant)
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
     offers_table.c.round == sa.bindparam("_round"),
@@ -204,14 +220,16 @@ _SETTABLE = frozenset(offers_table.c.keys()) - {"task_id", "state", "updated_at"
 
 
 def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[str, Any]:
-    """The parameters of `_UPDATE` moving the task's offer to `state` with `values`.
+    """The parameters of `_ADVANCE` moving the task's offer to `state` with `values`, from the states
+    `state` is reached from.
 
     A statement built once sets whatever columns its parameters name and ignores any other name, so a
     name that is not a column the caller may set is refused here rather than silently not written.
     """
     if unknown := values.keys() - _SETTABLE:
         raise TypeError(f"not a settable column of payment_offers: {', '.join(sorted(unknown))}")
-    return {"_task_id": task_id, **values, "state": state.value, "updated_at": _now()}
+    reached_from = [previous.value for previous in _REACHED_FROM[state]]
+    return {"_task_id": task_id, "_from": reached_from, **values, "state": state.value, "updated_at": _now()}
 
 
 def _offer(row: sa.Row[Any]) -> Offer:
@@ -350,17 +368,20 @@ class OfferStore:
         *,
         event: tuple[EventType, dict[str, Any]] | None = None,
         **values: Any,
-    ) -> None:
-        """Move the offer to `state`, recording `values` (receipts, held artifacts, error).
+    ) -> bool:
+        """Move the offer to `state`, recording `values` (receipts, held artifacts, error), if it is in a
+        state `state` is reached from (`_REACHED_FROM`): whether it moved. An offer that did not move
+        was moved by someone else first (a rejection, a cancel, another replica's recovery); its state
+        says what happened.
 
         `event` (a billing webhook event type and its data) is written to the outbox in the same
-        transaction, so the change and its notification are never separated by a crash.
+        transaction, only if the offer moved, so the change and its notification are never separated by a
+        crash.
         """
         if event is None or self._events is None:
-            await self._write_one(_UPDATE, _changes(task_id, state, values))
-            return
+            return await self._write_one(_ADVANCE, _changes(task_id, state, values)) == 1
         async with write_transaction(self._engine) as connection:
-            await self.advance_in(connection, task_id, state, event=event, **values)
+            return await self.advance_in(connection, task_id, state, event=event, **values)
 
     async def advance_in(
         self,
@@ -370,14 +391,16 @@ class OfferStore:
         *,
         event: tuple[EventType, dict[str, Any]] | None = None,
         **values: Any,
-    ) -> None:
+    ) -> bool:
         """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
         changes = _changes(task_id, state, values)
         if event is None or self._events is None:
-            await connection.execute(_UPDATE, changes)
-            return
-        tenant = (await connection.execute(_UPDATE_RETURNING_TENANT, changes)).scalar_one()
+            return (await connection.execute(_ADVANCE, changes)).rowcount == 1
+        tenant = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).scalar_one_or_none()
+        if tenant is None:
+            return False
         await self._events.record_event(connection, tenant, event[0], event[1])
+        return True
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
         """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""

@@ -227,7 +227,8 @@ class PaymentRecovery:
 
     async def _fail(self, offer: Offer, code: PaymentErrorCode, text: str) -> None:
         receipts = tuple(SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r))
-        await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value)
+        if not await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value):
+            return  # its owner decided it meanwhile, and tells the task
         await self._update_task(
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )

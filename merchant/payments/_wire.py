@@ -10,8 +10,17 @@ from typing import cast
 
 import orjson
 from a2a.types import Message, Part, Role, TaskState, TaskStatus, TaskStatusUpdateEvent
+from google.protobuf.struct_pb2 import Struct
 
-from a2a_x402 import Dialect, PaymentData, X402PaymentPayload, decode, encode
+from a2a_x402 import (
+    EXTENSION_URI,
+    FLAT_KEY_PREFIX,
+    Dialect,
+    PaymentData,
+    X402PaymentPayload,
+    decode,
+    encode,
+)
 from facilitator.wire import (
     PaymentPayload,
     PaymentRequired,
@@ -31,8 +40,11 @@ __all__ = [
     "message_payment_data",
     "payload_hash",
     "receipt_for",
+    "strip_signature",
     "terms_for",
 ]
+
+_SIGNATURE = "signature"
 
 
 def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentData | None:
@@ -46,6 +58,27 @@ def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentDa
     # The Struct itself (a Mapping at run time, not in its stubs), not `MessageToDict` of all of it: only the
     # extension's own values are read, each converted once.
     return decode(cast("Mapping[str, object]", message.metadata), dialect)
+
+
+def strip_signature(message: Message, dialect: Dialect) -> None:
+    """Remove the signature of the payment a client message carries, in place (`payload.payload.signature`).
+
+    A signed authorization is a bearer instrument until it is settled or expires: whoever reads it can
+    present it. The message is stored in the task's history and shown to anyone who reads the task, so
+    it is kept there without its signature (specification §11); the merchant keeps the whole payment in
+    its offer row. The payment was decoded (and checked) before: here the shape is known to be valid.
+    """
+    path = ("payload", "payload") if dialect is Dialect.V03 else ("payload",)
+    key = EXTENSION_URI if dialect is Dialect.V03 else FLAT_KEY_PREFIX + "payload"
+    if not message.HasField("metadata") or key not in message.metadata:
+        return
+    signed = message.metadata[key]
+    for name in path:
+        if not isinstance(signed, Struct) or name not in signed:
+            return
+        signed = signed[name]
+    if isinstance(signed, Struct) and _SIGNATURE in signed:
+        del signed[_SIGNATURE]
 
 
 def agent_status(

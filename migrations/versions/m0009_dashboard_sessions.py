@@ -6,7 +6,7 @@ ends every session without the table holding anything derived from the token alo
 at log-out and expires after the session TTL; expired and revoked rows are deleted at later log-ins.
 
 Revision ID: m0009
-Revises: m0006
+Revises: m0008
 Create Date: 2026-12-04
 """
 
@@ -18,7 +18,7 @@ from alembic import op
 from storage import UtcDateTime
 
 revision = "m0009"
-down_revision = "m0006"
+down_revision = "m0008"
 branch_labels = None
 depends_on = None
 

@@ -21,6 +21,7 @@ from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
 from facilitator.wire import PaymentPayload, PaymentRequirements
 from merchant.payments import OfferStore
+from merchant.payments._handler import USED_ELSEWHERE
 from merchant.payments._wire import payload_hash
 from payer import sign_payment
 from storage import create_engine
@@ -203,7 +204,7 @@ async def test_payment_already_settled_for_an_earlier_task(
         wire.send(payment_message(task["id"], replayed)),
         wire,
         "INVALID_PARAMS",
-        "this payment authorization was already used for another task",
+        USED_ELSEWHERE,
     )
 
     await assert_unchanged(wire, task)

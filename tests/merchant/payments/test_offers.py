@@ -3,6 +3,7 @@ told only by the final task state that tells its outcome."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC
 from typing import Any
 
@@ -24,6 +25,12 @@ async def _offer(store: OfferStore, task_id: str = "task-1") -> bool:
         dialect="v0.3",
         required=TERMS,
         request={"messageId": "m-1"},
+    )
+
+
+async def _take(store: OfferStore, task_id: str = "task-1", nonce: str = "0x01") -> None:
+    assert await store.submit(
+        task_id, round_=1, payer="0xPayer", nonce=nonce, payload={}, payload_hash="h", accepted={}
     )
 
 
@@ -68,7 +75,9 @@ async def test_the_moment_a_payment_was_taken_is_kept_until_fresh_terms_come(eng
 async def test_an_offer_is_told_only_by_the_state_that_tells_its_outcome(engine: AsyncEngine) -> None:
     store = OfferStore(engine)
     await _offer(store)
-    await store.advance("task-1", OfferState.PAID, receipts=[])
+    await _take(store)
+    assert await store.advance("task-1", OfferState.SETTLING)
+    assert await store.advance("task-1", OfferState.PAID, receipts=[])
 
     await store.told("task-1", TaskState.TASK_STATE_FAILED)  # the SDK failed the task: not told
     await store.told("task-1", TaskState.TASK_STATE_WORKING)
@@ -113,3 +122,74 @@ async def test_a_change_naming_no_settable_column_is_refused_and_writes_nothing(
         await store.advance("task-1", OfferState.SETTLING, **values)
 
     assert await store.get("task-1") == before
+
+
+# -- every change of state is a compare-and-set ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        (OfferState.SETTLING,),
+        (OfferState.SETTLING, OfferState.PAID),
+        (OfferState.FAILED,),
+        (OfferState.SETTLING, OfferState.FAILED),
+    ],
+)
+async def test_a_payment_taken_or_decided_is_never_rejected(
+    engine: AsyncEngine, path: tuple[OfferState, ...]
+) -> None:
+    store = OfferStore(engine)
+    await _offer(store)
+    await _take(store)
+    for state in path:
+        assert await store.advance("task-1", state)
+    before = await store.get("task-1")
+
+    assert not await store.advance("task-1", OfferState.REJECTED)
+    assert not await _offer(store)  # nor offered terms again
+
+    assert await store.get("task-1") == before
+
+
+async def test_a_decided_offer_never_changes_its_outcome(engine: AsyncEngine) -> None:
+    store = OfferStore(engine)
+    await _offer(store)
+    assert await store.advance("task-1", OfferState.REJECTED)
+    rejected = await store.get("task-1")
+
+    for state in (OfferState.SETTLING, OfferState.PAID, OfferState.FAILED, OfferState.OFFERED):
+        assert not await store.advance("task-1", state, error="SETTLEMENT_FAILED")
+    assert (
+        await store.submit(
+            "task-1", round_=1, payer="0xPayer", nonce="0x01", payload={}, payload_hash="h", accepted={}
+        )
+        is None
+    )
+
+    assert await store.get("task-1") == rejected
+
+
+async def test_of_a_rejection_and_a_payment_racing_one_wins(engine: AsyncEngine) -> None:
+    for round_ in range(20):
+        task_id = f"task-{round_}"
+        store = OfferStore(engine)
+        await _offer(store, task_id)
+
+        rejected, taken = await asyncio.gather(
+            store.advance(task_id, OfferState.REJECTED),
+            store.submit(
+                task_id,
+                round_=1,
+                payer="0xPayer",
+                nonce=f"0x{round_}",
+                payload={},
+                payload_hash="h",
+                accepted={},
+            ),
+        )
+
+        offer = await store.get(task_id)
+        assert offer is not None
+        assert rejected != (taken is not None), round_
+        assert offer.state is (OfferState.REJECTED if rejected else OfferState.WORKING)

@@ -1,4 +1,5 @@
-"""The offer store's table definition and the migrations (m0003 to m0005) describe the same table."""
+"""The offer store's tables and the migrations (m0003 to m0008) describe the same tables: `payment_offers`
+and `payment_presentations`."""
 
 from __future__ import annotations
 
