@@ -63,6 +63,7 @@ __all__ = [
     "ResolvedCard",
     "card_document_url",
     "resolve_card",
+    "unreachable_reason",
 ]
 
 
@@ -246,7 +247,7 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
                 chunks.append(chunk)
     except httpx.TransportError as exc:  # no answer: nothing is wrong with a card nobody served
         raise MerchantUnreachableError(
-            f"the merchant could not be reached at {url} ({_unreachable_reason(exc)}): "
+            f"the merchant could not be reached at {url} ({unreachable_reason(exc)}): "
             "check the URL and that it runs"
         ) from exc
     except httpx.HTTPError as exc:
@@ -254,7 +255,7 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     return b"".join(chunks)
 
 
-def _unreachable_reason(exc: BaseException) -> str:
+def unreachable_reason(exc: BaseException) -> str:
     """A short reason a request got no answer (``connection refused``): the first OS error among its causes.
 
     httpx says only "All connection attempts failed" for a closed port, and its exceptions' reprs are no
