@@ -94,7 +94,13 @@ class Server(uvicorn.Server):
                 if captured:
                     self.stopped_by = signal.Signals(captured[-1])
                     captured.clear()
-        if self.stopped_by is not None:
+        if self.stopped_by is None:
+            return
+        if self.force_exit:  # a second Ctrl-C: uvicorn stopped waiting for the requests in flight
+            logging.getLogger(self.name).warning(
+                "%s stopped by a second %s: requests in flight were cut off", self.name, self.stopped_by.name
+            )
+        else:
             logging.getLogger(self.name).info(
                 "%s stopped by %s: requests in flight were finished", self.name, self.stopped_by.name
             )

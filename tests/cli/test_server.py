@@ -4,11 +4,14 @@ logged traceback and exit status 3."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import httpx
 import pytest
@@ -127,3 +130,45 @@ def test_a_signal_stops_the_server_gracefully_in_one_line_with_exit_0_after_its_
     assert server.returncode == 0
     assert err == f"INFO x402-test x402-test stopped by {sig.name}: requests in flight were finished\n"
     assert "Aborted!" not in out + err
+
+
+def test_a_second_ctrl_c_cuts_the_requests_in_flight_off_and_says_so() -> None:
+    server = subprocess.Popen(  # noqa: S603 - a fixed script
+        [sys.executable, "-c", _STOPPABLE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        # A request that would take far longer than the test: only the second Ctrl-C ends the server.
+        url = f"http://127.0.0.1:{port}/slow?s=600"
+        request = threading.Thread(target=_cut_off, args=(url,), daemon=True)
+        request.start()
+        assert server.stdout.readline() == "in flight\n"
+        server.send_signal(signal.SIGINT)
+        # Two signals sent at once may arrive as one: the second goes once the first closed the listener.
+        _wait_refused(port)
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    # The cut-off requests' cancellations follow in uvicorn's words; the stop is said once, first.
+    assert server.returncode == 0
+    stops = [line for line in err.splitlines() if "stopped by" in line]
+    said = "x402-test stopped by a second SIGINT: requests in flight were cut off"
+    assert stops == [f"WARNING x402-test {said}"]
+    assert "Aborted!" not in err
+
+
+def _cut_off(url: str) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.get(url, timeout=60)
+
+
+def _wait_refused(port: int) -> None:
+    for _ in range(6000):  # up to a minute
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"port {port} still accepts connections")
