@@ -112,3 +112,22 @@ async def test_normal_traffic_logs_no_error_and_no_traceback(
     facilitator_lines = [json.loads(line) for line in facilitator_log.splitlines() if line.strip()]
     for lines, name in ((merchant_lines, "x402-merchant"), (facilitator_lines, "x402-facilitator")):
         assert lines[-1]["message"] == f"{name} stopped by SIGTERM: requests in flight were finished"
+
+
+async def test_a_merchant_settling_in_process_logs_no_error_under_normal_traffic(
+    chain: DevChain, postgres_url: str, tmp_path: Path
+) -> None:
+    with merchant_processes(chain, postgres_url, tmp_path) as processes:
+        merchant = await processes.start(log_format="json")
+        async with merchant.http() as http:
+            states = {
+                binding: await _normal_traffic(MerchantWire(http, binding), chain) for binding in BINDINGS
+            }
+        merchant.stop()
+
+    assert all(found[0] == "TASK_STATE_COMPLETED" for found in states.values()), states
+    merchant_log = merchant.log_path.read_text()
+    assert _bad_lines(merchant_log) == []
+    merchant_lines = [json.loads(line) for line in merchant_log.splitlines() if line.strip()]
+    assert [line.get("outcome") for line in merchant_lines].count("settled") == len(BINDINGS)
+    assert merchant_lines[-1]["message"].endswith("stopped by SIGTERM: requests in flight were finished")
