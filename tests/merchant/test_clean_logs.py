@@ -1,6 +1,7 @@
 """No ERROR line under normal traffic: a merchant and its facilitator, as real processes, serve paid,
 refused (insufficient funds, a bad signature), repeated (a payment presented again to its finished task)
-and canceled payments over JSON-RPC and HTTP+JSON; their whole logs hold no ERROR line and no traceback.
+and canceled payments over JSON-RPC and HTTP+JSON (a merchant settling in process too, and a whole run of
+the conformance kit, gRPC included); their whole logs hold no ERROR line and no traceback.
 
 Refusals are WARNING lines (the client did something the protocol refuses, the operator may want to know);
 an ERROR line is for the operator to act on, and nothing here needs acting on.
@@ -22,6 +23,8 @@ from tests.faults.processes import merchant_processes
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_message, rejection_message
+from tests.fixtures.servers import free_port
+from x402_a2a_conformance import KitSettings, render_console, run_conformance
 
 from .payments.flows import offer
 
@@ -131,3 +134,19 @@ async def test_a_merchant_settling_in_process_logs_no_error_under_normal_traffic
     merchant_lines = [json.loads(line) for line in merchant_log.splitlines() if line.strip()]
     assert [line.get("outcome") for line in merchant_lines].count("settled") == len(BINDINGS)
     assert merchant_lines[-1]["message"].endswith("stopped by SIGTERM: requests in flight were finished")
+
+
+async def test_a_whole_conformance_run_logs_no_error(
+    chain: DevChain, postgres_url: str, tmp_path: Path
+) -> None:
+    """The kit's run, every binding (gRPC too) and both A2A versions, refusals and repeats by the dozen: the
+    run issue 28 counted 12 ERROR tracebacks in."""
+    with merchant_processes(chain, postgres_url, tmp_path) as processes:
+        merchant = await processes.start(log_format="json", grpc_port=free_port())
+        settings = KitSettings(merchant.base_url, chain.rpc_url, chain.new_payer(), concurrency=4)
+        report = await run_conformance(settings)
+        merchant.stop()
+
+    assert report.ok, render_console(report)
+    assert {result.target.split()[0] for result in report.results} >= {"JSONRPC", "HTTP+JSON", "GRPC"}
+    assert _bad_lines(merchant.log_path.read_text()) == []
