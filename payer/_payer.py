@@ -62,7 +62,7 @@ from a2a_x402 import (
 from agentcard import CardVerifier, JwksCache
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
 
-from ._card import Binding, ResolvedCard, resolve_card
+from ._card import Binding, ResolvedCard, resolve_card, unreachable_reason
 from ._errors import (
     InsufficientFundsError,
     MerchantError,
@@ -271,7 +271,7 @@ class Payer:
             async for stage in self._send(SendMessageRequest(message=user_message(request)), view, streaming):
                 yield stage
         except A2AClientError as exc:
-            raise MerchantUnreachableError(f"sending the request failed: {exc}") from exc
+            raise MerchantUnreachableError(f"sending the request failed: {_client_failure(exc)}") from exc
         except A2AError as exc:
             raise MerchantError(f"the merchant refused the request: {exc}") from exc
         run = _RunState()
@@ -466,3 +466,11 @@ def _copy_status(status: TaskStatus) -> TaskStatus:
     copy = TaskStatus()
     copy.CopyFrom(status)
     return copy
+
+
+def _client_failure(exc: A2AClientError) -> str:
+    """The SDK's client error in words: a request that got no answer says so and why (the SDK's own text
+    is "Network communication error: " and httpx's, "All connection attempts failed" for a closed port)."""
+    if isinstance(exc.__cause__, httpx.TransportError):
+        return f"the merchant could not be reached ({unreachable_reason(exc.__cause__)})"
+    return str(exc)

@@ -5,8 +5,10 @@
 It prints each task state as it changes, the payment it signs, the settlement transaction, and the
 artifacts (text parts as text, data parts as JSON). A refusal or failure goes to stderr as
 ``Error: <code>: <message>`` with exit status 1; a mistake (an option, a key, a --card-url that is no http(s)
-URL) is one line, exit status 2, before any request. A payer whose balance is below the price stops at the
-merchant's first refusal (``insufficient_funds``): signing again cannot cure it.
+URL) is one line, exit status 2, before any request; a merchant that could not be reached before anything was
+signed (``merchant_unreachable``) exits with status 69 (``EX_UNAVAILABLE``): trying again later is safe. A
+payer whose balance is below the price stops at the merchant's first refusal (``insufficient_funds``):
+signing again cannot cure it.
 
 The merchant's Agent Card signature is checked under ``--card-policy``: ``warn`` (default) reports an
 unsigned or failing card and pays on, ``require`` refuses such a card before anything is signed, ``off``
@@ -45,12 +47,19 @@ from agentcard import (
 )
 
 from ._card import Binding, card_document_url
-from ._errors import CardError, PayerError, UntrustedCardError
+from ._errors import CardError, MerchantUnreachableError, PayerError, UntrustedCardError
 from ._payer import Payer
 from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
 
 __all__ = ["main"]
+
+
+class _Unavailable(click.ClickException):
+    """No merchant answered and nothing was signed: another try later is safe (sysexits' EX_UNAVAILABLE)."""
+
+    exit_code = os.EX_UNAVAILABLE
+
 
 _DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
 _HTTP_TIMEOUT_S = 60.0
@@ -290,7 +299,10 @@ def main(
         where = f" (task {exc.task_id})" if exc.task_id else ""
         signed = "a payment was signed" if exc.signed else "nothing was signed"
         hint = _jku_hint(exc.verification, allow_insecure_jku) if isinstance(exc, UntrustedCardError) else ""
-        raise click.ClickException(f"{exc.code}: {exc}{where}; {signed}{hint}") from exc
+        message = f"{exc.code}: {exc}{where}; {signed}{hint}"
+        if isinstance(exc, MerchantUnreachableError) and not exc.signed:
+            raise _Unavailable(message) from exc
+        raise click.ClickException(message) from exc
     except ValueError as exc:  # a key, URL or option value that cannot be used
         raise cli.ConfigError(str(exc)) from exc
     _print_result(result)

@@ -1,8 +1,10 @@
 """``x402-a2a-conformance``: check a merchant against the A2A x402 extension specification.
 
-Exit status: 0 when every MUST check passed, 1 when one failed, 2 for a usage error. The payer's key is
-read from ``--payer-key-file`` or the ``X402_PAYER_KEY`` environment variable, never from the command line
-(where it would be in the shell's history and the process list).
+Exit status: 0 when every MUST check passed, 1 when one failed, 2 for a usage error or a setup the kit
+refuses before paying anything (a chain or merchant that does not answer, no usable payer key), in one line.
+The payer's key is read as ``x402-pay`` reads it, from ``--payer-key-file``, the ``X402_PAYER_KEY``
+environment variable or else the first of ``X402_PAYER_KEYS`` (what ``x402-devchain --export`` sets), never
+from the command line (where it would be in the shell's history and the process list).
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import NoReturn
 
 from eth_account import Account
 
 from ._render import render_console, render_json, render_junit, render_markdown
 from ._runner import KitSettings, run_conformance
+from ._setup import SetupError, check_setup
 
 __all__ = ["main"]
 
 _KEY_VARIABLE = "X402_PAYER_KEY"
+_KEYS_VARIABLE = "X402_PAYER_KEYS"
+_PROG = "x402-a2a-conformance"
 
 
 def _version() -> str:
@@ -34,14 +40,16 @@ def _version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="x402-a2a-conformance",
+        prog=_PROG,
         description="Check an A2A merchant against the x402 payment extension (spec/v0.3.md), black-box.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s, version {_version()}")
     parser.add_argument("merchant", help="the merchant's Agent Card URL, or its base URL")
     parser.add_argument("--rpc-url", required=True, help="JSON-RPC URL of the chain the merchant settles on")
     parser.add_argument(
-        "--payer-key-file", type=Path, help=f"file holding the funded payer's key (else ${_KEY_VARIABLE})"
+        "--payer-key-file",
+        type=Path,
+        help=f"file holding the payer's key (else ${_KEY_VARIABLE}, else the first of ${_KEYS_VARIABLE})",
     )
     parser.add_argument(
         "--max-amount", type=int, default=1_000_000, help="most the kit signs per payment (atomic units)"
@@ -59,21 +67,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _key(parser: argparse.ArgumentParser, path: Path | None) -> str:
-    try:
-        key = (
-            path.read_text(encoding="utf-8").strip()
-            if path is not None
-            else os.environ.get(_KEY_VARIABLE, "").strip()
-        )
-    except OSError as error:
-        parser.error(f"cannot read the payer key file: {error.strerror}")
+def _refuse(message: str) -> NoReturn:
+    """One line on stderr and exit 2: the kit's own setup is wrong, nothing was paid."""
+    sys.stderr.write(f"{_PROG}: error: {message}\n")
+    raise SystemExit(2)
+
+
+def _key(path: Path | None) -> str:
+    if path is not None:
+        try:
+            key = path.read_text(encoding="utf-8").strip()
+        except OSError as error:
+            _refuse(f"cannot read the payer key file {path}: {(error.strerror or 'unreadable').lower()}")
+    else:
+        key = os.environ.get(_KEY_VARIABLE, "").strip()
+        key = key or os.environ.get(_KEYS_VARIABLE, "").split(",")[0].strip()
     if not key:
-        parser.error(f"no payer key: give --payer-key-file or set {_KEY_VARIABLE}")
+        _refuse(f"no payer key: give --payer-key-file or set {_KEY_VARIABLE} (or {_KEYS_VARIABLE})")
     try:
         Account.from_key(key)
     except (ValueError, TypeError):
-        parser.error("the payer key is not a valid secp256k1 private key")
+        _refuse("the payer key is not a valid secp256k1 private key (32 bytes of hex)")
     return key
 
 
@@ -86,13 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = KitSettings(
         merchant_url=options.merchant,
         rpc_url=options.rpc_url,
-        payer_key=_key(parser, options.payer_key_file),
+        payer_key=_key(options.payer_key_file),
         max_amount=options.max_amount,
         timeout_s=options.timeout,
         max_bytes=options.max_bytes,
         concurrency=options.concurrency,
         only=frozenset(options.only),
     )
+    try:
+        asyncio.run(check_setup(settings.merchant_url, settings.rpc_url, timeout_s=settings.timeout_s))
+    except SetupError as error:
+        _refuse(str(error))
     report = asyncio.run(run_conformance(settings))
     for path, render in (
         (options.json, render_json),

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import cli
-from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of
+from merchant.tenants import TenantConfigError, TenantRegistry, UnknownTenantError, tenant_id_of, tenant_name
 from storage import (
     DEFAULT_DATABASE_URL,
     DatabaseUnavailableError,
@@ -50,7 +50,7 @@ _TENANT_HELP = "tenant id, as in the billing API's /tenants/<id> (default: the d
 
 
 class LedgerSettings(BaseSettings):
-    """Where the ledger lives (`X402_DATABASE_URL`)."""
+    """Where the ledger lives (`X402_DATABASE_URL`), its tenants, and the token it writes for people."""
 
     model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
 
@@ -60,6 +60,19 @@ class LedgerSettings(BaseSettings):
     tenants_file: str | None = Field(
         default=None, description="the tenants TOML naming the configured tenants"
     )
+    asset: str | None = Field(default=None, description="the token the merchant is paid in (its address)")
+    asset_name: str = Field(default="USDC", description="that token's name, shown beside its amounts")
+    asset_decimals: int = Field(default=6, ge=0, le=36, description="that token's decimals")
+
+    def display(self, asset: str, atomic: int) -> str:
+        """`atomic` units of `asset` as people read them (`0.001500 USDC`), or `—` for a token whose decimals
+        the settings do not give."""
+        if self.asset is None or asset.lower() != self.asset.lower():
+            return "—"
+        sign = "-" if atomic < 0 else ""
+        whole, fraction = divmod(abs(atomic), 10**self.asset_decimals)
+        amount = f"{whole:,}.{fraction:0{self.asset_decimals}d}" if self.asset_decimals else f"{whole:,}"
+        return f"{sign}{amount} {self.asset_name}"
 
 
 class _UtcTime(click.ParamType[datetime, str | datetime]):
@@ -119,7 +132,8 @@ def ledger_cli() -> None:
 @click.option("--asset", default=None, help="only this token contract address")
 @click.option("--format", "output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def balance(name: str, asset: str | None, output: str) -> None:
-    """The tenant's revenue per network and asset, in atomic units."""
+    """The tenant's revenue per network and asset: as people read it (X402_ASSET's, with X402_ASSET_NAME and
+    X402_ASSET_DECIMALS) and in atomic units."""
 
     async def action(engine: AsyncEngine) -> tuple[str, list[Balance]]:
         tenant = await _tenant(engine, name)
@@ -127,11 +141,13 @@ def balance(name: str, asset: str | None, output: str) -> None:
 
     tenant, balances = _run(action)
     if output == "json":
-        click.echo(balances_json(tenant, balances))
+        click.echo(balances_json(tenant_name(tenant), balances))
         return
-    click.echo(f"{'network':<16} {'asset':<42} {'balance':>24}")
+    settings = cli.load_settings(LedgerSettings)
+    click.echo(f"{'network':<16} {'asset':<42} {'balance':>24} {'atomic units':>32}")
     for item in balances:
-        click.echo(f"{item.network:<16} {item.asset:<42} {item.balance:>24}")
+        shown = settings.display(item.asset, item.balance)
+        click.echo(f"{item.network:<16} {item.asset:<42} {shown:>24} {item.balance:>32}")
 
 
 @ledger_cli.command()
@@ -148,7 +164,7 @@ def statement(name: str, since: datetime | None, until: datetime | None, output:
 
     tenant, lines = _run(action)
     if output == "json":
-        click.echo(statement_json(tenant, lines, since=since, until=until))
+        click.echo(statement_json(tenant_name(tenant), lines, since=since, until=until))
     else:
         click.echo(statement_csv(lines), nl=False)
 

@@ -65,7 +65,7 @@ from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome, log_unpaid, tenant_name
+from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid, tenant_name
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._settling import Settler
@@ -244,14 +244,14 @@ class PaymentExecutor(AgentExecutor):
             )
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
-            message = verification.invalid_message or reason
+            code = error_code_for_reason(reason)
             await self._fail(
                 context,
                 event_queue,
                 offer,
                 dialect,
-                error_code_for_reason(reason),
-                f"Payment verification failed: {message}",
+                code,
+                failure_text("Payment verification", code, reason, verification.invalid_message),
                 (),
                 reason=reason,
             )
@@ -358,7 +358,7 @@ class PaymentExecutor(AgentExecutor):
                 offer,
                 dialect,
                 error_code_for_reason(reason),
-                f"Settlement failed: {response.error_message or reason}",
+                failure_text("Settlement", error_code_for_reason(reason), reason, response.error_message),
                 tuple(receipts),
                 reason=reason,
                 event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),

@@ -12,9 +12,12 @@ import logging
 from collections.abc import Callable
 from enum import StrEnum
 
+from a2a_x402 import RETRYABLE_ERROR_CODES, PaymentErrorCode
+from facilitator.wire import Reason
+
 from ..tenants import DEFAULT_TENANT_SEGMENT
 
-__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "tenant_name"]
+__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text", "tenant_name"]
 
 logger = logging.getLogger("merchant.payments")
 
@@ -34,6 +37,32 @@ OutcomeListener = Callable[[str, PaymentOutcome], None]
 def tenant_name(tenant: str) -> str:
     """The tenant as logs and metrics name it: the default tenant (`""`) is `default`, as in its URLs."""
     return tenant or DEFAULT_TENANT_SEGMENT
+
+
+# Reasons a verification or settlement gives when it was not made at all: the node or the facilitator
+# did not answer, or failed unexpectedly. Their messages are the facilitator's own ("…; try again", meant
+# for a caller holding the idempotency key, or an exception's text), not words for the payer.
+_NOT_MADE = frozenset({Reason.UNEXPECTED_SETTLE_ERROR, Reason.UNEXPECTED_VERIFY_ERROR})
+_AGAIN = {
+    PaymentErrorCode.INSUFFICIENT_FUNDS: "fund the payer, then pay the new terms",
+    PaymentErrorCode.EXPIRED_PAYMENT: "sign the new terms and pay again",
+}
+_ENDED = "nothing was charged; this task has ended: send the request again{when} for new terms"
+_UNREACHED = "the facilitator could not be reached, or could not reach the chain"
+
+
+def failure_text(stage: str, code: PaymentErrorCode, reason: str, detail: str | None) -> str:
+    """What the payer reads when `stage` ("Settlement", "Payment verification") failed with `code`: what
+    went wrong, then what to do.
+
+    A retryable code comes with fresh terms on the same task; any other ends the task uncharged, so "try
+    again" can only mean a new request (later, when the merchant's chain or facilitator did not answer).
+    """
+    if code in RETRYABLE_ERROR_CODES:
+        return f"{stage} failed: {detail or reason}; {_AGAIN.get(code, 'pay the new terms')}"
+    if reason in _NOT_MADE:
+        return f"{stage} failed: {_UNREACHED}; {_ENDED.format(when=' later')}"
+    return f"{stage} failed: {detail or reason}; {_ENDED.format(when='')}"
 
 
 def log_unpaid(

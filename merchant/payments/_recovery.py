@@ -44,7 +44,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, Settle
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
-from ._outcomes import PaymentOutcome, log_unpaid
+from ._outcomes import PaymentOutcome, failure_text, log_unpaid
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -215,9 +215,8 @@ class PaymentRecovery:
         receipts = [*(r for r in offer.receipts if not _pending(r)), response.to_json_dict()]
         if not response.success:
             code = error_code_for_reason(response.error_reason)
-            await self._fail(
-                offer, code, f"Settlement failed: {response.error_message or response.error_reason}"
-            )
+            reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
+            await self._fail(offer, code, failure_text("Settlement", code, reason, response.error_message))
             return True
         await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
         await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])

@@ -1,7 +1,8 @@
 """The billing API: per-tenant ledger balance and statements, webhook event replay and redelivery.
 
 Every route is under `/tenants/{tenant}` and needs `Authorization: Bearer <that tenant's api_token>`; the
-default tenant (the empty id) is named by `default_tenant_segment` there (the merchant uses `default`). The
+default tenant (the empty id) is named by `default_tenant_segment` there and in every answer (the merchant
+uses `default`). The
 token is looked up through an injected callable, so this router does not depend on the tenant config; a
 wrong token, another tenant's token, an unknown tenant and a tenant without a token all get the same 401,
 so the API does not reveal which tenants exist. With a `throttle`, a client address that presented too
@@ -99,6 +100,10 @@ def create_billing_router(
     """
     router = APIRouter(tags=["billing"])
 
+    def named(tenant: str) -> str:
+        # Answers name the tenant as its path does: the default tenant's id is "", a name nobody reads.
+        return default_tenant_segment if tenant == "" and default_tenant_segment is not None else tenant
+
     def authenticated_tenant(request: Request, tenant: str, credentials: _Credentials) -> str:
         if tenant == default_tenant_segment:
             tenant = ""
@@ -143,7 +148,7 @@ def create_billing_router(
             balances = await ledger.balance(tenant, asset)
         except LedgerError as exc:
             _raise_http(exc)
-        return Response(balances_json(tenant, balances), media_type=_JSON)
+        return Response(balances_json(named(tenant), balances), media_type=_JSON)
 
     @router.get("/tenants/{tenant}/ledger/statement")
     async def ledger_statement(
@@ -159,7 +164,7 @@ def create_billing_router(
             _raise_http(exc)
         if format == "csv":
             return Response(statement_csv(lines), media_type=_CSV)
-        return Response(statement_json(tenant, lines, since=since, until=until), media_type=_JSON)
+        return Response(statement_json(named(tenant), lines, since=since, until=until), media_type=_JSON)
 
     @router.get("/tenants/{tenant}/webhooks/events")
     async def replay_events(
@@ -178,7 +183,7 @@ def create_billing_router(
         body = b"".join(
             (
                 b'{"tenant":',
-                json.dumps(tenant).encode(),
+                json.dumps(named(tenant)).encode(),
                 b',"events":[',
                 b",".join(event.payload for event in events),
                 b'],"nextSequence":',

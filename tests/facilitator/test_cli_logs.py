@@ -1,5 +1,6 @@
 """`x402-facilitator serve` with `X402_LOG_FORMAT=json` and `X402_ACCESS_LOG`: one JSON object a line, a
-startup line with address, version, network and relayer address (never its key), a line per request."""
+startup line with address, version, network and relayer address (never its key), a line per request, and
+one line when SIGTERM stops it (exit status 0)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: s
         "relayer": Account.from_key(chain.relayer_key).address,
     }
     assert [line["path"] for line in lines if line["logger"] == "x402.access"][-1] == "/readyz"
+    # SIGTERM is a graceful stop, said in one line: no exit status 143, no traceback.
+    assert process.returncode == 0
+    [stopped] = [line for line in lines if "stopped" in line["message"]]
+    assert (stopped["level"], stopped["message"]) == (
+        "INFO",
+        "x402-facilitator stopped by SIGTERM: requests in flight were finished",
+    )
     key = chain.relayer_key.removeprefix("0x")
     assert all(key[i : i + 8] not in text for i in range(len(key) - 7))
 

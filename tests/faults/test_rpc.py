@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from a2a_x402 import PaymentErrorCode, PaymentFailedData
 from payer import sign_payment
-from tests.fixtures.merchant import MerchantWire
+from tests.fixtures.merchant import MerchantWire, payment_data
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
@@ -27,6 +28,15 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scena
         scenario.proxy.offline = False
 
     assert answer["status"]["state"] == "TASK_STATE_FAILED"
+    # The code ends the task (SETTLEMENT_FAILED is not retryable), so the words cannot say "try again" on it:
+    # they say what happened, that nothing was charged, and what the payer can do.
+    data = payment_data(answer)
+    assert isinstance(data, PaymentFailedData) and data.error is PaymentErrorCode.SETTLEMENT_FAILED
+    [text] = [part["text"] for part in answer["status"]["message"]["parts"]]
+    assert text == (
+        "Payment verification failed: the facilitator could not be reached, or could not reach the chain; "
+        "nothing was charged; this task has ended: send the request again later for new terms"
+    )
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == []
 

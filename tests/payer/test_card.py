@@ -25,10 +25,12 @@ from payer import (
     CardAsset,
     CardError,
     CardPayee,
+    MerchantUnreachableError,
     Payer,
     UntrustedCardError,
     resolve_card,
 )
+from tests.fixtures.servers import free_port
 
 from .conftest import PAY_TO, PRICE, TENANT, TENANT_PAY_TO
 
@@ -213,3 +215,16 @@ async def test_connect_refuses_a_key_that_is_not_a_key(merchant: Callable[..., s
         await Payer.connect(merchant(), "0x1234")
 
     assert "0x1234" not in str(caught.value)
+
+
+async def test_resolve_card_at_a_closed_port_is_an_unreachable_merchant_without_a_repr() -> None:
+    url = f"http://127.0.0.1:{free_port()}/card.json"
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(MerchantUnreachableError) as caught:
+            await resolve_card(http, url)
+
+    assert (caught.value.code, caught.value.signed) == ("merchant_unreachable", False)
+    assert str(caught.value) == (
+        f"the merchant could not be reached at {url} (connection refused): check the URL and that it runs"
+    )

@@ -13,6 +13,7 @@ import pytest
 from eth_account import Account
 
 from devchain import DevChain
+from tests.fixtures.servers import free_port
 
 from .conftest import PAY_TO, PRICE, TEXT
 
@@ -126,3 +127,19 @@ async def test_x402_pay_stops_at_the_first_insufficient_funds_refusal(
     assert out.count("\nsigned: ") == 1  # one signature, refused; not another for the same balance
     assert chain.balance_of(PAY_TO) == 0
     assert chain.balance_of(address) == PRICE - 1
+
+
+async def test_x402_pay_to_a_closed_port_says_the_merchant_could_not_be_reached(
+    new_payer: Callable[..., str],
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+
+    status, out, err = await x402_pay("--card-url", url, TEXT, env={"X402_PAYER_KEY": new_payer()})
+
+    assert status == os.EX_UNAVAILABLE  # nothing signed: trying again later is safe
+    assert out == ""
+    assert err == (
+        "Error: merchant_unreachable: the merchant could not be reached at "
+        f"{url}/.well-known/agent-card.json (connection refused): check the URL and that it runs; "
+        "nothing was signed\n"
+    )

@@ -428,3 +428,19 @@ async def test_a_settlement_pending_too_long_raises_with_its_transaction(
         assert time.monotonic() < deadline, "the merchant did not complete the task once it was mined"
         await asyncio.sleep(0.05)
     assert chain.balance_of(PAY_TO) == PRICE
+
+
+async def test_a_merchant_gone_after_its_card_is_unreachable_in_words_not_the_sdks(
+    merchant: Callable[..., str], new_payer: Callable[..., str]
+) -> None:
+    transport = FaultyTransport(
+        Fault.LOSE_REQUEST, times=100, select=lambda request: request.method == "POST"
+    )
+
+    async with httpx.AsyncClient(transport=transport) as http:
+        async with await Payer.connect(merchant(), new_payer(), http=http, settings=FAST) as payer:
+            with pytest.raises(MerchantUnreachableError) as caught:
+                await payer.pay(TEXT)
+
+    assert (caught.value.code, caught.value.signed) == ("merchant_unreachable", False)
+    assert str(caught.value) == "sending the request failed: the merchant could not be reached (no answer)"

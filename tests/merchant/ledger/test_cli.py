@@ -17,10 +17,11 @@ from storage import create_engine
 from .bookings import EURC, USDC, RecordingSink, booking
 
 
-async def _invoke(url: str, *args: str) -> Result:
+async def _invoke(url: str, *args: str, env: dict[str, str] | None = None) -> Result:
     # The commands run their own event loop (asyncio.run), so they are invoked off this test's loop.
     runner = CliRunner()
-    return await asyncio.to_thread(runner.invoke, ledger_cli, list(args), env={"X402_DATABASE_URL": url})
+    env = {"X402_DATABASE_URL": url, "X402_ASSET": "", **(env or {})}
+    return await asyncio.to_thread(runner.invoke, ledger_cli, list(args), env=env)
 
 
 @pytest.fixture
@@ -43,8 +44,41 @@ async def test_balance_as_json_and_table(sqlite_url: str, ledger: Ledger) -> Non
     balances = {item["asset"]: item["balance"] for item in json.loads(as_json.output)["balances"]}
     assert balances == {USDC: "1500", EURC: str(2**100)}
     assert table.exit_code == 0, table.output
-    assert table.output.splitlines()[1].split() == ["eip155:84532", EURC, str(2**100)]
+    # A token the settings do not describe has no display amount, only its atomic units.
+    assert table.output.splitlines()[1].split() == ["eip155:84532", EURC, "—", str(2**100)]
     assert len(table.output.splitlines()) == 2
+
+
+async def test_balance_table_writes_the_settings_token_for_people_beside_its_atomic_units(
+    sqlite_url: str, ledger: Ledger
+) -> None:
+    env = {"X402_ASSET": USDC.lower(), "X402_ASSET_NAME": "USDC", "X402_ASSET_DECIMALS": "6"}
+    table = await _invoke(sqlite_url, "balance", "--tenant", "acme", env=env)
+    bigger = await _invoke(sqlite_url, "balance", "--tenant", "acme", env={**env, "X402_ASSET": EURC})
+
+    assert table.exit_code == 0, table.output
+    header, *rows = table.output.splitlines()
+    assert header.split() == ["network", "asset", "balance", "atomic", "units"]
+    assert {row.split()[1]: row.split()[2:] for row in rows} == {
+        USDC: ["0.001500", "USDC", "1500"],
+        EURC: ["—", str(2**100)],
+    }
+    eurc = next(row for row in bigger.output.splitlines() if EURC in row)
+    assert eurc.split()[2:] == ["1,267,650,600,228,229,401,496,703.205376", "USDC", str(2**100)]
+
+
+async def test_the_default_tenant_is_named_default_in_json_answers(sqlite_url: str) -> None:
+    engine = create_engine(sqlite_url)
+    try:
+        await Ledger(engine, RecordingSink()).book_settlement(booking(amount=3, tenant=""))
+    finally:
+        await engine.dispose()
+
+    balance = await _invoke(sqlite_url, "balance", "--format", "json")
+    statement = await _invoke(sqlite_url, "statement", "--format", "json")
+
+    assert balance.exit_code == 0 and statement.exit_code == 0, balance.output + statement.output
+    assert [json.loads(answer.output)["tenant"] for answer in (balance, statement)] == ["default", "default"]
 
 
 async def test_statement_csv_is_the_ledgers_statement(sqlite_url: str, ledger: Ledger) -> None:

@@ -95,13 +95,16 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
 
     async with httpx.AsyncClient(base_url=serve("default")) as client:
         balance = await client.get("/tenants/default/ledger/balance", headers=default_auth)
+        statement = await client.get("/tenants/default/ledger/statement", headers=default_auth)
+        events = await client.get("/tenants/default/webhooks/events", headers=default_auth)
         with_acme_token = await client.get("/tenants/default/ledger/balance", headers=_auth("acme"))
         empty_segment = await client.get("/tenants//ledger/balance", headers=default_auth)
     async with httpx.AsyncClient(base_url=serve(None)) as client:
         without_the_name = await client.get("/tenants/default/ledger/balance", headers=default_auth)
 
     assert balance.status_code == 200
-    assert balance.json()["tenant"] == ""
+    # Every answer names the default tenant as its path does, never by its empty id.
+    assert [answer.json()["tenant"] for answer in (balance, statement, events)] == ["default"] * 3
     assert [item["balance"] for item in balance.json()["balances"]] == ["3"]
     assert with_acme_token.status_code == 401
     assert empty_segment.status_code == 404
