@@ -11,6 +11,7 @@ The x402 documents themselves are in `facilitator.wire`.
 
 from __future__ import annotations
 
+from ._api_keys import ApiKey, ApiKeyStore, KeyRules
 from ._app import create_app
 from ._checks import (
     CHECK_TIMEOUT_S,
@@ -56,6 +57,8 @@ from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
 __all__ = [
     "AUTHORIZATION_USED_TOPIC",
+    "ApiKey",
+    "ApiKeyStore",
     "CHECK_TIMEOUT_S",
     "ChainError",
     "ChainMismatchError",
@@ -73,6 +76,7 @@ __all__ = [
     "HttpFacilitatorClient",
     "IdempotencyConflictError",
     "InvalidIdempotencyKeyError",
+    "KeyRules",
     "NoRelayerError",
     "PaymentInvalidError",
     "ReadStatus",

@@ -217,6 +217,11 @@ class FacilitatorSettings(BaseSettings):
         ge=0,
         description="a relayer key holding less takes no new settlements, and fails `/readyz`",
     )
+    facilitator_public: bool = Field(
+        default=False,
+        description="serve /verify and /settle to callers without an API key too (a public facilitator); "
+        "by default only callers presenting a live key (`x402-facilitator keys create`) are served",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
 
