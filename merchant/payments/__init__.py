@@ -12,7 +12,7 @@ from ._offers import Offer, OfferState, OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
-from ._recovery import PaymentRecovery
+from ._recovery import PaymentRecovery, one_line
 
 __all__ = [
     "Asset",
@@ -28,5 +28,6 @@ __all__ = [
     "PaymentRequestHandler",
     "Pricing",
     "SkillResolver",
+    "one_line",
     "protocol_version",
 ]

@@ -18,11 +18,12 @@ from a2a.server.events import EventQueue
 from a2a.types import TaskState
 
 from a2a_x402 import Dialect, PaymentSubmittedData, PaymentVerifiedData
-from facilitator import ChainUnavailableError, FacilitatorClient
+from facilitator import ChainUnavailableError, FacilitatorClient, IdempotencyConflictError
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse, SettleResponseV1
 
 from ..webhooks import EventType
 from ._booking import settlement_event
+from ._conflict import answer_conflict
 from ._offers import Offer, OfferState, OfferStore
 from ._wire import agent_status, receipt_for
 
@@ -67,7 +68,7 @@ class Settler:
         # When the payment was taken: only a transaction mined since may settle it for someone else.
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
-        response = await self._settle(payload, requirements, key, presented_at)
+        response = await self._settle(task_id, payload, requirements, key, presented_at)
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
             await self._offers.advance(
@@ -90,7 +91,7 @@ class Settler:
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
                 # The heartbeat tells the reconciler this settlement still has a live owner.
                 await self._offers.touch(task_id)
-                response = await self._settle(payload, requirements, key, presented_at)
+                response = await self._settle(task_id, payload, requirements, key, presented_at)
             receipts.pop()
         receipts.append(receipt_for(response, data.payload))
         return response, receipts
@@ -128,7 +129,12 @@ class Settler:
         return tuple(receipt_for(SettleResponse.from_wire(r), data.payload) for r in stored)
 
     async def _settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str, presented_at: int
+        self,
+        task_id: str,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        key: str,
+        presented_at: int,
     ) -> SettleResponse:
         """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
 
@@ -139,11 +145,15 @@ class Settler:
             on=ChainUnavailableError, attempts=10, timeout=self._horizon_s
         ):
             with attempt:
-                return await self._facilitator.settle(
-                    payload,
-                    requirements,
-                    idempotency_key=key,
-                    timeout_s=self._timeout_s,
-                    presented_at=presented_at,
-                )
+                try:
+                    return await self._facilitator.settle(
+                        payload,
+                        requirements,
+                        idempotency_key=key,
+                        timeout_s=self._timeout_s,
+                        presented_at=presented_at,
+                    )
+                except IdempotencyConflictError:
+                    # An answer, not a fault: the turn ends on what the facilitator knows of the payment.
+                    return await answer_conflict(self._facilitator, payload, requirements, task_id)
         raise RuntimeError("unreachable: stamina re-raises the last error")
