@@ -45,6 +45,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, Settle
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_conflict
+from ._keys import SettlementKeys
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._outcomes import PaymentOutcome, log_unpaid
 from ._wire import agent_status
@@ -75,6 +76,7 @@ class PaymentRecovery:
         settle_timeout_s: float = 5.0,
     ):
         self._offers = offers
+        self._keys = SettlementKeys(offers.engine)
         self._facilitator = facilitator
         self._ledger = ledger
         self._tasks = tasks
@@ -227,7 +229,7 @@ class PaymentRecovery:
                 response = await self._facilitator.settle(
                     payload,
                     requirements,
-                    idempotency_key=offer.settlement_key,
+                    idempotency_key=await self._keys.key(offer.task_id, offer.round),
                     timeout_s=self._settle_timeout_s,
                     presented_at=None if taken is None else int(taken.timestamp()),
                 )

@@ -24,6 +24,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, Settle
 from ..webhooks import EventType
 from ._booking import settlement_event
 from ._conflict import answer_conflict
+from ._keys import SettlementKeys
 from ._offers import Offer, OfferState, OfferStore
 from ._wire import agent_status, receipt_for
 
@@ -40,6 +41,7 @@ class Settler:
     ):
         self._facilitator = facilitator
         self._offers = offers
+        self._keys = SettlementKeys(offers.engine)
         self._timeout_s = timeout_s
         self._horizon_s = horizon_s
 
@@ -64,7 +66,8 @@ class Settler:
 
         The answer is pending only if it still was when the horizon passed.
         """
-        key = offer.settlement_key
+        # The same key for the paid turn and for recovery: the facilitator answers a retry from its claim.
+        key = await self._keys.key(offer.task_id, offer.round)
         # When the payment was taken: only a transaction mined since may settle it for someone else.
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
