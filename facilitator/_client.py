@@ -8,7 +8,7 @@ from typing import Protocol, TypeVar
 import httpx
 import orjson
 
-from ._errors import ChainUnavailableError, IdempotencyConflictError
+from ._errors import ChainUnavailableError, FacilitatorAnswerError, IdempotencyConflictError
 from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
@@ -49,9 +49,9 @@ class HttpFacilitatorClient:
 
     An answer is what the facilitator said when it is an x402 answer, whatever its status (a refusal at
     its door, 401, or of its rate, 429, is a settle or verify failure: nothing was claimed). A reused
-    idempotency key (409) raises IdempotencyConflictError. Anything else (no connection, a 5xx, a body
-    that is no x402 answer) raises ChainUnavailableError: the outcome is not known, so the caller retries
-    with the same idempotency key or leaves it to recovery, never counts it as failed.
+    idempotency key (409) raises IdempotencyConflictError. No connection raises ChainUnavailableError, a
+    5xx or a body that is no x402 answer its FacilitatorAnswerError: either way the outcome is not known
+    (the caller asks `settlement_status`, retries with the same idempotency key or leaves it to recovery).
     """
 
     def __init__(
@@ -136,13 +136,13 @@ class HttpFacilitatorClient:
         if response.status_code == 409:
             raise IdempotencyConflictError(_shown(response.text))
         if response.status_code not in _ANSWERED:
-            raise ChainUnavailableError(
+            raise FacilitatorAnswerError(
                 f"facilitator answered HTTP {response.status_code}: {_shown(response.text)}"
             )
         try:
             return orjson.loads(response.content)
         except orjson.JSONDecodeError:
-            raise ChainUnavailableError(
+            raise FacilitatorAnswerError(
                 f"facilitator answered HTTP {response.status_code} with a body that is not JSON"
             ) from None
 
@@ -165,6 +165,6 @@ def _read(parse: Callable[[object], T], answer: object) -> T:
     try:
         return parse(answer)
     except (ValueError, TypeError) as exc:
-        raise ChainUnavailableError(
+        raise FacilitatorAnswerError(
             f"facilitator answered something that is not an x402 answer: {type(exc).__name__}"
         ) from None

@@ -39,12 +39,12 @@ from a2a_x402 import (
     PaymentRejectedData,
     error_code_for_reason,
 )
-from facilitator import ChainError, FacilitatorClient, IdempotencyConflictError
+from facilitator import ChainError, FacilitatorAnswerError, FacilitatorClient, IdempotencyConflictError
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
-from ._conflict import answer_conflict
+from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._outcomes import PaymentOutcome, log_unpaid
@@ -233,8 +233,10 @@ class PaymentRecovery:
                     timeout_s=self._settle_timeout_s,
                     presented_at=None if taken is None else int(taken.timestamp()),
                 )
-            except IdempotencyConflictError:
-                response = await answer_conflict(self._facilitator, payload, requirements, offer.task_id)
+            except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
+                response = await answer_unsettled(
+                    self._facilitator, payload, requirements, offer.task_id, exc
+                )
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             return False
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.

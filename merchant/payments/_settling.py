@@ -18,12 +18,17 @@ from a2a.server.events import EventQueue
 from a2a.types import TaskState
 
 from a2a_x402 import Dialect, PaymentSubmittedData, PaymentVerifiedData
-from facilitator import ChainUnavailableError, FacilitatorClient, IdempotencyConflictError
+from facilitator import (
+    ChainUnavailableError,
+    FacilitatorAnswerError,
+    FacilitatorClient,
+    IdempotencyConflictError,
+)
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse, SettleResponseV1
 
 from ..webhooks import EventType
 from ._booking import settlement_event
-from ._conflict import answer_conflict
+from ._conflict import answer_unsettled as _answer_unsettled
 from ._keys import SettlementKeys
 from ._offers import Offer, OfferState, OfferStore
 from ._wire import agent_status, receipt_for
@@ -156,7 +161,7 @@ class Settler:
                         timeout_s=self._timeout_s,
                         presented_at=presented_at,
                     )
-                except IdempotencyConflictError:
+                except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
                     # An answer, not a fault: the turn ends on what the facilitator knows of the payment.
-                    return await answer_conflict(self._facilitator, payload, requirements, task_id)
+                    return await _answer_unsettled(self._facilitator, payload, requirements, task_id, exc)
         raise RuntimeError("unreachable: stamina re-raises the last error")
