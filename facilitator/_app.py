@@ -11,6 +11,10 @@ idempotency key reused for another payment is 409 (the `payment-identifier` exte
 was answered `settlement_pending`; it refuses a body it cannot parse with a 400 and a settle body, and an
 authorization never presented with a 404.
 
+`/verify`, `/settle` and `/settle/status` serve only callers with a live API key (`Authorization: Bearer`),
+or also callers without one on a public facilitator (`_door`); a refusal at the door is HTTP 401 with the
+operation's body, a key's rules refuse with its reasons (or 429 past its rate), and nothing is claimed.
+
 The app is plain Starlette: its handlers read and write bytes themselves, and FastAPI's routing layers
 (dependency solving, exit stacks, telemetry) cost about a fifth of a settlement's CPU at concurrency 50.
 """
