@@ -18,18 +18,23 @@ _TIMEOUT_S = 3.0
 
 
 async def check_remote_facilitator(
-    url: str, network: str, *, where: str | None = None, fatal: bool = True
+    url: str, network: str, *, where: str | None = None, fatal: bool = True, api_key: str | None = None
 ) -> CheckResult:
-    """`facilitator`: the facilitator at `url` answers `GET /supported` listing `exact` on `network`.
+    """`facilitator`: the facilitator at `url` answers `GET /supported` listing `exact` on `network`, and
+    (when `api_key` is given or the facilitator wants one) does not refuse this merchant at its door.
 
     `where` names it in the detail (by default `url` without credentials; `/readyz`, served without
     authentication, names only the setting). Not answering is a problem but never fatal: a facilitator
-    started after the merchant is found by the first payment. Not supporting the network is `fatal`.
+    started after the merchant is found by the first payment. Not supporting the network is `fatal`. A
+    refused key (or none where one is needed) is a problem that is not fatal: every payment would fail.
     """
     where = where or shown_url(url)
     try:
         async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
             response = await client.get(url.rstrip("/") + "/supported")
+            # An empty body changes nothing anywhere: the facilitator answers 400, or 401 at its door.
+            headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+            door = await client.post(url.rstrip("/") + "/settle/status", content=b"{}", headers=headers)
         kinds = response.json().get("kinds", []) if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return CheckResult.problem(
@@ -43,6 +48,13 @@ async def check_remote_facilitator(
         for kind in kinds
     ):
         return CheckResult.problem("facilitator", f"{where} does not support exact on {network}", fatal=fatal)
+    if door.status_code in (401, 403):
+        detail = (
+            f"{where} refuses this merchant's API key: check X402_FACILITATOR_API_KEY"
+            if api_key
+            else f"{where} requires an API key: set X402_FACILITATOR_API_KEY (`x402-facilitator keys create`)"
+        )
+        return CheckResult.problem("facilitator", detail, fatal=False)
     return CheckResult.passed("facilitator", f"{where} settles on {network}")
 
 
