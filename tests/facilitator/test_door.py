@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from devchain import DevChain
-from facilitator import ApiKeyStore, KeyRules
+from facilitator import ApiKeyStore, HttpFacilitatorClient, KeyRules
 from facilitator.wire import PaymentPayload, PaymentRequirements
 from payer import sign_payment
 from storage import create_engine
@@ -259,3 +259,28 @@ async def test_a_key_is_never_logged(
 
     secret = key.rsplit("_", 1)[1]
     assert secret[:8] not in caplog.text
+
+
+async def test_the_http_client_presents_its_key_and_reads_a_refusal_as_an_answer(
+    chain: DevChain, private_service: str, sqlite_url: str, new_payer: Callable[..., str]
+) -> None:
+    _id, key = await _create_key(sqlite_url, "merchant")
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    member, stranger = (
+        HttpFacilitatorClient(private_service, api_key=key),
+        HttpFacilitatorClient(private_service),
+    )
+    try:
+        refused = await stranger.settle(payload, requirements, idempotency_key="k")
+        not_verified = await stranger.verify(payload, requirements)
+        settled = await member.settle(payload, requirements, idempotency_key="k")
+        status = await member.settlement_status(payload, requirements)
+    finally:
+        await member.aclose()
+        await stranger.aclose()
+
+    assert (refused.success, refused.error_reason) == (False, "invalid_payload")
+    assert "keys create" in (refused.error_message or "")
+    assert not_verified.is_valid is False
+    assert settled.success and status == settled
