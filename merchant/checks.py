@@ -94,6 +94,7 @@ async def check_merchant(
                         check_remote_facilitator,
                         settings.facilitator_url,
                         settings.network,
+                        door=True,
                         api_key=settings.remote_facilitator_key(),
                     ),
                 )

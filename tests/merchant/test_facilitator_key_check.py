@@ -25,9 +25,9 @@ async def test_the_check_says_whether_the_facilitator_admits_the_merchants_key(
     finally:
         await engine.dispose()
 
-    admitted = await check_remote_facilitator(url, chain.network, api_key=key)
-    without = await check_remote_facilitator(url, chain.network)
-    refused = await check_remote_facilitator(url, chain.network, api_key=revoked)
+    admitted = await check_remote_facilitator(url, chain.network, door=True, api_key=key)
+    without = await check_remote_facilitator(url, chain.network, door=True)
+    refused = await check_remote_facilitator(url, chain.network, door=True, api_key=revoked)
 
     assert admitted.ok, admitted.detail
     assert (without.ok, without.fatal) == (False, False)
@@ -35,3 +35,5 @@ async def test_the_check_says_whether_the_facilitator_admits_the_merchants_key(
     assert (refused.ok, refused.fatal) == (False, False)
     assert "refuses this merchant's API key: check X402_FACILITATOR_API_KEY" in refused.detail
     assert revoked not in refused.detail and record.id not in refused.detail
+    readiness = await check_remote_facilitator(url, chain.network)  # what /readyz asks: no door probe
+    assert readiness.ok, readiness.detail
