@@ -15,9 +15,7 @@ async def test_the_secrets_table_matches_the_migrations(database_url: str) -> No
     assert await migration_differences(database_url, secrets_table.metadata) == []
 
 
-async def test_keys_are_stable_per_deployment_and_carry_no_task_id(
-    database_url: str, tmp_path: Path
-) -> None:
+async def test_keys_are_stable_per_deployment_and_carry_no_task_id(database_url: str, tmp_path: Path) -> None:
     another_deployment = f"sqlite+aiosqlite:///{tmp_path / 'elsewhere.db'}"
     await upgrade_schema(another_deployment)
     engine, other_engine, elsewhere_engine = (
