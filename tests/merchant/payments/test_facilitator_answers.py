@@ -119,12 +119,13 @@ async def test_a_stranger_cannot_poison_a_pending_tasks_settlement(
 
 
 def _scripted(real: str, answers: dict[str, Response | None]) -> Starlette:
-    """A facilitator that forwards everything to `real` but answers `/settle` with `answers["settle"]`
-    (forwarded too while that is None)."""
+    """A facilitator that forwards everything to `real` but answers `/settle` with `answers["settle"]` and
+    `/settle/status` with `answers["settle status"]` (each forwarded too while it is None or absent)."""
 
     async def forward(request: Request) -> Response:
-        if request.url.path == "/settle" and answers["settle"] is not None:
-            return answers["settle"]
+        scripted = answers.get(request.url.path.strip("/").replace("/", " "))
+        if scripted is not None:
+            return scripted
         headers = {
             name: value
             for name, value in request.headers.items()
@@ -201,3 +202,54 @@ async def test_whatever_the_facilitator_answers_the_paid_turn_ends_definite(
         assert said in texts(seen)[0]
     assert paid["status"]["state"] == "TASK_STATE_COMPLETED", paid
     assert [entry.task_id for entry in await ledger_entries(sqlite_url)] == [following["id"]]
+
+
+async def test_a_conflict_met_by_recovery_ends_the_task_too(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    chain: DevChain,
+    tmp_path: Path,
+    asgi_server: Callable[..., str],
+) -> None:
+    """The facilitator answers nothing usable while the paid turn settles (the task is left working, its
+    outcome unknown); then it refuses the idempotency key: the reconciler's recovery ends the task."""
+    key = await _key(sqlite_url, "merchant")
+    unavailable = Response(b"Service Unavailable", 503)
+    async with _private_facilitator(chain, sqlite_url, tmp_path) as remote:
+        answers: dict[str, Response | None] = {"settle": unavailable, "settle status": unavailable}
+        front = asgi_server(_scripted(remote, answers))
+        merchant = start_merchant(
+            sqlite_url,
+            facilitator_url=front,
+            facilitator_api_key=key,
+            reconcile_interval_s=1.0,
+            reconcile_stale_after_s=2.0,
+        )
+        async with merchant.http() as http:
+            wire = MerchantWire(http, "jsonrpc")
+            task = await offer(wire)
+            payer_key = chain.new_payer()
+            before = snapshot(chain, address_of(payer_key))
+            [terms] = offered_terms(task).accepts
+            await wire.send(payment_message(task["id"], sign_payment(payer_key, terms)))
+
+            async def reported_unknown() -> bool:
+                return "outcome is not known yet" in " ".join(texts(await wire.get_task(task["id"])))
+
+            await wait_until(reported_unknown, what="the task says the outcome is not known", timeout_s=120)
+            answers["settle"] = make_conflict()
+            answers["settle status"] = None
+
+            async def ended() -> bool:
+                return bool((await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_FAILED")
+
+            await wait_until(ended, what="the recovery ends the task", timeout_s=60)
+            done = await wire.get_task(task["id"])
+            await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_url)
+
+    assert extension(done)["status"] == "payment-failed"
+    assert "refused this settlement's idempotency key" in texts(done)[0]
+
+
+def make_conflict() -> Response:
+    return _ANSWERS["conflict"][0]()
