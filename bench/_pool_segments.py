@@ -69,6 +69,8 @@ def _start(
         "X402_RELAYER_MAX_KEYS": str(keys_each),
         "X402_DATABASE_URL": database_url,
         "X402_PORT": str(port),
+        # The load sends no API key: the facilitator runs public (a key adds one indexed read a request).
+        "X402_FACILITATOR_PUBLIC": "true",
     }
     command = [str(_BIN / "x402-facilitator"), "serve", "--port", str(port)]
     return spawn_server(f"pool[{tag}]", command, env, workdir, workdir / f"pool-{tag}.log", port)

@@ -187,6 +187,8 @@ def start_ours(
         "X402_RELAYER_KEY": relayer_key,
         "X402_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
         "X402_PORT": str(port),
+        # The load sends no API key: the facilitator runs public (a key adds one indexed read a request).
+        "X402_FACILITATOR_PUBLIC": "true",
     }
     command = [str(_BIN / "x402-facilitator"), "serve", "--port", str(port)]
     return spawn_server(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)

@@ -11,6 +11,7 @@ The x402 documents themselves are in `facilitator.wire`.
 
 from __future__ import annotations
 
+from ._api_keys import ApiKey, ApiKeyStore, KeyRules
 from ._app import create_app
 from ._checks import (
     CHECK_TIMEOUT_S,
@@ -38,6 +39,7 @@ from ._errors import (
     ChainError,
     ChainMismatchError,
     ChainUnavailableError,
+    FacilitatorAnswerError,
     FacilitatorError,
     IdempotencyConflictError,
     InvalidIdempotencyKeyError,
@@ -56,6 +58,8 @@ from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
 __all__ = [
     "AUTHORIZATION_USED_TOPIC",
+    "ApiKey",
+    "ApiKeyStore",
     "CHECK_TIMEOUT_S",
     "ChainError",
     "ChainMismatchError",
@@ -66,6 +70,7 @@ __all__ = [
     "ClaimState",
     "ClaimStore",
     "Facilitator",
+    "FacilitatorAnswerError",
     "FacilitatorClient",
     "FacilitatorError",
     "FacilitatorMetrics",
@@ -73,6 +78,7 @@ __all__ = [
     "HttpFacilitatorClient",
     "IdempotencyConflictError",
     "InvalidIdempotencyKeyError",
+    "KeyRules",
     "NoRelayerError",
     "PaymentInvalidError",
     "ReadStatus",

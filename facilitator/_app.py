@@ -11,6 +11,10 @@ idempotency key reused for another payment is 409 (the `payment-identifier` exte
 was answered `settlement_pending`; it refuses a body it cannot parse with a 400 and a settle body, and an
 authorization never presented with a 404.
 
+`/verify`, `/settle` and `/settle/status` serve only callers with a live API key (`Authorization: Bearer`),
+or also callers without one on a public facilitator (`_door`); a refusal at the door is HTTP 401 with the
+operation's body, a key's rules refuse with its reasons (or 429 past its rate), and nothing is claimed.
+
 The app is plain Starlette: its handlers read and write bytes themselves, and FastAPI's routing layers
 (dependency solving, exit stacks, telemetry) cost about a fifth of a settlement's CPU at concurrency 50.
 """
@@ -32,7 +36,9 @@ from starlette.routing import Route
 
 from observability import ScrapedGauges, metrics_route, readiness_route, service_version
 
+from ._api_keys import ApiKeyStore
 from ._config import FacilitatorSettings
+from ._door import Caller, Door, Refused
 from ._errors import IdempotencyConflictError, InvalidIdempotencyKeyError
 from ._health import facilitator_checks
 from ._malformed import settle_refusal, verify_refusal
@@ -92,6 +98,20 @@ async def _read_json(request: Request) -> object:
         raise WireError(Reason.INVALID_PAYLOAD, "the body is not valid JSON") from None
 
 
+async def _announce_door(door: Door) -> None:
+    """Say at start, in one line, who may call /verify and /settle."""
+    if door.public:
+        logger.warning(
+            "public facilitator (X402_FACILITATOR_PUBLIC): /verify and /settle serve callers without an "
+            "API key too; keys' rules apply to those that present one"
+        )
+    elif not await door.store.any_live():
+        logger.warning(
+            "no API key yet: /verify and /settle refuse every caller; create one with "
+            "`x402-facilitator keys create --name <caller>`"
+        )
+
+
 def create_app(
     facilitator: Facilitator | None = None, *, settings: FacilitatorSettings | None = None
 ) -> Starlette:
@@ -116,10 +136,13 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if facilitator is not None:
             app.state.facilitator = facilitator
+            app.state.door = Door(ApiKeyStore(facilitator.engine), public=config.facilitator_public)
             yield
             return
         opened = await Facilitator.open(config)
         app.state.facilitator = opened
+        app.state.door = door = Door(ApiKeyStore(opened.engine), public=config.facilitator_public)
+        await _announce_door(door)
         logger.info(
             "facilitator %s serving at http://%s:%d on %s, relayer %s",
             service_version(),
@@ -139,14 +162,30 @@ def create_app(
         finally:
             await opened.aclose()
 
-    async def verify(request: Request) -> Response:
-        data: object = None
+    async def admit(request: Request) -> tuple[Caller | Refused, object, WireError | None]:
+        """The caller at the door, then the body read (so a refusal still answers in the request's x402
+        version); nothing is parsed further for a caller refused."""
+        door: Door = request.app.state.door
+        caller = await door.admit(request.headers.get("authorization"))
         try:
-            data = await _read_json(request)
+            return caller, await _read_json(request), None
+        except WireError as exc:
+            return caller, None, exc
+
+    async def verify(request: Request) -> Response:
+        caller, data, unreadable = await admit(request)
+        if isinstance(caller, Refused):
+            return _json(verify_refusal(data, caller.reason, caller.message), caller.status)
+        try:
+            if unreadable is not None:
+                raise unreadable
             parsed = parse_verify_request(data)
             payload, requirements = request_to_v2(parsed)
         except WireError as exc:
             return _json(verify_refusal(data, exc.reason, exc.message))
+        refused = request.app.state.door.check_rules(caller, requirements, settling=False)
+        if refused is not None:
+            return _json(verify_refusal(data, refused.reason, refused.message), refused.status)
         started = time.perf_counter()
         answer = await request.app.state.facilitator.verify(payload, requirements)
         metrics.verify_seconds.observe(time.perf_counter() - started)
@@ -155,17 +194,27 @@ def create_app(
 
     async def settle(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
-        data: object = None
+        caller, data, unreadable = await admit(request)
+        if isinstance(caller, Refused):
+            return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
         try:
-            data = await _read_json(request)
+            if unreadable is not None:
+                raise unreadable
             parsed = parse_settle_request(data)
             payload, requirements = request_to_v2(parsed)
         except WireError as exc:
             return _json(settle_refusal(data, exc.reason, exc.message, service.network))
+        refused = request.app.state.door.check_rules(caller, requirements, settling=True)
+        if refused is not None:
+            body = settle_refusal(data, refused.reason, refused.message, service.network)
+            return _json(body, refused.status)
         started = time.perf_counter()
         try:
             answer = await service.settle(
-                payload, requirements, idempotency_key=request.headers.get("idempotency-key")
+                payload,
+                requirements,
+                idempotency_key=request.headers.get("idempotency-key"),
+                namespace=caller.namespace(payload),
             )
         except (InvalidIdempotencyKeyError, IdempotencyConflictError) as exc:
             body = settle_refusal(data, _KEY_REASON, str(exc), service.network)
@@ -176,9 +225,12 @@ def create_app(
 
     async def settle_status(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
-        data: object = None
+        caller, data, unreadable = await admit(request)
+        if isinstance(caller, Refused):
+            return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
         try:
-            data = await _read_json(request)
+            if unreadable is not None:
+                raise unreadable
             parsed = parse_settle_request(data)
             payload, requirements = request_to_v2(parsed)
         except WireError as exc:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import httpx
 import orjson
 
-from ._errors import ChainUnavailableError, IdempotencyConflictError
+from ._errors import ChainUnavailableError, FacilitatorAnswerError, IdempotencyConflictError
 from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
@@ -44,16 +45,33 @@ class FacilitatorClient(Protocol):
 
 
 class HttpFacilitatorClient:
-    """Talks x402 v2 to a facilitator at `base_url`. Transport failures raise ChainUnavailableError."""
+    """Talks x402 v2 to a facilitator at `base_url`, presenting `api_key` (`Authorization: Bearer`) if given.
+
+    An answer is what the facilitator said when it is an x402 answer, whatever its status (a refusal at
+    its door, 401, or of its rate, 429, is a settle or verify failure: nothing was claimed). A reused
+    idempotency key (409) raises IdempotencyConflictError. No connection raises ChainUnavailableError, a
+    5xx or a body that is no x402 answer its FacilitatorAnswerError: either way the outcome is not known
+    (the caller asks `settlement_status`, retries with the same idempotency key or leaves it to recovery).
+    """
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        api_key: str | None = None,
     ):
-        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        # The key travels in a default header only: it is never part of a URL, an error or a log line.
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport, headers=headers
+        )
 
     async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
         """POST /verify."""
-        return VerifyResponse.from_wire(await self._post("/verify", payload, requirements, None))
+        answer = await self._post("/verify", payload, requirements, None)
+        return _read(VerifyResponse.from_wire, answer)
 
     async def settle(
         self,
@@ -70,14 +88,15 @@ class HttpFacilitatorClient:
         payment someone else already settled is refused there (naming their transaction), never counted.
         """
         headers = {"idempotency-key": idempotency_key} if idempotency_key else None
-        return SettleResponse.from_wire(await self._post("/settle", payload, requirements, headers))
+        answer = await self._post("/settle", payload, requirements, headers)
+        return _read(SettleResponse.from_wire, answer)
 
     async def settlement_status(
         self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
     ) -> SettleResponse | None:
         """POST /settle/status; None when the facilitator never saw the payment."""
         answer = await self._post("/settle/status", payload, requirements, None, allow_not_found=True)
-        return None if answer is None else SettleResponse.from_wire(answer)
+        return None if answer is None else _read(SettleResponse.from_wire, answer)
 
     async def supported(self) -> SupportedResponse:
         """GET /supported."""
@@ -115,9 +134,37 @@ class HttpFacilitatorClient:
         if response.status_code == 404 and allow_not_found:
             return None
         if response.status_code == 409:
-            raise IdempotencyConflictError(response.text)
-        if response.status_code != 200:
-            raise ChainUnavailableError(
-                f"facilitator answered HTTP {response.status_code}: {response.text[:200]}"
+            raise IdempotencyConflictError(_shown(response.text))
+        if response.status_code not in _ANSWERED:
+            raise FacilitatorAnswerError(
+                f"facilitator answered HTTP {response.status_code}: {_shown(response.text)}"
             )
-        return orjson.loads(response.content)
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            raise FacilitatorAnswerError(
+                f"facilitator answered HTTP {response.status_code} with a body that is not JSON"
+            ) from None
+
+
+# The statuses whose body is the facilitator's x402 answer: a payment refused at the door (401), for its
+# rate (429) or as unreadable (400) is answered, like any verify or settle failure, with nothing claimed.
+_ANSWERED = frozenset({200, 400, 401, 429})
+_SHOWN_CHARS = 200
+T = TypeVar("T")
+
+
+def _shown(text: str) -> str:
+    """A facilitator's body as an error may quote it: one line, bounded."""
+    return " ".join(text.split())[:_SHOWN_CHARS]
+
+
+def _read(parse: Callable[[object], T], answer: object) -> T:
+    """`answer` as an x402 document, or ChainUnavailableError: a body of another shape says nothing about
+    the payment (the outcome is unknown, as if the facilitator had not answered)."""
+    try:
+        return parse(answer)
+    except (ValueError, TypeError) as exc:
+        raise FacilitatorAnswerError(
+            f"facilitator answered something that is not an x402 answer: {type(exc).__name__}"
+        ) from None

@@ -235,6 +235,11 @@ class FacilitatorSettings(BaseSettings):
         description="wei a relayer key may spend on reverted settlements per hour; past it, it sends nothing "
         "new until older reverts age out (unset: no budget)",
     )
+    facilitator_public: bool = Field(
+        default=False,
+        description="serve /verify and /settle to callers without an API key too (a public facilitator); "
+        "by default only callers presenting a live key (`x402-facilitator keys create`) are served",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
 

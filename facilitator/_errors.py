@@ -54,6 +54,13 @@ class ChainUnavailableError(ChainError):
     code = "chain_unavailable"
 
 
+class FacilitatorAnswerError(ChainUnavailableError):
+    """A remote facilitator answered, but not with an x402 answer (a 5xx, a body of another shape): what
+    became of the payment is for its claim (`settlement_status`) to say."""
+
+    code = "facilitator_answer"
+
+
 class ChainMismatchError(ChainError):
     """The RPC node serves another chain than the configured CAIP-2 network."""
 

@@ -56,6 +56,15 @@ def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> lis
     return checks
 
 
+def _access(settings: FacilitatorSettings) -> CheckResult:
+    """`access`: who /verify and /settle serve (never a problem: either is a choice)."""
+    if settings.facilitator_public:
+        return CheckResult.passed(
+            "access", "public (X402_FACILITATOR_PUBLIC): callers without an API key are served too"
+        )
+    return CheckResult.passed("access", "API keys required for /verify and /settle (`keys create`)")
+
+
 async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
     """Every check of a facilitator configured by `settings`: network, relayer, database, and the wallet
     factories when any are listed."""
@@ -72,7 +81,12 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         if unusable is not None:
             relayer = Check.answered(CheckResult.problem("relayer", unusable))
         database = partial(check_database, settings.database_url, "facilitator", upgrade_command=_UPGRADE)
-        checks = [network_check(read, settings.network), relayer, Check("database", database)]
+        checks = [
+            network_check(read, settings.network),
+            relayer,
+            Check("database", database),
+            Check.answered(_access(settings)),
+        ]
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
         results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)

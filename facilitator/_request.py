@@ -19,7 +19,7 @@ from ._token import Authorization
 from ._verify import Terms
 from .wire import PaymentPayload, PaymentRequirements, Reason
 
-__all__ = ["PaymentRequest", "idempotency_key_of", "read_payment"]
+__all__ = ["PaymentRequest", "idempotency_key_of", "namespaced_key", "read_payment"]
 
 _PAYMENT_IDENTIFIER = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -116,3 +116,9 @@ def idempotency_key_of(explicit: str | None, payload: PaymentPayload) -> str | N
     if isinstance(identifier, str) and _PAYMENT_IDENTIFIER.match(identifier):
         return "payment-identifier:" + identifier
     return None
+
+
+def namespaced_key(namespace: str, key: str) -> str:
+    """`key` within `namespace`, as stored: the key is hashed, so the result fits the claim's column (255)
+    whatever the namespace, and equal keys of different namespaces never meet."""
+    return f"{namespace}:{hashlib.sha256(key.encode()).hexdigest()}"

@@ -41,7 +41,7 @@ from ._records import ClaimRecords
 from ._recovery import Recovery
 from ._relayer import Relayer
 from ._replacement import FeeBumper
-from ._request import idempotency_key_of, read_payment
+from ._request import idempotency_key_of, namespaced_key, read_payment
 from ._reverted import RevertedRelease
 from ._reverts import RevertGuard
 from ._rpc import RpcClient
@@ -343,6 +343,7 @@ class Facilitator:
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
         presented_at: int | None = None,
+        namespace: str | None = None,
     ) -> SettleResponse:
         """Settle `payload` on chain at most once; see the module docstring for the sequence.
 
@@ -356,6 +357,9 @@ class Facilitator:
         a payment made elsewhere. Without it (the HTTP API cannot vouch for its callers) such a settle is
         refused as a used nonce, naming the transaction under `extensions.settledElsewhere`.
 
+        `namespace` (the HTTP service's caller) scopes the idempotency key: the same key of two namespaces
+        names two claims, so no caller can reach another's settlement by guessing its key.
+
         Raises:
             IdempotencyConflictError: the key was first used for a different payment.
             InvalidIdempotencyKeyError: the key is not 1 to 255 printable ASCII characters.
@@ -363,6 +367,8 @@ class Facilitator:
         budget_s = self._receipt_timeout_s if timeout_s is None else min(timeout_s, self._receipt_timeout_s)
         deadline = time.monotonic() + budget_s
         key_text = idempotency_key_of(idempotency_key, payload)
+        if key_text is not None and namespace is not None:
+            key_text = namespaced_key(namespace, key_text)
         try:
             request = read_payment(payload, requirements, self.network)
         except PaymentInvalidError as exc:

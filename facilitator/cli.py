@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import click
 import uvicorn
@@ -20,10 +23,13 @@ from storage import (
     DatabaseUnavailableError,
     DatabaseUrlError,
     SchemaOutdatedError,
+    create_engine,
+    ensure_schema_current,
     printable_url,
     upgrade_schema,
 )
 
+from ._api_keys import ApiKeyStore, KeyRules
 from ._app import create_app
 from ._checks import refuse_on_fatal
 from ._config import FacilitatorSettings
@@ -51,6 +57,9 @@ def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
         settings.relayer_private_key()
     return settings
 
+
+T = TypeVar("T")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 KEEP_ALIVE_S = 30
 """How long an idle client connection is kept open: longer than clients keep idle connections for reuse
@@ -118,3 +127,77 @@ def check() -> None:
     click.echo(render_checks(results))
     if not all(result.ok for result in results):
         raise SystemExit(1)
+
+
+@main.group()
+def keys() -> None:
+    """The API keys of the callers of /verify and /settle (in the claim store, X402_DATABASE_URL)."""
+
+
+def _address(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        if not _ADDRESS.match(value):
+            raise click.BadParameter(f"{value!r} is not a 0x-prefixed 20-byte hex address")
+    return values
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="who the key is for (shown by `keys list`)")
+@click.option("--pay-to", multiple=True, callback=_address, help="only settle to this payTo (repeatable)")
+@click.option("--asset", multiple=True, callback=_address, help="only settle this asset (repeatable)")
+@click.option("--min-amount", type=click.IntRange(min=0), default=0, help="smallest amount (atomic units)")
+@click.option(
+    "--settles-per-minute",
+    type=click.IntRange(min=1),
+    default=None,
+    help="at most this many settles a minute (per process)",
+)
+def keys_create(
+    name: str,
+    pay_to: tuple[str, ...],
+    asset: tuple[str, ...],
+    min_amount: int,
+    settles_per_minute: int | None,
+) -> None:
+    """Create an API key and print it (alone on stdout), once: only its digest is stored, so it cannot be
+    shown again."""
+    if not 0 < len(name) <= 80:
+        raise click.BadParameter("must be 1 to 80 characters", param_hint="--name")
+    rules = KeyRules(pay_to, asset, min_amount, settles_per_minute)
+    record, key = asyncio.run(_with_store(lambda store: store.create(name, rules)))
+    # The key alone on stdout (`> file` keeps it), what it is on stderr.
+    click.echo(f"created key {record.id} ({name}; {rules.describe()}); it is shown only now:", err=True)
+    click.echo(key)
+
+
+@keys.command("list")
+def keys_list() -> None:
+    """List every key: id, name, created, revoked, rules (never the key)."""
+    records = asyncio.run(_with_store(lambda store: store.all()))
+    if not records:
+        click.echo("no API keys: create one with `x402-facilitator keys create --name <caller>`")
+        return
+    for record in records:
+        revoked = f"revoked {record.revoked_at:%Y-%m-%d %H:%M}" if record.revoked_at else "live"
+        created = f"{record.created_at:%Y-%m-%d %H:%M}"
+        click.echo(f"{record.id}  {record.name}  created {created}  {revoked}  {record.rules.describe()}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke the key KEY_ID (as `keys list` shows it): callers presenting it are refused from now on."""
+    if not asyncio.run(_with_store(lambda store: store.revoke(key_id))):
+        raise cli.ConfigError(f"there is no live key {key_id}: see `x402-facilitator keys list`")
+    click.echo(f"revoked key {key_id}")
+
+
+async def _with_store(use: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
+    """`use` on the key store of X402_DATABASE_URL, whose schema must be current."""
+    settings = _settings()
+    await ensure_schema_current(settings.database_url, "facilitator")
+    engine = create_engine(settings.database_url)
+    try:
+        return await use(ApiKeyStore(engine))
+    finally:
+        await engine.dispose()

@@ -18,18 +18,28 @@ _TIMEOUT_S = 3.0
 
 
 async def check_remote_facilitator(
-    url: str, network: str, *, where: str | None = None, fatal: bool = True
+    url: str,
+    network: str,
+    *,
+    where: str | None = None,
+    fatal: bool = True,
+    door: bool = False,
+    api_key: str | None = None,
 ) -> CheckResult:
-    """`facilitator`: the facilitator at `url` answers `GET /supported` listing `exact` on `network`.
+    """`facilitator`: the facilitator at `url` answers `GET /supported` listing `exact` on `network`, and,
+    with `door` (what `check` asks; `/readyz` does not), does not refuse this merchant's `api_key` (or its
+    lack of one) at its door.
 
     `where` names it in the detail (by default `url` without credentials; `/readyz`, served without
     authentication, names only the setting). Not answering is a problem but never fatal: a facilitator
-    started after the merchant is found by the first payment. Not supporting the network is `fatal`.
+    started after the merchant is found by the first payment. Not supporting the network is `fatal`. A
+    refused key (or none where one is needed) is a problem that is not fatal: every payment would fail.
     """
     where = where or shown_url(url)
     try:
         async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
             response = await client.get(url.rstrip("/") + "/supported")
+            refused = door and await _refused_at_door(client, url, api_key)
         kinds = response.json().get("kinds", []) if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return CheckResult.problem(
@@ -43,7 +53,22 @@ async def check_remote_facilitator(
         for kind in kinds
     ):
         return CheckResult.problem("facilitator", f"{where} does not support exact on {network}", fatal=fatal)
+    if refused:
+        detail = (
+            f"{where} refuses this merchant's API key: check X402_FACILITATOR_API_KEY"
+            if api_key
+            else f"{where} requires an API key: set X402_FACILITATOR_API_KEY (`x402-facilitator keys create`)"
+        )
+        return CheckResult.problem("facilitator", detail, fatal=False)
     return CheckResult.passed("facilitator", f"{where} settles on {network}")
+
+
+async def _refused_at_door(client: httpx.AsyncClient, url: str, api_key: str | None) -> bool:
+    """Whether the facilitator refuses this merchant at its door: an empty body changes nothing anywhere
+    (our facilitator answers it 400, or 401 at the door; others may not serve the route at all)."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    response = await client.post(url.rstrip("/") + "/settle/status", content=b"{}", headers=headers)
+    return response.status_code in (401, 403)
 
 
 def remote_facilitator_check(url: str, network: str, *, where: str | None = None) -> Check:

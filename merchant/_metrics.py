@@ -23,7 +23,7 @@ from observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, gauge
 
 from .ledger import Ledger
 from .payments import OfferStore, PaymentOutcome
-from .reconciler import ReconcileReport
+from .reconciler import RECONCILE_STAGES, ReconcileReport
 from .webhooks import delivery_backlog
 
 __all__ = ["MerchantMetrics", "TimedFacilitator"]
@@ -68,6 +68,15 @@ class MerchantMetrics:
             ["kind"],
             registry=registry,
         )
+        self._reconcile_failures = Counter(
+            "x402_merchant_reconciler_failures",
+            "items (or stages) a reconcile pass could not finish and left to the next pass, by stage "
+            "(claims, turns, tell, book, scan, finalize)",
+            ["stage"],
+            registry=registry,
+        )
+        for stage in RECONCILE_STAGES:
+            self._reconcile_failures.labels(stage)
         for outcome in ("delivered", "retry", "failed", "disabled"):
             self._deliveries.labels(outcome)
         for kind in (*_DIFFERENCES, "unresolved"):
@@ -82,10 +91,12 @@ class MerchantMetrics:
         self._deliveries.labels(outcome).inc()
 
     def reconciled(self, report: ReconcileReport) -> None:
-        """Count what one reconcile pass found."""
+        """Count what one reconcile pass found, and the items it could not finish."""
         for name in (f.name for f in fields(report) if f.name in _DIFFERENCES):
             self._differences.labels(name).inc(getattr(report, name))
         self._differences.labels("unresolved").inc(len(report.unresolved))
+        for stage, count in report.failed.items():
+            self._reconcile_failures.labels(stage).inc(count)
 
     def scrape(
         self,

@@ -317,7 +317,7 @@ def build_app(
         mime_types={TEXT_STATS_SKILL.id: TEXT_STATS_SKILL.output_modes[0]},
     )
     facilitator: FacilitatorClient = (
-        HttpFacilitatorClient(settings.facilitator_url)
+        HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
         if settings.facilitator_url
         else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     )

@@ -90,7 +90,13 @@ async def check_merchant(
             checks.append(
                 Check(
                     "facilitator",
-                    partial(check_remote_facilitator, settings.facilitator_url, settings.network),
+                    partial(
+                        check_remote_facilitator,
+                        settings.facilitator_url,
+                        settings.network,
+                        door=True,
+                        api_key=settings.remote_facilitator_key(),
+                    ),
                 )
             )
             branches: tuple[str, ...] = ("merchant",)

@@ -181,7 +181,7 @@ def reconcile() -> None:
 async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
     engine = create_engine(settings.database_url)
     facilitator = (
-        HttpFacilitatorClient(settings.facilitator_url)
+        HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
         if settings.facilitator_url
         else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -43,9 +43,12 @@ from facilitator.wire import PaymentPayload, PaymentRequirements
 
 from ._chain_scan import ChainPayment, payments_to
 from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
-from .payments import Offer, OfferState, OfferStore, PaymentRecovery
+from .payments import Offer, OfferState, OfferStore, PaymentRecovery, one_line
 
-__all__ = ["Difference", "ReconcileReport", "Reconciler"]
+__all__ = ["RECONCILE_STAGES", "Difference", "ReconcileReport", "Reconciler"]
+
+RECONCILE_STAGES = ("claims", "turns", "tell", "book", "scan", "finalize")
+"""The stages of a pass, as `ReconcileReport.failed` and the failures metric name them."""
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,13 @@ class ReconcileReport:
     booked_from_chain: int = 0
     finalized: int = 0
     reversed: int = 0
+    # Items (or whole stages) this pass could not finish, by stage; each is retried by the next pass.
+    failed: dict[str, int] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
+
+    def fail(self, stage: str) -> None:
+        """Count one item of `stage` this pass could not finish."""
+        self.failed[stage] = self.failed.get(stage, 0) + 1
 
     @property
     def unresolved(self) -> list[str]:
@@ -160,22 +169,50 @@ class Reconciler:
         return report
 
     async def _pass(self) -> ReconcileReport:
+        """Every stage, each on its own: a stage (or one item of it) that fails is logged in one line,
+        counted in the report and left to the next pass, and never stops the others."""
         report = ReconcileReport()
         if isinstance(self._facilitator, Facilitator):
-            report.claims_moved = await self._facilitator.reconcile()
-        report.turns_finished = await self._recovery.finish_abandoned()
-        report.told_late = await self._recovery.tell_untold()
-        report.booked_late = await self._recovery.book_unbooked()
+            report.claims_moved = await self._stage(report, "claims", self._facilitator.reconcile)
+        recovery = self._recovery
+        report.turns_finished = await self._stage(
+            report, "turns", partial(recovery.finish_abandoned, on_failure=partial(report.fail, "turns"))
+        )
+        report.told_late = await self._stage(
+            report, "tell", partial(recovery.tell_untold, on_failure=partial(report.fail, "tell"))
+        )
+        report.booked_late = await self._stage(
+            report, "book", partial(recovery.book_unbooked, on_failure=partial(report.fail, "book"))
+        )
         try:
             await self._scan_chain(report)
         except ChainError as exc:
             report.differ(f"chain scan: chain unavailable ({exc})")
+        except Exception as exc:  # noqa: BLE001 - the pass goes on without this stage
+            logger.warning("reconcile: chain scan failed: %s", one_line(exc))
+            report.fail("scan")
+        await self._stage(report, "finalize", partial(self._check_all_on_chain, report))
+        return report
+
+    async def _stage(self, report: ReconcileReport, stage: str, run: Callable[[], Awaitable[int]]) -> int:
+        """`run()`, or 0 (logged in one line and counted) if it fails as a whole."""
+        try:
+            return await run()
+        except Exception as exc:  # noqa: BLE001 - one stage must never stop the pass
+            logger.warning("reconcile: stage %s failed (retried next pass): %s", stage, one_line(exc))
+            report.fail(stage)
+            return 0
+
+    async def _check_all_on_chain(self, report: ReconcileReport) -> int:
         for entry in await self._ledger.unfinalized_settlements():
             try:
                 await self._check_on_chain(entry, report)
             except ChainError as exc:
                 report.differ(f"{entry.id}: chain unavailable ({exc})")
-        return report
+            except Exception as exc:  # noqa: BLE001 - one settlement must never stop the others'
+                logger.warning("reconcile: checking %s postponed: %s", entry.id, one_line(exc))
+                report.fail("finalize")
+        return 0
 
     async def run(self, stop: asyncio.Event, *, interval_s: float = 30.0) -> None:
         """Reconcile every `interval_s` until `stop` is set; a failed pass is logged and retried."""

@@ -31,6 +31,9 @@ class MerchantSettings(BaseSettings):
     facilitator_url: str | None = Field(
         None, description="a remote x402 facilitator instead of the in-process one"
     )
+    facilitator_api_key: SecretStr | None = Field(
+        None, description="this merchant's API key at the remote facilitator (sent as a bearer token)"
+    )
     confirmations: int = Field(1, ge=1, le=256)
     erc6492_factories: str = Field(
         "",
@@ -150,6 +153,11 @@ class MerchantSettings(BaseSettings):
     def base_url(self) -> str:
         """The public base URL of the merchant."""
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def remote_facilitator_key(self) -> str | None:
+        """The API key to present to the remote facilitator (`X402_FACILITATOR_API_KEY`), if any."""
+        key = self.facilitator_api_key
+        return None if key is None else key.get_secret_value()
 
     def facilitator_settings(self) -> FacilitatorSettings:
         """Settings for the in-process facilitator, sharing this database and chain."""

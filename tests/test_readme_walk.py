@@ -3,11 +3,11 @@ merchant settling through it, a paying client), against loopback.
 
 The block is the fenced one after the `readme-walk` marker; a `# terminal N` comment starts a terminal. The
 walk runs in a fresh directory holding links to the checkout's files (so nothing it writes, `.devchain.env`,
-`.api-token` and `x402.db`, lands in the checkout and no developer's `.env` is read), with the block's two
-ports replaced by free ones. Each terminal but the last keeps serving: the next starts when it is ready (its
-env file written, or its `--port` answering `/healthz`). The last must pay and see the payment in the
-ledger, through the billing API too. Every terminal's process group is interrupted at the end, then killed
-if it lingers.
+`.api-token`, `.facilitator-key` and `x402.db`, lands in the checkout and no developer's `.env` is read),
+with the block's two ports replaced by free ones. Each terminal but the last keeps serving: the next starts
+when it is ready (its env file written, or its `--port` answering `/healthz`). The last must pay and see the
+payment in the ledger, through the billing API too. Every terminal's process group is interrupted at the
+end, then killed if it lingers.
 """
 
 from __future__ import annotations
@@ -35,7 +35,16 @@ _READY_TIMEOUT_S = 120.0
 _RUN_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
 Popen = subprocess.Popen[str]
-_STATE_FILES = {".git", ".env", ".devchain.env", ".api-token", "x402.db", "x402.db-wal", "x402.db-shm"}
+_STATE_FILES = {
+    ".git",
+    ".env",
+    ".devchain.env",
+    ".api-token",
+    ".facilitator-key",
+    "x402.db",
+    "x402.db-wal",
+    "x402.db-shm",
+}
 
 
 @dataclass

@@ -13,7 +13,7 @@ from ._outcomes import OutcomeListener, PaymentOutcome
 from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
-from ._recovery import PaymentRecovery
+from ._recovery import PaymentRecovery, one_line
 
 __all__ = [
     "Asset",
@@ -30,5 +30,6 @@ __all__ = [
     "Presentations",
     "Pricing",
     "SkillResolver",
+    "one_line",
     "protocol_version",
 ]

@@ -163,12 +163,6 @@ class Offer:
     booked_at: datetime | None
     told_at: datetime | None
 
-    @property
-    def settlement_key(self) -> str:
-        """The idempotency key this offer's payment is settled under, by the paid turn and by recovery
-        alike: the facilitator answers a second settle with the same key from the first one's claim."""
-        return f"a2a-task:{self.task_id}:{self.round}"
-
 
 @dataclass(frozen=True, slots=True)
 class CheckedOffer:
@@ -268,6 +262,11 @@ class OfferStore:
             # Terms replace only terms: an offer whose payment is taken or decided keeps its record.
             where=offers_table.c.state == OfferState.OFFERED.value,
         )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The merchant's database."""
+        return self._engine
 
     async def offer(
         self,

@@ -21,6 +21,7 @@ Tasks are updated in the task store directly: after a restart no live request or
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -38,11 +39,13 @@ from a2a_x402 import (
     PaymentRejectedData,
     error_code_for_reason,
 )
-from facilitator import ChainError, FacilitatorClient
+from facilitator import ChainError, FacilitatorAnswerError, FacilitatorClient, IdempotencyConflictError
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
+from ._conflict import answer_unsettled
+from ._keys import SettlementKeys
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
 from ._wire import agent_status
@@ -73,14 +76,20 @@ class PaymentRecovery:
         settle_timeout_s: float = 5.0,
     ):
         self._offers = offers
+        self._keys = SettlementKeys(offers.engine)
         self._facilitator = facilitator
         self._ledger = ledger
         self._tasks = tasks
         self._stale_after = timedelta(seconds=stale_after_s)
         self._settle_timeout_s = settle_timeout_s
 
-    async def finish_abandoned(self) -> int:
-        """Finish every abandoned paid turn; return how many were finished."""
+    async def finish_abandoned(self, *, on_failure: Callable[[], None] | None = None) -> int:
+        """Finish every abandoned paid turn; return how many were finished.
+
+        Each turn is on its own: one that cannot be finished now (the facilitator unreachable or answering
+        nonsense, a fault of its own) is logged in one line, reported to `on_failure`, and tried again by the
+        next pass; the others are finished regardless.
+        """
         cutoff = datetime.now(UTC) - self._stale_after
         finished = 0
         for offer in await self._offers.unfinished():
@@ -90,9 +99,13 @@ class PaymentRecovery:
                 finished += await self._finish(offer)
             except ChainError as exc:
                 logger.warning("recovery of task %s postponed: %s", offer.task_id, exc)
+                _count(on_failure)
+            except Exception as exc:  # noqa: BLE001 - one turn must never stop the others' recovery
+                logger.warning("recovery of task %s postponed: %s", offer.task_id, one_line(exc))
+                _count(on_failure)
         return finished
 
-    async def tell_untold(self) -> int:
+    async def tell_untold(self, *, on_failure: Callable[[], None] | None = None) -> int:
         """Tell every task whose payment was decided a while ago but never reached it; return how many.
 
         A task that ended otherwise (the SDK fails a task whose events it could not store, say) is put in
@@ -104,6 +117,7 @@ class PaymentRecovery:
                 told += await self._tell_if_untold(offer)
             except Exception:  # noqa: BLE001 - one task that cannot be told must not stop the pass
                 logger.exception("could not tell task %s its payment is %s", offer.task_id, offer.state.value)
+                _count(on_failure)
         return told
 
     async def _tell_if_untold(self, offer: Offer) -> bool:
@@ -159,7 +173,7 @@ class PaymentRecovery:
             correct=correct,
         )
 
-    async def book_unbooked(self) -> int:
+    async def book_unbooked(self, *, on_failure: Callable[[], None] | None = None) -> int:
         """Book the settlements of paid tasks that the ledger lacks (their booking failed); return how many.
 
         Only offers recorded paid without a booking are read; one the ledger already holds (booked by
@@ -167,24 +181,33 @@ class PaymentRecovery:
         """
         booked = 0
         for offer in await self._offers.unbooked():
-            if offer.payload is None or offer.accepted is None or not offer.receipts:
-                continue
-            payload = PaymentPayload.from_wire(offer.payload)
-            requirements = PaymentRequirements.from_wire(offer.accepted)
-            authorization = payload.payload.authorization
-            already = await self._ledger.has_authorization(
-                requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
-            )
-            response = SettleResponse.from_wire(offer.receipts[-1])
-            # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
-            mark = partial(self._offers.mark_booked, task_id=offer.task_id)
-            if response.success and await book_settlement(
-                self._ledger, offer, payload, requirements, response, along=mark
-            ):
-                if not already:
-                    logger.info("booked the settlement of task %s late", offer.task_id)
-                    booked += 1
+            try:
+                booked += await self._book_if_unbooked(offer)
+            except Exception as exc:  # noqa: BLE001 - one booking must never stop the others'
+                logger.warning("booking task %s postponed: %s", offer.task_id, one_line(exc))
+                _count(on_failure)
         return booked
+
+    async def _book_if_unbooked(self, offer: Offer) -> bool:
+        """Book `offer`'s settlement if the ledger lacks it; True if this call booked it."""
+        if offer.payload is None or offer.accepted is None or not offer.receipts:
+            return False
+        payload = PaymentPayload.from_wire(offer.payload)
+        requirements = PaymentRequirements.from_wire(offer.accepted)
+        authorization = payload.payload.authorization
+        already = await self._ledger.has_authorization(
+            requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
+        )
+        response = SettleResponse.from_wire(offer.receipts[-1])
+        # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
+        mark = partial(self._offers.mark_booked, task_id=offer.task_id)
+        if response.success and await book_settlement(
+            self._ledger, offer, payload, requirements, response, along=mark
+        ):
+            if not already:
+                logger.info("booked the settlement of task %s late", offer.task_id)
+                return True
+        return False
 
     async def _finish(self, offer: Offer) -> bool:
         if offer.state is not OfferState.SETTLING or offer.payload is None or offer.accepted is None:
@@ -202,13 +225,18 @@ class PaymentRecovery:
             # The taken time lets a transaction someone else mined since (a front-runner) settle the task;
             # an offer taken before it was stored has none, and such a transfer is refused and reported.
             taken = offer.taken_at
-            response = await self._facilitator.settle(
-                payload,
-                requirements,
-                idempotency_key=offer.settlement_key,
-                timeout_s=self._settle_timeout_s,
-                presented_at=None if taken is None else int(taken.timestamp()),
-            )
+            try:
+                response = await self._facilitator.settle(
+                    payload,
+                    requirements,
+                    idempotency_key=await self._keys.key(offer.task_id, offer.round),
+                    timeout_s=self._settle_timeout_s,
+                    presented_at=None if taken is None else int(taken.timestamp()),
+                )
+            except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
+                response = await answer_unsettled(
+                    self._facilitator, payload, requirements, offer.task_id, exc
+                )
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             return False
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
@@ -289,3 +317,15 @@ def _pending(receipt: dict[str, object]) -> bool:
 def _unsent(response: SettleResponse) -> bool:
     """A pending answer naming no transaction: the authorization is claimed but nothing was broadcast."""
     return response.error_reason == Reason.SETTLEMENT_PENDING and not response.transaction
+
+
+def _count(on_failure: Callable[[], None] | None) -> None:
+    if on_failure is not None:
+        on_failure()
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one bounded log line: its type and its message's first line (SQLAlchemy appends
+    the statement and its parameters on the next ones)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")

@@ -18,11 +18,18 @@ from a2a.server.events import EventQueue
 from a2a.types import TaskState
 
 from a2a_x402 import Dialect, PaymentSubmittedData, PaymentVerifiedData
-from facilitator import ChainUnavailableError, FacilitatorClient
+from facilitator import (
+    ChainUnavailableError,
+    FacilitatorAnswerError,
+    FacilitatorClient,
+    IdempotencyConflictError,
+)
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse, SettleResponseV1
 
 from ..webhooks import EventType
 from ._booking import settlement_event
+from ._conflict import answer_unsettled as _answer_unsettled
+from ._keys import SettlementKeys
 from ._offers import Offer, OfferState, OfferStore
 from ._wire import agent_status, receipt_for
 
@@ -39,6 +46,7 @@ class Settler:
     ):
         self._facilitator = facilitator
         self._offers = offers
+        self._keys = SettlementKeys(offers.engine)
         self._timeout_s = timeout_s
         self._horizon_s = horizon_s
 
@@ -63,11 +71,12 @@ class Settler:
 
         The answer is pending only if it still was when the horizon passed.
         """
-        key = offer.settlement_key
+        # The same key for the paid turn and for recovery: the facilitator answers a retry from its claim.
+        key = await self._keys.key(offer.task_id, offer.round)
         # When the payment was taken: only a transaction mined since may settle it for someone else.
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
-        response = await self._settle(payload, requirements, key, presented_at)
+        response = await self._settle(task_id, payload, requirements, key, presented_at)
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
             await self._offers.advance(
@@ -90,7 +99,7 @@ class Settler:
             while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
                 # The heartbeat tells the reconciler this settlement still has a live owner.
                 await self._offers.touch(task_id)
-                response = await self._settle(payload, requirements, key, presented_at)
+                response = await self._settle(task_id, payload, requirements, key, presented_at)
             receipts.pop()
         receipts.append(receipt_for(response, data.payload))
         return response, receipts
@@ -128,7 +137,12 @@ class Settler:
         return tuple(receipt_for(SettleResponse.from_wire(r), data.payload) for r in stored)
 
     async def _settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, key: str, presented_at: int
+        self,
+        task_id: str,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        key: str,
+        presented_at: int,
     ) -> SettleResponse:
         """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
 
@@ -139,11 +153,15 @@ class Settler:
             on=ChainUnavailableError, attempts=10, timeout=self._horizon_s
         ):
             with attempt:
-                return await self._facilitator.settle(
-                    payload,
-                    requirements,
-                    idempotency_key=key,
-                    timeout_s=self._timeout_s,
-                    presented_at=presented_at,
-                )
+                try:
+                    return await self._facilitator.settle(
+                        payload,
+                        requirements,
+                        idempotency_key=key,
+                        timeout_s=self._timeout_s,
+                        presented_at=presented_at,
+                    )
+                except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
+                    # An answer, not a fault: the turn ends on what the facilitator knows of the payment.
+                    return await _answer_unsettled(self._facilitator, payload, requirements, task_id, exc)
         raise RuntimeError("unreachable: stamina re-raises the last error")

@@ -2,7 +2,7 @@
 by replicas: their payers cool off and each relayer key's revert budget is counted from them
 
 Revision ID: f0006
-Revises: f0004
+Revises: f0005
 Create Date: 2026-12-04
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from storage import Uint256, UtcDateTime
 
 revision = "f0006"
-down_revision = "f0004"
+down_revision = "f0005"
 branch_labels = None
 depends_on = None
 

@@ -9,7 +9,7 @@ refuses its replay without a second transfer, and tells the paying client why a 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from x402 import x402Client, x402ClientSync, x402ResourceServer
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.http.clients import x402HttpxClient
+from x402.http.facilitator_client_base import CreateHeadersAuthProvider
 from x402.http.middleware.fastapi import payment_middleware
 from x402.http.utils import (
     decode_payment_required_header,
@@ -28,7 +29,9 @@ from x402.mechanisms.evm.exact import register_exact_evm_server
 from x402.schemas import PaymentPayload, PaymentRequired, ResourceInfo
 
 from devchain import DevChain
+from facilitator import ApiKeyStore
 from facilitator.wire import Reason
+from storage import create_engine
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
@@ -92,11 +95,20 @@ async def test_the_sdk_facilitator_client_reads_our_answers_to_malformed_request
 
 
 @pytest.fixture
-def paid_resource(
+async def paid_resource(
     chain: DevChain, start_service: StartService, asgi_server: Callable[..., str], sqlite_url: str
-) -> Iterator[str]:
-    """`GET /paid` on a FastAPI app behind the SDK's payment middleware, with our service as facilitator."""
-    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=start_service(sqlite_url))))
+) -> AsyncIterator[str]:
+    """`GET /paid` on a FastAPI app behind the SDK's payment middleware, with our service as facilitator:
+    API keys required, the middleware presenting its own through the SDK's auth provider."""
+    engine = create_engine(sqlite_url)
+    try:
+        _record, key = await ApiKeyStore(engine).create("sdk middleware")
+    finally:
+        await engine.dispose()
+    bearer = {"Authorization": f"Bearer {key}"}
+    auth = CreateHeadersAuthProvider(lambda: {"verify": bearer, "settle": bearer})
+    config = FacilitatorConfig(url=start_service(sqlite_url, facilitator_public=False), auth_provider=auth)
+    server = x402ResourceServer(HTTPFacilitatorClient(config))
     register_exact_evm_server(server, networks=chain.network)
     price = {
         "amount": str(AMOUNT),

@@ -33,9 +33,18 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, chain_env(chain, sqlite_url))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "revert budget"]
+    assert list(rows) == ["network", "relayer", "database", "access", "revert budget"]
     relayer = Account.from_key(chain.relayer_key).address
     assert rows["relayer"][1].startswith(f"{relayer} holds ")
+    assert rows["access"][1] == "API keys required for /verify and /settle (`keys create`)"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_check_shows_a_public_facilitator(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_FACILITATOR_PUBLIC="true"))
+
+    assert (code, problems(rows)) == (0, {})
+    assert rows["access"][1].startswith("public (X402_FACILITATOR_PUBLIC)")
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -144,7 +153,7 @@ def test_listed_wallet_factories_with_code_pass(chain: DevChain, sqlite_url: str
     code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=chain.wallet_factory))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "erc6492 factories", "revert budget"]
+    assert list(rows) == ["network", "relayer", "database", "access", "erc6492 factories", "revert budget"]
     assert rows["erc6492 factories"] == ("ok", f"{chain.wallet_factory} has code")
 
 

@@ -5,6 +5,7 @@ every answer is the same), and `serve` refuses a node of another chain."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ import httpx
 from eth_account import Account
 
 from devchain import ANVIL_DEV_KEYS, DevChain
+from facilitator.wire import PaymentPayload
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
@@ -99,9 +101,13 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
     assert sum(tx_count(chain, r) for r in relayers) == nonce_before + 2
     assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
     rows = await claim_rows(postgres_url)
+    # A public caller's key is stored in the payer's namespace, hashed.
+    keyed_payload = PaymentPayload.from_wire(keyed_body["paymentPayload"])
+    keyed_payer = keyed_payload.payload.authorization.from_address.lower()
+    stored_key = f"public:{keyed_payer}:{hashlib.sha256(b'shared-1').hexdigest()}"
     assert sorted((row["state"], row["idempotency_key"] or "") for row in rows) == [
         ("succeeded", ""),
-        ("succeeded", "shared-1"),
+        ("succeeded", stored_key),
     ]
     assert {row["tx_hash"] for row in rows} == {winner["transaction"], keyed_answer["transaction"]}
 

@@ -90,6 +90,8 @@ def facilitator_process(chain: DevChain, sqlite_url: str, tmp_path: Path) -> Ite
         "X402_RELAYER_KEY": chain.relayer_key,
         "X402_DATABASE_URL": sqlite_url,
         "X402_PORT": str(port),
+        # The suite sends no Authorization header: the facilitator runs in its explicit public mode.
+        "X402_FACILITATOR_PUBLIC": "true",
     }
     log = (tmp_path / "facilitator.log").open("wb")
     process = subprocess.Popen(  # noqa: S603 - our own console script

@@ -1,0 +1,125 @@
+"""The facilitator's door: who is calling `/verify` and `/settle`, and whether their key's rules allow it.
+
+A caller presents `Authorization: Bearer <API key>`. Without a key, or with one that is not a live key of
+this facilitator, the request is refused, unless the facilitator is public (`X402_FACILITATOR_PUBLIC`): then
+a caller without a key is let in, while a wrong or revoked key is still refused (a caller that meant to
+authenticate learns its key does not work instead of silently losing its namespace).
+
+Every caller's idempotency keys live in a namespace of its own, so no caller can reach another's claim by
+its key: an API key's id, or, for a public caller, the payer of the payment itself, whose signature the
+settlement requires: a stranger can claim a key only for payments it can sign.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ._api_keys import ApiKey, ApiKeyStore
+from .wire import PaymentPayload, PaymentRequirements, Reason
+
+__all__ = ["Caller", "Door", "Refused"]
+
+MAX_AUTHORIZATION_CHARS = 256
+"""An Authorization header longer than this is refused unread (no key of this facilitator is as long)."""
+_WINDOW_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Why the door did not open: the HTTP status, the x402 reason and one line for the caller."""
+
+    status: int
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: their key (None for a public caller)."""
+
+    key: ApiKey | None
+
+    def namespace(self, payload: PaymentPayload) -> str:
+        """The namespace of this caller's idempotency keys for `payload`."""
+        if self.key is not None:
+            return f"key:{self.key.id}"
+        return f"public:{payload.payload.authorization.from_address.lower()}"
+
+    @property
+    def name(self) -> str:
+        """The key's id, or `public` (for logs and metrics; never the key)."""
+        return "public" if self.key is None else self.key.id
+
+
+_NO_KEY = (
+    "this facilitator requires an API key: send Authorization: Bearer <key> "
+    "(an operator creates one with `x402-facilitator keys create`)"
+)
+
+
+@dataclass
+class Door:
+    """Admits callers by API key (`store`), or also without one when `public`."""
+
+    store: ApiKeyStore
+    public: bool = False
+    _settles: dict[str, deque[float]] = field(default_factory=dict)
+
+    async def admit(self, authorization: str | None) -> Caller | Refused:
+        """The caller behind an `Authorization` header value (None when absent)."""
+        if authorization is None or authorization == "":
+            return Caller(None) if self.public else Refused(401, Reason.INVALID_PAYLOAD, _NO_KEY)
+        if len(authorization) > MAX_AUTHORIZATION_CHARS:
+            return Refused(401, Reason.INVALID_PAYLOAD, "the Authorization header is too long")
+        scheme, _, key = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return Refused(401, Reason.INVALID_PAYLOAD, "the Authorization header must be: Bearer <API key>")
+        found = await self.store.recognise(key.strip())
+        if found is None:
+            return Refused(401, Reason.INVALID_PAYLOAD, "this API key is unknown or revoked")
+        return Caller(found)
+
+    def check_rules(
+        self, caller: Caller, requirements: PaymentRequirements, *, settling: bool
+    ) -> Refused | None:
+        """The refusal of a payment the caller's key does not allow, or None; a settle that passes is
+        counted towards the key's rate."""
+        if caller.key is None:
+            return None
+        rules = caller.key.rules
+        if rules.pay_to and requirements.pay_to.lower() not in rules.pay_to:
+            return Refused(
+                200,
+                Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH,
+                "this API key may not settle payments to this payTo",
+            )
+        if rules.assets and requirements.asset.lower() not in rules.assets:
+            return Refused(
+                200, Reason.INVALID_PAYMENT_REQUIREMENTS, "this API key may not settle payments in this asset"
+            )
+        if requirements.amount < rules.min_amount:
+            return Refused(
+                200,
+                Reason.INVALID_PAYMENT_REQUIREMENTS,
+                f"this API key settles payments of at least {rules.min_amount} atomic units",
+            )
+        if settling and rules.settles_per_minute is not None:
+            return self._count_settle(caller.key, rules.settles_per_minute)
+        return None
+
+    def _count_settle(self, key: ApiKey, limit: int) -> Refused | None:
+        """Count one settle of `key` in its sliding minute (of this process), or refuse it past `limit`."""
+        now = time.monotonic()
+        window = self._settles.setdefault(key.id, deque())
+        while window and window[0] <= now - _WINDOW_S:
+            window.popleft()
+        if len(window) >= limit:
+            return Refused(
+                429,
+                Reason.UNEXPECTED_SETTLE_ERROR,
+                f"this API key may settle at most {limit} payments a minute; retry later",
+            )
+        window.append(now)
+        return None

@@ -1,0 +1,121 @@
+"""A row the reconciler cannot finish never stops its pass (issue 25): two paid turns are left settling by a
+stopped merchant, one of them poisoned in the database; the pass finishes and finalizes the other, logs the
+poisoned one in one line, counts it (`failed`, the failures metric), and a later pass finishes it once it
+can be read again."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from devchain import DevChain
+from facilitator import Facilitator
+from merchant._metrics import MerchantMetrics
+from merchant.app import build_reconciler
+from merchant.ledger import Ledger
+from merchant.payments import OfferStore
+from merchant.reconciler import ReconcileReport
+from merchant.settings import MerchantSettings
+from merchant.webhooks import Outbox
+from payer import sign_payment
+from storage import create_engine
+from tests.fixtures.merchant import (
+    MerchantStarter,
+    MerchantWire,
+    ledger_entries,
+    offered_terms,
+    payment_message,
+    user_message,
+)
+
+
+async def _pass(settings: MerchantSettings) -> ReconcileReport:
+    engine = create_engine(settings.database_url)
+    facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    try:
+        reconciler = build_reconciler(
+            settings,
+            engine=engine,
+            facilitator=facilitator,
+            offers=OfferStore(engine),
+            ledger=Ledger(engine, Outbox(engine)),
+        )
+        try:
+            return await reconciler.run_once()
+        finally:
+            await reconciler.aclose()
+    finally:
+        await facilitator.aclose()
+        await engine.dispose()
+
+
+async def _sql(database_url: str, statement: str, **params: object) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.exec_driver_sql(statement, params)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_poisoned_row_is_counted_and_retried_while_the_pass_finishes_the_others(
+    sqlite_url: str,
+    chain: DevChain,
+    start_merchant: MerchantStarter,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    merchant = start_merchant(sqlite_url, settle_timeout_s=0.5, reconcile_stale_after_s=0.1)
+    tasks = []
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        payers = [new_payer(), new_payer()]  # minted while blocks are still mined
+        chain.rpc.call("evm_setAutomine", [False])
+        for payer in payers:
+            task = (await wire.send(user_message()))["task"]
+            payload = sign_payment(payer, offered_terms(task).accepts[0])
+            working = (await wire.send(payment_message(task["id"], payload)))["task"]
+            assert working["status"]["state"] == "TASK_STATE_WORKING"
+            tasks.append(task["id"])
+    merchant.stop()
+    chain.rpc.call("evm_mine")
+    poisoned, honest = tasks
+    engine = create_engine(sqlite_url)
+    try:
+        offer = await OfferStore(engine).get(poisoned)
+    finally:
+        await engine.dispose()
+    assert offer is not None and offer.payload is not None
+    original = orjson.dumps(offer.payload).decode()
+    # SQLite keeps JSON as text: the poisoned offer's payment is no x402 payload any more.
+    await _sql(
+        sqlite_url,
+        'UPDATE payment_offers SET payload = \'{"x402Version": "poison"}\' WHERE task_id = :task',
+        task=poisoned,
+    )
+
+    with caplog.at_level(logging.WARNING, logger="merchant"):
+        report = await _pass(merchant.settings)
+
+    assert (report.turns_finished, report.finalized, report.failed) == (1, 1, {"turns": 1})
+    assert [entry.task_id for entry in await ledger_entries(sqlite_url)] == [honest]
+    lines = [r for r in caplog.records if poisoned in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None and "\n" not in lines[0].getMessage()
+    registry = CollectorRegistry()
+    MerchantMetrics(registry).reconciled(report)
+    assert registry.get_sample_value("x402_merchant_reconciler_failures_total", {"stage": "turns"}) == 1
+
+    # Once the row can be read again, the next pass finishes it.
+    await _sql(
+        sqlite_url,
+        "UPDATE payment_offers SET payload = :payload WHERE task_id = :task",
+        payload=original,
+        task=poisoned,
+    )
+    retried = await _pass(merchant.settings)
+    assert (retried.turns_finished, retried.failed) == (1, {})
+    assert sorted(entry.task_id for entry in await ledger_entries(sqlite_url)) == sorted(tasks)
