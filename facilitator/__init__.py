@@ -14,10 +14,12 @@ from __future__ import annotations
 from ._app import create_app
 from ._checks import (
     CHECK_TIMEOUT_S,
+    FOREIGN_SETTLEMENTS_COUNTED,
     ReadStatus,
     check_database,
     check_schema,
     erc6492_factories_check,
+    foreign_settlements_check,
     network_check,
     read_once,
     refuse_on_fatal,
@@ -65,6 +67,7 @@ __all__ = [
     "ClaimKey",
     "ClaimState",
     "ClaimStore",
+    "FOREIGN_SETTLEMENTS_COUNTED",
     "Facilitator",
     "FacilitatorClient",
     "FacilitatorError",
@@ -95,6 +98,7 @@ __all__ = [
     "http_url",
     "facilitator_checks",
     "facilitator_readings",
+    "foreign_settlements_check",
     "load_private_key",
     "load_private_keys",
     "network_check",

@@ -20,6 +20,7 @@ from ._checks import (
     CHECK_TIMEOUT_S,
     check_database,
     erc6492_factories_check,
+    foreign_settlements_check,
     network_check,
     read_once,
     relayer_check,
@@ -64,6 +65,7 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         checks = [network_check(read, settings.network), relayer, Check("database", database)]
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
+        checks.append(foreign_settlements_check(settings.count_foreign_settlements))
         return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
     finally:
         await rpc.aclose()

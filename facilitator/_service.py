@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from storage import create_engine, ensure_schema_current
 
 from ._answers import CHAIN_DOWN, Answers
+from ._checks import FOREIGN_SETTLEMENTS_COUNTED
 from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
@@ -87,6 +88,7 @@ class Facilitator:
         validity_margin_s: int = 6,
         gas_limit_cap: int = 300_000,
         erc6492_factories: Iterable[str] = (),
+        count_foreign_settlements: bool = False,
     ):
         self.network = network
         self.chain_id = int(network.split(":", 1)[1])
@@ -102,7 +104,14 @@ class Facilitator:
         self._recovery = Recovery(rpc, claims, relayers)
         records = ClaimRecords(claims, self._answers, confirmations=confirmations)
         self._elsewhere = SettledElsewhere(
-            rpc, self._recovery, self._watcher, records, self._answers, confirmations=confirmations
+            rpc,
+            self._recovery,
+            self._watcher,
+            records,
+            self._answers,
+            confirmations=confirmations,
+            relayers=relayers.addresses,
+            count_foreign=count_foreign_settlements,
         )
         self._outcomes = Outcomes(
             claims=claims,
@@ -191,6 +200,7 @@ class Facilitator:
             validity_margin_s=settings.validity_margin_s,
             gas_limit_cap=settings.gas_limit_cap,
             erc6492_factories=settings.erc6492_factory_addresses,
+            count_foreign_settlements=settings.count_foreign_settlements,
         )
         facilitator._owned_engine = engine if owned else None
         facilitator._database_url = settings.database_url
@@ -233,6 +243,10 @@ class Facilitator:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"
             )
+        if self._elsewhere.count_foreign:
+            # Not refused: one deployment, or several on one database, is a sound configuration; but no
+            # check can see another deployment paying to the same payTo with a database of its own.
+            logger.warning(FOREIGN_SETTLEMENTS_COUNTED)
         await self._relayer.start()
 
     async def aclose(self) -> None:
@@ -332,7 +346,9 @@ class Facilitator:
         authorization is refused as `duplicate_settlement`, naming the original transaction.
 
         `presented_at` (unix seconds) is when the caller durably took this payment. An authorization that
-        someone else's transaction already used to pay the payee counts as settled only if that transaction
+        someone else's transaction already used to pay the payee counts as settled only if foreign
+        settlements count here (`count_foreign_settlements`: every deployment paying to this payTo shares
+        this claim store; otherwise such a settle is refused naming the transaction) and that transaction
         was mined at or after it, within a few seconds' skew (spec §15.6): one mined earlier may be a copy of
         a payment made elsewhere. Without it (the HTTP API cannot vouch for its callers) such a settle is
         refused as a used nonce, naming the transaction under `extensions.settledElsewhere`.

@@ -36,6 +36,7 @@ from facilitator import (
     check_database,
     erc6492_factories,
     erc6492_factories_check,
+    foreign_settlements_check,
     load_private_key,
     network_check,
     read_chain_status,
@@ -99,6 +100,9 @@ async def check_merchant(
             factories = erc6492_factories(settings.erc6492_factories)
             if factories:
                 checks.append(erc6492_factories_check(rpc, factories))
+            checks.append(
+                foreign_settlements_check(settings.facilitator_settings().count_foreign_settlements)
+            )
             branches = ("merchant", "facilitator")
         database = partial(check_database, settings.database_url, *branches, upgrade_command=_UPGRADE)
         checks += [Check("database", database), Check("tenants", partial(check_tenants, tenants, settings))]

@@ -275,10 +275,11 @@ def accept_again(chain: DevChain, wallet: str) -> None:
 
 
 async def wallet_payment(
-    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, **changes: Any
 ) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
-    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0)
+    """A facilitator (settings `changes` applied), a gas-burning ERC-1271 wallet
+    (`settle_while_the_wallet_refuses`), and its payment."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0, **changes)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
     return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)
@@ -418,11 +419,15 @@ async def test_settlements_are_eip1559_transactions_within_the_gas_cap(
         assert int(sent["maxPriorityFeePerGas"], 16) <= int(sent["maxFeePerGas"], 16)
 
 
+@pytest.mark.parametrize("count_foreign", [True, False], ids=["foreign-counted", "foreign-refused"])
 async def test_a_released_authorization_someone_else_then_settled_is_recorded_as_their_settlement(
-    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+    count_foreign: bool, database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> None:
-    """Our transaction reverted and made the authorization public; another party's then paid the payee."""
-    service, wallet, requirements, payload = await wallet_payment(database_url, chain, open_facilitator)
+    """Our transaction reverted and made the authorization public; another party's then paid the payee.
+    Theirs counts only where foreign settlements count; otherwise the settle is refused naming it."""
+    service, wallet, requirements, payload = await wallet_payment(
+        database_url, chain, open_facilitator, count_foreign_settlements=count_foreign
+    )
     payee_before = chain.balance_of(PAY_TO)
     reverted = await settle_while_the_wallet_refuses(
         chain, service, wallet, payload, requirements, idempotency_key="reverted-2"
@@ -435,11 +440,19 @@ async def test_a_released_authorization_someone_else_then_settled_is_recorded_as
 
     settled = await service.settle(payload, requirements, idempotency_key="reverted-2")
 
-    assert (settled.success, settled.transaction) == (True, theirs)
     assert tx_count(chain, relayer_address(chain)) == relayer_before
     assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
     [row] = await claim_rows(database_url)
-    assert (row["state"], row["tx_hash"], row["attempt"]) == (ClaimState.SUCCEEDED, theirs, 2)
+    if count_foreign:
+        assert (settled.success, settled.transaction) == (True, theirs)
+        assert (row["state"], row["tx_hash"], row["attempt"]) == (ClaimState.SUCCEEDED, theirs, 2)
+        return
+    assert (settled.success, settled.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+    assert settled.extensions is not None
+    assert settled.extensions["settledElsewhere"]["transaction"] == theirs
+    assert row["state"] == ClaimState.RELEASED  # nothing of ours is in flight; it never becomes a success
+    again = await service.settle(payload, requirements, idempotency_key="reverted-2")
+    assert (again.success, again.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
 
 
 async def test_open_refuses_a_node_serving_another_chain(
