@@ -85,6 +85,11 @@ class MerchantSettings(BaseSettings):
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )
+    count_foreign_settlements: bool = Field(
+        False,
+        description="the in-process facilitator counts a transaction it did not send as a settlement; only "
+        "safe when every deployment paying to the same payTo uses this database",
+    )
 
     @field_validator("network")
     @classmethod
@@ -158,5 +163,6 @@ class MerchantSettings(BaseSettings):
             confirmations=self.confirmations,
             erc6492_factories=self.erc6492_factories,
             receipt_timeout_s=self.settle_timeout_s,
+            count_foreign_settlements=self.count_foreign_settlements,
             relayer_min_balance_wei=self.relayer_min_balance_wei,
         )

@@ -13,6 +13,7 @@ from eth_account import Account
 
 from devchain import ANVIL_DEV_KEYS, DevChain
 from facilitator import (
+    FOREIGN_SETTLEMENTS_COUNTED,
     ChainStatus,
     ChainUnavailableError,
     RelayerStatus,
@@ -30,9 +31,23 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, chain_env(chain, sqlite_url))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database"]
+    assert list(rows) == ["network", "relayer", "database", "foreign settlements"]
     relayer = Account.from_key(chain.relayer_key).address
     assert rows["relayer"][1].startswith(f"{relayer} holds ")
+    assert rows["foreign settlements"] == (
+        "ok",
+        "refused: a transaction this deployment did not send never counts as a settlement "
+        "(X402_COUNT_FOREIGN_SETTLEMENTS)",
+    )
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_counted_foreign_settlements_name_the_database_they_need(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_COUNT_FOREIGN_SETTLEMENTS="true"))
+
+    assert (code, problems(rows)) == (0, {})
+    assert rows["foreign settlements"] == ("ok", FOREIGN_SETTLEMENTS_COUNTED)
+    assert "every deployment paying to the same payTo must use this database" in FOREIGN_SETTLEMENTS_COUNTED
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -141,7 +156,7 @@ def test_listed_wallet_factories_with_code_pass(chain: DevChain, sqlite_url: str
     code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=chain.wallet_factory))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "erc6492 factories"]
+    assert list(rows) == ["network", "relayer", "database", "erc6492 factories", "foreign settlements"]
     assert rows["erc6492 factories"] == ("ok", f"{chain.wallet_factory} has code")
 
 
