@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import logging
 import selectors
 import socket
 import sys
@@ -21,6 +22,7 @@ import pytest
 import facilitator as facilitator_package
 from devchain import DevChain
 from facilitator import (
+    FOREIGN_SETTLEMENTS_COUNTED,
     ChainMismatchError,
     ClaimState,
     Facilitator,
@@ -453,6 +455,21 @@ async def test_a_released_authorization_someone_else_then_settled_is_recorded_as
     assert row["state"] == ClaimState.RELEASED  # nothing of ours is in flight; it never becomes a success
     again = await service.settle(payload, requirements, idempotency_key="reverted-2")
     assert (again.success, again.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+
+
+@pytest.mark.parametrize("count_foreign", [True, False], ids=["counted", "refused"])
+async def test_open_warns_in_one_line_only_while_foreign_settlements_count(
+    count_foreign: bool,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        await open_facilitator(sqlite_url, count_foreign_settlements=count_foreign)
+
+    warned = [r.getMessage() for r in caplog.records if "X402_COUNT_FOREIGN_SETTLEMENTS" in r.getMessage()]
+    assert warned == ([FOREIGN_SETTLEMENTS_COUNTED] if count_foreign else [])
+    assert all("\n" not in line for line in warned)
 
 
 async def test_open_refuses_a_node_serving_another_chain(
