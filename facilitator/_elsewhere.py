@@ -73,8 +73,9 @@ class SettledElsewhere:
     def counted(self, settled: ThirdPartySettlement, claim: Claim | None) -> bool:
         """Whether `settled` may count as the settlement of `claim` (None: nothing was claimed here).
 
-        One of our relayer keys sent it only if a claim here did (a crash between sending and recording,
-        a replacement); without a claim it is foreign whoever sent it, as relayer keys may be shared.
+        A transaction from one of our relayer keys is ours when a claim here may have sent it (a crash
+        between sending and recording it, a replacement, a re-sent one); with no claim here, nothing here
+        sent it, whoever the sender.
         """
         ours = claim is not None and settled.sender in self._relayers
         return ours or self._count_foreign
@@ -139,17 +140,16 @@ class SettledElsewhere:
             )
         return receipt
 
-    async def settled(self, request: PaymentRequest, deadline: float) -> Receipt | SettleResponse | None:
+    async def settled(
+        self, request: PaymentRequest, claim: Claim, deadline: float
+    ) -> Receipt | SettleResponse | None:
         """The receipt, at the configured depth, of a transaction that used this authorization to pay the
-        payee; a pending answer naming it while it is not that deep; None if there is none.
-
-        Asked for a released claim, which has nothing of ours in flight: the transaction is foreign, and
-        refused naming it unless foreign transactions count.
-        """
+        payee, if it may count as the settlement of the released `claim` (`counted`); a pending answer
+        naming it while it is not that deep; its refusal if it may not count; None if there is none."""
         settled = await self.find(request, deadline)
         if settled is None:
             return None
-        if not self.counted(settled, None):
+        if not self.counted(settled, claim):
             return self.foreign(request.authorization.from_, settled)
         return await self.confirmed(request, settled, deadline)
 

@@ -170,7 +170,7 @@ class Settlement:
             if exc.reason != Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
                 return refused
             # Used since: our reverted transaction made it public, and someone may have paid the payee.
-            found = await self._elsewhere.settled(request, deadline)
+            found = await self._elsewhere.settled(request, claim, deadline)
             if not isinstance(found, Receipt):
                 return found or refused
             taken = await self._take_over(claim, request, key_text)
