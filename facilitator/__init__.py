@@ -15,10 +15,12 @@ from ._api_keys import ApiKey, ApiKeyStore, KeyRules
 from ._app import create_app
 from ._checks import (
     CHECK_TIMEOUT_S,
+    FOREIGN_SETTLEMENTS_COUNTED,
     ReadStatus,
     check_database,
     check_schema,
     erc6492_factories_check,
+    foreign_settlements_check,
     network_check,
     read_once,
     refuse_on_fatal,
@@ -69,6 +71,7 @@ __all__ = [
     "ClaimKey",
     "ClaimState",
     "ClaimStore",
+    "FOREIGN_SETTLEMENTS_COUNTED",
     "Facilitator",
     "FacilitatorAnswerError",
     "FacilitatorClient",
@@ -101,6 +104,7 @@ __all__ = [
     "http_url",
     "facilitator_checks",
     "facilitator_readings",
+    "foreign_settlements_check",
     "load_private_key",
     "load_private_keys",
     "network_check",

@@ -16,6 +16,11 @@ __all__ = ["CHAIN_DOWN", "Answers", "read_within", "remaining"]
 
 CHAIN_DOWN = "the chain could not be reached; try again"
 
+NOT_SHOWN_LATER = (
+    "the authorization was already used on chain by a transaction not shown to be mined after the payment "
+    "was presented here"
+)
+
 _T = TypeVar("_T")
 
 
@@ -78,13 +83,11 @@ class Answers:
         original = {"state": claim.state.value, "transaction": claim.tx_hash or ""}
         return response.model_copy(update={"extensions": {"originalSettlement": original}})
 
-    def used_elsewhere(self, payer: str, settled: ThirdPartySettlement) -> SettleResponse:
-        """The refusal of an authorization that a transaction not vouched to be ours to count already used."""
-        refused = self.failure(
-            Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
-            "the authorization was already used on chain by a transaction not shown to be mined after the "
-            "payment was presented here",
-            payer,
-        )
+    def used_elsewhere(
+        self, payer: str, settled: ThirdPartySettlement, *, message: str = NOT_SHOWN_LATER
+    ) -> SettleResponse:
+        """The refusal of an authorization that a transaction not vouched to be ours to count already used;
+        `message` says why it does not count."""
+        refused = self.failure(Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED, message, payer)
         found = {"transaction": settled.tx_hash, "blockNumber": settled.block_number}
         return refused.model_copy(update={"extensions": {"settledElsewhere": found}})

@@ -30,10 +30,12 @@ from .wire import chain_id_from_caip2
 
 __all__ = [
     "CHECK_TIMEOUT_S",
+    "FOREIGN_SETTLEMENTS_COUNTED",
     "ReadStatus",
     "check_database",
     "check_schema",
     "erc6492_factories_check",
+    "foreign_settlements_check",
     "network_check",
     "read_once",
     "refuse_on_fatal",
@@ -155,6 +157,28 @@ def _funded(relayers: Sequence[RelayerStatus], min_balance_wei: int) -> CheckRes
         )
     held = ", ".join(f"{r.address} holds {_ether(r.balance_wei)} ETH" for r in relayers)
     return CheckResult.passed("relayer", f"{held} (floor {floor} ETH)")
+
+
+FOREIGN_SETTLEMENTS_COUNTED = (
+    "X402_COUNT_FOREIGN_SETTLEMENTS is on: a transaction this deployment did not send counts as a "
+    "settlement; every deployment paying to the same payTo must use this database, or one authorization "
+    "can be delivered and booked twice"
+)
+"""The one line `serve` logs at start (and `check` shows) while foreign settlements count."""
+
+
+def foreign_settlements_check(count_foreign: bool) -> Check:
+    """What a transaction this deployment did not send means for a presented authorization: refused
+    (safe with any number of deployments), or counted (safe only if they share this claim store)."""
+    if count_foreign:
+        return Check.answered(CheckResult.passed("foreign settlements", FOREIGN_SETTLEMENTS_COUNTED))
+    return Check.answered(
+        CheckResult.passed(
+            "foreign settlements",
+            "refused: a transaction this deployment did not send never counts as a settlement "
+            "(X402_COUNT_FOREIGN_SETTLEMENTS)",
+        )
+    )
 
 
 def erc6492_factories_check(rpc: RpcClient, factories: Sequence[str]) -> Check:

@@ -187,6 +187,12 @@ class FacilitatorSettings(BaseSettings):
         "wallets are deployed at settlement; none when empty: only deployed wallets' signatures are accepted",
     )
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
+    count_foreign_settlements: bool = Field(
+        default=False,
+        description="count a transaction this deployment did not send (the payer's, or a third party's) "
+        "that used a presented authorization to pay the payTo as its settlement; only safe when every "
+        "deployment paying to the same payTo shares this claim store (database)",
+    )
     confirmations: int = Field(
         default=1, ge=1, le=256, description="blocks on top of (and including) the settlement's"
     )

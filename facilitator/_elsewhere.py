@@ -1,16 +1,22 @@
 """Someone else's settlement: finding a transaction that used an authorization to pay the payee.
 
 Anyone holding a signed EIP-3009 authorization may submit it (spec §15.6). When someone did, the payer paid
-the payee exactly once and the settlement is theirs; whether it counts for the caller depends on when it
-was mined (see `Facilitator.settle`). Every search keeps to the caller's deadline.
+the payee exactly once, but from the chain alone that transaction cannot be told apart from another
+deployment's settlement of the same authorization for its own purchase (the payer may have presented it
+to both, and may have submitted it itself). So a transaction this facilitator did not send (none of its
+relayer keys did) counts as a settlement only when the operator declared that every deployment paying to
+the same payTo shares this claim store (`count_foreign`): the (payer, nonce) claim is then unique across
+them, and only its holder may count the transaction. Otherwise it is refused as a used nonce, naming the
+transaction, and nothing is delivered for it here. Every search keeps to the caller's deadline.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from ._answers import Answers, read_within, remaining
-from ._claims import Claim
+from ._claims import Claim, ClaimState
 from ._errors import ChainError
 from ._receipts import Receipt, ReceiptWatcher
 from ._records import ClaimRecords
@@ -28,6 +34,11 @@ logger = logging.getLogger(__name__)
 # block with the start of its slot, and hosts' clocks drift).
 PRESENTED_SKEW_S = 5
 
+FOREIGN = (
+    "the authorization was already used on chain by another transaction, which this facilitator did not "
+    "send; it is not counted as this settlement"
+)
+
 
 class SettledElsewhere:
     """Looks for, dates and confirms transactions not ours that settled an authorization."""
@@ -41,6 +52,8 @@ class SettledElsewhere:
         answers: Answers,
         *,
         confirmations: int,
+        relayers: Iterable[str],
+        count_foreign: bool,
     ):
         self._rpc = rpc
         self._recovery = recovery
@@ -48,6 +61,47 @@ class SettledElsewhere:
         self._records = records
         self._answers = answers
         self._confirmations = confirmations
+        self._relayers = frozenset(relayers)
+        self._count_foreign = count_foreign
+
+    @property
+    def count_foreign(self) -> bool:
+        """Whether a transaction this facilitator did not send may count as a settlement (the operator
+        declared this claim store the only one for its payTo addresses)."""
+        return self._count_foreign
+
+    def counted(self, settled: ThirdPartySettlement, claim: Claim | None) -> bool:
+        """Whether `settled` may count as the settlement of `claim` (None: nothing was claimed here).
+
+        A transaction from one of our relayer keys is ours when a claim here may have sent it (a crash
+        between sending and recording it, a replacement, a re-sent one); with no claim here, nothing here
+        sent it, whoever the sender.
+        """
+        ours = claim is not None and settled.sender in self._relayers
+        return ours or self._count_foreign
+
+    def foreign(self, payer: str, settled: ThirdPartySettlement) -> SettleResponse:
+        """The refusal of an authorization a transaction not counted here used."""
+        return self._answers.used_elsewhere(payer, settled, message=FOREIGN)
+
+    async def record(self, claim: Claim, settled: ThirdPartySettlement) -> SettleResponse:
+        """Record what `settled`, a mined transaction that used the claim's authorization to pay the payee,
+        means for the claim: its success if it counts (`counted`), otherwise its failure naming it."""
+        if self.counted(settled, claim):
+            logger.info("claim %s was settled by another transaction, %s", claim.id, settled.tx_hash)
+            return await self._records.success(
+                claim, settled.tx_hash, settled.block_number, settled.block_hash
+            )
+        logger.warning(
+            "claim %s: its authorization was used by %s, sent by %s, not by this facilitator: not counted",
+            claim.id,
+            settled.tx_hash,
+            settled.sender,
+        )
+        refused = self.foreign(claim.payer, settled)
+        return await self._records.record(
+            claim, refused, state=ClaimState.FAILED, error_reason=Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED
+        )
 
     async def find(self, request: PaymentRequest, deadline: float) -> ThirdPartySettlement | None:
         """The mined transaction that used this authorization to pay the payee, looked for within the
@@ -86,12 +140,17 @@ class SettledElsewhere:
             )
         return receipt
 
-    async def settled(self, request: PaymentRequest, deadline: float) -> Receipt | SettleResponse | None:
+    async def settled(
+        self, request: PaymentRequest, claim: Claim, deadline: float
+    ) -> Receipt | SettleResponse | None:
         """The receipt, at the configured depth, of a transaction that used this authorization to pay the
-        payee; a pending answer naming it while it is not that deep; None if there is none."""
+        payee, if it may count as the settlement of the released `claim` (`counted`); a pending answer
+        naming it while it is not that deep; its refusal if it may not count; None if there is none."""
         settled = await self.find(request, deadline)
         if settled is None:
             return None
+        if not self.counted(settled, claim):
+            return self.foreign(request.authorization.from_, settled)
         return await self.confirmed(request, settled, deadline)
 
     async def mined_since(self, settled: ThirdPartySettlement, presented_at: int, deadline: float) -> bool:
@@ -105,11 +164,12 @@ class SettledElsewhere:
         return block is not None and int(block["timestamp"], 16) >= presented_at - PRESENTED_SKEW_S
 
     async def record_if_settled(self, claim: Claim, deadline: float | None = None) -> SettleResponse | None:
-        """Success, if the authorization was used by another transaction that paid the payee (front-running).
+        """The recorded answer, if the authorization was used by another transaction that paid the payee
+        (`record`): success if it counts, its refusal if not; None if there is no such transaction.
 
-        When someone beat our transaction to the authorization, ours reverts, but the payer did pay: the
-        settlement is theirs. The claim proves the payment was presented here before that, so the
-        transaction's age is not checked. The search keeps to the `deadline`.
+        When someone beat our transaction to the authorization, ours reverts, but the payer did pay. The
+        claim proves the payment was presented here before that, so the transaction's age is not checked.
+        The search keeps to the `deadline`.
 
         Raises:
             ChainError: the chain could not tell within the budget.
@@ -117,5 +177,4 @@ class SettledElsewhere:
         settled = await read_within(self._recovery.settlement_of(claim), deadline)
         if settled is None:
             return None
-        logger.info("claim %s was settled by another transaction, %s", claim.id, settled.tx_hash)
-        return await self._records.success(claim, settled.tx_hash, settled.block_number, settled.block_hash)
+        return await self.record(claim, settled)

@@ -23,6 +23,7 @@ from ._checks import (
     CHECK_TIMEOUT_S,
     check_database,
     erc6492_factories_check,
+    foreign_settlements_check,
     network_check,
     read_once,
     relayer_check,
@@ -89,6 +90,7 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         ]
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
+        checks.append(foreign_settlements_check(settings.count_foreign_settlements))
         results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
         budget = settings.relayer_revert_budget_wei
         database_ok = all(result.ok for result in results if result.name == "database")

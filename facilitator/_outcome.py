@@ -122,9 +122,7 @@ class Outcomes:
             # dropped is sent again in time to be mined while this caller waits.
             revived = await self._pool_check(claim, claim.tx_hash or "", deadline, bounded=bounded_revive)
             if isinstance(revived, ThirdPartySettlement):
-                return await self._records.success(
-                    claim, revived.tx_hash, revived.block_number, revived.block_hash
-                )
+                return await self._elsewhere.record(claim, revived)
             tx_hash = revived
         if receipt is None:
             receipt = await self._watcher.wait(

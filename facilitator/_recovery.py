@@ -33,11 +33,13 @@ _LOG_WINDOW_BLOCKS = 50_000
 
 @dataclass(frozen=True, slots=True)
 class ThirdPartySettlement:
-    """A transaction (maybe not ours) that used the claim's authorization and paid the payee."""
+    """A transaction (maybe not ours) that used the claim's authorization and paid the payee; `sender`
+    is the account that sent it (EIP-55)."""
 
     tx_hash: str
     block_number: int
     block_hash: str
+    sender: str
 
 
 async def authorization_used(
@@ -78,6 +80,7 @@ async def find_settlement(
                 tx_hash=log["transactionHash"],
                 block_number=int(receipt["blockNumber"], 16),
                 block_hash=receipt["blockHash"],
+                sender=checksum_address(receipt["from"]),
             )
     return None
 

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from storage import create_engine, ensure_schema_current
 
 from ._answers import CHAIN_DOWN, Answers
+from ._checks import FOREIGN_SETTLEMENTS_COUNTED
 from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
@@ -91,6 +92,7 @@ class Facilitator:
         revert_cooloff_s: float = 3600.0,
         revert_cooloff_code_payers: int = 3,
         relayer_revert_budget_wei: int | None = 10**16,
+        count_foreign_settlements: bool = False,
     ):
         self.network = network
         self.chain_id = int(network.split(":", 1)[1])
@@ -115,7 +117,14 @@ class Facilitator:
         relayers.spent_out = self.revert_guard.spent_out
         records = ClaimRecords(claims, self._answers, confirmations=confirmations)
         self._elsewhere = SettledElsewhere(
-            rpc, self._recovery, self._watcher, records, self._answers, confirmations=confirmations
+            rpc,
+            self._recovery,
+            self._watcher,
+            records,
+            self._answers,
+            confirmations=confirmations,
+            relayers=relayers.addresses,
+            count_foreign=count_foreign_settlements,
         )
         self._outcomes = Outcomes(
             claims=claims,
@@ -210,6 +219,7 @@ class Facilitator:
             revert_cooloff_s=settings.revert_cooloff_s,
             revert_cooloff_code_payers=settings.revert_cooloff_code_payers,
             relayer_revert_budget_wei=settings.relayer_revert_budget_wei,
+            count_foreign_settlements=settings.count_foreign_settlements,
         )
         facilitator._owned_engine = engine if owned else None
         facilitator._database_url = settings.database_url
@@ -252,6 +262,10 @@ class Facilitator:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"
             )
+        if self._elsewhere.count_foreign:
+            # Not refused: one deployment, or several on one database, is a sound configuration; but no
+            # check can see another deployment paying to the same payTo with a database of its own.
+            logger.warning(FOREIGN_SETTLEMENTS_COUNTED)
         await self._relayer.start()
 
     async def aclose(self) -> None:
@@ -352,7 +366,9 @@ class Facilitator:
         authorization is refused as `duplicate_settlement`, naming the original transaction.
 
         `presented_at` (unix seconds) is when the caller durably took this payment. An authorization that
-        someone else's transaction already used to pay the payee counts as settled only if that transaction
+        someone else's transaction already used to pay the payee counts as settled only if foreign
+        settlements count here (`count_foreign_settlements`: every deployment paying to this payTo shares
+        this claim store; otherwise such a settle is refused naming the transaction) and that transaction
         was mined at or after it, within a few seconds' skew (spec §15.6): one mined earlier may be a copy of
         a payment made elsewhere. Without it (the HTTP API cannot vouch for its callers) such a settle is
         refused as a used nonce, naming the transaction under `extensions.settledElsewhere`.

@@ -201,7 +201,7 @@ class Settlement:
             if exc.reason != Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED:
                 return refused
             # Used since: our reverted transaction made it public, and someone may have paid the payee.
-            found = await self._elsewhere.settled(request, deadline)
+            found = await self._elsewhere.settled(request, claim, deadline)
             if not isinstance(found, Receipt):
                 return found or refused
             taken = await self._take_over(claim, request, key_text)
@@ -234,8 +234,9 @@ class Settlement:
         after the caller took the payment.
 
         When that happened after the caller took it but before we claimed it, the payer paid the payee
-        exactly once and the settlement is theirs. It is claimed and recorded like ours, so the same
-        authorization presented again is a duplicate. A transaction mined before `presented_at`, or with no
+        exactly once and the settlement is theirs, if foreign transactions count here (`SettledElsewhere`;
+        otherwise it is refused naming it). It is claimed and recorded like ours, so the same authorization
+        presented again is a duplicate. A transaction mined before `presented_at`, or with no
         `presented_at` to compare, may be a payment made through another channel whose public calldata was
         copied for a new purchase: refused, naming it. None when the nonce was used otherwise (cancelled,
         or another authorization with the same nonce): a refusal stands.
@@ -246,6 +247,10 @@ class Settlement:
         auth = request.authorization
         if presented_at is None:
             return self._answers.used_elsewhere(auth.from_, settled)
+        if not self._elsewhere.counted(settled, None):
+            # Nothing was claimed here: the transaction may be another deployment's settlement of this
+            # authorization for its own purchase, which must not be delivered a second time here.
+            return self._elsewhere.foreign(auth.from_, settled)
         try:
             if not await self._elsewhere.mined_since(settled, presented_at, deadline):
                 return self._answers.used_elsewhere(auth.from_, settled)

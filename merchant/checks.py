@@ -36,6 +36,7 @@ from facilitator import (
     check_database,
     erc6492_factories,
     erc6492_factories_check,
+    foreign_settlements_check,
     load_private_key,
     network_check,
     read_chain_status,
@@ -107,7 +108,11 @@ async def check_merchant(
                 checks.append(erc6492_factories_check(rpc, factories))
             branches = ("merchant", "facilitator")
         database = partial(check_database, settings.database_url, *branches, upgrade_command=_UPGRADE)
-        checks += [Check("database", database), Check("tenants", partial(check_tenants, tenants, settings))]
+        checks.append(Check("database", database))
+        if not settings.facilitator_url:
+            # A remote facilitator's claim store, and so this rule, is its operator's.
+            checks.append(foreign_settlements_check(settings.count_foreign_settlements))
+        checks.append(Check("tenants", partial(check_tenants, tenants, settings)))
         if isinstance(tenants, TenantRegistry):
             checks += [
                 Check("skill prices", partial(check_skill_prices, tenants, skills)),

@@ -91,6 +91,11 @@ class MerchantSettings(BaseSettings):
     api_docs: bool = Field(
         False, description="serve the OpenAPI schema at /openapi.json (never the interactive /docs, /redoc)"
     )
+    count_foreign_settlements: bool = Field(
+        False,
+        description="the in-process facilitator counts a transaction it did not send as a settlement; only "
+        "safe when every deployment paying to the same payTo uses this database",
+    )
 
     @field_validator("network")
     @classmethod
@@ -169,5 +174,6 @@ class MerchantSettings(BaseSettings):
             confirmations=self.confirmations,
             erc6492_factories=self.erc6492_factories,
             receipt_timeout_s=self.settle_timeout_s,
+            count_foreign_settlements=self.count_foreign_settlements,
             relayer_min_balance_wei=self.relayer_min_balance_wei,
         )

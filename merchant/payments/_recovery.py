@@ -222,8 +222,9 @@ class PaymentRecovery:
             # Never claimed, or claimed by an owner that died before broadcasting (the claim is released,
             # or will be once its lease ends): settle with the task's key. The claim still lets at most
             # one transaction through, and a claim whose owner is alive is waited for, not taken.
-            # The taken time lets a transaction someone else mined since (a front-runner) settle the task;
-            # an offer taken before it was stored has none, and such a transfer is refused and reported.
+            # The taken time lets a transaction someone else mined since (a front-runner) settle the task
+            # where foreign settlements count (X402_COUNT_FOREIGN_SETTLEMENTS); an offer taken before it was
+            # stored has none, and such a transfer is refused and reported, as it is by default.
             taken = offer.taken_at
             try:
                 response = await self._facilitator.settle(

@@ -147,7 +147,8 @@ class Settler:
         """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
 
         `presented_at` (when the payment was taken) lets the facilitator count a transaction that someone
-        else mined since as this settlement, but not an older one: that is a payment made elsewhere.
+        else mined since as this settlement, where foreign settlements count at all, but not an older one:
+        that is a payment made elsewhere.
         """
         async for attempt in stamina.retry_context(
             on=ChainUnavailableError, attempts=10, timeout=self._horizon_s

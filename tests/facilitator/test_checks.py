@@ -14,6 +14,7 @@ from eth_account import Account
 
 from devchain import ANVIL_DEV_KEYS, DevChain
 from facilitator import (
+    FOREIGN_SETTLEMENTS_COUNTED,
     ChainStatus,
     ChainUnavailableError,
     RelayerStatus,
@@ -33,10 +34,15 @@ def test_all_good_passes_every_check(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, chain_env(chain, sqlite_url))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "access", "revert budget"]
+    assert list(rows) == ["network", "relayer", "database", "access", "foreign settlements", "revert budget"]
     relayer = Account.from_key(chain.relayer_key).address
     assert rows["relayer"][1].startswith(f"{relayer} holds ")
     assert rows["access"][1] == "API keys required for /verify and /settle (`keys create`)"
+    assert rows["foreign settlements"] == (
+        "ok",
+        "refused: a transaction this deployment did not send never counts as a settlement "
+        "(X402_COUNT_FOREIGN_SETTLEMENTS)",
+    )
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -45,6 +51,15 @@ def test_check_shows_a_public_facilitator(chain: DevChain, sqlite_url: str) -> N
 
     assert (code, problems(rows)) == (0, {})
     assert rows["access"][1].startswith("public (X402_FACILITATOR_PUBLIC)")
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_counted_foreign_settlements_name_the_database_they_need(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_COUNT_FOREIGN_SETTLEMENTS="true"))
+
+    assert (code, problems(rows)) == (0, {})
+    assert rows["foreign settlements"] == ("ok", FOREIGN_SETTLEMENTS_COUNTED)
+    assert "every deployment paying to the same payTo must use this database" in FOREIGN_SETTLEMENTS_COUNTED
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -153,7 +168,15 @@ def test_listed_wallet_factories_with_code_pass(chain: DevChain, sqlite_url: str
     code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ERC6492_FACTORIES=chain.wallet_factory))
 
     assert (code, problems(rows)) == (0, {})
-    assert list(rows) == ["network", "relayer", "database", "access", "erc6492 factories", "revert budget"]
+    assert list(rows) == [
+        "network",
+        "relayer",
+        "database",
+        "access",
+        "erc6492 factories",
+        "foreign settlements",
+        "revert budget",
+    ]
     assert rows["erc6492 factories"] == ("ok", f"{chain.wallet_factory} has code")
 
 

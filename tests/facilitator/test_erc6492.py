@@ -15,7 +15,7 @@ from eth_abi.abi import decode, encode
 from eth_account import Account
 
 from devchain import MULTICALL3_ADDRESS, DevChain, encode_call
-from facilitator import ClaimState, Facilitator
+from facilitator import ClaimState, Facilitator, FacilitatorSettings
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
@@ -318,9 +318,18 @@ def _unwrap(signature: str) -> tuple[str, bytes, bytes]:
 
 
 async def test_a_counterfactual_payment_front_run_by_someone_else_settles_with_their_transaction(
-    chain: DevChain, facilitator: Facilitator, sqlite_url: str
+    chain: DevChain, facilitator_settings: Callable[..., FacilitatorSettings], sqlite_url: str
 ) -> None:
-    """Someone deploys the wallet and submits the unwrapped authorization first: the usual front-run rules."""
+    """Someone deploys the wallet and submits the unwrapped authorization first: the usual front-run rules
+    (where foreign settlements count)."""
+    facilitator = await Facilitator.open(facilitator_settings(count_foreign_settlements=True))
+    try:
+        await _front_run_counterfactual(chain, facilitator, sqlite_url)
+    finally:
+        await facilitator.aclose()
+
+
+async def _front_run_counterfactual(chain: DevChain, facilitator: Facilitator, sqlite_url: str) -> None:
     requirements = make_requirements(chain)
     payload, wallet = sign_counterfactual(chain, requirements)
     presented_at = int(time.time())

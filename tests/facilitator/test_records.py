@@ -30,11 +30,16 @@ RECORDED = [
         Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE, "the payer's balance is below the amount", PAYER
     ),
     ANSWERS.failure(Reason.SETTLEMENT_PENDING, "not yet confirmed", PAYER, transaction=TX_HASH),
-    ANSWERS.used_elsewhere(PAYER, ThirdPartySettlement(TX_HASH, 9, "0x" + "2e" * 32)),
+    ANSWERS.used_elsewhere(PAYER, ThirdPartySettlement(TX_HASH, 9, "0x" + "2e" * 32, PAYER)),
+    ANSWERS.used_elsewhere(
+        PAYER, ThirdPartySettlement(TX_HASH, 9, "0x" + "2e" * 32, PAYER), message="not sent here"
+    ),
 ]
 
 
-@pytest.mark.parametrize("answer", RECORDED, ids=["success", "refused", "pending", "used-elsewhere"])
+@pytest.mark.parametrize(
+    "answer", RECORDED, ids=["success", "refused", "pending", "used-elsewhere", "foreign"]
+)
 def test_a_recorded_answer_read_back_from_its_stored_json_is_the_same_answer(answer: SettleResponse) -> None:
     stored = orjson.loads(orjson.dumps(answer.to_json_dict()))  # what the claim's JSON column gives back
 

@@ -108,10 +108,10 @@ async def test_a_dropped_settlement_whose_nonce_was_taken_is_resent_with_a_fresh
     assert first_to.lower() == (chain.asset if payer_kind == "eoa" else MULTICALL3_ADDRESS).lower()
 
 
-async def test_a_payment_settled_by_someone_else_counts_as_settled(
+async def test_a_payment_settled_by_someone_else_counts_as_settled_where_foreign_settlements_count(
     sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
-    service = await open_facilitator(sqlite_url, receipt_timeout_s=2.0)
+    service = await open_facilitator(sqlite_url, receipt_timeout_s=2.0, count_foreign_settlements=True)
     requirements = make_requirements(chain)
     payload = sign_payment(new_payer(), requirements)
     payee_before = chain.balance_of(PAY_TO)
@@ -129,6 +129,37 @@ async def test_a_payment_settled_by_someone_else_counts_as_settled(
     assert settled.transaction != pending.transaction
     assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
     assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.SUCCEEDED]
+
+
+async def test_a_payment_settled_by_someone_else_fails_naming_their_transaction_by_default(
+    sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    """Their transaction may be another deployment's settlement for its own purchase: never counted here."""
+    service = await open_facilitator(sqlite_url, receipt_timeout_s=2.0)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payee_before = chain.balance_of(PAY_TO)
+    chain.rpc.call("evm_setAutomine", [False])
+    pending = await service.settle(payload, requirements, idempotency_key="foreign-1")
+    chain.rpc.call("anvil_dropTransaction", [pending.transaction])
+    chain.rpc.call("evm_setAutomine", [True])
+    submit_directly(chain, payload)
+    theirs = front_runner_transaction(chain)
+    chain.rpc.call("anvil_setNonce", [relayer_address(chain), hex(tx_count(chain, relayer_address(chain)))])
+
+    refused = await service.settle(payload, requirements, idempotency_key="foreign-1")
+    again = await service.settle(payload, requirements, idempotency_key="foreign-1")
+    other = await service.settle(payload, requirements)
+
+    assert (refused.success, refused.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+    assert refused.error_message is not None and "did not send" in refused.error_message
+    assert refused.extensions is not None
+    assert refused.extensions["settledElsewhere"]["transaction"] == theirs
+    assert again == refused
+    assert (other.success, other.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT)
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount  # paid once, by them
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == [ClaimState.FAILED]
+    assert await service.reconcile() == 0  # a failed claim is final: nothing for a pass to count
 
 
 async def test_reconcile_releases_a_claim_whose_owner_vanished_before_broadcasting(
@@ -183,7 +214,9 @@ def front_runner_transaction(chain: DevChain) -> str:
 async def test_an_authorization_front_run_before_settling_settles_with_the_front_runners_transaction(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
-    service = await open_facilitator(database_url)
+    """The operator declared this claim store the only one for its payTo: the payer's (or anyone's)
+    transaction mined after the payment was presented is its settlement."""
+    service = await open_facilitator(database_url, count_foreign_settlements=True)
     requirements = make_requirements(chain)
     payload = sign_payment(new_payer(), requirements)
     payer = payload.payload.authorization.from_address
@@ -220,6 +253,39 @@ async def test_an_authorization_front_run_before_settling_settles_with_the_front
         front_run,
         "front-run-early",
     )
+
+
+async def test_an_authorization_front_run_before_settling_is_refused_naming_the_transaction_by_default(
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    """Nothing was claimed here, so the transaction may be another deployment's settlement of the same
+    authorization (a payer presenting it twice): refused, nothing claimed, nothing sent."""
+    service = await open_facilitator(database_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    relayer_before = tx_count(chain, relayer_address(chain))
+    presented_at = int(time.time())
+    submit_directly(chain, payload)
+    theirs = front_runner_transaction(chain)
+
+    refused = await service.settle(
+        payload, requirements, idempotency_key="foreign-2", presented_at=presented_at
+    )
+    again = await service.settle(
+        payload, requirements, idempotency_key="foreign-2", presented_at=presented_at
+    )
+
+    assert (refused.success, refused.error_reason, refused.transaction) == (
+        False,
+        Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+        "",
+    )
+    assert refused.error_message is not None and "did not send" in refused.error_message
+    assert refused.extensions is not None
+    assert refused.extensions["settledElsewhere"]["transaction"] == theirs
+    assert again == refused
+    assert tx_count(chain, relayer_address(chain)) == relayer_before
+    assert await claim_rows(database_url) == []
 
 
 async def test_a_payment_mined_before_it_was_presented_is_refused_naming_its_transaction(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import logging
 import selectors
 import socket
 import sys
@@ -21,6 +22,7 @@ import pytest
 import facilitator as facilitator_package
 from devchain import DevChain
 from facilitator import (
+    FOREIGN_SETTLEMENTS_COUNTED,
     ChainMismatchError,
     ClaimState,
     Facilitator,
@@ -244,13 +246,14 @@ async def test_success_needs_a_transfer_log_not_just_a_mined_transaction(
 
 
 async def wallet_payment(
-    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, **changes: Any
 ) -> tuple[Facilitator, str, PaymentRequirements, PaymentPayload]:
-    """A facilitator, a gas-burning ERC-1271 wallet (`settle_while_the_wallet_refuses`), and its payment.
+    """A facilitator (settings `changes` applied), a gas-burning ERC-1271 wallet
+    (`settle_while_the_wallet_refuses`), and its payment.
 
-    The payer does not cool off after a revert here (`X402_REVERT_COOLOFF_S=0`): these tests are about the
-    authorization's own retries; `test_reverts` covers the cool-off."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0, revert_cooloff_s=0)
+    The payer does not cool off after a revert here (`X402_REVERT_COOLOFF_S=0`) unless `changes` say so:
+    these tests are about the authorization's own retries; `test_reverts` covers the cool-off."""
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0, **{"revert_cooloff_s": 0, **changes})
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
     return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)
@@ -390,11 +393,15 @@ async def test_settlements_are_eip1559_transactions_within_the_gas_cap(
         assert int(sent["maxPriorityFeePerGas"], 16) <= int(sent["maxFeePerGas"], 16)
 
 
+@pytest.mark.parametrize("count_foreign", [True, False], ids=["foreign-counted", "foreign-refused"])
 async def test_a_released_authorization_someone_else_then_settled_is_recorded_as_their_settlement(
-    database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
+    count_foreign: bool, database_url: str, chain: DevChain, open_facilitator: OpenFacilitator
 ) -> None:
-    """Our transaction reverted and made the authorization public; another party's then paid the payee."""
-    service, wallet, requirements, payload = await wallet_payment(database_url, chain, open_facilitator)
+    """Our transaction reverted and made the authorization public; another party's then paid the payee.
+    Theirs counts only where foreign settlements count; otherwise the settle is refused naming it."""
+    service, wallet, requirements, payload = await wallet_payment(
+        database_url, chain, open_facilitator, count_foreign_settlements=count_foreign
+    )
     payee_before = chain.balance_of(PAY_TO)
     reverted = await settle_while_the_wallet_refuses(
         chain, service, wallet, payload, requirements, idempotency_key="reverted-2"
@@ -407,11 +414,34 @@ async def test_a_released_authorization_someone_else_then_settled_is_recorded_as
 
     settled = await service.settle(payload, requirements, idempotency_key="reverted-2")
 
-    assert (settled.success, settled.transaction) == (True, theirs)
     assert tx_count(chain, relayer_address(chain)) == relayer_before
     assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
     [row] = await claim_rows(database_url)
-    assert (row["state"], row["tx_hash"], row["attempt"]) == (ClaimState.SUCCEEDED, theirs, 2)
+    if count_foreign:
+        assert (settled.success, settled.transaction) == (True, theirs)
+        assert (row["state"], row["tx_hash"], row["attempt"]) == (ClaimState.SUCCEEDED, theirs, 2)
+        return
+    assert (settled.success, settled.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+    assert settled.extensions is not None
+    assert settled.extensions["settledElsewhere"]["transaction"] == theirs
+    assert row["state"] == ClaimState.RELEASED  # nothing of ours is in flight; it never becomes a success
+    again = await service.settle(payload, requirements, idempotency_key="reverted-2")
+    assert (again.success, again.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
+
+
+@pytest.mark.parametrize("count_foreign", [True, False], ids=["counted", "refused"])
+async def test_open_warns_in_one_line_only_while_foreign_settlements_count(
+    count_foreign: bool,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        await open_facilitator(sqlite_url, count_foreign_settlements=count_foreign)
+
+    warned = [r.getMessage() for r in caplog.records if "X402_COUNT_FOREIGN_SETTLEMENTS" in r.getMessage()]
+    assert warned == ([FOREIGN_SETTLEMENTS_COUNTED] if count_foreign else [])
+    assert all("\n" not in line for line in warned)
 
 
 async def test_open_refuses_a_node_serving_another_chain(

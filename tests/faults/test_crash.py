@@ -24,7 +24,7 @@ from payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.invariants import InvariantReport
-from tests.fixtures.merchant import MerchantWire
+from tests.fixtures.merchant import MerchantWire, ledger_entries
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
@@ -170,14 +170,20 @@ async def _any(values: Awaitable[list[int]]) -> bool:
     return bool(await values)
 
 
-async def _killed_at(step: str, scenario: Scenario) -> tuple[MerchantProcess, str, _Stop]:
-    """Start a merchant, pay for a task and SIGKILL the merchant where it stands at `step`.
+async def _killed_at(
+    step: str, scenario: Scenario, *, count_foreign_settlements: bool = False
+) -> tuple[MerchantProcess, str, _Stop]:
+    """Start a merchant (counting foreign settlements or not), pay for a task and SIGKILL the merchant
+    where it stands at `step`.
 
     Returns the dead merchant, the task's id and the stop (which knows the payment's authorization).
     """
     # A short claim lease, so a claim the dead process held can be taken over within the test.
     merchant = await scenario.merchants.start(
-        rpc_url=scenario.proxy.url, claim_lease_s=1, settle_timeout_s=20
+        rpc_url=scenario.proxy.url,
+        claim_lease_s=1,
+        settle_timeout_s=20,
+        count_foreign_settlements=count_foreign_settlements,
     )
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
@@ -238,10 +244,11 @@ async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_tas
     """Killed before its settlement was broadcast; meanwhile someone else submits the authorization.
 
     The payee was paid once, by the front-runner's transaction, mined after the merchant took the payment:
+    where foreign settlements count (this deployment's database is the only one paying to its payTo),
     recovery settles the task with it, delivers the held work and books it. The order is vouched for by the
     claim where there is one, else by the offer's stored taken time.
     """
-    merchant, task_id, stop = await _killed_at(step, scenario)
+    merchant, task_id, stop = await _killed_at(step, scenario, count_foreign_settlements=True)
     await asyncio.to_thread(submit_directly, scenario.chain, stop.payload)
     assert stop.used_on_chain()
 
@@ -251,3 +258,33 @@ async def test_a_payment_front_run_while_the_merchant_was_down_completes_the_tas
     chain = scenario.chain
     on_chain = await asyncio.to_thread(chain.rpc.call, "eth_getTransactionReceipt", [transfer.tx_hash])
     assert on_chain["from"] == Account.from_key(chain.deployer_key).address.lower()  # the front-runner's
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        pytest.param("settling", id="after the work, before the claim"),
+        pytest.param("claimed", id="after the claim, before the broadcast"),
+    ],
+)
+async def test_a_payment_front_run_while_the_merchant_was_down_fails_unbooked_after_a_restart_by_default(
+    step: str,
+    scenario: Scenario,
+) -> None:
+    """The same, with the default rule: the front-runner's transaction may be another deployment's
+    settlement of this authorization, so recovery fails the task, delivers nothing and books nothing."""
+    merchant, task_id, stop = await _killed_at(step, scenario)
+    await asyncio.to_thread(submit_directly, scenario.chain, stop.payload)
+    assert stop.used_on_chain()
+
+    restarted = await scenario.merchants.restart(
+        merchant, rpc_url=scenario.chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
+    )
+    async with restarted.http() as http:
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+
+    assert done["status"]["state"] == "TASK_STATE_FAILED", done["status"]
+    assert "artifacts" not in done
+    assert await ledger_entries(scenario.database_url) == []
+    final_pass = await scenario.merchants.reconcile(restarted)
+    assert stop.payload.payload.authorization.nonce.lower() in final_pass.stdout + final_pass.stderr

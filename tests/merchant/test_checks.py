@@ -39,6 +39,7 @@ _ALL_CHECKS = [
     "asset domain",
     "relayer",
     "database",
+    "foreign settlements",
     "tenants",
     "skill prices",
     "webhooks",

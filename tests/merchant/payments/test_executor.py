@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -304,11 +305,14 @@ async def paid_with_mid_work(
     binding: str,
     payer_key: str,
     mid_work: Callable[[PaymentPayload], None],
+    **settings: Any,
 ) -> tuple[RunningMerchant, JSON, JSON]:
-    """Pay for TEXT on a new merchant whose work first runs `mid_work(the payment)`; (merchant, the offered
-    task, the task the payment's answer holds)."""
+    """Pay for TEXT on a new merchant (`settings` applied) whose work first runs `mid_work(the payment)`;
+    (merchant, the offered task, the task the payment's answer holds)."""
     payloads: list[PaymentPayload] = []  # the payment is signed after the merchant (and its executor) start
-    merchant = start_merchant(database_url, delegate=MidWorkExecutor(lambda: mid_work(payloads[0])))
+    merchant = start_merchant(
+        database_url, delegate=MidWorkExecutor(lambda: mid_work(payloads[0])), **settings
+    )
     async with merchant.http() as http:
         wire = MerchantWire(http, binding)
         task = await offer(wire, TEXT)
@@ -317,14 +321,20 @@ async def paid_with_mid_work(
     return merchant, task, answer
 
 
-async def test_settlement_front_run_by_someone_else_still_delivers(
+async def test_settlement_front_run_by_someone_else_still_delivers_where_foreign_settlements_count(
     start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
 ) -> None:
-    """Someone else submits the very authorization while the work runs: the payee was paid, once."""
+    """Someone else submits the very authorization while the work runs: the payee was paid, once; the
+    operator declared this deployment's database the only one paying to its payTo."""
     before = snapshot(chain, address_of(payer_key))
 
     merchant, task, done = await paid_with_mid_work(
-        start_merchant, sqlite_url, binding, payer_key, lambda payload: submit_directly(chain, payload)
+        start_merchant,
+        sqlite_url,
+        binding,
+        payer_key,
+        lambda payload: submit_directly(chain, payload),
+        count_foreign_settlements=True,
     )
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -337,6 +347,28 @@ async def test_settlement_front_run_by_someone_else_still_delivers(
     assert snapshot(chain, address_of(payer_key)).pay_to == before.pay_to + DEFAULT_PRICE
     [entry] = await ledger_entries(merchant.database_url)
     assert (entry.task_id, entry.tx_hash) == (task["id"], receipt["transaction"])
+
+
+async def test_settlement_front_run_by_someone_else_fails_and_books_nothing_by_default(
+    start_merchant: MerchantStarter, sqlite_url: str, binding: str, chain: DevChain, payer_key: str
+) -> None:
+    """The same front-run with the default rule: the transaction may be another deployment's settlement of
+    this authorization, so it is not this task's; the payer is told so, nothing is delivered or booked."""
+    before = snapshot(chain, address_of(payer_key))
+
+    merchant, _, failed = await paid_with_mid_work(
+        start_merchant, sqlite_url, binding, payer_key, lambda payload: submit_directly(chain, payload)
+    )
+
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    data = extension(failed)
+    assert (data["status"], data["error"]) == ("payment-failed", "DUPLICATE_NONCE")
+    [receipt] = data["receipts"]
+    assert (receipt["success"], receipt["errorReason"]) == (False, "invalid_exact_evm_nonce_already_used")
+    assert "did not send" in texts(failed)[0]
+    assert "artifacts" not in failed
+    assert snapshot(chain, address_of(payer_key)).pay_to == before.pay_to + DEFAULT_PRICE  # paid, once
+    assert await ledger_entries(merchant.database_url) == []
 
 
 async def test_a_replayed_settled_authorization_is_refused_and_nothing_is_delivered(

@@ -153,12 +153,13 @@ _ANSWERS: dict[str, tuple[Callable[[], Response], str]] = {
         lambda: Response(orjson.dumps({"success": False, "errorReason": "invalid_payload"}), 409),
         "refused this settlement's idempotency key",
     ),
-    "garbage": (lambda: Response(b"<html>oops</html>", 200), "was not an x402 answer"),
+    # No x402 answer at all: the payer is told its payment's outcome in the merchant's own words.
+    "garbage": (lambda: Response(b"<html>oops</html>", 200), "nothing was charged"),
     "unknown reason": (
         lambda: Response(orjson.dumps(_UNKNOWN), 200, media_type="application/json"),
         "a reason this merchant never heard of",
     ),
-    "server error": (lambda: Response(b"Internal Server Error", 500), "was not an x402 answer"),
+    "server error": (lambda: Response(b"Internal Server Error", 500), "nothing was charged"),
 }
 
 
