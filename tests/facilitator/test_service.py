@@ -253,7 +253,8 @@ async def wallet_payment(
 
     The payer does not cool off after a revert here (`X402_REVERT_COOLOFF_S=0`) unless `changes` say so:
     these tests are about the authorization's own retries; `test_reverts` covers the cool-off."""
-    service = await open_facilitator(database_url, receipt_timeout_s=5.0, **{"revert_cooloff_s": 0, **changes})
+    settings: dict[str, Any] = {"revert_cooloff_s": 0, **changes}
+    service = await open_facilitator(database_url, receipt_timeout_s=5.0, **settings)
     wallet, owner_key = deploy_gas_burning_wallet(chain, cold_reads=1)
     requirements = make_requirements(chain)
     return service, wallet, requirements, sign_exact(owner_key, requirements, from_address=wallet)
