@@ -203,7 +203,7 @@ async def _play(order: str, chain: DevChain, pair: Pair, *, working_parties: int
             try:
                 await wire.send(payment_message(task["id"], _presented_to(payload, task)))
             except A2ACallError as exc:
-                assert "already used for another task" in exc.message, exc
+                assert "already presented for another task" in exc.message, exc
             return await _decided(wire, task["id"])
 
         def front_run() -> Awaitable[None]:
