@@ -58,7 +58,14 @@ from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
 from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
+from .edge import (
+    AgentCardSettings,
+    CardSigner,
+    RequestLimits,
+    TenantTaskStore,
+    create_app,
+    grpc_listen_address,
+)
 from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler, ReconcileReport
@@ -73,6 +80,7 @@ __all__ = [
     "card_signing_keys",
     "load_tenants",
     "payment_extension",
+    "request_limits",
 ]
 
 MERCHANT_SKILLS = (TEXT_STATS_SKILL,)
@@ -197,6 +205,20 @@ def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]
     return (
         grpc_listen_address(settings.host, settings.grpc_port),
         grpc_listen_address(public_host or settings.host, settings.grpc_port),
+    )
+
+
+def request_limits(settings: MerchantSettings) -> RequestLimits:
+    """The bounds of one request on every binding, from `settings` (`X402_MAX_*`, `X402_*_TIMEOUT_S`)."""
+    return RequestLimits(
+        max_body_bytes=settings.max_body_bytes,
+        max_parts=settings.max_parts,
+        max_metadata_bytes=settings.max_metadata_bytes,
+        max_metadata_depth=settings.max_metadata_depth,
+        max_header_count=settings.max_header_count,
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
     )
 
 
@@ -404,6 +426,7 @@ def build_app(
         routes=[*operations, *jwks_routes, *billing.routes, *dashboard.routes],
         card_signer=signer,
         grpc_listen=grpc_listen,
+        limits=request_limits(settings),
         handler_layers=[
             lambda inner: PaymentRequestHandler(
                 inner,

@@ -82,6 +82,27 @@ class MerchantSettings(BaseSettings):
     relayer_min_balance_wei: int = Field(
         10**15, ge=0, description="below this balance the in-process facilitator's relayer is not ready"
     )
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="largest request body (and gRPC message) accepted, in bytes"
+    )
+    max_parts: int = Field(64, ge=1, description="most parts one A2A message may have")
+    max_metadata_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest `metadata` object of an A2A request (its JSON), in bytes"
+    )
+    max_metadata_depth: int = Field(16, ge=2, le=100, description="deepest nesting of an A2A `metadata`")
+    max_header_count: int = Field(100, ge=10, description="most headers one HTTP request may have")
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="largest request line and headers of one request (and gRPC metadata)"
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="a request's headers must arrive within this time (else 408, closed)",
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="a request's body must arrive within this time, else 408 and closed"
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )
