@@ -22,7 +22,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 from observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, gauge
 
 from .ledger import Ledger
-from .payments import OfferStore, PaymentOutcome
+from .payments import OfferStore, PaymentOutcome, PurgeReport
 from .reconciler import ReconcileReport
 from .webhooks import delivery_backlog
 
@@ -68,6 +68,14 @@ class MerchantMetrics:
             ["kind"],
             registry=registry,
         )
+        self._purged = Counter(
+            "x402_merchant_unpaid_purged",
+            "unpaid tasks and their offers deleted past their retention, by what",
+            ["what"],
+            registry=registry,
+        )
+        for what in ("tasks", "offers"):
+            self._purged.labels(what)
         for outcome in ("delivered", "retry", "failed", "disabled"):
             self._deliveries.labels(outcome)
         for kind in (*_DIFFERENCES, "unresolved"):
@@ -86,6 +94,11 @@ class MerchantMetrics:
         for name in (f.name for f in fields(report) if f.name in _DIFFERENCES):
             self._differences.labels(name).inc(getattr(report, name))
         self._differences.labels("unresolved").inc(len(report.unresolved))
+
+    def purged(self, report: PurgeReport) -> None:
+        """Count what one purge of unpaid tasks removed."""
+        self._purged.labels("tasks").inc(report.tasks)
+        self._purged.labels("offers").inc(report.offers)
 
     def scrape(
         self,

@@ -67,7 +67,16 @@ from .edge import (
     grpc_listen_address,
 )
 from .ledger import Ledger
-from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
+from .payments import (
+    Asset,
+    OfferStore,
+    PaymentExecutor,
+    PaymentRecovery,
+    PaymentRequestHandler,
+    Pricing,
+    UnpaidRules,
+    UnpaidWork,
+)
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, TenantRegistry
@@ -327,6 +336,16 @@ def build_app(
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
     offers = OfferStore(engine, events=outbox)
+    unpaid = UnpaidWork(
+        engine,
+        tenants=tenants,
+        defaults=UnpaidRules(
+            max_awaiting=settings.max_unpaid_tasks,
+            max_per_minute=settings.max_unpaid_per_minute,
+            retention_s=settings.unpaid_retention_s,
+        ),
+        offer_timeout_s=pricing.max_timeout_seconds,
+    )
     metrics = MerchantMetrics(CollectorRegistry())
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
@@ -337,6 +356,7 @@ def build_app(
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
+        unpaid=unpaid,
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     task_store = TenantTaskStore(engine, on_final=offers.told_in)
@@ -434,6 +454,7 @@ def build_app(
                 offers=offers,
                 skill_of=_skill_of,
                 progress_timeout_s=settings.settle_timeout_s,
+                unpaid=unpaid,
             )
         ],
     )
@@ -454,6 +475,10 @@ def build_app(
         reconciling = asyncio.create_task(
             reconciler.run(stop, interval_s=settings.reconcile_interval_s), name="reconciler"
         )
+        purging = asyncio.create_task(
+            unpaid.run(stop, interval_s=settings.unpaid_purge_interval_s, on_purge=metrics.purged),
+            name="unpaid-purge",
+        )
         try:
             async with edge_lifespan(app_):
                 _log_startup(settings, tenants, signed=signer is not None)
@@ -461,7 +486,7 @@ def build_app(
         finally:
             stop.set()
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(delivery, reconciling)
+                await asyncio.gather(delivery, reconciling, purging)
             await http.aclose()
             await reconciler.aclose()
             if probe_rpc is not None:

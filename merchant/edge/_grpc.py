@@ -45,7 +45,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.message import DecodeError
 
-from merchant.payments import NEGOTIATED_VERSION_KEY
+from merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
 from ._finite import non_finite_number
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
@@ -124,6 +124,7 @@ class _EdgeGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
         version = negotiate_grpc_version(context.invocation_metadata() or ())
         call_context = super().build(context)
         call_context.state[NEGOTIATED_VERSION_KEY] = version.value
+        call_context.state[CLIENT_ADDRESS_KEY] = _peer_host(context.peer() or "")
         return call_context
 
 
@@ -249,6 +250,13 @@ class _GrpcRoute(_Interceptor):
                 await abort_with(context, InternalError(message=INTERNAL_MESSAGE))
 
         return stream
+
+
+def _peer_host(peer: str) -> str:
+    """The host of a gRPC peer (`ipv4:1.2.3.4:5`, `ipv6:[::1]:5`), without its port."""
+    _, _, address = peer.partition(":")
+    host, _, _port = address.rpartition(":")
+    return (host or address).strip("[]")
 
 
 def grpc_listen_address(host: str, port: int) -> str:

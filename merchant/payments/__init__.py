@@ -13,9 +13,11 @@ from ._outcomes import OutcomeListener, PaymentOutcome
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery
+from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidRules, UnpaidWork, caller_of
 
 __all__ = [
     "Asset",
+    "CLIENT_ADDRESS_KEY",
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
     "Offer",
@@ -27,6 +29,10 @@ __all__ = [
     "PaymentRecovery",
     "PaymentRequestHandler",
     "Pricing",
+    "PurgeReport",
     "SkillResolver",
+    "UnpaidRules",
+    "UnpaidWork",
+    "caller_of",
     "protocol_version",
 ]

@@ -61,6 +61,7 @@ from .._task_reads import forget_task_reads
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._pricing import Pricing
 from ._protocol import protocol_version
+from ._unpaid import UnpaidWork, caller_of
 from ._wire import match_offer, message_payment_data, payload_hash
 
 __all__ = ["MAX_MESSAGE_BYTES", "PaymentRequestHandler"]
@@ -93,8 +94,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         offers: OfferStore,
         skill_of: Callable[[Message], str],
         progress_timeout_s: float = 15.0,
+        unpaid: UnpaidWork | None = None,
     ):
         super().__init__(inner)
+        self._unpaid = unpaid
         self._pricing = pricing
         self._offers = offers
         self._skill_of = skill_of
@@ -222,10 +225,12 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if not message.task_id:
             if data is not None:
                 raise InvalidParamsError(message="a payment message must name the task (taskId) it pays for")
-            if dialect is None and self._pricing.price(call_context.tenant, self._skill_of(message)) > 0:
-                raise ExtensionSupportRequiredError(
-                    message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
-                )
+            if self._pricing.price(call_context.tenant, self._skill_of(message)) > 0:
+                if dialect is None:
+                    raise ExtensionSupportRequiredError(
+                        message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
+                    )
+                await self._admit_unpaid(call_context)
             return data, dialect
         try:
             task = await super().on_get_task(
@@ -271,6 +276,18 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             raise _Represented(task.status.message.message_id)
         call_context.state[CHECKED_OFFER_KEY] = CheckedOffer(offer, task.status.message.message_id)
         return data, dialect
+
+    async def _admit_unpaid(self, call_context: ServerCallContext) -> None:
+        """Refuse a new priced task to a caller over its bounds on unpaid work (`_unpaid`), before any task.
+
+        Raises:
+            UnsupportedOperationError: the caller has too many tasks awaiting payment, or started too many.
+        """
+        if self._unpaid is None:
+            return
+        refusal = await self._unpaid.refusal(call_context.tenant, caller_of(call_context))
+        if refusal is not None:
+            raise UnsupportedOperationError(message=refusal)
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
         """The message's extension data; extension data without the extension activated is refused."""

@@ -1,0 +1,199 @@
+"""Unpaid work, bounded, against the reference merchant on SQLite and PostgreSQL: per caller, a priced task
+over the number awaiting payment or over the minute's rate is refused before anything is stored (every
+binding); a tenant's own limit applies to it alone; expired offers no longer count; the purge deletes the
+tasks unpaid past their retention with their offers and callers, in one transaction per batch, and never
+a task whose payment is being taken or was paid."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.context import ServerCallContext
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from merchant.payments import CLIENT_ADDRESS_KEY, OfferState, UnpaidRules, UnpaidWork, caller_of
+from merchant.payments._unpaid import offer_callers_table
+from merchant.tenants import TenantRegistry
+from storage import create_engine
+from tests.fixtures.merchant import (
+    BINDINGS,
+    DEFAULT_PAY_TO,
+    A2ACallError,
+    MerchantStarter,
+    MerchantWire,
+    rejection_message,
+    user_message,
+)
+
+from .flows import JSON, offer
+
+REFUSED = "UNSUPPORTED_OPERATION"
+
+
+async def counts(database_url: str) -> tuple[int, int, int]:
+    """(tasks, offers, offer callers) stored."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            found = [
+                (
+                    await connection.execute(sa.select(sa.func.count()).select_from(sa.table(name)))
+                ).scalar_one()
+                for name in ("tasks", "payment_offers", "payment_offer_callers")
+            ]
+            return found[0], found[1], found[2]
+    finally:
+        await engine.dispose()
+
+
+async def _count(connection: AsyncConnection, table: str) -> int:
+    result = await connection.execute(sa.select(sa.func.count()).select_from(sa.table(table)))
+    return int(result.scalar_one())
+
+
+async def refused(wire: MerchantWire, message: JSON) -> A2ACallError:
+    with pytest.raises(A2ACallError) as failure:
+        await wire.send(message)
+    assert failure.value.reason == REFUSED
+    return failure.value
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_caller_over_its_awaiting_tasks_is_refused_and_nothing_is_stored(
+    start_merchant: MerchantStarter, database_url: str, binding: str
+) -> None:
+    merchant = start_merchant(database_url, max_unpaid_tasks=2, max_unpaid_per_minute=100)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        first = await offer(wire)
+        await offer(wire)
+        failure = await refused(wire, user_message())
+        assert "2 tasks awaiting payment" in failure.message
+        assert await counts(database_url) == (2, 2, 2)
+        # Rejecting one frees its place.
+        await wire.send(rejection_message(first["id"]))
+        await offer(wire)
+        assert await counts(database_url) == (3, 3, 3)
+
+
+async def test_a_caller_starting_too_many_priced_tasks_a_minute_is_refused(
+    start_merchant: MerchantStarter, database_url: str
+) -> None:
+    merchant = start_merchant(database_url, max_unpaid_tasks=100, max_unpaid_per_minute=3)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        for _ in range(3):
+            await wire.send(rejection_message((await offer(wire))["id"]))  # none awaits payment
+        failure = await refused(wire, user_message())
+        assert "3 priced tasks within a minute" in failure.message
+    assert await counts(database_url) == (3, 3, 3)
+
+
+async def test_a_tenant_s_own_limit_applies_to_it_alone(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 1000\n\n'
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 1000\nmax_unpaid_tasks = 1\n'
+    )
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, max_unpaid_tasks=3)
+    async with merchant.http() as http:
+        acme, default = MerchantWire(http, "rest", "acme"), MerchantWire(http, "rest")
+        await offer(acme)
+        await refused(acme, user_message())
+        for _ in range(3):
+            await offer(default)
+        await refused(default, user_message())
+    assert await counts(sqlite_url) == (4, 4, 4)
+
+
+def test_the_caller_is_the_principal_else_the_address() -> None:
+    class Alice(User):
+        @property
+        def is_authenticated(self) -> bool:
+            return True
+
+        @property
+        def user_name(self) -> str:
+            return "alice"
+
+    anonymous = ServerCallContext(user=UnauthenticatedUser(), state={CLIENT_ADDRESS_KEY: "10.0.0.7"})
+    assert caller_of(anonymous) == "address:10.0.0.7"
+    assert caller_of(ServerCallContext(user=Alice(), state={CLIENT_ADDRESS_KEY: "10.0.0.7"})) == "user:alice"
+    assert caller_of(ServerCallContext(user=UnauthenticatedUser())) == "address:unknown"
+
+
+def _unpaid(database_url: str) -> UnpaidWork:
+    return UnpaidWork(
+        create_engine(database_url),
+        tenants=TenantRegistry.default(pay_to=DEFAULT_PAY_TO, price=1000),
+        defaults=UnpaidRules(max_awaiting=2, max_per_minute=100, retention_s=3600),
+        offer_timeout_s=300,
+    )
+
+
+async def test_expired_offers_no_longer_count(start_merchant: MerchantStarter, sqlite_url: str) -> None:
+    merchant = start_merchant(sqlite_url, max_unpaid_tasks=2)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        await offer(wire)
+        await offer(wire)
+        await refused(wire, user_message())
+    unpaid = _unpaid(sqlite_url)
+    [caller] = {row[0] for row in await _callers(sqlite_url)}
+    assert await unpaid.refusal("", caller) is not None
+    # Past the terms' maxTimeoutSeconds the offers can no longer be paid: they hold no place.
+    assert await unpaid.refusal("", caller, now=datetime.now(UTC) + timedelta(seconds=301)) is None
+
+
+async def _callers(database_url: str) -> list[tuple[str, str]]:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                sa.select(offer_callers_table.c.caller, offer_callers_table.c.task_id)
+            )
+            return [(row.caller, row.task_id) for row in rows]
+    finally:
+        await engine.dispose()
+
+
+async def _set_state(database_url: str, task_id: str, state: OfferState) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text("UPDATE payment_offers SET state = :state WHERE task_id = :task_id"),
+                {"state": state.value, "task_id": task_id},
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_the_purge_removes_unpaid_tasks_past_retention_and_nothing_being_paid(
+    start_merchant: MerchantStarter, database_url: str
+) -> None:
+    merchant = start_merchant(database_url, max_unpaid_tasks=100)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        tasks = [await offer(wire) for _ in range(6)]
+        await wire.send(rejection_message(tasks[1]["id"]))
+    taken = {OfferState.WORKING: tasks[2], OfferState.SETTLING: tasks[3], OfferState.PAID: tasks[4]}
+    for state, task in taken.items():
+        await _set_state(database_url, task["id"], state)
+    unpaid = _unpaid(database_url)
+    # Within the retention nothing goes.
+    assert (await unpaid.purge()).offers == 0
+    assert await counts(database_url) == (6, 6, 6)
+    report = await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))
+    assert (report.tasks, report.offers) == (3, 3)  # two offered, one rejected
+    assert await counts(database_url) == (3, 3, 3)
+    kept = {task_id for _, task_id in await _callers(database_url)}
+    assert kept == {task["id"] for task in taken.values()}
+    # Nothing left to purge: a second pass removes nothing.
+    assert (await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))).offers == 0
