@@ -104,13 +104,13 @@ class MerchantSettings(BaseSettings):
         30.0, gt=0, le=3600, description="a request's body must arrive within this time, else 408 and closed"
     )
     max_unpaid_tasks: int = Field(
-        20, ge=1, description="per caller and tenant, the most tasks awaiting payment at once"
+        100, ge=1, description="per caller and tenant, the most tasks awaiting payment at once"
     )
     max_unpaid_per_minute: int = Field(
-        30, ge=1, description="per caller and tenant, the most priced tasks started within a minute"
+        60, ge=1, description="per caller and tenant, the most priced tasks left unpaid within a minute"
     )
     unpaid_retention_s: int = Field(
-        86_400, ge=300, description="an unpaid (offered or rejected) task is purged this long after its offer"
+        3600, ge=300, description="an unpaid (offered or rejected) task is purged this long after its offer"
     )
     unpaid_purge_interval_s: float = Field(
         60.0, gt=0, description="how often the service purges unpaid tasks past their retention"

@@ -23,9 +23,9 @@ File format::
     webhook_secret = "whsec_..."
     api_token = "..."
 
-    max_unpaid_tasks = 20           # optional, per caller: tasks awaiting payment (X402_MAX_UNPAID_TASKS)
-    max_unpaid_per_minute = 30      # optional, per caller: priced tasks a minute (X402_MAX_UNPAID_PER_MINUTE)
-    unpaid_retention_s = 86400      # optional: unpaid tasks purged after (X402_UNPAID_RETENTION_S)
+    max_unpaid_tasks = 100          # optional, per caller: tasks awaiting payment (X402_MAX_UNPAID_TASKS)
+    max_unpaid_per_minute = 60      # optional, per caller: priced tasks a minute (X402_MAX_UNPAID_PER_MINUTE)
+    unpaid_retention_s = 3600       # optional: unpaid tasks purged after (X402_UNPAID_RETENTION_S)
 
     [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
     translate = 5000

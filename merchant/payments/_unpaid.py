@@ -3,7 +3,9 @@ the purge of tasks left unpaid.
 
 A priced task costs a stored task and an offer row before anyone pays, so a caller is limited to
 `max_awaiting` tasks awaiting payment at once (offers still `offered` and within their terms'
-`maxTimeoutSeconds`: an expired offer no longer counts) and to `max_per_minute` new ones in any minute. The
+`maxTimeoutSeconds`: an expired offer no longer counts) and to `max_per_minute` started in the last minute
+and left unpaid (offered, rejected or failed: a caller who pays is never slowed down; one who rejects each
+offer to free its place is). The
 caller is the authenticated principal (`user:<name>`) when the request has one, else the client address
 (`address:<host>`): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). Each tenant
 may set its own limits and retention (tenants file), else the settings' apply (`UnpaidRules`).
@@ -12,6 +14,7 @@ The purge deletes, in one transaction per batch, the tasks whose offer has staye
 longer than the tenant's retention (never less than the terms' timeout), with their offers and callers;
 the offer's state is checked again by the DELETE itself, so an offer that became `working`, `settling` or
 `paid` meanwhile (and so one that is booked) is never touched. What it removed is counted (`PurgeReport`).
+Who asked for an offer is forgotten after the retention too, whatever became of the offer.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ CLIENT_ADDRESS_KEY = "x402_client_address"
 
 _UNPAID = "state IN ('offered', 'rejected')"
 _RATE_WINDOW = timedelta(minutes=1)
+_BEING_PAID = (OfferState.WORKING, OfferState.SETTLING, OfferState.PAID)
 _PURGE_BATCH = 500
 
 offer_callers_table = sa.Table(
@@ -85,9 +89,9 @@ def caller_of(context: ServerCallContext | None) -> str:
 class UnpaidRules:
     """One tenant's bounds on unpaid work (see the module)."""
 
-    max_awaiting: int = 20
-    max_per_minute: int = 30
-    retention_s: float = 86_400.0
+    max_awaiting: int = 100
+    max_per_minute: int = 60
+    retention_s: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,29 +151,37 @@ class UnpaidWork:
         now = now or _now()
         rules = self.rules(tenant)
         callers, offers = offer_callers_table, offers_table
-        awaiting = (
-            sa.select(sa.func.count())
+        expired = now - self._offer_timeout
+        # One read, over this caller's recent offers only (the index's range): an offer older than the
+        # terms' timeout has expired, and the rate looks back a minute.
+        counts = (
+            sa.select(
+                sa.func.count().filter(
+                    offers.c.state == OfferState.OFFERED.value, offers.c.updated_at > expired
+                ),
+                sa.func.count().filter(
+                    callers.c.created_at > now - _RATE_WINDOW,
+                    offers.c.state.not_in([state.value for state in _BEING_PAID]),
+                ),
+            )
             .select_from(callers.join(offers, offers.c.task_id == callers.c.task_id))
             .where(
                 callers.c.tenant == tenant,
                 callers.c.caller == caller,
-                offers.c.state == OfferState.OFFERED.value,
-                offers.c.updated_at > now - self._offer_timeout,
+                callers.c.created_at > min(expired, now - _RATE_WINDOW),
             )
         )
-        recent = sa.select(sa.func.count()).where(
-            callers.c.tenant == tenant, callers.c.caller == caller, callers.c.created_at > now - _RATE_WINDOW
-        )
         async with self._engine.connect() as connection:
-            waiting = (await connection.execute(awaiting)).scalar_one()
-            created = (await connection.execute(recent)).scalar_one()
+            waiting, created = (await connection.execute(counts)).one()
         if waiting >= rules.max_awaiting:
             return (
                 f"you have {waiting} tasks awaiting payment, the most allowed: pay or reject one "
                 "before starting another"
             )
         if created >= rules.max_per_minute:
-            return f"you started {created} priced tasks within a minute, the most allowed: try again later"
+            return (
+                f"you left {created} priced tasks unpaid within a minute, the most allowed: try again later"
+            )
         return None
 
     async def note(self, task_id: str, tenant: str, caller: str) -> None:
@@ -195,7 +207,19 @@ class UnpaidWork:
                 report = PurgeReport(report.tasks + removed.tasks, report.offers + removed.offers)
                 if removed.offers < _PURGE_BATCH:
                     break
+            await self._forget_callers(tenant.id, now - retention)
         return report
+
+    async def _forget_callers(self, tenant: str, cutoff: datetime) -> None:
+        """Forget who asked for offers older than the retention (paid ones included): the limits look back
+        no further than the terms' timeout, so these rows would only grow."""
+        callers = offer_callers_table
+        forget = callers.delete().where(callers.c.tenant == tenant, callers.c.created_at < cutoff)
+
+        def operation(connection: sa.Connection) -> None:
+            connection.execute(forget)
+
+        await write(self._engine, operation)
 
     async def _purge_batch(self, tenant: str, cutoff: datetime) -> PurgeReport:
         offers = offers_table
