@@ -402,6 +402,7 @@ def build_app(
         outbox=outbox,
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
+        limits_of=unpaid.describe,
     )
     dashboard = create_dashboard_router(
         data=DashboardData(

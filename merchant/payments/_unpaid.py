@@ -146,6 +146,18 @@ class UnpaidWork:
             }
         return dataclasses.replace(self._defaults, **own)
 
+    def describe(self, tenant_id: str) -> dict[str, object]:
+        """`tenant_id`'s bounds on unpaid work as JSON, for the tenant's billing API."""
+        rules = self.rules(tenant_id)
+        return {
+            "unpaid": {
+                "maxAwaitingPerCaller": rules.max_awaiting,
+                "maxUnpaidPerMinutePerCaller": rules.max_per_minute,
+                "retentionSeconds": int(rules.retention_s),
+                "offerTimeoutSeconds": int(self._offer_timeout.total_seconds()),
+            }
+        }
+
     async def refusal(self, tenant: str, caller: str, *, now: datetime | None = None) -> str | None:
         """Why `caller` may not start another priced task at `tenant` now (one line), or None when it may."""
         now = now or _now()

@@ -11,6 +11,7 @@ filtered by the authenticated tenant.
     GET  /tenants/{tenant}/ledger/statement?format=csv|json&since=…&until=…
     GET  /tenants/{tenant}/webhooks/events?since_sequence=N&limit=M
     POST /tenants/{tenant}/webhooks/events/{event_id}/redeliver
+    GET  /tenants/{tenant}/limits      (when the merchant gives `limits_of`)
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ from merchant.ledger import (
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
 
-__all__ = ["ApiTokenLookup", "create_billing_router"]
+__all__ = ["ApiTokenLookup", "LimitsLookup", "create_billing_router"]
 
 ApiTokenLookup = Callable[[str], str | None]
 """`(tenant id) -> that tenant's API token`, or None for an unknown tenant or one without a token. Called on
 every request, on the event loop: it must not block."""
+
+LimitsLookup = Callable[[str], dict[str, object]]
+"""`(tenant id) -> the bounds the merchant applies to that tenant's callers`, as JSON; must not block."""
 
 # The one table from our errors to HTTP statuses; looked up along the MRO, so a family maps as a whole.
 _HTTP_STATUS: dict[type[Exception], int] = {
@@ -70,10 +74,12 @@ def create_billing_router(
     outbox: Outbox,
     api_token_of: ApiTokenLookup,
     default_tenant_segment: str | None = None,
+    limits_of: LimitsLookup | None = None,
 ) -> APIRouter:
     """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`.
 
     `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes).
+    `limits_of` answers `GET /tenants/{tenant}/limits` (no such route without it).
     """
     router = APIRouter(tags=["billing"])
 
@@ -163,5 +169,14 @@ def create_billing_router(
             _raise_http(exc)
         body = json.dumps({"eventId": event_id, "deliveries": count}, separators=(",", ":"))
         return Response(body, status_code=status.HTTP_202_ACCEPTED, media_type=_JSON)
+
+    if limits_of is not None:
+        lookup = limits_of
+
+        @router.get("/tenants/{tenant}/limits")
+        async def limits(tenant: str = authenticated) -> Response:
+            """The bounds the merchant applies to this tenant's callers (set in the tenants file)."""
+            body = json.dumps({"tenant": tenant, **lookup(tenant)}, separators=(",", ":"))
+            return Response(body, media_type=_JSON)
 
     return router

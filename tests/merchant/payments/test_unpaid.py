@@ -32,6 +32,7 @@ from tests.fixtures.merchant import (
 from .flows import JSON, offer
 
 REFUSED = "UNSUPPORTED_OPERATION"
+ACME_TOKEN = "acme-token-0123456789abcdef"  # noqa: S105 (a test value)
 
 
 async def counts(database_url: str) -> tuple[int, int, int]:
@@ -209,3 +210,27 @@ async def test_the_purge_removes_unpaid_tasks_past_retention_and_nothing_being_p
     assert await _offered_tasks(database_url) == {task["id"] for task in taken.values()}
     # Nothing left to purge: a second pass removes nothing.
     assert (await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))).offers == 0
+
+
+async def test_a_tenant_sees_its_bounds_in_its_billing_api(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 1000\n\n'
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 1000\napi_token = "{ACME_TOKEN}"\n'
+        "max_unpaid_tasks = 7\nunpaid_retention_s = 900\n"
+    )
+    merchant = start_merchant(sqlite_url, tenants_file=tenants, max_unpaid_per_minute=11)
+    async with merchant.http() as http:
+        response = await http.get("/tenants/acme/limits", headers={"authorization": f"Bearer {ACME_TOKEN}"})
+        assert (await http.get("/tenants/acme/limits")).status_code == 401
+    assert response.json() == {
+        "tenant": "acme",
+        "unpaid": {
+            "maxAwaitingPerCaller": 7,
+            "maxUnpaidPerMinutePerCaller": 11,
+            "retentionSeconds": 900,
+            "offerTimeoutSeconds": 300,
+        },
+    }
