@@ -87,9 +87,11 @@ class MerchantSettings(BaseSettings):
     )
     max_parts: int = Field(64, ge=1, description="most parts one A2A message may have")
     max_metadata_bytes: int = Field(
-        64 * 1024, ge=1024, description="largest `metadata` object of an A2A request (its JSON), in bytes"
+        64 * 1024, ge=1024, description="largest `metadata` object or data part of an A2A request, in bytes"
     )
-    max_metadata_depth: int = Field(16, ge=2, le=100, description="deepest nesting of an A2A `metadata`")
+    max_metadata_depth: int = Field(
+        16, ge=2, le=100, description="deepest nesting of an A2A `metadata` object or data part"
+    )
     max_header_count: int = Field(100, ge=10, description="most headers one HTTP request may have")
     max_header_bytes: int = Field(
         16 * 1024, ge=1024, description="largest request line and headers of one request (and gRPC metadata)"

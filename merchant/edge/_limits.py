@@ -2,13 +2,16 @@
 
 A request's size is bounded before it is read (`_bounded`, gRPC's message size); what is inside it is bounded
 here, before the SDK turns it into protobuf and the handlers see it: how many parts a message has, and how
-large and how deep any `metadata` object is. One check serves every binding and version: over the JSON of
-a JSON-RPC or HTTP+JSON body (1.0 and 0.3 both name them `parts` and `metadata`), and over the protobuf
-message of a gRPC call.
+large and how deep any free-form JSON is: every `metadata` object and every data part's `data`, which the
+SDK converts into a protobuf `Struct` key by key and stores whole (60,000 keys in 1 MiB take a third of a
+second to convert alone). One check serves every binding and version: over the JSON of a JSON-RPC or
+HTTP+JSON body (1.0 and 0.3 both name them `parts`, `metadata` and `data`), and over the protobuf message
+of a gRPC call.
 
 Why these defaults: a paid request of the reference skill is one text part and a payment payload of about
 2 KiB of metadata; 1 MiB of body is 500 of those, and parses in milliseconds. 64 parts and 64 KiB of
-metadata, 16 levels deep, leave room for any real message (files go by URL, or within the body limit)
+metadata (or data in one part), 16 levels deep, leave room for any real message (files go by URL, or
+within the body limit)
 while a body at the limit is refused before the SDK spends seconds converting 100,000 one-character parts.
 """
 
@@ -24,6 +27,8 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 __all__ = ["RequestLimits", "json_shape_problem", "proto_shape_problem"]
 
 _MIB = 1024 * 1024
+# The free-form JSON of a request: metadata (request, message, part) and a data part's data.
+_FREE_FORM = frozenset({"metadata", "data"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +72,7 @@ def _metadata_problem(where: str, metadata: Any, limits: RequestLimits) -> str |
 def json_shape_problem(body: Any, limits: RequestLimits) -> str | None:
     """What in a parsed JSON request body is over `limits` (one line), or None when nothing is.
 
-    Every `parts` array and every `metadata` object anywhere in the body is checked, so the JSON-RPC
+    Every `parts` array and every `metadata` or `data` object anywhere in the body is checked, so the JSON-RPC
     envelope (`params.message`), the HTTP+JSON body (`message`) and both versions are covered alike.
     """
     stack = [(body, "request")]
@@ -82,7 +87,7 @@ def json_shape_problem(body: Any, limits: RequestLimits) -> str | None:
             path = f"{where}.{key}"
             if key == "parts" and isinstance(value, list) and len(value) > limits.max_parts:
                 return f"{path} has {len(value)} parts, over the limit of {limits.max_parts}"
-            if key == "metadata" and isinstance(value, dict):
+            if key in _FREE_FORM and isinstance(value, dict | list):
                 problem = _metadata_problem(path, value, limits)
                 if problem is not None:
                     return problem
@@ -113,21 +118,20 @@ def _struct_depth(value: Struct | ListValue | Value, limit: int) -> int:
 
 
 def proto_shape_problem(request: Message, limits: RequestLimits) -> str | None:
-    """`json_shape_problem` over a protobuf request (a gRPC call's): its `parts` and `metadata` fields."""
+    """`json_shape_problem` over a protobuf request (a gRPC call's): its `parts`, `metadata` and `data`."""
     stack: list[tuple[Message, str]] = [(request, "request")]
     while stack:
         item, where = stack.pop()
         for field, value in item.ListFields():
             path = f"{where}.{field.name}"
-            if isinstance(value, Struct):
-                if field.name != "metadata":
+            if isinstance(value, Struct | ListValue | Value):
+                if field.name not in _FREE_FORM:
                     continue
                 if _struct_depth(value, limits.max_metadata_depth) > limits.max_metadata_depth:
                     return f"{path} is nested deeper than {limits.max_metadata_depth} levels"
-                if value.ByteSize() > limits.max_metadata_bytes:
-                    return (
-                        f"{path} is {value.ByteSize()} bytes, over the limit of {limits.max_metadata_bytes}"
-                    )
+                size = value.ByteSize()
+                if size > limits.max_metadata_bytes:
+                    return f"{path} is {size} bytes, over the limit of {limits.max_metadata_bytes}"
             elif field.message_type is None:
                 continue
             elif field.is_repeated:

@@ -215,7 +215,7 @@ async def test_a_message_at_the_limits_is_served(
     ],
     ids=["large", "many-keys", "deep"],
 )
-@pytest.mark.parametrize("where", ["request", "message", "part"])
+@pytest.mark.parametrize("where", ["request", "message", "part", "data-part"])
 async def test_metadata_too_large_or_deep_is_refused(
     limited_sqlite: tuple[str, str], metadata: JSON, where: str
 ) -> None:
@@ -224,8 +224,10 @@ async def test_metadata_too_large_or_deep_is_refused(
         params["metadata"] = metadata
     elif where == "message":
         params["message"]["metadata"] = metadata
-    else:
+    elif where == "part":
         params["message"]["parts"][0]["metadata"] = metadata
+    else:
+        params["message"]["parts"].append({"data": metadata})
     async with a2a_http(limited_sqlite[0]) as http:
         assert_jsonrpc_refusal(await http.post(JSONRPC_PATH, json=rpc(params)))
         assert_rest_refusal(await http.post(f"{REST_PATH}/message:send", json=params))
