@@ -249,7 +249,7 @@ async def test_a_body_sent_too_slowly_is_cut_off(limited: tuple[str, int, str]) 
     assert await stored_rows(database_url) == []
 
 
-async def test_grpc_refuses_a_message_over_the_limit_and_too_many_parts(
+async def test_grpc_refuses_a_message_or_metadata_over_the_limit_and_too_many_parts(
     limited: tuple[str, int, str],
 ) -> None:
     _, grpc_port, database_url = limited
@@ -272,6 +272,11 @@ async def test_grpc_refuses_a_message_over_the_limit_and_too_many_parts(
         stub = a2a_stub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub.SendMessage(huge, metadata=metadata, timeout=HEADROOM_S)
+        assert raised.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        # Metadata (the gRPC headers) past the header limit.
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            big = [*metadata, ("x-big", "a" * (LIMITS.max_header_bytes + 1))]
+            await stub.SendMessage(deep, metadata=big, timeout=HEADROOM_S)
         assert raised.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         for request in (many, deep):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
