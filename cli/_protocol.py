@@ -31,11 +31,12 @@ class _HeadersTooLarge(Exception):
 
 @dataclass(frozen=True, slots=True)
 class HeaderLimits:
-    """The header bounds of `bounded_http_protocol` (see the module)."""
+    """The header bounds of `bounded_http_protocol` (see the module); the defaults are the merchant's
+    settings' (`X402_HEADER_TIMEOUT_S`, `X402_MAX_HEADER_COUNT`, `X402_MAX_HEADER_BYTES`)."""
 
-    header_timeout_s: float
-    max_header_count: int
-    max_header_bytes: int
+    header_timeout_s: float = 10.0
+    max_header_count: int = 100
+    max_header_bytes: int = 16 * 1024
 
 
 class _BoundedHttpProtocol(HttpToolsProtocol):
