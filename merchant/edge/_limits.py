@@ -75,24 +75,27 @@ def json_shape_problem(body: Any, limits: RequestLimits) -> str | None:
     Every `parts` array and every `metadata` or `data` object anywhere in the body is checked, so the JSON-RPC
     envelope (`params.message`), the HTTP+JSON body (`message`) and both versions are covered alike.
     """
-    stack = [(body, "request")]
+    # Only containers can hold parts or metadata, so only they are walked into: a long list of scalars
+    # costs one pass.
+    stack: list[tuple[Any, str]] = [(body, "request")] if isinstance(body, dict | list) else []
     while stack:
         item, where = stack.pop()
         if isinstance(item, list):
-            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
-            continue
-        if not isinstance(item, dict):
+            containers = (i for i, child in enumerate(item) if isinstance(child, dict | list))
+            stack.extend((item[i], f"{where}[{i}]") for i in containers)
             continue
         for key, value in item.items():
-            path = f"{where}.{key}"
+            if not isinstance(value, dict | list):
+                continue
             if key == "parts" and isinstance(value, list) and len(value) > limits.max_parts:
-                return f"{path} has {len(value)} parts, over the limit of {limits.max_parts}"
-            if key in _FREE_FORM and isinstance(value, dict | list):
-                problem = _metadata_problem(path, value, limits)
+                return f"{where}.{key} has {len(value)} parts, over the limit of {limits.max_parts}"
+            if key in _FREE_FORM:
+                # Checked as a whole; its inside is the client's own data.
+                problem = _metadata_problem(f"{where}.{key}", value, limits)
                 if problem is not None:
                     return problem
-                continue  # checked as a whole; its inside is the client's own data
-            stack.append((value, path))
+                continue
+            stack.append((value, f"{where}.{key}"))
     return None
 
 

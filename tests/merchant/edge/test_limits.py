@@ -18,6 +18,7 @@ import pytest
 from a2a.types import a2a_pb2
 
 from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH, RequestLimits
+from merchant.edge._limits import json_shape_problem
 from tests.fixtures.a2a_grpc import a2a_stub, grpc_failure
 from tests.fixtures.servers import free_port
 
@@ -330,3 +331,19 @@ async def test_healthz_answers_while_hostile_requests_are_in_flight(
         for writer in slow:
             writer.close()
     assert await stored_rows(database_url) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (5, None),
+        ("parts", None),
+        ({"params": {"message": {"parts": [{"text": "x"}] * 8, "extensions": ["u"] * 10_000}}}, None),
+        ([{"params": {"message": {"parts": [{}] * 9}}}], "request[0].params.message.parts has 9 parts"),
+        ({"message": {"parts": [{"data": [nested(5)]}]}}, "request.message.parts[0].data is nested deeper"),
+        ({"metadata": "a string is no object"}, None),
+    ],
+)
+def test_the_shape_check_walks_any_json(body: Any, problem: str | None) -> None:
+    found = json_shape_problem(body, LIMITS)
+    assert found == problem if problem is None else (found or "").startswith(problem)
