@@ -6,6 +6,10 @@ a task whose payment is being taken or was paid."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,10 +19,18 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from merchant.payments import CLIENT_ADDRESS_KEY, OfferState, UnpaidRules, UnpaidWork, caller_of
+from merchant.payments import (
+    CLIENT_ADDRESS_KEY,
+    OfferState,
+    PurgeReport,
+    UnpaidRules,
+    UnpaidWork,
+    caller_of,
+)
 from merchant.payments._unpaid import offer_callers_table
 from merchant.tenants import TenantRegistry
 from storage import create_engine
+from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
     BINDINGS,
     DEFAULT_PAY_TO,
@@ -32,6 +44,7 @@ from tests.fixtures.merchant import (
 from .flows import JSON, offer
 
 REFUSED = "UNSUPPORTED_OPERATION"
+RULES = UnpaidRules(max_awaiting=2, max_per_minute=100, retention_s=3600)
 ACME_TOKEN = "acme-token-0123456789abcdef"  # noqa: S105 (a test value)
 
 
@@ -129,13 +142,21 @@ def test_the_caller_is_the_principal_else_the_address() -> None:
     assert caller_of(ServerCallContext(user=UnauthenticatedUser())) == "address:unknown"
 
 
-def _unpaid(database_url: str) -> UnpaidWork:
-    return UnpaidWork(
-        create_engine(database_url),
-        tenants=TenantRegistry.default(pay_to=DEFAULT_PAY_TO, price=1000),
-        defaults=UnpaidRules(max_awaiting=2, max_per_minute=100, retention_s=3600),
-        offer_timeout_s=300,
-    )
+@asynccontextmanager
+async def _unpaid(
+    database_url: str, rules: UnpaidRules = RULES, offer_timeout_s: float = 300
+) -> AsyncIterator[UnpaidWork]:
+    """An `UnpaidWork` of its own on the merchant's database, for the test to drive."""
+    engine = create_engine(database_url)
+    try:
+        yield UnpaidWork(
+            engine,
+            tenants=TenantRegistry.default(pay_to=DEFAULT_PAY_TO, price=1000),
+            defaults=rules,
+            offer_timeout_s=offer_timeout_s,
+        )
+    finally:
+        await engine.dispose()
 
 
 async def test_expired_offers_no_longer_count(start_merchant: MerchantStarter, sqlite_url: str) -> None:
@@ -145,11 +166,11 @@ async def test_expired_offers_no_longer_count(start_merchant: MerchantStarter, s
         await offer(wire)
         await offer(wire)
         await refused(wire, user_message())
-    unpaid = _unpaid(sqlite_url)
     [caller] = {row[0] for row in await _callers(sqlite_url)}
-    assert await unpaid.refusal("", caller) is not None
-    # Past the terms' maxTimeoutSeconds the offers can no longer be paid: they hold no place.
-    assert await unpaid.refusal("", caller, now=datetime.now(UTC) + timedelta(seconds=301)) is None
+    async with _unpaid(sqlite_url) as unpaid:
+        assert await unpaid.refusal("", caller) is not None
+        # Past the terms' maxTimeoutSeconds the offers can no longer be paid: they hold no place.
+        assert await unpaid.refusal("", caller, now=datetime.now(UTC) + timedelta(seconds=301)) is None
 
 
 async def _callers(database_url: str) -> list[tuple[str, str]]:
@@ -199,17 +220,18 @@ async def test_the_purge_removes_unpaid_tasks_past_retention_and_nothing_being_p
     taken = {OfferState.WORKING: tasks[2], OfferState.SETTLING: tasks[3], OfferState.PAID: tasks[4]}
     for state, task in taken.items():
         await _set_state(database_url, task["id"], state)
-    unpaid = _unpaid(database_url)
-    # Within the retention nothing goes.
-    assert (await unpaid.purge()).offers == 0
-    assert await counts(database_url) == (6, 6, 6)
-    report = await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))
-    assert (report.tasks, report.offers) == (3, 3)  # two offered, one rejected
-    # Who asked is forgotten past the retention, whatever became of the offer.
-    assert await counts(database_url) == (3, 3, 0)
-    assert await _offered_tasks(database_url) == {task["id"] for task in taken.values()}
-    # Nothing left to purge: a second pass removes nothing.
-    assert (await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))).offers == 0
+    later = datetime.now(UTC) + timedelta(seconds=3601)
+    async with _unpaid(database_url) as unpaid:
+        # Within the retention nothing goes.
+        assert (await unpaid.purge()).offers == 0
+        assert await counts(database_url) == (6, 6, 6)
+        report = await unpaid.purge(now=later)
+        assert (report.tasks, report.offers) == (3, 3)  # two offered, one rejected
+        # Who asked is forgotten past the retention, whatever became of the offer.
+        assert await counts(database_url) == (3, 3, 0)
+        assert await _offered_tasks(database_url) == {task["id"] for task in taken.values()}
+        # Nothing left to purge: a second pass removes nothing.
+        assert (await unpaid.purge(now=later)).offers == 0
 
 
 async def test_a_tenant_sees_its_bounds_in_its_billing_api(
@@ -234,3 +256,26 @@ async def test_a_tenant_sees_its_bounds_in_its_billing_api(
             "offerTimeoutSeconds": 300,
         },
     }
+
+
+async def test_the_purge_runs_in_the_background_counted_and_logged(
+    start_merchant: MerchantStarter, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    async with merchant.http() as http:
+        await offer(MerchantWire(http, "jsonrpc"))
+        scraped = (await http.get("/metrics")).text
+    assert 'x402_merchant_unpaid_purged_total{what="tasks"} 0.0' in scraped
+    # A retention of nothing, so the pass has something to purge without waiting for the clock.
+    reports: list[PurgeReport] = []
+    stop = asyncio.Event()
+    caplog.set_level(logging.INFO, logger="merchant.payments._unpaid")
+    async with _unpaid(sqlite_url, UnpaidRules(retention_s=0), offer_timeout_s=0) as unpaid:
+        running = asyncio.create_task(unpaid.run(stop, interval_s=0.01, on_purge=reports.append))
+        await wait_until(lambda: len(reports) >= 2, what="two purge passes")
+        stop.set()
+        await running
+    assert reports[0] == PurgeReport(tasks=1, offers=1)
+    assert reports[1] == PurgeReport()
+    assert "purged 1 unpaid tasks and 1 offers past their retention" in caplog.text
+    assert await counts(sqlite_url) == (0, 0, 0)
