@@ -14,6 +14,7 @@ from ._entry import Command, Group, Mistakes, answer
 from ._errors import MISTAKE_EXIT_CODE, ConfigError
 from ._heap import YOUNG_THRESHOLD, settle_heap
 from ._listen import bind_listener, check_listenable
+from ._protocol import HeaderLimits, bounded_http_protocol
 from ._server import Server
 from ._settings import load_settings, settings_problems
 
@@ -23,10 +24,12 @@ __all__ = [
     "Command",
     "ConfigError",
     "Group",
+    "HeaderLimits",
     "Mistakes",
     "Server",
     "answer",
     "bind_listener",
+    "bounded_http_protocol",
     "check_listenable",
     "load_settings",
     "settings_problems",

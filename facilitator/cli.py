@@ -99,6 +99,9 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
             log_level="warning",
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_S,
+            # Headers bounded in count, size and arrival time, as the merchant's: a client sending half its
+            # headers is cut off instead of holding a connection for ever.
+            http=cli.bounded_http_protocol(cli.HeaderLimits()),
         )
         cli.Server(config).run(sockets=[listener])
 

@@ -22,7 +22,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 from observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, gauge
 
 from .ledger import Ledger
-from .payments import OfferStore, PaymentOutcome
+from .payments import OfferStore, PaymentOutcome, PurgeReport
 from .reconciler import RECONCILE_STAGES, ReconcileReport
 from .webhooks import delivery_backlog
 
@@ -77,6 +77,14 @@ class MerchantMetrics:
         )
         for stage in RECONCILE_STAGES:
             self._reconcile_failures.labels(stage)
+        self._purged = Counter(
+            "x402_merchant_unpaid_purged",
+            "unpaid tasks and their offers deleted past their retention, by what",
+            ["what"],
+            registry=registry,
+        )
+        for what in ("tasks", "offers"):
+            self._purged.labels(what)
         for outcome in ("delivered", "retry", "failed", "disabled"):
             self._deliveries.labels(outcome)
         for kind in (*_DIFFERENCES, "unresolved"):
@@ -97,6 +105,11 @@ class MerchantMetrics:
         self._differences.labels("unresolved").inc(len(report.unresolved))
         for stage, count in report.failed.items():
             self._reconcile_failures.labels(stage).inc(count)
+
+    def purged(self, report: PurgeReport) -> None:
+        """Count what one purge of unpaid tasks removed."""
+        self._purged.labels("tasks").inc(report.tasks)
+        self._purged.labels("offers").inc(report.offers)
 
     def scrape(
         self,

@@ -183,3 +183,14 @@ def secret_problems(name: str, value: object) -> list[str]:
         # Never echo the value: it is a secret.
         return [f"{name}: must be a string of at least {_MIN_SECRET_CHARS} characters without whitespace"]
     return []
+
+
+def limit_problems(name: str, value: object, *, minimum: int = 1, maximum: int = 10**9) -> list[str]:
+    """Problems of an optional whole-number limit `name` (None: the settings' default applies)."""
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [f"{name}: must be a whole number, got {describe(value)}"]
+    if not minimum <= value <= maximum:
+        return [f"{name}: must be between {minimum} and {maximum}, got {value}"]
+    return []

@@ -67,7 +67,14 @@ from .dashboard import (
     origin_of,
 )
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
+from .edge import (
+    AgentCardSettings,
+    CardSigner,
+    RequestLimits,
+    TenantTaskStore,
+    create_app,
+    grpc_listen_address,
+)
 from .ledger import Ledger
 from .payments import (
     Asset,
@@ -77,6 +84,8 @@ from .payments import (
     PaymentRequestHandler,
     Presentations,
     Pricing,
+    UnpaidRules,
+    UnpaidWork,
 )
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
@@ -90,6 +99,7 @@ __all__ = [
     "card_signing_keys",
     "load_tenants",
     "payment_extension",
+    "request_limits",
 ]
 
 MERCHANT_SKILLS = (TEXT_STATS_SKILL,)
@@ -217,6 +227,20 @@ def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]
     )
 
 
+def request_limits(settings: MerchantSettings) -> RequestLimits:
+    """The bounds of one request on every binding, from `settings` (`X402_MAX_*`, `X402_*_TIMEOUT_S`)."""
+    return RequestLimits(
+        max_body_bytes=settings.max_body_bytes,
+        max_parts=settings.max_parts,
+        max_metadata_bytes=settings.max_metadata_bytes,
+        max_metadata_depth=settings.max_metadata_depth,
+        max_header_count=settings.max_header_count,
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+    )
+
+
 def load_tenants(settings: MerchantSettings) -> TenantRegistry:
     """The tenants `settings` name: its tenants file (read from disk), or only the default tenant;
     `X402_API_TOKEN` is the default tenant's API token either way.
@@ -324,6 +348,16 @@ def build_app(
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
     offers = OfferStore(engine, events=outbox)
+    unpaid = UnpaidWork(
+        engine,
+        tenants=tenants,
+        defaults=UnpaidRules(
+            max_awaiting=settings.max_unpaid_tasks,
+            max_per_minute=settings.max_unpaid_per_minute,
+            retention_s=settings.unpaid_retention_s,
+        ),
+        offer_timeout_s=pricing.max_timeout_seconds,
+    )
     metrics = MerchantMetrics(CollectorRegistry())
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
@@ -334,6 +368,7 @@ def build_app(
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
+        unpaid=unpaid,
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     task_store = TenantTaskStore(engine, on_final=offers.told_in)
@@ -382,6 +417,7 @@ def build_app(
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         throttle=throttle,
+        limits_of=unpaid.describe,
     )
     dashboard = create_dashboard_router(
         data=DashboardData(
@@ -429,6 +465,7 @@ def build_app(
         card_signer=signer,
         grpc_listen=grpc_listen,
         api_docs=settings.api_docs,
+        limits=request_limits(settings),
         handler_layers=[
             lambda inner: PaymentRequestHandler(
                 inner,
@@ -437,6 +474,7 @@ def build_app(
                 presentations=Presentations(engine),
                 skill_of=_skill_of,
                 progress_timeout_s=settings.settle_timeout_s,
+                unpaid=unpaid,
             )
         ],
     )
@@ -458,6 +496,10 @@ def build_app(
         reconciling = asyncio.create_task(
             reconciler.run(stop, interval_s=settings.reconcile_interval_s), name="reconciler"
         )
+        purging = asyncio.create_task(
+            unpaid.run(stop, interval_s=settings.unpaid_purge_interval_s, on_purge=metrics.purged),
+            name="unpaid-purge",
+        )
         try:
             async with edge_lifespan(app_):
                 _log_startup(settings, tenants, signed=signer is not None)
@@ -465,7 +507,7 @@ def build_app(
         finally:
             stop.set()
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(delivery, reconciling)
+                await asyncio.gather(delivery, reconciling, purging)
             await http.aclose()
             await reconciler.aclose()
             if probe_rpc is not None:

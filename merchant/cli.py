@@ -65,6 +65,15 @@ _SWITCH_INTERVAL_S = 0.0005
 """The interpreter's thread switch interval while serving (see `serve`)."""
 
 
+def header_limits(settings: MerchantSettings) -> cli.HeaderLimits:
+    """The HTTP server's header bounds from `settings`, for `cli.bounded_http_protocol`."""
+    return cli.HeaderLimits(
+        header_timeout_s=settings.header_timeout_s,
+        max_header_count=settings.max_header_count,
+        max_header_bytes=settings.max_header_bytes,
+    )
+
+
 class _ServeOverrides(TypedDict, total=False):
     """The settings `serve` options override; an option left out keeps the environment's value."""
 
@@ -116,6 +125,7 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
             log_level="warning",
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_S,
+            http=cli.bounded_http_protocol(header_limits(settings)),
         )
         # SQLite's writes run on threads (the writer's groups, aiosqlite's connections), and a thread done
         # with one waits for the GIL up to the switch interval (5 ms by default) while the event loop

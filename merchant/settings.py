@@ -85,6 +85,41 @@ class MerchantSettings(BaseSettings):
     relayer_min_balance_wei: int = Field(
         10**15, ge=0, description="below this balance the in-process facilitator's relayer is not ready"
     )
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="largest request body (and gRPC message) accepted, in bytes"
+    )
+    max_parts: int = Field(64, ge=1, description="most parts one A2A message may have")
+    max_metadata_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest `metadata` object or data part of an A2A request, in bytes"
+    )
+    max_metadata_depth: int = Field(
+        16, ge=2, le=100, description="deepest nesting of an A2A `metadata` object or data part"
+    )
+    max_header_count: int = Field(100, ge=10, description="most headers one HTTP request may have")
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="largest request line and headers of one request (and gRPC metadata)"
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="a request's headers must arrive within this time (else 408, closed)",
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="a request's body must arrive within this time, else 408 and closed"
+    )
+    max_unpaid_tasks: int = Field(
+        100, ge=1, description="per caller and tenant, the most tasks awaiting payment at once"
+    )
+    max_unpaid_per_minute: int = Field(
+        60, ge=1, description="per caller and tenant, the most priced tasks left unpaid within a minute"
+    )
+    unpaid_retention_s: int = Field(
+        3600, ge=300, description="an unpaid (offered or rejected) task is purged this long after its offer"
+    )
+    unpaid_purge_interval_s: float = Field(
+        60.0, gt=0, description="how often the service purges unpaid tasks past their retention"
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )

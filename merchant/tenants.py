@@ -23,6 +23,10 @@ File format::
     webhook_secret = "whsec_..."
     api_token = "..."
 
+    max_unpaid_tasks = 100          # optional, per caller: tasks awaiting payment (X402_MAX_UNPAID_TASKS)
+    max_unpaid_per_minute = 60      # optional, per caller: priced tasks a minute (X402_MAX_UNPAID_PER_MINUTE)
+    unpaid_retention_s = 3600       # optional: unpaid tasks purged after (X402_UNPAID_RETENTION_S)
+
     [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
     translate = 5000
 
@@ -55,6 +59,7 @@ from ._tenant_rules import (
     address_problems,
     amount_problems,
     describe,
+    limit_problems,
     secret_problems,
     skill_price_problems,
     subscription_problems,
@@ -79,7 +84,19 @@ TENANTS_FILE_ENV = "X402_TENANTS_FILE"
 """Environment variable holding the path of the tenants TOML file."""
 
 _DECIMAL = re.compile(r"^[0-9]+$")
-_TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "webhooks", "api_token")
+_UNPAID_KEYS = ("max_unpaid_tasks", "max_unpaid_per_minute", "unpaid_retention_s")
+_TENANT_KEYS = (
+    "pay_to",
+    "price",
+    "skill_prices",
+    "webhook_url",
+    "webhook_secret",
+    "webhooks",
+    "api_token",
+    *_UNPAID_KEYS,
+)
+# The shortest retention: an unpaid task is kept at least as long as its terms can be paid.
+_MIN_RETENTION_S = 300
 _WEBHOOK_KEYS = ("url", "secret", "event_types")
 _REQUIRED_TENANT_KEYS = ("pay_to", "price")
 _TOP_LEVEL_KEYS = ("default", "tenants")
@@ -151,6 +168,9 @@ class Tenant:
     webhook_secret: str | None = field(default=None, repr=False)
     webhooks: tuple[WebhookSubscription, ...] = ()
     api_token: str | None = field(default=None, repr=False)
+    max_unpaid_tasks: int | None = None
+    max_unpaid_per_minute: int | None = None
+    unpaid_retention_s: int | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -161,6 +181,9 @@ class Tenant:
             *webhook_problems(self.webhook_url, self.webhook_secret),
             *subscription_problems(self.webhooks, self.webhook_url),
             *secret_problems("api_token", self.api_token),
+            *limit_problems("max_unpaid_tasks", self.max_unpaid_tasks),
+            *limit_problems("max_unpaid_per_minute", self.max_unpaid_per_minute),
+            *limit_problems("unpaid_retention_s", self.unpaid_retention_s, minimum=_MIN_RETENTION_S),
         ]
         if problems:
             raise TenantConfigError(problems, source=f"tenant {self.id!r}")
@@ -339,6 +362,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             webhook_secret=table.get("webhook_secret"),
             webhooks=webhooks,
             api_token=table.get("api_token"),
+            **{key: table[key] for key in _UNPAID_KEYS if key in table},
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]

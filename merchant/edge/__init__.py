@@ -9,6 +9,7 @@ a2a-sdk `AgentExecutor`; tasks are stored durably and scoped to their tenant. UR
 from __future__ import annotations
 
 from ._grpc import GrpcListenError, grpc_listen_address
+from ._limits import RequestLimits
 from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
 from ._tenancy import tenant_owner
 from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
@@ -38,6 +39,7 @@ __all__ = [
     "MERCHANT_SCHEMA_BRANCH",
     "ProtocolVersion",
     "REST_PATH",
+    "RequestLimits",
     "TENANT_ROOT_PATH",
     "TaskOwnedElsewhereError",
     "TenantTaskStore",

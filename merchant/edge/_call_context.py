@@ -16,7 +16,7 @@ from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.utils.constants import VERSION_HEADER
 from starlette.requests import Request
 
-from merchant.payments import NEGOTIATED_VERSION_KEY
+from merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
 from ._failures import open_failure_slot
 from ._tenancy import URL_TENANT_KEY
@@ -45,6 +45,9 @@ class EdgeCallContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["headers"][_HEADERS_VERSION_KEY] = version.value
         context.state[NEGOTIATED_VERSION_KEY] = version.value
+        if request.client is not None:
+            # Whom an anonymous caller's unpaid work counts against (`merchant.payments.caller_of`).
+            context.state[CLIENT_ADDRESS_KEY] = request.client.host
         open_failure_slot(request, context)
         if self._tenant_from_path:
             context.tenant = context.state[URL_TENANT_KEY] = str(request.path_params["tenant"])

@@ -45,10 +45,11 @@ from a2a.utils.errors import (
 )
 from google.protobuf.message import DecodeError
 
-from merchant.payments import NEGOTIATED_VERSION_KEY
+from merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
 from ._finite import non_finite_number
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
+from ._limits import RequestLimits, proto_shape_problem
 from .versions import ProtocolVersion, _one_value, negotiate_version
 
 __all__ = [
@@ -69,6 +70,18 @@ _DEFAULT_GRACE_S = 5.0
 # One merchant per port: grpc's default SO_REUSEPORT would let a second process bind the same port and take
 # half of its calls, where an HTTP server would refuse to start.
 _SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
+
+
+def _server_options(limits: RequestLimits) -> tuple[tuple[str, int], ...]:
+    """grpc's own bounds: a larger message is RESOURCE_EXHAUSTED before it is read into memory, larger
+    metadata (the gRPC headers) is refused by the transport."""
+    return (
+        *_SERVER_OPTIONS,
+        ("grpc.max_receive_message_length", limits.max_body_bytes),
+        ("grpc.max_metadata_size", limits.max_header_bytes),
+        ("grpc.absolute_max_metadata_size", limits.max_header_bytes),
+    )
+
 
 Metadata = Iterable[tuple[str, str | bytes]]
 # Generic in the type stubs only.
@@ -111,6 +124,7 @@ class _EdgeGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
         version = negotiate_grpc_version(context.invocation_metadata() or ())
         call_context = super().build(context)
         call_context.state[NEGOTIATED_VERSION_KEY] = version.value
+        call_context.state[CLIENT_ADDRESS_KEY] = _peer_host(context.peer() or "")
         return call_context
 
 
@@ -150,8 +164,9 @@ else:  # not subscriptable at run time; generic only in the stubs
 class _GrpcRoute(_Interceptor):
     """Admits each call (decodable, version negotiated, echo sent) before the servicer; see the module."""
 
-    def __init__(self, declared_extensions: frozenset[str]) -> None:
+    def __init__(self, declared_extensions: frozenset[str], limits: RequestLimits) -> None:
         self._declared = declared_extensions
+        self._limits = limits
 
     # The stubs omit the None that grpc's continuation gives for an unknown method.
     async def intercept_service(  # type: ignore[override]
@@ -186,6 +201,7 @@ class _GrpcRoute(_Interceptor):
             VersionNotSupportedError: see `negotiate_grpc_version`.
             InvalidRequestError: the request's bytes are not the method's message.
             InvalidParamsError: the request holds a NaN or infinite number (`_finite`).
+            InvalidRequestError: the request has more parts or larger metadata than `_limits` allows.
         """
         metadata = tuple(context.invocation_metadata() or ())
         version = negotiate_grpc_version(metadata)
@@ -197,6 +213,9 @@ class _GrpcRoute(_Interceptor):
         await context.send_initial_metadata(echo)
         if isinstance(request, _Undecodable):
             raise InvalidRequestError(message=f"the request is not a valid message: {request.reason}")
+        problem = proto_shape_problem(request, self._limits)
+        if problem is not None:
+            raise InvalidRequestError(message=problem)
         where = non_finite_number(request)
         if where is not None:
             raise InvalidParamsError(message=f"{where}: numbers must be finite (JSON has no NaN or Infinity)")
@@ -233,6 +252,13 @@ class _GrpcRoute(_Interceptor):
         return stream
 
 
+def _peer_host(peer: str) -> str:
+    """The host of a gRPC peer (`ipv4:1.2.3.4:5`, `ipv6:[::1]:5`), without its port."""
+    _, _, address = peer.partition(":")
+    host, _, _port = address.rpartition(":")
+    return (host or address).strip("[]")
+
+
 def grpc_listen_address(host: str, port: int) -> str:
     """`host:port` as gRPC takes it (an IPv6 host in brackets)."""
     if ":" in host and not host.startswith("["):
@@ -252,6 +278,8 @@ class GrpcEdge:
         listen: where to listen, `host:port` (`grpc_listen_address`).
         declared_extensions: the extension URIs the 1.0 card declares (those a call can activate).
         grace_s: how long `stop` lets calls in flight finish before cancelling them.
+        limits: the bounds of one request: its message size (RESOURCE_EXHAUSTED beyond), metadata size,
+            parts and metadata (InvalidRequest beyond).
     """
 
     def __init__(
@@ -261,8 +289,10 @@ class GrpcEdge:
         listen: str,
         declared_extensions: frozenset[str],
         grace_s: float = _DEFAULT_GRACE_S,
+        limits: RequestLimits | None = None,
     ) -> None:
         self._handler = handler
+        self._limits = limits if limits is not None else RequestLimits()
         self._listen = listen
         self._declared = declared_extensions
         self._grace_s = grace_s
@@ -277,7 +307,9 @@ class GrpcEdge:
         """
         if self._server is not None:
             raise RuntimeError("the gRPC server is already running")
-        server = grpc.aio.server(interceptors=[_GrpcRoute(self._declared)], options=_SERVER_OPTIONS)
+        server = grpc.aio.server(
+            interceptors=[_GrpcRoute(self._declared, self._limits)], options=_server_options(self._limits)
+        )
         servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder())
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         try:

@@ -39,11 +39,13 @@ from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from storage import ensure_schema_current
 
 from ._active_tasks import close_refused_tasks
+from ._bounded import BoundedRequestsMiddleware
 from ._call_context import EdgeCallContextBuilder
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards, TenantCardEndpoints
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
 from ._grpc import GrpcEdge
+from ._limits import RequestLimits
 from ._log_redaction import install_log_redaction
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
@@ -91,6 +93,7 @@ def create_app(
     task_store: TenantTaskStore | None = None,
     grpc_listen: str | None = None,
     api_docs: bool = False,
+    limits: RequestLimits | None = None,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -116,6 +119,9 @@ def create_app(
             card lists it at `card.grpc_url`, or at this address when that is unset.
         api_docs: serve the OpenAPI schema at `/openapi.json` (`X402_API_DOCS`); `/docs` and `/redoc` are
             never served.
+        limits: the bounds of one request on every binding (`RequestLimits`: body size and read time,
+            parts, metadata, gRPC message and metadata size); `RequestLimits()` by default. The header
+            bounds are the HTTP server's (`cli.bounded_http_protocol`).
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
@@ -166,8 +172,14 @@ def create_app(
         inner = layer(inner)
     handler = RememberFailures(TenantGate(inner, tenants))
     database_url = engine.url.render_as_string(hide_password=False)
+    limits = limits if limits is not None else RequestLimits()
     grpc_edge = (
-        GrpcEdge(handler, listen=grpc_listen, declared_extensions=frozenset(e.uri for e in card.extensions))
+        GrpcEdge(
+            handler,
+            listen=grpc_listen,
+            declared_extensions=frozenset(e.uri for e in card.extensions),
+            limits=limits,
+        )
         if grpc_listen is not None
         else None
     )
@@ -198,8 +210,10 @@ def create_app(
     )
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, applies=is_a2a_path)
-    # Outermost: the path is settled before anything reads it.
+    # The path is settled before anything reads it.
     app.add_middleware(TrailingSlashMiddleware, applies=is_a2a_path)
+    # Outermost: a request over its bounds is refused before anything (authentication included) runs.
+    app.add_middleware(BoundedRequestsMiddleware, limits=limits)
     app.router.routes.extend(routes)
     app.router.routes.append(Route(HEALTH_PATH, _healthz, methods=["GET"]))
     context_builder = EdgeCallContextBuilder(negotiator)

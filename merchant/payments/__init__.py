@@ -14,9 +14,11 @@ from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery, one_line
+from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidRules, UnpaidWork, caller_of
 
 __all__ = [
     "Asset",
+    "CLIENT_ADDRESS_KEY",
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
     "Offer",
@@ -29,7 +31,11 @@ __all__ = [
     "PaymentRequestHandler",
     "Presentations",
     "Pricing",
+    "PurgeReport",
     "SkillResolver",
+    "UnpaidRules",
+    "UnpaidWork",
+    "caller_of",
     "one_line",
     "protocol_version",
 ]

@@ -69,6 +69,7 @@ from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._settling import Settler
+from ._unpaid import UnpaidWork, caller_of
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
 
 __all__ = ["PaymentExecutor", "SkillResolver"]
@@ -93,6 +94,7 @@ class PaymentExecutor(AgentExecutor):
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
         on_outcome: OutcomeListener | None = None,
+        unpaid: UnpaidWork | None = None,
     ):
         self._delegate = delegate
         self._pricing = pricing
@@ -102,6 +104,7 @@ class PaymentExecutor(AgentExecutor):
         self._skill_of = skill_of
         self._settler = Settler(facilitator, offers, timeout_s=settle_timeout_s, horizon_s=settle_horizon_s)
         self._on_outcome = on_outcome
+        self._unpaid = unpaid
 
     @property
     def settle_timeout_s(self) -> float:
@@ -176,6 +179,8 @@ class PaymentExecutor(AgentExecutor):
         if not offered:
             # Another request took a payment for this task meanwhile: its turn tells the task what happens.
             return
+        if self._unpaid is not None:
+            await self._unpaid.note(task_id, context.tenant, caller_of(context.call_context))
         pay_to = self._pricing.pay_to(context.tenant)
         text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
         if error is not None:

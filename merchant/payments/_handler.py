@@ -63,6 +63,7 @@ from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._presented import Presentations
 from ._pricing import Pricing
 from ._protocol import protocol_version
+from ._unpaid import UnpaidWork, caller_of
 from ._wire import match_offer, message_payment_data, payload_hash, strip_signature
 
 __all__ = ["MAX_MESSAGE_BYTES", "USED_ELSEWHERE", "PaymentRequestHandler"]
@@ -100,8 +101,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         presentations: Presentations,
         skill_of: Callable[[Message], str],
         progress_timeout_s: float = 15.0,
+        unpaid: UnpaidWork | None = None,
     ):
         super().__init__(inner)
+        self._unpaid = unpaid
         self._pricing = pricing
         self._offers = offers
         self._presentations = presentations
@@ -246,10 +249,12 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if not message.task_id:
             if data is not None:
                 raise InvalidParamsError(message="a payment message must name the task (taskId) it pays for")
-            if dialect is None and self._pricing.price(call_context.tenant, self._skill_of(message)) > 0:
-                raise ExtensionSupportRequiredError(
-                    message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
-                )
+            if self._pricing.price(call_context.tenant, self._skill_of(message)) > 0:
+                if dialect is None:
+                    raise ExtensionSupportRequiredError(
+                        message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
+                    )
+                await self._admit_unpaid(call_context)
             return data, dialect
         try:
             task = await super().on_get_task(
@@ -309,6 +314,18 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         # takes the payment from the checked offer, and the offer row keeps it whole once it is taken.
         strip_signature(message, dialect)
         return data, dialect
+
+    async def _admit_unpaid(self, call_context: ServerCallContext) -> None:
+        """Refuse a new priced task to a caller over its bounds on unpaid work (`_unpaid`), before any task.
+
+        Raises:
+            UnsupportedOperationError: the caller has too many tasks awaiting payment, or started too many.
+        """
+        if self._unpaid is None:
+            return
+        refusal = await self._unpaid.refusal(call_context.tenant, caller_of(call_context))
+        if refusal is not None:
+            raise UnsupportedOperationError(message=refusal)
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
         """The message's extension data; extension data without the extension activated is refused."""

@@ -57,6 +57,11 @@ class Pricing:
         self._max_timeout_seconds = max_timeout_seconds
         self._mime_types = dict(mime_types or {})
 
+    @property
+    def max_timeout_seconds(self) -> int:
+        """The terms' `maxTimeoutSeconds`: how long an offer can be paid."""
+        return self._max_timeout_seconds
+
     def price(self, tenant_id: str, skill: str) -> int:
         """The price in atomic units of `skill` for `tenant_id`; 0 means free.
 

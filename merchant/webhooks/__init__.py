@@ -46,7 +46,7 @@ from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoi
 from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
 from ._probe import EndpointProbe, send_test_event
 from ._retry import RETRY_SCHEDULE_S, RetryPolicy
-from ._routes import ApiTokenLookup, FailureThrottle, create_billing_router
+from ._routes import ApiTokenLookup, FailureThrottle, LimitsLookup, create_billing_router
 from ._sender import REQUEST_TIMEOUT_S
 from ._signing import signature_header, webhook_headers
 from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
@@ -73,6 +73,7 @@ __all__ = [
     "FailureThrottle",
     "InvalidEventError",
     "InvalidWebhookSecretError",
+    "LimitsLookup",
     "Outbox",
     "RetryPolicy",
     "SettlementCompletedData",

@@ -14,6 +14,7 @@ authenticated tenant. Integer query parameters are range-checked (422 out of ran
     GET  /tenants/{tenant}/ledger/statement?format=csv|json&since=…&until=…
     GET  /tenants/{tenant}/webhooks/events?since_sequence=N&limit=M
     POST /tenants/{tenant}/webhooks/events/{event_id}/redeliver
+    GET  /tenants/{tenant}/limits      (when the merchant gives `limits_of`)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from merchant.ledger import (
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
 
-__all__ = ["ApiTokenLookup", "FailureThrottle", "create_billing_router"]
+__all__ = ["ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"]
 
 ApiTokenLookup = Callable[[str], str | None]
 """`(tenant id) -> that tenant's API token`, or None for an unknown tenant or one without a token. Called on
@@ -61,6 +62,9 @@ class FailureThrottle(Protocol):
 
 # The throttle's key for every tenant without a token (unknown ones included): see the dashboard's.
 _NO_TENANT = "\x00no-tenant"
+
+LimitsLookup = Callable[[str], dict[str, object]]
+"""`(tenant id) -> the bounds the merchant applies to that tenant's callers`, as JSON; must not block."""
 
 # The one table from our errors to HTTP statuses; looked up along the MRO, so a family maps as a whole.
 _HTTP_STATUS: dict[type[Exception], int] = {
@@ -92,11 +96,13 @@ def create_billing_router(
     api_token_of: ApiTokenLookup,
     default_tenant_segment: str | None = None,
     throttle: FailureThrottle | None = None,
+    limits_of: LimitsLookup | None = None,
 ) -> APIRouter:
     """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`.
 
     `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes);
     `throttle` counts wrong tokens (none counted when None).
+    `limits_of` answers `GET /tenants/{tenant}/limits` (no such route without it).
     """
     router = APIRouter(tags=["billing"])
 
@@ -206,5 +212,14 @@ def create_billing_router(
             _raise_http(exc)
         body = json.dumps({"eventId": event_id, "deliveries": count}, separators=(",", ":"))
         return Response(body, status_code=status.HTTP_202_ACCEPTED, media_type=_JSON)
+
+    if limits_of is not None:
+        lookup = limits_of
+
+        @router.get("/tenants/{tenant}/limits")
+        async def limits(tenant: str = authenticated) -> Response:
+            """The bounds the merchant applies to this tenant's callers (set in the tenants file)."""
+            body = json.dumps({"tenant": tenant, **lookup(tenant)}, separators=(",", ":"))
+            return Response(body, media_type=_JSON)
 
     return router

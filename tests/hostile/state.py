@@ -21,8 +21,8 @@ from devchain import DevChain
 
 __all__ = ["TASK_TABLES", "Snapshot", "changes", "take_snapshot", "wait_until_quiet"]
 
-TASK_TABLES = ("tasks", "payment_offers")
-"""What an accepted SendMessage may change: the task and its payment offer."""
+TASK_TABLES = ("tasks", "payment_offers", "payment_offer_callers")
+"""What an accepted SendMessage may change: the task, its payment offer and who asked for it."""
 
 _HEARTBEATS = {"relayer_leases": ("lease_until", "updated_at")}
 """Columns a running process rewrites on its own clock (a relayer lease's renewal), whatever it is asked:

@@ -165,7 +165,8 @@ price = 1
     assert problems == (
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
-        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token)",
+        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token, "
+        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",
@@ -288,3 +289,29 @@ def test_direct_construction_is_validated() -> None:
         "api_token: must be a string of at least 16 characters without whitespace",
     )
     assert str(failure.value).startswith("tenant 'acme': 3 problems in the tenant configuration:")
+
+
+def test_a_tenant_may_set_its_own_bounds_on_unpaid_work(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text(
+        f'[tenants.acme]\npay_to = "{CHECKSUMMED}"\nprice = 1\n'
+        "max_unpaid_tasks = 5\nmax_unpaid_per_minute = 10\nunpaid_retention_s = 600\n"
+        f'[tenants.globex]\npay_to = "{CHECKSUMMED}"\nprice = 1\n'
+    )
+    registry = TenantRegistry.from_toml(path)
+    acme, globex = registry.require("acme"), registry.require("globex")
+    assert (acme.max_unpaid_tasks, acme.max_unpaid_per_minute, acme.unpaid_retention_s) == (5, 10, 600)
+    # Unset: the settings' defaults apply.
+    assert (globex.max_unpaid_tasks, globex.max_unpaid_per_minute, globex.unpaid_retention_s) == (None,) * 3
+
+
+def test_bounds_on_unpaid_work_are_validated(tmp_path: Path) -> None:
+    content = (
+        f'[tenants.acme]\npay_to = "{CHECKSUMMED}"\nprice = 1\n'
+        'max_unpaid_tasks = 0\nmax_unpaid_per_minute = "ten"\nunpaid_retention_s = 60\n'
+    )
+    assert problems_of(tmp_path, content) == (
+        "tenants.acme.max_unpaid_tasks: must be between 1 and 1000000000, got 0",
+        "tenants.acme.max_unpaid_per_minute: must be a whole number, got str 'ten'",
+        "tenants.acme.unpaid_retention_s: must be between 300 and 1000000000, got 60",
+    )

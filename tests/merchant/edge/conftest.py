@@ -7,6 +7,7 @@ for the many small requests of the version, error and binding tables.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, AgentSkill
 from starlette.routing import BaseRoute
 
-from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, create_app
+from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, RequestLimits, create_app
 from merchant.tenants import Tenant, TenantRegistry
 from storage import create_engine, upgrade_schema
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
@@ -69,11 +70,14 @@ def running_merchant(
     extensions: Sequence[AgentExtension] = (),
     grpc_port: int | None = None,
     tenants: TenantRegistry | None = None,
+    limits: RequestLimits | None = None,
+    http: type[asyncio.Protocol] | None = None,
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
 
     With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`. `tenants`: by default
-    `make_tenants()`.
+    `make_tenants()`. `limits`: the edge's request bounds (`RequestLimits()` by default); `http`: the
+    server's HTTP protocol (`cli.bounded_http_protocol`), uvicorn's own by default.
     """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
@@ -87,8 +91,9 @@ def running_merchant(
         interrupted_task_timeout_s=interrupted_task_timeout_s,
         handler_layers=handler_layers,
         grpc_listen=None if grpc_port is None else f"127.0.0.1:{grpc_port}",
+        limits=limits,
     )
-    with serve_asgi(app, sock=sock, on_exit=engine.dispose) as base_url:
+    with serve_asgi(app, sock=sock, on_exit=engine.dispose, http=http) as base_url:
         yield base_url
 
 

@@ -23,6 +23,7 @@ ROUTES = [
     ("GET", "/tenants/{tenant}/ledger/statement?format=csv"),
     ("GET", "/tenants/{tenant}/webhooks/events?since_sequence=0"),
     ("POST", "/tenants/{tenant}/webhooks/events/{event}/redeliver"),
+    ("GET", "/tenants/{tenant}/limits"),
 ]
 
 
@@ -36,7 +37,12 @@ async def api(database_url: str, asgi_server: Callable[..., str]) -> AsyncIterat
     engine = create_engine(database_url)
     app = FastAPI()
     app.include_router(
-        create_billing_router(ledger=LedgerReader(engine), outbox=Outbox(engine), api_token_of=TOKENS.get)
+        create_billing_router(
+            ledger=LedgerReader(engine),
+            outbox=Outbox(engine),
+            api_token_of=TOKENS.get,
+            limits_of=lambda tenant: {"unpaid": {"of": tenant}},
+        )
     )
     base_url = asgi_server(app, on_exit=engine.dispose)
     async with httpx.AsyncClient(base_url=base_url) as client:
