@@ -22,6 +22,7 @@ File format::
     webhook_url = "https://acme.example/x402/events"
     webhook_secret = "whsec_..."
     api_token = "..."
+    anonymous_callers = false       # optional: only callers with credentials (default true)
 
     [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
     translate = 5000
@@ -79,7 +80,16 @@ TENANTS_FILE_ENV = "X402_TENANTS_FILE"
 """Environment variable holding the path of the tenants TOML file."""
 
 _DECIMAL = re.compile(r"^[0-9]+$")
-_TENANT_KEYS = ("pay_to", "price", "skill_prices", "webhook_url", "webhook_secret", "webhooks", "api_token")
+_TENANT_KEYS = (
+    "pay_to",
+    "price",
+    "skill_prices",
+    "webhook_url",
+    "webhook_secret",
+    "webhooks",
+    "api_token",
+    "anonymous_callers",
+)
 _WEBHOOK_KEYS = ("url", "secret", "event_types")
 _REQUIRED_TENANT_KEYS = ("pay_to", "price")
 _TOP_LEVEL_KEYS = ("default", "tenants")
@@ -151,6 +161,7 @@ class Tenant:
     webhook_secret: str | None = field(default=None, repr=False)
     webhooks: tuple[WebhookSubscription, ...] = ()
     api_token: str | None = field(default=None, repr=False)
+    anonymous_callers: bool = True
 
     def __post_init__(self) -> None:
         problems = [
@@ -327,6 +338,9 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
         )
     webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
     problems += webhook_problems
+    anonymous = table.get("anonymous_callers", True)
+    if not isinstance(anonymous, bool):
+        problems.append(f"{where}.anonymous_callers: must be true or false, got {describe(anonymous)}")
     if problems:
         return None, problems
     try:
@@ -339,6 +353,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             webhook_secret=table.get("webhook_secret"),
             webhooks=webhooks,
             api_token=table.get("api_token"),
+            anonymous_callers=anonymous,
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]

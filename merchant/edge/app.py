@@ -6,9 +6,11 @@ tenant at the root URLs, and, since a 0.3 request names no tenant, to each named
 under `paths.TENANT_ROOT_PATH`, with its own cards there. Wiring, outermost first: the routes (`paths` has
 the URL layout), each negotiating the version through one `VersionNegotiator` → `EdgeCallContextBuilder`
 (which hands the negotiated version on) → `RememberFailures` (the A2A error of a call, for the 0.3 routes
-to name) → `TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
+to name) → `TenantGate` (unknown tenants refused) → `CallerScope` (the caller rules: anonymous callers,
+credentials of another tenant) → the handler layers (the payment layer's) → the SDK's
 `DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
-with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and user, in the table
+with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and caller (the principal
+`_authn.AuthenticationGate` authenticated, before the routes, or anonymous), in the table
 made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
@@ -35,10 +37,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 
+from merchant.callers import Authenticator
 from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from storage import ensure_schema_current
 
+from ._authn import AuthenticationGate
 from ._call_context import EdgeCallContextBuilder
+from ._caller_scope import CallerScope
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards, TenantCardEndpoints
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
@@ -88,6 +93,7 @@ def create_app(
     interrupted_task_timeout_s: float | None = _DEFAULT_INTERRUPTED_TASK_TIMEOUT_S,
     task_store: TenantTaskStore | None = None,
     grpc_listen: str | None = None,
+    authenticator: Authenticator | None = None,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -111,6 +117,8 @@ def create_app(
         task_store: where tasks live; by default a `TenantTaskStore` on `engine` with no final-state hook.
         grpc_listen: `host:port` to serve the gRPC binding at as well (`_grpc.grpc_listen_address`); the
             card lists it at `card.grpc_url`, or at this address when that is unset.
+        authenticator: authenticates every A2A request on every binding (`_authn`); None serves every
+            request as an anonymous caller. Either way the caller rules apply (`_caller_scope`).
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
@@ -156,10 +164,15 @@ def create_app(
     )
     for layer in handler_layers:
         inner = layer(inner)
-    handler = RememberFailures(TenantGate(inner, tenants))
+    handler = RememberFailures(TenantGate(CallerScope(inner, tenants, task_store), tenants))
     database_url = engine.url.render_as_string(hide_password=False)
     grpc_edge = (
-        GrpcEdge(handler, listen=grpc_listen, declared_extensions=frozenset(e.uri for e in card.extensions))
+        GrpcEdge(
+            handler,
+            listen=grpc_listen,
+            declared_extensions=frozenset(e.uri for e in card.extensions),
+            authenticator=authenticator,
+        )
         if grpc_listen is not None
         else None
     )
@@ -181,6 +194,8 @@ def create_app(
     app = FastAPI(title=card.name, version=card.version, lifespan=lifespan, redirect_slashes=False)
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, applies=is_a2a_path)
+    if authenticator is not None:
+        app.add_middleware(AuthenticationGate, authenticator=authenticator)
     # Outermost: the path is settled before anything reads it.
     app.add_middleware(TrailingSlashMiddleware, applies=is_a2a_path)
     app.router.routes.extend(routes)

@@ -196,6 +196,9 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         """CancelTask, refused while the task's payment is being taken."""
         offer = await self._offers.get(params.id)
         if offer is not None and offer.tenant == context.tenant and offer.state in _TAKING_PAYMENT:
+            # Offers are not owner-scoped: a task this caller cannot see is TaskNotFound, as for any other
+            # operation, before anything is said about its payment.
+            await super().on_get_task(GetTaskRequest(id=params.id, tenant=params.tenant), context)
             raise TaskNotCancelableError(
                 message="the task's payment is being settled; it can no longer be canceled"
             )
