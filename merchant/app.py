@@ -33,6 +33,7 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 from agentcard import (
     JWKS_PATH,
     CardReading,
+    JwksCache,
     KeyStore,
     KeyStoreError,
     SigningKey,
@@ -56,6 +57,7 @@ from storage import create_engine
 
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
+from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from .dashboard import AssetInfo, DashboardAuth, DashboardData, create_dashboard_router
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .edge import AgentCardSettings, CardSigner, TenantTaskStore, create_app, grpc_listen_address
@@ -63,7 +65,7 @@ from .ledger import Ledger
 from .payments import Asset, OfferStore, PaymentExecutor, PaymentRecovery, PaymentRequestHandler, Pricing
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
-from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, TenantRegistry
+from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, Tenant, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
 __all__ = [
@@ -202,7 +204,8 @@ def _grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]
 
 def load_tenants(settings: MerchantSettings) -> TenantRegistry:
     """The tenants `settings` name: its tenants file (read from disk), or only the default tenant;
-    `X402_API_TOKEN` is the default tenant's API token either way.
+    `X402_API_TOKEN` is the default tenant's API token either way, and `X402_ANONYMOUS_CALLERS=false` closes
+    the default tenant to callers without credentials either way.
 
     Raises:
         TenantConfigError: the tenants file is unreadable or invalid.
@@ -210,8 +213,20 @@ def load_tenants(settings: MerchantSettings) -> TenantRegistry:
     """
     token = settings.api_token.get_secret_value() if settings.api_token is not None else None
     if not settings.tenants_file:
-        return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price, api_token=token)
+        own_default = Tenant(
+            id=DEFAULT_TENANT,
+            pay_to=settings.pay_to or "",
+            price=settings.price,
+            api_token=token,
+            anonymous_callers=settings.anonymous_callers,
+        )
+        return TenantRegistry([own_default])
     registry = TenantRegistry.from_toml(settings.tenants_file)
+    if not settings.anonymous_callers:
+        registry = TenantRegistry(
+            dataclasses.replace(tenant, anonymous_callers=False) if tenant.id == DEFAULT_TENANT else tenant
+            for tenant in registry
+        )
     if token is None:
         return registry
     default = registry.get(DEFAULT_TENANT)
@@ -230,6 +245,21 @@ def load_tenants(settings: MerchantSettings) -> TenantRegistry:
         dataclasses.replace(tenant, api_token=token) if tenant.id == DEFAULT_TENANT else tenant
         for tenant in registry
     )
+
+
+def build_authenticator(
+    settings: MerchantSettings, engine: AsyncEngine, http: httpx.AsyncClient
+) -> Authenticator:
+    """The merchant's authenticator: the API keys in `engine`'s `callers` table and, with `X402_JWT_*` set,
+    the bearer JWTs of that issuer (keys fetched with `http`; plain http only on loopback)."""
+    issuers: list[JwtVerifier] = []
+    if settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks_url:
+        issuer = JwtIssuer(
+            issuer=settings.jwt_issuer, audience=settings.jwt_audience, jwks_url=settings.jwt_jwks_url
+        )
+        insecure = urlsplit(settings.jwt_jwks_url).scheme == "http"  # refused unless on loopback (check_jku)
+        issuers.append(JwtVerifier(issuer, JwksCache(http, allow_insecure_localhost=insecure)))
+    return Authenticator(CallerKeys(engine), issuers)
 
 
 def build_reconciler(
@@ -375,7 +405,10 @@ def build_app(
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
     )
+    jwks_http = httpx.AsyncClient()
+    authenticator = build_authenticator(settings, engine, jwks_http)
     app = create_app(
+        authenticator=authenticator,
         executor=executor,
         engine=engine,
         task_store=task_store,
@@ -440,6 +473,7 @@ def build_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(delivery, reconciling)
             await http.aclose()
+            await jwks_http.aclose()
             await reconciler.aclose()
             if probe_rpc is not None:
                 await probe_rpc.aclose()
