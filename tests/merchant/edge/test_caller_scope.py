@@ -10,6 +10,7 @@ No token is ever in a log line.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -21,12 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from merchant.callers import CallerKeys
+from merchant.callers import CallerKeys, JwtIssuer
 from merchant.edge import JSONRPC_PATH, REST_PATH
 from merchant.edge._authn import REFUSED_MESSAGE
 from merchant.tenants import Tenant, TenantRegistry
 from storage import create_engine
 from tests.fixtures.a2a_grpc import GrpcCalls
+from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.servers import free_port
 from tests.fixtures.wire_v0_3 import WireV0_3, message_v0_3
@@ -305,3 +307,28 @@ async def test_no_made_up_token_authenticates(token: str, base_url: str) -> None
         answer = await http.get(f"{REST_PATH}/tasks", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 401
     assert answer.json() == {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": REFUSED_MESSAGE}}
+
+
+async def test_bearer_jwts_of_a_trusted_issuer_on_every_binding(
+    wire_name: str, sqlite_url: str, jwt_issuer: Issuer
+) -> None:
+    trusted = JwtIssuer(issuer=jwt_issuer.url, audience=AUDIENCE, jwks_url=jwt_issuer.jwks_url)
+    with running_merchant(sqlite_url, grpc_port=free_port(), jwt_issuers=[trusted]) as url:
+        async with (
+            a2a_http_as(url, jwt_issuer.token("svc-a")) as owner_http,
+            a2a_http_as(url, jwt_issuer.token("svc-b")) as stranger_http,
+        ):
+            owner, stranger = wire_of(wire_name, owner_http), wire_of(wire_name, stranger_http)
+            task = await start_quote(owner)  # type: ignore[arg-type]
+            await expect_not_found(stranger.get_task(task["id"]))
+            await expect_not_found(stranger.cancel(task["id"]))
+            assert (await stranger.list_tasks()).get("tasks", []) == []
+            assert [t["id"] for t in (await owner.list_tasks())["tasks"]] == [task["id"]]
+        expired = jwt_issuer.token("svc-a", exp=int(time.time()) - 3600)
+        async with a2a_http_as(url, expired) as expired_http:
+            if wire_name == "grpc":
+                with pytest.raises(A2ACallError) as failure:
+                    await GrpcWire(expired_http).get_task(task["id"])
+                assert failure.value.grpc_status == "UNAUTHENTICATED"
+            else:
+                await assert_refused_http(expired_http, f"Bearer {expired}")
