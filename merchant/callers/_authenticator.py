@@ -13,8 +13,8 @@ import logging
 from collections.abc import Sequence
 
 from ._caller import Caller, CredentialRefused
-from ._jwt import JwtVerifier, unverified_issuer
-from ._keys import API_KEY_PREFIX, CallerKeys
+from ._jwt import JWT_SCHEME, JwtVerifier, unverified_issuer
+from ._keys import API_KEY_PREFIX, API_KEY_SCHEME, CallerKeys
 
 __all__ = ["Authenticator"]
 
@@ -35,6 +35,11 @@ class Authenticator:
     def accepts_api_keys(self) -> bool:
         """Whether API keys are accepted."""
         return self._keys is not None
+
+    @property
+    def schemes(self) -> tuple[str, ...]:
+        """The names of the security schemes accepted (`API_KEY_SCHEME`, `JWT_SCHEME`), for the card."""
+        return (API_KEY_SCHEME,) * (self._keys is not None) + (JWT_SCHEME,) * bool(self._issuers)
 
     @property
     def issuers(self) -> tuple[JwtVerifier, ...]:

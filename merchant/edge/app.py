@@ -134,6 +134,8 @@ def create_app(
         raise CardSettingsError("card.grpc_url is set, but gRPC is not served (no grpc_listen)")
     if grpc_listen is not None and card.grpc_url is None:
         card = dataclasses.replace(card, grpc_url=grpc_listen)
+    if authenticator is not None and not card.caller_schemes:
+        card = dataclasses.replace(card, caller_schemes=authenticator.schemes)
     negotiator = VersionNegotiator(served_versions(tenants))
     cards = {version: build_agent_card(card, tenants, version) for version in negotiator.supported}
     echo = ProtocolEcho(
