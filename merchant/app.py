@@ -399,6 +399,7 @@ def build_app(
             reconciler=reconciler,
             assets={asset.address: AssetInfo(name=asset.name, decimals=asset.decimals)},
             confirmations=settings.confirmations,
+            callers=CallerKeys(engine),
         ),
         tenants=tenants,
         auth=DashboardAuth(api_token_of),
