@@ -165,7 +165,8 @@ price = 1
     assert problems == (
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
-        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token)",
+        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token, "
+        "anonymous_callers)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",
@@ -288,3 +289,21 @@ def test_direct_construction_is_validated() -> None:
         "api_token: must be a string of at least 16 characters without whitespace",
     )
     assert str(failure.value).startswith("tenant 'acme': 3 problems in the tenant configuration:")
+
+
+def test_anonymous_callers_is_a_tenants_boolean_setting(tmp_path: Path) -> None:
+    registry = TenantRegistry.from_toml(
+        write(
+            tmp_path,
+            f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\nanonymous_callers = false\n'
+            f'[tenants.globex]\npay_to = "{OTHER}"\nprice = 1\n',
+        )
+    )
+    assert registry.require("acme").anonymous_callers is False
+    assert registry.require("globex").anonymous_callers is True
+
+    problems = problems_of(
+        tmp_path, f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\nanonymous_callers = "no"\n'
+    )
+    assert len(problems) == 1
+    assert problems[0].startswith("tenants.acme.anonymous_callers: must be true or false")
