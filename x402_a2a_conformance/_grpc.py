@@ -34,6 +34,7 @@ _REQUESTS: dict[str, type[Message]] = {
     "SendMessage": a2a_pb2.SendMessageRequest,
     "SendStreamingMessage": a2a_pb2.SendMessageRequest,
     "GetTask": a2a_pb2.GetTaskRequest,
+    "ListTasks": a2a_pb2.ListTasksRequest,
     "CancelTask": a2a_pb2.CancelTaskRequest,
 }
 

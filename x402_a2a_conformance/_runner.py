@@ -22,7 +22,14 @@ from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
 from ._flows_0_3 import V02_CHECKS, v02_task
 from ._http import UntrustedHttp
-from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals, tenant_isolation
+from ._refusals import (
+    BAD_PAYMENT_CHECKS,
+    REFUSAL_CHECKS,
+    anonymous_list,
+    bad_payment,
+    refusals,
+    tenant_isolation,
+)
 from ._report import Outcome, Report
 from ._signer import Signer
 from ._streaming_0_3 import V02_STREAM_CHECKS, v02_streamed_task
@@ -72,6 +79,7 @@ def _scenarios(
     found: list[tuple[tuple[str, ...], Scenario]] = [
         (PAID_CHECKS, paid_task),
         (("tenant.isolation",), isolation),
+        (("callers.anonymous-list-empty",), anonymous_list),
         (
             STREAM_CHECKS,
             streamed_task if _streams(discovery.readings["1.0"].card) else _no_streaming(STREAM_CHECKS),

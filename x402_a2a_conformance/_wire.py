@@ -73,6 +73,10 @@ class Wire:
         """GetTask (``tasks/get``), activated."""
         return await self._unary("GetTask", {"id": task_id}, f"/tasks/{task_id}", "GET", "")
 
+    async def list_tasks(self) -> Reply:
+        """ListTasks with no filter (A2A 1.0 interfaces), sent without credentials."""
+        return await self._unary("ListTasks", {}, "/tasks", "GET", "")
+
     async def stream(self, message: JSON) -> Reply:
         """SendStreamingMessage (``message/stream``), activated; every event until the server closes."""
         headers = self.headers(self.uri)
