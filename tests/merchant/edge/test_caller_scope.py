@@ -332,3 +332,15 @@ async def test_bearer_jwts_of_a_trusted_issuer_on_every_binding(
                 assert failure.value.grpc_status == "UNAUTHENTICATED"
             else:
                 await assert_refused_http(expired_http, f"Bearer {expired}")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(guess=st.one_of(st.uuids().map(str), st.text(min_size=1, max_size=36)))
+async def test_no_guessed_id_reaches_or_lists_a_task(guess: str, base_url: str) -> None:
+    async with a2a_http(base_url) as owner_http, a2a_http(base_url) as guesser_http:
+        task = await start_quote(binding("rest", owner_http))
+        guesser = binding("jsonrpc", guesser_http)
+        if guess not in (task["id"], task["contextId"]):
+            await expect_not_found(guesser.get_task(guess))
+            assert (await guesser.list_tasks(contextId=guess)).get("tasks", []) == []
+        assert (await guesser.list_tasks()).get("tasks", []) == []
