@@ -337,6 +337,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         "A caller without credentials that names no contextId lists no task, not even one it started.",
     ),
     _c(
+        "callers.stranger-cancel",
+        _M,
+        _V10,
+        "12.2",
+        "Another authenticated caller's CancelTask and GetTask are TaskNotFound; the task is unchanged.",
+    ),
+    _c(
         "v02.activation-echoed", _S, _V03, "13", "The 0.3 answer lists the v0.2 URI in the extensions header."
     ),
     _c(

@@ -30,6 +30,7 @@ __all__ = [
     "anonymous_list",
     "bad_payment",
     "refusals",
+    "stranger_cancel",
     "tenant_isolation",
 ]
 
@@ -261,3 +262,19 @@ async def anonymous_list(probe: Probe, wire: Wire) -> None:
         tasks = reply.result.get("tasks") if isinstance(reply.result, dict) else None
         if tasks:
             raise fail(f"an anonymous ListTasks without contextId lists {len(tasks)} task(s)", reply.exchange)
+
+
+async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | None) -> None:
+    """A task of one authenticated caller, canceled and read by another (the kit's two credentials)."""
+    async with probe.check("callers.stranger-cancel") as shown:
+        if owner is None or stranger is None:
+            raise NotApplicable("no caller credentials were given (--caller-tokens-file)")
+        offer = await new_offer(probe, owner)
+        shown.append(offer.reply.exchange)
+        for reply in (await stranger.cancel(offer.task_id), await stranger.get_task(offer.task_id)):
+            problem = expect_error(reply, "TASK_NOT_FOUND", stranger.interface)
+            if problem:
+                raise fail(f"another caller reaches the task: {problem}", reply.exchange)
+        after = await owner.get_task(offer.task_id)
+        if state_of(after.result) != "TASK_STATE_INPUT_REQUIRED":
+            raise fail("the task changed after another caller's CancelTask", after.exchange)
