@@ -33,6 +33,7 @@ from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02
 from agentcard import (
     JWKS_PATH,
     CardReading,
+    JwksCache,
     KeyStore,
     KeyStoreError,
     SigningKey,
@@ -57,6 +58,7 @@ from storage import create_engine
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
+from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from .dashboard import (
     AssetInfo,
     DashboardAuth,
@@ -89,7 +91,7 @@ from .payments import (
 )
 from .reconciler import Reconciler, ReconcileReport
 from .settings import MerchantSettings
-from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, TenantRegistry
+from .tenants import DEFAULT_TENANT, DEFAULT_TENANT_SEGMENT, Tenant, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
 
 __all__ = [
@@ -243,7 +245,8 @@ def request_limits(settings: MerchantSettings) -> RequestLimits:
 
 def load_tenants(settings: MerchantSettings) -> TenantRegistry:
     """The tenants `settings` name: its tenants file (read from disk), or only the default tenant;
-    `X402_API_TOKEN` is the default tenant's API token either way.
+    `X402_API_TOKEN` is the default tenant's API token either way, and `X402_ANONYMOUS_CALLERS=false` closes
+    the default tenant to callers without credentials either way.
 
     Raises:
         TenantConfigError: the tenants file is unreadable or invalid.
@@ -251,8 +254,20 @@ def load_tenants(settings: MerchantSettings) -> TenantRegistry:
     """
     token = settings.api_token.get_secret_value() if settings.api_token is not None else None
     if not settings.tenants_file:
-        return TenantRegistry.default(pay_to=settings.pay_to or "", price=settings.price, api_token=token)
+        own_default = Tenant(
+            id=DEFAULT_TENANT,
+            pay_to=settings.pay_to or "",
+            price=settings.price,
+            api_token=token,
+            anonymous_callers=settings.anonymous_callers,
+        )
+        return TenantRegistry([own_default])
     registry = TenantRegistry.from_toml(settings.tenants_file)
+    if not settings.anonymous_callers:
+        registry = TenantRegistry(
+            dataclasses.replace(tenant, anonymous_callers=False) if tenant.id == DEFAULT_TENANT else tenant
+            for tenant in registry
+        )
     if token is None:
         return registry
     default = registry.get(DEFAULT_TENANT)
@@ -271,6 +286,21 @@ def load_tenants(settings: MerchantSettings) -> TenantRegistry:
         dataclasses.replace(tenant, api_token=token) if tenant.id == DEFAULT_TENANT else tenant
         for tenant in registry
     )
+
+
+def build_authenticator(
+    settings: MerchantSettings, engine: AsyncEngine, http: httpx.AsyncClient
+) -> Authenticator:
+    """The merchant's authenticator: the API keys in `engine`'s `callers` table and, with `X402_JWT_*` set,
+    the bearer JWTs of that issuer (keys fetched with `http`; plain http only on loopback)."""
+    issuers: list[JwtVerifier] = []
+    if settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks_url:
+        issuer = JwtIssuer(
+            issuer=settings.jwt_issuer, audience=settings.jwt_audience, jwks_url=settings.jwt_jwks_url
+        )
+        insecure = urlsplit(settings.jwt_jwks_url).scheme == "http"  # refused unless on loopback (check_jku)
+        issuers.append(JwtVerifier(issuer, JwksCache(http, allow_insecure_localhost=insecure)))
+    return Authenticator(CallerKeys(engine), issuers)
 
 
 def build_reconciler(
@@ -427,6 +457,7 @@ def build_app(
             reconciler=reconciler,
             assets={asset.address: AssetInfo(name=asset.name, decimals=asset.decimals)},
             confirmations=settings.confirmations,
+            callers=CallerKeys(engine),
         ),
         tenants=tenants,
         auth=DashboardAuth(api_token_of, SessionStore(engine)),
@@ -435,7 +466,10 @@ def build_app(
         throttle=throttle,
         public_origin=origin_of(settings.base_url),
     )
+    jwks_http = httpx.AsyncClient()
+    authenticator = build_authenticator(settings, engine, jwks_http)
     app = create_app(
+        authenticator=authenticator,
         executor=executor,
         engine=engine,
         task_store=task_store,
@@ -509,6 +543,7 @@ def build_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(delivery, reconciling, purging)
             await http.aclose()
+            await jwks_http.aclose()
             await reconciler.aclose()
             if probe_rpc is not None:
                 await probe_rpc.aclose()

@@ -34,6 +34,8 @@ from storage import create_engine, printable_url, upgrade_schema
 
 from ._preflight import preflight
 from .app import build_app, build_reconciler
+from .callers.cli import MISTAKES as CALLER_MISTAKES
+from .callers.cli import callers_cli
 from .checks import check_merchant
 from .edge import GrpcListenError
 from .ledger import Ledger, ledger_cli
@@ -48,6 +50,7 @@ from .webhooks.cli import MISTAKES as WEBHOOK_MISTAKES
 _GRPC_PORT_SETTING = "X402_GRPC_PORT / --grpc-port"
 
 MISTAKES: cli.Mistakes = {
+    **CALLER_MISTAKES,
     **LEDGER_MISTAKES,
     **WEBHOOK_MISTAKES,
     AgentCardError: None,
@@ -270,5 +273,6 @@ def list_keys() -> None:
         )
 
 
+main.add_command(callers_cli)
 main.add_command(ledger_cli)
 main.add_command(webhooks_cli)

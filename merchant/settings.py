@@ -131,6 +131,12 @@ class MerchantSettings(BaseSettings):
         description="the in-process facilitator counts a transaction it did not send as a settlement; only "
         "safe when every deployment paying to the same payTo uses this database",
     )
+    anonymous_callers: bool = Field(
+        True, description="the default tenant serves callers without credentials (by task and context id)"
+    )
+    jwt_issuer: str | None = Field(None, description="the `iss` of the bearer JWTs accepted (OAuth 2 / OIDC)")
+    jwt_audience: str | None = Field(None, description="the `aud` an accepted bearer JWT must contain")
+    jwt_jwks_url: str | None = Field(None, description="the JWK Set URL of the JWT issuer's signing keys")
 
     @field_validator("network")
     @classmethod
@@ -180,6 +186,20 @@ class MerchantSettings(BaseSettings):
             raise ValueError(
                 "X402_PAY_TO is not set: set it to the default tenant's payee address, "
                 "or set X402_TENANTS_FILE to a tenants file"
+            )
+        return self
+
+    @field_validator("jwt_jwks_url")
+    @classmethod
+    def _jwks_url(cls, value: str | None) -> str | None:
+        return http_url(value) if value else None
+
+    @model_validator(mode="after")
+    def _jwt_all_or_none(self) -> MerchantSettings:
+        given = [self.jwt_issuer, self.jwt_audience, self.jwt_jwks_url]
+        if any(given) and not all(given):
+            raise ValueError(
+                "X402_JWT_ISSUER, X402_JWT_AUDIENCE and X402_JWT_JWKS_URL go together: set all three or none"
             )
         return self
 

@@ -22,6 +22,7 @@ File format::
     webhook_url = "https://acme.example/x402/events"
     webhook_secret = "whsec_..."
     api_token = "..."
+    anonymous_callers = false       # optional: only callers with credentials (default true)
 
     max_unpaid_tasks = 100          # optional, per caller: tasks awaiting payment (X402_MAX_UNPAID_TASKS)
     max_unpaid_per_minute = 60      # optional, per caller: priced tasks a minute (X402_MAX_UNPAID_PER_MINUTE)
@@ -94,6 +95,7 @@ _TENANT_KEYS = (
     "webhooks",
     "api_token",
     *_UNPAID_KEYS,
+    "anonymous_callers",
 )
 # The shortest retention: an unpaid task is kept at least as long as its terms can be paid.
 _MIN_RETENTION_S = 300
@@ -171,6 +173,7 @@ class Tenant:
     max_unpaid_tasks: int | None = None
     max_unpaid_per_minute: int | None = None
     unpaid_retention_s: int | None = None
+    anonymous_callers: bool = True
 
     def __post_init__(self) -> None:
         problems = [
@@ -350,6 +353,9 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
         )
     webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
     problems += webhook_problems
+    anonymous = table.get("anonymous_callers", True)
+    if not isinstance(anonymous, bool):
+        problems.append(f"{where}.anonymous_callers: must be true or false, got {describe(anonymous)}")
     if problems:
         return None, problems
     try:
@@ -363,6 +369,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             webhooks=webhooks,
             api_token=table.get("api_token"),
             **{key: table[key] for key in _UNPAID_KEYS if key in table},
+            anonymous_callers=anonymous,
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]

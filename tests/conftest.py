@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.conformance",
     "tests.fixtures.commands",
+    "tests.fixtures.jwt_issuer",
     "tests.fixtures.checks",
 ]
 

@@ -13,6 +13,7 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 from facilitator._config import FacilitatorSettings
+from merchant.callers.cli import CallerSettings
 from merchant.ledger.cli import LedgerSettings
 from merchant.settings import MerchantSettings
 from merchant.webhooks.cli import WebhookSettings
@@ -24,6 +25,7 @@ _README = _ROOT / "README.md"
 _CLASSES: tuple[type[BaseSettings], ...] = (
     FacilitatorSettings,
     MerchantSettings,
+    CallerSettings,
     LedgerSettings,
     WebhookSettings,
     LogSettings,

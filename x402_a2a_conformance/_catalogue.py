@@ -330,6 +330,20 @@ CHECKS: tuple[CheckSpec, ...] = (
         "On A2A 0.3, the v0.3 URI alone activates nothing: the priced request is refused.",
     ),
     _c(
+        "callers.anonymous-list-empty",
+        _M,
+        _V10,
+        "12.2",
+        "A caller without credentials that names no contextId lists no task, not even one it started.",
+    ),
+    _c(
+        "callers.stranger-cancel",
+        _M,
+        _V10,
+        "12.2",
+        "Another authenticated caller's CancelTask and GetTask are TaskNotFound; the task is unchanged.",
+    ),
+    _c(
         "v02.activation-echoed", _S, _V03, "13", "The 0.3 answer lists the v0.2 URI in the extensions header."
     ),
     _c(

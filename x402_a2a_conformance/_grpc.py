@@ -34,6 +34,7 @@ _REQUESTS: dict[str, type[Message]] = {
     "SendMessage": a2a_pb2.SendMessageRequest,
     "SendStreamingMessage": a2a_pb2.SendMessageRequest,
     "GetTask": a2a_pb2.GetTaskRequest,
+    "ListTasks": a2a_pb2.ListTasksRequest,
     "CancelTask": a2a_pb2.CancelTaskRequest,
 }
 
@@ -67,8 +68,9 @@ class GrpcWire:
         """One call; its ``Reply``."""
         body = {"tenant": self._interface.tenant, **params} if self._interface.tenant else params
         metadata = [(name.lower(), value) for name, value in headers.items()]
+        shown_metadata = {name: value for name, value in metadata if name != "authorization"}  # a credential
         exchange = Exchange(
-            trim(f"gRPC {method} {self._interface.url} {json.dumps(dict(metadata))} {json.dumps(body)}")
+            trim(f"gRPC {method} {self._interface.url} {json.dumps(shown_metadata)} {json.dumps(body)}")
         )
         try:
             request = ParseDict(body, _REQUESTS[method]())

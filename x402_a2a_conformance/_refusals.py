@@ -24,7 +24,15 @@ from ._signer import Signed, Signer, payload_v2
 from ._steps import Offer, decoded, expect_nothing_moved, extension_object, new_offer, no_artifact
 from ._wire import Wire
 
-__all__ = ["BAD_PAYMENT_CHECKS", "REFUSAL_CHECKS", "bad_payment", "refusals", "tenant_isolation"]
+__all__ = [
+    "BAD_PAYMENT_CHECKS",
+    "REFUSAL_CHECKS",
+    "anonymous_list",
+    "bad_payment",
+    "refusals",
+    "stranger_cancel",
+    "tenant_isolation",
+]
 
 JSON = Any
 _NO_CODE_ADDRESS = "0x000000000000000000000000000000000000dEaD"
@@ -233,3 +241,40 @@ async def tenant_isolation(probe: Probe, wire: Wire, other: Wire | None) -> None
             raise fail(
                 f"tenant {other.interface.tenant or '(default)'} reads the task: {problem}", reply.exchange
             )
+
+
+async def anonymous_list(probe: Probe, wire: Wire) -> None:
+    """A task started without credentials, then ListTasks without credentials and without a contextId."""
+    async with probe.check("callers.anonymous-list-empty") as shown:
+        offer = await new_offer(probe, wire)
+        shown.append(offer.reply.exchange)
+        reply = await wire.list_tasks()
+        if reply.error is not None:
+            error = reply.error
+            if (
+                error.http_status == 401
+                or error.grpc_status == "UNAUTHENTICATED"
+                or error.reason == "INVALID_REQUEST"
+            ):
+                raise NotApplicable("the interface serves no caller without credentials")
+            said = error.reason or error.code or error.http_status or error.grpc_status
+            raise fail(f"ListTasks answered an error ({said}): {error.message}", reply.exchange)
+        tasks = reply.result.get("tasks") if isinstance(reply.result, dict) else None
+        if tasks:
+            raise fail(f"an anonymous ListTasks without contextId lists {len(tasks)} task(s)", reply.exchange)
+
+
+async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | None) -> None:
+    """A task of one authenticated caller, canceled and read by another (the kit's two credentials)."""
+    async with probe.check("callers.stranger-cancel") as shown:
+        if owner is None or stranger is None:
+            raise NotApplicable("no caller credentials were given (--caller-tokens-file)")
+        offer = await new_offer(probe, owner)
+        shown.append(offer.reply.exchange)
+        for reply in (await stranger.cancel(offer.task_id), await stranger.get_task(offer.task_id)):
+            problem = expect_error(reply, "TASK_NOT_FOUND", stranger.interface)
+            if problem:
+                raise fail(f"another caller reaches the task: {problem}", reply.exchange)
+        after = await owner.get_task(offer.task_id)
+        if state_of(after.result) != "TASK_STATE_INPUT_REQUIRED":
+            raise fail("the task changed after another caller's CancelTask", after.exchange)

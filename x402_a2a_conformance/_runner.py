@@ -22,7 +22,15 @@ from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
 from ._flows_0_3 import V02_CHECKS, v02_task
 from ._http import UntrustedHttp
-from ._refusals import BAD_PAYMENT_CHECKS, REFUSAL_CHECKS, bad_payment, refusals, tenant_isolation
+from ._refusals import (
+    BAD_PAYMENT_CHECKS,
+    REFUSAL_CHECKS,
+    anonymous_list,
+    bad_payment,
+    refusals,
+    stranger_cancel,
+    tenant_isolation,
+)
 from ._report import Outcome, Report
 from ._signer import Signer
 from ._streaming_0_3 import V02_STREAM_CHECKS, v02_streamed_task
@@ -47,6 +55,8 @@ class KitSettings:
     timeout_s: float = 20.0
     max_bytes: int = 2 * 1024 * 1024
     concurrency: int = 4
+    caller_tokens: tuple[str, ...] = field(default=(), repr=False)
+    """Bearer tokens of two callers of the default tenant, for the stranger checks (none: not applicable)."""
     only: frozenset[str] = frozenset()
     """Run only the checks whose id is here or starts with one of these followed by a dot (empty: all)."""
 
@@ -58,7 +68,7 @@ def _selected(settings: KitSettings, ids: Iterable[str]) -> bool:
 
 
 def _scenarios(
-    discovery: Discovery, interface: Interface, other: Wire | None
+    discovery: Discovery, interface: Interface, other: Wire | None, callers: tuple[Wire, Wire] | None = None
 ) -> list[tuple[tuple[str, ...], Scenario]]:
     if interface.version == "0.3":
         own = discovery.tenant_cards.get(interface.tenant)
@@ -69,9 +79,14 @@ def _scenarios(
     async def isolation(probe: Probe, wire: Wire) -> None:
         await tenant_isolation(probe, wire, other)
 
+    async def stranger(probe: Probe, wire: Wire) -> None:
+        await stranger_cancel(probe, *(callers or (None, None)))
+
     found: list[tuple[tuple[str, ...], Scenario]] = [
         (PAID_CHECKS, paid_task),
+        (("callers.stranger-cancel",), stranger),
         (("tenant.isolation",), isolation),
+        (("callers.anonymous-list-empty",), anonymous_list),
         (
             STREAM_CHECKS,
             streamed_task if _streams(discovery.readings["1.0"].card) else _no_streaming(STREAM_CHECKS),
@@ -140,13 +155,24 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
     for interface in discovery.interfaces:
         report.targets.append(interface.label)
         wire = Wire(http, interface, timeout_s=settings.timeout_s, max_bytes=settings.max_bytes)
-        for ids, scenario in _scenarios(discovery, interface, _neighbour(run, interface)):
+        callers = _callers(run, interface, settings.caller_tokens)
+        for ids, scenario in _scenarios(discovery, interface, _neighbour(run, interface), callers):
             if _selected(settings, ids):
                 jobs.append(_job(limit, Probe(run, interface.label), ids, scenario, wire))
     await asyncio.gather(*jobs)
     await _sweep(run)
     _filter_and_order(report, settings)
     return report
+
+
+def _callers(run: Run, interface: Interface, tokens: tuple[str, ...]) -> tuple[Wire, Wire] | None:
+    """Wires of two authenticated callers on ``interface`` (default tenant only: keys are per tenant)."""
+    if len(tokens) < 2 or interface.tenant:
+        return None
+    return (
+        Wire(run.http, interface, timeout_s=run.timeout_s, max_bytes=run.max_bytes, credential=tokens[0]),
+        Wire(run.http, interface, timeout_s=run.timeout_s, max_bytes=run.max_bytes, credential=tokens[1]),
+    )
 
 
 def _neighbour(run: Run, interface: Interface) -> Wire | None:

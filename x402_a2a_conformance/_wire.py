@@ -35,9 +35,16 @@ class Wire:
     """The A2A calls of one interface, with or without the extension activated."""
 
     def __init__(
-        self, http: UntrustedHttp, interface: Interface, *, timeout_s: float, max_bytes: int
+        self,
+        http: UntrustedHttp,
+        interface: Interface,
+        *,
+        timeout_s: float,
+        max_bytes: int,
+        credential: str | None = None,
     ) -> None:
         self.interface = interface
+        self._credential = credential
         self._http = http
         self._ids = itertools.count(1)
         self._grpc = GrpcWire(interface, timeout_s=timeout_s, max_bytes=max_bytes)
@@ -48,6 +55,8 @@ class Wire:
             headers = {"A2A-Version": "1.0"}
             if extensions is not None:
                 headers["A2A-Extensions"] = extensions
+            if self._credential is not None:
+                headers["Authorization"] = f"Bearer {self._credential}"
             return headers
         headers = {"A2A-Version": "0.3"}
         if extensions is not None:
@@ -72,6 +81,14 @@ class Wire:
     async def get_task(self, task_id: str) -> Reply:
         """GetTask (``tasks/get``), activated."""
         return await self._unary("GetTask", {"id": task_id}, f"/tasks/{task_id}", "GET", "")
+
+    async def cancel(self, task_id: str) -> Reply:
+        """CancelTask (A2A 1.0 interfaces)."""
+        return await self._unary("CancelTask", {"id": task_id}, f"/tasks/{task_id}:cancel", "POST", "")
+
+    async def list_tasks(self) -> Reply:
+        """ListTasks with no filter (A2A 1.0 interfaces), sent without credentials."""
+        return await self._unary("ListTasks", {}, "/tasks", "GET", "")
 
     async def stream(self, message: JSON) -> Reply:
         """SendStreamingMessage (``message/stream``), activated; every event until the server closes."""

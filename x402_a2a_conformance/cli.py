@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-bytes", type=int, default=2 * 1024 * 1024, help="largest answer accepted")
     parser.add_argument("--concurrency", type=int, default=4, help="scenarios run at the same time")
     parser.add_argument(
+        "--caller-tokens-file",
+        type=Path,
+        help="file holding two bearer tokens (one a line) of two callers of the default tenant",
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="run only this check id or prefix (repeatable)"
     )
     parser.add_argument("--json", type=Path, help="write the JSON report here")
@@ -91,6 +96,18 @@ def _key(path: Path | None) -> str:
     return key
 
 
+def _tokens(parser: argparse.ArgumentParser, path: Path | None) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    try:
+        tokens = tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    except OSError as error:
+        parser.error(f"cannot read the caller tokens file: {error.strerror}")
+    if len(tokens) != 2:
+        parser.error(f"the caller tokens file must hold two tokens, one a line; it holds {len(tokens)}")
+    return tokens
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the kit; returns the exit status."""
     parser = _parser()
@@ -105,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=options.timeout,
         max_bytes=options.max_bytes,
         concurrency=options.concurrency,
+        caller_tokens=_tokens(parser, options.caller_tokens_file),
         only=frozenset(options.only),
     )
     try:

@@ -1,4 +1,4 @@
-"""Dashboard sessions as server records (`dashboard_sessions`, migration m0009).
+"""Dashboard sessions as server records (`dashboard_sessions`, migration m0008).
 
 A session's cookie is a random id (32 bytes, URL-safe); the row is keyed by its SHA-256, so a copy of the
 table opens nothing. The row names its tenant and holds an HMAC of the tenant's API token keyed with the

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
+from merchant.callers import CallerKeys
 from merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
 from merchant.reconciler import Reconciler
 from merchant.webhooks import DeliveryLogEntry, DeliveryState, Outbox, WebhookEndpoints
@@ -21,6 +22,7 @@ from ._format import AssetInfo, Money, format_time, money
 __all__ = [
     "AttemptView",
     "BalanceView",
+    "CallerView",
     "DashboardData",
     "DeliveryView",
     "EndpointView",
@@ -124,6 +126,17 @@ class Overview:
     endpoints: tuple[EndpointView, ...]
     differences: tuple[str, ...]
     reconciled_at: str | None
+    callers: tuple[CallerView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallerView:
+    """An API key issued to one of the tenant's clients (never the key): its name and when it was used."""
+
+    name: str
+    created: str
+    last_used: str
+    revoked: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +162,7 @@ class DashboardData:
         reconciler: Reconciler | None,
         assets: Mapping[str, AssetInfo],
         confirmations: int,
+        callers: CallerKeys | None = None,
     ) -> None:
         self._ledger = ledger
         self._outbox = outbox
@@ -156,6 +170,7 @@ class DashboardData:
         self._reconciler = reconciler
         self._assets = assets
         self._confirmations = confirmations
+        self._callers = callers
 
     async def overview(self, tenant: str, pay_to: str, *, now: datetime | None = None) -> Overview:
         """The dashboard of `tenant`, whose payee is `pay_to`, as of `now` (UTC)."""
@@ -189,6 +204,20 @@ class DashboardData:
             endpoints=await self._endpoint_views(tenant),
             differences=differences,
             reconciled_at=reconciled_at,
+            callers=await self._caller_views(tenant),
+        )
+
+    async def _caller_views(self, tenant: str) -> tuple[CallerView, ...]:
+        if self._callers is None:
+            return ()
+        return tuple(
+            CallerView(
+                name=key.name,
+                created=format_time(key.created_at),
+                last_used=format_time(key.last_used_at) if key.last_used_at is not None else "never",
+                revoked=format_time(key.revoked_at) if key.revoked_at is not None else None,
+            )
+            for key in await self._callers.list(tenant)
         )
 
     async def settlement(self, tenant: str, entry_id: str) -> SettlementDetail:

@@ -14,6 +14,9 @@ What the SDK's servicer leaves out is added around it, in the order the HTTP rou
 - Echo. A call served in a version gets initial metadata `a2a-version: 1.0` and, when the client asked
   for extensions (`a2a-extensions`) that the 1.0 card declares, `a2a-extensions` naming exactly those.
   A refused version gets neither: no version was served.
+- Caller. The `authorization` metadata is authenticated like the HTTP header (`_authn`): a refused
+  credential ends the call UNAUTHENTICATED with the same words whatever the reason; the caller (or nobody)
+  is the call context's user.
 - Errors. Every A2A error is a `google.rpc.Status` with ErrorInfo (`_grpc_status`). A request whose bytes
   are not the method's message is InvalidRequest (INVALID_ARGUMENT) instead of the UNKNOWN the protobuf
   decoder's exception would give; one holding a number JSON cannot carry (NaN, Infinity: `_finite`) is
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 import grpc.aio
+from a2a.auth.user import UnauthenticatedUser, User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import GrpcHandler, RequestHandler
@@ -45,8 +49,10 @@ from a2a.utils.errors import (
 )
 from google.protobuf.message import DecodeError
 
+from merchant.callers import Authenticator, Caller, CredentialRefused
 from merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
+from ._authn import REFUSED_MESSAGE, authenticate_grpc
 from ._finite import non_finite_number
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
 from ._limits import RequestLimits, proto_shape_problem
@@ -65,6 +71,7 @@ logger = logging.getLogger(__name__)
 VERSION_METADATA_KEY = VERSION_HEADER.lower()
 """`a2a-version`: gRPC metadata keys are lowercase."""
 EXTENSIONS_METADATA_KEY = HTTP_EXTENSION_HEADER.lower()
+AUTHORIZATION_KEY = "authorization"
 _SERVED = (ProtocolVersion.V1_0,)
 _DEFAULT_GRACE_S = 5.0
 # One merchant per port: grpc's default SO_REUSEPORT would let a second process bind the same port and take
@@ -113,7 +120,16 @@ def negotiate_grpc_version(metadata: Metadata) -> ProtocolVersion:
 
 
 class _EdgeGrpcContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK's gRPC call context (user, requested extensions) with the negotiated version."""
+    """The SDK's gRPC call context (requested extensions) with the negotiated version and the caller the
+    route authenticated (`callers`: the route's, keyed by the call's servicer context)."""
+
+    def __init__(self, callers: dict[int, Caller]) -> None:
+        self._callers = callers
+
+    def build_user(self, context: Servicer) -> User:
+        """The caller the route authenticated, or an anonymous one."""
+        caller = self._callers.get(id(context))
+        return caller if caller is not None else UnauthenticatedUser()
 
     def build(self, context: Servicer) -> ServerCallContext:
         """Build the call context; the SDK's servicer sets the tenant from the request afterwards.
@@ -162,11 +178,17 @@ else:  # not subscriptable at run time; generic only in the stubs
 
 
 class _GrpcRoute(_Interceptor):
-    """Admits each call (decodable, version negotiated, echo sent) before the servicer; see the module."""
+    """Admits each call (decodable, version negotiated, echo sent, caller authenticated) before the
+    servicer; see the module. The caller of a call in flight is in `callers` under `id()` of its servicer
+    context, for the context builder."""
 
-    def __init__(self, declared_extensions: frozenset[str], limits: RequestLimits) -> None:
+    def __init__(
+        self, declared_extensions: frozenset[str], limits: RequestLimits, authenticator: Authenticator | None
+    ) -> None:
         self._declared = declared_extensions
         self._limits = limits
+        self._authenticator = authenticator
+        self.callers: dict[int, Caller] = {}
 
     # The stubs omit the None that grpc's continuation gives for an unknown method.
     async def intercept_service(  # type: ignore[override]
@@ -211,6 +233,13 @@ class _GrpcRoute(_Interceptor):
         if activated:
             echo.append((EXTENSIONS_METADATA_KEY, activated))
         await context.send_initial_metadata(echo)
+        if self._authenticator is not None:
+            try:
+                caller = await authenticate_grpc(self._authenticator, _values(metadata, AUTHORIZATION_KEY))
+            except CredentialRefused:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, REFUSED_MESSAGE)
+            if caller is not None:
+                self.callers[id(context)] = caller
         if isinstance(request, _Undecodable):
             raise InvalidRequestError(message=f"the request is not a valid message: {request.reason}")
         problem = proto_shape_problem(request, self._limits)
@@ -232,6 +261,8 @@ class _GrpcRoute(_Interceptor):
             except Exception:
                 logger.exception("unexpected failure of a gRPC call")
                 await abort_with(context, InternalError(message=INTERNAL_MESSAGE))
+            finally:
+                self.callers.pop(id(context), None)
 
         return call
 
@@ -248,6 +279,8 @@ class _GrpcRoute(_Interceptor):
             except Exception:
                 logger.exception("unexpected failure of a gRPC stream")
                 await abort_with(context, InternalError(message=INTERNAL_MESSAGE))
+            finally:
+                self.callers.pop(id(context), None)
 
         return stream
 
@@ -277,6 +310,7 @@ class GrpcEdge:
         handler: the request handler the HTTP bindings use (tenant gate outermost).
         listen: where to listen, `host:port` (`grpc_listen_address`).
         declared_extensions: the extension URIs the 1.0 card declares (those a call can activate).
+        authenticator: authenticates each call's `authorization` metadata; None serves every call anonymous.
         grace_s: how long `stop` lets calls in flight finish before cancelling them.
         limits: the bounds of one request: its message size (RESOURCE_EXHAUSTED beyond), metadata size,
             parts and metadata (InvalidRequest beyond).
@@ -288,11 +322,13 @@ class GrpcEdge:
         *,
         listen: str,
         declared_extensions: frozenset[str],
+        authenticator: Authenticator | None = None,
         grace_s: float = _DEFAULT_GRACE_S,
         limits: RequestLimits | None = None,
     ) -> None:
         self._handler = handler
         self._limits = limits if limits is not None else RequestLimits()
+        self._authenticator = authenticator
         self._listen = listen
         self._declared = declared_extensions
         self._grace_s = grace_s
@@ -307,10 +343,9 @@ class GrpcEdge:
         """
         if self._server is not None:
             raise RuntimeError("the gRPC server is already running")
-        server = grpc.aio.server(
-            interceptors=[_GrpcRoute(self._declared, self._limits)], options=_server_options(self._limits)
-        )
-        servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder())
+        route = _GrpcRoute(self._declared, self._limits, self._authenticator)
+        server = grpc.aio.server(interceptors=[route], options=_server_options(self._limits))
+        servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder(route.callers))
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         try:
             server.add_insecure_port(self._listen)

@@ -6,9 +6,11 @@ tenant at the root URLs, and, since a 0.3 request names no tenant, to each named
 under `paths.TENANT_ROOT_PATH`, with its own cards there. Wiring, outermost first: the routes (`paths` has
 the URL layout), each negotiating the version through one `VersionNegotiator` → `EdgeCallContextBuilder`
 (which hands the negotiated version on) → `RememberFailures` (the A2A error of a call, for the 0.3 routes
-to name) → `TenantGate` (unknown tenants refused) → the handler layers (the payment layer's) → the SDK's
+to name) → `TenantGate` (unknown tenants refused) → `CallerScope` (the caller rules: anonymous callers,
+credentials of another tenant) → the handler layers (the payment layer's) → the SDK's
 `DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
-with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and user, in the table
+with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and caller (the principal
+`_authn.AuthenticationGate` authenticated, before the routes, or anonymous), in the table
 made by migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
@@ -35,12 +37,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 
+from merchant.callers import Authenticator
 from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from storage import ensure_schema_current
 
 from ._active_tasks import close_refused_tasks
+from ._authn import AuthenticationGate
 from ._bounded import BoundedRequestsMiddleware
 from ._call_context import EdgeCallContextBuilder
+from ._caller_scope import CallerScope
 from ._card_route import AgentCardEndpoint, CardModifier, CardSigner, ExtendedAgentCards, TenantCardEndpoints
 from ._echo import ProtocolEcho
 from ._failures import RememberFailures
@@ -94,6 +99,7 @@ def create_app(
     grpc_listen: str | None = None,
     api_docs: bool = False,
     limits: RequestLimits | None = None,
+    authenticator: Authenticator | None = None,
 ) -> FastAPI:
     """Build the merchant's A2A app. Nothing is connected or started until the app's lifespan runs.
 
@@ -122,6 +128,8 @@ def create_app(
         limits: the bounds of one request on every binding (`RequestLimits`: body size and read time,
             parts, metadata, gRPC message and metadata size); `RequestLimits()` by default. The header
             bounds are the HTTP server's (`cli.bounded_http_protocol`).
+        authenticator: authenticates every A2A request on every binding (`_authn`); None serves every
+            request as an anonymous caller. Either way the caller rules apply (`_caller_scope`).
 
     Returns:
         The FastAPI app. Its lifespan checks that the `merchant` schema branch is at its head (raising
@@ -137,6 +145,8 @@ def create_app(
         raise CardSettingsError("card.grpc_url is set, but gRPC is not served (no grpc_listen)")
     if grpc_listen is not None and card.grpc_url is None:
         card = dataclasses.replace(card, grpc_url=grpc_listen)
+    if authenticator is not None and not card.caller_schemes:
+        card = dataclasses.replace(card, caller_schemes=authenticator.schemes)
     negotiator = VersionNegotiator(served_versions(tenants))
     cards = {version: build_agent_card(card, tenants, version) for version in negotiator.supported}
     echo = ProtocolEcho(
@@ -170,7 +180,7 @@ def create_app(
     inner: RequestHandler = sdk_handler
     for layer in handler_layers:
         inner = layer(inner)
-    handler = RememberFailures(TenantGate(inner, tenants))
+    handler = RememberFailures(TenantGate(CallerScope(inner, tenants, task_store), tenants))
     database_url = engine.url.render_as_string(hide_password=False)
     limits = limits if limits is not None else RequestLimits()
     grpc_edge = (
@@ -179,6 +189,7 @@ def create_app(
             listen=grpc_listen,
             declared_extensions=frozenset(e.uri for e in card.extensions),
             limits=limits,
+            authenticator=authenticator,
         )
         if grpc_listen is not None
         else None
@@ -210,6 +221,8 @@ def create_app(
     )
     # The card renders its own integers: its ETag is computed over the exact bytes it sends.
     app.add_middleware(IntegralNumbersMiddleware, applies=is_a2a_path)
+    if authenticator is not None:
+        app.add_middleware(AuthenticationGate, authenticator=authenticator)
     # The path is settled before anything reads it.
     app.add_middleware(TrailingSlashMiddleware, applies=is_a2a_path)
     # Outermost: a request over its bounds is refused before anything (authentication included) runs.

@@ -48,6 +48,7 @@ from google.protobuf.json_format import MessageToDict
 
 from merchant.tenants import DEFAULT_TENANT, TenantRegistry
 
+from ._card_security import declare_security
 from ._numbers import restore_integers
 from .paths import JSONRPC_PATH, REST_PATH, tenant_root
 from .versions import ProtocolVersion
@@ -86,7 +87,8 @@ class AgentCardSettings:
     `capabilities.extensions` as given, `extensions_v0_3` into the 0.3 card's; `tenant_extensions`, when
     set, gives a tenant id's extended card and its own 1.0 card their extension declarations, and
     `tenant_extensions_v0_3` a named tenant's 0.3 card its own (each falls back to the shared declarations
-    of its version when unset). Raises `CardSettingsError`
+    of its version when unset). `caller_schemes` are the security schemes callers authenticate with
+    (`_card_security`; `create_app` fills them in from its authenticator). Raises `CardSettingsError`
     on an empty name, description, version or skill list, a base URL that is not an absolute http(s)
     URL, or a `grpc_url` that is not `host:port`.
     """
@@ -106,6 +108,7 @@ class AgentCardSettings:
     provider: AgentProvider | None = None
     documentation_url: str | None = None
     icon_url: str | None = None
+    caller_schemes: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         for name in ("name", "description", "version"):
@@ -181,8 +184,15 @@ def build_agent_card(
             for i in interfaces
             if i.protocol_version == ProtocolVersion.V0_3.value and i.tenant == DEFAULT_TENANT
         ]
-        return _card(settings, interfaces, settings.extensions_v0_3, extended=False)
-    return _card(settings, interfaces, settings.extensions, extended=settings.tenant_extensions is not None)
+        anonymous = tenants.require(DEFAULT_TENANT).anonymous_callers
+        return _card(settings, interfaces, settings.extensions_v0_3, extended=False, anonymous=anonymous)
+    return _card(
+        settings,
+        interfaces,
+        settings.extensions,
+        extended=settings.tenant_extensions is not None,
+        anonymous=any(tenant.anonymous_callers for tenant in tenants),
+    )
 
 
 def build_tenant_agent_card(
@@ -200,13 +210,15 @@ def build_tenant_agent_card(
     if tenant == DEFAULT_TENANT or tenant not in tenants:
         raise CardSettingsError(f"no named tenant {tenant!r} to build a card for")
     interfaces = [i for i in _interfaces(settings, tenants) if i.tenant == tenant]
+    anonymous = tenants.require(tenant).anonymous_callers
     if version is ProtocolVersion.V0_3:
         interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
-        own = settings.tenant_extensions_v0_3
-        return _card(settings, interfaces, own(tenant) if own else settings.extensions_v0_3, extended=False)
+        own_v0_3 = settings.tenant_extensions_v0_3
+        extensions_v0_3 = own_v0_3(tenant) if own_v0_3 else settings.extensions_v0_3
+        return _card(settings, interfaces, extensions_v0_3, extended=False, anonymous=anonymous)
     own = settings.tenant_extensions
     extensions = own(tenant) if own else settings.extensions
-    return _card(settings, interfaces, extensions, extended=own is not None)
+    return _card(settings, interfaces, extensions, extended=own is not None, anonymous=anonymous)
 
 
 def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegistry, tenant: str) -> AgentCard:
@@ -224,7 +236,8 @@ def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegist
         for i in _interfaces(settings, tenants)
         if i.tenant == tenant and i.protocol_version == ProtocolVersion.V1_0.value
     ]
-    return _card(settings, interfaces, settings.tenant_extensions(tenant), extended=True)
+    anonymous = tenants.require(tenant).anonymous_callers
+    return _card(settings, interfaces, settings.tenant_extensions(tenant), extended=True, anonymous=anonymous)
 
 
 def _card(
@@ -233,6 +246,7 @@ def _card(
     extensions: Sequence[AgentExtension],
     *,
     extended: bool,
+    anonymous: bool,
 ) -> AgentCard:
     capabilities = AgentCapabilities(streaming=True, push_notifications=False, extensions=list(extensions))
     if extended:
@@ -253,6 +267,7 @@ def _card(
         card.documentation_url = settings.documentation_url
     if settings.icon_url is not None:
         card.icon_url = settings.icon_url
+    declare_security(card, settings.caller_schemes, anonymous=anonymous)
     return card
 
 

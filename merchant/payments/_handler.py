@@ -213,6 +213,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         offer = await self._offers.get(params.id)
         if offer is None or offer.tenant != context.tenant:
             return await super().on_cancel_task(params, context)
+        # Offers are not owner-scoped: a task this caller cannot see is TaskNotFound, as for any other
+        # operation, before its offer is changed or anything is said about its payment.
+        if await super().on_get_task(GetTaskRequest(id=params.id, tenant=params.tenant), context) is None:
+            raise TaskNotFoundError
         if offer.state is OfferState.OFFERED:
             if await self._offers.advance(offer.task_id, OfferState.REJECTED):
                 return await super().on_cancel_task(params, context)

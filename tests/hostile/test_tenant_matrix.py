@@ -288,11 +288,8 @@ async def test_another_tenant_lists_none_of_the_victims_tasks(
             return
         listed = {task["id"] for task in (await _list(http, binding, intruder, context_id))["tasks"]}
     own = {name for name, owner in world.owners.items() if owner == intruder}
-    visible = {
-        world.tasks[name]["id"]
-        for name in own
-        if not context_id or world.tasks[name]["contextId"] == context_id
-    }
+    # Anonymous callers list only within a context they name: without one, nothing (issue 24).
+    visible = {world.tasks[name]["id"] for name in own if world.tasks[name]["contextId"] == context_id}
     assert listed == visible
 
 
@@ -459,9 +456,12 @@ async def test_an_authenticated_tenant_sees_and_redelivers_none_of_anothers_book
 async def test_control_the_owner_reaches_its_tasks(world: World, binding: str) -> None:
     async with world.http() as http:
         wire = MerchantWire(http, binding, "acme")
+        listed = set()
         for name in ("acme-awaiting", "acme-paid"):
             assert (await wire.get_task(world.tasks[name]["id"]))["id"] == world.tasks[name]["id"]
-        listed = {task["id"] for task in (await wire.list_tasks())["tasks"]}
+            # Anonymous: a list names the context it lists.
+            in_context = await _list(http, binding, "acme", world.tasks[name]["contextId"])
+            listed |= {task["id"] for task in in_context["tasks"]}
     assert listed == {world.tasks["acme-awaiting"]["id"], world.tasks["acme-paid"]["id"]}
 
 

@@ -166,7 +166,7 @@ price = 1
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
         "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token, "
-        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s)",
+        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",
@@ -315,3 +315,21 @@ def test_bounds_on_unpaid_work_are_validated(tmp_path: Path) -> None:
         "tenants.acme.max_unpaid_per_minute: must be a whole number, got str 'ten'",
         "tenants.acme.unpaid_retention_s: must be between 300 and 1000000000, got 60",
     )
+
+
+def test_anonymous_callers_is_a_tenants_boolean_setting(tmp_path: Path) -> None:
+    registry = TenantRegistry.from_toml(
+        write(
+            tmp_path,
+            f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\nanonymous_callers = false\n'
+            f'[tenants.globex]\npay_to = "{OTHER}"\nprice = 1\n',
+        )
+    )
+    assert registry.require("acme").anonymous_callers is False
+    assert registry.require("globex").anonymous_callers is True
+
+    problems = problems_of(
+        tmp_path, f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\nanonymous_callers = "no"\n'
+    )
+    assert len(problems) == 1
+    assert problems[0].startswith("tenants.acme.anonymous_callers: must be true or false")

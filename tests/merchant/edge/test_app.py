@@ -93,10 +93,10 @@ async def test_overlong_context_ids_are_rejected(wire: Wire) -> None:
     assert (await wire.list_tasks())["tasks"] == []
 
 
-async def test_new_task_may_join_a_client_chosen_context(wire: Wire) -> None:
+async def test_new_task_of_an_authenticated_caller_may_join_a_context_it_chose(keyed_wire: Wire) -> None:
     context_id = str(uuid.uuid4())
 
-    task = (await wire.send(user_message("hello", message_id=mid(), context_id=context_id)))["task"]
+    task = (await keyed_wire.send(user_message("hello", message_id=mid(), context_id=context_id)))["task"]
 
     assert task["contextId"] == context_id
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -133,7 +133,8 @@ async def test_get_task_honours_history_length(wire: Wire) -> None:
     assert [message["parts"] for message in latest["history"]] == [[{"text": "quote"}]]
 
 
-async def test_list_tasks_filters_and_pages(wire: Wire) -> None:
+async def test_list_tasks_filters_and_pages(keyed_wire: Wire) -> None:
+    wire = keyed_wire
     first = (await wire.send(user_message("hello", message_id=mid())))["task"]
     second = await start_quote(wire)
 
@@ -371,7 +372,7 @@ async def test_paths_with_a_trailing_slash_are_served_as_without(sqlite_http: ht
         REST_PATH + "/message:send/", json={"message": user_message("hello", message_id=mid())}
     )
     fetched = await sqlite_http.get(f"{REST_PATH}/tasks/{task['id']}//")
-    listed = await sqlite_http.get(REST_PATH + "/tasks/")
+    listed = await sqlite_http.get(REST_PATH + "/tasks/", params={"contextId": task["contextId"]})
     tenant_listed = await sqlite_http.get(f"{REST_PATH}/{TENANT_A}/tasks/")
     streamed = await sqlite_http.post(
         JSONRPC_PATH + "/",
@@ -383,7 +384,7 @@ async def test_paths_with_a_trailing_slash_are_served_as_without(sqlite_http: ht
         assert answer.status_code == 200, (answer.request.url, answer.status_code, answer.headers)
     assert rest_sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert fetched.json() == task
-    assert len(listed.json()["tasks"]) == 2 and tenant_listed.json()["tasks"] == []
+    assert [t["id"] for t in listed.json()["tasks"]] == [task["id"]] and tenant_listed.json()["tasks"] == []
     assert streamed.headers["content-type"].startswith("text/event-stream")
     # Only A2A paths: the prefix itself and other routes keep their own answers.
     assert (await sqlite_http.get("/a2a/")).status_code == 404

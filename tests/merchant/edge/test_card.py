@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -13,16 +14,19 @@ from a2a.types import AgentCard, AgentExtension, AgentProvider
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct
 
+from merchant.callers import API_KEY_SCHEME
 from merchant.edge import (
     AGENT_CARD_PATH,
     AgentCardSettings,
     CardSettingsError,
     ProtocolVersion,
     build_agent_card,
+    build_tenant_agent_card,
     render_agent_card,
     render_versionless_agent_card,
     served_versions,
 )
+from merchant.edge._card_security import _ANONYMOUS, _SCHEMES
 from merchant.tenants import Tenant, TenantRegistry
 
 from .conftest import PAY_TO, SKILL, TENANT_A, TENANT_B, make_card, make_tenants, running_merchant
@@ -49,6 +53,45 @@ def interfaces(base_url: str) -> list[JSON]:
                 interface["tenant"] = tenant
             listed.append(interface)
     return listed
+
+
+# What a served card says of the API keys (the edge fixture's merchant accepts them, and anonymous callers).
+API_KEYS_DESCRIPTION = _SCHEMES[API_KEY_SCHEME].description + _ANONYMOUS
+API_KEYS = {
+    "securitySchemes": {
+        "apiKey": {
+            "httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "bearerFormat": "x402k",
+                "description": API_KEYS_DESCRIPTION,
+            }
+        }
+    },
+    "securityRequirements": [{"schemes": {"apiKey": {}}}, {}],
+}
+API_KEYS_V0_3 = {
+    "securitySchemes": {
+        "apiKey": {
+            "type": "http",
+            "scheme": "Bearer",
+            "bearerFormat": "x402k",
+            "description": API_KEYS_DESCRIPTION,
+        }
+    },
+    "security": [{"apiKey": []}, {}],
+}
+
+
+def served_card(base_url: str) -> JSON:
+    return {**expected_card(base_url), **API_KEYS}
+
+
+def served_card_v0_3(base_url: str) -> JSON:
+    return {**expected_card_v0_3(base_url), **API_KEYS_V0_3}
+
+
+def served_versionless_card(base_url: str) -> JSON:
+    return {**expected_versionless_card(base_url), **API_KEYS_V0_3}
 
 
 def expected_card(base_url: str) -> JSON:
@@ -266,7 +309,7 @@ async def test_served_card_is_the_requested_version_cached_and_revalidated(
             revalidated = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": etag})
             listed = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": f'"x", {etag}'})
 
-    expected = {"1.0": expected_card, "0.3": expected_card_v0_3, None: expected_versionless_card}[version]
+    expected = {"1.0": served_card, "0.3": served_card_v0_3, None: served_versionless_card}[version]
     assert response.status_code == 200
     assert response.json() == expected(base_url)
     assert response.headers["content-type"] == "application/json"
@@ -338,6 +381,28 @@ async def test_card_modifier_shapes_every_served_card(sqlite_url: str) -> None:
             served = (await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})).json()
             legacy = (await http.get(AGENT_CARD_PATH)).json()
 
-    assert served == {**expected_card(base_url), "name": "Signed Merchant"}
+    assert served == {**served_card(base_url), "name": "Signed Merchant"}
     assert ParseDict(served, AgentCard()).name == "Signed Merchant"
-    assert legacy == {**expected_versionless_card(base_url), "name": "Signed Merchant"}
+    assert legacy == {**served_versionless_card(base_url), "name": "Signed Merchant"}
+
+
+def test_a_card_declares_the_callers_schemes_and_the_empty_requirement_only_with_anonymous_callers() -> None:
+    tenants = TenantRegistry(
+        Tenant(id=tenant_id, pay_to=pay_to, price=1, anonymous_callers=tenant_id == TENANT_A)
+        for tenant_id, pay_to in PAY_TO.items()
+    )
+    settings = dataclasses.replace(make_card(BASE), caller_schemes=("apiKey", "bearerJwt"))
+
+    closed = MessageToDict(build_tenant_agent_card(settings, tenants, TENANT_B, ProtocolVersion.V1_0))
+    opened = MessageToDict(build_tenant_agent_card(settings, tenants, TENANT_A, ProtocolVersion.V1_0))
+    root_v0_3 = build_agent_card(settings, tenants, ProtocolVersion.V0_3)
+    closed_v0_3 = json.loads(render_agent_card(root_v0_3, ProtocolVersion.V0_3))
+
+    assert closed["securityRequirements"] == [{"schemes": {"apiKey": {}}}, {"schemes": {"bearerJwt": {}}}]
+    assert opened["securityRequirements"] == [*closed["securityRequirements"], {}]
+    assert {s["httpAuthSecurityScheme"]["bearerFormat"] for s in closed["securitySchemes"].values()} == {
+        "x402k",
+        "JWT",
+    }
+    assert closed_v0_3["security"] == [{"apiKey": []}, {"bearerJwt": []}]
+    assert "securityRequirements" not in MessageToDict(build_agent_card(make_card(BASE), tenants))

@@ -87,7 +87,8 @@ async def test_sdk_client_input_required_flow(
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert done.artifacts[0].parts[0].text == "order: M"
     assert await client.get_task(GetTaskRequest(id=task.id)) == done
-    listed = await client.list_tasks(ListTasksRequest())
+    # Anonymous: a list names the context it lists (an empty list otherwise: test_callers).
+    listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
     assert [t.id for t in listed.tasks] == [task.id]
     with pytest.raises(TaskNotFoundError):
         await client.get_task(GetTaskRequest(id=str(uuid.uuid4())))

@@ -13,7 +13,7 @@ from merchant.edge._tenancy import tenant_owner
 from storage import create_engine
 from tests.fixtures.merchant import A2ACallError
 
-from .conftest import TENANT_A, TENANT_B
+from .conftest import TENANT_A, TENANT_B, a2a_http_as, issue_key
 from .wire import (
     INVALID_PARAMS,
     JSON,
@@ -70,8 +70,19 @@ async def test_other_tenants_cannot_reach_a_task(binding_name: str, http: httpx.
     assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-async def test_a_shared_context_id_does_not_share_tasks(binding_name: str, http: httpx.AsyncClient) -> None:
-    alice, bob = binding(binding_name, http, TENANT_A), binding(binding_name, http, TENANT_B)
+async def test_a_shared_context_id_does_not_share_tasks(
+    binding_name: str, merchant_url: str, database_url: str
+) -> None:
+    # Authenticated callers choose their context ids (anonymous ones may not: test_callers).
+    async with (
+        a2a_http_as(merchant_url, await issue_key(database_url, TENANT_A, "alice")) as alice_http,
+        a2a_http_as(merchant_url, await issue_key(database_url, TENANT_B, "bob")) as bob_http,
+    ):
+        alice, bob = binding(binding_name, alice_http, TENANT_A), binding(binding_name, bob_http, TENANT_B)
+        await _share_a_context_id(alice, bob)
+
+
+async def _share_a_context_id(alice: Wire, bob: Wire) -> None:
     mine = await start_quote(alice)
 
     theirs = (await bob.send(user_message("hello", message_id=mid(), context_id=mine["contextId"])))["task"]

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from eth_account import Account
 
 from a2a_x402 import EXTENSION_URI
 from devchain import DevChain
 from facilitator.wire import PaymentPayload, PaymentRequirements
+from merchant.callers import CallerKeys
 from merchant.payments import OfferStore
 from merchant.payments._handler import USED_ELSEWHERE
 from merchant.payments._wire import payload_hash
@@ -294,6 +296,25 @@ async def test_malformed_extension_metadata(
     assert await ledger_entries(sqlite_merchant.database_url) == []
 
 
+async def issue_key(database_url: str, name: str) -> str:
+    """A new API key of the default tenant named `name`."""
+    engine = create_engine(database_url)
+    try:
+        return await CallerKeys(engine).create("", name)
+    finally:
+        await engine.dispose()
+
+
+async def stored_task_count(database_url: str) -> int:
+    """How many tasks the merchant stored, whoever owns them."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            return int((await connection.execute(sa.text("SELECT count(*) FROM tasks"))).scalar_one())
+    finally:
+        await engine.dispose()
+
+
 async def test_oversized_messages(
     sqlite_wire: MerchantWire, sqlite_merchant: RunningMerchant, chain: DevChain, payer_key: str
 ) -> None:
@@ -308,7 +329,8 @@ async def test_oversized_messages(
     await refused(sqlite_wire.send(message), sqlite_wire, "INVALID_PARAMS", expected)
 
     await assert_unchanged(sqlite_wire, task)
-    assert len((await sqlite_wire.list_tasks())["tasks"]) == 1
+    # Anonymous callers list nothing without a contextId: count the stored tasks instead.
+    assert await stored_task_count(sqlite_merchant.database_url) == 1
     await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_merchant.database_url)
 
 
@@ -330,6 +352,13 @@ async def test_cancel_or_another_message_while_the_payment_is_settled(
 
         expected = "the task's payment is being settled; it can no longer be canceled"
         await refused(wire.cancel(task["id"]), wire, "TASK_NOT_CANCELABLE", expected)
+        # Another caller is told nothing of the payment: the task does not exist for it (issue 24).
+        stranger_key = await issue_key(merchant.database_url, "stranger")
+        async with merchant.http() as stranger_http:
+            stranger_http.headers["Authorization"] = f"Bearer {stranger_key}"
+            with pytest.raises(A2ACallError) as failure:
+                await MerchantWire(stranger_http, binding).cancel(task["id"])
+            assert failure.value.reason == "TASK_NOT_FOUND"
         # A plain message would ask for the work again: it must not replace the terms being paid.
         expected = "this task's payment is settling: it takes no other message until it ends"
         plain = user_message("Count these words instead.", task_id=task["id"], context_id=task["contextId"])

@@ -1,5 +1,5 @@
 """The settlements' idempotency keys: unguessable from the task id, the same for every replica and restart
-of one deployment, different in another; their table matches its migration (m0010)."""
+of one deployment, different in another; their table matches its migration (m0009)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The offer store's tables and the migrations (m0003 to m0008) describe the same tables: `payment_offers`
+"""The offer store's tables and the migrations (m0003 to m0007) describe the same tables: `payment_offers`
 and `payment_presentations`."""
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ async def test_two_tasks_racing_for_one_authorization_one_gets_it(
             assert await presented_for(merchant, payment) == (winner["id"], "")
 
 
-async def test_m0008_binds_the_authorizations_taken_before_it(engine: AsyncEngine, database_url: str) -> None:
+async def test_m0007_binds_the_authorizations_taken_before_it(engine: AsyncEngine, database_url: str) -> None:
     store = OfferStore(engine)
     for task_id in ("task-1", "task-2"):
         await store.offer(

@@ -1,8 +1,8 @@
 """merchant: who asked for each offer (the caller of the request that priced its task), so unpaid work is
 bounded per caller; and an index of the unpaid offers the purge looks for
 
-Revision ID: m0012
-Revises: m0010
+Revision ID: m0010
+Revises: m0009
 Create Date: 2026-12-04
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "m0012"
-down_revision = "m0010"
+revision = "m0010"
+down_revision = "m0009"
 branch_labels = None
 depends_on = None
 

@@ -1,8 +1,8 @@
 """merchant: secrets generated once per deployment (the key of the settlements' idempotency keys), shared
 by every replica of the database
 
-Revision ID: m0010
-Revises: m0009
+Revision ID: m0009
+Revises: m0008
 Create Date: 2026-12-04
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 from storage import UtcDateTime
 
-revision = "m0010"
-down_revision = "m0009"
+revision = "m0009"
+down_revision = "m0008"
 branch_labels = None
 depends_on = None
 

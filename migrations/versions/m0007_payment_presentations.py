@@ -5,7 +5,7 @@ for any other task or tenant of the deployment: the first presentation of a (pay
 before anything is verified, under a primary key that lets only one task have it. Offers whose payment
 was taken before this revision are recorded by the upgrade.
 
-Revision ID: m0008
+Revision ID: m0007
 Revises: m0006
 Create Date: 2026-12-04
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "m0008"
+revision = "m0007"
 down_revision = "m0006"
 branch_labels = None
 depends_on = None

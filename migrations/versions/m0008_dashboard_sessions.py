@@ -5,8 +5,8 @@ usable cookie. `token_mac` is an HMAC of the tenant's API token keyed with the s
 ends every session without the table holding anything derived from the token alone. A row is revoked
 at log-out and expires after the session TTL; expired and revoked rows are deleted at later log-ins.
 
-Revision ID: m0009
-Revises: m0008
+Revision ID: m0008
+Revises: m0007
 Create Date: 2026-12-04
 """
 
@@ -17,8 +17,8 @@ from alembic import op
 
 from storage import UtcDateTime
 
-revision = "m0009"
-down_revision = "m0008"
+revision = "m0008"
+down_revision = "m0007"
 branch_labels = None
 depends_on = None
 
