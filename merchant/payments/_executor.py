@@ -49,7 +49,7 @@ from a2a_x402 import (
     error_code_for_reason,
     negotiate_dialect,
 )
-from facilitator import ChainUnavailableError, FacilitatorClient
+from facilitator import ChainUnavailableError, FacilitatorClient, RpcClient
 from facilitator.wire import (
     PaymentPayload,
     PaymentRequired,
@@ -67,6 +67,7 @@ from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferSt
 from ._outcomes import OutcomeListener, PaymentOutcome, log_unpaid, tenant_name
 from ._pricing import Pricing
 from ._protocol import protocol_version
+from ._refusals import client_text, one_line
 from ._settling import Settler
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
 
@@ -88,6 +89,7 @@ class PaymentExecutor(AgentExecutor):
         facilitator: FacilitatorClient,
         offers: OfferStore,
         ledger: Ledger,
+        chain: RpcClient,
         skill_of: SkillResolver,
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
@@ -98,6 +100,7 @@ class PaymentExecutor(AgentExecutor):
         self._facilitator = facilitator
         self._offers = offers
         self._ledger = ledger
+        self._chain = chain
         self._skill_of = skill_of
         self._settler = Settler(facilitator, offers, timeout_s=settle_timeout_s, horizon_s=settle_horizon_s)
         self._on_outcome = on_outcome
@@ -234,16 +237,17 @@ class PaymentExecutor(AgentExecutor):
             )
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
-            message = verification.invalid_message or reason
+            code = error_code_for_reason(reason, verification.invalid_message)
             await self._fail(
                 context,
                 event_queue,
                 offer,
                 dialect,
-                error_code_for_reason(reason),
-                f"Payment verification failed: {message}",
+                code,
+                f"Payment verification failed: {client_text(code, verification.invalid_message)}.",
                 (),
                 reason=reason,
+                said=verification.invalid_message,
             )
             return
         await event_queue.enqueue_event(
@@ -339,20 +343,24 @@ class PaymentExecutor(AgentExecutor):
         )
         if not response.success:
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
+            code = error_code_for_reason(reason, response.error_message)
             await self._fail(
                 context,
                 event_queue,
                 offer,
                 dialect,
-                error_code_for_reason(reason),
-                f"Settlement failed: {response.error_message or reason}",
+                code,
+                f"Settlement failed: {client_text(code, response.error_message)}.",
                 tuple(receipts),
                 reason=reason,
                 event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),
+                said=response.error_message,
             )
             return
         stored = [r.to_json_dict() for r in receipts]
-        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, stored)
+        await record_paid(
+            self._ledger, self._chain, self._offers, offer, payload, requirements, response, stored
+        )
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
                 TaskArtifactUpdateEvent(
@@ -384,11 +392,14 @@ class PaymentExecutor(AgentExecutor):
         *,
         reason: str | None = None,
         event: tuple[EventType, dict[str, Any]] | None = None,
+        said: str | None = None,
     ) -> None:
+        """Fail or refuse the payment with `text` to the client; the log line keeps what the facilitator
+        `said` (its free text, which never reaches the client) with its `reason`."""
         task_id, context_id = _ids(context)
         stored = [r.to_json_dict() for r in receipts]
         outcome = PaymentOutcome.REFUSED if error in RETRYABLE_ERROR_CODES else PaymentOutcome.FAILED
-        log_unpaid(task_id, context.tenant, outcome, error.value, reason, text)
+        log_unpaid(task_id, context.tenant, outcome, error.value, reason, one_line(said) if said else text)
         self._tell(context.tenant, outcome)
         if outcome is PaymentOutcome.REFUSED:
             await self._offers.advance(

@@ -38,13 +38,14 @@ from a2a_x402 import (
     PaymentRejectedData,
     error_code_for_reason,
 )
-from facilitator import ChainError, FacilitatorClient
+from facilitator import ChainError, FacilitatorClient, RpcClient
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._outcomes import PaymentOutcome, log_unpaid
+from ._refusals import client_text, one_line
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -68,6 +69,7 @@ class PaymentRecovery:
         offers: OfferStore,
         facilitator: FacilitatorClient,
         ledger: Ledger,
+        chain: RpcClient,
         tasks: TaskStore,
         stale_after_s: float = 60.0,
         settle_timeout_s: float = 5.0,
@@ -75,6 +77,7 @@ class PaymentRecovery:
         self._offers = offers
         self._facilitator = facilitator
         self._ledger = ledger
+        self._chain = chain
         self._tasks = tasks
         self._stale_after = timedelta(seconds=stale_after_s)
         self._settle_timeout_s = settle_timeout_s
@@ -179,7 +182,7 @@ class PaymentRecovery:
             # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
             mark = partial(self._offers.mark_booked, task_id=offer.task_id)
             if response.success and await book_settlement(
-                self._ledger, offer, payload, requirements, response, along=mark
+                self._ledger, self._chain, offer, payload, requirements, response, along=mark
             ):
                 if not already:
                     logger.info("booked the settlement of task %s late", offer.task_id)
@@ -214,25 +217,35 @@ class PaymentRecovery:
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
         receipts = [*(r for r in offer.receipts if not _pending(r)), response.to_json_dict()]
         if not response.success:
-            code = error_code_for_reason(response.error_reason)
+            code = error_code_for_reason(response.error_reason, response.error_message)
             await self._fail(
-                offer, code, f"Settlement failed: {response.error_message or response.error_reason}"
+                offer,
+                code,
+                f"Settlement failed: {client_text(code, response.error_message)}.",
+                said=response.error_message,
             )
             return True
-        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
+        await record_paid(
+            self._ledger, self._chain, self._offers, offer, payload, requirements, response, receipts
+        )
         await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_COMPLETED)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
         return True
 
-    async def _fail(self, offer: Offer, code: PaymentErrorCode, text: str) -> None:
+    async def _fail(
+        self, offer: Offer, code: PaymentErrorCode, text: str, *, said: str | None = None
+    ) -> None:
         receipts = tuple(SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r))
         await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value)
         await self._update_task(
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_FAILED)
-        log_unpaid(offer.task_id, offer.tenant, PaymentOutcome.FAILED, code.value, None, f"recovered: {text}")
+        logged = one_line(said) if said else text
+        log_unpaid(
+            offer.task_id, offer.tenant, PaymentOutcome.FAILED, code.value, None, f"recovered: {logged}"
+        )
 
     async def _update_task(
         self,
