@@ -48,11 +48,13 @@ from tests.fixtures.merchant import (
 )
 from tests.fixtures.node import NODE_MODULES
 from tests.fixtures.servers import bind_loopback, wait_answering_blocking
+from tests.fixtures.subprocesses import unavailable
 
 from .payments.flows import address_of
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _TS_FACILITATOR = Path(__file__).resolve().parent / "js" / "ts_facilitator.cjs"
+_TS_PACKAGES = ("@x402/core", "@x402/evm", "viem")
 _STARTUP_TIMEOUT_S = 30.0
 # What the SDKs' free text (viem's revert dumps, web3's errors) carries and our own sentences never do.
 _FREE_TEXT_MARKS = ("Details:", "Contract Call", "revert", "Version: viem", "FiatTokenV2", "ERC20:", "args:")
@@ -74,10 +76,12 @@ def _python_sdk_command(port: int, chain: DevChain) -> tuple[list[str], dict[str
 
 def _typescript_sdk_command(port: int, chain: DevChain) -> tuple[list[str], dict[str, str]]:
     node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: the TypeScript SDK's facilitator cannot run")
     # The checkout's packages first; NODE_PATH (if set) may add a directory holding @x402/*.
     paths = [str(NODE_MODULES), *filter(None, os.environ.get("NODE_PATH", "").split(os.pathsep))]
+    found = all(any((Path(p) / name / "package.json").is_file() for p in paths) for name in _TS_PACKAGES)
+    if node is None or not found:
+        what = "node is not on PATH" if node is None else f"{', '.join(_TS_PACKAGES)} not in {NODE_MODULES}"
+        unavailable(f"the TypeScript SDK's facilitator cannot run ({what}): run ./scripts/setup")
     env = {
         "NODE_PATH": os.pathsep.join(paths),
         "TS_FAC_RPC_URL": chain.rpc_url,
