@@ -223,6 +223,8 @@ class PaymentExecutor(AgentExecutor):
         )
         if taken_at is None:
             return
+        # Our own words for a refusal we make ourselves; a facilitator's are never shown (`client_text`).
+        own_text: str | None = None
         try:
             verification = await self._facilitator.verify(payload, requirements)
         except ChainUnavailableError as exc:
@@ -230,21 +232,21 @@ class PaymentExecutor(AgentExecutor):
             # it cannot reach (a failed verification, one WARNING line), never as an internal error. The
             # client is not told why: the message may hold the facilitator's address or its answer.
             logger.debug("verify for task %s: %s", task_id, exc)
+            own_text = "the facilitator could not be reached; nothing was charged"
             verification = VerifyResponse(
-                is_valid=False,
-                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
-                invalid_message="the facilitator could not be reached; nothing was charged",
+                is_valid=False, invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR, invalid_message=own_text
             )
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
             code = error_code_for_reason(reason, verification.invalid_message)
+            shown = own_text or client_text(code, verification.invalid_message)
             await self._fail(
                 context,
                 event_queue,
                 offer,
                 dialect,
                 code,
-                f"Payment verification failed: {client_text(code, verification.invalid_message)}.",
+                f"Payment verification failed: {shown}.",
                 (),
                 reason=reason,
                 said=verification.invalid_message,
