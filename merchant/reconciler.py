@@ -166,6 +166,8 @@ class Reconciler:
         report.turns_finished = await self._recovery.finish_abandoned()
         report.told_late = await self._recovery.tell_untold()
         report.booked_late = await self._recovery.book_unbooked()
+        for tenant, pay_to, text in self._recovery.unproven:
+            report.differ(text, tenant=tenant, pay_to=pay_to)
         try:
             await self._scan_chain(report)
         except ChainError as exc:

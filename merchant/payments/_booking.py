@@ -31,6 +31,7 @@ async def book_settlement(
     response: SettleResponse,
     *,
     along: Along | None = None,
+    unproven: list[str] | None = None,
 ) -> bool:
     """Book a successful settlement for `offer`'s task; True when it is in the ledger (now or before).
 
@@ -39,11 +40,14 @@ async def book_settlement(
     does not show the offered payment is not booked; it is logged (one WARNING line) and left to the
     reconciler, which compares the chain with the offers. `along` commits with the booking (the offer
     marked paid and booked). Booking never stops delivery: the payer paid. A settlement that cannot be
-    booked now is logged naming the task and the transaction, and the reconciler books it later.
+    booked now is logged naming the task and the transaction, and the reconciler books it later. What the
+    chain shows instead of the offered payment is also appended to `unproven` (the reconciler's difference).
     """
     try:
         paid = await prove_settlement(rpc, response.transaction, payload, requirements)
     except NotProvenError as exc:
+        if unproven is not None:
+            unproven.append(f"task {offer.task_id}: the settlement {exc}; not booked")
         logger.warning(
             "settlement of task %s not booked: the chain does not show it paid the offered terms: %s",
             offer.task_id,

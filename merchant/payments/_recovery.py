@@ -81,6 +81,7 @@ class PaymentRecovery:
         self._tasks = tasks
         self._stale_after = timedelta(seconds=stale_after_s)
         self._settle_timeout_s = settle_timeout_s
+        self._unproven: list[tuple[str, str, str]] = []
 
     async def finish_abandoned(self) -> int:
         """Finish every abandoned paid turn; return how many were finished."""
@@ -169,6 +170,7 @@ class PaymentRecovery:
         another replica, or before this column existed) is just marked booked.
         """
         booked = 0
+        self._unproven = []
         for offer in await self._offers.unbooked():
             if offer.payload is None or offer.accepted is None or not offer.receipts:
                 continue
@@ -181,13 +183,28 @@ class PaymentRecovery:
             response = SettleResponse.from_wire(offer.receipts[-1])
             # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
             mark = partial(self._offers.mark_booked, task_id=offer.task_id)
+            unproven: list[str] = []
             if response.success and await book_settlement(
-                self._ledger, self._chain, offer, payload, requirements, response, along=mark
+                self._ledger,
+                self._chain,
+                offer,
+                payload,
+                requirements,
+                response,
+                along=mark,
+                unproven=unproven,
             ):
                 if not already:
                     logger.info("booked the settlement of task %s late", offer.task_id)
                     booked += 1
+            self._unproven += [(offer.tenant, requirements.pay_to, text) for text in unproven]
         return booked
+
+    @property
+    def unproven(self) -> list[tuple[str, str, str]]:
+        """The last `book_unbooked` pass's settlements the chain does not show paid their offer:
+        (tenant, payTo, what the chain shows instead), for the reconciler to report."""
+        return list(self._unproven)
 
     async def _finish(self, offer: Offer) -> bool:
         if offer.state is not OfferState.SETTLING or offer.payload is None or offer.accepted is None:
