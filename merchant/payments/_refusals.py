@@ -48,6 +48,10 @@ _TOKEN_REFUSALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 # The longest facilitator text one log line keeps (viem's revert texts run to kilobytes).
 _LOGGED_CHARS = 500
 _WHITESPACE = re.compile(r"\s+")
+# A revert dump quotes the call's arguments, signature included (v, r, s, or the 65-byte blob): an
+# authorization not yet settled is as good as the payment to whoever reads it, so logs never keep them.
+_CALL_ARGS = re.compile(r"args:\s*\([^)]*\)?")
+_SIGNATURE = re.compile(r"0x[0-9a-fA-F]{130,}")
 
 
 def client_text(code: PaymentErrorCode, said: str | None) -> str:
@@ -61,8 +65,10 @@ def client_text(code: PaymentErrorCode, said: str | None) -> str:
 
 
 def one_line(text: str) -> str:
-    """`text` on one line (whitespace runs, newlines included, become one space), at most 500 characters."""
+    """`text` on one line (whitespace runs, newlines included, become one space), at most 500 characters,
+    without the call arguments or signatures a revert dump quotes."""
     flat = _WHITESPACE.sub(" ", text).strip()
+    flat = _SIGNATURE.sub("0x…", _CALL_ARGS.sub("args: (…)", flat))
     return flat if len(flat) <= _LOGGED_CHARS else flat[: _LOGGED_CHARS - 1] + "…"
 
 

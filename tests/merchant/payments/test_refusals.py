@@ -86,3 +86,19 @@ def test_the_logged_text_is_one_bounded_line() -> None:
     assert "\n" not in line and "\r" not in line and len(line) == 500
     assert line.startswith("The contract function reverted: ERC20: transfer amount exceeds balance x")
     assert one_line("  short  text ") == "short text"
+
+
+def test_the_logged_text_keeps_no_call_arguments_or_signature() -> None:
+    r = "0x" + "1f" * 32
+    said = (
+        'The contract function "transferWithAuthorization" reverted with the following reason:\n'
+        "ERC20: transfer amount exceeds balance\n\nContract Call:\n"
+        f"  args: (0x5160, 0x2361, 250000, 1796403588, 1796403948, 0xfa05, 27, {r}, {r})\n"
+        f"signature {'0x' + 'ab' * 65}"
+    )
+
+    line = one_line(said)
+
+    assert "ERC20: transfer amount exceeds balance" in line
+    assert r not in line and "ab" * 65 not in line and "250000" not in line
+    assert "args: (…)" in line
