@@ -31,6 +31,7 @@ from ._states import (
     PaymentErrorCode,
     PaymentStatus,
     error_code_for_reason,
+    reason_name,
 )
 from ._uris import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02, Dialect, negotiate_dialect
 from ._x402 import X402PaymentPayload, X402PaymentRequired, X402Receipt
@@ -72,4 +73,5 @@ __all__ = [
     "literal_map",
     "negotiate_dialect",
     "normalize_struct_value",
+    "reason_name",
 ]

@@ -8,6 +8,7 @@ extension codes, and everything unknown becomes ``SETTLEMENT_FAILED``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -19,6 +20,7 @@ __all__ = [
     "PaymentErrorCode",
     "PaymentStatus",
     "error_code_for_reason",
+    "reason_name",
 ]
 
 
@@ -76,6 +78,8 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
         # deploy through) has a signature nobody can check.
         "invalid_exact_evm_payload_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_signature": PaymentErrorCode.INVALID_SIGNATURE,
+        "invalid_exact_evm_failed_to_verify_signature": PaymentErrorCode.INVALID_SIGNATURE,
+        "invalid_exact_evm_failed_to_parse_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_permit2_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_payload_undeployed_smart_wallet": PaymentErrorCode.INVALID_SIGNATURE,
         "eip6492_factory_not_allowed": PaymentErrorCode.INVALID_SIGNATURE,
@@ -104,19 +108,52 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
 """Known x402 facilitator reasons and the extension error code each one means.
 
 Reasons not listed (reverts, ``invalid_transaction_state``, ``unexpected_settle_error``, recipient
-mismatches, RPC trouble, ...) mean ``SETTLEMENT_FAILED``; see ``error_code_for_reason``.
+mismatches, RPC trouble, ...) are read from their text (``error_code_for_reason``), else mean
+``SETTLEMENT_FAILED``.
 """
 
+# A reason that names no known code (a simulation or a transaction that reverted, a facilitator's own
+# name, an exception's text in place of a name) is read by the token's revert text, which it or its message
+# quotes: FiatToken's and OpenZeppelin's strings, their custom errors by name and by selector
+# (`ERC20InsufficientBalance` is 0xe450d38c), and the TypeScript SDK's own classification words. "Insufficient
+# funds" alone is not the payer's: nodes say it of the relayer's gas.
+_REVERT_TEXTS: tuple[tuple[re.Pattern[str], PaymentErrorCode], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), code)
+    for pattern, code in (
+        (
+            r"exceeds balance|insufficient[ _]balance|ERC20InsufficientBalance|0xe450d38c",
+            PaymentErrorCode.INSUFFICIENT_FUNDS,
+        ),
+        (
+            r"authorization is used|used or canceled|AuthorizationAlreadyUsed|AuthorizationUsedOrCanceled"
+            r"|nonce[ _]already[ _]used",
+            PaymentErrorCode.DUPLICATE_NONCE,
+        ),
+        (r"authorization is expired|AuthorizationExpired", PaymentErrorCode.EXPIRED_PAYMENT),
+        (r"authorization is not yet valid|AuthorizationNotYetValid", PaymentErrorCode.EXPIRED_PAYMENT),
+        (
+            r"invalid[ _]signature|SignerMismatch|InvalidSignatureV|InvalidSignatureS",
+            PaymentErrorCode.INVALID_SIGNATURE,
+        ),
+    )
+)
 
-def error_code_for_reason(reason: str | None) -> PaymentErrorCode:
-    """Map an x402 ``invalidReason``/``errorReason`` to the extension's error code.
+# A well-formed reason name: what a reason longer than this or with other characters is not (free text).
+_REASON_NAME = re.compile(r"[a-z0-9_]{1,100}")
+
+
+def error_code_for_reason(reason: str | None, message: str | None = None) -> PaymentErrorCode:
+    """Map an x402 ``invalidReason``/``errorReason`` (and its message) to the extension's error code.
 
     Args:
-        reason: the facilitator's reason string, compared exactly; ``None`` or empty when the
-            facilitator gave none.
+        reason: the facilitator's reason string. A known name (``REASON_ERROR_CODES``, both SDKs' spellings
+            and ours) is mapped as is; ``name: text`` (the TypeScript SDK appends a revert's text) is read
+            by its name, then its text.
+        message: the facilitator's ``invalidMessage``/``errorMessage``, read when the reason names no code
+            (e.g. ``invalid_exact_evm_transaction_simulation_failed`` with the token's revert text).
 
     Returns:
-        The code from ``REASON_ERROR_CODES``, or ``SETTLEMENT_FAILED`` for any other reason.
+        The code the name means; else the code the quoted revert text means; else ``SETTLEMENT_FAILED``.
 
     Raises:
         ValueError: for ``settlement_pending``, which is not a failure; the caller must report the
@@ -124,6 +161,23 @@ def error_code_for_reason(reason: str | None) -> PaymentErrorCode:
     """
     if reason == SETTLEMENT_PENDING_REASON:
         raise ValueError("settlement_pending is not a failure: the transaction may still be mined")
-    if not reason:
+    if not reason and not message:
         return PaymentErrorCode.SETTLEMENT_FAILED
-    return REASON_ERROR_CODES.get(reason, PaymentErrorCode.SETTLEMENT_FAILED)
+    name, _, appended = (reason or "").partition(":")
+    known = REASON_ERROR_CODES.get(name.strip())
+    if known is not None:
+        return known
+    text = " ".join(part for part in (reason, appended, message) if part)
+    for pattern, code in _REVERT_TEXTS:
+        if pattern.search(text):
+            return code
+    return PaymentErrorCode.SETTLEMENT_FAILED
+
+
+def reason_name(reason: str | None) -> str | None:
+    """`reason` if it is a reason name (lower-case letters, digits, underscores), else its name part before
+    a colon if that is one, else None: what of a facilitator's reason may be shown to a client."""
+    if not reason:
+        return None
+    name = reason.partition(":")[0].strip()
+    return name if _REASON_NAME.fullmatch(name) else None

@@ -313,14 +313,19 @@ def build_reconciler(
     tenants: TenantRegistry | None = None,
     on_report: Callable[[ReconcileReport], None] | None = None,
     tasks: TenantTaskStore | None = None,
+    rpc: RpcClient | None = None,
 ) -> Reconciler:
     """The reconciler of a merchant on `engine`, reading the chain at `settings.rpc_url`; it watches the
     payTo of every tenant (`tenants`, or those `settings` name), and tells `on_report` what each pass did.
-    `tasks` is the task store of the app it runs beside, so that the app's requests see its saves."""
+    `tasks` is the task store of the app it runs beside, so that the app's requests see its saves. `rpc`
+    (default: a new client of `settings.rpc_url`) is the reconciler's to close."""
+    if rpc is None:
+        rpc = RpcClient(settings.rpc_url)
     recovery = PaymentRecovery(
         offers=offers,
         facilitator=facilitator,
         ledger=ledger,
+        chain=rpc,
         tasks=tasks if tasks is not None else TenantTaskStore(engine, on_final=offers.told_in),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
@@ -330,7 +335,7 @@ def build_reconciler(
         recovery=recovery,
         offers=offers,
         ledger=ledger,
-        rpc=RpcClient(settings.rpc_url),
+        rpc=rpc,
         confirmations=settings.confirmations,
         asset=settings.asset,
         chain_id=chain_id_from_caip2(settings.network),
@@ -389,12 +394,15 @@ def build_app(
         offer_timeout_s=pricing.max_timeout_seconds,
     )
     metrics = MerchantMetrics(CollectorRegistry())
+    # The merchant's own node: paid turns book what it shows, and the reconciler (which closes it) reads it.
+    chain_rpc = RpcClient(settings.rpc_url)
     executor = PaymentExecutor(
         delegate if delegate is not None else TextStatsExecutor(),
         pricing=pricing,
         facilitator=TimedFacilitator(facilitator, metrics),
         offers=offers,
         ledger=ledger,
+        chain=chain_rpc,
         skill_of=_skill_of,
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
@@ -411,6 +419,7 @@ def build_app(
         tenants=tenants,
         on_report=metrics.reconciled,
         tasks=task_store,
+        rpc=chain_rpc,
     )
     # The in-process facilitator reads the chain for its relayers anyway; a remote one's merchant asks alone.
     probe_rpc: RpcClient | None = None

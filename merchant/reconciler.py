@@ -43,7 +43,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements
 
 from ._chain_scan import ChainPayment, payments_to
 from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
-from .payments import Offer, OfferState, OfferStore, PaymentRecovery, one_line
+from .payments import Offer, OfferState, OfferStore, PaymentRecovery, exception_line
 
 __all__ = ["RECONCILE_STAGES", "Difference", "ReconcileReport", "Reconciler"]
 
@@ -184,12 +184,14 @@ class Reconciler:
         report.booked_late = await self._stage(
             report, "book", partial(recovery.book_unbooked, on_failure=partial(report.fail, "book"))
         )
+        for tenant, pay_to, text in recovery.unproven:
+            report.differ(text, tenant=tenant, pay_to=pay_to)
         try:
             await self._scan_chain(report)
         except ChainError as exc:
             report.differ(f"chain scan: chain unavailable ({exc})")
         except Exception as exc:  # noqa: BLE001 - the pass goes on without this stage
-            logger.warning("reconcile: chain scan failed: %s", one_line(exc))
+            logger.warning("reconcile: chain scan failed: %s", exception_line(exc))
             report.fail("scan")
         await self._stage(report, "finalize", partial(self._check_all_on_chain, report))
         return report
@@ -199,7 +201,7 @@ class Reconciler:
         try:
             return await run()
         except Exception as exc:  # noqa: BLE001 - one stage must never stop the pass
-            logger.warning("reconcile: stage %s failed (retried next pass): %s", stage, one_line(exc))
+            logger.warning("reconcile: stage %s failed (retried next pass): %s", stage, exception_line(exc))
             report.fail(stage)
             return 0
 
@@ -210,7 +212,7 @@ class Reconciler:
             except ChainError as exc:
                 report.differ(f"{entry.id}: chain unavailable ({exc})")
             except Exception as exc:  # noqa: BLE001 - one settlement must never stop the others'
-                logger.warning("reconcile: checking %s postponed: %s", entry.id, one_line(exc))
+                logger.warning("reconcile: checking %s postponed: %s", entry.id, exception_line(exc))
                 report.fail("finalize")
         return 0
 

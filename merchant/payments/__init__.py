@@ -13,7 +13,7 @@ from ._outcomes import OutcomeListener, PaymentOutcome
 from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
-from ._recovery import PaymentRecovery, one_line
+from ._recovery import PaymentRecovery, exception_line
 from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidRules, UnpaidWork, caller_of
 
 __all__ = [
@@ -36,6 +36,6 @@ __all__ = [
     "UnpaidRules",
     "UnpaidWork",
     "caller_of",
-    "one_line",
+    "exception_line",
     "protocol_version",
 ]

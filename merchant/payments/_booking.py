@@ -9,10 +9,12 @@ from typing import Any
 import stamina
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from facilitator import ChainError, RpcClient
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
 
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
+from ._chain_proof import NotProvenError, prove_settlement
 from ._offers import Offer, OfferState, OfferStore
 
 __all__ = ["book_settlement", "record_paid", "settlement_event"]
@@ -22,27 +24,42 @@ logger = logging.getLogger(__name__)
 
 async def book_settlement(
     ledger: Ledger,
+    rpc: RpcClient,
     offer: Offer,
     payload: PaymentPayload,
     requirements: PaymentRequirements,
     response: SettleResponse,
     *,
     along: Along | None = None,
+    unproven: list[str] | None = None,
 ) -> bool:
     """Book a successful settlement for `offer`'s task; True when it is in the ledger (now or before).
 
-    `along` commits with the booking (the offer marked paid and booked). Booking never stops delivery:
-    the payer paid. A settlement that cannot be booked now is logged as an error naming the task and the
-    transaction, and the reconciler books it later from the offer.
+    What is booked is what the chain shows, read through `rpc` (the merchant's node) by the transaction the
+    facilitator named: any facilitator's answer will do, ours or another's, extras or none. A receipt that
+    does not show the offered payment is not booked; it is logged (one WARNING line) and left to the
+    reconciler, which compares the chain with the offers. `along` commits with the booking (the offer
+    marked paid and booked). Booking never stops delivery: the payer paid. A settlement that cannot be
+    booked now is logged naming the task and the transaction, and the reconciler books it later. What the
+    chain shows instead of the offered payment is also appended to `unproven` (the reconciler's difference).
     """
-    authorization = payload.payload.authorization
-    settlement = (response.extensions or {}).get("settlement") or {}
-    block = settlement.get("blockNumber")
-    if not isinstance(block, int):
-        logger.error(
-            "settlement of task %s in %s not booked: the facilitator reported no block number",
+    try:
+        paid = await prove_settlement(rpc, response.transaction, payload, requirements)
+    except NotProvenError as exc:
+        if unproven is not None:
+            unproven.append(f"task {offer.task_id}: the settlement {exc}; not booked")
+        logger.warning(
+            "settlement of task %s not booked: the chain does not show it paid the offered terms: %s",
+            offer.task_id,
+            exc,
+        )
+        return False
+    except ChainError as exc:
+        logger.warning(
+            "settlement of task %s in %s not booked now (the reconciler books it): %s",
             offer.task_id,
             response.transaction,
+            exc,
         )
         return False
     try:
@@ -50,15 +67,15 @@ async def book_settlement(
             tenant=offer.tenant,
             task_id=offer.task_id,
             context_id=offer.context_id,
-            payer=authorization.from_address,
-            pay_to=requirements.pay_to,
+            payer=paid.payer,
+            pay_to=paid.pay_to,
             asset=requirements.asset,
             network=requirements.network,
             chain_id=requirements.chain_id,
-            amount=requirements.amount,
-            nonce=authorization.nonce,
-            tx_hash=response.transaction,
-            block_number=block,
+            amount=paid.amount,
+            nonce=payload.payload.authorization.nonce,
+            tx_hash=paid.tx_hash,
+            block_number=paid.block_number,
             settled_at=datetime.now(UTC),
         )
         # A ledger error is a verdict on the booking itself; anything else (the database) may pass.
@@ -77,6 +94,7 @@ async def book_settlement(
 
 async def record_paid(
     ledger: Ledger,
+    rpc: RpcClient,
     offers: OfferStore,
     offer: Offer,
     payload: PaymentPayload,
@@ -96,7 +114,7 @@ async def record_paid(
             connection, offer.task_id, OfferState.PAID, receipts=receipts, booked_at=datetime.now(UTC)
         )
 
-    if not await book_settlement(ledger, offer, payload, requirements, response, along=paid_and_booked):
+    if not await book_settlement(ledger, rpc, offer, payload, requirements, response, along=paid_and_booked):
         await offers.advance(offer.task_id, OfferState.PAID, receipts=receipts)
 
 

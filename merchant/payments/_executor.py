@@ -50,7 +50,7 @@ from a2a_x402 import (
     error_code_for_reason,
     negotiate_dialect,
 )
-from facilitator import ChainUnavailableError, FacilitatorClient
+from facilitator import ChainUnavailableError, FacilitatorClient, RpcClient
 from facilitator.wire import (
     PaymentPayload,
     PaymentRequired,
@@ -68,6 +68,7 @@ from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferSt
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid, tenant_name
 from ._pricing import Pricing
 from ._protocol import protocol_version
+from ._refusals import one_line
 from ._settling import Settler
 from ._unpaid import UnpaidWork, caller_of
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
@@ -90,6 +91,7 @@ class PaymentExecutor(AgentExecutor):
         facilitator: FacilitatorClient,
         offers: OfferStore,
         ledger: Ledger,
+        chain: RpcClient,
         skill_of: SkillResolver,
         settle_timeout_s: float = 15.0,
         settle_horizon_s: float = 900.0,
@@ -101,6 +103,7 @@ class PaymentExecutor(AgentExecutor):
         self._facilitator = facilitator
         self._offers = offers
         self._ledger = ledger
+        self._chain = chain
         self._skill_of = skill_of
         self._settler = Settler(facilitator, offers, timeout_s=settle_timeout_s, horizon_s=settle_horizon_s)
         self._on_outcome = on_outcome
@@ -242,14 +245,10 @@ class PaymentExecutor(AgentExecutor):
             # it cannot reach (a failed verification, one WARNING line), never as an internal error. The
             # client is not told why: the message may hold the facilitator's address or its answer.
             logger.debug("verify for task %s: %s", task_id, exc)
-            verification = VerifyResponse(
-                is_valid=False,
-                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
-                invalid_message="the facilitator could not be reached; nothing was charged",
-            )
+            verification = VerifyResponse(is_valid=False, invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR)
         if not verification.is_valid:
             reason = verification.invalid_reason or Reason.UNEXPECTED_VERIFY_ERROR
-            code = error_code_for_reason(reason)
+            code = error_code_for_reason(reason, verification.invalid_message)
             await self._fail(
                 context,
                 event_queue,
@@ -259,6 +258,7 @@ class PaymentExecutor(AgentExecutor):
                 failure_text("Payment verification", code, reason, verification.invalid_message),
                 (),
                 reason=reason,
+                said=verification.invalid_message,
             )
             return
         await event_queue.enqueue_event(
@@ -357,20 +357,24 @@ class PaymentExecutor(AgentExecutor):
         )
         if not response.success:
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
+            code = error_code_for_reason(reason, response.error_message)
             await self._fail(
                 context,
                 event_queue,
                 offer,
                 dialect,
-                error_code_for_reason(reason),
-                failure_text("Settlement", error_code_for_reason(reason), reason, response.error_message),
+                code,
+                failure_text("Settlement", code, reason, response.error_message),
                 tuple(receipts),
                 reason=reason,
                 event=settlement_event(EventType.SETTLEMENT_FAILED, offer, requirements, payload, response),
+                said=response.error_message,
             )
             return
         stored = [r.to_json_dict() for r in receipts]
-        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, stored)
+        await record_paid(
+            self._ledger, self._chain, self._offers, offer, payload, requirements, response, stored
+        )
         for artifact in outcome.artifacts:
             await event_queue.enqueue_event(
                 TaskArtifactUpdateEvent(
@@ -402,11 +406,14 @@ class PaymentExecutor(AgentExecutor):
         *,
         reason: str | None = None,
         event: tuple[EventType, dict[str, Any]] | None = None,
+        said: str | None = None,
     ) -> None:
+        """Fail or refuse the payment with `text` to the client; the log line keeps what the facilitator
+        `said` (its free text, which never reaches the client) with its `reason`."""
         task_id, context_id = _ids(context)
         stored = [r.to_json_dict() for r in receipts]
         outcome = PaymentOutcome.REFUSED if error in RETRYABLE_ERROR_CODES else PaymentOutcome.FAILED
-        log_unpaid(task_id, context.tenant, outcome, error.value, reason, text)
+        log_unpaid(task_id, context.tenant, outcome, error.value, reason, one_line(said) if said else text)
         self._tell(context.tenant, outcome)
         if outcome is PaymentOutcome.REFUSED:
             if not await self._offers.advance(

@@ -16,6 +16,7 @@ from a2a_x402 import RETRYABLE_ERROR_CODES, PaymentErrorCode
 from facilitator.wire import Reason
 
 from ..tenants import DEFAULT_TENANT_SEGMENT
+from ._refusals import client_text
 
 __all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text", "tenant_name"]
 
@@ -51,18 +52,19 @@ _ENDED = "nothing was charged; this task has ended: send the request again{when}
 _UNREACHED = "the facilitator could not be reached, or could not reach the chain"
 
 
-def failure_text(stage: str, code: PaymentErrorCode, reason: str, detail: str | None) -> str:
+def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | None) -> str:
     """What the payer reads when `stage` ("Settlement", "Payment verification") failed with `code`: what
-    went wrong, then what to do.
+    went wrong in our own words (`client_text`: the facilitator's text `said` is never shown), then what to
+    do.
 
     A retryable code comes with fresh terms on the same task; any other ends the task uncharged, so "try
     again" can only mean a new request (later, when the merchant's chain or facilitator did not answer).
     """
     if code in RETRYABLE_ERROR_CODES:
-        return f"{stage} failed: {detail or reason}; {_AGAIN.get(code, 'pay the new terms')}"
+        return f"{stage} failed: {client_text(code, said)}; {_AGAIN.get(code, 'pay the new terms')}"
     if reason in _NOT_MADE:
         return f"{stage} failed: {_UNREACHED}; {_ENDED.format(when=' later')}"
-    return f"{stage} failed: {detail or reason}; {_ENDED.format(when='')}"
+    return f"{stage} failed: {client_text(code, said)}; {_ENDED.format(when='')}"
 
 
 def log_unpaid(

@@ -39,7 +39,13 @@ from a2a_x402 import (
     PaymentRejectedData,
     error_code_for_reason,
 )
-from facilitator import ChainError, FacilitatorAnswerError, FacilitatorClient, IdempotencyConflictError
+from facilitator import (
+    ChainError,
+    FacilitatorAnswerError,
+    FacilitatorClient,
+    IdempotencyConflictError,
+    RpcClient,
+)
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
 from ..ledger import Ledger
@@ -48,6 +54,7 @@ from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
 from ._offers import TOLD_BY, Offer, OfferState, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
+from ._refusals import one_line
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -71,6 +78,7 @@ class PaymentRecovery:
         offers: OfferStore,
         facilitator: FacilitatorClient,
         ledger: Ledger,
+        chain: RpcClient,
         tasks: TaskStore,
         stale_after_s: float = 60.0,
         settle_timeout_s: float = 5.0,
@@ -79,9 +87,11 @@ class PaymentRecovery:
         self._keys = SettlementKeys(offers.engine)
         self._facilitator = facilitator
         self._ledger = ledger
+        self._chain = chain
         self._tasks = tasks
         self._stale_after = timedelta(seconds=stale_after_s)
         self._settle_timeout_s = settle_timeout_s
+        self._unproven: list[tuple[str, str, str]] = []
 
     async def finish_abandoned(self, *, on_failure: Callable[[], None] | None = None) -> int:
         """Finish every abandoned paid turn; return how many were finished.
@@ -101,7 +111,7 @@ class PaymentRecovery:
                 logger.warning("recovery of task %s postponed: %s", offer.task_id, exc)
                 _count(on_failure)
             except Exception as exc:  # noqa: BLE001 - one turn must never stop the others' recovery
-                logger.warning("recovery of task %s postponed: %s", offer.task_id, one_line(exc))
+                logger.warning("recovery of task %s postponed: %s", offer.task_id, exception_line(exc))
                 _count(on_failure)
         return finished
 
@@ -180,13 +190,20 @@ class PaymentRecovery:
         another replica, or before this column existed) is just marked booked.
         """
         booked = 0
+        self._unproven = []
         for offer in await self._offers.unbooked():
             try:
                 booked += await self._book_if_unbooked(offer)
             except Exception as exc:  # noqa: BLE001 - one booking must never stop the others'
-                logger.warning("booking task %s postponed: %s", offer.task_id, one_line(exc))
+                logger.warning("booking task %s postponed: %s", offer.task_id, exception_line(exc))
                 _count(on_failure)
         return booked
+
+    @property
+    def unproven(self) -> list[tuple[str, str, str]]:
+        """The last `book_unbooked` pass's settlements the chain does not show paid their offer:
+        (tenant, payTo, what the chain shows instead), for the reconciler to report."""
+        return list(self._unproven)
 
     async def _book_if_unbooked(self, offer: Offer) -> bool:
         """Book `offer`'s settlement if the ledger lacks it; True if this call booked it."""
@@ -201,13 +218,24 @@ class PaymentRecovery:
         response = SettleResponse.from_wire(offer.receipts[-1])
         # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
         mark = partial(self._offers.mark_booked, task_id=offer.task_id)
-        if response.success and await book_settlement(
-            self._ledger, offer, payload, requirements, response, along=mark
-        ):
-            if not already:
-                logger.info("booked the settlement of task %s late", offer.task_id)
-                return True
-        return False
+        unproven: list[str] = []
+        try:
+            if response.success and await book_settlement(
+                self._ledger,
+                self._chain,
+                offer,
+                payload,
+                requirements,
+                response,
+                along=mark,
+                unproven=unproven,
+            ):
+                if not already:
+                    logger.info("booked the settlement of task %s late", offer.task_id)
+                    return True
+            return False
+        finally:
+            self._unproven += [(offer.tenant, requirements.pay_to, text) for text in unproven]
 
     async def _finish(self, offer: Offer) -> bool:
         if offer.state is not OfferState.SETTLING or offer.payload is None or offer.accepted is None:
@@ -243,17 +271,26 @@ class PaymentRecovery:
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
         receipts = [*(r for r in offer.receipts if not _pending(r)), response.to_json_dict()]
         if not response.success:
-            code = error_code_for_reason(response.error_reason)
+            code = error_code_for_reason(response.error_reason, response.error_message)
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
-            await self._fail(offer, code, failure_text("Settlement", code, reason, response.error_message))
+            await self._fail(
+                offer,
+                code,
+                failure_text("Settlement", code, reason, response.error_message),
+                said=response.error_message,
+            )
             return True
-        await record_paid(self._ledger, self._offers, offer, payload, requirements, response, receipts)
+        await record_paid(
+            self._ledger, self._chain, self._offers, offer, payload, requirements, response, receipts
+        )
         await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_COMPLETED)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
         return True
 
-    async def _fail(self, offer: Offer, code: PaymentErrorCode, text: str) -> None:
+    async def _fail(
+        self, offer: Offer, code: PaymentErrorCode, text: str, *, said: str | None = None
+    ) -> None:
         receipts = tuple(SettleResponse.from_wire(r) for r in offer.receipts if not _pending(r))
         if not await self._offers.advance(offer.task_id, OfferState.FAILED, error=code.value):
             return  # its owner decided it meanwhile, and tells the task
@@ -261,7 +298,10 @@ class PaymentRecovery:
             offer, TaskState.TASK_STATE_FAILED, text, PaymentFailedData(error=code, receipts=receipts), []
         )
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_FAILED)
-        log_unpaid(offer.task_id, offer.tenant, PaymentOutcome.FAILED, code.value, None, f"recovered: {text}")
+        logged = one_line(said) if said else text
+        log_unpaid(
+            offer.task_id, offer.tenant, PaymentOutcome.FAILED, code.value, None, f"recovered: {logged}"
+        )
 
     async def _update_task(
         self,
@@ -325,7 +365,7 @@ def _count(on_failure: Callable[[], None] | None) -> None:
         on_failure()
 
 
-def one_line(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
     """An exception as one bounded log line: its type and its message's first line (SQLAlchemy appends
     the statement and its parameters on the next ones)."""
     lines = str(exc).strip().splitlines()

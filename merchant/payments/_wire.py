@@ -34,6 +34,8 @@ from facilitator.wire import (
     settle_response_to_v1,
 )
 
+from ._refusals import client_receipt
+
 __all__ = [
     "agent_status",
     "match_offer",
@@ -153,7 +155,8 @@ def payload_hash(payload: PaymentPayload) -> str:
 
 
 def receipt_for(response: SettleResponse, submitted: X402PaymentPayload) -> SettleResponse | SettleResponseV1:
-    """A settlement receipt in the x402 version the payer used."""
+    """A settlement receipt in the x402 version the payer used, without the facilitator's free text."""
+    response = client_receipt(response)
     if isinstance(submitted, PaymentPayload):
         return response
     return settle_response_to_v1(response)

@@ -9,6 +9,7 @@ from a2a_x402 import (
     PaymentErrorCode,
     PaymentStatus,
     error_code_for_reason,
+    reason_name,
 )
 from facilitator.wire import Reason
 
@@ -129,3 +130,91 @@ def test_every_reason_of_our_facilitator_has_a_decided_code() -> None:
                 error_code_for_reason(reason)
         else:
             assert error_code_for_reason(reason) is code, reason
+
+
+# viem's revert text as the TypeScript SDK's facilitator sends it in `invalidMessage` (abridged).
+_VIEM_REVERT = (
+    'The contract function "transferWithAuthorization" reverted with the following reason:\n'
+    "{}\n\nContract Call:\n  address:   0x5FbDB2315678afecb367f032d93F642f64180aa3\n"
+    "  args: (0x5160, 0x2361, 250000)\n\nVersion: viem@2.57.20"
+)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "code"),
+    [
+        # Both SDKs' names for one fault.
+        ("invalid_exact_evm_payload_signature", None, EC.INVALID_SIGNATURE),
+        ("invalid_exact_evm_signature", None, EC.INVALID_SIGNATURE),
+        ("invalid_exact_evm_failed_to_verify_signature", None, EC.INVALID_SIGNATURE),
+        ("invalid_exact_evm_failed_to_parse_signature", None, EC.INVALID_SIGNATURE),
+        ("duplicate_settlement", None, EC.DUPLICATE_NONCE),
+        ("invalid_exact_evm_nonce_already_used", None, EC.DUPLICATE_NONCE),
+        # A simulation that reverted: read by the token's revert text.
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            _VIEM_REVERT.format("ERC20: transfer amount exceeds balance"),
+            EC.INSUFFICIENT_FUNDS,
+        ),
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            _VIEM_REVERT.format("FiatTokenV2: authorization is used or canceled"),
+            EC.DUPLICATE_NONCE,
+        ),
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            _VIEM_REVERT.format("FiatTokenV2: invalid signature"),
+            EC.INVALID_SIGNATURE,
+        ),
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            _VIEM_REVERT.format("FiatTokenV2: authorization is expired"),
+            EC.EXPIRED_PAYMENT,
+        ),
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            "reverted: 0xe450d38c0000",
+            EC.INSUFFICIENT_FUNDS,
+        ),
+        ("invalid_exact_evm_transaction_simulation_failed", None, EC.SETTLEMENT_FAILED),
+        (
+            "invalid_exact_evm_transaction_simulation_failed",
+            _VIEM_REVERT.format("Pausable: paused"),
+            EC.SETTLEMENT_FAILED,
+        ),
+        # The TypeScript SDK appends a revert's text to the name, or sends an exception's text as the reason.
+        (
+            "invalid_exact_evm_transaction_failed: ERC20: transfer amount exceeds balance",
+            None,
+            EC.INSUFFICIENT_FUNDS,
+        ),
+        ("invalid_exact_evm_nonce_already_used: whatever follows", None, EC.DUPLICATE_NONCE),
+        ("Execution reverted: FiatTokenV2: authorization is used or canceled", None, EC.DUPLICATE_NONCE),
+        # The relayer out of gas is not the payer out of funds.
+        ("transaction_failed", "insufficient funds for gas * price + value", EC.SETTLEMENT_FAILED),
+        (None, None, EC.SETTLEMENT_FAILED),
+        ("", "", EC.SETTLEMENT_FAILED),
+    ],
+)
+def test_error_code_for_reason_reads_every_facilitators_vocabulary(
+    reason: str | None, message: str | None, code: PaymentErrorCode
+) -> None:
+    assert error_code_for_reason(reason, message) is code
+
+
+@pytest.mark.parametrize(
+    ("reason", "name"),
+    [
+        ("invalid_exact_evm_signature", "invalid_exact_evm_signature"),
+        (
+            "invalid_exact_evm_transaction_failed: ERC20: transfer amount exceeds balance",
+            "invalid_exact_evm_transaction_failed",
+        ),
+        ("Execution reverted: FiatTokenV2: authorization is used", None),
+        ("x" * 101, None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_reason_name_keeps_only_a_name(reason: str | None, name: str | None) -> None:
+    assert reason_name(reason) == name

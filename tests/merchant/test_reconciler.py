@@ -474,7 +474,9 @@ async def test_a_second_pass_reads_only_new_blocks_and_those_a_reorg_may_still_c
     offers, ledger, tasks = OfferStore(engine), Ledger(engine, Outbox(engine)), InMemoryTaskStore()
     reconciler = Reconciler(
         facilitator=facilitator,
-        recovery=PaymentRecovery(offers=offers, facilitator=facilitator, ledger=ledger, tasks=tasks),
+        recovery=PaymentRecovery(
+            offers=offers, facilitator=facilitator, ledger=ledger, chain=rpc, tasks=tasks
+        ),
         offers=offers,
         ledger=ledger,
         rpc=rpc,
