@@ -50,6 +50,7 @@ _AGAIN = {
 }
 _ENDED = "nothing was charged; this task has ended: send the request again{when} for new terms"
 _UNREACHED = "the facilitator could not be reached, or could not reach the chain"
+_USED = "this task has ended: send the request again for new terms"
 
 
 def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | None) -> str:
@@ -60,6 +61,9 @@ def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | No
     A retryable code comes with fresh terms on the same task; any other ends the task uncharged, so "try
     again" can only mean a new request (later, when the merchant's chain or facilitator did not answer).
     """
+    if code is PaymentErrorCode.DUPLICATE_NONCE:
+        # The authorization moved money, just not for this task: "nothing was charged" would be false.
+        return f"{stage} failed: {client_text(code, said)}, not by this merchant for this task; {_USED}"
     if code in RETRYABLE_ERROR_CODES:
         return f"{stage} failed: {client_text(code, said)}; {_AGAIN.get(code, 'pay the new terms')}"
     if reason in _NOT_MADE:

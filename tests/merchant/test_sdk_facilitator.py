@@ -266,10 +266,18 @@ async def test_a_refused_payment_fails_the_task_with_the_right_code_in_our_words
     if fault == "bad_signature":
         other = sign_payment(Account.create().key.hex(), terms)
         payment = tampered(payment, signature=other.payload.signature)
-        expected = ("INVALID_SIGNATURE", "the authorization's signature is not the payer's")
+        expected = (
+            "INVALID_SIGNATURE",
+            "the authorization's signature is not the payer's; nothing was charged; this task has ended: "
+            "send the request again for new terms",
+        )
     else:
         submit_directly(chain, payment)  # used on chain before it is presented here
-        expected = ("DUPLICATE_NONCE", "the authorization was already used")
+        expected = (
+            "DUPLICATE_NONCE",
+            "the authorization was already used, not by this merchant for this task; this task has ended: "
+            "send the request again for new terms",
+        )
     payee_before = chain.balance_of(DEFAULT_PAY_TO)
 
     failed = await _pay(client, task.id, payment)
@@ -280,7 +288,7 @@ async def test_a_refused_payment_fails_the_task_with_the_right_code_in_our_words
     assert isinstance(data, PaymentFailedData)
     assert data.error.value == expected[0]
     assert [part.text for part in failed.status.message.parts] == [
-        f"Payment verification failed: {expected[1]}."
+        f"Payment verification failed: {expected[1]}"
     ]
     _no_facilitator_text(failed)
     assert list(failed.artifacts) == []

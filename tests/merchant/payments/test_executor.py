@@ -365,7 +365,9 @@ async def test_settlement_front_run_by_someone_else_fails_and_books_nothing_by_d
     assert (data["status"], data["error"]) == ("payment-failed", "DUPLICATE_NONCE")
     [receipt] = data["receipts"]
     assert (receipt["success"], receipt["errorReason"]) == (False, "invalid_exact_evm_nonce_already_used")
-    assert "did not send" in texts(failed)[0]
+    # In the merchant's words: the money moved (not for this task), so it never says nothing was charged.
+    assert "already used, not by this merchant for this task" in texts(failed)[0]
+    assert "nothing was charged" not in texts(failed)[0]
     assert "artifacts" not in failed
     assert snapshot(chain, address_of(payer_key)).pay_to == before.pay_to + DEFAULT_PRICE  # paid, once
     assert await ledger_entries(merchant.database_url) == []

@@ -36,8 +36,9 @@ _ENDED_LATER = "nothing was charged; this task has ended: send the request again
             PaymentErrorCode.INVALID_SIGNATURE,
             "invalid_exact_evm_payload_signature",
             "the signature does not recover the payer",
-            "Payment verification failed: the signature does not recover the payer; nothing was charged; "
-            "this task has ended: send the request again for new terms",
+            # The facilitator's own words stay in the log: the payer reads the code's.
+            "Payment verification failed: the authorization's signature is not the payer's; nothing was "
+            "charged; this task has ended: send the request again for new terms",
             id="terminal",
         ),
         pytest.param(
@@ -45,7 +46,8 @@ _ENDED_LATER = "nothing was charged; this task has ended: send the request again
             PaymentErrorCode.INSUFFICIENT_FUNDS,
             "insufficient_funds",
             None,
-            "Settlement failed: insufficient_funds; fund the payer, then pay the new terms",
+            "Settlement failed: the payer's balance does not cover the payment; fund the payer, then pay the "
+            "new terms",
             id="retryable: fresh terms on the same task",
         ),
         pytest.param(
@@ -53,7 +55,8 @@ _ENDED_LATER = "nothing was charged; this task has ended: send the request again
             PaymentErrorCode.EXPIRED_PAYMENT,
             "invalid_exact_evm_payload_authorization_valid_before",
             "expired",
-            "Payment verification failed: expired; sign the new terms and pay again",
+            "Payment verification failed: the authorization is not valid at this time; sign the new terms "
+            "and pay again",
             id="expired",
         ),
     ],
