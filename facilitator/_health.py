@@ -4,7 +4,8 @@
 engine; its node and every relayer key of the pool, read in one batch). `check_facilitator`: what
 `x402-facilitator check` prints and `serve` refuses on, for a configuration, with a fresh engine and RPC
 client: `network`, `relayer` (every key of `X402_RELAYER_KEY` and `X402_RELAYER_KEYS`: any replica may
-lease any of them), `database`, and `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any.
+lease any of them), `database`, `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any, and an
+`asset <address>` per token of `X402_ASSETS` (code, EIP-712 domain and decimals).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from observability import Check, CheckResult, run_checks
 
 from ._checks import (
     CHECK_TIMEOUT_S,
+    assets_check,
     check_database,
     erc6492_factories_check,
     network_check,
@@ -47,7 +49,7 @@ def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> lis
 
 async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
     """Every check of a facilitator configured by `settings`: network, relayer, database, and the wallet
-    factories when any are listed."""
+    factories and tokens when any are listed."""
     rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
     try:
         unusable: str | None = None
@@ -64,6 +66,10 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         checks = [network_check(read, settings.network), relayer, Check("database", database)]
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
+        checks += [
+            assets_check(rpc, asset.address, settings.network, asset.name, asset.version)
+            for asset in settings.asset_list
+        ]
         return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
     finally:
         await rpc.aclose()
