@@ -50,6 +50,7 @@ from ._erc6492 import (
 )
 from ._errors import PaymentInvalidError, RpcError
 from ._gas import SIMULATION_BLOCK, TransferGas, is_contract
+from ._lagging_clock import simulate_at_wall_clock
 from ._refusals import check_counterfactual_steps, check_token_state, is_erc1271_magic, simulation_failure
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
@@ -261,7 +262,10 @@ class Verifier:
             check_token_state(auth, state)
         self._check_head_time(auth, head, now)
         if isinstance(gas, RpcError):
-            raise simulation_failure(gas.revert_reason or gas.message)
+            simulation = self._gas.simulation(terms.asset, calldata, eoa_signature)
+            gas = await simulate_at_wall_clock(
+                self._rpc, simulation, gas, valid_after=auth.valid_after, now=now
+            )
         estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas)
         self._gas.check_cap(estimate)
         return VerifiedPayment(
