@@ -83,12 +83,14 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
         "invalid_permit2_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_payload_undeployed_smart_wallet": PaymentErrorCode.INVALID_SIGNATURE,
         "eip6492_factory_not_allowed": PaymentErrorCode.INVALID_SIGNATURE,
-        # Validity window. "Not yet valid" is grouped with "expired": both are cured by re-signing
-        # with a window that covers now.
+        # Validity window. Only a window already closed is EXPIRED_PAYMENT ("submitted after its
+        # expiry time"). "Not yet valid" is not expired: the payer's clock runs ahead, or the node
+        # judging it lags the wall clock (ganache, an idle chain); re-signing cures neither, so it is
+        # a failure of this settlement like any other the extension has no code for.
         "invalid_exact_evm_payload_authorization_valid_before": PaymentErrorCode.EXPIRED_PAYMENT,
-        "invalid_exact_evm_payload_authorization_valid_after": PaymentErrorCode.EXPIRED_PAYMENT,
+        "invalid_exact_evm_payload_authorization_valid_after": PaymentErrorCode.SETTLEMENT_FAILED,
         "permit2_deadline_expired": PaymentErrorCode.EXPIRED_PAYMENT,
-        "permit2_not_yet_valid": PaymentErrorCode.EXPIRED_PAYMENT,
+        "permit2_not_yet_valid": PaymentErrorCode.SETTLEMENT_FAILED,
         # Replay. An EIP-3009 nonce is single use; a second settlement of the same payment is the
         # same fault seen from the other side.
         "invalid_exact_evm_nonce_already_used": PaymentErrorCode.DUPLICATE_NONCE,

@@ -1,5 +1,6 @@
 """The probes both check surfaces share: the database's schema, the node's chain, the relayers' funds; and
-the one of the preflight only, the code of the listed ERC-6492 wallet factories.
+those of the preflight only: the code of the listed ERC-6492 wallet factories, and a token's code and
+EIP-712 domain (the merchant's `X402_ASSET`, the facilitator's `X402_ASSETS`).
 
 Each probe is written once and used by `/readyz` (a running service's engine and chain reads) and by
 `check` / `serve`'s preflight (a fresh engine from `X402_DATABASE_URL`, a fresh RPC client). The chain
@@ -16,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 
+from eth_abi.abi import decode
+from eth_abi.exceptions import DecodingError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,7 +26,7 @@ import cli
 from observability import Check, CheckResult
 from storage import MissingDatabaseError, checking_engine, printable_url, schema_state
 
-from ._errors import ChainError
+from ._errors import ChainError, RpcError
 from ._probe import ChainStatus, RelayerStatus
 from ._rpc import RpcClient
 from .wire import chain_id_from_caip2
@@ -32,6 +35,9 @@ __all__ = [
     "CHECK_TIMEOUT_S",
     "FOREIGN_SETTLEMENTS_COUNTED",
     "ReadStatus",
+    "assets_check",
+    "check_asset_code",
+    "check_asset_domain",
     "check_database",
     "check_schema",
     "erc6492_factories_check",
@@ -54,6 +60,11 @@ ReadStatus = Callable[[], Awaitable[ChainStatus]]
 """A read of the chain and the relayers (`read_chain_status` bound to a client and the relayer addresses)."""
 
 _WEI_PER_ETH = Decimal(10**18)
+_EIP712_DOMAIN_CALL = "0x84b0196e"  # eip712Domain() (ERC-5267)
+_NAME_CALL = "0x06fdde03"  # name()
+_VERSION_CALL = "0x54fd4d50"  # version()
+_DECIMALS_CALL = "0x313ce567"  # decimals()
+_EIP712_DOMAIN_TYPES = ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"]
 
 
 def read_once(read: ReadStatus) -> ReadStatus:
@@ -205,6 +216,131 @@ def erc6492_factories_check(rpc: RpcClient, factories: Sequence[str]) -> Check:
         return CheckResult.passed("erc6492 factories", f"{', '.join(factories)} {have} code")
 
     return Check("erc6492 factories", probe)
+
+
+async def check_asset_code(
+    rpc: RpcClient, asset: str, network: str, *, name: str = "asset", setting: str = "X402_ASSET"
+) -> CheckResult:
+    """`asset`: a contract is deployed at `asset` (fatal: without one every settlement fails)."""
+    try:
+        code = await rpc.call("eth_getCode", asset, "latest")
+    except ChainError as exc:
+        return CheckResult.problem(name, f"cannot read the code at {asset}: {exc}")
+    if not isinstance(code, str) or code in ("0x", "0x0", ""):
+        return CheckResult.problem(
+            name, f"there is no contract at {setting} {asset} on {network}: check the token address"
+        )
+    return CheckResult.passed(name, f"{asset} has code ({(len(code) - 2) // 2} bytes)")
+
+
+async def check_asset_domain(
+    rpc: RpcClient,
+    asset: str,
+    expected_name: str | None,
+    expected_version: str | None,
+    *,
+    expected_decimals: int | None = None,
+    name: str = "asset domain",
+    settings: tuple[str, str, str] = ("X402_ASSET_NAME", "X402_ASSET_VERSION", "X402_ASSET_DECIMALS"),
+) -> CheckResult:
+    """`asset domain`: the token's EIP-712 domain is the one payers are told to sign, and its decimals the
+    ones amounts are counted in (each compared only when expected; `settings` name where each comes from).
+
+    The domain is read from `eip712Domain()` (ERC-5267) where the token has it, else from `name()` and
+    `version()` (FiatToken's way): the first is what the token verifies signatures against.
+    """
+    try:
+        if await rpc.call("eth_getCode", asset, "latest") in ("0x", "0x0", ""):
+            # `asset` reports this one, fatally; here it is only why nothing could be read.
+            return CheckResult.problem(name, f"not read: no contract at {asset}", fatal=False)
+        source, domain_name, domain_version = await _read_domain(rpc, asset)
+        decimals = await _read_decimals(rpc, asset)
+    except (RpcError, DecodingError, ValueError, OverflowError):
+        # A refusal (revert) or a non-string answer: the contract has no EIP-712 domain to read.
+        return CheckResult.problem(
+            name, f"{asset} answers name() or version() with no string: is it an EIP-3009 token?"
+        )
+    except ChainError as exc:
+        return CheckResult.problem(name, f"cannot read the EIP-712 domain of {asset}: {exc}")
+    name_setting, version_setting, decimals_setting = settings
+    wrong = [
+        f"{source[0]} is {domain_name!r} but {name_setting} is {expected_name!r}"
+        if expected_name is not None and domain_name != expected_name
+        else "",
+        f"{source[1]} is {domain_version!r} but {version_setting} is {expected_version!r}"
+        if expected_version is not None and domain_version != expected_version
+        else "",
+        f"decimals() is {decimals} but {decimals_setting} is {expected_decimals}"
+        if expected_decimals is not None and decimals != expected_decimals
+        else "",
+    ]
+    if any(wrong):
+        return CheckResult.problem(name, "; ".join(problem for problem in wrong if problem))
+    shown = f"{source[0]} {domain_name!r}, {source[1]} {domain_version!r}"
+    return CheckResult.passed(name, shown + (f", decimals() {decimals}" if decimals is not None else ""))
+
+
+def assets_check(rpc: RpcClient, asset: str, network: str, name: str | None, version: str | None) -> Check:
+    """`asset <address>`: one token of the facilitator's `X402_ASSETS` has code, and the EIP-712 domain listed
+    with it (if any); its domain and decimals are shown either way."""
+    title = f"asset {asset}"
+
+    async def probe() -> CheckResult:
+        code = await check_asset_code(rpc, asset, network, name=title, setting="X402_ASSETS")
+        if not code.ok:
+            return code
+        domain = await check_asset_domain(
+            rpc,
+            asset,
+            name,
+            version,
+            name=title,
+            settings=("X402_ASSETS' name", "X402_ASSETS' version", "X402_ASSETS' decimals"),
+        )
+        if not domain.ok:
+            return domain
+        return CheckResult.passed(title, f"{code.detail}; {domain.detail}")
+
+    return Check(title, probe)
+
+
+async def _read_domain(rpc: RpcClient, asset: str) -> tuple[tuple[str, str], str, str]:
+    """Where the domain was read, and its name and version: from `eip712Domain()`, else `name()`/`version()`.
+
+    Raises:
+        ChainError: the node could not be asked, or refused `name()` or `version()` (`RpcError`; a refusal
+            of `eip712Domain()` falls back instead).
+        DecodingError | ValueError: `name()` or `version()` answered something that is not a string.
+    """
+    try:
+        answer = await rpc.call("eth_call", {"to": asset, "data": _EIP712_DOMAIN_CALL}, "latest")
+        fields = decode(_EIP712_DOMAIN_TYPES, bytes.fromhex(str(answer).removeprefix("0x")))
+        flags = fields[0][0]
+        if flags & 0x03 == 0x03:  # the domain has both a name and a version
+            return ("the EIP-712 name", "the EIP-712 version"), str(fields[1]), str(fields[2])
+    except (RpcError, DecodingError, ValueError, OverflowError, IndexError):
+        pass  # no ERC-5267 (FiatToken has none): its name() and version() are the domain's
+    return (
+        ("name()", "version()"),
+        await _call_string(rpc, asset, _NAME_CALL),
+        await _call_string(rpc, asset, _VERSION_CALL),
+    )
+
+
+async def _read_decimals(rpc: RpcClient, asset: str) -> int | None:
+    """The token's `decimals()`, or None if it has none (optional in ERC-20)."""
+    try:
+        answer = await rpc.call("eth_call", {"to": asset, "data": _DECIMALS_CALL}, "latest")
+        (decimals,) = decode(["uint8"], bytes.fromhex(str(answer).removeprefix("0x")))
+    except (RpcError, DecodingError, ValueError, OverflowError):
+        return None
+    return int(decimals)
+
+
+async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:
+    result = await rpc.call("eth_call", {"to": contract, "data": data}, "latest")
+    (text,) = decode(["string"], bytes.fromhex(str(result).removeprefix("0x")))
+    return str(text)
 
 
 async def check_schema(

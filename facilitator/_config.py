@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cli import ConfigError
 from storage import DEFAULT_DATABASE_URL
 
+from ._asset_list import AssetEntry, asset_entries, format_asset_entries
 from .wire import checksum_address
 
 __all__ = [
@@ -186,6 +187,11 @@ class FacilitatorSettings(BaseSettings):
         description="wallet factories (comma-separated addresses) through which counterfactual ERC-6492 "
         "wallets are deployed at settlement; none when empty: only deployed wallets' signatures are accepted",
     )
+    assets: str = Field(
+        default="",
+        description="the tokens settled (comma-separated addresses, each optionally :name:version of its "
+        "EIP-712 domain), for `check` to read their code, domain and decimals; none when empty",
+    )
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the claim store")
     count_foreign_settlements: bool = Field(
         default=False,
@@ -263,6 +269,16 @@ class FacilitatorSettings(BaseSettings):
     @classmethod
     def _erc6492_factories(cls, value: str) -> str:
         return ",".join(erc6492_factories(value))
+
+    @field_validator("assets")
+    @classmethod
+    def _assets(cls, value: str) -> str:
+        return format_asset_entries(asset_entries(value))
+
+    @property
+    def asset_list(self) -> tuple[AssetEntry, ...]:
+        """The tokens of `assets`, each with the EIP-712 domain listed for it, if any."""
+        return asset_entries(self.assets)
 
     @property
     def erc6492_factory_addresses(self) -> tuple[str, ...]:

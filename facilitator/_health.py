@@ -4,9 +4,10 @@
 engine; its node and every relayer key of the pool, read in one batch). `check_facilitator`: what
 `x402-facilitator check` prints and `serve` refuses on, for a configuration, with a fresh engine and RPC
 client: `network`, `relayer` (every key of `X402_RELAYER_KEY` and `X402_RELAYER_KEYS`: any replica may
-lease any of them), `database`, `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any, and
-`revert budget` when `X402_RELAYER_REVERT_BUDGET_WEI` is set (each key's spending on reverted settlements
-in the last hour against it; read only from a database at head; `/readyz` judges it as the pool does).
+lease any of them), `database`, `erc6492 factories` when `X402_ERC6492_FACTORIES` lists any, an
+`asset <address>` per token of `X402_ASSETS` (code, EIP-712 domain and decimals), and `revert budget` when
+`X402_RELAYER_REVERT_BUDGET_WEI` is set (each key's spending on reverted settlements in the last hour against
+it; read only from a database at head; `/readyz` judges it as the pool does).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from storage import checking_engine
 
 from ._checks import (
     CHECK_TIMEOUT_S,
+    assets_check,
     check_database,
     erc6492_factories_check,
     foreign_settlements_check,
@@ -68,7 +70,7 @@ def _access(settings: FacilitatorSettings) -> CheckResult:
 
 async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
     """Every check of a facilitator configured by `settings`: network, relayer, database, and the wallet
-    factories when any are listed."""
+    factories and tokens when any are listed."""
     rpc = RpcClient(settings.rpc_url, timeout_s=settings.rpc_timeout_s)
     try:
         unusable: str | None = None
@@ -91,6 +93,10 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         if settings.erc6492_factory_addresses:
             checks.append(erc6492_factories_check(rpc, settings.erc6492_factory_addresses))
         checks.append(foreign_settlements_check(settings.count_foreign_settlements))
+        checks += [
+            assets_check(rpc, asset.address, settings.network, asset.name, asset.version)
+            for asset in settings.asset_list
+        ]
         results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
         budget = settings.relayer_revert_budget_wei
         database_ok = all(result.ok for result in results if result.name == "database")

@@ -24,6 +24,7 @@ import coincurve
 from eth_account import Account
 
 from ._errors import ChainError, ChainUnavailableError, RpcError
+from ._nonce_words import nonce_too_high, nonce_too_low
 from ._rpc import RpcCall, RpcClient
 from ._txsign import sign_eip1559
 
@@ -231,7 +232,7 @@ class Relayer:
                 )
                 if self.on_filler is not None:
                     self.on_filler(filler)
-            elif isinstance(reply, RpcError) and "nonce too low" in reply.message.lower():
+            elif isinstance(reply, RpcError) and nonce_too_low(reply.message):
                 continue  # the nonce was used after all: no hole
             else:
                 logger.warning("relayer %s: nonce %d not filled yet: %s", self._address, filler.nonce, reply)
@@ -297,7 +298,7 @@ class Relayer:
         except RpcError as exc:
             if _already_known(exc):
                 return replacement
-            if "nonce too low" in exc.message.lower():
+            if nonce_too_low(exc.message):
                 return None
             raise
         except ChainUnavailableError as exc:
@@ -349,7 +350,7 @@ class Relayer:
         except RpcError as exc:
             if _already_known(exc):
                 return "held"
-            if "nonce too low" in exc.message.lower():
+            if nonce_too_low(exc.message):
                 return "used"
             raise
         return "taken"
@@ -423,12 +424,9 @@ def _already_known(exc: RpcError) -> bool:
 
 def _stale_nonce_or_fee(exc: RpcError) -> bool:
     text = exc.message.lower()
-    return any(
-        phrase in text
-        for phrase in (
-            "nonce too low",
-            "nonce too high",
-            "replacement transaction underpriced",
-            "less than block base fee",
-        )
+    return (
+        nonce_too_low(text)
+        or nonce_too_high(text)
+        or "replacement transaction underpriced" in text
+        or "less than block base fee" in text
     )

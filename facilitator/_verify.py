@@ -63,6 +63,7 @@ from ._gas import (
     is_contract,
     unaffordable,
 )
+from ._lagging_clock import simulate_at_wall_clock
 from ._refusals import (
     check_counterfactual_steps,
     check_head_time,
@@ -318,7 +319,10 @@ class Verifier:
             check_token_state(auth, state)
         check_head_time(auth, head, now, self._margin_s)
         if isinstance(gas, RpcError):
-            raise simulation_failure(gas.revert_reason or gas.message)
+            simulation = self._gas.simulation(terms.asset, calldata, eoa_signature, fees)
+            gas = await simulate_at_wall_clock(
+                self._rpc, simulation, gas, valid_after=auth.valid_after, now=now
+            )
         estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
         self._gas.check_cap(estimate)
         return VerifiedPayment(

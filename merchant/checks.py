@@ -6,8 +6,10 @@ and `database` are the facilitator's shared probes, the ones `/readyz` runs too 
 relayer's balance read in one batch). Beyond those:
 
 - `asset`: the token address has code (without it every payment fails at settlement);
-- `asset domain`: its on-chain `name()` and `version()` are `X402_ASSET_NAME` / `X402_ASSET_VERSION` (the
-  EIP-712 domain payers sign; with another, every signature is refused);
+- `asset domain`: its EIP-712 domain (from `eip712Domain()`, else `name()` and `version()`) is
+  `X402_ASSET_NAME` / `X402_ASSET_VERSION` (the domain payers sign; with another, every signature is
+  refused), and its `decimals()` is `X402_ASSET_DECIMALS` (the shared probe, which the facilitator's check
+  runs on each token of `X402_ASSETS` too);
 - `facilitator`: with `X402_FACILITATOR_URL`, the remote facilitator answers and supports the network;
 - `erc6492 factories`: without it, every wallet factory of `X402_ERC6492_FACTORIES` has code;
 - `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
@@ -23,16 +25,15 @@ from collections.abc import Sequence
 from functools import partial
 
 from a2a.types import AgentSkill
-from eth_abi.abi import decode
-from eth_abi.exceptions import DecodingError
 from eth_account import Account
 
 from agentcard import AgentCardError, CardVerifier, SignaturePolicy, VerificationKey, sign_card
 from facilitator import (
     CHECK_TIMEOUT_S,
-    ChainError,
     ReadStatus,
     RpcClient,
+    check_asset_code,
+    check_asset_domain,
     check_database,
     erc6492_factories,
     erc6492_factories_check,
@@ -63,8 +64,6 @@ __all__ = [
 ]
 
 _UPGRADE = "x402-merchant db upgrade"
-_NAME_CALL = "0x06fdde03"  # name()
-_VERSION_CALL = "0x54fd4d50"  # version()
 
 
 async def check_merchant(
@@ -84,7 +83,14 @@ async def check_merchant(
             Check("asset", partial(check_asset_code, rpc, settings.asset, settings.network)),
             Check(
                 "asset domain",
-                partial(check_asset_domain, rpc, settings.asset, settings.asset_name, settings.asset_version),
+                partial(
+                    check_asset_domain,
+                    rpc,
+                    settings.asset,
+                    settings.asset_name,
+                    settings.asset_version,
+                    expected_decimals=settings.asset_decimals,
+                ),
             ),
         ]
         if settings.facilitator_url:
@@ -125,44 +131,6 @@ async def check_merchant(
         return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
     finally:
         await rpc.aclose()
-
-
-async def check_asset_code(rpc: RpcClient, asset: str, network: str) -> CheckResult:
-    """`asset`: a contract is deployed at `asset` (fatal: without one every settlement fails)."""
-    try:
-        code = await rpc.call("eth_getCode", asset, "latest")
-    except ChainError as exc:
-        return CheckResult.problem("asset", f"cannot read the code at {asset}: {exc}")
-    if not isinstance(code, str) or code in ("0x", "0x0", ""):
-        return CheckResult.problem(
-            "asset", f"there is no contract at X402_ASSET {asset} on {network}: check the token address"
-        )
-    return CheckResult.passed("asset", f"{asset} has code ({(len(code) - 2) // 2} bytes)")
-
-
-async def check_asset_domain(rpc: RpcClient, asset: str, name: str, version: str) -> CheckResult:
-    """`asset domain`: the token's `name()` and `version()` are the EIP-712 domain the merchant offers."""
-    try:
-        if await rpc.call("eth_getCode", asset, "latest") in ("0x", "0x0", ""):
-            # `asset` reports this one, fatally; here it is only why nothing could be read.
-            return CheckResult.problem("asset domain", f"not read: no contract at {asset}", fatal=False)
-        on_chain_name = await _call_string(rpc, asset, _NAME_CALL)
-        on_chain_version = await _call_string(rpc, asset, _VERSION_CALL)
-    except ChainError as exc:
-        return CheckResult.problem("asset domain", f"cannot read name() and version() of {asset}: {exc}")
-    except (DecodingError, ValueError):
-        return CheckResult.problem(
-            "asset domain", f"{asset} answers name() or version() with no string: is it an EIP-3009 token?"
-        )
-    wrong = [
-        f"name() is {on_chain_name!r} but X402_ASSET_NAME is {name!r}" if on_chain_name != name else "",
-        f"version() is {on_chain_version!r} but X402_ASSET_VERSION is {version!r}"
-        if on_chain_version != version
-        else "",
-    ]
-    if any(wrong):
-        return CheckResult.problem("asset domain", "; ".join(problem for problem in wrong if problem))
-    return CheckResult.passed("asset domain", f"name() {name!r}, version() {version!r}")
 
 
 async def check_tenants(
@@ -238,12 +206,6 @@ async def check_card_signing(settings: MerchantSettings) -> CheckResult:
             return CheckResult.problem("card signing", f"key {key.kid} does not sign verifiably: {exc}")
     kids = ", ".join(f"{key.alg} {key.kid}" for key in keys)
     return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
-
-
-async def _call_string(rpc: RpcClient, contract: str, data: str) -> str:
-    result = await rpc.call("eth_call", {"to": contract, "data": data}, "latest")
-    (text,) = decode(["string"], bytes.fromhex(str(result).removeprefix("0x")))
-    return str(text)
 
 
 async def _relayer(rpc: RpcClient, settings: MerchantSettings) -> tuple[Check, ReadStatus]:

@@ -29,7 +29,7 @@ from ._errors import (
 from ._payer import Payer
 from ._policy import PaymentPolicy
 from ._settings import FreshTermsHook, PayerSettings
-from ._signing import sign_payment
+from ._signing import VALID_AFTER_BACKDATE_S, sign_payment
 from ._stages import PaidResult, PaymentStage, StageKind
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "ResolvedCard",
     "StageKind",
     "UntrustedCardError",
+    "VALID_AFTER_BACKDATE_S",
     "resolve_card",
     "sign_payment",
 ]

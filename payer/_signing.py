@@ -9,7 +9,12 @@ from eth_account import Account
 
 from facilitator.wire import ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements
 
-__all__ = ["sign_payment"]
+__all__ = ["VALID_AFTER_BACKDATE_S", "sign_payment"]
+
+VALID_AFTER_BACKDATE_S = 600
+"""How far before now an authorization becomes valid: the x402 SDKs' ten minutes (`now - 600` in the
+TypeScript SDK's `@x402/evm`). It covers a payer's clock running ahead, and a node that judges validity at
+its last block's time (ganache, an idle chain mining on arrival) up to ten minutes after that block."""
 
 _TYPES = {
     "TransferWithAuthorization": [
@@ -34,7 +39,7 @@ def sign_payment(
     """Sign an authorization that pays exactly `requirements` and return the x402 v2 payload.
 
     The nonce is 32 random bytes (EIP-3009 nonces are single-use per payer, not sequential); the
-    authorization is valid from a minute ago (clock skew) until `maxTimeoutSeconds` from now.
+    authorization is valid from `VALID_AFTER_BACKDATE_S` ago until `maxTimeoutSeconds` from now.
     """
     extra = requirements.extra or {}
     if not isinstance(extra.get("name"), str) or not isinstance(extra.get("version"), str):
@@ -45,7 +50,7 @@ def sign_payment(
         "from": account.address,
         "to": requirements.pay_to,
         "value": requirements.amount,
-        "validAfter": max(now - 60, 0) if valid_after is None else valid_after,
+        "validAfter": max(now - VALID_AFTER_BACKDATE_S, 0) if valid_after is None else valid_after,
         "validBefore": now + requirements.max_timeout_seconds if valid_before is None else valid_before,
         "nonce": nonce if nonce is not None else os.urandom(32),
     }

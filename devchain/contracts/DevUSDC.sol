@@ -3,17 +3,82 @@ pragma solidity ^0.8.24;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
-import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
-import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
+import {IERC1271} from "@openzeppelin/contracts/interfaces/IERC1271.sol";
+import {IERC5267} from "@openzeppelin/contracts/interfaces/IERC5267.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+
+/// @dev OpenZeppelin's EIP712, minus its imports: OpenZeppelin 5.7's EIP712 pulls in Strings and Bytes,
+/// whose MCOPY keeps the contract from compiling for Shanghai. Same domain, same `eip712Domain()` (ERC-5267),
+/// same separator cached for the deployment chain and recomputed on another; two string slots where
+/// OpenZeppelin keeps its fallbacks, so the storage layout is unchanged.
+abstract contract PortableEIP712 is IERC5267 {
+    bytes32 private constant _TYPE_HASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+
+    bytes32 private immutable _cachedDomainSeparator;
+    uint256 private immutable _cachedChainId;
+    address private immutable _cachedThis;
+    bytes32 private immutable _hashedName;
+    bytes32 private immutable _hashedVersion;
+
+    string private _name;
+    string private _version;
+
+    constructor(string memory name_, string memory version_) {
+        _name = name_;
+        _version = version_;
+        _hashedName = keccak256(bytes(name_));
+        _hashedVersion = keccak256(bytes(version_));
+        _cachedChainId = block.chainid;
+        _cachedDomainSeparator = _buildDomainSeparator();
+        _cachedThis = address(this);
+    }
+
+    function _domainSeparatorV4() internal view returns (bytes32) {
+        if (address(this) == _cachedThis && block.chainid == _cachedChainId) {
+            return _cachedDomainSeparator;
+        }
+        return _buildDomainSeparator();
+    }
+
+    function _buildDomainSeparator() private view returns (bytes32) {
+        return keccak256(abi.encode(_TYPE_HASH, _hashedName, _hashedVersion, block.chainid, address(this)));
+    }
+
+    function _hashTypedDataV4(bytes32 structHash) internal view returns (bytes32) {
+        return keccak256(abi.encodePacked(hex"1901", _domainSeparatorV4(), structHash));
+    }
+
+    function eip712Domain()
+        public
+        view
+        returns (
+            bytes1 fields,
+            string memory name,
+            string memory version,
+            uint256 chainId,
+            address verifyingContract,
+            bytes32 salt,
+            uint256[] memory extensions
+        )
+    {
+        return (hex"0f", _name, _version, block.chainid, address(this), bytes32(0), new uint256[](0));
+    }
+
+    function _EIP712Version() internal view returns (string memory) {
+        return _version;
+    }
+}
 
 /// @title DevUSDC
 /// @notice Development stand-in for Circle's USDC v2.2 (FiatTokenV2_2): a 6-decimal ERC-20 with
 /// EIP-3009 transfer/receive/cancel authorizations in both signature forms, the same EIP-712 domain
 /// layout, typehashes, events and revert strings. Like FiatToken it can be paused (by its pauser) and can
 /// blacklist accounts (by its blacklister), guarding the same functions with the same revert strings;
-/// there is no proxy, and minting is owner-only. Signatures go through OpenZeppelin's SignatureChecker,
-/// so a signer with code is asked via ERC-1271 and an EOA via ECDSA, exactly the branch USDC v2.2 takes.
-contract DevUSDC is ERC20, EIP712, Ownable {
+/// there is no proxy, and minting is owner-only. A signer with code is asked via ERC-1271 and an EOA via
+/// ECDSA, exactly the branch USDC v2.2 takes (with Circle's plain staticcall rather than OpenZeppelin 5.7's
+/// SignatureChecker, which copies with MCOPY: the contract compiles for Shanghai, so ganache can run it).
+contract DevUSDC is ERC20, PortableEIP712, Ownable {
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
         "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
     );
@@ -64,7 +129,7 @@ contract DevUSDC is ERC20, EIP712, Ownable {
     /// @dev The deployer starts with every role, as a freshly initialised FiatToken's owner would assign.
     constructor(string memory name_, string memory symbol_, string memory version_)
         ERC20(name_, symbol_)
-        EIP712(name_, version_)
+        PortableEIP712(name_, version_)
         Ownable(msg.sender)
     {
         pauser = msg.sender;
@@ -80,7 +145,7 @@ contract DevUSDC is ERC20, EIP712, Ownable {
         return _EIP712Version();
     }
 
-    /// @notice The EIP-712 domain separator; OpenZeppelin recomputes it if the chain id changes.
+    /// @notice The EIP-712 domain separator, recomputed if the chain id changes.
     function DOMAIN_SEPARATOR() external view returns (bytes32) {
         return _domainSeparatorV4();
     }
@@ -288,8 +353,23 @@ contract DevUSDC is ERC20, EIP712, Ownable {
 
     function _requireValidSignature(address signer, bytes32 structHash, bytes memory signature) private view {
         require(
-            SignatureChecker.isValidSignatureNow(signer, _hashTypedDataV4(structHash), signature),
+            _isValidSignatureNow(signer, _hashTypedDataV4(structHash), signature),
             "FiatTokenV2: invalid signature"
         );
+    }
+
+    function _isValidSignatureNow(address signer, bytes32 digest, bytes memory signature)
+        private
+        view
+        returns (bool)
+    {
+        if (signer.code.length == 0) {
+            (address recovered, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, signature);
+            return err == ECDSA.RecoverError.NoError && recovered == signer;
+        }
+        (bool success, bytes memory result) =
+            signer.staticcall(abi.encodeCall(IERC1271.isValidSignature, (digest, signature)));
+        return success && result.length >= 32
+            && abi.decode(result, (bytes32)) == bytes32(IERC1271.isValidSignature.selector);
     }
 }

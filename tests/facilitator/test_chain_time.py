@@ -10,6 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
+from eth_account import Account
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from devchain import DevChain
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
@@ -17,7 +23,7 @@ from payer import sign_payment
 from tests.fixtures.chain import clock_ahead, head_timestamp, idle_for
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
-from .conftest import StartService
+from .conftest import OpenFacilitator, StartService
 from .payments import claim_rows, relayer_nonce
 
 
@@ -37,13 +43,13 @@ async def _verify_and_settle(base_url: str, body: dict[str, Any]) -> tuple[dict[
     return verified.json(), settled.json()
 
 
-async def test_a_chain_idle_for_ten_minutes_verifies_and_settles_a_fresh_payment(
+async def test_a_chain_idle_for_twenty_minutes_verifies_and_settles_a_fresh_payment(
     database_url: str, chain: DevChain, start_service: StartService, new_payer: Callable[..., str]
 ) -> None:
     base_url = start_service(database_url)
     requirements = make_requirements(chain)
-    payload = sign_payment(new_payer(), requirements)  # valid from a minute ago
-    head = idle_for(chain.rpc, 600)
+    payload = sign_payment(new_payer(), requirements)  # valid from ten minutes ago
+    head = idle_for(chain.rpc, 1200)
     assert head < payload.payload.authorization.valid_after  # the head alone would say "not yet valid"
     payee_before = chain.balance_of(PAY_TO)
 
@@ -109,3 +115,107 @@ async def test_valid_after_is_judged_by_the_wall_clock_even_when_the_head_has_pa
     assert (verified["isValid"], verified["invalidReason"]) == (False, reason)
     assert (settled["success"], settled["errorReason"]) == (False, reason)
     assert await claim_rows(sqlite_url) == []
+
+
+async def test_a_node_simulating_behind_the_clock_accepts_a_payment_valid_when_mined(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    # As ganache, whose `pending` block is its last one: the node's clock runs an hour behind, so the
+    # block a transfer is simulated in is older than a validAfter the wall clock has long passed.
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    payload = sign_payment(new_payer(), requirements, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+    pending = int(chain.rpc.call("eth_getBlockByNumber", ["pending", False])["timestamp"], 16)
+    assert pending < payload.payload.authorization.valid_after  # the node alone would say "not yet valid"
+
+    verified = await service.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason) == (True, None)
+    # Mined at the wall clock's time, as ganache mines: the payment settles.
+    chain.rpc.call("anvil_setTime", [int(time.time())])
+    payee_before = chain.balance_of(PAY_TO)
+    settled = await service.settle(payload, requirements)
+    assert settled.success, settled
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_behind_the_clock_a_payment_failing_for_another_reason_is_refused_for_it(
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    # A payer holding nothing, on a node whose clock lags: refused for its balance, not its window.
+    payload = sign_payment(Account.create().key.to_0x_hex(), requirements, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+
+    verified = await service.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason) == (
+        False,
+        Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE,
+    )
+
+
+async def test_a_payment_not_yet_valid_by_the_wall_clock_either_is_refused_as_not_yet_valid(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements, valid_after=int(time.time()) + 600)
+
+    verified = await service.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason) == (
+        False,
+        Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER,
+    )
+    assert verified.invalid_message is not None and "not valid yet" in verified.invalid_message
+
+
+def _ignoring_block_overrides(node_url: str) -> Starlette:
+    """A JSON-RPC front to `node_url` that drops what follows the block of `eth_call` and `eth_estimateGas`,
+    as a node without block overrides (ganache) ignores them."""
+
+    async def forward(request: Request) -> Response:
+        calls = orjson.loads(await request.body())
+        for call in calls if isinstance(calls, list) else [calls]:
+            if call.get("method") in ("eth_call", "eth_estimateGas"):
+                call["params"] = call["params"][:2]
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.post(
+                node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
+            )
+        return Response(answer.content, media_type="application/json")
+
+    return Starlette(routes=[Route("/", forward, methods=["POST"])])
+
+
+async def test_a_node_that_cannot_simulate_at_the_clock_refuses_truthfully_as_not_yet_valid(
+    chain: DevChain,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    sqlite_url: str,
+    asgi_server: Callable[..., str],
+) -> None:
+    service = await open_facilitator(
+        sqlite_url, rpc_url=asgi_server(_ignoring_block_overrides(chain.rpc_url))
+    )
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    payload = sign_payment(new_payer(), requirements, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+    nonce_before = relayer_nonce(chain)
+
+    verified = await service.verify(payload, requirements)
+    settled = await service.settle(payload, requirements)
+
+    reason = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER
+    assert (verified.is_valid, verified.invalid_reason) == (False, reason)
+    assert verified.invalid_message is not None
+    assert "not yet valid on this node's clock" in verified.invalid_message
+    assert "expire" not in verified.invalid_message
+    assert (settled.success, settled.error_reason, settled.transaction) == (False, reason, "")
+    assert relayer_nonce(chain) == nonce_before

@@ -284,3 +284,80 @@ def test_a_key_past_its_revert_budget_is_a_problem(chain: DevChain, sqlite_url: 
         "revert budget": f"{relayer} spent 0.002 ETH on reverted settlements in the last hour, its budget of "
         "0.001 ETH an hour (X402_RELAYER_REVERT_BUDGET_WEI): it sends nothing new until they age out"
     }
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_listed_token_with_its_domain_passes_showing_code_domain_and_decimals(
+    chain: DevChain, sqlite_url: str
+) -> None:
+    listed = f"{chain.asset.lower()}:{chain.asset_name}:{chain.asset_version}"
+
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ASSETS=listed))
+
+    assert (code, problems(rows)) == (0, {})
+    assert list(rows) == [
+        "network",
+        "relayer",
+        "database",
+        "access",
+        "foreign settlements",
+        f"asset {chain.asset}",
+        "revert budget",
+    ]
+    detail = rows[f"asset {chain.asset}"][1]
+    assert detail.startswith(f"{chain.asset} has code (")
+    assert detail.endswith(
+        f"the EIP-712 name {chain.asset_name!r}, the EIP-712 version {chain.asset_version!r}, decimals() 6"
+    )
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_listed_token_without_a_domain_is_shown_with_its_own(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ASSETS=f" {chain.asset} ,"))
+
+    assert (code, problems(rows)) == (0, {})
+    assert f"the EIP-712 name {chain.asset_name!r}" in rows[f"asset {chain.asset}"][1]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_listed_token_with_another_domain_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ASSETS=f"{chain.asset}:USD Coin:1"))
+
+    assert code == 1
+    assert problems(rows) == {
+        f"asset {chain.asset}": f"the EIP-712 name is {chain.asset_name!r} but X402_ASSETS' name is "
+        f"'USD Coin'; the EIP-712 version is {chain.asset_version!r} but X402_ASSETS' version is '1'"
+    }
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_listed_tokens_without_code_or_that_are_no_token_are_problems(
+    chain: DevChain, sqlite_url: str
+) -> None:
+    codeless = Account.create().address
+    listed = f"{chain.asset},{codeless},{chain.wallet_factory}"
+
+    code, rows = run_check(main, chain_env(chain, sqlite_url, X402_ASSETS=listed))
+
+    assert code == 1
+    assert problems(rows) == {
+        f"asset {codeless}": f"there is no contract at X402_ASSETS {codeless} on {chain.network}: "
+        "check the token address",
+        f"asset {chain.wallet_factory}": f"{chain.wallet_factory} answers name() or version() with no "
+        "string: is it an EIP-3009 token?",
+    }
+    assert rows[f"asset {chain.asset}"][0] == "ok"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_serve_refuses_a_listed_token_without_code(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    codeless = Account.create().address
+    env = chain_env(chain, sqlite_url, X402_PORT="0", X402_ASSETS=codeless)
+
+    served = serve_refused("x402-facilitator", env, tmp_path)
+
+    assert served.returncode == 2
+    assert served.stderr.splitlines() == [
+        f"x402-facilitator: not starting: asset {codeless}: there is no contract at X402_ASSETS {codeless} "
+        f"on {chain.network}: check the token address"
+    ]

@@ -80,6 +80,18 @@ async def test_check_with_a_wallet_factory_of_a_wrong_checksum(
     )
 
 
+async def test_check_with_a_private_key_among_the_assets(
+    sqlite_url: str, workdir: Path, known_secrets: Secrets
+) -> None:
+    await _refused(
+        ["check"],
+        _env(known_secrets, sqlite_url, assets=f"0x{'ab' * 20},{known_secrets.relayer_key}:USDC:2"),
+        workdir,
+        known_secrets,
+        "X402_ASSETS: entry 2 is 32 bytes of hex (a private key?), not a 20-byte address",
+    )
+
+
 async def test_serve_on_a_never_migrated_database(workdir: Path, known_secrets: Secrets) -> None:
     database = workdir.parent / "claims.db"
     await _refused(

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from eth_account import Account
 from eth_account.typed_transactions.typed_transaction import TypedTransaction
 from hexbytes import HexBytes
 
@@ -98,6 +99,46 @@ async def test_a_nonce_taken_by_someone_else_is_skipped(
         moved_to,
         moved_to + 1,
     )
+    assert _pool_is_empty(chain)
+
+
+async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
+    chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str], sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url)
+    requirements = make_requirements(chain)
+    key = new_payer()
+    relayer = relayer_address(chain)
+    assert (await service.settle(sign_payment(key, requirements), requirements)).success
+    # The operator sends a transaction with the same key by hand: the relayer's next nonce is now taken,
+    # and the node refuses the next settlement's first send for its nonce.
+    outside_nonce = relayer_nonce(chain)
+    outside = Account.from_key(chain.relayer_key).sign_transaction(
+        {
+            "chainId": chain.chain_id,
+            "nonce": outside_nonce,
+            "to": relayer,
+            "value": 0,
+            "gas": 21_000,
+            "maxFeePerGas": 10**11,
+            "maxPriorityFeePerGas": 10**9,
+        }
+    )
+    chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
+    assert relayer_nonce(chain) == outside_nonce + 1
+    payee_before = chain.balance_of(PAY_TO)
+
+    after = await service.settle(sign_payment(key, requirements), requirements)
+    next_one = await service.settle(sign_payment(key, requirements), requirements)
+
+    assert after.success and next_one.success
+    assert (_nonce_of(chain, after.transaction), _nonce_of(chain, next_one.transaction)) == (
+        outside_nonce + 1,
+        outside_nonce + 2,
+    )
+    # Nothing sent twice: exactly the two settlements moved money and the relayer's count.
+    assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
+    assert relayer_nonce(chain) == outside_nonce + 3
     assert _pool_is_empty(chain)
 
 

@@ -110,8 +110,8 @@ def test_a_wrong_name_and_version_are_problems(chain: DevChain, sqlite_url: str)
 
     assert code == 1
     assert problems(rows) == {
-        "asset domain": f"name() is {chain.asset_name!r} but X402_ASSET_NAME is 'USD Coin'; "
-        f"version() is {chain.asset_version!r} but X402_ASSET_VERSION is '1'"
+        "asset domain": f"the EIP-712 name is {chain.asset_name!r} but X402_ASSET_NAME is 'USD Coin'; "
+        f"the EIP-712 version is {chain.asset_version!r} but X402_ASSET_VERSION is '1'"
     }
 
 
