@@ -43,6 +43,8 @@ SLOW_ANSWER_S = 5.0
 """How long `/slow` of the key server takes to answer: far beyond any timeout a test gives a fetch."""
 DRIP_S = 5.0
 """How long `/drip` takes to send its body, a byte at a time, each one well within any read timeout."""
+DRIP_BYTES = 100
+"""How many bytes `/drip` sends in all."""
 
 MERCHANT_CARD: dict[str, Any] = {
     "name": "Merchant Agent",
@@ -85,6 +87,10 @@ class KeyServer:
     jwks: dict[str, Any] = field(default_factory=lambda: {"keys": []})
     card: dict[str, Any] | None = None
     hits: Counter[str] = field(default_factory=Counter)
+    slow_answered: int = 0
+    """How many `/slow` requests got their answer: a fetch cut off by its deadline left before it."""
+    dripped: int = 0
+    """How many bytes `/drip` has sent, over all its requests: a fetch cut off early saw fewer than all."""
 
     def url(self, path: str) -> str:
         return f"{self.base_url}{path}"
@@ -102,6 +108,7 @@ class KeyServer:
         self.jwks = {"keys": []}
         self.card = None
         self.hits.clear()
+        self.slow_answered = self.dripped = 0
 
 
 def key_server_app(state: KeyServer) -> Starlette:
@@ -152,12 +159,14 @@ def key_server_app(state: KeyServer) -> Starlette:
 
     async def slow(_: Request) -> Response:
         await asyncio.sleep(SLOW_ANSWER_S)
+        state.slow_answered += 1
         return JSONResponse(state.jwks)
 
     async def drip(_: Request) -> Response:
         async def chunks() -> AsyncIterator[bytes]:
-            for _ in range(100):
-                await asyncio.sleep(DRIP_S / 100)
+            for _ in range(DRIP_BYTES):
+                await asyncio.sleep(DRIP_S / DRIP_BYTES)
+                state.dripped += 1
                 yield b" "
 
         return StreamingResponse(chunks(), media_type="application/json")
