@@ -19,7 +19,6 @@ from facilitator._receipts import ReceiptWatcher, next_pause
 from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
-from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import loopback_server, rpc_proxy
 
@@ -27,9 +26,15 @@ from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_address, submit_directly, tx_count
 
 PENDING_TIMEOUT_S = 1.0
+_WAITED_OUT_S = 10 * PENDING_TIMEOUT_S
+"""What an answer bounded by `PENDING_TIMEOUT_S` stays under however busy the machine: only a wait the
+deadline did not cut reaches it."""
 _BUDGET_S = 1.5
 """The time budget the stalled-node tests give a settlement."""
-_STALLED_RPC_TIMEOUT_S = 10.0
+_OVER_BUDGET_S = 10 * _BUDGET_S
+"""What an answer within `_BUDGET_S` stays under however busy the machine: only a call left to its own
+RPC timeout reaches it."""
+_STALLED_RPC_TIMEOUT_S = 2 * _OVER_BUDGET_S
 """The timeout of one RPC call in the stalled-node tests: a call left to it would overrun the budget."""
 
 
@@ -48,7 +53,7 @@ async def test_an_unmined_settlement_is_pending_with_its_hash_until_mined(
     status_before = await service.settlement_status(payload, requirements)
     duplicate = await service.settle(payload, requirements)
 
-    assert PENDING_TIMEOUT_S * 0.9 < elapsed < within_deadline(PENDING_TIMEOUT_S)
+    assert PENDING_TIMEOUT_S * 0.9 < elapsed < _WAITED_OUT_S
     assert (pending.success, pending.error_reason) == (False, Reason.SETTLEMENT_PENDING)
     tx_hash = pending.transaction
     assert chain.rpc.call("eth_getTransactionByHash", [tx_hash])["blockNumber"] is None
@@ -189,8 +194,8 @@ async def test_a_node_stalling_past_the_deadline_still_gets_a_pending_answer_wit
             Reason.SETTLEMENT_PENDING,
             in_pool,
         )
-    assert elapsed < within_deadline(_BUDGET_S) < _STALLED_RPC_TIMEOUT_S
-    assert elapsed_retry < within_deadline(_BUDGET_S)
+    assert elapsed < _OVER_BUDGET_S
+    assert elapsed_retry < _OVER_BUDGET_S
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["tx_hash"]) == (ClaimState.BROADCAST, in_pool)
 
@@ -218,7 +223,7 @@ async def test_the_search_for_a_front_runner_on_a_stalled_node_keeps_to_the_budg
 
     # Nothing found in time: the used nonce is refused and nothing recorded, so a later call looks again.
     assert (answer.success, answer.error_reason) == (False, Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED)
-    assert elapsed < within_deadline(_BUDGET_S) < _STALLED_RPC_TIMEOUT_S
+    assert elapsed < _OVER_BUDGET_S
     assert await claim_rows(sqlite_url) == []
 
 
@@ -254,7 +259,7 @@ async def test_a_revert_read_on_a_stalled_node_is_pending_within_the_budget_then
 
     assert pending.error_reason == Reason.SETTLEMENT_PENDING
     assert (undecided.error_reason, undecided.transaction) == (Reason.SETTLEMENT_PENDING, pending.transaction)
-    assert elapsed < within_deadline(_BUDGET_S) < _STALLED_RPC_TIMEOUT_S
+    assert elapsed < _OVER_BUDGET_S
     assert (failed.success, failed.error_reason, failed.transaction) == (
         False,
         Reason.TRANSACTION_FAILED,
