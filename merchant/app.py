@@ -60,12 +60,14 @@ from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from .dashboard import (
+    EXPLORERS,
     AssetInfo,
     DashboardAuth,
     DashboardData,
     LoginThrottle,
     SessionStore,
     create_dashboard_router,
+    is_local_chain,
     origin_of,
 )
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
@@ -474,6 +476,7 @@ def build_app(
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
         throttle=throttle,
         public_origin=origin_of(settings.base_url),
+        explorers={} if is_local_chain(settings.rpc_url, settings.facilitator_url) else EXPLORERS,
     )
     jwks_http = httpx.AsyncClient()
     authenticator = build_authenticator(settings, engine, jwks_http)

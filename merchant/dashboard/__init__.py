@@ -15,6 +15,7 @@ wrong token from an address that presented too many for the tenant lately is ans
 from __future__ import annotations
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._explorer import EXPLORERS, is_local_chain
 from ._format import AssetInfo, Money, format_amount
 from ._origin import is_cross_site, origin_of
 from ._routes import STYLESHEET_PATH, create_dashboard_router
@@ -23,6 +24,7 @@ from ._throttle import LoginThrottle
 from ._views import DashboardData
 
 __all__ = [
+    "EXPLORERS",
     "SESSION_COOKIE",
     "STYLESHEET_PATH",
     "AssetInfo",
@@ -34,5 +36,6 @@ __all__ = [
     "create_dashboard_router",
     "format_amount",
     "is_cross_site",
+    "is_local_chain",
     "origin_of",
 ]

@@ -21,6 +21,7 @@ style sheet.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from importlib import resources
 from typing import Annotated
 from urllib.parse import quote
@@ -33,6 +34,7 @@ from merchant.ledger import EntryNotFoundError
 from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._explorer import EXPLORERS, explorer_url, shorten
 from ._origin import is_cross_site
 from ._throttle import LoginThrottle
 from ._views import DashboardData
@@ -68,13 +70,15 @@ def create_dashboard_router(
     secure_cookies: bool = False,
     throttle: LoginThrottle | None = None,
     public_origin: str | None = None,
+    explorers: Mapping[str, str] = EXPLORERS,
 ) -> APIRouter:
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
     `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS); `throttle`
     counts wrong tokens per tenant and client address (a `LoginThrottle` of its defaults when None; pass
     the billing API's to count both surfaces together); `public_origin` is the origin of the merchant's
-    public URL, accepted for the POSTs besides the one each request was sent to.
+    public URL, accepted for the POSTs besides the one each request was sent to; `explorers` the block
+    explorer's base URL per CAIP-2 network (none for a dev chain).
     """
     router = APIRouter(include_in_schema=False)
     throttle = LoginThrottle() if throttle is None else throttle
@@ -85,6 +89,11 @@ def create_dashboard_router(
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+    def explorer(network: str, kind: str, value: str | int) -> str | None:
+        return explorer_url(network, kind, value, explorers)
+
+    templates.globals.update(explorer_url=explorer, shorten=shorten)
     stylesheet = resources.files("merchant.dashboard").joinpath("static/dashboard.css").read_bytes()
 
     def tenant_of(segment: str) -> str:

@@ -16,7 +16,7 @@ from merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
 from merchant.reconciler import Reconciler
 from merchant.webhooks import DeliveryLogEntry, DeliveryState, Outbox, WebhookEndpoints
 
-from ._chart import RevenueChart, revenue_charts
+from ._chart import COMPACT_WIDTH, RevenueChart, revenue_charts
 from ._format import AssetInfo, Money, format_time, money
 
 __all__ = [
@@ -127,6 +127,7 @@ class Overview:
     differences: tuple[str, ...]
     reconciled_at: str | None
     callers: tuple[CallerView, ...] = ()
+    compact_charts: tuple[RevenueChart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,7 @@ class SettlementDetail:
     finalized_at: str
     deliveries: tuple[DeliveryView, ...]
     events: tuple[tuple[str, str, int], ...]
+    endpoints_configured: bool = True
 
 
 class DashboardData:
@@ -197,6 +199,11 @@ class DashboardData:
                 for balance in await self._ledger.balance(tenant)
             ),
             charts=tuple(revenue_charts(daily, last_day=today, span_days=CHART_DAYS, assets=self._assets)),
+            compact_charts=tuple(
+                revenue_charts(
+                    daily, last_day=today, span_days=CHART_DAYS, assets=self._assets, width=COMPACT_WIDTH
+                )
+            ),
             chart_days=CHART_DAYS,
             recent=await self._settlements(tenant, None, _RECENT),
             unfinalized=await self._settlements(tenant, EntryStatus.SETTLED, _LISTED),
@@ -243,6 +250,7 @@ class DashboardData:
             finalized_at=format_time(None if final is None else final.finalized_at),
             deliveries=_delivery_views(deliveries, log),
             events=tuple((event.id, event.type, event.sequence) for event in events),
+            endpoints_configured=bool(deliveries) or bool(await self._endpoints.list(tenant)),
         )
 
     async def _settlements(
@@ -292,8 +300,12 @@ class DashboardData:
         if record.reversal is not None:
             return f"reversed {format_time(record.reversal.booked_at)}"
         if record.finalization is not None:
+            # The recorded count is how deep the transaction was when the reconciler looked, not what
+            # finality needs: say when it was marked final, and by what rule.
             final = record.finalization
-            return f"final at {_confirmations(final.confirmations)}, {format_time(final.finalized_at)}"
+            depth = _confirmations(self._confirmations)
+            when = format_time(final.finalized_at)
+            return f"final since {when}: marked by the reconciler ({depth} required)"
         # The dashboard does not read the chain's head, so it cannot say how deep the transaction is: only
         # that the reconciler's check is still to come (it finalizes at the configured depth).
         depth = _confirmations(self._confirmations)
