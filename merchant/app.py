@@ -82,6 +82,7 @@ from .edge import (
 from .ledger import Ledger
 from .payments import (
     Asset,
+    OfferReader,
     OfferStore,
     PaymentExecutor,
     PaymentRecovery,
@@ -469,6 +470,7 @@ def build_app(
             assets={asset.address: AssetInfo(name=asset.name, decimals=asset.decimals)},
             confirmations=settings.confirmations,
             callers=CallerKeys(engine),
+            offers=OfferReader(engine),
         ),
         tenants=tenants,
         auth=DashboardAuth(api_token_of, SessionStore(engine)),

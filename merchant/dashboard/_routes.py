@@ -2,6 +2,8 @@
 
     GET  /tenants/{tenant}/dashboard                        balances, revenue chart, settlements, webhooks,
                                                             the reconciler's open differences
+    GET  /tenants/{tenant}/dashboard/settlements            every settlement, a page at a time, by date range
+                                                            (?since=&until=&before=; 422 on a bad value)
     GET  /tenants/{tenant}/dashboard/settlements/{entry}    one settlement and its events' deliveries
     GET  /tenants/{tenant}/dashboard/login                  the log-in form
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Annotated
 from urllib.parse import quote
@@ -35,6 +38,7 @@ from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._explorer import EXPLORERS, explorer_url, shorten
+from ._filters import FilterError, parse_filter
 from ._origin import is_cross_site
 from ._throttle import LoginThrottle
 from ._views import DashboardData
@@ -163,6 +167,26 @@ def create_dashboard_router(
             return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         view = await data.overview(tenant.id, tenant.pay_to)
         return page("overview.html", segment=segment, tenant=tenant.id, view=view, signed_in=True)
+
+    @router.get("/tenants/{segment}/dashboard/settlements", response_class=HTMLResponse)
+    async def settlement_list(request: Request, segment: str) -> HTMLResponse:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        try:
+            wanted = parse_filter(request.query_params, today=datetime.now(UTC).date())
+        except FilterError as error:
+            return page(
+                "bad_filter.html",
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                segment=segment,
+                tenant=tenant.id,
+                message=str(error),
+                signed_in=True,
+            )
+        listing = await data.settlement_page(tenant.id, wanted)
+        return page("settlements.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:
