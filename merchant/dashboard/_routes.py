@@ -4,6 +4,9 @@
                                                             the reconciler's open differences
     GET  /tenants/{tenant}/dashboard/settlements            every settlement, a page at a time, by date range
                                                             (?since=&until=&before=; 422 on a bad value)
+    GET  /tenants/{tenant}/dashboard/settlements.csv        that page as CSV (the same parameters)
+    GET  /tenants/{tenant}/dashboard/payers.csv             the payers as CSV
+    GET  /tenants/{tenant}/dashboard/unpaid.csv             the refused and failed payments as CSV
     GET  /tenants/{tenant}/dashboard/settlements/{entry}    one settlement and its events' deliveries
     GET  /tenants/{tenant}/dashboard/login                  the log-in form
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
@@ -23,6 +26,7 @@ style sheet.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
@@ -38,6 +42,7 @@ from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._explorer import EXPLORERS, explorer_url, shorten
+from ._export import payers_csv, settlements_csv, unpaid_csv
 from ._filters import FilterError, parse_filter
 from ._origin import is_cross_site
 from ._throttle import LoginThrottle
@@ -63,6 +68,7 @@ _Token = Annotated[str, Form()]
 # The throttle's key for every tenant without a token (unknown ones included): guesses at made-up tenant
 # names share one count, so cycling names can neither dodge the throttle nor flood its table.
 _NO_TENANT = "\x00no-tenant"
+_NOT_IN_FILENAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def create_dashboard_router(
@@ -187,6 +193,40 @@ def create_dashboard_router(
             )
         listing = await data.settlement_page(tenant.id, wanted)
         return page("settlements.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
+
+    def csv_file(segment: str, what: str, text: str) -> Response:
+        name = f"{_NOT_IN_FILENAME.sub('_', segment)[:64]}-{what}.csv"
+        headers = {**_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
+
+    @router.get("/tenants/{segment}/dashboard/settlements.csv", response_model=None)
+    async def settlement_list_csv(request: Request, segment: str) -> Response:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        try:
+            wanted = parse_filter(request.query_params, today=datetime.now(UTC).date())
+        except FilterError as error:
+            return Response(
+                f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"
+            )
+        listing = await data.settlement_page(tenant.id, wanted)
+        return csv_file(segment, "settlements", settlements_csv(listing.rows))
+
+    @router.get("/tenants/{segment}/dashboard/{what}.csv", response_model=None)
+    async def overview_csv(request: Request, segment: str, what: str) -> Response:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        if what not in ("payers", "unpaid"):
+            return Response(
+                "No such export.\n", status.HTTP_404_NOT_FOUND, headers=_HEADERS, media_type="text/plain"
+            )
+        view = await data.overview(tenant.id, tenant.pay_to)
+        text = payers_csv(view.payers) if what == "payers" else unpaid_csv(view.unpaid)
+        return csv_file(segment, what, text)
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:

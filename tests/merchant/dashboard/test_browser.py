@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -194,6 +195,15 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
         await page.locator("#settlements tr[data-settlement] a").first.click()
         await _assert_fits(page, width)
         await page.screenshot(path=artifacts / f"settlement-{width}.png", full_page=True)
+
+        # Every settlement, filtered to today by the form (no script: a GET with the fields).
+        await page.goto(f"{dashboard}/settlements")
+        await page.fill("input[name=since]", datetime.now(UTC).date().isoformat())
+        await page.click("form.filter button[type=submit]")
+        assert "since=" in page.url
+        assert await page.locator("#settlements tr[data-settlement]").count() == 2
+        await _assert_fits(page, width)
+        await page.screenshot(path=artifacts / f"settlements-{width}.png", full_page=True)
     finally:
         await context.close()
 
