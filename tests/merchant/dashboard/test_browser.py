@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from merchant.dashboard import SESSION_COOKIE
+from payer import sign_payment
+from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.merchant import MerchantWire
 
 from .conftest import Shop
 
@@ -164,6 +167,10 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
 ) -> None:
     for _ in range(2):
         await shop.paid_task("acme")
+    async with shop.merchant.http() as http:  # and one refused: its payer holds nothing
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task_id, terms = await open_task(wire)
+        await pay(wire, task_id, sign_payment(shop.new_payer(0), terms))
     context = await browser.new_context(
         java_script_enabled=False,
         viewport={"width": width, "height": 900},
@@ -174,6 +181,7 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
     try:
         await page.goto(dashboard)
         assert await page.locator("#settlements tr[data-settlement]").count() == 2
+        assert await page.locator(f'#unpaid tr[data-task="{task_id}"]').count() == 1
         await _assert_fits(page, width)
         # The chart scales to its card (a phone gets one drawn for its size): today's bar is on screen.
         shown = "compact" if width < 720 else "wide"
@@ -191,6 +199,8 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
         box = await payer.bounding_box()
         assert box is not None and box["width"] < 150
         await page.screenshot(path=artifacts / f"overview-{width}.png", full_page=True)
+        for section in ("totals", "unpaid", "payers"):
+            await page.locator(f"#{section}").screenshot(path=artifacts / f"{section}-{width}.png")
 
         await page.locator("#settlements tr[data-settlement] a").first.click()
         await _assert_fits(page, width)
