@@ -9,7 +9,7 @@ line (`FilterError`, answered 422), and nothing is read.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from urllib.parse import urlencode
@@ -55,12 +55,20 @@ class SettlementFilter:
         return urlencode({name: value for name, value in params.items() if value})
 
 
-def parse_filter(params: Mapping[str, str], *, today: date) -> SettlementFilter:
-    """The filter that `params` ask for, `today` being the latest day a range may name.
+def parse_filter(query: Mapping[str, str] | Iterable[tuple[str, str]], *, today: date) -> SettlementFilter:
+    """The filter that `query` (its parameters, as a mapping or as name-value pairs) asks for, `today`
+    being the latest day a range may name. Other parameters are not read.
 
     Raises:
-        FilterError: a parameter is malformed or out of range, or `since` is after `until`.
+        FilterError: a parameter is given twice, malformed or out of range, or `since` is after `until`.
     """
+    pairs = list(query.items() if isinstance(query, Mapping) else query)
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name in ("before", "since", "until"):
+            if name in params:
+                raise FilterError(f"{name} is given more than once")
+            params[name] = value
     for name in ("before", "since", "until"):
         if len(params.get(name, "")) > _LONGEST:
             raise FilterError(f"{name} is too long: at most {_LONGEST} characters")

@@ -71,6 +71,23 @@ _NO_TENANT = "\x00no-tenant"
 _NOT_IN_FILENAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
+def templates_for(explorers: Mapping[str, str]) -> Environment:
+    """The pages' Jinja2 templates (autoescaped, strict), linking to `explorers`."""
+    templates = Environment(
+        loader=PackageLoader("merchant.dashboard", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+    def explorer(network: str, kind: str, value: str | int) -> str | None:
+        return explorer_url(network, kind, value, explorers)
+
+    templates.globals.update(explorer_url=explorer, shorten=shorten)
+    return templates
+
+
 def create_dashboard_router(
     *,
     data: DashboardData,
@@ -92,18 +109,7 @@ def create_dashboard_router(
     """
     router = APIRouter(include_in_schema=False)
     throttle = LoginThrottle() if throttle is None else throttle
-    templates = Environment(
-        loader=PackageLoader("merchant.dashboard", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-    def explorer(network: str, kind: str, value: str | int) -> str | None:
-        return explorer_url(network, kind, value, explorers)
-
-    templates.globals.update(explorer_url=explorer, shorten=shorten)
+    templates = templates_for(explorers)
     stylesheet = resources.files("merchant.dashboard").joinpath("static/dashboard.css").read_bytes()
 
     def tenant_of(segment: str) -> str:
@@ -181,7 +187,7 @@ def create_dashboard_router(
         if refused is not None or tenant is None:
             return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         try:
-            wanted = parse_filter(request.query_params, today=datetime.now(UTC).date())
+            wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
             return page(
                 "bad_filter.html",
@@ -206,7 +212,7 @@ def create_dashboard_router(
         if refused is not None or tenant is None:
             return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         try:
-            wanted = parse_filter(request.query_params, today=datetime.now(UTC).date())
+            wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
             return Response(
                 f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from merchant.dashboard import AssetInfo, Money, format_amount
+from merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
 from merchant.dashboard._explorer import explorer_url, is_local_chain, shorten
 from merchant.dashboard._format import display_amount, money
+from merchant.dashboard._routes import templates_for
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 
@@ -97,3 +98,17 @@ def test_a_chain_served_from_this_machine_is_a_dev_chain_without_explorer() -> N
     assert not is_local_chain("https://sepolia.base.org", None)
     assert not is_local_chain("https://127.0.0.1.nip.io", None)
     assert explorer_url("eip155:84532", "tx", "0x01", {}) is None
+
+
+def test_hex_values_link_to_the_explorer_of_a_known_network_and_escape_what_they_show() -> None:
+    macros = templates_for(EXPLORERS).get_template("_macros.html").module
+    tx = "0x" + "ab" * 32
+    linked = str(macros.hexval(tx, "eip155:8453", "tx"))  # type: ignore[attr-defined]
+    unknown = str(macros.hexval(tx, "eip155:31337", "tx"))  # type: ignore[attr-defined]
+    dev = str(templates_for({}).get_template("_macros.html").module.hexval(tx, "eip155:84532", "tx"))  # type: ignore[attr-defined]
+    hostile = str(macros.hexval('0x"><script>alert(1)</script>' + "0" * 30))  # type: ignore[attr-defined]
+
+    assert f'href="https://basescan.org/tx/{tx}" rel="noopener noreferrer"' in linked
+    assert f'title="{tx}">0xabab<span class="mid">{"ab" * 28}</span>abab</span>' in linked
+    assert "href" not in unknown and "href" not in dev
+    assert "<script>" not in hostile and "&lt;script&gt;" in hostile
