@@ -60,12 +60,14 @@ from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from .dashboard import (
+    EXPLORERS,
     AssetInfo,
     DashboardAuth,
     DashboardData,
     LoginThrottle,
     SessionStore,
     create_dashboard_router,
+    is_local_chain,
     origin_of,
 )
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
@@ -80,6 +82,7 @@ from .edge import (
 from .ledger import Ledger
 from .payments import (
     Asset,
+    OfferReader,
     OfferStore,
     PaymentExecutor,
     PaymentRecovery,
@@ -467,6 +470,7 @@ def build_app(
             assets={asset.address: AssetInfo(name=asset.name, decimals=asset.decimals)},
             confirmations=settings.confirmations,
             callers=CallerKeys(engine),
+            offers=OfferReader(engine),
         ),
         tenants=tenants,
         auth=DashboardAuth(api_token_of, SessionStore(engine)),
@@ -474,6 +478,7 @@ def build_app(
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
         throttle=throttle,
         public_origin=origin_of(settings.base_url),
+        explorers={} if is_local_chain(settings.rpc_url, settings.facilitator_url) else EXPLORERS,
     )
     jwks_http = httpx.AsyncClient()
     authenticator = build_authenticator(settings, engine, jwks_http)

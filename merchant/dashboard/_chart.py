@@ -18,7 +18,9 @@ from ._format import AssetInfo, Money, money
 
 __all__ = ["Bar", "RevenueChart", "revenue_charts"]
 
-WIDTH, HEIGHT = 720, 220
+WIDTH, HEIGHT = 960, 240
+COMPACT_WIDTH = 360
+"""The phone's chart: drawn at about the size it is shown, so that its labels stay readable."""
 _LEFT, _RIGHT, _TOP, _BOTTOM = 8, 8, 24, 28
 _PLOT_HEIGHT = HEIGHT - _TOP - _BOTTOM
 _LABEL_EVERY_DAYS = 7
@@ -57,17 +59,22 @@ class RevenueChart:
 
 
 def revenue_charts(
-    days: Sequence[DailyRevenue], *, last_day: date, span_days: int, assets: Mapping[str, AssetInfo]
+    days: Sequence[DailyRevenue],
+    *,
+    last_day: date,
+    span_days: int,
+    assets: Mapping[str, AssetInfo],
+    width: int = WIDTH,
 ) -> list[RevenueChart]:
     """One chart per network and asset in `days` (the ledger's daily revenue), over the `span_days` days
-    ending `last_day`; days without bookings get an empty slot."""
+    ending `last_day`, `width` SVG units wide; days without bookings get an empty slot."""
     first_day = last_day - timedelta(days=span_days - 1)
     by_asset: dict[tuple[str, str], dict[date, int]] = {}
     for day in days:
         if first_day <= day.day <= last_day:
             by_asset.setdefault((day.network, day.asset), {})[day.day] = day.net
     return [
-        _chart(network, asset, nets, first_day=first_day, span_days=span_days, assets=assets)
+        _chart(network, asset, nets, first_day=first_day, span_days=span_days, assets=assets, width=width)
         for (network, asset), nets in sorted(by_asset.items())
     ]
 
@@ -80,12 +87,13 @@ def _chart(
     first_day: date,
     span_days: int,
     assets: Mapping[str, AssetInfo],
+    width: int,
 ) -> RevenueChart:
     highest = max([net for net in nets.values() if net > 0], default=0)
     lowest = max([-net for net in nets.values() if net < 0], default=0)
     span = max(highest + lowest, 1)
     baseline = _TOP + _PLOT_HEIGHT * highest // span
-    slot = (WIDTH - _LEFT - _RIGHT) // span_days
+    slot = (width - _LEFT - _RIGHT) // span_days
     bar_width = max(slot - max(slot // 4, 1), 1)
     bars = []
     for index in range(span_days):
@@ -116,4 +124,5 @@ def _chart(
         baseline_y=baseline,
         peak=money(highest, asset, assets),
         total=money(sum(nets.values()), asset, assets),
+        width=width,
     )

@@ -2,6 +2,11 @@
 
     GET  /tenants/{tenant}/dashboard                        balances, revenue chart, settlements, webhooks,
                                                             the reconciler's open differences
+    GET  /tenants/{tenant}/dashboard/settlements            every settlement, a page at a time, by date range
+                                                            (?since=&until=&before=; 422 on a bad value)
+    GET  /tenants/{tenant}/dashboard/settlements.csv        that page as CSV (the same parameters)
+    GET  /tenants/{tenant}/dashboard/payers.csv             the payers as CSV
+    GET  /tenants/{tenant}/dashboard/unpaid.csv             the refused and failed payments as CSV
     GET  /tenants/{tenant}/dashboard/settlements/{entry}    one settlement and its events' deliveries
     GET  /tenants/{tenant}/dashboard/login                  the log-in form
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
@@ -21,6 +26,9 @@ style sheet.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Annotated
 from urllib.parse import quote
@@ -33,6 +41,9 @@ from merchant.ledger import EntryNotFoundError
 from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._explorer import EXPLORERS, explorer_url, shorten
+from ._export import payers_csv, settlements_csv, unpaid_csv
+from ._filters import FilterError, parse_filter
 from ._origin import is_cross_site
 from ._throttle import LoginThrottle
 from ._views import DashboardData
@@ -57,6 +68,24 @@ _Token = Annotated[str, Form()]
 # The throttle's key for every tenant without a token (unknown ones included): guesses at made-up tenant
 # names share one count, so cycling names can neither dodge the throttle nor flood its table.
 _NO_TENANT = "\x00no-tenant"
+_NOT_IN_FILENAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def templates_for(explorers: Mapping[str, str]) -> Environment:
+    """The pages' Jinja2 templates (autoescaped, strict), linking to `explorers`."""
+    templates = Environment(
+        loader=PackageLoader("merchant.dashboard", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+    def explorer(network: str, kind: str, value: str | int) -> str | None:
+        return explorer_url(network, kind, value, explorers)
+
+    templates.globals.update(explorer_url=explorer, shorten=shorten)
+    return templates
 
 
 def create_dashboard_router(
@@ -68,23 +97,19 @@ def create_dashboard_router(
     secure_cookies: bool = False,
     throttle: LoginThrottle | None = None,
     public_origin: str | None = None,
+    explorers: Mapping[str, str] = EXPLORERS,
 ) -> APIRouter:
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
     `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS); `throttle`
     counts wrong tokens per tenant and client address (a `LoginThrottle` of its defaults when None; pass
     the billing API's to count both surfaces together); `public_origin` is the origin of the merchant's
-    public URL, accepted for the POSTs besides the one each request was sent to.
+    public URL, accepted for the POSTs besides the one each request was sent to; `explorers` the block
+    explorer's base URL per CAIP-2 network (none for a dev chain).
     """
     router = APIRouter(include_in_schema=False)
     throttle = LoginThrottle() if throttle is None else throttle
-    templates = Environment(
-        loader=PackageLoader("merchant.dashboard", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    templates = templates_for(explorers)
     stylesheet = resources.files("merchant.dashboard").joinpath("static/dashboard.css").read_bytes()
 
     def tenant_of(segment: str) -> str:
@@ -154,6 +179,60 @@ def create_dashboard_router(
             return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
         view = await data.overview(tenant.id, tenant.pay_to)
         return page("overview.html", segment=segment, tenant=tenant.id, view=view, signed_in=True)
+
+    @router.get("/tenants/{segment}/dashboard/settlements", response_class=HTMLResponse)
+    async def settlement_list(request: Request, segment: str) -> HTMLResponse:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        try:
+            wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
+        except FilterError as error:
+            return page(
+                "bad_filter.html",
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                segment=segment,
+                tenant=tenant.id,
+                message=str(error),
+                signed_in=True,
+            )
+        listing = await data.settlement_page(tenant.id, wanted)
+        return page("settlements.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
+
+    def csv_file(segment: str, what: str, text: str) -> Response:
+        name = f"{_NOT_IN_FILENAME.sub('_', segment)[:64]}-{what}.csv"
+        headers = {**_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
+
+    @router.get("/tenants/{segment}/dashboard/settlements.csv", response_model=None)
+    async def settlement_list_csv(request: Request, segment: str) -> Response:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        try:
+            wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
+        except FilterError as error:
+            return Response(
+                f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"
+            )
+        listing = await data.settlement_page(tenant.id, wanted)
+        return csv_file(segment, "settlements", settlements_csv(listing.rows))
+
+    @router.get("/tenants/{segment}/dashboard/{what}.csv", response_model=None)
+    async def overview_csv(request: Request, segment: str, what: str) -> Response:
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        if what not in ("payers", "unpaid"):
+            return Response(
+                "No such export.\n", status.HTTP_404_NOT_FOUND, headers=_HEADERS, media_type="text/plain"
+            )
+        view = await data.overview(tenant.id, tenant.pay_to)
+        text = payers_csv(view.payers) if what == "payers" else unpaid_csv(view.unpaid)
+        return csv_file(segment, what, text)
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:

@@ -13,10 +13,13 @@ from datetime import UTC, datetime, time, timedelta
 
 from merchant.callers import CallerKeys
 from merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
+from merchant.payments import OfferReader, Purchase
 from merchant.reconciler import Reconciler
 from merchant.webhooks import DeliveryLogEntry, DeliveryState, Outbox, WebhookEndpoints
 
-from ._chart import RevenueChart, revenue_charts
+from ._activity import PayerView, TotalView, UnpaidView, payer_views, totals, unpaid_views
+from ._chart import COMPACT_WIDTH, RevenueChart, revenue_charts
+from ._filters import SettlementFilter
 from ._format import AssetInfo, Money, format_time, money
 
 __all__ = [
@@ -28,11 +31,15 @@ __all__ = [
     "EndpointView",
     "Overview",
     "SettlementDetail",
+    "SettlementPage",
     "SettlementView",
 ]
 
 CHART_DAYS = 30
 _RECENT = 20
+PAGE_SIZE = 25
+_PAYERS = 50
+_UNPAID = 50
 _LISTED = 50
 _DELIVERIES = 50
 _ATTEMPTS = 500
@@ -68,6 +75,8 @@ class SettlementView:
     finality: str
     reversal_id: str | None
     reversal_reason: str | None
+    skill: str = ""
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +136,21 @@ class Overview:
     differences: tuple[str, ...]
     reconciled_at: str | None
     callers: tuple[CallerView, ...] = ()
+    compact_charts: tuple[RevenueChart, ...] = ()
+    totals: tuple[TotalView, ...] = ()
+    payers: tuple[PayerView, ...] = ()
+    unpaid: tuple[UnpaidView, ...] = ()
+    unpaid_known: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementPage:
+    """A page of the settlements list: its rows (newest first) under `filter`, and the next page's cursor
+    (None on the last page)."""
+
+    rows: tuple[SettlementView, ...]
+    filter: SettlementFilter
+    next_before: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +172,7 @@ class SettlementDetail:
     finalized_at: str
     deliveries: tuple[DeliveryView, ...]
     events: tuple[tuple[str, str, int], ...]
+    endpoints_configured: bool = True
 
 
 class DashboardData:
@@ -163,6 +188,7 @@ class DashboardData:
         assets: Mapping[str, AssetInfo],
         confirmations: int,
         callers: CallerKeys | None = None,
+        offers: OfferReader | None = None,
     ) -> None:
         self._ledger = ledger
         self._outbox = outbox
@@ -171,6 +197,7 @@ class DashboardData:
         self._assets = assets
         self._confirmations = confirmations
         self._callers = callers
+        self._offers = offers
 
     async def overview(self, tenant: str, pay_to: str, *, now: datetime | None = None) -> Overview:
         """The dashboard of `tenant`, whose payee is `pay_to`, as of `now` (UTC)."""
@@ -197,6 +224,11 @@ class DashboardData:
                 for balance in await self._ledger.balance(tenant)
             ),
             charts=tuple(revenue_charts(daily, last_day=today, span_days=CHART_DAYS, assets=self._assets)),
+            compact_charts=tuple(
+                revenue_charts(
+                    daily, last_day=today, span_days=CHART_DAYS, assets=self._assets, width=COMPACT_WIDTH
+                )
+            ),
             chart_days=CHART_DAYS,
             recent=await self._settlements(tenant, None, _RECENT),
             unfinalized=await self._settlements(tenant, EntryStatus.SETTLED, _LISTED),
@@ -205,6 +237,29 @@ class DashboardData:
             differences=differences,
             reconciled_at=reconciled_at,
             callers=await self._caller_views(tenant),
+            totals=tuple(totals(daily, today=today, assets=self._assets)),
+            payers=tuple(payer_views((await self._ledger.payers(tenant))[:_PAYERS], self._assets)),
+            unpaid=tuple(
+                unpaid_views(
+                    [] if self._offers is None else await self._offers.unpaid(tenant, limit=_UNPAID),
+                    self._assets,
+                )
+            ),
+            unpaid_known=self._offers is not None,
+        )
+
+    async def settlement_page(
+        self, tenant: str, wanted: SettlementFilter, *, size: int = PAGE_SIZE
+    ) -> SettlementPage:
+        """One page of `tenant`'s settlements under `wanted`, newest first, `size` rows at most."""
+        records = await self._ledger.settlements(
+            tenant, limit=size + 1, before=wanted.before, since=wanted.since_at, until=wanted.until_at
+        )
+        shown = records[:size]
+        rows = await self._settlement_views(tenant, shown)
+        more = len(records) > size
+        return SettlementPage(
+            rows=rows, filter=wanted, next_before=shown[-1].entry.sequence if more and shown else None
         )
 
     async def _caller_views(self, tenant: str) -> tuple[CallerView, ...]:
@@ -237,19 +292,29 @@ class DashboardData:
         deliveries = await self._outbox.deliveries(tenant, limit=_DELIVERIES, event_ids=event_ids)
         log = await self._outbox.delivery_log(tenant, limit=_ATTEMPTS, event_ids=event_ids)
         final = record.finalization
+        [view] = await self._settlement_views(tenant, [record])
         return SettlementDetail(
-            settlement=self._settlement_view(record),
+            settlement=view,
             confirmations=None if final is None else final.confirmations,
             finalized_at=format_time(None if final is None else final.finalized_at),
             deliveries=_delivery_views(deliveries, log),
             events=tuple((event.id, event.type, event.sequence) for event in events),
+            endpoints_configured=bool(deliveries) or bool(await self._endpoints.list(tenant)),
         )
 
     async def _settlements(
         self, tenant: str, status: EntryStatus | None, limit: int
     ) -> tuple[SettlementView, ...]:
         records = await self._ledger.settlements(tenant, status=status, limit=limit)
-        return tuple(self._settlement_view(record) for record in records)
+        return await self._settlement_views(tenant, records)
+
+    async def _settlement_views(
+        self, tenant: str, records: Sequence[SettlementRecord]
+    ) -> tuple[SettlementView, ...]:
+        bought: dict[str, Purchase] = {}
+        if self._offers is not None and records:
+            bought = await self._offers.purchases(tenant, (record.entry.task_id for record in records))
+        return tuple(self._settlement_view(record, bought.get(record.entry.task_id)) for record in records)
 
     async def _endpoint_views(self, tenant: str) -> tuple[EndpointView, ...]:
         deliveries = await self._outbox.deliveries(tenant, limit=_DELIVERIES)
@@ -269,7 +334,7 @@ class DashboardData:
             for endpoint in await self._endpoints.list(tenant)
         )
 
-    def _settlement_view(self, record: SettlementRecord) -> SettlementView:
+    def _settlement_view(self, record: SettlementRecord, bought: Purchase | None = None) -> SettlementView:
         entry = record.entry
         return SettlementView(
             id=entry.id,
@@ -286,14 +351,20 @@ class DashboardData:
             finality=self._finality(record),
             reversal_id=None if record.reversal is None else record.reversal.id,
             reversal_reason=None if record.reversal is None else record.reversal.reason,
+            skill="" if bought is None else bought.skill,
+            description="" if bought is None else bought.description,
         )
 
     def _finality(self, record: SettlementRecord) -> str:
         if record.reversal is not None:
             return f"reversed {format_time(record.reversal.booked_at)}"
         if record.finalization is not None:
+            # The recorded count is how deep the transaction was when the reconciler looked, not what
+            # finality needs: say when it was marked final, and by what rule.
             final = record.finalization
-            return f"final at {_confirmations(final.confirmations)}, {format_time(final.finalized_at)}"
+            depth = _confirmations(self._confirmations)
+            when = format_time(final.finalized_at)
+            return f"final since {when}: marked by the reconciler ({depth} required)"
         # The dashboard does not read the chain's head, so it cannot say how deep the transaction is: only
         # that the reconciler's check is still to come (it finalizes at the configured depth).
         depth = _confirmations(self._confirmations)

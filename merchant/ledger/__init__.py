@@ -33,6 +33,7 @@ from ._records import (
     Finalization,
     LedgerEventSink,
     LedgerFact,
+    PayerTotal,
     SettlementBooked,
     SettlementBooking,
     SettlementFinalized,
@@ -41,7 +42,14 @@ from ._records import (
     StatementLine,
 )
 from ._sequence import allocate_sequence
-from ._statement import STATEMENT_COLUMNS, balances_json, format_time, statement_csv, statement_json
+from ._statement import (
+    STATEMENT_COLUMNS,
+    balances_json,
+    format_time,
+    spreadsheet_safe,
+    statement_csv,
+    statement_json,
+)
 from .cli import ledger_cli
 
 __all__ = [
@@ -70,6 +78,7 @@ __all__ = [
     "LedgerLine",
     "LedgerReader",
     "LedgerSequence",
+    "PayerTotal",
     "SettlementBooked",
     "SettlementBooking",
     "SettlementFinalized",
@@ -81,6 +90,7 @@ __all__ = [
     "check_invariants",
     "format_time",
     "ledger_cli",
+    "spreadsheet_safe",
     "statement_csv",
     "statement_json",
 ]

@@ -19,6 +19,7 @@ from ._records import (
     EntryKind,
     EntryStatus,
     Finalization,
+    PayerTotal,
     SettlementRecord,
     StatementLine,
     utc,
@@ -198,18 +199,72 @@ class LedgerReader:
         return [entry_from_row(row) for row in rows]
 
     async def settlements(
-        self, tenant: str, *, status: EntryStatus | None = None, limit: int = 50
+        self,
+        tenant: str,
+        *,
+        status: EntryStatus | None = None,
+        limit: int = 50,
+        before: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SettlementRecord]:
         """The tenant's most recent settlements with their finalization and reversal, newest first, at most
-        `limit` (1 to 500); only those whose status is now `status` when given."""
+        `limit` (1 to 500); only those whose status is now `status` when given, whose sequence is below
+        `before` (a page's cursor: the last sequence of the page before), and booked in [since, until).
+
+        Raises:
+            InvalidBookingError: `since` or `until` is naive.
+        """
         condition = sa.and_(_entries.c.kind == EntryKind.SETTLEMENT.value, _entries.c.tenant == tenant)
         if status is not None:
             condition = sa.and_(condition, _status_condition(status))
+        if before is not None:
+            condition = sa.and_(condition, _entries.c.sequence < before)
+        if since is not None:
+            condition = sa.and_(condition, _entries.c.booked_at >= utc(since, "since"))
+        if until is not None:
+            condition = sa.and_(condition, _entries.c.booked_at < utc(until, "until"))
         limit = max(1, min(limit, _SETTLEMENTS_LIMIT_MAX))
         statement = entry_query().where(condition).order_by(_entries.c.sequence.desc()).limit(limit)
         async with self._engine.connect() as connection:
             entries = [entry_from_row(row) for row in await connection.execute(statement)]
             return await _with_facts(connection, entries)
+
+    async def payers(self, tenant: str) -> list[PayerTotal]:
+        """Per payer, network and asset: how many of the tenant's settlements stand (not reversed), their
+        sum and the last one's booking time; the largest total first. Summed in Python integers (SQL `SUM`
+        is not exact on SQLite's uint256 text)."""
+        statement = (
+            sa.select(
+                _entries.c.payer,
+                _entries.c.network,
+                _entries.c.asset,
+                _entries.c.amount,
+                _entries.c.booked_at,
+            )
+            .select_from(_entries.outerjoin(_reversals, _reversals.c.reverses_entry_id == _entries.c.id))
+            .where(
+                _entries.c.tenant == tenant,
+                _entries.c.kind == EntryKind.SETTLEMENT.value,
+                _reversals.c.id.is_(None),
+            )
+        )
+        totals: dict[tuple[str, str, str], list[Any]] = {}
+        async with self._engine.connect() as connection:
+            for row in await connection.execute(statement):
+                key = (row.payer, row.network, row.asset)
+                booked_at = row.booked_at.astimezone(UTC) if row.booked_at.tzinfo else row.booked_at
+                total = totals.setdefault(key, [0, 0, booked_at])
+                total[0] += 1
+                total[1] += int(row.amount)
+                total[2] = max(total[2], booked_at)
+        return sorted(
+            (
+                PayerTotal(payer=payer, network=network, asset=asset, count=c, total=t, last_seen=last)
+                for (payer, network, asset), (c, t, last) in totals.items()
+            ),
+            key=lambda payer: (-payer.total, payer.payer),
+        )
 
     async def settlement(self, tenant: str, entry_id: str) -> SettlementRecord:
         """The tenant's settlement `entry_id`, with its finalization and reversal.

@@ -26,6 +26,7 @@ __all__ = [
     "Finalization",
     "LedgerEventSink",
     "LedgerFact",
+    "PayerTotal",
     "SettlementBooked",
     "SettlementBooking",
     "SettlementFinalized",
@@ -238,6 +239,19 @@ class DailyRevenue:
     def net(self) -> int:
         """The day's booked revenue: `credits - debits` (negative when reversals outweigh settlements)."""
         return self.credits - self.debits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayerTotal:
+    """What one payer paid a tenant in one asset: the settlements that stand (not reversed), their sum
+    in atomic units, and when the last was booked."""
+
+    payer: str
+    network: str
+    asset: str
+    count: int
+    total: int
+    last_seen: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,14 @@ from typing import Any
 
 from ._records import Balance, StatementLine
 
-__all__ = ["STATEMENT_COLUMNS", "balances_json", "format_time", "statement_csv", "statement_json"]
+__all__ = [
+    "STATEMENT_COLUMNS",
+    "balances_json",
+    "format_time",
+    "spreadsheet_safe",
+    "statement_csv",
+    "statement_json",
+]
 
 STATEMENT_COLUMNS = (
     "sequence",
@@ -54,6 +61,12 @@ def _guard(text: str) -> str:
     if text[:1] in _FORMULA_STARTS or rest[:1] in _FORMULA_STARTS:
         return "'" + text
     return text
+
+
+def spreadsheet_safe(text: str) -> str:
+    """`text` as a CSV cell a spreadsheet will not run: a leading `'` if it could be taken for a formula
+    (the guard of the statement's CSV, for other exports of the same data)."""
+    return _guard(text)
 
 
 def format_time(value: datetime) -> str:

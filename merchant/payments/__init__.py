@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._executor import PaymentExecutor, SkillResolver
 from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
+from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
 from ._offers import Offer, OfferState, OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome
 from ._presented import Presentations
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
     "Offer",
+    "OfferReader",
     "OfferState",
     "OfferStore",
     "OutcomeListener",
@@ -31,8 +33,10 @@ __all__ = [
     "PaymentRequestHandler",
     "Presentations",
     "Pricing",
+    "Purchase",
     "PurgeReport",
     "SkillResolver",
+    "UnpaidAttempt",
     "UnpaidRules",
     "UnpaidWork",
     "caller_of",

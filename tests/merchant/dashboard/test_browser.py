@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from merchant.dashboard import SESSION_COOKIE
+from payer import sign_payment
+from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.merchant import MerchantWire
 
 from .conftest import Shop
 
@@ -86,8 +90,8 @@ async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_
 
         await _reload_until(page, task_shown, what="the paid task on the dashboard")
         price = shop.prices["acme"]
-        assert f"0.{price:06d} USDC" in await page.locator("#balances").inner_text()
-        assert await page.locator("#revenue svg rect.bar").count() == 1
+        assert f"${price / 10**6:.2f}" in await page.locator("#balances").inner_text()  # $0.10
+        assert await page.locator("#revenue svg.wide rect.bar").count() == 1
 
         # Its settlement.completed delivery failed (HTTP 500) and waits for its retry.
         await wait_until(lambda: len(shop.receiver.received) >= 1, what="the first delivery attempt")
@@ -129,8 +133,10 @@ async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_
 
         await _reload_until(page, final, what="the settlement to be final")
         details = await page.locator("dl.settlement").inner_text()
-        assert task_id in details and f"0.{price:06d} USDC" in details and f"{price}" in details
-        assert "final at 1 confirmation," in details
+        assert task_id in details and f"${price / 10**6:.2f}" in details
+        amount = page.locator("dl.settlement .amount")
+        assert await amount.get_attribute("title") == f"{price} atomic units (0.{price:06d} USDC)"
+        assert "marked by the reconciler (1 confirmation required)" in details and "final at" not in details
         events = await page.locator("#events ul.events").inner_text()
         assert "settlement.completed" in events and "settlement.finalized" in events
         await page.screenshot(path=artifacts / "05-settlement.png", full_page=True)
@@ -153,3 +159,66 @@ async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_
         "04-delivery-retried.png",
         "05-settlement.png",
     ]
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and_phone_widths(
+    browser: Browser, shop: Shop, artifacts: Path, width: int
+) -> None:
+    for _ in range(2):
+        await shop.paid_task("acme")
+    async with shop.merchant.http() as http:  # and one refused: its payer holds nothing
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task_id, terms = await open_task(wire)
+        await pay(wire, task_id, sign_payment(shop.new_payer(0), terms))
+    context = await browser.new_context(
+        java_script_enabled=False,
+        viewport={"width": width, "height": 900},
+        extra_http_headers={"authorization": f"Bearer {shop.tokens['acme']}"},
+    )
+    page = await context.new_page()
+    dashboard = shop.merchant.base_url + shop.dashboard("acme")
+    try:
+        await page.goto(dashboard)
+        assert await page.locator("#settlements tr[data-settlement]").count() == 2
+        assert await page.locator(f'#unpaid tr[data-task="{task_id}"]').count() == 1
+        await _assert_fits(page, width)
+        # The chart scales to its card (a phone gets one drawn for its size): today's bar is on screen.
+        shown = "compact" if width < 720 else "wide"
+        assert await page.locator(f"#revenue svg.{shown}").is_visible()
+        assert not await page.locator(f"#revenue svg:not(.{shown})").is_visible()
+        chart = await page.locator(f"#revenue svg.{shown}").bounding_box()
+        assert chart is not None and chart["x"] >= 0 and chart["x"] + chart["width"] <= width
+        assert chart["width"] >= 0.8 * (width - 40)  # the card's width, not 60 % of it
+        bar = await page.locator(f"#revenue svg.{shown} rect.bar").last.bounding_box()
+        assert bar is not None and bar["x"] + bar["width"] <= width
+        # A payer's address is drawn short (0x1234…abcd) and copied whole.
+        payer = page.locator("#settlements tr[data-settlement] .hex").first
+        full = await payer.get_attribute("title")
+        assert full is not None and await payer.text_content() == full
+        box = await payer.bounding_box()
+        assert box is not None and box["width"] < 150
+        await page.screenshot(path=artifacts / f"overview-{width}.png", full_page=True)
+        for section in ("totals", "unpaid", "payers"):
+            await page.locator(f"#{section}").screenshot(path=artifacts / f"{section}-{width}.png")
+
+        await page.locator("#settlements tr[data-settlement] a").first.click()
+        await _assert_fits(page, width)
+        await page.screenshot(path=artifacts / f"settlement-{width}.png", full_page=True)
+
+        # Every settlement, filtered to today by the form (no script: a GET with the fields).
+        await page.goto(f"{dashboard}/settlements")
+        await page.fill("input[name=since]", datetime.now(UTC).date().isoformat())
+        await page.click("form.filter button[type=submit]")
+        assert "since=" in page.url
+        assert await page.locator("#settlements tr[data-settlement]").count() == 2
+        await _assert_fits(page, width)
+        await page.screenshot(path=artifacts / f"settlements-{width}.png", full_page=True)
+    finally:
+        await context.close()
+
+
+async def _assert_fits(page: Page, width: int) -> None:
+    scroll_width = await page.evaluate("document.documentElement.scrollWidth")
+    inner_width = await page.evaluate("window.innerWidth")
+    assert inner_width == width and scroll_width <= inner_width, (page.url, scroll_width, inner_width)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from merchant.dashboard import AssetInfo, Money, format_amount
-from merchant.dashboard._format import money
+from merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
+from merchant.dashboard._explorer import explorer_url, is_local_chain, shorten
+from merchant.dashboard._format import display_amount, money
+from merchant.dashboard._routes import templates_for
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 
@@ -34,7 +36,79 @@ def test_amounts_are_written_exactly(atomic: int, decimals: int, text: str) -> N
 def test_a_known_asset_is_formatted_and_an_unknown_one_stays_in_atomic_units() -> None:
     assets = {USDC: AssetInfo(name="USDC", decimals=6)}
 
-    assert money(2_500_000, USDC, assets) == Money(atomic=2_500_000, text="2.500000", unit="USDC")
-    assert money(7, "0x808456652fdb597867f38412077A9182bf77359F", assets) == Money(
-        atomic=7, text="7", unit="atomic units"
+    assert money(2_500_000, USDC, assets) == Money(
+        atomic=2_500_000, text="2.500000", unit="USDC", display="$2.50"
     )
+    assert money(7, "0x808456652fdb597867f38412077A9182bf77359F", assets) == Money(
+        atomic=7, text="7", unit="atomic units", display="7 atomic units"
+    )
+
+
+@pytest.mark.parametrize(
+    ("atomic", "name", "decimals", "display"),
+    [
+        (10_000, "USDC", 6, "$0.01"),
+        (100_000, "USDC", 6, "$0.10"),
+        (10_001, "USDC", 6, "$0.010001"),
+        (0, "USDC", 6, "$0.00"),
+        (-10_000, "usdc", 6, "-$0.01"),
+        (1_234_567_000_000, "USDT", 6, "$1,234,567.00"),
+        (10**18, "DAI", 18, "$1.00"),
+        (2**256 - 1, "USDC", 6, "$" + format((2**256 - 1) // 10**6, ",") + "." + str((2**256 - 1) % 10**6)),
+        (10_000, "EURC", 6, "0.01 EURC"),
+        (5, "WHOLE", 0, "5 WHOLE"),
+        (5, "CENTS", 2, "0.05 CENTS"),
+    ],
+)
+def test_amounts_read_as_people_write_them_with_a_dollar_for_usd_stablecoins(
+    atomic: int, name: str, decimals: int, display: str
+) -> None:
+    assert display_amount(atomic, AssetInfo(name=name, decimals=decimals)) == display
+
+
+@pytest.mark.parametrize(
+    ("value", "parts"),
+    [
+        ("0x" + "12" * 20, ("0x1212", "12" * 16, "1212")),
+        ("0x" + "ab" * 32, ("0xabab", "ab" * 28, "abab")),
+        ("0x1234", ("0x1234", "", "")),
+    ],
+)
+def test_long_hex_values_are_shortened_to_head_and_tail(value: str, parts: tuple[str, str, str]) -> None:
+    assert shorten(value) == parts
+    assert "".join(parts) == value
+
+
+def test_explorer_links_only_for_networks_with_a_known_explorer() -> None:
+    tx = "0x" + "ab" * 32
+    assert explorer_url("eip155:8453", "tx", tx) == f"https://basescan.org/tx/{tx}"
+    assert explorer_url("eip155:84532", "address", USDC) == f"https://sepolia.basescan.org/address/{USDC}"
+    assert explorer_url("eip155:1", "block", 7) == "https://etherscan.io/block/7"
+    assert explorer_url("eip155:11155111", "token", USDC) == f"https://sepolia.etherscan.io/token/{USDC}"
+    assert explorer_url("eip155:31337", "tx", tx) is None  # the dev chain
+    assert explorer_url("eip155:8453", "javascript", tx) is None
+    assert explorer_url("eip155:8453", "tx", "../x?y") == "https://basescan.org/tx/..%2Fx%3Fy"
+
+
+def test_a_chain_served_from_this_machine_is_a_dev_chain_without_explorer() -> None:
+    assert is_local_chain("http://127.0.0.1:8545", None)
+    assert is_local_chain("http://localhost:8545", "")
+    assert is_local_chain("http://[::1]:8545", None)
+    assert not is_local_chain("http://127.0.0.1:8545", "https://facilitator.example")
+    assert not is_local_chain("https://sepolia.base.org", None)
+    assert not is_local_chain("https://127.0.0.1.nip.io", None)
+    assert explorer_url("eip155:84532", "tx", "0x01", {}) is None
+
+
+def test_hex_values_link_to_the_explorer_of_a_known_network_and_escape_what_they_show() -> None:
+    macros = templates_for(EXPLORERS).get_template("_macros.html").module
+    tx = "0x" + "ab" * 32
+    linked = str(macros.hexval(tx, "eip155:8453", "tx"))  # type: ignore[attr-defined]
+    unknown = str(macros.hexval(tx, "eip155:31337", "tx"))  # type: ignore[attr-defined]
+    dev = str(templates_for({}).get_template("_macros.html").module.hexval(tx, "eip155:84532", "tx"))  # type: ignore[attr-defined]
+    hostile = str(macros.hexval('0x"><script>alert(1)</script>' + "0" * 30))  # type: ignore[attr-defined]
+
+    assert f'href="https://basescan.org/tx/{tx}" rel="noopener noreferrer"' in linked
+    assert f'title="{tx}">0xabab<span class="mid">{"ab" * 28}</span>abab</span>' in linked
+    assert "href" not in unknown and "href" not in dev
+    assert "<script>" not in hostile and "&lt;script&gt;" in hostile

@@ -135,7 +135,8 @@ async def test_the_overview_shows_the_amount_in_atomic_units_and_with_the_assets
     chart = page.text[page.text.index('id="revenue"') : page.text.index('id="settlements"')]
 
     assert page.status_code == 200
-    assert f"0.{price:06d} USDC" in balances and f">{price}<" in balances
+    # Read as $0.10; the exact decimals and the atomic units on demand (the title).
+    assert ">$0.10<" in balances and f'title="{price} atomic units (0.{price:06d} USDC)"' in balances
     assert "<svg" in chart and "<rect" in chart and f"({price} atomic units)" in chart
     assert "<script" not in page.text
 

@@ -98,3 +98,51 @@ async def test_daily_revenue_sums_exactly_per_booking_day_and_asset(ledger: Ledg
     assert yesterday == []
     with pytest.raises(InvalidBookingError):
         await ledger.daily_revenue("acme", since.replace(tzinfo=None), since)
+
+
+async def test_settlements_page_by_sequence_cursor_and_booking_range(ledger: Ledger) -> None:
+    settled, final, gone = await _three_states(ledger)
+    await _three_states(ledger, "globex")
+    [newest, middle, oldest] = await ledger.settlements("acme")
+    now = datetime.now(UTC)
+
+    below_newest = await ledger.settlements("acme", before=newest.entry.sequence)
+    below_oldest = await ledger.settlements("acme", before=oldest.entry.sequence)
+    one_page = await ledger.settlements("acme", before=newest.entry.sequence, limit=1)
+    hour = timedelta(hours=1)
+    in_range = await ledger.settlements("acme", since=now - hour, until=now + hour)
+    before_range = await ledger.settlements("acme", until=now - timedelta(hours=1))
+    after_range = await ledger.settlements("acme", since=now + timedelta(hours=1))
+
+    assert [r.entry.id for r in below_newest] == [final, settled]
+    assert below_oldest == []
+    assert [r.entry.id for r in one_page] == [final]
+    assert [r.entry.id for r in in_range] == [gone, final, settled]
+    assert before_range == after_range == []
+    assert {r.entry.tenant for r in below_newest + in_range} == {"acme"}
+    with pytest.raises(InvalidBookingError):
+        await ledger.settlements("acme", since=now.replace(tzinfo=None))
+
+
+async def test_payers_sum_the_settlements_that_stand_exactly_per_asset(ledger: Ledger) -> None:
+    other = "0x" + "ab" * 20
+    huge = 2**200 + 1  # beyond any float's exactness, and SQLite's integers
+    await ledger.book_settlement(booking(amount=huge))
+    await ledger.book_settlement(booking(amount=huge + 1))
+    await ledger.book_settlement(booking(asset=EURC, amount=7))
+    gone = await ledger.book_settlement(booking(payer=other, amount=5))
+    await ledger.reverse_settlement(gone.id)
+    await ledger.book_settlement(booking(payer=other, amount=3))
+    await ledger.book_settlement(booking(tenant="globex", amount=11))
+
+    payers = await ledger.payers("acme")
+
+    assert [(p.asset, p.count, p.total) for p in payers] == [
+        (USDC, 2, 2 * huge + 1),
+        (EURC, 1, 7),
+        (USDC, 1, 3),
+    ]
+    assert payers[2].payer.lower() == other
+    assert all(p.last_seen.tzinfo is not None for p in payers)
+    assert [p.total for p in await ledger.payers("globex")] == [11]
+    assert await ledger.payers("nobody") == []

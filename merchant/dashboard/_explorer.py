@@ -1,0 +1,61 @@
+"""Links to a block explorer, and hex values shortened for a table cell.
+
+Only networks with a well-known public explorer get links (CAIP-2 ids below); a dev chain gets none, since
+no explorer knows its transactions. The dev chain borrows Base Sepolia's chain id, so the id alone cannot
+tell it: `is_local_chain` (a JSON-RPC node on this machine and no facilitator elsewhere) decides, and the
+merchant then passes no explorers at all; a wrong link would be worse than none. The dashboard links out
+with `rel="noopener noreferrer"`, so the explorer learns nothing about the page.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from urllib.parse import quote, urlsplit
+
+__all__ = ["EXPLORERS", "explorer_url", "is_local_chain", "shorten"]
+
+EXPLORERS = {
+    "eip155:1": "https://etherscan.io",
+    "eip155:11155111": "https://sepolia.etherscan.io",
+    "eip155:8453": "https://basescan.org",
+    "eip155:84532": "https://sepolia.basescan.org",
+}
+"""The explorer's base URL per CAIP-2 network."""
+
+_KINDS = {"address": "address", "tx": "tx", "token": "token", "block": "block"}
+_HEAD, _TAIL = 6, 4
+
+
+def explorer_url(
+    network: str, kind: str, value: str | int, explorers: Mapping[str, str] = EXPLORERS
+) -> str | None:
+    """The explorer's page of `value` (an address, a transaction hash, a token or a block number) on
+    `network`, or None when `explorers` has none for the network or `kind` is not one of its pages."""
+    base = explorers.get(network)
+    path = _KINDS.get(kind)
+    if base is None or path is None:
+        return None
+    return f"{base}/{path}/{quote(str(value), safe='')}"
+
+
+def shorten(value: str) -> tuple[str, str, str]:
+    """`value` split for display as head…tail: (head, the hidden middle, tail); a value too short to
+    shorten is all head. `0x` + 40 hex digits -> ("0x1234", "...", "abcd")."""
+    if len(value) <= _HEAD + _TAIL + 2:
+        return value, "", ""
+    return value[:_HEAD], value[_HEAD:-_TAIL], value[-_TAIL:]
+
+
+def is_local_chain(rpc_url: str, facilitator_url: str | None) -> bool:
+    """Whether payments settle on a chain served from this machine (a dev chain): the merchant settles
+    itself (no facilitator) through a JSON-RPC node on a loopback address or `localhost`."""
+    if facilitator_url:
+        return False
+    host = urlsplit(rpc_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
