@@ -69,6 +69,7 @@ from .dashboard import (
     origin_of,
 )
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
+from .differences import DifferenceStore
 from .edge import (
     AgentCardSettings,
     CardSigner,
@@ -342,6 +343,7 @@ def build_reconciler(
         pay_tos=[tenant.pay_to for tenant in (load_tenants(settings) if tenants is None else tenants)],
         lookback_blocks=settings.reconcile_lookback_blocks,
         on_report=on_report,
+        differences=DifferenceStore(engine),
     )
 
 
