@@ -69,9 +69,8 @@ async def chain_restart(store: DifferenceStore, rpc: RpcClient, chain_id: int) -
     await store.set_genesis(chain_id, genesis, restarted_at=now)
     closed = await store.resolve_all(kinds.CHAIN_KINDS, note="the chain restarted", by="chain", now=now)
     text = (
-        f"the chain restarted: its genesis block is {genesis} (was {old}); what was booked before "
-        f"{now.isoformat(timespec='seconds')} is not on it, and {closed} open differences about the old "
-        "chain were closed"
+        f"the chain restarted: genesis block {genesis} (was {old}); {closed} open differences about the "
+        f"old chain closed; bookings before {now.isoformat(timespec='seconds')} are not on it"
     )
     return Restart(now, text, genesis)
 

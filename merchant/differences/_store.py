@@ -63,7 +63,7 @@ _CHAIN = sa.Table(
     sa.Column("restarted_at", UtcDateTime(), nullable=True),
 )
 # A log line quotes at most this much of a difference's text: one line each, never kilobytes.
-_LOGGED_CHARS = 240
+_LOGGED_CHARS = 400
 MAX_NOTE_CHARS = 500
 """The longest note an operator may give (a longer one is refused, nothing changed)."""
 
@@ -242,7 +242,8 @@ class DifferenceStore:
     async def resolve_all(
         self, kinds: Iterable[str], *, note: str, by: str, now: datetime | None = None
     ) -> int:
-        """Resolve every open difference of `kinds` with `note` (one log line for all); return how many."""
+        """Resolve every open difference of `kinds` with `note`; return how many (the caller says so: a
+        restarted chain in the one line of its own difference, not one line per difference it closed)."""
         when = datetime.now(UTC) if now is None else now
         table = _DIFFERENCES
         chosen = sorted(kinds)
@@ -256,10 +257,7 @@ class DifferenceStore:
                 ).rowcount
             )
 
-        closed = await write(self._engine, close)
-        if closed:
-            logger.info("%d open differences resolved by %s: %s", closed, by, _short(note))
-        return closed
+        return await write(self._engine, close)
 
     async def get(self, ident: int) -> StoredDifference | None:
         """The difference `ident`, or None."""
