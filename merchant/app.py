@@ -63,6 +63,7 @@ from .dashboard import (
     AssetInfo,
     DashboardAuth,
     DashboardData,
+    DifferenceDesk,
     LoginThrottle,
     SessionStore,
     create_dashboard_router,
@@ -476,6 +477,7 @@ def build_app(
         secure_cookies=urlsplit(settings.base_url).scheme == "https",
         throttle=throttle,
         public_origin=origin_of(settings.base_url),
+        differences=DifferenceDesk(DifferenceStore(engine), ledger, settings.network),
     )
     jwks_http = httpx.AsyncClient()
     authenticator = build_authenticator(settings, engine, jwks_http)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from merchant.ledger import BookedEntry, Ledger, LedgerError, SettlementBooking
+from merchant.tenants import tenant_name
 
 from ._kinds import BOOKABLE_KINDS
 from ._store import MAX_NOTE_CHARS, DifferenceNotOpenError, DifferenceState, DifferenceStore
@@ -48,6 +49,13 @@ async def book_difference(
     difference = await store.get(ident)
     if difference is None or difference.state is not DifferenceState.OPEN:
         raise DifferenceNotOpenError(f"difference {ident}: no such open difference")
+    concerns = difference.tenant == tenant or (
+        difference.tenant is None and difference.pay_to == tenant_pay_to
+    )
+    if not concerns:  # another tenant's is answered as unknown: its existence is not this tenant's to learn
+        raise DifferenceNotOpenError(
+            f"difference {ident}: no such open difference for tenant {tenant_name(tenant)}"
+        )
     if difference.kind not in BOOKABLE_KINDS:
         raise DifferenceRefusedError(
             f"difference {ident} is {difference.kind}: only a payment no offer explains can be booked"
@@ -55,7 +63,7 @@ async def book_difference(
     facts = difference.facts
     if difference.pay_to != tenant_pay_to or facts.get("pay_to") != tenant_pay_to:
         raise DifferenceRefusedError(
-            f"difference {ident} is not a payment to tenant {tenant or 'default'}'s payTo"
+            f"difference {ident} is not a payment to tenant {tenant_name(tenant)}'s payTo"
         )
     chain_id, asset = int(facts["chain_id"]), str(facts["asset"])
     if await ledger.has_authorization(chain_id, asset, facts["payer"], facts["nonce"]):
