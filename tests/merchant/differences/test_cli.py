@@ -111,7 +111,7 @@ async def test_a_payment_no_offer_explains_is_booked_to_the_tenant_once(
     finally:
         await passes.aclose()
 
-    assert_mistake(stranger, f"difference {payment.id}: no such open difference for tenant acme")
+    assert_mistake(stranger, "unknown tenant 'acme'")
     assert_mistake(not_payment, "only a payment no offer explains can be booked")
     assert booked.returncode == 0, booked
     (entry,) = await ledger_entries(database_url)
