@@ -12,12 +12,20 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import text
 
-from devchain import DevChain
+from devchain import DevChain, start_devchain
 from merchant.differences import DifferenceState
 from merchant.ledger import Ledger
 from merchant.webhooks import Outbox
+from payer import sign_payment
 from storage import create_engine
-from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    MerchantStarter,
+    MerchantWire,
+    offered_terms,
+    payment_message,
+    user_message,
+)
 
 from ..ledger.bookings import booking
 from .helpers import Passes, unexplained_payment
@@ -147,3 +155,34 @@ async def test_a_restarted_chain_is_one_difference_and_one_line_not_a_reorg_per_
         f"difference {stored['chain_restarted'].id} opened: chain_restarted {difference.key}: "
         f"{difference.text}"
     ], lines
+
+
+async def test_a_dev_chain_started_afresh_is_recognised_by_its_genesis_and_its_bookings_are_not_reorgs(
+    database_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    merchant = start_merchant(database_url)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        payload = sign_payment(new_payer(), offered_terms(task).accepts[0])
+        done = (await wire.send(payment_message(task["id"], payload)))["task"]
+    merchant.stop()
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    old = Passes(merchant.settings)
+    try:
+        await old.run()  # the booking is finalized; the chain's genesis block is stored
+    finally:
+        await old.aclose()
+    # The operator restarts the dev chain: a new anvil, the token deployed at the same address, no history.
+    with start_devchain(payers=0) as fresh:
+        assert fresh.asset == chain.asset
+        passes = Passes(merchant.settings.model_copy(update={"rpc_url": fresh.rpc_url}))
+        try:
+            restarted = await passes.run()
+            after = await passes.run()
+            counts = await passes.store.open_counts()
+        finally:
+            await passes.aclose()
+
+    assert [d.kind for d in restarted.differences] == ["chain_restarted"], restarted.unresolved
+    assert after.differences == [] and counts == {"chain_restarted": 1}
