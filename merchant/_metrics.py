@@ -3,8 +3,9 @@
 Counted where they happen: payments by tenant and outcome (the payment layer's listener), the latency of
 the facilitator's verify and settle as the payment layer sees them (`TimedFacilitator`), webhook delivery
 attempts by outcome, and the differences the reconciler found. Read per scrape: payments in flight,
-settlements booked but not final, each webhook endpoint's backlog, and, in every facilitator mode, the
-chain head's lag; with the in-process facilitator also its relayers and unfinished claims.
+the reconciler's open differences by kind, settlements booked but not final, each webhook endpoint's
+backlog, and, in every facilitator mode, the chain head's lag; with the in-process facilitator also its
+relayers and unfinished claims.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from facilitator import ChainStatus, Facilitator, FacilitatorClient, chain_gauge
 from facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
 from observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, gauge
 
+from .differences import KNOWN_KINDS, DifferenceStore
 from .ledger import Ledger
 from .payments import OfferStore, PaymentOutcome, PurgeReport
 from .reconciler import RECONCILE_STAGES, ReconcileReport
@@ -150,7 +152,23 @@ class MerchantMetrics:
                 )
             ]
 
-        readings = [Reading("payments", payments), Reading("webhooks", webhooks)]
+        async def differences() -> Iterable[Metric]:
+            counts = dict.fromkeys(KNOWN_KINDS, 0) | await DifferenceStore(engine).open_counts()
+            return [
+                gauge(
+                    "x402_merchant_differences_open",
+                    "differences between the records and the chain still open (not resolved by the chain "
+                    "nor acknowledged or booked by an operator), by kind",
+                    [((kind,), n) for kind, n in sorted(counts.items())],
+                    labels=("kind",),
+                )
+            ]
+
+        readings = [
+            Reading("payments", payments),
+            Reading("webhooks", webhooks),
+            Reading("differences", differences),
+        ]
         if isinstance(facilitator, Facilitator):
             readings += facilitator_readings(lambda: facilitator)
         else:

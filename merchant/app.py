@@ -64,6 +64,7 @@ from .dashboard import (
     AssetInfo,
     DashboardAuth,
     DashboardData,
+    DifferenceDesk,
     LoginThrottle,
     SessionStore,
     create_dashboard_router,
@@ -71,6 +72,7 @@ from .dashboard import (
     origin_of,
 )
 from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
+from .differences import DifferenceStore
 from .edge import (
     AgentCardSettings,
     CardSigner,
@@ -345,6 +347,7 @@ def build_reconciler(
         pay_tos=[tenant.pay_to for tenant in (load_tenants(settings) if tenants is None else tenants)],
         lookback_blocks=settings.reconcile_lookback_blocks,
         on_report=on_report,
+        differences=DifferenceStore(engine),
     )
 
 
@@ -479,6 +482,7 @@ def build_app(
         throttle=throttle,
         public_origin=origin_of(settings.base_url),
         explorers={} if is_local_chain(settings.rpc_url, settings.facilitator_url) else EXPLORERS,
+        differences=DifferenceDesk(DifferenceStore(engine), ledger, settings.network),
     )
     jwks_http = httpx.AsyncClient()
     authenticator = build_authenticator(settings, engine, jwks_http)

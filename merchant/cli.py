@@ -37,6 +37,8 @@ from .app import build_app, build_reconciler
 from .callers.cli import MISTAKES as CALLER_MISTAKES
 from .callers.cli import callers_cli
 from .checks import check_merchant
+from .differences.cli import MISTAKES as DIFFERENCE_MISTAKES
+from .differences.cli import differences_cli
 from .edge import GrpcListenError
 from .ledger import Ledger, ledger_cli
 from .ledger.cli import MISTAKES as LEDGER_MISTAKES
@@ -51,6 +53,7 @@ _GRPC_PORT_SETTING = "X402_GRPC_PORT / --grpc-port"
 
 MISTAKES: cli.Mistakes = {
     **CALLER_MISTAKES,
+    **DIFFERENCE_MISTAKES,
     **LEDGER_MISTAKES,
     **WEBHOOK_MISTAKES,
     AgentCardError: None,
@@ -274,5 +277,6 @@ def list_keys() -> None:
 
 
 main.add_command(callers_cli)
+main.add_command(differences_cli)
 main.add_command(ledger_cli)
 main.add_command(webhooks_cli)

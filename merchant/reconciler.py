@@ -22,8 +22,12 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
    authorization can still land it is left alone: the facilitator puts the transaction back.
 
 Differences it cannot resolve are reported, not guessed at: nothing is booked that no offer proves. Each
-is a `Difference` naming the tenant or payTo it concerns (none when it is the operator's alone, such as an
-unreachable chain); those of the last pass stay readable per tenant (`open_differences`).
+is a `Difference` of a kind, keyed by what it is about (a payment's payer and nonce, a booking's id), naming
+the tenant or payTo it concerns (none when it is the operator's alone, such as an unreachable chain);
+those of the last pass stay readable per tenant (`open_differences`). With a `DifferenceStore` they are
+also stored, and stay open until the chain resolves them (`_difference_checks`) or an operator does. A
+chain whose genesis block changed since the last pass (a restarted dev chain) is one `chain_restarted`
+difference: bookings made before it are not reported as reorged away.
 """
 
 from __future__ import annotations
@@ -35,13 +39,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from eth_utils.address import to_checksum_address
 
 from facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient, authorization_used
 from facilitator.wire import PaymentPayload, PaymentRequirements
 
+from . import _difference_checks as checks
 from ._chain_scan import ChainPayment, payments_to
+from .differences import DifferenceStore
+from .differences import _kinds as kinds
 from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
 from .payments import Offer, OfferState, OfferStore, PaymentRecovery, exception_line
 
@@ -58,6 +66,7 @@ class _Problem:
     """Why a payment on chain does not agree with the records; `retry` if a later pass may resolve it."""
 
     text: str
+    kind: str
     retry: bool = False
 
 
@@ -66,12 +75,16 @@ class Difference:
     """A disagreement between the records and the chain that a pass could not resolve.
 
     `tenant` is the tenant whose booking it concerns, `pay_to` the payee address it concerns; both None
-    for an operator's problem (the chain unreachable), whose text may name infrastructure.
+    for an operator's problem (the chain unreachable), whose text may name infrastructure. `kind` and
+    `key` identify it across passes; `facts` are what a later check or a booking needs.
     """
 
     text: str
     tenant: str | None = None
     pay_to: str | None = None
+    kind: str = kinds.OTHER
+    key: str = ""
+    facts: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -98,9 +111,21 @@ class ReconcileReport:
         """What the pass could not resolve, one line each."""
         return [difference.text for difference in self.differences]
 
-    def differ(self, text: str, *, tenant: str | None = None, pay_to: str | None = None) -> None:
-        """Record a difference the pass could not resolve."""
-        self.differences.append(Difference(text=text, tenant=tenant, pay_to=pay_to))
+    def differ(
+        self,
+        text: str,
+        *,
+        tenant: str | None = None,
+        pay_to: str | None = None,
+        kind: str = kinds.OTHER,
+        key: str | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a difference the pass could not resolve (`key` defaults to its text)."""
+        ident = (text if key is None else key)[:200]
+        self.differences.append(
+            Difference(text=text, tenant=tenant, pay_to=pay_to, kind=kind, key=ident, facts=facts)
+        )
 
 
 class Reconciler:
@@ -122,6 +147,7 @@ class Reconciler:
         batch_blocks: int = 1_000,
         reorg_margin_blocks: int = 64,
         on_report: Callable[[ReconcileReport], None] | None = None,
+        differences: DifferenceStore | None = None,
     ):
         self._facilitator = facilitator
         self._recovery = recovery
@@ -140,6 +166,7 @@ class Reconciler:
         self._open: tuple[Difference, ...] = ()
         self._last_pass_at: datetime | None = None
         self._on_report = on_report
+        self._differences = differences
 
     async def aclose(self) -> None:
         """Close the reconciler's chain connection."""
@@ -162,6 +189,8 @@ class Reconciler:
     async def run_once(self) -> ReconcileReport:
         """One reconciliation pass."""
         report = await self._pass()
+        if self._differences is not None:
+            await checks.store_differences(self._differences, report.differences, self._still_open)
         self._open = tuple(report.differences)
         self._last_pass_at = datetime.now(UTC)
         if self._on_report is not None:
@@ -185,11 +214,13 @@ class Reconciler:
             report, "book", partial(recovery.book_unbooked, on_failure=partial(report.fail, "book"))
         )
         for tenant, pay_to, text in recovery.unproven:
-            report.differ(text, tenant=tenant, pay_to=pay_to)
+            report.differ(
+                text, tenant=tenant, pay_to=pay_to, kind=kinds.RECOVERY_UNPROVEN, key=text.split(": ", 1)[0]
+            )
         try:
             await self._scan_chain(report)
         except ChainError as exc:
-            report.differ(f"chain scan: chain unavailable ({exc})")
+            report.differ(f"chain scan: chain unavailable ({exc})", kind=kinds.CHAIN_UNAVAILABLE, key="chain")
         except Exception as exc:  # noqa: BLE001 - the pass goes on without this stage
             logger.warning("reconcile: chain scan failed: %s", exception_line(exc))
             report.fail("scan")
@@ -210,7 +241,9 @@ class Reconciler:
             try:
                 await self._check_on_chain(entry, report)
             except ChainError as exc:
-                report.differ(f"{entry.id}: chain unavailable ({exc})")
+                report.differ(
+                    f"{entry.id}: chain unavailable ({exc})", kind=kinds.CHAIN_UNAVAILABLE, key="chain"
+                )
             except Exception as exc:  # noqa: BLE001 - one settlement must never stop the others'
                 logger.warning("reconcile: checking %s postponed: %s", entry.id, exception_line(exc))
                 report.fail("finalize")
@@ -220,9 +253,8 @@ class Reconciler:
         """Reconcile every `interval_s` until `stop` is set; a failed pass is logged and retried."""
         while not stop.is_set():
             try:
-                report = await self.run_once()
-                if report.unresolved:
-                    logger.warning("reconcile: unresolved: %s", "; ".join(report.unresolved))
+                # Each stored difference's change is logged in one line as it happens (DifferenceStore).
+                await self.run_once()
             except Exception:  # noqa: BLE001 - the loop must survive one bad pass
                 logger.exception("reconcile pass failed")
             try:
@@ -231,6 +263,13 @@ class Reconciler:
                 pass
 
     async def _scan_chain(self, report: ReconcileReport) -> None:
+        restarted_at = None
+        if self._differences is not None:
+            restart = await checks.chain_restart(self._differences, self._rpc, self._chain_id)
+            restarted_at = restart.since
+            if restart.text is not None:
+                self._scanned_to = None  # the old chain's blocks are gone: read the new one from the lookback
+                report.differ(restart.text, kind=kinds.CHAIN_RESTARTED, key=restart.genesis)
         head = int(await self._rpc.call("eth_blockNumber"), 16)
         from_block = max(head - self._lookback_blocks + 1, 0)
         if self._scanned_to is not None:
@@ -259,6 +298,9 @@ class Reconciler:
                     f"{payment.tx_hash}: {payment.amount} paid to {payment.pay_to} by {payment.payer} "
                     f"(nonce {payment.nonce}) {problem.text}",
                     pay_to=payment.pay_to,
+                    kind=problem.kind,
+                    key=f"{payment.payer}:{payment.nonce}",
+                    facts=checks.payment_facts(payment, asset=self._asset, chain_id=self._chain_id),
                 )
                 if problem.retry:
                     scanned_to = min(scanned_to, payment.block_number - 1)
@@ -267,12 +309,17 @@ class Reconciler:
             self._chain_id, self._asset, self._pay_tos, from_block
         )
         for entry in finalized:
+            if restarted_at is not None and entry.booked_at < restarted_at:
+                continue  # booked on the chain before its restart: said once, as chain_restarted
             if (entry.payer, entry.nonce.lower()) not in on_chain:
                 report.differ(
                     f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain (a reorg deeper "
                     f"than {self._confirmations} blocks)",
                     tenant=entry.tenant,
                     pay_to=entry.pay_to,
+                    kind=kinds.REORGED_OUT,
+                    key=entry.id,
+                    facts={"tx_hash": entry.tx_hash},
                 )
         self._scanned_to = scanned_to
 
@@ -282,18 +329,25 @@ class Reconciler:
         """Book `payment` if an offer proves it is that offer's; otherwise what is wrong with it."""
         if entry is not None:
             if entry.status is EntryStatus.REVERSED:
-                return _Problem(f"is on chain, but its booking {entry.id} was reversed")
+                return _Problem(
+                    f"is on chain, but its booking {entry.id} was reversed", kinds.BOOKING_REVERSED
+                )
             if (entry.pay_to, entry.amount) != (payment.pay_to, payment.amount):
-                return _Problem(f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}")
+                return _Problem(
+                    f"is booked as {entry.amount} to {entry.pay_to} in {entry.id}", kinds.BOOKED_DIFFERENTLY
+                )
             return None
         offer = await self._offers.by_authorization(payment.payer, payment.nonce)
         if offer is None or offer.payload is None or offer.accepted is None:
-            return _Problem("is not in the ledger, and no offer was paid with its authorization")
+            return _Problem(
+                "is not in the ledger, and no offer was paid with its authorization", kinds.UNBOOKED_PAYMENT
+            )
         if offer.state in (OfferState.WORKING, OfferState.SETTLING):
             return None  # being taken right now, or left to recovery: booked when it is recorded paid
         if offer.state is not OfferState.PAID:
             return _Problem(
-                f"is not in the ledger, and task {offer.task_id} was told its payment is {offer.state.value}"
+                f"is not in the ledger, and task {offer.task_id} was told its payment is {offer.state.value}",
+                kinds.TOLD_FAILED,
             )
         requirements = PaymentRequirements.from_wire(offer.accepted)
         if (requirements.pay_to, requirements.amount, to_checksum_address(requirements.asset)) != (
@@ -301,13 +355,15 @@ class Reconciler:
             payment.amount,
             self._asset,
         ):
-            return _Problem(f"does not match the terms task {offer.task_id} accepted")
+            return _Problem(f"does not match the terms task {offer.task_id} accepted", kinds.TERMS_DIFFER)
         if await self._ledger.has_authorization(self._chain_id, self._asset, payment.payer, payment.nonce):
             return None  # booked by the task's own turn since the ledger was read
         if await self._book_from_chain(offer, requirements, payment):
             report.booked_from_chain += 1
             return None
-        return _Problem(f"belongs to task {offer.task_id} but could not be booked now", retry=True)
+        return _Problem(
+            f"belongs to task {offer.task_id} but could not be booked now", kinds.NOT_BOOKED_YET, retry=True
+        )
 
     async def _book_from_chain(
         self, offer: Offer, requirements: PaymentRequirements, payment: ChainPayment
@@ -352,6 +408,8 @@ class Reconciler:
                 f"{entry.id}: {entry.tx_hash} is off chain, but another transaction used the authorization",
                 tenant=entry.tenant,
                 pay_to=entry.pay_to,
+                kind=kinds.AUTHORIZATION_REUSED,
+                key=entry.id,
             )
             return
         valid_before = await self._valid_before(entry)
@@ -364,6 +422,10 @@ class Reconciler:
         logger.warning(
             "reversed %s: %s left the chain and its authorization expired", entry.id, entry.tx_hash
         )
+
+    async def _still_open(self, kind: str, facts: dict[str, Any]) -> str | None:
+        """Why a stored difference this pass did not see is resolved now, or None if it still stands."""
+        return await checks.resolution(self._rpc, self._ledger, kind, facts)
 
     async def _valid_before(self, entry: BookedEntry) -> int | None:
         offer = await self._offers.by_authorization(entry.payer, entry.nonce)

@@ -15,12 +15,14 @@ has a known one (`EXPLORERS`; none on a dev chain, `is_local_chain`).
 Templates (Jinja2, autoescaped) and the style sheet are package data. Sessions are server records
 (`SessionStore`, ended at log-out); log-in and log-out refuse cross-site requests (`is_cross_site`); a
 wrong token from an address that presented too many for the tenant lately is answered 429
-(`LoginThrottle`), the right one still works.
+(`LoginThrottle`), the right one still works. The differences page (`DifferenceDesk`) lists the stored
+differences about the tenant and acknowledges or books them from its forms.
 """
 
 from __future__ import annotations
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._differences import DifferenceDesk
 from ._explorer import EXPLORERS, is_local_chain
 from ._format import AssetInfo, Money, format_amount
 from ._origin import is_cross_site, origin_of
@@ -36,6 +38,7 @@ __all__ = [
     "AssetInfo",
     "DashboardAuth",
     "DashboardData",
+    "DifferenceDesk",
     "LoginThrottle",
     "Money",
     "SessionStore",

@@ -12,6 +12,8 @@
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
     POST /tenants/{tenant}/dashboard/logout                 the session ended, the cookie removed (303)
     GET  /dashboard/static/dashboard.css                    the style sheet (no tenant data)
+    GET  /tenants/{tenant}/dashboard/differences            with `differences`: see `_differences`
+    POST /tenants/{tenant}/dashboard/differences/{id}       (acknowledge or book one, from its form)
 
 The default tenant is `default_tenant_segment` in the paths, as in the billing API. A request without a
 valid token or session for the URL's tenant gets the log-in form with 401 and nothing of the tenant;
@@ -41,6 +43,7 @@ from merchant.ledger import EntryNotFoundError
 from merchant.tenants import TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
+from ._differences import DifferenceDesk, add_difference_routes
 from ._explorer import EXPLORERS, explorer_url, shorten
 from ._export import payers_csv, settlements_csv, unpaid_csv
 from ._filters import FilterError, parse_filter
@@ -98,6 +101,7 @@ def create_dashboard_router(
     throttle: LoginThrottle | None = None,
     public_origin: str | None = None,
     explorers: Mapping[str, str] = EXPLORERS,
+    differences: DifferenceDesk | None = None,
 ) -> APIRouter:
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
@@ -105,7 +109,8 @@ def create_dashboard_router(
     counts wrong tokens per tenant and client address (a `LoginThrottle` of its defaults when None; pass
     the billing API's to count both surfaces together); `public_origin` is the origin of the merchant's
     public URL, accepted for the POSTs besides the one each request was sent to; `explorers` the block
-    explorer's base URL per CAIP-2 network (none for a dev chain).
+    explorer's base URL per CAIP-2 network (none for a dev chain). With `differences`, the
+    differences page and its form are served too (`_differences`).
     """
     router = APIRouter(include_in_schema=False)
     throttle = LoginThrottle() if throttle is None else throttle
@@ -293,4 +298,18 @@ def create_dashboard_router(
         response.headers.update(_HEADERS)
         return response
 
+    if differences is not None:
+        add_difference_routes(
+            router,
+            desk=differences,
+            tenants=tenants,
+            tenant_of=tenant_of,
+            page=page,
+            refusal=refusal,
+            login_page=lambda segment: login_page(
+                segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED
+            ),
+            cross_site=lambda request: is_cross_site(request, public_origin),
+            forbidden=forbidden,
+        )
     return router

@@ -1,0 +1,143 @@
+"""The dashboard's differences page on the real merchant (its reconciler passing every half second): a
+payment no offer explains to a tenant's payee is listed there until the tenant books or acknowledges it
+from the page's form; another tenant, a request without credentials, a cross-site POST, a bad note, a
+replayed form and an unknown id are refused and change nothing."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from devchain import DevChain
+from merchant.differences import MAX_NOTE_CHARS, DifferenceState, DifferenceStore
+from payer import sign_payment
+from storage import create_engine
+from tests.facilitator.payments import submit_directly
+from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator import make_requirements
+from tests.fixtures.merchant import ledger_entries
+
+from .conftest import Shop
+
+
+def _bearer(shop: Shop, tenant: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {shop.tokens[tenant]}"}
+
+
+async def _stored(shop: Shop) -> dict[int, tuple[DifferenceState, str | None]]:
+    engine = create_engine(shop.merchant.database_url)
+    try:
+        listed = await DifferenceStore(engine).listed(states=tuple(DifferenceState))
+    finally:
+        await engine.dispose()
+    return {d.id: (d.state, d.pay_to) for d in listed}
+
+
+async def test_a_tenant_books_and_acknowledges_its_differences_and_nobody_else_can(
+    shop: Shop, chain: DevChain
+) -> None:
+    for tenant in ("acme", "globex"):
+        requirements = make_requirements(chain, pay_to=shop.pay_tos[tenant], amount=shop.prices[tenant])
+        submit_directly(chain, sign_payment(shop.new_payer(), requirements))
+    chain.rpc.call("evm_mine")
+    base = shop.merchant.base_url
+    same_site = {"origin": base, "sec-fetch-site": "same-origin"}
+    acme_page, globex_page = (
+        f"{shop.dashboard('acme')}/differences",
+        f"{shop.dashboard('globex')}/differences",
+    )
+    async with httpx.AsyncClient(base_url=base) as http:
+
+        async def listed(page: str, tenant: str) -> list[int]:
+            answer = await http.get(page, headers=_bearer(shop, tenant))
+            assert answer.status_code == 200, answer.text
+            opened = answer.text.split('id="closed-differences"')[0]
+            return [int(n) for n in re.findall(r'id="difference-(\d+)"', opened)]
+
+        async def both_listed() -> bool:
+            return bool(await listed(acme_page, "acme")) and bool(await listed(globex_page, "globex"))
+
+        await wait_until(both_listed, what="the reconciler stored both payments")
+        (acme_id,) = await listed(acme_page, "acme")
+        (globex_id,) = await listed(globex_page, "globex")
+        overview = await http.get(shop.dashboard("acme"), headers=_bearer(shop, "acme"))
+        before = await _stored(shop)
+
+        def form(action: str, note: str = "paid by hand") -> dict[str, str]:
+            return {"action": action, "note": note}
+
+        acme_post = f"{acme_page}/{acme_id}"
+        refused = {
+            "no credentials": await http.post(acme_post, data=form("book"), headers=same_site),
+            "another tenant's token": await http.post(
+                acme_post, data=form("book"), headers=same_site | _bearer(shop, "globex")
+            ),
+            "another tenant's difference": await http.post(
+                f"{globex_page}/{acme_id}", data=form("ack"), headers=same_site | _bearer(shop, "globex")
+            ),
+            "cross-site": await http.post(
+                acme_post,
+                data=form("book"),
+                headers={"origin": "https://evil.example"} | _bearer(shop, "acme"),
+            ),
+            "blank note": await http.post(
+                acme_post, data=form("book", "  "), headers=same_site | _bearer(shop, "acme")
+            ),
+            "oversized note": await http.post(
+                acme_post,
+                data=form("ack", "x" * (MAX_NOTE_CHARS + 1)),
+                headers=same_site | _bearer(shop, "acme"),
+            ),
+            "no action": await http.post(acme_post, data=form(""), headers=same_site | _bearer(shop, "acme")),
+            "unknown id": await http.post(
+                f"{acme_page}/999999", data=form("ack"), headers=same_site | _bearer(shop, "acme")
+            ),
+            "another tenant's payment booked": await http.post(
+                f"{acme_page}/{globex_id}", data=form("book"), headers=same_site | _bearer(shop, "acme")
+            ),
+        }
+        unchanged = await _stored(shop)
+        stranger_view = await http.get(acme_page, headers=_bearer(shop, "globex"))
+        booked = await http.post(acme_post, data=form("book"), headers=same_site | _bearer(shop, "acme"))
+        replay = await http.post(acme_post, data=form("book"), headers=same_site | _bearer(shop, "acme"))
+        acked = await http.post(
+            f"{globex_page}/{globex_id}",
+            data=form("ack", "a test"),
+            headers=same_site | _bearer(shop, "globex"),
+        )
+        after = await http.get(acme_page, headers=_bearer(shop, "acme"))
+        after_ids = await listed(acme_page, "acme")
+    stored = await _stored(shop)
+
+    assert f'href="{shop.dashboard("acme")}/differences"' in overview.text
+    statuses = {name: answer.status_code for name, answer in refused.items()}
+    assert statuses == {
+        "no credentials": 401,
+        "another tenant's token": 401,
+        "another tenant's difference": 404,
+        "cross-site": 403,
+        "blank note": 400,
+        "oversized note": 400,
+        "no action": 400,
+        "unknown id": 404,
+        "another tenant's payment booked": 404,
+    }, statuses
+    assert "a note is required" in refused["blank note"].text
+    assert unchanged == before and before[acme_id][0] is DifferenceState.OPEN
+    assert stranger_view.status_code == 401 and str(acme_id) not in re.findall(
+        r"difference-(\d+)", stranger_view.text
+    )
+    assert (booked.status_code, booked.headers["location"]) == (303, acme_page)
+    assert replay.status_code == 404 and acked.status_code == 303
+    assert (stored[acme_id][0], stored[globex_id][0]) == (
+        DifferenceState.BOOKED,
+        DifferenceState.ACKNOWLEDGED,
+    )
+    (entry,) = await ledger_entries(shop.merchant.database_url, tenant="acme")
+    assert (entry.pay_to, entry.amount, entry.task_id) == (
+        shop.pay_tos["acme"],
+        shop.prices["acme"],
+        f"difference-{acme_id}",
+    )
+    assert after_ids == [] and "booked by dashboard:acme" in after.text and "paid by hand" in after.text
