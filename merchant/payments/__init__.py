@@ -14,7 +14,14 @@ from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery, exception_line
-from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidRules, UnpaidWork, caller_of
+from ._unpaid import (
+    CLIENT_ADDRESS_KEY,
+    PurgeReport,
+    UnpaidLimitError,
+    UnpaidRules,
+    UnpaidWork,
+    caller_of,
+)
 
 __all__ = [
     "Asset",
@@ -33,6 +40,7 @@ __all__ = [
     "Pricing",
     "PurgeReport",
     "SkillResolver",
+    "UnpaidLimitError",
     "UnpaidRules",
     "UnpaidWork",
     "caller_of",
