@@ -3,7 +3,8 @@
 A real merchant process (in-process facilitator, so the settlement's logs are in the same file) with a
 named tenant whose webhook endpoint is a real receiver: paid tasks of two tenants, refused payments, the
 webhook deliveries, the dashboard's log-in form, bearer tokens right and wrong, the billing API, log-out.
-Then no 8-character piece of the relayer key, an API token, the webhook secret, a session cookie or any
+Then no 8-character piece of the relayer key, an API token, a caller API key (made by `callers create` at
+DEBUG; used right and wrong), the webhook secret, a session cookie or any
 payment's signature is anywhere in the log; the log did record the requests (DEBUG is on).
 """
 
@@ -17,10 +18,11 @@ import httpx
 
 from devchain import DevChain
 from merchant.dashboard import SESSION_COOKIE
+from merchant.edge import JSONRPC_PATH
 from merchant.webhooks import generate_secret
 from payer import sign_payment
 from tests.faults.processes import merchant_processes
-from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.commands import assert_no_secret, run_command
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -50,6 +52,15 @@ async def test_debug_logs_hold_no_secret_and_no_signature(
         f'[[tenants.acme.webhooks]]\nurl = "{hook_url}"\nsecret = "{secret}"\n'
     )
     signatures: list[str] = []
+    # A caller API key, made at DEBUG: its create output is the only place it may ever appear.
+    created = await run_command(
+        ["x402-merchant", "callers", "create", "alice"],
+        cwd=tmp_path,
+        env={"X402_DATABASE_URL": sqlite_url, "X402_LOG_LEVEL": "DEBUG"},
+    )
+    assert created.returncode == 0, created.stderr
+    caller_key = created.stdout.splitlines()[-1]
+    answers = [created.stderr]
     with merchant_processes(chain, sqlite_url, tmp_path) as processes:
         merchant = await processes.start(
             log_level="DEBUG", access_log="true", tenants_file=tenants_file, webhooks_allow_private="true"
@@ -64,17 +75,30 @@ async def test_debug_logs_hold_no_secret_and_no_signature(
                     payload = sign_payment(payer, terms)
                     signatures.append(payload.payload.signature)
                     await wire.send(payment_message(task["id"], payload))
+            statuses: list[int] = []
+            for presented in (caller_key, caller_key[:-6] + "AAAAAA"):
+                headers = {**http.headers, "authorization": f"Bearer {presented}"}
+                async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers) as keyed:
+                    answer = await keyed.post(JSONRPC_PATH, json=_get_task_request())
+                    statuses.append(answer.status_code)
+                    answers.append(answer.text + str(answer.headers))
         await wait_until(lambda: bool(receiver.received), what="a webhook delivery", timeout_s=30)
         sessions = await _use_the_dashboard_and_billing(merchant.base_url, acme_token)
         merchant.stop()
     text = merchant.log_path.read_text()
 
+    assert statuses == [200, 401]  # the right key authenticates, a wrong one is refused
     assert " DEBUG " in text and "/tenants/acme/dashboard/login" in text  # DEBUG was on, requests logged
     known = {"relayer key": chain.relayer_key.removeprefix("0x"), "default API token": default_token}
     known |= {"acme API token": acme_token, "webhook secret": secret.removeprefix("whsec_")}
     known |= {f"session {n}": session for n, session in enumerate(sessions)}
     known |= {f"signature {n}": signature.removeprefix("0x") for n, signature in enumerate(signatures)}
-    assert_no_secret([text], known)
+    known |= {"caller API key": caller_key.rsplit("_", 1)[-1]}
+    assert_no_secret([text, *answers], known)
+
+
+def _get_task_request() -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
 
 
 async def _use_the_dashboard_and_billing(base_url: str, token: str) -> list[str]:
