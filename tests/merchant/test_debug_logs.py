@@ -17,13 +17,16 @@ from pathlib import Path
 import httpx
 
 from devchain import DevChain
+from facilitator import ApiKeyStore
 from merchant.dashboard import SESSION_COOKIE
 from merchant.edge import JSONRPC_PATH
 from merchant.webhooks import generate_secret
 from payer import sign_payment
+from storage import create_engine
 from tests.faults.processes import merchant_processes
 from tests.fixtures.commands import assert_no_secret, run_command
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -114,3 +117,33 @@ async def _use_the_dashboard_and_billing(base_url: str, token: str) -> list[str]
         await http.get("/tenants/acme/ledger/balance", headers={"authorization": f"Bearer {token[:-1]}"})
         assert (await http.post("/tenants/acme/dashboard/logout")).status_code == 303
     return [session]
+
+
+async def test_the_facilitator_key_the_merchant_presents_is_in_no_log_at_debug(
+    chain: DevChain, sqlite_url: str, tmp_path: Path
+) -> None:
+    engine = create_engine(sqlite_url)
+    try:
+        _record, key = await ApiKeyStore(engine).create("merchant")
+    finally:
+        await engine.dispose()
+    async with facilitator_processes(chain, tmp_path) as facilitators:
+        remote = await facilitators.serve(
+            sqlite_url, X402_FACILITATOR_PUBLIC="false", X402_LOG_LEVEL="DEBUG", X402_ACCESS_LOG="true"
+        )
+        with merchant_processes(chain, sqlite_url, tmp_path) as processes:
+            merchant = await processes.start(
+                log_level="DEBUG", access_log="true", facilitator_url=remote.url, facilitator_api_key=key
+            )
+            async with merchant.http() as http:
+                wire = MerchantWire(http, "jsonrpc")
+                task = await offer(wire)
+                [terms] = offered_terms(task).accepts
+                paid = await wire.send(payment_message(task["id"], sign_payment(chain.new_payer(), terms)))
+            merchant.stop()
+        served = remote.log()
+    text = merchant.log_path.read_text()
+
+    assert paid["task"]["status"]["state"] == "TASK_STATE_COMPLETED", paid  # the key was presented
+    assert JSONRPC_PATH in text and "/settle" in served  # both logged every request
+    assert_no_secret([text, served], {"facilitator API key": key.rsplit("_", 1)[1]})
