@@ -51,7 +51,12 @@ from ._errors import (
     PaymentInvalidError,
     RpcError,
 )
-from ._health import check_facilitator, facilitator_checks
+from ._health import (
+    check_facilitator,
+    facilitator_checks,
+    relayer_revert_checks,
+    stored_revert_budget_check,
+)
 from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
 from ._pool import NoRelayerError, RelayerState
 from ._probe import ChainStatus, RelayerStatus, read_chain_status
@@ -117,8 +122,10 @@ __all__ = [
     "read_chain_status",
     "read_once",
     "relayer_check",
+    "relayer_revert_checks",
     "refuse_on_fatal",
     "schema_check",
     "shown_origin",
+    "stored_revert_budget_check",
     "unreachable_reason",
 ]

@@ -136,12 +136,18 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if facilitator is not None:
             app.state.facilitator = facilitator
-            app.state.door = Door(ApiKeyStore(facilitator.engine), public=config.facilitator_public)
+            app.state.door = Door(
+                ApiKeyStore(facilitator.engine),
+                public=config.facilitator_public,
+                on_refused=metrics.door_refused,
+            )
             yield
             return
         opened = await Facilitator.open(config)
         app.state.facilitator = opened
-        app.state.door = door = Door(ApiKeyStore(opened.engine), public=config.facilitator_public)
+        app.state.door = door = Door(
+            ApiKeyStore(opened.engine), public=config.facilitator_public, on_refused=metrics.door_refused
+        )
         await _announce_door(door)
         logger.info(
             "facilitator %s serving at http://%s:%d on %s, relayer %s",

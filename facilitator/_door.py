@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._api_keys import ApiKey, ApiKeyStore
@@ -33,6 +34,9 @@ class Refused:
     status: int
     reason: Reason
     message: str
+    kind: str = "rule"
+    """Which refusal, for the metric: `no_key`, `bad_header`, `unknown_key`, `pay_to`, `asset`,
+    `min_amount` or `rate`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,31 +65,52 @@ _NO_KEY = (
 
 @dataclass
 class Door:
-    """Admits callers by API key (`store`), or also without one when `public`."""
+    """Admits callers by API key (`store`), or also without one when `public`; each refusal is told to
+    `on_refused` (its `kind`), for the metric."""
 
     store: ApiKeyStore
     public: bool = False
+    on_refused: Callable[[str], None] | None = None
     _settles: dict[str, deque[float]] = field(default_factory=dict)
 
     async def admit(self, authorization: str | None) -> Caller | Refused:
         """The caller behind an `Authorization` header value (None when absent)."""
-        if authorization is None or authorization == "":
-            return Caller(None) if self.public else Refused(401, Reason.INVALID_PAYLOAD, _NO_KEY)
-        if len(authorization) > MAX_AUTHORIZATION_CHARS:
-            return Refused(401, Reason.INVALID_PAYLOAD, "the Authorization header is too long")
-        scheme, _, key = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            return Refused(401, Reason.INVALID_PAYLOAD, "the Authorization header must be: Bearer <API key>")
-        found = await self.store.recognise(key.strip())
-        if found is None:
-            return Refused(401, Reason.INVALID_PAYLOAD, "this API key is unknown or revoked")
-        return Caller(found)
+        answer = await self._admit(authorization)
+        if isinstance(answer, Refused):
+            self._told(answer)
+        return answer
 
     def check_rules(
         self, caller: Caller, requirements: PaymentRequirements, *, settling: bool
     ) -> Refused | None:
         """The refusal of a payment the caller's key does not allow, or None; a settle that passes is
         counted towards the key's rate."""
+        refused = self._check_rules(caller, requirements, settling=settling)
+        if refused is not None:
+            self._told(refused)
+        return refused
+
+    def _told(self, refused: Refused) -> None:
+        if self.on_refused is not None:
+            self.on_refused(refused.kind)
+
+    async def _admit(self, authorization: str | None) -> Caller | Refused:
+        if authorization is None or authorization == "":
+            return Caller(None) if self.public else Refused(401, Reason.INVALID_PAYLOAD, _NO_KEY, "no_key")
+        if len(authorization) > MAX_AUTHORIZATION_CHARS:
+            return Refused(401, Reason.INVALID_PAYLOAD, "the Authorization header is too long", "bad_header")
+        scheme, _, key = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            must = "the Authorization header must be: Bearer <API key>"
+            return Refused(401, Reason.INVALID_PAYLOAD, must, "bad_header")
+        found = await self.store.recognise(key.strip())
+        if found is None:
+            return Refused(401, Reason.INVALID_PAYLOAD, "this API key is unknown or revoked", "unknown_key")
+        return Caller(found)
+
+    def _check_rules(
+        self, caller: Caller, requirements: PaymentRequirements, *, settling: bool
+    ) -> Refused | None:
         if caller.key is None:
             return None
         rules = caller.key.rules
@@ -94,16 +119,21 @@ class Door:
                 200,
                 Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH,
                 "this API key may not settle payments to this payTo",
+                "pay_to",
             )
         if rules.assets and requirements.asset.lower() not in rules.assets:
             return Refused(
-                200, Reason.INVALID_PAYMENT_REQUIREMENTS, "this API key may not settle payments in this asset"
+                200,
+                Reason.INVALID_PAYMENT_REQUIREMENTS,
+                "this API key may not settle payments in this asset",
+                "asset",
             )
         if requirements.amount < rules.min_amount:
             return Refused(
                 200,
                 Reason.INVALID_PAYMENT_REQUIREMENTS,
                 f"this API key settles payments of at least {rules.min_amount} atomic units",
+                "min_amount",
             )
         if settling and rules.settles_per_minute is not None:
             return self._count_settle(caller.key, rules.settles_per_minute)
@@ -120,6 +150,7 @@ class Door:
                 429,
                 Reason.UNEXPECTED_SETTLE_ERROR,
                 f"this API key may settle at most {limit} payments a minute; retry later",
+                "rate",
             )
         window.append(now)
         return None

@@ -13,6 +13,7 @@ it; read only from a database at head; `/readyz` judges it as the pool does).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from functools import partial
 
 from eth_account import Account
@@ -38,7 +39,7 @@ from ._reverts import read_spent
 from ._rpc import RpcClient
 from ._service import Facilitator
 
-__all__ = ["check_facilitator", "facilitator_checks"]
+__all__ = ["check_facilitator", "facilitator_checks", "relayer_revert_checks", "stored_revert_budget_check"]
 
 _UPGRADE = "x402-facilitator db upgrade"
 
@@ -51,12 +52,25 @@ def facilitator_checks(facilitator: Facilitator, *, min_balance_wei: int) -> lis
         network_check(read, facilitator.network, name="chain"),
         relayer_check(read, min_balance_wei),
     ]
+    return checks + relayer_revert_checks(facilitator)
+
+
+def relayer_revert_checks(facilitator: Facilitator) -> list[Check]:
+    """`revert budget` of a running `facilitator` (none without a budget): for its `/readyz`, and the
+    merchant's with an in-process facilitator."""
     guard = facilitator.revert_guard
-    if guard.budget_wei is not None:
-        checks.append(
-            revert_budget_check(partial(guard.current_spent, facilitator.relayer_addresses), guard.budget_wei)
-        )
-    return checks
+    if guard.budget_wei is None:
+        return []
+    spent = partial(guard.current_spent, facilitator.relayer_addresses)
+    return [revert_budget_check(spent, guard.budget_wei)]
+
+
+def stored_revert_budget_check(
+    database_url: str, chain_id: int, relayers: Sequence[str], budget_wei: int
+) -> Check:
+    """`revert budget` read from the claim store at `database_url` (never created when missing), for
+    `check`: the facilitator's, and the merchant's with an in-process facilitator."""
+    return revert_budget_check(partial(_spent_in, database_url, chain_id, list(relayers)), budget_wei)
 
 
 def _access(settings: FacilitatorSettings) -> CheckResult:
@@ -103,8 +117,8 @@ async def check_facilitator(settings: FacilitatorSettings) -> list[CheckResult]:
         # Read only from a database at head: one that is not says so in its own check.
         if budget is not None and keys and database_ok:
             addresses = [Account.from_key(key).address for key in keys]
-            spent = partial(_spent_in, settings.database_url, settings.chain_id, addresses)
-            results += await run_checks([revert_budget_check(spent, budget)], timeout_s=CHECK_TIMEOUT_S)
+            stored = stored_revert_budget_check(settings.database_url, settings.chain_id, addresses, budget)
+            results += await run_checks([stored], timeout_s=CHECK_TIMEOUT_S)
         return results
     finally:
         await rpc.aclose()

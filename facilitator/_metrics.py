@@ -48,6 +48,17 @@ class FacilitatorMetrics:
         self._settlements = Counter(
             "x402_facilitator_settlements", "settlements answered, by result", ["result"], registry=registry
         )
+        self._door_refusals = Counter(
+            "x402_facilitator_door_refusals",
+            "requests refused at the door (/verify, /settle, /settle/status), by reason",
+            ["reason"],
+            registry=registry,
+        )
+
+    def door_refused(self, reason: str) -> None:
+        """Count a refusal at the door: `no_key`, `bad_header`, `unknown_key` (wrong or revoked), or a key's
+        rule: `pay_to`, `asset`, `min_amount`, `rate`."""
+        self._door_refusals.labels(reason).inc()
 
     def verified(self, answer: VerifyResponse) -> None:
         """Count a verification answer: `valid` or the reason it is not."""

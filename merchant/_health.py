@@ -4,8 +4,10 @@ Composed from the facilitator's shared probes (the same ones `x402-merchant chec
 `database`: the merchant schema (and, with the in-process facilitator, the claim store's) is at the code's
 head. `chain`: the node at `X402_RPC_URL` answers on the chain `X402_NETWORK` names. With the in-process
 facilitator, `relayer`: each relayer holds at least `X402_RELAYER_MIN_BALANCE_WEI` (the chain and the
-relayers are read in one batch); with a remote one (`X402_FACILITATOR_URL`), `facilitator`: it lists `exact`
-on the network in `GET /supported`, as `check` asks.
+relayers are read in one batch) and, with `X402_RELAYER_REVERT_BUDGET_WEI` set, `revert budget`: no
+relayer key spent its hourly budget on reverted settlements (the facilitator's own check); with a remote
+one (`X402_FACILITATOR_URL`), `facilitator`: it lists `exact` on the network in `GET /supported`, as
+`check` asks.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from facilitator import (
     network_check,
     read_once,
     relayer_check,
+    relayer_revert_checks,
     schema_check,
 )
 from observability import Check
@@ -54,8 +57,9 @@ def merchant_checks(
         ),
         network_check(read, network, name="chain"),
     ]
-    if in_process:
+    if isinstance(facilitator, Facilitator):
         checks.append(relayer_check(read, min_balance_wei))
+        checks += relayer_revert_checks(facilitator)
     elif facilitator_url is not None:
         checks.append(
             remote_facilitator_check(

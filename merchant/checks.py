@@ -11,6 +11,8 @@ relayer's balance read in one batch). Beyond those:
   refused), and its `decimals()` is `X402_ASSET_DECIMALS` (the shared probe, which the facilitator's check
   runs on each token of `X402_ASSETS` too);
 - `facilitator`: with `X402_FACILITATOR_URL`, the remote facilitator answers and supports the network;
+- `revert budget`: without it and with `X402_RELAYER_REVERT_BUDGET_WEI` set, the relayer key did not spend
+  its hourly budget on reverted settlements (the facilitator's check; read only from a database at head);
 - `erc6492 factories`: without it, every wallet factory of `X402_ERC6492_FACTORIES` has code;
 - `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
 - `skill prices`: every `skill_prices` key names a skill the merchant offers;
@@ -43,6 +45,7 @@ from facilitator import (
     read_chain_status,
     read_once,
     relayer_check,
+    stored_revert_budget_check,
 )
 from observability import Check, CheckResult, run_checks
 
@@ -77,7 +80,7 @@ async def check_merchant(
             tenants = await asyncio.to_thread(load_tenants, settings)
         except TenantConfigError as exc:
             tenants = exc
-        relayer, read = await _relayer(rpc, settings)
+        relayer, read, relayer_addresses = await _relayer(rpc, settings)
         checks = [
             network_check(read, settings.network),
             Check("asset", partial(check_asset_code, rpc, settings.asset, settings.network)),
@@ -128,7 +131,10 @@ async def check_merchant(
                 ),
             ]
         checks.append(Check("card signing", partial(check_card_signing, settings)))
-        return await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
+        results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
+        if not settings.facilitator_url:
+            results += await _revert_budget(settings, relayer_addresses, results)
+        return results
     finally:
         await rpc.aclose()
 
@@ -208,7 +214,21 @@ async def check_card_signing(settings: MerchantSettings) -> CheckResult:
     return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
 
 
-async def _relayer(rpc: RpcClient, settings: MerchantSettings) -> tuple[Check, ReadStatus]:
+async def _revert_budget(
+    settings: MerchantSettings, relayers: Sequence[str], results: Sequence[CheckResult]
+) -> list[CheckResult]:
+    """The in-process facilitator's `revert budget`, read only from a database at head (one that is not
+    says so in its own check), and only with a budget and a usable relayer key."""
+    facilitator = settings.facilitator_settings()
+    budget = facilitator.relayer_revert_budget_wei
+    database_ok = all(result.ok for result in results if result.name == "database")
+    if budget is None or not relayers or not database_ok:
+        return []
+    check = stored_revert_budget_check(settings.database_url, facilitator.chain_id, relayers, budget)
+    return await run_checks([check], timeout_s=CHECK_TIMEOUT_S)
+
+
+async def _relayer(rpc: RpcClient, settings: MerchantSettings) -> tuple[Check, ReadStatus, tuple[str, ...]]:
     """The in-process facilitator's `relayer` check, and the chain read `network` shares with it (one batch
     for the chain id and the relayer's balance)."""
     refused = None
@@ -226,5 +246,5 @@ async def _relayer(rpc: RpcClient, settings: MerchantSettings) -> tuple[Check, R
             addresses = (Account.from_key(key).address,)
     read = read_once(partial(read_chain_status, rpc, addresses))
     if refused is not None:
-        return Check.answered(CheckResult.problem("relayer", refused)), read
-    return relayer_check(read, settings.relayer_min_balance_wei), read
+        return Check.answered(CheckResult.problem("relayer", refused)), read, addresses
+    return relayer_check(read, settings.relayer_min_balance_wei), read, addresses

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._access import AccessLogMiddleware
 from ._health import READYZ_PATH, Check, CheckResult, readiness_route, render_checks, run_checks
-from ._logs import LogSettings, LogSettingsError, configure_logging, log_context
+from ._logs import LogSettings, LogSettingsError, configure_logging, configure_tool_logging, log_context
 from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
 from ._redact import REDACTED, redact, redact_values, settings_secrets
 from ._version import service_version
@@ -30,6 +30,7 @@ __all__ = [
     "Reading",
     "ScrapedGauges",
     "configure_logging",
+    "configure_tool_logging",
     "gauge",
     "log_context",
     "metrics_route",

@@ -25,7 +25,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._redact import redact
 
-__all__ = ["LogSettings", "LogSettingsError", "configure_logging", "log_context"]
+__all__ = [
+    "LogSettings",
+    "LogSettingsError",
+    "configure_logging",
+    "configure_tool_logging",
+    "log_context",
+]
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("x402_log_context", default=None)
@@ -143,15 +149,7 @@ def configure_logging(settings: LogSettings | None = None) -> LogSettings:
         LogSettingsError: a log setting is invalid (one line naming the variable).
     """
     if settings is None:
-        try:
-            settings = LogSettings()
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"X402_{'_'.join(str(p) for p in error['loc']).upper()}: "
-                + str(error["msg"]).removeprefix("Value error, ")
-                for error in exc.errors(include_input=False)
-            )
-            raise LogSettingsError(f"invalid settings: {problems}") from None
+        settings = _load_settings()
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_ContextFilter())
     if settings.log_format == "json":
@@ -160,17 +158,54 @@ def configure_logging(settings: LogSettings | None = None) -> LogSettings:
         formatter = _TextFormatter(_TEXT_FORMAT)
         formatter.converter = _utc_time_tuple
         handler.setFormatter(formatter)
+    _install(handler, settings.log_level)
+    return settings
+
+
+def configure_tool_logging(default_level: int) -> None:
+    """Logging of a command-line tool (`x402-pay`): `LEVEL message` lines on stderr at `X402_LOG_LEVEL`
+    when it is set, else at `default_level`; every line through `redact` and the dependencies kept above
+    the levels that write bodies and SQL, as the services' (register the tool's secrets with
+    `redact_values`).
+
+    Raises:
+        LogSettingsError: `X402_LOG_LEVEL` is invalid (one line naming it).
+    """
+    settings = _load_settings()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(levelname)s %(message)s"))
+    _install(handler, settings.log_level if "log_level" in settings.model_fields_set else default_level)
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def _load_settings() -> LogSettings:
+    try:
+        return LogSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"X402_{'_'.join(str(p) for p in error['loc']).upper()}: "
+            + str(error["msg"]).removeprefix("Value error, ")
+            for error in exc.errors(include_input=False)
+        )
+        raise LogSettingsError(f"invalid settings: {problems}") from None
+
+
+def _install(handler: logging.Handler, level: int | str) -> None:
+    """`handler` as the root logger's only one, at `level`; the chatty and quiet dependencies set."""
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(settings.log_level)
+    root.setLevel(level)
     chatty_level = logging.DEBUG if root.level == logging.DEBUG else max(logging.WARNING, root.level)
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(chatty_level)
     for name, floor in _QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(max(floor, root.level))
-    return settings
 
 
 def _utc_time_tuple(seconds: float | None) -> Any:

@@ -45,6 +45,7 @@ from agentcard import (
     VerificationResult,
     check_jku,
 )
+from observability import LogSettingsError, configure_tool_logging, redact_values
 
 from ._card import Binding, card_document_url
 from ._errors import CardError, MerchantUnreachableError, PayerError, UntrustedCardError
@@ -274,10 +275,12 @@ def main(
     text: str,
 ) -> None:
     """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    try:
+        configure_tool_logging(logging.INFO if verbose else logging.WARNING)
+    except LogSettingsError as exc:
+        raise click.UsageError(str(exc)) from None
     private_key = _read_key(key, key_file)
+    redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
     if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
         raise click.UsageError("the payer's key is not 32 bytes of hex (--key, --key-file or X402_PAYER_KEY)")
     policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)

@@ -15,7 +15,14 @@ from ._presented import Presentations
 from ._pricing import Asset, Pricing
 from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
 from ._recovery import PaymentRecovery, exception_line
-from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidRules, UnpaidWork, caller_of
+from ._unpaid import (
+    CLIENT_ADDRESS_KEY,
+    PurgeReport,
+    UnpaidLimitError,
+    UnpaidRules,
+    UnpaidWork,
+    caller_of,
+)
 
 __all__ = [
     "Asset",
@@ -37,6 +44,7 @@ __all__ = [
     "PurgeReport",
     "SkillResolver",
     "UnpaidAttempt",
+    "UnpaidLimitError",
     "UnpaidRules",
     "UnpaidWork",
     "caller_of",

@@ -70,7 +70,7 @@ from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
 from ._settling import Settler
-from ._unpaid import UnpaidWork, caller_of
+from ._unpaid import RESERVATION_KEY, UnpaidWork, caller_of
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
 
 __all__ = ["PaymentExecutor", "SkillResolver"]
@@ -183,7 +183,15 @@ class PaymentExecutor(AgentExecutor):
             # Another request took a payment for this task meanwhile: its turn tells the task what happens.
             return
         if self._unpaid is not None:
-            await self._unpaid.note(task_id, context.tenant, caller_of(context.call_context))
+            call_context = context.call_context
+            # The place `admit` took for this request, taken once: terms offered again take none.
+            reservation = call_context.state.pop(RESERVATION_KEY, None) if call_context else None
+            await self._unpaid.note(
+                task_id,
+                context.tenant,
+                caller_of(call_context),
+                reservation=reservation if isinstance(reservation, str) else None,
+            )
         pay_to = self._pricing.pay_to(context.tenant)
         text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
         if error is not None:

@@ -63,7 +63,7 @@ from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._presented import Presentations
 from ._pricing import Pricing
 from ._protocol import protocol_version
-from ._unpaid import UnpaidWork, caller_of
+from ._unpaid import RESERVATION_KEY, UnpaidLimitError, UnpaidWork, caller_of
 from ._wire import match_offer, message_payment_data, payload_hash, strip_signature
 
 __all__ = ["MAX_MESSAGE_BYTES", "USED_ELSEWHERE", "PaymentRequestHandler"]
@@ -327,9 +327,11 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         """
         if self._unpaid is None:
             return
-        refusal = await self._unpaid.refusal(call_context.tenant, caller_of(call_context))
-        if refusal is not None:
-            raise UnsupportedOperationError(message=refusal)
+        try:
+            reservation = await self._unpaid.admit(call_context.tenant, caller_of(call_context))
+        except UnpaidLimitError as refused:
+            raise UnsupportedOperationError(message=str(refused)) from None
+        call_context.state[RESERVATION_KEY] = reservation
 
     def _read(self, message: Message, dialect: Dialect | None) -> PaymentData | None:
         """The message's extension data; extension data without the extension activated is refused."""

@@ -8,7 +8,11 @@ from how far it got:
   if it never reached the facilitator or was claimed but never broadcast, made now, with the task's
   idempotency key, so it still happens at most once); once it succeeds the payment is booked and the
   task completed with the held artifacts, and a definite failure fails the task. A settlement still
-  pending is left for a later pass.
+  pending is left for a later pass. A facilitator that cannot say (unreachable, or answering garbage,
+  perhaps for good) is waited for only while the authorization can still be used: once the chain shows
+  it unused past its validBefore (`authorizationState` on the token, through the merchant's own node),
+  nothing can ever be charged and the task fails, saying so. One the chain shows used is left to the
+  reconciler's chain scan, which books what it finds (this pass knows no transaction to prove).
 - `working`: nothing was settled, so nothing was charged; the task fails, saying so.
 
 An offer already decided (paid, failed, rejected) whose task was never told — the process stopped between
@@ -45,6 +49,7 @@ from facilitator import (
     FacilitatorClient,
     IdempotencyConflictError,
     RpcClient,
+    authorization_used,
 )
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 
@@ -60,6 +65,11 @@ from ._wire import agent_status
 __all__ = ["PaymentRecovery"]
 
 logger = logging.getLogger(__name__)
+
+EXPIRED_UNUSED = (
+    "The facilitator could not say what became of the payment, and its authorization expired unused on "
+    "chain; nothing was charged."
+)
 
 _TERMINAL = {
     TaskState.TASK_STATE_COMPLETED,
@@ -245,27 +255,17 @@ class PaymentRecovery:
             return True
         payload = PaymentPayload.from_wire(offer.payload)
         requirements = PaymentRequirements.from_wire(offer.accepted)
-        response = await self._facilitator.settlement_status(payload, requirements, timeout_s=1.0)
-        if response is None or _unsent(response):
-            # Never claimed, or claimed by an owner that died before broadcasting (the claim is released,
-            # or will be once its lease ends): settle with the task's key. The claim still lets at most
-            # one transaction through, and a claim whose owner is alive is waited for, not taken.
-            # The taken time lets a transaction someone else mined since (a front-runner) settle the task
-            # where foreign settlements count (X402_COUNT_FOREIGN_SETTLEMENTS); an offer taken before it was
-            # stored has none, and such a transfer is refused and reported, as it is by default.
-            taken = offer.taken_at
-            try:
-                response = await self._facilitator.settle(
-                    payload,
-                    requirements,
-                    idempotency_key=await self._keys.key(offer.task_id, offer.round),
-                    timeout_s=self._settle_timeout_s,
-                    presented_at=None if taken is None else int(taken.timestamp()),
-                )
-            except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
-                response = await answer_unsettled(
-                    self._facilitator, payload, requirements, offer.task_id, exc
-                )
+        try:
+            response = await self._ask_facilitator(offer, payload, requirements)
+        except ChainError as exc:
+            # The facilitator cannot say (unreachable, or answering garbage, perhaps for good): the chain can,
+            # once the authorization has expired.
+            if not await self._expired_unused(offer, payload, requirements.asset, exc):
+                raise
+            await self._fail(
+                offer, PaymentErrorCode.SETTLEMENT_FAILED, EXPIRED_UNUSED, said=one_line(str(exc))
+            )
+            return True
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             return False
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
@@ -286,6 +286,68 @@ class PaymentRecovery:
         await self._complete(offer, [SettleResponse.from_wire(r) for r in receipts])
         await self._offers.told(offer.task_id, TaskState.TASK_STATE_COMPLETED)
         logger.info("recovered task %s: settled in %s and delivered", offer.task_id, response.transaction)
+        return True
+
+    async def _ask_facilitator(
+        self, offer: Offer, payload: PaymentPayload, requirements: PaymentRequirements
+    ) -> SettleResponse:
+        """What the facilitator says of `offer`'s settlement, settling it now if it never was.
+
+        Raises:
+            ChainError: the facilitator could not be asked, or answered no x402 answer.
+        """
+        response: SettleResponse | None = await self._facilitator.settlement_status(
+            payload, requirements, timeout_s=1.0
+        )
+        if response is None or _unsent(response):
+            # Never claimed, or claimed by an owner that died before broadcasting (the claim is released,
+            # or will be once its lease ends): settle with the task's key. The claim still lets at most
+            # one transaction through, and a claim whose owner is alive is waited for, not taken.
+            # The taken time lets a transaction someone else mined since (a front-runner) settle the task
+            # where foreign settlements count (X402_COUNT_FOREIGN_SETTLEMENTS); an offer taken before it was
+            # stored has none, and such a transfer is refused and reported, as it is by default.
+            taken = offer.taken_at
+            try:
+                response = await self._facilitator.settle(
+                    payload,
+                    requirements,
+                    idempotency_key=await self._keys.key(offer.task_id, offer.round),
+                    timeout_s=self._settle_timeout_s,
+                    presented_at=None if taken is None else int(taken.timestamp()),
+                )
+            except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
+                response = await answer_unsettled(
+                    self._facilitator, payload, requirements, offer.task_id, exc
+                )
+        return response
+
+    async def _expired_unused(
+        self, offer: Offer, payload: PaymentPayload, asset: str, error: ChainError
+    ) -> bool:
+        """Whether the chain shows `offer`'s authorization unused past its validBefore: then no transaction
+        can ever use it, so nothing was, or will be, charged. A used one is for the reconciler's chain scan
+        to book (this knows no transaction of it); one still valid, or a chain that cannot be read, waits
+        for a later pass."""
+        authorization = payload.payload.authorization
+        try:
+            latest = await self._chain.call("eth_getBlockByNumber", "latest", False)
+            now = int(latest["timestamp"], 16)
+            if authorization.valid_before > now:
+                return False
+            used = await authorization_used(
+                self._chain, asset, authorization.from_address, authorization.nonce
+            )
+        except (ChainError, KeyError, TypeError, ValueError) as exc:
+            logger.warning("recovery of task %s: the chain could not be read either: %s", offer.task_id, exc)
+            return False
+        if used:
+            logger.warning(
+                "recovery of task %s: the facilitator cannot say (%s) and the chain shows its authorization "
+                "used; the reconciler's chain scan books it",
+                offer.task_id,
+                one_line(str(error)),
+            )
+            return False
         return True
 
     async def _fail(

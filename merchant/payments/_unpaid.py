@@ -6,6 +6,8 @@ A priced task costs a stored task and an offer row before anyone pays, so a call
 `maxTimeoutSeconds`: an expired offer no longer counts) and to `max_per_minute` started in the last minute
 and left unpaid (offered, rejected or failed: a caller who pays is never slowed down; one who rejects each
 offer to free its place is). The
+check and the place it takes are atomic (`UnpaidWork.admit`): N concurrent requests of one caller with
+room for L are admitted exactly L times, on SQLite and PostgreSQL alike. The
 caller is the authenticated principal (`user:<name>`) when the request has one, else the client address
 (`address:<host>`): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). Each tenant
 may set its own limits and retention (tenants file), else the settings' apply (`UnpaidRules`).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +43,8 @@ from ._offers import OfferState, offers_table
 __all__ = [
     "CLIENT_ADDRESS_KEY",
     "PurgeReport",
+    "RESERVATION_KEY",
+    "UnpaidLimitError",
     "UnpaidRules",
     "UnpaidWork",
     "caller_of",
@@ -50,11 +55,14 @@ logger = logging.getLogger(__name__)
 
 CLIENT_ADDRESS_KEY = "x402_client_address"
 """The `ServerCallContext.state` key of the client's address, set by the edge for every binding."""
+RESERVATION_KEY = "x402_unpaid_reservation"
+"""The `ServerCallContext.state` key of the place `UnpaidWork.admit` took for the request's task."""
 
 _UNPAID = "state IN ('offered', 'rejected')"
 _RATE_WINDOW = timedelta(minutes=1)
 _BEING_PAID = (OfferState.WORKING, OfferState.SETTLING, OfferState.PAID)
 _PURGE_BATCH = 500
+_RESERVATION_PREFIX = "admit:"
 
 offer_callers_table = sa.Table(
     "payment_offer_callers",
@@ -83,6 +91,10 @@ def caller_of(context: ServerCallContext | None) -> str:
         return f"user:{user.user_name}"[:320]
     address = context.state.get(CLIENT_ADDRESS_KEY)
     return f"address:{address}" if isinstance(address, str) and address else "address:unknown"
+
+
+class UnpaidLimitError(Exception):
+    """A caller is over its bounds on unpaid work; the message says which, in one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,32 +171,88 @@ class UnpaidWork:
         }
 
     async def refusal(self, tenant: str, caller: str, *, now: datetime | None = None) -> str | None:
-        """Why `caller` may not start another priced task at `tenant` now (one line), or None when it may."""
+        """Why `caller` may not start another priced task at `tenant` now (one line), or None when it may.
+
+        A read only: `admit` is the check that also takes the place."""
         now = now or _now()
-        rules = self.rules(tenant)
+        async with self._engine.connect() as connection:
+            waiting, created = (await connection.execute(self._counts(tenant, caller, now))).one()
+        return self._verdict(tenant, waiting, created)
+
+    async def admit(self, tenant: str, caller: str, *, now: datetime | None = None) -> str:
+        """Take a place for a new priced task of `caller` at `tenant`, or refuse it.
+
+        The count and the place taken are one write transaction, so concurrent requests of one caller
+        are admitted exactly up to the limits: on SQLite this process's writers take turns
+        (`write_transaction`), on PostgreSQL a transaction-scoped advisory lock on (tenant, caller)
+        orders them, across processes too. The place is a caller row under a reservation id; `note`
+        moves it to the task once its terms are offered. One the request never used (it failed before
+        its terms were offered) holds its place for a minute at most, then is forgotten with the others.
+
+        Returns:
+            The reservation id, for `note`.
+
+        Raises:
+            UnpaidLimitError: the caller has too many tasks awaiting payment, or started too many.
+        """
+        now = now or _now()
+        reservation = f"{_RESERVATION_PREFIX}{secrets.token_hex(16)}"
+        async with write_transaction(self._engine) as connection:
+            if self._engine.dialect.name == "postgresql":
+                # Held to the end of the transaction: the next admission of this caller counts this one.
+                await connection.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                    {"key": f"x402-unpaid\x1f{tenant}\x1f{caller}"},
+                )
+            waiting, created = (await connection.execute(self._counts(tenant, caller, now))).one()
+            refusal = self._verdict(tenant, waiting, created)
+            if refusal is not None:
+                raise UnpaidLimitError(refusal)
+            await connection.execute(
+                offer_callers_table.insert().values(
+                    task_id=reservation, tenant=tenant, caller=caller, created_at=now
+                )
+            )
+        return reservation
+
+    def _counts(self, tenant: str, caller: str, now: datetime) -> sa.Select[int, int]:
+        """(awaiting payment, started and left unpaid in the last minute) of `caller`, places taken
+        by `admit` and not yet offered included."""
         callers, offers = offer_callers_table, offers_table
         expired = now - self._offer_timeout
+        reserved = sa.and_(
+            offers.c.task_id.is_(None),
+            callers.c.task_id.startswith(_RESERVATION_PREFIX, autoescape=True),
+            callers.c.created_at > now - _RATE_WINDOW,
+        )
         # One read, over this caller's recent offers only (the index's range): an offer older than the
         # terms' timeout has expired, and the rate looks back a minute.
-        counts = (
+        return (
             sa.select(
                 sa.func.count().filter(
-                    offers.c.state == OfferState.OFFERED.value, offers.c.updated_at > expired
+                    sa.or_(
+                        sa.and_(offers.c.state == OfferState.OFFERED.value, offers.c.updated_at > expired),
+                        reserved,
+                    )
                 ),
                 sa.func.count().filter(
                     callers.c.created_at > now - _RATE_WINDOW,
-                    offers.c.state.not_in([state.value for state in _BEING_PAID]),
+                    sa.or_(
+                        offers.c.state.not_in([state.value for state in _BEING_PAID]),
+                        reserved,
+                    ),
                 ),
             )
-            .select_from(callers.join(offers, offers.c.task_id == callers.c.task_id))
+            .select_from(callers.outerjoin(offers, offers.c.task_id == callers.c.task_id))
             .where(
                 callers.c.tenant == tenant,
                 callers.c.caller == caller,
                 callers.c.created_at > min(expired, now - _RATE_WINDOW),
             )
         )
-        async with self._engine.connect() as connection:
-            waiting, created = (await connection.execute(counts)).one()
+
+    def _verdict(self, tenant: str, waiting: int, created: int) -> str | None:
+        rules = self.rules(tenant)
         if waiting >= rules.max_awaiting:
             return (
                 f"you have {waiting} tasks awaiting payment, the most allowed: pay or reject one "
@@ -196,14 +264,19 @@ class UnpaidWork:
             )
         return None
 
-    async def note(self, task_id: str, tenant: str, caller: str) -> None:
-        """Record that `caller` asked for the offer of `task_id` (kept with the offer, purged with it)."""
+    async def note(self, task_id: str, tenant: str, caller: str, *, reservation: str | None = None) -> None:
+        """Record that `caller` asked for the offer of `task_id` (kept with the offer, purged with it),
+        in place of the `reservation` `admit` took for it, if any."""
         row = {"task_id": task_id, "tenant": tenant, "caller": caller, "created_at": _now()}
         # Terms offered again for the same task keep the first caller.
         dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
         insert = dialect.insert(offer_callers_table).on_conflict_do_nothing()
+        release = offer_callers_table.delete().where(offer_callers_table.c.task_id == reservation)
 
         def operation(connection: sa.Connection) -> None:
+            # One transaction: the place is never counted twice, nor left uncounted.
+            if reservation is not None:
+                connection.execute(release)
             connection.execute(insert, row)
 
         await write(self._engine, operation)

@@ -14,6 +14,7 @@ import orjson
 
 from devchain import DevChain
 from payer import sign_payment
+from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
 
@@ -22,11 +23,13 @@ from .payments import claim_rows
 _KEY = re.compile(r"^x402f_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$")
 
 
-async def _run(chain: DevChain, database_url: str, cwd: Path, *args: str) -> tuple[int, str, str]:
+async def _run(
+    chain: DevChain, database_url: str, cwd: Path, *args: str, **extra: str
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         CLI,
         *args,
-        env=facilitator_process_env(chain, database_url),
+        env=facilitator_process_env(chain, database_url, **extra),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=cwd,
@@ -105,3 +108,52 @@ async def test_serve_says_how_to_create_a_key_or_that_it_is_public(
     assert "public facilitator (X402_FACILITATOR_PUBLIC)" in public.log()
     assert refused.status_code == 401 and "keys create" in refused.json()["errorMessage"]
     assert supported.status_code == 200
+
+
+async def test_a_key_appears_only_in_its_create_output_at_debug(
+    chain: DevChain, sqlite_url: str, new_payer: Callable[..., str], tmp_path: Path
+) -> None:
+    """At `X402_LOG_LEVEL=DEBUG` everywhere: the key is `keys create`'s stdout and nothing else, not its
+    log, not `keys list`, not the service's log (access log on) nor any of its answers, right key or
+    wrong."""
+    debug = {"X402_LOG_LEVEL": "DEBUG"}
+    code, key_out, key_err = await _run(
+        chain, sqlite_url, tmp_path, "keys", "create", "--name", "merchant", **debug
+    )
+    key = key_out.strip()
+    assert code == 0 and _KEY.match(key) and key_out == key + "\n", key_err
+    secret = {"API key": key.rsplit("_", 1)[1]}
+    outputs = [key_err, *(await _run(chain, sqlite_url, tmp_path, "keys", "list", **debug))[1:]]
+    requirements = make_requirements(chain)
+    body = orjson.dumps(
+        {
+            "x402Version": 2,
+            "paymentPayload": sign_payment(new_payer(), requirements).to_json_dict(),
+            "paymentRequirements": requirements.to_json_dict(),
+        }
+    )
+    wrong = key[:-6] + ("AAAAAA" if not key.endswith("AAAAAA") else "BBBBBB")
+
+    async with facilitator_processes(chain, tmp_path) as processes:
+        served = await processes.serve(
+            sqlite_url, X402_FACILITATOR_PUBLIC="false", X402_ACCESS_LOG="true", **debug
+        )
+        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+            for path in ("/verify", "/settle", "/settle/status"):
+                for presented in (key, wrong):
+                    answer = await http.post(
+                        path,
+                        content=body,
+                        headers={
+                            "content-type": "application/json",
+                            "authorization": f"Bearer {presented}",
+                            "idempotency-key": "k-1",
+                        },
+                    )
+                    outputs.append(answer.text + str(answer.headers))
+            for path in ("/metrics", "/readyz", "/supported"):
+                outputs.append((await http.get(path)).text)
+        log = served.log()
+
+    assert "/settle/status" in log  # the service logged every request (access log, DEBUG)
+    assert_no_secret([*outputs, log], secret)

@@ -23,6 +23,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements
 from payer import sign_payment
 from storage import create_engine
 from tests.fixtures.facilitator import make_requirements
+from tests.fixtures.metrics import promtool_check, sample
 
 from .conftest import StartService
 from .payments import claim_rows, relayer_nonce
@@ -78,6 +79,19 @@ async def _post(
         return await http.post(path, content=_body(payload, requirements), headers=headers)
 
 
+async def _door_refusals(url: str) -> dict[str, int]:
+    """`x402_facilitator_door_refusals_total` by reason, from the service's /metrics (promtool-clean)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        text = (await http.get("/metrics")).text
+    promtool_check(text)
+    found = {}
+    for reason in ("no_key", "bad_header", "unknown_key", "pay_to", "asset", "min_amount", "rate"):
+        value = sample(text, "x402_facilitator_door_refusals_total", reason=reason)
+        if value:
+            found[reason] = int(value)
+    return found
+
+
 @pytest.fixture
 def private_service(start_service: StartService, sqlite_url: str) -> str:
     """The HTTP service as it starts by default: API keys required."""
@@ -122,6 +136,8 @@ async def test_a_stranger_is_refused_and_nothing_is_claimed_or_sent(
     async with httpx.AsyncClient(base_url=private_service, timeout=10) as http:
         assert (await http.get("/supported")).status_code == 200
         assert (await http.get("/healthz")).status_code == 200
+    # Each refusal counted by why, three paths each: a stranger knocking is visible to the operator.
+    assert await _door_refusals(private_service) == {"no_key": 3, "unknown_key": 9, "bad_header": 6}
 
 
 async def test_a_caller_with_a_key_settles_and_a_replay_gets_the_same_answer(
@@ -240,6 +256,7 @@ async def test_a_keys_rules_refuse_before_anything_is_claimed(
     assert first.json()["success"] is True
     assert too_soon.status_code == 429 and too_soon.json()["success"] is False
     assert len(await claim_rows(sqlite_url)) == 1
+    assert await _door_refusals(private_service) == {"pay_to": 1, "min_amount": 2, "rate": 1}
 
 
 async def test_a_key_is_never_logged(

@@ -18,10 +18,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from eth_account import Account
 
 from devchain import DevChain
+from facilitator._reverts import RevertedSettlement, RevertGuard
 from merchant.checks import check_remote_facilitator, check_webhooks
 from merchant.cli import main
 from merchant.tenants import Tenant, TenantRegistry
-from storage import upgrade_schema
+from storage import create_engine, upgrade_schema
 from tests.fixtures.checks import (
     chain_env,
     console_script,
@@ -44,6 +45,7 @@ _ALL_CHECKS = [
     "skill prices",
     "webhooks",
     "card signing",
+    "revert budget",
 ]
 
 
@@ -370,3 +372,43 @@ def test_an_unreachable_node_is_one_short_reason_a_row_without_credentials(
             assert reason in detail and detail.count(":") <= 4, detail
             assert len(detail) < 200, detail
             assert "s3cr3t" not in detail and "rpc-user" not in detail
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_relayer_past_its_revert_budget_is_a_problem_of_the_in_process_facilitator(
+    chain: DevChain, sqlite_url: str
+) -> None:
+    relayer = Account.from_key(chain.relayer_key).address
+
+    async def spend() -> None:
+        engine = create_engine(sqlite_url)
+        try:
+            guard = RevertGuard(
+                engine, chain_id=chain.chain_id, cooloff_s=3600, code_payers=3, budget_wei=None
+            )
+            reverted = RevertedSettlement("0x" + "ab" * 32, relayer, DEFAULT_PAY_TO, None, 2 * 10**15)
+            await guard.record(reverted)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(spend())
+    within = run_check(main, _env(chain, sqlite_url, X402_RELAYER_REVERT_BUDGET_WEI=str(10**16)))
+    code, rows = run_check(main, _env(chain, sqlite_url, X402_RELAYER_REVERT_BUDGET_WEI=str(10**15)))
+    remote = run_check(
+        main,
+        _env(
+            chain,
+            sqlite_url,
+            X402_RELAYER_REVERT_BUDGET_WEI=str(10**15),
+            X402_FACILITATOR_URL=f"http://127.0.0.1:{free_port()}",
+        ),
+    )
+
+    assert (within[0], problems(within[1]), within[1]["revert budget"][0]) == (0, {}, "ok")
+    assert code == 1
+    assert problems(rows) == {
+        "revert budget": f"{relayer} spent 0.002 ETH on reverted settlements in the last hour, its budget of "
+        "0.001 ETH an hour (X402_RELAYER_REVERT_BUDGET_WEI): it sends nothing new until they age out"
+    }
+    # A remote facilitator's relayers and their budget are its operator's.
+    assert "revert budget" not in remote[1]

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from alembic import command
 from alembic.config import Config
+from eth_account import Account
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,6 +24,7 @@ from starlette.routing import Route
 
 import migrations
 from devchain import DevChain
+from facilitator._reverts import RevertedSettlement, RevertGuard
 from facilitator.wire import PaymentRequirements
 from merchant.ledger import Ledger
 from merchant.webhooks import Outbox, generate_secret
@@ -190,8 +192,30 @@ async def test_ready_when_every_check_passes(merchant: RunningMerchant) -> None:
     status, failing, checks = await readiness(merchant)
 
     assert (status, failing) == (200, [])
-    assert set(checks) == {"database", "chain", "relayer"}
+    assert set(checks) == {"database", "chain", "relayer", "revert budget"}
     assert re.fullmatch(r"the database is at head \(m\w+, f\w+\)", checks["database"]["detail"])
+
+
+async def test_a_relayer_past_its_revert_budget_is_not_ready(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The in-process facilitator's own check: its key spent the hour's budget on reverted settlements.
+    relayer = Account.from_key(chain.relayer_key).address
+    engine = create_engine(sqlite_url)
+    try:
+        guard = RevertGuard(engine, chain_id=chain.chain_id, cooloff_s=3600, code_payers=3, budget_wei=None)
+        await guard.record(RevertedSettlement("0x" + "ab" * 32, relayer, DEFAULT_PAY_TO, None, 2 * 10**15))
+    finally:
+        await engine.dispose()
+    monkeypatch.setenv("X402_RELAYER_REVERT_BUDGET_WEI", str(10**15))
+    merchant = start_merchant(sqlite_url)
+
+    status, failing, checks = await readiness(merchant)
+
+    assert (status, failing) == (503, ["revert budget"])
+    assert checks["revert budget"]["detail"].startswith(
+        f"{relayer} spent 0.002 ETH on reverted settlements in the last hour, its budget of 0.001 ETH"
+    )
 
 
 async def test_the_node_going_away_is_not_ready_until_it_is_back(

@@ -13,6 +13,7 @@ import pytest
 from eth_account import Account
 
 from devchain import DevChain
+from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.servers import free_port
 
 from .conftest import PAY_TO, PRICE, TEXT
@@ -143,3 +144,35 @@ async def test_x402_pay_to_a_closed_port_says_the_merchant_could_not_be_reached(
         f"{url}/.well-known/agent-card.json (connection refused): check the URL and that it runs; "
         "nothing was signed\n"
     )
+
+
+async def test_x402_pay_at_debug_writes_no_piece_of_its_key_and_no_signature(
+    merchant: Callable[..., str], chain: DevChain, new_payer: Callable[..., str], tmp_path: Path
+) -> None:
+    key = new_payer()
+    key_file = tmp_path / "payer.key"
+    key_file.write_text(key + "\n")
+
+    status, out, err = await x402_pay(
+        "--card-url",
+        merchant(),
+        "--key-file",
+        str(key_file),
+        "--max-amount",
+        str(PRICE),
+        TEXT,
+        env={"X402_LOG_LEVEL": "DEBUG"},
+    )
+
+    assert status == 0, err
+    assert "INFO HTTP Request: POST" in err  # the level was taken: dependencies' lines are written too
+    assert_no_secret([out, err], {"payer key": key})
+    assert re.search(r"0x[0-9a-fA-F]{130,}", out + err) is None  # no signature, whole or wrapped
+
+
+async def test_x402_pay_refuses_an_invalid_log_level_in_one_line(merchant: Callable[..., str]) -> None:
+    status, out, err = await x402_pay("--card-url", merchant(), TEXT, env={"X402_LOG_LEVEL": "LOUD"})
+
+    assert status == 2
+    assert "X402_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL" in err
+    assert out == ""

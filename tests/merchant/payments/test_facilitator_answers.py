@@ -42,6 +42,7 @@ from tests.fixtures.merchant import (
     offered_terms,
     payment_message,
 )
+from tests.fixtures.metrics import sample
 
 from .flows import JSON, address_of, assert_nothing_happened, extension, offer, snapshot, texts
 
@@ -250,3 +251,61 @@ async def test_a_conflict_met_by_recovery_ends_the_task_too(
 
 def make_conflict() -> Response:
     return _ANSWERS["conflict"]()
+
+
+async def test_a_facilitator_answering_garbage_for_good_ends_the_task_once_the_authorization_expired(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    chain: DevChain,
+    tmp_path: Path,
+    asgi_server: Callable[..., str],
+) -> None:
+    """The facilitator answers garbage to /settle and /settle/status and never recovers: while the
+    authorization is valid the recovery waits (the task says the outcome is not known); once the chain
+    shows it unused past its validBefore, nothing can ever be charged, and the recovery fails the task."""
+    key = await _key(sqlite_url, "merchant")
+    garbage = Response(b"<html>oops</html>", 200)
+    async with _private_facilitator(chain, sqlite_url, tmp_path) as remote:
+        front = asgi_server(_scripted(remote, {"settle": garbage, "settle status": garbage}))
+        merchant = start_merchant(
+            sqlite_url,
+            facilitator_url=front,
+            facilitator_api_key=key,
+            reconcile_interval_s=1.0,
+            reconcile_stale_after_s=2.0,
+        )
+        async with merchant.http() as http:
+            wire = MerchantWire(http, "jsonrpc")
+            task = await offer(wire)
+            payer_key = chain.new_payer()
+            before = snapshot(chain, address_of(payer_key))
+            [terms] = offered_terms(task).accepts
+            await wire.send(payment_message(task["id"], sign_payment(payer_key, terms)))
+
+            async def recovery_postponed() -> bool:
+                text = await metrics_text(merchant.base_url)
+                return (sample(text, "x402_merchant_reconciler_failures_total", stage="turns") or 0) >= 2
+
+            await wait_until(recovery_postponed, what="recovery tried and postponed the task", timeout_s=120)
+            waiting = await wire.get_task(task["id"])
+            # Past validBefore on chain: no transaction can use the authorization any more.
+            chain.rpc.call("evm_increaseTime", [terms.max_timeout_seconds + 60])
+            chain.rpc.call("evm_mine", [])
+
+            async def ended() -> bool:
+                return bool((await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_FAILED")
+
+            await wait_until(ended, what="the recovery ends the task", timeout_s=60)
+            done = await wire.get_task(task["id"])
+            await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_url)
+
+    assert waiting["status"]["state"] == "TASK_STATE_WORKING", waiting
+    assert "outcome is not known yet" in " ".join(texts(waiting))
+    assert extension(done)["status"] == "payment-failed"
+    assert "expired unused" in texts(done)[0] and "nothing was charged" in texts(done)[0]
+    assert "oops" not in texts(done)[0]
+
+
+async def metrics_text(base_url: str) -> str:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        return (await http.get("/metrics")).text

@@ -23,6 +23,7 @@ from merchant.payments import (
     CLIENT_ADDRESS_KEY,
     OfferState,
     PurgeReport,
+    UnpaidLimitError,
     UnpaidRules,
     UnpaidWork,
     caller_of,
@@ -92,6 +93,47 @@ async def test_a_caller_over_its_awaiting_tasks_is_refused_and_nothing_is_stored
         await wire.send(rejection_message(first["id"]))
         await offer(wire)
         assert await counts(database_url) == (3, 3, 3)
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+async def test_concurrent_requests_of_one_caller_are_admitted_exactly_up_to_the_limit(
+    start_merchant: MerchantStarter, database_url: str, binding: str
+) -> None:
+    # The count and the place taken are one transaction: requests in flight cannot all see room.
+    limit, sent = 3, 12
+    merchant = start_merchant(database_url, max_unpaid_tasks=limit, max_unpaid_per_minute=100)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        answers = await asyncio.gather(
+            *(wire.send(user_message()) for _ in range(sent)), return_exceptions=True
+        )
+    admitted = [answer for answer in answers if isinstance(answer, dict)]
+    refusals = [answer for answer in answers if isinstance(answer, A2ACallError)]
+    assert len(admitted) == limit, answers
+    assert len(refusals) == sent - limit, answers
+    assert all(failure.reason == REFUSED for failure in refusals)
+    for answer in admitted:
+        assert answer["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    # Each place taken became its task's caller row: no reservation is left behind.
+    assert await counts(database_url) == (limit, limit, limit)
+    assert all(not task_id.startswith("admit:") for _, task_id in await _callers(database_url))
+
+
+async def test_concurrent_admissions_take_exactly_the_places_left(database_url: str) -> None:
+    rules = UnpaidRules(max_awaiting=5, max_per_minute=100, retention_s=3600)
+    async with _unpaid(database_url, rules) as unpaid:
+        results = await asyncio.gather(
+            *(unpaid.admit("", "address:10.0.0.9") for _ in range(20)), return_exceptions=True
+        )
+        admitted = [result for result in results if isinstance(result, str)]
+        assert len(admitted) == 5, results
+        assert all(isinstance(result, UnpaidLimitError) for result in results if result not in admitted)
+        # Another caller has room of its own; a reservation counts until `note` moves it to its task.
+        await unpaid.admit("", "address:10.0.0.10")
+        assert await unpaid.refusal("", "address:10.0.0.9") is not None
+        # An unused reservation holds its place a minute at most.
+        later = datetime.now(UTC) + timedelta(seconds=61)
+        assert await unpaid.refusal("", "address:10.0.0.9", now=later) is None
 
 
 async def test_a_caller_starting_too_many_priced_tasks_a_minute_is_refused(
