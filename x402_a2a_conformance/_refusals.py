@@ -50,6 +50,7 @@ BAD_PAYMENT_CHECKS = (
     "payment.not-yet-valid",
     "payment.bad-signature",
     "payment.unfunded",
+    "payment.presented-elsewhere",
     "activation.continue-refused",
     "metadata.other-version-form",
     "rejection.cancels",
@@ -134,6 +135,9 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
                 raise fail(problem, reply.exchange)
             await _unchanged(wire, offer, reply)
             return
+        if check_id == "payment.presented-elsewhere":
+            await _presented_elsewhere(probe, wire, offer)
+            return
         signed, payload = _make(probe, check_id, offer, interface.tenant)
         reply = await wire.send(
             extension_message(interface, offer.task_id, "payment-submitted", payload=payload)
@@ -148,6 +152,34 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
                 raise fail(problem, reply.exchange)
             await _unchanged(wire, offer, reply)
         await expect_nothing_moved(probe, signed, reply, check_id)
+
+
+async def _presented_elsewhere(probe: Probe, wire: Wire, first: Offer) -> None:
+    """§11.1: an authorization presented for one task (refused there: not yet valid, so it stays valid on
+    chain) and then presented for a second task, with that task's own terms, is refused there."""
+    interface = wire.interface
+    signed, payload = _make(probe, "payment.not-yet-valid", first, interface.tenant)
+    presented = await wire.send(
+        extension_message(interface, first.task_id, "payment-submitted", payload=payload)
+    )
+    if state_of(presented.task) == "TASK_STATE_COMPLETED":
+        raise fail("a payment not yet valid completed the task it was presented for", presented.exchange)
+    second = await new_offer(probe, wire)
+    same_terms = all(second.entry.get(k) == first.entry.get(k) for k in ("payTo", "asset", "network"))
+    if not same_terms or second.amount != first.amount:
+        raise NotApplicable("a second task of the same request is offered other terms")
+    reply = await wire.send(
+        extension_message(
+            interface, second.task_id, "payment-submitted", payload=payload_v2(second.entry, signed)
+        )
+    )
+    problem = expect_error(reply, "INVALID_PARAMS", interface)
+    if problem:
+        raise fail(
+            f"the authorization presented for another task: {problem}", presented.exchange, reply.exchange
+        )
+    await _unchanged(wire, second, reply)
+    await expect_nothing_moved(probe, signed, reply, "payment.presented-elsewhere")
 
 
 def _fresh_terms(reply: Reply, code: str) -> None:

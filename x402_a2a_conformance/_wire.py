@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from urllib.parse import urlencode
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 
@@ -86,9 +87,12 @@ class Wire:
         """CancelTask (A2A 1.0 interfaces)."""
         return await self._unary("CancelTask", {"id": task_id}, f"/tasks/{task_id}:cancel", "POST", "")
 
-    async def list_tasks(self) -> Reply:
-        """ListTasks with no filter (A2A 1.0 interfaces), sent without credentials."""
-        return await self._unary("ListTasks", {}, "/tasks", "GET", "")
+    async def list_tasks(self, context_id: str | None = None) -> Reply:
+        """ListTasks (A2A 1.0 interfaces), with no filter or within `context_id`."""
+        if context_id is None:
+            return await self._unary("ListTasks", {}, "/tasks", "GET", "")
+        query = urlencode({"contextId": context_id})
+        return await self._unary("ListTasks", {"contextId": context_id}, f"/tasks?{query}", "GET", "")
 
     async def stream(self, message: JSON) -> Reply:
         """SendStreamingMessage (``message/stream``), activated; every event until the server closes."""
