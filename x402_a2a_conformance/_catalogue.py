@@ -339,6 +339,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         "No event of the paid stream, nor GetTask or ListTasks of its context after, carries the signature.",
     ),
     _c(
+        "v02.stranger-cancel",
+        _M,
+        _V03,
+        "12.2",
+        "On A2A 0.3 too, another authenticated caller's tasks/cancel and tasks/get are TaskNotFound.",
+    ),
+    _c(
         "v02.activation-refused",
         _M,
         _V03,

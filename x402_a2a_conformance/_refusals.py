@@ -31,6 +31,7 @@ __all__ = [
     "bad_payment",
     "refusals",
     "stranger_cancel",
+    "stranger_cancel_0_3",
     "tenant_isolation",
 ]
 
@@ -310,3 +311,26 @@ async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | Non
         after = await owner.get_task(offer.task_id)
         if state_of(after.result) != "TASK_STATE_INPUT_REQUIRED":
             raise fail("the task changed after another caller's CancelTask", after.exchange)
+
+
+async def stranger_cancel_0_3(probe: Probe, owner: Wire | None, stranger: Wire | None) -> None:
+    """On a 0.3 interface: a task one authenticated caller started, canceled and read by another."""
+    async with probe.check("v02.stranger-cancel") as shown:
+        if owner is None or stranger is None:
+            raise NotApplicable(
+                "no caller credentials of this interface's tenant were given (--caller-tokens-file)"
+            )
+        interface = owner.interface
+        started = await owner.send(user_message(interface, probe.run.discovery.request_text))
+        shown.append(started.exchange)
+        task = started.task
+        if started.error is not None or not isinstance(task, dict) or not isinstance(task.get("id"), str):
+            raise fail("the priced request of an authenticated caller got no task", started.exchange)
+        before = state_of(task, version="0.3")
+        for reply in (await stranger.cancel(task["id"]), await stranger.get_task(task["id"])):
+            problem = expect_error(reply, "TASK_NOT_FOUND", interface)
+            if problem:
+                raise fail(f"another caller reaches the task: {problem}", reply.exchange)
+        after = await owner.get_task(task["id"])
+        if state_of(after.task, version="0.3") != before:
+            raise fail("the task changed after another caller's tasks/cancel", after.exchange)

@@ -62,6 +62,8 @@ class Wire:
         headers = {"A2A-Version": "0.3"}
         if extensions is not None:
             headers["X-A2A-Extensions"] = extensions
+        if self._credential is not None:
+            headers["Authorization"] = f"Bearer {self._credential}"
         return headers
 
     @property
