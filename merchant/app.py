@@ -58,7 +58,7 @@ from storage import create_engine
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
-from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
+from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier, merge_issuers
 from .dashboard import (
     EXPLORERS,
     AssetInfo,
@@ -294,18 +294,39 @@ def load_tenants(settings: MerchantSettings) -> TenantRegistry:
 
 
 def build_authenticator(
-    settings: MerchantSettings, engine: AsyncEngine, http: httpx.AsyncClient
+    settings: MerchantSettings,
+    engine: AsyncEngine,
+    http: httpx.AsyncClient,
+    tenants: TenantRegistry | None = None,
 ) -> Authenticator:
-    """The merchant's authenticator: the API keys in `engine`'s `callers` table and, with `X402_JWT_*` set,
-    the bearer JWTs of that issuer (keys fetched with `http`; plain http only on loopback)."""
-    issuers: list[JwtVerifier] = []
+    """The merchant's authenticator: the API keys in `engine`'s `callers` table, the bearer JWTs of the
+    `X402_JWT_*` issuer at every tenant, and those of each tenant's own `jwt_issuers` (tenants file) at
+    that tenant only (keys fetched with `http`; plain http only on loopback)."""
+    issuers: list[JwtIssuer] = []
     if settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks_url:
-        issuer = JwtIssuer(
-            issuer=settings.jwt_issuer, audience=settings.jwt_audience, jwks_url=settings.jwt_jwks_url
+        issuers.append(
+            JwtIssuer(
+                issuer=settings.jwt_issuer, audience=settings.jwt_audience, jwks_url=settings.jwt_jwks_url
+            )
         )
-        insecure = urlsplit(settings.jwt_jwks_url).scheme == "http"  # refused unless on loopback (check_jku)
-        issuers.append(JwtVerifier(issuer, JwksCache(http, allow_insecure_localhost=insecure)))
-    return Authenticator(CallerKeys(engine), issuers)
+    for tenant in tenants or ():
+        issuers.extend(
+            JwtIssuer(
+                issuer=own.issuer,
+                audience=own.audience,
+                jwks_url=own.jwks_url,
+                tenants=frozenset({tenant.id}),
+            )
+            for own in tenant.jwt_issuers
+        )
+    # One cache per transport rule; both key their sets by URL, so tenants sharing an issuer share its keys.
+    secure, insecure = JwksCache(http), JwksCache(http, allow_insecure_localhost=True)
+    verifiers = [
+        # plain http is refused unless on loopback (check_jku)
+        JwtVerifier(issuer, insecure if urlsplit(issuer.jwks_url).scheme == "http" else secure)
+        for issuer in merge_issuers(issuers)
+    ]
+    return Authenticator(CallerKeys(engine), verifiers)
 
 
 def build_reconciler(
@@ -485,7 +506,7 @@ def build_app(
         differences=DifferenceDesk(DifferenceStore(engine), ledger, settings.network),
     )
     jwks_http = httpx.AsyncClient()
-    authenticator = build_authenticator(settings, engine, jwks_http)
+    authenticator = build_authenticator(settings, engine, jwks_http, tenants)
     app = create_app(
         authenticator=authenticator,
         executor=executor,

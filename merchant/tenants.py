@@ -36,6 +36,11 @@ File format::
     secret = "whsec_..."
     event_types = ["settlement.reversed"]   # optional: every event type when absent
 
+    [[tenants.acme.jwt_issuers]]    # optional: bearer JWTs of this issuer authenticate callers here only
+    issuer = "https://login.acme.example/"
+    audience = "https://shop.example/a2a"
+    jwks_url = "https://login.acme.example/.well-known/jwks.json"   # https (http only on loopback)
+
 `webhook_url` with `webhook_secret` is the short form of one `[[webhooks]]` entry subscribed to every event
 type; a tenant may use both, but each endpoint URL only once. Event type names are checked for their form
 here and against the known types when the webhook endpoints are synced at startup.
@@ -54,6 +59,7 @@ from typing import Any
 
 from eth_utils.address import to_checksum_address
 
+from ._tenant_jwt import TenantJwtIssuer, jwt_issuer_problems, parse_jwt_issuers
 from ._tenant_rules import (
     DEFAULT_TENANT,
     DEFAULT_TENANT_SEGMENT,
@@ -74,6 +80,7 @@ __all__ = [
     "TENANTS_FILE_ENV",
     "Tenant",
     "TenantConfigError",
+    "TenantJwtIssuer",
     "TenantRegistry",
     "UnknownTenantError",
     "WebhookSubscription",
@@ -96,6 +103,7 @@ _TENANT_KEYS = (
     "api_token",
     *_UNPAID_KEYS,
     "anonymous_callers",
+    "jwt_issuers",
 )
 # The shortest retention: an unpaid task is kept at least as long as its terms can be paid.
 _MIN_RETENTION_S = 300
@@ -174,6 +182,7 @@ class Tenant:
     max_unpaid_per_minute: int | None = None
     unpaid_retention_s: int | None = None
     anonymous_callers: bool = True
+    jwt_issuers: tuple[TenantJwtIssuer, ...] = ()
 
     def __post_init__(self) -> None:
         problems = [
@@ -187,6 +196,7 @@ class Tenant:
             *limit_problems("max_unpaid_tasks", self.max_unpaid_tasks),
             *limit_problems("max_unpaid_per_minute", self.max_unpaid_per_minute),
             *limit_problems("unpaid_retention_s", self.unpaid_retention_s, minimum=_MIN_RETENTION_S),
+            *jwt_issuer_problems(self.jwt_issuers),
         ]
         if problems:
             raise TenantConfigError(problems, source=f"tenant {self.id!r}")
@@ -353,6 +363,8 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
         )
     webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
     problems += webhook_problems
+    jwt_issuers, issuer_problems = parse_jwt_issuers(f"{where}.jwt_issuers", table.get("jwt_issuers", []))
+    problems += issuer_problems
     anonymous = table.get("anonymous_callers", True)
     if not isinstance(anonymous, bool):
         problems.append(f"{where}.anonymous_callers: must be true or false, got {describe(anonymous)}")
@@ -370,6 +382,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             api_token=table.get("api_token"),
             **{key: table[key] for key in _UNPAID_KEYS if key in table},
             anonymous_callers=anonymous,
+            jwt_issuers=jwt_issuers,
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]

@@ -218,6 +218,22 @@ CHECKS: tuple[CheckSpec, ...] = (
         "A payment already used presented for a new task is refused with InvalidParamsError; nothing moves.",
     ),
     _c(
+        "payment.no-signature",
+        _M,
+        _V10,
+        "11",
+        "No answer carries the payment's signature: not the paid SendMessage, GetTask, nor ListTasks of its "
+        "context.",
+    ),
+    _c(
+        "payment.presented-elsewhere",
+        _M,
+        _V10,
+        "11",
+        "A payment refused at one task, presented for another with its terms, is refused with "
+        "InvalidParamsError; nothing moves.",
+    ),
+    _c(
         "payment.wrong-amount",
         _M,
         _V10,
@@ -314,6 +330,20 @@ CHECKS: tuple[CheckSpec, ...] = (
         _V10,
         "10",
         "The streamed paid turn: payment-verified, then the artifact, then COMPLETED with payment-completed.",
+    ),
+    _c(
+        "streaming.no-signature",
+        _M,
+        _V10,
+        "11",
+        "No event of the paid stream, nor GetTask or ListTasks of its context after, carries the signature.",
+    ),
+    _c(
+        "v02.stranger-cancel",
+        _M,
+        _V03,
+        "12.2",
+        "On A2A 0.3 too, another authenticated caller's tasks/cancel and tasks/get are TaskNotFound.",
     ),
     _c(
         "v02.activation-refused",

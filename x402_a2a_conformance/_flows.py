@@ -7,6 +7,7 @@ again and presented for a new task); the stream pays a second task. Every paymen
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from a2a_x402 import EXTENSION_URI, FLAT_KEY_PREFIX
@@ -44,8 +45,28 @@ PAID_CHECKS = (
     "payment.receipt-members",
     "payment.represented",
     "payment.replayed",
+    "payment.no-signature",
 )
-STREAM_CHECKS = ("streaming.terms", "streaming.paid-turn")
+STREAM_CHECKS = ("streaming.terms", "streaming.paid-turn", "streaming.no-signature")
+
+
+def _carries_signature(value: JSON, signed: Signed) -> bool:
+    """Whether `value` (an answer's JSON) holds the signature, in any case, with or without its 0x."""
+    signature = signed.signature.lower().removeprefix("0x")
+    return bool(signature) and signature in json.dumps(value).lower()
+
+
+async def _no_signature(probe: Probe, wire: Wire, task_id: str, paid: Reply, signed: Signed) -> None:
+    """§11.7: neither the payment's answer, nor GetTask, nor ListTasks within the task's context carries
+    the payment's signature."""
+    got = await wire.get_task(task_id)
+    context_id = (got.task or {}).get("contextId") or (paid.task or {}).get("contextId")
+    listed = await wire.list_tasks(context_id if isinstance(context_id, str) else None)
+    for what, reply in (("the payment's answer", paid), ("GetTask", got), ("ListTasks", listed)):
+        if _carries_signature(reply.result, signed):
+            raise fail(f"{what} carries the payment's signature", reply.exchange)
+    if not isinstance(got.task, dict):
+        raise fail("GetTask of the paid task answers no task", got.exchange)
 
 
 def _listed(value: str, header: str) -> bool:
@@ -174,6 +195,8 @@ async def paid_task(probe: Probe, wire: Wire) -> None:
         if state_of(after.task) != "TASK_STATE_INPUT_REQUIRED" or artifacts_of(after.task):
             raise fail("the new task changed after the replayed payment", replay.exchange, after.exchange)
         await _still_once(probe, signed, receipt, replay)
+    async with probe.check("payment.no-signature"):
+        await _no_signature(probe, wire, offer.task_id, paid, signed)
 
 
 async def _still_once(probe: Probe, signed: Signed, receipt: JSON, reply: Reply) -> None:
@@ -251,3 +274,9 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
         if receipt is None:
             raise fail("payment-completed does not end with a successful receipt", paid.exchange)
         await expect_settled(run.chain, probe, signed, receipt, paid)
+    if probe.failed:
+        return
+    async with probe.check("streaming.no-signature"):
+        if any(_carries_signature(event, signed) for event in paid.events):
+            raise fail("an event of the paid stream carries the payment's signature", paid.exchange)
+        await _no_signature(probe, wire, offer.task_id, Reply(), signed)

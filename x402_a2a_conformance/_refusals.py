@@ -31,6 +31,7 @@ __all__ = [
     "bad_payment",
     "refusals",
     "stranger_cancel",
+    "stranger_cancel_0_3",
     "tenant_isolation",
 ]
 
@@ -50,6 +51,7 @@ BAD_PAYMENT_CHECKS = (
     "payment.not-yet-valid",
     "payment.bad-signature",
     "payment.unfunded",
+    "payment.presented-elsewhere",
     "activation.continue-refused",
     "metadata.other-version-form",
     "rejection.cancels",
@@ -134,6 +136,9 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
                 raise fail(problem, reply.exchange)
             await _unchanged(wire, offer, reply)
             return
+        if check_id == "payment.presented-elsewhere":
+            await _presented_elsewhere(probe, wire, offer)
+            return
         signed, payload = _make(probe, check_id, offer, interface.tenant)
         reply = await wire.send(
             extension_message(interface, offer.task_id, "payment-submitted", payload=payload)
@@ -148,6 +153,34 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
                 raise fail(problem, reply.exchange)
             await _unchanged(wire, offer, reply)
         await expect_nothing_moved(probe, signed, reply, check_id)
+
+
+async def _presented_elsewhere(probe: Probe, wire: Wire, first: Offer) -> None:
+    """§11.1: an authorization presented for one task (refused there: not yet valid, so it stays valid on
+    chain) and then presented for a second task, with that task's own terms, is refused there."""
+    interface = wire.interface
+    signed, payload = _make(probe, "payment.not-yet-valid", first, interface.tenant)
+    presented = await wire.send(
+        extension_message(interface, first.task_id, "payment-submitted", payload=payload)
+    )
+    if state_of(presented.task) == "TASK_STATE_COMPLETED":
+        raise fail("a payment not yet valid completed the task it was presented for", presented.exchange)
+    second = await new_offer(probe, wire)
+    same_terms = all(second.entry.get(k) == first.entry.get(k) for k in ("payTo", "asset", "network"))
+    if not same_terms or second.amount != first.amount:
+        raise NotApplicable("a second task of the same request is offered other terms")
+    reply = await wire.send(
+        extension_message(
+            interface, second.task_id, "payment-submitted", payload=payload_v2(second.entry, signed)
+        )
+    )
+    problem = expect_error(reply, "INVALID_PARAMS", interface)
+    if problem:
+        raise fail(
+            f"the authorization presented for another task: {problem}", presented.exchange, reply.exchange
+        )
+    await _unchanged(wire, second, reply)
+    await expect_nothing_moved(probe, signed, reply, "payment.presented-elsewhere")
 
 
 def _fresh_terms(reply: Reply, code: str) -> None:
@@ -278,3 +311,26 @@ async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | Non
         after = await owner.get_task(offer.task_id)
         if state_of(after.result) != "TASK_STATE_INPUT_REQUIRED":
             raise fail("the task changed after another caller's CancelTask", after.exchange)
+
+
+async def stranger_cancel_0_3(probe: Probe, owner: Wire | None, stranger: Wire | None) -> None:
+    """On a 0.3 interface: a task one authenticated caller started, canceled and read by another."""
+    async with probe.check("v02.stranger-cancel") as shown:
+        if owner is None or stranger is None:
+            raise NotApplicable(
+                "no caller credentials of this interface's tenant were given (--caller-tokens-file)"
+            )
+        interface = owner.interface
+        started = await owner.send(user_message(interface, probe.run.discovery.request_text))
+        shown.append(started.exchange)
+        task = started.task
+        if started.error is not None or not isinstance(task, dict) or not isinstance(task.get("id"), str):
+            raise fail("the priced request of an authenticated caller got no task", started.exchange)
+        before = state_of(task, version="0.3")
+        for reply in (await stranger.cancel(task["id"]), await stranger.get_task(task["id"])):
+            problem = expect_error(reply, "TASK_NOT_FOUND", interface)
+            if problem:
+                raise fail(f"another caller reaches the task: {problem}", reply.exchange)
+        after = await owner.get_task(task["id"])
+        if state_of(after.task, version="0.3") != before:
+            raise fail("the task changed after another caller's tasks/cancel", after.exchange)

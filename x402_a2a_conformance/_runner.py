@@ -29,6 +29,7 @@ from ._refusals import (
     bad_payment,
     refusals,
     stranger_cancel,
+    stranger_cancel_0_3,
     tenant_isolation,
 )
 from ._report import Outcome, Report
@@ -74,7 +75,15 @@ def _scenarios(
         own = discovery.tenant_cards.get(interface.tenant)
         card = own.card if own is not None else discovery.readings["0.3"].card
         streaming = v02_streamed_task if _streams(card) else _no_streaming(V02_STREAM_CHECKS)
-        return [(V02_CHECKS, v02_task), (V02_STREAM_CHECKS, streaming)]
+
+        async def stranger_0_3(probe: Probe, wire: Wire) -> None:
+            await stranger_cancel_0_3(probe, *(callers or (None, None)))
+
+        return [
+            (V02_CHECKS, v02_task),
+            (V02_STREAM_CHECKS, streaming),
+            (("v02.stranger-cancel",), stranger_0_3),
+        ]
 
     async def isolation(probe: Probe, wire: Wire) -> None:
         await tenant_isolation(probe, wire, other)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from urllib.parse import urlencode
 
 from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
 
@@ -61,6 +62,8 @@ class Wire:
         headers = {"A2A-Version": "0.3"}
         if extensions is not None:
             headers["X-A2A-Extensions"] = extensions
+        if self._credential is not None:
+            headers["Authorization"] = f"Bearer {self._credential}"
         return headers
 
     @property
@@ -86,9 +89,12 @@ class Wire:
         """CancelTask (A2A 1.0 interfaces)."""
         return await self._unary("CancelTask", {"id": task_id}, f"/tasks/{task_id}:cancel", "POST", "")
 
-    async def list_tasks(self) -> Reply:
-        """ListTasks with no filter (A2A 1.0 interfaces), sent without credentials."""
-        return await self._unary("ListTasks", {}, "/tasks", "GET", "")
+    async def list_tasks(self, context_id: str | None = None) -> Reply:
+        """ListTasks (A2A 1.0 interfaces), with no filter or within `context_id`."""
+        if context_id is None:
+            return await self._unary("ListTasks", {}, "/tasks", "GET", "")
+        query = urlencode({"contextId": context_id})
+        return await self._unary("ListTasks", {"contextId": context_id}, f"/tasks?{query}", "GET", "")
 
     async def stream(self, message: JSON) -> Reply:
         """SendStreamingMessage (``message/stream``), activated; every event until the server closes."""

@@ -5,6 +5,11 @@ API key (`CallerKeys`); any other is read as a JWT and verified by the issuer it
 header means an anonymous caller. Anything else presented (another scheme, an unknown, revoked or expired
 token, an issuer not trusted) is `CredentialRefused`: a caller that meant to authenticate is never served
 as anonymous instead.
+
+One `iss` may be trusted more than once (the merchant-wide issuer and a tenant's own, or two tenants'
+with different audiences or key sets): the token is checked by each, and the caller's credential is valid
+at the tenants of every one that accepts it (`Caller.tenants`), so a tenant's own issuer opens no other
+tenant.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ class Authenticator:
 
     def __init__(self, keys: CallerKeys | None, issuers: Sequence[JwtVerifier] = ()) -> None:
         self._keys = keys
-        self._issuers = {verifier.issuer.issuer: verifier for verifier in issuers}
+        self._issuers: dict[str, list[JwtVerifier]] = {}
+        for verifier in issuers:
+            self._issuers.setdefault(verifier.issuer.issuer, []).append(verifier)
 
     @property
     def accepts_api_keys(self) -> bool:
@@ -41,10 +48,20 @@ class Authenticator:
         """The names of the security schemes accepted (`API_KEY_SCHEME`, `JWT_SCHEME`), for the card."""
         return (API_KEY_SCHEME,) * (self._keys is not None) + (JWT_SCHEME,) * bool(self._issuers)
 
+    def schemes_at(self, tenant: str) -> tuple[str, ...]:
+        """The security schemes a caller can authenticate with at `tenant`, for that tenant's card: API
+        keys (issued per tenant) and bearer JWTs when an issuer trusted there exists."""
+        jwt_here = any(
+            verifier.issuer.tenants is None or tenant in verifier.issuer.tenants
+            for verifiers in self._issuers.values()
+            for verifier in verifiers
+        )
+        return (API_KEY_SCHEME,) * (self._keys is not None) + (JWT_SCHEME,) * jwt_here
+
     @property
     def issuers(self) -> tuple[JwtVerifier, ...]:
         """The JWT issuers trusted."""
-        return tuple(self._issuers.values())
+        return tuple(verifier for verifiers in self._issuers.values() for verifier in verifiers)
 
     async def authenticate(self, authorization: str | None) -> Caller | None:
         """The caller an `Authorization` header value authenticates; None when there is none (anonymous).
@@ -73,7 +90,25 @@ class Authenticator:
                 raise CredentialRefused("unknown or revoked API key")
             return caller
         issuer = unverified_issuer(token)
-        verifier = self._issuers.get(issuer) if issuer is not None else None
-        if verifier is None:
+        verifiers = self._issuers.get(issuer, []) if issuer is not None else []
+        if not verifiers:
             raise CredentialRefused(f"JWT of an issuer not trusted: {str(issuer)[:100]!r}")
-        return await verifier.verify(token)
+        return await _verify_by_all(verifiers, token)
+
+
+async def _verify_by_all(verifiers: Sequence[JwtVerifier], token: str) -> Caller:
+    """The caller every verifier of one `iss` that accepts `token` agrees on, valid at all their tenants."""
+    accepted: list[Caller] = []
+    first_refusal: CredentialRefused | None = None
+    for verifier in verifiers:
+        try:
+            accepted.append(await verifier.verify(token))
+        except CredentialRefused as exc:
+            first_refusal = first_refusal or exc
+    if not accepted:
+        raise first_refusal or CredentialRefused("no issuer to verify the JWT")
+    if any(caller.tenants is None for caller in accepted):
+        tenants = None
+    else:
+        tenants = frozenset().union(*(caller.tenants or () for caller in accepted))
+    return Caller(principal=accepted[0].principal, scheme=accepted[0].scheme, tenants=tenants)

@@ -2,7 +2,7 @@
 §4.5; the 0.3 card's `securitySchemes` and `security` are converted from them by the SDK).
 
 Both schemes are HTTP bearer (RFC 6750), told apart by `bearerFormat`: `apiKey` is a key the merchant
-issued (`x402-merchant callers create`), `bearerJwt` a JWT of the issuer the merchant trusts. Each scheme
+issued (`x402-merchant callers create`), `bearerJwt` a JWT of an issuer trusted at the tenant. Each scheme
 is one alternative requirement; when the tenants the card speaks for serve callers without credentials,
 the empty requirement `{}` is one more (no credential needed), and only then.
 """
@@ -31,8 +31,9 @@ _SCHEMES = {
         scheme="Bearer",
         bearer_format="JWT",
         description=(
-            "An access token (OAuth 2.0 client credentials or OpenID Connect) of the issuer the merchant "
-            "trusts, for the merchant's audience, sent as Authorization: Bearer <jwt>. The caller is the "
+            "An access token (OAuth 2.0 client credentials or OpenID Connect) of an issuer trusted at this "
+            "tenant (the root card: at one of the tenants), for its audience, sent as Authorization: Bearer "
+            "<jwt>. The caller is the "
             "token's iss and sub, and sees only its own tasks."
         ),
     ),

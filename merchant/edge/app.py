@@ -147,6 +147,8 @@ def create_app(
         card = dataclasses.replace(card, grpc_url=grpc_listen)
     if authenticator is not None and not card.caller_schemes:
         card = dataclasses.replace(card, caller_schemes=authenticator.schemes)
+    if authenticator is not None and card.tenant_caller_schemes is None:
+        card = dataclasses.replace(card, tenant_caller_schemes=authenticator.schemes_at)
     negotiator = VersionNegotiator(served_versions(tenants))
     cards = {version: build_agent_card(card, tenants, version) for version in negotiator.supported}
     echo = ProtocolEcho(

@@ -88,7 +88,10 @@ class AgentCardSettings:
     set, gives a tenant id's extended card and its own 1.0 card their extension declarations, and
     `tenant_extensions_v0_3` a named tenant's 0.3 card its own (each falls back to the shared declarations
     of its version when unset). `caller_schemes` are the security schemes callers authenticate with
-    (`_card_security`; `create_app` fills them in from its authenticator). Raises `CardSettingsError`
+    (`_card_security`; `create_app` fills them in from its authenticator): on the root 1.0 card, which
+    speaks for every tenant, all of them; `tenant_caller_schemes`, when set, gives those of one tenant, for
+    the cards that speak for it alone (its own, its extended card, the 0.3 root card of the default
+    tenant), since a tenant's own JWT issuer is trusted nowhere else. Raises `CardSettingsError`
     on an empty name, description, version or skill list, a base URL that is not an absolute http(s)
     URL, or a `grpc_url` that is not `host:port`.
     """
@@ -109,6 +112,13 @@ class AgentCardSettings:
     documentation_url: str | None = None
     icon_url: str | None = None
     caller_schemes: Sequence[str] = ()
+    tenant_caller_schemes: Callable[[str], Sequence[str]] | None = None
+
+    def schemes_at(self, tenant: str) -> Sequence[str]:
+        """The security schemes the cards speaking for `tenant` alone declare."""
+        if self.tenant_caller_schemes is None:
+            return self.caller_schemes
+        return self.tenant_caller_schemes(tenant)
 
     def __post_init__(self) -> None:
         for name in ("name", "description", "version"):
@@ -185,13 +195,22 @@ def build_agent_card(
             if i.protocol_version == ProtocolVersion.V0_3.value and i.tenant == DEFAULT_TENANT
         ]
         anonymous = tenants.require(DEFAULT_TENANT).anonymous_callers
-        return _card(settings, interfaces, settings.extensions_v0_3, extended=False, anonymous=anonymous)
+        schemes = settings.schemes_at(DEFAULT_TENANT)
+        return _card(
+            settings,
+            interfaces,
+            settings.extensions_v0_3,
+            extended=False,
+            anonymous=anonymous,
+            schemes=schemes,
+        )
     return _card(
         settings,
         interfaces,
         settings.extensions,
         extended=settings.tenant_extensions is not None,
         anonymous=any(tenant.anonymous_callers for tenant in tenants),
+        schemes=settings.caller_schemes,
     )
 
 
@@ -211,14 +230,19 @@ def build_tenant_agent_card(
         raise CardSettingsError(f"no named tenant {tenant!r} to build a card for")
     interfaces = [i for i in _interfaces(settings, tenants) if i.tenant == tenant]
     anonymous = tenants.require(tenant).anonymous_callers
+    schemes = settings.schemes_at(tenant)
     if version is ProtocolVersion.V0_3:
         interfaces = [i for i in interfaces if i.protocol_version == ProtocolVersion.V0_3.value]
         own_v0_3 = settings.tenant_extensions_v0_3
         extensions_v0_3 = own_v0_3(tenant) if own_v0_3 else settings.extensions_v0_3
-        return _card(settings, interfaces, extensions_v0_3, extended=False, anonymous=anonymous)
+        return _card(
+            settings, interfaces, extensions_v0_3, extended=False, anonymous=anonymous, schemes=schemes
+        )
     own = settings.tenant_extensions
     extensions = own(tenant) if own else settings.extensions
-    return _card(settings, interfaces, extensions, extended=own is not None, anonymous=anonymous)
+    return _card(
+        settings, interfaces, extensions, extended=own is not None, anonymous=anonymous, schemes=schemes
+    )
 
 
 def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegistry, tenant: str) -> AgentCard:
@@ -237,7 +261,15 @@ def build_extended_agent_card(settings: AgentCardSettings, tenants: TenantRegist
         if i.tenant == tenant and i.protocol_version == ProtocolVersion.V1_0.value
     ]
     anonymous = tenants.require(tenant).anonymous_callers
-    return _card(settings, interfaces, settings.tenant_extensions(tenant), extended=True, anonymous=anonymous)
+    extensions = settings.tenant_extensions(tenant)
+    return _card(
+        settings,
+        interfaces,
+        extensions,
+        extended=True,
+        anonymous=anonymous,
+        schemes=settings.schemes_at(tenant),
+    )
 
 
 def _card(
@@ -247,6 +279,7 @@ def _card(
     *,
     extended: bool,
     anonymous: bool,
+    schemes: Sequence[str],
 ) -> AgentCard:
     capabilities = AgentCapabilities(streaming=True, push_notifications=False, extensions=list(extensions))
     if extended:
@@ -267,7 +300,7 @@ def _card(
         card.documentation_url = settings.documentation_url
     if settings.icon_url is not None:
         card.icon_url = settings.icon_url
-    declare_security(card, settings.caller_schemes, anonymous=anonymous)
+    declare_security(card, schemes, anonymous=anonymous)
     return card
 
 

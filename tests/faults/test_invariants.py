@@ -102,6 +102,36 @@ async def _event_lost(paid: _Paid) -> None:
     await paid.execute("DELETE FROM webhook_events WHERE type = 'settlement.completed'")
 
 
+async def _authorization_moved(paid: _Paid) -> None:
+    await paid.execute(
+        "UPDATE payment_presentations SET task_id = :other WHERE task_id = :t",
+        other=paid.offered_task,
+        t=paid.paid_task,
+    )
+
+
+async def _authorization_held_twice(paid: _Paid) -> None:
+    # The schema refuses it (uq_payment_offers_authorization); the checker must not rely on that.
+    await paid.execute("ALTER TABLE payment_offers DROP CONSTRAINT uq_payment_offers_authorization")
+    await paid.execute(
+        "UPDATE payment_offers SET payer = (SELECT payer FROM payment_offers WHERE task_id = :t), "
+        "nonce = (SELECT nonce FROM payment_offers WHERE task_id = :t) WHERE task_id = :other",
+        t=paid.paid_task,
+        other=paid.offered_task,
+    )
+
+
+async def _presented_without_offer(paid: _Paid) -> None:
+    await paid.execute("DELETE FROM payment_offers WHERE task_id = :t", t=paid.offered_task)
+    await paid.execute(
+        "INSERT INTO payment_presentations (payer, nonce, task_id, tenant, presented_at) "
+        "VALUES (:p, :n, :t, '', CURRENT_TIMESTAMP)",
+        p="0x" + "11" * 20,
+        n="0x" + "22" * 32,
+        t=paid.offered_task,
+    )
+
+
 BREAKS = [
     pytest.param(_unbooked_transfer, "1: transfer .* is booked 0 times", id="a transfer nobody booked"),
     pytest.param(_transfer_gone, "2: entry .* has no transfer on chain", id="a booking off the chain"),
@@ -117,6 +147,21 @@ BREAKS = [
     ),
     pytest.param(_left_settling, "4: task .* is left undecided", id="a payment left settling"),
     pytest.param(_event_lost, "5: no settlement.completed event", id="a booking without its event"),
+    pytest.param(
+        _authorization_moved,
+        r"(?s)6: the authorization task .* holds was presented for task .*6: entry .* books task",
+        id="a booked authorization presented for another task",
+    ),
+    pytest.param(
+        _authorization_held_twice,
+        "6: the authorization of payer .* is held by the offers of tasks",
+        id="one authorization held by two offers",
+    ),
+    pytest.param(
+        _presented_without_offer,
+        "6: task .* has a presented authorization but no offer",
+        id="a presentation for a task stored without its offer",
+    ),
 ]
 
 

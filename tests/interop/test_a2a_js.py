@@ -4,18 +4,34 @@
 tenant, and viem signing the EIP-3009 authorization from the terms alone (its EIP-712 domain name and
 version from `extra`, the chain id from the CAIP-2 network). Each run ends with the task completed, its
 artifact and receipt on the client's side, and the payee credited exactly once on chain and in the ledger.
+Against a merchant serving only callers with credentials, the client presents an API key; another
+caller's key finds no task (TaskNotFound), and a client without credentials is refused.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from a2a_x402 import EXTENSION_URI
+from devchain import DevChain
+from merchant.callers import CallerKeys
+from storage import create_engine
+from tests.fixtures.chain import idle_for
+from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
+    TWO_TENANTS,
+    MerchantStarter,
+    write_tenants_file,
+)
 from tests.fixtures.node import NodeScript
 
-from .conftest import NAMED_TENANT, TEXT, Shop
+from .conftest import IDLE_S, NAMED_TENANT, TEXT, Shop
 
 PAY = Path(__file__).parent / "js" / "pay.mjs"
 CHOOSE = Path(__file__).parent / "js" / "choose.mjs"
@@ -83,3 +99,119 @@ async def test_deviation_the_js_factory_takes_the_last_tenants_interface_of_the_
     chosen = await node_script.run(CHOOSE, request)
 
     assert chosen == {"protocolVersion": "1.0", "tenant": NAMED_TENANT}
+
+
+def closed_tenants_file(path: Path, issuer: Issuer | None = None) -> Path:
+    """The default tenant and `acme`, serving only callers with credentials; `acme` trusts `issuer`."""
+    payees = {"": (DEFAULT_PAY_TO, DEFAULT_PRICE), NAMED_TENANT: TWO_TENANTS[NAMED_TENANT]}
+    tenants_file = write_tenants_file(path, payees)
+    closed = re.sub(r"(?m)^(price = .*)$", r"\1\nanonymous_callers = false", tenants_file.read_text())
+    if issuer is not None:
+        closed += (
+            f"\n[[tenants.{NAMED_TENANT}.jwt_issuers]]\nissuer = {issuer.url!r}\naudience = {AUDIENCE!r}\n"
+            f"jwks_url = {issuer.jwks_url!r}\n"
+        )
+    tenants_file.write_text(closed)
+    return tenants_file
+
+
+@pytest.fixture
+def closed_shop(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path, jwt_issuer: Issuer
+) -> Shop:
+    """`shop`, but every tenant serves only callers with credentials (`anonymous_callers = false`), and
+    `acme` trusts the bearer JWTs of `jwt_issuer` (its own issuer, in the tenants file)."""
+    payees = {"": (DEFAULT_PAY_TO, DEFAULT_PRICE), NAMED_TENANT: TWO_TENANTS[NAMED_TENANT]}
+    tenants_file = closed_tenants_file(tmp_path / "tenants.toml", jwt_issuer)
+    merchant = start_merchant(sqlite_url, tenants_file=tenants_file)
+    opening = {tenant: chain.balance_of(pay_to) for tenant, (pay_to, _) in payees.items()}
+    idle_for(chain.rpc, IDLE_S)
+    return Shop(merchant, chain, payees, opening)
+
+
+async def api_key(database_url: str, tenant: str, name: str) -> str:
+    """A new API key named `name` at `tenant` of the merchant on `database_url`."""
+    engine = create_engine(database_url)
+    try:
+        return await CallerKeys(engine).create(tenant, name)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("binding", "streaming", "tenant"),
+    [
+        pytest.param("jsonrpc", False, "", id="jsonrpc-blocking-default-tenant"),
+        pytest.param("http+json", True, NAMED_TENANT, id=f"http+json-streaming-{NAMED_TENANT}"),
+    ],
+)
+async def test_the_js_sdk_pays_with_an_api_key_and_a_stranger_finds_no_task(
+    closed_shop: Shop, node_script: NodeScript, binding: str, streaming: bool, tenant: str
+) -> None:
+    database_url = closed_shop.merchant.database_url
+    key = closed_shop.new_payer()
+    request = {
+        "baseUrl": closed_shop.base_url,
+        "binding": BINDINGS[binding],
+        "streaming": streaming,
+        "tenant": tenant,
+        "key": key,
+        "extension": EXTENSION_URI,
+        "text": TEXT,
+        "token": await api_key(database_url, tenant, "js-buyer"),
+        "strangerToken": await api_key(database_url, tenant, "js-stranger"),
+    }
+
+    seen = await node_script.run(PAY, request)
+
+    assert (seen["paidState"], seen["fetchedState"]) == ("TASK_STATE_COMPLETED", "TASK_STATE_COMPLETED")
+    assert seen["signatureSeen"] is False
+    for call in ("strangerGet", "strangerCancel"):
+        # The SDK names the error after its binding (JsonRpcTaskNotFoundError on JSON-RPC).
+        assert seen[call]["ok"] is False and seen[call]["name"].endswith("TaskNotFoundError"), seen[call]
+    for call in ("anonymousGet", "anonymousSend"):
+        # This tenant serves no caller without credentials: InvalidRequest, whatever the task.
+        assert seen[call]["ok"] is False and "credentials" in seen[call]["message"], seen[call]
+    assert seen["afterState"] == "TASK_STATE_COMPLETED"
+    [receipt] = seen["completed"]["receipts"]
+    await closed_shop.assert_paid_once(
+        tenant=tenant, task_id=seen["taskId"], payer_key=key, transaction=receipt["transaction"]
+    )
+
+
+async def test_the_js_sdk_pays_with_a_jwt_of_the_tenants_own_issuer_valid_there_only(
+    closed_shop: Shop, node_script: NodeScript, jwt_issuer: Issuer
+) -> None:
+    key = closed_shop.new_payer()
+    request = {
+        "baseUrl": closed_shop.base_url,
+        "binding": BINDINGS["jsonrpc"],
+        "streaming": False,
+        "tenant": NAMED_TENANT,
+        "key": key,
+        "extension": EXTENSION_URI,
+        "text": TEXT,
+        "token": jwt_issuer.token("svc-buyer"),
+        "strangerToken": jwt_issuer.token("svc-stranger"),
+    }
+
+    seen = await node_script.run(PAY, request)
+
+    assert (seen["paidState"], seen["afterState"]) == ("TASK_STATE_COMPLETED", "TASK_STATE_COMPLETED")
+    for call in ("strangerGet", "strangerCancel"):
+        assert seen[call]["ok"] is False and seen[call]["name"].endswith("TaskNotFoundError"), seen[call]
+    [receipt] = seen["completed"]["receipts"]
+    await closed_shop.assert_paid_once(
+        tenant=NAMED_TENANT, task_id=seen["taskId"], payer_key=key, transaction=receipt["transaction"]
+    )
+    # acme's issuer opens acme only: at the default tenant the same token is no caller's, and its card
+    # (the 0.3 root card speaks for the default tenant alone) declares no bearer JWT.
+    async with httpx.AsyncClient(base_url=closed_shop.base_url, timeout=10) as http:
+        envelope = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {request['token']}"}
+        answer = (await http.post("/a2a/jsonrpc", json=envelope, headers=headers)).json()
+        card_v0_3 = (await http.get("/.well-known/agent-card.json", headers={"A2A-Version": "0.3"})).json()
+        acme_card = (await http.get(f"/t/{NAMED_TENANT}/.well-known/agent-card.json")).json()
+    assert "not valid at this tenant" in answer["error"]["message"], answer
+    assert "bearerJwt" not in card_v0_3["securitySchemes"]
+    assert "bearerJwt" in acme_card["securitySchemes"]

@@ -12,6 +12,7 @@ from merchant.tenants import (
     TENANTS_FILE_ENV,
     Tenant,
     TenantConfigError,
+    TenantJwtIssuer,
     TenantRegistry,
     UnknownTenantError,
 )
@@ -166,7 +167,7 @@ price = 1
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
         "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token, "
-        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers)",
+        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers, jwt_issuers)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",
@@ -333,3 +334,70 @@ def test_anonymous_callers_is_a_tenants_boolean_setting(tmp_path: Path) -> None:
     )
     assert len(problems) == 1
     assert problems[0].startswith("tenants.acme.anonymous_callers: must be true or false")
+
+
+ISSUER = "https://login.acme.example/"
+JWKS = "https://login.acme.example/jwks.json"
+
+
+def test_a_tenant_may_trust_its_own_jwt_issuers(tmp_path: Path) -> None:
+    registry = TenantRegistry.from_toml(
+        write(
+            tmp_path,
+            f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\n'
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "shop"\njwks_url = "{JWKS}"\n'
+            '[[tenants.acme.jwt_issuers]]\nissuer = "dev"\naudience = "shop"\n'
+            'jwks_url = "http://127.0.0.1:8080/jwks.json"\n'
+            f'[tenants.globex]\npay_to = "{OTHER}"\nprice = 1\n',
+        )
+    )
+
+    assert registry.require("acme").jwt_issuers == (
+        TenantJwtIssuer(issuer=ISSUER, audience="shop", jwks_url=JWKS),
+        TenantJwtIssuer(issuer="dev", audience="shop", jwks_url="http://127.0.0.1:8080/jwks.json"),
+    )
+    assert registry.require("globex").jwt_issuers == ()
+
+
+@pytest.mark.parametrize(
+    ("entries", "problem"),
+    [
+        ('jwt_issuers = "x"', "tenants.acme.jwt_issuers: must be an array of tables"),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "shop"\n',
+            "tenants.acme.jwt_issuers[0].jwks_url: is required",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "shop"\n'
+            f'jwks_url = "{JWKS}"\nkid = 1',
+            "tenants.acme.jwt_issuers[0].kid: unknown key (allowed: issuer, audience, jwks_url)",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = ""\naudience = "shop"\njwks_url = "{JWKS}"\n',
+            "tenants.acme.jwt_issuers[0].issuer: must be a non-empty string",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = 7\njwks_url = "{JWKS}"\n',
+            "tenants.acme.jwt_issuers[0].audience: must be a non-empty string",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "shop"\n'
+            'jwks_url = "http://login.acme.example/jwks.json"\n',
+            "tenants.acme.jwt_issuers[0].jwks_url: must be an https URL (http only on a loopback host)",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "shop"\njwks_url = "file:///etc"\n',
+            "tenants.acme.jwt_issuers[0].jwks_url: must be an https URL",
+        ),
+        (
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "a"\njwks_url = "{JWKS}"\n'
+            f'[[tenants.acme.jwt_issuers]]\nissuer = "{ISSUER}"\naudience = "b"\njwks_url = "{JWKS}"\n',
+            f"tenants.acme.jwt_issuers[1].issuer: {ISSUER} is declared more than once for this tenant",
+        ),
+    ],
+)
+def test_a_tenants_jwt_issuers_are_validated(tmp_path: Path, entries: str, problem: str) -> None:
+    problems = problems_of(tmp_path, f'[tenants.acme]\npay_to = "{OTHER}"\nprice = 1\n{entries}\n')
+
+    assert len(problems) == 1
+    assert problems[0].startswith(problem)

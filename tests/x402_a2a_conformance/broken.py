@@ -14,6 +14,8 @@
 * `rogue_tenant_card`: every named tenant's own 0.3 card lists `ROGUE_PAY_TO` as its payee.
 * `ignore_tenant`: a JSON-RPC binding that drops `params.tenant`, so tenants read each other's tasks.
 * `rogue_pay_to`: terms asking to be paid to an address the card does not list (a tampered answer).
+* `echoes_signature`: a task in an answer to an A2A 1.0 HTTP request carries, in its metadata, the
+  signature of the payment sent for it (§11 forbids any answer to hold one).
 
 The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings only; the gRPC
 server the app starts is not wrapped. `SettlesLate` and `SettlesSlowly` replace the payment layer's
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +42,7 @@ __all__ = [
     "SLOW_BY_S",
     "SettlesLate",
     "SettlesSlowly",
+    "echoes_signature",
     "ignore_activation",
     "ignore_tenant",
     "rewrite_json",
@@ -348,5 +352,40 @@ def ignore_tenant(app: ASGIApp) -> ASGIApp:
         headers = [(n, v) for n, v in scope["headers"] if n.lower() != b"content-length"]
         scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
         await app(scope, _replaying(body, receive), send)
+
+    return wrapped
+
+
+_SIGNATURE = re.compile(r'"signature"\s*:\s*"(0x[0-9a-fA-F]{130})"')
+_TASK_ID = re.compile(r'"taskId"\s*:\s*"([^"]+)"')
+
+
+def echoes_signature(app: ASGIApp) -> ASGIApp:
+    """Answers to A2A 1.0 HTTP requests whose tasks carry, in their metadata, the signature of the payment
+    sent for them."""
+    signatures: dict[str, str] = {}  # task id -> the signature of the payment sent for it
+
+    def leak(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "status" in value and value.get("id") in signatures:
+                metadata = value.get("metadata")
+                metadata = metadata if isinstance(metadata, dict) else {}
+                return {**value, "metadata": {**metadata, "payment": {"signature": signatures[value["id"]]}}}
+            return {key: leak(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [leak(item) for item in value]
+        return value
+
+    rewriting = rewrite_json(app, leak)
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body = await _whole_body(receive)
+            text = body.decode(errors="replace")
+            signature, task_id = _SIGNATURE.search(text), _TASK_ID.search(text)
+            if signature is not None and task_id is not None:
+                signatures[task_id.group(1)] = signature.group(1)
+            receive = _replaying(body, receive)
+        await rewriting(scope, receive, send)
 
     return wrapped

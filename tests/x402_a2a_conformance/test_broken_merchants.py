@@ -23,6 +23,7 @@ from .broken import (
     ROGUE_PAY_TO,
     SettlesLate,
     SettlesSlowly,
+    echoes_signature,
     ignore_activation,
     ignore_tenant,
     rogue_tenant_card,
@@ -194,3 +195,13 @@ async def test_a_tenant_card_with_another_payee_fails_its_pay_to_checks(broken: 
     # acme's terms name acme's payee, which its own card does not list: a 0.3 client of acme would refuse.
     _assert_all(report, "v02.listed-in-card", Outcome.FAILED, ACME_0_3)
     _assert_all(report, "v02.listed-in-card", Outcome.PASSED, ["JSONRPC 0.3 tenant=(default)"])
+
+
+async def test_an_answer_holding_the_payment_signature_fails_the_no_signature_check(broken: Broken) -> None:
+    report = await broken.run("leaks", "payment.no-signature", "payment.completes", wrap=echoes_signature)
+    assert not report.ok
+    _assert_all(report, "payment.no-signature", Outcome.FAILED, HTTP_1_0)
+    failure = report.result("payment.no-signature", HTTP_1_0[0])
+    assert failure is not None and "carries the payment's signature" in failure.detail
+    # gRPC is not behind the wrapper: the merchant's own answers hold no signature.
+    _assert_all(report, "payment.no-signature", Outcome.PASSED, GRPC_1_0)

@@ -90,6 +90,7 @@ def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
         ("terms.integers", "GRPC 1.0 tenant=(default)"),
         ("terms.integers", "GRPC 1.0 tenant=acme"),
         *(("callers.stranger-cancel", f"{b} 1.0 tenant=acme") for b in ("JSONRPC", "HTTP+JSON", "GRPC")),
+        *(("v02.stranger-cancel", f"{b} 0.3 tenant=acme") for b in ("JSONRPC", "HTTP+JSON")),
         *((f"card.{name}", "card A2A-Version=0.3") for name in params),
     }, render_console(report, verbose=True)
 

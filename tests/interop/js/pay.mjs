@@ -1,7 +1,11 @@
 // Pays the reference merchant with the official JavaScript A2A SDK (@a2a-js/sdk, A2A 1.0, extension v0.3).
 //
 // Run by tests/interop/test_a2a_js.py as `node pay.mjs` with one JSON object on stdin:
-//   {baseUrl, binding: "JSONRPC" | "HTTP+JSON", streaming, tenant, key, extension, text}
+//   {baseUrl, binding: "JSONRPC" | "HTTP+JSON", streaming, tenant, key, extension, text,
+//    token?, strangerToken?}
+// With `token`, every request carries `Authorization: Bearer <token>` (the card's bearer schemes); with
+// `strangerToken`, a second client of another caller then reads and cancels the paid task, and a client
+// without credentials reads it: what each was answered is printed too.
 // It resolves the card with the SDK, builds a client with its ClientFactory on that binding and tenant,
 // sends the priced request, signs the offered EIP-3009 TransferWithAuthorization with viem (EIP-712 domain
 // name and version from the terms' `extra`), pays, fetches the task back, and prints what it saw as JSON.
@@ -122,16 +126,44 @@ async function sign(option, key) {
   return { x402Version: 2, accepted: option, payload: { authorization, signature } };
 }
 
-async function main() {
-  const transports = { JSONRPC: new JsonRpcTransportFactory(), "HTTP+JSON": new RestTransportFactory() };
+// A fetch presenting `token` as a bearer credential on every request (none: fetch as is).
+function bearerFetch(token) {
+  if (!token) return fetch;
+  return (url, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("Authorization", `Bearer ${token}`);
+    return fetch(url, { ...init, headers });
+  };
+}
+
+async function clientFor(card, token) {
+  const options = { fetchImpl: bearerFetch(token) };
+  const transports = {
+    JSONRPC: new JsonRpcTransportFactory(options),
+    "HTTP+JSON": new RestTransportFactory(options),
+  };
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       transports: [transports[input.binding] ?? fail(`unknown binding ${input.binding}`)],
       preferredTransports: [input.binding],
     }),
   );
+  return factory.createFromAgentCard(tenantCard(card, input.tenant));
+}
+
+// What `call` was answered: "ok", or the SDK error's class name and message.
+async function outcome(call) {
+  try {
+    await call();
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, name: error?.constructor?.name ?? "Error", message: String(error?.message ?? error) };
+  }
+}
+
+async function main() {
   const card = await AgentCardResolver.default.resolve(input.baseUrl);
-  const client = await factory.createFromAgentCard(tenantCard(card, input.tenant));
+  const client = await clientFor(card, input.token);
   const options = { serviceParameters: ServiceParameters.create(withA2AExtensions(input.extension)) };
 
   const asked = await send(client, newMessage(input.text), options);
@@ -148,6 +180,17 @@ async function main() {
   const paid = await send(client, payment, options);
   const paidStatus = lastStatus(paid);
   const fetched = await client.getTask({ tenant: "", id: taskId, historyLength: undefined }, options);
+  const others = {};
+  if (input.strangerToken) {
+    const stranger = await clientFor(card, input.strangerToken);
+    const anonymous = await clientFor(card, undefined);
+    others.strangerGet = await outcome(() => stranger.getTask({ tenant: "", id: taskId }, options));
+    others.strangerCancel = await outcome(() => stranger.cancelTask({ tenant: "", id: taskId }, options));
+    others.anonymousGet = await outcome(() => anonymous.getTask({ tenant: "", id: taskId }, options));
+    others.anonymousSend = await outcome(() => send(anonymous, newMessage(input.text), options));
+    const after = await client.getTask({ tenant: "", id: taskId, historyLength: undefined }, options);
+    others.afterState = taskStateToJSON(after.status.state);
+  }
 
   process.stdout.write(
     JSON.stringify({
@@ -164,6 +207,10 @@ async function main() {
       fetchedState: taskStateToJSON(fetched.status.state),
       fetchedArtifacts: fetched.artifacts.length,
       fetchedExtension: fetched.status.message.metadata[input.extension],
+      signatureSeen: JSON.stringify(fetched, (_, v) => (typeof v === "bigint" ? String(v) : v)).includes(
+        payload.payload.signature.slice(2),
+      ),
+      ...others,
     }),
   );
 }
