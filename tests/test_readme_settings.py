@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings
 
 from facilitator._config import FacilitatorSettings
 from merchant.callers.cli import CallerSettings
+from merchant.differences.cli import DifferenceSettings
 from merchant.ledger.cli import LedgerSettings
 from merchant.settings import MerchantSettings
 from merchant.webhooks.cli import WebhookSettings
@@ -26,6 +27,7 @@ _CLASSES: tuple[type[BaseSettings], ...] = (
     FacilitatorSettings,
     MerchantSettings,
     CallerSettings,
+    DifferenceSettings,
     LedgerSettings,
     WebhookSettings,
     LogSettings,
