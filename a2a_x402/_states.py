@@ -83,14 +83,15 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
         "invalid_permit2_signature": PaymentErrorCode.INVALID_SIGNATURE,
         "invalid_exact_evm_payload_undeployed_smart_wallet": PaymentErrorCode.INVALID_SIGNATURE,
         "eip6492_factory_not_allowed": PaymentErrorCode.INVALID_SIGNATURE,
-        # Validity window. Only a window already closed is EXPIRED_PAYMENT ("submitted after its
-        # expiry time"). "Not yet valid" is not expired: the payer's clock runs ahead, or the node
-        # judging it lags the wall clock (ganache, an idle chain); re-signing cures neither, so it is
-        # a failure of this settlement like any other the extension has no code for.
+        # Validity window (spec v0.3 §7.5): an authorization expired *or not yet valid* is
+        # EXPIRED_PAYMENT, retryable with fresh terms. Either way it is outside its window now, and
+        # fresh terms let the payer sign a window that covers now (a node lagging the wall clock
+        # gets its second simulation at the clock's time first). The client text says "not valid at
+        # this time", never "expired".
         "invalid_exact_evm_payload_authorization_valid_before": PaymentErrorCode.EXPIRED_PAYMENT,
-        "invalid_exact_evm_payload_authorization_valid_after": PaymentErrorCode.SETTLEMENT_FAILED,
+        "invalid_exact_evm_payload_authorization_valid_after": PaymentErrorCode.EXPIRED_PAYMENT,
         "permit2_deadline_expired": PaymentErrorCode.EXPIRED_PAYMENT,
-        "permit2_not_yet_valid": PaymentErrorCode.SETTLEMENT_FAILED,
+        "permit2_not_yet_valid": PaymentErrorCode.EXPIRED_PAYMENT,
         # Replay. An EIP-3009 nonce is single use; a second settlement of the same payment is the
         # same fault seen from the other side.
         "invalid_exact_evm_nonce_already_used": PaymentErrorCode.DUPLICATE_NONCE,

@@ -170,5 +170,6 @@ def test_the_readme_hand_path_runs_as_written(tmp_path: Path) -> None:
     balance = out.strip().splitlines()[-1].split()
     assert balance[0].startswith("eip155:") and balance[-1] == "10000", out
     assert "paid: 10000 atomic units to 0xa0Ee7A142d267C1f36714E4a8F75612F20a79720" in out, out
-    assert '{"tenant":"","balances":[{' in out, out  # the billing API took the default tenant's token
+    # The billing API took the default tenant's token, and names that tenant as its path does (691e0cf).
+    assert '{"tenant":"default","balances":[{' in out, out
     assert not (walk / ".devchain.env").exists()  # the dev chain stopped and cleaned up

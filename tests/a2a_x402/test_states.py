@@ -54,9 +54,9 @@ def test_only_expired_and_insufficient_funds_are_retryable() -> None:
         ("invalid_exact_evm_payload_undeployed_smart_wallet", EC.INVALID_SIGNATURE),
         ("eip6492_factory_not_allowed", EC.INVALID_SIGNATURE),
         ("invalid_exact_evm_payload_authorization_valid_before", EC.EXPIRED_PAYMENT),
-        # Not yet valid is no expiry: never EXPIRED_PAYMENT.
-        ("invalid_exact_evm_payload_authorization_valid_after", EC.SETTLEMENT_FAILED),
-        ("permit2_not_yet_valid", EC.SETTLEMENT_FAILED),
+        # Spec v0.3 §7.5: expired *or not yet valid* is EXPIRED_PAYMENT (retryable, fresh terms).
+        ("invalid_exact_evm_payload_authorization_valid_after", EC.EXPIRED_PAYMENT),
+        ("permit2_not_yet_valid", EC.EXPIRED_PAYMENT),
         ("permit2_deadline_expired", EC.EXPIRED_PAYMENT),
         ("invalid_exact_evm_nonce_already_used", EC.DUPLICATE_NONCE),
         ("duplicate_settlement", EC.DUPLICATE_NONCE),
@@ -101,7 +101,8 @@ _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
     "invalid_exact_evm_payload_recipient_mismatch": EC.SETTLEMENT_FAILED,
     "invalid_exact_evm_payload_authorization_value_mismatch": EC.INVALID_AMOUNT,
     "invalid_exact_evm_payload_authorization_valid_before": EC.EXPIRED_PAYMENT,
-    "invalid_exact_evm_payload_authorization_valid_after": EC.SETTLEMENT_FAILED,
+    # Spec v0.3 §7.5: not yet valid is outside the window like expired: EXPIRED_PAYMENT.
+    "invalid_exact_evm_payload_authorization_valid_after": EC.EXPIRED_PAYMENT,
     "invalid_exact_evm_payload_signature": EC.INVALID_SIGNATURE,
     "invalid_exact_evm_payload_undeployed_smart_wallet": EC.INVALID_SIGNATURE,
     # An undeployed wallet whose factory this facilitator does not call: as good as no ERC-6492 data.

@@ -145,8 +145,8 @@ def _window(value: int, *, opens: bool) -> Expected:
         return None
     if (value < edge) if opens else (value > edge):
         return SETTLES
-    # A window not open yet is no expiry: the merchant never calls it EXPIRED_PAYMENT.
-    return PaymentErrorCode.SETTLEMENT_FAILED if opens else PaymentErrorCode.EXPIRED_PAYMENT
+    # Spec v0.3 §7.5: a window closed or not yet open is EXPIRED_PAYMENT (retryable, fresh terms).
+    return PaymentErrorCode.EXPIRED_PAYMENT
 
 
 @pytest.mark.parametrize("name", ["valid_after", "valid_before"])
