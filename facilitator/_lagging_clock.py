@@ -13,12 +13,14 @@ says truthfully that the authorization is not yet valid *on this node's clock*, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._errors import PaymentInvalidError, RpcError
-from ._refusals import simulation_failure
+from ._refusals import check_counterfactual_steps, simulation_failure
 from ._rpc import RpcCall, RpcClient
 from .wire import Reason
 
-__all__ = ["simulate_at_wall_clock"]
+__all__ = ["estimate_counterfactual_at_wall_clock", "simulate_at_wall_clock"]
 
 _NOT_YET_VALID = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER
 
@@ -47,9 +49,53 @@ async def simulate_at_wall_clock(
         if exc.revert_reason is not None and again.reason != _NOT_YET_VALID:
             raise again from exc
         undecided = exc
-    raise PaymentInvalidError(
+    raise _undecided(valid_after) from undecided
+
+
+async def estimate_counterfactual_at_wall_clock(
+    rpc: RpcClient,
+    diagnosis: RpcCall,
+    estimate: RpcCall,
+    refusal: PaymentInvalidError,
+    *,
+    valid_after: int,
+    now: int,
+) -> str:
+    """The gas estimate of an ERC-6492 wallet's deployment and transfer, `estimate`, made again in a block
+    stamped `now` (with `diagnosis`, its step-by-step simulation), when `refusal` (what the steps said at
+    the node's time) says only that the authorization is not yet valid while by `now` it is.
+
+    Raises:
+        PaymentInvalidError: the refusal stands, or the steps fail at `now` for their own reason, or the
+            node cannot simulate at `now` ("not yet valid on this node's clock").
+        ChainUnavailableError: the node could not be reached.
+    """
+    if refusal.reason != _NOT_YET_VALID or valid_after >= now:
+        raise refusal
+    override: tuple[dict[str, Any], dict[str, str]] = ({}, {"time": hex(now)})
+    steps, gas = await rpc.batch(
+        [RpcCall(call.method, [*call.params[:2], *override]) for call in (diagnosis, estimate)]
+    )
+    if isinstance(steps, RpcError):
+        raise _undecided(valid_after) from steps
+    try:
+        check_counterfactual_steps(steps)
+    except PaymentInvalidError as again:
+        if again.reason != _NOT_YET_VALID:
+            raise
+        # The override was ignored: the steps still ran at the node's own time.
+        raise _undecided(valid_after) from again
+    if isinstance(gas, RpcError):
+        failure = simulation_failure(gas.revert_reason or gas.message)
+        raise (_undecided(valid_after) if failure.reason == _NOT_YET_VALID else failure) from gas
+    return str(gas)
+
+
+def _undecided(valid_after: int) -> PaymentInvalidError:
+    """The truthful refusal of a node that cannot simulate at the wall clock's time."""
+    return PaymentInvalidError(
         _NOT_YET_VALID,
         f"the authorization is not yet valid on this node's clock, which runs behind validAfter "
         f"{valid_after} (it simulates in a block older than the wall clock); try again once it mines a "
         "newer block",
-    ) from undecided
+    )

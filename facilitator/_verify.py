@@ -63,7 +63,7 @@ from ._gas import (
     is_contract,
     unaffordable,
 )
-from ._lagging_clock import simulate_at_wall_clock
+from ._lagging_clock import estimate_counterfactual_at_wall_clock, simulate_at_wall_clock
 from ._refusals import (
     check_counterfactual_steps,
     check_head_time,
@@ -357,20 +357,19 @@ class Verifier:
             ]
         )
         calldata = encode_aggregate3([factory, transfer])
+        # Twice the cap: the diagnosis asks the wallet's ERC-1271 answer once more than the transaction.
+        steps_call = RpcCall(
+            "eth_call",
+            [self._gas.call(MULTICALL3_ADDRESS, diagnosis, fees, gas=2 * self._gas.cap), SIMULATION_BLOCK],
+        )
+        estimate_call = RpcCall(
+            "eth_estimateGas", [self._gas.call(MULTICALL3_ADDRESS, calldata, fees), SIMULATION_BLOCK]
+        )
         calls = [
             *self._state_calls(auth, terms),
             RpcCall("eth_getCode", [MULTICALL3_ADDRESS, "latest"]),
-            # Twice the cap: the diagnosis asks the wallet's ERC-1271 answer once more than the transaction.
-            RpcCall(
-                "eth_call",
-                [
-                    self._gas.call(MULTICALL3_ADDRESS, diagnosis, fees, gas=2 * self._gas.cap),
-                    SIMULATION_BLOCK,
-                ],
-            ),
-            RpcCall(
-                "eth_estimateGas", [self._gas.call(MULTICALL3_ADDRESS, calldata, fees), SIMULATION_BLOCK]
-            ),
+            steps_call,
+            estimate_call,
             _HEAD_BLOCK,
         ]
         rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
@@ -385,9 +384,15 @@ class Verifier:
         if state is not None:
             check_token_state(auth, state)
         check_head_time(auth, head, now, self._margin_s)
-        check_counterfactual_steps(steps)
-        if isinstance(gas, RpcError):
-            raise simulation_failure(gas.revert_reason or gas.message)
+        try:
+            check_counterfactual_steps(steps)
+            if isinstance(gas, RpcError):
+                raise simulation_failure(gas.revert_reason or gas.message)
+        except PaymentInvalidError as refusal:
+            # A node simulating behind the wall clock, as for a payment sent straight to the token.
+            gas = await estimate_counterfactual_at_wall_clock(
+                self._rpc, steps_call, estimate_call, refusal, valid_after=auth.valid_after, now=now
+            )
         estimate = int(gas, 16)
         self._gas.check_cap(estimate, what="deploying the wallet and the transfer need")
         return VerifiedPayment(

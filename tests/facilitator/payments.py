@@ -125,17 +125,19 @@ def sign_counterfactual(
     factory: str | None = None,
     factory_calldata: bytes | None = None,
     signer_key: str | None = None,
+    **message: Any,
 ) -> tuple[PaymentPayload, str]:
     """A payment from a funded, not yet deployed `WalletFactory` wallet, signed by its owner, 6492-wrapped.
 
     `factory`, `factory_calldata` and `signer_key` replace the wrapper's factory, its call, and the owner's
-    key. Returns (payload, the wallet's address).
+    key; `message` overrides fields of the signed message as for `sign_exact`. Returns (payload, the
+    wallet's address).
     """
     owner = Account.create()
     salt = os.urandom(32)
     wallet = chain.counterfactual_wallet(owner.address, salt)
     chain.mint(wallet, fund)
-    signed = sign_exact(signer_key or owner.key.to_0x_hex(), requirements, from_address=wallet)
+    signed = sign_exact(signer_key or owner.key.to_0x_hex(), requirements, from_address=wallet, **message)
     calldata = encode_call("createWallet(address,bytes32)", [owner.address, salt])
     signature = wrap_erc6492(
         factory or chain.wallet_factory,

@@ -24,7 +24,7 @@ from tests.fixtures.chain import clock_ahead, head_timestamp, idle_for
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator, StartService
-from .payments import claim_rows, relayer_nonce
+from .payments import claim_rows, relayer_nonce, sign_counterfactual
 
 
 def _body(payload: PaymentPayload, requirements: PaymentRequirements) -> dict[str, Any]:
@@ -219,3 +219,70 @@ async def test_a_node_that_cannot_simulate_at_the_clock_refuses_truthfully_as_no
     assert "expire" not in verified.invalid_message
     assert (settled.success, settled.error_reason, settled.transaction) == (False, reason, "")
     assert relayer_nonce(chain) == nonce_before
+
+
+async def test_behind_the_clock_a_counterfactual_wallet_valid_when_mined_verifies_and_settles(
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, erc6492_factories=chain.wallet_factory)
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    payload, wallet = sign_counterfactual(chain, requirements, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+
+    verified = await service.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason, verified.payer) == (True, None, wallet)
+    chain.rpc.call("anvil_setTime", [int(time.time())])
+    payee_before = chain.balance_of(PAY_TO)
+    settled = await service.settle(payload, requirements)
+    assert settled.success, settled
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+
+
+async def test_behind_the_clock_a_counterfactual_wallet_failing_for_another_reason_is_refused_for_it(
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    service = await open_facilitator(sqlite_url, erc6492_factories=chain.wallet_factory)
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    # A wallet holding less than the price, on a node whose clock lags: refused for its balance.
+    payload, _wallet = sign_counterfactual(chain, requirements, fund=1, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+
+    verified = await service.verify(payload, requirements)
+
+    assert (verified.is_valid, verified.invalid_reason) == (
+        False,
+        Reason.INVALID_EXACT_EVM_INSUFFICIENT_BALANCE,
+    )
+
+
+async def test_a_node_that_cannot_simulate_at_the_clock_refuses_a_counterfactual_wallet_as_not_yet_valid(
+    chain: DevChain,
+    open_facilitator: OpenFacilitator,
+    sqlite_url: str,
+    asgi_server: Callable[..., str],
+) -> None:
+    service = await open_facilitator(
+        sqlite_url,
+        rpc_url=asgi_server(_ignoring_block_overrides(chain.rpc_url)),
+        erc6492_factories=chain.wallet_factory,
+    )
+    requirements = make_requirements(chain)
+    now = int(time.time())
+    payload, wallet = sign_counterfactual(chain, requirements, valid_after=now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+    nonce_before = relayer_nonce(chain)
+
+    verified = await service.verify(payload, requirements)
+    settled = await service.settle(payload, requirements)
+
+    reason = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER
+    assert (verified.is_valid, verified.invalid_reason) == (False, reason)
+    assert "not yet valid on this node's clock" in (verified.invalid_message or "")
+    assert "expire" not in (verified.invalid_message or "")
+    assert (settled.success, settled.error_reason, settled.transaction) == (False, reason, "")
+    assert relayer_nonce(chain) == nonce_before
+    assert chain.rpc.call("eth_getCode", [wallet, "latest"]) == "0x"
+    assert await claim_rows(sqlite_url) == []
