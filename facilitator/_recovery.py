@@ -20,7 +20,7 @@ from ._claims import Claim, ClaimStore
 from ._errors import ChainError
 from ._pool import RelayerPool
 from ._rpc import RpcClient
-from ._token import AUTHORIZATION_USED_TOPIC, decode_bool, encode_authorization_state, transfer_logs
+from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, decode_bool, encode_authorization_state
 from .wire import checksum_address
 
 __all__ = ["Recovery", "ThirdPartySettlement", "authorization_used", "find_settlement"]
@@ -55,34 +55,56 @@ async def find_settlement(
 ) -> ThirdPartySettlement | None:
     """The mined transaction that used `payer`'s authorization `nonce` and paid `pay_to` `amount`, if any.
 
-    Its receipt must hold the token's `AuthorizationUsed(payer, nonce)` and a `Transfer` of that token from
-    `payer` to `pay_to` of `amount`; a use of the nonce that paid someone else, or another amount, is none.
+    Its execution must have emitted the token's `AuthorizationUsed(payer, nonce)` and a `Transfer` of that
+    token from `payer` to `pay_to` of `amount`; a use of the nonce that paid someone else, or another
+    amount, is none. It is judged from the logs of the block that holds it, never from a receipt looked up
+    by hash: a node that mines an identical transaction twice (ganache) answers that hash with the copy
+    that reverted, while the logs (which only a successful execution leaves) show the one that paid.
     """
     head = int(await rpc.call("eth_blockNumber"), 16)
+    payer_word = address_topic(payer)
     logs = await rpc.call(
         "eth_getLogs",
         {
             "address": asset,
             "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
             "toBlock": "latest",
-            "topics": [AUTHORIZATION_USED_TOPIC, "0x" + payer[2:].lower().rjust(64, "0"), nonce],
+            "topics": [AUTHORIZATION_USED_TOPIC, payer_word, nonce],
         },
     )
     for log in logs or []:
-        receipt = await rpc.call("eth_getTransactionReceipt", log["transactionHash"])
-        if receipt is None or int(receipt.get("status", "0x0"), 16) != 1:
+        if log.get("removed"):
             continue
-        if any(
-            t.token == asset and t.from_ == payer and t.to == pay_to and t.value == amount
-            for t in transfer_logs(receipt)
+        transfers = await rpc.call(
+            "eth_getLogs",
+            {
+                "address": asset,
+                "blockHash": log["blockHash"],
+                "topics": [TRANSFER_TOPIC, payer_word, address_topic(pay_to)],
+            },
+        )
+        if not any(
+            t.get("transactionIndex") == log["transactionIndex"] and int(t.get("data") or "0x0", 16) == amount
+            for t in transfers or []
         ):
-            return ThirdPartySettlement(
-                tx_hash=log["transactionHash"],
-                block_number=int(receipt["blockNumber"], 16),
-                block_hash=receipt["blockHash"],
-                sender=checksum_address(receipt["from"]),
-            )
+            continue
+        sent = await rpc.call(
+            "eth_getTransactionByBlockHashAndIndex", log["blockHash"], log["transactionIndex"]
+        )
+        if sent is None:
+            continue  # reorganised away since the logs were read
+        return ThirdPartySettlement(
+            tx_hash=log["transactionHash"],
+            block_number=int(log["blockNumber"], 16),
+            block_hash=log["blockHash"],
+            sender=checksum_address(sent["from"]),
+        )
     return None
+
+
+def address_topic(address: str) -> str:
+    """An address as an indexed event topic (a 32-byte word)."""
+    return "0x" + address[2:].lower().rjust(64, "0")
 
 
 class Recovery:

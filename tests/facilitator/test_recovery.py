@@ -9,9 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import httpx
+import orjson
 import pytest
 import sqlalchemy as sa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from devchain import MULTICALL3_ADDRESS, DevChain
 from facilitator import ClaimState, Facilitator
@@ -343,3 +350,86 @@ async def test_a_nonce_used_by_a_transfer_that_is_not_this_payment_is_still_refu
     )
     assert chain.balance_of(PAY_TO) == payee_before
     assert await claim_rows(sqlite_url) == []
+
+
+def _receipts_aliased(node_url: str, aliases: dict[str, str]) -> Starlette:
+    """A JSON-RPC front to `node_url` that answers the receipt of each hash in `aliases` with the receipt of
+    the hash it maps to (under the asked hash), as ganache answers for a transaction it mined twice: with
+    the later copy's receipt."""
+
+    async def forward(request: Request) -> Response:
+        calls = orjson.loads(await request.body())
+        batch = isinstance(calls, list)
+        asked: dict[Any, str] = {}
+        for call in calls if batch else [calls]:
+            if call.get("method") == "eth_getTransactionReceipt" and call["params"][0] in aliases:
+                asked[call["id"]] = call["params"][0]
+                call["params"] = [aliases[call["params"][0]]]
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.post(
+                node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
+            )
+        replies = orjson.loads(answer.content)
+        for reply in replies if isinstance(replies, list) else [replies]:
+            if reply.get("id") in asked and isinstance(reply.get("result"), dict):
+                reply["result"]["transactionHash"] = asked[reply["id"]]
+        return Response(orjson.dumps(replies), media_type="application/json")
+
+    return Starlette(routes=[Route("/", forward, methods=["POST"])])
+
+
+@pytest.mark.parametrize("node", ["anvil", "mined-twice"])
+async def test_a_settlement_whose_first_copy_paid_while_the_copy_waited_on_reverted_is_a_success(
+    node: str,
+    sqlite_url: str,
+    chain: DevChain,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
+    asgi_server: Callable[..., str],
+) -> None:
+    """As on a node that loses track of a transaction in its pool (ganache): the revive step re-sends the
+    settlement, both copies are mined, the first pays and the second (the one the claim waits on) reverts
+    on the used authorization. The answer is what the chain did: paid, once, by our first copy; even where
+    the node answers the paying copy's hash with a reverted receipt ("mined-twice": ganache mines an
+    identical transaction twice, and a hash's receipt is then the later, reverted, copy's)."""
+    aliases: dict[str, str] = {}
+    service = await open_facilitator(sqlite_url, receipt_timeout_s=0.5)
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payee_before = chain.balance_of(PAY_TO)
+    relayer = relayer_address(chain)
+    chain.rpc.call("evm_setAutomine", [False])
+    first = await service.settle(payload, requirements, idempotency_key="twice-1")
+    assert first.error_reason == Reason.SETTLEMENT_PENDING
+    (row,) = await claim_rows(sqlite_url)
+    first_raw, first_nonce = row["raw_tx"], row["relayer_nonce"]
+    # The node "loses" the first copy and its nonce moves on: the revive step re-sends at a fresh nonce.
+    chain.rpc.call("anvil_dropTransaction", [first.transaction])
+    chain.rpc.call("anvil_setNonce", [relayer, hex(first_nonce + 1)])
+    resent = await service.settle(payload, requirements, idempotency_key="twice-1")
+    assert resent.transaction not in ("", first.transaction)
+    (row,) = await claim_rows(sqlite_url)
+    assert row["tx_hash"] == resent.transaction
+    # ...yet the first copy reaches the chain after all, ahead of the second.
+    chain.rpc.call("anvil_dropTransaction", [resent.transaction])
+    chain.rpc.call("anvil_setNonce", [relayer, hex(first_nonce)])
+    for raw in (first_raw, row["raw_tx"]):
+        chain.rpc.call("eth_sendRawTransaction", [raw])
+        chain.rpc.call("evm_mine")
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [first.transaction])["status"], 16) == 1
+    assert int(chain.rpc.call("eth_getTransactionReceipt", [resent.transaction])["status"], 16) == 0
+    if node == "mined-twice":
+        # The answer is asked of a facilitator whose node answers as ganache would.
+        aliases[first.transaction] = resent.transaction
+        front = asgi_server(_receipts_aliased(chain.rpc_url, aliases))
+        service = await open_facilitator(sqlite_url, receipt_timeout_s=5.0, rpc_url=front)
+
+    settled = await _decided(service, payload, requirements, "twice-1")
+    again = await service.settle(payload, requirements, idempotency_key="twice-1")
+
+    assert (settled.success, settled.transaction) == (True, first.transaction), settled
+    assert (again.success, again.transaction) == (True, first.transaction)
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [(r["state"], r["tx_hash"]) for r in await claim_rows(sqlite_url)] == [
+        (ClaimState.SUCCEEDED, first.transaction)
+    ]
