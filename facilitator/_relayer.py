@@ -101,6 +101,8 @@ class Relayer:
         self._queue: list[_Send] = []
         self._holes: list[int] = []  # nonces left empty below an accepted one, not yet filled
         self._posted: dict[_Send, SentTransaction] = {}  # the round's sends handed to the node, by call
+        # The highest-nonce transaction the node took from this key: what the key has in flight.
+        self._top_taken: SentTransaction | None = None
         self._sender: asyncio.Task[None] | None = None
         self.on_filler: Callable[[SentTransaction], None] | None = None
         """Called with each zero-value transfer sent to fill a nonce (so it is watched like the others)."""
@@ -204,6 +206,8 @@ class Relayer:
         retry: list[_Send] = []
         for i, (send, sent, reply) in enumerate(zip(sends, signed, replies, strict=True)):
             if reply is None:
+                if self._top_taken is None or sent.nonce > self._top_taken.nonce:
+                    self._top_taken = sent
                 self._answer(send, sent)
                 continue
             if i < top and not _uncertain(reply):
@@ -357,9 +361,15 @@ class Relayer:
 
     async def _nonce(self) -> int:
         if self._next_nonce is None:
-            self._next_nonce = int(
-                await self._rpc.call("eth_getTransactionCount", self.address, "pending"), 16
-            )
+            pending = int(await self._rpc.call("eth_getTransactionCount", self.address, "pending"), 16)
+            top = self._top_taken
+            # A node whose pending count leaves out its own pool (ganache: `pending` is `latest`) would have
+            # the next send replace a settlement in flight: the count is checked against what the key has
+            # in flight, which counts while the node still holds it (one dropped leaves its nonce free).
+            if top is not None and top.nonce >= pending:
+                if await self._rpc.call("eth_getTransactionByHash", top.tx_hash) is not None:
+                    pending = top.nonce + 1
+            self._next_nonce = pending
         return self._next_nonce
 
     async def _node_knows(self, sent: SentTransaction, lost: ChainUnavailableError) -> bool:

@@ -8,11 +8,16 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from eth_account import Account
 from eth_account.typed_transactions.typed_transaction import TypedTransaction
 from hexbytes import HexBytes
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from devchain import DevChain, encode_call
 from facilitator import ChainUnavailableError, ClaimState, RpcError
@@ -322,3 +327,52 @@ async def test_a_hole_at_the_nodes_next_nonce_is_filled_even_without_sends(chain
         0,
         relayer.address.lower(),
     )
+
+
+def _pending_is_latest(node_url: str, refuse_sends: list[bool]) -> Starlette:
+    """A JSON-RPC front to `node_url` answering as ganache does: its pending transaction count is its
+    latest, leaving out the transactions its pool holds. While `refuse_sends` holds True, the next request
+    carrying a transaction is refused as of a used nonce (and not passed on), once each."""
+
+    async def forward(request: Request) -> Response:
+        body = await request.body()
+        calls = orjson.loads(body)
+        if b"eth_sendRawTransaction" in body and refuse_sends and refuse_sends.pop():
+            error = {"code": -32000, "message": "nonce too low"}
+            refused = [{"jsonrpc": "2.0", "id": c["id"], "error": error} for c in calls]
+            return Response(orjson.dumps(refused if isinstance(calls, list) else refused[0]))
+        for call in calls if isinstance(calls, list) else [calls]:
+            if call.get("method") == "eth_getTransactionCount" and call["params"][1] == "pending":
+                call["params"][1] = "latest"
+        if not clients:
+            clients.append(httpx.AsyncClient(timeout=30))
+        answer = await clients[0].post(
+            node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
+        )
+        return Response(answer.content, media_type="application/json")
+
+    clients: list[httpx.AsyncClient] = []
+    return Starlette(routes=[Route("/", forward, methods=["POST"])])
+
+
+async def test_a_pending_count_leaving_out_the_pool_never_reuses_the_nonce_of_a_transaction_in_flight(
+    chain: DevChain, asgi_server: Callable[..., str]
+) -> None:
+    refuse_sends: list[bool] = []
+    rpc = RpcClient(asgi_server(_pending_is_latest(chain.rpc_url, refuse_sends)))
+    relayer = Relayer(rpc, chain.relayer_key, chain.chain_id)
+    chain.rpc.call("evm_setAutomine", [False])
+    try:
+        first = await relayer.send(relayer.address, "0x", 21_000)
+        # A refusal makes the relayer ask the node's count again: the node says `first`'s nonce is free.
+        refuse_sends.append(True)
+        second = await relayer.send(relayer.address, "0x", 21_000)
+    finally:
+        await relayer.aclose()
+        await rpc.aclose()
+
+    assert second.nonce == first.nonce + 1
+    chain.rpc.call("evm_mine")
+    for sent in (first, second):
+        receipt = chain.rpc.call("eth_getTransactionReceipt", [sent.tx_hash])
+        assert receipt is not None and int(receipt["status"], 16) == 1, sent
