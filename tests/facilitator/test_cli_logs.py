@@ -15,8 +15,10 @@ import httpx
 from eth_account import Account
 
 from devchain import DevChain
+from facilitator import ApiKeyStore
 from observability import service_version
 from payer import sign_payment
+from storage import create_engine
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import free_port, wait_answering
@@ -87,6 +89,13 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
         "X402_LOG_LEVEL": "DEBUG",
         "X402_ACCESS_LOG": "1",
     }
+    # The door admits only a caller with an API key (X402_FACILITATOR_PUBLIC is off): the merchant's, which
+    # the DEBUG log must not hold either.
+    engine = create_engine(sqlite_url)
+    try:
+        _record, api_key = await ApiKeyStore(engine).create("merchant")
+    finally:
+        await engine.dispose()
     requirements = make_requirements(chain)
     payloads = [sign_payment(new_payer(), requirements), sign_payment(chain.new_payer(1), requirements)]
     log_path = tmp_path / "serve.log"
@@ -97,7 +106,8 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
     try:
         url = f"http://127.0.0.1:{port}"
         await wait_answering(url + "/readyz", running=lambda: process.returncode is None, what="facilitator")
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        headers = {"authorization": f"Bearer {api_key}"}
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as client:
             answers = []
             for payload in payloads:
                 body = {
@@ -119,7 +129,7 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
     assert [answer.get("isValid", answer.get("success")) for answer in answers] == [True, True, False, False]
     assert " DEBUG " in text and "/settle" in text  # DEBUG was on, the requests were logged
     assert docs == {"/docs": 404, "/redoc": 404, "/openapi.json": 404}
-    known = {"relayer key": chain.relayer_key.removeprefix("0x")}
+    known = {"relayer key": chain.relayer_key.removeprefix("0x"), "API key": api_key}
     known |= {
         f"signature {n}": payload.payload.signature.removeprefix("0x") for n, payload in enumerate(payloads)
     }

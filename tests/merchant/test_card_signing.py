@@ -190,10 +190,11 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
         jwks = await fetch_jwks(http, merchant.base_url)
 
     header = {"alg": alg, "typ": "JOSE", "kid": key.kid, "jku": merchant.base_url + "/.well-known/jwks.json"}
-    # The 1.0 card reads the same to a2a-sdk 1.x as to us: one signature. The 0.3 and the versionless card
-    # read differently to a2a-sdk 0.3 and to 1.x (tests/merchant/edge/test_card_interop.py): one more
-    # signature for each, tagged.
-    tagged: dict[str | None, list[str]] = {"1.0": [], "0.3": ["a2a-sdk-1", "a2a-sdk-0.3"]}
+    # Every card reads differently to a2a-sdk 1.x than to us: its canonical form drops the card's
+    # `securityRequirements`, whose bearer schemes have no scopes (empty lists, which it removes). The 0.3 and
+    # the versionless card also read differently to a2a-sdk 0.3 (tests/merchant/edge/test_card_interop.py).
+    # One more signature for each SDK reading, tagged.
+    tagged: dict[str | None, list[str]] = {"1.0": ["a2a-sdk-1"], "0.3": ["a2a-sdk-1", "a2a-sdk-0.3"]}
     tagged[None] = tagged["0.3"]
     for version in VERSIONS:
         headers = [protected_header(signature) for signature in served[version].card["signatures"]]
@@ -339,7 +340,10 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     current_only = CardVerifier(trusted_keys=parse_jwks(jwks_after).values())
     old_card = await current_only.verify(rotating["1.0"].card)
 
-    readings: dict[str | None, list[str | None]] = {"1.0": [None], "0.3": [None, "a2a-sdk-1", "a2a-sdk-0.3"]}
+    readings: dict[str | None, list[str | None]] = {
+        "1.0": [None, "a2a-sdk-1"],
+        "0.3": [None, "a2a-sdk-1", "a2a-sdk-0.3"],
+    }
     readings[None] = readings["0.3"]
     for version in VERSIONS:
         # Both keys sign every reading, ours first: newest key first within each.
@@ -525,7 +529,17 @@ async def test_the_sdk_verifier_accepts_the_served_default_card(
     default_entry = {"network": merchant.settings.network, "address": DEFAULT_PAY_TO}
     assert x402_pay_to(card, EXTENSION_URI) == [default_entry]
     create_signature_verifier(sdk_key_provider(jwks), ["ES256"])(ParseDict(card, AgentCard()))
-    assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(card)
+    # The SDK reads every member as we do (the payTo entry included) but the scope-less
+    # `securityRequirements`, which its canonical form drops (a signature of its own covers that reading).
+    assert card["securityRequirements"] and all(
+        not scopes
+        for requirement in card["securityRequirements"]
+        for scopes in requirement.get("schemes", {}).values()
+    )
+    without_requirements = {name: value for name, value in card.items() if name != "securityRequirements"}
+    assert _canonicalize_agent_card(ParseDict(card, AgentCard())).encode() == canonicalize_card(
+        without_requirements
+    )
 
 
 async def test_signing_keys_can_come_from_the_environment_instead_of_a_key_directory(

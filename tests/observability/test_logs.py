@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,35 +14,6 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging, log_context
-
-
-@pytest.fixture(autouse=True)
-def restored_root_logger() -> Iterator[None]:
-    """Put the root logger's handlers and level back after the test (configure_logging replaces them)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    names = [
-        "alembic",
-        "httpx",
-        "sqlalchemy",
-        "aiosqlite",
-        "asyncpg",
-        "a2a",
-        "httpcore",
-        "hpack",
-        "h2",
-        "grpc",
-    ]
-    names += ["multipart", "python_multipart", "sse_starlette", "websockets", "web3", "urllib3", "asyncio"]
-    chatty = {name: logging.getLogger(name).level for name in names}
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, chatty_level in chatty.items():
-        logging.getLogger(name).setLevel(chatty_level)
 
 
 def test_json_lines_carry_time_level_logger_message_and_context(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator
 
 import pytest
 from pydantic import SecretStr
@@ -15,31 +14,6 @@ from observability import REDACTED, LogSettings, configure_logging, redact, reda
 
 SIGNATURE = "0x" + "a3" * 65
 TX_HASH = "0x" + "cd" * 32
-
-
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    """Put the root logger and the dependencies' levels back after the test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    names = (
-        "sqlalchemy",
-        "sqlalchemy.engine.Engine",
-        "aiosqlite",
-        "a2a",
-        "a2a.server",
-        "httpcore",
-        "alembic",
-    )
-    levels = {name: logging.getLogger(name).level for name in names}
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, saved in levels.items():
-        logging.getLogger(name).setLevel(saved)
 
 
 @pytest.mark.parametrize(
