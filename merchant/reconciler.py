@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from eth_utils.address import to_checksum_address
 
@@ -58,6 +58,7 @@ __all__ = ["RECONCILE_STAGES", "Difference", "ReconcileReport", "Reconciler"]
 RECONCILE_STAGES = ("claims", "turns", "tell", "book", "scan", "finalize")
 """The stages of a pass, as `ReconcileReport.failed` and the failures metric name them."""
 
+_T = TypeVar("_T")
 logger = logging.getLogger(__name__)
 
 
@@ -250,11 +251,19 @@ class Reconciler:
         return 0
 
     async def run(self, stop: asyncio.Event, *, interval_s: float = 30.0) -> None:
-        """Reconcile every `interval_s` until `stop` is set; a failed pass is logged and retried."""
+        """Reconcile every `interval_s` until `stop` is set; a failed pass is logged and retried.
+
+        A pass still running when `stop` is set is cancelled: a pass can take long (a settlement the chain
+        does not show yet is waited for, item after item), and the server's shutdown waits for this loop.
+        Every stage is safe to interrupt (a cancelled item is as if the process had stopped there), and the
+        next run's first pass takes it up again.
+        """
         while not stop.is_set():
             try:
                 # Each stored difference's change is logged in one line as it happens (DifferenceStore).
-                await self.run_once()
+                if await _unless_stopped(self.run_once(), stop) is None:
+                    logger.info("reconcile: the pass running at shutdown was stopped; the next run redoes it")
+                    return
             except Exception:  # noqa: BLE001 - the loop must survive one bad pass
                 logger.exception("reconcile pass failed")
             try:
@@ -432,3 +441,20 @@ class Reconciler:
         if offer is None or offer.payload is None:
             return None
         return PaymentPayload.from_wire(offer.payload).payload.authorization.valid_before
+
+
+async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T | None:
+    """`work`'s result, or None once `stop` is set first (then `work` is cancelled and awaited)."""
+    running = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not running.done():
+            running.cancel()
+            # Wait for the cancelled pass to unwind (its transactions roll back) before the engine closes.
+            await asyncio.wait({running})
+    if running.cancelled():
+        return None
+    return running.result()

@@ -18,8 +18,8 @@ task as it stands, or as being processed (`TASK_STATE_WORKING`) while its proces
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -122,7 +122,8 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             or dialect is None
             or params.configuration.return_immediately
         ):
-            return await super().on_message_send(params, context)
+            async with self._place_given_back_if_refused(context):
+                return await super().on_message_send(params, context)
         checked = context.state.get(CHECKED_OFFER_KEY)
         # Follow the task's events. Each one reaches a subscriber only after it is stored, so the task read
         # afterwards is at least as new as the event that ended the wait.
@@ -200,8 +201,9 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         except _Represented as represented:
             yield await self._await_progress(params, context, represented.status_id)
             return
-        async for event in super().on_message_send_stream(params, context):
-            yield event
+        async with self._place_given_back_if_refused(context):
+            async for event in super().on_message_send_stream(params, context):
+                yield event
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         """CancelTask; a priced task is canceled only while it awaits payment.
@@ -318,6 +320,18 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         # takes the payment from the checked offer, and the offer row keeps it whole once it is taken.
         strip_signature(message, dialect)
         return data, dialect
+
+    @asynccontextmanager
+    async def _place_given_back_if_refused(self, context: ServerCallContext) -> AsyncIterator[None]:
+        """Release the unpaid-work place `_admit_unpaid` took when the request then fails before its task
+        exists (the SDK refuses a part's media type, say): a refused request changes nothing."""
+        try:
+            yield
+        except Exception:
+            reservation = context.state.pop(RESERVATION_KEY, None)
+            if reservation is not None and self._unpaid is not None:
+                await self._unpaid.release(reservation)
+            raise
 
     async def _admit_unpaid(self, call_context: ServerCallContext) -> None:
         """Refuse a new priced task to a caller over its bounds on unpaid work (`_unpaid`), before any task.

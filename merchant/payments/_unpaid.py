@@ -264,6 +264,12 @@ class UnpaidWork:
             )
         return None
 
+    async def release(self, reservation: str) -> None:
+        """Give back the place `admit` took for a request refused before its task existed (nothing of a
+        refused request stays); a reservation `note` already replaced is gone, and this does nothing."""
+        delete = offer_callers_table.delete().where(offer_callers_table.c.task_id == reservation)
+        await write(self._engine, lambda connection: connection.execute(delete))
+
     async def note(self, task_id: str, tenant: str, caller: str, *, reservation: str | None = None) -> None:
         """Record that `caller` asked for the offer of `task_id` (kept with the offer, purged with it),
         in place of the `reservation` `admit` took for it, if any."""

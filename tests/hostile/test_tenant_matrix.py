@@ -398,11 +398,15 @@ CREDENTIALS: dict[str, dict[str, str]] = {
     "acme-token-prefix": _bearer(TOKENS["acme"][:-1]),
     "bearer-without-token": {"authorization": "Bearer"},
 }
+_BILLING_CASES = [("acme", credentials, route) for credentials in CREDENTIALS for route in BILLING_ROUTES] + [
+    (GHOST, "acme-token", route) for route in BILLING_ROUTES
+]
+# Each cell calls from its own loopback address: the billing API answers 429 to an address after 10 wrong
+# tokens for a tenant, and every cell here must prove the plain 401, not the throttle.
 BILLING_CELLS = [
-    pytest.param("acme", credentials, route, id=f"{credentials}-{route}-acme")
-    for credentials in CREDENTIALS
-    for route in BILLING_ROUTES
-] + [pytest.param(GHOST, "acme-token", route, id=f"acme-token-{route}-{GHOST}") for route in BILLING_ROUTES]
+    pytest.param(tenant, credentials, route, f"127.0.1.{n + 1}", id=f"{credentials}-{route}-{tenant}")
+    for n, (tenant, credentials, route) in enumerate(_BILLING_CASES)
+]
 
 
 def _billing_url(world: World, route: str, tenant: str) -> tuple[str, str]:
@@ -411,13 +415,14 @@ def _billing_url(world: World, route: str, tenant: str) -> tuple[str, str]:
 
 
 @pytest.mark.usefixtures("unchanged")
-@pytest.mark.parametrize(("tenant", "credentials", "route"), BILLING_CELLS)
+@pytest.mark.parametrize(("tenant", "credentials", "route", "address"), BILLING_CELLS)
 async def test_the_books_are_closed_without_the_tenants_token(
-    world: World, tenant: str, credentials: str, route: str
+    world: World, tenant: str, credentials: str, route: str, address: str
 ) -> None:
     method, url = _billing_url(world, route, tenant)
     headers = _bearer(TOKENS["acme"]) if credentials == "acme-token" else CREDENTIALS[credentials]
-    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+    transport = httpx.AsyncHTTPTransport(local_address=address)
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=30, transport=transport) as http:
         response = await http.request(method, url, headers=headers)
 
     assert response.status_code == 401, response.text

@@ -5,8 +5,10 @@ can be read again."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -24,8 +26,11 @@ from merchant.webhooks import Outbox
 from payer import sign_payment
 from storage import create_engine
 from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    DEFAULT_PRICE,
     MerchantStarter,
     MerchantWire,
+    chain_settings,
     ledger_entries,
     offered_terms,
     payment_message,
@@ -119,3 +124,51 @@ async def test_a_poisoned_row_is_counted_and_retried_while_the_pass_finishes_the
     retried = await _pass(merchant.settings)
     assert (retried.turns_finished, retried.failed) == (1, {})
     assert sorted(entry.task_id for entry in await ledger_entries(sqlite_url)) == sorted(tasks)
+
+
+async def test_a_pass_running_at_shutdown_is_stopped_and_the_loop_ends_promptly(
+    sqlite_url: str, chain: DevChain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pass that takes long for real (a settlement the chain never shows is waited for 5 s, item after item)
+    # used to hold a server's shutdown until it ended; here the pass never ends by itself.
+    values: dict[str, Any] = {
+        "database_url": sqlite_url,
+        **chain_settings(chain),
+        "pay_to": DEFAULT_PAY_TO,
+        "price": DEFAULT_PRICE,
+        "_env_file": None,
+    }
+    settings = MerchantSettings(**values)
+    engine = create_engine(sqlite_url)
+    facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    reconciler = build_reconciler(
+        settings,
+        engine=engine,
+        facilitator=facilitator,
+        offers=OfferStore(engine),
+        ledger=Ledger(engine, Outbox(engine)),
+    )
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def endless_pass() -> ReconcileReport:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(reconciler, "_pass", endless_pass)
+    stop = asyncio.Event()
+    try:
+        loop = asyncio.create_task(reconciler.run(stop, interval_s=3600))
+        await asyncio.wait_for(entered.wait(), 30)
+        stop.set()
+        await asyncio.wait_for(loop, 30)  # headroom: without the fix it never ends
+        assert cancelled.is_set()
+        assert reconciler.last_pass_at is None  # the stopped pass counts as no pass
+    finally:
+        await reconciler.aclose()
+        await facilitator.aclose()
+        await engine.dispose()

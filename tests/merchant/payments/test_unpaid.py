@@ -321,3 +321,22 @@ async def test_the_purge_runs_in_the_background_counted_and_logged(
     assert reports[1] == PurgeReport()
     assert "purged 1 unpaid tasks and 1 offers past their retention" in caplog.text
     assert await counts(sqlite_url) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+async def test_a_priced_request_refused_after_its_admission_leaves_no_place_taken(
+    start_merchant: MerchantStarter, sqlite_url: str, binding: str
+) -> None:
+    # Admitted (a place taken for its task), then refused by the SDK for a part it cannot take: a refused
+    # request changes nothing, its place included.
+    merchant = start_merchant(sqlite_url, max_unpaid_tasks=2, max_unpaid_per_minute=100)
+    message = user_message()
+    message["parts"] = [{"raw": "uOs=", "mediaType": "application/x-unheard-of"}]
+    async with merchant.http() as http:
+        wire = MerchantWire(http, binding)
+        with pytest.raises(A2ACallError):
+            await wire.send(message)
+        assert await counts(sqlite_url) == (0, 0, 0)
+        await offer(wire)
+        await offer(wire)  # both places are still free
+        assert await counts(sqlite_url) == (2, 2, 2)
