@@ -164,8 +164,8 @@ async def _nothing_final_yet(wire: MerchantWire, task_id: str, scenario: Scenari
 async def test_a_settlement_a_reorg_removed_for_good_is_reversed(scenario: Scenario) -> None:
     chain = scenario.chain
     merchant = await scenario.merchants.start()
-    # Valid long enough that paying, stopping the merchant and starting the first reconcile all fit in it on a
-    # loaded machine (at 9 s a busy run reconciled after expiry), yet short enough that waiting it out is cheap.
+    # Valid long enough that paying, stopping the merchant and starting the first reconcile all fit in it
+    # on a loaded machine (at 9 s a busy run reconciled after expiry), yet short enough to wait out cheaply.
     task_id, valid_before = await _paid(scenario, merchant, valid_for_s=30)
     merchant.stop()
     (entry,) = await ledger_entries(scenario.database_url)
