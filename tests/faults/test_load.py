@@ -128,9 +128,17 @@ async def _pay_all(
 async def _run_load(scenario: Scenario, tenants_file: Path, rounds: int = 1) -> str:
     """Run `rounds` of the load on the same replicas, checking the answers and the invariants after each;
     return the figures of all rounds as one line."""
+    # The 200 payers all call from 127.0.0.1, which the bounds on unpaid work count as one caller: here
+    # they stand for 200 callers, so those bounds (tested in tests/merchant/payments/test_unpaid.py) are
+    # set beyond what the load can reach.
+    many = 100_000
     replicas = await asyncio.gather(
-        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[2], tenants_file=tenants_file),
-        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[3], tenants_file=tenants_file),
+        *(
+            scenario.merchants.start(
+                relayer_key=key, tenants_file=tenants_file, max_unpaid_tasks=many, max_unpaid_per_minute=many
+            )
+            for key in (ANVIL_DEV_KEYS[2], ANVIL_DEV_KEYS[3])
+        )
     )
     runs: list[_ClientRun] = []
     elapsed_s = 0.0
