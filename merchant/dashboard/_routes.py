@@ -40,7 +40,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from merchant.ledger import EntryNotFoundError
-from merchant.tenants import TenantRegistry
+from merchant.tenants import Tenant, TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._differences import DifferenceDesk, add_difference_routes
@@ -172,25 +172,32 @@ def create_dashboard_router(
     def cookie_path(segment: str) -> str:
         return f"/tenants/{quote(segment, safe='')}/dashboard"
 
+    async def signed_in(request: Request, segment: str) -> Tenant | HTMLResponse:
+        """The URL's tenant when the request may see its pages; else what to answer (`refusal`, or the
+        log-in page)."""
+        refused = await refusal(request, segment)
+        tenant = tenants.get(tenant_of(segment))
+        if refused is not None or tenant is None:
+            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        return tenant
+
     @router.get(STYLESHEET_PATH)
     async def style() -> Response:
         return Response(stylesheet, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
 
     @router.get("/tenants/{segment}/dashboard", response_class=HTMLResponse)
     async def overview(request: Request, segment: str) -> HTMLResponse:
-        refused = await refusal(request, segment)
-        tenant = tenants.get(tenant_of(segment))
-        if refused is not None or tenant is None:
-            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
         view = await data.overview(tenant.id, tenant.pay_to)
         return page("overview.html", segment=segment, tenant=tenant.id, view=view, signed_in=True)
 
     @router.get("/tenants/{segment}/dashboard/settlements", response_class=HTMLResponse)
     async def settlement_list(request: Request, segment: str) -> HTMLResponse:
-        refused = await refusal(request, segment)
-        tenant = tenants.get(tenant_of(segment))
-        if refused is not None or tenant is None:
-            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
         try:
             wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
@@ -212,10 +219,9 @@ def create_dashboard_router(
 
     @router.get("/tenants/{segment}/dashboard/settlements.csv", response_model=None)
     async def settlement_list_csv(request: Request, segment: str) -> Response:
-        refused = await refusal(request, segment)
-        tenant = tenants.get(tenant_of(segment))
-        if refused is not None or tenant is None:
-            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
         try:
             wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
@@ -227,10 +233,9 @@ def create_dashboard_router(
 
     @router.get("/tenants/{segment}/dashboard/{what}.csv", response_model=None)
     async def overview_csv(request: Request, segment: str, what: str) -> Response:
-        refused = await refusal(request, segment)
-        tenant = tenants.get(tenant_of(segment))
-        if refused is not None or tenant is None:
-            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
         if what not in ("payers", "unpaid"):
             return Response(
                 "No such export.\n", status.HTTP_404_NOT_FOUND, headers=_HEADERS, media_type="text/plain"
@@ -241,10 +246,9 @@ def create_dashboard_router(
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:
-        refused = await refusal(request, segment)
-        tenant = tenants.get(tenant_of(segment))
-        if refused is not None or tenant is None:
-            return refused or login_page(segment, refused=False, status_code=status.HTTP_401_UNAUTHORIZED)
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
         try:
             detail = await data.settlement(tenant.id, entry_id)
         except EntryNotFoundError:
