@@ -57,7 +57,7 @@ from ._models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEv
 from ._retry import RetryPolicy
 from ._sender import REQUEST_TIMEOUT_S, SendResult, send_signed
 
-__all__ = ["LEASE_MARGIN_S", "REQUEST_TIMEOUT_S", "DeliveryWorker"]
+__all__ = ["DRAIN_S", "LEASE_MARGIN_S", "REQUEST_TIMEOUT_S", "DeliveryWorker"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ LEASE_MARGIN_S = 0.5
 before the send starts, so the lease always outlasts the send."""
 
 _LEASE_S = 60.0
+DRAIN_S = 5.0
+"""How long `DeliveryWorker.run` lets the sends in flight at shutdown finish before it stops them."""
 _BATCH_SIZE = 20
 _ENDPOINT_CONCURRENCY = 5
 _CANDIDATES_PER_SLOT = 4
@@ -169,10 +171,14 @@ class DeliveryWorker:
         await asyncio.gather(*(self._deliver(claim) for claim in claims))
         return len(claims)
 
-    async def run(self, stop: asyncio.Event, *, poll_interval_s: float = 1.0) -> None:
+    async def run(
+        self, stop: asyncio.Event, *, poll_interval_s: float = 1.0, drain_s: float = DRAIN_S
+    ) -> None:
         """Deliver until `stop` is set: keep up to `batch_size` sends in flight, claiming more as each one
         ends, and poll every `poll_interval_s` when there is nothing due. Sends in flight when `stop` is
-        set are finished (each within the deadline) and recorded.
+        set get `drain_s` to finish and be recorded; the rest are stopped and sent again once their
+        lease expires (a receiver may then see a delivery twice, as the webhook contract allows), so a
+        slow receiver cannot hold up the server's shutdown for a whole attempt's deadline.
 
         Database errors (a restart, a failover) are logged and retried after the poll interval; the
         leases of whatever was in flight expire and the deliveries are claimed again.
@@ -204,7 +210,7 @@ class DeliveryWorker:
                     continue  # more may be due
                 await _first_of(stop, finished, timeout_s=poll_interval_s)
         finally:
-            await asyncio.gather(*in_flight)
+            await _drain(set(in_flight), drain_s)
 
     async def _deliver_logged(self, claim: _Claim) -> None:
         try:
@@ -388,6 +394,22 @@ class DeliveryWorker:
             status,
             response.latency_ms,
         )
+
+
+async def _drain(sending: set[asyncio.Task[None]], drain_s: float) -> None:
+    if not sending:
+        return
+    _, late = await asyncio.wait(sending, timeout=drain_s)
+    if late:
+        logger.warning(
+            "shutdown: %d webhook deliveries still sending after %g s were stopped; they are sent again "
+            "when their lease expires",
+            len(late),
+            drain_s,
+        )
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late)
 
 
 async def _first_of(stop: asyncio.Event, finished: asyncio.Event, *, timeout_s: float) -> None:

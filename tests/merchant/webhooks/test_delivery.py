@@ -30,7 +30,7 @@ from merchant.webhooks import (
     generate_secret,
 )
 from storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import wait_until, within_deadline
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
@@ -536,3 +536,35 @@ def test_retry_policy_schedule_jitter_and_retry_after() -> None:
         RetryPolicy(delays_s=(5,), jitter_ratio=0).delay_after(1, retry_after_s=3600) == 5
     )  # capped at the schedule
     assert FAST_RETRY.delay_after(1, retry_after_s=0.25) == pytest.approx(0.25)
+
+
+@SQLITE_ONLY
+async def test_a_send_still_open_at_shutdown_is_stopped_after_the_drain_and_sent_again_later(
+    ledger: Ledger,
+    endpoints: WebhookEndpoints,
+    engine: AsyncEngine,
+    make_worker: WorkerFactory,
+    asgi_server: StartServer,
+) -> None:
+    receiver = Receiver([SECRET])
+    receiver.holding = True  # answers only when released
+    await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
+    deadline_s, drain_s = 60.0, 0.2
+    worker = make_worker(timeout_s=deadline_s, lease_s=deadline_s + 1)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02, drain_s=drain_s))
+    await ledger.book_settlement(booking())
+    assert await asyncio.to_thread(receiver.arrived.wait, 5)
+
+    stop.set()
+    # Shutdown waits the drain, not the attempt's 60 s deadline.
+    await asyncio.wait_for(running, within_deadline(drain_s))
+
+    [stopped] = await _deliveries(engine)
+    assert stopped.status == "pending" and stopped.lease_until is not None  # nothing recorded as an outcome
+    # Once its lease has expired (moved back here rather than waited for), another worker sends it again.
+    async with engine.begin() as connection:
+        await connection.execute(sa.update(WebhookDelivery.__table__).values(lease_until=datetime.now(UTC)))
+    receiver.released.set()
+    await drain(make_worker(), lambda: _all_delivered(engine))
+    assert len(receiver.received) >= 1 and receiver.received[-1].answered == 200
