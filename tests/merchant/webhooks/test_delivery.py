@@ -564,7 +564,7 @@ async def test_a_send_still_open_at_shutdown_is_stopped_after_the_drain_and_sent
     assert stopped.status == "pending" and stopped.lease_until is not None  # nothing recorded as an outcome
     # Once its lease has expired (moved back here rather than waited for), another worker sends it again.
     async with engine.begin() as connection:
-        await connection.execute(sa.update(WebhookDelivery.__table__).values(lease_until=datetime.now(UTC)))
+        await connection.execute(sa.update(WebhookDelivery).values(lease_until=datetime.now(UTC)))
     receiver.released.set()
     await drain(make_worker(), lambda: _all_delivered(engine))
     assert len(receiver.received) >= 1 and receiver.received[-1].answered == 200
