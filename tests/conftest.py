@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.fixtures.compat",
     "tests.fixtures.node",
     "tests.fixtures.peer_nodes",
+    "tests.fixtures.fiat_token",
     "tests.fixtures.browser",
     "tests.fixtures.conformance",
     "tests.fixtures.commands",

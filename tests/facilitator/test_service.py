@@ -33,6 +33,7 @@ from facilitator._reverted import MAX_SETTLE_ATTEMPTS
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.fiat_token import ASSETS
 
 from .conftest import OpenFacilitator
 from .payments import (
@@ -54,6 +55,7 @@ from .payments import (
 SILENT_TOKEN_CODE = "0x36602414600c5760206000f35b7f" + "ff" * 32 + "60005260206000f3"
 
 
+@pytest.mark.parametrize("chain", ASSETS, indirect=True)
 async def test_settle_moves_the_tokens_and_records_success(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
@@ -93,6 +95,7 @@ async def test_settle_moves_the_tokens_and_records_success(
     assert SettleResponse.from_wire(row["response"]) == answer
 
 
+@pytest.mark.parametrize("chain", ASSETS, indirect=True)
 async def test_a_second_settle_without_key_is_refused_naming_the_original_transaction(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
@@ -185,6 +188,7 @@ async def test_a_malformed_idempotency_key_is_refused_before_anything_happens(
     assert await claim_rows(sqlite_url) == []
 
 
+@pytest.mark.parametrize("chain", ASSETS, indirect=True)
 async def test_fifty_concurrent_settles_of_one_authorization_make_one_transaction(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
