@@ -2,9 +2,10 @@
 
 On each (`node_chain`): a payment verifies and settles, moving the tokens once; a second settle is a
 duplicate and the same idempotency key gets the same answer; 50 concurrent settles of one authorization
-make one transaction; an outside transaction from the relayer key costs nothing; and a chain idle since
-before a payment became valid does not refuse it. Nothing here uses a node's cheat codes, so Hardhat and
-ganache run it as they come; the fault scenarios that need anvil's stay in the other files.
+make one transaction; an outside transaction from the relayer key costs nothing. On Hardhat and ganache,
+a chain idle since before a payment became valid does not refuse it (anvil's idle chain has its own test,
+by its cheat codes). Nothing here uses a node's cheat codes, so Hardhat and ganache run it as they come;
+the fault scenarios that need anvil's stay in the other files.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
 @pytest.mark.parametrize(
     "node_chain",
     [
-        "anvil",
+        # anvil's idle chain is tests/facilitator/test_chain_time.py's (twenty minutes, by its cheat codes).
         "hardhat",
         pytest.param(
             "ganache",

@@ -123,10 +123,14 @@ async def test_priced_request_asks_for_payment_with_x402_v2_terms(
 
 
 @pytest.mark.parametrize(
-    ("chain", "binding"),
+    ("database_url", "binding", "chain"),
     [
-        *(pytest.param("DevUSDC", binding, id=binding) for binding in BINDINGS),
-        pytest.param("FiatTokenV2_2", "jsonrpc", id="jsonrpc-FiatTokenV2_2"),
+        *(
+            pytest.param(database, binding, "DevUSDC", id=f"{database}-{binding}", marks=marks)
+            for database, marks in (("sqlite", ()), ("postgres", pytest.mark.postgres))
+            for binding in BINDINGS
+        ),
+        pytest.param("sqlite", "jsonrpc", "FiatTokenV2_2", id="sqlite-jsonrpc-FiatTokenV2_2"),
     ],
     indirect=True,
 )
