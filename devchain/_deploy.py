@@ -133,21 +133,29 @@ def _deploy(rpc: RpcClient, key: str, contract: str, arg_types: Sequence[str], a
     return to_checksum_address(receipt["contractAddress"])
 
 
-def deploy_devchain(rpc: RpcClient, *, payers: int = 3, mint_atomic: int = DEFAULT_MINT_ATOMIC) -> DevChain:
+def deploy_devchain(
+    rpc: RpcClient,
+    *,
+    payers: int = 3,
+    mint_atomic: int = DEFAULT_MINT_ATOMIC,
+    set_code_method: str = "anvil_setCode",
+) -> DevChain:
     """Deploy ``DevUSDC("USDC", "USDC", "2")``, a ``MockERC1271Wallet``, a ``WalletFactory`` and Multicall3,
     then fund payers and the wallet.
 
     Args:
-        rpc: client of a fresh anvil node (dev accounts 0 and 1 must hold ETH).
+        rpc: client of a fresh node (dev accounts 0 and 1 of anvil's mnemonic must hold ETH).
         payers: how many fresh payer keys to generate.
         mint_atomic: tokens minted to each payer and to the wallet, in atomic units.
+        set_code_method: the node's method that puts code at an address (Multicall3 at its canonical
+            address): ``anvil_setCode``, Hardhat's ``hardhat_setCode``, ganache's ``evm_setAccountCode``.
     """
     deployer_key, relayer_key = ANVIL_DEV_KEYS[0], ANVIL_DEV_KEYS[1]
     asset = _deploy(rpc, deployer_key, "DevUSDC", ["string"] * 3, [ASSET_NAME, ASSET_NAME, ASSET_VERSION])
     wallet_owner = Account.create()
     wallet = _deploy(rpc, deployer_key, "MockERC1271Wallet", ["address"], [wallet_owner.address])
     factory = _deploy(rpc, deployer_key, "WalletFactory", [], [])
-    rpc.call("anvil_setCode", [MULTICALL3_ADDRESS, load_artifact("DevMulticall3").deployed_bytecode])
+    rpc.call(set_code_method, [MULTICALL3_ADDRESS, load_artifact("DevMulticall3").deployed_bytecode])
     chain = DevChain(
         chain_id=int(rpc.call("eth_chainId"), 16),
         asset=asset,

@@ -10,6 +10,8 @@ pytest_plugins = [
     "tests.fixtures.merchant",
     "tests.fixtures.compat",
     "tests.fixtures.node",
+    "tests.fixtures.peer_nodes",
+    "tests.fixtures.fiat_token",
     "tests.fixtures.browser",
     "tests.fixtures.conformance",
     "tests.fixtures.commands",

@@ -52,8 +52,19 @@ from .payments import (
 # balanceOf (36 bytes of calldata) with 2**256-1 and every other call, transferWithAuthorization included,
 # with a zero word, so every check passes and the "transfer" succeeds without moving anything.
 SILENT_TOKEN_CODE = "0x36602414600c5760206000f35b7f" + "ff" * 32 + "60005260206000f3"
+# Both claim stores on DevUSDC, and Circle's FiatToken v2.2 on one (the store does not depend on the token).
+_STORES_AND_TOKENS = pytest.mark.parametrize(
+    ("database_url", "chain"),
+    [
+        pytest.param("sqlite", "DevUSDC", id="sqlite"),
+        pytest.param("postgres", "DevUSDC", id="postgres", marks=pytest.mark.postgres),
+        pytest.param("sqlite", "FiatTokenV2_2", id="sqlite-FiatTokenV2_2"),
+    ],
+    indirect=True,
+)
 
 
+@_STORES_AND_TOKENS
 async def test_settle_moves_the_tokens_and_records_success(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
@@ -93,6 +104,7 @@ async def test_settle_moves_the_tokens_and_records_success(
     assert SettleResponse.from_wire(row["response"]) == answer
 
 
+@_STORES_AND_TOKENS
 async def test_a_second_settle_without_key_is_refused_naming_the_original_transaction(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:
@@ -185,6 +197,7 @@ async def test_a_malformed_idempotency_key_is_refused_before_anything_happens(
     assert await claim_rows(sqlite_url) == []
 
 
+@_STORES_AND_TOKENS
 async def test_fifty_concurrent_settles_of_one_authorization_make_one_transaction(
     database_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
 ) -> None:

@@ -17,6 +17,7 @@ from facilitator import ClaimState, Facilitator
 from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.fiat_token import ASSETS
 
 from .conftest import OpenFacilitator
 from .payments import (
@@ -199,7 +200,23 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+# The cases that turn on the token's own code, run on Circle's FiatToken v2.2 as well as on DevUSDC.
+ON_FIAT_TOKEN = (
+    "payTo the zero address (only the simulation sees the revert)",
+    "nonce already used on chain",
+    "nonce cancelled",
+    "balance too low",
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "chain"),
+    [
+        *(pytest.param(case, "DevUSDC", id=name) for name, case in CASES.items()),
+        *(pytest.param(CASES[name], "FiatTokenV2_2", id=f"{name}-FiatTokenV2_2") for name in ON_FIAT_TOKEN),
+    ],
+    indirect=["chain"],
+)
 async def test_bad_payment_is_refused_with_its_reason_and_never_broadcast(
     case: Case, chain: DevChain, facilitator: Facilitator, new_payer: Callable[..., str], sqlite_url: str
 ) -> None:
@@ -253,6 +270,7 @@ async def test_verify_accepts_a_good_payment_and_changes_nothing(
     assert (await facilitator.settle(payload, requirements)).success
 
 
+@pytest.mark.parametrize("chain", ASSETS, indirect=True)
 async def test_contract_wallet_payer_verifies_and_settles_through_erc1271(
     chain: DevChain, facilitator: Facilitator, sqlite_url: str
 ) -> None:
@@ -389,6 +407,7 @@ FIATTOKEN_REFUSALS: dict[str, tuple[Callable[[DevChain, str], None], str]] = {
 
 @pytest.mark.parametrize("refusal", FIATTOKEN_REFUSALS.values(), ids=FIATTOKEN_REFUSALS.keys())
 @pytest.mark.parametrize("payer_kind", ["eoa", "erc1271"])
+@pytest.mark.parametrize("chain", ASSETS, indirect=True)
 async def test_a_fiattoken_refusal_is_named_at_verify_and_settle_before_any_claim_or_broadcast(
     refusal: tuple[Callable[[DevChain, str], None], str],
     payer_kind: str,

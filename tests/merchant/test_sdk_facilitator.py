@@ -166,6 +166,14 @@ def _merchant_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
+@pytest.mark.parametrize(
+    ("sdk_facilitator", "chain"),
+    [
+        *(pytest.param(name, "DevUSDC", id=name) for name in sorted(_FACILITATORS)),
+        pytest.param("typescript", "FiatTokenV2_2", id="typescript-FiatTokenV2_2"),
+    ],
+    indirect=True,
+)
 async def test_a_task_paid_through_the_sdk_facilitator_is_booked_in_the_paid_turn(
     chain: DevChain,
     start_merchant: MerchantStarter,

@@ -22,6 +22,7 @@ from facilitator.wire import PaymentPayload, PaymentRequirements
 from payer import sign_payment
 from tests.facilitator.payments import cancel_authorization, submit_directly, tampered
 from tests.fixtures.merchant import (
+    BINDINGS,
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
     A2ACallError,
@@ -121,6 +122,18 @@ async def test_priced_request_asks_for_payment_with_x402_v2_terms(
     assert (await wire.get_task(task["id"]))["status"] == task["status"]
 
 
+@pytest.mark.parametrize(
+    ("database_url", "binding", "chain"),
+    [
+        *(
+            pytest.param(database, binding, "DevUSDC", id=f"{database}-{binding}", marks=marks)
+            for database, marks in (("sqlite", ()), ("postgres", pytest.mark.postgres))
+            for binding in BINDINGS
+        ),
+        pytest.param("sqlite", "jsonrpc", "FiatTokenV2_2", id="sqlite-jsonrpc-FiatTokenV2_2"),
+    ],
+    indirect=True,
+)
 async def test_payment_verifies_settles_and_delivers(
     wire: MerchantWire, merchant: RunningMerchant, chain: DevChain, payer_key: str
 ) -> None:
@@ -445,6 +458,14 @@ async def test_expired_payment_gets_fresh_terms(
     assert len(await ledger_entries(merchant.database_url)) == 1
 
 
+@pytest.mark.parametrize(
+    ("chain", "binding"),
+    [
+        *(pytest.param("DevUSDC", binding, id=binding) for binding in BINDINGS),
+        pytest.param("FiatTokenV2_2", "jsonrpc", id="jsonrpc-FiatTokenV2_2"),
+    ],
+    indirect=True,
+)
 async def test_insufficient_funds_gets_fresh_terms(
     sqlite_wire: MerchantWire, chain: DevChain, new_payer: Callable[..., str]
 ) -> None:
