@@ -495,6 +495,7 @@ def build_app(
             confirmations=settings.confirmations,
             callers=CallerKeys(engine),
             offers=OfferReader(engine),
+            differences=DifferenceStore(engine),
         ),
         tenants=tenants,
         auth=DashboardAuth(api_token_of, SessionStore(engine)),

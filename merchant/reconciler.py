@@ -23,9 +23,9 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
 
 Differences it cannot resolve are reported, not guessed at: nothing is booked that no offer proves. Each
 is a `Difference` of a kind, keyed by what it is about (a payment's payer and nonce, a booking's id), naming
-the tenant or payTo it concerns (none when it is the operator's alone, such as an unreachable chain);
-those of the last pass stay readable per tenant (`open_differences`). With a `DifferenceStore` they are
-also stored, and stay open until the chain resolves them (`_difference_checks`) or an operator does. A
+the tenant or payTo it concerns (none when it is the operator's alone, such as an unreachable chain).
+With a `DifferenceStore` they are stored, and stay open until the chain resolves them
+(`_difference_checks`) or an operator does: readers (the dashboard, the CLI) read the store. A
 chain whose genesis block changed since the last pass (a restarted dev chain) is one `chain_restarted`
 difference: bookings made before it are not reported as reorged away.
 """
@@ -164,7 +164,6 @@ class Reconciler:
         self._reorg_margin_blocks = reorg_margin_blocks
         # The last block the chain scan has read through; None until the first pass (then: the lookback).
         self._scanned_to: int | None = None
-        self._open: tuple[Difference, ...] = ()
         self._last_pass_at: datetime | None = None
         self._on_report = on_report
         self._differences = differences
@@ -178,21 +177,11 @@ class Reconciler:
         """When this reconciler's last pass ended, or None before its first."""
         return self._last_pass_at
 
-    def open_differences(self, *, tenant: str, pay_to: str) -> list[Difference]:
-        """What this reconciler's last pass left unresolved about `tenant`'s bookings or payments to
-        `pay_to` (the tenant's payee); never an operator's problem, nor another tenant's booking."""
-        return [
-            difference
-            for difference in self._open
-            if difference.tenant == tenant or (difference.tenant is None and difference.pay_to == pay_to)
-        ]
-
     async def run_once(self) -> ReconcileReport:
         """One reconciliation pass."""
         report = await self._pass()
         if self._differences is not None:
             await checks.store_differences(self._differences, report.differences, self._still_open)
-        self._open = tuple(report.differences)
         self._last_pass_at = datetime.now(UTC)
         if self._on_report is not None:
             self._on_report(report)

@@ -1,7 +1,7 @@
 """The dashboard's routes: server-rendered pages per tenant, behind that tenant's API token.
 
     GET  /tenants/{tenant}/dashboard                        balances, revenue chart, settlements, webhooks,
-                                                            the reconciler's open differences
+                                                            the open differences stored (until resolved)
     GET  /tenants/{tenant}/dashboard/settlements            every settlement, a page at a time, by date range
                                                             (?since=&until=&before=; 422 on a bad value)
     GET  /tenants/{tenant}/dashboard/settlements.csv        that page as CSV (the same parameters)

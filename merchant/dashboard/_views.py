@@ -1,7 +1,8 @@
 """What a tenant's dashboard pages show, read through the owners' query APIs and reduced to display values.
 
 Every read names the tenant: the ledger's, the outbox's and the endpoints' queries are filtered by it, and
-the reconciler answers only the differences about the tenant's bookings and payee. The view objects carry
+the stored differences are only those about the tenant's bookings and payee (open until resolved, whatever
+the reconciler's last pass saw). The view objects carry
 only what a page shows (an endpoint's URL and state, never its signing secrets), with amounts as `Money`.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
 from merchant.callers import CallerKeys
+from merchant.differences import DifferenceStore
 from merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
 from merchant.payments import OfferReader, Purchase
 from merchant.reconciler import Reconciler
@@ -28,6 +30,7 @@ __all__ = [
     "CallerView",
     "DashboardData",
     "DeliveryView",
+    "DifferenceView",
     "EndpointView",
     "Overview",
     "SettlementDetail",
@@ -123,6 +126,17 @@ class EndpointView:
 
 
 @dataclass(frozen=True, slots=True)
+class DifferenceView:
+    """An open difference with the chain as stored: what it is, and when passes first and last saw it."""
+
+    id: int
+    kind: str
+    detail: str
+    first_seen: str
+    last_seen: str
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     """Everything on a tenant's dashboard page."""
 
@@ -133,7 +147,7 @@ class Overview:
     unfinalized: tuple[SettlementView, ...]
     reversed: tuple[SettlementView, ...]
     endpoints: tuple[EndpointView, ...]
-    differences: tuple[str, ...]
+    differences: tuple[DifferenceView, ...]
     reconciled_at: str | None
     callers: tuple[CallerView, ...] = ()
     compact_charts: tuple[RevenueChart, ...] = ()
@@ -176,7 +190,8 @@ class SettlementDetail:
 
 
 class DashboardData:
-    """Reads a tenant's dashboard from the ledger, the outbox, the endpoints and the reconciler."""
+    """Reads a tenant's dashboard from the ledger, the outbox, the endpoints, the stored differences and
+    the reconciler (only when its last pass ended)."""
 
     def __init__(
         self,
@@ -189,6 +204,7 @@ class DashboardData:
         confirmations: int,
         callers: CallerKeys | None = None,
         offers: OfferReader | None = None,
+        differences: DifferenceStore | None = None,
     ) -> None:
         self._ledger = ledger
         self._outbox = outbox
@@ -198,19 +214,16 @@ class DashboardData:
         self._confirmations = confirmations
         self._callers = callers
         self._offers = offers
+        self._differences = differences
 
     async def overview(self, tenant: str, pay_to: str, *, now: datetime | None = None) -> Overview:
         """The dashboard of `tenant`, whose payee is `pay_to`, as of `now` (UTC)."""
         today = (now or datetime.now(UTC)).astimezone(UTC).date()
         since = datetime.combine(today - timedelta(days=CHART_DAYS - 1), time(), UTC)
         daily = await self._ledger.daily_revenue(tenant, since, since + timedelta(days=CHART_DAYS))
-        differences: tuple[str, ...] = ()
         reconciled_at: str | None = None
-        if self._reconciler is not None:
-            found = self._reconciler.open_differences(tenant=tenant, pay_to=pay_to)
-            differences = tuple(difference.text for difference in found)
-            if self._reconciler.last_pass_at is not None:
-                reconciled_at = format_time(self._reconciler.last_pass_at)
+        if self._reconciler is not None and self._reconciler.last_pass_at is not None:
+            reconciled_at = format_time(self._reconciler.last_pass_at)
         return Overview(
             balances=tuple(
                 BalanceView(
@@ -234,7 +247,7 @@ class DashboardData:
             unfinalized=await self._settlements(tenant, EntryStatus.SETTLED, _LISTED),
             reversed=await self._settlements(tenant, EntryStatus.REVERSED, _LISTED),
             endpoints=await self._endpoint_views(tenant),
-            differences=differences,
+            differences=await self._difference_views(tenant, pay_to),
             reconciled_at=reconciled_at,
             callers=await self._caller_views(tenant),
             totals=tuple(totals(daily, today=today, assets=self._assets)),
@@ -260,6 +273,20 @@ class DashboardData:
         more = len(records) > size
         return SettlementPage(
             rows=rows, filter=wanted, next_before=shown[-1].entry.sequence if more and shown else None
+        )
+
+    async def _difference_views(self, tenant: str, pay_to: str) -> tuple[DifferenceView, ...]:
+        if self._differences is None:
+            return ()
+        return tuple(
+            DifferenceView(
+                id=found.id,
+                kind=found.kind,
+                detail=found.detail,
+                first_seen=format_time(found.first_seen),
+                last_seen=format_time(found.last_seen),
+            )
+            for found in await self._differences.listed(tenant_or_payee=(tenant, pay_to), limit=_LISTED)
         )
 
     async def _caller_views(self, tenant: str) -> tuple[CallerView, ...]:

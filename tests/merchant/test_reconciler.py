@@ -18,6 +18,7 @@ from a2a_x402 import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, 
 from devchain import DevChain
 from facilitator import Facilitator
 from merchant.app import build_reconciler
+from merchant.differences import DifferenceStore
 from merchant.ledger import Ledger
 from merchant.payments import OfferStore, PaymentRecovery
 from merchant.reconciler import Reconciler, ReconcileReport
@@ -373,7 +374,7 @@ async def test_a_payment_to_the_payee_that_no_offer_was_paid_with_is_reported_an
     assert (report.booked_from_chain, await ledger_entries(sqlite_url)) == (0, [])
 
 
-async def test_a_reconcilers_open_differences_are_told_only_to_the_tenant_they_concern(
+async def test_a_reconcilers_differences_are_stored_for_the_tenant_they_concern_only(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
 ) -> None:
     merchant = start_merchant(sqlite_url)
@@ -383,6 +384,7 @@ async def test_a_reconcilers_open_differences_are_told_only_to_the_tenant_they_c
     submit_directly(chain, sign_payment(new_payer(), offered_terms(task).accepts[0]))
     chain.rpc.call("evm_mine")
     engine = create_engine(sqlite_url)
+    store = DifferenceStore(engine)
     facilitator = Facilitator.from_settings(merchant.settings.facilitator_settings(), engine=engine)
     reconciler = build_reconciler(
         merchant.settings,
@@ -392,10 +394,10 @@ async def test_a_reconcilers_open_differences_are_told_only_to_the_tenant_they_c
         ledger=Ledger(engine, Outbox(engine)),
     )
     try:
-        before = (reconciler.last_pass_at, reconciler.open_differences(tenant="", pay_to=DEFAULT_PAY_TO))
+        before = (reconciler.last_pass_at, await store.listed(tenant_or_payee=("", DEFAULT_PAY_TO)))
         report = await reconciler.run_once()
-        mine = reconciler.open_differences(tenant="", pay_to=DEFAULT_PAY_TO)
-        others = reconciler.open_differences(tenant="acme", pay_to=PAY_TO)
+        mine = await store.listed(tenant_or_payee=("", DEFAULT_PAY_TO))
+        others = await store.listed(tenant_or_payee=("acme", PAY_TO))
     finally:
         await reconciler.aclose()
         await facilitator.aclose()
@@ -405,7 +407,8 @@ async def test_a_reconcilers_open_differences_are_told_only_to_the_tenant_they_c
     assert reconciler.last_pass_at is not None
     (difference,) = report.differences
     assert (difference.tenant, difference.pay_to) == (None, DEFAULT_PAY_TO)  # a payment no offer explains
-    assert mine == [difference] and report.unresolved == [difference.text]
+    assert [(d.kind, d.key, d.detail) for d in mine] == [(difference.kind, difference.key, difference.text)]
+    assert report.unresolved == [difference.text]
     assert others == []
 
 

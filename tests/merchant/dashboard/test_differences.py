@@ -1,22 +1,29 @@
 """The dashboard's differences page on the real merchant (its reconciler passing every half second): a
 payment no offer explains to a tenant's payee is listed there until the tenant books or acknowledges it
 from the page's form; another tenant, a request without credentials, a cross-site POST, a bad note, a
-replayed form and an unknown id are refused and change nothing."""
+replayed form and an unknown id are refused and change nothing. The overview lists the stored open
+differences too: one stays listed after passes that no longer see it, until it is closed."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import httpx
 
 from devchain import DevChain
+from merchant.dashboard import DashboardData
+from merchant.dashboard._format import format_time
 from merchant.differences import MAX_NOTE_CHARS, DifferenceState, DifferenceStore
+from merchant.ledger import LedgerReader
+from merchant.webhooks import Outbox, WebhookEndpoints
 from payer import sign_payment
 from storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.deadlines import wait_until
-from tests.fixtures.facilitator import make_requirements
-from tests.fixtures.merchant import ledger_entries
+from tests.fixtures.facilitator import PAY_TO, make_requirements
+from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, ledger_entries
+from tests.merchant.differences.helpers import Passes, unexplained_payment
 
 from .conftest import Shop
 
@@ -141,3 +148,39 @@ async def test_a_tenant_books_and_acknowledges_its_differences_and_nobody_else_c
         f"difference-{acme_id}",
     )
     assert after_ids == [] and "booked by dashboard:acme" in after.text and "paid by hand" in after.text
+
+
+async def test_the_overview_lists_a_stored_difference_after_passes_that_no_longer_see_it_until_closed(
+    database_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+) -> None:
+    settings, nonce = await unexplained_payment(database_url, chain, start_merchant, new_payer)
+    passes = Passes(settings)
+    data = DashboardData(
+        ledger=LedgerReader(passes.engine),
+        outbox=Outbox(passes.engine),
+        endpoints=WebhookEndpoints(passes.engine),
+        reconciler=passes.reconciler,
+        assets={},
+        confirmations=1,
+        differences=passes.store,
+    )
+    try:
+        await passes.run()
+        # Deeper than confirmations + the reorg margin: the passes after the next do not read its block.
+        chain.rpc.call("anvil_mine", [hex(200)])
+        later = [await passes.run() for _ in range(3)]
+        listed = await data.overview("", DEFAULT_PAY_TO)
+        other = await data.overview("acme", PAY_TO)
+        (stored,) = await passes.all()
+        await passes.store.close(stored.id, DifferenceState.ACKNOWLEDGED, note="refunded by hand", by="test")
+        closed = await data.overview("", DEFAULT_PAY_TO)
+    finally:
+        await passes.aclose()
+
+    assert [len(report.differences) for report in later] == [1, 0, 0]
+    (shown,) = listed.differences
+    assert (shown.id, shown.kind) == (stored.id, "unbooked_payment") and nonce in shown.detail
+    assert shown.first_seen == format_time(stored.first_seen)
+    assert shown.last_seen == format_time(stored.last_seen)
+    assert listed.reconciled_at is not None
+    assert other.differences == () and closed.differences == ()

@@ -246,6 +246,7 @@ async def test_the_reconcilers_open_differences_reach_only_the_tenant_paid(
 
     differences = _section(pages["acme"].text, "differences")
     assert "no offer was paid with its authorization" in differences and shop.pay_tos["acme"] in differences
+    assert "unbooked_payment" in differences and "first seen" in differences and "last seen" in differences
     for tenant in ("", "globex"):
         other = _section(pages[tenant].text, "differences")
         assert nonce not in pages[tenant].text and "None: the records agree" in other, tenant
