@@ -199,7 +199,7 @@ class Tenant:
             *jwt_issuer_problems(self.jwt_issuers),
         ]
         if problems:
-            raise TenantConfigError(problems, source=f"tenant {self.id!r}")
+            raise TenantConfigError(problems, source=f"tenant {tenant_name(self.id)!r}")
         object.__setattr__(self, "pay_to", to_checksum_address(self.pay_to))
         object.__setattr__(self, "skill_prices", MappingProxyType(dict(self.skill_prices)))
 

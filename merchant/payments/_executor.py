@@ -61,11 +61,12 @@ from facilitator.wire import (
 from observability import log_context
 
 from ..ledger import Ledger
+from ..tenants import tenant_name
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid, tenant_name
+from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line

@@ -15,10 +15,10 @@ from enum import StrEnum
 from a2a_x402 import RETRYABLE_ERROR_CODES, PaymentErrorCode
 from facilitator.wire import Reason
 
-from ..tenants import DEFAULT_TENANT_SEGMENT
+from ..tenants import tenant_name
 from ._refusals import client_text
 
-__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text", "tenant_name"]
+__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text"]
 
 logger = logging.getLogger("merchant.payments")
 
@@ -33,11 +33,6 @@ class PaymentOutcome(StrEnum):
 
 OutcomeListener = Callable[[str, PaymentOutcome], None]
 """Told `(tenant name, outcome)` once per payment taken (the default tenant as `default`)."""
-
-
-def tenant_name(tenant: str) -> str:
-    """The tenant as logs and metrics name it: the default tenant (`""`) is `default`, as in its URLs."""
-    return tenant or DEFAULT_TENANT_SEGMENT
 
 
 # Reasons a verification or settlement gives when it was not made at all: the node or the facilitator

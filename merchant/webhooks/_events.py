@@ -18,10 +18,19 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
 from merchant.ledger import BookedEntry, LedgerFact, SettlementBooked, SettlementFinalized
+from merchant.tenants import tenant_name
 
 __all__ = [
     "EVENT_DATA_MODELS",
@@ -45,7 +54,21 @@ Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$")]
 TxHash = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{64}$")]
 AtomicAmount = Annotated[str, StringConstraints(pattern=r"^(0|[1-9][0-9]{0,77})$")]
 Network = Annotated[str, StringConstraints(pattern=r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")]
-Tenant = Annotated[str, StringConstraints(max_length=64)]
+# Written by name: the default tenant (id "") is `default`, as in the billing API's paths.
+Tenant = Annotated[
+    str,
+    StringConstraints(max_length=64),
+    PlainSerializer(tenant_name, return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": 64,
+            "title": "tenant",
+            "description": "the tenant's name: `default` for the default tenant",
+        },
+        mode="serialization",
+    ),
+]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 EntryId = Annotated[str, StringConstraints(pattern=r"^je_[0-9a-f]{28}$")]
 EventId = Annotated[str, StringConstraints(pattern=r"^evt_[0-9a-f]{28}$")]

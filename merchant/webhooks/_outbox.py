@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from merchant.ledger import LedgerFact, allocate_sequence
+from merchant.tenants import tenant_name
 from storage import write_transaction
 
 from ._endpoints import active_endpoints, active_endpoints_after, subscribed
@@ -151,7 +152,7 @@ class Outbox:
             raise InvalidEventError(f"unknown event type {event_type!r}") from exc
         if kind not in _RECORDABLE:
             raise InvalidEventError(f"{kind.value} events come from the ledger, not record_event")
-        if data.get("tenant", tenant) != tenant:
+        if data.get("tenant", tenant) not in (tenant, tenant_name(tenant)):
             raise InvalidEventError("data.tenant differs from the event's tenant")
         try:
             model = EVENT_DATA_MODELS[kind].model_validate({**data, "tenant": tenant})

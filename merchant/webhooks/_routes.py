@@ -1,14 +1,14 @@
 """The billing API: per-tenant ledger balance and statements, webhook event replay and redelivery.
 
 Every route is under `/tenants/{tenant}` and needs `Authorization: Bearer <that tenant's api_token>`; the
-default tenant (the empty id) is named by `default_tenant_segment` there and in every answer (the merchant
-uses `default`). The
-token is looked up through an injected callable, so this router does not depend on the tenant config; a
-wrong token, another tenant's token, an unknown tenant and a tenant without a token all get the same 401,
-so the API does not reveal which tenants exist. With a `throttle`, a client address that presented too
-many wrong tokens for a tenant lately gets 429 (with `Retry-After`) for the next wrong one; the right
-token still works from there. A tenant only ever reads its own rows: every query is filtered by the
-authenticated tenant. Integer query parameters are range-checked (422 out of range).
+default tenant (the empty id) is named by `default_tenant_segment` there (the merchant uses `default`), and
+`default` in every answer (`tenant_name`). The token is looked up through an injected callable, so this
+router does not depend on the tenant config; a wrong token, another tenant's token, an unknown tenant and a
+tenant without a token all get the same 401, so the API does not reveal which tenants exist. With a
+`throttle`, a client address that presented too many wrong tokens for a tenant lately gets 429 (with `Retry-
+After`) for the next wrong one; the right token still works from there. A tenant only ever reads its own
+rows: every query is filtered by the authenticated tenant. Integer query parameters are range-checked (422
+out of range).
 
     GET  /tenants/{tenant}/ledger/balance[?asset=0x…]
     GET  /tenants/{tenant}/ledger/statement?format=csv|json&since=…&until=…
@@ -37,6 +37,7 @@ from merchant.ledger import (
     statement_csv,
     statement_json,
 )
+from merchant.tenants import tenant_name
 
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
@@ -106,10 +107,6 @@ def create_billing_router(
     """
     router = APIRouter(tags=["billing"])
 
-    def named(tenant: str) -> str:
-        # Answers name the tenant as its path does: the default tenant's id is "", a name nobody reads.
-        return default_tenant_segment if tenant == "" and default_tenant_segment is not None else tenant
-
     def authenticated_tenant(request: Request, tenant: str, credentials: _Credentials) -> str:
         if tenant == default_tenant_segment:
             tenant = ""
@@ -154,7 +151,7 @@ def create_billing_router(
             balances = await ledger.balance(tenant, asset)
         except LedgerError as exc:
             _raise_http(exc)
-        return Response(balances_json(named(tenant), balances), media_type=_JSON)
+        return Response(balances_json(tenant_name(tenant), balances), media_type=_JSON)
 
     @router.get("/tenants/{tenant}/ledger/statement")
     async def ledger_statement(
@@ -170,7 +167,9 @@ def create_billing_router(
             _raise_http(exc)
         if format == "csv":
             return Response(statement_csv(lines), media_type=_CSV)
-        return Response(statement_json(named(tenant), lines, since=since, until=until), media_type=_JSON)
+        return Response(
+            statement_json(tenant_name(tenant), lines, since=since, until=until), media_type=_JSON
+        )
 
     @router.get("/tenants/{tenant}/webhooks/events")
     async def replay_events(
@@ -189,7 +188,7 @@ def create_billing_router(
         body = b"".join(
             (
                 b'{"tenant":',
-                json.dumps(named(tenant)).encode(),
+                json.dumps(tenant_name(tenant)).encode(),
                 b',"events":[',
                 b",".join(event.payload for event in events),
                 b'],"nextSequence":',
@@ -219,7 +218,7 @@ def create_billing_router(
         @router.get("/tenants/{tenant}/limits")
         async def limits(tenant: str = authenticated) -> Response:
             """The bounds the merchant applies to this tenant's callers (set in the tenants file)."""
-            body = json.dumps({"tenant": tenant, **lookup(tenant)}, separators=(",", ":"))
+            body = json.dumps({"tenant": tenant_name(tenant), **lookup(tenant)}, separators=(",", ":"))
             return Response(body, media_type=_JSON)
 
     return router

@@ -290,6 +290,8 @@ def test_direct_construction_is_validated() -> None:
         "api_token: must be a string of at least 16 characters without whitespace",
     )
     assert str(failure.value).startswith("tenant 'acme': 3 problems in the tenant configuration:")
+    with pytest.raises(TenantConfigError, match=r"^tenant 'default': pay_to: must be"):
+        Tenant(id="", pay_to="0x12", price=1)  # the default tenant by its name, never ''
 
 
 def test_a_tenant_may_set_its_own_bounds_on_unpaid_work(tmp_path: Path) -> None:

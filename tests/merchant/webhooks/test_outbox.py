@@ -108,6 +108,18 @@ async def test_record_event_accepts_a_session(outbox: Outbox, engine: AsyncEngin
 
 
 @SQLITE_ONLY
+async def test_an_event_of_the_default_tenant_names_it_default(outbox: Outbox, engine: AsyncEngine) -> None:
+    async with engine.begin() as connection:
+        await outbox.record_event(connection, "", "settlement.failed", FAILED_DATA)
+        await outbox.record_event(connection, "", "settlement.failed", {**FAILED_DATA, "tenant": "default"})
+
+    events = await outbox.events_since("")
+    assert [json.loads(event.payload)["data"]["tenant"] for event in events] == ["default", "default"]
+    assert {event.tenant for event in events} == {""}  # stored under the id, as ever
+    assert await outbox.events_since("default") == []
+
+
+@SQLITE_ONLY
 @pytest.mark.parametrize(
     ("event_type", "data", "message"),
     [

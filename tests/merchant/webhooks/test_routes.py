@@ -91,6 +91,7 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
                 outbox=Outbox(engine),
                 api_token_of=tokens.get,
                 default_tenant_segment=segment,
+                limits_of=lambda tenant: {"unpaid": {}},
             )
         )
         return asgi_server(app, on_exit=engine.dispose)
@@ -103,6 +104,7 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
         balance = await client.get("/tenants/default/ledger/balance", headers=default_auth)
         statement = await client.get("/tenants/default/ledger/statement", headers=default_auth)
         events = await client.get("/tenants/default/webhooks/events", headers=default_auth)
+        limits = await client.get("/tenants/default/limits", headers=default_auth)
         with_acme_token = await client.get("/tenants/default/ledger/balance", headers=_auth("acme"))
         empty_segment = await client.get("/tenants//ledger/balance", headers=default_auth)
     async with httpx.AsyncClient(base_url=serve(None)) as client:
@@ -110,7 +112,9 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
 
     assert balance.status_code == 200
     # Every answer names the default tenant as its path does, never by its empty id.
-    assert [answer.json()["tenant"] for answer in (balance, statement, events)] == ["default"] * 3
+    assert [answer.json()["tenant"] for answer in (balance, statement, events, limits)] == ["default"] * 4
+    # So do the event bodies (webhook receivers read `data.tenant`).
+    assert [item["data"]["tenant"] for item in events.json()["events"]] == ["default"]
     assert [item["balance"] for item in balance.json()["balances"]] == ["3"]
     assert with_acme_token.status_code == 401
     assert empty_segment.status_code == 404
