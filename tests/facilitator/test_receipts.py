@@ -19,6 +19,7 @@ from facilitator._receipts import ReceiptWatcher, next_pause
 from facilitator._rpc import RpcClient
 from facilitator.wire import Reason
 from payer import sign_payment
+from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import loopback_server, rpc_proxy
 
@@ -26,12 +27,12 @@ from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_address, submit_directly, tx_count
 
 PENDING_TIMEOUT_S = 1.0
-_WAITED_OUT_S = 10 * PENDING_TIMEOUT_S
+_WAITED_OUT_S = within_deadline(PENDING_TIMEOUT_S)
 """What an answer bounded by `PENDING_TIMEOUT_S` stays under however busy the machine: only a wait the
 deadline did not cut reaches it."""
 _BUDGET_S = 1.5
 """The time budget the stalled-node tests give a settlement."""
-_OVER_BUDGET_S = 10 * _BUDGET_S
+_OVER_BUDGET_S = within_deadline(_BUDGET_S)
 """What an answer within `_BUDGET_S` stays under however busy the machine: only a call left to its own
 RPC timeout reaches it."""
 _STALLED_RPC_TIMEOUT_S = 2 * _OVER_BUDGET_S
