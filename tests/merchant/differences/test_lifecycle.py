@@ -74,7 +74,11 @@ async def test_a_payment_no_offer_explains_stays_open_after_the_passes_that_no_l
 
 
 async def test_a_payment_whose_transaction_reorged_out_is_resolved_by_the_chain_with_that_reason(
-    database_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
+    database_url: str,
+    chain: DevChain,
+    start_merchant: MerchantStarter,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings, _ = await unexplained_payment(database_url, chain, start_merchant, new_payer)
     passes = Passes(settings)
@@ -82,7 +86,10 @@ async def test_a_payment_whose_transaction_reorged_out_is_resolved_by_the_chain_
         await passes.run()
         chain.rpc.call("anvil_rollback", [2])  # the payment's block and the one mined after it
         chain.rpc.call("anvil_dropAllTransactions")
-        again = await passes.run()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="merchant"):
+            again = await passes.run()
+            await passes.run()  # resolved already: nothing more is said
         (difference,) = await passes.all()
         counts = await passes.store.open_counts()
     finally:
@@ -92,6 +99,10 @@ async def test_a_payment_whose_transaction_reorged_out_is_resolved_by_the_chain_
     assert (difference.state, difference.resolved_by) == (DifferenceState.RESOLVED, "chain")
     assert difference.note == "reorged out: its transaction is no longer on the chain"
     assert difference.resolved_at is not None and counts == {}
+    changes = [line for line in _lines(caplog) if line.startswith("difference ")]
+    assert changes == [
+        f"difference {difference.id} resolved by chain: unbooked_payment {difference.key}: {difference.note}"
+    ], changes
 
 
 async def test_a_restarted_chain_is_one_difference_and_one_line_not_a_reorg_per_booking(
