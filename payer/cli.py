@@ -282,7 +282,10 @@ def main(
     private_key = _read_key(key, key_file)
     redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
     if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
-        raise click.UsageError("the payer's key is not 32 bytes of hex (--key, --key-file or X402_PAYER_KEY)")
+        raise click.UsageError(
+            f"the payer's key is not 32 bytes of hex (--key, --key-file, X402_PAYER_KEY or the first of "
+            f"{_DEVCHAIN_KEYS_ENV})"
+        )
     policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)
     try:
         result = asyncio.run(

@@ -34,6 +34,20 @@ async def test_pay_with_a_key_that_is_no_key(workdir: Path, known_secrets: Secre
     )
 
 
+async def test_pay_with_a_first_devchain_key_that_is_no_key_names_where_it_came_from(
+    workdir: Path, known_secrets: Secrets
+) -> None:
+    await assert_refused(
+        "x402-pay",
+        _PAY,
+        {"X402_PAYER_KEYS": f"{known_secrets.api_token},0x{'11' * 32}"},
+        workdir,
+        known_secrets,
+        "x402-pay: the payer's key is not 32 bytes of hex",
+        "the first of X402_PAYER_KEYS",
+    )
+
+
 async def test_pay_with_a_missing_key_file(workdir: Path, known_secrets: Secrets) -> None:
     await assert_refused(
         "x402-pay",
