@@ -3,11 +3,12 @@
 It mines a block every second by default (``--block-time``), as a real chain does; ``--block-time 0``
 mines one block per transaction instead.
 
-Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env
-file (mode 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state
-directory and removes the env file, which would otherwise point at a chain that no longer exists (unless
-another run has written it since). While the chain an existing env file names still answers it refuses to
-start (one line, exit status 2): a second chain would take that file from the first; a stale file is replaced.
+Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env file (mode
+0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state directory and removes
+the env file, which would otherwise point at a chain that no longer exists (unless another run has written
+it since), says so in one line and exits with status 0. While the chain an existing env file names still
+answers it refuses to start (one line, exit status 2): a second chain would take that file from the first; a
+stale file is replaced.
 
 ``x402-devchain --export`` starts nothing: it prints that env file of the dev chain already running here
 as shell ``export`` lines, after checking that its node answers, so any other terminal takes the settings
@@ -130,9 +131,15 @@ def main(
         return
     _refuse_if_running(env_file)  # before anything is started or written
     stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
     # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, on_signal)
     with AnvilNode(chain_id=chain_id) as node:
         chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
         node.set_block_time(block_time_s)
@@ -147,3 +154,5 @@ def main(
                     raise click.ClickException("anvil exited unexpectedly")
         finally:
             remove_if_unchanged(env_file, text)
+    if received:  # a stop asked for: said once, after anvil and its state are gone
+        click.echo(f"x402-devchain stopped by {received[0]}: the chain and its state were deleted", err=True)

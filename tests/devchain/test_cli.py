@@ -15,6 +15,7 @@ import pytest
 from eth_account import Account
 
 from devchain import RpcClient, encode_call
+from tests.fixtures.deadlines import within_deadline
 
 EXPECTED_KEYS = {
     "X402_RPC_URL",
@@ -81,7 +82,7 @@ def test_cli_runs_a_chain_until_signalled(signum: signal.Signals, tmp_path: Path
                 assert rpc.call("eth_getBalance", [payer, "latest"]) == "0x0"
 
         process.send_signal(signum)
-        stdout, _ = process.communicate(timeout=10)
+        stdout, stderr = process.communicate(timeout=within_deadline(1))
     finally:
         if process.poll() is None:
             process.kill()
@@ -89,6 +90,10 @@ def test_cli_runs_a_chain_until_signalled(signum: signal.Signals, tmp_path: Path
 
     assert process.returncode == 0
     assert stdout == text
+    # One line says the stop, nothing else after the start-up note: no "Aborted!", no traceback.
+    assert stderr.splitlines()[1:] == [
+        f"x402-devchain stopped by {signum.name}: the chain and its state were deleted"
+    ], stderr
     assert not state_dir.exists()
     assert not env_file.exists()
     with pytest.raises(httpx.TransportError), RpcClient(settings["X402_RPC_URL"]) as rpc:
