@@ -3,13 +3,15 @@
 It starts a local dev chain (anvil + the DevUSDC token, `devchain`), runs the reference merchant
 (`x402-merchant serve`: SQLite, in-process facilitator, its Agent Card signed with a fresh ES256 key) on
 loopback, pays for one task with `x402-pay` (which refuses to pay unless the card's signature verifies),
-and prints the tenant's ledger line for that payment. Everything it starts is stopped and deleted at exit.
+and prints the tenant's ledger line for that payment. Everything it starts is stopped and deleted at exit,
+also on Ctrl-C or SIGTERM, which are said in one line (exit status 0: a stop the user asked for).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -62,6 +64,24 @@ def _wait_healthy(
     raise click.ClickException("the merchant did not start in time")
 
 
+class _Stopped(Exception):
+    """A signal asked the demo to stop: raised where it runs, so every `finally` stops what it started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+
+
+def _stop_on_signals() -> None:
+    def stop(signum: int, _frame: object) -> None:
+        # Once: a second signal while the first is being handled must not cut the clean-up short.
+        for each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, signal.SIG_IGN)
+        raise _Stopped(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+
+
 async def _ledger_lines(database_url: str) -> list[str]:
     engine = create_engine(database_url)
     try:
@@ -100,6 +120,14 @@ def _merchant_env(chain: DevChain, database_url: str, port: int, keys_dir: Path)
 @click.argument("text", default=REQUEST)
 def main(stream: bool, text: str) -> None:
     """Run the dev chain, the merchant and a paying client; print the stages, the tx and the ledger line."""
+    _stop_on_signals()
+    try:
+        _run(stream, text)
+    except _Stopped as stopped:
+        click.echo(f"x402-demo stopped by {stopped}: the chain and merchant it started are gone", err=True)
+
+
+def _run(stream: bool, text: str) -> None:
     with start_devchain(payers=1) as chain, tempfile.TemporaryDirectory(prefix="x402-demo-") as workdir:
         click.echo(f"dev chain: {chain.rpc_url} ({chain.network}), token {chain.asset}")
         database_url = f"sqlite+aiosqlite:///{workdir}/x402.db"
