@@ -11,6 +11,7 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 * ``CardVerifier``               -- policy and per-signature result (``_verify``)
 * ``parse_card_json``            -- size-limited, duplicate-rejecting JSON parsing (``_parse``)
 * errors with stable codes       -- (``_errors``)
+* ``unreachable_reason``         -- why a request got no answer, in words (``_unreachable``)
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from ._keystore import KeyRecord, KeyStatus, KeyStore
 from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
 from ._readings import READING_HEADER, CardReading, read_card
 from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
+from ._unreachable import unreachable_reason
 from ._verify import CardVerifier, SignaturePolicy
 
 __all__ = [
@@ -119,4 +121,5 @@ __all__ = [
     "parse_jwks",
     "read_card",
     "sign_card",
+    "unreachable_reason",
 ]

@@ -43,6 +43,7 @@ from ._errors import (
 )
 from ._keys import VerificationKey, parse_jwks
 from ._parse import load_json_object
+from ._unreachable import unreachable_reason
 
 __all__ = ["JWKS_PATH", "JwksCache", "check_jku", "jwks_url"]
 
@@ -207,8 +208,10 @@ class JwksCache:
                     body = await self._read_bounded(response, jku)
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise JwksTimeoutError(f"{jku} did not answer within {self._timeout_s} s") from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise JwksFetchError(f"{jku}: {type(exc).__name__}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise JwksFetchError(f"{jku} could not be reached ({unreachable_reason(exc)})") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a redirect loop, a body it cannot decode
+            raise JwksFetchError(f"{jku} gave no usable answer: {exc}") from exc
         try:
             return parse_jwks(load_json_object(body, max_bytes=self._max_bytes, what=f"JWK Set at {jku}"))
         except (CardParseError, KeyLoadError) as exc:

@@ -21,8 +21,6 @@ Addresses are returned EIP-55 checksummed; a mixed-case address with a wrong che
 from __future__ import annotations
 
 import copy
-import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -51,6 +49,7 @@ from agentcard import (
     JwksCache,
     VerificationResult,
     parse_card_json,
+    unreachable_reason,
 )
 
 from ._errors import CardError, MerchantUnreachableError, UntrustedCardError
@@ -63,7 +62,6 @@ __all__ = [
     "ResolvedCard",
     "card_document_url",
     "resolve_card",
-    "unreachable_reason",
 ]
 
 
@@ -253,26 +251,6 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     except httpx.HTTPError as exc:
         raise CardError(f"fetching the card at {url} failed: {type(exc).__name__}") from exc
     return b"".join(chunks)
-
-
-def unreachable_reason(exc: BaseException) -> str:
-    """A short reason a request got no answer (``connection refused``): the first OS error among its causes.
-
-    httpx says only "All connection attempts failed" for a closed port, and its exceptions' reprs are no
-    words for a user.
-    """
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, TimeoutError | httpx.TimeoutException):
-            return "no answer in time"
-        if isinstance(link, socket.gaierror):
-            return "its host name does not resolve"
-        if isinstance(link, OSError) and link.errno:
-            return os.strerror(link.errno).lower()
-        link = link.__cause__ or link.__context__
-    return "no answer"
 
 
 async def _verify(verifier: CardVerifier, card_json: Mapping[str, Any], url: str) -> VerificationResult:

@@ -59,10 +59,10 @@ from a2a_x402 import (
     PaymentErrorCode,
     PaymentRequiredData,
 )
-from agentcard import CardVerifier, JwksCache
+from agentcard import CardVerifier, JwksCache, unreachable_reason
 from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
 
-from ._card import Binding, ResolvedCard, resolve_card, unreachable_reason
+from ._card import Binding, ResolvedCard, resolve_card
 from ._errors import (
     InsufficientFundsError,
     MerchantError,

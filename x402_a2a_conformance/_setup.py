@@ -9,11 +9,11 @@ only no answer at all, or nothing at the card's URL, is a setup mistake.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 
 import httpx
 import orjson
+
+from agentcard import unreachable_reason
 
 from ._card import card_url_of
 
@@ -24,26 +24,6 @@ _HEADERS = {"A2A-Version": "1.0", "Accept": "application/json"}
 
 class SetupError(Exception):
     """The kit cannot run as set up: one line saying what to fix."""
-
-
-def unreachable_reason(error: BaseException) -> str:
-    """A short reason a request got no answer (``connection refused``): the first OS error among its causes.
-
-    httpx says only "All connection attempts failed" for a closed port, and its errors' reprs are no words
-    for an operator.
-    """
-    seen: set[int] = set()
-    link: BaseException | None = error
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, TimeoutError | httpx.TimeoutException):
-            return "no answer in time"
-        if isinstance(link, socket.gaierror):
-            return "its host name does not resolve"
-        if isinstance(link, OSError) and link.errno:
-            return os.strerror(link.errno).lower()
-        link = link.__cause__ or link.__context__
-    return "no answer"
 
 
 async def check_setup(merchant_url: str, rpc_url: str, *, timeout_s: float) -> None:
