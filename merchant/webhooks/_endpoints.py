@@ -261,10 +261,10 @@ class WebhookEndpoints:
         if endpoint_id is not None:
             endpoints = [endpoint for endpoint in endpoints if endpoint.id == endpoint_id]
             if not endpoints:
-                raise EndpointNotFoundError(f"tenant {tenant_name(tenant)} has no endpoint {endpoint_id!r}")
+                raise EndpointNotFoundError(f"tenant {tenant_name(tenant)!r} has no endpoint {endpoint_id!r}")
         if len(endpoints) != 1:
             raise EndpointNotFoundError(
-                f"tenant {tenant_name(tenant)} has {len(endpoints)} endpoints; name one with its id"
+                f"tenant {tenant_name(tenant)!r} has {len(endpoints)} endpoints; name one with its id"
             )
         return endpoints[0]
 

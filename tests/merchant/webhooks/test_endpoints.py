@@ -133,7 +133,7 @@ async def test_resolve_finds_a_tenants_endpoint(endpoints: WebhookEndpoints) -> 
         await endpoints.resolve("acme")
     with pytest.raises(EndpointNotFoundError):
         await endpoints.resolve("globex", first.id)  # another tenant's endpoint is not found
-    with pytest.raises(EndpointNotFoundError, match=r"^tenant default has 0 endpoints; name one"):
+    with pytest.raises(EndpointNotFoundError, match=r"^tenant 'default' has 0 endpoints; name one"):
         await endpoints.resolve("")  # the default tenant by its name, never ''
     with pytest.raises(EndpointNotFoundError):
         await endpoints.enable("we_missing")
