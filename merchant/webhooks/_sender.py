@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 
 import httpx
 
+from agentcard import unreachable_reason
+
 from ._errors import UnsafeTargetError
 from ._signing import webhook_headers
 from ._ssrf import resolve_target
@@ -95,7 +97,9 @@ async def send_signed(
         error = f"{exc.code}: {exc}"
     except (TimeoutError, httpx.TimeoutException):
         error = f"timeout after {timeout_s:g} s"
+    except httpx.TransportError as exc:  # in words for the operator, never an exception's name
+        error = f"no answer: {unreachable_reason(exc)}"
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = f"no usable answer: {exc}"
     latency_ms = round((time.monotonic() - started) * 1000)
     return SendResult(status_code, None if error is None else error[:_ERROR_MAX], retry_after, latency_ms)
