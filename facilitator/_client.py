@@ -9,6 +9,7 @@ import httpx
 import orjson
 
 from ._errors import ChainUnavailableError, FacilitatorAnswerError, IdempotencyConflictError
+from ._rpc import unreachable_reason
 from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
@@ -103,7 +104,7 @@ class HttpFacilitatorClient:
         try:
             response = await self._http.get("/supported")
         except httpx.HTTPError as exc:
-            raise ChainUnavailableError(f"facilitator unreachable: {exc}") from exc
+            raise ChainUnavailableError(f"facilitator unreachable: {unreachable_reason(exc)}") from exc
         return SupportedResponse.from_wire(orjson.loads(response.content))
 
     async def aclose(self) -> None:
@@ -130,7 +131,8 @@ class HttpFacilitatorClient:
         try:
             response = await self._http.post(path, content=orjson.dumps(body), headers=headers)
         except httpx.HTTPError as exc:
-            raise ChainUnavailableError(f"facilitator unreachable: {type(exc).__name__}: {exc}") from exc
+            # In words (`connection refused`): the operator reads it, and "ConnectError: …" says less.
+            raise ChainUnavailableError(f"facilitator unreachable: {unreachable_reason(exc)}") from exc
         if response.status_code == 404 and allow_not_found:
             return None
         if response.status_code == 409:

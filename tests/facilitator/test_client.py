@@ -58,12 +58,22 @@ async def test_the_http_client_reports_a_refused_payment_as_an_answer(
     )
 
 
-async def test_an_unreachable_facilitator_is_a_chain_unavailable_error() -> None:
+async def test_an_unreachable_facilitator_is_a_chain_unavailable_error(
+    chain: DevChain, new_payer: Callable[..., str]
+) -> None:
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
     with bind_loopback() as sock:
         url = base_url_of(sock)  # bound but never listening: connections are refused
     client = HttpFacilitatorClient(url, timeout_s=2)
     try:
-        with pytest.raises(ChainUnavailableError):
+        with pytest.raises(ChainUnavailableError) as supported:
             await client.supported()
+        with pytest.raises(ChainUnavailableError) as verified:
+            await client.verify(payload, requirements)
     finally:
         await client.aclose()
+    # In words, never an exception's name ("ConnectError: All connection attempts failed").
+    assert [str(failure.value) for failure in (supported, verified)] == [
+        "facilitator unreachable: connection refused"
+    ] * 2
