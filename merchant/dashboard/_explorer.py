@@ -1,4 +1,4 @@
-"""Links to a block explorer, and hex values shortened for a table cell.
+"""Links to a block explorer, and hex values shortened for a table cell or within a sentence.
 
 Only networks with a well-known public explorer get links (CAIP-2 ids below); a dev chain gets none, since
 no explorer knows its transactions. The dev chain borrows Base Sepolia's chain id, so the id alone cannot
@@ -10,10 +10,11 @@ with `rel="noopener noreferrer"`, so the explorer learns nothing about the page.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
-__all__ = ["EXPLORERS", "explorer_url", "is_local_chain", "shorten"]
+__all__ = ["EXPLORERS", "explorer_url", "hex_runs", "is_local_chain", "shorten"]
 
 EXPLORERS = {
     "eip155:1": "https://etherscan.io",
@@ -25,6 +26,7 @@ EXPLORERS = {
 
 _KINDS = {"address": "address", "tx": "tx", "token": "token", "block": "block"}
 _HEAD, _TAIL = 6, 4
+_LONG_HEX = re.compile(r"0x[0-9a-fA-F]{40,}")  # an address, a hash, a nonce
 
 
 def explorer_url(
@@ -45,6 +47,21 @@ def shorten(value: str) -> tuple[str, str, str]:
     if len(value) <= _HEAD + _TAIL + 2:
         return value, "", ""
     return value[:_HEAD], value[_HEAD:-_TAIL], value[-_TAIL:]
+
+
+def hex_runs(text: str) -> list[tuple[str, bool]]:
+    """`text` cut into runs, each with whether it is a long hex value (to be shortened): a sentence of
+    the reconciler's holds addresses, hashes and nonces that would run over a phone's width."""
+    runs: list[tuple[str, bool]] = []
+    at = 0
+    for found in _LONG_HEX.finditer(text):
+        if found.start() > at:
+            runs.append((text[at : found.start()], False))
+        runs.append((found.group(), True))
+        at = found.end()
+    if at < len(text):
+        runs.append((text[at:], False))
+    return runs
 
 
 def is_local_chain(rpc_url: str, facilitator_url: str | None) -> bool:

@@ -44,7 +44,7 @@ from merchant.tenants import Tenant, TenantRegistry
 
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._differences import DifferenceDesk, add_difference_routes
-from ._explorer import EXPLORERS, explorer_url, shorten
+from ._explorer import EXPLORERS, explorer_url, hex_runs, shorten
 from ._export import payers_csv, settlements_csv, unpaid_csv
 from ._filters import FilterError, parse_filter
 from ._origin import is_cross_site
@@ -87,7 +87,7 @@ def templates_for(explorers: Mapping[str, str]) -> Environment:
     def explorer(network: str, kind: str, value: str | int) -> str | None:
         return explorer_url(network, kind, value, explorers)
 
-    templates.globals.update(explorer_url=explorer, shorten=shorten)
+    templates.globals.update(explorer_url=explorer, shorten=shorten, hex_runs=hex_runs)
     return templates
 
 

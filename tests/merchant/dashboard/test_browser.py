@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from devchain import DevChain
 from merchant.dashboard import SESSION_COOKIE
 from payer import sign_payment
+from tests.facilitator.payments import submit_directly
 from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.merchant import MerchantWire
 
 from .conftest import Shop
@@ -163,7 +166,7 @@ async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_
 
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
 async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and_phone_widths(
-    browser: Browser, shop: Shop, artifacts: Path, width: int
+    browser: Browser, shop: Shop, chain: DevChain, artifacts: Path, width: int
 ) -> None:
     for _ in range(2):
         await shop.paid_task("acme")
@@ -171,6 +174,9 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
         wire = MerchantWire(http, "jsonrpc", "acme")
         task_id, terms = await open_task(wire)
         await pay(wire, task_id, sign_payment(shop.new_payer(0), terms))
+    # And a payment no offer explains, sent to the chain directly: an open difference with its long hex.
+    requirements = make_requirements(chain, pay_to=shop.pay_tos["acme"], amount=shop.prices["acme"])
+    submit_directly(chain, sign_payment(shop.new_payer(), requirements))
     context = await browser.new_context(
         java_script_enabled=False,
         viewport={"width": width, "height": 900},
@@ -180,6 +186,11 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
     dashboard = shop.merchant.base_url + shop.dashboard("acme")
     try:
         await page.goto(dashboard)
+
+        async def difference_listed() -> bool:
+            return await page.locator("#differences li[id^=open-difference-]").count() == 1
+
+        await _reload_until(page, difference_listed, what="the open difference on the overview")
         assert await page.locator("#settlements tr[data-settlement]").count() == 2
         assert await page.locator(f'#unpaid tr[data-task="{task_id}"]').count() == 1
         await _assert_fits(page, width)
@@ -199,9 +210,15 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
         box = await payer.bounding_box()
         assert box is not None and box["width"] < 150
         await page.screenshot(path=artifacts / f"overview-{width}.png", full_page=True)
-        for section in ("totals", "unpaid", "payers"):
+        for section in ("totals", "unpaid", "payers", "differences"):
             await page.locator(f"#{section}").screenshot(path=artifacts / f"{section}-{width}.png")
 
+        await page.goto(f"{dashboard}/differences")
+        assert await page.locator("#open-differences li[id^=difference-]").count() == 1
+        await _assert_fits(page, width)
+        await page.screenshot(path=artifacts / f"differences-page-{width}.png", full_page=True)
+
+        await page.goto(dashboard)
         await page.locator("#settlements tr[data-settlement] a").first.click()
         await _assert_fits(page, width)
         await page.screenshot(path=artifacts / f"settlement-{width}.png", full_page=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
-from merchant.dashboard._explorer import explorer_url, is_local_chain, shorten
+from merchant.dashboard._explorer import explorer_url, hex_runs, is_local_chain, shorten
 from merchant.dashboard._format import display_amount, money
 from merchant.dashboard._routes import templates_for
 
@@ -112,3 +112,18 @@ def test_hex_values_link_to_the_explorer_of_a_known_network_and_escape_what_they
     assert f'title="{tx}">0xabab<span class="mid">{"ab" * 28}</span>abab</span>' in linked
     assert "href" not in unknown and "href" not in dev
     assert "<script>" not in hostile and "&lt;script&gt;" in hostile
+
+
+def test_a_sentence_is_cut_into_runs_with_its_long_hex_values_apart() -> None:
+    address, nonce = "0x" + "aB" * 20, "0x" + "0f" * 32
+    text = f"{nonce}: 5 paid to {address} (nonce {nonce})"
+    assert hex_runs(text) == [
+        (nonce, True),
+        (": 5 paid to ", False),
+        (address, True),
+        (" (nonce ", False),
+        (nonce, True),
+        (")", False),
+    ]
+    assert hex_runs("chain 0x1234 restarted") == [("chain 0x1234 restarted", False)]  # short: as it is
+    assert hex_runs("") == []
