@@ -269,10 +269,16 @@ def worker(
 
     async def action(engine: AsyncEngine, settings: WebhookSettings) -> None:
         stop = asyncio.Event()
+        received: list[str] = []
+
+        def stopping(signum: signal.Signals) -> None:
+            received.append(signum.name)
+            stop.set()
+
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(signum, stop.set)
+                loop.add_signal_handler(signum, stopping, signum)
         async with httpx.AsyncClient(timeout=timeout) as client:
             delivery = DeliveryWorker(
                 engine,
@@ -285,5 +291,7 @@ def worker(
             )
             click.echo(f"webhook worker {delivery.worker_id} started", err=True)
             await delivery.run(stop, poll_interval_s=poll_interval)
+        if received:  # a stop asked for, said once: a send cut off at the drain is sent again after its lease
+            click.echo(f"webhook worker {delivery.worker_id} stopped by {received[0]}", err=True)
 
     _run(action)

@@ -157,6 +157,8 @@ async def test_two_worker_processes_on_one_postgres_never_send_an_event_twice_at
     await engine.dispose()
 
     assert returncodes == [0, 0]  # both shut down cleanly on SIGTERM
+    for log in logs:  # each said so in its last line
+        assert log.read_text().splitlines()[-1].endswith(" stopped by SIGTERM"), log.read_text()[-2000:]
     assert receiver.overlaps == []  # never two requests for one webhook-id in flight at once
     accepted = Counter(request.webhook_id for request in receiver.received if request.answered == 200)
     assert len(accepted) == events_count and set(accepted.values()) == {1}  # each event delivered, once
