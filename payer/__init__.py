@@ -14,6 +14,7 @@ from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard
 from ._errors import (
     AmountOverLimitError,
     CardError,
+    CardNotServedError,
     InsufficientFundsError,
     MerchantError,
     MerchantUnreachableError,
@@ -37,6 +38,7 @@ __all__ = [
     "Binding",
     "CardAsset",
     "CardError",
+    "CardNotServedError",
     "CardPayee",
     "CardPaymentTerms",
     "FreshTermsHook",

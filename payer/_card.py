@@ -52,7 +52,7 @@ from agentcard import (
     unreachable_reason,
 )
 
-from ._errors import CardError, MerchantUnreachableError, UntrustedCardError
+from ._errors import CardError, CardNotServedError, MerchantUnreachableError, UntrustedCardError
 
 __all__ = [
     "Binding",
@@ -228,6 +228,17 @@ def card_document_url(url: str) -> str:
     return url
 
 
+def _not_served(url: str, status: int) -> str:
+    """Why the card's URL gave no card, and what to do about it."""
+    if status == httpx.codes.NOT_FOUND:
+        todo = f"check the URL (a merchant serves its card at {AGENT_CARD_WELL_KNOWN_PATH})"
+    elif status >= httpx.codes.INTERNAL_SERVER_ERROR:
+        todo = "the merchant failed; try again later"
+    else:
+        todo = "check the URL and that it is the merchant's"
+    return f"the card's URL {url} answered HTTP {status}, not a card: {todo}"
+
+
 async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     """The card's bytes, refusing a body over ``MAX_CARD_BYTES`` without downloading all of it."""
     chunks: list[bytes] = []
@@ -237,7 +248,7 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
     try:
         async with http.stream("GET", url, timeout=timeout_s, headers=headers) as reply:
             if reply.status_code != httpx.codes.OK:
-                raise CardError(f"fetching the card at {url} answered HTTP {reply.status_code}")
+                raise CardNotServedError(_not_served(url, reply.status_code))
             async for chunk in reply.aiter_bytes():
                 size += len(chunk)
                 if size > MAX_CARD_BYTES:
@@ -249,7 +260,7 @@ async def _fetch(http: httpx.AsyncClient, url: str, timeout_s: float) -> bytes:
             "check the URL and that it runs"
         ) from exc
     except httpx.HTTPError as exc:
-        raise CardError(f"fetching the card at {url} failed: {type(exc).__name__}") from exc
+        raise CardError(f"the card at {url} could not be read: {exc}") from exc  # e.g. a bad encoding
     return b"".join(chunks)
 
 

@@ -4,7 +4,8 @@ The code is what the CLI prints and what callers branch on; the message is for p
 Errors raised before anything was signed say so in ``signed`` (``False``): nothing can have moved on chain.
 
     PayerError                          payer_error
-    ├── CardError                       card_invalid: unreachable, not a card, no usable interface or terms
+    ├── CardError                       card_invalid: not a card, no usable interface or terms
+    │   ├── CardNotServedError          card_not_served: the card's URL answered other than 200 OK
     │   └── UntrustedCardError          card_untrusted: the verifier (policy ``require``) refused the card
     ├── PaymentRefusedError             payment_refused: the payer's own policy refused the merchant's terms
     │   ├── PayToNotPinnedError         pay_to_not_pinned: the terms pay an address the card does not list
@@ -31,6 +32,7 @@ from facilitator.wire import PaymentRequirements
 __all__ = [
     "AmountOverLimitError",
     "CardError",
+    "CardNotServedError",
     "InsufficientFundsError",
     "MerchantError",
     "MerchantUnreachableError",
@@ -66,6 +68,12 @@ class CardError(PayerError):
     """The Agent Card cannot be used: not fetched, not a card, or no interface or x402 terms to pay with."""
 
     code = "card_invalid"
+
+
+class CardNotServedError(CardError):
+    """The card's URL answered, but not with a card (404, a server error): nothing is wrong with a card."""
+
+    code = "card_not_served"
 
 
 class UntrustedCardError(CardError):

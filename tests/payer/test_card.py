@@ -24,6 +24,7 @@ from payer import (
     Binding,
     CardAsset,
     CardError,
+    CardNotServedError,
     CardPayee,
     MerchantUnreachableError,
     Payer,
@@ -105,10 +106,17 @@ async def test_resolve_card_refuses_what_is_not_a_card(merchant: Callable[..., s
     url = merchant()
 
     async with httpx.AsyncClient() as http:
-        with pytest.raises(CardError, match="HTTP 404"):
+        with pytest.raises(CardNotServedError) as not_served:
             await resolve_card(http, url + "/no-card-here.json")
         with pytest.raises(CardError, match="absolute http"):
             await resolve_card(http, "ftp://127.0.0.1/card.json")
+
+    # The code says what happened (no card there, not a bad card) and the message what to do.
+    assert not_served.value.code == "card_not_served"
+    assert str(not_served.value) == (
+        f"the card's URL {url}/no-card-here.json answered HTTP 404, not a card: "
+        "check the URL (a merchant serves its card at /.well-known/agent-card.json)"
+    )
 
 
 def card_server(chunks: Callable[[], AsyncIterator[bytes]]) -> Starlette:
