@@ -52,7 +52,7 @@ from observability import Check, CheckResult, run_checks
 from ._facilitator_probe import check_remote_facilitator, shown_url
 from .app import MERCHANT_SKILLS, card_signing_keys, load_tenants
 from .settings import MerchantSettings
-from .tenants import TenantConfigError, TenantRegistry
+from .tenants import TenantConfigError, TenantRegistry, tenant_name
 from .webhooks import UnsafeTargetError, resolve_target
 
 __all__ = [
@@ -146,7 +146,7 @@ async def check_tenants(
     source = settings.tenants_file or "X402_PAY_TO / X402_PRICE"
     if isinstance(tenants, TenantConfigError):
         return CheckResult.problem("tenants", "; ".join(tenants.problems) + f" ({source})")
-    names = ", ".join(tenant.id or "default" for tenant in tenants)
+    names = ", ".join(tenant_name(tenant.id) for tenant in tenants)
     return CheckResult.passed("tenants", f"{len(tenants)} from {source}: {names}")
 
 
@@ -155,7 +155,7 @@ async def check_skill_prices(tenants: TenantRegistry, skills: Sequence[AgentSkil
     tenant's default price for the skill it meant)."""
     offered = {skill.id for skill in skills}
     unknown = [
-        f"{tenant.id or 'default'}.skill_prices.{skill}"
+        f"{tenant_name(tenant.id)}.skill_prices.{skill}"
         for tenant in tenants
         for skill in tenant.skill_prices
         if skill not in offered
@@ -174,7 +174,7 @@ async def check_webhooks(tenants: TenantRegistry, *, allow_private: bool) -> Che
     A URL that is not http(s) or reaches a non-public address is fatal; a host that does not resolve at the
     moment is a problem, not fatal (DNS may come back, and the worker retries).
     """
-    urls = [(tenant.id or "default", hook.url) for tenant in tenants for hook in tenant.webhook_endpoints]
+    urls = [(tenant_name(tenant.id), hook.url) for tenant in tenants for hook in tenant.webhook_endpoints]
 
     async def refusal(tenant: str, url: str) -> tuple[str, bool] | None:
         try:
