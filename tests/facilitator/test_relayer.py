@@ -376,3 +376,27 @@ async def test_a_pending_count_leaving_out_the_pool_never_reuses_the_nonce_of_a_
     for sent in (first, second):
         receipt = chain.rpc.call("eth_getTransactionReceipt", [sent.tx_hash])
         assert receipt is not None and int(receipt["status"], 16) == 1, sent
+
+
+async def test_a_send_the_node_takes_after_its_timeout_is_waited_for_never_reported_unsent(
+    sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    """A slow node answers the send too late, answers that it does not hold the transaction, and then takes
+    it: a send that timed out may have been taken, so the settle waits for it and answers what the chain
+    did, never "could not be submitted; nothing was charged" while the payer is charged."""
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payee_before = chain.balance_of(PAY_TO)
+    async with rpc_proxy(chain.rpc_url) as proxy:
+        service = await open_facilitator(sqlite_url, rpc_url=proxy.url, rpc_timeout_s=1.0)
+        late = proxy.late(b"eth_sendRawTransaction", after=b"eth_getTransactionByHash")
+        answer = await service.settle(payload, requirements, idempotency_key="late-1")
+        assert late.reached.is_set()
+        again = await service.settle(payload, requirements, idempotency_key="late-1")
+
+    assert (answer.success, answer.error_reason) == (True, None), answer
+    assert again == answer
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [(r["state"], r["tx_hash"]) for r in await claim_rows(sqlite_url)] == [
+        (ClaimState.SUCCEEDED, answer.transaction)
+    ]

@@ -1,0 +1,52 @@
+"""The JSON-RPC client's pace: a node that works through calls one after another is sent only as many at
+once as it answers well within the timeout (a burst that would outlast it as one batch all answers), and a
+fast node still gets whole batches."""
+
+from __future__ import annotations
+
+import asyncio
+
+from devchain import DevChain
+from facilitator._rpc import MAX_BATCH, RpcCall, RpcClient
+from tests.fixtures.faults import slow_node
+
+# The slow node's time per call and the client's timeout: a burst of `_BURST` calls in one batch would take
+# 1.6 s, past the timeout, while each request sized to a quarter of it takes about 0.25 s.
+_PER_CALL_S = 0.01
+_TIMEOUT_S = 1.0
+_BURST = 160
+
+
+async def test_a_burst_on_a_node_that_answers_one_call_at_a_time_all_answers(devchain: DevChain) -> None:
+    async with slow_node(devchain.rpc_url, _PER_CALL_S) as node:
+        rpc = RpcClient(node.url, timeout_s=_TIMEOUT_S)
+        try:
+            await rpc.call("eth_chainId")  # a lone call measures nothing of the pace: the burst must
+            answers = await asyncio.gather(*(rpc.call("eth_chainId") for _ in range(_BURST)))
+        finally:
+            await rpc.aclose()
+
+    assert answers == [hex(devchain.chain_id)] * _BURST
+    # Its first request (of a node not yet measured) taught the client the node's pace: the rest went out
+    # in requests each of which takes at most about a quarter of the timeout.
+    first, *rest = node.sizes[1:]
+    assert first <= 32 and rest and max(rest) <= _TIMEOUT_S / 4 / _PER_CALL_S * 1.5
+    assert sum(node.sizes) == _BURST + 1
+
+
+async def test_a_fast_node_gets_whole_batches(devchain: DevChain) -> None:
+    async with slow_node(devchain.rpc_url, 0.0) as node:
+        rpc = RpcClient(node.url)
+        try:
+            await asyncio.gather(*(rpc.call("eth_chainId") for _ in range(32)))  # measured once
+            await asyncio.gather(*(rpc.call("eth_chainId") for _ in range(MAX_BATCH)))
+            split = await rpc.batch([_chain_id()] * (MAX_BATCH * 2))
+        finally:
+            await rpc.aclose()
+
+    assert node.sizes == [32, MAX_BATCH, MAX_BATCH, MAX_BATCH]
+    assert split == [hex(devchain.chain_id)] * (MAX_BATCH * 2)
+
+
+def _chain_id() -> RpcCall:
+    return RpcCall("eth_chainId", [])
