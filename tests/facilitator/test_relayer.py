@@ -315,11 +315,16 @@ async def test_a_hole_at_the_nodes_next_nonce_is_filled_even_without_sends(chain
     # What a filler refused in an earlier round leaves, with the next nonce unknown (a lost answer): a
     # node whose pending count stops at the gap answers the hole itself as the next nonce.
     relayer._holes = [nonce]  # noqa: SLF001 - the state no node can be made to produce on cue
+    fillers: list[SentTransaction] = []
+    relayer.on_filler = fillers.append
     try:
         await relayer._sending()  # noqa: SLF001 - the sender's loop, run to its end
     finally:
         await rpc.aclose()
 
+    # anvil answers a send a moment before its block is in: wait for it rather than race it.
+    [filler] = fillers
+    chain.rpc.wait_for_receipt(filler.tx_hash)
     assert relayer_nonce(chain) == nonce + 1
     mined = chain.rpc.call("eth_getBlockByNumber", ["latest", True])["transactions"][-1]
     assert (int(mined["nonce"], 16), int(mined["value"], 16), mined["to"].lower()) == (
