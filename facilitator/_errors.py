@@ -31,6 +31,7 @@ __all__ = [
     "InvalidIdempotencyKeyError",
     "PaymentInvalidError",
     "RpcError",
+    "RpcTimeoutError",
 ]
 
 _ERROR_STRING_SELECTOR = "0x08c379a0"  # Error(string)
@@ -52,6 +53,12 @@ class ChainUnavailableError(ChainError):
     """The RPC node is unreachable, timed out, or answered something that is not JSON-RPC."""
 
     code = "chain_unavailable"
+
+
+class RpcTimeoutError(ChainUnavailableError):
+    """The node took the request and gave no answer in time: it may still act on it (a send may be mined)."""
+
+    code = "rpc_timeout"
 
 
 class FacilitatorAnswerError(ChainUnavailableError):

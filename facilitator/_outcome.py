@@ -17,6 +17,7 @@ from ._relayer import BroadcastUncertainError, SentTransaction
 from ._replacement import FeeBumper
 from ._reverted import RevertedRelease
 from ._token import transfer_logs
+from ._truth import ChainTruth
 from ._verify import VerifiedPayment
 from .wire import Reason, SettleResponse
 
@@ -41,6 +42,7 @@ class Outcomes:
         records: ClaimRecords,
         elsewhere: SettledElsewhere,
         reverted: RevertedRelease,
+        truth: ChainTruth,
         answers: Answers,
         confirmations: int,
         gas_limit_cap: int,
@@ -52,6 +54,7 @@ class Outcomes:
         self._records = records
         self._elsewhere = elsewhere
         self._reverted = reverted
+        self._truth = truth
         self._answers = answers
         self._confirmations = confirmations
         self._gas_limit_cap = gas_limit_cap
@@ -86,6 +89,19 @@ class Outcomes:
                 "the settlement transaction could not be submitted; nothing was charged",
                 payer,
             )
+            try:
+                judged = await self._truth.judge(claim, deadline, pool=True)
+            except ChainError as unread:
+                # The node refused the send or does not hold it: nothing of ours is out there to wait for.
+                logger.warning("claim %s: the chain unread after its send failed: %s", claim.id, unread)
+                judged = None
+            if isinstance(judged, SettleResponse):
+                return judged
+            if judged is not None and judged.in_pool:
+                # Something the node holds uses the authorization (our send after all, or another): the
+                # claim stays claimed, and once its lease runs out `reconcile` records what was mined.
+                logger.warning("claim %s: its authorization is used in the pending block", claim.id)
+                return self._answers.pending(claim)
             return await self._records.record(claim, response, state=ClaimState.RELEASED)
         logger.debug("claim %s broadcast as %s (relayer nonce %d)", claim.id, sent.tx_hash, sent.nonce)
         return await self.wait(claim, deadline, sent=sent)
@@ -138,33 +154,35 @@ class Outcomes:
             if sent is not None
             else {}
         )
-        if receipt.status != 1:
-            within = deadline if bounded_revive else None
-            await self._reverted.remember(claim, receipt, within)
-            try:
-                settled = await self._elsewhere.record_if_settled(claim, within)
-            except ChainError as exc:
-                return await self._records.undecided(claim, tx_hash, sent_fields, exc)
-            if settled is not None:
-                return settled
-            released = await self._reverted.release(claim, receipt, tx_hash, sent_fields, within)
-            if released is not None:
-                return released
-            reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
-        elif not any(
+        if receipt.status == 1 and any(
             log.token == claim.asset
             and log.from_ == claim.payer
             and log.to == claim.pay_to
             and log.value == claim.amount
             for log in transfer_logs(receipt.raw)
         ):
-            reason = Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH
-            message = "the transaction did not transfer the authorized amount"
-        else:
             logger.info("claim %s settled by %s in block %d", claim.id, tx_hash, receipt.block_number)
             return await self._records.success(
                 claim, tx_hash, receipt.block_number, receipt.block_hash, **sent_fields
             )
+        within = deadline if bounded_revive else None
+        if receipt.status != 1:
+            await self._reverted.remember(claim, receipt, within)
+        # The receipt says what one transaction did; the chain, what became of the payment.
+        try:
+            judged = await self._truth.judge(claim, within)
+        except ChainError as exc:
+            return await self._records.undecided(claim, tx_hash, sent_fields, exc)
+        if isinstance(judged, SettleResponse):
+            return judged
+        if receipt.status != 1:
+            released = await self._reverted.release(claim, judged, receipt, tx_hash, sent_fields)
+            if released is not None:
+                return released
+            reason, message = Reason.TRANSACTION_FAILED, "the settlement transaction reverted"
+        else:
+            reason = Reason.INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH
+            message = "the transaction did not transfer the authorized amount"
         logger.warning("claim %s failed on chain in %s: %s", claim.id, tx_hash, reason)
         failure = self._answers.failure(reason, message, claim.payer, transaction=tx_hash)
         return await self._records.record(

@@ -19,6 +19,7 @@ from hexbytes import HexBytes
 from ._claims import Claim, ClaimStore
 from ._errors import ChainError
 from ._pool import RelayerPool
+from ._relayer import BroadcastUncertainError
 from ._rpc import RpcClient
 from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, decode_bool, encode_authorization_state
 from .wire import checksum_address
@@ -132,12 +133,16 @@ class Recovery:
             return tx_hash
         sent_before = TypedTransaction.from_bytes(HexBytes(claim.raw_tx)).as_dict()
         # The same call again: to the token, or to Multicall3 when it also deploys an ERC-6492 wallet.
-        sent = await self._relayer.send(
-            checksum_address("0x" + bytes(sent_before["to"]).hex()),
-            "0x" + bytes(sent_before["data"]).hex(),
-            int(sent_before["gas"]),
-            claim_id=claim.id,
-        )
+        try:
+            sent = await self._relayer.send(
+                checksum_address("0x" + bytes(sent_before["to"]).hex()),
+                "0x" + bytes(sent_before["data"]).hex(),
+                int(sent_before["gas"]),
+                claim_id=claim.id,
+            )
+        except BroadcastUncertainError as exc:
+            # Maybe taken (a slow node, a lost answer): the claim waits for it like any it sent.
+            sent = exc.sent
         logger.info("claim %s: the nonce of %s was taken; re-sent as %s", claim.id, tx_hash, sent.tx_hash)
         await self._claims.mark_broadcast(
             claim.id, relayer=sent.sender, relayer_nonce=sent.nonce, tx_hash=sent.tx_hash, raw_tx=sent.raw

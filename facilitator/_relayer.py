@@ -7,8 +7,9 @@ JSON-RPC batch in nonce order (one HTTP request, where one send each cost a requ
 and each reply is read as a lone send's. A send refused below one the node accepted leaves its nonce
 empty: the sender fills it at once with a zero-value transfer to itself, so later nonces never wait on
 a gap. After an error reply the next allocation asks the node for its pending count; after a lost answer
-the node is asked whether it holds each transaction's hash. Receipt waits happen elsewhere, so sends
-pipeline while earlier transactions are still being mined.
+the node is asked whether it holds each transaction's hash (a send that timed out counts as maybe sent
+whatever the node says of it then: a slow node may take it later). Receipt waits happen elsewhere, so
+sends pipeline while earlier transactions are still being mined.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Literal
 import coincurve
 from eth_account import Account
 
-from ._errors import ChainError, ChainUnavailableError, RpcError
+from ._errors import ChainError, ChainUnavailableError, RpcError, RpcTimeoutError
 from ._nonce_words import nonce_too_high, nonce_too_low
 from ._rpc import RpcCall, RpcClient
 from ._txsign import sign_eip1559
@@ -151,8 +152,10 @@ class Relayer:
         while self._queue or self._holes:
             if not self._queue:
                 await asyncio.sleep(_FILL_RETRY_S)
-            sends = [send for send in self._queue[:_ROUND_MAX] if not send.future.done()]
-            del self._queue[:_ROUND_MAX]
+            # A round goes out as one request, in nonce order: no larger than the client sends at once.
+            most = min(_ROUND_MAX, self._rpc.batch_limit)
+            sends = [send for send in self._queue[:most] if not send.future.done()]
+            del self._queue[:most]
             try:
                 await self._round(sends)
             except asyncio.CancelledError:
@@ -246,7 +249,8 @@ class Relayer:
     async def _submit(self, signed: list[SentTransaction]) -> list[ChainError | None]:
         """Send `signed` as one batch; per transaction None if the node holds it, else why not.
 
-        A lost answer is settled by asking the node for each hash; a transaction it cannot be asked about
+        A lost answer is settled by asking the node for each hash; a transaction it cannot be asked about,
+        or one whose request timed out (a slow node may take it after answering that it does not hold it),
         is a `BroadcastUncertainError`.
         """
         if not signed:
@@ -271,10 +275,12 @@ class Relayer:
             return [BroadcastUncertainError(tx, str(lost)) for tx in signed]
         out: list[ChainError | None] = []
         for tx, reply in zip(signed, found, strict=True):
-            if isinstance(reply, RpcError):
+            if reply is not None and not isinstance(reply, RpcError):
+                out.append(None)
+            elif isinstance(reply, RpcError) or isinstance(lost, RpcTimeoutError):
                 out.append(BroadcastUncertainError(tx, str(lost)))
             else:
-                out.append(None if reply is not None else lost)
+                out.append(lost)
         return out
 
     @staticmethod
@@ -306,7 +312,8 @@ class Relayer:
                 return None
             raise
         except ChainUnavailableError as exc:
-            if not await self._node_knows(replacement, exc):
+            # A timed-out replacement may still be taken: it is kept with the others of its nonce.
+            if not isinstance(exc, RpcTimeoutError) and not await self._node_knows(replacement, exc):
                 raise
         return replacement
 

@@ -10,12 +10,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ._answers import Answers, read_within
 from ._claims import Claim, ClaimState
-from ._errors import ChainError, RpcError
+from ._errors import ChainError
 from ._receipts import Receipt
 from ._records import ClaimRecords
 from ._reverts import RevertedSettlement, RevertGuard, wallet_code_hash
-from ._rpc import RpcCall, RpcClient
-from ._token import decode_bool, encode_authorization_state
+from ._rpc import RpcClient
+from ._truth import AuthorizationOnChain
 from .wire import Reason, SettleResponse, checksum_address
 
 __all__ = ["MAX_SETTLE_ATTEMPTS", "RevertedRelease"]
@@ -62,10 +62,10 @@ class RevertedRelease:
     async def release(
         self,
         claim: Claim,
+        state: AuthorizationOnChain,
         receipt: Receipt,
         tx_hash: str,
         sent_fields: dict[str, Any],
-        deadline: float | None,
     ) -> SettleResponse | None:
         """Release a claim whose transaction reverted without using the authorization (out of gas, say).
 
@@ -73,35 +73,13 @@ class RevertedRelease:
         (every retry would be refused as a duplicate). Releasing cannot settle twice: the reverted
         transaction is final, and the token uses an authorization at most once, so whichever later
         transaction carries it either pays (once) or reverts and is then matched to the one that paid.
-        None when the authorization is used (cancelled, or paid elsewhere) or expired, or when this was the
-        claim's `MAX_SETTLE_ATTEMPTS`th transaction: a failure for good. The chain reads keep to the
-        `deadline`; past it the answer is pending, decided on a later call.
+        None when the chain's `state` shows the authorization used (cancelled, or paid elsewhere) or
+        expired, or when this was the claim's `MAX_SETTLE_ATTEMPTS`th transaction: a failure for good.
         """
         if claim.attempt >= MAX_SETTLE_ATTEMPTS:
             logger.warning("claim %s: attempt %d reverted too; not released again", claim.id, claim.attempt)
             return None
-        state_call = {
-            "to": claim.asset,
-            "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
-        }
-        try:
-            used, head = await read_within(
-                self._rpc.batch(
-                    [
-                        RpcCall("eth_call", [state_call, "latest"]),
-                        RpcCall("eth_getBlockByNumber", ["latest", False]),
-                    ]
-                ),
-                deadline,
-            )
-            if isinstance(used, RpcError):
-                raise used
-            if isinstance(head, RpcError):
-                raise head
-        except ChainError as exc:
-            return await self._records.undecided(claim, tx_hash, sent_fields, exc)
-        # Later blocks are no older than the latest: an authorization expired there can never be used.
-        if decode_bool(used) or int(head["timestamp"], 16) >= claim.valid_before:
+        if state.used or state.expired:
             return None
         logger.warning("claim %s: %s reverted and left the authorization unused; released", claim.id, tx_hash)
         failure = self._answers.failure(

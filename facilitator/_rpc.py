@@ -8,7 +8,8 @@ concurrent calls (its pool bookkeeping grows with the number of connections).
 
 Calls and batches made in the same turn of the event loop also travel together: each is queued, and at
 the end of the turn everything queued goes out as one JSON-RPC batch (up to `MAX_BATCH` calls an HTTP
-request). Fifty concurrent settlements then share their verifications, sends and receipt polls in a few
+request; on a node measured slow, fewer, and only as many at once as it answers well within the timeout:
+`NodePace`). Fifty concurrent settlements then share their verifications, sends and receipt polls in a few
 HTTP requests instead of one each; a profile at concurrency 50 showed each HTTP request costing more
 CPU in its socket write (the kernel's loopback work is charged to the sender) than in building it. A
 JSON-RPC batch is answered per call, so one call's error reply stays its own; a transport failure fails
@@ -18,9 +19,11 @@ every call of the request that carried it, as it would have failed each alone.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,12 +32,15 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from ._errors import ChainUnavailableError, RpcError
+from ._errors import ChainUnavailableError, RpcError, RpcTimeoutError
+from ._pace import NodePace
 
 __all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin", "unreachable_reason"]
 
 MAX_BATCH = 200
 """The most calls one HTTP request carries (public nodes refuse batches of a few hundred or more)."""
+
+_SEND = "eth_sendRawTransaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +53,27 @@ class RpcCall:
 
 @dataclass(eq=False, slots=True)
 class _Queued:
-    """A `call` (`single`) or `batch` waiting for the end of the event loop's turn."""
+    """A `call` (`single`) or `batch` waiting for the end of the event loop's turn, and its replies as the
+    requests carrying its calls come back (a batch larger than a request can carry is split)."""
 
     bodies: list[dict[str, Any]]
     single: bool
     future: asyncio.Future[list[Any]] = field(repr=False)
+    replies: list[Any] = field(default_factory=list, repr=False)
+    parts: int = 0  # its requests not yet answered
+
+
+@dataclass(eq=False, slots=True)
+class _Request:
+    """The calls of one HTTP request: slices `[start:end]` of queued entries' bodies."""
+
+    pieces: list[tuple[_Queued, int, int]] = field(default_factory=list)
+    size: int = 0
 
 
 class RpcClient:
-    """JSON-RPC over HTTP. Transport failures raise ChainUnavailableError; error replies raise RpcError."""
+    """JSON-RPC over HTTP. Transport failures raise ChainUnavailableError (RpcTimeoutError when the node took
+    the request and did not answer in time); error replies raise RpcError."""
 
     def __init__(self, url: str, *, timeout_s: float = 10.0, max_connections: int = 64):
         self.url = url
@@ -65,10 +83,20 @@ class RpcClient:
         # Made on first use, inside the event loop that will use it.
         self._session: aiohttp.ClientSession | None = None
         self._queue: list[_Queued] = []
+        self._waiting: collections.deque[_Request] = collections.deque()
+        self._in_flight = 0  # calls sent and not yet answered
+        self._pace = NodePace(timeout_s, MAX_BATCH * max_connections)
         self._sending: set[asyncio.Task[None]] = set()
 
+    @property
+    def batch_limit(self) -> int:
+        """The most calls one HTTP request carries now: `MAX_BATCH`, or fewer on a node measured slow."""
+        return min(MAX_BATCH, self._pace.limit())
+
     async def aclose(self) -> None:
-        """Close the underlying connection pool (requests still under way fail)."""
+        """Close the underlying connection pool (requests still under way or waiting fail)."""
+        while self._waiting:
+            self._fail(self._waiting.popleft(), "the RPC client was closed")
         for task in list(self._sending):
             task.cancel()
         await asyncio.gather(*self._sending, return_exceptions=True)
@@ -83,7 +111,9 @@ class RpcClient:
         return _result(reply)
 
     async def batch(self, calls: Sequence[RpcCall]) -> list[Any | RpcError]:
-        """Send `calls` in one round trip; each slot holds the result or the RpcError for that call."""
+        """Send `calls` in one round trip (several on a node measured slow, unless they hold a
+        transaction: sends keep their order in one request); each slot holds the result or the RpcError
+        for that call."""
         if not calls:
             return []
         bodies = [
@@ -107,60 +137,90 @@ class RpcClient:
         return queued.future
 
     def _flush(self) -> None:
-        """Send what this turn of the event loop queued, in HTTP requests of at most `MAX_BATCH` calls."""
+        """Queue what this turn of the event loop gathered as HTTP requests of at most `batch_limit` calls,
+        and send what the node has room for."""
         queued, self._queue = self._queue, []
-        group: list[_Queued] = []
-        size = 0
+        limit = self.batch_limit
+        request = _Request()
         for entry in queued:
-            if group and size + len(entry.bodies) > MAX_BATCH:
-                self._send(group)
-                group, size = [], 0
-            group.append(entry)
-            size += len(entry.bodies)
-        if group:
-            self._send(group)
+            entry.replies = [None] * len(entry.bodies)
+            whole = len(entry.bodies) <= limit or any(b["method"] == _SEND for b in entry.bodies)
+            step = len(entry.bodies) if whole else limit
+            for start in range(0, len(entry.bodies), step):
+                end = min(start + step, len(entry.bodies))
+                if request.size and request.size + end - start > limit:
+                    self._waiting.append(request)
+                    request = _Request()
+                request.pieces.append((entry, start, end))
+                request.size += end - start
+                entry.parts += 1
+        if request.size:
+            self._waiting.append(request)
+        self._dispatch()
 
-    def _send(self, group: list[_Queued]) -> None:
-        task = asyncio.get_running_loop().create_task(self._exchange(group))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+    def _dispatch(self) -> None:
+        """Send the waiting requests, in order, while the calls in flight stay within the node's pace."""
+        limit = self._pace.limit()
+        while self._waiting:
+            request = self._waiting[0]
+            if self._in_flight and self._in_flight + request.size > limit:
+                return
+            self._waiting.popleft()
+            if all(entry.future.done() for entry, _, _ in request.pieces):
+                continue  # every caller stopped waiting: nothing to ask
+            self._in_flight += request.size
+            task = asyncio.get_running_loop().create_task(self._exchange(request, self._in_flight))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
-    async def _exchange(self, group: list[_Queued]) -> None:
-        """One HTTP request for `group`: a lone `call` as a JSON-RPC object, anything else as a batch."""
+    async def _exchange(self, request: _Request, in_flight: int) -> None:
+        """One HTTP request: a lone `call` as a JSON-RPC object, anything else as a batch."""
+        started = time.monotonic()
+        timed_out = False
         try:
-            if len(group) == 1 and group[0].single:
-                replies = [await self._post(group[0].bodies[0])]
+            bodies = [body for entry, start, end in request.pieces for body in entry.bodies[start:end]]
+            if len(request.pieces) == 1 and request.pieces[0][0].single:
+                replies = [await self._post(bodies[0])]
             else:
-                answer = await self._post([body for entry in group for body in entry.bodies])
+                answer = await self._post(bodies)
                 if not isinstance(answer, list):
                     raise ChainUnavailableError(f"RPC node answered a batch with {type(answer).__name__}")
                 by_id = {r.get("id"): r for r in answer if isinstance(r, dict)}
-                replies = [by_id.get(body["id"]) for entry in group for body in entry.bodies]
+                replies = [by_id.get(body["id"]) for body in bodies]
         except asyncio.CancelledError:
-            self._fail(group, "the RPC client was closed")
+            self._fail(request, "the RPC client was closed")
             raise
         except ChainUnavailableError as exc:
-            self._fail(group, str(exc))
+            timed_out = isinstance(exc, RpcTimeoutError)
+            self._fail(request, str(exc), timed_out=timed_out)
             return
         except Exception as exc:  # noqa: BLE001 - every caller of this request must get an answer
-            self._fail(group, f"RPC request failed: {type(exc).__name__}: {exc}")
+            self._fail(request, f"RPC request failed: {type(exc).__name__}: {exc}")
             return
-        start = 0
-        for entry in group:
-            mine = replies[start : start + len(entry.bodies)]
-            start += len(entry.bodies)
+        finally:
+            self._in_flight -= request.size
+            self._pace.measured(in_flight, time.monotonic() - started, timed_out=timed_out)
+            self._dispatch()
+        offset = 0
+        for entry, start, end in request.pieces:
+            mine = replies[offset : offset + end - start]
+            offset += end - start
             if entry.future.done():
-                continue  # its caller stopped waiting
+                continue  # its caller stopped waiting, or another of its requests failed
             if any(reply is None for reply in mine):
                 entry.future.set_exception(ChainUnavailableError("RPC node dropped a call from a batch"))
-            else:
-                entry.future.set_result(mine)
+                continue
+            entry.replies[start:end] = mine
+            entry.parts -= 1
+            if not entry.parts:
+                entry.future.set_result(entry.replies)
 
     @staticmethod
-    def _fail(group: list[_Queued], message: str) -> None:
-        for entry in group:
+    def _fail(request: _Request, message: str, *, timed_out: bool = False) -> None:
+        error = RpcTimeoutError if timed_out else ChainUnavailableError
+        for entry, _, _ in request.pieces:
             if not entry.future.done():
-                entry.future.set_exception(ChainUnavailableError(message))
+                entry.future.set_exception(error(message))
 
     async def _post(self, body: object) -> Any:
         if self._session is None:
@@ -173,7 +233,16 @@ class RpcClient:
             async with self._session.post(self.url, data=orjson.dumps(body)) as response:
                 content = await response.read()
                 status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as exc:
+            raise ChainUnavailableError(
+                f"RPC node unreachable ({shown_origin(self.url)}): {unreachable_reason(exc)}"
+            ) from exc
+        except TimeoutError as exc:
+            # The request may have reached the node, which may still act on it.
+            raise RpcTimeoutError(
+                f"RPC node unreachable ({shown_origin(self.url)}): {unreachable_reason(exc)}"
+            ) from exc
+        except aiohttp.ClientError as exc:
             raise ChainUnavailableError(
                 f"RPC node unreachable ({shown_origin(self.url)}): {unreachable_reason(exc)}"
             ) from exc

@@ -49,6 +49,7 @@ from ._rpc import RpcClient
 from ._sent import SentTransactionStore
 from ._settlement import Settlement
 from ._takeover import account_for_key
+from ._truth import ChainTruth
 from ._verify import Verifier
 from .wire import (
     PaymentPayload,
@@ -134,6 +135,7 @@ class Facilitator:
             records=records,
             elsewhere=self._elsewhere,
             reverted=RevertedRelease(rpc, records, self._answers, self.revert_guard),
+            truth=ChainTruth(rpc, self._elsewhere),
             answers=self._answers,
             confirmations=confirmations,
             gas_limit_cap=gas_limit_cap,

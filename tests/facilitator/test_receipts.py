@@ -228,7 +228,7 @@ async def test_the_search_for_a_front_runner_on_a_stalled_node_keeps_to_the_budg
     assert await claim_rows(sqlite_url) == []
 
 
-@pytest.mark.parametrize("stalled_method", ["eth_getLogs", "eth_getBlockByNumber"])
+@pytest.mark.parametrize("stalled_method", ["eth_call", "eth_getBlockByNumber"])
 async def test_a_revert_read_on_a_stalled_node_is_pending_within_the_budget_then_decided(
     stalled_method: str,
     chain: DevChain,
@@ -236,8 +236,9 @@ async def test_a_revert_read_on_a_stalled_node_is_pending_within_the_budget_then
     new_payer: Callable[..., str],
     sqlite_url: str,
 ) -> None:
-    """What a revert means is read from the chain: the search for someone else's settlement (logs), then
-    whether the authorization is still usable (the head block). A node that hangs on either is cut."""
+    """What a revert means is read from the chain: whether the authorization was used (the token's state)
+    and can still be (the head block), in one batch; only a used one is then searched for the transfer
+    that used it (logs). A node that hangs on either read of the batch is cut."""
     requirements = make_requirements(chain)
     valid_before = int(time.time()) + 60
     payload = sign_payment(new_payer(), requirements, valid_before=valid_before)

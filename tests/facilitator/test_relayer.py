@@ -315,11 +315,16 @@ async def test_a_hole_at_the_nodes_next_nonce_is_filled_even_without_sends(chain
     # What a filler refused in an earlier round leaves, with the next nonce unknown (a lost answer): a
     # node whose pending count stops at the gap answers the hole itself as the next nonce.
     relayer._holes = [nonce]  # noqa: SLF001 - the state no node can be made to produce on cue
+    fillers: list[SentTransaction] = []
+    relayer.on_filler = fillers.append
     try:
         await relayer._sending()  # noqa: SLF001 - the sender's loop, run to its end
     finally:
         await rpc.aclose()
 
+    # anvil answers a send a moment before its block is in: wait for it rather than race it.
+    [filler] = fillers
+    chain.rpc.wait_for_receipt(filler.tx_hash)
     assert relayer_nonce(chain) == nonce + 1
     mined = chain.rpc.call("eth_getBlockByNumber", ["latest", True])["transactions"][-1]
     assert (int(mined["nonce"], 16), int(mined["value"], 16), mined["to"].lower()) == (
@@ -376,3 +381,27 @@ async def test_a_pending_count_leaving_out_the_pool_never_reuses_the_nonce_of_a_
     for sent in (first, second):
         receipt = chain.rpc.call("eth_getTransactionReceipt", [sent.tx_hash])
         assert receipt is not None and int(receipt["status"], 16) == 1, sent
+
+
+async def test_a_send_the_node_takes_after_its_timeout_is_waited_for_never_reported_unsent(
+    sqlite_url: str, chain: DevChain, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+) -> None:
+    """A slow node answers the send too late, answers that it does not hold the transaction, and then takes
+    it: a send that timed out may have been taken, so the settle waits for it and answers what the chain
+    did, never "could not be submitted; nothing was charged" while the payer is charged."""
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    payee_before = chain.balance_of(PAY_TO)
+    async with rpc_proxy(chain.rpc_url) as proxy:
+        service = await open_facilitator(sqlite_url, rpc_url=proxy.url, rpc_timeout_s=1.0)
+        late = proxy.late(b"eth_sendRawTransaction", after=b"eth_getTransactionByHash")
+        answer = await service.settle(payload, requirements, idempotency_key="late-1")
+        assert late.reached.is_set()
+        again = await service.settle(payload, requirements, idempotency_key="late-1")
+
+    assert (answer.success, answer.error_reason) == (True, None), answer
+    assert again == answer
+    assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    assert [(r["state"], r["tx_hash"]) for r in await claim_rows(sqlite_url)] == [
+        (ClaimState.SUCCEEDED, answer.transaction)
+    ]
