@@ -138,7 +138,9 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
             "maxPriorityFeePerGas": 10**9,
         }
     )
-    chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
+    sent = chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
+    # A node may answer the send a moment before its block is in: the count is read once it is mined.
+    chain.rpc.wait_for_receipt(sent)
     assert relayer_nonce(chain) == outside_nonce + 1
     payee_before = chain.balance_of(PAY_TO)
 
