@@ -51,6 +51,13 @@ async def authorization_used(
     return decode_bool(await rpc.call("eth_call", call, block))
 
 
+async def claim_settlement(rpc: RpcClient, claim: Claim) -> ThirdPartySettlement | None:
+    """`find_settlement` of `claim`'s authorization and terms."""
+    return await find_settlement(
+        rpc, asset=claim.asset, payer=claim.payer, nonce=claim.nonce, pay_to=claim.pay_to, amount=claim.amount
+    )
+
+
 async def find_settlement(
     rpc: RpcClient, *, asset: str, payer: str, nonce: str, pay_to: str, amount: int
 ) -> ThirdPartySettlement | None:
@@ -155,14 +162,7 @@ class Recovery:
 
     async def settlement_of(self, claim: Claim) -> ThirdPartySettlement | None:
         """The mined transaction that used the claim's authorization and paid the payee, if any."""
-        return await find_settlement(
-            self._rpc,
-            asset=claim.asset,
-            payer=claim.payer,
-            nonce=claim.nonce,
-            pay_to=claim.pay_to,
-            amount=claim.amount,
-        )
+        return await claim_settlement(self._rpc, claim)
 
     async def safely(self, claim: Claim, tx_hash: str) -> str | ThirdPartySettlement:
         """`revive`, logging instead of raising when the chain cannot be reached (a later pass retries)."""

@@ -18,7 +18,7 @@ from ._answers import read_within
 from ._claims import Claim
 from ._elsewhere import SettledElsewhere
 from ._errors import RpcError
-from ._recovery import find_settlement
+from ._recovery import claim_settlement
 from ._rpc import RpcCall, RpcClient
 from ._token import decode_bool, encode_authorization_state
 from .wire import SettleResponse
@@ -74,17 +74,7 @@ class ChainTruth:
         if not decode_bool(used):
             in_pool = pool and decode_bool(values[2])
             return AuthorizationOnChain(used=False, expired=expired, in_pool=in_pool)
-        settled = await read_within(
-            find_settlement(
-                self._rpc,
-                asset=claim.asset,
-                payer=claim.payer,
-                nonce=claim.nonce,
-                pay_to=claim.pay_to,
-                amount=claim.amount,
-            ),
-            deadline,
-        )
+        settled = await read_within(claim_settlement(self._rpc, claim), deadline)
         if settled is not None:
             return await self._elsewhere.record(claim, settled)
         return AuthorizationOnChain(used=True, expired=expired)
