@@ -81,8 +81,9 @@ class NodeClock:
             reply = await self._simulate_at(simulation, now)
             if reply is not None:
                 return reply
-        if not await self._pending_is_its_latest():
-            raise _behind(valid_after) from refusal
+        pending_is_latest, stamped = await self._pending_block()
+        if not pending_is_latest:
+            raise _behind(valid_after, stamped, now) from refusal
         wall_clock_from = valid_after + self._margin_s + 1
         if readable and now >= wall_clock_from:
             return None
@@ -109,20 +110,29 @@ class NodeClock:
         self._no_overrides = True
         return None
 
-    async def _pending_is_its_latest(self) -> bool:
-        """Whether the node's `pending` block is its `latest` (ganache), so it simulates at the head's time.
+    async def _pending_block(self) -> tuple[bool, int | None]:
+        """Whether the node's `pending` block is its `latest` (ganache's: it simulates at the head's time
+        and says nothing of its next block's), and if not, the time it stamps that block with (if told).
 
         Only a yes is remembered: a block mined between the two reads makes them differ for a moment.
         """
-        if not self._pending_is_latest:
-            pending, latest = await self._rpc.batch(_PENDING_AND_LATEST)
-            self._pending_is_latest = (
-                isinstance(pending, dict)
-                and isinstance(latest, dict)
-                and pending.get("hash") is not None
-                and pending.get("hash") == latest.get("hash")
-            )
-        return self._pending_is_latest
+        if self._pending_is_latest:
+            return True, None
+        pending, latest = await self._rpc.batch(_PENDING_AND_LATEST)
+        if not isinstance(pending, dict) or not isinstance(latest, dict):
+            return False, None
+        if pending.get("hash") is not None and pending.get("hash") == latest.get("hash"):
+            self._pending_is_latest = True
+            return True, None
+        return False, _quantity(pending.get("timestamp"))
+
+
+def _quantity(value: object) -> int | None:
+    """A JSON-RPC quantity (hex), or None for anything else."""
+    try:
+        return int(value, 16) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 async def estimate_counterfactual_at_wall_clock(
@@ -164,12 +174,18 @@ async def estimate_counterfactual_at_wall_clock(
     return str(gas)
 
 
-def _behind(valid_after: int) -> PaymentInvalidError:
-    """The refusal of a node whose next block is stamped at or before `valid_after`."""
+def _behind(valid_after: int, stamped: int | None, now: int) -> PaymentInvalidError:
+    """The refusal of a node whose next block, stamped `stamped` if told, is not after `valid_after`."""
+    when = (
+        f"it stamps its next block {stamped}, {now - stamped} s behind this facilitator's clock; try "
+        f"again in {valid_after + 1 - stamped} s"
+        if stamped is not None and stamped <= valid_after
+        else "it stamps its next block at or before it (its clock runs behind this facilitator's); try "
+        "again in a few seconds"
+    )
     return PaymentInvalidError(
         _NOT_YET_VALID,
-        f"the authorization is not yet valid on this node's clock: it stamps its next block at or before "
-        f"validAfter {valid_after} (its clock runs behind this facilitator's); try again in a few seconds",
+        f"the authorization is not yet valid on this node's clock, by validAfter {valid_after}: {when}",
     )
 
 
