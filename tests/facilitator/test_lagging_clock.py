@@ -1,9 +1,12 @@
-"""A node that simulates in its last block (ganache 7: its `pending` block is its head, and it takes no block
-overrides), idle since before a payment became valid: the wall clock decides the window once validAfter is
-the validity margin behind it, reads decide the rest, and the node is asked for an override once.
+"""Nodes that simulate behind the wall clock. ganache 7 (its `pending` block is its head, and it takes no
+block overrides), idle since before a payment became valid: the wall clock decides the window once
+validAfter is the validity margin behind it, reads decide the rest, and the node is asked for an override
+once. Hardhat 3 with its clock behind ours (its pending block is its next one, and it takes no override
+either): a payment valid by the wall clock is refused as not yet valid on the node's clock, with how long
+to wait, and settles once that clock has passed validAfter.
 
-A node whose own clock lags (anvil after `anvil_setTime`, behind a front that drops overrides) is
-tests/facilitator/test_chain_time.py's; the settle suite on every node is tests/facilitator/test_any_node.py.
+anvil with its clock set back, behind a front that drops overrides, is tests/facilitator/test_chain_time.py's;
+the settle suite on every node is tests/facilitator/test_any_node.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from payer import sign_payment
 from tests.fixtures.chain import head_timestamp
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on, make_requirements
+from tests.fixtures.peer_nodes import HARDHAT_LAG_S
 
 from .payments import relayer_nonce
 
@@ -139,3 +143,40 @@ async def test_past_the_margin_payments_settle_and_the_node_is_asked_for_an_over
 
     assert chain.balance_of(PAY_TO) == payee_before + 2 * requirements.amount
     assert asked == ["eth_estimateGas"]
+
+
+def _pending_time(chain: DevChain) -> int:
+    return int(chain.rpc.call("eth_getBlockByNumber", ["pending", False])["timestamp"], 16)
+
+
+async def test_on_a_node_whose_clock_lags_a_payment_waits_for_that_clock_then_settles(
+    lagging_hardhat_chain: DevChain, sqlite_url: str
+) -> None:
+    chain = lagging_hardhat_chain
+    service = await Facilitator.open(facilitator_settings_on(chain, sqlite_url))
+    try:
+        requirements = make_requirements(chain)
+        key = chain.new_payer()
+        # Valid by the wall clock, not yet by the node's (HARDHAT_LAG_S or more behind it) for about ten
+        # seconds: room for any stall before the verify.
+        node_time = _pending_time(chain)
+        valid_after = int(time.time()) - 2
+        assert node_time <= valid_after - HARDHAT_LAG_S + 2
+        payload = sign_payment(key, requirements, valid_after=valid_after)
+        nonce_before = relayer_nonce(chain)
+
+        refused = await service.verify(payload, requirements)
+
+        assert (refused.is_valid, refused.invalid_reason) == (False, _NOT_YET_VALID)
+        message = refused.invalid_message or ""
+        assert "not yet valid on this node's clock" in message
+        assert "s behind this facilitator's clock; try again in" in message
+        assert "expire" not in message
+        assert relayer_nonce(chain) == nonce_before
+        await wait_until(lambda: _pending_time(chain) > valid_after, what="the node's clock past validAfter")
+        payee_before = chain.balance_of(PAY_TO)
+        settled = await service.settle(payload, requirements)
+        assert (settled.success, settled.error_reason) == (True, None)
+        assert chain.balance_of(PAY_TO) == payee_before + requirements.amount
+    finally:
+        await service.aclose()
