@@ -143,7 +143,8 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
         }
     )
     chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
-    assert relayer_nonce(chain) == outside_nonce + 1
+    # anvil's automine mines after it answers the send, not before: wait for the block.
+    await wait_until(lambda: relayer_nonce(chain) == outside_nonce + 1, what="the outside transaction mined")
     payee_before = chain.balance_of(PAY_TO)
 
     after = await service.settle(sign_payment(key, requirements), requirements)
