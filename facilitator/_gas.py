@@ -134,6 +134,11 @@ class TransferGas:
             raise simulation_failure(exc.revert_reason or exc.message) from exc
         return int(reply, 16)
 
+    def unsimulated(self, asset: str) -> int:
+        """The gas of an EOA's transfer that the node could not simulate (`_lagging_clock`): what the
+        token's transfers are known to cost, or else the cap, the most a settlement may spend."""
+        return self._eoa_gas.get(asset, self.cap)
+
     def check_cap(self, estimate: int, *, what: str = "the transfer needs") -> None:
         """Refuse a transaction needing more gas than `cap`."""
         if estimate > self.cap:

@@ -12,7 +12,8 @@ settlement would land in, not a stale head. A head *ahead* of the wall clock (a 
 fast, a rollup stamping early) is a real constraint, since the next block cannot be older than it: the
 authorization must then stay valid past the head's timestamp + 1 plus the margin, or it is refused as
 expiring too soon (settling it would only revert). `validAfter` is never moved by a future head: the payer
-named a moment of the wall clock, and that has not come.
+named a moment of the wall clock, and that has not come. A node simulating behind the wall clock (ganache
+simulates `pending` in its last block) is `_lagging_clock`'s.
 
 Every simulation runs from the relayer with the fee caps its send will carry (`_gas.Fees`, the relayer's
 own, read at most once a second): a node runs a call without fees at a gas price of zero, and a wallet
@@ -63,7 +64,7 @@ from ._gas import (
     is_contract,
     unaffordable,
 )
-from ._lagging_clock import estimate_counterfactual_at_wall_clock, simulate_at_wall_clock
+from ._lagging_clock import NodeClock, estimate_counterfactual_at_wall_clock
 from ._refusals import (
     check_counterfactual_steps,
     check_head_time,
@@ -150,6 +151,7 @@ class Verifier:
         self._fees = fees
         self._margin_s = validity_margin_s
         self._gas = TransferGas(rpc, relayer=relayer, cap=gas_limit_cap)
+        self._clock = NodeClock(rpc, margin_s=validity_margin_s)
         self._domains = TokenDomains()
         self._signed = SignatureMemo()
 
@@ -320,10 +322,16 @@ class Verifier:
         check_head_time(auth, head, now, self._margin_s)
         if isinstance(gas, RpcError):
             simulation = self._gas.simulation(terms.asset, calldata, eoa_signature, fees)
-            gas = await simulate_at_wall_clock(
-                self._rpc, simulation, gas, valid_after=auth.valid_after, now=now
+            # Reads vouch for all but the time (nonce, pause, blacklists, balance, a recovered signature)
+            # only for an EOA without code, once the token reads were made.
+            readable = state is not None and eoa_signature and not is_contract(wallet_code)
+            gas = await self._clock.simulate_at_wall_clock(
+                simulation, gas, valid_after=auth.valid_after, now=now, readable=readable
             )
-        estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
+        if gas is None:
+            estimate = self._gas.unsimulated(terms.asset)
+        else:
+            estimate = await self._gas.estimate(terms.asset, calldata, eoa_signature, wallet_code, gas, fees)
         self._gas.check_cap(estimate)
         return VerifiedPayment(
             authorization=auth,

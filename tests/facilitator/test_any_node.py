@@ -18,7 +18,7 @@ import pytest
 from eth_account import Account
 
 from devchain import DevChain
-from facilitator import Facilitator
+from facilitator import Facilitator, FacilitatorSettings
 from facilitator.wire import Reason
 from payer import sign_payment
 from tests.fixtures.chain import head_timestamp
@@ -26,6 +26,10 @@ from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on, make_requirements
 
 from .payments import relayer_address, relayer_nonce, transfer_logs_of, tx_count
+
+# The facilitator's validity margin: how far behind the wall clock validAfter must be on a node that
+# simulates in its last block.
+_MARGIN_S: int = FacilitatorSettings.model_fields["validity_margin_s"].default
 
 
 @pytest.fixture
@@ -160,21 +164,19 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
     assert _nothing_in_flight(chain)
 
 
+def _stamps_a_block_now_after(chain: DevChain, moment: int) -> bool:
+    """Whether the node would stamp a block mined now later than `moment`, as its pending block tells; a
+    pending block that is the head (ganache's) tells nothing, and ganache stamps by this machine's clock."""
+    pending, latest = (chain.rpc.call("eth_getBlockByNumber", [tag, False]) for tag in ("pending", "latest"))
+    if pending["hash"] == latest["hash"]:
+        return time.time() >= moment + 1
+    return int(pending["timestamp"], 16) > moment
+
+
 @pytest.mark.parametrize(
     "node_chain",
-    [
-        # anvil's idle chain is tests/facilitator/test_chain_time.py's (twenty minutes, by its cheat codes).
-        "hardhat",
-        pytest.param(
-            "ganache",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 26 point 5: ganache simulates `pending` at its last block's time and ignores "
-                "eth_call's block overrides, so a payment valid by the wall clock but not at the head's time "
-                "is refused as not yet valid (invalid_exact_evm_payload_authorization_valid_after)",
-            ),
-        ),
-    ],
+    # anvil's idle chain is tests/facilitator/test_chain_time.py's (twenty minutes, by its cheat codes).
+    ["hardhat", "ganache"],
     indirect=True,
 )
 async def test_a_chain_idle_since_before_a_payment_became_valid_does_not_refuse_it(
@@ -185,9 +187,16 @@ async def test_a_chain_idle_since_before_a_payment_became_valid_does_not_refuse_
     key = chain.new_payer()  # mines the head block this test waits past
     head = head_timestamp(chain.rpc)
     # Valid from a second after the head: by the wall clock when it is sent, not at the head's time (where
-    # a node that simulates `pending` as its last block, as ganache does, would run the transfer).
-    payload = sign_payment(key, requirements, valid_after=head + 1)
-    await wait_until(lambda: time.time() >= head + 2, what="the wall clock a second past validAfter")
+    # ganache, whose `pending` block is its head, runs the transfer). Only the wall clock vouches for it
+    # there, once validAfter is the validity margin behind it. Hardhat 3 stamps blocks by a clock of its
+    # own, behind the wall clock by the whole seconds its start took: until that clock passes validAfter
+    # the refusal is true (the next block would revert the transfer), so the test waits for both.
+    valid_after = head + 1
+    payload = sign_payment(key, requirements, valid_after=valid_after)
+    await wait_until(
+        lambda: time.time() >= valid_after + _MARGIN_S + 1 and _stamps_a_block_now_after(chain, valid_after),
+        what="the wall clock the validity margin past validAfter, and the node's clock past it",
+    )
     payee_before = chain.balance_of(PAY_TO)
 
     verified = await service.verify(payload, requirements)

@@ -216,6 +216,8 @@ async def test_a_node_that_cannot_simulate_at_the_clock_refuses_truthfully_as_no
     assert (verified.is_valid, verified.invalid_reason) == (False, reason)
     assert verified.invalid_message is not None
     assert "not yet valid on this node's clock" in verified.invalid_message
+    # anvil's pending block is its next one, stamped by its clock: the refusal says how far behind it is.
+    assert "s behind this facilitator's clock; try again in" in verified.invalid_message
     assert "expire" not in verified.invalid_message
     assert (settled.success, settled.error_reason, settled.transaction) == (False, reason, "")
     assert relayer_nonce(chain) == nonce_before
