@@ -66,9 +66,9 @@ if TYPE_CHECKING:
     from ._keystore import KeyRecord, KeyStatus, KeyStore
     from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
     from ._readings import READING_HEADER, CardReading, read_card
-    from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
+    from ._result import OTHER_READING, CardStatus, SignatureCheck, SignaturePolicy, VerificationResult
     from ._unreachable import unreachable_reason
-    from ._verify import CardVerifier, SignaturePolicy
+    from ._verify import CardVerifier
 
 __all__ = [
     "AgentCardError",
@@ -175,9 +175,9 @@ _EXPORTS = {
     "._keystore": ("KeyRecord", "KeyStatus", "KeyStore"),
     "._parse": ("MAX_CARD_BYTES", "MAX_NESTING", "parse_card_json"),
     "._readings": ("READING_HEADER", "CardReading", "read_card"),
-    "._result": ("OTHER_READING", "CardStatus", "SignatureCheck", "VerificationResult"),
+    "._result": ("OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"),
     "._unreachable": ("unreachable_reason",),
-    "._verify": ("CardVerifier", "SignaturePolicy"),
+    "._verify": ("CardVerifier",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
