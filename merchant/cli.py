@@ -24,8 +24,11 @@ from observability import (
     render_checks,
     settings_secrets,
 )
+from storage import DatabaseUnavailableError, DatabaseUrlError, SchemaOutdatedError
 
 from .edge import GrpcListenError
+from .tenants import TenantConfigError, UnknownTenantError
+from .webhooks import WebhookError
 
 if TYPE_CHECKING:
     from .reconciler import ReconcileReport
@@ -45,10 +48,16 @@ MISTAKES: cli.Mistakes = {
     AgentCardError: None,
     ChainMismatchError: None,
     ChainUnavailableError: None,
+    DatabaseUnavailableError: "X402_DATABASE_URL",
+    DatabaseUrlError: "X402_DATABASE_URL",
     GrpcListenError: _GRPC_PORT_SETTING,
+    SchemaOutdatedError: "X402_DATABASE_URL",
+    TenantConfigError: "X402_TENANTS_FILE",
+    UnknownTenantError: None,
+    WebhookError: None,
 }
-"""What `x402-merchant`'s own commands answer as their user's mistakes, beside `cli.ConfigError` and settings
-errors; each group of `_SUBCOMMANDS` lists its own, answered too once it is loaded."""
+"""What every `x402-merchant` command answers as its user's mistakes, beside `cli.ConfigError` and settings
+errors; each group of `_SUBCOMMANDS` adds its own (`CallerKeyError`, ...) once it is loaded."""
 
 
 KEEP_ALIVE_S = 30
