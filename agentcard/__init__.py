@@ -16,53 +16,59 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 
 from __future__ import annotations
 
-from ._canonical import canonicalize_card
-from ._errors import (
-    AgentCardError,
-    AlgorithmNotAllowedError,
-    CanonicalizationError,
-    CardParseError,
-    CardTooLargeError,
-    CardUnsignedError,
-    CardVerificationError,
-    DuplicateKeyError,
-    JkuNotAllowedError,
-    JwksError,
-    JwksFetchError,
-    JwksInvalidError,
-    JwksTimeoutError,
-    KeyExpiredError,
-    KeyLoadError,
-    KeyMismatchError,
-    KeyNotFoundError,
-    KeyNotYetValidError,
-    KeyRevokedError,
-    KeyStoreError,
-    KeyUnusableError,
-    SignatureError,
-    SignatureMalformedError,
-    SignatureMismatchError,
-    SigningError,
-)
-from ._jwks import JWKS_PATH, JwksCache, check_jku, jwks_url
-from ._jws import JOSE_TYPE, sign_card
-from ._keys import (
-    DEFAULT_KEYS_ENV,
-    SIGNING_ALGORITHMS,
-    VERIFICATION_ALGORITHMS,
-    SigningKey,
-    VerificationKey,
-    generate_signing_key,
-    load_signing_key,
-    load_signing_keys_from_env,
-    parse_jwks,
-)
-from ._keystore import KeyRecord, KeyStatus, KeyStore
-from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
-from ._readings import READING_HEADER, CardReading, read_card
-from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
-from ._unreachable import unreachable_reason
-from ._verify import CardVerifier, SignaturePolicy
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._canonical import canonicalize_card
+    from ._errors import (
+        AgentCardError,
+        AlgorithmNotAllowedError,
+        CanonicalizationError,
+        CardParseError,
+        CardTooLargeError,
+        CardUnsignedError,
+        CardVerificationError,
+        DuplicateKeyError,
+        JkuNotAllowedError,
+        JwksError,
+        JwksFetchError,
+        JwksInvalidError,
+        JwksTimeoutError,
+        KeyExpiredError,
+        KeyLoadError,
+        KeyMismatchError,
+        KeyNotFoundError,
+        KeyNotYetValidError,
+        KeyRevokedError,
+        KeyStoreError,
+        KeyUnusableError,
+        SignatureError,
+        SignatureMalformedError,
+        SignatureMismatchError,
+        SigningError,
+    )
+    from ._jwks import JWKS_PATH, JwksCache, check_jku, jwks_url
+    from ._jws import JOSE_TYPE, sign_card
+    from ._keys import (
+        DEFAULT_KEYS_ENV,
+        SIGNING_ALGORITHMS,
+        VERIFICATION_ALGORITHMS,
+        SigningKey,
+        VerificationKey,
+        generate_signing_key,
+        load_signing_key,
+        load_signing_keys_from_env,
+        parse_jwks,
+    )
+    from ._keystore import KeyRecord, KeyStatus, KeyStore
+    from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
+    from ._readings import READING_HEADER, CardReading, read_card
+    from ._result import OTHER_READING, CardStatus, SignatureCheck, SignaturePolicy, VerificationResult
+    from ._unreachable import unreachable_reason
+    from ._verify import CardVerifier
 
 __all__ = [
     "AgentCardError",
@@ -123,3 +129,68 @@ __all__ = [
     "sign_card",
     "unreachable_reason",
 ]
+
+_EXPORTS = {
+    "._canonical": ("canonicalize_card",),
+    "._errors": (
+        "AgentCardError",
+        "AlgorithmNotAllowedError",
+        "CanonicalizationError",
+        "CardParseError",
+        "CardTooLargeError",
+        "CardUnsignedError",
+        "CardVerificationError",
+        "DuplicateKeyError",
+        "JkuNotAllowedError",
+        "JwksError",
+        "JwksFetchError",
+        "JwksInvalidError",
+        "JwksTimeoutError",
+        "KeyExpiredError",
+        "KeyLoadError",
+        "KeyMismatchError",
+        "KeyNotFoundError",
+        "KeyNotYetValidError",
+        "KeyRevokedError",
+        "KeyStoreError",
+        "KeyUnusableError",
+        "SignatureError",
+        "SignatureMalformedError",
+        "SignatureMismatchError",
+        "SigningError",
+    ),
+    "._jwks": ("JWKS_PATH", "JwksCache", "check_jku", "jwks_url"),
+    "._jws": ("JOSE_TYPE", "sign_card"),
+    "._keys": (
+        "DEFAULT_KEYS_ENV",
+        "SIGNING_ALGORITHMS",
+        "VERIFICATION_ALGORITHMS",
+        "SigningKey",
+        "VerificationKey",
+        "generate_signing_key",
+        "load_signing_key",
+        "load_signing_keys_from_env",
+        "parse_jwks",
+    ),
+    "._keystore": ("KeyRecord", "KeyStatus", "KeyStore"),
+    "._parse": ("MAX_CARD_BYTES", "MAX_NESTING", "parse_card_json"),
+    "._readings": ("READING_HEADER", "CardReading", "read_card"),
+    "._result": ("OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"),
+    "._unreachable": ("unreachable_reason",),
+    "._verify": ("CardVerifier",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

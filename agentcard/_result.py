@@ -1,14 +1,23 @@
-"""What checking a card's signatures found: one result per card, one check per signature."""
+"""What checking a card's signatures found: one result per card, one check per signature; and what the caller
+makes of it (`SignaturePolicy`, apart from the verifier so that a command's options can name it cheaply)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["OTHER_READING", "CardStatus", "SignatureCheck", "VerificationResult"]
+__all__ = ["OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"]
 
 OTHER_READING = "signature_other_reading"
 """``SignatureCheck.code`` of a signature over another verifier's reading of the card (not checked)."""
+
+
+class SignaturePolicy(StrEnum):
+    """What a failed or missing card signature does to the caller."""
+
+    REQUIRE = "require"
+    WARN = "warn"
+    OFF = "off"
 
 
 class CardStatus(StrEnum):

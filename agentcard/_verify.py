@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from a2a.types import AgentCard
@@ -55,19 +54,11 @@ from ._errors import (
 from ._jwks import JwksCache, Origin, origin_of
 from ._jws import ProtectedHeader, decode_signature, verify_signature
 from ._keys import VERIFICATION_ALGORITHMS, VerificationKey
-from ._result import OTHER_READING, CardStatus, SignatureCheck, VerificationResult
+from ._result import OTHER_READING, CardStatus, SignatureCheck, SignaturePolicy, VerificationResult
 
-__all__ = ["CardVerifier", "SignaturePolicy"]
+__all__ = ["CardVerifier"]
 
 logger = logging.getLogger(__name__)
-
-
-class SignaturePolicy(StrEnum):
-    """What a failed or missing card signature does to the caller."""
-
-    REQUIRE = "require"
-    WARN = "warn"
-    OFF = "off"
 
 
 class CardVerifier:

@@ -10,13 +10,19 @@ log, and the person gets one line saying so (exit status 1).
 
 from __future__ import annotations
 
-from ._entry import Command, Group, Mistakes, answer
-from ._errors import MISTAKE_EXIT_CODE, ConfigError
-from ._heap import YOUNG_THRESHOLD, settle_heap
-from ._listen import bind_listener, check_listenable
-from ._protocol import HeaderLimits, bounded_http_protocol
-from ._server import Server
-from ._settings import load_settings, settings_problems
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._entry import Command, Group, Mistakes, answer
+    from ._errors import MISTAKE_EXIT_CODE, ConfigError
+    from ._heap import YOUNG_THRESHOLD, settle_heap
+    from ._listen import bind_listener, check_listenable
+    from ._protocol import HeaderLimits, bounded_http_protocol
+    from ._server import Server
+    from ._settings import load_settings, settings_problems
 
 __all__ = [
     "MISTAKE_EXIT_CODE",
@@ -35,3 +41,28 @@ __all__ = [
     "settings_problems",
     "settle_heap",
 ]
+
+_EXPORTS = {
+    "._entry": ("Command", "Group", "Mistakes", "answer"),
+    "._errors": ("MISTAKE_EXIT_CODE", "ConfigError"),
+    "._heap": ("YOUNG_THRESHOLD", "settle_heap"),
+    "._listen": ("bind_listener", "check_listenable"),
+    "._protocol": ("HeaderLimits", "bounded_http_protocol"),
+    "._server": ("Server",),
+    "._settings": ("load_settings", "settings_problems"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

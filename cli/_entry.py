@@ -3,10 +3,12 @@ line on stderr (exit status 2) and every other failure into a logged traceback a
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -77,7 +79,7 @@ def _unexpected(exc: BaseException, prog: str) -> NoReturn:
 class _Answering:
     """Mixed into a click command: `main` answers through `answer` with the command's `mistakes`."""
 
-    mistakes: Mistakes
+    mistakes: MutableMapping[type[Exception], str | None]
 
     def main(
         self,
@@ -97,11 +99,48 @@ class _Answering:
 
 
 class Group(_Answering, click.Group):
-    """A click group answering as `answer` does; `mistakes` as there."""
+    """A click group answering as `answer` does, for its mistakes (`mistakes`) and those of each subcommand
+    it holds that lists some: a lazy subcommand's join when it is loaded, which is before it can run.
 
-    def __init__(self, *args: Any, mistakes: Mistakes | None = None, **kwargs: Any) -> None:
+    `lazy` names subcommands loaded only when the command line reaches them (or help lists them), each as
+    `"module:attribute"` (click's lazy group pattern): a command imports what it uses, not its siblings.
+    """
+
+    mistakes: ChainMap[type[Exception], str | None]
+
+    def __init__(
+        self,
+        *args: Any,
+        mistakes: Mistakes | None = None,
+        lazy: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Read when a failure is answered: the maps of subcommands added (or loaded) later are in it then.
+        self.mistakes = ChainMap(dict(mistakes or {}))
         super().__init__(*args, **kwargs)
-        self.mistakes = mistakes or {}
+        for command in self.commands.values():
+            self._join_mistakes(command)
+        self.lazy = dict(lazy or {})
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        self._join_mistakes(cmd)
+
+    def _join_mistakes(self, command: click.Command) -> None:
+        if isinstance(command, _Answering):
+            self.mistakes.maps.append(command.mistakes)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 class Command(_Answering, click.Command):
@@ -109,4 +148,4 @@ class Command(_Answering, click.Command):
 
     def __init__(self, *args: Any, mistakes: Mistakes | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.mistakes = mistakes or {}
+        self.mistakes = dict(mistakes or {})

@@ -11,60 +11,66 @@ The x402 documents themselves are in `facilitator.wire`.
 
 from __future__ import annotations
 
-from ._api_keys import ApiKey, ApiKeyStore, KeyRules
-from ._app import create_app
-from ._checks import (
-    CHECK_TIMEOUT_S,
-    FOREIGN_SETTLEMENTS_COUNTED,
-    ReadStatus,
-    assets_check,
-    check_asset_code,
-    check_asset_domain,
-    check_database,
-    check_schema,
-    erc6492_factories_check,
-    foreign_settlements_check,
-    network_check,
-    read_once,
-    refuse_on_fatal,
-    relayer_check,
-    schema_check,
-)
-from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
-from ._client import FacilitatorClient, HttpFacilitatorClient
-from ._config import (
-    FacilitatorSettings,
-    erc6492_factories,
-    evm_network,
-    http_url,
-    load_private_key,
-    load_private_keys,
-)
-from ._errors import (
-    ChainError,
-    ChainMismatchError,
-    ChainUnavailableError,
-    FacilitatorAnswerError,
-    FacilitatorError,
-    IdempotencyConflictError,
-    InvalidIdempotencyKeyError,
-    PaymentInvalidError,
-    RpcError,
-)
-from ._health import (
-    check_facilitator,
-    facilitator_checks,
-    relayer_revert_checks,
-    stored_revert_budget_check,
-)
-from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
-from ._pool import NoRelayerError, RelayerState
-from ._probe import ChainStatus, RelayerStatus, read_chain_status
-from ._recovery import authorization_used
-from ._replacement import bumped_fees
-from ._rpc import RpcCall, RpcClient, shown_origin, unreachable_reason
-from ._service import Facilitator
-from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562): `import facilitator.wire`, or one error
+# type, must not start the HTTP app, the chain client and the key libraries (seconds of a command's start).
+if TYPE_CHECKING:
+    from ._api_keys import ApiKey, ApiKeyStore, KeyRules
+    from ._app import create_app
+    from ._checks import (
+        CHECK_TIMEOUT_S,
+        FOREIGN_SETTLEMENTS_COUNTED,
+        ReadStatus,
+        assets_check,
+        check_asset_code,
+        check_asset_domain,
+        check_database,
+        check_schema,
+        erc6492_factories_check,
+        foreign_settlements_check,
+        network_check,
+        read_once,
+        refuse_on_fatal,
+        relayer_check,
+        schema_check,
+    )
+    from ._claims import Claim, ClaimKey, ClaimState, ClaimStore
+    from ._client import FacilitatorClient, HttpFacilitatorClient
+    from ._config import (
+        FacilitatorSettings,
+        erc6492_factories,
+        evm_network,
+        http_url,
+        load_private_key,
+        load_private_keys,
+    )
+    from ._errors import (
+        ChainError,
+        ChainMismatchError,
+        ChainUnavailableError,
+        FacilitatorAnswerError,
+        FacilitatorError,
+        IdempotencyConflictError,
+        InvalidIdempotencyKeyError,
+        PaymentInvalidError,
+        RpcError,
+    )
+    from ._health import (
+        check_facilitator,
+        facilitator_checks,
+        relayer_revert_checks,
+        stored_revert_budget_check,
+    )
+    from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
+    from ._pool import NoRelayerError, RelayerState
+    from ._probe import ChainStatus, RelayerStatus, read_chain_status
+    from ._recovery import authorization_used
+    from ._replacement import bumped_fees
+    from ._rpc import RpcCall, RpcClient, shown_origin, unreachable_reason
+    from ._service import Facilitator
+    from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
 __all__ = [
     "AUTHORIZATION_USED_TOPIC",
@@ -129,3 +135,75 @@ __all__ = [
     "stored_revert_budget_check",
     "unreachable_reason",
 ]
+
+_EXPORTS = {
+    "._api_keys": ("ApiKey", "ApiKeyStore", "KeyRules"),
+    "._app": ("create_app",),
+    "._checks": (
+        "CHECK_TIMEOUT_S",
+        "FOREIGN_SETTLEMENTS_COUNTED",
+        "ReadStatus",
+        "assets_check",
+        "check_asset_code",
+        "check_asset_domain",
+        "check_database",
+        "check_schema",
+        "erc6492_factories_check",
+        "foreign_settlements_check",
+        "network_check",
+        "read_once",
+        "refuse_on_fatal",
+        "relayer_check",
+        "schema_check",
+    ),
+    "._claims": ("Claim", "ClaimKey", "ClaimState", "ClaimStore"),
+    "._client": ("FacilitatorClient", "HttpFacilitatorClient"),
+    "._config": (
+        "FacilitatorSettings",
+        "erc6492_factories",
+        "evm_network",
+        "http_url",
+        "load_private_key",
+        "load_private_keys",
+    ),
+    "._errors": (
+        "ChainError",
+        "ChainMismatchError",
+        "ChainUnavailableError",
+        "FacilitatorAnswerError",
+        "FacilitatorError",
+        "IdempotencyConflictError",
+        "InvalidIdempotencyKeyError",
+        "PaymentInvalidError",
+        "RpcError",
+    ),
+    "._health": (
+        "check_facilitator",
+        "facilitator_checks",
+        "relayer_revert_checks",
+        "stored_revert_budget_check",
+    ),
+    "._metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
+    "._pool": ("NoRelayerError", "RelayerState"),
+    "._probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
+    "._recovery": ("authorization_used",),
+    "._replacement": ("bumped_fees",),
+    "._rpc": ("RpcCall", "RpcClient", "shown_origin", "unreachable_reason"),
+    "._service": ("Facilitator",),
+    "._token": ("AUTHORIZATION_USED_TOPIC", "TRANSFER_TOPIC"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_abi.abi import decode as abi_decode
-from eth_abi.exceptions import DecodingError
-
 __all__ = [
     "ChainError",
     "ChainMismatchError",
@@ -89,6 +86,11 @@ class RpcError(ChainError):
     def revert_reason(self) -> str | None:
         """The `Error(string)` reason of a revert, from the ABI data or the node's message."""
         if isinstance(self.data, str) and self.data.startswith(_ERROR_STRING_SELECTOR):
+            # Imported here: these types are the mistakes every command answers, and must not cost its
+            # start-up the ABI codec (and its grammar parser) that only a revert's reason needs.
+            from eth_abi.abi import decode as abi_decode
+            from eth_abi.exceptions import DecodingError
+
             try:
                 (reason,) = abi_decode(["string"], bytes.fromhex(self.data[10:]))
             except (DecodingError, ValueError):

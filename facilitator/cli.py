@@ -30,11 +30,11 @@ from storage import (
 )
 
 from ._api_keys import ApiKeyStore, KeyRules
-from ._app import create_app
-from ._checks import refuse_on_fatal
 from ._config import FacilitatorSettings
 from ._errors import ChainMismatchError, ChainUnavailableError
-from ._health import check_facilitator
+
+# `serve` and `check` import the service and its probes in their bodies: the chain client, the HTTP app and
+# the key libraries would cost the `keys` and `db` commands seconds of start-up they never use.
 
 MISTAKES: cli.Mistakes = {
     ChainMismatchError: None,
@@ -78,6 +78,10 @@ def main() -> None:
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the claim store's schema first")
 def serve(host: str | None, port: int | None, migrate: bool) -> None:
     """Serve POST /verify, POST /settle, GET /supported, GET /healthz, GET /readyz and GET /metrics."""
+    from ._app import create_app
+    from ._checks import refuse_on_fatal
+    from ._health import check_facilitator
+
     settings = _settings(relayer_key=True)
     settings = settings.model_copy(
         update={"host": host or settings.host, "port": settings.port if port is None else port}
@@ -124,6 +128,8 @@ def check() -> None:
     """Check the configuration against the node and the database without serving: the node serves
     X402_NETWORK, the relayer key is usable and funded (X402_RELAYER_MIN_BALANCE_WEI), the claim store is
     migrated. Prints a table; exits 1 on any problem, 0 when every check passes."""
+    from ._health import check_facilitator
+
     settings = _settings()
     cli.load_settings(LogSettings)  # serve's log settings are checked too, though check logs nothing
     results = asyncio.run(check_facilitator(settings))

@@ -8,20 +8,14 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 import uvicorn
 
 import cli
 from agentcard import AgentCardError, KeyStore
-from facilitator import (
-    ChainMismatchError,
-    ChainUnavailableError,
-    Facilitator,
-    HttpFacilitatorClient,
-    refuse_on_fatal,
-)
+from facilitator import ChainMismatchError, ChainUnavailableError
 from observability import (
     AccessLogMiddleware,
     LogSettings,
@@ -30,38 +24,40 @@ from observability import (
     render_checks,
     settings_secrets,
 )
-from storage import create_engine, printable_url, upgrade_schema
+from storage import DatabaseUnavailableError, DatabaseUrlError, SchemaOutdatedError
 
-from ._preflight import preflight
-from .app import build_app, build_reconciler
-from .callers.cli import MISTAKES as CALLER_MISTAKES
-from .callers.cli import callers_cli
-from .checks import check_merchant
-from .differences.cli import MISTAKES as DIFFERENCE_MISTAKES
-from .differences.cli import differences_cli
 from .edge import GrpcListenError
-from .ledger import Ledger, ledger_cli
-from .ledger.cli import MISTAKES as LEDGER_MISTAKES
-from .ledger.cli import LedgerSettings
-from .payments import OfferStore
-from .reconciler import ReconcileReport
-from .settings import MerchantSettings
-from .webhooks import Outbox, webhooks_cli
-from .webhooks.cli import MISTAKES as WEBHOOK_MISTAKES
+from .tenants import TenantConfigError, UnknownTenantError
+from .webhooks import WebhookError
 
+if TYPE_CHECKING:
+    from .reconciler import ReconcileReport
+    from .settings import MerchantSettings
+
+# Each command imports what only it uses in its body, and the groups of the sub-packages are loaded when the
+# command line reaches them: `x402-merchant differences list` starts no A2A app, chain client or key library.
+_SUBCOMMANDS = {
+    "callers": "merchant.callers.cli:callers_cli",
+    "differences": "merchant.differences.cli:differences_cli",
+    "ledger": "merchant.ledger.cli:ledger_cli",
+    "webhooks": "merchant.webhooks.cli:webhooks_cli",
+}
 _GRPC_PORT_SETTING = "X402_GRPC_PORT / --grpc-port"
 
 MISTAKES: cli.Mistakes = {
-    **CALLER_MISTAKES,
-    **DIFFERENCE_MISTAKES,
-    **LEDGER_MISTAKES,
-    **WEBHOOK_MISTAKES,
     AgentCardError: None,
     ChainMismatchError: None,
     ChainUnavailableError: None,
+    DatabaseUnavailableError: "X402_DATABASE_URL",
+    DatabaseUrlError: "X402_DATABASE_URL",
     GrpcListenError: _GRPC_PORT_SETTING,
+    SchemaOutdatedError: "X402_DATABASE_URL",
+    TenantConfigError: "X402_TENANTS_FILE",
+    UnknownTenantError: None,
+    WebhookError: None,
 }
-"""What `x402-merchant` answers as its user's mistakes, beside `cli.ConfigError` and settings errors."""
+"""What every `x402-merchant` command answers as its user's mistakes, beside `cli.ConfigError` and settings
+errors; each group of `_SUBCOMMANDS` adds its own (`CallerKeyError`, ...) once it is loaded."""
 
 
 KEEP_ALIVE_S = 30
@@ -88,7 +84,7 @@ class _ServeOverrides(TypedDict, total=False):
     grpc_port: int
 
 
-@click.group(cls=cli.Group, mistakes=MISTAKES)
+@click.group(cls=cli.Group, mistakes=MISTAKES, lazy=_SUBCOMMANDS)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-merchant")
 def main() -> None:
     """The x402 reference merchant: a paid A2A 1.0 agent with a ledger and billing webhooks."""
@@ -104,6 +100,13 @@ def serve(host: str | None, port: int | None, grpc_port: int | None, migrate: bo
     per-tenant billing API. The gRPC server starts and stops with the HTTP one, on the same host.
 
     Runs the checks of `check` first and refuses to start (exit 2) on a fatal problem."""
+    from facilitator import refuse_on_fatal
+    from storage import upgrade_schema
+
+    from .app import build_app
+    from .checks import check_merchant
+    from .settings import MerchantSettings
+
     overrides: _ServeOverrides = {}
     if host is not None:
         overrides["host"] = host
@@ -148,6 +151,10 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Create or upgrade every table (tasks, offers, ledger, outbox, claims) in X402_DATABASE_URL."""
+    from storage import printable_url, upgrade_schema
+
+    from .ledger.cli import LedgerSettings
+
     url = cli.load_settings(LedgerSettings).database_url
     done = asyncio.run(upgrade_schema(url))
     click.echo(f"schema in {printable_url(url)}: {done.describe()}")
@@ -162,6 +169,9 @@ def check() -> None:
     tenants file is valid and prices only offered skills, webhook URLs pass the address rules, and the card
     signing keys sign. Prints a table; exits 1 on any problem, 0 when every check passes.
     """
+    from .checks import check_merchant
+    from .settings import MerchantSettings
+
     settings = cli.load_settings(MerchantSettings)
     cli.load_settings(LogSettings)  # serve's log settings are checked too, though check logs nothing
     results = asyncio.run(check_merchant(settings))
@@ -177,6 +187,9 @@ def reconcile() -> None:
 
     Exits 1 when a difference could not be resolved (each is printed on stderr), 0 otherwise.
     """
+    from ._preflight import preflight
+    from .settings import MerchantSettings
+
     settings = cli.load_settings(MerchantSettings)
     log_settings = cli.load_settings(LogSettings)
     asyncio.run(preflight(settings))
@@ -195,6 +208,14 @@ def reconcile() -> None:
 
 
 async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
+    from facilitator import Facilitator, HttpFacilitatorClient
+    from storage import create_engine
+
+    from .app import build_reconciler
+    from .ledger import Ledger
+    from .payments import OfferStore
+    from .webhooks import Outbox
+
     engine = create_engine(settings.database_url)
     facilitator = (
         HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
@@ -274,9 +295,3 @@ def list_keys() -> None:
         click.echo(
             f"{record.kid}  {record.alg}  {record.status.value}  created {record.created_at:%Y-%m-%d %H:%M}"
         )
-
-
-main.add_command(callers_cli)
-main.add_command(differences_cli)
-main.add_command(ledger_cli)
-main.add_command(webhooks_cli)

@@ -10,28 +10,34 @@
 
 from __future__ import annotations
 
-from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
-from ._errors import (
-    AmountOverLimitError,
-    CardError,
-    CardNotServedError,
-    InsufficientFundsError,
-    MerchantError,
-    MerchantUnreachableError,
-    NoAcceptableTermsError,
-    PayerError,
-    PaymentAttemptsExhaustedError,
-    PaymentFailedError,
-    PaymentPendingError,
-    PaymentRefusedError,
-    PayToNotPinnedError,
-    UntrustedCardError,
-)
-from ._payer import Payer
-from ._policy import PaymentPolicy
-from ._settings import FreshTermsHook, PayerSettings
-from ._signing import VALID_AFTER_BACKDATE_S, sign_payment
-from ._stages import PaidResult, PaymentStage, StageKind
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
+    from ._errors import (
+        AmountOverLimitError,
+        CardError,
+        CardNotServedError,
+        InsufficientFundsError,
+        MerchantError,
+        MerchantUnreachableError,
+        NoAcceptableTermsError,
+        PayerError,
+        PaymentAttemptsExhaustedError,
+        PaymentFailedError,
+        PaymentPendingError,
+        PaymentRefusedError,
+        PayToNotPinnedError,
+        UntrustedCardError,
+    )
+    from ._payer import Payer
+    from ._policy import PaymentPolicy
+    from ._settings import FreshTermsHook, PayerSettings
+    from ._signing import VALID_AFTER_BACKDATE_S, sign_payment
+    from ._stages import PaidResult, PaymentStage, StageKind
 
 __all__ = [
     "AmountOverLimitError",
@@ -64,3 +70,43 @@ __all__ = [
     "resolve_card",
     "sign_payment",
 ]
+
+_EXPORTS = {
+    "._card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
+    "._errors": (
+        "AmountOverLimitError",
+        "CardError",
+        "CardNotServedError",
+        "InsufficientFundsError",
+        "MerchantError",
+        "MerchantUnreachableError",
+        "NoAcceptableTermsError",
+        "PayerError",
+        "PaymentAttemptsExhaustedError",
+        "PaymentFailedError",
+        "PaymentPendingError",
+        "PaymentRefusedError",
+        "PayToNotPinnedError",
+        "UntrustedCardError",
+    ),
+    "._payer": ("Payer",),
+    "._policy": ("PaymentPolicy",),
+    "._settings": ("FreshTermsHook", "PayerSettings"),
+    "._signing": ("VALID_AFTER_BACKDATE_S", "sign_payment"),
+    "._stages": ("PaidResult", "PaymentStage", "StageKind"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -29,29 +29,23 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import httpx
 from a2a.types import Artifact, TaskState
 from google.protobuf.json_format import MessageToDict
 
 import cli
-from agentcard import (
-    CardStatus,
-    CardVerifier,
-    JkuNotAllowedError,
-    JwksCache,
-    SignaturePolicy,
-    VerificationResult,
-    check_jku,
-)
+from agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, VerificationResult, check_jku
 from observability import LogSettingsError, configure_tool_logging, redact_values
 
 from ._card import Binding, card_document_url
 from ._errors import CardError, MerchantUnreachableError, PayerError, UntrustedCardError
-from ._payer import Payer
 from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
+
+if TYPE_CHECKING:
+    from ._payer import Payer
 
 __all__ = ["main"]
 
@@ -187,6 +181,14 @@ async def _pay(
     card_policy: SignaturePolicy,
     allow_insecure_jku: bool,
 ) -> PaidResult:
+    # Imported here: the HTTP client, the A2A client and the signing libraries are paying's alone, and
+    # would cost `--help`, `--version` and every refused option a second of start-up.
+    import httpx
+
+    from agentcard import CardVerifier, JwksCache
+
+    from ._payer import Payer
+
     async with httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S) as http:
         verifier = CardVerifier(
             jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku), policy=card_policy

@@ -6,20 +6,26 @@ only way tables are made. Callers own their sessions and transactions.
 
 from __future__ import annotations
 
-from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url, printable_url
-from ._errors import DatabaseUnavailableError, DatabaseUrlError, MissingDatabaseError, SchemaOutdatedError
-from ._schema import (
-    BranchState,
-    SchemaUpgrade,
-    checking_engine,
-    current_revisions,
-    ensure_schema_current,
-    schema_state,
-    upgrade_schema,
-)
-from ._snapshot import snapshot
-from ._types import Uint256, UtcDateTime
-from ._writes import write, write_transaction
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._engine import DEFAULT_DATABASE_URL, create_engine, normalize_url, printable_url
+    from ._errors import DatabaseUnavailableError, DatabaseUrlError, MissingDatabaseError, SchemaOutdatedError
+    from ._schema import (
+        BranchState,
+        SchemaUpgrade,
+        checking_engine,
+        current_revisions,
+        ensure_schema_current,
+        schema_state,
+        upgrade_schema,
+    )
+    from ._snapshot import snapshot
+    from ._types import Uint256, UtcDateTime
+    from ._writes import write, write_transaction
 
 __all__ = [
     "BranchState",
@@ -43,3 +49,40 @@ __all__ = [
     "write",
     "write_transaction",
 ]
+
+_EXPORTS = {
+    "._engine": ("DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url"),
+    "._errors": (
+        "DatabaseUnavailableError",
+        "DatabaseUrlError",
+        "MissingDatabaseError",
+        "SchemaOutdatedError",
+    ),
+    "._schema": (
+        "BranchState",
+        "SchemaUpgrade",
+        "checking_engine",
+        "current_revisions",
+        "ensure_schema_current",
+        "schema_state",
+        "upgrade_schema",
+    ),
+    "._snapshot": ("snapshot",),
+    "._types": ("Uint256", "UtcDateTime"),
+    "._writes": ("write", "write_transaction"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

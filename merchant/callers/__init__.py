@@ -9,11 +9,17 @@
 
 from __future__ import annotations
 
-from ._authenticator import Authenticator
-from ._caller import Caller, CredentialRefused, caller_of, valid_at
-from ._issuers import merge_issuers
-from ._jwt import ALLOWED_ALGORITHMS, JWT_SCHEME, JwtIssuer, JwtVerifier
-from ._keys import API_KEY_PREFIX, API_KEY_SCHEME, CallerKey, CallerKeyError, CallerKeys, token_digest
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._authenticator import Authenticator
+    from ._caller import Caller, CredentialRefused, caller_of, valid_at
+    from ._issuers import merge_issuers
+    from ._jwt import ALLOWED_ALGORITHMS, JWT_SCHEME, JwtIssuer, JwtVerifier
+    from ._keys import API_KEY_PREFIX, API_KEY_SCHEME, CallerKey, CallerKeyError, CallerKeys, token_digest
 
 __all__ = [
     "ALLOWED_ALGORITHMS",
@@ -33,3 +39,33 @@ __all__ = [
     "token_digest",
     "valid_at",
 ]
+
+_EXPORTS = {
+    "._authenticator": ("Authenticator",),
+    "._caller": ("Caller", "CredentialRefused", "caller_of", "valid_at"),
+    "._issuers": ("merge_issuers",),
+    "._jwt": ("ALLOWED_ALGORITHMS", "JWT_SCHEME", "JwtIssuer", "JwtVerifier"),
+    "._keys": (
+        "API_KEY_PREFIX",
+        "API_KEY_SCHEME",
+        "CallerKey",
+        "CallerKeyError",
+        "CallerKeys",
+        "token_digest",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

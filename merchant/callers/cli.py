@@ -75,7 +75,7 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value is not None else "-"
 
 
-@click.group("callers")
+@click.group("callers", cls=cli.Group, mistakes=MISTAKES)
 def callers_cli() -> None:
     """API keys of a tenant's clients (each a principal whose tasks only it can see)."""
 

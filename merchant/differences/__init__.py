@@ -6,24 +6,30 @@ explains to a tenant; the kinds are named in `merchant.differences._kinds`.
 
 from __future__ import annotations
 
-from ._booking import DifferenceRefusedError, acknowledge_difference, book_difference
-from ._kinds import (
-    BOOKABLE_KINDS,
-    CHAIN_KINDS,
-    CHAIN_RESTARTED,
-    KNOWN_KINDS,
-    LEDGER_KINDS,
-    PAYMENT_KINDS,
-    REORGED_OUT,
-)
-from ._store import (
-    MAX_NOTE_CHARS,
-    DifferenceNotOpenError,
-    DifferenceState,
-    DifferenceStore,
-    Sighting,
-    StoredDifference,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._booking import DifferenceRefusedError, acknowledge_difference, book_difference
+    from ._kinds import (
+        BOOKABLE_KINDS,
+        CHAIN_KINDS,
+        CHAIN_RESTARTED,
+        KNOWN_KINDS,
+        LEDGER_KINDS,
+        PAYMENT_KINDS,
+        REORGED_OUT,
+    )
+    from ._store import (
+        MAX_NOTE_CHARS,
+        DifferenceNotOpenError,
+        DifferenceState,
+        DifferenceStore,
+        Sighting,
+        StoredDifference,
+    )
 
 __all__ = [
     "BOOKABLE_KINDS",
@@ -43,3 +49,39 @@ __all__ = [
     "acknowledge_difference",
     "book_difference",
 ]
+
+_EXPORTS = {
+    "._booking": ("DifferenceRefusedError", "acknowledge_difference", "book_difference"),
+    "._kinds": (
+        "BOOKABLE_KINDS",
+        "CHAIN_KINDS",
+        "CHAIN_RESTARTED",
+        "KNOWN_KINDS",
+        "LEDGER_KINDS",
+        "PAYMENT_KINDS",
+        "REORGED_OUT",
+    ),
+    "._store": (
+        "MAX_NOTE_CHARS",
+        "DifferenceNotOpenError",
+        "DifferenceState",
+        "DifferenceStore",
+        "Sighting",
+        "StoredDifference",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,11 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import cli
-from merchant.app import load_tenants
-from merchant.ledger import Ledger
-from merchant.settings import MerchantSettings
 from merchant.tenants import UnknownTenantError, tenant_id_of, tenant_name
-from merchant.webhooks import Outbox
 from storage import DEFAULT_DATABASE_URL, create_engine, ensure_schema_current
 
 from ._booking import DifferenceRefusedError, acknowledge_difference, book_difference
@@ -95,7 +91,7 @@ def _json(difference: StoredDifference) -> dict[str, object]:
     }
 
 
-@click.group("differences")
+@click.group("differences", cls=cli.Group, mistakes=MISTAKES)
 def differences_cli() -> None:
     """Differences between the records and the chain: open until the chain or an operator resolves them."""
 
@@ -135,6 +131,13 @@ def ack(ident: int, note: str, by: str) -> None:
 @_BY_OPTION
 def book(ident: int, name: str, note: str, by: str) -> None:
     """Book open difference ID (a payment to the tenant's payTo that no offer explains) to the tenant."""
+    # Imported here: the merchant's composition root, its settings and the ledger are `book`'s alone, and
+    # would cost every other differences command a second of start-up.
+    from merchant.app import load_tenants
+    from merchant.ledger import Ledger
+    from merchant.settings import MerchantSettings
+    from merchant.webhooks import Outbox
+
     settings = cli.load_settings(MerchantSettings)
     tenants = load_tenants(settings)
     tenant = tenants.get(tenant_id_of(name))

@@ -8,22 +8,29 @@ a2a-sdk `AgentExecutor`; tasks are stored durably and scoped to their tenant. UR
 
 from __future__ import annotations
 
-from ._grpc import GrpcListenError, grpc_listen_address
-from ._limits import RequestLimits
-from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
-from ._tenancy import tenant_owner
-from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
-from .card import (
-    AgentCardSettings,
-    CardSettingsError,
-    build_agent_card,
-    build_tenant_agent_card,
-    render_agent_card,
-    render_versionless_agent_card,
-    served_versions,
-)
-from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH, TENANT_ROOT_PATH, tenant_root
-from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._grpc import grpc_listen_address
+    from ._grpc_listen import GrpcListenError
+    from ._limits import RequestLimits
+    from ._task_store import FinalStateHook, TaskOwnedElsewhereError, TenantTaskStore
+    from ._tenancy import tenant_owner
+    from .app import MERCHANT_SCHEMA_BRANCH, CardModifier, CardSigner, HandlerLayer, create_app
+    from .card import (
+        AgentCardSettings,
+        CardSettingsError,
+        build_agent_card,
+        build_tenant_agent_card,
+        render_agent_card,
+        render_versionless_agent_card,
+        served_versions,
+    )
+    from .paths import AGENT_CARD_PATH, HEALTH_PATH, JSONRPC_PATH, REST_PATH, TENANT_ROOT_PATH, tenant_root
+    from .versions import ProtocolVersion, VersionNegotiator, negotiate_version
 
 __all__ = [
     "AGENT_CARD_PATH",
@@ -55,3 +62,45 @@ __all__ = [
     "tenant_owner",
     "tenant_root",
 ]
+
+_EXPORTS = {
+    "._grpc": ("grpc_listen_address",),
+    "._grpc_listen": ("GrpcListenError",),
+    "._limits": ("RequestLimits",),
+    "._task_store": ("FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"),
+    "._tenancy": ("tenant_owner",),
+    ".app": ("MERCHANT_SCHEMA_BRANCH", "CardModifier", "CardSigner", "HandlerLayer", "create_app"),
+    ".card": (
+        "AgentCardSettings",
+        "CardSettingsError",
+        "build_agent_card",
+        "build_tenant_agent_card",
+        "render_agent_card",
+        "render_versionless_agent_card",
+        "served_versions",
+    ),
+    ".paths": (
+        "AGENT_CARD_PATH",
+        "HEALTH_PATH",
+        "JSONRPC_PATH",
+        "REST_PATH",
+        "TENANT_ROOT_PATH",
+        "tenant_root",
+    ),
+    ".versions": ("ProtocolVersion", "VersionNegotiator", "negotiate_version"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

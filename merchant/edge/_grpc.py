@@ -54,6 +54,7 @@ from merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
 from ._authn import REFUSED_MESSAGE, authenticate_grpc
 from ._finite import non_finite_number
+from ._grpc_listen import GrpcListenError
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
 from ._limits import RequestLimits, proto_shape_problem
 from .versions import ProtocolVersion, _one_value, negotiate_version
@@ -297,10 +298,6 @@ def grpc_listen_address(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"{host}:{port}"
-
-
-class GrpcListenError(RuntimeError):
-    """The gRPC server cannot listen at its address (in use, or not this machine's)."""
 
 
 class GrpcEdge:

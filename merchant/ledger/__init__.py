@@ -11,46 +11,59 @@ Knows tenants, accounts, amounts and authorizations; nothing of A2A or HTTP.
 
 from __future__ import annotations
 
-from ._errors import (
-    BookingConflictError,
-    EntryNotFoundError,
-    EntryNotReversibleError,
-    EntryReversedError,
-    InvalidBookingError,
-    LedgerError,
-    LedgerInvariantError,
-)
-from ._invariants import check_invariants
-from ._ledger import Along, Ledger
-from ._models import LedgerAccount, LedgerBase, LedgerEntry, LedgerFinalization, LedgerLine, LedgerSequence
-from ._queries import LedgerReader
-from ._records import (
-    Balance,
-    BookedEntry,
-    DailyRevenue,
-    EntryKind,
-    EntryStatus,
-    Finalization,
-    LedgerEventSink,
-    LedgerFact,
-    PayerTotal,
-    SettlementBooked,
-    SettlementBooking,
-    SettlementFinalized,
-    SettlementRecord,
-    SettlementReversed,
-    StatementLine,
-)
-from ._sequence import allocate_sequence
-from ._statement import (
-    STATEMENT_COLUMNS,
-    balances_json,
-    format_time,
-    spreadsheet_safe,
-    statement_csv,
-    statement_json,
-)
-from .cli import ledger_cli
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._errors import (
+        BookingConflictError,
+        EntryNotFoundError,
+        EntryNotReversibleError,
+        EntryReversedError,
+        InvalidBookingError,
+        LedgerError,
+        LedgerInvariantError,
+    )
+    from ._invariants import check_invariants
+    from ._ledger import Along, Ledger
+    from ._models import (
+        LedgerAccount,
+        LedgerBase,
+        LedgerEntry,
+        LedgerFinalization,
+        LedgerLine,
+        LedgerSequence,
+    )
+    from ._queries import LedgerReader
+    from ._records import (
+        Balance,
+        BookedEntry,
+        DailyRevenue,
+        EntryKind,
+        EntryStatus,
+        Finalization,
+        LedgerEventSink,
+        LedgerFact,
+        PayerTotal,
+        SettlementBooked,
+        SettlementBooking,
+        SettlementFinalized,
+        SettlementRecord,
+        SettlementReversed,
+        StatementLine,
+    )
+    from ._sequence import allocate_sequence
+    from ._statement import (
+        STATEMENT_COLUMNS,
+        balances_json,
+        format_time,
+        spreadsheet_safe,
+        statement_csv,
+        statement_json,
+    )
+    from .cli import ledger_cli
 
 __all__ = [
     "STATEMENT_COLUMNS",
@@ -94,3 +107,68 @@ __all__ = [
     "statement_csv",
     "statement_json",
 ]
+
+_EXPORTS = {
+    "._errors": (
+        "BookingConflictError",
+        "EntryNotFoundError",
+        "EntryNotReversibleError",
+        "EntryReversedError",
+        "InvalidBookingError",
+        "LedgerError",
+        "LedgerInvariantError",
+    ),
+    "._invariants": ("check_invariants",),
+    "._ledger": ("Along", "Ledger"),
+    "._models": (
+        "LedgerAccount",
+        "LedgerBase",
+        "LedgerEntry",
+        "LedgerFinalization",
+        "LedgerLine",
+        "LedgerSequence",
+    ),
+    "._queries": ("LedgerReader",),
+    "._records": (
+        "Balance",
+        "BookedEntry",
+        "DailyRevenue",
+        "EntryKind",
+        "EntryStatus",
+        "Finalization",
+        "LedgerEventSink",
+        "LedgerFact",
+        "PayerTotal",
+        "SettlementBooked",
+        "SettlementBooking",
+        "SettlementFinalized",
+        "SettlementRecord",
+        "SettlementReversed",
+        "StatementLine",
+    ),
+    "._sequence": ("allocate_sequence",),
+    "._statement": (
+        "STATEMENT_COLUMNS",
+        "balances_json",
+        "format_time",
+        "spreadsheet_safe",
+        "statement_csv",
+        "statement_json",
+    ),
+    ".cli": ("ledger_cli",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

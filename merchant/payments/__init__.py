@@ -6,23 +6,29 @@ payment requests before they reach a task; `OfferStore` keeps the terms offered 
 
 from __future__ import annotations
 
-from ._executor import PaymentExecutor, SkillResolver
-from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
-from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
-from ._offers import Offer, OfferState, OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome
-from ._presented import Presentations
-from ._pricing import Asset, Pricing
-from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
-from ._recovery import PaymentRecovery, exception_line
-from ._unpaid import (
-    CLIENT_ADDRESS_KEY,
-    PurgeReport,
-    UnpaidLimitError,
-    UnpaidRules,
-    UnpaidWork,
-    caller_of,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._executor import PaymentExecutor, SkillResolver
+    from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
+    from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
+    from ._offers import Offer, OfferState, OfferStore
+    from ._outcomes import OutcomeListener, PaymentOutcome
+    from ._presented import Presentations
+    from ._pricing import Asset, Pricing
+    from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
+    from ._recovery import PaymentRecovery, exception_line
+    from ._unpaid import (
+        CLIENT_ADDRESS_KEY,
+        PurgeReport,
+        UnpaidLimitError,
+        UnpaidRules,
+        UnpaidWork,
+        caller_of,
+    )
 
 __all__ = [
     "Asset",
@@ -51,3 +57,38 @@ __all__ = [
     "exception_line",
     "protocol_version",
 ]
+
+_EXPORTS = {
+    "._executor": ("PaymentExecutor", "SkillResolver"),
+    "._handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
+    "._offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
+    "._offers": ("Offer", "OfferState", "OfferStore"),
+    "._outcomes": ("OutcomeListener", "PaymentOutcome"),
+    "._presented": ("Presentations",),
+    "._pricing": ("Asset", "Pricing"),
+    "._protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
+    "._recovery": ("PaymentRecovery", "exception_line"),
+    "._unpaid": (
+        "CLIENT_ADDRESS_KEY",
+        "PurgeReport",
+        "UnpaidLimitError",
+        "UnpaidRules",
+        "UnpaidWork",
+        "caller_of",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -11,46 +11,52 @@ statements, event replay and redelivery; `webhooks_cli` the operator commands.
 
 from __future__ import annotations
 
-from ._backlog import delivery_backlog
-from ._delivery import DeliveryWorker
-from ._endpoints import (
-    DEFAULT_ROTATION_OVERLAP,
-    Endpoint,
-    EndpointConfig,
-    WebhookEndpoints,
-    generate_secret,
-    validate_secret,
-)
-from ._errors import (
-    EndpointNotFoundError,
-    EventNotFoundError,
-    InvalidEventError,
-    InvalidWebhookSecretError,
-    UnsafeTargetError,
-    WebhookError,
-)
-from ._events import (
-    EVENT_DATA_MODELS,
-    EVENT_MODELS,
-    EventModel,
-    EventType,
-    SettlementCompletedData,
-    SettlementFailedData,
-    SettlementFinalizedData,
-    SettlementPendingData,
-    SettlementReversedData,
-    WebhookTestData,
-    event_json_schema,
-)
-from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
-from ._probe import EndpointProbe, send_test_event
-from ._retry import RETRY_SCHEDULE_S, RetryPolicy
-from ._routes import ApiTokenLookup, FailureThrottle, LimitsLookup, create_billing_router
-from ._sender import REQUEST_TIMEOUT_S
-from ._signing import signature_header, webhook_headers
-from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
-from .cli import WebhookSettings, endpoint_configs, webhooks_cli
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module on first use (PEP 562), so that a command (or a package)
+# importing one of them does not start the others' dependencies.
+if TYPE_CHECKING:
+    from ._backlog import delivery_backlog
+    from ._delivery import DeliveryWorker
+    from ._endpoints import (
+        DEFAULT_ROTATION_OVERLAP,
+        Endpoint,
+        EndpointConfig,
+        WebhookEndpoints,
+        generate_secret,
+        validate_secret,
+    )
+    from ._errors import (
+        EndpointNotFoundError,
+        EventNotFoundError,
+        InvalidEventError,
+        InvalidWebhookSecretError,
+        UnsafeTargetError,
+        WebhookError,
+    )
+    from ._events import (
+        EVENT_DATA_MODELS,
+        EVENT_MODELS,
+        EventModel,
+        EventType,
+        SettlementCompletedData,
+        SettlementFailedData,
+        SettlementFinalizedData,
+        SettlementPendingData,
+        SettlementReversedData,
+        WebhookTestData,
+        event_json_schema,
+    )
+    from ._models import WebhookAttempt, WebhookBase, WebhookDelivery, WebhookEndpoint, WebhookEvent
+    from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
+    from ._probe import EndpointProbe, send_test_event
+    from ._retry import RETRY_SCHEDULE_S, RetryPolicy
+    from ._routes import ApiTokenLookup, FailureThrottle, LimitsLookup, create_billing_router
+    from ._sender import REQUEST_TIMEOUT_S
+    from ._signing import signature_header, webhook_headers
+    from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
+    from .cli import WebhookSettings, endpoint_configs, webhooks_cli
 
 __all__ = [
     "DEFAULT_ROTATION_OVERLAP",
@@ -106,3 +112,61 @@ __all__ = [
     "webhook_headers",
     "webhooks_cli",
 ]
+
+_EXPORTS = {
+    "._backlog": ("delivery_backlog",),
+    "._delivery": ("DeliveryWorker",),
+    "._endpoints": (
+        "DEFAULT_ROTATION_OVERLAP",
+        "Endpoint",
+        "EndpointConfig",
+        "WebhookEndpoints",
+        "generate_secret",
+        "validate_secret",
+    ),
+    "._errors": (
+        "EndpointNotFoundError",
+        "EventNotFoundError",
+        "InvalidEventError",
+        "InvalidWebhookSecretError",
+        "UnsafeTargetError",
+        "WebhookError",
+    ),
+    "._events": (
+        "EVENT_DATA_MODELS",
+        "EVENT_MODELS",
+        "EventModel",
+        "EventType",
+        "SettlementCompletedData",
+        "SettlementFailedData",
+        "SettlementFinalizedData",
+        "SettlementPendingData",
+        "SettlementReversedData",
+        "WebhookTestData",
+        "event_json_schema",
+    ),
+    "._models": ("WebhookAttempt", "WebhookBase", "WebhookDelivery", "WebhookEndpoint", "WebhookEvent"),
+    "._outbox": ("DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"),
+    "._probe": ("EndpointProbe", "send_test_event"),
+    "._retry": ("RETRY_SCHEDULE_S", "RetryPolicy"),
+    "._routes": ("ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"),
+    "._sender": ("REQUEST_TIMEOUT_S",),
+    "._signing": ("signature_header", "webhook_headers"),
+    "._ssrf": ("RESOLVE_TIMEOUT_S", "Target", "is_public_address", "resolve_target"),
+    ".cli": ("WebhookSettings", "endpoint_configs", "webhooks_cli"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later reads find it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

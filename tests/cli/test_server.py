@@ -91,6 +91,9 @@ _STOPPABLE = textwrap.dedent(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", 0))
+            # Listening before the port is told: a request sent at once waits in the backlog while the
+            # server starts (a loaded machine took longer than the test's client), instead of being refused.
+            listener.listen()
             print(listener.getsockname()[1], flush=True)
             app = Starlette(routes=[Route("/slow", slow)])
             config = uvicorn.Config(app, log_config=None, log_level="warning")
