@@ -16,6 +16,7 @@ idle since before a payment became valid cannot arise there.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -105,14 +106,19 @@ async def test_a_second_settle_is_a_duplicate_and_a_repeated_key_gets_the_same_a
 
 @pytest.mark.parametrize("mining", MINING, indirect=True)
 async def test_fifty_concurrent_settles_of_one_authorization_make_one_transaction(
-    node_chain: DevChain, mining: str, service: Facilitator
+    node_chain: DevChain, mining: str, service: Facilitator, caplog: pytest.LogCaptureFixture
 ) -> None:
     chain = node_chain
     requirements = make_requirements(chain)
     payload = sign_payment(chain.new_payer(), requirements)
     nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
 
-    answers = await asyncio.gather(*(service.settle(payload, requirements) for _ in range(50)))
+    with caplog.at_level(logging.WARNING, logger="facilitator"):
+        answers = await asyncio.gather(*(service.settle(payload, requirements) for _ in range(50)))
+
+    # Not even a loser's answer came from a claim after the chain went unanswered (ganache's estimates
+    # racing a settlement once held their batches to the RPC timeout).
+    assert not [r.getMessage() for r in caplog.records if "could not reach the chain" in r.getMessage()]
 
     [winner] = [a for a in answers if a.success]
     refused = [a for a in answers if not a.success]
