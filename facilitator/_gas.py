@@ -8,6 +8,9 @@ would pass every simulation and revert every real transaction, at the relayer's 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ._errors import PaymentInvalidError, RpcError
@@ -74,6 +77,32 @@ class TransferGas:
         self.cap = cap
         # Gas of a transfer signed by an EOA without code, per token.
         self._eoa_gas: dict[str, int] = {}
+        self._learning: dict[str, asyncio.Lock] = {}
+
+    @asynccontextmanager
+    async def learning(self, asset: str, eoa_signature: bool) -> AsyncIterator[None]:
+        """Hold an EOA's verification of `asset` while the gas of its transfer is unknown, until the one
+        verification estimating it is done; at once when it is known, or the signature is a contract's.
+
+        Concurrent first settlements (of one authorization, typically) would otherwise each estimate, and
+        one settling while the others' estimates run turns them into reverts mid-estimate: ganache 7's
+        estimate then searches upwards for enough gas forever, never answering, and the whole JSON-RPC batch
+        carrying it waits for the RPC timeout ("the chain could not be reached"). Waiting for one estimate
+        costs the others one round trip, once per token and process; then all take the plain-call path.
+        """
+        if not eoa_signature or asset in self._eoa_gas:
+            yield
+            return
+        lock = self._learning.setdefault(asset, asyncio.Lock())
+        await lock.acquire()
+        if asset in self._eoa_gas:
+            lock.release()
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     def call(self, to: str, data: str, fees: Fees, *, gas: int | None = None) -> dict[str, str]:
         """A call object from the relayer with `fees`, limited to `gas` if given.

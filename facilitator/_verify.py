@@ -252,21 +252,34 @@ class Verifier:
         a pause, a blacklisted party or too low a balance). Only a payment that fails there, or on a
         token not seen before, is read in full, so that its refusal names the reason as it always has.
         """
-        calldata = encode_transfer_with_authorization(auth)
-        if terms.asset in self._domains:
-            replies = await self._rpc.batch(self._transfer_calls(auth, terms, calldata, eoa_signature, fees))
-            try:
-                return await self._judge_transfer(auth, terms, calldata, replies, eoa_signature, fees, now)
-            except PaymentInvalidError:
-                pass  # read in full below, for the reason
-        calls = [
-            *self._state_calls(auth, terms),
-            *self._transfer_calls(auth, terms, calldata, eoa_signature, fees),
-        ]
-        rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
-        return await self._judge_transfer(
-            auth, terms, calldata, rest[_STATE_READS:], eoa_signature, fees, now, state=rest[:_STATE_READS]
-        )
+        # One at a time while the token's transfer gas is unknown: see `TransferGas.learning`.
+        async with self._gas.learning(terms.asset, eoa_signature):
+            calldata = encode_transfer_with_authorization(auth)
+            if terms.asset in self._domains:
+                replies = await self._rpc.batch(
+                    self._transfer_calls(auth, terms, calldata, eoa_signature, fees)
+                )
+                try:
+                    return await self._judge_transfer(
+                        auth, terms, calldata, replies, eoa_signature, fees, now
+                    )
+                except PaymentInvalidError:
+                    pass  # read in full below, for the reason
+            calls = [
+                *self._state_calls(auth, terms),
+                *self._transfer_calls(auth, terms, calldata, eoa_signature, fees),
+            ]
+            rest = self._check_domain_replies(terms, await self._rpc.batch(calls))
+            return await self._judge_transfer(
+                auth,
+                terms,
+                calldata,
+                rest[_STATE_READS:],
+                eoa_signature,
+                fees,
+                now,
+                state=rest[:_STATE_READS],
+            )
 
     def _transfer_calls(
         self, auth: Authorization, terms: Terms, calldata: str, eoa_signature: bool, fees: Fees
