@@ -16,8 +16,9 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -131,8 +132,8 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._canonical": ("canonicalize_card",),
-    "._errors": (
+    "_canonical": ("canonicalize_card",),
+    "_errors": (
         "AgentCardError",
         "AlgorithmNotAllowedError",
         "CanonicalizationError",
@@ -159,9 +160,9 @@ _EXPORTS = {
         "SignatureMismatchError",
         "SigningError",
     ),
-    "._jwks": ("JWKS_PATH", "JwksCache", "check_jku", "jwks_url"),
-    "._jws": ("JOSE_TYPE", "sign_card"),
-    "._keys": (
+    "_jwks": ("JWKS_PATH", "JwksCache", "check_jku", "jwks_url"),
+    "_jws": ("JOSE_TYPE", "sign_card"),
+    "_keys": (
         "DEFAULT_KEYS_ENV",
         "SIGNING_ALGORITHMS",
         "VERIFICATION_ALGORITHMS",
@@ -172,25 +173,12 @@ _EXPORTS = {
         "load_signing_keys_from_env",
         "parse_jwks",
     ),
-    "._keystore": ("KeyRecord", "KeyStatus", "KeyStore"),
-    "._parse": ("MAX_CARD_BYTES", "MAX_NESTING", "parse_card_json"),
-    "._readings": ("READING_HEADER", "CardReading", "read_card"),
-    "._result": ("OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"),
-    "._unreachable": ("unreachable_reason",),
-    "._verify": ("CardVerifier",),
+    "_keystore": ("KeyRecord", "KeyStatus", "KeyStore"),
+    "_parse": ("MAX_CARD_BYTES", "MAX_NESTING", "parse_card_json"),
+    "_readings": ("READING_HEADER", "CardReading", "read_card"),
+    "_result": ("OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"),
+    "_unreachable": ("unreachable_reason",),
+    "_verify": ("CardVerifier",),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -10,8 +10,9 @@ log, and the person gets one line saying so (exit status 1).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -43,26 +44,13 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._entry": ("Command", "Group", "Mistakes", "answer"),
-    "._errors": ("MISTAKE_EXIT_CODE", "ConfigError"),
-    "._heap": ("YOUNG_THRESHOLD", "settle_heap"),
-    "._listen": ("bind_listener", "check_listenable"),
-    "._protocol": ("HeaderLimits", "bounded_http_protocol"),
-    "._server": ("Server",),
-    "._settings": ("load_settings", "settings_problems"),
+    "_entry": ("Command", "Group", "Mistakes", "answer"),
+    "_errors": ("MISTAKE_EXIT_CODE", "ConfigError"),
+    "_heap": ("YOUNG_THRESHOLD", "settle_heap"),
+    "_listen": ("bind_listener", "check_listenable"),
+    "_protocol": ("HeaderLimits", "bounded_http_protocol"),
+    "_server": ("Server",),
+    "_settings": ("load_settings", "settings_problems"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -11,8 +11,9 @@ The x402 documents themselves are in `facilitator.wire`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562): `import facilitator.wire`, or one error
 # type, must not start the HTTP app, the chain client and the key libraries (seconds of a command's start).
@@ -137,9 +138,9 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._api_keys": ("ApiKey", "ApiKeyStore", "KeyRules"),
-    "._app": ("create_app",),
-    "._checks": (
+    "_api_keys": ("ApiKey", "ApiKeyStore", "KeyRules"),
+    "_app": ("create_app",),
+    "_checks": (
         "CHECK_TIMEOUT_S",
         "FOREIGN_SETTLEMENTS_COUNTED",
         "ReadStatus",
@@ -156,9 +157,9 @@ _EXPORTS = {
         "relayer_check",
         "schema_check",
     ),
-    "._claims": ("Claim", "ClaimKey", "ClaimState", "ClaimStore"),
-    "._client": ("FacilitatorClient", "HttpFacilitatorClient"),
-    "._config": (
+    "_claims": ("Claim", "ClaimKey", "ClaimState", "ClaimStore"),
+    "_client": ("FacilitatorClient", "HttpFacilitatorClient"),
+    "_config": (
         "FacilitatorSettings",
         "erc6492_factories",
         "evm_network",
@@ -166,7 +167,7 @@ _EXPORTS = {
         "load_private_key",
         "load_private_keys",
     ),
-    "._errors": (
+    "_errors": (
         "ChainError",
         "ChainMismatchError",
         "ChainUnavailableError",
@@ -177,33 +178,20 @@ _EXPORTS = {
         "PaymentInvalidError",
         "RpcError",
     ),
-    "._health": (
+    "_health": (
         "check_facilitator",
         "facilitator_checks",
         "relayer_revert_checks",
         "stored_revert_budget_check",
     ),
-    "._metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
-    "._pool": ("NoRelayerError", "RelayerState"),
-    "._probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
-    "._recovery": ("authorization_used",),
-    "._replacement": ("bumped_fees",),
-    "._rpc": ("RpcCall", "RpcClient", "shown_origin", "unreachable_reason"),
-    "._service": ("Facilitator",),
-    "._token": ("AUTHORIZATION_USED_TOPIC", "TRANSFER_TOPIC"),
+    "_metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
+    "_pool": ("NoRelayerError", "RelayerState"),
+    "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
+    "_recovery": ("authorization_used",),
+    "_replacement": ("bumped_fees",),
+    "_rpc": ("RpcCall", "RpcClient", "shown_origin", "unreachable_reason"),
+    "_service": ("Facilitator",),
+    "_token": ("AUTHORIZATION_USED_TOPIC", "TRANSFER_TOPIC"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -10,8 +10,9 @@ services may use it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -50,31 +51,18 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._access": ("AccessLogMiddleware",),
-    "._health": ("READYZ_PATH", "Check", "CheckResult", "readiness_route", "render_checks", "run_checks"),
-    "._logs": (
+    "_access": ("AccessLogMiddleware",),
+    "_health": ("READYZ_PATH", "Check", "CheckResult", "readiness_route", "render_checks", "run_checks"),
+    "_logs": (
         "LogSettings",
         "LogSettingsError",
         "configure_logging",
         "configure_tool_logging",
         "log_context",
     ),
-    "._metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
-    "._redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
-    "._version": ("service_version",),
+    "_metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
+    "_redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
+    "_version": ("service_version",),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

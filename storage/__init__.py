@@ -6,8 +6,9 @@ only way tables are made. Callers own their sessions and transactions.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -51,14 +52,14 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._engine": ("DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url"),
-    "._errors": (
+    "_engine": ("DEFAULT_DATABASE_URL", "create_engine", "normalize_url", "printable_url"),
+    "_errors": (
         "DatabaseUnavailableError",
         "DatabaseUrlError",
         "MissingDatabaseError",
         "SchemaOutdatedError",
     ),
-    "._schema": (
+    "_schema": (
         "BranchState",
         "SchemaUpgrade",
         "checking_engine",
@@ -67,22 +68,9 @@ _EXPORTS = {
         "schema_state",
         "upgrade_schema",
     ),
-    "._snapshot": ("snapshot",),
-    "._types": ("Uint256", "UtcDateTime"),
-    "._writes": ("write", "write_transaction"),
+    "_snapshot": ("snapshot",),
+    "_types": ("Uint256", "UtcDateTime"),
+    "_writes": ("write", "write_transaction"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

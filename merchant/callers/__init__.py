@@ -9,8 +9,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -41,11 +42,11 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._authenticator": ("Authenticator",),
-    "._caller": ("Caller", "CredentialRefused", "caller_of", "valid_at"),
-    "._issuers": ("merge_issuers",),
-    "._jwt": ("ALLOWED_ALGORITHMS", "JWT_SCHEME", "JwtIssuer", "JwtVerifier"),
-    "._keys": (
+    "_authenticator": ("Authenticator",),
+    "_caller": ("Caller", "CredentialRefused", "caller_of", "valid_at"),
+    "_issuers": ("merge_issuers",),
+    "_jwt": ("ALLOWED_ALGORITHMS", "JWT_SCHEME", "JwtIssuer", "JwtVerifier"),
+    "_keys": (
         "API_KEY_PREFIX",
         "API_KEY_SCHEME",
         "CallerKey",
@@ -54,18 +55,5 @@ _EXPORTS = {
         "token_digest",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -6,8 +6,9 @@ explains to a tenant; the kinds are named in `merchant.differences._kinds`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -51,8 +52,8 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._booking": ("DifferenceRefusedError", "acknowledge_difference", "book_difference"),
-    "._kinds": (
+    "_booking": ("DifferenceRefusedError", "acknowledge_difference", "book_difference"),
+    "_kinds": (
         "BOOKABLE_KINDS",
         "CHAIN_KINDS",
         "CHAIN_RESTARTED",
@@ -61,7 +62,7 @@ _EXPORTS = {
         "PAYMENT_KINDS",
         "REORGED_OUT",
     ),
-    "._store": (
+    "_store": (
         "MAX_NOTE_CHARS",
         "DifferenceNotOpenError",
         "DifferenceState",
@@ -70,18 +71,5 @@ _EXPORTS = {
         "StoredDifference",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -8,8 +8,9 @@ a2a-sdk `AgentExecutor`; tasks are stored durably and scoped to their tenant. UR
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -64,13 +65,13 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._grpc": ("grpc_listen_address",),
-    "._grpc_listen": ("GrpcListenError",),
-    "._limits": ("RequestLimits",),
-    "._task_store": ("FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"),
-    "._tenancy": ("tenant_owner",),
-    ".app": ("MERCHANT_SCHEMA_BRANCH", "CardModifier", "CardSigner", "HandlerLayer", "create_app"),
-    ".card": (
+    "_grpc": ("grpc_listen_address",),
+    "_grpc_listen": ("GrpcListenError",),
+    "_limits": ("RequestLimits",),
+    "_task_store": ("FinalStateHook", "TaskOwnedElsewhereError", "TenantTaskStore"),
+    "_tenancy": ("tenant_owner",),
+    "app": ("MERCHANT_SCHEMA_BRANCH", "CardModifier", "CardSigner", "HandlerLayer", "create_app"),
+    "card": (
         "AgentCardSettings",
         "CardSettingsError",
         "build_agent_card",
@@ -79,7 +80,7 @@ _EXPORTS = {
         "render_versionless_agent_card",
         "served_versions",
     ),
-    ".paths": (
+    "paths": (
         "AGENT_CARD_PATH",
         "HEALTH_PATH",
         "JSONRPC_PATH",
@@ -87,20 +88,7 @@ _EXPORTS = {
         "TENANT_ROOT_PATH",
         "tenant_root",
     ),
-    ".versions": ("ProtocolVersion", "VersionNegotiator", "negotiate_version"),
+    "versions": ("ProtocolVersion", "VersionNegotiator", "negotiate_version"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -11,8 +11,9 @@ Knows tenants, accounts, amounts and authorizations; nothing of A2A or HTTP.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -109,7 +110,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._errors": (
+    "_errors": (
         "BookingConflictError",
         "EntryNotFoundError",
         "EntryNotReversibleError",
@@ -118,9 +119,9 @@ _EXPORTS = {
         "LedgerError",
         "LedgerInvariantError",
     ),
-    "._invariants": ("check_invariants",),
-    "._ledger": ("Along", "Ledger"),
-    "._models": (
+    "_invariants": ("check_invariants",),
+    "_ledger": ("Along", "Ledger"),
+    "_models": (
         "LedgerAccount",
         "LedgerBase",
         "LedgerEntry",
@@ -128,8 +129,8 @@ _EXPORTS = {
         "LedgerLine",
         "LedgerSequence",
     ),
-    "._queries": ("LedgerReader",),
-    "._records": (
+    "_queries": ("LedgerReader",),
+    "_records": (
         "Balance",
         "BookedEntry",
         "DailyRevenue",
@@ -146,8 +147,8 @@ _EXPORTS = {
         "SettlementReversed",
         "StatementLine",
     ),
-    "._sequence": ("allocate_sequence",),
-    "._statement": (
+    "_sequence": ("allocate_sequence",),
+    "_statement": (
         "STATEMENT_COLUMNS",
         "balances_json",
         "format_time",
@@ -155,20 +156,7 @@ _EXPORTS = {
         "statement_csv",
         "statement_json",
     ),
-    ".cli": ("ledger_cli",),
+    "cli": ("ledger_cli",),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -6,8 +6,9 @@ payment requests before they reach a task; `OfferStore` keeps the terms offered 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -59,16 +60,16 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._executor": ("PaymentExecutor", "SkillResolver"),
-    "._handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
-    "._offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
-    "._offers": ("Offer", "OfferState", "OfferStore"),
-    "._outcomes": ("OutcomeListener", "PaymentOutcome"),
-    "._presented": ("Presentations",),
-    "._pricing": ("Asset", "Pricing"),
-    "._protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
-    "._recovery": ("PaymentRecovery", "exception_line"),
-    "._unpaid": (
+    "_executor": ("PaymentExecutor", "SkillResolver"),
+    "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
+    "_offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
+    "_offers": ("Offer", "OfferState", "OfferStore"),
+    "_outcomes": ("OutcomeListener", "PaymentOutcome"),
+    "_presented": ("Presentations",),
+    "_pricing": ("Asset", "Pricing"),
+    "_protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
+    "_recovery": ("PaymentRecovery", "exception_line"),
+    "_unpaid": (
         "CLIENT_ADDRESS_KEY",
         "PurgeReport",
         "UnpaidLimitError",
@@ -77,18 +78,5 @@ _EXPORTS = {
         "caller_of",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

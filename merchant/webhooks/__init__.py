@@ -11,8 +11,9 @@ statements, event replay and redelivery; `webhooks_cli` the operator commands.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
@@ -114,9 +115,9 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "._backlog": ("delivery_backlog",),
-    "._delivery": ("DeliveryWorker",),
-    "._endpoints": (
+    "_backlog": ("delivery_backlog",),
+    "_delivery": ("DeliveryWorker",),
+    "_endpoints": (
         "DEFAULT_ROTATION_OVERLAP",
         "Endpoint",
         "EndpointConfig",
@@ -124,7 +125,7 @@ _EXPORTS = {
         "generate_secret",
         "validate_secret",
     ),
-    "._errors": (
+    "_errors": (
         "EndpointNotFoundError",
         "EventNotFoundError",
         "InvalidEventError",
@@ -132,7 +133,7 @@ _EXPORTS = {
         "UnsafeTargetError",
         "WebhookError",
     ),
-    "._events": (
+    "_events": (
         "EVENT_DATA_MODELS",
         "EVENT_MODELS",
         "EventModel",
@@ -145,28 +146,15 @@ _EXPORTS = {
         "WebhookTestData",
         "event_json_schema",
     ),
-    "._models": ("WebhookAttempt", "WebhookBase", "WebhookDelivery", "WebhookEndpoint", "WebhookEvent"),
-    "._outbox": ("DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"),
-    "._probe": ("EndpointProbe", "send_test_event"),
-    "._retry": ("RETRY_SCHEDULE_S", "RetryPolicy"),
-    "._routes": ("ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"),
-    "._sender": ("REQUEST_TIMEOUT_S",),
-    "._signing": ("signature_header", "webhook_headers"),
-    "._ssrf": ("RESOLVE_TIMEOUT_S", "Target", "is_public_address", "resolve_target"),
-    ".cli": ("WebhookSettings", "endpoint_configs", "webhooks_cli"),
+    "_models": ("WebhookAttempt", "WebhookBase", "WebhookDelivery", "WebhookEndpoint", "WebhookEvent"),
+    "_outbox": ("DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"),
+    "_probe": ("EndpointProbe", "send_test_event"),
+    "_retry": ("RETRY_SCHEDULE_S", "RetryPolicy"),
+    "_routes": ("ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"),
+    "_sender": ("REQUEST_TIMEOUT_S",),
+    "_signing": ("signature_header", "webhook_headers"),
+    "_ssrf": ("RESOLVE_TIMEOUT_S", "Target", "is_public_address", "resolve_target"),
+    "cli": ("WebhookSettings", "endpoint_configs", "webhooks_cli"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # later reads find it without this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)
