@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import agentcard
+from tests.fixtures.exports import loaded_vars
 
 
 def test_all_is_sorted_and_is_the_public_surface() -> None:
-    public = sorted(name for name in vars(agentcard) if not name.startswith("_") and name != "annotations")
+    public = sorted(name for name in loaded_vars(agentcard) if not name.startswith("_"))
     assert agentcard.__all__ == sorted(agentcard.__all__)
     assert agentcard.__all__ == public
 
@@ -26,7 +28,7 @@ def test_private_modules_declare_all() -> None:
         "_result",
         "_verify",
     ):
-        module = getattr(agentcard, name)
+        module = importlib.import_module(f"agentcard.{name}")
         assert set(module.__all__) <= set(agentcard.__all__), name
 
 

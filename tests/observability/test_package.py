@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import observability
+from tests.fixtures.exports import loaded_vars
 
 _PROJECT = {
     "a2a_x402",
@@ -24,7 +25,7 @@ _PROJECT = {
 def test_all_lists_the_public_api() -> None:
     defined = {
         name
-        for name, value in vars(observability).items()
+        for name, value in loaded_vars(observability).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith("observability")
     }
 

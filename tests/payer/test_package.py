@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import payer
+from tests.fixtures.exports import loaded_vars
 
 
 def test_all_is_sorted_and_is_the_public_surface() -> None:
     defined_here = {
         name
-        for name, value in vars(payer).items()
+        for name, value in loaded_vars(payer).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith("payer")
     }
 

@@ -8,13 +8,14 @@ import pytest
 
 import merchant.edge
 import merchant.tenants
+from tests.fixtures.exports import loaded_vars
 
 
 @pytest.mark.parametrize("module", [merchant.edge, merchant.tenants])
 def test_all_lists_the_public_api(module: types.ModuleType) -> None:
     defined_here = {
         name
-        for name, value in vars(module).items()
+        for name, value in loaded_vars(module).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith(module.__name__)
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 import merchant.ledger as ledger
+from tests.fixtures.exports import loaded_vars
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -17,7 +18,7 @@ def _isort_key(name: str) -> tuple[int, str]:
 def test_all_is_sorted_and_complete() -> None:
     public = {
         name
-        for name, value in vars(ledger).items()
+        for name, value in loaded_vars(ledger).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     } - {"annotations"}
     assert set(ledger.__all__) == public
@@ -25,7 +26,7 @@ def test_all_is_sorted_and_complete() -> None:
 
 
 def test_every_module_declares_all() -> None:
-    modules = [value for value in vars(ledger).values() if isinstance(value, types.ModuleType)]
+    modules = [value for value in loaded_vars(ledger).values() if isinstance(value, types.ModuleType)]
     assert {module.__name__.rsplit(".", 1)[1] for module in modules} == {
         "_errors",
         "_ids",

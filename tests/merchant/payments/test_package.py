@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import merchant.payments
+from tests.fixtures.exports import loaded_vars
 
 
 def test_all_lists_the_public_api() -> None:
     module = merchant.payments
     defined_here = {
         name
-        for name, value in vars(module).items()
+        for name, value in loaded_vars(module).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith(module.__name__)
     }
 

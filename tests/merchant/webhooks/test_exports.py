@@ -5,13 +5,14 @@ from __future__ import annotations
 import types
 
 import merchant.webhooks as webhooks
+from tests.fixtures.exports import loaded_vars
 from tests.merchant.ledger.test_exports import _isort_key
 
 
 def test_all_is_sorted_and_complete() -> None:
     public = {
         name
-        for name, value in vars(webhooks).items()
+        for name, value in loaded_vars(webhooks).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     } - {"annotations"}
     assert set(webhooks.__all__) == public
@@ -19,7 +20,7 @@ def test_all_is_sorted_and_complete() -> None:
 
 
 def test_every_module_declares_all() -> None:
-    modules = [value for value in vars(webhooks).values() if isinstance(value, types.ModuleType)]
+    modules = [value for value in loaded_vars(webhooks).values() if isinstance(value, types.ModuleType)]
     assert {module.__name__.rsplit(".", 1)[1] for module in modules} == {
         "_backlog",
         "_delivery",
