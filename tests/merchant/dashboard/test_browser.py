@@ -29,7 +29,7 @@ from tests.fixtures.merchant import MerchantWire
 from .conftest import Shop
 
 if TYPE_CHECKING:  # imported by the `browser` fixture, which skips (or fails under CI) without it
-    from playwright.async_api import Browser, Page
+    from playwright.async_api import Browser, Locator, Page
 
 # A worker gives up on an attempt after 15 s (and would retry it only 5 min later): the held retry is
 # released well before that.
@@ -219,20 +219,29 @@ async def test_the_pages_fit_the_screen_without_horizontal_scroll_at_desktop_and
         await page.screenshot(path=artifacts / f"differences-page-{width}.png", full_page=True)
 
         await page.goto(dashboard)
-        await page.locator("#settlements tr[data-settlement] a").first.click()
+        await _follow(page, page.locator("#settlements tr[data-settlement] a").first)
         await _assert_fits(page, width)
         await page.screenshot(path=artifacts / f"settlement-{width}.png", full_page=True)
 
         # Every settlement, filtered to today by the form (no script: a GET with the fields).
         await page.goto(f"{dashboard}/settlements")
         await page.fill("input[name=since]", datetime.now(UTC).date().isoformat())
-        await page.click("form.filter button[type=submit]")
+        await _follow(page, page.locator("form.filter button[type=submit]"))
         assert "since=" in page.url
         assert await page.locator("#settlements tr[data-settlement]").count() == 2
         await _assert_fits(page, width)
         await page.screenshot(path=artifacts / f"settlements-{width}.png", full_page=True)
     finally:
         await context.close()
+
+
+async def _follow(page: Page, link: Locator) -> None:
+    """Click a link or submit button and wait for the page it loads.
+
+    A bare click may return while Chromium swaps the document, so the next evaluate could find none.
+    """
+    async with page.expect_navigation(wait_until="load"):
+        await link.click()
 
 
 async def _assert_fits(page: Page, width: int) -> None:
