@@ -1,77 +1,10 @@
-"""The wire contract of the A2A x402 payment extension.
+"""Agents charging agents over A2A 1.0 with x402 payments settled on EVM chains.
 
-Pure data and parsing, no I/O; used by both the merchant and the payer. It defines the extension
-URIs and the dialect each A2A version speaks (``negotiate_dialect``), the payment statuses and
-error codes, the content of extension messages and its two wire forms (``encode``/``decode``),
-the repair of numbers that went through a protobuf ``Struct``, and the literal mapping table
-between extension v0.2 on A2A 0.3 and v0.3 on A2A 1.0.
+Everything the distribution installs lives under this one namespace:
+
+- `a2a_x402.extension`: the extension's wire contract (URIs, payment states, error codes, metadata).
+- `a2a_x402.merchant`: the payment layer around any a2a-sdk `AgentExecutor`, and the reference merchant.
+- `a2a_x402.payer`: the paying client.
+- `a2a_x402.facilitator`: verification and settlement on any EVM node, in process or over HTTP.
+- `a2a_x402.conformance`: the conformance kit that judges any merchant as a client sees it.
 """
-
-from __future__ import annotations
-
-from ._errors import ExtensionMetadataError, MetadataErrorCode
-from ._literals import LITERAL_MAPPINGS, LiteralCategory, LiteralMapping, literal_map
-from ._metadata import (
-    FLAT_KEY_PREFIX,
-    PaymentCompletedData,
-    PaymentData,
-    PaymentFailedData,
-    PaymentRejectedData,
-    PaymentRequiredData,
-    PaymentSubmittedData,
-    PaymentVerifiedData,
-    decode,
-    encode,
-)
-from ._numbers import MAX_DEPTH, MAX_NODES, MAX_STRING_CHARS, JsonValue, expect_int, normalize_struct_value
-from ._states import (
-    REASON_ERROR_CODES,
-    RETRYABLE_ERROR_CODES,
-    SETTLEMENT_PENDING_REASON,
-    PaymentErrorCode,
-    PaymentStatus,
-    error_code_for_reason,
-    reason_name,
-)
-from ._uris import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02, Dialect, negotiate_dialect
-from ._x402 import X402PaymentPayload, X402PaymentRequired, X402Receipt
-
-__all__ = [
-    "EXTENSION_URI",
-    "EXTENSION_URI_V01",
-    "EXTENSION_URI_V02",
-    "FLAT_KEY_PREFIX",
-    "LITERAL_MAPPINGS",
-    "MAX_DEPTH",
-    "MAX_NODES",
-    "MAX_STRING_CHARS",
-    "REASON_ERROR_CODES",
-    "RETRYABLE_ERROR_CODES",
-    "SETTLEMENT_PENDING_REASON",
-    "Dialect",
-    "ExtensionMetadataError",
-    "JsonValue",
-    "LiteralCategory",
-    "LiteralMapping",
-    "MetadataErrorCode",
-    "PaymentCompletedData",
-    "PaymentData",
-    "PaymentErrorCode",
-    "PaymentFailedData",
-    "PaymentRejectedData",
-    "PaymentRequiredData",
-    "PaymentStatus",
-    "PaymentSubmittedData",
-    "PaymentVerifiedData",
-    "X402PaymentPayload",
-    "X402PaymentRequired",
-    "X402Receipt",
-    "decode",
-    "encode",
-    "error_code_for_reason",
-    "expect_int",
-    "literal_map",
-    "negotiate_dialect",
-    "normalize_struct_value",
-    "reason_name",
-]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from eth_account import Account
 
-from devchain import AnvilNode, DevChain, deploy_devchain
+from a2a_x402.devchain import AnvilNode, DevChain, deploy_devchain
 
 __all__ = [
     "BenchChain",

@@ -23,14 +23,14 @@ from datetime import datetime, timedelta
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from facilitator import ClaimKey, ClaimStore, Facilitator
-from merchant.app import build_reconciler
-from merchant.ledger import Ledger, SettlementBooking
-from merchant.payments import OfferStore
-from merchant.reconciler import Reconciler
-from merchant.settings import MerchantSettings
-from merchant.tenants import TenantRegistry
-from merchant.webhooks import DeliveryWorker, Outbox
+from a2a_x402.facilitator import ClaimKey, ClaimStore, Facilitator
+from a2a_x402.merchant.app import build_reconciler
+from a2a_x402.merchant.ledger import Ledger, SettlementBooking
+from a2a_x402.merchant.payments import OfferStore
+from a2a_x402.merchant.reconciler import Reconciler
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.tenants import TenantRegistry
+from a2a_x402.merchant.webhooks import DeliveryWorker, Outbox
 
 __all__ = ["OPERATIONS", "Books", "Receiver", "Step", "timed"]
 

@@ -31,9 +31,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from merchant.demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
-from merchant.edge import HEALTH_PATH, JSONRPC_PATH
-from storage import create_engine
+from a2a_x402.merchant.demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
+from a2a_x402.merchant.edge import HEALTH_PATH, JSONRPC_PATH
+from a2a_x402.storage import create_engine
 
 __all__ = ["DATABASE_URL_ENV", "TwoStepExecutor", "create_app"]
 

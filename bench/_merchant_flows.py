@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 import orjson
 import uvloop
 
-from a2a_x402 import EXTENSION_URI
-from facilitator.wire import PaymentRequired
-from merchant.edge import JSONRPC_PATH
-from payer import sign_payment
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentRequired
+from a2a_x402.merchant.edge import JSONRPC_PATH
+from a2a_x402.payer import sign_payment
 
 from ._chain import BenchChain
 from ._http import Answer, HttpConnection, HttpError, build_request

@@ -28,9 +28,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from merchant.ledger import LedgerReader
-from merchant.tenants import DEFAULT_TENANT
-from storage import create_engine
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.merchant.tenants import DEFAULT_TENANT
+from a2a_x402.storage import create_engine
 
 from ._chain import BenchChain, process_cpu_s
 from ._merchant_bare_app import DATABASE_URL_ENV

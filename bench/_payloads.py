@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 from eth_account import Account
 
-from devchain import DevChain, encode_call
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from payer import sign_payment
+from a2a_x402.devchain import DevChain, encode_call
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.payer import sign_payment
 
 from ._http import build_request
 

@@ -17,10 +17,10 @@ import orjson
 import sqlalchemy as sa
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS
-from facilitator import Facilitator, FacilitatorSettings
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from storage import create_engine
+from a2a_x402.devchain import ANVIL_DEV_KEYS
+from a2a_x402.facilitator import Facilitator, FacilitatorSettings
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.storage import create_engine
 
 from ._chain import BenchChain
 from ._http import run_requests

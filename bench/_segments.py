@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import orjson
 import uvloop
 
-from facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
 
 from ._chain import BenchChain, ChainState, busiest_thread_s, machine_busy_s, threads_cpu_s
 from ._http import Answer, HttpConnection, build_request, run_requests

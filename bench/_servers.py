@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from facilitator.cli import KEEP_ALIVE_S
+from a2a_x402.facilitator.cli import KEEP_ALIVE_S
 
 from ._chain import process_cpu_s
 from ._http_floor_app import HOLD_ENV
@@ -144,6 +144,17 @@ def _code(source: Path | None) -> dict[str, str]:
     return {"PYTHONPATH": str(source)} if source is not None else {}
 
 
+def _facilitator_command(source: Path | None) -> list[str]:
+    """``x402-facilitator`` of checkout `source` (None: this one), whichever layout that commit had: the
+    packages under ``a2a_x402/``, or at the top level as before the one namespace."""
+    if source is None:
+        return [str(_BIN / "x402-facilitator")]
+    module = (
+        "a2a_x402.facilitator.cli" if (source / "a2a_x402" / "facilitator").is_dir() else "facilitator.cli"
+    )
+    return [str(_BIN / "python"), "-c", f"from {module} import main; main()"]
+
+
 def migrate_claim_store(workdir: Path, *, source: Path | None = None, tag: str = "template") -> Path:
     """Create an SQLite claim store with ``x402-facilitator db upgrade``; servers start on copies of it.
 
@@ -152,7 +163,7 @@ def migrate_claim_store(workdir: Path, *, source: Path | None = None, tag: str =
     template = workdir / f"claims-{tag}.db"
     env = {**os.environ, **_code(source), "X402_DATABASE_URL": f"sqlite+aiosqlite:///{template}"}
     subprocess.run(  # noqa: S603 - fixed executable from this virtualenv, no shell
-        [str(_BIN / "x402-facilitator"), "db", "upgrade"],
+        [*_facilitator_command(source), "db", "upgrade"],
         cwd=workdir,
         env=env,
         check=True,
@@ -190,7 +201,7 @@ def start_ours(
         # The load sends no API key: the facilitator runs public (a key adds one indexed read a request).
         "X402_FACILITATOR_PUBLIC": "true",
     }
-    command = [str(_BIN / "x402-facilitator"), "serve", "--port", str(port)]
+    command = [*_facilitator_command(source), "serve", "--port", str(port)]
     return spawn_server(f"ours[{tag}]", command, env, workdir, workdir / f"ours-{tag}.log", port)
 
 

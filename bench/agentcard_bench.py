@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentcard import MAX_CARD_BYTES, parse_card_json
+from a2a_x402.agentcard import MAX_CARD_BYTES, parse_card_json
 
 __all__ = ["main"]
 

@@ -50,12 +50,12 @@ def _serve(sock: socket.socket, database_url: str) -> None:
     """The server process: the edge with the default bounds, bounded headers, on `sock`."""
     import uvicorn
 
-    import cli
+    from a2a_x402 import cli
+    from a2a_x402.merchant.demo_skill import TEXT_STATS_SKILL
+    from a2a_x402.merchant.edge import AgentCardSettings, RequestLimits, create_app
+    from a2a_x402.merchant.tenants import TenantRegistry
+    from a2a_x402.storage import create_engine
     from bench._merchant_bare_app import TwoStepExecutor
-    from merchant.demo_skill import TEXT_STATS_SKILL
-    from merchant.edge import AgentCardSettings, RequestLimits, create_app
-    from merchant.tenants import TenantRegistry
-    from storage import create_engine
 
     limits = RequestLimits(header_timeout_s=_HEADER_TIMEOUT_S, body_timeout_s=_BODY_TIMEOUT_S)
     app = create_app(
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     count = 300 if args.quick else 1500
 
-    from storage import upgrade_schema
+    from a2a_x402.storage import upgrade_schema
 
     with tempfile.TemporaryDirectory() as folder:
         database_url = f"sqlite+aiosqlite:///{Path(folder) / 'x402.db'}"

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from facilitator.wire import PaymentPayload
+from a2a_x402.facilitator.wire import PaymentPayload
 
 from ._chain import BenchChain, start_bench_chain
 from ._payloads import make_requirements, sign_payloads, to_requests
@@ -356,8 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     baseline: Path | None = args.baseline.resolve() if args.baseline is not None else None
-    if baseline is not None and not (baseline / "facilitator" / "__init__.py").is_file():
-        parser.error(f"--baseline {args.baseline}: not a checkout of this project (no facilitator/ package)")
+    if baseline is not None and not any(
+        (baseline / where / "__init__.py").is_file() for where in ("a2a_x402/facilitator", "facilitator")
+    ):
+        parser.error(f"--baseline {args.baseline}: not a checkout of this project (no facilitator package)")
     plan = QUICK if args.quick else FULL
     if args.repetitions is not None:
         plan = dataclasses.replace(plan, repetitions=max(1, args.repetitions))

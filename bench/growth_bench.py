@@ -31,11 +31,11 @@ import sqlalchemy as sa
 from eth_account import Account
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from devchain import AnvilNode, DevChain, deploy_devchain
-from merchant.settings import MerchantSettings
-from merchant.tenants import Tenant, TenantRegistry
-from merchant.webhooks import EndpointConfig, WebhookEndpoints, generate_secret
-from storage import create_engine
+from a2a_x402.devchain import AnvilNode, DevChain, deploy_devchain
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.merchant.webhooks import EndpointConfig, WebhookEndpoints, generate_secret
+from a2a_x402.storage import create_engine
 
 from ._growth_fill import History, fill_history
 from ._growth_ops import OPERATIONS, Books, Receiver, timed

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from a2a_x402 import SETTLEMENT_PENDING_REASON, LiteralCategory, LiteralMapping, PaymentErrorCode
-from x402_a2a_conformance import CheckSpec, Scope
+from a2a_x402.conformance import CheckSpec, Scope
+from a2a_x402.extension import SETTLEMENT_PENDING_REASON, LiteralCategory, LiteralMapping, PaymentErrorCode
 
 __all__ = ["CATEGORY_TITLES", "render_check_table", "render_migration_table", "render_reason_table"]
 

@@ -3,7 +3,7 @@
 The Markdown (``v0.3.md``) is the source. ``python -m spec.build`` rewrites its example blocks in canonical
 form, re-renders its generated tables from ``a2a_x402`` and the conformance kit's check list, writes every
 example block to ``examples/<name>``, deletes example files the Markdown no longer has, and copies
-``schema/`` into the kit (``x402_a2a_conformance/schema/``). ``--check`` changes nothing and exits 1 when
+``schema/`` into the kit (``a2a_x402/conformance/schema/``). ``--check`` changes nothing and exits 1 when
 any of that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
 throwaway key and replaces the JWK Set example with its public key; run it after editing the card.
 """
@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from a2a_x402 import LITERAL_MAPPINGS, REASON_ERROR_CODES
-from x402_a2a_conformance import CHECKS, SCHEMA_FILES
-from x402_a2a_conformance import SCHEMA_DIR as KIT_SCHEMA_DIR
+from a2a_x402.conformance import CHECKS, SCHEMA_FILES
+from a2a_x402.conformance import SCHEMA_DIR as KIT_SCHEMA_DIR
+from a2a_x402.extension import LITERAL_MAPPINGS, REASON_ERROR_CODES
 
 from ._markdown import read_examples, render_example, replace_examples, replace_generated, section_anchors
 from ._tables import render_check_table, render_migration_table, render_reason_table
@@ -111,7 +111,7 @@ def _sync_kit_schemas(schema_dir: Path, kit_schema_dir: Path, *, check: bool) ->
     for name in names:
         source, copy = schema_dir / name, kit_schema_dir / name
         if not copy.is_file() or copy.read_bytes() != source.read_bytes():
-            changes.append(f"x402_a2a_conformance/schema/{name}: differs from schema/{name}")
+            changes.append(f"a2a_x402/conformance/schema/{name}: differs from schema/{name}")
             if not check:
                 copy.write_bytes(source.read_bytes())
     return changes
@@ -124,7 +124,7 @@ def sign_card_example(spec_path: Path = SPEC_PATH) -> None:
     anyone can sign with.
     """
     # Imported here: only this maintenance command needs the signing library.
-    from agentcard import generate_signing_key, sign_card
+    from a2a_x402.agentcard import generate_signing_key, sign_card
 
     markdown = spec_path.read_text(encoding="utf-8")
     examples = {example.name: example.document for example in read_examples(markdown)}

@@ -12,13 +12,13 @@ import pytest
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from facilitator._config import FacilitatorSettings
-from merchant.callers.cli import CallerSettings
-from merchant.differences.cli import DifferenceSettings
-from merchant.ledger.cli import LedgerSettings
-from merchant.settings import MerchantSettings
-from merchant.webhooks.cli import WebhookSettings
-from observability._logs import LogSettings
+from a2a_x402.facilitator._config import FacilitatorSettings
+from a2a_x402.merchant.callers.cli import CallerSettings
+from a2a_x402.merchant.differences.cli import DifferenceSettings
+from a2a_x402.merchant.ledger.cli import LedgerSettings
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.webhooks.cli import WebhookSettings
+from a2a_x402.observability._logs import LogSettings
 from tests.test_imports import PACKAGES
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from merchant.tenants import DEFAULT_TENANT, TenantRegistry
+from a2a_x402.merchant.tenants import DEFAULT_TENANT, TenantRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- readme-tenants:"

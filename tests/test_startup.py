@@ -12,21 +12,29 @@ import pytest
 
 # The heavy parts a command that does not serve or pay has no use for: the A2A and HTTP apps, the gRPC
 # server, the signing and key libraries, the facilitator's service, the merchant's composition root.
-_HEAVY = ("fastapi", "grpc", "eth_account", "py_ecc", "aiohttp", "facilitator._app", "merchant.app")
+_HEAVY = (
+    "fastapi",
+    "grpc",
+    "eth_account",
+    "py_ecc",
+    "aiohttp",
+    "a2a_x402.facilitator._app",
+    "a2a_x402.merchant.app",
+)
 
 _LAZY_PACKAGES = (
-    "agentcard",
-    "cli",
-    "facilitator",
-    "merchant.callers",
-    "merchant.differences",
-    "merchant.edge",
-    "merchant.ledger",
-    "merchant.payments",
-    "merchant.webhooks",
-    "observability",
-    "payer",
-    "storage",
+    "a2a_x402.agentcard",
+    "a2a_x402.cli",
+    "a2a_x402.facilitator",
+    "a2a_x402.merchant.callers",
+    "a2a_x402.merchant.differences",
+    "a2a_x402.merchant.edge",
+    "a2a_x402.merchant.ledger",
+    "a2a_x402.merchant.payments",
+    "a2a_x402.merchant.webhooks",
+    "a2a_x402.observability",
+    "a2a_x402.payer",
+    "a2a_x402.storage",
 )
 
 
@@ -42,13 +50,13 @@ def _imported_by(module: str) -> set[str]:
 @pytest.mark.parametrize(
     "module",
     [
-        "merchant.cli",
-        "merchant.callers.cli",
-        "merchant.differences.cli",
-        "merchant.ledger.cli",
-        "merchant.webhooks.cli",
-        "facilitator.cli",
-        "facilitator.wire",
+        "a2a_x402.merchant.cli",
+        "a2a_x402.merchant.callers.cli",
+        "a2a_x402.merchant.differences.cli",
+        "a2a_x402.merchant.ledger.cli",
+        "a2a_x402.merchant.webhooks.cli",
+        "a2a_x402.facilitator.cli",
+        "a2a_x402.facilitator.wire",
     ],
 )
 def test_a_command_module_imports_none_of_the_heavy_parts(module: str) -> None:
@@ -58,7 +66,7 @@ def test_a_command_module_imports_none_of_the_heavy_parts(module: str) -> None:
 
 
 def test_the_payers_command_imports_no_signing_library_before_it_pays() -> None:
-    assert "eth_account" not in _imported_by("payer.cli")
+    assert "eth_account" not in _imported_by("a2a_x402.payer.cli")
 
 
 @pytest.mark.parametrize("name", _LAZY_PACKAGES)

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agentcard import parse_card_json
+from a2a_x402.agentcard import parse_card_json
 from tests.fixtures.servers import bind_loopback, serve_asgi
 
 VECTORS = Path(__file__).parent / "vectors"

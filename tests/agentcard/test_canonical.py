@@ -11,7 +11,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from hypothesis import HealthCheck, given, settings
 
-from agentcard import CanonicalizationError, canonicalize_card
+from a2a_x402.agentcard import CanonicalizationError, canonicalize_card
 from tests.agentcard.conftest import VECTORS, load_vector, merchant_card
 from tests.agentcard.strategies import card_dicts
 

@@ -5,8 +5,8 @@ from typing import cast
 
 import pytest
 
-import agentcard
-from agentcard import (
+from a2a_x402 import agentcard
+from a2a_x402.agentcard import (
     AgentCardError,
     CardStatus,
     CardUnsignedError,
@@ -20,7 +20,7 @@ from agentcard import (
 EXCEPTIONS = [
     member
     for _, member in inspect.getmembers(agentcard, inspect.isclass)
-    if issubclass(member, Exception) and member.__module__.startswith("agentcard")
+    if issubclass(member, Exception) and member.__module__.startswith("a2a_x402.agentcard")
 ]
 ERRORS = cast(list[type[AgentCardError]], EXCEPTIONS)  # test_one_root checks the cast
 

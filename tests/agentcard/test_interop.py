@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from joserfc.jwk import OKPKey
 
-from agentcard import (
+from a2a_x402.agentcard import (
     CardStatus,
     CardVerifier,
     SigningKey,

@@ -6,7 +6,7 @@ from functools import partial
 import httpx
 import pytest
 
-from agentcard import (
+from a2a_x402.agentcard import (
     JWKS_PATH,
     JkuNotAllowedError,
     JwksCache,

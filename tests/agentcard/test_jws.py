@@ -10,7 +10,7 @@ from joserfc.errors import SecurityWarning
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 from joserfc.jws import JWSRegistry
 
-from agentcard import (
+from a2a_x402.agentcard import (
     VERIFICATION_ALGORITHMS,
     AlgorithmNotAllowedError,
     CanonicalizationError,
@@ -24,7 +24,7 @@ from agentcard import (
     generate_signing_key,
     sign_card,
 )
-from agentcard._jws import decode_signature, sign_payload, verify_signature
+from a2a_x402.agentcard._jws import decode_signature, sign_payload, verify_signature
 from tests.agentcard.conftest import load_vector, merchant_card
 
 JKU = "https://shop.example/.well-known/jwks.json"

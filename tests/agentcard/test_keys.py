@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from joserfc.jwk import ECKey, OKPKey
 
-from agentcard import (
+from a2a_x402.agentcard import (
     DEFAULT_KEYS_ENV,
     KeyLoadError,
     KeyStatus,
@@ -226,7 +226,7 @@ def test_verification_key_refuses_malformed_jwks(jwk: dict[str, object]) -> None
 
 def test_parse_jwks_skips_unusable_entries_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     good = generate_signing_key().public_jwk()
-    with caplog.at_level(logging.WARNING, logger="agentcard._keys"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard._keys"):
         keys = parse_jwks({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"}, "text", good]})
     assert list(keys) == [good["kid"]]
     assert "entry 0 skipped" in caplog.text and "entry 1 skipped" in caplog.text

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentcard import (
+from a2a_x402.agentcard import (
     MAX_CARD_BYTES,
     MAX_NESTING,
     CardParseError,

@@ -15,7 +15,7 @@ import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import _canonicalize_agent_card
 
-from agentcard import (
+from a2a_x402.agentcard import (
     OTHER_READING,
     CardReading,
     CardStatus,
@@ -28,7 +28,7 @@ from agentcard import (
     read_card,
     sign_card,
 )
-from agentcard._jws import sign_payload
+from a2a_x402.agentcard._jws import sign_payload
 
 BASE = "https://shop.example"
 

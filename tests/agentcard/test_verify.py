@@ -15,7 +15,7 @@ import rfc8785
 from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict
 
-from agentcard import (
+from a2a_x402.agentcard import (
     JWKS_PATH,
     CardStatus,
     CardTooLargeError,
@@ -35,7 +35,7 @@ from agentcard import (
     parse_jwks,
     sign_card,
 )
-from agentcard._jws import sign_payload
+from a2a_x402.agentcard._jws import sign_payload
 from tests.agentcard.conftest import KeyServer, merchant_card
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -454,7 +454,7 @@ async def test_policy_warn_logs_the_reason_and_continues(
     verifier: CardVerifier, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert verifier.policy is SignaturePolicy.WARN  # the default
-    with caplog.at_level(logging.WARNING, logger="agentcard._verify"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard._verify"):
         result = await verifier.verify(
             merchant_card(), card_url="https://shop.example/.well-known/agent-card.json"
         )

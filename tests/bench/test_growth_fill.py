@@ -15,11 +15,17 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from a2a_x402.merchant.ledger import Ledger, SettlementBooking, check_invariants
+from a2a_x402.merchant.webhooks import (
+    DeliveryWorker,
+    EndpointConfig,
+    Outbox,
+    WebhookEndpoints,
+    generate_secret,
+)
+from a2a_x402.storage import create_engine
 from bench._growth_fill import History, fill_history
 from bench._growth_ops import Receiver
-from merchant.ledger import Ledger, SettlementBooking, check_invariants
-from merchant.webhooks import DeliveryWorker, EndpointConfig, Outbox, WebhookEndpoints, generate_secret
-from storage import create_engine
 
 pytestmark = pytest.mark.postgres
 

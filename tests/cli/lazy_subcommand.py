@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-import cli
+from a2a_x402 import cli
 
 
 class LaterRefused(Exception):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-import cli
+from a2a_x402 import cli
 
 SECRET = "0x" + "5e" * 32
 

@@ -8,13 +8,13 @@ import subprocess
 import sys
 import textwrap
 
-from cli import YOUNG_THRESHOLD
+from a2a_x402.cli import YOUNG_THRESHOLD
 
 _SERVE_AND_REPORT = textwrap.dedent(
     """
     import asyncio, gc, socket
     import uvicorn
-    from cli import Server
+    from a2a_x402.cli import Server
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":

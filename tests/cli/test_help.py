@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import click
 from click.testing import CliRunner
 
-from devchain.cli import main as devchain_main
-from facilitator.cli import main as facilitator_main
-from merchant.cli import main as merchant_main
-from payer.cli import main as payer_main
+from a2a_x402.devchain.cli import main as devchain_main
+from a2a_x402.facilitator.cli import main as facilitator_main
+from a2a_x402.merchant.cli import main as merchant_main
+from a2a_x402.payer.cli import main as payer_main
 from tests.fixtures.commands import Secrets, assert_no_secret
 
 COMMANDS: dict[str, click.Command] = {

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import cli
+from a2a_x402 import cli
 
 _MODULE = "tests.cli.lazy_subcommand"
 

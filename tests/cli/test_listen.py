@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from cli import ConfigError, bind_listener, check_listenable
+from a2a_x402.cli import ConfigError, bind_listener, check_listenable
 
 
 def test_a_name_resolving_to_both_families_binds_ipv4(monkeypatch: pytest.MonkeyPatch) -> None:

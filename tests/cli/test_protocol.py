@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from cli import HeaderLimits, bounded_http_protocol
+from a2a_x402.cli import HeaderLimits, bounded_http_protocol
 from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.servers import serve_asgi
 

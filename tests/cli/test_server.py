@@ -24,8 +24,7 @@ _SERVE = textwrap.dedent(
     import click, uvicorn
     from starlette.applications import Starlette
 
-    import cli
-
+    from a2a_x402 import cli
     @asynccontextmanager
     async def lifespan(app):
         if sys.argv[1] == "mistake":
@@ -79,8 +78,7 @@ _STOPPABLE = textwrap.dedent(
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
 
-    import cli
-
+    from a2a_x402 import cli
     async def slow(request):
         print("in flight", flush=True)
         await asyncio.sleep(float(request.query_params["s"]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from devchain import ANVIL_DEV_KEYS
+from a2a_x402.devchain import ANVIL_DEV_KEYS
 from tests.fixtures.commands import assert_no_secret, run_command
 
 

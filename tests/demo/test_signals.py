@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devchain import RpcClient
+from a2a_x402.devchain import RpcClient
 from tests.fixtures.deadlines import within_deadline
 
 _STARTED_S = 60.0  # anvil and the token's deployment, on however busy a machine

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS, AnvilNode, AnvilNotFoundError, AnvilStartError, DevChain
+from a2a_x402.devchain import ANVIL_DEV_KEYS, AnvilNode, AnvilNotFoundError, AnvilStartError, DevChain
 from tests.fixtures.chain import rolled_back
 
 

@@ -17,7 +17,11 @@ def test_committed_artifacts_are_up_to_date() -> None:
     node = shutil.which("node")
     assert node is not None, "node is needed to check the artifacts"
     result = subprocess.run(  # noqa: S603 - fixed command
-        [node, "devchain/build.mjs", "--check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        [node, "a2a_x402/devchain/build.mjs", "--check"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
 
@@ -41,7 +45,7 @@ def _opcodes(code: bytes) -> list[int]:
 
 
 def _artifacts() -> list[Path]:
-    return sorted((REPO_ROOT / "devchain" / "artifacts").glob("*.json"))
+    return sorted((REPO_ROOT / "a2a_x402" / "devchain" / "artifacts").glob("*.json"))
 
 
 def test_every_artifact_is_built_for_shanghai() -> None:

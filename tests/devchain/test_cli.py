@@ -14,7 +14,7 @@ import httpx
 import pytest
 from eth_account import Account
 
-from devchain import RpcClient, encode_call
+from a2a_x402.devchain import RpcClient, encode_call
 from tests.fixtures.deadlines import within_deadline
 
 EXPECTED_KEYS = {

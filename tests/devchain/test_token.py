@@ -17,7 +17,7 @@ from web3.exceptions import ContractLogicError
 from web3.logs import DISCARD
 from web3.types import TxReceipt
 
-from devchain import ANVIL_DEV_KEYS, DevChain, load_artifact
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain, load_artifact
 
 # Circle's constants in FiatTokenV2 / EIP3009.sol, and the topics of its two events.
 USDC_TYPEHASHES = {

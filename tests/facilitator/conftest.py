@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from devchain import DevChain
-from facilitator import Facilitator, FacilitatorSettings, create_app
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import Facilitator, FacilitatorSettings, create_app
 from tests.fixtures.facilitator import facilitator_settings_on
 
 OpenFacilitator = Callable[..., Awaitable[Facilitator]]

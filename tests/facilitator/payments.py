@@ -13,16 +13,16 @@ from eth_abi.abi import decode, encode
 from eth_account import Account
 from eth_utils.address import to_checksum_address
 
-from devchain import DevChain, encode_call, load_artifact
-from facilitator import Facilitator
-from facilitator.wire import (
+from a2a_x402.devchain import DevChain, encode_call, load_artifact
+from a2a_x402.facilitator import Facilitator
+from a2a_x402.facilitator.wire import (
     ExactEvmAuthorization,
     ExactEvmPayload,
     PaymentPayload,
     PaymentRequirements,
     SettleResponse,
 )
-from storage import create_engine
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 
 __all__ = [

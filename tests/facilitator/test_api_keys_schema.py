@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from facilitator._api_keys import api_keys_table
+from a2a_x402.facilitator._api_keys import api_keys_table
 from tests.fixtures.schema import migration_differences
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devchain import DevChain
-from facilitator.wire import (
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import (
     PaymentPayload,
     PaymentRequirements,
     Reason,
@@ -22,7 +22,7 @@ from facilitator.wire import (
     VerifyResponse,
     VerifyResponseV1,
 )
-from payer import sign_payment
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import StartService

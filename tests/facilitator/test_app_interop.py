@@ -24,7 +24,7 @@ from x402.schemas import (
 )
 from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
 
-from devchain import DevChain, encode_call
+from a2a_x402.devchain import DevChain, encode_call
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService

@@ -28,10 +28,10 @@ from x402.http.utils import (
 from x402.mechanisms.evm.exact import register_exact_evm_server
 from x402.schemas import PaymentPayload, PaymentRequired, ResourceInfo
 
-from devchain import DevChain
-from facilitator import ApiKeyStore
-from facilitator.wire import Reason
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.storage import create_engine
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService

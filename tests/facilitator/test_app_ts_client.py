@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from eth_account import Account
 
-from devchain import DevChain
-from facilitator.wire import Reason
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.fiat_token import ASSETS
 from tests.fixtures.node import NodeScript
@@ -61,7 +61,11 @@ async def test_the_typescript_sdk_client_pays_through_our_facilitator_once(
     assert (payment["x402Version"], payment["accepted"]) == (2, requirements.to_json_dict())
     assert payment["payload"]["authorization"]["from"] == payer
     assert verified == {"isValid": True, "payer": payer}
-    assert (settled["success"], settled["payer"], settled["network"]) == (True, payer, chain.network), settled
+    assert (settled["success"], settled["payer"], settled["network"]) == (
+        True,
+        payer,
+        chain.network,
+    ), settled
     assert transfer_logs_of(chain, settled["transaction"]) == [
         (chain.asset.lower(), payer.lower(), PAY_TO.lower(), requirements.amount)
     ]

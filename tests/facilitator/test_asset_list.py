@@ -8,8 +8,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from facilitator import FacilitatorSettings
-from facilitator._asset_list import AssetEntry, asset_entries, format_asset_entries
+from a2a_x402.facilitator import FacilitatorSettings
+from a2a_x402.facilitator._asset_list import AssetEntry, asset_entries, format_asset_entries
 
 USDC = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
 OTHER = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"

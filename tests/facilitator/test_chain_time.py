@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import clock_ahead, head_timestamp, idle_for
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 

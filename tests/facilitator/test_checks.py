@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS, DevChain
-from facilitator import (
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
+from a2a_x402.facilitator import (
     FOREIGN_SETTLEMENTS_COUNTED,
     ChainStatus,
     ChainUnavailableError,
@@ -22,10 +22,10 @@ from facilitator import (
     read_once,
     relayer_check,
 )
-from facilitator._reverts import RevertedSettlement, RevertGuard
-from facilitator.cli import main
-from observability import CheckResult, run_checks
-from storage import create_engine
+from a2a_x402.facilitator._reverts import RevertedSettlement, RevertGuard
+from a2a_x402.facilitator.cli import main
+from a2a_x402.observability import CheckResult, run_checks
+from a2a_x402.storage import create_engine
 from tests.fixtures.checks import chain_env, problems, run_check, serve_refused
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from facilitator._claims import _NEW_ATTEMPT, _HotWrites, claims_table
+from a2a_x402.facilitator._claims import _NEW_ATTEMPT, _HotWrites, claims_table
 
 _INSERT = sqlite.insert(claims_table).on_conflict_do_nothing().returning(claims_table.c.id)
 _MOMENT = datetime(2026, 12, 1, 21, 30, 15, 123456, tzinfo=UTC)

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from facilitator import ClaimState, IdempotencyConflictError
-from facilitator._claims import Claim, ClaimKey, ClaimStore
-from storage import create_engine
+from a2a_x402.facilitator import ClaimState, IdempotencyConflictError
+from a2a_x402.facilitator._claims import Claim, ClaimKey, ClaimStore
+from a2a_x402.storage import create_engine
 
 ASSET = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 PAYER = "0x2BD786253040452c8aF28bb147C7E202361B98F2"

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-import migrations
-from facilitator._claims import ClaimKey, ClaimStore, claims_table
-from storage import create_engine, normalize_url, upgrade_schema
+from a2a_x402 import migrations
+from a2a_x402.facilitator._claims import ClaimKey, ClaimStore, claims_table
+from a2a_x402.storage import create_engine, normalize_url, upgrade_schema
 
 ASSET = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 PAYER = "0x2BD786253040452c8aF28bb147C7E202361B98F2"

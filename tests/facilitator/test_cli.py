@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS, DevChain
-from facilitator.wire import PaymentPayload
-from payer import sign_payment
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
 from tests.fixtures.servers import free_port, idle_connection_answers

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.payer import sign_payment
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes

@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 from eth_account import Account
 
-from devchain import DevChain
-from facilitator import ApiKeyStore
-from observability import service_version
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore
+from a2a_x402.observability import service_version
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import free_port, wait_answering

@@ -7,7 +7,7 @@ import socket
 from functools import partial
 from pathlib import Path
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.commands import Secrets, assert_refused, operator_env
 from tests.fixtures.servers import free_port
 

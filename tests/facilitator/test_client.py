@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from devchain import DevChain
-from facilitator import ChainUnavailableError, HttpFacilitatorClient, IdempotencyConflictError
-from facilitator.wire import Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ChainUnavailableError, HttpFacilitatorClient, IdempotencyConflictError
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import base_url_of, bind_loopback
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from eth_account import Account
 from pydantic import SecretStr, ValidationError
 
-from cli import ConfigError, load_settings
-from devchain import ANVIL_DEV_KEYS
-from facilitator import FacilitatorSettings
-from facilitator.cli import main
+from a2a_x402.cli import ConfigError, load_settings
+from a2a_x402.devchain import ANVIL_DEV_KEYS
+from a2a_x402.facilitator import FacilitatorSettings
+from a2a_x402.facilitator.cli import main
 
 RELAYER_KEY = ANVIL_DEV_KEYS[1]
 

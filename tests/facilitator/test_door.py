@@ -17,11 +17,11 @@ import httpx
 import orjson
 import pytest
 
-from devchain import DevChain
-from facilitator import ApiKeyStore, HttpFacilitatorClient, KeyRules
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore, HttpFacilitatorClient, KeyRules
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
 

@@ -14,9 +14,9 @@ import pytest
 from eth_abi.abi import decode, encode
 from eth_account import Account
 
-from devchain import MULTICALL3_ADDRESS, DevChain, encode_call
-from facilitator import ClaimState, Facilitator, FacilitatorSettings
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from a2a_x402.devchain import MULTICALL3_ADDRESS, DevChain, encode_call
+from a2a_x402.facilitator import ClaimState, Facilitator, FacilitatorSettings
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator

@@ -24,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import DevChain
-from facilitator import Facilitator
-from facilitator.wire import Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import Facilitator
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import head_timestamp
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on, make_requirements

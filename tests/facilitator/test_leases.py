@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from devchain import DevChain
-from facilitator._leases import Lease, LeaseStore
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator._leases import Lease, LeaseStore
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import make_requirements
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from facilitator._nonce_words import nonce_too_high, nonce_too_low
+from a2a_x402.facilitator._nonce_words import nonce_too_high, nonce_too_low
 
 # The messages as each node sends them (from their sources), inside the prefixes clients and proxies add.
 TOO_LOW = {

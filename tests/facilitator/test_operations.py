@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from devchain import DevChain
-from facilitator import Facilitator, FacilitatorSettings, create_app
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import Facilitator, FacilitatorSettings, create_app
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
 from tests.fixtures.servers import free_port

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.servers import free_port, wait_answering_blocking
 from tests.fixtures.subprocesses import unavailable

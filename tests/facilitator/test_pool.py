@@ -14,10 +14,10 @@ import httpx
 import sqlalchemy as sa
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS, DevChain
-from facilitator import AUTHORIZATION_USED_TOPIC
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.facilitator_processes import facilitator_processes

@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devchain import DevChain
-from facilitator import ClaimState
-from facilitator._receipts import ReceiptWatcher, next_pause
-from facilitator._rpc import RpcClient
-from facilitator.wire import Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ClaimState
+from a2a_x402.facilitator._receipts import ReceiptWatcher, next_pause
+from a2a_x402.facilitator._rpc import RpcClient
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import loopback_server, rpc_proxy

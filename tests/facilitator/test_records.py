@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from facilitator._answers import Answers
-from facilitator._recovery import ThirdPartySettlement
-from facilitator.wire import Reason, SettleResponse
+from a2a_x402.facilitator._answers import Answers
+from a2a_x402.facilitator._recovery import ThirdPartySettlement
+from a2a_x402.facilitator.wire import Reason, SettleResponse
 
 NETWORK = "eip155:84532"
 PAYER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import MULTICALL3_ADDRESS, DevChain
-from facilitator import ClaimState, Facilitator
-from facilitator._claims import claims_table
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import MULTICALL3_ADDRESS, DevChain
+from a2a_x402.facilitator import ClaimState, Facilitator
+from a2a_x402.facilitator._claims import claims_table
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 

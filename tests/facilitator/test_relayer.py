@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import DevChain, encode_call
-from facilitator import ChainUnavailableError, ClaimState, RpcError
-from facilitator._relayer import BroadcastUncertainError, Relayer, SentTransaction
-from facilitator._rpc import RpcClient
-from facilitator.wire import Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain, encode_call
+from a2a_x402.facilitator import ChainUnavailableError, ClaimState, RpcError
+from a2a_x402.facilitator._relayer import BroadcastUncertainError, Relayer, SentTransaction
+from a2a_x402.facilitator._rpc import RpcClient
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import rpc_proxy
 

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from devchain import DevChain
-from facilitator import AUTHORIZATION_USED_TOPIC, Facilitator, bumped_fees
-from facilitator.wire import PaymentPayload, SettleResponse
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, Facilitator, bumped_fees
+from a2a_x402.facilitator.wire import PaymentPayload, SettleResponse
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import make_requirements
 

@@ -22,12 +22,18 @@ from eth_abi.abi import encode
 from eth_account import Account
 from eth_utils.address import to_checksum_address
 
-from devchain import DevChain, RpcError, TransactionFailedError, encode_call, load_artifact
-from facilitator import Facilitator, FacilitatorSettings, create_app
-from facilitator._reverts import CoolingOffError, RevertedSettlement, RevertGuard, read_spent, reverts_table
-from facilitator.wire import PaymentPayload, Reason
-from payer import sign_payment
-from storage import create_engine, write
+from a2a_x402.devchain import DevChain, RpcError, TransactionFailedError, encode_call, load_artifact
+from a2a_x402.facilitator import Facilitator, FacilitatorSettings, create_app
+from a2a_x402.facilitator._reverts import (
+    CoolingOffError,
+    RevertedSettlement,
+    RevertGuard,
+    read_spent,
+    reverts_table,
+)
+from a2a_x402.facilitator.wire import PaymentPayload, Reason
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine, write
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
@@ -313,7 +319,13 @@ async def test_a_revert_counts_once_within_its_window_and_on_its_chain_only(data
         revert = RevertedSettlement("0x" + "01" * 32, relayer, payer, code, 70)
         first, again = await guard.record(revert), await guard.record(revert)
         old = datetime.now(UTC) - timedelta(hours=2)
-        row = {"chain_id": 84532, "relayer": relayer, "payer": elder, "code_hash": None, "reverted_at": old}
+        row = {
+            "chain_id": 84532,
+            "relayer": relayer,
+            "payer": elder,
+            "code_hash": None,
+            "reverted_at": old,
+        }
         aged = {**row, "tx_hash": "0x" + "02" * 32, "gas_wei": 10**18}
         await write(engine, lambda connection: connection.execute(reverts_table.insert(), aged))
         within = await read_spent(engine, 84532, [relayer])

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from devchain import DevChain
-from facilitator._rpc import MAX_BATCH, RpcCall, RpcClient
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator._rpc import MAX_BATCH, RpcCall, RpcClient
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import slow_node
 

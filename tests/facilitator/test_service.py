@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-import facilitator as facilitator_package
-from devchain import DevChain
-from facilitator import (
+import a2a_x402.facilitator as facilitator_package
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import (
     FOREIGN_SETTLEMENTS_COUNTED,
     ChainMismatchError,
     ClaimState,
@@ -29,9 +29,15 @@ from facilitator import (
     IdempotencyConflictError,
     InvalidIdempotencyKeyError,
 )
-from facilitator._reverted import MAX_SETTLE_ATTEMPTS
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason, ResourceInfo, SettleResponse
-from payer import sign_payment
+from a2a_x402.facilitator._reverted import MAX_SETTLE_ATTEMPTS
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Reason,
+    ResourceInfo,
+    SettleResponse,
+)
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator

@@ -6,10 +6,10 @@ import dataclasses
 
 from eth_account import Account
 
-from facilitator._eip712 import authorization_digest
-from facilitator._signature import recover_signer
-from facilitator._signed import SignatureMemo
-from facilitator._token import Authorization
+from a2a_x402.facilitator._eip712 import authorization_digest
+from a2a_x402.facilitator._signature import recover_signer
+from a2a_x402.facilitator._signed import SignatureMemo
+from a2a_x402.facilitator._token import Authorization
 
 _ASSET = "0x" + "11" * 20
 

@@ -7,8 +7,12 @@ from eth_utils.crypto import keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from facilitator._eip712 import TRANSFER_WITH_AUTHORIZATION_TYPEHASH, authorization_digest, domain_separator
-from facilitator._token import (
+from a2a_x402.facilitator._eip712 import (
+    TRANSFER_WITH_AUTHORIZATION_TYPEHASH,
+    authorization_digest,
+    domain_separator,
+)
+from a2a_x402.facilitator._token import (
     Authorization,
     encode_authorization_state,
     encode_balance_of,
@@ -16,7 +20,7 @@ from facilitator._token import (
     encode_is_valid_signature,
     encode_transfer_with_authorization,
 )
-from facilitator.wire import checksum_address
+from a2a_x402.facilitator.wire import checksum_address
 
 _ADDRESS = st.binary(min_size=20, max_size=20).map(lambda raw: checksum_address("0x" + raw.hex()))
 _UINT = st.integers(min_value=0, max_value=2**256 - 1)

@@ -9,7 +9,7 @@ from eth_account import Account
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from facilitator._txsign import sign_eip1559
+from a2a_x402.facilitator._txsign import sign_eip1559
 
 _UINT = st.integers(min_value=0, max_value=2**64)
 

@@ -12,10 +12,10 @@ import pytest
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from devchain import DevChain
-from facilitator import ClaimState, Facilitator
-from facilitator.wire import PaymentPayload, PaymentRequirements, Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ClaimState, Facilitator
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.fiat_token import ASSETS
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from devchain import DevChain
-from facilitator import Facilitator
-from facilitator.wire import Reason
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import Facilitator
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import make_requirements
 
 from .payments import sign_exact, submit_directly

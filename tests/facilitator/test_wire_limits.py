@@ -15,8 +15,8 @@ import httpx
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from devchain import DevChain
-from facilitator.wire import MAX_CHAIN_ID, Reason
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import MAX_CHAIN_ID, Reason
 from tests.fixtures.facilitator import make_requirements
 
 from .conftest import StartService

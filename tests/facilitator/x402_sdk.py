@@ -11,7 +11,7 @@ from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
 from x402.schemas import PaymentRequirements
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.facilitator import PAY_TO
 
 AMOUNT = 1_500_000

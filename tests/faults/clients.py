@@ -11,8 +11,8 @@ import asyncio
 import time
 from typing import Any
 
-from a2a_x402 import PaymentVerifiedData
-from facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.extension import PaymentVerifiedData
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_data, payment_message, user_message
 
 __all__ = [

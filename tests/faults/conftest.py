@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.invariants import InvariantReport, assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from storage import create_engine
+from a2a_x402.storage import create_engine
 
 __all__ = ["DatabaseProbe"]
 

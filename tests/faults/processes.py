@@ -27,8 +27,8 @@ import httpx
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.utils.constants import VERSION_HEADER
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering

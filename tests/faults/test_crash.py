@@ -19,8 +19,8 @@ import httpx
 import pytest
 from eth_account import Account
 
-from facilitator.wire import PaymentPayload
-from payer import sign_payment
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.invariants import InvariantReport

@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from payer import sign_payment
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import A2ACallError, MerchantWire
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 
-from devchain import DevChain
-from facilitator.wire import PaymentRequirements
-from merchant.ledger import Ledger
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentRequirements
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import MerchantStarter, MerchantWire
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from devchain import ANVIL_DEV_KEYS, DevChain
-from payer import sign_payment
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
+from a2a_x402.payer import sign_payment
 from tests.conftest import LOAD_FIGURES
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

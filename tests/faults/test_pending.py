@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from payer import sign_payment
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 

@@ -9,8 +9,8 @@ from collections import Counter
 
 from eth_account import Account
 
-from devchain import ANVIL_DEV_KEYS, DevChain
-from payer import sign_payment
+from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import MerchantWire
 

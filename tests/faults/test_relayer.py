@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from eth_account import Account
 
-from a2a_x402 import PaymentCompletedData
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import PaymentCompletedData
+from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import MerchantWire, payment_data
 
 from .clients import open_task, pay

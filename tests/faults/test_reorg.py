@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 

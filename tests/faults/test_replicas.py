@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from devchain import ANVIL_DEV_KEYS
-from payer import sign_payment
+from a2a_x402.devchain import ANVIL_DEV_KEYS
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import MerchantWire
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402 import PaymentErrorCode, PaymentFailedData
-from payer import sign_payment
+from a2a_x402.extension import PaymentErrorCode, PaymentFailedData
+from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import MerchantWire, payment_data
 
 from .clients import open_task, pay, poll_until_definite

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from payer import sign_payment
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import MerchantWire, payment_message
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from payer import sign_payment
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 

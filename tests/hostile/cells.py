@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.merchant import A2ACallError
 
 from .state import changes, take_snapshot, wait_until_quiet

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from a2a_x402 import EXTENSION_URI
-from merchant.edge import JSONRPC_PATH
-from payer import sign_payment
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.edge import JSONRPC_PATH
+from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from a2a_x402 import EXTENSION_URI
+from a2a_x402.extension import EXTENSION_URI
 
 __all__ = ["facilitator_document", "merchant_document"]
 

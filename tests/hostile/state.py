@@ -17,7 +17,7 @@ from typing import Any
 
 from eth_account import Account
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 
 __all__ = ["TASK_TABLES", "Snapshot", "changes", "take_snapshot", "wait_until_quiet"]
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from eth_account import Account
 from schemathesis.core.transport import Response
 
-from devchain import DevChain
-from facilitator import FacilitatorSettings, create_app
-from facilitator.wire import v1_network_from_chain_id
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import FacilitatorSettings, create_app
+from a2a_x402.facilitator.wire import v1_network_from_chain_id
 from tests.fixtures.facilitator import PAY_TO
 
 from .fuzzing import AnyCase, fuzz_operations

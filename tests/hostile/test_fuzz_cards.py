@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcard import (
+from a2a_x402.agentcard import (
     CanonicalizationError,
     CardParseError,
     CardStatus,

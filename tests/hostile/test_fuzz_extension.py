@@ -1,6 +1,6 @@
 """Extension metadata as the merchant really receives it: through a protobuf `Struct`, in both dialects.
 
-`tests/a2a_x402/test_metadata.py` shows `decode` raises only `ExtensionMetadataError` on metadata given as
+`tests/extension/test_metadata.py` shows `decode` raises only `ExtensionMetadataError` on metadata given as
 JSON. On the wire, A2A 1.0 metadata is a `google.protobuf.Struct`: every number becomes a double and the
 payment layer reads `MessageToDict(message.metadata)`. These properties run that path, the number
 normalisation it relies on (with values no JSON parser produces), and the dialect negotiation that runs on
@@ -18,7 +18,7 @@ from google.protobuf.struct_pb2 import Struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2a_x402 import (
+from a2a_x402.extension import (
     EXTENSION_URI,
     EXTENSION_URI_V01,
     EXTENSION_URI_V02,
@@ -31,7 +31,7 @@ from a2a_x402 import (
     negotiate_dialect,
     normalize_struct_value,
 )
-from tests.a2a_x402 import documents as doc
+from tests.extension import documents as doc
 
 from .strategies import json_values, mutated, printable_text
 

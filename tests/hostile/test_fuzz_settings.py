@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from merchant.tenants import Tenant, TenantConfigError, TenantRegistry
-from merchant.webhooks import (
+from a2a_x402.merchant.tenants import Tenant, TenantConfigError, TenantRegistry
+from a2a_x402.merchant.webhooks import (
     EndpointConfig,
     InvalidEventError,
     InvalidWebhookSecretError,
@@ -31,7 +31,7 @@ from merchant.webhooks import (
     resolve_target,
     validate_secret,
 )
-from storage import create_engine
+from a2a_x402.storage import create_engine
 
 from .strategies import json_values, printable_text, toml_key, toml_value, toml_values
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     PaymentPayload,
     PaymentRequired,
     PaymentRequirements,

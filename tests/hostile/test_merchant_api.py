@@ -30,9 +30,9 @@ import pytest
 from eth_account import Account
 from schemathesis.core.transport import Response
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from tests.fixtures.merchant import MerchantStarter, RunningMerchant
 
 from .fuzzing import AnyCase, fuzz_operations

@@ -39,13 +39,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import DevChain
-from merchant.app import build_app
-from merchant.edge import JSONRPC_PATH, REST_PATH
-from merchant.settings import MerchantSettings
-from merchant.webhooks import generate_secret
-from payer import sign_payment
-from storage import upgrade_schema
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.app import build_app
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.webhooks import generate_secret
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import upgrade_schema
 from tests.fixtures.a2a_grpc import GrpcCalls
 from tests.fixtures.chain import rolled_back
 from tests.fixtures.merchant import (

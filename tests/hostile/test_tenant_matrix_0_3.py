@@ -26,12 +26,12 @@ import httpx
 import pytest
 from eth_account import Account
 
-from devchain import DevChain
-from facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
-from merchant.app import build_app
-from merchant.settings import MerchantSettings
-from payer import sign_payment
-from storage import upgrade_schema
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
+from a2a_x402.merchant.app import build_app
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import upgrade_schema
 from tests.fixtures.chain import rolled_back
 from tests.fixtures.merchant import (
     TWO_TENANTS,

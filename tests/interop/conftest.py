@@ -21,7 +21,7 @@ import pytest
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.chain import idle_for
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

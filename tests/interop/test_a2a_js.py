@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from merchant.callers import CallerKeys
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.callers import CallerKeys
+from a2a_x402.storage import create_engine
 from tests.fixtures.chain import idle_for
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import (

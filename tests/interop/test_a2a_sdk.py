@@ -22,9 +22,9 @@ from a2a.types import TaskState as State
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, VERSION_HEADER, TransportProtocol
 from google.protobuf.json_format import MessageToDict
 
-from a2a_x402 import EXTENSION_URI
-from facilitator.wire import PaymentRequired
-from payer import sign_payment
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentRequired
+from a2a_x402.payer import sign_payment
 
 from .conftest import NAMED_TENANT, TENANTS, TEXT, Shop
 

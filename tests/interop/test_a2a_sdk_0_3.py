@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402 import EXTENSION_URI_V02
-from merchant.edge import tenant_root
+from a2a_x402.extension import EXTENSION_URI_V02
+from a2a_x402.merchant.edge import tenant_root
 from tests.fixtures.compat import CompatPython
 
 from .conftest import NAMED_TENANT, TEXT, Shop

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import check_invariants
-from storage import create_engine
+from a2a_x402.merchant.ledger import check_invariants
+from a2a_x402.storage import create_engine
 
 
 @pytest.fixture

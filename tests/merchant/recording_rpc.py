@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from facilitator import RpcCall, RpcClient, RpcError
+from a2a_x402.facilitator import RpcCall, RpcClient, RpcError
 
 __all__ = ["RecordingRpc"]
 

@@ -25,9 +25,9 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from a2a_x402 import EXTENSION_URI, PaymentCompletedData, PaymentVerifiedData
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI, PaymentCompletedData, PaymentVerifiedData
+from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import (
     BINDINGS,
     DEFAULT_PAY_TO,

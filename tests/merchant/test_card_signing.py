@@ -27,8 +27,7 @@ from joserfc import jws
 from joserfc.jws import JWSRegistry
 from joserfc.registry import HeaderParameter
 
-from a2a_x402 import EXTENSION_URI, EXTENSION_URI_V02
-from agentcard import (
+from a2a_x402.agentcard import (
     JWKS_PATH,
     CardReading,
     CardStatus,
@@ -44,8 +43,9 @@ from agentcard import (
     parse_jwks,
     read_card,
 )
-from devchain import DevChain
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     TWO_TENANTS,

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from devchain import DevChain
-from facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcClient
-from merchant._chain_scan import ChainPayment, pair_payments, payments_to
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcClient
+from a2a_x402.merchant._chain_scan import ChainPayment, pair_payments, payments_to
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS

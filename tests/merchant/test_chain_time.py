@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from a2a_x402 import PaymentCompletedData, PaymentErrorCode, PaymentRequiredData
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import PaymentCompletedData, PaymentErrorCode, PaymentRequiredData
+from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import clock_ahead, idle_for
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

@@ -17,12 +17,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from eth_account import Account
 
-from devchain import DevChain
-from facilitator._reverts import RevertedSettlement, RevertGuard
-from merchant.checks import check_remote_facilitator, check_webhooks
-from merchant.cli import main
-from merchant.tenants import Tenant, TenantRegistry
-from storage import create_engine, upgrade_schema
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator._reverts import RevertedSettlement, RevertGuard
+from a2a_x402.merchant.checks import check_remote_facilitator, check_webhooks
+from a2a_x402.merchant.cli import main
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.storage import create_engine, upgrade_schema
 from tests.fixtures.checks import (
     chain_env,
     console_script,

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from devchain import DevChain
-from payer import sign_payment
+from a2a_x402.conformance import KitSettings, render_console, run_conformance
+from a2a_x402.devchain import DevChain
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import tampered
 from tests.faults.processes import merchant_processes
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_message, rejection_message
 from tests.fixtures.servers import free_port
-from x402_a2a_conformance import KitSettings, render_console, run_conformance
 
 from .payments.flows import offer
 

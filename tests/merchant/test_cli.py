@@ -13,9 +13,9 @@ import pytest
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from merchant.settings import MerchantSettings
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.settings import MerchantSettings
 from tests.faults.processes import merchant_processes
 from tests.fixtures.a2a_grpc import a2a_stub
 from tests.fixtures.commands import run_command

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from devchain import DevChain
-from observability import service_version
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.observability import service_version
+from a2a_x402.payer import sign_payment
 from tests.faults.processes import merchant_processes
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_message
 
@@ -47,7 +47,7 @@ async def test_json_logs_of_a_serving_merchant(chain: DevChain, sqlite_url: str,
     }
     assert startup["cards_signed"] is False and startup["level"] == "INFO"
     assert refused["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    [warning] = [line for line in lines if line["logger"] == "merchant.payments"]
+    [warning] = [line for line in lines if line["logger"] == "a2a_x402.merchant.payments"]
     assert warning["level"] == "WARNING"
     assert (warning["task_id"], warning["tenant"], warning["outcome"], warning["error_code"]) == (
         task["id"],

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from devchain import DevChain
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.storage import create_engine
 from tests.fixtures.commands import Secrets, assert_refused, operator_env
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 from tests.fixtures.servers import POSTGRES_ADMIN_URL, free_port

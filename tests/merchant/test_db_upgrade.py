@@ -11,8 +11,8 @@ from pathlib import Path
 
 from alembic.script import ScriptDirectory
 
-import migrations
-from storage import upgrade_schema
+from a2a_x402 import migrations
+from a2a_x402.storage import upgrade_schema
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 

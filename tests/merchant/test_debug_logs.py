@@ -16,13 +16,13 @@ from pathlib import Path
 
 import httpx
 
-from devchain import DevChain
-from facilitator import ApiKeyStore
-from merchant.dashboard import SESSION_COOKIE
-from merchant.edge import JSONRPC_PATH
-from merchant.webhooks import generate_secret
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore
+from a2a_x402.merchant.dashboard import SESSION_COOKIE
+from a2a_x402.merchant.edge import JSONRPC_PATH
+from a2a_x402.merchant.webhooks import generate_secret
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.faults.processes import merchant_processes
 from tests.fixtures.commands import assert_no_secret, run_command
 from tests.fixtures.deadlines import wait_until

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from merchant.demo_skill import stats_summary, text_stats
+from a2a_x402.merchant.demo_skill import stats_summary, text_stats
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from devchain import DevChain
-from facilitator import ApiKeyStore, create_app
-from merchant.checks import check_remote_facilitator
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore, create_app
+from a2a_x402.merchant.checks import check_remote_facilitator
+from a2a_x402.storage import create_engine
 from tests.fixtures.facilitator import facilitator_settings_on
 
 

@@ -22,14 +22,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-import migrations
-from devchain import DevChain
-from facilitator._reverts import RevertedSettlement, RevertGuard
-from facilitator.wire import PaymentRequirements
-from merchant.ledger import Ledger
-from merchant.webhooks import Outbox, generate_secret
-from payer import sign_payment
-from storage import create_engine, normalize_url
+from a2a_x402 import migrations
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator._reverts import RevertedSettlement, RevertGuard
+from a2a_x402.facilitator.wire import PaymentRequirements
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import Outbox, generate_secret
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine, normalize_url
 from tests.faults.proxy import threaded_rpc_proxy
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
@@ -82,7 +82,7 @@ async def test_metrics_count_a_paid_task_and_a_refused_payment(
         task = await offer(wire)
         paid = await wire.send(payment_message(task["id"], sign_payment(chain.new_payer(), terms_of(task))))
         refused_task = await offer(wire)
-        with caplog.at_level(logging.WARNING, logger="merchant.payments"):
+        with caplog.at_level(logging.WARNING, logger="a2a_x402.merchant.payments"):
             refused = await wire.send(
                 payment_message(refused_task["id"], sign_payment(chain.new_payer(1), terms_of(refused_task)))
             )
@@ -130,7 +130,7 @@ async def test_metrics_count_a_paid_task_and_a_refused_payment(
     assert sample(after, "x402_chain_head_lag_seconds") is not None
     assert relayer.get_secret_value()[2:10] not in after
 
-    [line] = [r for r in caplog.records if r.name == "merchant.payments"]
+    [line] = [r for r in caplog.records if r.name == "a2a_x402.merchant.payments"]
     assert line.levelno == logging.WARNING
     fields = {k: getattr(line, k, None) for k in ("task_id", "tenant", "outcome", "error_code", "reason")}
     assert fields == {

@@ -14,18 +14,18 @@ from collections.abc import Callable
 import pytest
 from a2a.server.tasks import InMemoryTaskStore
 
-from a2a_x402 import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, PaymentRejectedData
-from devchain import DevChain
-from facilitator import Facilitator
-from merchant.app import build_reconciler
-from merchant.differences import DifferenceStore
-from merchant.ledger import Ledger
-from merchant.payments import OfferStore, PaymentRecovery
-from merchant.reconciler import Reconciler, ReconcileReport
-from merchant.settings import MerchantSettings
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, PaymentRejectedData
+from a2a_x402.facilitator import Facilitator
+from a2a_x402.merchant.app import build_reconciler
+from a2a_x402.merchant.differences import DifferenceStore
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.payments import OfferStore, PaymentRecovery
+from a2a_x402.merchant.reconciler import Reconciler, ReconcileReport
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly, tampered
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import (

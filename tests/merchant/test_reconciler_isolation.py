@@ -14,17 +14,17 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from devchain import DevChain
-from facilitator import Facilitator
-from merchant._metrics import MerchantMetrics
-from merchant.app import build_reconciler
-from merchant.ledger import Ledger
-from merchant.payments import OfferStore
-from merchant.reconciler import ReconcileReport
-from merchant.settings import MerchantSettings
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import Facilitator
+from a2a_x402.merchant._metrics import MerchantMetrics
+from a2a_x402.merchant.app import build_reconciler
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.payments import OfferStore
+from a2a_x402.merchant.reconciler import ReconcileReport
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,

@@ -29,11 +29,11 @@ from a2a.types import Role, SendMessageRequest, Task, TaskState
 from eth_account import Account
 from google.protobuf.json_format import MessageToDict
 
-from a2a_x402 import PaymentCompletedData, PaymentFailedData, PaymentRequiredData
-from devchain import DevChain
-from facilitator.wire import PaymentPayload
-from merchant.checks import check_remote_facilitator
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import PaymentCompletedData, PaymentFailedData, PaymentRequiredData
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.merchant.checks import check_remote_facilitator
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import claim_rows, submit_directly, tampered
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -162,7 +162,7 @@ def _merchant_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         record.getMessage()
         for record in caplog.records
-        if record.levelno >= logging.ERROR and record.name.startswith(("merchant", "a2a_x402"))
+        if record.levelno >= logging.ERROR and record.name.startswith("a2a_x402")
     ]
 
 
@@ -250,7 +250,7 @@ async def test_an_unfunded_payer_gets_fresh_terms_in_our_words(
     assert chain.balance_of(address_of(poor)) == DEFAULT_PRICE - 1
     assert await ledger_entries(sqlite_url) == []
     # The operator's log keeps the facilitator's reason (and its text, on one line).
-    [line] = [r.getMessage() for r in caplog.records if r.name == "merchant.payments"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "a2a_x402.merchant.payments"]
     assert "refused: INSUFFICIENT_FUNDS" in line and "\n" not in line
     assert _merchant_errors(caplog) == []
 

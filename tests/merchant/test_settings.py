@@ -8,7 +8,7 @@ import pytest
 from eth_account import Account
 from pydantic import ValidationError
 
-from merchant.settings import MerchantSettings
+from a2a_x402.merchant.settings import MerchantSettings
 
 _BASE = {"asset": "0x" + "11" * 20, "pay_to": "0x" + "22" * 20, "_env_file": None}
 

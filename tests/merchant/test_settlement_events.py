@@ -10,11 +10,11 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from eth_account import Account
 
-from devchain import DevChain, encode_call
-from merchant.demo_skill import TextStatsExecutor
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain, encode_call
+from a2a_x402.merchant.demo_skill import TextStatsExecutor
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import (
     MerchantStarter,
     MerchantWire,

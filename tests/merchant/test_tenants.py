@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from merchant.tenants import (
+from a2a_x402.merchant.tenants import (
     DEFAULT_TENANT,
     TENANTS_FILE_ENV,
     Tenant,

@@ -19,16 +19,16 @@ from a2a.utils.constants import VERSION_HEADER
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from a2a_x402 import (
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import (
     EXTENSION_URI,
     PaymentCompletedData,
     PaymentErrorCode,
     PaymentFailedData,
     PaymentRequiredData,
 )
-from devchain import DevChain
-from merchant.edge import JSONRPC_PATH
-from payer import sign_payment
+from a2a_x402.merchant.edge import JSONRPC_PATH
+from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
     RunningMerchant,

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 from starlette.applications import Starlette
 
-from observability import Check, CheckResult, readiness_route, render_checks, run_checks
+from a2a_x402.observability import Check, CheckResult, readiness_route, render_checks, run_checks
 
 
 async def _fine() -> CheckResult:

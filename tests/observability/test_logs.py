@@ -13,7 +13,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from observability import AccessLogMiddleware, LogSettings, LogSettingsError, configure_logging, log_context
+from a2a_x402.observability import (
+    AccessLogMiddleware,
+    LogSettings,
+    LogSettingsError,
+    configure_logging,
+    log_context,
+)
 
 
 def test_json_lines_carry_time_level_logger_message_and_context(capsys: pytest.CaptureFixture[str]) -> None:

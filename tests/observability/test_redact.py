@@ -10,7 +10,14 @@ import pytest
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from observability import REDACTED, LogSettings, configure_logging, redact, redact_values, settings_secrets
+from a2a_x402.observability import (
+    REDACTED,
+    LogSettings,
+    configure_logging,
+    redact,
+    redact_values,
+    settings_secrets,
+)
 
 SIGNATURE = "0x" + "a3" * 65
 TX_HASH = "0x" + "cd" * 32

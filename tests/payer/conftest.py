@@ -18,10 +18,10 @@ import pytest
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from devchain import DevChain
-from merchant.app import build_app
-from merchant.settings import MerchantSettings
-from merchant.tenants import TenantRegistry
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.app import build_app
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.tenants import TenantRegistry
 from tests.fixtures.merchant import chain_settings, own_relayer_key
 from tests.fixtures.servers import base_url_of, bind_loopback
 

@@ -16,11 +16,11 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from a2a_x402 import EXTENSION_URI
-from agentcard import MAX_CARD_BYTES, CardStatus, CardVerifier, DuplicateKeyError, SignaturePolicy
-from devchain import DevChain
-from merchant.tenants import Tenant, TenantRegistry
-from payer import (
+from a2a_x402.agentcard import MAX_CARD_BYTES, CardStatus, CardVerifier, DuplicateKeyError, SignaturePolicy
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.payer import (
     Binding,
     CardAsset,
     CardError,
@@ -205,14 +205,14 @@ async def test_connect_checks_the_card_under_warn_by_default(
     url = merchant()
     key = "0x" + "11" * 32
 
-    with caplog.at_level(logging.WARNING, logger="agentcard._verify"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard._verify"):
         async with await Payer.connect(url, key) as payer:
             verification = payer.card.verification
     async with httpx.AsyncClient() as http:
         off = await resolve_card(http, url, verifier=CardVerifier(policy=SignaturePolicy.OFF))
 
     assert (verification.status, verification.code) == (CardStatus.UNSIGNED, "card_unsigned")
-    [record] = [r for r in caplog.records if r.name == "agentcard._verify"]
+    [record] = [r for r in caplog.records if r.name == "a2a_x402.agentcard._verify"]
     assert record.levelno == logging.WARNING and "code=card_unsigned" in record.getMessage()
     assert url in record.getMessage()
     assert off.verification.status is CardStatus.SKIPPED

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentcard import (
+from a2a_x402.agentcard import (
     JWKS_PATH,
     CardStatus,
     CardVerificationError,
@@ -33,9 +33,16 @@ from agentcard import (
     SignaturePolicy,
     VerificationResult,
 )
-from devchain import DevChain
-from payer import Payer, PaymentStage, PayToNotPinnedError, StageKind, UntrustedCardError, resolve_card
-from payer.cli import _jku_hint
+from a2a_x402.devchain import DevChain
+from a2a_x402.payer import (
+    Payer,
+    PaymentStage,
+    PayToNotPinnedError,
+    StageKind,
+    UntrustedCardError,
+    resolve_card,
+)
+from a2a_x402.payer.cli import _jku_hint
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import PAY_TO, PRICE, TEXT
@@ -131,7 +138,7 @@ async def test_warn_pays_despite_an_unsigned_card_and_logs_why(
 
     assert verification is not None and verification.status is CardStatus.UNSIGNED
     assert result.paid is not None and chain.balance_of(PAY_TO) == PRICE
-    [record] = [r for r in caplog.records if r.name.startswith("agentcard")]
+    [record] = [r for r in caplog.records if r.name.startswith("a2a_x402.agentcard")]
     assert record.levelno == logging.WARNING
     assert "code=card_unsigned" in record.getMessage() and "the card has no signatures" in record.getMessage()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from eth_account import Account
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.servers import free_port
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import payer
+from a2a_x402 import payer
 from tests.fixtures.exports import loaded_vars
 
 
@@ -14,7 +14,7 @@ def test_all_is_sorted_and_is_the_public_surface() -> None:
     defined_here = {
         name
         for name, value in loaded_vars(payer).items()
-        if not name.startswith("_") and getattr(value, "__module__", "").startswith("payer")
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("a2a_x402.payer")
     }
 
     assert payer.__all__ == sorted(payer.__all__)
@@ -24,9 +24,10 @@ def test_all_is_sorted_and_is_the_public_surface() -> None:
 
 def test_payer_and_its_cli_never_import_the_merchant() -> None:
     code = (
-        "import sys, payer, payer.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'merchant'}))"
+        "import sys, a2a_x402.payer, a2a_x402.payer.cli; "
+        "print(sorted(m for m in sys.modules if m.startswith('a2a_x402.merchant')))"
     )
-    root = Path(payer.__file__).parent.parent
+    root = Path(payer.__file__).parents[2]
     command = [sys.executable, "-c", code]
     output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root)  # noqa: S603
     assert output.stdout.strip() == "[]"

@@ -12,16 +12,16 @@ import pytest
 from a2a.types import TaskState
 from eth_account import Account
 
-from a2a_x402 import (
+from a2a_x402.devchain import DEFAULT_MINT_ATOMIC, DevChain
+from a2a_x402.extension import (
     EXTENSION_URI,
     PaymentCompletedData,
     PaymentErrorCode,
     PaymentRequiredData,
     PaymentVerifiedData,
 )
-from devchain import DEFAULT_MINT_ATOMIC, DevChain
-from merchant.tenants import Tenant, TenantRegistry
-from payer import (
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.payer import (
     AmountOverLimitError,
     Binding,
     InsufficientFundsError,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
-from payer import (
+from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
+from a2a_x402.payer import (
     AmountOverLimitError,
     CardAsset,
     CardPayee,

@@ -7,8 +7,8 @@ import time
 
 from eth_account import Account
 
-from devchain import DevChain
-from payer import VALID_AFTER_BACKDATE_S, sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.payer import VALID_AFTER_BACKDATE_S, sign_payment
 from tests.fixtures.facilitator import make_requirements
 
 

@@ -16,9 +16,9 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from a2a_x402 import EXTENSION_URI
-from payer import MerchantError, StageKind
-from payer._stages import TaskView
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.payer import MerchantError, StageKind
+from a2a_x402.payer._stages import TaskView
 
 
 def artifact_event(text: str, *, append: bool, task_id: str = "t1") -> StreamResponse:

@@ -10,7 +10,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from a2a_x402 import EXTENSION_URI
+from a2a_x402.extension import EXTENSION_URI
 from spec import Example, read_examples
 from spec.build import SCHEMA_DIR, SPEC_PATH
 

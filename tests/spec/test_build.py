@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import spec.build
-from agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from a2a_x402.agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from a2a_x402.conformance import CHECKS, CheckSpec, Level, Scope
 from spec import read_examples
 from spec.build import (
     CARD_EXAMPLE,
@@ -22,7 +23,6 @@ from spec.build import (
     main,
     sign_card_example,
 )
-from x402_a2a_conformance import CHECKS, CheckSpec, Level, Scope
 
 
 def test_the_specification_is_in_step() -> None:
@@ -131,8 +131,8 @@ def test_the_kits_schemas_are_copies_of_the_specifications(copy: tuple[Path, Pat
     (kit_schemas / "common.json").unlink()
     options = {"schema_dir": SCHEMA_DIR, "kit_schema_dir": kit_schemas}
     assert build(spec_path, examples_dir, check=True, **options) == [
-        "x402_a2a_conformance/schema/card-params.json: differs from schema/card-params.json",
-        "x402_a2a_conformance/schema/common.json: differs from schema/common.json",
+        "a2a_x402/conformance/schema/card-params.json: differs from schema/card-params.json",
+        "a2a_x402/conformance/schema/common.json: differs from schema/common.json",
     ]
     build(spec_path, examples_dir, check=False, **options)
     assert build(spec_path, examples_dir, check=True, **options) == []

@@ -9,7 +9,7 @@ import pytest
 from a2a.types import Role, TaskState
 from a2a.utils import errors as a2a_errors
 
-from a2a_x402 import (
+from a2a_x402.extension import (
     EXTENSION_URI,
     EXTENSION_URI_V01,
     EXTENSION_URI_V02,

@@ -27,8 +27,8 @@ from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from google.rpc import error_details_pb2
 
-from a2a_x402 import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
-from agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from a2a_x402.agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from a2a_x402.extension import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
 from spec import Example
 
 from .support import JSON, example, examples, extension_object, messages, schema_errors, statuses

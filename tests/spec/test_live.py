@@ -23,11 +23,11 @@ from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.utils.constants import VERSION_HEADER
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from a2a_x402 import EXTENSION_URI, Dialect, ExtensionMetadataError, decode
+from a2a_x402.extension import EXTENSION_URI, Dialect, ExtensionMetadataError, decode
 from spec.build import SCHEMA_DIR
 
 from .support import JSON, example, extension_object, messages, schema_errors, schema_names

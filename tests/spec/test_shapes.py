@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from a2a_x402 import EXTENSION_URI
+from a2a_x402.extension import EXTENSION_URI
 
 from .shapes import shape
 from .support import JSON, example

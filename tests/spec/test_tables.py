@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402 import (
+from a2a_x402.conformance import CHECKS, CheckSpec, Level, Scope
+from a2a_x402.extension import (
     LITERAL_MAPPINGS,
     REASON_ERROR_CODES,
     SETTLEMENT_PENDING_REASON,
@@ -20,7 +21,6 @@ from spec import (
     section_anchors,
 )
 from spec.build import SPEC_PATH
-from x402_a2a_conformance import CHECKS, CheckSpec, Level, Scope
 
 
 def test_every_category_has_a_title() -> None:

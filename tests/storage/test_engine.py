@@ -7,7 +7,7 @@ import asyncio
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from storage import create_engine
+from a2a_x402.storage import create_engine
 
 
 async def test_connections_the_server_closed_are_replaced_not_used(postgres_url: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import StatementError
 
-from storage import UtcDateTime, create_engine
+from a2a_x402.storage import UtcDateTime, create_engine
 
 _moments = sa.Table(
     "moments", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("at", UtcDateTime())

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from storage import DatabaseUrlError, create_engine, write, write_transaction
+from a2a_x402.storage import DatabaseUrlError, create_engine, write, write_transaction
 
 _rows = sa.Table(
     "writes_rows", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("note", sa.Text)

@@ -48,10 +48,10 @@ from typing import Any
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from devchain import DevChain
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
-from merchant.settings import MerchantSettings
-from storage import upgrade_schema
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.storage import upgrade_schema
 from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, write_tenants_file
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 from tests.fixtures.subprocesses import unavailable
@@ -185,7 +185,7 @@ async def _reference_merchant(
     tenants file, and the base URL of the tenant's origin (see the module's docstring) is given under its id.
     """
     # Imported here, as in tests/fixtures/merchant.py: the composition root imports every merchant package.
-    from merchant.app import build_app
+    from a2a_x402.merchant.app import build_app
 
     database_url = f"sqlite+aiosqlite:///{workdir / 'x402.db'}"
     await upgrade_schema(database_url)

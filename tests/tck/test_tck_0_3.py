@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 import pytest
 
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 
 from .conftest import ROOTS_0_3, TENANT_0_3, TRANSPORTS_0_3, TckOutcome, TckRun, TckRunsV0_3
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     Reason,
     SettleRequest,
     SettleRequestV1,

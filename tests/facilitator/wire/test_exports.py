@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import facilitator.wire as wire
+import a2a_x402.facilitator.wire as wire
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS as SDK_V1_NETWORK_CHAIN_IDS
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     MAX_CHAIN_ID,
     V1_NETWORK_CHAIN_IDS,
     PaymentPayloadV1,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     PaymentPayload,
     PaymentPayloadV1,
     PaymentRequired,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from eth_utils.address import to_checksum_address
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     MAX_SIGNATURE_BYTES,
     Address,
     Bytes32,

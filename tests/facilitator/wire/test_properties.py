@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     PaymentPayload,
     Reason,
     SettleResponse,

@@ -8,7 +8,7 @@ from pathlib import Path
 import x402
 from x402.mechanisms.evm import constants as sdk
 
-from facilitator.wire import Reason
+from a2a_x402.facilitator.wire import Reason
 
 
 def test_member_names_are_the_upper_cased_codes() -> None:

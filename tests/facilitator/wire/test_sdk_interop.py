@@ -30,7 +30,7 @@ from x402.schemas.v1 import PaymentPayloadV1 as SdkPaymentPayloadV1
 from x402.schemas.v1 import PaymentRequiredV1 as SdkPaymentRequiredV1
 from x402.schemas.v1 import PaymentRequirementsV1 as SdkPaymentRequirementsV1
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     PaymentPayload,
     PaymentPayloadV1,
     PaymentRequired,

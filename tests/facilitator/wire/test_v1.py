@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     PaymentPayloadV1,
     PaymentRequiredV1,
     PaymentRequirementsV1,
@@ -33,7 +33,12 @@ def _compact(doc: object) -> str:
         (VerifyResponseV1, {"isValid": True, "payer": docs.PAYER}),
         (
             SettleResponseV1,
-            {"success": True, "payer": docs.PAYER, "transaction": docs.TX_HASH, "network": "base-sepolia"},
+            {
+                "success": True,
+                "payer": docs.PAYER,
+                "transaction": docs.TX_HASH,
+                "network": "base-sepolia",
+            },
         ),
     ],
 )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from facilitator.wire import (
+from a2a_x402.facilitator.wire import (
     ExactEvmPayload,
     PaymentPayload,
     PaymentRequired,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from merchant.callers import CallerKeys
-from storage import create_engine
+from a2a_x402.merchant.callers import CallerKeys
+from a2a_x402.storage import create_engine
 from tests.fixtures.commands import assert_mistake, assert_no_secret, run_command
 
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from agentcard import JwksCache
-from merchant.app import build_authenticator
-from merchant.callers import (
+from a2a_x402.agentcard import JwksCache
+from a2a_x402.merchant.app import build_authenticator
+from a2a_x402.merchant.callers import (
     API_KEY_SCHEME,
     JWT_SCHEME,
     Authenticator,
@@ -19,9 +19,9 @@ from merchant.callers import (
     JwtVerifier,
     merge_issuers,
 )
-from merchant.settings import MerchantSettings
-from merchant.tenants import Tenant, TenantJwtIssuer, TenantRegistry
-from storage import create_engine
+from a2a_x402.merchant.settings import MerchantSettings
+from a2a_x402.merchant.tenants import Tenant, TenantJwtIssuer, TenantRegistry
+from a2a_x402.storage import create_engine
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 
 PAY_TO = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"

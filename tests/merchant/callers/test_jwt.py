@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcard import JwksCache
-from merchant.callers import Authenticator, CredentialRefused, JwtIssuer, JwtVerifier
+from a2a_x402.agentcard import JwksCache
+from a2a_x402.merchant.callers import Authenticator, CredentialRefused, JwtIssuer, JwtVerifier
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 
 

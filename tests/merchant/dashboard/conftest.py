@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from merchant.webhooks import generate_secret
-from payer import sign_payment
+from a2a_x402.merchant.webhooks import generate_secret
+from a2a_x402.payer import sign_payment
 from tests.faults.clients import open_task, pay
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

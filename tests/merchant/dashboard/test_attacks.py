@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from merchant.dashboard import SESSION_COOKIE
+from a2a_x402.merchant.dashboard import SESSION_COOKIE
 from tests.fixtures.merchant import MerchantStarter
 
 from .conftest import Shop

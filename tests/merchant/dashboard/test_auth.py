@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.dashboard import DashboardAuth, SessionStore
-from storage import create_engine
+from a2a_x402.merchant.dashboard import DashboardAuth, SessionStore
+from a2a_x402.storage import create_engine
 
 NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 

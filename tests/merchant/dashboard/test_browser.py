@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from devchain import DevChain
-from merchant.dashboard import SESSION_COOKIE
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.dashboard import SESSION_COOKIE
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until

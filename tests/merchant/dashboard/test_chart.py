@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from merchant.dashboard import AssetInfo
-from merchant.dashboard._chart import HEIGHT, WIDTH, revenue_charts
-from merchant.ledger import DailyRevenue
+from a2a_x402.merchant.dashboard import AssetInfo
+from a2a_x402.merchant.dashboard._chart import HEIGHT, WIDTH, revenue_charts
+from a2a_x402.merchant.ledger import DailyRevenue
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 EURC = "0x808456652fdb597867f38412077A9182bf77359F"

@@ -11,14 +11,14 @@ from collections.abc import Callable
 
 import httpx
 
-from devchain import DevChain
-from merchant.dashboard import DashboardData
-from merchant.dashboard._format import format_time
-from merchant.differences import MAX_NOTE_CHARS, DifferenceState, DifferenceStore
-from merchant.ledger import LedgerReader
-from merchant.webhooks import Outbox, WebhookEndpoints
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.dashboard import DashboardData
+from a2a_x402.merchant.dashboard._format import format_time
+from a2a_x402.merchant.differences import MAX_NOTE_CHARS, DifferenceState, DifferenceStore
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements

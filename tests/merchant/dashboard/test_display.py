@@ -8,8 +8,8 @@ import re
 
 import httpx
 
-from merchant.ledger import LedgerReader
-from storage import create_engine
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 
 from .conftest import Shop

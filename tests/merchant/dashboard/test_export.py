@@ -8,12 +8,12 @@ import io
 import httpx
 import pytest
 
-from merchant.dashboard._activity import PayerView, UnpaidView
-from merchant.dashboard._export import payers_csv, settlements_csv, unpaid_csv
-from merchant.dashboard._format import Money
-from merchant.dashboard._views import SettlementView
-from merchant.ledger import LedgerReader
-from storage import create_engine
+from a2a_x402.merchant.dashboard._activity import PayerView, UnpaidView
+from a2a_x402.merchant.dashboard._export import payers_csv, settlements_csv, unpaid_csv
+from a2a_x402.merchant.dashboard._format import Money
+from a2a_x402.merchant.dashboard._views import SettlementView
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.storage import create_engine
 
 from .conftest import Shop
 

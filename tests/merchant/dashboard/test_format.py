@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
-from merchant.dashboard._explorer import explorer_url, hex_runs, is_local_chain, shorten
-from merchant.dashboard._format import display_amount, money
-from merchant.dashboard._routes import templates_for
+from a2a_x402.merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
+from a2a_x402.merchant.dashboard._explorer import explorer_url, hex_runs, is_local_chain, shorten
+from a2a_x402.merchant.dashboard._format import display_amount, money
+from a2a_x402.merchant.dashboard._routes import templates_for
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 

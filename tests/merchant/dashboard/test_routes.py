@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from devchain import DevChain
-from merchant.callers import CallerKeys
-from merchant.dashboard import SESSION_COOKIE
-from merchant.ledger import LedgerReader
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.callers import CallerKeys
+from a2a_x402.merchant.dashboard import SESSION_COOKIE
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.faults.clients import open_task, pay
 from tests.fixtures.deadlines import wait_until

@@ -9,13 +9,13 @@ from datetime import UTC, date, datetime, timedelta
 import httpx
 import pytest
 
-from merchant.dashboard import DashboardData
-from merchant.dashboard._filters import FilterError, SettlementFilter, parse_filter
-from merchant.ledger import LedgerReader
-from merchant.payments import OfferReader
-from merchant.webhooks import Outbox, WebhookEndpoints
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.merchant.dashboard import DashboardData
+from a2a_x402.merchant.dashboard._filters import FilterError, SettlementFilter, parse_filter
+from a2a_x402.merchant.ledger import LedgerReader
+from a2a_x402.merchant.payments import OfferReader
+from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
 from tests.fixtures.merchant import MerchantWire
 

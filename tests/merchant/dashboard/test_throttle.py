@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from merchant.dashboard import LoginThrottle
+from a2a_x402.merchant.dashboard import LoginThrottle
 
 
 def test_an_address_is_refused_after_its_failures_until_the_oldest_leaves_the_window() -> None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from devchain import DevChain
-from merchant.differences import MAX_NOTE_CHARS, DifferenceState, Sighting
-from merchant.settings import MerchantSettings
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.differences import MAX_NOTE_CHARS, DifferenceState, Sighting
+from a2a_x402.merchant.settings import MerchantSettings
 from tests.fixtures.commands import Answer, assert_mistake, run_command
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, ledger_entries
 

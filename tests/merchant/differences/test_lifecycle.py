@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import text
 
-from devchain import DevChain, start_devchain
-from merchant.differences import DifferenceState
-from merchant.ledger import Ledger
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain, start_devchain
+from a2a_x402.merchant.differences import DifferenceState
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     MerchantStarter,
@@ -34,7 +34,7 @@ _LONGEST_LINE = 700  # one line per difference: its key and a bounded detail
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [record.getMessage() for record in caplog.records if record.name.startswith("merchant")]
+    return [record.getMessage() for record in caplog.records if record.name.startswith("a2a_x402.merchant")]
 
 
 async def test_a_payment_no_offer_explains_stays_open_after_the_passes_that_no_longer_read_it(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from devchain import DevChain
-from merchant.differences import acknowledge_difference
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.differences import acknowledge_difference
 from tests.fixtures.merchant import MerchantStarter
 from tests.fixtures.metrics import sample
 from tests.merchant.test_operations import metrics_of

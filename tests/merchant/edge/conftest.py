@@ -18,11 +18,11 @@ from a2a.server.agent_execution import AgentExecutor
 from a2a.types import AgentExtension, AgentSkill
 from starlette.routing import BaseRoute
 
-from agentcard import JwksCache
-from merchant.callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
-from merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, RequestLimits, create_app
-from merchant.tenants import Tenant, TenantRegistry
-from storage import create_engine, upgrade_schema
+from a2a_x402.agentcard import JwksCache
+from a2a_x402.merchant.callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
+from a2a_x402.merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, RequestLimits, create_app
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.storage import create_engine, upgrade_schema
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
 from .executors import ScriptedExecutor

@@ -17,7 +17,7 @@ from a2a.server.events import Event
 from a2a.types import AgentCard, GetExtendedAgentCardRequest, Message, SendMessageRequest, Task
 from a2a.utils.errors import ExtendedAgentCardNotConfiguredError, ExtensionSupportRequiredError
 
-from merchant._handlers import DelegatingRequestHandler
+from a2a_x402.merchant._handlers import DelegatingRequestHandler
 
 MEMBERS_EXTENSION = "https://example.org/ext/members/v1"
 

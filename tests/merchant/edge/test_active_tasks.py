@@ -14,8 +14,8 @@ from a2a.types import Task, TaskState
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.edge import TenantTaskStore
-from merchant.edge._active_tasks import ClosingActiveTaskRegistry
+from a2a_x402.merchant.edge import TenantTaskStore
+from a2a_x402.merchant.edge._active_tasks import ClosingActiveTaskRegistry
 
 
 class _Idle(AgentExecutor):

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH
 from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.servers import SHUTDOWN_GRACE_S

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from merchant.callers import CallerKeys, JwtIssuer
-from merchant.edge import JSONRPC_PATH, REST_PATH
-from merchant.edge._authn import REFUSED_MESSAGE
-from merchant.tenants import Tenant, TenantRegistry
-from storage import create_engine
+from a2a_x402.merchant.callers import CallerKeys, JwtIssuer
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge._authn import REFUSED_MESSAGE
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.storage import create_engine
 from tests.fixtures.a2a_grpc import GrpcCalls
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import A2ACallError

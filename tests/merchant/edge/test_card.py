@@ -14,8 +14,8 @@ from a2a.types import AgentCard, AgentExtension, AgentProvider
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct
 
-from merchant.callers import API_KEY_SCHEME
-from merchant.edge import (
+from a2a_x402.merchant.callers import API_KEY_SCHEME
+from a2a_x402.merchant.edge import (
     AGENT_CARD_PATH,
     AgentCardSettings,
     CardSettingsError,
@@ -26,8 +26,8 @@ from merchant.edge import (
     render_versionless_agent_card,
     served_versions,
 )
-from merchant.edge._card_security import _ANONYMOUS, _SCHEMES
-from merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.merchant.edge._card_security import _ANONYMOUS, _SCHEMES
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 
 from .conftest import PAY_TO, SKILL, TENANT_A, TENANT_B, make_card, make_tenants, running_merchant
 from .wire import JSON

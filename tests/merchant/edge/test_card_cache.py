@@ -20,8 +20,8 @@ from hishel import AsyncSqliteStorage
 from hishel.asgi import ASGICacheMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from merchant.edge import AGENT_CARD_PATH, create_app
-from storage import create_engine
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, create_app
+from a2a_x402.storage import create_engine
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 
 from .conftest import make_card, make_tenants

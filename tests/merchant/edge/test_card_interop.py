@@ -19,7 +19,7 @@ import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 
-from agentcard import (
+from a2a_x402.agentcard import (
     CardReading,
     CardVerifier,
     KeyStore,
@@ -28,7 +28,7 @@ from agentcard import (
     parse_jwks,
     sign_card,
 )
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
 from tests.fixtures.compat import CompatPython
 from tests.fixtures.merchant import TWO_TENANTS, MerchantStarter
 from tests.merchant.test_card_signing import fetch_jwks, sdk_key_provider, signing_merchant, verify

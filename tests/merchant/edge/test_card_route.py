@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from a2a.types import AgentCard
 
-from merchant.edge import build_agent_card, served_versions
-from merchant.edge._card_route import AgentCardEndpoint
-from merchant.edge.versions import ProtocolVersion, VersionNegotiator
+from a2a_x402.merchant.edge import build_agent_card, served_versions
+from a2a_x402.merchant.edge._card_route import AgentCardEndpoint
+from a2a_x402.merchant.edge.versions import ProtocolVersion, VersionNegotiator
 
 from .conftest import make_card, make_tenants
 

@@ -13,7 +13,7 @@ from a2a.types import GetTaskRequest, ListTasksRequest, Role, SendMessageRequest
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
 
-from merchant.callers import API_KEY_SCHEME, JWT_SCHEME, JwtIssuer
+from a2a_x402.merchant.callers import API_KEY_SCHEME, JWT_SCHEME, JwtIssuer
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.servers import free_port
 

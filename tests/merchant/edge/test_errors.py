@@ -18,7 +18,7 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.a2a_grpc import GrpcCalls
 

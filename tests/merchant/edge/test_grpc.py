@@ -33,9 +33,9 @@ from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Value
 from google.rpc import error_details_pb2
 
-from merchant.edge import CardSettingsError, GrpcListenError, create_app
-from merchant.edge._grpc import negotiate_grpc_version
-from storage import create_engine, upgrade_schema
+from a2a_x402.merchant.edge import CardSettingsError, GrpcListenError, create_app
+from a2a_x402.merchant.edge._grpc import negotiate_grpc_version
+from a2a_x402.storage import create_engine, upgrade_schema
 from tests.fixtures.a2a_grpc import a2a_stub
 from tests.fixtures.servers import free_port
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2
 
-from merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH, RequestLimits
-from merchant.edge._limits import json_shape_problem
+from a2a_x402.merchant.edge import HEALTH_PATH, JSONRPC_PATH, REST_PATH, RequestLimits
+from a2a_x402.merchant.edge._limits import json_shape_problem
 from tests.fixtures.a2a_grpc import a2a_stub, grpc_failure
 from tests.fixtures.deadlines import MIN_SLACK_S, within_deadline
 from tests.fixtures.servers import free_port

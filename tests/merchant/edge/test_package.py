@@ -6,12 +6,11 @@ import types
 
 import pytest
 
-import merchant.edge
-import merchant.tenants
+from a2a_x402.merchant import edge, tenants
 from tests.fixtures.exports import loaded_vars
 
 
-@pytest.mark.parametrize("module", [merchant.edge, merchant.tenants])
+@pytest.mark.parametrize("module", [edge, tenants])
 def test_all_lists_the_public_api(module: types.ModuleType) -> None:
     defined_here = {
         name

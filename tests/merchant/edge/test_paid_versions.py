@@ -25,7 +25,8 @@ from a2a.utils.constants import TransportProtocol
 from eth_account import Account
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from a2a_x402 import (
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import (
     EXTENSION_URI,
     EXTENSION_URI_V01,
     EXTENSION_URI_V02,
@@ -33,12 +34,11 @@ from a2a_x402 import (
     PaymentCompletedData,
     decode,
 )
-from devchain import DevChain
-from facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
-from merchant.edge import JSONRPC_PATH, REST_PATH
-from merchant.ledger import LedgerEntry
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.facilitator.wire import PaymentRequiredV1, requirements_v1_to_v2
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.ledger import LedgerEntry
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import cancel_authorization
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

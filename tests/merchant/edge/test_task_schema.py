@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from a2a.server.models import TaskModel
 from sqlalchemy.engine import Connection
 
-from storage import create_engine
+from a2a_x402.storage import create_engine
 
 
 def _reflect_tasks(connection: Connection) -> dict[str, Any]:

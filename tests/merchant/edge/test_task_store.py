@@ -10,8 +10,8 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant._task_reads import forget_task_reads
-from merchant.edge import TaskOwnedElsewhereError, TenantTaskStore, tenant_owner
+from a2a_x402.merchant._task_reads import forget_task_reads
+from a2a_x402.merchant.edge import TaskOwnedElsewhereError, TenantTaskStore, tenant_owner
 
 
 def _task(task_id: str, state: TaskState, text: str) -> Task:

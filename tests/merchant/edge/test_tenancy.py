@@ -9,8 +9,8 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from sqlalchemy import text
 
-from merchant.edge._tenancy import tenant_owner
-from storage import create_engine
+from a2a_x402.merchant.edge._tenancy import tenant_owner
+from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import A2ACallError
 
 from .conftest import TENANT_A, TENANT_B, a2a_http_as, issue_key

@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from merchant.callers import JwtIssuer
-from merchant.edge import AGENT_CARD_PATH, tenant_root
-from merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.merchant.callers import JwtIssuer
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, tenant_root
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.servers import free_port

@@ -12,7 +12,7 @@ import pytest
 from a2a.compat.v0_3 import types as compat
 from a2a.types import AgentExtension
 
-from merchant.edge import (
+from a2a_x402.merchant.edge import (
     AGENT_CARD_PATH,
     JSONRPC_PATH,
     REST_PATH,
@@ -24,8 +24,8 @@ from merchant.edge import (
     render_agent_card,
     tenant_root,
 )
-from merchant.tenants import Tenant, TenantRegistry
-from storage import upgrade_schema
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.storage import upgrade_schema
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.wire_v0_3 import BINDINGS_V0_3, WireV0_3, message_v0_3, state_of
 

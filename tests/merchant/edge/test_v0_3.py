@@ -29,7 +29,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotFoundError
 
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 
 from .executors import QUESTION, STREAM_STEPS
 from .layers import MEMBERS_EXTENSION

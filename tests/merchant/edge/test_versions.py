@@ -10,7 +10,13 @@ import httpx
 import pytest
 from a2a.utils.errors import VersionNotSupportedError
 
-from merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH, ProtocolVersion, negotiate_version
+from a2a_x402.merchant.edge import (
+    AGENT_CARD_PATH,
+    JSONRPC_PATH,
+    REST_PATH,
+    ProtocolVersion,
+    negotiate_version,
+)
 
 from .conftest import TENANT_A
 from .layers import MEMBERS_EXTENSION

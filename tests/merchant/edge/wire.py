@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from tests.fixtures.merchant import A2ACallError
 
 JSON = dict[str, Any]

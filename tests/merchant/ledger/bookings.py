@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from merchant.ledger import LedgerFact, SettlementBooking
+from a2a_x402.merchant.ledger import LedgerFact, SettlementBooking
 
 PAYER = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 OTHER_PAYER = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger
+from a2a_x402.merchant.ledger import Ledger
 
 from .bookings import RecordingSink
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from click.testing import CliRunner, Result
 
-from merchant.ledger import Ledger, ledger_cli, statement_csv
-from storage import create_engine
+from a2a_x402.merchant.ledger import Ledger, ledger_cli, statement_csv
+from a2a_x402.storage import create_engine
 
 from .bookings import EURC, USDC, RecordingSink, booking
 

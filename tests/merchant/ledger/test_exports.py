@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-import merchant.ledger as ledger
+import a2a_x402.merchant.ledger as ledger
 from tests.fixtures.exports import loaded_vars
 
 

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import (
+from a2a_x402.merchant.ledger import (
     Ledger,
     LedgerAccount,
     LedgerEntry,
@@ -16,7 +16,7 @@ from merchant.ledger import (
     LedgerLine,
     check_invariants,
 )
-from storage import create_engine
+from a2a_x402.storage import create_engine
 
 from .bookings import OTHER_PAYER, RecordingSink, booking
 

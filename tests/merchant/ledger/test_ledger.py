@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import (
+from a2a_x402.merchant.ledger import (
     BookingConflictError,
     EntryKind,
     EntryNotFoundError,
@@ -70,7 +70,7 @@ async def test_booking_posts_one_balanced_entry(
 async def test_the_booking_line_names_the_default_tenant_default(
     ledger: Ledger, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="merchant.ledger"):
+    with caplog.at_level(logging.INFO, logger="a2a_x402.merchant.ledger"):
         entry = await ledger.book_settlement(booking(tenant=""))
 
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("booked settlement")]

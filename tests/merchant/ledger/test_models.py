@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger, LedgerBase, LedgerEntry
+from a2a_x402.merchant.ledger import Ledger, LedgerBase, LedgerEntry
 from tests.fixtures.schema import migration_differences
 
 from .bookings import booking

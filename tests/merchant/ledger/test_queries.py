@@ -7,7 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from merchant.ledger import DailyRevenue, EntryNotFoundError, EntryStatus, InvalidBookingError, Ledger
+from a2a_x402.merchant.ledger import (
+    DailyRevenue,
+    EntryNotFoundError,
+    EntryStatus,
+    InvalidBookingError,
+    Ledger,
+)
 
 from .bookings import EURC, NETWORK, USDC, booking
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from merchant.ledger import InvalidBookingError
+from a2a_x402.merchant.ledger import InvalidBookingError
 
 from .bookings import PAYER, booking
 

@@ -9,7 +9,7 @@ import io
 import json
 from datetime import UTC, datetime, timedelta
 
-from merchant.ledger import (
+from a2a_x402.merchant.ledger import (
     STATEMENT_COLUMNS,
     Balance,
     EntryKind,

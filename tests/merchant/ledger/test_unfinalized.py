@@ -12,9 +12,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import migrations
-from merchant.ledger import Ledger, LedgerInvariantError, check_invariants
-from storage import normalize_url, upgrade_schema
+from a2a_x402 import migrations
+from a2a_x402.merchant.ledger import Ledger, LedgerInvariantError, check_invariants
+from a2a_x402.storage import normalize_url, upgrade_schema
 
 from .bookings import booking
 

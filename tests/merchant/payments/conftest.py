@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
 from tests.fixtures.merchant import BINDINGS, MerchantStarter, MerchantWire, RunningMerchant
 
 

@@ -15,7 +15,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part
 
-from merchant.demo_skill import TextStatsExecutor
+from a2a_x402.merchant.demo_skill import TextStatsExecutor
 
 __all__ = ["FAILURE_TEXT", "FailingExecutor", "GivingUpExecutor", "MidWorkExecutor"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
 from tests.facilitator.payments import relayer_nonce
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries, offered_terms, user_message
 

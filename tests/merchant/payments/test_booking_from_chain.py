@@ -17,14 +17,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from devchain import DevChain
-from facilitator import HttpFacilitatorClient
-from merchant.app import build_reconciler
-from merchant.ledger import Ledger
-from merchant.payments import OfferStore
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import HttpFacilitatorClient
+from a2a_x402.merchant.app import build_reconciler
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.payments import OfferStore
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.merchant import (

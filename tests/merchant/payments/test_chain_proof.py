@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from devchain import DevChain
-from facilitator import RpcClient
-from merchant.payments._chain_proof import NotProvenError, prove_settlement
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import RpcClient
+from a2a_x402.merchant.payments._chain_proof import NotProvenError, prove_settlement
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import cancel_authorization, submit_directly, tampered
 from tests.fixtures.merchant import (
     BINDINGS,

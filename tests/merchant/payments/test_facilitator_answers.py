@@ -25,13 +25,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devchain import DevChain
-from facilitator import ApiKeyStore
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from merchant.ledger import Ledger
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator import ApiKeyStore
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.facilitator_processes import facilitator_processes
@@ -85,7 +85,10 @@ async def _unfinalized(database_url: str) -> int:
 async def test_a_stranger_cannot_poison_a_pending_tasks_settlement(
     start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
 ) -> None:
-    merchant_key, other_caller = await _key(sqlite_url, "merchant"), await _key(sqlite_url, "other caller")
+    merchant_key, other_caller = (
+        await _key(sqlite_url, "merchant"),
+        await _key(sqlite_url, "other caller"),
+    )
     async with _private_facilitator(chain, sqlite_url, tmp_path) as remote:
         merchant = start_merchant(
             sqlite_url,

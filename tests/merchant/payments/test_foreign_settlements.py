@@ -26,16 +26,16 @@ from typing import Any, Protocol
 
 import pytest
 
-from devchain import DevChain, encode_call
-from facilitator import AUTHORIZATION_USED_TOPIC, Facilitator
-from facilitator.wire import PaymentPayload
-from merchant.app import build_reconciler
-from merchant.ledger import Ledger
-from merchant.payments import OfferStore
-from merchant.reconciler import ReconcileReport
-from merchant.webhooks import Outbox
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain, encode_call
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, Facilitator
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.merchant.app import build_reconciler
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.payments import OfferStore
+from a2a_x402.merchant.reconciler import ReconcileReport
+from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,

@@ -18,15 +18,15 @@ import pytest
 import sqlalchemy as sa
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from facilitator.wire import PaymentPayload, PaymentRequirements
-from merchant.callers import CallerKeys
-from merchant.payments import OfferStore
-from merchant.payments._handler import USED_ELSEWHERE
-from merchant.payments._wire import payload_hash
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.merchant.callers import CallerKeys
+from a2a_x402.merchant.payments import OfferStore
+from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
+from a2a_x402.merchant.payments._wire import payload_hash
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import within_deadline
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,

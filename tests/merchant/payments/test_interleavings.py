@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.payments import OfferState, OfferStore, Presentations
+from a2a_x402.merchant.payments import OfferState, OfferStore, Presentations
 
 TASKS = ("a", "b")
 AUTHORIZATIONS = ("x", "y")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from merchant.payments._keys import SettlementKeys, secrets_table
-from storage import create_engine, upgrade_schema
+from a2a_x402.merchant.payments._keys import SettlementKeys, secrets_table
+from a2a_x402.storage import create_engine, upgrade_schema
 from tests.fixtures.schema import migration_differences
 
 

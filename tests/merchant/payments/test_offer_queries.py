@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.payments import OfferReader, OfferState, OfferStore
+from a2a_x402.merchant.payments import OfferReader, OfferState, OfferStore
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 TERMS: dict[str, Any] = {

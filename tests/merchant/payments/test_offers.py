@@ -11,7 +11,7 @@ import pytest
 from a2a.types import TaskState
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.payments import OfferState, OfferStore
+from a2a_x402.merchant.payments import OfferState, OfferStore
 
 TERMS = {"x402Version": 2, "accepts": []}
 

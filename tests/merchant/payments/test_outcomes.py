@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402 import PaymentErrorCode
-from facilitator.wire import Reason
-from merchant.payments._outcomes import failure_text
+from a2a_x402.extension import PaymentErrorCode
+from a2a_x402.facilitator.wire import Reason
+from a2a_x402.merchant.payments._outcomes import failure_text
 
 _UNREACHED = "the facilitator could not be reached, or could not reach the chain"
 _ENDED_LATER = "nothing was charged; this task has ended: send the request again later for new terms"

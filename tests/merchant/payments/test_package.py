@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import merchant.payments
+from a2a_x402.merchant import payments
 from tests.fixtures.exports import loaded_vars
 
 
 def test_all_lists_the_public_api() -> None:
-    module = merchant.payments
+    module = payments
     defined_here = {
         name
         for name, value in loaded_vars(module).items()

@@ -22,14 +22,14 @@ from alembic.config import Config
 from eth_account import Account
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import migrations
-from devchain import DevChain
-from facilitator.wire import PaymentPayload
-from merchant.payments import OfferStore, Presentations
-from merchant.payments._handler import USED_ELSEWHERE
-from merchant.payments._presented import presentations_table
-from payer import sign_payment
-from storage import create_engine, normalize_url, upgrade_schema
+from a2a_x402 import migrations
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.merchant.payments import OfferStore, Presentations
+from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
+from a2a_x402.merchant.payments._presented import presentations_table
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine, normalize_url, upgrade_schema
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,

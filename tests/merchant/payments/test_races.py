@@ -18,10 +18,10 @@ import pytest
 import sqlalchemy as sa
 from eth_account import Account
 
-from devchain import DevChain
-from merchant.payments import OfferState, OfferStore
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.payments import OfferState, OfferStore
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402 import PaymentErrorCode
-from facilitator.wire import SettleResponse
-from merchant.payments._refusals import CLIENT_TEXTS, client_receipt, client_text, one_line
+from a2a_x402.extension import PaymentErrorCode
+from a2a_x402.facilitator.wire import SettleResponse
+from a2a_x402.merchant.payments._refusals import CLIENT_TEXTS, client_receipt, client_text, one_line
 
 _TX = "0x" + "ab" * 32
 

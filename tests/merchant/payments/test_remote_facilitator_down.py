@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devchain import DevChain
-from facilitator.wire import PaymentRequirements
-from payer import sign_payment
+from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentRequirements
+from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator_processes import FacilitatorProcess, facilitator_processes
 from tests.fixtures.merchant import (
@@ -88,7 +88,9 @@ async def test_a_facilitator_down_at_verification_fails_the_task_and_charges_not
         assert "nothing was charged" in texts(seen)[0]
         assert "artifacts" not in seen
     await assert_nothing_happened(chain, before, payer, sqlite_url)
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("merchant")]
+    warnings = [
+        r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("a2a_x402.merchant")
+    ]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert warnings[0].levelno == logging.WARNING and warnings[0].exc_info is None
     assert "the facilitator could not be reached" in warnings[0].getMessage()
@@ -154,5 +156,7 @@ async def test_a_facilitator_down_at_settlement_leaves_the_task_working_until_it
     assert before.payer - after.payer == DEFAULT_PRICE
     assert after.pay_to - before.pay_to == DEFAULT_PRICE
     assert after.relayer_nonce == before.relayer_nonce + 1  # settled once
-    tracebacks = [r for r in caplog.records if r.exc_info is not None and r.name.startswith("merchant")]
+    tracebacks = [
+        r for r in caplog.records if r.exc_info is not None and r.name.startswith("a2a_x402.merchant")
+    ]
     assert tracebacks == [], [r.getMessage() for r in tracebacks]

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from a2a_x402 import EXTENSION_URI
-from devchain import DevChain
-from facilitator.wire import PaymentPayload
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.facilitator.wire import PaymentPayload
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
     MerchantStarter,

@@ -19,7 +19,7 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from merchant.payments import (
+from a2a_x402.merchant.payments import (
     CLIENT_ADDRESS_KEY,
     OfferState,
     PurgeReport,
@@ -28,9 +28,9 @@ from merchant.payments import (
     UnpaidWork,
     caller_of,
 )
-from merchant.payments._unpaid import offer_callers_table
-from merchant.tenants import TenantRegistry
-from storage import create_engine
+from a2a_x402.merchant.payments._unpaid import offer_callers_table
+from a2a_x402.merchant.tenants import TenantRegistry
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import (
     BINDINGS,
@@ -311,7 +311,7 @@ async def test_the_purge_runs_in_the_background_counted_and_logged(
     # A retention of nothing, so the pass has something to purge without waiting for the clock.
     reports: list[PurgeReport] = []
     stop = asyncio.Event()
-    caplog.set_level(logging.INFO, logger="merchant.payments._unpaid")
+    caplog.set_level(logging.INFO, logger="a2a_x402.merchant.payments._unpaid")
     async with _unpaid(sqlite_url, UnpaidRules(retention_s=0), offer_timeout_s=0) as unpaid:
         running = asyncio.create_task(unpaid.run(stop, interval_s=0.01, on_purge=reports.append))
         await wait_until(lambda: len(reports) >= 2, what="two purge passes")

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from eth_account import Account
 
-from a2a_x402 import EXTENSION_URI_V02, Dialect
-from devchain import DevChain
-from facilitator.wire import PaymentRequired, PaymentRequiredV1
-from merchant.edge import JSONRPC_PATH, REST_PATH
-from merchant.payments._wire import terms_for
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import EXTENSION_URI_V02, Dialect
+from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequiredV1
+from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from a2a_x402.merchant.payments._wire import terms_for
 from tests.fixtures.compat import CompatPython
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, RunningMerchant, ledger_entries
 

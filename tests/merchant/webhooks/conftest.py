@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger
-from merchant.webhooks import DeliveryWorker, Outbox, RetryPolicy, WebhookEndpoints, generate_secret
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import DeliveryWorker, Outbox, RetryPolicy, WebhookEndpoints, generate_secret
 
 # Short enough for tests: 13 attempts over ~2.6 s (the outage test retries for longer, see there).
 FAST_RETRY = RetryPolicy(delays_s=(0.05, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3))

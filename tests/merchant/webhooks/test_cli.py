@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner, Result
 from standardwebhooks import Webhook
 
-from merchant.ledger import Ledger
-from merchant.tenants import TenantConfigError, TenantRegistry
-from merchant.webhooks import (
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.tenants import TenantConfigError, TenantRegistry
+from a2a_x402.merchant.webhooks import (
     DeliveryWorker,
     EndpointConfig,
     InvalidEventError,
@@ -25,7 +25,7 @@ from merchant.webhooks import (
     generate_secret,
     webhooks_cli,
 )
-from storage import create_engine
+from a2a_x402.storage import create_engine
 from tests.merchant.ledger.bookings import PAY_TO, booking
 
 from .conftest import FAST_RETRY, SECRET, drain

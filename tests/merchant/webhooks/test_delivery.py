@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger, check_invariants
-from merchant.webhooks import (
+from a2a_x402.merchant.ledger import Ledger, check_invariants
+from a2a_x402.merchant.webhooks import (
     DeliveryWorker,
     EndpointConfig,
     Outbox,
@@ -29,7 +29,7 @@ from merchant.webhooks import (
     WebhookEndpoints,
     generate_secret,
 )
-from storage import create_engine
+from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until, within_deadline
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
@@ -475,7 +475,7 @@ async def test_a_worker_killed_mid_delivery_loses_nothing(
     worker_process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "from merchant.webhooks import webhooks_cli; webhooks_cli()",
+        "from a2a_x402.merchant.webhooks import webhooks_cli; webhooks_cli()",
         *("worker", "--lease", "2", "--timeout", "1", "--poll-interval", "0.05"),
         env=environment,
         cwd=REPOSITORY,

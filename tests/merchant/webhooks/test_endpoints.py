@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from merchant.ledger import Ledger
-from merchant.webhooks import (
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import (
     EndpointConfig,
     EndpointNotFoundError,
     InvalidEventError,

@@ -11,8 +11,8 @@ import jsonschema_rs
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from merchant.ledger import Ledger
-from merchant.webhooks import (
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import (
     EndpointConfig,
     EventType,
     Outbox,
@@ -26,7 +26,7 @@ from .conftest import SECRET, SQLITE_ONLY
 from .receiver import HOOK_PATH, Receiver
 from .test_outbox import FAILED_DATA
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "merchant" / "webhooks" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "a2a_x402" / "merchant" / "webhooks" / "schemas"
 
 
 def _validator(event_type: str) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-import merchant.webhooks as webhooks
+import a2a_x402.merchant.webhooks as webhooks
 from tests.fixtures.exports import loaded_vars
 from tests.merchant.ledger.test_exports import _isort_key
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from merchant.webhooks import WebhookBase
+from a2a_x402.merchant.webhooks import WebhookBase
 from tests.fixtures.schema import migration_differences
 
 

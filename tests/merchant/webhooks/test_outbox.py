@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from merchant.ledger import Ledger
-from merchant.webhooks import (
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import (
     EndpointConfig,
     EventNotFoundError,
     EventType,

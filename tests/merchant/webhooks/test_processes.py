@@ -18,11 +18,17 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from devchain import DevChain
-from merchant.ledger import Ledger
-from merchant.webhooks import EndpointConfig, Outbox, WebhookAttempt, WebhookDelivery, WebhookEndpoints
-from payer import sign_payment
-from storage import create_engine
+from a2a_x402.devchain import DevChain
+from a2a_x402.merchant.ledger import Ledger
+from a2a_x402.merchant.webhooks import (
+    EndpointConfig,
+    Outbox,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoints,
+)
+from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
 from tests.faults.processes import MerchantProcesses, merchant_processes
 from tests.fixtures.deadlines import wait_until

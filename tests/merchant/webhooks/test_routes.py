@@ -10,9 +10,15 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from merchant.ledger import Ledger, LedgerReader, balances_json, statement_csv
-from merchant.webhooks import EndpointConfig, Outbox, WebhookEndpoints, create_billing_router, generate_secret
-from storage import create_engine
+from a2a_x402.merchant.ledger import Ledger, LedgerReader, balances_json, statement_csv
+from a2a_x402.merchant.webhooks import (
+    EndpointConfig,
+    Outbox,
+    WebhookEndpoints,
+    create_billing_router,
+    generate_secret,
+)
+from a2a_x402.storage import create_engine
 from tests.merchant.ledger.bookings import EURC, booking
 
 from .conftest import SQLITE_ONLY

@@ -9,7 +9,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from merchant.webhooks._sender import send_signed
+from a2a_x402.merchant.webhooks._sender import send_signed
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import SECRET

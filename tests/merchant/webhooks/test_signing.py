@@ -8,7 +8,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from merchant.webhooks import generate_secret, signature_header, webhook_headers
+from a2a_x402.merchant.webhooks import generate_secret, signature_header, webhook_headers
 
 BODY = b'{"id":"evt_1","type":"settlement.completed","data":{"amount":"10"}}'
 

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from merchant.webhooks import UnsafeTargetError, is_public_address, resolve_target
+from a2a_x402.merchant.webhooks import UnsafeTargetError, is_public_address, resolve_target
 
 
 @pytest.mark.parametrize(

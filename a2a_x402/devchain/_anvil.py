@@ -1,0 +1,247 @@
+"""Run a private anvil node on loopback for development and tests.
+
+anvil comes from the pinned npm package ``@foundry-rs/anvil``, installed into the project's
+``node_modules`` by ``npm ci``. The binary is spawned directly (not through ``npx``, whose Node
+wrapper would swallow our signals) in its own process group, with its own state directory that
+``stop()`` deletes: anvil 1.7.1 otherwise leaves ``anvil-state-*`` folders under ``~/.foundry``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ._errors import AnvilNotFoundError, AnvilStartError
+from ._rpc import RpcClient
+
+__all__ = ["ANVIL_DEV_KEYS", "DEFAULT_CHAIN_ID", "AnvilNode"]
+
+# Base Sepolia's chain id, so the dev token looks like Base Sepolia USDC to x402 clients.
+DEFAULT_CHAIN_ID = 84532
+
+# anvil's public dev accounts 0..9 from the mnemonic "test test ... junk"; well known, never secret.
+ANVIL_DEV_KEYS: tuple[str, ...] = (
+    "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
+    "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
+    "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+    "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+)
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+# npm installs only the optional dependency matching the platform (see @foundry-rs/anvil's const.mjs).
+_PLATFORM_PACKAGES = {
+    ("Linux", "x86_64"): "anvil-linux-amd64",
+    ("Linux", "aarch64"): "anvil-linux-arm64",
+    ("Darwin", "x86_64"): "anvil-darwin-amd64",
+    ("Darwin", "arm64"): "anvil-darwin-arm64",
+}
+# Pre-binding a free port leaves a small window for another process to take it; retry then.
+_PORT_ATTEMPTS = 3
+
+
+def _find_binary() -> Path:
+    override = os.environ.get("X402_ANVIL_BIN")
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise AnvilNotFoundError(f"X402_ANVIL_BIN={override} is not a file")
+        return path
+    package = _PLATFORM_PACKAGES.get((platform.system(), platform.machine()))
+    if package is None:
+        raise AnvilNotFoundError(
+            f"no anvil build for {platform.system()} {platform.machine()}; set X402_ANVIL_BIN"
+        )
+    path = _REPO_ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
+    if not path.is_file():
+        raise AnvilNotFoundError(
+            f"anvil not found at {path}; run `npm ci` in {_REPO_ROOT} or set X402_ANVIL_BIN"
+        )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class AnvilNode:
+    """One anvil process on 127.0.0.1 with a private state directory.
+
+    Use as a context manager, or call ``start()`` and ``stop()``. anvil's stdout goes to
+    ``<state_dir>/anvil.log``: it logs every RPC call, and an unread pipe would stall it.
+    """
+
+    def __init__(
+        self,
+        *,
+        chain_id: int = DEFAULT_CHAIN_ID,
+        binary: Path | None = None,
+        extra_args: Sequence[str] = (),
+        start_timeout_s: float = 10.0,
+    ) -> None:
+        self.chain_id = chain_id
+        self.binary = binary or _find_binary()
+        self.extra_args = tuple(extra_args)
+        self.start_timeout_s = start_timeout_s
+        self.port: int | None = None
+        self.state_dir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._client: RpcClient | None = None
+
+    def __enter__(self) -> AnvilNode:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def rpc_url(self) -> str:
+        """The node's HTTP JSON-RPC endpoint."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def client(self) -> RpcClient:
+        """The JSON-RPC client bound to the running node."""
+        if self._client is None:
+            raise RuntimeError("anvil is not running")
+        return self._client
+
+    @property
+    def running(self) -> bool:
+        """True while the anvil process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        """The anvil process id (also its process group id)."""
+        if self._process is None:
+            raise RuntimeError("anvil is not running")
+        return self._process.pid
+
+    def rpc(self, method: str, params: Sequence[Any] = ()) -> Any:
+        """Call a JSON-RPC method, e.g. ``rpc("evm_snapshot")`` or ``rpc("anvil_mine", ["0x2"])``."""
+        return self.client.call(method, params)
+
+    def set_block_time(self, seconds: int) -> None:
+        """Mine a block every `seconds`, as a real chain does; 0 mines one block per transaction (automine).
+
+        Deploy first and switch after: with interval mining every transaction waits for the next tick.
+        """
+        if seconds < 0:
+            raise ValueError("the block time is 0 (automine) or a number of seconds")
+        # evm_setIntervalMining(0) leaves anvil mining on demand only, so automine is switched back on.
+        self.rpc("evm_setIntervalMining", [seconds])
+        if seconds == 0:
+            self.rpc("evm_setAutomine", [True])
+
+    def start(self) -> None:
+        """Spawn anvil and return once it answers ``eth_chainId`` with the configured chain id.
+
+        Raises:
+            AnvilStartError: anvil exited, or did not answer within ``start_timeout_s``.
+        """
+        if self._process is not None:
+            raise RuntimeError("anvil is already running")
+        self.state_dir = state_dir = Path(tempfile.mkdtemp(prefix="x402-anvil-"))
+        try:
+            for _ in range(_PORT_ATTEMPTS):
+                if self._spawn(_free_port(), state_dir):
+                    return
+            raise AnvilStartError(f"anvil did not start; last log lines:\n{_log_tail(state_dir)}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate anvil's process group (SIGTERM, then SIGKILL) and delete its state directory."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._process is not None:
+            _terminate(self._process)
+            self._process = None
+        if self.state_dir is not None:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self.state_dir = None
+
+    def _spawn(self, port: int, state_dir: Path) -> bool:
+        """Start anvil on ``port``; False if it exited early (most likely the port was taken)."""
+        command = [
+            str(self.binary),
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--chain-id", str(self.chain_id),
+            "--cache-path", str(state_dir / "cache"),
+            "--max-persisted-states", "0",
+            *self.extra_args,
+        ]  # fmt: skip
+        with open(state_dir / "anvil.log", "ab") as log:
+            process = subprocess.Popen(  # noqa: S603 - fixed binary, no shell
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.port, self._process = port, process
+        self._client = RpcClient(self.rpc_url)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self._client.close()
+                self._client, self._process = None, None
+                return False
+            try:
+                answered = int(self._client.call("eth_chainId"), 16)
+            except httpx.TransportError:
+                time.sleep(0.01)
+                continue
+            if answered != self.chain_id:
+                raise AnvilStartError(
+                    f"anvil on port {port} reports chain id {answered}, not {self.chain_id}"
+                )
+            return True
+        raise AnvilStartError(
+            f"anvil did not answer within {self.start_timeout_s} s:\n{_log_tail(state_dir)}"
+        )
+
+
+def _log_tail(state_dir: Path, lines: int = 20) -> str:
+    log = state_dir / "anvil.log"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

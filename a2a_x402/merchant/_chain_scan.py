@@ -1,0 +1,123 @@
+"""Reading EIP-3009 payments to the tenants' payTo addresses from the chain, in bounded ranges.
+
+A payment is a token `Transfer` to a payTo from the authorizer of the `AuthorizationUsed` log the token
+emitted just before it in the same transaction (both come from one `transferWithAuthorization`). A
+transfer to a payTo without one is a plain transfer, not a payment, and is not reported; neither is a
+transfer batched after someone else's authorization, nor one after an `AuthorizationUsed` log another
+contract emitted.
+
+Only the transfers to the payTos are read by log filter; the authorizations come from the receipts of
+those transfers' transactions. The token's `AuthorizationUsed` logs are never read unfiltered: on a busy
+token they are most of its logs, and providers cap the size of one `eth_getLogs` answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass
+from typing import Any
+
+from eth_utils.address import to_checksum_address
+
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcCall, RpcClient, RpcError
+
+__all__ = ["ChainPayment", "pair_payments", "payments_to"]
+
+# Receipts asked for in one JSON-RPC batch (providers cap the number of calls in a batch).
+_RECEIPTS_PER_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ChainPayment:
+    """An authorization used on chain, and the transfer to a payTo it paid."""
+
+    payer: str
+    nonce: str
+    pay_to: str
+    amount: int
+    tx_hash: str
+    block_number: int
+
+
+def _topic_address(topic: str) -> str:
+    return to_checksum_address("0x" + topic[-40:])
+
+
+def _padded(address: str) -> str:
+    return "0x" + address[2:].lower().rjust(64, "0")
+
+
+async def payments_to(
+    rpc: RpcClient,
+    asset: str,
+    pay_tos: Iterable[str],
+    *,
+    from_block: int,
+    to_block: int,
+    batch_blocks: int,
+) -> list[ChainPayment]:
+    """Every EIP-3009 payment of `asset` to one of `pay_tos` mined in [from_block, to_block].
+
+    The range is read `batch_blocks` at a time (providers cap the span of one `eth_getLogs`): the
+    transfers to the payTos, then, in batches, the receipts of their transactions.
+    """
+    asset = to_checksum_address(asset)
+    targets = {to_checksum_address(address) for address in pay_tos}
+    found: list[ChainPayment] = []
+    if not targets:
+        return found
+    padded = [_padded(address) for address in sorted(targets)]
+    for start in range(from_block, to_block + 1, batch_blocks):
+        end = min(start + batch_blocks - 1, to_block)
+        span = {"address": asset, "fromBlock": hex(start), "toBlock": hex(end)}
+        transfers = await rpc.call("eth_getLogs", {**span, "topics": [TRANSFER_TOPIC, None, padded]})
+        tx_hashes = sorted({log["transactionHash"].lower() for log in transfers if not log.get("removed")})
+        for receipt in await _receipts(rpc, tx_hashes):
+            found += pair_payments(receipt["logs"], asset, targets)
+    return sorted(found, key=lambda p: (p.block_number, p.tx_hash))
+
+
+async def _receipts(rpc: RpcClient, tx_hashes: Sequence[str]) -> list[dict[str, Any]]:
+    """The receipts of `tx_hashes` still on the chain (one that left it since its logs were read is
+    skipped: the next pass reads its range again)."""
+    receipts: list[dict[str, Any]] = []
+    for start in range(0, len(tx_hashes), _RECEIPTS_PER_BATCH):
+        chunk = tx_hashes[start : start + _RECEIPTS_PER_BATCH]
+        calls = [RpcCall("eth_getTransactionReceipt", [tx_hash]) for tx_hash in chunk]
+        for result in await rpc.batch(calls):
+            if isinstance(result, RpcError):
+                raise result
+            if result is not None:
+                receipts.append(result)
+    return receipts
+
+
+def pair_payments(logs: Sequence[dict[str, Any]], asset: str, pay_tos: Set[str]) -> list[ChainPayment]:
+    """The payments to one of `pay_tos` (checksummed) among the logs of one transaction's receipt.
+
+    Each `Transfer` of `asset` consumes the `AuthorizationUsed` log `asset` emitted just before it, and
+    is a payment only if its sender is that authorizer.
+    """
+    asset = to_checksum_address(asset)
+    payments: list[ChainPayment] = []
+    authorization: tuple[str, str] | None = None
+    own = [log for log in logs if not log.get("removed") and to_checksum_address(log["address"]) == asset]
+    for log in sorted(own, key=lambda item: int(item["logIndex"], 16)):
+        topics = [topic.lower() for topic in log["topics"]]
+        if topics and topics[0] == AUTHORIZATION_USED_TOPIC and len(topics) == 3:
+            authorization = (_topic_address(topics[1]), topics[2])
+        elif topics and topics[0] == TRANSFER_TOPIC and len(topics) == 3:
+            sender, pay_to = _topic_address(topics[1]), _topic_address(topics[2])
+            if authorization is not None and authorization[0] == sender and pay_to in pay_tos:
+                payments.append(
+                    ChainPayment(
+                        payer=sender,
+                        nonce=authorization[1],
+                        pay_to=pay_to,
+                        amount=int(log["data"], 16),
+                        tx_hash=log["transactionHash"].lower(),
+                        block_number=int(log["blockNumber"], 16),
+                    )
+                )
+            authorization = None
+    return payments

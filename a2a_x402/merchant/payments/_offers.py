@@ -1,0 +1,470 @@
+"""Payment offers: the terms a task was offered and what became of its payment, durably.
+
+One row per priced task. The offered x402 `PaymentRequired` lives here, not in process memory, so any
+replica (or a restarted process) can check a submitted payment against exactly what this task was
+offered; the row then records the authorization submitted, each settlement receipt (the task's complete
+receipt history), and the held artifacts of work done but not yet paid for.
+
+States::
+
+    offered ──► working ──► settling ──► paid
+       ▲           │           │
+       └── (fresh terms after a retryable failure)
+                   └───────────┴──► failed
+    offered ──► rejected   (the client's payment-rejected, or CancelTask)
+
+`working`: a payment was taken for the current terms; it is verified, then the work runs on it.
+`settling`: the work is done (its artifacts held here) and the payment is being settled.
+Every change of state is a compare-and-set on the state it comes from: a rejection or cancel racing a
+payment wins only while the offer is `offered`, before anything is verified, or changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from a2a.types import TaskState
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from a2a_x402.extension import PaymentSubmittedData
+from a2a_x402.storage import UtcDateTime, write, write_transaction
+
+from ..webhooks import EventType, Outbox
+
+__all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "Offer", "OfferState", "OfferStore", "offers_table"]
+
+CHECKED_OFFER_KEY = "x402_checked_offer"
+"""The `ServerCallContext.state` key under which the request handler leaves the `CheckedOffer` a payment
+was checked against, so the executor of the same request need not read the offer again."""
+
+metadata = sa.MetaData()
+
+# What recovery looks for, each with a partial index of its own that stays as small as the work left (an
+# index on the state alone would cover every offer ever paid). The predicates are used verbatim by the
+# queries: SQLite uses a partial index only for a WHERE clause that implies its predicate as written.
+_UNFINISHED = "state IN ('working', 'settling')"
+_UNBOOKED = "state = 'paid' AND booked_at IS NULL"
+_UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
+
+offers_table = sa.Table(
+    "payment_offers",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("tenant", sa.String(64), nullable=False),
+    sa.Column("context_id", sa.String(64), nullable=False),
+    sa.Column("skill", sa.String(128), nullable=False),
+    sa.Column("dialect", sa.String(8), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("round", sa.Integer, nullable=False),
+    sa.Column("required", sa.JSON, nullable=False),
+    sa.Column("request", sa.JSON, nullable=False),
+    sa.Column("payer", sa.String(42), nullable=True),
+    sa.Column("nonce", sa.String(66), nullable=True),
+    sa.Column("payload", sa.JSON, nullable=True),
+    sa.Column("payload_hash", sa.String(64), nullable=True),
+    sa.Column("accepted", sa.JSON, nullable=True),
+    sa.Column("receipts", sa.JSON, nullable=False),
+    sa.Column("held_artifacts", sa.JSON, nullable=True),
+    sa.Column("error", sa.String(32), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    # When the current round's payment was taken: only a transaction mined since may settle it for us.
+    sa.Column("taken_at", UtcDateTime(), nullable=True),
+    # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
+    sa.Column("booked_at", UtcDateTime(), nullable=True),
+    # Set in the transaction that stores the task's final state when that state tells the offer's outcome
+    # (`TOLD_BY`): a decided offer without it has a task that never heard the outcome (the process stopped
+    # between the two writes, or the SDK ended the task otherwise), for recovery to tell.
+    sa.Column("told_at", UtcDateTime(), nullable=True),
+    sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
+    sa.Index(
+        "ix_payment_offers_unfinished",
+        "updated_at",
+        postgresql_where=sa.text(_UNFINISHED),
+        sqlite_where=sa.text(_UNFINISHED),
+    ),
+    sa.Index(
+        "ix_payment_offers_unbooked",
+        "task_id",
+        postgresql_where=sa.text(_UNBOOKED),
+        sqlite_where=sa.text(_UNBOOKED),
+    ),
+    sa.Index(
+        "ix_payment_offers_untold",
+        "updated_at",
+        postgresql_where=sa.text(_UNTOLD),
+        sqlite_where=sa.text(_UNTOLD),
+    ),
+)
+
+
+class OfferState(StrEnum):
+    """Where a task's payment stands; see the module docstring."""
+
+    OFFERED = "offered"
+    WORKING = "working"
+    SETTLING = "settling"
+    PAID = "paid"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
+_REACHED_FROM: dict[OfferState, tuple[OfferState, ...]] = {
+    OfferState.SETTLING: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.PAID: (OfferState.SETTLING,),
+    OfferState.FAILED: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.OFFERED: (OfferState.WORKING, OfferState.SETTLING),
+    OfferState.REJECTED: (OfferState.OFFERED,),
+}
+"""The states each state is reached from by `advance` (`working` is reached by `submit`): every change of
+state is a compare-and-set on them, so a payment being taken or decided is never rejected or canceled,
+and a decided one never changes again, whoever races for it."""
+TOLD_BY = {
+    OfferState.PAID: TaskState.TASK_STATE_COMPLETED,
+    OfferState.FAILED: TaskState.TASK_STATE_FAILED,
+    OfferState.REJECTED: TaskState.TASK_STATE_CANCELED,
+}
+"""The final task state that tells each decided outcome."""
+_OUTCOME_TOLD_BY = {state: outcome for outcome, state in TOLD_BY.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A row of `payment_offers`."""
+
+    task_id: str
+    tenant: str
+    context_id: str
+    skill: str
+    dialect: str
+    state: OfferState
+    round: int
+    required: dict[str, Any]
+    request: dict[str, Any]
+    payer: str | None
+    nonce: str | None
+    payload: dict[str, Any] | None
+    payload_hash: str | None
+    accepted: dict[str, Any] | None
+    receipts: list[dict[str, Any]]
+    held_artifacts: list[dict[str, Any]] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    taken_at: datetime | None
+    booked_at: datetime | None
+    told_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedOffer:
+    """The offer a payment was checked against, the id of the task's status message at that moment, and
+    the payment as the client sent it: the message the task stores has lost its signature by then."""
+
+    offer: Offer
+    status_id: str
+    payment: PaymentSubmittedData
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# Read on every payment message: built once, the values given per call.
+_BY_TASK = sa.select(offers_table).where(offers_table.c.task_id == sa.bindparam("_task_id"))
+_BY_AUTHORIZATION = sa.select(offers_table).where(
+    offers_table.c.payer == sa.bindparam("_payer"), offers_table.c.nonce == sa.bindparam("_nonce")
+)
+# A payment message is checked against its task's offer and the offer its authorization was taken for.
+_FOR_PAYMENT = sa.select(offers_table).where(
+    sa.or_(
+        offers_table.c.task_id == sa.bindparam("_task_id"),
+        sa.and_(
+            offers_table.c.payer == sa.bindparam("_payer"), offers_table.c.nonce == sa.bindparam("_nonce")
+        ),
+    )
+)
+# Every write of a paid task's turn, built once too: the columns to set come as the call's values (an
+# UPDATE without `.values()` sets the columns its parameters name), and each set of columns is compiled
+# once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
+_UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
+_ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
+_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant)
+_SUBMIT = offers_table.update().where(
+    offers_table.c.task_id == sa.bindparam("_task_id"),
+    offers_table.c.round == sa.bindparam("_round"),
+    offers_table.c.state == OfferState.OFFERED.value,
+)
+_TOLD = offers_table.update().where(
+    offers_table.c.task_id == sa.bindparam("_task_id"),
+    offers_table.c.state == sa.bindparam("_outcome"),
+    offers_table.c.told_at.is_(None),
+)
+
+
+_SETTABLE = frozenset(offers_table.c.keys()) - {"task_id", "state", "updated_at"}
+
+
+def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of `_ADVANCE` moving the task's offer to `state` with `values`, from the states
+    `state` is reached from.
+
+    A statement built once sets whatever columns its parameters name and ignores any other name, so a
+    name that is not a column the caller may set is refused here rather than silently not written.
+    """
+    if unknown := values.keys() - _SETTABLE:
+        raise TypeError(f"not a settable column of payment_offers: {', '.join(sorted(unknown))}")
+    reached_from = [previous.value for previous in _REACHED_FROM[state]]
+    return {"_task_id": task_id, "_from": reached_from, **values, "state": state.value, "updated_at": _now()}
+
+
+def _offer(row: sa.Row[Any]) -> Offer:
+    values = dict(row._mapping)
+    values["state"] = OfferState(values["state"])
+    return Offer(**values)
+
+
+class OfferStore:
+    """Reads and advances payment offers; every change is one short transaction."""
+
+    def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
+        self._engine = engine
+        self._events = events
+        postgres = engine.dialect.name == "postgresql"
+        # On PostgreSQL a write of one statement is its own transaction, in autocommit: no BEGIN and COMMIT
+        # round trips around it (three of a paid turn's writes are one statement).
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
+        # Built once, the values coming with each call: terms offered again start the next round.
+        insert = (postgresql.insert if postgres else sqlite.insert)(offers_table)
+        self._offer = insert.on_conflict_do_update(
+            index_elements=[offers_table.c.task_id],
+            set_={
+                "state": insert.excluded.state,
+                "round": offers_table.c.round + 1,
+                "required": insert.excluded.required,
+                "payer": None,
+                "nonce": None,
+                "payload": None,
+                "payload_hash": None,
+                "accepted": None,
+                "held_artifacts": None,
+                "taken_at": None,
+                "updated_at": insert.excluded.updated_at,
+            },
+            # Terms replace only terms: an offer whose payment is taken or decided keeps its record.
+            where=offers_table.c.state == OfferState.OFFERED.value,
+        )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The merchant's database."""
+        return self._engine
+
+    async def offer(
+        self,
+        *,
+        task_id: str,
+        tenant: str,
+        context_id: str,
+        skill: str,
+        dialect: str,
+        required: dict[str, Any],
+        request: dict[str, Any],
+    ) -> bool:
+        """Record the terms offered for a task (or fresh terms replacing earlier ones, in the next round).
+
+        `request` is the client message that asked for the paid work; the work runs on it once paid. One
+        statement: a task offered terms before gets its next round. Returns False, changing nothing, when
+        the task's offer is no longer open (its payment is being taken or was decided).
+        """
+        now = _now()
+        values = {
+            "task_id": task_id,
+            "tenant": tenant,
+            "context_id": context_id,
+            "skill": skill,
+            "dialect": dialect,
+            "state": OfferState.OFFERED.value,
+            "round": 1,
+            "required": required,
+            "request": request,
+            "receipts": [],
+            "created_at": now,
+            "updated_at": now,
+        }
+        return await self._write_one(self._offer, values) == 1
+
+    async def get(self, task_id: str) -> Offer | None:
+        """The offer of a task."""
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(_BY_TASK, {"_task_id": task_id})).first()
+        return _offer(row) if row is not None else None
+
+    async def by_authorization(self, payer: str, nonce: str) -> Offer | None:
+        """The offer that an authorization was submitted for, if any."""
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(_BY_AUTHORIZATION, {"_payer": payer, "_nonce": nonce})).first()
+        return _offer(row) if row is not None else None
+
+    async def for_payment(self, task_id: str, payer: str, nonce: str) -> tuple[Offer | None, Offer | None]:
+        """The offer of a task and the offer an authorization was submitted for (`get` and
+        `by_authorization`), in one read: the two a payment message is checked against."""
+        values = {"_task_id": task_id, "_payer": payer, "_nonce": nonce}
+        async with self._engine.connect() as connection:
+            offers = [_offer(row) for row in (await connection.execute(_FOR_PAYMENT, values)).all()]
+        own = next((offer for offer in offers if offer.task_id == task_id), None)
+        used = next((offer for offer in offers if offer.payer == payer and offer.nonce == nonce), None)
+        return own, used
+
+    async def submit(
+        self,
+        task_id: str,
+        *,
+        round_: int,
+        payer: str,
+        nonce: str,
+        payload: dict[str, Any],
+        payload_hash: str,
+        accepted: dict[str, Any],
+    ) -> datetime | None:
+        """Take a submitted payment for the task's current offer: the moment it was taken (stored as the
+        offer's `taken_at`), or None if the offer is no longer open.
+
+        The unique index on (payer, nonce) makes an authorization usable for one task only, even when two
+        tasks race to use it.
+        """
+        taken_at = _now()
+        values = {
+            "_task_id": task_id,
+            "_round": round_,
+            "state": OfferState.WORKING.value,
+            "payer": payer,
+            "nonce": nonce,
+            "payload": payload,
+            "payload_hash": payload_hash,
+            "accepted": accepted,
+            "taken_at": taken_at,
+            "updated_at": taken_at,
+        }
+        try:
+            taken = await self._write_one(_SUBMIT, values) == 1
+        except IntegrityError:
+            return None
+        return taken_at if taken else None
+
+    async def advance(
+        self,
+        task_id: str,
+        state: OfferState,
+        *,
+        event: tuple[EventType, dict[str, Any]] | None = None,
+        **values: Any,
+    ) -> bool:
+        """Move the offer to `state`, recording `values` (receipts, held artifacts, error), if it is in a
+        state `state` is reached from (`_REACHED_FROM`): whether it moved. An offer that did not move
+        was moved by someone else first (a rejection, a cancel, another replica's recovery); its state
+        says what happened.
+
+        `event` (a billing webhook event type and its data) is written to the outbox in the same
+        transaction, only if the offer moved, so the change and its notification are never separated by a
+        crash.
+        """
+        if event is None or self._events is None:
+            return await self._write_one(_ADVANCE, _changes(task_id, state, values)) == 1
+        async with write_transaction(self._engine) as connection:
+            return await self.advance_in(connection, task_id, state, event=event, **values)
+
+    async def advance_in(
+        self,
+        connection: AsyncConnection,
+        task_id: str,
+        state: OfferState,
+        *,
+        event: tuple[EventType, dict[str, Any]] | None = None,
+        **values: Any,
+    ) -> bool:
+        """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
+        changes = _changes(task_id, state, values)
+        if event is None or self._events is None:
+            return (await connection.execute(_ADVANCE, changes)).rowcount == 1
+        tenant = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).scalar_one_or_none()
+        if tenant is None:
+            return False
+        await self._events.record_event(connection, tenant, event[0], event[1])
+        return True
+
+    async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
+        """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""
+        await connection.execute(_UPDATE, {"_task_id": task_id, "booked_at": _now()})
+
+    async def touch(self, task_id: str) -> None:
+        """Mark the offer as still looked after (its owner is alive and waiting on it)."""
+        await self._write_one(_UPDATE, {"_task_id": task_id, "updated_at": _now()})
+
+    async def _write_one(self, statement: sa.Executable, values: dict[str, Any]) -> int:
+        """Run one write statement committed on its own; the number of rows it changed.
+
+        On PostgreSQL it runs in autocommit; on SQLite it joins the writer's group, in a savepoint of its
+        own so a failing write (a unique constraint, say) fails alone.
+        """
+        if self._autocommit is not None:
+            async with self._autocommit.connect() as connection:
+                return (await connection.execute(statement, values)).rowcount
+        return await write(self._engine, _rows_changed(statement, values), isolated=True)
+
+    async def told_in(self, connection: AsyncConnection, task_id: str, final_state: TaskState) -> None:
+        """Record, in the transaction on `connection` that stores the task's `final_state`, that the task
+        was told how its payment was decided: only if that state tells the offer's outcome (`TOLD_BY`)."""
+        outcome = _OUTCOME_TOLD_BY.get(final_state)
+        if outcome is None:
+            return
+        await connection.execute(_TOLD, {"_task_id": task_id, "_outcome": outcome.value, "told_at": _now()})
+
+    async def told(self, task_id: str, final_state: TaskState) -> None:
+        """`told_in` in a transaction of its own."""
+        async with write_transaction(self._engine) as connection:
+            await self.told_in(connection, task_id, final_state)
+
+    async def untold(self, before: datetime) -> list[Offer]:
+        """Offers decided before `before` whose task was never told: what recovery tells."""
+        statement = sa.select(offers_table).where(sa.text(_UNTOLD), offers_table.c.updated_at < before)
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]
+
+    async def unbooked(self) -> list[Offer]:
+        """Paid offers not marked booked (their booking failed): what the reconciler books."""
+        statement = sa.select(offers_table).where(sa.text(_UNBOOKED)).order_by(offers_table.c.task_id)
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]
+
+    async def unfinished(self) -> list[Offer]:
+        """Offers whose payment was taken but not yet settled: what a restart or reconciler must finish."""
+        statement = sa.select(offers_table).where(sa.text(_UNFINISHED))
+        async with self._engine.connect() as connection:
+            return [_offer(r) for r in (await connection.execute(statement)).all()]
+
+    async def unfinished_counts(self) -> dict[OfferState, int]:
+        """How many taken payments are `working` (the paid work runs) and `settling` (not settled yet)."""
+        statement = (
+            sa.select(offers_table.c.state, sa.func.count())
+            .where(sa.text(_UNFINISHED))
+            .group_by(offers_table.c.state)
+        )
+        async with self._engine.connect() as connection:
+            counts = {OfferState(state): int(n) for state, n in (await connection.execute(statement)).all()}
+        return {state: counts.get(state, 0) for state in (OfferState.WORKING, OfferState.SETTLING)}
+
+
+def _rows_changed(
+    statement: sa.Executable, values: dict[str, Any] | None = None
+) -> Callable[[sa.Connection], int]:
+    """A write (`storage.write`) running `statement`: the rows it changed."""
+    return lambda connection: connection.execute(statement, values).rowcount

@@ -1,0 +1,88 @@
+"""How a taken payment ended, told to whoever counts them, and the log line of each that was not settled.
+
+Every payment the executor takes ends in exactly one outcome: `settled`; `refused` (not taken: the client
+gets fresh terms, e.g. expired or underfunded); or `failed` (the task failed with `payment-failed`,
+nothing charged unless the receipts say otherwise). Each refused or failed payment is one WARNING line
+with the task, the tenant, the extension's error code and the facilitator's reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from enum import StrEnum
+
+from a2a_x402.extension import RETRYABLE_ERROR_CODES, PaymentErrorCode
+from a2a_x402.facilitator.wire import Reason
+
+from ..tenants import tenant_name
+from ._refusals import client_text
+
+__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text"]
+
+logger = logging.getLogger("a2a_x402.merchant.payments")
+
+
+class PaymentOutcome(StrEnum):
+    """How a taken payment ended."""
+
+    SETTLED = "settled"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
+OutcomeListener = Callable[[str, PaymentOutcome], None]
+"""Told `(tenant name, outcome)` once per payment taken (the default tenant as `default`)."""
+
+
+# Reasons a verification or settlement gives when it was not made at all: the node or the facilitator
+# did not answer, or failed unexpectedly. Their messages are the facilitator's own ("…; try again", meant
+# for a caller holding the idempotency key, or an exception's text), not words for the payer.
+_NOT_MADE = frozenset({Reason.UNEXPECTED_SETTLE_ERROR, Reason.UNEXPECTED_VERIFY_ERROR})
+_AGAIN = {
+    PaymentErrorCode.INSUFFICIENT_FUNDS: "fund the payer, then pay the new terms",
+    PaymentErrorCode.EXPIRED_PAYMENT: "sign the new terms and pay again",
+}
+_ENDED = "nothing was charged; this task has ended: send the request again{when} for new terms"
+_UNREACHED = "the facilitator could not be reached, or could not reach the chain"
+_USED = "this task has ended: send the request again for new terms"
+
+
+def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | None) -> str:
+    """What the payer reads when `stage` ("Settlement", "Payment verification") failed with `code`: what
+    went wrong in our own words (`client_text`: the facilitator's text `said` is never shown), then what to
+    do.
+
+    A retryable code comes with fresh terms on the same task; any other ends the task uncharged, so "try
+    again" can only mean a new request (later, when the merchant's chain or facilitator did not answer).
+    """
+    if code is PaymentErrorCode.DUPLICATE_NONCE:
+        # The authorization moved money, just not for this task: "nothing was charged" would be false.
+        return f"{stage} failed: {client_text(code, said)}, not by this merchant for this task; {_USED}"
+    if code in RETRYABLE_ERROR_CODES:
+        return f"{stage} failed: {client_text(code, said)}; {_AGAIN.get(code, 'pay the new terms')}"
+    if reason in _NOT_MADE:
+        return f"{stage} failed: {_UNREACHED}; {_ENDED.format(when=' later')}"
+    return f"{stage} failed: {client_text(code, said)}; {_ENDED.format(when='')}"
+
+
+def log_unpaid(
+    task_id: str, tenant: str, outcome: PaymentOutcome, error_code: str, reason: str | None, message: str
+) -> None:
+    """The WARNING line of a payment refused or failed."""
+    logger.warning(
+        "payment for task %s of tenant %s %s: %s (reason %s): %s",
+        task_id,
+        tenant_name(tenant),
+        outcome.value,
+        error_code,
+        reason or "none",
+        message,
+        extra={
+            "task_id": task_id,
+            "tenant": tenant_name(tenant),
+            "outcome": outcome.value,
+            "error_code": error_code,
+            "reason": reason,
+        },
+    )

@@ -1,0 +1,174 @@
+"""Settling a taken payment: the stage of the payment layer between the held work and its delivery.
+
+A settlement is asked for with the task's idempotency key, so retrying a facilitator that cannot be
+reached never settles twice. A settlement still pending is told to the task (`TASK_STATE_WORKING` with the
+pending receipt) and waited for, the offer kept fresh meanwhile, until it is final or the horizon passes.
+What follows from the final answer (delivery, or failure) is the executor's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+import stamina
+from a2a.server.events import EventQueue
+from a2a.types import TaskState
+
+from a2a_x402.extension import Dialect, PaymentSubmittedData, PaymentVerifiedData
+from a2a_x402.facilitator import (
+    ChainUnavailableError,
+    FacilitatorAnswerError,
+    FacilitatorClient,
+    IdempotencyConflictError,
+)
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Reason,
+    SettleResponse,
+    SettleResponseV1,
+)
+
+from ..webhooks import EventType
+from ._booking import settlement_event
+from ._conflict import answer_unsettled as _answer_unsettled
+from ._keys import SettlementKeys
+from ._offers import Offer, OfferState, OfferStore
+from ._wire import agent_status, receipt_for
+
+__all__ = ["Settler"]
+
+logger = logging.getLogger(__name__)
+
+
+class Settler:
+    """Settles taken payments through `facilitator`, recording pending settlements in `offers`."""
+
+    def __init__(
+        self, facilitator: FacilitatorClient, offers: OfferStore, *, timeout_s: float, horizon_s: float
+    ):
+        self._facilitator = facilitator
+        self._offers = offers
+        self._keys = SettlementKeys(offers.engine)
+        self._timeout_s = timeout_s
+        self._horizon_s = horizon_s
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one settlement call waits for its transaction before answering pending."""
+        return self._timeout_s
+
+    async def settle(
+        self,
+        event_queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        offer: Offer,
+        dialect: Dialect,
+        data: PaymentSubmittedData,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        taken_at: datetime,
+    ) -> tuple[SettleResponse, list[SettleResponse | SettleResponseV1]]:
+        """Settle the payment taken for `offer`; the last answer and the task's receipts, that answer's last.
+
+        The answer is pending only if it still was when the horizon passed.
+        """
+        # The same key for the paid turn and for recovery: the facilitator answers a retry from its claim.
+        key = await self._keys.key(offer.task_id, offer.round)
+        # When the payment was taken: only a transaction mined since may settle it for someone else.
+        presented_at = int(taken_at.timestamp())
+        receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
+        response = await self._settle(task_id, payload, requirements, key, presented_at)
+        if response.error_reason == Reason.SETTLEMENT_PENDING:
+            receipts.append(receipt_for(response, data.payload))
+            await self._offers.advance(
+                task_id,
+                OfferState.SETTLING,
+                receipts=[r.to_json_dict() for r in receipts],
+                event=settlement_event(EventType.SETTLEMENT_PENDING, offer, requirements, payload, response),
+            )
+            await event_queue.enqueue_event(
+                agent_status(
+                    task_id,
+                    context_id,
+                    TaskState.TASK_STATE_WORKING,
+                    f"Settlement transaction {response.transaction} is waiting for confirmation.",
+                    PaymentVerifiedData(receipts=tuple(receipts)),
+                    dialect,
+                )
+            )
+            deadline = time.monotonic() + self._horizon_s
+            while response.error_reason == Reason.SETTLEMENT_PENDING and time.monotonic() < deadline:
+                # The heartbeat tells the reconciler this settlement still has a live owner.
+                await self._offers.touch(task_id)
+                response = await self._settle(task_id, payload, requirements, key, presented_at)
+            receipts.pop()
+        receipts.append(receipt_for(response, data.payload))
+        return response, receipts
+
+    async def tell_outcome_unknown(
+        self,
+        event_queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        data: PaymentSubmittedData,
+        dialect: Dialect,
+    ) -> None:
+        """Tell the client the settlement's outcome is not known yet, with the receipts stored so far; a
+        fault doing so is only logged, as the task must stay working for the reconciler either way."""
+        try:
+            await event_queue.enqueue_event(
+                agent_status(
+                    task_id,
+                    context_id,
+                    TaskState.TASK_STATE_WORKING,
+                    "The settlement's outcome is not known yet (the facilitator could not be reached); "
+                    "the task completes or fails when it is.",
+                    PaymentVerifiedData(receipts=await self._stored_receipts(task_id, data)),
+                    dialect,
+                )
+            )
+        except Exception:  # noqa: BLE001 - the task stays working; the reconciler finishes it
+            logger.exception("telling task %s its settlement is pending failed", task_id)
+
+    async def _stored_receipts(self, task_id: str, data: PaymentSubmittedData) -> tuple[Any, ...]:
+        """The receipts stored with the task's offer (a pending one among them, if the settlement got that
+        far)."""
+        offer = await self._offers.get(task_id)
+        stored = offer.receipts if offer is not None else []
+        return tuple(receipt_for(SettleResponse.from_wire(r), data.payload) for r in stored)
+
+    async def _settle(
+        self,
+        task_id: str,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        key: str,
+        presented_at: int,
+    ) -> SettleResponse:
+        """Settle with the task's idempotency key, retrying a facilitator that cannot be reached.
+
+        `presented_at` (when the payment was taken) lets the facilitator count a transaction that someone
+        else mined since as this settlement, where foreign settlements count at all, but not an older one:
+        that is a payment made elsewhere.
+        """
+        async for attempt in stamina.retry_context(
+            on=ChainUnavailableError, attempts=10, timeout=self._horizon_s
+        ):
+            with attempt:
+                try:
+                    return await self._facilitator.settle(
+                        payload,
+                        requirements,
+                        idempotency_key=key,
+                        timeout_s=self._timeout_s,
+                        presented_at=presented_at,
+                    )
+                except (IdempotencyConflictError, FacilitatorAnswerError) as exc:
+                    # An answer, not a fault: the turn ends on what the facilitator knows of the payment.
+                    return await _answer_unsettled(self._facilitator, payload, requirements, task_id, exc)
+        raise RuntimeError("unreachable: stamina re-raises the last error")

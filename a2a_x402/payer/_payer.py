@@ -1,0 +1,476 @@
+"""Paying an A2A merchant that prices its skills with the x402 extension (v0.3 on A2A 1.0).
+
+Usage::
+
+    policy = PaymentPolicy(max_amount_atomic=1_000_000)
+    async with await Payer.connect("https://shop.example", key, policy=policy) as payer:
+        result = await payer.pay("count the words in this")
+        print(result.transaction, result.artifacts)
+
+The run: send the request; the merchant answers ``TASK_STATE_INPUT_REQUIRED`` with ``payment-required``
+terms; the policy picks the entry to sign (payTo pinned to the card); the payer signs an EIP-3009
+authorization and sends it as ``payment-submitted`` on the same task; the task then completes (artifacts and
+receipts), works on (the payer polls GetTask until it resolves), asks again with fresh terms after a
+retryable failure (only then is a new authorization signed, at most ``max_payments`` per run), or fails.
+Fresh terms after ``INSUFFICIENT_FUNDS`` are signed only when an ``on_fresh_terms`` hook may have topped the
+payer up; without one the run stops at the first such refusal (``InsufficientFundsError``).
+
+Never paying twice. A transport error while submitting (timeout, reset, lost answer) leaves the payer not
+knowing whether the merchant took the payment, so it presents the same signed payment again: the same
+message, byte for byte, including its ``messageId`` (it is the same message; a server that deduplicates by
+``messageId`` sees one, and the merchant recognises the payload and its EIP-3009 nonce, which the token
+accepts once). When the merchant refuses the re-presentation because the task moved on, or the retries run
+out, GetTask tells the outcome. A new authorization is signed only for a new ``payment-required`` status;
+the status already answered never leads to a second signature.
+
+Every request carries ``A2A-Version`` and ``A2A-Extensions: <EXTENSION_URI>`` (SDK service parameters), goes
+through the a2a-sdk client for the chosen binding and tenant, and has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+import httpx
+from a2a.client import A2AClientError, Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
+from a2a.types import (
+    AgentCard,
+    GetTaskRequest,
+    Message,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.errors import A2AError
+from eth_account import Account
+
+from a2a_x402.agentcard import CardVerifier, JwksCache, unreachable_reason
+from a2a_x402.extension import (
+    EXTENSION_URI,
+    PaymentCompletedData,
+    PaymentData,
+    PaymentErrorCode,
+    PaymentRequiredData,
+)
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
+
+from ._card import Binding, ResolvedCard, resolve_card
+from ._errors import (
+    InsufficientFundsError,
+    MerchantError,
+    MerchantUnreachableError,
+    PaymentAttemptsExhaustedError,
+    PaymentPendingError,
+    PaymentRefusedError,
+)
+from ._messages import decline_message, payment_message, user_message
+from ._policy import PaymentPolicy
+from ._settings import FreshTermsHook, PayerSettings
+from ._signing import sign_payment
+from ._stages import PaidResult, PaymentStage, StageKind, TaskView, failure_of, transaction_of
+
+__all__ = ["Payer"]
+
+logger = logging.getLogger(__name__)
+
+_ENDED = frozenset(
+    {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
+)
+_RUNNING = frozenset({TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_SUBMITTED})
+
+
+@dataclass(slots=True)
+class _RunState:
+    """What one payment run has done: authorizations signed, the last one's terms, the status it answered."""
+
+    payments: int = 0
+    paid: PaymentRequirements | None = None
+    answered: TaskStatus | None = None
+
+
+class Payer:
+    """Pays one merchant (card, binding, tenant) with one key.
+
+    Build it with ``connect`` (or from a ``ResolvedCard``); close it with ``aclose`` or ``async with``.
+
+    Raises:
+        CardError: the card has no A2A 1.x interface for ``binding`` and ``tenant``.
+        ValueError: ``private_key`` is not a secp256k1 private key.
+    """
+
+    def __init__(
+        self,
+        card: ResolvedCard,
+        private_key: str,
+        *,
+        http: httpx.AsyncClient,
+        binding: Binding = Binding.JSONRPC,
+        tenant: str = "",
+        policy: PaymentPolicy | None = None,
+        settings: PayerSettings | None = None,
+        on_fresh_terms: FreshTermsHook | None = None,
+        owns_http: bool = False,
+    ) -> None:
+        interface = card.interface(binding, tenant)
+        try:
+            self._address: str = Account.from_key(private_key).address
+        except ValueError:
+            # `from None`: eth-account's message may quote the key.
+            raise ValueError("the payer key is not a valid secp256k1 private key") from None
+        self._key = private_key
+        self.card = card
+        self.tenant = tenant
+        self.policy = policy or PaymentPolicy()
+        self.settings = settings or PayerSettings()
+        self._on_fresh_terms = on_fresh_terms
+        self._http = http
+        self._owns_http = owns_http
+        narrowed = card.narrowed_to(interface)
+        self._client = _client_for(narrowed, http, binding, streaming=False)
+        self._stream_client = (
+            _client_for(narrowed, http, binding, streaming=True) if card.card.capabilities.streaming else None
+        )
+        version = ".".join(interface.protocol_version.split(".")[:2])
+        parameters = ServiceParametersFactory.create([with_a2a_extensions([EXTENSION_URI])])
+        parameters[VERSION_HEADER] = version
+        self._context = ClientCallContext(
+            timeout=self.settings.request_timeout_s, service_parameters=parameters
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        card_url: str,
+        private_key: str,
+        *,
+        binding: Binding = Binding.JSONRPC,
+        tenant: str = "",
+        policy: PaymentPolicy | None = None,
+        settings: PayerSettings | None = None,
+        card_verifier: CardVerifier | None = None,
+        jwks: JwksCache | None = None,
+        on_fresh_terms: FreshTermsHook | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> Payer:
+        """Resolve the card at ``card_url`` and return a payer for it.
+
+        Args:
+            card_url: the card's URL, or the agent's origin.
+            private_key: the paying account's key (``0x`` hex).
+            binding: JSON-RPC or HTTP+JSON.
+            tenant: the merchant tenant to pay (``""``: the default tenant).
+            policy: what the payer agrees to pay; default: whatever the card pins.
+            settings: timeouts and bounds.
+            card_verifier: checks the card's signatures; under ``require`` an untrusted card is refused.
+                Default: the ``warn`` policy with keys from the card's ``jku`` (HTTPS, the card's origin),
+                which logs an unsigned or failing card and continues; ``SignaturePolicy.OFF`` checks nothing.
+            jwks: the default verifier's key cache; share one across payers so that a merchant's JWK Set is
+                fetched once per its TTL (default: a cache of this connection's own).
+            on_fresh_terms: awaited before signing again for fresh terms.
+            http: the HTTP client to use (not closed by the payer); default: one of its own.
+
+        Raises:
+            ValueError: both ``card_verifier`` and ``jwks`` are given.
+            CardError: the card cannot be fetched or used.
+            UntrustedCardError: ``card_verifier`` requires a valid signature and the card has none.
+        """
+        settings = settings or PayerSettings()
+        own = http is None
+        client = http if http is not None else httpx.AsyncClient(timeout=settings.request_timeout_s)
+        try:
+            card = await resolve_card(
+                client, card_url, verifier=card_verifier, jwks=jwks, timeout_s=settings.request_timeout_s
+            )
+            return cls(
+                card,
+                private_key,
+                http=client,
+                binding=binding,
+                tenant=tenant,
+                policy=policy,
+                settings=settings,
+                on_fresh_terms=on_fresh_terms,
+                owns_http=own,
+            )
+        except BaseException:
+            if own:
+                await client.aclose()
+            raise
+
+    @property
+    def address(self) -> str:
+        """The paying address."""
+        return self._address
+
+    async def __aenter__(self) -> Payer:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release the SDK clients and, if the payer made it, the HTTP client."""
+        await self._client.close()
+        if self._stream_client is not None:
+            await self._stream_client.close()
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def pay(
+        self, request: str | Message, *, on_stage: Callable[[PaymentStage], None] | None = None
+    ) -> PaidResult:
+        """Send ``request`` and pay for it; return when the task completed.
+
+        Args:
+            request: the text to send, or a whole user message.
+            on_stage: called with each stage as it happens (progress reporting).
+
+        Returns:
+            The completed task, its artifacts and receipts.
+
+        Raises:
+            PaymentRefusedError: the policy refused the terms (nothing signed; the task is declined).
+            PaymentFailedError: the task failed, was canceled or rejected.
+            InsufficientFundsError: the payer's balance is below the price (and no hook may top it up).
+            PaymentAttemptsExhaustedError: fresh terms came more than ``max_payments`` times.
+            PaymentPendingError: the settlement did not resolve within ``pending_timeout_s``.
+            MerchantUnreachableError: transport errors outlasted the retries.
+            MerchantError: the merchant refused a request or broke the protocol.
+        """
+        async for stage in self._run(request, streaming=False):
+            if on_stage is not None:
+                on_stage(stage)
+            if stage.result is not None:
+                return stage.result
+        raise RuntimeError("a payment run ends with a result or an error")
+
+    async def pay_streaming(self, request: str | Message) -> AsyncIterator[PaymentStage]:
+        """Like ``pay``, but over SendStreamingMessage, yielding each stage as it arrives.
+
+        The last stage is ``COMPLETED`` with the result; failures raise as in ``pay``. A merchant whose card
+        does not declare streaming is paid without it (the stages then come from answers and polling).
+        """
+        async for stage in self._run(request, streaming=self._stream_client is not None):
+            yield stage
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    async def _run(self, request: str | Message, *, streaming: bool) -> AsyncIterator[PaymentStage]:
+        view = TaskView()
+        try:
+            async for stage in self._send(SendMessageRequest(message=user_message(request)), view, streaming):
+                yield stage
+        except A2AClientError as exc:
+            raise MerchantUnreachableError(f"sending the request failed: {_client_failure(exc)}") from exc
+        except A2AError as exc:
+            raise MerchantError(f"the merchant refused the request: {exc}") from exc
+        run = _RunState()
+        while True:
+            task, payment = view.task, view.payment
+            state = task.status.state
+            if state == TaskState.TASK_STATE_COMPLETED:
+                yield self._completed(view, payment, run.paid)
+                return
+            if state in _ENDED:
+                raise failure_of(task, payment, signed=run.payments > 0)
+            if state in _RUNNING:
+                async for stage in self._wait(view):
+                    yield stage
+                continue
+            if state != TaskState.TASK_STATE_INPUT_REQUIRED or not isinstance(payment, PaymentRequiredData):
+                raise MerchantError(
+                    f"the task is {TaskState.Name(state)} without payment terms: the payer cannot go on",
+                    task_id=task.id,
+                    signed=run.payments > 0,
+                )
+            async for stage in self._pay_terms(view, payment, run, streaming):
+                yield stage
+
+    async def _pay_terms(
+        self, view: TaskView, terms: PaymentRequiredData, run: _RunState, streaming: bool
+    ) -> AsyncIterator[PaymentStage]:
+        """Answer a ``payment-required`` status with a new authorization, if it is one not answered yet."""
+        task = view.task
+        if run.answered is not None and task.status == run.answered:
+            raise MerchantUnreachableError(
+                "the payment never reached the merchant: the task still shows the terms it answered",
+                task_id=task.id,
+                signed=True,
+            )
+        if (
+            terms.error is PaymentErrorCode.INSUFFICIENT_FUNDS
+            and run.paid is not None
+            and self._on_fresh_terms is None
+        ):
+            # Another signature cannot raise the balance; only a hook that tops the payer up can.
+            raise InsufficientFundsError(run.paid, payer=self._address, task_id=task.id)
+        if run.payments == self.settings.max_payments:
+            reason = terms.error.value if terms.error is not None else "no reason given"
+            raise PaymentAttemptsExhaustedError(
+                f"the merchant asked for payment again ({reason}) after {run.payments} payments",
+                task_id=task.id,
+                error=terms.error,
+            )
+        if run.payments and self._on_fresh_terms is not None:
+            await self._on_fresh_terms(terms)
+        payload = await self._sign(task, terms, signed=run.payments > 0)
+        run.payments, run.paid, run.answered = run.payments + 1, payload.accepted, _copy_status(task.status)
+        yield PaymentStage(
+            StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
+        )
+        message = payment_message(task, payload)
+        async for stage in self._submit(SendMessageRequest(message=message), view, streaming):
+            yield stage
+
+    async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> PaymentPayload:
+        """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses."""
+        if not isinstance(terms.required, PaymentRequired):  # extension v0.3 carries x402 v2 only
+            raise MerchantError("the merchant's terms are not x402 v2", task_id=task.id)
+        try:
+            requirements = self.policy.choose(terms.required, self.card.terms, self.tenant)
+        except PaymentRefusedError as exc:
+            # The policy knows nothing of tasks; the caller needs to know which one was declined.
+            exc.task_id, exc.signed = task.id, signed
+            await self._decline(task)
+            raise
+        payload = await asyncio.to_thread(sign_payment, self._key, requirements)
+        logger.info(
+            "signed payment task_id=%s amount=%s asset=%s pay_to=%s network=%s",
+            task.id,
+            requirements.amount,
+            requirements.asset,
+            requirements.pay_to,
+            requirements.network,
+        )
+        return payload
+
+    async def _send(
+        self, request: SendMessageRequest, view: TaskView, streaming: bool
+    ) -> AsyncIterator[PaymentStage]:
+        client = self._stream_client if streaming and self._stream_client is not None else self._client
+        async for event in client.send_message(request, context=self._context):
+            yield view.apply(event)
+
+    async def _submit(
+        self, request: SendMessageRequest, view: TaskView, streaming: bool
+    ) -> AsyncIterator[PaymentStage]:
+        """Present the signed payment, again (the same message) after transport errors; learn the outcome."""
+        attempts = self.settings.submit_attempts
+        for attempt in range(1, attempts + 1):
+            answered = False
+            try:
+                async for stage in self._send(request, view, streaming):
+                    answered = True
+                    yield stage
+                return
+            except A2AClientError as exc:
+                logger.warning(
+                    "submitting payment for task %s: attempt %d failed: %s", view.task.id, attempt, exc
+                )
+                if attempt == attempts:
+                    break
+                yield PaymentStage(
+                    StageKind.RESUBMITTED, view.task.id, view.task.status.state, detail=str(exc)
+                )
+                await asyncio.sleep(self.settings.retry_backoff_s * attempt)
+            except A2AError as exc:
+                if attempt == 1 and not answered:
+                    raise MerchantError(
+                        f"the merchant refused the payment: {exc}", task_id=view.task.id, signed=True
+                    ) from exc
+                # The payment was taken (this stream had begun, or an earlier presentation arrived and the
+                # task moved on): the task tells the outcome.
+                logger.info("payment for task %s: %s; asking for the task", view.task.id, exc)
+                break
+        yield view.replace(await self._get_task(view.task.id))
+
+    async def _wait(self, view: TaskView) -> AsyncIterator[PaymentStage]:
+        """Poll GetTask until the task leaves the working states, yielding each status change."""
+        deadline = time.monotonic() + self.settings.pending_timeout_s
+        while view.task.status.state in _RUNNING:
+            if time.monotonic() >= deadline:
+                raise PaymentPendingError(
+                    f"the task was still {TaskState.Name(view.task.status.state)} "
+                    f"after {self.settings.pending_timeout_s} s",
+                    task_id=view.task.id,
+                    transaction=transaction_of(view.payment),
+                )
+            await asyncio.sleep(self.settings.poll_interval_s)
+            task = await self._get_task(view.task.id)
+            changed = task.status != view.task.status
+            stage = view.replace(task)
+            if changed:
+                yield stage
+
+    async def _get_task(self, task_id: str) -> Task:
+        attempts = self.settings.submit_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._client.get_task(GetTaskRequest(id=task_id), context=self._context)
+            except A2AClientError as exc:
+                if attempt == attempts:
+                    raise MerchantUnreachableError(
+                        f"asking for task {task_id} failed: {exc}", task_id=task_id, signed=True
+                    ) from exc
+                await asyncio.sleep(self.settings.retry_backoff_s * attempt)
+            except A2AError as exc:
+                raise MerchantError(
+                    f"GetTask for {task_id} failed: {exc}", task_id=task_id, signed=True
+                ) from exc
+        raise RuntimeError("unreachable: the last attempt returns or raises")
+
+    async def _decline(self, task: Task) -> None:
+        """Tell the merchant the terms are declined (best effort: the refusal stands either way)."""
+        message = decline_message(task)
+        try:
+            async for _ in self._client.send_message(
+                SendMessageRequest(message=message), context=self._context
+            ):
+                pass
+        except A2AError as exc:
+            logger.warning("declining the terms of task %s failed: %s", task.id, exc)
+
+    def _completed(
+        self, view: TaskView, payment: PaymentData | None, paid: PaymentRequirements | None
+    ) -> PaymentStage:
+        receipts = payment.receipts if isinstance(payment, PaymentCompletedData) else ()
+        result = PaidResult(task=view.task, receipts=receipts, paid=paid, payer=self._address)
+        return PaymentStage(
+            StageKind.COMPLETED,
+            view.task.id,
+            view.task.status.state,
+            payment=payment,
+            transaction=result.transaction,
+            result=result,
+        )
+
+
+def _client_for(card: AgentCard, http: httpx.AsyncClient, binding: Binding, *, streaming: bool) -> Client:
+    config = ClientConfig(
+        httpx_client=http, supported_protocol_bindings=[binding.protocol], streaming=streaming
+    )
+    return ClientFactory(config).create(card)
+
+
+def _copy_status(status: TaskStatus) -> TaskStatus:
+    copy = TaskStatus()
+    copy.CopyFrom(status)
+    return copy
+
+
+def _client_failure(exc: A2AClientError) -> str:
+    """The SDK's client error in words: a request that got no answer says so and why (the SDK's own text
+    is "Network communication error: " and httpx's, "All connection attempts failed" for a closed port)."""
+    if isinstance(exc.__cause__, httpx.TransportError):
+        return f"the merchant could not be reached ({unreachable_reason(exc.__cause__)})"
+    return str(exc)
