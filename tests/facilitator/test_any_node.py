@@ -117,7 +117,7 @@ async def test_fifty_concurrent_settles_of_one_authorization_make_one_transactio
     payload = sign_payment(chain.new_payer(), requirements)
     nonce_before, payee_before = relayer_nonce(chain), chain.balance_of(PAY_TO)
 
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         answers = await asyncio.gather(*(service.settle(payload, requirements) for _ in range(50)))
 
     # Not even a loser's answer came from a claim after the chain went unanswered (ganache's estimates

@@ -243,7 +243,7 @@ async def test_a_next_nonce_the_node_holds_queued_is_sent_again_and_replaced_and
     queued = await _three_queued(chain, facilitator, new_payer)
     payments, held, nonce, first_block = queued.payments, queued.held, queued.nonce, queued.first_block
     chain.rpc.call("anvil_setNonce", [relayer_address(chain), hex(nonce)])
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         answers = await asyncio.gather(*queued.settles)
 
     assert all(a.success for a in answers), answers
@@ -285,7 +285,7 @@ async def test_a_next_nonce_the_node_dropped_is_sent_again_and_mined_as_signed(
     chain.rpc.call("anvil_setNonce", [relayer_address(chain), hex(nonce)])
     for raw in behind:
         chain.rpc.call("eth_sendRawTransaction", [raw])
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         answers = await asyncio.gather(*queued.settles)
 
     assert all(a.success for a in answers), answers
@@ -312,7 +312,7 @@ async def test_a_next_nonce_waiting_for_a_slow_block_is_neither_sent_again_nor_r
     settles = [asyncio.create_task(facilitator.settle(p, requirements)) for p in payments]
     await wait_until(lambda: len(_pool(chain)) == 3, what="the settlements to reach the pool")
     originals = _pool(chain)
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         await asyncio.sleep(2.5)  # past twice the revive delay, with later nonces waiting
     chain.rpc.call("evm_mine")
     answers = await asyncio.gather(*settles)

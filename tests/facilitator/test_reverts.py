@@ -145,7 +145,7 @@ async def test_a_payer_whose_settlement_reverted_is_refused_before_anything_is_c
     fresh = [sign_exact(owner_key, requirements, from_address=wallet) for _ in range(6)]
     caplog.clear()
 
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         verified = await service.verify(fresh[0], requirements)
         settled = await service.settle(fresh[0], requirements, idempotency_key="second")
         retried = await service.settle(first, requirements, idempotency_key="first")

@@ -456,7 +456,7 @@ async def test_open_warns_in_one_line_only_while_foreign_settlements_count(
     open_facilitator: OpenFacilitator,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="facilitator"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.facilitator"):
         await open_facilitator(sqlite_url, count_foreign_settlements=count_foreign)
 
     warned = [r.getMessage() for r in caplog.records if "X402_COUNT_FOREIGN_SETTLEMENTS" in r.getMessage()]

@@ -309,7 +309,10 @@ def test_serve_starts_with_an_unfunded_relayer_and_warns(
         process.terminate()
         process.wait(30)
 
-    assert f"WARNING facilitator._checks check relayer: {relayer.address} holds 0 ETH" in log.read_text()
+    assert (
+        f"WARNING a2a_x402.facilitator._checks check relayer: {relayer.address} holds 0 ETH"
+        in log.read_text()
+    )
 
 
 async def test_a_webhook_host_that_does_not_resolve_is_a_problem_but_not_fatal() -> None:

@@ -103,7 +103,7 @@ async def test_a_poisoned_row_is_counted_and_retried_while_the_pass_finishes_the
         task=poisoned,
     )
 
-    with caplog.at_level(logging.WARNING, logger="merchant"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.merchant"):
         report = await _pass(merchant.settings)
 
     assert (report.turns_finished, report.finalized, report.failed) == (1, 1, {"turns": 1})

@@ -129,7 +129,7 @@ async def test_warn_pays_despite_an_unsigned_card_and_logs_why(
 ) -> None:
     url = merchant()
 
-    with caplog.at_level(logging.WARNING, logger="agentcard"):
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard"):
         async with httpx.AsyncClient(timeout=30) as http:
             card_verifier = verifier(http, SignaturePolicy.WARN)
             async with await Payer.connect(url, new_payer(), card_verifier=card_verifier, http=http) as payer:

@@ -47,7 +47,7 @@ async def test_a_payment_no_offer_explains_stays_open_after_the_passes_that_no_l
     settings, nonce = await unexplained_payment(database_url, chain, start_merchant, new_payer)
     passes = Passes(settings)
     try:
-        with caplog.at_level(logging.INFO, logger="merchant"):
+        with caplog.at_level(logging.INFO, logger="a2a_x402.merchant"):
             first = await passes.run()
             # Deeper than confirmations + the reorg margin: the passes after the next do not read its block.
             chain.rpc.call("anvil_mine", [hex(200)])
@@ -87,7 +87,7 @@ async def test_a_payment_whose_transaction_reorged_out_is_resolved_by_the_chain_
         chain.rpc.call("anvil_rollback", [2])  # the payment's block and the one mined after it
         chain.rpc.call("anvil_dropAllTransactions")
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="merchant"):
+        with caplog.at_level(logging.INFO, logger="a2a_x402.merchant"):
             again = await passes.run()
             await passes.run()  # resolved already: nothing more is said
         (difference,) = await passes.all()
@@ -142,7 +142,7 @@ async def test_a_restarted_chain_is_one_difference_and_one_line_not_a_reorg_per_
         finally:
             await engine.dispose()
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="merchant"):
+        with caplog.at_level(logging.INFO, logger="a2a_x402.merchant"):
             restarted = await passes.run()
             after = await passes.run()
         stored = {d.kind: d for d in await passes.all()}
