@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.commands",
     "tests.fixtures.jwt_issuer",
     "tests.fixtures.checks",
+    "tests.fixtures.docs",
 ]
 
 

@@ -1,6 +1,8 @@
-"""The README's settings table against the code: every `X402_*` variable a command reads (a settings
-class's field, or a name the sources spell out) is in it, and every default it states as a literal is
-the code's."""
+"""The settings reference (docs/reference/settings.md, once the README's table) against the code: every
+`X402_*` variable a command reads (a settings class's field, or a name the sources spell out) is on the
+built page, in its class's table with the code's default, and every variable the page lists or explains
+is read by some command. The page's tables are generated from the classes at build time; this checks what
+the reader gets, and that the generator finds every class."""
 
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from a2a_x402.merchant.ledger.cli import LedgerSettings
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.webhooks.cli import WebhookSettings
 from a2a_x402.observability._logs import LogSettings
+from tests.fixtures.docs import page_tables
 from tests.test_imports import PACKAGES
 
 _ROOT = Path(__file__).resolve().parent.parent
-_README = _ROOT / "README.md"
+_NOTES = _ROOT / "docs" / "reference" / "settings.md"
 _CLASSES: tuple[type[BaseSettings], ...] = (
     FacilitatorSettings,
     MerchantSettings,
@@ -32,24 +35,29 @@ _CLASSES: tuple[type[BaseSettings], ...] = (
     WebhookSettings,
     LogSettings,
 )
-# Unset (None) in the code, and said in words for what that means.
+# Unset (None) in the code, and said in words, in the variable's note, for what that means.
 _IN_WORDS = {"X402_RELAYER_MAX_KEYS": "all", "X402_PUBLIC_URL": "`http://HOST:PORT`"}
-# One variable, a default per service.
-_SERVICES = {"FacilitatorSettings": "facilitator", "MerchantSettings": "merchant"}
+# The generated tables' words for a field without a default, and for one whose default is unset or empty.
+_REQUIRED, _UNSET = "required", "—"
 
 
-def _table() -> dict[str, str]:
-    """Each variable of the table and the default stated for it (a row naming two splits on " / ")."""
-    rows: dict[str, str] = {}
-    for line in _README.read_text().splitlines():
-        if not line.startswith("| `X402_"):
-            continue
-        names_cell, default_cell = (cell.strip() for cell in line.split("|")[1:3])
-        names = re.findall(r"`(X402_[A-Z0-9_]+)`", names_cell)
-        defaults = default_cell.split(" / ") if len(names) > 1 else [default_cell]
-        assert len(defaults) == len(names), line
-        rows.update(zip(names, defaults, strict=True))
-    return rows
+@pytest.fixture(scope="module")
+def page(built_site: Path) -> dict[tuple[str, str], str]:
+    """Each (settings class, variable) row of the built page, with the default it states."""
+    tables = page_tables((built_site / "reference" / "settings" / "index.html").read_text())
+    return {
+        (table.section, row[0]): row[2]
+        for table in tables
+        if table.section.endswith("Settings")
+        for row in table.rows
+    }
+
+
+@pytest.fixture(scope="module")
+def listed(built_site: Path) -> set[str]:
+    """Every variable the built page lists in a table (the classes' and the one of names read by name)."""
+    tables = page_tables((built_site / "reference" / "settings" / "index.html").read_text())
+    return {row[0] for table in tables for row in table.rows if row and row[0].startswith("X402_")}
 
 
 def _fields() -> list[tuple[str, str, Any]]:
@@ -61,16 +69,15 @@ def _fields() -> list[tuple[str, str, Any]]:
 
 
 def _stated(cell: str) -> str | None:
-    """The literal a cell states (the backticked value before any explanation), None for "none"."""
-    if cell.startswith("—"):
-        return None
-    found = re.match(r"`([^`]*)`", cell)
-    return found.group(1) if found else cell
+    """The literal a cell states, None for unset."""
+    return None if cell == _UNSET else cell
 
 
 def _same(stated: str | None, default: Any) -> bool:
+    if default is PydanticUndefined:
+        return stated == _REQUIRED
     if stated is None:
-        return default in (None, "", PydanticUndefined)
+        return default in (None, "")
     if isinstance(default, bool):
         return stated == str(default).lower()
     if isinstance(default, int | float):
@@ -79,18 +86,20 @@ def _same(stated: str | None, default: Any) -> bool:
 
 
 @pytest.mark.parametrize(("owner", "variable", "default"), _fields())
-def test_every_setting_is_in_the_readme_table_with_the_codes_default(
-    owner: str, variable: str, default: Any
+def test_every_setting_is_in_the_settings_page_with_the_codes_default(
+    page: dict[tuple[str, str], str], owner: str, variable: str, default: Any
 ) -> None:
-    table = _table()
-    assert variable in table, f"{owner} reads {variable}, which the README's settings table does not list"
-    cell = table[variable]
-    if variable in _IN_WORDS:
-        assert (cell, default) == (_IN_WORDS[variable], None)
-    elif variable == "X402_PORT":
-        assert f"`{default}` ({_SERVICES[owner]})" in cell
-    else:
-        assert _same(_stated(cell), default), f"README: {variable} defaults to {cell!r}; {owner}: {default!r}"
+    assert (owner, variable) in page, f"{owner} reads {variable}, which its table on the page does not list"
+    cell = page[owner, variable]
+    assert _same(_stated(cell), default), f"the page: {variable} defaults to {cell!r}; {owner}: {default!r}"
+
+
+@pytest.mark.parametrize(("variable", "words"), sorted(_IN_WORDS.items()))
+def test_a_default_said_in_words_is_the_codes_unset(variable: str, words: str) -> None:
+    note = re.search(rf"^### `{variable}`.*?\n\nDefault (.+?); read by", _NOTES.read_text(), re.MULTILINE)
+    assert note, f"the settings page has no note on {variable}"
+    assert note[1] == words
+    assert {default for _, name, default in _fields() if name == variable} == {None}
 
 
 def _spelled_out() -> set[str]:
@@ -103,7 +112,7 @@ def _spelled_out() -> set[str]:
     }
 
 
-def test_every_settings_class_of_the_packages_is_checked() -> None:
+def test_every_settings_class_of_the_packages_is_checked(page: dict[tuple[str, str], str]) -> None:
     # Read from the sources, not BaseSettings.__subclasses__(): what that finds depends on what else the
     # test process imported (a test's own settings class, say).
     defined = {
@@ -113,12 +122,15 @@ def test_every_settings_class_of_the_packages_is_checked() -> None:
         for name in re.findall(r"^class (\w+)\(BaseSettings\):", source.read_text(), re.MULTILINE)
     }
     assert defined == {cls.__name__ for cls in _CLASSES}
+    assert {owner for owner, _ in page} == defined  # a table on the page for each, generated
 
 
-def test_every_variable_the_sources_name_is_in_the_table() -> None:
-    assert _spelled_out() - set(_table()) == set()
+def test_every_variable_the_sources_name_is_in_the_page(listed: set[str]) -> None:
+    assert _spelled_out() - listed == set()
 
 
-def test_every_variable_of_the_table_is_read_by_some_command() -> None:
+def test_every_variable_of_the_page_is_read_by_some_command(listed: set[str]) -> None:
     read = {variable for _, variable, _ in _fields()} | _spelled_out()
-    assert set(_table()) <= read
+    explained = set(re.findall(r"^### .*?`(X402_[A-Z0-9_]+)`", _NOTES.read_text(), re.MULTILINE))
+    assert listed <= read
+    assert explained <= read

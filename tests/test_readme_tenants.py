@@ -1,5 +1,6 @@
-"""The README's tenants file, as written: its `toml` blocks after the `readme-tenants` markers, joined,
-load with the tenants loader, so a copied example is never refused by `check`."""
+"""The documentation's tenants file, as written (once in the README): the `toml` blocks after the
+`readme-tenants` markers of the tenants page and then of the billing webhooks page, joined, load with the
+tenants loader, so a copied example is never refused by `check`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from a2a_x402.merchant.tenants import DEFAULT_TENANT, TenantRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- readme-tenants:"
+# The pages holding the example's parts, in the order the parts join.
+PAGES = (ROOT / "docs" / "concepts" / "tenants.md", ROOT / "docs" / "guides" / "webhooks.md")
 
 
 def readme_tenants(readme: str) -> str:
-    """The README's tenants examples, in order, as one TOML document."""
+    """The tenants examples of `readme` (pages' text), in order, as one TOML document."""
     blocks = []
     for after in readme.split(MARKER)[1:]:
         match = re.match(r"[^\n]*\n```toml\n(.*?)\n```", after, re.DOTALL)
@@ -23,7 +26,9 @@ def readme_tenants(readme: str) -> str:
 
 
 def test_the_readme_tenants_example_loads(tmp_path: Path) -> None:
-    document = readme_tenants((ROOT / "README.md").read_text())
+    blocks = [readme_tenants(page.read_text()) for page in PAGES]
+    assert all(blocks), "each page holds a part of the example"
+    document = "\n".join(blocks)
     path = tmp_path / "tenants.toml"
     path.write_text(document)
 

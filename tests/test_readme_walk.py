@@ -1,5 +1,6 @@
-"""The README's hand path, run as written: setup, then one bash per terminal (dev chain, facilitator,
-merchant settling through it, a paying client), against loopback.
+"""The hand path of the quickstart (docs/quickstart.md, once in the README), run as written: setup, then
+one bash per terminal (dev chain, facilitator, merchant settling through it, a paying client), against
+loopback.
 
 The block is the fenced one after the `readme-walk` marker; a `# terminal N` comment starts a terminal. The
 walk runs in a fresh directory holding links to the checkout's files (so nothing it writes, `.devchain.env`,
@@ -29,6 +30,7 @@ import pytest
 from tests.fixtures.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "quickstart.md"
 MARKER = "<!-- readme-walk:"
 PORTS = ("4022", "8000")
 _READY_TIMEOUT_S = 120.0
@@ -56,7 +58,7 @@ class Terminal:
 
 
 def readme_walk(readme: str) -> tuple[str, list[Terminal]]:
-    """The setup commands and the terminals of the README's hand path."""
+    """The setup commands and the terminals of the hand path in `readme` (the quickstart page's text)."""
     after = readme.split(MARKER, 1)[1].split("\n", 1)[1]
     match = re.match(r"```bash\n(.*?)\n```", after, re.DOTALL)
     assert match, f"the line after {MARKER!r} must open a ```bash block"
@@ -66,7 +68,7 @@ def readme_walk(readme: str) -> tuple[str, list[Terminal]]:
 
 
 def test_the_walk_has_a_setup_step_and_four_terminals() -> None:
-    setup, terminals = readme_walk((ROOT / "README.md").read_text())
+    setup, terminals = readme_walk(PAGE.read_text())
 
     assert "./scripts/setup" in setup
     assert [t.title.split(":")[0] for t in terminals] == [f"terminal {n}" for n in range(1, 5)]
@@ -86,7 +88,7 @@ def _walk_dir(tmp_path: Path) -> Path:
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str], stdout: IO[str] | int, stderr: IO[str] | int) -> Popen:
-    return subprocess.Popen(  # noqa: S603 - bash running the README's own commands
+    return subprocess.Popen(  # noqa: S603 - bash running the quickstart's own commands
         ["bash", "-eu", "-o", "pipefail", "-c", script],  # noqa: S607 - bash from PATH
         cwd=cwd,
         env=env,
@@ -136,7 +138,7 @@ def _stopped_at_exit() -> Iterator[list[subprocess.Popen[str]]]:
 
 @pytest.mark.timeout(900)  # setup, three servers and a payment, each with its own bound, on a busy machine
 def test_the_readme_hand_path_runs_as_written(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text()
+    text = PAGE.read_text()
     for port in PORTS:
         text = re.sub(rf"\b{port}\b", str(free_port()), text)
     setup, terminals = readme_walk(text)
@@ -145,7 +147,7 @@ def test_the_readme_hand_path_runs_as_written(tmp_path: Path) -> None:
     # The peer suites sit beside the real checkout, not beside the walk's directory.
     env["X402_PEERS_DIR"] = str((ROOT / ".." / "shared" / "peers").resolve())
 
-    installed = subprocess.run(  # noqa: S603 - the README's own command
+    installed = subprocess.run(  # noqa: S603 - the quickstart's own command
         ["bash", "-eu", "-c", setup],  # noqa: S607 - bash from PATH
         cwd=walk,
         env=env,

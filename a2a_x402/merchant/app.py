@@ -139,8 +139,8 @@ def payment_extension(
     carry none (on 0.3 the URL is the tenant), and a reader takes a missing `tenant` as the interface's.
 
     The default tenant's `payTo` entries carry no `tenant` member (clients read a missing one as `""`): the
-    a2a-sdk's card verifier drops empty strings before checking a signature (README, "Signed Agent
-    Cards"), so a signed `"tenant": ""` would make the SDK refuse the merchant's card.
+    a2a-sdk's card verifier drops empty strings before checking a signature (docs/guides/agent-cards.md,
+    "Empty fields"), so a signed `"tenant": ""` would make the SDK refuse the merchant's card.
     """
     params = Struct()
     params.update(

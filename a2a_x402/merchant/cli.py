@@ -1,6 +1,6 @@
 """`x402-merchant`: serve the reference merchant and operate its database, ledger and webhooks.
 
-Settings come from `X402_*` environment variables (and `.env`); see the README's settings table.
+Settings come from `X402_*` environment variables (and `.env`); see docs/reference/settings.md.
 """
 
 from __future__ import annotations

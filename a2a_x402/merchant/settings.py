@@ -14,7 +14,7 @@ __all__ = ["MerchantSettings"]
 
 
 class MerchantSettings(BaseSettings):
-    """Everything `x402-merchant serve` needs. See the README's settings table."""
+    """Everything `x402-merchant serve` needs (each variable: docs/reference/settings.md)."""
 
     model_config = SettingsConfigDict(env_prefix="X402_", env_file=".env", extra="ignore")
 

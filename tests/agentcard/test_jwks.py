@@ -140,7 +140,8 @@ async def test_unknown_kid_refetches_once_then_fails(
 async def test_the_documented_refetch_interval_is_the_default(
     key_server: KeyServer, http_client: httpx.AsyncClient
 ) -> None:
-    # The README promises an unknown kid is looked up again only once the cached set is 30 s old.
+    # The signed Agent Cards guide promises an unknown kid is looked up again only once the cached set is
+    # 30 s old.
     old, new = generate_signing_key(), generate_signing_key()
     key_server.jwks = {"keys": [old.public_jwk()]}
     clock = FakeClock()

@@ -147,7 +147,7 @@ def test_export_prints_the_running_chains_settings_for_eval(tmp_path: Path) -> N
     try:
         wait_for_file(env_file, process)
         written = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
-        # What the README has every other terminal run, then each variable as that shell sees it.
+        # What the quickstart has every other terminal run, then each variable as that shell sees it.
         shown = subprocess.run(  # noqa: S603 - fixed argv, our own script
             ["bash", "-c", f'eval "$({script} --export)" && env'],  # noqa: S607 - bash from PATH
             cwd=tmp_path,

@@ -33,7 +33,7 @@ _FREE_FORM = frozenset({"metadata", "data"})
 
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
-    """How large and slow one request may be (see the README's settings table for each)."""
+    """How large and slow one request may be (each in docs/reference/settings.md)."""
 
     max_body_bytes: int = _MIB
     max_parts: int = 64

@@ -1,5 +1,5 @@
-"""One authorization, one delivery, across deployments that share a payTo (README: One authorization, one
-delivery).
+"""One authorization, one delivery, across deployments that share a payTo (docs/concepts/exactly-once.md:
+One authorization, one delivery).
 
 Two reference merchants serve the same payee on one chain, each with a relayer key of its own. A payer
 presents one signed authorization to a task at each (the second copy carries that task's terms and the
@@ -13,7 +13,7 @@ authorization, none when the payer's did; a deployment that delivered nothing sa
 its reconciler reports the transfer instead of booking it. Sharing one database with
 `X402_COUNT_FOREIGN_SETTLEMENTS` on, the claim is unique across them: one delivery and one booking,
 the payer's own transaction during the work included. The control: a database each with the setting on
-(the configuration the README forbids) delivers and books the payer's front-run twice.
+(the configuration the documentation forbids) delivers and books the payer's front-run twice.
 """
 
 from __future__ import annotations
