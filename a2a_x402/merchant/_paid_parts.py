@@ -22,7 +22,7 @@ from .wiring import card_signing_keys
 
 __all__ = ["card_signing", "grpc_addresses", "log_startup", "secrets_of"]
 
-logger = logging.getLogger("a2a_x402.merchant.app")
+logger = logging.getLogger("a2a_x402.merchant.paid")  # the line of `paid_app`, whose module it speaks for
 
 
 def card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:

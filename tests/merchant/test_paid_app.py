@@ -4,8 +4,10 @@ chain: paid end to end and booked once, judged conforming by the kit, two skills
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from a2a.helpers import new_text_message
@@ -17,7 +19,8 @@ from a2a_x402.merchant import paid_app
 from a2a_x402.merchant.payments import OfferStore
 from a2a_x402.payer import Binding, MerchantError, Payer, PaymentPolicy
 from a2a_x402.storage import create_engine
-from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, ledger_entries
+from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS, ledger_entries, own_relayer_key
+from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.paid_agents import (
     SHOUT,
     SHOUT_PRICE,
@@ -152,3 +155,44 @@ async def test_two_skills_are_priced_apart_and_chosen_by_skill_of(
     booked = sorted((e.tenant, e.amount) for e in await ledger_entries(sqlite_url))
     assert booked == sorted([("", SHOUT_PRICE), ("", WHISPER_PRICE), (ACME, ACME_WHISPER_PRICE)])
     assert voices.runs == 3  # the refused request never reached the executor
+
+
+def docstring_example() -> str:
+    """The complete merchant of `paid_app`'s docstring, as written there (the block after its first `::`)."""
+    lines = (inspect.getdoc(paid_app) or "").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith("::")) + 1
+    block = []
+    for line in lines[start:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line.removeprefix("    "))
+    return "\n".join(block)
+
+
+async def test_the_docstring_s_example_is_a_merchant_that_is_paid(
+    chain: DevChain, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock = bind_loopback()
+    monkeypatch.chdir(tmp_path)  # no developer's .env
+    environment = {
+        "X402_DATABASE_URL": sqlite_url,
+        "X402_RPC_URL": chain.rpc_url,
+        "X402_NETWORK": chain.network,
+        "X402_ASSET": chain.asset,
+        "X402_ASSET_NAME": chain.asset_name,
+        "X402_ASSET_VERSION": chain.asset_version,
+        "X402_RELAYER_KEY": own_relayer_key(chain),
+        "X402_PAY_TO": DEFAULT_PAY_TO,
+        "X402_PUBLIC_URL": base_url_of(sock),
+    }
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    example: dict[str, Any] = {}
+
+    exec(compile(docstring_example(), "shout.py", "exec"), example)  # noqa: S102 - our own documentation
+
+    with serve_asgi(example["app"], sock=sock) as url:
+        async with Payer.connect(url, chain.new_payer()) as payer:
+            result = await payer.pay("quiet please")
+    assert result.artifacts[0].parts[0].text == "QUIET PLEASE"
+    assert result.paid is not None and (result.paid.amount, result.paid.pay_to) == (50_000, DEFAULT_PAY_TO)
