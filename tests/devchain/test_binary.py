@@ -1,5 +1,5 @@
 """Where anvil is found: ``X402_ANVIL_BIN`` first, then a checkout's pinned npm package (an installed wheel's
-``PATH`` and its one-line advice run for real in tests/packaging/test_wheel.py)."""
+``PATH`` and its one-line advice run for real in tests/test_wheel.py)."""
 
 from __future__ import annotations
 
