@@ -1,15 +1,15 @@
 """Run a private anvil node on loopback for development and tests.
 
-anvil comes from the pinned npm package ``@foundry-rs/anvil``, installed into the project's
-``node_modules`` by ``npm ci``. The binary is spawned directly (not through ``npx``, whose Node
-wrapper would swallow our signals) in its own process group, with its own state directory that
-``stop()`` deletes: anvil 1.7.1 otherwise leaves ``anvil-state-*`` folders under ``~/.foundry``.
+anvil is ``X402_ANVIL_BIN``, else the pinned npm package ``@foundry-rs/anvil`` in a checkout's
+``node_modules``, else the one on ``PATH`` (``_binary``). A checkout's binary is spawned directly (not
+through ``npx``, whose Node wrapper would swallow our signals), each anvil in its own process group, with
+its own state directory that ``stop()`` deletes: anvil 1.7.1 otherwise leaves ``anvil-state-*`` folders
+under ``~/.foundry``.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -23,10 +23,11 @@ from typing import Any
 
 import httpx
 
-from ._errors import AnvilNotFoundError, AnvilStartError
+from ._binary import find_anvil
+from ._errors import AnvilStartError
 from ._rpc import RpcClient
 
-__all__ = ["ANVIL_DEV_KEYS", "DEFAULT_CHAIN_ID", "AnvilNode"]
+__all__ = ["ANVIL_DEV_KEYS", "DEFAULT_CHAIN_ID", "AnvilNode", "port_is_free"]
 
 # Base Sepolia's chain id, so the dev token looks like Base Sepolia USDC to x402 clients.
 DEFAULT_CHAIN_ID = 84532
@@ -45,36 +46,8 @@ ANVIL_DEV_KEYS: tuple[str, ...] = (
     "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
 )
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-# npm installs only the optional dependency matching the platform (see @foundry-rs/anvil's const.mjs).
-_PLATFORM_PACKAGES = {
-    ("Linux", "x86_64"): "anvil-linux-amd64",
-    ("Linux", "aarch64"): "anvil-linux-arm64",
-    ("Darwin", "x86_64"): "anvil-darwin-amd64",
-    ("Darwin", "arm64"): "anvil-darwin-arm64",
-}
 # Pre-binding a free port leaves a small window for another process to take it; retry then.
 _PORT_ATTEMPTS = 3
-
-
-def _find_binary() -> Path:
-    override = os.environ.get("X402_ANVIL_BIN")
-    if override:
-        path = Path(override)
-        if not path.is_file():
-            raise AnvilNotFoundError(f"X402_ANVIL_BIN={override} is not a file")
-        return path
-    package = _PLATFORM_PACKAGES.get((platform.system(), platform.machine()))
-    if package is None:
-        raise AnvilNotFoundError(
-            f"no anvil build for {platform.system()} {platform.machine()}; set X402_ANVIL_BIN"
-        )
-    path = _REPO_ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
-    if not path.is_file():
-        raise AnvilNotFoundError(
-            f"anvil not found at {path}; run `npm ci` in {_REPO_ROOT} or set X402_ANVIL_BIN"
-        )
-    return path
 
 
 def _free_port() -> int:
@@ -84,11 +57,23 @@ def _free_port() -> int:
         return port
 
 
+def port_is_free(port: int) -> bool:
+    """True if a listener could bind ``port`` on 127.0.0.1 now, as anvil binds it (``SO_REUSEADDR``)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class AnvilNode:
     """One anvil process on 127.0.0.1 with a private state directory.
 
     Use as a context manager, or call ``start()`` and ``stop()``. anvil's stdout goes to
-    ``<state_dir>/anvil.log``: it logs every RPC call, and an unread pipe would stall it.
+    ``<state_dir>/anvil.log``: it logs every RPC call, and an unread pipe would stall it. It listens on
+    ``port`` if given, else on a free port.
     """
 
     def __init__(
@@ -98,11 +83,15 @@ class AnvilNode:
         binary: Path | None = None,
         extra_args: Sequence[str] = (),
         start_timeout_s: float = 10.0,
+        port: int | None = None,
     ) -> None:
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"port {port} is not a TCP port (1-65535)")
         self.chain_id = chain_id
-        self.binary = binary or _find_binary()
+        self.binary = binary or find_anvil()
         self.extra_args = tuple(extra_args)
         self.start_timeout_s = start_timeout_s
+        self._fixed_port = port
         self.port: int | None = None
         self.state_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -161,14 +150,19 @@ class AnvilNode:
         """Spawn anvil and return once it answers ``eth_chainId`` with the configured chain id.
 
         Raises:
-            AnvilStartError: anvil exited, or did not answer within ``start_timeout_s``.
+            AnvilStartError: the given port is taken, anvil exited, or it did not answer within
+                ``start_timeout_s``.
         """
         if self._process is not None:
             raise RuntimeError("anvil is already running")
+        fixed = self._fixed_port
+        if fixed is not None and not port_is_free(fixed):
+            raise AnvilStartError(f"port {fixed} on 127.0.0.1 is taken by another process")
         self.state_dir = state_dir = Path(tempfile.mkdtemp(prefix="x402-anvil-"))
         try:
-            for _ in range(_PORT_ATTEMPTS):
-                if self._spawn(_free_port(), state_dir):
+            # A port of our choosing that another process took in between is retried on another one.
+            for _ in range(1 if fixed is not None else _PORT_ATTEMPTS):
+                if self._spawn(fixed if fixed is not None else _free_port(), state_dir):
                     return
             raise AnvilStartError(f"anvil did not start; last log lines:\n{_log_tail(state_dir)}")
         except BaseException:

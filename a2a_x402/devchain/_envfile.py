@@ -1,20 +1,35 @@
-"""The env file of ``x402-devchain``: written privately, read back, probed, removed only by its writer."""
+"""The env file of ``x402-devchain``: written privately, read back, probed, removed only by its writer; and
+the ports a chain writing it prefers, so that a restarted chain comes back where the settings point."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
 from ._errors import RpcError
 from ._rpc import RpcClient
 
-__all__ = ["live_node", "probe", "read_settings", "remove_if_unchanged", "write_private"]
+__all__ = [
+    "home_port",
+    "live_node",
+    "loopback_port",
+    "probe",
+    "read_settings",
+    "remove_if_unchanged",
+    "write_private",
+]
 
 _PROBE_TIMEOUT_S = 3.0
 _ENV_LINE = re.compile(r"^(X402_[A-Z0-9_]+)=(.*)$")
+# Home ports are drawn from 10000-19999: below Linux's ephemeral range (32768-60999), where free-port picks
+# land, and below the blocks the tests hand out to their servers (tests/fixtures/servers.py, from 20000).
+_HOME_PORT_BASE = 10000
+_HOME_PORT_SPAN = 10000
 
 
 def write_private(path: Path, text: str) -> None:
@@ -66,3 +81,30 @@ def remove_if_unchanged(path: Path, text: str) -> None:
     except (OSError, UnicodeDecodeError):
         return
     path.unlink(missing_ok=True)
+
+
+def home_port(path: Path) -> int:
+    """The port every chain writing the env file at `path` prefers: the same on every run, from its path."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).digest()
+    return _HOME_PORT_BASE + int.from_bytes(digest[:4], "big") % _HOME_PORT_SPAN
+
+
+def loopback_port(path: Path) -> int | None:
+    """The unprivileged loopback port the env file at `path` names in its RPC URL; None for none or no file.
+
+    A dev chain never listens on a privileged port (below 1024), so a file naming one was not written by it.
+    """
+    try:
+        rpc_url = read_settings(path).get("X402_RPC_URL")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if rpc_url is None:
+        return None
+    try:
+        parts = urlsplit(rpc_url)
+        port = parts.port
+    except ValueError:  # not a URL, or its port is not a number
+        return None
+    if parts.hostname not in ("127.0.0.1", "localhost") or port is None or port < 1024:
+        return None
+    return port

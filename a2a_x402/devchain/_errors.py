@@ -1,8 +1,8 @@
 """Errors raised by the dev chain tooling, each with a stable ``code``.
 
 * DevchainError
-  + AnvilNotFoundError      -- no anvil binary (run ``npm ci``)
-  + AnvilStartError         -- anvil exited or did not answer in time
+  + AnvilNotFoundError      -- no anvil binary (its message says how to get one)
+  + AnvilStartError         -- its port was taken, anvil exited or did not answer in time
   + RpcError                -- the node answered a JSON-RPC call with an error
   + TransactionFailedError  -- a transaction was mined with status 0
 """
@@ -26,13 +26,13 @@ class DevchainError(Exception):
 
 
 class AnvilNotFoundError(DevchainError):
-    """The anvil binary from the pinned npm package is not installed."""
+    """No anvil binary: not in X402_ANVIL_BIN, the checkout's node_modules, nor on PATH."""
 
     code = "anvil_not_found"
 
 
 class AnvilStartError(DevchainError):
-    """anvil exited during start-up or did not answer ``eth_chainId`` in time."""
+    """anvil's port was taken, or anvil exited during start-up or did not answer ``eth_chainId`` in time."""
 
     code = "anvil_start_failed"
 

@@ -3,6 +3,11 @@
 It mines a block every second by default (``--block-time``), as a real chain does; ``--block-time 0``
 mines one block per transaction instead.
 
+It listens on ``--port`` of 127.0.0.1; without it, on the port a chain on the same env file had: the port a
+file left behind by a killed chain names, else the env file's home port (the same on every run, from the
+file's absolute path), else, both taken, a free one (said in the start-up note). So a restarted chain comes
+back where the settings other terminals took with ``--export`` point.
+
 Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env file (mode
 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state directory and removes
 the env file, which would otherwise point at a chain that no longer exists (unless another run has written
@@ -26,9 +31,17 @@ import click
 
 from a2a_x402 import cli
 
-from ._anvil import DEFAULT_CHAIN_ID, AnvilNode
+from ._anvil import DEFAULT_CHAIN_ID, AnvilNode, port_is_free
 from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
-from ._envfile import live_node, probe, read_settings, remove_if_unchanged, write_private
+from ._envfile import (
+    home_port,
+    live_node,
+    loopback_port,
+    probe,
+    read_settings,
+    remove_if_unchanged,
+    write_private,
+)
 from ._errors import AnvilNotFoundError, AnvilStartError
 
 __all__ = ["main"]
@@ -67,20 +80,42 @@ def _export_lines(env_file: Path) -> str:
     return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())
 
 
-def _refuse_if_running(env_file: Path) -> None:
+def _refuse_if_running(env_file: Path, own_port: int | None = None) -> None:
     """Refuse to start while the chain `env_file` names answers: its file would be overwritten, then deleted.
+
+    A file naming `own_port` is a stale one whose port this chain took again: what answers there is itself.
 
     Raises:
         cli.ConfigError: that chain is running.
     """
     rpc_url = live_node(env_file)
-    if rpc_url is not None:
+    if rpc_url is not None and (own_port is None or loopback_port(env_file) != own_port):
         raise cli.ConfigError(
             f"not starting: a dev chain is already running here at {rpc_url} "
             f"(its settings are in {env_file}); "
             f'use it (eval "$({_export_command(env_file)})"), stop it (Ctrl-C in its terminal), '
             "or start this one with another --env-file"
         )
+
+
+def _choose_port(port: int | None, env_file: Path) -> tuple[int | None, int | None]:
+    """(the port to listen on, None for a free one; a port preferred before it but taken, if any).
+
+    Raises:
+        cli.ConfigError: the `--port` asked for is taken.
+    """
+    if port is not None:
+        if not port_is_free(port):
+            raise cli.ConfigError(f"--port {port}: that port of 127.0.0.1 is taken; choose another")
+        return port, None
+    taken: int | None = None
+    for candidate in (loopback_port(env_file), home_port(env_file)):
+        if candidate is None:
+            continue
+        if port_is_free(candidate):
+            return candidate, taken
+        taken = taken or candidate
+    return None, taken
 
 
 @click.command(cls=cli.Command, mistakes={AnvilNotFoundError: None, AnvilStartError: None})
@@ -109,6 +144,13 @@ def _refuse_if_running(env_file: Path) -> None:
     help="Mine a block every this many seconds, like a real chain; 0 mines one per transaction (automine).",
 )
 @click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Listen on this port of 127.0.0.1. Default: the port the last chain on the same --env-file had "
+    "(the same on every run), or a free one if that is taken.",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=_DEFAULT_ENV_FILE,
@@ -123,13 +165,20 @@ def _refuse_if_running(env_file: Path) -> None:
     '`eval "$(x402-devchain --export)"` in another terminal.',
 )
 def main(
-    chain_id: int, payers: int, mint_atomic: int, block_time_s: int, env_file: Path, export: bool
+    chain_id: int,
+    payers: int,
+    mint_atomic: int,
+    block_time_s: int,
+    port: int | None,
+    env_file: Path,
+    export: bool,
 ) -> None:
     """Start a local chain with the EIP-3009 dev token and funded payers; stop with Ctrl-C."""
     if export:
         click.echo(_export_lines(env_file), nl=False)
         return
     _refuse_if_running(env_file)  # before anything is started or written
+    listen_port, taken = _choose_port(port, env_file)
     stop = threading.Event()
     received: list[str] = []
 
@@ -140,15 +189,17 @@ def main(
     # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
-    with AnvilNode(chain_id=chain_id) as node:
+    with AnvilNode(chain_id=chain_id, port=listen_port) as node:
         chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
         node.set_block_time(block_time_s)
         text = "".join(f"{key}={value}\n" for key, value in chain.env().items())
-        _refuse_if_running(env_file)  # again: another chain may have started while this one deployed
+        # Again: another chain may have started while this one deployed.
+        _refuse_if_running(env_file, own_port=node.port)
         write_private(env_file, text)
         try:
             click.echo(text, nl=False)
-            click.echo(f"# settings written to {env_file}; press Ctrl-C to stop", err=True)
+            moved = "" if taken is None else f" (port {taken} was taken: this chain is on {node.port})"
+            click.echo(f"# settings written to {env_file}{moved}; press Ctrl-C to stop", err=True)
             while not stop.wait(0.5):
                 if not node.running:
                     raise click.ClickException("anvil exited unexpectedly")

@@ -12,6 +12,7 @@ from eth_account import Account
 
 from a2a_x402.devchain import ANVIL_DEV_KEYS, AnvilNode, AnvilNotFoundError, AnvilStartError, DevChain
 from tests.fixtures.chain import rolled_back
+from tests.fixtures.servers import bind_loopback, free_port
 
 
 def test_node_serves_and_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,3 +68,30 @@ def test_rollback_restores_state_mining_mode_and_base_fee(chain: DevChain) -> No
     assert rpc.call("eth_getBlockByNumber", ["pending", False])["baseFeePerGas"] == next_base_fee
     rpc.call("evm_mine")
     assert rpc.call("eth_getBalance", [holder, "latest"]) == "0x0"
+
+
+def test_node_listens_on_the_port_it_is_given() -> None:
+    port = free_port()
+    with AnvilNode(chain_id=1337, port=port) as node:
+        assert node.rpc_url == f"http://127.0.0.1:{port}"
+        assert node.rpc("eth_chainId") == hex(1337)
+
+
+def test_a_taken_port_is_a_start_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with bind_loopback(free_port()) as holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        node = AnvilNode(port=port)
+        with pytest.raises(AnvilStartError, match=f"^port {port} on 127.0.0.1 is taken by another process$"):
+            node.start()
+    assert not node.running
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("port", [0, 65536, -1])
+def test_a_port_that_is_no_port_is_refused(port: int) -> None:
+    with pytest.raises(ValueError, match="is not a TCP port"):
+        AnvilNode(port=port)

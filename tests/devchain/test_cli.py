@@ -15,7 +15,9 @@ import pytest
 from eth_account import Account
 
 from a2a_x402.devchain import RpcClient, encode_call
+from a2a_x402.devchain._envfile import home_port
 from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.servers import bind_loopback, free_port
 
 EXPECTED_KEYS = {
     "X402_RPC_URL",
@@ -275,3 +277,93 @@ def test_on_exit_an_env_file_another_run_has_written_since_is_left_alone(tmp_pat
     finally:
         assert _stop(process) == 0
     assert env_file.read_text() == others
+
+
+def _rpc_port(env_file: Path) -> int:
+    rpc_url = dict(line.split("=", 1) for line in env_file.read_text().splitlines())["X402_RPC_URL"]
+    return int(rpc_url.rsplit(":", 1)[1])
+
+
+def _run_once(cwd: Path, *options: str) -> tuple[int, str]:
+    """(the port of a chain started in `cwd` with `options`, its stderr), once it has answered and stopped."""
+    env_file = cwd / ".devchain.env"
+    process = _start(cwd, *options)
+    try:
+        deadline = time.monotonic() + 15
+        while not env_file.exists() or "X402_ASSET=" not in env_file.read_text():  # not a stale file's
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"{env_file} not written within 15 s"
+            time.sleep(0.02)
+        port = _rpc_port(env_file)
+        with RpcClient(f"http://127.0.0.1:{port}") as rpc:
+            assert rpc.call("eth_chainId")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=within_deadline(1))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert not env_file.exists()
+    return port, stderr
+
+
+def test_a_restarted_chain_comes_back_on_the_port_it_had_unless_told_otherwise(tmp_path: Path) -> None:
+    first, _ = _run_once(tmp_path)
+    again, _ = _run_once(tmp_path)
+    told = free_port()
+    moved, _ = _run_once(tmp_path, "--port", str(told))
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    elsewhere, _ = _run_once(other_dir)
+
+    assert again == first == home_port(tmp_path / ".devchain.env")
+    assert moved == told
+    assert elsewhere == home_port(other_dir / ".devchain.env")  # another file, its own home
+
+
+def test_a_chain_whose_file_was_left_behind_comes_back_on_that_files_port(tmp_path: Path) -> None:
+    left = free_port()
+    # What a killed chain leaves: its settings, naming a port nothing answers on any more.
+    (tmp_path / ".devchain.env").write_text(f"X402_RPC_URL=http://127.0.0.1:{left}\nX402_NETWORK=eip155:1\n")
+
+    port, _ = _run_once(tmp_path)
+
+    assert port == left
+
+
+def test_a_taken_home_port_is_said_and_a_free_one_used(tmp_path: Path) -> None:
+    home = home_port(tmp_path / ".devchain.env")
+    with bind_loopback(home) as holder:
+        holder.listen()
+        port, stderr = _run_once(tmp_path)
+
+    assert port != home
+    assert stderr.splitlines()[0] == (
+        f"# settings written to .devchain.env (port {home} was taken: this chain is on {port}); "
+        "press Ctrl-C to stop"
+    )
+
+
+def test_a_taken_port_asked_for_is_refused_in_one_line_and_nothing_starts(tmp_path: Path) -> None:
+    temp_root = tmp_path / "tmp"
+    temp_root.mkdir()
+    with bind_loopback(free_port()) as holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        process = _start(tmp_path, "--port", str(port), tmpdir=temp_root)
+        stdout, stderr = process.communicate(timeout=60)
+
+    assert (process.returncode, stdout) == (2, "")
+    assert stderr == f"x402-devchain: --port {port}: that port of 127.0.0.1 is taken; choose another\n"
+    assert list(temp_root.iterdir()) == []
+    assert not (tmp_path / ".devchain.env").exists()
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "eight"])
+def test_a_port_that_is_no_port_is_refused_in_one_line(port: str, tmp_path: Path) -> None:
+    process = _start(tmp_path, "--port", port)
+    stdout, stderr = process.communicate(timeout=60)
+
+    assert (process.returncode, stdout) == (2, "")
+    assert stderr.startswith("x402-devchain: Invalid value for '--port'") and stderr.count("\n") == 1, stderr
