@@ -17,7 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import httpx
@@ -64,6 +67,9 @@ def _wait_healthy(
     raise click.ClickException("the merchant did not start in time")
 
 
+T = TypeVar("T")
+
+
 class _Stopped(Exception):
     """A signal asked the demo to stop: raised where it runs, so every `finally` stops what it started."""
 
@@ -80,6 +86,20 @@ def _stop_on_signals() -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
+
+
+def _run_unstopped(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run` of a short coroutine with SIGINT and SIGTERM held until it returns.
+
+    A stop raised inside `asyncio.run` while it makes or closes its loop leaves a half-made loop and a
+    coroutine never awaited, whose warnings would follow the demo's one line; held, it lands just after.
+    """
+    signals = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        return asyncio.run(main())
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
 
 async def _ledger_lines(database_url: str) -> list[str]:
@@ -131,7 +151,7 @@ def _run(stream: bool, text: str) -> None:
     with start_devchain(payers=1) as chain, tempfile.TemporaryDirectory(prefix="x402-demo-") as workdir:
         click.echo(f"dev chain: {chain.rpc_url} ({chain.network}), token {chain.asset}")
         database_url = f"sqlite+aiosqlite:///{workdir}/x402.db"
-        asyncio.run(upgrade_schema(database_url))
+        _run_unstopped(partial(upgrade_schema, database_url))
         port = _free_port()
         base_url = f"http://127.0.0.1:{port}"
         log_path = Path(workdir) / "merchant.log"
@@ -172,7 +192,7 @@ def _run(stream: bool, text: str) -> None:
             payer_after = chain.balance_of(_payer_address(chain))
             click.echo(f"\npayer balance after: {payer_after}; payee {PAY_TO}: {chain.balance_of(PAY_TO)}")
             click.echo("ledger (default tenant):")
-            for line in asyncio.run(_ledger_lines(database_url)):
+            for line in _run_unstopped(partial(_ledger_lines, database_url)):
                 click.echo(line)
         finally:
             merchant.terminate()

@@ -20,7 +20,7 @@ def test_the_version_the_advice_installs_is_the_one_package_json_pins() -> None:
 
     assert pins["@foundry-rs/anvil"] == ANVIL_VERSION
     assert locked["node_modules/@foundry-rs/anvil"]["version"] == ANVIL_VERSION
-    assert f"@foundry-rs/anvil@{ANVIL_VERSION}`" in (ROOT / "README.md").read_text()  # its advice too
+    assert f"@foundry-rs/anvil@{ANVIL_VERSION}`" in (ROOT / "docs" / "reference" / "settings.md").read_text()
 
 
 def test_a_checkout_runs_its_pinned_anvil_before_one_on_path(
