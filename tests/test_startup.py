@@ -20,9 +20,12 @@ _HEAVY = (
     "aiohttp",
     "a2a_x402.facilitator._app",
     "a2a_x402.merchant.app",
+    "a2a_x402.merchant.paid",
 )
 
 _LAZY_PACKAGES = (
+    "a2a_x402",
+    "a2a_x402.merchant",
     "a2a_x402.agentcard",
     "a2a_x402.cli",
     "a2a_x402.facilitator",
@@ -57,6 +60,8 @@ def _imported_by(module: str) -> set[str]:
         "a2a_x402.merchant.webhooks.cli",
         "a2a_x402.facilitator.cli",
         "a2a_x402.facilitator.wire",
+        "a2a_x402",
+        "a2a_x402.merchant",
     ],
 )
 def test_a_command_module_imports_none_of_the_heavy_parts(module: str) -> None:

@@ -1,6 +1,7 @@
 """The paying side: resolve a merchant's card, pay for its x402-priced skills, and the ``x402-pay`` CLI.
 
-* ``Payer``            -- one merchant (card, binding, tenant), one key: ``pay``, ``pay_streaming``
+* ``Payer``            -- one merchant (card, binding, tenant), one key: ``pay``, ``pay_streaming``;
+  ``async with Payer.connect(card_url, key, policy=PaymentPolicy(max_amount_atomic=...)) as payer:``
 * ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning
 * ``resolve_card``     -- fetch, verify and read a card's x402 terms (``_card``)
 * ``PaymentStage`` / ``PaidResult`` -- what a run reports (``_stages``)
@@ -18,6 +19,7 @@ import lazy_loader
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
     from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
+    from ._connecting import Connecting
     from ._errors import (
         AmountOverLimitError,
         CardError,
@@ -48,6 +50,7 @@ __all__ = [
     "CardNotServedError",
     "CardPayee",
     "CardPaymentTerms",
+    "Connecting",
     "FreshTermsHook",
     "InsufficientFundsError",
     "MerchantError",
@@ -74,6 +77,7 @@ __all__ = [
 
 _EXPORTS = {
     "_card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
+    "_connecting": ("Connecting",),
     "_errors": (
         "AmountOverLimitError",
         "CardError",

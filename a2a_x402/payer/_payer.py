@@ -2,8 +2,8 @@
 
 Usage::
 
-    policy = PaymentPolicy(max_amount_atomic=1_000_000)
-    async with await Payer.connect("https://shop.example", key, policy=policy) as payer:
+    policy = PaymentPolicy(max_amount_atomic=1_000_000)  # at most 1 USDC (6 decimals) a payment
+    async with Payer.connect("https://shop.example", key, policy=policy) as payer:
         result = await payer.pay("count the words in this")
         print(result.transaction, result.artifacts)
 
@@ -63,6 +63,7 @@ from a2a_x402.extension import (
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
 
 from ._card import Binding, ResolvedCard, resolve_card
+from ._connecting import connecting
 from ._errors import (
     InsufficientFundsError,
     MerchantError,
@@ -146,6 +147,7 @@ class Payer:
         )
 
     @classmethod
+    @connecting
     async def connect(
         cls,
         card_url: str,
@@ -161,6 +163,9 @@ class Payer:
         http: httpx.AsyncClient | None = None,
     ) -> Payer:
         """Resolve the card at ``card_url`` and return a payer for it.
+
+        ``async with Payer.connect(...) as payer:`` closes the payer when the block ends; ``await
+        Payer.connect(...)`` returns it, for the caller to close (``aclose``).
 
         Args:
             card_url: the card's URL, or the agent's origin.

@@ -193,7 +193,7 @@ async def _pay(
         verifier = CardVerifier(
             jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku), policy=card_policy
         )
-        async with await Payer.connect(
+        async with Payer.connect(
             card_url, key, binding=binding, tenant=tenant, policy=policy, card_verifier=verifier, http=http
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")

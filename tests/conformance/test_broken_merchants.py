@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from a2a_x402.conformance import KitSettings, Outcome, Report, render_console, run_conformance
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import Facilitator
-from a2a_x402.merchant import app as merchant_app
+from a2a_x402.merchant import paid as merchant_paid
 from tests.fixtures.conformance import serve_reference_merchant
 
 from .broken import (
@@ -65,7 +65,7 @@ class Broken:
         with pytest.MonkeyPatch.context() as patch:
             if facilitator is not None:
                 # Only while the app is built: the composition root then makes this facilitator.
-                patch.setattr(merchant_app, "Facilitator", facilitator)
+                patch.setattr(merchant_paid, "Facilitator", facilitator)
             url = self.servers.enter_context(
                 serve_reference_merchant(self._chain, self._database_url, folder, wrap=wrap)
             )

@@ -15,6 +15,7 @@ import lazy_loader
 if TYPE_CHECKING:
     from ._executor import PaymentExecutor, SkillResolver
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
+    from ._layer import PaymentLayerMissingError
     from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
     from ._offers import Offer, OfferState, OfferStore
     from ._outcomes import OutcomeListener, PaymentOutcome
@@ -42,6 +43,7 @@ __all__ = [
     "OfferStore",
     "OutcomeListener",
     "PaymentExecutor",
+    "PaymentLayerMissingError",
     "PaymentOutcome",
     "PaymentRecovery",
     "PaymentRequestHandler",
@@ -62,6 +64,7 @@ __all__ = [
 _EXPORTS = {
     "_executor": ("PaymentExecutor", "SkillResolver"),
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
+    "_layer": ("PaymentLayerMissingError",),
     "_offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
     "_offers": ("Offer", "OfferState", "OfferStore"),
     "_outcomes": ("OutcomeListener", "PaymentOutcome"),

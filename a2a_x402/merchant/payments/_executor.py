@@ -65,6 +65,7 @@ from ..tenants import tenant_name
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
+from ._layer import refuse_without_layer
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
 from ._pricing import Pricing
@@ -79,6 +80,7 @@ __all__ = ["PaymentExecutor", "SkillResolver"]
 logger = logging.getLogger(__name__)
 
 SkillResolver = Callable[[Message], str]
+"""Which skill (its `AgentSkill` id) a message asks for; the price is looked up by it."""
 
 
 class PaymentExecutor(AgentExecutor):
@@ -116,8 +118,11 @@ class PaymentExecutor(AgentExecutor):
         return self._settler.timeout_s
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run one turn of a task: ask for payment, take it, or run free work."""
+        """Run one turn of a task: ask for payment, take it, or run free work; without the payment layer
+        around it (`PaymentLayerMissingError`), fail the task and charge nothing."""
         with log_context(task_id=context.task_id, tenant=tenant_name(context.tenant)):
+            if await refuse_without_layer(context, event_queue):
+                return
             await self._execute(context, event_queue)
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:

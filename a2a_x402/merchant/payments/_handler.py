@@ -59,6 +59,7 @@ from a2a_x402.facilitator.wire import PaymentRequired
 
 from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
+from ._layer import mark_payment_layer
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
 from ._presented import Presentations
 from ._pricing import Pricing
@@ -243,6 +244,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             The message's extension data (None without any) and the dialect it was read in.
         """
         message = request.message
+        mark_payment_layer(call_context)
         if message.ByteSize() > MAX_MESSAGE_BYTES:
             raise InvalidParamsError(message=f"the message is larger than {MAX_MESSAGE_BYTES} bytes")
         if request.HasField("metadata") and any(_is_extension_key(key) for key in request.metadata):

@@ -1,0 +1,99 @@
+"""The pieces of `paid_app` that read its settings once: the card's signer and JWKS route, the gRPC
+addresses, the secrets to redact, and the line saying the merchant serves."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from a2a_x402.agentcard import JWKS_PATH, CardReading, jwks_url, sign_card
+from a2a_x402.observability import service_version, settings_secrets
+
+from .edge import CardSigner, grpc_listen_address
+from .settings import MerchantSettings
+from .tenants import TenantRegistry
+from .webhooks import endpoint_configs
+from .wiring import card_signing_keys
+
+__all__ = ["card_signing", "grpc_addresses", "log_startup", "secrets_of"]
+
+logger = logging.getLogger("a2a_x402.merchant.app")
+
+
+def card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:
+    """The card signer and the JWKS route, when signing keys are configured (read once, at startup).
+
+    Raises:
+        KeyStoreError: the key directory holds no active key, or a key file in it is unreadable.
+        KeyLoadError: the key file or `X402_CARD_SIGNING_KEYS` holds no usable key.
+    """
+    keys = card_signing_keys(settings)
+    if not keys:
+        return None, []
+    jwks = {"keys": [key.public_jwk() for key in keys]}
+    jku = jwks_url(settings.base_url)
+
+    def sign(card: dict[str, Any]) -> dict[str, Any]:
+        # Every reading: a 0.3 client's a2a-sdk reads a card differently from ours and from a 1.x client's.
+        return sign_card(card, keys, jku=jku, readings=tuple(CardReading))
+
+    async def serve_jwks(_request: Request) -> JSONResponse:
+        return JSONResponse(jwks, headers={"Cache-Control": "public, max-age=300"})
+
+    return sign, [Route(JWKS_PATH, serve_jwks, methods=["GET"])]
+
+
+def grpc_addresses(settings: MerchantSettings) -> tuple[str | None, str | None]:
+    """Where the gRPC binding listens (`X402_HOST`) and the address the card gives for it (the host of
+    `X402_PUBLIC_URL` when set), both at `X402_GRPC_PORT`; (None, None) when gRPC is off."""
+    if settings.grpc_port is None:
+        return None, None
+    public_host = urlsplit(settings.public_url).hostname if settings.public_url else None
+    return (
+        grpc_listen_address(settings.host, settings.grpc_port),
+        grpc_listen_address(public_host or settings.host, settings.grpc_port),
+    )
+
+
+def secrets_of(settings: MerchantSettings, tenants: TenantRegistry) -> list[str]:
+    """Every secret the merchant was configured with: its settings' and each tenant's token and webhook
+    secrets."""
+    found = settings_secrets(settings) + [config.secret for config in endpoint_configs(tenants)]
+    for tenant in tenants:
+        found += [tenant.api_token or "", tenant.webhook_secret or ""]
+    return found
+
+
+def log_startup(settings: MerchantSettings, tenants: TenantRegistry, *, signed: bool) -> None:
+    """The line saying the merchant serves: where, version, facilitator mode, network, tenants, cards."""
+    if settings.facilitator_url:
+        # Only scheme, host and port: a URL's user info or query may hold credentials.
+        parts = urlsplit(settings.facilitator_url)
+        mode = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    else:
+        mode = "in-process"
+    count = len(list(tenants))
+    address = f"{settings.host}:{settings.port}"
+    logger.info(
+        "merchant %s serving at http://%s on %s: facilitator %s, %d tenant%s, cards %s",
+        service_version(),
+        address,
+        settings.network,
+        mode,
+        count,
+        "" if count == 1 else "s",
+        "signed" if signed else "unsigned",
+        extra={
+            "address": address,
+            "version": service_version(),
+            "facilitator": mode,
+            "network": settings.network,
+            "tenants": count,
+            "cards_signed": signed,
+        },
+    )
