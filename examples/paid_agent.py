@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LogSettingsError, PaidAppError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # log_config=None: uvicorn's lines go through the handler configure_logging installed.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None)
+    # log_config=None: uvicorn's lines go through the handler configure_logging installed; its own startup
+    # lines are held back (the merchant logs where it serves).
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level="warning")
     return 0
 
 

@@ -13,7 +13,7 @@ line; the others are logged as warnings.
 Run it on the dev chain, with the facilitator in another terminal (examples/README.md has every step):
 
     eval "$(x402-devchain --export)"
-    export X402_PAY_TO=0xa0Ee7A142d267C1f36714E4a8F75612F20a79720
+    export X402_PAY_TO=0x14dC79964da2C08b23698B3D3cc7Ca32193d9955
     export X402_FACILITATOR_URL=http://127.0.0.1:4022
     export X402_FACILITATOR_API_KEY=$(cat .facilitator-key)
     python examples/remote_facilitator.py --port 8003
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LogSettingsError, PaidAppError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level="warning")
     return 0
 
 

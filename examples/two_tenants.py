@@ -7,7 +7,7 @@ client names the skill it wants in its message's metadata, `{"skill": "reverse"}
 Prices are per skill and per tenant, in the token's atomic units:
 
     tenant          payee (tenants.toml)   count-words   reverse
-    default         anvil account 9        10000         50000     (this file's PRICES)
+    default         anvil account 8        10000         50000     (this file's PRICES)
     acme            anvil account 6        20000         80000     (tenants.toml)
 
 A request naming no tenant is the default tenant's; an A2A 1.0 client names `acme` in its requests (the
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LogSettingsError, PaidAppError, TenantConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level="warning")
     return 0
 
 

@@ -26,7 +26,11 @@ from tests.fixtures.servers import free_port
 pytestmark = pytest.mark.timeout(600)
 
 PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
-"""The default tenant's payee in examples/README.md and examples/tenants.toml (anvil account 9)."""
+"""paid_agent.py's payee in examples/README.md (anvil account 9)."""
+DEFAULT_PAY_TO = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f"
+"""two_tenants.py's default tenant's payee in examples/tenants.toml (anvil account 8)."""
+REMOTE_PAY_TO = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"
+"""remote_facilitator.py's payee in examples/README.md (anvil account 7)."""
 ACME_PAY_TO = "0x976EA74026E726554dB657fA54763abd0C3a0aa9"
 """acme's payee in examples/tenants.toml (anvil account 6)."""
 COUNT_PRICE, ACME_COUNT_PRICE = 10_000, 20_000
@@ -96,7 +100,7 @@ def remote_merchant(
     url, key = remote_facilitator
     env = example_env(
         kit_chain,
-        X402_PAY_TO=PAY_TO,
+        X402_PAY_TO=REMOTE_PAY_TO,
         X402_DATABASE_URL=database_in(folder),
         X402_FACILITATOR_URL=url,
         X402_FACILITATOR_API_KEY=key,
@@ -158,7 +162,7 @@ async def test_the_two_tenants_agent_conforms_for_both_tenants(
     booked = await ledger_entries(database_in(two_tenants.folder))
     # The kit asks for the default skill (count-words) at each tenant, at that tenant's price and payee.
     assert {(entry.tenant, entry.pay_to, entry.amount) for entry in booked} == {
-        ("", PAY_TO, COUNT_PRICE),
+        ("", DEFAULT_PAY_TO, COUNT_PRICE),
         ("acme", ACME_PAY_TO, ACME_COUNT_PRICE),
     }
 
@@ -193,7 +197,7 @@ async def test_the_paying_client_pays_under_its_cap_and_refuses_over_it(
     paid = [PAID.fullmatch(answer.stdout) for answer in (counted, at_acme)]
     assert paid[0] is not None and paid[1] is not None, (counted.stdout, at_acme.stdout)
     assert [(int(m[1]), m[2], m[5]) for m in paid if m is not None] == [
-        (COUNT_PRICE, PAY_TO, "3 words"),
+        (COUNT_PRICE, DEFAULT_PAY_TO, "3 words"),
         (ACME_COUNT_PRICE, ACME_PAY_TO, "4 words"),
     ]
     for refused in (reversed_, at_acme_reversed):
@@ -215,7 +219,7 @@ async def test_the_remote_facilitator_example_conforms_and_the_facilitator_settl
     await conformance(remote_merchant, kit_chain, kit_payer, tmp_path)
 
     booked = await ledger_entries(database_in(remote_merchant.folder))
-    assert booked
+    assert booked and {entry.pay_to for entry in booked} == {REMOTE_PAY_TO}
     # The merchant has no relayer key: every settlement it booked was sent by the facilitator's relayer.
     relayer = Account.from_key(kit_chain.relayer_key).address
     senders = {kit_chain.rpc.call("eth_getTransactionByHash", [entry.tx_hash])["from"] for entry in booked}
