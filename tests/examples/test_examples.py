@@ -244,3 +244,11 @@ async def test_a_missing_setting_is_one_line(kit_chain: DevChain, tmp_path: Path
     assert_mistake(no_facilitator, "X402_FACILITATOR_URL")
     assert_mistake(no_key, "X402_PAYER_KEY")
     assert_no_secret([a.stdout + a.stderr for a in (no_pay_to, no_facilitator, no_key)], keys)
+
+
+def test_the_readme_shows_every_example() -> None:
+    """A script added to examples/ is described in the README's table and given the command that runs it."""
+    readme = (EXAMPLES / "README.md").read_text()
+    for script in sorted(EXAMPLES.glob("*.py")):
+        assert f"[`{script.name}`]({script.name})" in readme, script.name
+        assert f".venv/bin/python examples/{script.name} " in readme, script.name
