@@ -20,6 +20,8 @@ __all__ = [
     "loopback_port",
     "probe",
     "read_settings",
+    "remember_port",
+    "remembered_port",
     "remove_if_unchanged",
     "write_private",
 ]
@@ -87,6 +89,29 @@ def home_port(path: Path) -> int:
     """The port every chain writing the env file at `path` prefers: the same on every run, from its path."""
     digest = hashlib.sha256(str(path.resolve()).encode()).digest()
     return _HOME_PORT_BASE + int.from_bytes(digest[:4], "big") % _HOME_PORT_SPAN
+
+
+def _port_file(path: Path) -> Path:
+    return path.with_name(f"{path.name}.port")
+
+
+def remember_port(path: Path, port: int) -> None:
+    """Keep `port`, asked for with `--port`, for the next chains on the env file at `path`.
+
+    Beside the env file, not in it: the env file goes when its chain stops, the choice stays.
+    """
+    _port_file(path).write_text(f"{port}\n")
+
+
+def remembered_port(path: Path) -> int | None:
+    """The port a `--port` chose for chains on the env file at `path`; None if none was, or it is no port."""
+    try:
+        text = _port_file(path).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.isdigit() or not 1024 <= int(text) <= 65535:
+        return None
+    return int(text)
 
 
 def loopback_port(path: Path) -> int | None:

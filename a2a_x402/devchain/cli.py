@@ -3,10 +3,11 @@
 It mines a block every second by default (``--block-time``), as a real chain does; ``--block-time 0``
 mines one block per transaction instead.
 
-It listens on ``--port`` of 127.0.0.1; without it, on the port a chain on the same env file had: the port a
-file left behind by a killed chain names, else the env file's home port (the same on every run, from the
-file's absolute path), else, both taken, a free one (said in the start-up note). So a restarted chain comes
-back where the settings other terminals took with ``--export`` point.
+It listens on ``--port`` of 127.0.0.1, and remembers it beside the env file (``<env file>.port``) for later
+runs; without it, on the port a chain on the same env file had: the port a file left behind by a killed
+chain names, else the port the last ``--port`` chose, else the env file's home port (the same on every run,
+from the file's absolute path), else, all taken, a free one (said in the start-up note). So a restarted
+chain comes back where the settings other terminals took with ``--export`` point.
 
 Prints the settings the other commands need as ``KEY=value`` lines and writes them to an env file (mode
 0600, it holds dev keys). On SIGINT or SIGTERM it stops anvil, deletes anvil's state directory and removes
@@ -39,6 +40,8 @@ from ._envfile import (
     loopback_port,
     probe,
     read_settings,
+    remember_port,
+    remembered_port,
     remove_if_unchanged,
     write_private,
 )
@@ -107,9 +110,10 @@ def _choose_port(port: int | None, env_file: Path) -> tuple[int | None, int | No
     if port is not None:
         if not port_is_free(port):
             raise cli.ConfigError(f"--port {port}: that port of 127.0.0.1 is taken; choose another")
+        remember_port(env_file, port)
         return port, None
     taken: int | None = None
-    for candidate in (loopback_port(env_file), home_port(env_file)):
+    for candidate in (loopback_port(env_file), remembered_port(env_file), home_port(env_file)):
         if candidate is None:
             continue
         if port_is_free(candidate):
@@ -147,8 +151,8 @@ def _choose_port(port: int | None, env_file: Path) -> tuple[int | None, int | No
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="Listen on this port of 127.0.0.1. Default: the port the last chain on the same --env-file had "
-    "(the same on every run), or a free one if that is taken.",
+    help="Listen on this port of 127.0.0.1, and again on later runs on the same --env-file. Default: the "
+    "port the last --port chose, else the env file's own (the same on every run), or a free one if taken.",
 )
 @click.option(
     "--env-file",

@@ -313,12 +313,13 @@ def test_a_restarted_chain_comes_back_on_the_port_it_had_unless_told_otherwise(t
     again, _ = _run_once(tmp_path)
     told = free_port()
     moved, _ = _run_once(tmp_path, "--port", str(told))
+    kept, _ = _run_once(tmp_path)  # the port asked for stays the choice, across a clean stop
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     elsewhere, _ = _run_once(other_dir)
 
     assert again == first == home_port(tmp_path / ".devchain.env")
-    assert moved == told
+    assert moved == kept == told
     assert elsewhere == home_port(other_dir / ".devchain.env")  # another file, its own home
 
 
