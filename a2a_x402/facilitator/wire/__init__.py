@@ -1,5 +1,9 @@
 """x402 wire types: v2 and v1 documents, strict parsing, and conversions between the versions.
 
+Beside the EIP-3009 payload of `exact`, the v2 payloads of a Permit2 witness transfer (`exact` with
+`assetTransferMethod: "permit2"`, and `upto`) have their own documents and parse entry point; the
+facilitator does not verify or settle them yet.
+
 Pure data, no I/O. Untrusted input goes through the `parse_*` functions or `Model.from_wire`,
 which accept exactly the wire form (camelCase names, checksummed addresses, uint256 decimal
 strings, 32-byte nonces, known `x402Version`s, bounded sizes) and raise only `WireError`, whose
@@ -36,6 +40,19 @@ from ._parse import (
     parse_payment_requirements,
     parse_settle_request,
     parse_verify_request,
+)
+from ._permit2 import (
+    ExactPermit2Authorization,
+    ExactPermit2Payload,
+    ExactPermit2PaymentPayload,
+    ExactPermit2Witness,
+    Permit2Extra,
+    Permit2TokenPermissions,
+    UptoPaymentPayload,
+    UptoPermit2Authorization,
+    UptoPermit2Payload,
+    UptoPermit2Witness,
+    parse_permit2_payment_payload,
 )
 from ._primitives import (
     MAX_SIGNATURE_BYTES,
@@ -77,12 +94,18 @@ __all__ = [
     "Caip2Network",
     "ExactEvmAuthorization",
     "ExactEvmPayload",
+    "ExactPermit2Authorization",
+    "ExactPermit2Payload",
+    "ExactPermit2PaymentPayload",
+    "ExactPermit2Witness",
     "PaymentPayload",
     "PaymentPayloadV1",
     "PaymentRequired",
     "PaymentRequiredV1",
     "PaymentRequirements",
     "PaymentRequirementsV1",
+    "Permit2Extra",
+    "Permit2TokenPermissions",
     "Reason",
     "ResourceInfo",
     "SettleRequest",
@@ -95,6 +118,10 @@ __all__ = [
     "TxHash",
     "Uint256",
     "UnixTime",
+    "UptoPaymentPayload",
+    "UptoPermit2Authorization",
+    "UptoPermit2Payload",
+    "UptoPermit2Witness",
     "V1Network",
     "VerifyRequest",
     "VerifyRequestV1",
@@ -109,6 +136,7 @@ __all__ = [
     "parse_payment_payload",
     "parse_payment_required",
     "parse_payment_requirements",
+    "parse_permit2_payment_payload",
     "parse_settle_request",
     "parse_verify_request",
     "payload_v1_to_v2",

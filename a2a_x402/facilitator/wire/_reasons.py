@@ -48,6 +48,21 @@ Verification, cheapest checks first:
     invalid_exact_evm_transaction_simulation_failed
                                        the simulated transfer reverted for another reason
 
+Verification of a Permit2 witness transfer (`exact` by Permit2, and `upto`), in the SDKs' spellings:
+
+    invalid_permit2_spender            the spender signed is not the x402 proxy of the scheme
+    invalid_permit2_recipient_mismatch witness.to is not requirements.payTo
+    upto_facilitator_mismatch          witness.facilitator is not an address this facilitator settles from
+    permit2_token_mismatch             permitted.token is not requirements.asset
+    permit2_amount_mismatch            permitted.amount is not the required amount (`upto`: the maximum)
+    invalid_upto_evm_payload_settlement_exceeds_amount
+                                       an `upto` settlement asks for more than the payer permitted
+    permit2_deadline_expired           the deadline has passed (or is too close to now)
+    permit2_not_yet_valid              witness.validAfter is still in the future
+    permit2_invalid_owner              `from` is the zero address
+    permit2_invalid_destination        witness.to is the zero address
+    invalid_permit2_signature          the signature does not recover to `from`
+
 Settlement:
 
     transaction_failed                 the transfer transaction reverted or could not be sent
@@ -103,6 +118,19 @@ class Reason(StrEnum):
     INVALID_EXACT_EVM_TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"  # noqa: S105
     INVALID_EXACT_EVM_EIP3009_NOT_SUPPORTED = "invalid_exact_evm_eip3009_not_supported"
     INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED = "invalid_exact_evm_transaction_simulation_failed"
+
+    INVALID_PERMIT2_SPENDER = "invalid_permit2_spender"
+    INVALID_PERMIT2_RECIPIENT_MISMATCH = "invalid_permit2_recipient_mismatch"
+    UPTO_FACILITATOR_MISMATCH = "upto_facilitator_mismatch"
+    # "token" as above: the ERC-20 token.
+    PERMIT2_TOKEN_MISMATCH = "permit2_token_mismatch"  # noqa: S105
+    PERMIT2_AMOUNT_MISMATCH = "permit2_amount_mismatch"
+    INVALID_UPTO_EVM_PAYLOAD_SETTLEMENT_EXCEEDS_AMOUNT = "invalid_upto_evm_payload_settlement_exceeds_amount"
+    PERMIT2_DEADLINE_EXPIRED = "permit2_deadline_expired"
+    PERMIT2_NOT_YET_VALID = "permit2_not_yet_valid"
+    PERMIT2_INVALID_OWNER = "permit2_invalid_owner"
+    PERMIT2_INVALID_DESTINATION = "permit2_invalid_destination"
+    INVALID_PERMIT2_SIGNATURE = "invalid_permit2_signature"
 
     TRANSACTION_FAILED = "transaction_failed"
     INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH = "invalid_exact_evm_transfer_event_mismatch"

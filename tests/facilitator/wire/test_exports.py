@@ -26,6 +26,7 @@ def test_every_private_module_declares_all() -> None:
         wire._errors,
         wire._networks,
         wire._parse,
+        wire._permit2,
         wire._primitives,
         wire._reasons,
         wire._v1,
