@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +24,15 @@ from tests.facilitator.permit2_payments import (
     CHAIN_ID,
     FACILITATOR,
     PAY_TO,
+    PAYER_KEY,
     STRANGER_KEY,
     requirements,
     resign,
     sdk_payment,
 )
+from tests.fixtures.node import NodeScript
 
+_TS_CLIENT = Path(__file__).resolve().parent / "js" / "ts_permit2.cjs"
 ZERO = "0x" + "00" * 20
 OTHER = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 MARGIN = 6
@@ -101,6 +105,19 @@ def test_the_sdks_upto_payment_passes_at_verification_and_at_settlement(upto_pay
     assert (charged.amount, charged.settle_amount) == (AMOUNT, 400_000)
     assert nothing.settle_amount == 0
     assert signed.eoa
+
+
+async def test_the_typescript_sdks_permit2_payments_pass(node_script: NodeScript) -> None:
+    offers = [requirements("exact"), requirements("upto")]
+    required = {"x402Version": 2, "resource": {"url": "https://merchant.test/"}, "accepts": offers}
+
+    payments = await node_script.run(_TS_CLIENT, {"privateKey": PAYER_KEY, "paymentRequired": required})
+
+    assert [payment["accepted"] for payment in payments] == offers
+    for payment in payments:
+        assert parse_permit2_payment_payload(payment).to_json_dict() == payment
+        _, signed = _check(payment)
+        assert signed.eoa
 
 
 def test_an_upto_settlement_above_the_maximum_is_refused(upto_payment: dict[str, Any]) -> None:
