@@ -138,3 +138,17 @@ def test_exact_refuses_an_eip2612_permit_for_another_amount(chain: DevChain) -> 
     args = [(value + 1, *rest), *permit_of(payload)]
 
     assert refusal(chain, RELAYER, EXACT_WITH_PERMIT, "settleWithPermit", args) == "Permit2612AmountMismatch"
+
+
+def test_a_failing_eip2612_permit_is_logged_and_an_existing_approval_still_pays(chain: DevChain) -> None:
+    payer_key, pay_to, payload = signed(chain, chain.permit_asset, 1_000_000)
+    payer = Account.from_key(payer_key).address
+    # The SDK signs no EIP-2612 permit for a payer who approved Permit2 already; a relayer may still send one.
+    unusable = (1_000_000, 2**40, bytes(32), bytes(32), 0)  # v = 0: the token's permit reverts
+
+    receipt = send(chain, RELAYER_KEY, EXACT_WITH_PERMIT, "settleWithPermit", [unusable, *permit_of(payload)])
+
+    failed = "0x" + keccak(text="EIP2612PermitFailedWithData(address,address,bytes)").hex()
+    assert [log["topics"][0] for log in receipt["logs"]].count(failed) == 1
+    assert chain.balance_of(pay_to, asset=chain.permit_asset) == 1_000_000
+    assert chain.balance_of(payer, asset=chain.permit_asset) == 4_000_000
