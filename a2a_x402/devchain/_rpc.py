@@ -124,14 +124,16 @@ class RpcClient:
         result: dict[str, Any] = receipt
         return result
 
-    def transact(self, key: str, *, to: str | None, data: bytes, gas: int | None = None) -> dict[str, Any]:
+    def transact(
+        self, key: str, *, to: str | None, data: bytes, gas: int | None = None, value_wei: int = 0
+    ) -> dict[str, Any]:
         """Send a transaction, wait for it and return the receipt of a successful one.
 
         Raises:
             RpcError: the node refused the transaction or its gas estimate reverted.
             TransactionFailedError: the transaction was mined with status 0.
         """
-        tx_hash = self.send_transaction(key, to=to, data=data, gas=gas)
+        tx_hash = self.send_transaction(key, to=to, data=data, gas=gas, value_wei=value_wei)
         receipt = self.wait_for_receipt(tx_hash)
         if int(receipt["status"], 16) != 1:
             raise TransactionFailedError(tx_hash, receipt)

@@ -15,14 +15,21 @@ import { fileURLToPath } from "node:url";
 import solc from "solc";
 
 const CONTRACTS = [
+  "DevExactPermit2Proxy",
   "DevMulticall3",
+  "DevPermit2",
+  "DevPermitToken",
+  "DevToken",
   "DevUSDC",
+  "DevUptoPermit2Proxy",
   "GasBurningERC1271Wallet",
   "GasPriceSensitiveWallet",
   "MockERC1271Wallet",
   "SmartWallet",
   "WalletFactory",
 ];
+// Sources the contracts above import, with no artifact of their own.
+const SHARED = ["DevPermit2ProxyBase"];
 const here = dirname(fileURLToPath(import.meta.url));
 const nodeModules = join(here, "..", "..", "node_modules");
 const settings = {
@@ -39,7 +46,7 @@ function findImports(path) {
 
 function compile() {
   const sources = Object.fromEntries(
-    CONTRACTS.map((name) => [
+    [...CONTRACTS, ...SHARED].map((name) => [
       `contracts/${name}.sol`,
       { content: readFileSync(join(here, "contracts", `${name}.sol`), "utf8") },
     ]),
