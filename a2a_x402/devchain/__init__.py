@@ -20,19 +20,19 @@ from ._deploy import (
     start_devchain,
 )
 from ._errors import AnvilNotFoundError, AnvilStartError, DevchainError, RpcError, TransactionFailedError
-from ._permit2 import PERMIT2_ADDRESS, X402_EXACT_PERMIT2_PROXY_ADDRESS, X402_UPTO_PERMIT2_PROXY_ADDRESS
+from ._permit2 import EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS
 from ._rpc import RpcClient, encode_call
 
 __all__ = [
     "ANVIL_DEV_KEYS",
     "DEFAULT_CHAIN_ID",
     "DEFAULT_MINT_ATOMIC",
+    "EXACT_PERMIT2_PROXY_ADDRESS",
     "MULTICALL3_ADDRESS",
     "PERMIT2_ADDRESS",
     "PERMIT_ASSET_NAME",
     "PERMIT_ASSET_VERSION",
-    "X402_EXACT_PERMIT2_PROXY_ADDRESS",
-    "X402_UPTO_PERMIT2_PROXY_ADDRESS",
+    "UPTO_PERMIT2_PROXY_ADDRESS",
     "AnvilNode",
     "AnvilNotFoundError",
     "AnvilStartError",

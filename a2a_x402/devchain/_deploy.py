@@ -23,9 +23,9 @@ from eth_utils.address import to_checksum_address
 from ._anvil import ANVIL_DEV_KEYS, DEFAULT_CHAIN_ID, AnvilNode
 from ._artifacts import load_artifact
 from ._permit2 import (
+    EXACT_PERMIT2_PROXY_ADDRESS,
     PERMIT2_ADDRESS,
-    X402_EXACT_PERMIT2_PROXY_ADDRESS,
-    X402_UPTO_PERMIT2_PROXY_ADDRESS,
+    UPTO_PERMIT2_PROXY_ADDRESS,
     install_permit2,
 )
 from ._rpc import RpcClient, encode_call
@@ -97,12 +97,12 @@ class DevChain:
     @property
     def exact_permit2_proxy(self) -> str:
         """The canonical address of x402's exact Permit2 proxy (``DevExactPermit2Proxy`` here)."""
-        return X402_EXACT_PERMIT2_PROXY_ADDRESS
+        return EXACT_PERMIT2_PROXY_ADDRESS
 
     @property
     def upto_permit2_proxy(self) -> str:
         """The canonical address of x402's upto Permit2 proxy (``DevUptoPermit2Proxy`` here)."""
-        return X402_UPTO_PERMIT2_PROXY_ADDRESS
+        return UPTO_PERMIT2_PROXY_ADDRESS
 
     def eip712_domain(self) -> dict[str, Any]:
         """The token's EIP-712 domain, as eth-account's ``sign_typed_data`` takes it."""

@@ -15,21 +15,21 @@ from ._artifacts import load_artifact
 from ._rpc import RpcClient
 
 __all__ = [
+    "EXACT_PERMIT2_PROXY_ADDRESS",
     "PERMIT2_ADDRESS",
-    "X402_EXACT_PERMIT2_PROXY_ADDRESS",
-    "X402_UPTO_PERMIT2_PROXY_ADDRESS",
+    "UPTO_PERMIT2_PROXY_ADDRESS",
     "install_permit2",
 ]
 
 # Uniswap's Permit2, at this address on every public chain it is deployed to (a CREATE2 deployment).
 PERMIT2_ADDRESS = "0x000000000022D473030F116dDEE9F6B43aC78BA3"
 # x402's x402ExactPermit2Proxy and x402UptoPermit2Proxy, the spenders the x402 SDKs sign Permit2 permits for.
-X402_EXACT_PERMIT2_PROXY_ADDRESS = "0x402085c248EeA27D92E8b30b2C58ed07f9E20001"
-X402_UPTO_PERMIT2_PROXY_ADDRESS = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002"
+EXACT_PERMIT2_PROXY_ADDRESS = "0x402085c248EeA27D92E8b30b2C58ed07f9E20001"
+UPTO_PERMIT2_PROXY_ADDRESS = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002"
 
 _PROXIES = (
-    ("DevExactPermit2Proxy", X402_EXACT_PERMIT2_PROXY_ADDRESS),
-    ("DevUptoPermit2Proxy", X402_UPTO_PERMIT2_PROXY_ADDRESS),
+    ("DevExactPermit2Proxy", EXACT_PERMIT2_PROXY_ADDRESS),
+    ("DevUptoPermit2Proxy", UPTO_PERMIT2_PROXY_ADDRESS),
 )
 
 
