@@ -66,7 +66,8 @@ from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import HoldingQueue, WorkOutcome
 from ._layer import refuse_without_layer
-from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
+from ._offer_table import Offer, OfferState
+from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
