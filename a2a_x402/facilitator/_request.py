@@ -15,8 +15,8 @@ import orjson
 from pydantic.alias_generators import to_camel
 
 from ._errors import InvalidIdempotencyKeyError, PaymentInvalidError
+from ._terms import Terms
 from ._token import Authorization
-from ._verify import Terms
 from .wire import PaymentPayload, PaymentRequirements, Reason
 
 __all__ = ["PaymentRequest", "idempotency_key_of", "namespaced_key", "read_payment"]

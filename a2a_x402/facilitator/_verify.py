@@ -75,6 +75,7 @@ from ._refusals import (
 from ._reverts import wallet_code_hash
 from ._rpc import RpcCall, RpcClient
 from ._signed import SignatureMemo
+from ._terms import Terms, check_terms
 from ._token import (
     Authorization,
     encode_authorization_state,
@@ -88,7 +89,7 @@ from ._token import (
 )
 from .wire import Reason, checksum_address
 
-__all__ = ["Terms", "VerifiedPayment", "Verifier"]
+__all__ = ["VerifiedPayment", "Verifier"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,19 +97,6 @@ _HEAD_BLOCK = RpcCall("eth_getBlockByNumber", ["latest", False])
 
 # How many token reads `Verifier._state_calls` puts first in a full batch.
 _STATE_READS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Terms:
-    """What the merchant asked for: one x402 `PaymentRequirements`, normalised."""
-
-    network: str
-    chain_id: int
-    asset: str
-    pay_to: str
-    amount: int
-    token_name: str
-    token_version: str
 
 
 _SIMULATION_FAILED = Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED
@@ -162,30 +150,7 @@ class Verifier:
         not recover to `from` may still be a contract wallet's (ERC-1271), which only the chain can tell.
         """
         now = int(time.time()) if now is None else now
-        if terms.chain_id != self._chain_id:
-            raise PaymentInvalidError(
-                Reason.INVALID_NETWORK, f"this facilitator settles on chain {self._chain_id} only"
-            )
-        if auth.to != terms.pay_to:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_RECIPIENT_MISMATCH,
-                "authorization.to is not the payTo address",
-            )
-        if auth.value != terms.amount:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALUE_MISMATCH,
-                f"authorization.value {auth.value} is not the required amount {terms.amount}",
-            )
-        if auth.valid_after >= now:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER,
-                "the authorization is not valid yet",
-            )
-        if auth.valid_before <= now + self._margin_s:
-            raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
-                "the authorization expires before it could be settled",
-            )
+        check_terms(auth, terms, chain_id=self._chain_id, now=now, margin_s=self._margin_s)
         self.cached_domain_check(terms)
         digest = self._digest(auth, terms)
         wrapped = unwrap_erc6492(auth.signature)

@@ -37,29 +37,13 @@ from dataclasses import dataclass
 from types import TracebackType
 
 import httpx
-from a2a.client import A2AClientError, Client, ClientCallContext, ClientConfig, ClientFactory
-from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import (
-    AgentCard,
-    GetTaskRequest,
-    Message,
-    SendMessageRequest,
-    Task,
-    TaskState,
-    TaskStatus,
-)
-from a2a.utils.constants import VERSION_HEADER
+from a2a.client import A2AClientError
+from a2a.types import Message, SendMessageRequest, Task, TaskState, TaskStatus
 from a2a.utils.errors import A2AError
 from eth_account import Account
 
-from a2a_x402.agentcard import CardVerifier, JwksCache, unreachable_reason
-from a2a_x402.extension import (
-    EXTENSION_URI,
-    PaymentCompletedData,
-    PaymentData,
-    PaymentErrorCode,
-    PaymentRequiredData,
-)
+from a2a_x402.agentcard import CardVerifier, JwksCache
+from a2a_x402.extension import PaymentCompletedData, PaymentData, PaymentErrorCode, PaymentRequiredData
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
 
 from ._card import Binding, ResolvedCard, resolve_card
@@ -72,7 +56,8 @@ from ._errors import (
     PaymentPendingError,
     PaymentRefusedError,
 )
-from ._messages import decline_message, payment_message, user_message
+from ._merchant_calls import MerchantCalls, client_failure
+from ._messages import payment_message, user_message
 from ._policy import PaymentPolicy
 from ._settings import FreshTermsHook, PayerSettings
 from ._signing import sign_payment
@@ -134,16 +119,12 @@ class Payer:
         self._on_fresh_terms = on_fresh_terms
         self._http = http
         self._owns_http = owns_http
-        narrowed = card.narrowed_to(interface)
-        self._client = _client_for(narrowed, http, binding, streaming=False)
-        self._stream_client = (
-            _client_for(narrowed, http, binding, streaming=True) if card.card.capabilities.streaming else None
-        )
-        version = ".".join(interface.protocol_version.split(".")[:2])
-        parameters = ServiceParametersFactory.create([with_a2a_extensions([EXTENSION_URI])])
-        parameters[VERSION_HEADER] = version
-        self._context = ClientCallContext(
-            timeout=self.settings.request_timeout_s, service_parameters=parameters
+        self._calls = MerchantCalls(
+            card.narrowed_to(interface),
+            http,
+            binding,
+            protocol_version=interface.protocol_version,
+            settings=self.settings,
         )
 
     @classmethod
@@ -225,9 +206,7 @@ class Payer:
 
     async def aclose(self) -> None:
         """Release the SDK clients and, if the payer made it, the HTTP client."""
-        await self._client.close()
-        if self._stream_client is not None:
-            await self._stream_client.close()
+        await self._calls.close()
         if self._owns_http:
             await self._http.aclose()
 
@@ -265,7 +244,7 @@ class Payer:
         The last stage is ``COMPLETED`` with the result; failures raise as in ``pay``. A merchant whose card
         does not declare streaming is paid without it (the stages then come from answers and polling).
         """
-        async for stage in self._run(request, streaming=self._stream_client is not None):
+        async for stage in self._run(request, streaming=self._calls.streams):
             yield stage
 
     # -- the run ---------------------------------------------------------------------------------------
@@ -273,10 +252,11 @@ class Payer:
     async def _run(self, request: str | Message, *, streaming: bool) -> AsyncIterator[PaymentStage]:
         view = TaskView()
         try:
-            async for stage in self._send(SendMessageRequest(message=user_message(request)), view, streaming):
+            first = SendMessageRequest(message=user_message(request))
+            async for stage in self._calls.send(first, view, streaming):
                 yield stage
         except A2AClientError as exc:
-            raise MerchantUnreachableError(f"sending the request failed: {_client_failure(exc)}") from exc
+            raise MerchantUnreachableError(f"sending the request failed: {client_failure(exc)}") from exc
         except A2AError as exc:
             raise MerchantError(f"the merchant refused the request: {exc}") from exc
         run = _RunState()
@@ -334,7 +314,7 @@ class Payer:
             StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
         )
         message = payment_message(task, payload)
-        async for stage in self._submit(SendMessageRequest(message=message), view, streaming):
+        async for stage in self._calls.submit(SendMessageRequest(message=message), view, streaming):
             yield stage
 
     async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> PaymentPayload:
@@ -346,7 +326,7 @@ class Payer:
         except PaymentRefusedError as exc:
             # The policy knows nothing of tasks; the caller needs to know which one was declined.
             exc.task_id, exc.signed = task.id, signed
-            await self._decline(task)
+            await self._calls.decline(task)
             raise
         payload = await asyncio.to_thread(sign_payment, self._key, requirements)
         logger.info(
@@ -358,46 +338,6 @@ class Payer:
             requirements.network,
         )
         return payload
-
-    async def _send(
-        self, request: SendMessageRequest, view: TaskView, streaming: bool
-    ) -> AsyncIterator[PaymentStage]:
-        client = self._stream_client if streaming and self._stream_client is not None else self._client
-        async for event in client.send_message(request, context=self._context):
-            yield view.apply(event)
-
-    async def _submit(
-        self, request: SendMessageRequest, view: TaskView, streaming: bool
-    ) -> AsyncIterator[PaymentStage]:
-        """Present the signed payment, again (the same message) after transport errors; learn the outcome."""
-        attempts = self.settings.submit_attempts
-        for attempt in range(1, attempts + 1):
-            answered = False
-            try:
-                async for stage in self._send(request, view, streaming):
-                    answered = True
-                    yield stage
-                return
-            except A2AClientError as exc:
-                logger.warning(
-                    "submitting payment for task %s: attempt %d failed: %s", view.task.id, attempt, exc
-                )
-                if attempt == attempts:
-                    break
-                yield PaymentStage(
-                    StageKind.RESUBMITTED, view.task.id, view.task.status.state, detail=str(exc)
-                )
-                await asyncio.sleep(self.settings.retry_backoff_s * attempt)
-            except A2AError as exc:
-                if attempt == 1 and not answered:
-                    raise MerchantError(
-                        f"the merchant refused the payment: {exc}", task_id=view.task.id, signed=True
-                    ) from exc
-                # The payment was taken (this stream had begun, or an earlier presentation arrived and the
-                # task moved on): the task tells the outcome.
-                logger.info("payment for task %s: %s; asking for the task", view.task.id, exc)
-                break
-        yield view.replace(await self._get_task(view.task.id))
 
     async def _wait(self, view: TaskView) -> AsyncIterator[PaymentStage]:
         """Poll GetTask until the task leaves the working states, yielding each status change."""
@@ -411,39 +351,11 @@ class Payer:
                     transaction=transaction_of(view.payment),
                 )
             await asyncio.sleep(self.settings.poll_interval_s)
-            task = await self._get_task(view.task.id)
+            task = await self._calls.get_task(view.task.id)
             changed = task.status != view.task.status
             stage = view.replace(task)
             if changed:
                 yield stage
-
-    async def _get_task(self, task_id: str) -> Task:
-        attempts = self.settings.submit_attempts
-        for attempt in range(1, attempts + 1):
-            try:
-                return await self._client.get_task(GetTaskRequest(id=task_id), context=self._context)
-            except A2AClientError as exc:
-                if attempt == attempts:
-                    raise MerchantUnreachableError(
-                        f"asking for task {task_id} failed: {exc}", task_id=task_id, signed=True
-                    ) from exc
-                await asyncio.sleep(self.settings.retry_backoff_s * attempt)
-            except A2AError as exc:
-                raise MerchantError(
-                    f"GetTask for {task_id} failed: {exc}", task_id=task_id, signed=True
-                ) from exc
-        raise RuntimeError("unreachable: the last attempt returns or raises")
-
-    async def _decline(self, task: Task) -> None:
-        """Tell the merchant the terms are declined (best effort: the refusal stands either way)."""
-        message = decline_message(task)
-        try:
-            async for _ in self._client.send_message(
-                SendMessageRequest(message=message), context=self._context
-            ):
-                pass
-        except A2AError as exc:
-            logger.warning("declining the terms of task %s failed: %s", task.id, exc)
 
     def _completed(
         self, view: TaskView, payment: PaymentData | None, paid: PaymentRequirements | None
@@ -460,22 +372,7 @@ class Payer:
         )
 
 
-def _client_for(card: AgentCard, http: httpx.AsyncClient, binding: Binding, *, streaming: bool) -> Client:
-    config = ClientConfig(
-        httpx_client=http, supported_protocol_bindings=[binding.protocol], streaming=streaming
-    )
-    return ClientFactory(config).create(card)
-
-
 def _copy_status(status: TaskStatus) -> TaskStatus:
     copy = TaskStatus()
     copy.CopyFrom(status)
     return copy
-
-
-def _client_failure(exc: A2AClientError) -> str:
-    """The SDK's client error in words: a request that got no answer says so and why (the SDK's own text
-    is "Network communication error: " and httpx's, "All connection attempts failed" for a closed port)."""
-    if isinstance(exc.__cause__, httpx.TransportError):
-        return f"the merchant could not be reached ({unreachable_reason(exc.__cause__)})"
-    return str(exc)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
     from ._layer import PaymentLayerMissingError
     from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
-    from ._offers import Offer, OfferState, OfferStore
+    from ._offer_table import Offer, OfferState
+    from ._offers import OfferStore
     from ._outcomes import OutcomeListener, PaymentOutcome
     from ._presented import Presentations
     from ._pricing import Asset, Pricing
@@ -66,7 +67,8 @@ _EXPORTS = {
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
     "_layer": ("PaymentLayerMissingError",),
     "_offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
-    "_offers": ("Offer", "OfferState", "OfferStore"),
+    "_offer_table": ("Offer", "OfferState"),
+    "_offers": ("OfferStore",),
     "_outcomes": ("OutcomeListener", "PaymentOutcome"),
     "_presented": ("Presentations",),
     "_pricing": ("Asset", "Pricing"),

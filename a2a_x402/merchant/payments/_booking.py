@@ -15,7 +15,8 @@ from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Settl
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
 from ._chain_proof import NotProvenError, prove_settlement
-from ._offers import Offer, OfferState, OfferStore
+from ._offer_table import Offer, OfferState
+from ._offers import OfferStore
 
 __all__ = ["book_settlement", "record_paid", "settlement_event"]
 

@@ -27,14 +27,9 @@ from typing import Any
 from a2a.helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import (
-    Message,
-    SendMessageRequest,
-    TaskArtifactUpdateEvent,
-    TaskState,
-)
+from a2a.types import Message, TaskArtifactUpdateEvent, TaskState
 from a2a.utils.errors import ExtensionSupportRequiredError
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict
 
 from a2a_x402.extension import (
     RETRYABLE_ERROR_CODES,
@@ -64,14 +59,16 @@ from ..ledger import Ledger
 from ..tenants import tenant_name
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
-from ._held import HoldingQueue, WorkOutcome
+from ._held import WorkOutcome
 from ._layer import refuse_without_layer
-from ._offers import CHECKED_OFFER_KEY, CheckedOffer, Offer, OfferState, OfferStore
+from ._offer_table import Offer, OfferState
+from ._offers import OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
 from ._settling import Settler
+from ._turn import checked_of, message_dict, run_paid_work, turn_ids
 from ._unpaid import RESERVATION_KEY, UnpaidWork, caller_of
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
 
@@ -127,7 +124,7 @@ class PaymentExecutor(AgentExecutor):
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         dialect = negotiate_dialect(context.requested_extensions, protocol_version(context.call_context))
-        checked = _checked(context)
+        checked = checked_of(context)
         # A payment's message reaches the task without its signature: the payment comes as it was checked.
         data: PaymentData | None = (
             checked.payment if checked is not None and checked.offer.task_id == context.task_id else None
@@ -168,7 +165,7 @@ class PaymentExecutor(AgentExecutor):
         error: PaymentErrorCode | None,
         request: dict[str, Any] | None = None,
     ) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = turn_ids(context)
         price = self._pricing.price(context.tenant, skill)
         required = self._pricing.terms(
             context.tenant,
@@ -183,7 +180,7 @@ class PaymentExecutor(AgentExecutor):
             skill=skill,
             dialect=dialect.value,
             required=required.to_json_dict(),
-            request=request if request is not None else _message_dict(context.message),
+            request=request if request is not None else message_dict(context.message),
         )
         if not offered:
             # Another request took a payment for this task meanwhile: its turn tells the task what happens.
@@ -209,7 +206,7 @@ class PaymentExecutor(AgentExecutor):
         )
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = turn_ids(context)
         if not await self._offers.advance(task_id, OfferState.REJECTED):
             # The payment was taken first (or the task canceled): the rejection changes nothing, and the
             # client is answered with the task as it stands.
@@ -230,7 +227,7 @@ class PaymentExecutor(AgentExecutor):
     async def _take_payment(
         self, context: RequestContext, event_queue: EventQueue, data: PaymentSubmittedData, dialect: Dialect
     ) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = turn_ids(context)
         offer = await self._checked_offer(context, task_id)
         if offer is None or offer.state is not OfferState.OFFERED:
             # A re-presented payment (a client retry) while the first is being taken: nothing to add.
@@ -285,7 +282,7 @@ class PaymentExecutor(AgentExecutor):
                 dialect,
             )
         )
-        outcome = await self._run_paid_work(context, event_queue, offer)
+        outcome = await run_paid_work(self._delegate, context, event_queue, offer)
         if not outcome.completed:
             await self._fail(
                 context,
@@ -325,33 +322,10 @@ class PaymentExecutor(AgentExecutor):
         Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
         state read here.
         """
-        checked = _checked(context)
+        checked = checked_of(context)
         if checked is not None and checked.offer.task_id == task_id:
             return checked.offer
         return await self._offers.get(task_id)
-
-    async def _run_paid_work(
-        self, context: RequestContext, event_queue: EventQueue, offer: Offer
-    ) -> WorkOutcome:
-        """Run the delegate on the request that was priced, holding back what it produces."""
-        task = context.current_task
-        if task is None:
-            raise RuntimeError("a payment turn always has a task")
-        holding = HoldingQueue(event_queue, task)
-        request = SendMessageRequest(tenant=context.tenant, message=ParseDict(offer.request, Message()))
-        work_context = RequestContext(
-            call_context=context.call_context,
-            request=request,
-            task_id=task.id,
-            context_id=task.context_id,
-            task=task,
-        )
-        try:
-            await self._delegate.execute(work_context, holding)
-        except Exception:  # noqa: BLE001 - any failure of the work means it is not paid for
-            logger.exception("paid work for task %s failed", task.id)
-            return WorkOutcome()
-        return holding.outcome
 
     async def _settle_and_deliver(
         self,
@@ -365,7 +339,7 @@ class PaymentExecutor(AgentExecutor):
         outcome: WorkOutcome,
         taken_at: datetime,
     ) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = turn_ids(context)
         response, receipts = await self._settler.settle(
             event_queue, task_id, context_id, offer, dialect, data, payload, requirements, taken_at
         )
@@ -424,7 +398,7 @@ class PaymentExecutor(AgentExecutor):
     ) -> None:
         """Fail or refuse the payment with `text` to the client; the log line keeps what the facilitator
         `said` (its free text, which never reaches the client) with its `reason`."""
-        task_id, context_id = _ids(context)
+        task_id, context_id = turn_ids(context)
         stored = [r.to_json_dict() for r in receipts]
         outcome = PaymentOutcome.REFUSED if error in RETRYABLE_ERROR_CODES else PaymentOutcome.FAILED
         log_unpaid(task_id, context.tenant, outcome, error.value, reason, one_line(said) if said else text)
@@ -456,19 +430,3 @@ class PaymentExecutor(AgentExecutor):
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
         if self._on_outcome is not None:
             self._on_outcome(tenant_name(tenant), outcome)
-
-
-def _checked(context: RequestContext) -> CheckedOffer | None:
-    """The offer and payment the request handler checked for this request, if it carried a payment."""
-    checked = context.call_context.state.get(CHECKED_OFFER_KEY) if context.call_context else None
-    return checked if isinstance(checked, CheckedOffer) else None
-
-
-def _ids(context: RequestContext) -> tuple[str, str]:
-    if context.task_id is None or context.context_id is None:
-        raise RuntimeError("the request handler always assigns task and context ids")
-    return context.task_id, context.context_id
-
-
-def _message_dict(message: Message | None) -> dict[str, Any]:
-    return MessageToDict(message) if message is not None else {}

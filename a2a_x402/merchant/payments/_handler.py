@@ -60,7 +60,8 @@ from a2a_x402.facilitator.wire import PaymentRequired
 from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
 from ._layer import mark_payment_layer
-from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferState, OfferStore
+from ._offer_table import OfferState
+from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferStore
 from ._presented import Presentations
 from ._pricing import Pricing
 from ._protocol import protocol_version

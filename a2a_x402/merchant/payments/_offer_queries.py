@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.extension import PaymentErrorCode
 
-from ._offers import OfferState, offers_table
+from ._offer_table import OfferState, offers_table
 from ._refusals import CLIENT_TEXTS
 
 __all__ = ["OfferReader", "Purchase", "UnpaidAttempt"]

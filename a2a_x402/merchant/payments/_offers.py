@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,87 +33,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from a2a_x402.extension import PaymentSubmittedData
-from a2a_x402.storage import UtcDateTime, write, write_transaction
+from a2a_x402.storage import write, write_transaction
 
 from ..webhooks import EventType, Outbox
+from ._offer_table import UNBOOKED, UNFINISHED, UNTOLD, Offer, OfferState, offer_of, offers_table
 
-__all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "Offer", "OfferState", "OfferStore", "offers_table"]
+__all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "OfferStore"]
 
 CHECKED_OFFER_KEY = "x402_checked_offer"
 """The `ServerCallContext.state` key under which the request handler leaves the `CheckedOffer` a payment
 was checked against, so the executor of the same request need not read the offer again."""
-
-metadata = sa.MetaData()
-
-# What recovery looks for, each with a partial index of its own that stays as small as the work left (an
-# index on the state alone would cover every offer ever paid). The predicates are used verbatim by the
-# queries: SQLite uses a partial index only for a WHERE clause that implies its predicate as written.
-_UNFINISHED = "state IN ('working', 'settling')"
-_UNBOOKED = "state = 'paid' AND booked_at IS NULL"
-_UNTOLD = "state IN ('paid', 'failed', 'rejected') AND told_at IS NULL"
-
-offers_table = sa.Table(
-    "payment_offers",
-    metadata,
-    sa.Column("task_id", sa.String(64), primary_key=True),
-    sa.Column("tenant", sa.String(64), nullable=False),
-    sa.Column("context_id", sa.String(64), nullable=False),
-    sa.Column("skill", sa.String(128), nullable=False),
-    sa.Column("dialect", sa.String(8), nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("round", sa.Integer, nullable=False),
-    sa.Column("required", sa.JSON, nullable=False),
-    sa.Column("request", sa.JSON, nullable=False),
-    sa.Column("payer", sa.String(42), nullable=True),
-    sa.Column("nonce", sa.String(66), nullable=True),
-    sa.Column("payload", sa.JSON, nullable=True),
-    sa.Column("payload_hash", sa.String(64), nullable=True),
-    sa.Column("accepted", sa.JSON, nullable=True),
-    sa.Column("receipts", sa.JSON, nullable=False),
-    sa.Column("held_artifacts", sa.JSON, nullable=True),
-    sa.Column("error", sa.String(32), nullable=True),
-    sa.Column("created_at", UtcDateTime(), nullable=False),
-    sa.Column("updated_at", UtcDateTime(), nullable=False),
-    # When the current round's payment was taken: only a transaction mined since may settle it for us.
-    sa.Column("taken_at", UtcDateTime(), nullable=True),
-    # Set in the transaction that books the settlement; a paid offer without it is the reconciler's to book.
-    sa.Column("booked_at", UtcDateTime(), nullable=True),
-    # Set in the transaction that stores the task's final state when that state tells the offer's outcome
-    # (`TOLD_BY`): a decided offer without it has a task that never heard the outcome (the process stopped
-    # between the two writes, or the SDK ended the task otherwise), for recovery to tell.
-    sa.Column("told_at", UtcDateTime(), nullable=True),
-    sa.UniqueConstraint("payer", "nonce", name="uq_payment_offers_authorization"),
-    sa.Index(
-        "ix_payment_offers_unfinished",
-        "updated_at",
-        postgresql_where=sa.text(_UNFINISHED),
-        sqlite_where=sa.text(_UNFINISHED),
-    ),
-    sa.Index(
-        "ix_payment_offers_unbooked",
-        "task_id",
-        postgresql_where=sa.text(_UNBOOKED),
-        sqlite_where=sa.text(_UNBOOKED),
-    ),
-    sa.Index(
-        "ix_payment_offers_untold",
-        "updated_at",
-        postgresql_where=sa.text(_UNTOLD),
-        sqlite_where=sa.text(_UNTOLD),
-    ),
-)
-
-
-class OfferState(StrEnum):
-    """Where a task's payment stands; see the module docstring."""
-
-    OFFERED = "offered"
-    WORKING = "working"
-    SETTLING = "settling"
-    PAID = "paid"
-    FAILED = "failed"
-    REJECTED = "rejected"
-
 
 AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
 _REACHED_FROM: dict[OfferState, tuple[OfferState, ...]] = {
@@ -134,34 +62,6 @@ TOLD_BY = {
 }
 """The final task state that tells each decided outcome."""
 _OUTCOME_TOLD_BY = {state: outcome for outcome, state in TOLD_BY.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """A row of `payment_offers`."""
-
-    task_id: str
-    tenant: str
-    context_id: str
-    skill: str
-    dialect: str
-    state: OfferState
-    round: int
-    required: dict[str, Any]
-    request: dict[str, Any]
-    payer: str | None
-    nonce: str | None
-    payload: dict[str, Any] | None
-    payload_hash: str | None
-    accepted: dict[str, Any] | None
-    receipts: list[dict[str, Any]]
-    held_artifacts: list[dict[str, Any]] | None
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-    taken_at: datetime | None
-    booked_at: datetime | None
-    told_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +124,6 @@ def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[st
         raise TypeError(f"not a settable column of payment_offers: {', '.join(sorted(unknown))}")
     reached_from = [previous.value for previous in _REACHED_FROM[state]]
     return {"_task_id": task_id, "_from": reached_from, **values, "state": state.value, "updated_at": _now()}
-
-
-def _offer(row: sa.Row[Any]) -> Offer:
-    values = dict(row._mapping)
-    values["state"] = OfferState(values["state"])
-    return Offer(**values)
 
 
 class OfferStore:
@@ -306,20 +200,20 @@ class OfferStore:
         """The offer of a task."""
         async with self._engine.connect() as connection:
             row = (await connection.execute(_BY_TASK, {"_task_id": task_id})).first()
-        return _offer(row) if row is not None else None
+        return offer_of(row) if row is not None else None
 
     async def by_authorization(self, payer: str, nonce: str) -> Offer | None:
         """The offer that an authorization was submitted for, if any."""
         async with self._engine.connect() as connection:
             row = (await connection.execute(_BY_AUTHORIZATION, {"_payer": payer, "_nonce": nonce})).first()
-        return _offer(row) if row is not None else None
+        return offer_of(row) if row is not None else None
 
     async def for_payment(self, task_id: str, payer: str, nonce: str) -> tuple[Offer | None, Offer | None]:
         """The offer of a task and the offer an authorization was submitted for (`get` and
         `by_authorization`), in one read: the two a payment message is checked against."""
         values = {"_task_id": task_id, "_payer": payer, "_nonce": nonce}
         async with self._engine.connect() as connection:
-            offers = [_offer(row) for row in (await connection.execute(_FOR_PAYMENT, values)).all()]
+            offers = [offer_of(row) for row in (await connection.execute(_FOR_PAYMENT, values)).all()]
         own = next((offer for offer in offers if offer.task_id == task_id), None)
         used = next((offer for offer in offers if offer.payer == payer and offer.nonce == nonce), None)
         return own, used
@@ -435,27 +329,27 @@ class OfferStore:
 
     async def untold(self, before: datetime) -> list[Offer]:
         """Offers decided before `before` whose task was never told: what recovery tells."""
-        statement = sa.select(offers_table).where(sa.text(_UNTOLD), offers_table.c.updated_at < before)
+        statement = sa.select(offers_table).where(sa.text(UNTOLD), offers_table.c.updated_at < before)
         async with self._engine.connect() as connection:
-            return [_offer(r) for r in (await connection.execute(statement)).all()]
+            return [offer_of(r) for r in (await connection.execute(statement)).all()]
 
     async def unbooked(self) -> list[Offer]:
         """Paid offers not marked booked (their booking failed): what the reconciler books."""
-        statement = sa.select(offers_table).where(sa.text(_UNBOOKED)).order_by(offers_table.c.task_id)
+        statement = sa.select(offers_table).where(sa.text(UNBOOKED)).order_by(offers_table.c.task_id)
         async with self._engine.connect() as connection:
-            return [_offer(r) for r in (await connection.execute(statement)).all()]
+            return [offer_of(r) for r in (await connection.execute(statement)).all()]
 
     async def unfinished(self) -> list[Offer]:
         """Offers whose payment was taken but not yet settled: what a restart or reconciler must finish."""
-        statement = sa.select(offers_table).where(sa.text(_UNFINISHED))
+        statement = sa.select(offers_table).where(sa.text(UNFINISHED))
         async with self._engine.connect() as connection:
-            return [_offer(r) for r in (await connection.execute(statement)).all()]
+            return [offer_of(r) for r in (await connection.execute(statement)).all()]
 
     async def unfinished_counts(self) -> dict[OfferState, int]:
         """How many taken payments are `working` (the paid work runs) and `settling` (not settled yet)."""
         statement = (
             sa.select(offers_table.c.state, sa.func.count())
-            .where(sa.text(_UNFINISHED))
+            .where(sa.text(UNFINISHED))
             .group_by(offers_table.c.state)
         )
         async with self._engine.connect() as connection:

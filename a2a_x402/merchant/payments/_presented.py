@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.storage import UtcDateTime, write
 
-from ._offers import metadata
+from ._offer_table import metadata
 
 __all__ = ["Presentations", "presentations_table"]
 

@@ -57,7 +57,8 @@ from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
-from ._offers import TOLD_BY, Offer, OfferState, OfferStore
+from ._offer_table import Offer, OfferState
+from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
 from ._refusals import one_line
 from ._wire import agent_status

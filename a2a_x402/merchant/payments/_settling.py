@@ -36,7 +36,8 @@ from ..webhooks import EventType
 from ._booking import settlement_event
 from ._conflict import answer_unsettled as _answer_unsettled
 from ._keys import SettlementKeys
-from ._offers import Offer, OfferState, OfferStore
+from ._offer_table import Offer, OfferState
+from ._offers import OfferStore
 from ._wire import agent_status, receipt_for
 
 __all__ = ["Settler"]

@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.storage import UtcDateTime, write, write_transaction
 
-from ._offers import OfferState, offers_table
+from ._offer_table import OfferState, offers_table
 
 __all__ = [
     "CLIENT_ADDRESS_KEY",
@@ -73,7 +73,7 @@ offer_callers_table = sa.Table(
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Index("ix_payment_offer_callers_caller", "tenant", "caller", "created_at"),
 )
-# What the purge looks for, with the predicate used verbatim by its query (see `_offers`).
+# What the purge looks for, with the predicate used verbatim by its query (see `_offer_table`).
 sa.Index(
     "ix_payment_offers_unpaid",
     offers_table.c.updated_at,

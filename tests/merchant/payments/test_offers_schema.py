@@ -3,7 +3,7 @@ and `payment_presentations`."""
 
 from __future__ import annotations
 
-from a2a_x402.merchant.payments._offers import offers_table
+from a2a_x402.merchant.payments._offer_table import offers_table
 from tests.fixtures.schema import migration_differences
 
 
