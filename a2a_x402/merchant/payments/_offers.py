@@ -44,7 +44,6 @@ CHECKED_OFFER_KEY = "x402_checked_offer"
 """The `ServerCallContext.state` key under which the request handler leaves the `CheckedOffer` a payment
 was checked against, so the executor of the same request need not read the offer again."""
 
-AWAITING_PAYMENT = frozenset({OfferState.OFFERED})
 _REACHED_FROM: dict[OfferState, tuple[OfferState, ...]] = {
     OfferState.SETTLING: (OfferState.WORKING, OfferState.SETTLING),
     OfferState.PAID: (OfferState.SETTLING,),
