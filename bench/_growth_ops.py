@@ -24,13 +24,13 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.facilitator import ClaimKey, ClaimStore, Facilitator
-from a2a_x402.merchant.app import build_reconciler
 from a2a_x402.merchant.ledger import Ledger, SettlementBooking
 from a2a_x402.merchant.payments import OfferStore
 from a2a_x402.merchant.reconciler import Reconciler
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.merchant.webhooks import DeliveryWorker, Outbox
+from a2a_x402.merchant.wiring import build_reconciler
 
 __all__ = ["OPERATIONS", "Books", "Receiver", "Step", "timed"]
 

@@ -1,7 +1,7 @@
 """The reference merchant: the text-stats skill (`demo_skill`), paid per request through `paid.paid_app`.
 
-`x402-merchant serve` serves it. Its parts are built by `wiring` from the same settings; the names here
-(`build_reconciler`, `load_tenants`, ...) are those parts, for the commands that build one of them alone.
+`x402-merchant serve` serves it. Its parts are built by `wiring`, which the commands that build one part
+alone (the reconciler, the tenants) import directly.
 """
 
 from __future__ import annotations
@@ -13,25 +13,8 @@ from .demo_skill import TEXT_STATS_SKILL, TextStatsExecutor
 from .paid import paid_app
 from .settings import MerchantSettings
 from .tenants import TenantRegistry
-from .wiring import (
-    build_authenticator,
-    build_reconciler,
-    card_signing_keys,
-    load_tenants,
-    payment_extension,
-    request_limits,
-)
 
-__all__ = [
-    "MERCHANT_SKILLS",
-    "build_app",
-    "build_authenticator",
-    "build_reconciler",
-    "card_signing_keys",
-    "load_tenants",
-    "payment_extension",
-    "request_limits",
-]
+__all__ = ["MERCHANT_SKILLS", "build_app"]
 
 MERCHANT_SKILLS = (TEXT_STATS_SKILL,)
 """The skills the reference merchant offers (its card lists them; `skill_prices` keys must name one)."""

@@ -50,10 +50,11 @@ from a2a_x402.facilitator import (
 from a2a_x402.observability import Check, CheckResult, run_checks
 
 from ._facilitator_probe import check_remote_facilitator, shown_url
-from .app import MERCHANT_SKILLS, card_signing_keys, load_tenants
+from .app import MERCHANT_SKILLS
 from .settings import MerchantSettings
 from .tenants import TenantConfigError, TenantRegistry, tenant_name
 from .webhooks import UnsafeTargetError, resolve_target
+from .wiring import card_signing_keys, load_tenants
 
 __all__ = [
     "check_asset_code",

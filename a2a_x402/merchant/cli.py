@@ -211,10 +211,10 @@ async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
     from a2a_x402.facilitator import Facilitator, HttpFacilitatorClient
     from a2a_x402.storage import create_engine
 
-    from .app import build_reconciler
     from .ledger import Ledger
     from .payments import OfferStore
     from .webhooks import Outbox
+    from .wiring import build_reconciler
 
     engine = create_engine(settings.database_url)
     facilitator = (

@@ -13,10 +13,10 @@ from a2a_x402.cli import ConfigError
 from a2a_x402.facilitator import HttpFacilitatorClient, RpcClient
 from a2a_x402.merchant import MerchantSettings, PaidAppError, paid_app
 from a2a_x402.merchant._paid_rules import priced_tenants, skill_resolver
-from a2a_x402.merchant.app import load_tenants
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import Asset, OfferStore, PaymentExecutor, Pricing
 from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.merchant.wiring import load_tenants
 from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import DEFAULT_PAY_TO, TWO_TENANTS
 from tests.merchant.paid_agents import SHOUT, WHISPER, Voices, skill_named

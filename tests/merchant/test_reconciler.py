@@ -17,13 +17,13 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import PaymentCompletedData, PaymentErrorCode, PaymentFailedData, PaymentRejectedData
 from a2a_x402.facilitator import Facilitator
-from a2a_x402.merchant.app import build_reconciler
 from a2a_x402.merchant.differences import DifferenceStore
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferStore, PaymentRecovery
 from a2a_x402.merchant.reconciler import Reconciler, ReconcileReport
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly, tampered

@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import Facilitator
 from a2a_x402.merchant._metrics import MerchantMetrics
-from a2a_x402.merchant.app import build_reconciler
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferStore
 from a2a_x402.merchant.reconciler import ReconcileReport
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.fixtures.merchant import (

@@ -131,12 +131,12 @@ def ack(ident: int, note: str, by: str) -> None:
 @_BY_OPTION
 def book(ident: int, name: str, note: str, by: str) -> None:
     """Book open difference ID (a payment to the tenant's payTo that no offer explains) to the tenant."""
-    # Imported here: the merchant's composition root, its settings and the ledger are `book`'s alone, and
+    # Imported here: the merchant's wiring, its settings and the ledger are `book`'s alone, and
     # would cost every other differences command a second of start-up.
-    from a2a_x402.merchant.app import load_tenants
     from a2a_x402.merchant.ledger import Ledger
     from a2a_x402.merchant.settings import MerchantSettings
     from a2a_x402.merchant.webhooks import Outbox
+    from a2a_x402.merchant.wiring import load_tenants
 
     settings = cli.load_settings(MerchantSettings)
     tenants = load_tenants(settings)

@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from a2a_x402.agentcard import JwksCache
-from a2a_x402.merchant.app import build_authenticator
 from a2a_x402.merchant.callers import (
     API_KEY_SCHEME,
     JWT_SCHEME,
@@ -21,6 +20,7 @@ from a2a_x402.merchant.callers import (
 )
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.tenants import Tenant, TenantJwtIssuer, TenantRegistry
+from a2a_x402.merchant.wiring import build_authenticator
 from a2a_x402.storage import create_engine
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 

@@ -19,10 +19,10 @@ from starlette.routing import Route
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import HttpFacilitatorClient
-from a2a_x402.merchant.app import build_reconciler
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferStore
 from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly

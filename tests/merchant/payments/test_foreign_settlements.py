@@ -29,11 +29,11 @@ import pytest
 from a2a_x402.devchain import DevChain, encode_call
 from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, Facilitator
 from a2a_x402.facilitator.wire import PaymentPayload
-from a2a_x402.merchant.app import build_reconciler
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferStore
 from a2a_x402.merchant.reconciler import ReconcileReport
 from a2a_x402.merchant.webhooks import Outbox
+from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
