@@ -398,6 +398,13 @@ CHECKS: tuple[CheckSpec, ...] = (
         "An x402 v1 payment completes the 0.3 task with the artifact, settled on chain once for the price.",
     ),
     _c(
+        "v02.no-signature",
+        _M,
+        _V03,
+        "11",
+        "On A2A 0.3 too, no answer carries the payment's signature: not the paid message/send nor tasks/get.",
+    ),
+    _c(
         "v02.other-version-form",
         _M,
         _V03,

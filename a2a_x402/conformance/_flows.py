@@ -7,7 +7,6 @@ again and presented for a new task); the stream pays a second task. Every paymen
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from a2a_x402.extension import EXTENSION_URI, FLAT_KEY_PREFIX
@@ -19,6 +18,7 @@ from ._reply import Reply
 from ._schema import schema_problems
 from ._signer import Signed, payload_v2
 from ._steps import (
+    carries_signature,
     decoded,
     expect_settled,
     extension_object,
@@ -50,12 +50,6 @@ PAID_CHECKS = (
 STREAM_CHECKS = ("streaming.terms", "streaming.paid-turn", "streaming.no-signature")
 
 
-def _carries_signature(value: JSON, signed: Signed) -> bool:
-    """Whether `value` (an answer's JSON) holds the signature, in any case, with or without its 0x."""
-    signature = signed.signature.lower().removeprefix("0x")
-    return bool(signature) and signature in json.dumps(value).lower()
-
-
 async def _no_signature(probe: Probe, wire: Wire, task_id: str, paid: Reply, signed: Signed) -> None:
     """§11.7: neither the payment's answer, nor GetTask, nor ListTasks within the task's context carries
     the payment's signature."""
@@ -63,7 +57,7 @@ async def _no_signature(probe: Probe, wire: Wire, task_id: str, paid: Reply, sig
     context_id = (got.task or {}).get("contextId") or (paid.task or {}).get("contextId")
     listed = await wire.list_tasks(context_id if isinstance(context_id, str) else None)
     for what, reply in (("the payment's answer", paid), ("GetTask", got), ("ListTasks", listed)):
-        if _carries_signature(reply.result, signed):
+        if carries_signature(reply.result, signed):
             raise fail(f"{what} carries the payment's signature", reply.exchange)
     if not isinstance(got.task, dict):
         raise fail("GetTask of the paid task answers no task", got.exchange)
@@ -277,6 +271,6 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
     if probe.failed:
         return
     async with probe.check("streaming.no-signature"):
-        if any(_carries_signature(event, signed) for event in paid.events):
+        if any(carries_signature(event, signed) for event in paid.events):
             raise fail("an event of the paid stream carries the payment's signature", paid.exchange)
         await _no_signature(probe, wire, offer.task_id, Reply(), signed)

@@ -15,7 +15,7 @@ from ._reading import artifacts_of, expect_error, metadata_of, state_of
 from ._reply import Reply
 from ._schema import schema_problems
 from ._signer import Signed, payload_v1
-from ._steps import expect_settled, outcome_of, successful_receipt
+from ._steps import carries_signature, expect_settled, outcome_of, successful_receipt
 from ._wire import Wire
 
 __all__ = ["V02_CHECKS", "flat_value", "sign_v1", "terms_v1", "v02_task"]
@@ -29,6 +29,7 @@ V02_CHECKS = (
     "v02.listed-in-card",
     "v02.payment-completes",
     "v02.other-version-form",
+    "v02.no-signature",
 )
 _V1_TERMS = ("x402Version", "accepts", "error")
 _V1_ENTRY = (
@@ -110,7 +111,8 @@ def sign_v1(probe: Probe, tenant: str, required: JSON) -> tuple[Signed, JSON]:
 
 
 async def v02_task(probe: Probe, wire: Wire) -> None:
-    """Activation, terms, an x402 v1 payment and the other version's form on one 0.3 interface."""
+    """Activation, terms, an x402 v1 payment, its signature kept, and the other version's form on one 0.3
+    interface."""
     interface, run = wire.interface, probe.run
     text = run.discovery.request_text
     for check_id, activate in (("v02.activation-refused", None), ("v02.other-version-uri", EXTENSION_URI)):
@@ -178,3 +180,18 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         if receipt is None:
             raise fail("x402.payment.receipts does not end with a successful receipt", paid.exchange)
         await expect_settled(run.chain, probe, signed, receipt, paid)
+    if probe.failed:
+        return
+    async with probe.check("v02.no-signature"):
+        await _no_signature(wire, task_id, paid, signed)
+
+
+async def _no_signature(wire: Wire, task_id: str, paid: Reply, signed: Signed) -> None:
+    """§11.7 on v0.2: neither the payment's answer nor tasks/get carries the signature (A2A 0.3 has no
+    tasks/list; the history keeps ``x402.payment.payload`` without ``payload.signature``)."""
+    got = await wire.get_task(task_id)
+    for what, reply in (("the payment's answer", paid), ("tasks/get", got)):
+        if carries_signature(reply.result, signed):
+            raise fail(f"{what} carries the payment's signature", reply.exchange)
+    if not isinstance(got.task, dict):
+        raise fail("tasks/get of the paid task answers no task", got.exchange)

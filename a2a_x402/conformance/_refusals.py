@@ -301,7 +301,9 @@ async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | Non
     """A task of one authenticated caller, canceled and read by another (the kit's two credentials)."""
     async with probe.check("callers.stranger-cancel") as shown:
         if owner is None or stranger is None:
-            raise NotApplicable("no caller credentials were given (--caller-tokens-file)")
+            raise NotApplicable(
+                "no caller credentials of this interface's tenant were given (--caller-tokens-file)"
+            )
         offer = await new_offer(probe, owner)
         shown.append(offer.reply.exchange)
         for reply in (await stranger.cancel(offer.task_id), await stranger.get_task(offer.task_id)):

@@ -7,6 +7,7 @@ on, so a check reads as the requirement it tests.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from ._wire import Wire
 
 __all__ = [
     "Offer",
+    "carries_signature",
     "expect_nothing_moved",
     "expect_settled",
     "extension_object",
@@ -35,6 +37,12 @@ _POLL_S = 0.25
 _TERMINAL = frozenset(
     {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 )
+
+
+def carries_signature(value: JSON, signed: Signed) -> bool:
+    """Whether `value` (an answer's JSON) holds the signature, in any case, with or without its 0x."""
+    signature = signed.signature.lower().removeprefix("0x")
+    return bool(signature) and signature in json.dumps(value).lower()
 
 
 @dataclass

@@ -14,8 +14,8 @@
 * `rogue_tenant_card`: every named tenant's own 0.3 card lists `ROGUE_PAY_TO` as its payee.
 * `ignore_tenant`: a JSON-RPC binding that drops `params.tenant`, so tenants read each other's tasks.
 * `rogue_pay_to`: terms asking to be paid to an address the card does not list (a tampered answer).
-* `echoes_signature`: a task in an answer to an A2A 1.0 HTTP request carries, in its metadata, the
-  signature of the payment sent for it (§11 forbids any answer to hold one).
+* `echoes_signature`: a task in an answer to an HTTP request (A2A 1.0 or 0.3) carries, in its metadata,
+  the signature of the payment sent for it (§11 forbids any answer to hold one).
 
 The wrappers are ASGI middleware around the real app, so they affect the HTTP bindings only; the gRPC
 server the app starts is not wrapped. `SettlesLate` and `SettlesSlowly` replace the payment layer's
@@ -361,8 +361,8 @@ _TASK_ID = re.compile(r'"taskId"\s*:\s*"([^"]+)"')
 
 
 def echoes_signature(app: ASGIApp) -> ASGIApp:
-    """Answers to A2A 1.0 HTTP requests whose tasks carry, in their metadata, the signature of the payment
-    sent for them."""
+    """Answers to HTTP requests of either A2A version whose tasks carry, in their metadata, the signature of
+    the payment sent for them."""
     signatures: dict[str, str] = {}  # task id -> the signature of the payment sent for it
 
     def leak(value: Any) -> Any:
@@ -376,7 +376,7 @@ def echoes_signature(app: ASGIApp) -> ASGIApp:
             return [leak(item) for item in value]
         return value
 
-    rewriting = rewrite_json(app, leak)
+    rewriting = rewrite_json(app, leak, applies=lambda scope: True)
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":

@@ -198,10 +198,22 @@ async def test_a_tenant_card_with_another_payee_fails_its_pay_to_checks(broken: 
 
 
 async def test_an_answer_holding_the_payment_signature_fails_the_no_signature_check(broken: Broken) -> None:
-    report = await broken.run("leaks", "payment.no-signature", "payment.completes", wrap=echoes_signature)
+    report = await broken.run(
+        "leaks",
+        "payment.no-signature",
+        "payment.completes",
+        "v02.no-signature",
+        "v02.payment-completes",
+        wrap=echoes_signature,
+    )
     assert not report.ok
     _assert_all(report, "payment.no-signature", Outcome.FAILED, HTTP_1_0)
     failure = report.result("payment.no-signature", HTTP_1_0[0])
     assert failure is not None and "carries the payment's signature" in failure.detail
     # gRPC is not behind the wrapper: the merchant's own answers hold no signature.
     _assert_all(report, "payment.no-signature", Outcome.PASSED, GRPC_1_0)
+    # On A2A 0.3 too: the paid message/send and tasks/get carry it, at every 0.3 interface.
+    _assert_all(report, "v02.payment-completes", Outcome.PASSED, ACME_0_3)
+    _assert_all(report, "v02.no-signature", Outcome.FAILED, [*ACME_0_3, "JSONRPC 0.3 tenant=(default)"])
+    failure_0_3 = report.result("v02.no-signature", ACME_0_3[0])
+    assert failure_0_3 is not None and "carries the payment's signature" in failure_0_3.detail

@@ -4,8 +4,9 @@
 tenant, and viem signing the EIP-3009 authorization from the terms alone (its EIP-712 domain name and
 version from `extra`, the chain id from the CAIP-2 network). Each run ends with the task completed, its
 artifact and receipt on the client's side, and the payee credited exactly once on chain and in the ledger.
-Against a merchant serving only callers with credentials, the client presents an API key; another
-caller's key finds no task (TaskNotFound), and a client without credentials is refused.
+Against a merchant serving only callers with credentials, the client presents an API key or a bearer JWT
+(JSON-RPC and HTTP+JSON); another caller's credential finds no task (TaskNotFound), and a client without
+credentials is refused.
 """
 
 from __future__ import annotations
@@ -179,14 +180,21 @@ async def test_the_js_sdk_pays_with_an_api_key_and_a_stranger_finds_no_task(
     )
 
 
+@pytest.mark.parametrize(
+    ("binding", "streaming"),
+    [
+        pytest.param("jsonrpc", False, id="jsonrpc-blocking"),
+        pytest.param("http+json", True, id="http+json-streaming"),
+    ],
+)
 async def test_the_js_sdk_pays_with_a_jwt_of_the_tenants_own_issuer_valid_there_only(
-    closed_shop: Shop, node_script: NodeScript, jwt_issuer: Issuer
+    closed_shop: Shop, node_script: NodeScript, jwt_issuer: Issuer, binding: str, streaming: bool
 ) -> None:
     key = closed_shop.new_payer()
     request = {
         "baseUrl": closed_shop.base_url,
-        "binding": BINDINGS["jsonrpc"],
-        "streaming": False,
+        "binding": BINDINGS[binding],
+        "streaming": streaming,
         "tenant": NAMED_TENANT,
         "key": key,
         "extension": EXTENSION_URI,

@@ -2,7 +2,8 @@
 
 An authenticated stranger (another key of the same tenant) reaches nothing of a caller's task: every
 operation is TaskNotFound and its list is empty, and the task is unchanged. Anonymous callers reach a task
-by its id only, list only within a context they name, and start tasks only in contexts the server issued.
+by its id only, list only within a context they name, and start tasks only in contexts the server issued;
+the task and context ids the server hands out are UUID4s (122 random bits), so they work as capabilities.
 A refused credential is HTTP 401 / gRPC UNAUTHENTICATED, the same for every reason, and changes nothing.
 No token is ever in a log line.
 """
@@ -180,6 +181,30 @@ async def test_an_authenticated_callers_context_is_no_anonymous_capability(
         with pytest.raises(A2ACallError) as failure:
             await anonymous.send(user_message("hello", message_id=mid(), context_id=task["contextId"]))
         assert failure.value.reason == "INVALID_PARAMS"
+
+
+def assert_uuid4(*ids: str) -> None:
+    """Each id is a UUID4: 122 random bits, so an anonymous caller's id works as a capability."""
+    for value in ids:
+        assert uuid.UUID(value).version == 4, value
+
+
+async def test_the_task_and_context_ids_handed_out_are_uuid4(wire_name: str, base_url: str) -> None:
+    async with a2a_http(base_url) as http:
+        wire = wire_of(wire_name, http)
+        first, second = await start_quote(wire), await start_quote(wire)  # type: ignore[arg-type]
+    assert_uuid4(first["id"], first["contextId"], second["id"], second["contextId"])
+    assert len({first["id"], first["contextId"], second["id"], second["contextId"]}) == 4
+
+
+@pytest.mark.parametrize("binding_v0_3", ["jsonrpc", "rest"])
+@pytest.mark.parametrize("tenant", ["", TENANT_A])
+async def test_the_0_3_task_and_context_ids_handed_out_are_uuid4(
+    binding_v0_3: str, tenant: str, base_url: str
+) -> None:
+    async with WireV0_3.client(base_url) as http:
+        task = await WireV0_3(http, binding_v0_3, tenant).send(message_v0_3("quote"))
+    assert_uuid4(task["id"], task["contextId"])
 
 
 REFUSED = ("x402k_" + "A" * 43, "Basic YWxpY2U6c2VjcmV0", "Bearer", "Bearer not.a.jwt", "Bearer e30.e30.e30")
