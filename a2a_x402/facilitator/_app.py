@@ -11,6 +11,10 @@ idempotency key reused for another payment is 409 (the `payment-identifier` exte
 was answered `settlement_pending`; it refuses a body it cannot parse with a 400 and a settle body, and an
 authorization never presented with a 404.
 
+A request body is read up to `X402_FACILITATOR_MAX_BODY_BYTES` (a larger one is a request that cannot be
+parsed, refused before it is read) and within `X402_FACILITATOR_BODY_TIMEOUT_S`: a body still arriving then
+is answered 408 with the operation's body and its connection closed (`_body`).
+
 `/verify`, `/settle` and `/settle/status` serve only callers with a live API key (`Authorization: Bearer`),
 or also callers without one on a public facilitator (`_door`); a refusal at the door is HTTP 401 with the
 operation's body, a key's rules refuse with its reasons (or 429 past its rate), and nothing is claimed.
@@ -37,6 +41,7 @@ from starlette.routing import Route
 from a2a_x402.observability import ScrapedGauges, metrics_route, readiness_route, service_version
 
 from ._api_keys import ApiKeyStore
+from ._body import BodyTooSlowError, read_json
 from ._config import FacilitatorSettings
 from ._door import Caller, Door, Refused
 from ._errors import IdempotencyConflictError, InvalidIdempotencyKeyError
@@ -61,8 +66,6 @@ __all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024
-
 
 def _json(body: dict[str, Any] | WireModel, status_code: int = 200) -> Response:
     content = body.to_json_dict() if isinstance(body, WireModel) else body
@@ -82,20 +85,11 @@ _HTTP_STATUS: dict[type[Exception], int] = {
 _KEY_REASON = Reason.INVALID_PAYLOAD
 
 
-async def _read_json(request: Request) -> object:
-    """The request body as JSON, or a WireError naming what is wrong with it."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
-        raise WireError(Reason.INVALID_PAYLOAD, f"the body must be at most {MAX_BODY_BYTES} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise WireError(Reason.INVALID_PAYLOAD, f"the body must be at most {MAX_BODY_BYTES} bytes")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise WireError(Reason.INVALID_PAYLOAD, "the body is not valid JSON") from None
+def _too_slow(body: dict[str, Any]) -> Response:
+    """408 with the operation's answer, the connection closed: the rest of the body is never read."""
+    response = _json(body, 408)
+    response.headers["connection"] = "close"
+    return response
 
 
 async def _announce_door(door: Door) -> None:
@@ -125,6 +119,7 @@ def create_app(
     config = settings or FacilitatorSettings.model_construct()
     registry = CollectorRegistry()
     metrics = FacilitatorMetrics(registry)
+    max_body_bytes, body_timeout_s = config.facilitator_max_body_bytes, config.facilitator_body_timeout_s
 
     def current() -> Facilitator:
         service: Facilitator = app.state.facilitator
@@ -174,12 +169,15 @@ def create_app(
         door: Door = request.app.state.door
         caller = await door.admit(request.headers.get("authorization"))
         try:
-            return caller, await _read_json(request), None
+            body = await read_json(request, max_bytes=max_body_bytes, timeout_s=body_timeout_s)
+            return caller, body, None
         except WireError as exc:
             return caller, None, exc
 
     async def verify(request: Request) -> Response:
         caller, data, unreadable = await admit(request)
+        if isinstance(unreadable, BodyTooSlowError):
+            return _too_slow(verify_refusal(None, unreadable.reason, unreadable.message))
         if isinstance(caller, Refused):
             return _json(verify_refusal(data, caller.reason, caller.message), caller.status)
         try:
@@ -201,6 +199,8 @@ def create_app(
     async def settle(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
         caller, data, unreadable = await admit(request)
+        if isinstance(unreadable, BodyTooSlowError):
+            return _too_slow(settle_refusal(None, unreadable.reason, unreadable.message, service.network))
         if isinstance(caller, Refused):
             return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
         try:
@@ -232,6 +232,8 @@ def create_app(
     async def settle_status(request: Request) -> Response:
         service: Facilitator = request.app.state.facilitator
         caller, data, unreadable = await admit(request)
+        if isinstance(unreadable, BodyTooSlowError):
+            return _too_slow(settle_refusal(None, unreadable.reason, unreadable.message, service.network))
         if isinstance(caller, Refused):
             return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
         try:

@@ -252,6 +252,34 @@ class FacilitatorSettings(BaseSettings):
         description="serve /verify and /settle to callers without an API key too (a public facilitator); "
         "by default only callers presenting a live key (`x402-facilitator keys create`) are served",
     )
+    # The bounds of one HTTP request, named as the merchant's (X402_MAX_BODY_BYTES, ...) with the service's
+    # name before them: one environment may configure both services, whose bodies differ a hundredfold.
+    facilitator_max_body_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        description="largest request body, in bytes (a larger one is refused as a malformed request, unread)",
+    )
+    facilitator_body_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="a request's body must arrive within this time, else 408 and the connection closed",
+    )
+    facilitator_max_header_count: int = Field(
+        default=100, ge=10, description="most headers one HTTP request may have (else 431, closed)"
+    )
+    facilitator_max_header_bytes: int = Field(
+        default=16 * 1024,
+        ge=1024,
+        description="largest request line and headers of one request, in bytes (else 431, closed)",
+    )
+    facilitator_header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="a request's headers must arrive within this time, else 408 and the connection closed",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=4022, ge=0, le=65535)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -410,13 +410,16 @@ class Facilitator:
             return SettleResponse.from_wire(claim.response)
         return self._answers.pending(claim)
 
-    async def reconcile(self, *, reorg_window_blocks: int = 64) -> int:
+    async def reconcile(
+        self, *, reorg_window_blocks: int = 64, on_failure: Callable[[], None] | None = None
+    ) -> int:
         """Finish what crashes, dropped transactions and reorgs left behind; return how many claims moved.
 
         Broadcast claims are awaited briefly (and revived if their transaction left the pool); claims whose
         owner vanished before broadcasting are released, or recorded as settled if their authorization was
         used meanwhile; recent successes whose transaction a reorg removed are broadcast again while their
-        authorization is still unused.
+        authorization is still unused. A claim that fails (whatever it raises) is logged in one line,
+        reported to `on_failure` and left to the next pass; the others go on.
         """
         return await reconcile_claims(
             rpc=self._rpc,
@@ -425,4 +428,5 @@ class Facilitator:
             recovery=self._recovery,
             elsewhere=self._elsewhere,
             reorg_window_blocks=reorg_window_blocks,
+            on_failure=on_failure,
         )

@@ -61,6 +61,17 @@ def _settings(*, relayer_key: bool = False) -> FacilitatorSettings:
 T = TypeVar("T")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
+
+def header_limits(settings: FacilitatorSettings) -> cli.HeaderLimits:
+    """The HTTP server's header bounds from `settings` (`X402_FACILITATOR_*HEADER*`), for
+    `cli.bounded_http_protocol`."""
+    return cli.HeaderLimits(
+        header_timeout_s=settings.facilitator_header_timeout_s,
+        max_header_count=settings.facilitator_max_header_count,
+        max_header_bytes=settings.facilitator_max_header_bytes,
+    )
+
+
 KEEP_ALIVE_S = 30
 """How long an idle client connection is kept open: longer than clients keep idle connections for reuse
 (httpx: 5 s), so a client never sends a request on a connection the server is closing at that moment."""
@@ -105,7 +116,7 @@ def serve(host: str | None, port: int | None, migrate: bool) -> None:
             timeout_keep_alive=KEEP_ALIVE_S,
             # Headers bounded in count, size and arrival time, as the merchant's: a client sending half its
             # headers is cut off instead of holding a connection for ever.
-            http=cli.bounded_http_protocol(cli.HeaderLimits()),
+            http=cli.bounded_http_protocol(header_limits(settings)),
         )
         cli.Server(config).run(sockets=[listener])
 

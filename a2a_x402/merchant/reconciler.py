@@ -192,7 +192,8 @@ class Reconciler:
         counted in the report and left to the next pass, and never stops the others."""
         report = ReconcileReport()
         if isinstance(self._facilitator, Facilitator):
-            report.claims_moved = await self._stage(report, "claims", self._facilitator.reconcile)
+            reconcile = partial(self._facilitator.reconcile, on_failure=partial(report.fail, "claims"))
+            report.claims_moved = await self._stage(report, "claims", reconcile)
         recovery = self._recovery
         report.turns_finished = await self._stage(
             report, "turns", partial(recovery.finish_abandoned, on_failure=partial(report.fail, "turns"))

@@ -106,7 +106,34 @@ class MerchantSettings(BaseSettings):
         description="a request's headers must arrive within this time (else 408, closed)",
     )
     body_timeout_s: float = Field(
-        30.0, gt=0, le=3600, description="a request's body must arrive within this time, else 408 and closed"
+        30.0,
+        gt=0,
+        le=3600,
+        description="a request's body must arrive within this time, else 408 and closed (gRPC: a call's "
+        "request message, else DEADLINE_EXCEEDED)",
+    )
+    grpc_max_concurrent_streams: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="most gRPC calls one connection may have open at once (HTTP/2 streams); a client's "
+        "further calls wait for one to end",
+    )
+    grpc_max_connection_idle_s: float = Field(
+        300.0, gt=0, le=86_400, description="a gRPC connection with no call open this long is closed"
+    )
+    grpc_max_connection_age_s: float = Field(
+        3600.0,
+        gt=0,
+        le=30 * 86_400,
+        description="a gRPC connection is asked to close after this long (clients open another), so none is "
+        "held for ever",
+    )
+    grpc_max_connection_age_grace_s: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="calls still open on a gRPC connection past its age get this long before it is closed",
     )
     max_unpaid_tasks: int = Field(
         100, ge=1, description="per caller and tenant, the most tasks awaiting payment at once"

@@ -126,7 +126,8 @@ def card_signing_keys(settings: MerchantSettings) -> list[SigningKey]:
 
 
 def request_limits(settings: MerchantSettings) -> RequestLimits:
-    """The bounds of one request on every binding, from `settings` (`X402_MAX_*`, `X402_*_TIMEOUT_S`)."""
+    """The bounds of one request on every binding, from `settings` (`X402_MAX_*`, `X402_*_TIMEOUT_S`), and of
+    the gRPC connections carrying them (`X402_GRPC_MAX_*`)."""
     return RequestLimits(
         max_body_bytes=settings.max_body_bytes,
         max_parts=settings.max_parts,
@@ -136,6 +137,10 @@ def request_limits(settings: MerchantSettings) -> RequestLimits:
         max_header_bytes=settings.max_header_bytes,
         header_timeout_s=settings.header_timeout_s,
         body_timeout_s=settings.body_timeout_s,
+        grpc_max_concurrent_streams=settings.grpc_max_concurrent_streams,
+        grpc_max_connection_idle_s=settings.grpc_max_connection_idle_s,
+        grpc_max_connection_age_s=settings.grpc_max_connection_age_s,
+        grpc_max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
     )
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +16,8 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from a2a_x402.devchain import DevChain, encode_call, load_artifact
-from a2a_x402.facilitator import Facilitator
+from a2a_x402.facilitator import ClaimState, Facilitator
+from a2a_x402.facilitator._claims import claims_table
 from a2a_x402.facilitator.wire import (
     ExactEvmAuthorization,
     ExactEvmPayload,
@@ -24,8 +27,10 @@ from a2a_x402.facilitator.wire import (
 )
 from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator import PAY_TO
 
 __all__ = [
+    "POISON",
     "SECP256K1_N",
     "accept_again",
     "cancel_authorization",
@@ -33,6 +38,8 @@ __all__ = [
     "deploy_gas_burning_wallet",
     "eth_balance",
     "high_s",
+    "insert_claims",
+    "left_behind",
     "relayer_address",
     "relayer_nonce",
     "settle_while_the_wallet_refuses",
@@ -309,3 +316,43 @@ def accept_again(chain: DevChain, wallet: str) -> None:
     """The wallet accepts its owner's signatures again, and every transaction is mined at once again."""
     chain.rpc.call("anvil_setStorageAt", [wallet, _REFUSAL_SLOT, _ACCEPT])
     chain.rpc.call("evm_setAutomine", [True])
+
+
+# Not hex: `authorizationState` cannot be encoded for it, whatever the chain says.
+POISON = "0xnot-a-nonce"
+
+
+def left_behind(chain: DevChain, claim_id: str, *, nonce: str | None = None, **values: Any) -> dict[str, Any]:
+    """A `settlement_claims` row a process killed between claiming and broadcasting left behind: claimed,
+    its lease long expired, for a fresh authorization of a fresh payer (`values` change columns)."""
+    now = datetime.now(UTC)
+    row: dict[str, Any] = {
+        "id": claim_id,
+        "chain_id": chain.chain_id,
+        "asset": chain.asset,
+        "payer": "0x" + secrets.token_hex(20),
+        "nonce": nonce or "0x" + secrets.token_hex(32),
+        "idempotency_key": None,
+        "payload_hash": secrets.token_hex(32),
+        "network": chain.network,
+        "pay_to": PAY_TO,
+        "amount": 1_500_000,
+        "valid_before": int(now.timestamp()) + 3600,
+        "state": ClaimState.CLAIMED.value,
+        "attempt": 1,
+        "lease_until": now - timedelta(hours=1),
+        "created_at": now - timedelta(hours=1),
+        "updated_at": now - timedelta(hours=1),
+    }
+    return {**row, **values}
+
+
+async def insert_claims(database_url: str, *rows: dict[str, Any]) -> None:
+    """Store `rows` in the claim store at `database_url`, in order."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            for row in rows:
+                await connection.execute(claims_table.insert().values(row))
+    finally:
+        await engine.dispose()

@@ -1,7 +1,7 @@
 """A row the reconciler cannot finish never stops its pass (issue 25): two paid turns are left settling by a
 stopped merchant, one of them poisoned in the database; the pass finishes and finalizes the other, logs the
 poisoned one in one line, counts it (`failed`, the failures metric), and a later pass finishes it once it
-can be read again."""
+can be read again. A poisoned claim of the in-process facilitator is counted the same way (stage `claims`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
+from tests.facilitator.payments import POISON, insert_claims, left_behind
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -172,3 +173,27 @@ async def test_a_pass_running_at_shutdown_is_stopped_and_the_loop_ends_promptly(
         await reconciler.aclose()
         await facilitator.aclose()
         await engine.dispose()
+
+
+async def test_a_poisoned_claim_of_the_in_process_facilitator_is_counted_and_the_pass_goes_on(
+    sqlite_url: str, chain: DevChain, caplog: pytest.LogCaptureFixture
+) -> None:
+    values: dict[str, Any] = {
+        "database_url": sqlite_url,
+        **chain_settings(chain),
+        "pay_to": DEFAULT_PAY_TO,
+        "price": DEFAULT_PRICE,
+        "_env_file": None,
+    }
+    await insert_claims(
+        sqlite_url, left_behind(chain, "clm_poisoned", nonce=POISON), left_behind(chain, "clm_orphan")
+    )
+
+    with caplog.at_level(logging.WARNING, logger="a2a_x402"):
+        report = await _pass(MerchantSettings(**values))
+
+    assert (report.claims_moved, report.failed) == (1, {"claims": 1})
+    assert [r for r in caplog.records if "clm_poisoned" in r.getMessage()]
+    registry = CollectorRegistry()
+    MerchantMetrics(registry).reconciled(report)
+    assert registry.get_sample_value("x402_merchant_reconciler_failures_total", {"stage": "claims"}) == 1

@@ -17,6 +17,11 @@ What the SDK's servicer leaves out is added around it, in the order the HTTP rou
 - Caller. The `authorization` metadata is authenticated like the HTTP header (`_authn`): a refused
   credential ends the call UNAUTHENTICATED with the same words whatever the reason; the caller (or nobody)
   is the call context's user.
+- Bounds. The request message must arrive within `body_timeout_s` of the call's start, else the call ends
+  DEADLINE_EXCEEDED: grpc reads a unary method's request before its handler runs, with no deadline, so a
+  client sending half a message would hold its call for ever; here every method is served as
+  client-streaming (the same bytes on the wire) and the route reads the one message itself. Its size and
+  shape are bounded as on HTTP (`_limits`), the connections under the calls by `_grpc_options`.
 - Errors. Every A2A error is a `google.rpc.Status` with ErrorInfo (`_grpc_status`). A request whose bytes
   are not the method's message is InvalidRequest (INVALID_ARGUMENT) instead of the UNKNOWN the protobuf
   decoder's exception would give; one holding a number JSON cannot carry (NaN, Infinity: `_finite`) is
@@ -26,6 +31,7 @@ What the SDK's servicer leaves out is added around it, in the order the HTTP rou
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -55,6 +61,7 @@ from a2a_x402.merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KE
 from ._authn import REFUSED_MESSAGE, authenticate_grpc
 from ._finite import non_finite_number
 from ._grpc_listen import GrpcListenError
+from ._grpc_options import server_options
 from ._grpc_status import INTERNAL_MESSAGE, abort_with
 from ._limits import RequestLimits, proto_shape_problem
 from .versions import ProtocolVersion, _one_value, negotiate_version
@@ -75,21 +82,10 @@ EXTENSIONS_METADATA_KEY = HTTP_EXTENSION_HEADER.lower()
 AUTHORIZATION_KEY = "authorization"
 _SERVED = (ProtocolVersion.V1_0,)
 _DEFAULT_GRACE_S = 5.0
-# One merchant per port: grpc's default SO_REUSEPORT would let a second process bind the same port and take
-# half of its calls, where an HTTP server would refuse to start.
-_SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
 
 
-def _server_options(limits: RequestLimits) -> tuple[tuple[str, int], ...]:
-    """grpc's own bounds: a larger message is RESOURCE_EXHAUSTED before it is read into memory, larger
-    metadata (the gRPC headers) is refused by the transport."""
-    return (
-        *_SERVER_OPTIONS,
-        ("grpc.max_receive_message_length", limits.max_body_bytes),
-        ("grpc.max_metadata_size", limits.max_header_bytes),
-        ("grpc.absolute_max_metadata_size", limits.max_header_bytes),
-    )
-
+# What `_request` reads when the client ends its side of the call without a message.
+_NO_REQUEST = object()
 
 Metadata = Iterable[tuple[str, str | bytes]]
 # Generic in the type stubs only.
@@ -202,20 +198,39 @@ class _GrpcRoute(_Interceptor):
         if handler is None:
             return handler
         deserializer = _tolerant(handler.request_deserializer)
+        # Served as client-streaming (the bytes on the wire are the same): grpc reads a unary method's
+        # request before the handler runs, with no deadline; here the handler reads it, within one.
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
+            return grpc.stream_unary_rpc_method_handler(
                 self._unary(handler.unary_unary),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
+            return grpc.stream_stream_rpc_method_handler(
                 self._streaming(handler.unary_stream),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         # A2A has no client-streaming methods; a newer SDK adding one must be looked at, not served unguarded.
         raise RuntimeError(f"unexpected client-streaming gRPC method {handler_call_details.method}")
+
+    async def _request(self, requests: AsyncIterator[Any], context: Servicer) -> Any:
+        """The call's one request message, which must arrive within `body_timeout_s` of the call's start.
+
+        Raises:
+            InvalidRequestError: the client ended its side of the call without sending a message.
+        """
+        timeout_s = self._limits.body_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                request = await anext(aiter(requests), _NO_REQUEST)
+        except TimeoutError:
+            message = f"the request message was not received within {timeout_s:g} s"
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, message)
+        if request is _NO_REQUEST:
+            raise InvalidRequestError(message="the call carried no request message")
+        return request
 
     async def _admit(self, request: Any, context: Servicer) -> None:
         """Negotiate the version, send the echo, and refuse a request that could not be decoded.
@@ -251,8 +266,9 @@ class _GrpcRoute(_Interceptor):
             raise InvalidParamsError(message=f"{where}: numbers must be finite (JSON has no NaN or Infinity)")
 
     def _unary(self, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-        async def call(request: Any, context: Servicer) -> Any:
+        async def call(requests: AsyncIterator[Any], context: Servicer) -> Any:
             try:
+                request = await self._request(requests, context)
                 await self._admit(request, context)
                 return await behavior(request, context)
             except grpc.aio.AbortError:
@@ -268,8 +284,9 @@ class _GrpcRoute(_Interceptor):
         return call
 
     def _streaming(self, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
-        async def stream(request: Any, context: Servicer) -> AsyncIterator[Any]:
+        async def stream(requests: AsyncIterator[Any], context: Servicer) -> AsyncIterator[Any]:
             try:
+                request = await self._request(requests, context)
                 await self._admit(request, context)
                 async for response in behavior(request, context):
                     yield response
@@ -341,7 +358,7 @@ class GrpcEdge:
         if self._server is not None:
             raise RuntimeError("the gRPC server is already running")
         route = _GrpcRoute(self._declared, self._limits, self._authenticator)
-        server = grpc.aio.server(interceptors=[route], options=_server_options(self._limits))
+        server = grpc.aio.server(interceptors=[route], options=server_options(self._limits))
         servicer = _EdgeGrpcServicer(self._handler, context_builder=_EdgeGrpcContextBuilder(route.callers))
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         try:

@@ -33,7 +33,8 @@ _FREE_FORM = frozenset({"metadata", "data"})
 
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
-    """How large and slow one request may be (each in docs/reference/settings.md)."""
+    """How large and slow one request may be, and how long a gRPC connection carrying them may stay open and
+    how many calls at once (each in docs/reference/settings.md; gRPC's: `_grpc_options`)."""
 
     max_body_bytes: int = _MIB
     max_parts: int = 64
@@ -43,6 +44,10 @@ class RequestLimits:
     max_header_bytes: int = 16 * 1024
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
+    grpc_max_concurrent_streams: int = 100
+    grpc_max_connection_idle_s: float = 300.0
+    grpc_max_connection_age_s: float = 3600.0
+    grpc_max_connection_age_grace_s: float = 60.0
 
 
 def _json_depth(value: Any, limit: int) -> int:
