@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
     from ._probe import EndpointProbe, send_test_event
     from ._retry import RETRY_SCHEDULE_S, RetryPolicy
-    from ._routes import ApiTokenLookup, FailureThrottle, LimitsLookup, create_billing_router
+    from ._routes import ApiTokenLookup, LimitsLookup, create_billing_router
     from ._sender import REQUEST_TIMEOUT_S
     from ._signing import signature_header, webhook_headers
     from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
@@ -77,7 +77,6 @@ __all__ = [
     "EventModel",
     "EventNotFoundError",
     "EventType",
-    "FailureThrottle",
     "InvalidEventError",
     "InvalidWebhookSecretError",
     "LimitsLookup",
@@ -150,7 +149,7 @@ _EXPORTS = {
     "_outbox": ("DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"),
     "_probe": ("EndpointProbe", "send_test_event"),
     "_retry": ("RETRY_SCHEDULE_S", "RetryPolicy"),
-    "_routes": ("ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"),
+    "_routes": ("ApiTokenLookup", "LimitsLookup", "create_billing_router"),
     "_sender": ("REQUEST_TIMEOUT_S",),
     "_signing": ("signature_header", "webhook_headers"),
     "_ssrf": ("RESOLVE_TIMEOUT_S", "Target", "is_public_address", "resolve_target"),

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Literal, NoReturn, Protocol
+from typing import Annotated, Literal, NoReturn
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,27 +37,16 @@ from a2a_x402.merchant.ledger import (
     statement_json,
 )
 from a2a_x402.merchant.tenants import tenant_name
+from a2a_x402.observability import FailureThrottle
 
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
 
-__all__ = ["ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"]
+__all__ = ["ApiTokenLookup", "LimitsLookup", "create_billing_router"]
 
 ApiTokenLookup = Callable[[str], str | None]
 """`(tenant id) -> that tenant's API token`, or None for an unknown tenant or one without a token. Called on
 every request, on the event loop: it must not block."""
-
-
-class FailureThrottle(Protocol):
-    """Counts wrong tokens per (tenant, client address); the dashboard's `LoginThrottle` is one."""
-
-    def retry_after(self, tenant: str, address: str) -> float | None:
-        """Seconds until a wrong token for `tenant` from `address` is answered 401 again, or None."""
-        ...
-
-    def refused(self, tenant: str, address: str) -> None:
-        """Count one wrong token for `tenant` from `address`."""
-        ...
 
 
 # The throttle's key for every tenant without a token (unknown ones included): see the dashboard's.
@@ -120,10 +108,8 @@ def create_billing_router(
             if throttle is not None:
                 key = tenant if expected is not None else _NO_TENANT
                 address = request.client.host if request.client is not None else ""
-                wait = throttle.retry_after(key, address)
-                throttle.refused(key, address)
-                if wait is not None:
-                    seconds = max(1, math.ceil(wait))
+                seconds = throttle.failed(key, address)
+                if seconds is not None:
                     raise HTTPException(
                         status.HTTP_429_TOO_MANY_REQUESTS,
                         detail={
