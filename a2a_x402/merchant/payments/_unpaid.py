@@ -8,8 +8,9 @@ and left unpaid (offered, rejected or failed: a caller who pays is never slowed 
 offer to free its place is). The
 check and the place it takes are atomic (`UnpaidWork.admit`): N concurrent requests of one caller with
 room for L are admitted exactly L times, on SQLite and PostgreSQL alike. The
-caller is the authenticated principal (`user:<name>`) when the request has one, else the client address
-(`address:<host>`): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). Each tenant
+caller is the authenticated principal (`user:<name>`) when the request has one, else the client's network
+(`address:<IPv4 address>`, or `address:<IPv6 /64>`, since whoever has one IPv6 address usually has its
+whole /64): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). Each tenant
 may set its own limits and retention (tenants file), else the settings' apply (`UnpaidRules`).
 
 The purge deletes, in one transaction per batch, the tasks whose offer has stayed `offered` or `rejected`
@@ -36,6 +37,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.merchant.tenants import TenantRegistry
+from a2a_x402.observability import client_network
 from a2a_x402.storage import UtcDateTime, write, write_transaction
 
 from ._offer_table import OfferState, offers_table
@@ -83,14 +85,17 @@ sa.Index(
 
 
 def caller_of(context: ServerCallContext | None) -> str:
-    """Who a request counts against: its authenticated principal, else its client's address."""
+    """Who a request counts against: its authenticated principal, else its client's network (an IPv4
+    address, or the /64 of an IPv6 one)."""
     if context is None:
         return "address:unknown"
     user = context.user
     if user.is_authenticated:
         return f"user:{user.user_name}"[:320]
     address = context.state.get(CLIENT_ADDRESS_KEY)
-    return f"address:{address}" if isinstance(address, str) and address else "address:unknown"
+    if not isinstance(address, str) or not address:
+        return "address:unknown"
+    return f"address:{client_network(address)}"
 
 
 class UnpaidLimitError(Exception):
