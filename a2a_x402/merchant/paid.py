@@ -285,7 +285,7 @@ def paid_app(
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         throttle=throttle,
-        limits_of=unpaid.describe,
+        limits=unpaid,
     )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),

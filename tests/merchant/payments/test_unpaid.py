@@ -314,14 +314,12 @@ async def test_a_tenant_sees_its_bounds_in_its_billing_api(
     async with merchant.http() as http:
         response = await http.get("/tenants/acme/limits", headers={"authorization": f"Bearer {ACME_TOKEN}"})
         assert (await http.get("/tenants/acme/limits")).status_code == 401
+    ceiling = {"maxAwaitingPerCaller": 7, "maxUnpaidPerMinutePerCaller": 11, "retentionSeconds": 900}
     assert response.json() == {
         "tenant": "acme",
-        "unpaid": {
-            "maxAwaitingPerCaller": 7,
-            "maxUnpaidPerMinutePerCaller": 11,
-            "retentionSeconds": 900,
-            "offerTimeoutSeconds": 300,
-        },
+        "unpaid": {**ceiling, "offerTimeoutSeconds": 300},
+        "unpaidCeiling": ceiling,
+        "unpaidOwn": dict.fromkeys(ceiling),
     }
 
 
