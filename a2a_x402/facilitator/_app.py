@@ -17,7 +17,8 @@ is answered 408 with the operation's body and its connection closed (`_body`).
 
 `/verify`, `/settle` and `/settle/status` serve only callers with a live API key (`Authorization: Bearer`),
 or also callers without one on a public facilitator (`_door`); a refusal at the door is HTTP 401 with the
-operation's body, a key's rules refuse with its reasons (or 429 past its rate), and nothing is claimed.
+operation's body, a key's rules refuse with its reasons (or 429 past its rate), and nothing is claimed; a
+client that presented too many wrong keys lately gets 429 with `Retry-After` for its next wrong one.
 
 The app is plain Starlette: its handlers read and write bytes themselves, and FastAPI's routing layers
 (dependency solving, exit stacks, telemetry) cost about a fifth of a settlement's CPU at concurrency 50.
@@ -67,9 +68,14 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 
-def _json(body: dict[str, Any] | WireModel, status_code: int = 200) -> Response:
+def _json(
+    body: dict[str, Any] | WireModel, status_code: int = 200, *, retry_after_s: int | None = None
+) -> Response:
     content = body.to_json_dict() if isinstance(body, WireModel) else body
-    return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
+    headers = None if retry_after_s is None else {"Retry-After": str(retry_after_s)}
+    return Response(
+        orjson.dumps(content), status_code=status_code, media_type="application/json", headers=headers
+    )
 
 
 def _problem(status_code: int, error: str, message: str) -> Response:
@@ -167,7 +173,8 @@ def create_app(
         """The caller at the door, then the body read (so a refusal still answers in the request's x402
         version); nothing is parsed further for a caller refused."""
         door: Door = request.app.state.door
-        caller = await door.admit(request.headers.get("authorization"))
+        client = request.client.host if request.client is not None else ""
+        caller = await door.admit(request.headers.get("authorization"), client)
         try:
             body = await read_json(request, max_bytes=max_body_bytes, timeout_s=body_timeout_s)
             return caller, body, None
@@ -179,7 +186,8 @@ def create_app(
         if isinstance(unreadable, BodyTooSlowError):
             return _too_slow(verify_refusal(None, unreadable.reason, unreadable.message))
         if isinstance(caller, Refused):
-            return _json(verify_refusal(data, caller.reason, caller.message), caller.status)
+            body = verify_refusal(data, caller.reason, caller.message)
+            return _json(body, caller.status, retry_after_s=caller.retry_after_s)
         try:
             if unreadable is not None:
                 raise unreadable
@@ -202,7 +210,8 @@ def create_app(
         if isinstance(unreadable, BodyTooSlowError):
             return _too_slow(settle_refusal(None, unreadable.reason, unreadable.message, service.network))
         if isinstance(caller, Refused):
-            return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
+            body = settle_refusal(data, caller.reason, caller.message, service.network)
+            return _json(body, caller.status, retry_after_s=caller.retry_after_s)
         try:
             if unreadable is not None:
                 raise unreadable
@@ -235,7 +244,8 @@ def create_app(
         if isinstance(unreadable, BodyTooSlowError):
             return _too_slow(settle_refusal(None, unreadable.reason, unreadable.message, service.network))
         if isinstance(caller, Refused):
-            return _json(settle_refusal(data, caller.reason, caller.message, service.network), caller.status)
+            body = settle_refusal(data, caller.reason, caller.message, service.network)
+            return _json(body, caller.status, retry_after_s=caller.retry_after_s)
         try:
             if unreadable is not None:
                 raise unreadable

@@ -8,6 +8,11 @@ authenticate learns its key does not work instead of silently losing its namespa
 Every caller's idempotency keys live in a namespace of its own, so no caller can reach another's claim by
 its key: an API key's id, or, for a public caller, the payer of the payment itself, whose signature the
 settlement requires: a stranger can claim a key only for payments it can sign.
+
+Wrong keys are counted per client network (`observability.FailureThrottle`): past its limit a client's
+next wrong key is refused 429 with `Retry-After` instead of 401, while a right key is still let in from
+there (a caller sharing the address cannot lock the key's owner out). A request without any key is no
+guess, and is not counted.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from a2a_x402.observability import FailureThrottle
 
 from ._api_keys import ApiKey, ApiKeyStore
 from .wire import PaymentPayload, PaymentRequirements, Reason
@@ -35,8 +42,10 @@ class Refused:
     reason: Reason
     message: str
     kind: str = "rule"
-    """Which refusal, for the metric: `no_key`, `bad_header`, `unknown_key`, `pay_to`, `asset`,
-    `min_amount` or `rate`."""
+    """Which refusal, for the metric: `no_key`, `bad_header`, `unknown_key`, `throttled`, `pay_to`,
+    `asset`, `min_amount` or `rate`."""
+    retry_after_s: int | None = None
+    """The `Retry-After` of a 429, when it has one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,9 @@ class Caller:
         return "public" if self.key is None else self.key.id
 
 
+# The refusals of a credential presented: what a guesser gets, and so what the throttle counts.
+_GUESSES = ("bad_header", "unknown_key")
+_FACILITATOR_KEYS = "facilitator-keys"
 _NO_KEY = (
     "this facilitator requires an API key: send Authorization: Bearer <key> "
     "(an operator creates one with `x402-facilitator keys create`)"
@@ -65,17 +77,29 @@ _NO_KEY = (
 
 @dataclass
 class Door:
-    """Admits callers by API key (`store`), or also without one when `public`; each refusal is told to
-    `on_refused` (its `kind`), for the metric."""
+    """Admits callers by API key (`store`), or also without one when `public`; wrong keys are counted per
+    client network by `throttle`; each refusal is told to `on_refused` (its `kind`), for the metric."""
 
     store: ApiKeyStore
     public: bool = False
     on_refused: Callable[[str], None] | None = None
+    throttle: FailureThrottle = field(default_factory=FailureThrottle)
     _settles: dict[str, deque[float]] = field(default_factory=dict)
 
-    async def admit(self, authorization: str | None) -> Caller | Refused:
-        """The caller behind an `Authorization` header value (None when absent)."""
+    async def admit(self, authorization: str | None, address: str = "") -> Caller | Refused:
+        """The caller behind an `Authorization` header value (None when absent) sent from the client
+        `address`."""
         answer = await self._admit(authorization)
+        if isinstance(answer, Refused) and answer.kind in _GUESSES:
+            seconds = self.throttle.failed(_FACILITATOR_KEYS, address)
+            if seconds is not None:
+                answer = Refused(
+                    429,
+                    Reason.INVALID_PAYLOAD,
+                    f"too many wrong API keys from this address: try again in {seconds} s",
+                    "throttled",
+                    retry_after_s=seconds,
+                )
         if isinstance(answer, Refused):
             self._told(answer)
         return answer

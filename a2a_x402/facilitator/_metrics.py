@@ -56,8 +56,9 @@ class FacilitatorMetrics:
         )
 
     def door_refused(self, reason: str) -> None:
-        """Count a refusal at the door: `no_key`, `bad_header`, `unknown_key` (wrong or revoked), or a key's
-        rule: `pay_to`, `asset`, `min_amount`, `rate`."""
+        """Count a refusal at the door: `no_key`, `bad_header`, `unknown_key` (wrong or revoked),
+        `throttled` (a wrong key from a client with too many lately), or a key's rule: `pay_to`, `asset`,
+        `min_amount`, `rate`."""
         self._door_refusals.labels(reason).inc()
 
     def verified(self, answer: VerifyResponse) -> None:

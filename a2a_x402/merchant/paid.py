@@ -35,7 +35,7 @@ from a2a_x402.facilitator import (
     RpcClient,
     read_chain_status,
 )
-from a2a_x402.observability import metrics_route, readiness_route, redact_values
+from a2a_x402.observability import FailureThrottle, metrics_route, readiness_route, redact_values
 from a2a_x402.storage import create_engine
 
 from ._health import merchant_checks
@@ -50,7 +50,6 @@ from .dashboard import (
     DashboardAuth,
     DashboardData,
     DifferenceDesk,
-    LoginThrottle,
     SessionStore,
     create_dashboard_router,
     is_local_chain,
@@ -279,14 +278,14 @@ def paid_app(
         return getattr(tenants.get(tenant), "api_token", None)
 
     # One count of wrong tokens per tenant and address for the billing API and the dashboard together.
-    throttle = LoginThrottle()
+    throttle = FailureThrottle()
     billing = create_billing_router(
         ledger=ledger,
         outbox=outbox,
         api_token_of=api_token_of,
         default_tenant_segment=DEFAULT_TENANT_SEGMENT,
         throttle=throttle,
-        limits_of=unpaid.describe,
+        limits=unpaid,
     )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),

@@ -1,11 +1,12 @@
-"""What the merchant and the facilitator share to be operated: logs, metrics, readiness.
+"""What the merchant and the facilitator share to be operated: logs, metrics, readiness, the failure throttle.
 
 `configure_logging` (text or JSON lines, `log_context` fields, every line through `redact`; the service's
 secrets registered with `redact_values`) and `AccessLogMiddleware` for the CLIs;
 `metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `Check` and `CheckResult`, the
 one model of a check, run by `run_checks` and rendered by `readiness_route` (`GET /readyz`) and
-`render_checks` (the `check` commands' table). It imports no other package of the project, so both
-services may use it.
+`render_checks` (the `check` commands' table); `FailureThrottle`, the count of wrong credentials per
+client network (`client_network`) from which every credential surface of both services answers 429. It
+imports no other package of the project, so both services may use it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ._logs import LogSettings, LogSettingsError, configure_logging, configure_tool_logging, log_context
     from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
     from ._redact import REDACTED, redact, redact_values, settings_secrets
+    from ._throttle import FailureThrottle, client_network
     from ._version import service_version
 
 __all__ = [
@@ -32,10 +34,12 @@ __all__ = [
     "AccessLogMiddleware",
     "Check",
     "CheckResult",
+    "FailureThrottle",
     "LogSettings",
     "LogSettingsError",
     "Reading",
     "ScrapedGauges",
+    "client_network",
     "configure_logging",
     "configure_tool_logging",
     "gauge",
@@ -62,6 +66,7 @@ _EXPORTS = {
     ),
     "_metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
     "_redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
+    "_throttle": ("FailureThrottle", "client_network"),
     "_version": ("service_version",),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

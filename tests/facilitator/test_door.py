@@ -1,9 +1,10 @@
 """The facilitator's door against the real HTTP service: API keys for /verify, /settle and /settle/status.
 
 Strangers (no key, a wrong, malformed, revoked or oversized one) are refused with 401 and nothing claimed or
-sent; every caller's idempotency keys are its own (two callers with one key never meet, even racing); a
-public facilitator serves callers without a key in the payer's namespace; a key's rules refuse before
-anything is claimed; a key is never written to a log.
+sent, and one presenting wrong keys again and again with 429 (the right key still works from there); every
+caller's idempotency keys are its own (two callers with one key never meet, even racing); a public
+facilitator serves callers without a key in the payer's namespace; a key's rules refuse before anything is
+claimed; a key is never written to a log.
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ async def _post(
     key: str | None = None,
     authorization: str | None = None,
     idempotency_key: str | None = None,
+    source: str | None = None,
 ) -> httpx.Response:
+    """POST the payment to `path`; from the loopback address `source` when given (each one is another
+    client to the throttle)."""
     headers = {"content-type": "application/json"}
     if key is not None:
         headers["authorization"] = f"Bearer {key}"
@@ -75,7 +79,8 @@ async def _post(
         headers["authorization"] = authorization
     if idempotency_key is not None:
         headers["idempotency-key"] = idempotency_key
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    transport = None if source is None else httpx.AsyncHTTPTransport(local_address=source)
+    async with httpx.AsyncClient(base_url=url, timeout=30, transport=transport) as http:
         return await http.post(path, content=_body(payload, requirements), headers=headers)
 
 
@@ -85,7 +90,16 @@ async def _door_refusals(url: str) -> dict[str, int]:
         text = (await http.get("/metrics")).text
     promtool_check(text)
     found = {}
-    for reason in ("no_key", "bad_header", "unknown_key", "pay_to", "asset", "min_amount", "rate"):
+    for reason in (
+        "no_key",
+        "bad_header",
+        "unknown_key",
+        "throttled",
+        "pay_to",
+        "asset",
+        "min_amount",
+        "rate",
+    ):
         value = sample(text, "x402_facilitator_door_refusals_total", reason=reason)
         if value:
             found[reason] = int(value)
@@ -117,10 +131,17 @@ async def test_a_stranger_is_refused_and_nothing_is_claimed_or_sent(
     }
 
     answers = {}
-    for name, how in strangers.items():
+    for n, (name, how) in enumerate(strangers.items()):
         for path in ("/verify", "/settle", "/settle/status"):
+            # Each stranger from an address of its own: the throttle is tested on its own below.
             response = await _post(
-                private_service, path, payload, requirements, idempotency_key="a2a-task:t:1", **how
+                private_service,
+                path,
+                payload,
+                requirements,
+                idempotency_key="a2a-task:t:1",
+                source=f"127.0.0.{10 + n}",
+                **how,
             )
             answers[(name, path)] = response.status_code
             assert live not in response.text and key not in response.text
@@ -301,3 +322,35 @@ async def test_the_http_client_presents_its_key_and_reads_a_refusal_as_an_answer
     assert "keys create" in (refused.error_message or "")
     assert not_verified.is_valid is False
     assert settled.success and status == settled
+
+
+async def test_fifty_wrong_keys_are_throttled_and_the_right_key_still_settles(
+    chain: DevChain, private_service: str, sqlite_url: str, new_payer: Callable[..., str]
+) -> None:
+    _id, key = await _create_key(sqlite_url, "merchant")
+    requirements = make_requirements(chain)
+    payload = sign_payment(new_payer(), requirements)
+    sent_before = relayer_nonce(chain)
+    wrong = [key[:-6] + f"{n:06d}" for n in range(50)]
+
+    answers = [
+        await _post(private_service, "/settle" if n % 2 else "/verify", payload, requirements, key=guess)
+        for n, guess in enumerate(wrong)
+    ]
+    no_key = await _post(private_service, "/settle", payload, requirements)  # no guess: never 429
+    elsewhere = await _post(
+        private_service, "/settle", payload, requirements, key=wrong[0], source="127.0.0.9"
+    )
+    assert await claim_rows(sqlite_url) == []
+    assert relayer_nonce(chain) == sent_before
+    settled = await _post(private_service, "/settle", payload, requirements, key=key, idempotency_key="k")
+
+    assert [answer.status_code for answer in answers] == [401] * 10 + [429] * 40
+    throttled = answers[-1]
+    assert 1 <= int(throttled.headers["retry-after"]) <= 300
+    assert throttled.json()["success"] is False and throttled.json()["errorReason"] == "invalid_payload"
+    assert "too many wrong API keys" in throttled.json()["errorMessage"]
+    assert answers[-2].json()["isValid"] is False and "retry-after" in answers[-2].headers
+    assert (no_key.status_code, elsewhere.status_code) == (401, 401)
+    assert settled.status_code == 200 and settled.json()["success"] is True
+    assert await _door_refusals(private_service) == {"unknown_key": 11, "throttled": 40, "no_key": 1}

@@ -1,6 +1,7 @@
 """Who calls the merchant: API keys issued per client and bearer JWTs of trusted issuers.
 
-- `Authenticator`: an `Authorization` header to a `Caller` (or None: anonymous), or `CredentialRefused`.
+- `Authenticator`: an `Authorization` header to a `Caller` (or None: anonymous), or `CredentialRefused`
+  (`CredentialThrottled` for a client that presented too many wrong ones lately).
 - `CallerKeys`: the API keys (table `callers`, migration m0011): created (shown once), listed, revoked.
 - `JwtIssuer` / `JwtVerifier`: an issuer's tokens checked against its JWK Set (signature, iss, aud, exp).
 - `merge_issuers`: the merchant-wide issuer and the tenants' own, one entry per issuer and audience.
@@ -17,7 +18,7 @@ import lazy_loader
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
     from ._authenticator import Authenticator
-    from ._caller import Caller, CredentialRefused, caller_of, valid_at
+    from ._caller import Caller, CredentialRefused, CredentialThrottled, caller_of, valid_at
     from ._issuers import merge_issuers
     from ._jwt import ALLOWED_ALGORITHMS, JWT_SCHEME, JwtIssuer, JwtVerifier
     from ._keys import API_KEY_PREFIX, API_KEY_SCHEME, CallerKey, CallerKeyError, CallerKeys, token_digest
@@ -33,6 +34,7 @@ __all__ = [
     "CallerKeyError",
     "CallerKeys",
     "CredentialRefused",
+    "CredentialThrottled",
     "JwtIssuer",
     "JwtVerifier",
     "caller_of",
@@ -43,7 +45,7 @@ __all__ = [
 
 _EXPORTS = {
     "_authenticator": ("Authenticator",),
-    "_caller": ("Caller", "CredentialRefused", "caller_of", "valid_at"),
+    "_caller": ("Caller", "CredentialRefused", "CredentialThrottled", "caller_of", "valid_at"),
     "_issuers": ("merge_issuers",),
     "_jwt": ("ALLOWED_ALGORITHMS", "JWT_SCHEME", "JwtIssuer", "JwtVerifier"),
     "_keys": (

@@ -10,6 +10,10 @@ One `iss` may be trusted more than once (the merchant-wide issuer and a tenant's
 with different audiences or key sets): the token is checked by each, and the caller's credential is valid
 at the tenants of every one that accepts it (`Caller.tenants`), so a tenant's own issuer opens no other
 tenant.
+
+A request's refused credentials are counted per client network (`observability.FailureThrottle`, one count
+for every binding): past its limit a wrong one is `CredentialThrottled` (the edge answers 429 or
+RESOURCE_EXHAUSTED), while a right one is still accepted from there.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ._caller import Caller, CredentialRefused
+from a2a_x402.observability import FailureThrottle
+
+from ._caller import Caller, CredentialRefused, CredentialThrottled
 from ._jwt import JWT_SCHEME, JwtVerifier, unverified_issuer
 from ._keys import API_KEY_PREFIX, API_KEY_SCHEME, CallerKeys
 
@@ -27,13 +33,22 @@ logger = logging.getLogger(__name__)
 
 _BEARER = "bearer"
 _MAX_HEADER_CHARS = 8192
+# The throttle's key: a caller's credential names no tenant before it is read, so one count per client.
+_CALLERS = "a2a-callers"
 
 
 class Authenticator:
     """Authenticates callers with the API keys in `keys` and the JWTs of `issuers` (see the module)."""
 
-    def __init__(self, keys: CallerKeys | None, issuers: Sequence[JwtVerifier] = ()) -> None:
+    def __init__(
+        self,
+        keys: CallerKeys | None,
+        issuers: Sequence[JwtVerifier] = (),
+        *,
+        throttle: FailureThrottle | None = None,
+    ) -> None:
         self._keys = keys
+        self._throttle = FailureThrottle() if throttle is None else throttle
         self._issuers: dict[str, list[JwtVerifier]] = {}
         for verifier in issuers:
             self._issuers.setdefault(verifier.issuer.issuer, []).append(verifier)
@@ -62,6 +77,28 @@ class Authenticator:
     def issuers(self) -> tuple[JwtVerifier, ...]:
         """The JWT issuers trusted."""
         return tuple(verifier for verifiers in self._issuers.values() for verifier in verifiers)
+
+    async def authenticate_request(self, values: Sequence[str], *, address: str) -> Caller | None:
+        """The caller a request's `Authorization` values (HTTP headers, or gRPC metadata) authenticate;
+        None when there are none (anonymous). Each refusal is counted for the client `address`.
+
+        Raises:
+            CredentialThrottled: the credential is refused, and `address` presented too many lately.
+            CredentialRefused: the credential authenticates nobody, or more than one was sent.
+        """
+        if not values:
+            return None
+        try:
+            if len(values) > 1:
+                raise CredentialRefused("more than one Authorization value")
+            if not values[0].isascii():
+                raise CredentialRefused("the Authorization value is not ASCII")
+            return await self.authenticate(values[0])
+        except CredentialRefused as exc:
+            seconds = self._throttle.failed(_CALLERS, address)
+            if seconds is not None:
+                raise CredentialThrottled(seconds) from exc
+            raise
 
     async def authenticate(self, authorization: str | None) -> Caller | None:
         """The caller an `Authorization` header value authenticates; None when there is none (anonymous).

@@ -13,13 +13,22 @@ from dataclasses import dataclass
 from a2a.auth.user import User
 from starlette.authentication import BaseUser
 
-__all__ = ["Caller", "CredentialRefused", "caller_of", "valid_at"]
+__all__ = ["Caller", "CredentialRefused", "CredentialThrottled", "caller_of", "valid_at"]
 
 
 class CredentialRefused(Exception):
     """The request presented a credential that authenticates nobody (unknown, revoked, expired, malformed,
     wrong issuer or audience). Its message is for the server log and never holds the credential; the
     client is told only that the credential is refused, whichever the reason (no oracle)."""
+
+
+class CredentialThrottled(CredentialRefused):
+    """A refused credential from a client that presented too many lately: answered 429 (gRPC:
+    RESOURCE_EXHAUSTED), to retry after `retry_after_s` seconds. A right one is never throttled."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many refused credentials from this address: try again in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ has a known one (`EXPLORERS`; none on a dev chain, `is_local_chain`).
 Templates (Jinja2, autoescaped) and the style sheet are package data. Sessions are server records
 (`SessionStore`, ended at log-out); log-in and log-out refuse cross-site requests (`is_cross_site`); a
 wrong token from an address that presented too many for the tenant lately is answered 429
-(`LoginThrottle`), the right one still works. The differences page (`DifferenceDesk`) lists the stored
-differences about the tenant and acknowledges or books them from its forms.
+(`observability.FailureThrottle`), the right one still works. The differences page (`DifferenceDesk`)
+lists the stored differences about the tenant and acknowledges or books them from its forms.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from ._format import AssetInfo, Money, format_amount
 from ._origin import is_cross_site, origin_of
 from ._routes import STYLESHEET_PATH, create_dashboard_router
 from ._sessions import SessionStore
-from ._throttle import LoginThrottle
 from ._views import DashboardData
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "DashboardAuth",
     "DashboardData",
     "DifferenceDesk",
-    "LoginThrottle",
     "Money",
     "SessionStore",
     "create_dashboard_router",

@@ -18,7 +18,7 @@
 The default tenant is `default_tenant_segment` in the paths, as in the billing API. A request without a
 valid token or session for the URL's tenant gets the log-in form with 401 and nothing of the tenant;
 the token of another tenant is not valid for this one. A wrong token (on the form, or as a bearer) from
-an address that has presented too many for that tenant lately (`LoginThrottle`) gets a page saying when
+an address that has presented too many for that tenant lately (`FailureThrottle`) gets a page saying when
 to try again, with 429; the right one still works. The two POSTs refuse a request from another site
 (`is_cross_site`) with 403 and change nothing. Pages are Jinja2 templates rendered with autoescape on,
 and carry no script at all: the Content-Security-Policy allows none, nor any origin but this one for the
@@ -27,7 +27,6 @@ style sheet.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from a2a_x402.merchant.ledger import EntryNotFoundError
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.observability import FailureThrottle
 
 from ._auth import SESSION_COOKIE, DashboardAuth
 from ._differences import DifferenceDesk, add_difference_routes
@@ -48,7 +48,6 @@ from ._explorer import EXPLORERS, explorer_url, hex_runs, shorten
 from ._export import payers_csv, settlements_csv, unpaid_csv
 from ._filters import FilterError, parse_filter
 from ._origin import is_cross_site
-from ._throttle import LoginThrottle
 from ._views import DashboardData
 
 __all__ = ["STYLESHEET_PATH", "create_dashboard_router"]
@@ -98,7 +97,7 @@ def create_dashboard_router(
     auth: DashboardAuth,
     default_tenant_segment: str,
     secure_cookies: bool = False,
-    throttle: LoginThrottle | None = None,
+    throttle: FailureThrottle | None = None,
     public_origin: str | None = None,
     explorers: Mapping[str, str] = EXPLORERS,
     differences: DifferenceDesk | None = None,
@@ -106,14 +105,14 @@ def create_dashboard_router(
     """The dashboard routes over `data`, for the tenants of `tenants`, authenticated by `auth`.
 
     `secure_cookies` marks the session cookie Secure (when the merchant is served over HTTPS); `throttle`
-    counts wrong tokens per tenant and client address (a `LoginThrottle` of its defaults when None; pass
+    counts wrong tokens per tenant and client address (a `FailureThrottle` of its defaults when None; pass
     the billing API's to count both surfaces together); `public_origin` is the origin of the merchant's
     public URL, accepted for the POSTs besides the one each request was sent to; `explorers` the block
     explorer's base URL per CAIP-2 network (none for a dev chain). With `differences`, the
     differences page and its form are served too (`_differences`).
     """
     router = APIRouter(include_in_schema=False)
-    throttle = LoginThrottle() if throttle is None else throttle
+    throttle = FailureThrottle() if throttle is None else throttle
     templates = templates_for(explorers)
     stylesheet = resources.files("a2a_x402.merchant.dashboard").joinpath("static/dashboard.css").read_bytes()
 
@@ -130,8 +129,7 @@ def create_dashboard_router(
             response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
-    def too_many(segment: str, wait: float) -> HTMLResponse:
-        seconds = max(1, math.ceil(wait))
+    def too_many(segment: str, seconds: int) -> HTMLResponse:
         refusal = page(
             "too_many.html",
             status.HTTP_429_TOO_MANY_REQUESTS,
@@ -147,8 +145,7 @@ def create_dashboard_router(
         tenant = tenant_of(segment)
         key = tenant if auth.api_token_of(tenant) is not None else _NO_TENANT
         address = request.client.host if request.client is not None else ""
-        wait = throttle.retry_after(key, address)
-        throttle.refused(key, address)
+        wait = throttle.failed(key, address)
         return None if wait is None else too_many(segment, wait)
 
     async def refusal(request: Request, segment: str) -> HTMLResponse | None:

@@ -10,6 +10,10 @@ HTTP 401 with `WWW-Authenticate: Bearer error="invalid_token"` and never reaches
 On gRPC, the route interceptor calls `authenticate_grpc` with the call's `authorization` metadata; a refused
 credential ends the call UNAUTHENTICATED. The refusal reads the same for every reason (unknown, revoked,
 expired, wrong issuer or audience), and the credential appears in no answer and no log.
+
+A client network that presented too many refused credentials lately (`CredentialThrottled`, counted by the
+authenticator for every binding together) gets HTTP 429 with `Retry-After`, or RESOURCE_EXHAUSTED with a
+`retry-after` trailer on gRPC, for its next wrong one; a right one is still accepted.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import json
 from starlette.authentication import UnauthenticatedUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a_x402.merchant.callers import Authenticator, Caller, CredentialRefused
+from a2a_x402.merchant.callers import Authenticator, Caller, CredentialRefused, CredentialThrottled
 
 from .paths import is_a2a_path
 
@@ -43,49 +47,45 @@ class AuthenticationGate:
         if scope["type"] != "http" or not is_a2a_path(scope["path"]):
             await self._app(scope, receive, send)
             return
-        values = [value for name, value in scope["headers"] if name == b"authorization"]
+        # latin-1 decodes any bytes; the authenticator refuses a value that is not ASCII.
+        values = [value.decode("latin-1") for name, value in scope["headers"] if name == b"authorization"]
+        client = scope.get("client")
         try:
-            caller = await self._authenticate(values)
+            caller = await self._authenticator.authenticate_request(
+                values, address=client[0] if client else ""
+            )
+        except CredentialThrottled as exc:
+            await _refuse(send, 429, "RESOURCE_EXHAUSTED", str(exc), (b"retry-after", str(exc.retry_after_s)))
+            return
         except CredentialRefused:
-            await _refuse(send)
+            await _refuse(
+                send, 401, "UNAUTHENTICATED", REFUSED_MESSAGE, (b"www-authenticate", WWW_AUTHENTICATE)
+            )
             return
         scope["user"] = caller if caller is not None else UnauthenticatedUser()
         await self._app(scope, receive, send)
 
-    async def _authenticate(self, values: list[bytes]) -> Caller | None:
-        if not values:
-            return None
-        if len(values) > 1:
-            raise CredentialRefused("more than one Authorization header")
-        try:
-            header = values[0].decode("ascii")
-        except UnicodeDecodeError:
-            raise CredentialRefused("the Authorization header is not ASCII") from None
-        return await self._authenticator.authenticate(header)
 
-
-async def authenticate_grpc(authenticator: Authenticator, values: list[str]) -> Caller | None:
-    """The caller of a gRPC call whose `authorization` metadata is `values`; None when anonymous.
+async def authenticate_grpc(authenticator: Authenticator, values: list[str], peer: str) -> Caller | None:
+    """The caller of a gRPC call whose `authorization` metadata is `values`, from the client address
+    `peer`; None when anonymous.
 
     Raises:
+        CredentialThrottled: refused, and `peer` presented too many refused credentials lately.
         CredentialRefused: the credential authenticates nobody, or more than one was sent.
     """
-    if not values:
-        return None
-    if len(values) > 1:
-        raise CredentialRefused("more than one authorization metadata value")
-    return await authenticator.authenticate(values[0])
+    return await authenticator.authenticate_request(values, address=peer)
 
 
-async def _refuse(send: Send) -> None:
-    body = json.dumps({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": REFUSED_MESSAGE}})
+async def _refuse(send: Send, status: int, name: str, message: str, header: tuple[bytes, str]) -> None:
+    body = json.dumps({"error": {"code": status, "status": name, "message": message}})
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", WWW_AUTHENTICATE.encode()),
+                (header[0], header[1].encode()),
                 (b"cache-control", b"no-store"),
                 (b"content-length", str(len(body)).encode()),
             ],

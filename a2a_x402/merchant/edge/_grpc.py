@@ -15,8 +15,9 @@ What the SDK's servicer leaves out is added around it, in the order the HTTP rou
   for extensions (`a2a-extensions`) that the 1.0 card declares, `a2a-extensions` naming exactly those.
   A refused version gets neither: no version was served.
 - Caller. The `authorization` metadata is authenticated like the HTTP header (`_authn`): a refused
-  credential ends the call UNAUTHENTICATED with the same words whatever the reason; the caller (or nobody)
-  is the call context's user.
+  credential ends the call UNAUTHENTICATED with the same words whatever the reason (RESOURCE_EXHAUSTED with
+  a `retry-after` trailer from a client that presented too many lately); the caller (or nobody) is the call
+  context's user.
 - Bounds. The request message must arrive within `body_timeout_s` of the call's start, else the call ends
   DEADLINE_EXCEEDED: grpc reads a unary method's request before its handler runs, with no deadline, so a
   client sending half a message would hold its call for ever; here every method is served as
@@ -55,7 +56,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.message import DecodeError
 
-from a2a_x402.merchant.callers import Authenticator, Caller, CredentialRefused
+from a2a_x402.merchant.callers import Authenticator, Caller, CredentialRefused, CredentialThrottled
 from a2a_x402.merchant.payments import CLIENT_ADDRESS_KEY, NEGOTIATED_VERSION_KEY
 
 from ._authn import REFUSED_MESSAGE, authenticate_grpc
@@ -80,6 +81,8 @@ VERSION_METADATA_KEY = VERSION_HEADER.lower()
 """`a2a-version`: gRPC metadata keys are lowercase."""
 EXTENSIONS_METADATA_KEY = HTTP_EXTENSION_HEADER.lower()
 AUTHORIZATION_KEY = "authorization"
+RETRY_AFTER_KEY = "retry-after"
+"""The trailer of a call refused for too many refused credentials: the seconds to wait."""
 _SERVED = (ProtocolVersion.V1_0,)
 _DEFAULT_GRACE_S = 5.0
 
@@ -251,7 +254,14 @@ class _GrpcRoute(_Interceptor):
         await context.send_initial_metadata(echo)
         if self._authenticator is not None:
             try:
-                caller = await authenticate_grpc(self._authenticator, _values(metadata, AUTHORIZATION_KEY))
+                caller = await authenticate_grpc(
+                    self._authenticator,
+                    _values(metadata, AUTHORIZATION_KEY),
+                    _peer_host(context.peer() or ""),
+                )
+            except CredentialThrottled as exc:
+                context.set_trailing_metadata(((RETRY_AFTER_KEY, str(exc.retry_after_s)),))
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
             except CredentialRefused:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, REFUSED_MESSAGE)
             if caller is not None:

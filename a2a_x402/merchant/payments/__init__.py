@@ -24,18 +24,13 @@ if TYPE_CHECKING:
     from ._pricing import Asset, Pricing
     from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
     from ._recovery import PaymentRecovery, exception_line
-    from ._unpaid import (
-        CLIENT_ADDRESS_KEY,
-        PurgeReport,
-        UnpaidLimitError,
-        UnpaidRules,
-        UnpaidWork,
-        caller_of,
-    )
+    from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
+    from ._unpaid_limits import InvalidLimitsError, UnpaidRules
 
 __all__ = [
     "Asset",
     "CLIENT_ADDRESS_KEY",
+    "InvalidLimitsError",
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
     "Offer",
@@ -74,14 +69,8 @@ _EXPORTS = {
     "_pricing": ("Asset", "Pricing"),
     "_protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
     "_recovery": ("PaymentRecovery", "exception_line"),
-    "_unpaid": (
-        "CLIENT_ADDRESS_KEY",
-        "PurgeReport",
-        "UnpaidLimitError",
-        "UnpaidRules",
-        "UnpaidWork",
-        "caller_of",
-    ),
+    "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
+    "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

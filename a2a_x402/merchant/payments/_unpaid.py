@@ -8,9 +8,11 @@ and left unpaid (offered, rejected or failed: a caller who pays is never slowed 
 offer to free its place is). The
 check and the place it takes are atomic (`UnpaidWork.admit`): N concurrent requests of one caller with
 room for L are admitted exactly L times, on SQLite and PostgreSQL alike. The
-caller is the authenticated principal (`user:<name>`) when the request has one, else the client address
-(`address:<host>`): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). Each tenant
-may set its own limits and retention (tenants file), else the settings' apply (`UnpaidRules`).
+caller is the authenticated principal (`user:<name>`) when the request has one, else the client's network
+(`address:<IPv4 address>`, or `address:<IPv6 /64>`, since whoever has one IPv6 address usually has its
+whole /64): the edge puts the address into the call context (`CLIENT_ADDRESS_KEY`). The operator sets
+each tenant's limits and retention (its tenants-file table, else the settings': `UnpaidRules`), and the
+tenant may tighten them through its billing API (`set_own`; `_unpaid_limits`), from the next request on.
 
 The purge deletes, in one transaction per batch, the tasks whose offer has stayed `offered` or `rejected`
 longer than the tenant's retention (never less than the terms' timeout), with their offers and callers;
@@ -36,9 +38,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.merchant.tenants import TenantRegistry
+from a2a_x402.observability import client_network
 from a2a_x402.storage import UtcDateTime, write, write_transaction
 
 from ._offer_table import OfferState, offers_table
+from ._unpaid_limits import OwnLimitStore, UnpaidRules, applied_rules, parse_own_limits, rules_json
 
 __all__ = [
     "CLIENT_ADDRESS_KEY",
@@ -83,27 +87,21 @@ sa.Index(
 
 
 def caller_of(context: ServerCallContext | None) -> str:
-    """Who a request counts against: its authenticated principal, else its client's address."""
+    """Who a request counts against: its authenticated principal, else its client's network (an IPv4
+    address, or the /64 of an IPv6 one)."""
     if context is None:
         return "address:unknown"
     user = context.user
     if user.is_authenticated:
         return f"user:{user.user_name}"[:320]
     address = context.state.get(CLIENT_ADDRESS_KEY)
-    return f"address:{address}" if isinstance(address, str) and address else "address:unknown"
+    if not isinstance(address, str) or not address:
+        return "address:unknown"
+    return f"address:{client_network(address)}"
 
 
 class UnpaidLimitError(Exception):
     """A caller is over its bounds on unpaid work; the message says which, in one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class UnpaidRules:
-    """One tenant's bounds on unpaid work (see the module)."""
-
-    max_awaiting: int = 100
-    max_per_minute: int = 60
-    retention_s: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +116,26 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _verdict(rules: UnpaidRules, waiting: int, created: int) -> str | None:
+    """Why a caller with `waiting` tasks awaiting payment and `created` unpaid in the last minute may not
+    start another under `rules`, or None."""
+    if waiting >= rules.max_awaiting:
+        return (
+            f"you have {waiting} tasks awaiting payment, the most allowed: pay or reject one "
+            "before starting another"
+        )
+    if created >= rules.max_per_minute:
+        return f"you left {created} priced tasks unpaid within a minute, the most allowed: try again later"
+    return None
+
+
 class UnpaidWork:
     """Admits new priced tasks per caller, records whose they are, and purges unpaid ones (see the module).
 
     Args:
-        engine: the merchant's database (tasks and offers).
+        engine: the merchant's database (tasks, offers, the tenants' own limits).
         tenants: the tenants, whose own limits (`max_unpaid_tasks`, `max_unpaid_per_minute`,
-            `unpaid_retention_s`) override `defaults`.
+            `unpaid_retention_s`) override `defaults`: together, the ceiling of each tenant's own.
         defaults: the settings' limits.
         offer_timeout_s: the terms' `maxTimeoutSeconds`: an offer older than this has expired.
     """
@@ -140,10 +151,12 @@ class UnpaidWork:
         self._engine = engine
         self._tenants = tenants
         self._defaults = defaults
+        self._own = OwnLimitStore(engine)
         self._offer_timeout = timedelta(seconds=offer_timeout_s)
 
-    def rules(self, tenant_id: str) -> UnpaidRules:
-        """The bounds of `tenant_id`: its own where its tenants-file entry sets them, the settings' else."""
+    def ceiling(self, tenant_id: str) -> UnpaidRules:
+        """The operator's bounds for `tenant_id`: its tenants-file entry's where it sets them, the settings'
+        else; the tenant may only tighten them (`rules`)."""
         tenant = self._tenants.get(tenant_id)
         own: dict[str, Any] = {}
         if tenant is not None:
@@ -158,17 +171,32 @@ class UnpaidWork:
             }
         return dataclasses.replace(self._defaults, **own)
 
-    def describe(self, tenant_id: str) -> dict[str, object]:
-        """`tenant_id`'s bounds on unpaid work as JSON, for the tenant's billing API."""
-        rules = self.rules(tenant_id)
+    async def rules(self, tenant_id: str) -> UnpaidRules:
+        """The bounds applied to `tenant_id`'s callers: the operator's (`ceiling`), tightened by the
+        tenant's own (`set_own`)."""
+        return applied_rules(self.ceiling(tenant_id), await self._own.get(tenant_id))
+
+    async def describe(self, tenant_id: str) -> dict[str, object]:
+        """`tenant_id`'s bounds on unpaid work as JSON, for the tenant's billing API: those applied
+        (`unpaid`), the operator's (`unpaidCeiling`) and the tenant's own (`unpaidOwn`, null where unset)."""
+        own = await self._own.get(tenant_id)
+        ceiling = self.ceiling(tenant_id)
+        timeout = int(self._offer_timeout.total_seconds())
         return {
-            "unpaid": {
-                "maxAwaitingPerCaller": rules.max_awaiting,
-                "maxUnpaidPerMinutePerCaller": rules.max_per_minute,
-                "retentionSeconds": int(rules.retention_s),
-                "offerTimeoutSeconds": int(self._offer_timeout.total_seconds()),
-            }
+            "unpaid": {**rules_json(applied_rules(ceiling, own)), "offerTimeoutSeconds": timeout},
+            "unpaidCeiling": rules_json(ceiling),
+            "unpaidOwn": rules_json(own),
         }
+
+    async def set_own(self, tenant_id: str, body: bytes) -> dict[str, object]:
+        """Store the limits the JSON `body` sets as `tenant_id`'s own, from the next request on; the new
+        `describe`.
+
+        Raises:
+            InvalidLimitsError: the body is refused, whole (one line why); nothing is changed.
+        """
+        await self._own.put(tenant_id, parse_own_limits(body, self.ceiling(tenant_id)))
+        return await self.describe(tenant_id)
 
     async def refusal(self, tenant: str, caller: str, *, now: datetime | None = None) -> str | None:
         """Why `caller` may not start another priced task at `tenant` now (one line), or None when it may.
@@ -177,7 +205,7 @@ class UnpaidWork:
         now = now or _now()
         async with self._engine.connect() as connection:
             waiting, created = (await connection.execute(self._counts(tenant, caller, now))).one()
-        return self._verdict(tenant, waiting, created)
+        return _verdict(await self.rules(tenant), waiting, created)
 
     async def admit(self, tenant: str, caller: str, *, now: datetime | None = None) -> str:
         """Take a place for a new priced task of `caller` at `tenant`, or refuse it.
@@ -196,6 +224,7 @@ class UnpaidWork:
             UnpaidLimitError: the caller has too many tasks awaiting payment, or started too many.
         """
         now = now or _now()
+        rules = await self.rules(tenant)  # read before the write transaction: it may go to the database
         reservation = f"{_RESERVATION_PREFIX}{secrets.token_hex(16)}"
         async with write_transaction(self._engine) as connection:
             if self._engine.dialect.name == "postgresql":
@@ -205,7 +234,7 @@ class UnpaidWork:
                     {"key": f"x402-unpaid\x1f{tenant}\x1f{caller}"},
                 )
             waiting, created = (await connection.execute(self._counts(tenant, caller, now))).one()
-            refusal = self._verdict(tenant, waiting, created)
+            refusal = _verdict(rules, waiting, created)
             if refusal is not None:
                 raise UnpaidLimitError(refusal)
             await connection.execute(
@@ -251,19 +280,6 @@ class UnpaidWork:
             )
         )
 
-    def _verdict(self, tenant: str, waiting: int, created: int) -> str | None:
-        rules = self.rules(tenant)
-        if waiting >= rules.max_awaiting:
-            return (
-                f"you have {waiting} tasks awaiting payment, the most allowed: pay or reject one "
-                "before starting another"
-            )
-        if created >= rules.max_per_minute:
-            return (
-                f"you left {created} priced tasks unpaid within a minute, the most allowed: try again later"
-            )
-        return None
-
     async def release(self, reservation: str) -> None:
         """Give back the place `admit` took for a request refused before its task existed (nothing of a
         refused request stays); a reservation `note` already replaced is gone, and this does nothing."""
@@ -292,7 +308,7 @@ class UnpaidWork:
         now = now or _now()
         report = PurgeReport()
         for tenant in self._tenants:
-            retention = max(timedelta(seconds=self.rules(tenant.id).retention_s), self._offer_timeout)
+            retention = max(timedelta(seconds=(await self.rules(tenant.id)).retention_s), self._offer_timeout)
             while True:
                 removed = await self._purge_batch(tenant.id, now - retention)
                 report = PurgeReport(report.tasks + removed.tasks, report.offers + removed.offers)

@@ -6,7 +6,8 @@ serves the payment layer), serialized once, and delivered at least once to each 
 `DeliveryWorker`s: Standard Webhooks signatures (`standardwebhooks`), retries with backoff and jitter for
 about three days, 410 disables the endpoint, `Retry-After` honoured, SSRF guard on every target. JSON
 Schemas of every event type are under `schemas/`. `create_billing_router` serves per-tenant balances,
-statements, event replay and redelivery; `webhooks_cli` the operator commands.
+statements, event replay and redelivery, and the bounds on the tenant's callers it reads and sets
+(`TenantLimits`); `webhooks_cli` the operator commands.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from ._outbox import DeliveryLogEntry, DeliveryState, Outbox, StoredEvent
     from ._probe import EndpointProbe, send_test_event
     from ._retry import RETRY_SCHEDULE_S, RetryPolicy
-    from ._routes import ApiTokenLookup, FailureThrottle, LimitsLookup, create_billing_router
+    from ._routes import ApiTokenLookup, TenantLimits, create_billing_router
     from ._sender import REQUEST_TIMEOUT_S
     from ._signing import signature_header, webhook_headers
     from ._ssrf import RESOLVE_TIMEOUT_S, Target, is_public_address, resolve_target
@@ -77,10 +78,8 @@ __all__ = [
     "EventModel",
     "EventNotFoundError",
     "EventType",
-    "FailureThrottle",
     "InvalidEventError",
     "InvalidWebhookSecretError",
-    "LimitsLookup",
     "Outbox",
     "RetryPolicy",
     "SettlementCompletedData",
@@ -90,6 +89,7 @@ __all__ = [
     "SettlementReversedData",
     "StoredEvent",
     "Target",
+    "TenantLimits",
     "UnsafeTargetError",
     "WebhookAttempt",
     "WebhookBase",
@@ -150,7 +150,7 @@ _EXPORTS = {
     "_outbox": ("DeliveryLogEntry", "DeliveryState", "Outbox", "StoredEvent"),
     "_probe": ("EndpointProbe", "send_test_event"),
     "_retry": ("RETRY_SCHEDULE_S", "RetryPolicy"),
-    "_routes": ("ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"),
+    "_routes": ("ApiTokenLookup", "TenantLimits", "create_billing_router"),
     "_sender": ("REQUEST_TIMEOUT_S",),
     "_signing": ("signature_header", "webhook_headers"),
     "_ssrf": ("RESOLVE_TIMEOUT_S", "Target", "is_public_address", "resolve_target"),

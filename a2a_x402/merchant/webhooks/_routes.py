@@ -14,14 +14,14 @@ out of range).
     GET  /tenants/{tenant}/ledger/statement?format=csv|json&since=…&until=…
     GET  /tenants/{tenant}/webhooks/events?since_sequence=N&limit=M
     POST /tenants/{tenant}/webhooks/events/{event_id}/redeliver
-    GET  /tenants/{tenant}/limits      (when the merchant gives `limits_of`)
+    GET  /tenants/{tenant}/limits      (when the merchant gives `limits`)
+    PUT  /tenants/{tenant}/limits      (the same: the tenant's own limits, JSON; 422 refused, 413 too long)
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Literal, NoReturn, Protocol
@@ -38,34 +38,40 @@ from a2a_x402.merchant.ledger import (
     statement_json,
 )
 from a2a_x402.merchant.tenants import tenant_name
+from a2a_x402.observability import FailureThrottle
 
 from ._errors import EventNotFoundError, InvalidEventError, WebhookError
 from ._outbox import Outbox
 
-__all__ = ["ApiTokenLookup", "FailureThrottle", "LimitsLookup", "create_billing_router"]
+__all__ = ["ApiTokenLookup", "TenantLimits", "create_billing_router"]
 
 ApiTokenLookup = Callable[[str], str | None]
 """`(tenant id) -> that tenant's API token`, or None for an unknown tenant or one without a token. Called on
 every request, on the event loop: it must not block."""
 
 
-class FailureThrottle(Protocol):
-    """Counts wrong tokens per (tenant, client address); the dashboard's `LoginThrottle` is one."""
-
-    def retry_after(self, tenant: str, address: str) -> float | None:
-        """Seconds until a wrong token for `tenant` from `address` is answered 401 again, or None."""
-        ...
-
-    def refused(self, tenant: str, address: str) -> None:
-        """Count one wrong token for `tenant` from `address`."""
-        ...
-
-
 # The throttle's key for every tenant without a token (unknown ones included): see the dashboard's.
 _NO_TENANT = "\x00no-tenant"
 
-LimitsLookup = Callable[[str], dict[str, object]]
-"""`(tenant id) -> the bounds the merchant applies to that tenant's callers`, as JSON; must not block."""
+
+class TenantLimits(Protocol):
+    """The bounds the merchant applies to a tenant's callers, which the tenant reads and tightens."""
+
+    async def describe(self, tenant: str) -> dict[str, object]:
+        """`tenant`'s bounds, as JSON."""
+        ...
+
+    async def set_own(self, tenant: str, body: bytes) -> dict[str, object]:
+        """Store the bounds the JSON `body` sets as `tenant`'s own; its `describe` after.
+
+        Raises:
+            ValueError: the body is refused, whole, and nothing changed; the message says why in one line.
+        """
+        ...
+
+
+# A change of limits is three numbers: a longer body is refused unread (413).
+_MAX_LIMITS_BODY_BYTES = 1024
 
 # The one table from our errors to HTTP statuses; looked up along the MRO, so a family maps as a whole.
 _HTTP_STATUS: dict[type[Exception], int] = {
@@ -74,6 +80,8 @@ _HTTP_STATUS: dict[type[Exception], int] = {
     EventNotFoundError: status.HTTP_404_NOT_FOUND,
     LedgerError: status.HTTP_500_INTERNAL_SERVER_ERROR,
     WebhookError: status.HTTP_500_INTERNAL_SERVER_ERROR,
+    # What a `TenantLimits` refuses (after ours: they are ValueErrors too).
+    ValueError: status.HTTP_422_UNPROCESSABLE_CONTENT,
 }
 _BEARER = HTTPBearer(auto_error=False)
 # Module-level so that FastAPI can resolve these annotations (this module uses postponed annotations).
@@ -85,9 +93,10 @@ _JSON = "application/json"
 _CSV = "text/csv; charset=utf-8"
 
 
-def _raise_http(exc: LedgerError | WebhookError) -> NoReturn:
+def _raise_http(exc: LedgerError | WebhookError | ValueError) -> NoReturn:
     code = next(_HTTP_STATUS[cls] for cls in type(exc).__mro__ if cls in _HTTP_STATUS)
-    raise HTTPException(code, detail={"code": exc.code, "message": str(exc)}) from exc
+    name = getattr(exc, "code", "invalid_request")
+    raise HTTPException(code, detail={"code": name, "message": str(exc)}) from exc
 
 
 def create_billing_router(
@@ -97,13 +106,13 @@ def create_billing_router(
     api_token_of: ApiTokenLookup,
     default_tenant_segment: str | None = None,
     throttle: FailureThrottle | None = None,
-    limits_of: LimitsLookup | None = None,
+    limits: TenantLimits | None = None,
 ) -> APIRouter:
     """The billing routes over `ledger` and `outbox`, authenticated with `api_token_of`.
 
     `default_tenant_segment` is the path segment that names the default tenant (None: it has no routes);
     `throttle` counts wrong tokens (none counted when None).
-    `limits_of` answers `GET /tenants/{tenant}/limits` (no such route without it).
+    `limits` answers `GET` and `PUT /tenants/{tenant}/limits` (no such route without it).
     """
     router = APIRouter(tags=["billing"])
 
@@ -120,10 +129,8 @@ def create_billing_router(
             if throttle is not None:
                 key = tenant if expected is not None else _NO_TENANT
                 address = request.client.host if request.client is not None else ""
-                wait = throttle.retry_after(key, address)
-                throttle.refused(key, address)
-                if wait is not None:
-                    seconds = max(1, math.ceil(wait))
+                seconds = throttle.failed(key, address)
+                if seconds is not None:
                     raise HTTPException(
                         status.HTTP_429_TOO_MANY_REQUESTS,
                         detail={
@@ -212,13 +219,47 @@ def create_billing_router(
         body = json.dumps({"eventId": event_id, "deliveries": count}, separators=(",", ":"))
         return Response(body, status_code=status.HTTP_202_ACCEPTED, media_type=_JSON)
 
-    if limits_of is not None:
-        lookup = limits_of
+    if limits is not None:
+        tenant_limits = limits
 
         @router.get("/tenants/{tenant}/limits")
-        async def limits(tenant: str = authenticated) -> Response:
-            """The bounds the merchant applies to this tenant's callers (set in the tenants file)."""
-            body = json.dumps({"tenant": tenant_name(tenant), **lookup(tenant)}, separators=(",", ":"))
-            return Response(body, media_type=_JSON)
+        async def read_limits(tenant: str = authenticated) -> Response:
+            """The bounds the merchant applies to this tenant's callers: the operator's ceiling, the
+            tenant's own, and the lower of the two, which applies."""
+            return _limits_answer(tenant, await tenant_limits.describe(tenant))
+
+        @router.put("/tenants/{tenant}/limits")
+        async def set_limits(request: Request, tenant: str = authenticated) -> Response:
+            """Set the tenant's own bounds (JSON), from its callers' next request on; refused whole (422,
+            one line) when any value is not a whole number between its least and the operator's."""
+            body = await _small_body(request, _MAX_LIMITS_BODY_BYTES)
+            try:
+                described = await tenant_limits.set_own(tenant, body)
+            except ValueError as exc:
+                _raise_http(exc)
+            return _limits_answer(tenant, described)
 
     return router
+
+
+def _limits_answer(tenant: str, described: dict[str, object]) -> Response:
+    body = json.dumps({"tenant": tenant_name(tenant), **described}, separators=(",", ":"))
+    return Response(body, media_type=_JSON)
+
+
+async def _small_body(request: Request, limit: int) -> bytes:
+    """The request's body, or 413 when it is longer than `limit` bytes (by its Content-Length, unread, or
+    as soon as more than that has arrived)."""
+    too_long = HTTPException(
+        status.HTTP_413_CONTENT_TOO_LARGE,
+        detail={"code": "body_too_large", "message": f"the body must be at most {limit} bytes"},
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_long
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_long
+    return bytes(body)

@@ -22,6 +22,7 @@ from a2a_x402.agentcard import JwksCache
 from a2a_x402.merchant.callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier
 from a2a_x402.merchant.edge import AgentCardSettings, CardModifier, HandlerLayer, RequestLimits, create_app
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.observability import FailureThrottle
 from a2a_x402.storage import create_engine, upgrade_schema
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
@@ -76,6 +77,7 @@ def running_merchant(
     http: type[asyncio.Protocol] | None = None,
     api_keys: bool = True,
     jwt_issuers: Sequence[JwtIssuer] = (),
+    throttle: FailureThrottle | None = None,
 ) -> Iterator[str]:
     """Serve a merchant edge on `database_url` and yield its base URL; its engine lives on the server loop.
 
@@ -83,7 +85,9 @@ def running_merchant(
     `make_tenants()`. `limits`: the edge's request bounds (`RequestLimits()` by default); `http`: the
     server's HTTP protocol (`cli.bounded_http_protocol`), uvicorn's own by default. Callers authenticate
     with the API keys of the database (`issue_key`) unless `api_keys` is false, and with the JWTs of
-    `jwt_issuers` (keys fetched over plain HTTP on loopback).
+    `jwt_issuers` (keys fetched over plain HTTP on loopback). Refused credentials are counted by
+    `throttle`; by default one that never answers 429, since the tests of the refusals' forms make many
+    from one address.
     """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
@@ -92,7 +96,11 @@ def running_merchant(
         JwtVerifier(issuer, JwksCache(jwks, allow_insecure_localhost=True, min_refetch_interval_s=1.0))
         for issuer in jwt_issuers
     ]
-    authenticator = Authenticator(CallerKeys(engine) if api_keys else None, verifiers)
+    authenticator = Authenticator(
+        CallerKeys(engine) if api_keys else None,
+        verifiers,
+        throttle=FailureThrottle(max_failures=10**9) if throttle is None else throttle,
+    )
 
     async def on_exit() -> None:
         await jwks.aclose()

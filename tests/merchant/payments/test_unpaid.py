@@ -184,6 +184,31 @@ def test_the_caller_is_the_principal_else_the_address() -> None:
     assert caller_of(ServerCallContext(user=UnauthenticatedUser())) == "address:unknown"
 
 
+def _anonymous_at(address: str) -> str:
+    return caller_of(ServerCallContext(user=UnauthenticatedUser(), state={CLIENT_ADDRESS_KEY: address}))
+
+
+def test_an_anonymous_ipv6_caller_is_its_64_and_an_ipv4_one_its_address() -> None:
+    assert _anonymous_at("2001:db8:1:2::1") == "address:2001:db8:1:2::/64"
+    assert _anonymous_at("2001:db8:1:2:ffff:ffff:ffff:ffff") == "address:2001:db8:1:2::/64"
+    assert _anonymous_at("2001:db8:1:3::1") == "address:2001:db8:1:3::/64"
+    assert _anonymous_at("::ffff:10.0.0.7") == "address:10.0.0.7"
+    assert _anonymous_at("10.0.0.7") == "address:10.0.0.7"
+    assert _anonymous_at("10.0.0.8") == "address:10.0.0.8"
+
+
+async def test_every_address_of_an_ipv6_64_shares_one_limit(database_url: str) -> None:
+    async with _unpaid(database_url) as unpaid:  # two tasks awaiting payment per caller
+        for host in ("2001:db8:1:2::1", "2001:db8:1:2::2"):
+            await unpaid.admit("", _anonymous_at(host))
+        with pytest.raises(UnpaidLimitError):
+            await unpaid.admit("", _anonymous_at("2001:db8:1:2:a:b:c:d"))  # a fresh address of the same /64
+        await unpaid.admit("", _anonymous_at("2001:db8:1:3::1"))  # the next /64 is another caller
+        for host in ("10.0.0.7", "10.0.0.7"):
+            await unpaid.admit("", _anonymous_at(host))
+        await unpaid.admit("", _anonymous_at("10.0.0.8"))  # IPv4: each address is a caller
+
+
 @asynccontextmanager
 async def _unpaid(
     database_url: str, rules: UnpaidRules = RULES, offer_timeout_s: float = 300
@@ -289,14 +314,12 @@ async def test_a_tenant_sees_its_bounds_in_its_billing_api(
     async with merchant.http() as http:
         response = await http.get("/tenants/acme/limits", headers={"authorization": f"Bearer {ACME_TOKEN}"})
         assert (await http.get("/tenants/acme/limits")).status_code == 401
+    ceiling = {"maxAwaitingPerCaller": 7, "maxUnpaidPerMinutePerCaller": 11, "retentionSeconds": 900}
     assert response.json() == {
         "tenant": "acme",
-        "unpaid": {
-            "maxAwaitingPerCaller": 7,
-            "maxUnpaidPerMinutePerCaller": 11,
-            "retentionSeconds": 900,
-            "offerTimeoutSeconds": 300,
-        },
+        "unpaid": {**ceiling, "offerTimeoutSeconds": 300},
+        "unpaidCeiling": ceiling,
+        "unpaidOwn": dict.fromkeys(ceiling),
     }
 
 

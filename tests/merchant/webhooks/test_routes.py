@@ -30,7 +30,31 @@ ROUTES = [
     ("GET", "/tenants/{tenant}/webhooks/events?since_sequence=0"),
     ("POST", "/tenants/{tenant}/webhooks/events/{event}/redeliver"),
     ("GET", "/tenants/{tenant}/limits"),
+    ("PUT", "/tenants/{tenant}/limits"),
 ]
+
+
+class _Limits:
+    """A `TenantLimits` that remembers the last body set per tenant (the real one: tests of `payments`)."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, bytes] = {}
+
+    async def describe(self, tenant: str) -> dict[str, object]:
+        return {"unpaid": {"of": tenant, "set": self.bodies.get(tenant, b"").decode()}}
+
+    async def set_own(self, tenant: str, body: bytes) -> dict[str, object]:
+        if body == b"refused":
+            raise _RefusedError("that is not a change of limits")
+        self.bodies[tenant] = body
+        return await self.describe(tenant)
+
+
+class _RefusedError(ValueError):
+    code = "refused_here"
+
+
+LIMITS = _Limits()
 
 
 def _auth(tenant: str) -> dict[str, str]:
@@ -47,7 +71,7 @@ async def api(database_url: str, asgi_server: Callable[..., str]) -> AsyncIterat
             ledger=LedgerReader(engine),
             outbox=Outbox(engine),
             api_token_of=TOKENS.get,
-            limits_of=lambda tenant: {"unpaid": {"of": tenant}},
+            limits=LIMITS,
         )
     )
     base_url = asgi_server(app, on_exit=engine.dispose)
@@ -97,7 +121,7 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
                 outbox=Outbox(engine),
                 api_token_of=tokens.get,
                 default_tenant_segment=segment,
-                limits_of=lambda tenant: {"unpaid": {}},
+                limits=_Limits(),
             )
         )
         return asgi_server(app, on_exit=engine.dispose)
@@ -233,3 +257,27 @@ async def test_redeliver_queues_the_event_again(
     assert response.status_code == 202
     assert response.json() == {"eventId": event.id, "deliveries": 1}
     assert missing.status_code == 404
+
+
+async def test_a_change_of_limits_is_read_only_up_to_a_kilobyte_and_a_refusal_is_422(
+    api: httpx.AsyncClient,
+) -> None:
+    async def chunked() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"x" * 300
+
+    LIMITS.bodies.clear()
+    too_long = await api.put("/tenants/acme/limits", content=b"x" * 1025, headers=_auth("acme"))
+    too_long_chunked = await api.put("/tenants/acme/limits", content=chunked(), headers=_auth("acme"))
+    refused = await api.put("/tenants/acme/limits", content=b"refused", headers=_auth("acme"))
+    at_the_limit = await api.put("/tenants/acme/limits", content=b"x" * 1024, headers=_auth("acme"))
+
+    assert (too_long.status_code, too_long_chunked.status_code) == (413, 413)
+    assert too_long.json()["detail"] == {
+        "code": "body_too_large",
+        "message": "the body must be at most 1024 bytes",
+    }
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == {"code": "refused_here", "message": "that is not a change of limits"}
+    assert at_the_limit.status_code == 200
+    assert LIMITS.bodies == {"acme": b"x" * 1024}  # only the one accepted reached the limits
