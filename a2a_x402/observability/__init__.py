@@ -4,8 +4,9 @@
 secrets registered with `redact_values`) and `AccessLogMiddleware` for the CLIs;
 `metrics_route` and `ScrapedGauges` for `GET /metrics` on a registry per app; `Check` and `CheckResult`, the
 one model of a check, run by `run_checks` and rendered by `readiness_route` (`GET /readyz`) and
-`render_checks` (the `check` commands' table). It imports no other package of the project, so both
-services may use it.
+`render_checks` (the `check` commands' table); `unreachable_reason` and `failure_reason`, why something got
+no answer or failed in words (never a class name or repr), for every surface a person reads. It imports no
+other package of the project, so both services, the payer and the conformance kit may use it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ._logs import LogSettings, LogSettingsError, configure_logging, configure_tool_logging, log_context
     from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
     from ._redact import REDACTED, redact, redact_values, settings_secrets
+    from ._unreachable import failure_reason, unreachable_reason
     from ._version import service_version
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "ScrapedGauges",
     "configure_logging",
     "configure_tool_logging",
+    "failure_reason",
     "gauge",
     "log_context",
     "metrics_route",
@@ -48,6 +51,7 @@ __all__ = [
     "run_checks",
     "service_version",
     "settings_secrets",
+    "unreachable_reason",
 ]
 
 _EXPORTS = {
@@ -62,6 +66,7 @@ _EXPORTS = {
     ),
     "_metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
     "_redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
+    "_unreachable": ("failure_reason", "unreachable_reason"),
     "_version": ("service_version",),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
