@@ -73,7 +73,8 @@ async def test_a_request_that_got_no_answer_says_why_in_words(work: object, said
 def test_any_other_failure_is_its_message_without_a_class_named_in_it() -> None:
     try:
         try:
-            {}["payTo"]  # noqa: B018 - the failure is what the test reads
+            terms: dict[str, str] = {}
+            terms["payTo"]  # noqa: B018 - the failure is what the test reads
         except KeyError as missing:
             raise RuntimeError from missing
     except RuntimeError as wrapped:
