@@ -11,7 +11,6 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 * ``CardVerifier``               -- policy and per-signature result (``_verify``)
 * ``parse_card_json``            -- size-limited, duplicate-rejecting JSON parsing (``_parse``)
 * errors with stable codes       -- (``_errors``)
-* ``unreachable_reason``         -- why a request got no answer, in words (``_unreachable``)
 """
 
 from __future__ import annotations
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
     from ._parse import MAX_CARD_BYTES, MAX_NESTING, parse_card_json
     from ._readings import READING_HEADER, CardReading, read_card
     from ._result import OTHER_READING, CardStatus, SignatureCheck, SignaturePolicy, VerificationResult
-    from ._unreachable import unreachable_reason
     from ._verify import CardVerifier
 
 __all__ = [
@@ -128,7 +126,6 @@ __all__ = [
     "parse_jwks",
     "read_card",
     "sign_card",
-    "unreachable_reason",
 ]
 
 _EXPORTS = {
@@ -177,7 +174,6 @@ _EXPORTS = {
     "_parse": ("MAX_CARD_BYTES", "MAX_NESTING", "parse_card_json"),
     "_readings": ("READING_HEADER", "CardReading", "read_card"),
     "_result": ("OTHER_READING", "CardStatus", "SignatureCheck", "SignaturePolicy", "VerificationResult"),
-    "_unreachable": ("unreachable_reason",),
     "_verify": ("CardVerifier",),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

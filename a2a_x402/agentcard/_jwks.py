@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from a2a_x402.observability import unreachable_reason
+
 from ._errors import (
     CardParseError,
     JkuNotAllowedError,
@@ -43,7 +45,6 @@ from ._errors import (
 )
 from ._keys import VerificationKey, parse_jwks
 from ._parse import load_json_object
-from ._unreachable import unreachable_reason
 
 __all__ = ["JWKS_PATH", "JwksCache", "check_jku", "jwks_url"]
 

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from a2a_x402.observability import failure_reason
+
 from ._card import Discovery
 from ._catalogue import check_spec
 from ._chain import ChainError, ChainReader
@@ -110,7 +112,7 @@ class Probe:
         except ChainError as error:
             self._stop(check_id, f"reading the chain failed: {error}", shown)
         except Exception as error:  # noqa: BLE001 - nothing a merchant sends may crash the kit
-            self._stop(check_id, f"the kit could not use the answer: {type(error).__name__}: {error}", shown)
+            self._stop(check_id, f"the kit could not use the answer: {failure_reason(error)}", shown)
         else:
             self.record(check_id, Outcome.PASSED)
 

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import orjson
 
+from a2a_x402.observability import failure_reason
+
 __all__ = ["Answer", "Exchange", "MerchantFault", "UntrustedHttp", "trim"]
 
 JSON = Any
@@ -115,7 +117,7 @@ class UntrustedHttp:
         except TimeoutError:
             raise MerchantFault(f"no complete answer within {self.timeout_s:g} s", exchange) from None
         except httpx.HTTPError as error:
-            raise MerchantFault(f"the request failed: {type(error).__name__}: {error}", exchange) from None
+            raise MerchantFault(f"the request failed: {failure_reason(error)}", exchange) from None
         text = raw.decode("utf-8", errors="replace")
         exchange.answer = _describe_answer(response.status_code, response.headers, text)
         return Answer(
@@ -158,7 +160,7 @@ class UntrustedHttp:
         except TimeoutError:
             raise MerchantFault(f"the stream did not end within {self.timeout_s:g} s", exchange) from None
         except httpx.HTTPError as error:
-            raise MerchantFault(f"the stream failed: {type(error).__name__}: {error}", exchange) from None
+            raise MerchantFault(f"the stream failed: {failure_reason(error)}", exchange) from None
         return Answer(response.status_code, response.headers, None, exchange)
 
     async def _read_capped(self, response: httpx.Response, exchange: Exchange) -> bytes:

@@ -13,7 +13,7 @@ import asyncio
 import httpx
 import orjson
 
-from a2a_x402.agentcard import unreachable_reason
+from a2a_x402.observability import unreachable_reason
 
 from ._card import card_url_of
 

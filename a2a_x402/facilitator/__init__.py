@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from ._probe import ChainStatus, RelayerStatus, read_chain_status
     from ._recovery import authorization_used
     from ._replacement import bumped_fees
-    from ._rpc import RpcCall, RpcClient, shown_origin, unreachable_reason
+    from ._rpc import RpcCall, RpcClient, shown_origin
     from ._service import Facilitator
     from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC
 
@@ -134,7 +134,6 @@ __all__ = [
     "schema_check",
     "shown_origin",
     "stored_revert_budget_check",
-    "unreachable_reason",
 ]
 
 _EXPORTS = {
@@ -189,7 +188,7 @@ _EXPORTS = {
     "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
     "_recovery": ("authorization_used",),
     "_replacement": ("bumped_fees",),
-    "_rpc": ("RpcCall", "RpcClient", "shown_origin", "unreachable_reason"),
+    "_rpc": ("RpcCall", "RpcClient", "shown_origin"),
     "_service": ("Facilitator",),
     "_token": ("AUTHORIZATION_USED_TOPIC", "TRANSFER_TOPIC"),
 }

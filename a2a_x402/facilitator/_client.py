@@ -8,8 +8,9 @@ from typing import Protocol, TypeVar
 import httpx
 import orjson
 
+from a2a_x402.observability import failure_reason, unreachable_reason
+
 from ._errors import ChainUnavailableError, FacilitatorAnswerError, IdempotencyConflictError
-from ._rpc import unreachable_reason
 from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
@@ -168,5 +169,5 @@ def _read(parse: Callable[[object], T], answer: object) -> T:
         return parse(answer)
     except (ValueError, TypeError) as exc:
         raise FacilitatorAnswerError(
-            f"facilitator answered something that is not an x402 answer: {type(exc).__name__}"
+            f"facilitator answered something that is not an x402 answer: {failure_reason(exc)}"
         ) from None

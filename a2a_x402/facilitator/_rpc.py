@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import os
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,10 +30,12 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from a2a_x402.observability import failure_reason, unreachable_reason
+
 from ._errors import ChainUnavailableError, RpcError, RpcTimeoutError
 from ._pace import NodePace
 
-__all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin", "unreachable_reason"]
+__all__ = ["MAX_BATCH", "RpcCall", "RpcClient", "shown_origin"]
 
 MAX_BATCH = 200
 """The most calls one HTTP request carries (public nodes refuse batches of a few hundred or more)."""
@@ -195,7 +195,7 @@ class RpcClient:
             self._fail(request, str(exc), timed_out=timed_out)
             return
         except Exception as exc:  # noqa: BLE001 - every caller of this request must get an answer
-            self._fail(request, f"RPC request failed: {type(exc).__name__}: {exc}")
+            self._fail(request, f"RPC request failed: {failure_reason(exc)}")
             return
         finally:
             self._in_flight -= request.size
@@ -260,25 +260,6 @@ def shown_origin(url: str) -> str:
     parts = urlsplit(url)
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else "(an unparseable URL)"
-
-
-def unreachable_reason(exc: BaseException) -> str:
-    """One short reason a request got no answer (`connection refused`), for aiohttp's and httpx's errors
-    alike: the first OS error among its causes. The clients' own messages repeat the address and, for a host
-    with several addresses, every attempt's error (aiohttp), or say only "All connection attempts failed"."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, TimeoutError | aiohttp.ServerTimeoutError):
-            return "no answer in time"
-        cause = link.os_error if isinstance(link, aiohttp.ClientConnectorError) else link
-        if isinstance(cause, socket.gaierror):
-            return "its host name does not resolve"
-        if isinstance(cause, OSError) and cause.errno:
-            return os.strerror(cause.errno).lower()
-        link = link.__cause__ or link.__context__
-    return type(exc).__name__
 
 
 def _result(reply: Any) -> Any:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from a2a_x402.facilitator import unreachable_reason
-from a2a_x402.observability import Check, CheckResult
+from a2a_x402.observability import Check, CheckResult, unreachable_reason
 
 __all__ = ["check_remote_facilitator", "remote_facilitator_check", "shown_url"]
 

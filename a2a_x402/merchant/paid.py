@@ -45,14 +45,13 @@ from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
 from .callers import CallerKeys
 from .dashboard import (
-    EXPLORERS,
     AssetInfo,
     DashboardAuth,
     DashboardData,
     DifferenceDesk,
     SessionStore,
     create_dashboard_router,
-    is_local_chain,
+    explorers_for,
     origin_of,
 )
 from .differences import DifferenceStore
@@ -312,7 +311,7 @@ def paid_app(
             secure_cookies=urlsplit(settings.base_url).scheme == "https",
             throttle=throttle,
             public_origin=origin_of(settings.base_url),
-            explorers={} if is_local_chain(settings.rpc_url, settings.facilitator_url) else EXPLORERS,
+            explorers=explorers_for(settings.rpc_url, settings.facilitator_url, settings.explorer_urls()),
             differences=DifferenceDesk(DifferenceStore(engine), ledger, settings.network),
         ).routes
     jwks_http = httpx.AsyncClient()

@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from a2a_x402.facilitator import FacilitatorSettings, erc6492_factories, evm_network, http_url
 from a2a_x402.storage import DEFAULT_DATABASE_URL
 
+from ._explorer_setting import explorer_entries
 from ._tenant_rules import address_problems, secret_problems
 
 __all__ = ["MerchantSettings"]
@@ -164,6 +165,11 @@ class MerchantSettings(BaseSettings):
     jwt_issuer: str | None = Field(None, description="the `iss` of the bearer JWTs accepted (OAuth 2 / OIDC)")
     jwt_audience: str | None = Field(None, description="the `aud` an accepted bearer JWT must contain")
     jwt_jwks_url: str | None = Field(None, description="the JWK Set URL of the JWT issuer's signing keys")
+    explorers: str = Field(
+        "",
+        description="block explorers the dashboard links to, as comma-separated `eip155:<chain id>=<base "
+        "URL>` pairs; each replaces its network's built-in one, and gives a dev chain links",
+    )
 
     @field_validator("network")
     @classmethod
@@ -198,6 +204,11 @@ class MerchantSettings(BaseSettings):
         if problems:
             raise ValueError(problems[0].removeprefix("address: "))
         return value
+
+    @field_validator("explorers")
+    @classmethod
+    def _explorers(cls, value: str) -> str:
+        return ",".join(f"{network}={url}" for network, url in explorer_entries(value).items())
 
     @field_validator("api_token")
     @classmethod
@@ -240,6 +251,10 @@ class MerchantSettings(BaseSettings):
     def base_url(self) -> str:
         """The public base URL of the merchant."""
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def explorer_urls(self) -> dict[str, str]:
+        """`X402_EXPLORERS` as the explorer's base URL per CAIP-2 network."""
+        return explorer_entries(self.explorers)
 
     def remote_facilitator_key(self) -> str | None:
         """The API key to present to the remote facilitator (`X402_FACILITATOR_API_KEY`), if any."""

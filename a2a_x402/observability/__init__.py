@@ -7,6 +7,9 @@ one model of a check, run by `run_checks` and rendered by `readiness_route` (`GE
 `render_checks` (the `check` commands' table); `FailureThrottle`, the count of wrong credentials per
 client network (`client_network`) from which every credential surface of both services answers 429. It
 imports no other package of the project, so both services may use it.
+`render_checks` (the `check` commands' table); `unreachable_reason` and `failure_reason`, why something got
+no answer or failed in words (never a class name or repr), for every surface a person reads. It imports no
+other package of the project, so both services, the payer and the conformance kit may use it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
     from ._redact import REDACTED, redact, redact_values, settings_secrets
     from ._throttle import FailureThrottle, client_network
+    from ._unreachable import failure_reason, unreachable_reason
     from ._version import service_version
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "client_network",
     "configure_logging",
     "configure_tool_logging",
+    "failure_reason",
     "gauge",
     "log_context",
     "metrics_route",
@@ -52,6 +57,7 @@ __all__ = [
     "run_checks",
     "service_version",
     "settings_secrets",
+    "unreachable_reason",
 ]
 
 _EXPORTS = {
@@ -67,6 +73,7 @@ _EXPORTS = {
     "_metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
     "_redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
     "_throttle": ("FailureThrottle", "client_network"),
+    "_unreachable": ("failure_reason", "unreachable_reason"),
     "_version": ("service_version",),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

@@ -4,8 +4,9 @@ A `Check` is a name and a probe; the probe returns a `CheckResult`: `ok`, or a p
 line, `fatal` when a service must refuse to start on it (a relayer low on gas money is a problem worth
 fixing, yet the service can serve). A probe catches the failures it expects and words them; `run_checks`
 runs several at once, each within a deadline, and turns anything else a probe raises (or a deadline
-missed) into a fatal problem under the check's name, so one broken dependency never hides the others'
-results. Details never hold a secret: no key, no RPC URL (it may carry an API key), no password.
+missed) into a fatal problem under the check's name, in words (`failure_reason`: `connection refused`, not
+`OSError: [Errno 111] ...`), so one broken dependency never hides the others' results. Details never hold
+a secret: no key, no RPC URL (it may carry an API key), no password.
 
 The results are rendered three ways: `readiness_route` serves them as `GET /readyz` (200 when every check
 passes, else 503; the JSON body lists every check with `ok` and `detail`, and `failing` names those that
@@ -23,6 +24,8 @@ from dataclasses import dataclass, replace
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from ._unreachable import failure_reason
 
 __all__ = ["READYZ_PATH", "Check", "CheckResult", "readiness_route", "render_checks", "run_checks"]
 
@@ -84,7 +87,7 @@ async def _run(check: Check, timeout_s: float) -> CheckResult:
     except TimeoutError:
         return CheckResult.problem(check.name, f"no answer within {timeout_s:g} s")
     except Exception as exc:  # noqa: BLE001 - a probe that breaks must not hide the others' results
-        return CheckResult.problem(check.name, _one_line(f"{type(exc).__name__}: {exc}"))
+        return CheckResult.problem(check.name, _one_line(failure_reason(exc)))
     return replace(result, name=check.name)
 
 

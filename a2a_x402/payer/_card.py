@@ -48,9 +48,9 @@ from a2a_x402.agentcard import (
     JwksCache,
     VerificationResult,
     parse_card_json,
-    unreachable_reason,
 )
 from a2a_x402.extension import EXTENSION_URI, ExtensionMetadataError, JsonValue, normalize_struct_value
+from a2a_x402.observability import unreachable_reason
 
 from ._errors import CardError, CardNotServedError, MerchantUnreachableError, UntrustedCardError
 

@@ -19,8 +19,8 @@ from a2a.types import AgentCard, GetTaskRequest, SendMessageRequest, Task
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError
 
-from a2a_x402.agentcard import unreachable_reason
 from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.observability import unreachable_reason
 
 from ._card import Binding
 from ._errors import MerchantError, MerchantUnreachableError

@@ -3,6 +3,7 @@ crash, every request ends within its timeout, and the kit signs nothing the card
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,9 +15,10 @@ from starlette.responses import RedirectResponse, Response
 from a2a_x402.conformance import KitSettings, Outcome, Report, render_console, run_conformance
 from a2a_x402.devchain import DevChain
 from tests.fixtures.conformance import serve_reference_merchant
+from tests.fixtures.servers import free_port
 
 from .broken import ROGUE_PAY_TO, rogue_pay_to
-from .hostile import hang, hostile_app
+from .hostile import good_card, hang, hostile_app
 
 TIMEOUT_S = 1.0
 """The kit's timeout where the test is about a server that never answers."""
@@ -118,6 +120,23 @@ async def test_a_hanging_endpoint_fails_every_interface_check_in_time(
         render_console(report)
     )
     assert "no complete answer" in _failure(report, "payment.completes", "JSONRPC 1.0 tenant=(default)")
+
+
+# An exception's class (`ConnectError: `, `OSError`) or repr (`ConnectError('...')`) in a report's words.
+_PYTHON_WORDS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\w+\('")
+
+
+async def test_an_interface_nobody_serves_fails_in_words_not_in_an_exceptions_name(
+    asgi_server: Callable[..., str],
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    report = await _run(asgi_server(hostile_app(card=good_card(closed))))
+
+    assert "the request failed: connection refused" in _failure(
+        report, "activation.refused", "JSONRPC 1.0 tenant=(default)"
+    )
+    details = [r.detail for r in report.results if r.target == "JSONRPC 1.0 tenant=(default)" and r.detail]
+    assert details and not [d for d in details if _PYTHON_WORDS.search(d)], details
 
 
 async def test_a_huge_answer_is_cut_off(asgi_server: Callable[..., str]) -> None:

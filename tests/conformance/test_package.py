@@ -8,8 +8,14 @@ from pathlib import Path
 from a2a_x402 import conformance
 
 PACKAGE = Path(conformance.__file__).resolve().parent
-# Project packages the kit may use: the wire contract, the x402 wire types and agentcard (docs/layout.md).
-ALLOWED_PROJECT = ("a2a_x402.extension", "a2a_x402.facilitator.wire", "a2a_x402.agentcard")
+# Project packages the kit may use: the wire contract, the x402 wire types, agentcard and the neutral
+# observability (its words for a failure) (docs/layout.md).
+ALLOWED_PROJECT = (
+    "a2a_x402.extension",
+    "a2a_x402.facilitator.wire",
+    "a2a_x402.agentcard",
+    "a2a_x402.observability",
+)
 PROJECT = frozenset({"a2a_x402", "bench", "spec"})
 
 

@@ -1,11 +1,13 @@
-"""`x402-merchant serve` stopped by SIGTERM while a paid turn is in flight: it stops gracefully (one line,
-exit status 0) and the payment ends settled and booked (before the stop, or by the next start's recovery),
-never lost."""
+"""`x402-merchant serve` stopped by SIGTERM, or by Ctrl-C (SIGINT), while a paid turn is in flight: it
+stops gracefully (one line, exit status 0, no traceback) and the payment ends settled and booked (before
+the stop, or by the next start's recovery), never lost."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+
+import pytest
 
 from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
@@ -17,9 +19,11 @@ from .conftest import Scenario
 _EXIT_TIMEOUT_S = 30.0
 
 
-async def test_sigterm_with_a_paid_turn_in_flight_finishes_it_then_exits_0_in_one_line(
-    scenario: Scenario,
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT-ctrl-c"])
+async def test_a_stop_signal_with_a_paid_turn_in_flight_finishes_it_then_exits_0_in_one_line(
+    scenario: Scenario, sig: signal.Signals
 ) -> None:
+    """SIGTERM (a process manager) and SIGINT (Ctrl-C at the terminal) stop the real `serve` alike."""
     chain = scenario.chain
     merchant = await scenario.merchants.start(settle_timeout_s=20)
     assert merchant.process is not None
@@ -35,7 +39,7 @@ async def test_sigterm_with_a_paid_turn_in_flight_finishes_it_then_exits_0_in_on
                 lambda: int(chain.rpc.call("txpool_status")["pending"], 16) > 0,
                 what="the settlement to be broadcast",
             )
-            merchant.process.send_signal(signal.SIGTERM)
+            merchant.process.send_signal(sig)
             await asyncio.sleep(0)  # let the request stay in flight past the signal, as it would
             assert not paying.done()
             chain.rpc.call("evm_mine")
@@ -48,8 +52,9 @@ async def test_sigterm_with_a_paid_turn_in_flight_finishes_it_then_exits_0_in_on
     assert returncode == 0
     log = merchant.log_path.read_text()
     [stopped] = [line for line in log.splitlines() if "stopped" in line]
-    assert stopped.endswith("x402-merchant stopped by SIGTERM: requests in flight were finished")
+    assert stopped.endswith(f"x402-merchant stopped by {sig.name}: requests in flight were finished")
     assert "Traceback" not in log and "ERROR" not in log and "Aborted" not in log
+    assert "KeyboardInterrupt" not in log
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert len(report.transfers) == 1 and report.booked_tasks == [task_id]
 

@@ -33,3 +33,25 @@ def test_the_in_process_facilitator_deploys_through_the_merchants_wallet_factori
 def test_a_wallet_factory_that_is_not_an_address_is_refused_by_the_merchants_settings() -> None:
     with pytest.raises(ValidationError, match="'0x12' is not an address"):
         MerchantSettings(**_BASE, erc6492_factories="0x12")  # type: ignore[arg-type]
+
+
+def test_the_operators_explorers_are_read_per_network_and_a_bad_entry_is_named_without_its_url() -> None:
+    given = " eip155:8453=https://base.blockscout.com , ,eip155:1328=https://seitrace.com?chain=atlantic-2"
+
+    settings = MerchantSettings(**_BASE, explorers=given)  # type: ignore[arg-type]
+
+    assert settings.explorer_urls() == {
+        "eip155:8453": "https://base.blockscout.com",
+        "eip155:1328": "https://seitrace.com?chain=atlantic-2",
+    }
+    assert MerchantSettings(**_BASE).explorer_urls() == {}  # type: ignore[arg-type]
+    refusals = {
+        "https://base.blockscout.com": "entry 1 is not eip155:<chain id>=<base URL>",
+        "base=https://base.blockscout.com": "entry 1: the network must be a CAIP-2 EVM chain id",
+        "eip155:1=https://a.example,eip155:8453=ftp://key@b.example": r"entry 2 \(eip155:8453\): the URL",
+        "eip155:1=https://a.example,eip155:1=https://b.example": "entry 2: eip155:1 is given twice",
+    }
+    for value, refusal in refusals.items():
+        with pytest.raises(ValidationError, match=refusal) as refused:
+            MerchantSettings(**_BASE, explorers=value)  # type: ignore[arg-type]
+        assert "key@" not in refused.value.errors()[0]["msg"]

@@ -1,5 +1,6 @@
 """The one model of a check, on its three surfaces: the runner answers every check within its deadline
-under the check's name, the table and `/readyz` render the same results."""
+under the check's name (what a probe raised in words, never its class), the table and `/readyz` render the
+same results."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import httpx
 from starlette.applications import Starlette
 
 from a2a_x402.observability import Check, CheckResult, readiness_route, render_checks, run_checks
+from tests.fixtures.servers import free_port
 
 
 async def _fine() -> CheckResult:
@@ -36,7 +38,7 @@ async def test_each_check_is_answered_within_its_deadline() -> None:
     assert results == [
         CheckResult("a", True, "fine"),
         CheckResult("b", False, "no funds", fatal=False),
-        CheckResult("c", False, "OSError: connection refused"),
+        CheckResult("c", False, "connection refused"),
         CheckResult("d", False, "no answer within 0.2 s"),
     ]
 
@@ -78,4 +80,35 @@ async def test_readyz_fails_on_any_problem_fatal_or_not() -> None:
         "status": "not ready",
         "failing": ["b"],
         "checks": {"a": {"ok": True, "detail": "fine"}, "b": {"ok": False, "detail": "no funds"}},
+    }
+
+
+async def test_readyz_says_what_a_probe_raised_in_words_never_its_class() -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+
+    async def node() -> CheckResult:
+        async with httpx.AsyncClient() as client:
+            await client.get(closed)
+        raise AssertionError("a closed port answered")
+
+    async def database() -> CheckResult:
+        raise OSError("Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 5432)")
+
+    async def shape() -> CheckResult:
+        return {"answer": 1}["result"]  # type: ignore[return-value]
+
+    async def sql() -> CheckResult:
+        raise RuntimeError("(sqlite3.OperationalError) unable to open database file\n[SQL: SELECT 1]")
+
+    checks = [Check("node", node), Check("database", database), Check("shape", shape), Check("sql", sql)]
+    app = Starlette(routes=[readiness_route(lambda: checks)])
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        body = (await client.get("/readyz")).json()
+
+    assert {name: check["detail"] for name, check in body["checks"].items()} == {
+        "node": "connection refused",
+        "database": "connection refused",
+        "shape": "result is missing",
+        "sql": "unable to open database file",
     }

@@ -1,5 +1,5 @@
 """The overview's summaries: revenue totals for today, 7 and 30 days, the payers, and the payments that
-were refused or failed, reduced to display values.
+were refused or failed (a page at a time), reduced to display values.
 
 Totals are sums of the ledger's daily revenue (UTC days, net of reversals), in Python integers.
 """
@@ -15,7 +15,16 @@ from a2a_x402.merchant.payments import UnpaidAttempt
 
 from ._format import AssetInfo, Money, format_time, money
 
-__all__ = ["TOTAL_WINDOWS", "PayerView", "TotalView", "UnpaidView", "payer_views", "totals", "unpaid_views"]
+__all__ = [
+    "TOTAL_WINDOWS",
+    "PayerView",
+    "TotalView",
+    "UnpaidPage",
+    "UnpaidView",
+    "payer_views",
+    "totals",
+    "unpaid_views",
+]
 
 TOTAL_WINDOWS = (1, 7, 30)
 """The totals' windows in UTC days, today included: today, the last 7 days, the last 30 days."""
@@ -55,6 +64,18 @@ class UnpaidView:
     network: str | None
     amount: Money | None
     at: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnpaidPage:
+    """A page of the refused and failed payments, most recent first: its rows, the cursor it was read after
+    (None for the first page) and the next page's (None on the last page); `known` is False when the
+    dashboard does not read the payment offers."""
+
+    rows: tuple[UnpaidView, ...]
+    before: str | None
+    next_before: str | None
+    known: bool = True
 
 
 def totals(days: Sequence[DailyRevenue], *, today: date, assets: Mapping[str, AssetInfo]) -> list[TotalView]:

@@ -1,9 +1,10 @@
 """Links to a block explorer, and hex values shortened for a table cell or within a sentence.
 
-Only networks with a well-known public explorer get links (CAIP-2 ids below); a dev chain gets none, since
-no explorer knows its transactions. The dev chain borrows Base Sepolia's chain id, so the id alone cannot
-tell it: `is_local_chain` (a JSON-RPC node on this machine and no facilitator elsewhere) decides, and the
-merchant then passes no explorers at all; a wrong link would be worse than none. The dashboard links out
+Only networks with a well-known public explorer get links (CAIP-2 ids below), and those the operator names
+(`X402_EXPLORERS`); a dev chain gets none of the built-in ones, since no public explorer knows its
+transactions. The dev chain borrows Base Sepolia's chain id, so the id alone cannot tell it:
+`is_local_chain` (a JSON-RPC node on this machine and no facilitator elsewhere) decides, and the merchant
+then passes only the operator's explorers; a wrong link would be worse than none. The dashboard links out
 with `rel="noopener noreferrer"`, so the explorer learns nothing about the page.
 """
 
@@ -14,15 +15,37 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
-__all__ = ["EXPLORERS", "explorer_url", "hex_runs", "is_local_chain", "shorten"]
+__all__ = ["EXPLORERS", "explorer_url", "explorers_for", "hex_runs", "is_local_chain", "shorten"]
 
 EXPLORERS = {
     "eip155:1": "https://etherscan.io",
     "eip155:11155111": "https://sepolia.etherscan.io",
     "eip155:8453": "https://basescan.org",
     "eip155:84532": "https://sepolia.basescan.org",
+    "eip155:2741": "https://abscan.org",
+    "eip155:11124": "https://sepolia.abscan.org",
+    "eip155:43114": "https://snowtrace.io",
+    "eip155:43113": "https://testnet.snowtrace.io",
+    "eip155:42220": "https://celoscan.io",
+    "eip155:656476": "https://opencampus-codex.blockscout.com",
+    "eip155:14": "https://flare-explorer.flare.network",
+    "eip155:4689": "https://iotexscan.io",
+    "eip155:4326": "https://mega.etherscan.io",
+    "eip155:143": "https://monadscan.com",
+    "eip155:10143": "https://testnet.monadexplorer.com",
+    "eip155:137": "https://polygonscan.com",
+    "eip155:80002": "https://amoy.polygonscan.com",
+    # Seitrace serves both Sei chains, told apart by a query parameter.
+    "eip155:1329": "https://seitrace.com?chain=pacific-1",
+    "eip155:1328": "https://seitrace.com?chain=atlantic-2",
+    "eip155:1444673419": "https://juicy-low-small-testnet.explorer.testnet.skalenodes.com",
+    "eip155:988": "https://stablescan.xyz",
+    "eip155:2201": "https://testnet.stablescan.xyz",
 }
-"""The explorer's base URL per CAIP-2 network."""
+"""The explorer's base URL per CAIP-2 network: every network of x402's (`facilitator.wire`) whose
+well-known public explorer answers EIP-3091 paths (`/tx/<hash>`, `/address/<address>`, `/token/<address>`,
+`/block/<number>`), and Ethereum's Sepolia. Left out: peaq (Subscan names an address `/account/`) and
+Story's retired Iliad testnet (1513); `X402_EXPLORERS` adds or replaces any network's."""
 
 _KINDS = {"address": "address", "tx": "tx", "token": "token", "block": "block"}
 _HEAD, _TAIL = 6, 4
@@ -33,12 +56,20 @@ def explorer_url(
     network: str, kind: str, value: str | int, explorers: Mapping[str, str] = EXPLORERS
 ) -> str | None:
     """The explorer's page of `value` (an address, a transaction hash, a token or a block number) on
-    `network`, or None when `explorers` has none for the network or `kind` is not one of its pages."""
+    `network`, or None when `explorers` has none for the network or `kind` is not one of its pages. A
+    query in the explorer's base URL follows the page's path."""
     base = explorers.get(network)
     path = _KINDS.get(kind)
     if base is None or path is None:
         return None
-    return f"{base}/{path}/{quote(str(value), safe='')}"
+    root, question, query = base.partition("?")
+    return f"{root.rstrip('/')}/{path}/{quote(str(value), safe='')}{question}{query}"
+
+
+def explorers_for(rpc_url: str, facilitator_url: str | None, custom: Mapping[str, str]) -> dict[str, str]:
+    """The explorers a merchant's dashboard links to: the built-in ones (none on a dev chain,
+    `is_local_chain`), with the operator's `custom` ones (`X402_EXPLORERS`) added or in their place."""
+    return ({} if is_local_chain(rpc_url, facilitator_url) else dict(EXPLORERS)) | dict(custom)
 
 
 def shorten(value: str) -> tuple[str, str, str]:

@@ -1,9 +1,11 @@
-"""The settlements list's query parameters: a page's cursor and a date range, each range-checked.
+"""The lists' query parameters: a page's cursor and a date range, each range-checked.
 
-`before` is the cursor: the sequence of the last settlement of the page before (the list runs newest
-first). `since` and `until` are UTC days (`YYYY-MM-DD`), both included. An empty parameter is as if not
-given (a form sends its empty fields); anything else that is not one of these values is refused with one
-line (`FilterError`, answered 422), and nothing is read.
+In the settlements list `before` is the cursor: the sequence of the last settlement of the page before
+(the list runs newest first). In the refused and failed payments' list it is the time (microseconds
+since 1970, UTC) and task id of the last payment of the page before: `<microseconds>.<task id>`.
+`since` and `until` are UTC days (`YYYY-MM-DD`), both included. An empty parameter is as if not given (a
+form sends its empty fields); anything else that is not one of these values is refused with one line
+(`FilterError`, answered 422), and nothing is read.
 """
 
 from __future__ import annotations
@@ -14,13 +16,23 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from urllib.parse import urlencode
 
-__all__ = ["FIRST_DAY", "FilterError", "SettlementFilter", "parse_filter"]
+__all__ = [
+    "FIRST_DAY",
+    "FilterError",
+    "SettlementFilter",
+    "parse_filter",
+    "parse_unpaid_cursor",
+    "unpaid_cursor",
+]
 
 FIRST_DAY = date(2000, 1, 1)
 """The earliest day a range may start: no settlement of this service is older."""
 _SEQUENCE_MAX = 2**63 - 1
 _LONGEST = 32
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_UNPAID_CURSOR = re.compile(r"([0-9]{1,17})\.(.{1,64})")  # a task id is at most 64 characters
 
 
 class FilterError(ValueError):
@@ -100,3 +112,26 @@ def _day(name: str, text: str, today: date) -> date | None:
     if not FIRST_DAY <= day <= today:
         raise FilterError(f"{name} must be a day from {FIRST_DAY} to {today} (UTC)")
     return day
+
+
+def unpaid_cursor(at: datetime, task_id: str) -> str:
+    """The cursor of the refused and failed payments' page after the payment of `task_id` at `at`."""
+    return f"{(at - _EPOCH) // _MICROSECOND}.{task_id}"
+
+
+def parse_unpaid_cursor(query: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[datetime, str] | None:
+    """The (time, task id) the refused and failed payments' page of `query` starts after, or None.
+
+    Raises:
+        FilterError: `before` is given twice or is not a cursor this list makes.
+    """
+    pairs = list(query.items() if isinstance(query, Mapping) else query)
+    given = [value.strip() for name, value in pairs if name == "before"]
+    if len(given) > 1:
+        raise FilterError("before is given more than once")
+    if not given or not given[0]:
+        return None
+    found = _UNPAID_CURSOR.fullmatch(given[0])
+    if found is None:
+        raise FilterError("before must be a cursor of this list (a link's, from its Older button)")
+    return _EPOCH + int(found.group(1)) * _MICROSECOND, found.group(2)

@@ -5,8 +5,10 @@
     GET  /tenants/{tenant}/dashboard/settlements            every settlement, a page at a time, by date range
                                                             (?since=&until=&before=; 422 on a bad value)
     GET  /tenants/{tenant}/dashboard/settlements.csv        that page as CSV (the same parameters)
+    GET  /tenants/{tenant}/dashboard/unpaid                 the refused and failed payments, a page at a time
+                                                            (?before=, a cursor the page links to)
+    GET  /tenants/{tenant}/dashboard/unpaid.csv             that page as CSV (the same parameter)
     GET  /tenants/{tenant}/dashboard/payers.csv             the payers as CSV
-    GET  /tenants/{tenant}/dashboard/unpaid.csv             the refused and failed payments as CSV
     GET  /tenants/{tenant}/dashboard/settlements/{entry}    one settlement and its events' deliveries
     GET  /tenants/{tenant}/dashboard/login                  the log-in form
     POST /tenants/{tenant}/dashboard/login                  token in, session cookie out (303 to the page)
@@ -46,7 +48,7 @@ from ._auth import SESSION_COOKIE, DashboardAuth
 from ._differences import DifferenceDesk, add_difference_routes
 from ._explorer import EXPLORERS, explorer_url, hex_runs, shorten
 from ._export import payers_csv, settlements_csv, unpaid_csv
-from ._filters import FilterError, parse_filter
+from ._filters import FilterError, parse_filter, parse_unpaid_cursor
 from ._origin import is_cross_site
 from ._views import DashboardData
 
@@ -198,16 +200,32 @@ def create_dashboard_router(
         try:
             wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
-            return page(
-                "bad_filter.html",
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                segment=segment,
-                tenant=tenant.id,
-                message=str(error),
-                signed_in=True,
-            )
+            return bad_filter(segment, tenant, error, "settlements")
         listing = await data.settlement_page(tenant.id, wanted)
         return page("settlements.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
+
+    def bad_filter(segment: str, tenant: Tenant, error: FilterError, listing: str) -> HTMLResponse:
+        return page(
+            "bad_filter.html",
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            segment=segment,
+            tenant=tenant.id,
+            message=str(error),
+            listing=listing,
+            signed_in=True,
+        )
+
+    @router.get("/tenants/{segment}/dashboard/unpaid", response_class=HTMLResponse)
+    async def unpaid_list(request: Request, segment: str) -> HTMLResponse:
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
+        try:
+            after = parse_unpaid_cursor(request.query_params.multi_items())
+        except FilterError as error:
+            return bad_filter(segment, tenant, error, "unpaid")
+        listing = await data.unpaid_page(tenant.id, after)
+        return page("unpaid.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
 
     def csv_file(segment: str, what: str, text: str) -> Response:
         name = f"{_NOT_IN_FILENAME.sub('_', segment)[:64]}-{what}.csv"
@@ -228,18 +246,31 @@ def create_dashboard_router(
         listing = await data.settlement_page(tenant.id, wanted)
         return csv_file(segment, "settlements", settlements_csv(listing.rows))
 
+    @router.get("/tenants/{segment}/dashboard/unpaid.csv", response_model=None)
+    async def unpaid_list_csv(request: Request, segment: str) -> Response:
+        tenant = await signed_in(request, segment)
+        if not isinstance(tenant, Tenant):
+            return tenant
+        try:
+            after = parse_unpaid_cursor(request.query_params.multi_items())
+        except FilterError as error:
+            return Response(
+                f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"
+            )
+        listing = await data.unpaid_page(tenant.id, after)
+        return csv_file(segment, "unpaid", unpaid_csv(listing.rows))
+
     @router.get("/tenants/{segment}/dashboard/{what}.csv", response_model=None)
     async def overview_csv(request: Request, segment: str, what: str) -> Response:
         tenant = await signed_in(request, segment)
         if not isinstance(tenant, Tenant):
             return tenant
-        if what not in ("payers", "unpaid"):
+        if what != "payers":
             return Response(
                 "No such export.\n", status.HTTP_404_NOT_FOUND, headers=_HEADERS, media_type="text/plain"
             )
         view = await data.overview(tenant.id, tenant.pay_to)
-        text = payers_csv(view.payers) if what == "payers" else unpaid_csv(view.unpaid)
-        return csv_file(segment, what, text)
+        return csv_file(segment, what, payers_csv(view.payers))
 
     @router.get("/tenants/{segment}/dashboard/settlements/{entry_id}", response_class=HTMLResponse)
     async def settlement(request: Request, segment: str, entry_id: str) -> HTMLResponse:

@@ -1,37 +1,36 @@
 """What a tenant's dashboard pages show, read through the owners' query APIs and reduced to display values.
 
 Every read names the tenant: the ledger's, the outbox's and the endpoints' queries are filtered by it, and
-the stored differences are only those about the tenant's bookings and payee (open until resolved, whatever
-the reconciler's last pass saw). The view objects carry
+the stored differences are those about the tenant's bookings and payee, and those about the chain itself
+(open until resolved, whatever the reconciler's last pass saw). The view objects carry
 only what a page shows (an endpoint's URL and state, never its signing secrets), with amounts as `Money`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
+from functools import partial
 
 from a2a_x402.merchant.callers import CallerKeys
 from a2a_x402.merchant.differences import DifferenceStore
 from a2a_x402.merchant.ledger import EntryStatus, LedgerReader, SettlementRecord
 from a2a_x402.merchant.payments import OfferReader, Purchase
 from a2a_x402.merchant.reconciler import Reconciler
-from a2a_x402.merchant.webhooks import DeliveryLogEntry, DeliveryState, Outbox, WebhookEndpoints
+from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
 
-from ._activity import PayerView, TotalView, UnpaidView, payer_views, totals, unpaid_views
+from ._activity import PayerView, TotalView, UnpaidPage, UnpaidView, payer_views, totals, unpaid_views
 from ._chart import COMPACT_WIDTH, RevenueChart, revenue_charts
-from ._filters import SettlementFilter
+from ._deliveries import DeliveryView, EndpointView, delivery_views
+from ._differences import DifferenceView, difference_views
+from ._filters import SettlementFilter, unpaid_cursor
 from ._format import AssetInfo, Money, format_time, money
 
 __all__ = [
-    "AttemptView",
     "BalanceView",
     "CallerView",
     "DashboardData",
-    "DeliveryView",
-    "DifferenceView",
-    "EndpointView",
     "Overview",
     "SettlementDetail",
     "SettlementPage",
@@ -42,7 +41,6 @@ CHART_DAYS = 30
 _RECENT = 20
 PAGE_SIZE = 25
 _PAYERS = 50
-_UNPAID = 50
 _LISTED = 50
 _DELIVERIES = 50
 _ATTEMPTS = 500
@@ -83,60 +81,6 @@ class SettlementView:
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptView:
-    """One attempt from the delivery log."""
-
-    attempt: int
-    started_at: str
-    outcome: str
-    status_code: int | None
-    latency_ms: int | None
-    error: str | None
-    next_attempt_at: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryView:
-    """The delivery of one event to one endpoint, with its attempts (newest first) and next retry."""
-
-    event_id: str
-    event_type: str
-    sequence: int
-    endpoint_id: str
-    url: str
-    status: str
-    attempts: int
-    last_status_code: int | None
-    last_error: str | None
-    next_retry_at: str
-    delivered_at: str
-    log: tuple[AttemptView, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointView:
-    """A webhook endpoint of the tenant (no secrets) and its recent deliveries."""
-
-    id: str
-    url: str
-    status: str
-    disabled_reason: str | None
-    event_types: tuple[str, ...]
-    deliveries: tuple[DeliveryView, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DifferenceView:
-    """An open difference with the chain as stored: what it is, and when passes first and last saw it."""
-
-    id: int
-    kind: str
-    detail: str
-    first_seen: str
-    last_seen: str
-
-
-@dataclass(frozen=True, slots=True)
 class Overview:
     """Everything on a tenant's dashboard page."""
 
@@ -155,6 +99,11 @@ class Overview:
     payers: tuple[PayerView, ...] = ()
     unpaid: tuple[UnpaidView, ...] = ()
     unpaid_known: bool = False
+    # How many each capped list has in all (a list shorter than its cap has them all).
+    unpaid_count: int = 0
+    payer_count: int = 0
+    unfinalized_count: int = 0
+    reversed_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +173,11 @@ class DashboardData:
         reconciled_at: str | None = None
         if self._reconciler is not None and self._reconciler.last_pass_at is not None:
             reconciled_at = format_time(self._reconciler.last_pass_at)
+        unfinalized = await self._settlements(tenant, EntryStatus.SETTLED, _LISTED)
+        reversed_ = await self._settlements(tenant, EntryStatus.REVERSED, _LISTED)
+        payers = tuple(payer_views(await self._ledger.payers(tenant, limit=_PAYERS), self._assets))
+        unpaid = await self.unpaid_page(tenant)
+        count = partial(self._ledger.settlement_count, tenant)
         return Overview(
             balances=tuple(
                 BalanceView(
@@ -244,21 +198,40 @@ class DashboardData:
             ),
             chart_days=CHART_DAYS,
             recent=await self._settlements(tenant, None, _RECENT),
-            unfinalized=await self._settlements(tenant, EntryStatus.SETTLED, _LISTED),
-            reversed=await self._settlements(tenant, EntryStatus.REVERSED, _LISTED),
+            unfinalized=unfinalized,
+            unfinalized_count=await _counted(
+                unfinalized, _LISTED, partial(count, status=EntryStatus.SETTLED)
+            ),
+            reversed=reversed_,
+            reversed_count=await _counted(reversed_, _LISTED, partial(count, status=EntryStatus.REVERSED)),
             endpoints=await self._endpoint_views(tenant),
             differences=await self._difference_views(tenant, pay_to),
             reconciled_at=reconciled_at,
             callers=await self._caller_views(tenant),
             totals=tuple(totals(daily, today=today, assets=self._assets)),
-            payers=tuple(payer_views((await self._ledger.payers(tenant))[:_PAYERS], self._assets)),
-            unpaid=tuple(
-                unpaid_views(
-                    [] if self._offers is None else await self._offers.unpaid(tenant, limit=_UNPAID),
-                    self._assets,
-                )
+            payers=payers,
+            payer_count=await _counted(payers, _PAYERS, partial(self._ledger.payer_count, tenant)),
+            unpaid=unpaid.rows,
+            unpaid_known=unpaid.known,
+            unpaid_count=await _counted(
+                unpaid.rows, PAGE_SIZE, partial(self._offers.unpaid_count, tenant) if self._offers else None
             ),
-            unpaid_known=self._offers is not None,
+        )
+
+    async def unpaid_page(
+        self, tenant: str, after: tuple[datetime, str] | None = None, *, size: int = PAGE_SIZE
+    ) -> UnpaidPage:
+        """One page of `tenant`'s refused and failed payments after the cursor `after`, most recent first,
+        `size` rows at most."""
+        if self._offers is None:
+            return UnpaidPage(rows=(), before=None, next_before=None, known=False)
+        attempts = await self._offers.unpaid(tenant, limit=size + 1, after=after)
+        shown = attempts[:size]
+        last = shown[-1] if shown and len(attempts) > size else None
+        return UnpaidPage(
+            rows=tuple(unpaid_views(shown, self._assets)),
+            before=None if after is None else unpaid_cursor(*after),
+            next_before=None if last is None else unpaid_cursor(last.at, last.task_id),
         )
 
     async def settlement_page(
@@ -278,15 +251,9 @@ class DashboardData:
     async def _difference_views(self, tenant: str, pay_to: str) -> tuple[DifferenceView, ...]:
         if self._differences is None:
             return ()
-        return tuple(
-            DifferenceView(
-                id=found.id,
-                kind=found.kind,
-                detail=found.detail,
-                first_seen=format_time(found.first_seen),
-                last_seen=format_time(found.last_seen),
-            )
-            for found in await self._differences.listed(tenant_or_payee=(tenant, pay_to), limit=_LISTED)
+        scope = (tenant, pay_to)
+        return difference_views(
+            await self._differences.listed(tenant_or_payee=scope, chain_wide=True, limit=_LISTED)
         )
 
     async def _caller_views(self, tenant: str) -> tuple[CallerView, ...]:
@@ -324,7 +291,7 @@ class DashboardData:
             settlement=view,
             confirmations=None if final is None else final.confirmations,
             finalized_at=format_time(None if final is None else final.finalized_at),
-            deliveries=_delivery_views(deliveries, log),
+            deliveries=delivery_views(deliveries, log),
             events=tuple((event.id, event.type, event.sequence) for event in events),
             endpoints_configured=bool(deliveries) or bool(await self._endpoints.list(tenant)),
         )
@@ -348,7 +315,7 @@ class DashboardData:
         log = await self._outbox.delivery_log(
             tenant, limit=_ATTEMPTS, event_ids=[delivery.event_id for delivery in deliveries]
         )
-        views = _delivery_views(deliveries, log)
+        views = delivery_views(deliveries, log)
         return tuple(
             EndpointView(
                 id=endpoint.id,
@@ -402,41 +369,12 @@ class DashboardData:
         return asset if info is None else info.name
 
 
+async def _counted(shown: Sized, cap: int, count: Callable[[], Awaitable[int]] | None) -> int:
+    """How many rows a list capped at `cap` has in all: counted (`count()`) only when `shown` is full."""
+    if count is None or len(shown) < cap:
+        return len(shown)
+    return await count()
+
+
 def _confirmations(count: int) -> str:
     return f"{count} confirmation" + ("" if count == 1 else "s")
-
-
-def _delivery_views(
-    deliveries: Sequence[DeliveryState], log: Sequence[DeliveryLogEntry]
-) -> tuple[DeliveryView, ...]:
-    """`deliveries` in their order, each with its attempts from `log`."""
-    attempts: dict[tuple[str, str], list[AttemptView]] = {}
-    for entry in log:
-        attempts.setdefault((entry.event_id, entry.endpoint_id), []).append(
-            AttemptView(
-                attempt=entry.attempt,
-                started_at=format_time(entry.started_at),
-                outcome=entry.outcome,
-                status_code=entry.status_code,
-                latency_ms=entry.latency_ms,
-                error=entry.error,
-                next_attempt_at=format_time(entry.next_attempt_at),
-            )
-        )
-    return tuple(
-        DeliveryView(
-            event_id=delivery.event_id,
-            event_type=delivery.event_type,
-            sequence=delivery.sequence,
-            endpoint_id=delivery.endpoint_id,
-            url=delivery.url,
-            status=delivery.status,
-            attempts=delivery.attempts,
-            last_status_code=delivery.last_status_code,
-            last_error=delivery.last_error,
-            next_retry_at=format_time(delivery.next_attempt_at if delivery.status == "pending" else None),
-            delivered_at=format_time(delivery.delivered_at),
-            log=tuple(attempts.get((delivery.event_id, delivery.endpoint_id), ())),
-        )
-        for delivery in deliveries
-    )

@@ -10,6 +10,7 @@ __all__ = [
     "CHAIN_RESTARTED",
     "CHAIN_UNAVAILABLE",
     "CHAIN_KINDS",
+    "CHAIN_WIDE_KINDS",
     "KNOWN_KINDS",
     "LEDGER_KINDS",
     "NOT_BOOKED_YET",
@@ -55,6 +56,9 @@ LEDGER_KINDS = frozenset({UNBOOKED_PAYMENT, TOLD_FAILED, TERMS_DIFFER, NOT_BOOKE
 """Payments the ledger lacked: resolved once the ledger has their authorization."""
 CHAIN_KINDS = PAYMENT_KINDS | {REORGED_OUT, AUTHORIZATION_REUSED, CHAIN_UNAVAILABLE}
 """Differences about the chain's history: a chain restart resolves them."""
+CHAIN_WIDE_KINDS = frozenset({CHAIN_UNAVAILABLE, CHAIN_RESTARTED})
+"""Differences about the chain itself, stored with no tenant or payTo: every tenant is shown them (they
+bear on every tenant's payments), the operator alone closes them."""
 BOOKABLE_KINDS = frozenset({UNBOOKED_PAYMENT})
 """Differences an operator may book to a tenant: a transfer to its payTo not in the ledger."""
 KNOWN_KINDS = tuple(sorted(CHAIN_KINDS | {RECOVERY_UNPROVEN, CHAIN_RESTARTED}))

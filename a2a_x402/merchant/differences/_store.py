@@ -26,6 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.storage import UtcDateTime, write
 
+from ._kinds import CHAIN_WIDE_KINDS
+
 __all__ = [
     "MAX_NOTE_CHARS",
     "DifferenceNotOpenError",
@@ -110,6 +112,11 @@ class StoredDifference:
     note: str | None
     resolved_at: datetime | None
     resolved_by: str | None
+
+    @property
+    def about_chain(self) -> bool:
+        """Whether it is about the chain itself (no tenant, no payTo), which every tenant is shown."""
+        return self.tenant is None and self.pay_to is None and self.kind in CHAIN_WIDE_KINDS
 
 
 def _short(text: str) -> str:
@@ -273,14 +280,17 @@ class DifferenceStore:
         states: Sequence[DifferenceState] = (DifferenceState.OPEN,),
         kinds: Sequence[str] | None = None,
         tenant_or_payee: tuple[str, str] | None = None,
+        chain_wide: bool = False,
         limit: int = 200,
     ) -> list[StoredDifference]:
-        """Differences in `states` (of `kinds`; about `tenant_or_payee`), oldest first, at most `limit`."""
+        """Differences in `states` (of `kinds`; about `tenant_or_payee`, and with `chain_wide` those about
+        the chain itself too, which concern every tenant), oldest first, at most `limit`."""
         query = sa.select(_DIFFERENCES).where(_DIFFERENCES.c.state.in_([s.value for s in states]))
         if kinds is not None:
             query = query.where(_DIFFERENCES.c.kind.in_(list(kinds)))
         if tenant_or_payee is not None:
-            query = query.where(_concerns(*tenant_or_payee))
+            about = _concerns(*tenant_or_payee)
+            query = query.where(sa.or_(about, _about_chain()) if chain_wide else about)
         query = query.order_by(_DIFFERENCES.c.first_seen, _DIFFERENCES.c.id).limit(limit)
         async with self._engine.connect() as connection:
             rows = (await connection.execute(query)).all()
@@ -321,6 +331,15 @@ class DifferenceStore:
                 )
 
         await write(self._engine, save)
+
+
+def _about_chain() -> sa.ColumnElement[bool]:
+    """A difference about the chain itself (unreadable, restarted): stored with no tenant and no payTo."""
+    return sa.and_(
+        _DIFFERENCES.c.tenant.is_(None),
+        _DIFFERENCES.c.pay_to.is_(None),
+        _DIFFERENCES.c.kind.in_(sorted(CHAIN_WIDE_KINDS)),
+    )
 
 
 def _concerns(tenant: str, pay_to: str) -> sa.ColumnElement[bool]:

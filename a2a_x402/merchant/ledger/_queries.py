@@ -24,6 +24,7 @@ from ._records import (
     StatementLine,
     utc,
 )
+from ._tallies import payer_count, payer_totals
 
 __all__ = [
     "LedgerReader",
@@ -230,41 +231,26 @@ class LedgerReader:
             entries = [entry_from_row(row) for row in await connection.execute(statement)]
             return await _with_facts(connection, entries)
 
-    async def payers(self, tenant: str) -> list[PayerTotal]:
+    async def payers(self, tenant: str, *, limit: int = 50) -> list[PayerTotal]:
         """Per payer, network and asset: how many of the tenant's settlements stand (not reversed), their
-        sum and the last one's booking time; the largest total first. Summed in Python integers (SQL `SUM`
-        is not exact on SQLite's uint256 text)."""
-        statement = (
-            sa.select(
-                _entries.c.payer,
-                _entries.c.network,
-                _entries.c.asset,
-                _entries.c.amount,
-                _entries.c.booked_at,
-            )
-            .select_from(_entries.outerjoin(_reversals, _reversals.c.reverses_entry_id == _entries.c.id))
-            .where(
-                _entries.c.tenant == tenant,
-                _entries.c.kind == EntryKind.SETTLEMENT.value,
-                _reversals.c.id.is_(None),
-            )
-        )
-        totals: dict[tuple[str, str, str], list[Any]] = {}
+        exact sum and the last one's booking time; the `limit` (1 to 500) largest totals, largest first.
+        Summed by the database (`_tallies`)."""
         async with self._engine.connect() as connection:
-            for row in await connection.execute(statement):
-                key = (row.payer, row.network, row.asset)
-                booked_at = row.booked_at.astimezone(UTC) if row.booked_at.tzinfo else row.booked_at
-                total = totals.setdefault(key, [0, 0, booked_at])
-                total[0] += 1
-                total[1] += int(row.amount)
-                total[2] = max(total[2], booked_at)
-        return sorted(
-            (
-                PayerTotal(payer=payer, network=network, asset=asset, count=c, total=t, last_seen=last)
-                for (payer, network, asset), (c, t, last) in totals.items()
-            ),
-            key=lambda payer: (-payer.total, payer.payer),
-        )
+            return await payer_totals(connection, tenant, limit=max(1, min(limit, _SETTLEMENTS_LIMIT_MAX)))
+
+    async def payer_count(self, tenant: str) -> int:
+        """How many rows `payers` has for the tenant without a limit."""
+        async with self._engine.connect() as connection:
+            return await payer_count(connection, tenant)
+
+    async def settlement_count(self, tenant: str, *, status: EntryStatus | None = None) -> int:
+        """How many settlements the tenant has (only those whose status is now `status` when given)."""
+        condition = sa.and_(_entries.c.kind == EntryKind.SETTLEMENT.value, _entries.c.tenant == tenant)
+        if status is not None:
+            condition = sa.and_(condition, _status_condition(status))
+        statement = sa.select(sa.func.count()).select_from(entry_query().where(condition).subquery())
+        async with self._engine.connect() as connection:
+            return int((await connection.execute(statement)).scalar_one())
 
     async def settlement(self, tenant: str, entry_id: str) -> SettlementRecord:
         """The tenant's settlement `entry_id`, with its finalization and reversal.

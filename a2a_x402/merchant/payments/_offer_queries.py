@@ -115,16 +115,22 @@ class OfferReader:
                     )
         return found
 
-    async def unpaid(self, tenant: str, *, limit: int = 50) -> list[UnpaidAttempt]:
+    async def unpaid(
+        self, tenant: str, *, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[UnpaidAttempt]:
         """The tenant's payments that were refused (the offer is open again with an error code), failed
-        or were rejected, the most recent first, at most `limit` (1 to 500)."""
-        condition = sa.and_(
-            offers_table.c.tenant == tenant,
-            sa.or_(
-                offers_table.c.state.in_([OfferState.FAILED.value, OfferState.REJECTED.value]),
-                sa.and_(offers_table.c.state == OfferState.OFFERED.value, offers_table.c.error.is_not(None)),
-            ),
-        )
+        or were rejected, the most recent first (then by task id), at most `limit` (1 to 500); only those
+        listed after `after`, the (time, task id) of the last attempt of the page before, when given."""
+        condition = _unpaid(tenant)
+        if after is not None:
+            at, task_id = after
+            condition = sa.and_(
+                condition,
+                sa.or_(
+                    offers_table.c.updated_at < at,
+                    sa.and_(offers_table.c.updated_at == at, offers_table.c.task_id > task_id),
+                ),
+            )
         statement = (
             sa.select(offers_table)
             .where(condition)
@@ -152,3 +158,20 @@ class OfferReader:
                 )
             )
         return attempts
+
+    async def unpaid_count(self, tenant: str) -> int:
+        """How many payments of the tenant `unpaid` lists, all of them."""
+        statement = sa.select(sa.func.count()).select_from(offers_table).where(_unpaid(tenant))
+        async with self._engine.connect() as connection:
+            return int((await connection.execute(statement)).scalar_one())
+
+
+def _unpaid(tenant: str) -> sa.ColumnElement[bool]:
+    """The tenant's offers whose payment was refused (open again with an error code), failed or rejected."""
+    return sa.and_(
+        offers_table.c.tenant == tenant,
+        sa.or_(
+            offers_table.c.state.in_([OfferState.FAILED.value, OfferState.REJECTED.value]),
+            sa.and_(offers_table.c.state == OfferState.OFFERED.value, offers_table.c.error.is_not(None)),
+        ),
+    )

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from a2a_x402.agentcard import unreachable_reason
+from a2a_x402.observability import unreachable_reason
 
 from ._errors import UnsafeTargetError
 from ._signing import webhook_headers

@@ -5,19 +5,35 @@ endpoint, subscribed to `settlement.completed`, is a real receiver on 127.0.0.1 
 request with 500, and the next ones with 200) and `globex`. Webhooks may reach loopback
 (`X402_WEBHOOKS_ALLOW_PRIVATE`, as the webhook tests set it) and the reconciler passes every half second,
 so bookings are finalized while a test watches.
+
+`local_dashboard` is lighter: tenant acme's dashboard router alone in an app of its own, on a fresh SQLite
+database (no chain, no reconciler), with a client holding acme's token and the ledger and offers it reads.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
-from a2a_x402.merchant.webhooks import generate_secret
+from a2a_x402.merchant.dashboard import (
+    AssetInfo,
+    DashboardAuth,
+    DashboardData,
+    SessionStore,
+    create_dashboard_router,
+)
+from a2a_x402.merchant.ledger import Ledger, LedgerReader
+from a2a_x402.merchant.payments import OfferReader, OfferStore
+from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints, generate_secret
 from a2a_x402.payer import sign_payment
+from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -27,10 +43,14 @@ from tests.fixtures.merchant import (
     MerchantWire,
     RunningMerchant,
 )
+from tests.merchant.ledger.bookings import PAY_TO, USDC
 from tests.merchant.webhooks.receiver import HOOK_PATH, Receiver, Reply
 
 SEGMENTS = {"": "default", "acme": "acme", "globex": "globex"}
 """Each tenant's name in the dashboard's paths."""
+LOCAL_PAGE = "/tenants/acme/dashboard"
+"""The path of acme's overview in `local_dashboard`."""
+LocalDashboard = tuple[httpx.AsyncClient, Ledger, OfferStore]
 
 
 @dataclass
@@ -103,3 +123,37 @@ def shop(
         hook_url=hook_url,
         new_payer=new_payer,
     )
+
+
+@pytest.fixture
+async def local_dashboard(sqlite_url: str) -> AsyncIterator[LocalDashboard]:
+    """A client of tenant acme's dashboard (with its token), and the ledger and offers it reads (its
+    asset: the bookings' USDC, 6 decimals)."""
+    token = f"acme-{secrets.token_urlsafe(24)}"
+    engine = create_engine(sqlite_url)
+    data = DashboardData(
+        ledger=LedgerReader(engine),
+        outbox=Outbox(engine),
+        endpoints=WebhookEndpoints(engine),
+        reconciler=None,
+        assets={USDC: AssetInfo(name="USDC", decimals=6)},
+        confirmations=1,
+        offers=OfferReader(engine),
+    )
+    app = FastAPI()
+    app.include_router(
+        create_dashboard_router(
+            data=data,
+            tenants=TenantRegistry([Tenant(id="acme", pay_to=PAY_TO, price=1, api_token=token)]),
+            auth=DashboardAuth({"acme": token}.get, SessionStore(engine)),
+            default_tenant_segment="default",
+            explorers={},
+        )
+    )
+    headers = {"authorization": f"Bearer {token}"}
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers) as http:
+            yield http, Ledger(engine, Outbox(engine)), OfferStore(engine)
+    finally:
+        await engine.dispose()

@@ -139,6 +139,11 @@ async def test_log_in_see_a_paid_task_its_failed_and_retried_webhook_and_follow_
         assert task_id in details and f"${price / 10**6:.2f}" in details
         amount = page.locator("dl.settlement .amount")
         assert await amount.get_attribute("title") == f"{price} atomic units (0.{price:06d} USDC)"
+        # The atomic units on demand, with no script (the page may run none): the amount opens to them.
+        atomic = amount.locator(".atomic")
+        assert not await atomic.is_visible()
+        await amount.locator("summary").click()
+        assert await atomic.inner_text() == f"{price} atomic units\n0.{price:06d} USDC"
         assert "marked by the reconciler (1 confirmation required)" in details and "final at" not in details
         events = await page.locator("#events ul.events").inner_text()
         assert "settlement.completed" in events and "settlement.finalized" in events

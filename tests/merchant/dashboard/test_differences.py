@@ -2,7 +2,9 @@
 payment no offer explains to a tenant's payee is listed there until the tenant books or acknowledges it
 from the page's form; another tenant, a request without credentials, a cross-site POST, a bad note, a
 replayed form and an unknown id are refused and change nothing. The overview lists the stored open
-differences too: one stays listed after passes that no longer see it, until it is closed."""
+differences too: one stays listed after passes that no longer see it, until it is closed. A difference
+about the chain itself (unreadable, restarted), stored with no tenant or payTo, is shown to every tenant
+in words about the chain, without a form: the operator closes it."""
 
 from __future__ import annotations
 
@@ -10,11 +12,20 @@ import re
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.merchant.dashboard import DashboardData
+from a2a_x402.merchant.dashboard._differences import shown_detail
 from a2a_x402.merchant.dashboard._format import format_time
-from a2a_x402.merchant.differences import MAX_NOTE_CHARS, DifferenceState, DifferenceStore
+from a2a_x402.merchant.dashboard._routes import templates_for
+from a2a_x402.merchant.differences import (
+    MAX_NOTE_CHARS,
+    DifferenceNotOpenError,
+    DifferenceState,
+    DifferenceStore,
+    Sighting,
+)
 from a2a_x402.merchant.ledger import LedgerReader
 from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
 from a2a_x402.payer import sign_payment
@@ -23,6 +34,7 @@ from tests.facilitator.payments import submit_directly
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, ledger_entries
+from tests.fixtures.servers import free_port
 from tests.merchant.differences.helpers import Passes, unexplained_payment
 
 from .conftest import Shop
@@ -184,3 +196,83 @@ async def test_the_overview_lists_a_stored_difference_after_passes_that_no_longe
     assert shown.last_seen == format_time(stored.last_seen)
     assert listed.reconciled_at is not None
     assert other.differences == () and closed.differences == ()
+
+
+async def test_a_chain_that_cannot_be_read_or_restarted_is_shown_to_every_tenant_as_about_the_chain(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
+) -> None:
+    merchant = start_merchant(sqlite_url)
+    merchant.stop()
+    dead_node = f"http://127.0.0.1:{free_port()}"
+    passes = Passes(merchant.settings.model_copy(update={"rpc_url": dead_node}))
+    data = DashboardData(
+        ledger=LedgerReader(passes.engine),
+        outbox=Outbox(passes.engine),
+        endpoints=WebhookEndpoints(passes.engine),
+        reconciler=passes.reconciler,
+        assets={},
+        confirmations=1,
+        differences=passes.store,
+    )
+    try:
+        report = await passes.run()
+        # A restart as the reconciler stores it: its text counts every tenant's differences it closed.
+        await passes.store.sighted(
+            [
+                Sighting(
+                    kind="chain_restarted",
+                    key="0x" + "ab" * 32,
+                    detail=f"the chain restarted: genesis block 0x{'ab' * 32} (was 0x{'cd' * 32}); 7 open "
+                    "differences about the old chain closed",
+                )
+            ]
+        )
+        views = {
+            tenant: await data.overview(tenant, pay_to)
+            for tenant, pay_to in (("", DEFAULT_PAY_TO), ("acme", PAY_TO))
+        }
+        stored = await passes.all()
+        with pytest.raises(DifferenceNotOpenError):  # a tenant does not close what concerns every tenant
+            await passes.store.close(
+                stored[0].id,
+                DifferenceState.ACKNOWLEDGED,
+                note="not mine",
+                by="acme",
+                tenant_or_payee=("acme", PAY_TO),
+            )
+    finally:
+        await passes.aclose()
+    templates = templates_for({})
+    overview = templates.get_template("overview.html").render(
+        stylesheet="/dashboard.css", segment="acme", tenant="acme", view=views["acme"], signed_in=True
+    )
+    page = templates.get_template("differences.html").render(
+        stylesheet="/dashboard.css",
+        segment="acme",
+        tenant="acme",
+        opened=stored,
+        closed=[],
+        bookable=lambda d: False,
+        detail=shown_detail,
+        error=None,
+        signed_in=True,
+    )
+
+    assert {d.kind for d in report.differences} == {"chain_unavailable"}
+    assert [(d.kind, d.tenant, d.pay_to) for d in stored] == [
+        ("chain_unavailable", None, None),
+        ("chain_restarted", None, None),
+    ]
+    for view in views.values():
+        unavailable, restarted = view.differences
+        assert [unavailable.kind, restarted.kind] == ["chain_unavailable", "chain_restarted"]
+        assert unavailable.about_chain and restarted.about_chain
+        assert unavailable.detail.startswith("The merchant could not read the chain (last tried ")
+        assert restarted.detail.startswith(f"The chain was restarted at {format_time(stored[1].first_seen)}")
+        for shown in (unavailable, restarted):
+            assert "This is about the chain, not your money" in shown.detail
+            # The operator's text names the node and counts other tenants' differences: not a tenant's.
+            assert dead_node not in shown.detail and "7 open" not in shown.detail
+    assert "None: the records agree" not in overview and overview.count("· about the chain ·") == 2
+    assert "This is about the chain, not your money" in page
+    assert "/dashboard/differences/" not in page  # no form: the operator closes them

@@ -1,11 +1,19 @@
-"""Amounts written from integer atomic units with the asset's decimals, exactly, at any size."""
+"""Amounts written from integer atomic units with the asset's decimals, exactly, at any size; hex values
+shortened, and linked to the network's block explorer (built in, or the operator's)."""
 
 from __future__ import annotations
 
 import pytest
 
+from a2a_x402.facilitator.wire import V1_NETWORK_CHAIN_IDS
 from a2a_x402.merchant.dashboard import EXPLORERS, AssetInfo, Money, format_amount
-from a2a_x402.merchant.dashboard._explorer import explorer_url, hex_runs, is_local_chain, shorten
+from a2a_x402.merchant.dashboard._explorer import (
+    explorer_url,
+    explorers_for,
+    hex_runs,
+    is_local_chain,
+    shorten,
+)
 from a2a_x402.merchant.dashboard._format import display_amount, money
 from a2a_x402.merchant.dashboard._routes import templates_for
 
@@ -88,6 +96,42 @@ def test_explorer_links_only_for_networks_with_a_known_explorer() -> None:
     assert explorer_url("eip155:31337", "tx", tx) is None  # the dev chain
     assert explorer_url("eip155:8453", "javascript", tx) is None
     assert explorer_url("eip155:8453", "tx", "../x?y") == "https://basescan.org/tx/..%2Fx%3Fy"
+
+
+# x402's networks without an EIP-3091 public explorer: peaq's Subscan names an address `/account/`, and
+# Story's Iliad testnet (1513) is retired. An operator gives them one with X402_EXPLORERS.
+_NO_EXPLORER = {"eip155:3338", "eip155:1513"}
+
+
+def test_every_x402_network_with_a_public_explorer_links_to_its_pages_by_eip_3091_paths() -> None:
+    tx, networks = "0x" + "cd" * 32, {f"eip155:{chain_id}" for chain_id in V1_NETWORK_CHAIN_IDS.values()}
+
+    assert set(EXPLORERS) == (networks - _NO_EXPLORER) | {"eip155:11155111"}
+    for network, base in EXPLORERS.items():
+        assert base.startswith("https://") and not base.endswith("/"), network
+        if "?" not in base:
+            assert explorer_url(network, "tx", tx) == f"{base}/tx/{tx}"
+            assert explorer_url(network, "address", USDC) == f"{base}/address/{USDC}"
+    assert explorer_url("eip155:1328", "tx", tx) == f"https://seitrace.com/tx/{tx}?chain=atlantic-2"
+    assert (
+        explorer_url("eip155:1329", "address", USDC) == f"https://seitrace.com/address/{USDC}?chain=pacific-1"
+    )
+    assert explorer_url("eip155:43114", "block", 9) == "https://snowtrace.io/block/9"
+
+
+def test_the_operators_explorers_add_to_or_replace_the_built_in_ones_and_a_dev_chain_gets_only_theirs() -> (
+    None
+):
+    custom = {"eip155:8453": "https://base.blockscout.com/", "eip155:31337": "http://127.0.0.1:5100"}
+    tx = "0x" + "ef" * 32
+
+    public = explorers_for("https://mainnet.base.org", None, custom)
+    dev = explorers_for("http://127.0.0.1:8545", None, custom)
+
+    assert explorer_url("eip155:8453", "tx", tx, public) == f"https://base.blockscout.com/tx/{tx}"
+    assert explorer_url("eip155:1", "tx", tx, public) == f"https://etherscan.io/tx/{tx}"
+    assert dev == custom and explorer_url("eip155:84532", "tx", tx, dev) is None
+    assert explorer_url("eip155:31337", "address", USDC, dev) == f"http://127.0.0.1:5100/address/{USDC}"
 
 
 def test_a_chain_served_from_this_machine_is_a_dev_chain_without_explorer() -> None:

@@ -1,5 +1,5 @@
 """The ledger's per-tenant reads for the dashboard: settlements with their facts, by status, one by id, and
-revenue booked per day, each only ever the tenant's own."""
+revenue booked per day, the payers and the counts, each only ever the tenant's own."""
 
 from __future__ import annotations
 
@@ -152,3 +152,26 @@ async def test_payers_sum_the_settlements_that_stand_exactly_per_asset(ledger: L
     assert all(p.last_seen.tzinfo is not None for p in payers)
     assert [p.total for p in await ledger.payers("globex")] == [11]
     assert await ledger.payers("nobody") == []
+
+
+async def test_payers_are_summed_counted_and_limited_by_the_database_largest_first(ledger: Ledger) -> None:
+    for index, amount in enumerate((5, 9, 7)):
+        await ledger.book_settlement(booking(payer="0x" + f"{index + 1:02x}" * 20, amount=amount))
+    await ledger.book_settlement(booking(payer="0x" + "01" * 20, amount=6))  # the first payer's second
+
+    largest = await ledger.payers("acme", limit=2)
+
+    assert [(p.count, p.total) for p in largest] == [(2, 11), (1, 9)]
+    assert await ledger.payer_count("acme") == 3
+    assert await ledger.payer_count("nobody") == 0
+
+
+async def test_settlements_are_counted_by_status_per_tenant(ledger: Ledger) -> None:
+    await _three_states(ledger)
+    await _three_states(ledger, "globex")
+    await ledger.book_settlement(booking(tenant="globex"))
+
+    assert await ledger.settlement_count("acme") == 3
+    assert [await ledger.settlement_count("acme", status=status) for status in EntryStatus] == [1, 1, 1]
+    assert await ledger.settlement_count("globex", status=EntryStatus.SETTLED) == 2
+    assert await ledger.settlement_count("nobody") == 0

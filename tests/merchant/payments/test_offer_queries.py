@@ -1,5 +1,5 @@
 """The offers' read-only queries for the dashboard: what each task bought, and the payments refused,
-failed or rejected with their reason, each only ever the tenant's own."""
+failed or rejected with their reason (a page at a time, and counted), each only ever the tenant's own."""
 
 from __future__ import annotations
 
@@ -78,3 +78,32 @@ async def test_refused_failed_and_rejected_payments_with_their_reason(engine: As
     assert (unpaid["failed"].amount, unpaid["failed"].asset) == (100_000, USDC)
     assert [attempt.task_id for attempt in newest] == ["weird"]
     assert [attempt.task_id for attempt in await reader.unpaid("globex")] == ["globex-failed"]
+
+
+async def test_walking_the_unpaid_pages_by_their_cursor_visits_each_once_and_they_are_counted(
+    engine: AsyncEngine,
+) -> None:
+    store = OfferStore(engine)
+    task_ids = [f"t-{index}" for index in range(7)]
+    for index, task_id in enumerate(task_ids):
+        await _offer(store, task_id)
+        await _take(store, task_id, f"0x{index + 1:02x}")
+        assert await store.advance(task_id, OfferState.FAILED, error="INVALID_SIGNATURE")
+    await _offer(store, "open")  # offered, never refused: not listed
+    await _offer(store, "globex", tenant="globex")
+    assert await store.advance("globex", OfferState.REJECTED)
+    reader = OfferReader(engine)
+
+    newest_first = [attempt.task_id for attempt in await reader.unpaid("acme")]
+    walked: list[str] = []
+    after = None
+    while True:
+        page = await reader.unpaid("acme", limit=3, after=after)
+        walked += [attempt.task_id for attempt in page]
+        if len(page) < 3:
+            break
+        after = (page[-1].at, page[-1].task_id)
+
+    assert sorted(newest_first) == task_ids and walked == newest_first
+    assert await reader.unpaid_count("acme") == 7 and await reader.unpaid_count("globex") == 1
+    assert await reader.unpaid_count("nobody") == 0
