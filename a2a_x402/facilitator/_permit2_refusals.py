@@ -135,7 +135,7 @@ def check_nonce_unused(scheme: str, bitmap_word: object, nonce: int) -> None:
     if word >> (nonce & 0xFF) & 1:
         raise PaymentInvalidError(
             Reason.PERMIT2_INVALID_NONCE,
-            "Permit2 has this nonce of the payer used already (settled, or invalidated by the payer)",
+            "the payer's Permit2 nonce is already used (settled, or invalidated by the payer)",
         )
 
 

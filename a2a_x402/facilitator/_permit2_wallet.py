@@ -112,10 +112,16 @@ async def check_counterfactual(
         raise RelayerCannotPayError(str(steps if unaffordable(steps) else estimate))
     check_contracts(proxy, terms.asset, reads[:3])
     _, balance, allowance, bitmap = reads[3:]
-    if not is_contract(multicall_code) or isinstance(steps, RpcError):
+    if not is_contract(multicall_code):
         raise PaymentInvalidError(
             Reason.INVALID_EXACT_EVM_PAYLOAD_UNDEPLOYED_SMART_WALLET,
             f"this chain has no Multicall3 at {MULTICALL3_ADDRESS} to deploy the wallet with",
+        )
+    if isinstance(steps, RpcError):
+        # Each step may fail on its own: only running out of gas (a factory call burning it all) fails all.
+        raise PaymentInvalidError(
+            Reason.SMART_WALLET_DEPLOYMENT_FAILED,
+            f"deploying the wallet and settling could not be simulated within the gas: {steps.message}",
         )
     check_nonce_unused(terms.scheme, bitmap, auth.nonce)
     check_head_time(auth.deadline, head, now, margin_s, expired=Reason.PERMIT2_DEADLINE_EXPIRED)
