@@ -115,8 +115,8 @@ def approve_from(chain: DevChain, owner: str, asset: str, amount: int = _MAX_UIN
         sent = chain.rpc.call(
             "eth_sendTransaction", [{"from": owner, "to": asset, "data": "0x" + data.hex()}]
         )
-        receipt = chain.rpc.call("eth_getTransactionReceipt", [sent])
-        assert receipt is not None and receipt["status"] == "0x1", receipt
+        receipt = chain.rpc.wait_for_receipt(sent)
+        assert receipt["status"] == "0x1", receipt
     finally:
         chain.rpc.call("anvil_stopImpersonatingAccount", [owner])
 

@@ -288,9 +288,42 @@ async def test_an_upto_payment_is_verified_for_its_maximum(chain: DevChain, faci
 async def test_a_payment_not_yet_valid_by_its_witness_is_refused(
     chain: DevChain, facilitator: Facilitator
 ) -> None:
-    payment, asked = _signed(chain, "exact")
-    later = resign(payment, {"witness.validAfter": str(int(time.time()) + 600)}, chain_id=chain.chain_id)
+    later, asked = _valid_from(chain, "exact", int(time.time()) + 600)
 
     answer = await facilitator.verify(parsed(later), asked)
 
     assert (answer.is_valid, answer.invalid_reason) == (False, Reason.PERMIT2_NOT_YET_VALID)
+
+
+def _valid_from(chain: DevChain, scheme: str, valid_after: int, *, asset: str | None = None) -> Payment:
+    asked = permit2_requirements(chain, scheme, asset or chain.plain_asset)
+    key = funded_payer(chain, asked.asset)
+    payment = sdk_sign(chain, key, asked)
+    return resign(payment, {"witness.validAfter": str(valid_after)}, key=key, chain_id=chain.chain_id), asked
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+async def test_a_node_simulating_behind_the_clock_accepts_a_payment_valid_when_mined(
+    scheme: str, chain: DevChain, facilitator: Facilitator
+) -> None:
+    # The node's clock an hour behind: its pending block is older than a validAfter the wall clock passed.
+    now = int(time.time())
+    payment, asked = _valid_from(chain, scheme, now - 30)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+
+    answer = await facilitator.verify(parsed(payment), asked)
+
+    assert (answer.is_valid, answer.invalid_reason) == (True, None), answer
+
+
+async def test_behind_the_clock_a_payment_failing_for_another_reason_is_refused_for_it(
+    chain: DevChain, facilitator: Facilitator
+) -> None:
+    now = int(time.time())
+    payment, asked = _valid_from(chain, "upto", now - 30, asset=chain.asset)
+    chain.set_paused(True)
+    chain.rpc.call("anvil_setTime", [now - 3600])
+
+    await _assert_refused(
+        facilitator, payment, asked, Reason.INVALID_UPTO_EVM_TRANSACTION_FAILED, "TRANSFER_FROM_FAILED"
+    )
