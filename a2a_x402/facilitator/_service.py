@@ -339,7 +339,8 @@ class Facilitator:
     async def verify(
         self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
     ) -> VerifyResponse:
-        """Check `payload` against `requirements` without changing anything anywhere."""
+        """Check `payload` (an EIP-3009 `exact` payment, or a Permit2 one of `exact` or `upto`) against
+        `requirements` without changing anything anywhere."""
         if isinstance(payload, PaymentPayload):
             payer = payload.payload.authorization.from_address
             return await verify_answer(self._verify_eip3009(payload, requirements), payer)
@@ -353,7 +354,8 @@ class Facilitator:
         self, payment: Permit2PaymentPayload, requirements: PaymentRequirements, *, settling: bool = False
     ) -> VerifiedPermit2:
         """Every check of a Permit2 payment, offline then on chain, then its payer's and wallet's cool-off;
-        `settling`: the requirements are a settle's (an `upto` one names the amount to charge).
+        `settling`: the requirements are a settle's (an `upto` one names the amount to charge, which must not
+        be 0 here: the proxy refuses to move nothing, and such a settlement sends no transaction at all).
 
         Raises:
             PaymentInvalidError: a check failed.
