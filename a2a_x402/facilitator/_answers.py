@@ -1,18 +1,22 @@
-"""The settle answers that are not read back from a claim, and the deadline every chain read keeps to."""
+"""The answers that are not read back from a claim (a verification's, a settle's failure), and the deadline
+every chain read keeps to."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
 from ._claims import Claim
-from ._errors import ChainUnavailableError
+from ._errors import ChainError, ChainUnavailableError, PaymentInvalidError
 from ._recovery import ThirdPartySettlement
-from .wire import Reason, SettleResponse
+from .wire import Reason, SettleResponse, VerifyResponse
 
-__all__ = ["CHAIN_DOWN", "Answers", "read_within", "remaining"]
+__all__ = ["CHAIN_DOWN", "Answers", "read_within", "remaining", "verify_answer"]
+
+logger = logging.getLogger(__name__)
 
 CHAIN_DOWN = "the chain could not be reached; try again"
 
@@ -45,6 +49,26 @@ async def read_within(read: Awaitable[_T], deadline: float | None) -> _T:
             return await read
     except TimeoutError as exc:
         raise ChainUnavailableError("the chain did not answer within the settle's budget") from exc
+
+
+async def verify_answer(checks: Awaitable[object], payer: str) -> VerifyResponse:
+    """The `/verify` answer of `checks` (a payment's verification) for `payer`: valid once they pass, else
+    the refusal they raised, or `unexpected_verify_error` when the chain could not be read."""
+    try:
+        await checks
+    except PaymentInvalidError as exc:
+        return VerifyResponse(
+            is_valid=False, invalid_reason=exc.reason, invalid_message=exc.message, payer=payer
+        )
+    except ChainError as exc:
+        logger.warning("verify could not reach the chain: %s", exc)
+        return VerifyResponse(
+            is_valid=False,
+            invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
+            invalid_message=CHAIN_DOWN,
+            payer=payer,
+        )
+    return VerifyResponse(is_valid=True, payer=payer)
 
 
 class Answers:

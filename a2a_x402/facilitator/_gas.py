@@ -9,7 +9,7 @@ would pass every simulation and revert every real transaction, at the relayer's 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -68,12 +68,34 @@ def unaffordable(reply: object) -> bool:
     return "insufficient funds for gas" in text or "exceeds allowance" in text
 
 
-class TransferGas:
-    """Simulations and estimates of the transfers `relayer` sends, refused above `cap`. Concurrency-safe."""
+def _token_refusal(exc: RpcError) -> PaymentInvalidError:
+    return simulation_failure(exc.revert_reason or exc.message)
 
-    def __init__(self, rpc: RpcClient, *, relayer: str, cap: int) -> None:
+
+class TransferGas:
+    """Simulations and estimates of the transfers `relayer` sends, refused above `cap`. Concurrency-safe.
+
+    A transfer is sent to the token itself (EIP-3009), or to one contract for every token (`target`: a
+    Permit2 proxy), its known gas remembered per token either way; `refusal` names what a reverted
+    simulation means (by default the token's revert strings, `simulation_failure`), `over_cap` the reason
+    a transaction above the cap is refused with.
+    """
+
+    def __init__(
+        self,
+        rpc: RpcClient,
+        *,
+        relayer: str,
+        cap: int,
+        target: str | None = None,
+        refusal: Callable[[RpcError], PaymentInvalidError] = _token_refusal,
+        over_cap: str = Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
+    ) -> None:
         self._rpc = rpc
         self._relayer = relayer
+        self._target = target
+        self._refusal = refusal
+        self._over_cap = over_cap
         self.cap = cap
         # Gas of a transfer signed by an EOA without code, per token.
         self._eoa_gas: dict[str, int] = {}
@@ -104,29 +126,36 @@ class TransferGas:
         finally:
             lock.release()
 
-    def call(self, to: str, data: str, fees: Fees, *, gas: int | None = None) -> dict[str, str]:
-        """A call object from the relayer with `fees`, limited to `gas` if given.
+    def call(
+        self, to: str, data: str, fees: Fees, *, gas: int | None = None, sender: str | None = None
+    ) -> dict[str, str]:
+        """A call object from the relayer (or `sender`, another relayer key) with `fees`, limited to `gas`
+        if given.
 
         A plain call's gas is given: a node would otherwise take its block gas limit and ask the relayer's
         balance to cover that at `fees`; an estimate's is not, so an estimate above the cap is still told.
         """
-        call = {"from": self._relayer, "to": to, "data": data, **fees.fields()}
+        call = {"from": sender or self._relayer, "to": to, "data": data, **fees.fields()}
         if gas is not None:
             call["gas"] = hex(gas)
         return call
 
-    def simulation(self, asset: str, calldata: str, eoa_signature: bool, fees: Fees) -> RpcCall:
-        """The transfer simulated from the relayer: a gas estimate, or a plain (cheaper) call.
+    def simulation(
+        self, asset: str, calldata: str, eoa_signature: bool, fees: Fees, *, sender: str | None = None
+    ) -> RpcCall:
+        """The transfer simulated from the relayer (or `sender`): a gas estimate, or a plain (cheaper) call.
 
         `eth_estimateGas` runs the call several times over. The cost of an EOA's transfer hardly varies
         for one token, so once known it is simulated with `eth_call` alone; a contract wallet's signature
         check can cost anything, so its transfer is always estimated.
         """
+        to = self._target or asset
         if eoa_signature and asset in self._eoa_gas:
             # Room for the known cost even above the cap, so such a transfer is refused for the cap.
             gas = max(self.cap, 2 * self._eoa_gas[asset])
-            return RpcCall("eth_call", [self.call(asset, calldata, fees, gas=gas), SIMULATION_BLOCK])
-        return RpcCall("eth_estimateGas", [self.call(asset, calldata, fees), SIMULATION_BLOCK])
+            call = self.call(to, calldata, fees, gas=gas, sender=sender)
+            return RpcCall("eth_call", [call, SIMULATION_BLOCK])
+        return RpcCall("eth_estimateGas", [self.call(to, calldata, fees, sender=sender), SIMULATION_BLOCK])
 
     async def estimate(
         self,
@@ -136,6 +165,8 @@ class TransferGas:
         signer_code: object,
         simulated: str,
         fees: Fees,
+        *,
+        sender: str | None = None,
     ) -> int:
         """The gas of this transfer: estimated in the batch, remembered for EOAs, or estimated now.
 
@@ -154,13 +185,12 @@ class TransferGas:
         if not has_code:
             return known
         try:
-            reply = await self._rpc.call(
-                "eth_estimateGas", self.call(asset, calldata, fees), SIMULATION_BLOCK
-            )
+            call = self.call(self._target or asset, calldata, fees, sender=sender)
+            reply = await self._rpc.call("eth_estimateGas", call, SIMULATION_BLOCK)
         except RpcError as exc:
             if unaffordable(exc):
                 raise RelayerCannotPayError(exc.message) from exc
-            raise simulation_failure(exc.revert_reason or exc.message) from exc
+            raise self._refusal(exc) from exc
         return int(reply, 16)
 
     def unsimulated(self, asset: str) -> int:
@@ -172,8 +202,7 @@ class TransferGas:
         """Refuse a transaction needing more gas than `cap`."""
         if estimate > self.cap:
             raise PaymentInvalidError(
-                Reason.INVALID_EXACT_EVM_TRANSACTION_SIMULATION_FAILED,
-                f"{what} {estimate} gas, more than this facilitator's cap of {self.cap}",
+                self._over_cap, f"{what} {estimate} gas, more than this facilitator's cap of {self.cap}"
             )
 
 

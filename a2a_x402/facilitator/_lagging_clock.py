@@ -23,6 +23,7 @@ refuses or ignores the override (ganache, Hardhat) is remembered as one, and ask
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import PaymentInvalidError, RpcError
@@ -33,6 +34,12 @@ from .wire import Reason
 __all__ = ["NodeClock", "estimate_counterfactual_at_wall_clock"]
 
 _NOT_YET_VALID = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_AFTER
+
+
+def _token_refusal(exc: RpcError) -> PaymentInvalidError:
+    return simulation_failure(exc.revert_reason or exc.message)
+
+
 _PENDING_AND_LATEST = [
     RpcCall("eth_getBlockByNumber", ["pending", False]),
     RpcCall("eth_getBlockByNumber", ["latest", False]),
@@ -60,12 +67,15 @@ class NodeClock:
         valid_after: int,
         now: int,
         readable: bool,
+        refusal_of: Callable[[RpcError], PaymentInvalidError] = _token_refusal,
     ) -> str | None:
         """The reply of `simulation` run again in a block stamped `now`, when `refusal` (its reply) says only
         that the authorization is not yet valid while by `now` (the wall clock) it is; or None when the
         node cannot simulate at `now` but stamps its next block by its clock, which the wall clock stands
         for: the window is then open, and the caller must check all else by plain reads. `readable` says
-        whether it can (a payment it cannot check so is refused as not yet valid instead).
+        whether it can (a payment it cannot check so is refused as not yet valid instead). `refusal_of`
+        reads a reverted simulation (by default the token's revert strings); the reason it gives a payment
+        not yet valid is the one every refusal for the window is told with.
 
         Raises:
             PaymentInvalidError: the refusal stands: another reason than the validity window, a window not
@@ -74,22 +84,24 @@ class NodeClock:
                 clock").
             ChainUnavailableError: the node could not be reached.
         """
-        failure = simulation_failure(refusal.revert_reason or refusal.message)
-        if failure.reason != _NOT_YET_VALID or valid_after >= now:
+        failure = refusal_of(refusal)
+        if not _is_window(failure) or valid_after >= now:
             raise failure
         if not self._no_overrides:
-            reply = await self._simulate_at(simulation, now)
+            reply = await self._simulate_at(simulation, now, refusal_of)
             if reply is not None:
                 return reply
         pending_is_latest, stamped = await self._pending_block()
         if not pending_is_latest:
-            raise _behind(valid_after, stamped, now) from refusal
+            raise _behind(valid_after, stamped, now, failure.reason) from refusal
         wall_clock_from = valid_after + self._margin_s + 1
         if readable and now >= wall_clock_from:
             return None
-        raise _undecided(valid_after, wall_clock_from if readable else None) from refusal
+        raise _undecided(valid_after, wall_clock_from if readable else None, failure.reason) from refusal
 
-    async def _simulate_at(self, simulation: RpcCall, now: int) -> str | None:
+    async def _simulate_at(
+        self, simulation: RpcCall, now: int, refusal_of: Callable[[RpcError], PaymentInvalidError]
+    ) -> str | None:
         """`simulation` in a block stamped `now`; None, and the node remembered as one without block
         overrides, if it refuses or ignores them.
 
@@ -101,8 +113,8 @@ class NodeClock:
         try:
             return str(await self._rpc.call(simulation.method, call, block, {}, {"time": hex(now)}))
         except RpcError as exc:
-            again = simulation_failure(exc.revert_reason or exc.message)
-            if again.reason == _NOT_YET_VALID:
+            again = refusal_of(exc)
+            if _is_window(again):
                 pass  # the override was ignored: still the node's own time
             elif exc.revert_reason is not None or "revert" in exc.message.lower():
                 raise again from exc
@@ -125,6 +137,15 @@ class NodeClock:
             self._pending_is_latest = True
             return True, None
         return False, _quantity(pending.get("timestamp"))
+
+
+# The reasons of a payment not valid yet: an EIP-3009 authorization's, a Permit2 witness's.
+_WINDOW_REASONS = frozenset({_NOT_YET_VALID, Reason.PERMIT2_NOT_YET_VALID})
+
+
+def _is_window(failure: PaymentInvalidError) -> bool:
+    """Whether a refusal says only that the payment is not valid yet."""
+    return failure.reason in _WINDOW_REASONS
 
 
 def _quantity(value: object) -> int | None:
@@ -174,7 +195,9 @@ async def estimate_counterfactual_at_wall_clock(
     return str(gas)
 
 
-def _behind(valid_after: int, stamped: int | None, now: int) -> PaymentInvalidError:
+def _behind(
+    valid_after: int, stamped: int | None, now: int, reason: str = _NOT_YET_VALID
+) -> PaymentInvalidError:
     """The refusal of a node whose next block, stamped `stamped` if told, is not after `valid_after`."""
     when = (
         f"it stamps its next block {stamped}, {now - stamped} s behind this facilitator's clock; try "
@@ -184,12 +207,14 @@ def _behind(valid_after: int, stamped: int | None, now: int) -> PaymentInvalidEr
         "again in a few seconds"
     )
     return PaymentInvalidError(
-        _NOT_YET_VALID,
+        reason,
         f"the authorization is not yet valid on this node's clock, by validAfter {valid_after}: {when}",
     )
 
 
-def _undecided(valid_after: int, wall_clock_from: int | None) -> PaymentInvalidError:
+def _undecided(
+    valid_after: int, wall_clock_from: int | None, reason: str = _NOT_YET_VALID
+) -> PaymentInvalidError:
     """The refusal of a node simulating in its last block, for a payment the wall clock vouches for only
     from `wall_clock_from` (None: never, since what else the transfer needs cannot be read)."""
     again = (
@@ -198,7 +223,7 @@ def _undecided(valid_after: int, wall_clock_from: int | None) -> PaymentInvalidE
         else f"try again from {wall_clock_from} (validAfter plus this facilitator's validity margin)"
     )
     return PaymentInvalidError(
-        _NOT_YET_VALID,
+        reason,
         f"the authorization is not yet valid on this node's clock, which runs behind validAfter "
         f"{valid_after} (it simulates in its last block, older than the wall clock); {again}",
     )

@@ -7,7 +7,7 @@ get the operation's own response: `{isValid: false, invalidReason, invalidMessag
 reads the reason where it reads every other one. The reason is the parser's (`invalid_payload`,
 `invalid_payment_requirements`, `invalid_x402_version`, `invalid_network`); the message names the field.
 The answer takes the request's x402 version when the body declares 1, else 2; `payer` is the
-authorization's `from` when that much of the body is a valid address.
+authorization's (or Permit2 authorization's) `from` when that much of the body is a valid address.
 """
 
 from __future__ import annotations
@@ -37,13 +37,17 @@ def _is_v1(data: object) -> bool:
 
 
 def _claimed_payer(data: object) -> object:
-    """`paymentPayload.payload.authorization.from` of a decoded body, whatever it is, or None."""
+    """`paymentPayload.payload.authorization.from` (or `.permit2Authorization.from`, of a Permit2 payment)
+    of a decoded body, whatever it is, or None."""
     value = data
-    for name in ("paymentPayload", "payload", "authorization", "from"):
+    for name in ("paymentPayload", "payload"):
         if not isinstance(value, dict):
             return None
         value = value.get(name)
-    return value
+    if not isinstance(value, dict):
+        return None
+    signed = value.get("authorization", value.get("permit2Authorization"))
+    return signed.get("from") if isinstance(signed, dict) else None
 
 
 def _answer(build: Callable[[str | None], _Answer], data: object) -> _Answer:

@@ -6,6 +6,7 @@ the x402 vocabulary (`wire.Reason`); which of several causes sharing a code appl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from eth_abi.exceptions import DecodingError
@@ -85,8 +86,21 @@ def _answered_true(reply: object) -> bool:
     return isinstance(reply, str) and reply.lower() == _ABI_TRUE
 
 
-def check_counterfactual_steps(steps: str) -> None:
-    """Refuse on the first failed step of a counterfactual wallet's simulation (deploy, sign, pay)."""
+def _token_failure(data: bytes) -> PaymentInvalidError:
+    return simulation_failure(revert_message(data))
+
+
+def check_counterfactual_steps(
+    steps: str,
+    *,
+    bad_signature: tuple[str, str] = (_BAD_SIGNATURE, "the signature is not from authorization.from"),
+    paid_failure: Callable[[bytes], PaymentInvalidError] = _token_failure,
+) -> None:
+    """Refuse on the first failed step of a counterfactual wallet's simulation (deploy, sign, pay).
+
+    `bad_signature` is the reason and message of a wallet refusing the signature, `paid_failure` the
+    refusal of a payment step that reverted with the given data (by default the token's revert strings).
+    """
     try:
         (deployed, deploy_data), (answered, answer), (paid, paid_data) = decode_aggregate3(steps)
     except (DecodingError, ValueError) as exc:
@@ -105,9 +119,9 @@ def check_counterfactual_steps(steps: str) -> None:
             "the ERC-6492 factory call does not deploy a wallet at authorization.from",
         )
     if answer[:4] != ERC1271_MAGIC:
-        raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
+        raise PaymentInvalidError(*bad_signature)
     if not paid:
-        raise simulation_failure(revert_message(paid_data))
+        raise paid_failure(paid_data)
 
 
 def simulation_failure(reason: str) -> PaymentInvalidError:
@@ -118,9 +132,17 @@ def simulation_failure(reason: str) -> PaymentInvalidError:
     return PaymentInvalidError(_SIMULATION_FAILED, f"the transfer would revert: {reason}")
 
 
-def check_head_time(auth: Authorization, head: object, now: int, margin_s: int) -> None:
-    """Refuse an authorization that expires before the next block could include it, when the head
-    block is ahead of the wall clock (behind it, `check_offline` has already decided).
+def check_head_time(
+    valid_before: int,
+    head: object,
+    now: int,
+    margin_s: int,
+    *,
+    expired: Reason = Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+) -> None:
+    """Refuse an authorization valid until `valid_before` that expires before the next block could
+    include it, when the head block is ahead of the wall clock (behind it, `check_offline` has already
+    decided), as `expired`.
 
     A head the node could not give (anvil answers null for `latest` while it is mining one) skips
     this check: the simulation in the pending block still sees a head far ahead.
@@ -133,9 +155,9 @@ def check_head_time(auth: Authorization, head: object, now: int, margin_s: int) 
     except ValueError:
         return
     # The next block is stamped after the head: with a head ahead of the clock, that binds.
-    if head_time > now and auth.valid_before <= head_time + 1 + margin_s:
+    if head_time > now and valid_before <= head_time + 1 + margin_s:
         raise PaymentInvalidError(
-            Reason.INVALID_EXACT_EVM_PAYLOAD_AUTHORIZATION_VALID_BEFORE,
+            expired,
             f"the chain's head block is {head_time - now} s ahead of this facilitator's clock: the "
             "authorization expires before a new block could include it",
         )

@@ -1,8 +1,9 @@
 """Reading a verify or settle request: x402 documents in, the authorization and terms to check out.
 
 Only the checks that need neither the chain nor the clock happen here (scheme, network, `accepted` equal to
-the requirements, the token's EIP-712 domain named), so a settle can find an earlier claim for the same
-authorization before anything time-dependent could refuse it.
+the requirements, the token's EIP-712 domain named; for a Permit2 payment, `_permit2_rules.permit2_terms`),
+so a settle can find an earlier claim for the same authorization before anything time-dependent could
+refuse it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,25 @@ import orjson
 from pydantic.alias_generators import to_camel
 
 from ._errors import InvalidIdempotencyKeyError, PaymentInvalidError
+from ._permit2_rules import Permit2Terms, permit2_terms
 from ._terms import Terms
 from ._token import Authorization
-from .wire import PaymentPayload, PaymentRequirements, Reason
+from .wire import (
+    ExactPermit2PaymentPayload,
+    PaymentPayload,
+    PaymentRequirements,
+    Reason,
+    UptoPaymentPayload,
+)
 
-__all__ = ["PaymentRequest", "idempotency_key_of", "namespaced_key", "read_payment"]
+__all__ = [
+    "PaymentRequest",
+    "Permit2Request",
+    "idempotency_key_of",
+    "namespaced_key",
+    "read_payment",
+    "read_permit2_payment",
+]
 
 _PAYMENT_IDENTIFIER = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -75,9 +90,46 @@ def read_payment(payload: PaymentPayload, requirements: PaymentRequirements, net
         token_name=name,
         token_version=version,
     )
+    return PaymentRequest(
+        authorization=authorization, terms=terms, payload_hash=_payload_hash(payload, requirements)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Permit2Request:
+    """One Permit2 payment (`exact` by Permit2, or `upto`) as the service works with it."""
+
+    payment: ExactPermit2PaymentPayload | UptoPaymentPayload
+    terms: Permit2Terms
+    # As `PaymentRequest.payload_hash`.
+    payload_hash: str
+
+
+def read_permit2_payment(
+    payment: ExactPermit2PaymentPayload | UptoPaymentPayload,
+    requirements: PaymentRequirements,
+    network: str,
+    *,
+    settling: bool = False,
+) -> Permit2Request:
+    """The Permit2 payment of a verify (or, `settling`, a settle) request to a facilitator serving `network`.
+
+    Raises:
+        PaymentInvalidError: another network than this facilitator's, or terms `permit2_terms` refuses.
+    """
+    if requirements.network != network:
+        raise PaymentInvalidError(Reason.INVALID_NETWORK, f"this facilitator settles on {network} only")
+    terms = permit2_terms(payment, requirements, settling=settling)
+    return Permit2Request(payment=payment, terms=terms, payload_hash=_payload_hash(payment, requirements))
+
+
+def _payload_hash(
+    payload: PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload,
+    requirements: PaymentRequirements,
+) -> str:
+    """sha256 of the canonical payload and requirements."""
     document = {"payload": payload.to_json_dict(), "requirements": requirements.to_json_dict()}
-    payload_hash = hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return PaymentRequest(authorization=authorization, terms=terms, payload_hash=payload_hash)
+    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 # The fields of `accepted` whose difference from the requirements has an x402 code of its own; any other

@@ -1,4 +1,5 @@
-"""The facilitator core: verify and settle exact-scheme EIP-3009 payments on one EVM chain, exactly once.
+"""The facilitator core: verify and settle exact-scheme EIP-3009 payments on one EVM chain, exactly once;
+verify Permit2 payments (`exact` by Permit2, and `upto`), which it does not settle yet.
 
 This is the one implementation behind both the HTTP service and the merchant's in-process use. Its
 answers are x402 v2 `VerifyResponse` / `SettleResponse` documents; a payment that fails a check is an
@@ -26,14 +27,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.storage import create_engine, ensure_schema_current
 
-from ._answers import CHAIN_DOWN, Answers
+from ._answers import Answers, verify_answer
 from ._checks import FOREIGN_SETTLEMENTS_COUNTED
 from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
-from ._errors import ChainError, ChainMismatchError, ChainUnavailableError, PaymentInvalidError
+from ._errors import ChainMismatchError, ChainUnavailableError, PaymentInvalidError
 from ._leases import LeaseStore
 from ._outcome import Outcomes
+from ._permit2_verified import VerifiedPermit2
+from ._permit2_verify import Permit2Verifier
 from ._pool import RelayerPool, RelayerState, holder_id
 from ._probe import ChainStatus, read_chain_status
 from ._receipts import ReceiptWatcher
@@ -42,24 +45,23 @@ from ._records import ClaimRecords
 from ._recovery import Recovery
 from ._relayer import Relayer
 from ._replacement import FeeBumper
-from ._request import idempotency_key_of, namespaced_key, read_payment
+from ._request import idempotency_key_of, namespaced_key, read_payment, read_permit2_payment
 from ._reverted import RevertedRelease
 from ._reverts import RevertGuard
 from ._rpc import RpcClient
 from ._sent import SentTransactionStore
 from ._settlement import Settlement
+from ._supported import supported_response
 from ._takeover import account_for_key
 from ._truth import ChainTruth
 from ._verify import Verifier
 from .wire import (
     PaymentPayload,
     PaymentRequirements,
-    Reason,
+    Permit2PaymentPayload,
     SettleResponse,
-    SupportedKind,
     SupportedResponse,
     VerifyResponse,
-    v1_network_from_chain_id,
 )
 
 __all__ = ["Facilitator"]
@@ -144,6 +146,16 @@ class Facilitator:
             rpc,
             chain_id=self.chain_id,
             relayer=relayers.address,
+            fees=relayers.fee_caps,
+            validity_margin_s=validity_margin_s,
+            gas_limit_cap=gas_limit_cap,
+            erc6492_factories=erc6492_factories,
+        )
+        self._permit2 = Permit2Verifier(
+            rpc,
+            chain_id=self.chain_id,
+            relayer=relayers.address,
+            facilitators=relayers.addresses,
             fees=relayers.fee_caps,
             validity_margin_s=validity_margin_s,
             gas_limit_cap=gas_limit_cap,
@@ -264,6 +276,10 @@ class Facilitator:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"
             )
+        schemes = await self._permit2.probe()
+        logger.info(
+            "Permit2 schemes this chain has the contracts for: %s", ", ".join(sorted(schemes)) or "none"
+        )
         if self._elsewhere.count_foreign:
             # Not refused: one deployment, or several on one database, is a sound configuration; but no
             # check can see another deployment paying to the same payTo with a database of its own.
@@ -317,39 +333,41 @@ class Facilitator:
         return self._bumper.replacements_sent
 
     def supported(self) -> SupportedResponse:
-        """The kinds this facilitator verifies and settles, and its signer."""
-        kinds = [SupportedKind(x402_version=2, scheme="exact", network=self.network)]
-        try:
-            v1_network = v1_network_from_chain_id(self.chain_id)
-        except ValueError:
-            pass  # a chain without a legacy v1 name is offered to v2 clients only
-        else:
-            kinds.append(SupportedKind(x402_version=1, scheme="exact", network=v1_network))
-        return SupportedResponse(
-            kinds=tuple(kinds),
-            extensions=("payment-identifier",),
-            signers={"eip155:*": self._relayer.addresses},
-        )
+        """The kinds this facilitator verifies and settles, and its signers (`_supported`)."""
+        return supported_response(self.network, self.chain_id, self._relayer.addresses, self._permit2.schemes)
 
-    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
-        """Check `payload` against `requirements` without changing anything anywhere."""
-        payer = payload.payload.authorization.from_address
-        try:
-            request = read_payment(payload, requirements, self.network)
-            await self._settlement.verify(request)
-        except PaymentInvalidError as exc:
-            return VerifyResponse(
-                is_valid=False, invalid_reason=exc.reason, invalid_message=exc.message, payer=payer
-            )
-        except ChainError as exc:
-            logger.warning("verify could not reach the chain: %s", exc)
-            return VerifyResponse(
-                is_valid=False,
-                invalid_reason=Reason.UNEXPECTED_VERIFY_ERROR,
-                invalid_message=CHAIN_DOWN,
-                payer=payer,
-            )
-        return VerifyResponse(is_valid=True, payer=payer)
+    async def verify(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
+        """Check `payload` (an EIP-3009 `exact` payment, or a Permit2 one of `exact` or `upto`) against
+        `requirements` without changing anything anywhere."""
+        if isinstance(payload, PaymentPayload):
+            payer = payload.payload.authorization.from_address
+            return await verify_answer(self._verify_eip3009(payload, requirements), payer)
+        payer = payload.payload.permit2_authorization.from_address
+        return await verify_answer(self._verify_permit2(payload, requirements), payer)
+
+    async def _verify_eip3009(self, payload: PaymentPayload, requirements: PaymentRequirements) -> None:
+        await self._settlement.verify(read_payment(payload, requirements, self.network))
+
+    async def _verify_permit2(
+        self, payment: Permit2PaymentPayload, requirements: PaymentRequirements, *, settling: bool = False
+    ) -> VerifiedPermit2:
+        """Every check of a Permit2 payment, offline then on chain, then its payer's and wallet's cool-off;
+        `settling`: the requirements are a settle's (an `upto` one names the amount to charge, which must not
+        be 0 here: the proxy refuses to move nothing, and such a settlement sends no transaction at all).
+
+        Raises:
+            PaymentInvalidError: a check failed.
+            ChainError: the chain could not be read.
+        """
+        request = read_permit2_payment(payment, requirements, self.network, settling=settling)
+        # One moment of the wall clock for both halves, as for EIP-3009.
+        now = int(time.time())
+        signed = self._permit2.check_offline(request, now=now)
+        verified = await self._permit2.check_onchain(request, signed, now=now)
+        await self.revert_guard.check_cooling(verified.payer, verified.code_hash)
+        return verified
 
     async def settle(
         self,

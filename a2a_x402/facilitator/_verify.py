@@ -297,7 +297,7 @@ class Verifier:
             raise PaymentInvalidError(_BAD_SIGNATURE, "the signature is not from authorization.from")
         if state is not None:
             check_token_state(auth, state)
-        check_head_time(auth, head, now, self._margin_s)
+        check_head_time(auth.valid_before, head, now, self._margin_s)
         if isinstance(gas, RpcError):
             simulation = self._gas.simulation(terms.asset, calldata, eoa_signature, fees)
             # Reads vouch for all but the time (nonce, pause, blacklists, balance, a recovered signature)
@@ -369,7 +369,7 @@ class Verifier:
             )
         if state is not None:
             check_token_state(auth, state)
-        check_head_time(auth, head, now, self._margin_s)
+        check_head_time(auth.valid_before, head, now, self._margin_s)
         try:
             check_counterfactual_steps(steps)
             if isinstance(gas, RpcError):

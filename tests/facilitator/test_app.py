@@ -323,7 +323,8 @@ async def test_supported_and_health_describe_the_service(
         supported = (await client.get("/supported")).json()
         health = (await client.get("/healthz")).json()
 
-    assert supported["kinds"][0] == {"x402Version": 2, "scheme": "exact", "network": chain.network}
+    exact = {"x402Version": 2, "scheme": "exact", "network": chain.network}
+    assert supported["kinds"][0] == exact | {"extra": {"assetTransferMethods": ["eip3009", "permit2"]}}
     assert health["network"] == chain.network
     assert supported["signers"] == {"eip155:*": [health["relayer"]]}
 

@@ -1,5 +1,6 @@
 """What verification asks the node: a token seen before is judged on its simulation alone when the
-transfer would go through; a payment refused there is read in full, so its refusal keeps its reason."""
+transfer would go through; a payment refused there is read in full, so its refusal keeps its reason. A
+Permit2 payment is read in full and simulated in one batch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from a2a_x402.payer import sign_payment
 from tests.fixtures.facilitator import make_requirements
 
 from .payments import sign_exact, submit_directly
+from .permit2_chain import funded_payer, parsed, permit2_requirements, sdk_sign
 
 _AUTHORIZATION_STATE = "0xe94a0102"  # authorizationState(address,bytes32)
 
@@ -83,3 +85,18 @@ async def test_a_payment_refused_by_the_simulation_is_read_in_full_for_its_reaso
         Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
     )
     assert [batch.count(_AUTHORIZATION_STATE) for batch in batches] == [0, 1], batches
+
+
+@pytest.mark.parametrize("scheme", ["exact", "upto"])
+async def test_a_permit2_payment_is_verified_in_one_batch(
+    scheme: str, chain: DevChain, facilitator: Facilitator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = permit2_requirements(chain, scheme, chain.plain_asset)
+    first, second = (sdk_sign(chain, funded_payer(chain, asked.asset), asked) for _ in range(2))
+    assert (await facilitator.verify(parsed(first), asked)).is_valid
+    batches = _record_batches(monkeypatch, facilitator)
+
+    assert (await facilitator.verify(parsed(second), asked)).is_valid
+
+    # The codes, the payer's balance, allowance and nonce word, the head and the simulation: one round trip.
+    assert [len(batch) for batch in batches] == [9], batches

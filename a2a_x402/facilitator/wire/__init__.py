@@ -1,8 +1,8 @@
 """x402 wire types: v2 and v1 documents, strict parsing, and conversions between the versions.
 
 Beside the EIP-3009 payload of `exact`, the v2 payloads of a Permit2 witness transfer (`exact` with
-`assetTransferMethod: "permit2"`, and `upto`) have their own documents and parse entry point; the
-facilitator does not verify or settle them yet.
+`assetTransferMethod: "permit2"`, and `upto`) have their own documents, `/verify` bodies and parse entry
+point; the facilitator verifies them, and does not settle them yet.
 
 Pure data, no I/O. Untrusted input goes through the `parse_*` functions or `Model.from_wire`,
 which accept exactly the wire form (camelCase names, checksummed addresses, uint256 decimal
@@ -12,7 +12,14 @@ strings, 32-byte nonces, known `x402Version`s, bounded sizes) and raise only `Wi
 
 from __future__ import annotations
 
-from ._api import SettleRequest, SettleRequestV1, VerifyRequest, VerifyRequestV1
+from ._api import (
+    ExactPermit2VerifyRequest,
+    SettleRequest,
+    SettleRequestV1,
+    UptoVerifyRequest,
+    VerifyRequest,
+    VerifyRequestV1,
+)
 from ._base import WireModel
 from ._convert import (
     payload_v1_to_v2,
@@ -47,6 +54,7 @@ from ._permit2 import (
     ExactPermit2PaymentPayload,
     ExactPermit2Witness,
     Permit2Extra,
+    Permit2PaymentPayload,
     Permit2TokenPermissions,
     UptoPaymentPayload,
     UptoPermit2Authorization,
@@ -97,6 +105,7 @@ __all__ = [
     "ExactPermit2Authorization",
     "ExactPermit2Payload",
     "ExactPermit2PaymentPayload",
+    "ExactPermit2VerifyRequest",
     "ExactPermit2Witness",
     "PaymentPayload",
     "PaymentPayloadV1",
@@ -105,6 +114,7 @@ __all__ = [
     "PaymentRequirements",
     "PaymentRequirementsV1",
     "Permit2Extra",
+    "Permit2PaymentPayload",
     "Permit2TokenPermissions",
     "Reason",
     "ResourceInfo",
@@ -122,6 +132,7 @@ __all__ = [
     "UptoPermit2Authorization",
     "UptoPermit2Payload",
     "UptoPermit2Witness",
+    "UptoVerifyRequest",
     "V1Network",
     "VerifyRequest",
     "VerifyRequestV1",

@@ -4,6 +4,9 @@ Both endpoints take `{x402Version, paymentPayload, paymentRequirements}`. The bo
 fixes the version of both parts: a v2 body carrying a v1 payload is refused with
 `invalid_x402_version`. Problems inside `paymentRequirements` are reported as
 `invalid_payment_requirements`, all others as `invalid_payload`.
+
+A v2 `/verify` body may carry a Permit2 payment (`exact` by Permit2, or `upto`), which has a body of its
+own per scheme; the x402 SDKs send Permit2 payments in v2 only.
 """
 
 from __future__ import annotations
@@ -12,12 +15,20 @@ from collections.abc import Mapping
 from typing import Annotated, ClassVar
 
 from ._base import WireModel
+from ._permit2 import ExactPermit2PaymentPayload, UptoPaymentPayload
 from ._primitives import version
 from ._reasons import Reason
 from ._v1 import PaymentPayloadV1, PaymentRequirementsV1
 from ._v2 import PaymentPayload, PaymentRequirements
 
-__all__ = ["SettleRequest", "SettleRequestV1", "VerifyRequest", "VerifyRequestV1"]
+__all__ = [
+    "ExactPermit2VerifyRequest",
+    "SettleRequest",
+    "SettleRequestV1",
+    "UptoVerifyRequest",
+    "VerifyRequest",
+    "VerifyRequestV1",
+]
 
 _REASON_BY_FIELD: Mapping[str, Reason] = {
     "paymentPayload": Reason.INVALID_PAYLOAD,
@@ -55,3 +66,23 @@ class VerifyRequestV1(_RequestV1):
 
 class SettleRequestV1(_RequestV1):
     """A v1 `/settle` body."""
+
+
+class ExactPermit2VerifyRequest(WireModel):
+    """A v2 `/verify` body carrying an `exact` payment made by Permit2."""
+
+    wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
+
+    x402_version: Annotated[int, version(2)]
+    payment_payload: ExactPermit2PaymentPayload
+    payment_requirements: PaymentRequirements
+
+
+class UptoVerifyRequest(WireModel):
+    """A v2 `/verify` body carrying an `upto` payment."""
+
+    wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
+
+    x402_version: Annotated[int, version(2)]
+    payment_payload: UptoPaymentPayload
+    payment_requirements: PaymentRequirements

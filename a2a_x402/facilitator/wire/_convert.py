@@ -7,13 +7,23 @@ ids map one to one, so a v2 network converts back to the v1 name it came from.
 
 from __future__ import annotations
 
-from ._api import SettleRequest, SettleRequestV1, VerifyRequest, VerifyRequestV1
+from typing import overload
+
+from ._api import (
+    ExactPermit2VerifyRequest,
+    SettleRequest,
+    SettleRequestV1,
+    UptoVerifyRequest,
+    VerifyRequest,
+    VerifyRequestV1,
+)
 from ._networks import (
     caip2_from_chain_id,
     chain_id_from_caip2,
     chain_id_from_v1_network,
     v1_network_from_chain_id,
 )
+from ._permit2 import Permit2PaymentPayload
 from ._v1 import PaymentPayloadV1, PaymentRequirementsV1, SettleResponseV1, VerifyResponseV1
 from ._v2 import PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse, VerifyResponse
 
@@ -93,11 +103,24 @@ def payload_v1_to_v2(payload: PaymentPayloadV1, requirements: PaymentRequirement
     return PaymentPayload(x402_version=2, payload=payload.payload, accepted=accepted)
 
 
+@overload
 def request_to_v2(
     request: VerifyRequest | SettleRequest | VerifyRequestV1 | SettleRequestV1,
-) -> tuple[PaymentPayload, PaymentRequirements]:
+) -> tuple[PaymentPayload, PaymentRequirements]: ...
+@overload
+def request_to_v2(
+    request: ExactPermit2VerifyRequest | UptoVerifyRequest,
+) -> tuple[Permit2PaymentPayload, PaymentRequirements]: ...
+def request_to_v2(
+    request: VerifyRequest
+    | SettleRequest
+    | VerifyRequestV1
+    | SettleRequestV1
+    | ExactPermit2VerifyRequest
+    | UptoVerifyRequest,
+) -> tuple[PaymentPayload | Permit2PaymentPayload, PaymentRequirements]:
     """Return the v2 payload and requirements of a `/verify` or `/settle` body of either version."""
-    if isinstance(request, VerifyRequest | SettleRequest):
+    if isinstance(request, VerifyRequest | SettleRequest | ExactPermit2VerifyRequest | UptoVerifyRequest):
         return request.payment_payload, request.payment_requirements
     requirements = requirements_v1_to_v2(request.payment_requirements)
     return payload_v1_to_v2(request.payment_payload, requirements), requirements

@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, overload
 
-from ._api import SettleRequest, SettleRequestV1, VerifyRequest, VerifyRequestV1
+from ._api import (
+    ExactPermit2VerifyRequest,
+    SettleRequest,
+    SettleRequestV1,
+    UptoVerifyRequest,
+    VerifyRequest,
+    VerifyRequestV1,
+)
 from ._errors import WireError, json_type_name
 from ._reasons import Reason
 from ._v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
@@ -84,15 +91,27 @@ def parse_payment_required(data: object) -> PaymentRequired | PaymentRequiredV1:
     return PaymentRequiredV1.from_wire(data)
 
 
-def parse_verify_request(data: object) -> VerifyRequest | VerifyRequestV1:
+def parse_verify_request(
+    data: object,
+) -> VerifyRequest | VerifyRequestV1 | ExactPermit2VerifyRequest | UptoVerifyRequest:
     """Parse a `POST /verify` body; both parts must have the body's x402 version.
+
+    A v2 payment whose `payload` carries `permit2Authorization` is a Permit2 one, of the `upto` scheme when
+    its `accepted.scheme` says so and of `exact` otherwise (whose parse then refuses any other scheme).
 
     Raises:
         WireError: `invalid_x402_version`, `invalid_payload` or `invalid_payment_requirements`.
     """
-    if _read_version(data, Reason.INVALID_PAYLOAD) == 2:
+    if _read_version(data, Reason.INVALID_PAYLOAD) == 1:
+        return VerifyRequestV1.from_wire(data)
+    payment = data.get("paymentPayload") if isinstance(data, Mapping) else None
+    payload = payment.get("payload") if isinstance(payment, Mapping) else None
+    if not isinstance(payload, Mapping) or "permit2Authorization" not in payload:
         return VerifyRequest.from_wire(data)
-    return VerifyRequestV1.from_wire(data)
+    accepted = payment.get("accepted") if isinstance(payment, Mapping) else None
+    if isinstance(accepted, Mapping) and accepted.get("scheme") == "upto":
+        return UptoVerifyRequest.from_wire(data)
+    return ExactPermit2VerifyRequest.from_wire(data)
 
 
 def parse_settle_request(data: object) -> SettleRequest | SettleRequestV1:

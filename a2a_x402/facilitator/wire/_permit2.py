@@ -13,7 +13,7 @@ These are wire shapes only; whether a payload pays what the requirements ask is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, ClassVar, Self, TypeAlias
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -29,6 +29,7 @@ __all__ = [
     "ExactPermit2PaymentPayload",
     "ExactPermit2Witness",
     "Permit2Extra",
+    "Permit2PaymentPayload",
     "Permit2TokenPermissions",
     "UptoPaymentPayload",
     "UptoPermit2Authorization",
@@ -135,7 +136,11 @@ class UptoPaymentPayload(WireModel):
         return self
 
 
-def parse_permit2_payment_payload(data: object) -> ExactPermit2PaymentPayload | UptoPaymentPayload:
+Permit2PaymentPayload: TypeAlias = ExactPermit2PaymentPayload | UptoPaymentPayload
+"""A payment payload carrying a Permit2 witness transfer, of either scheme."""
+
+
+def parse_permit2_payment_payload(data: object) -> Permit2PaymentPayload:
     """Parse a v2 payment payload carrying a Permit2 witness transfer, as `upto` when its `accepted.scheme`
     says so and as `exact` otherwise (whose check then refuses any other scheme).
 

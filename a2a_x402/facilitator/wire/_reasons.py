@@ -2,10 +2,12 @@
 
 One vocabulary: every code is either in the x402 v2 specification's error registry (§9) or a constant
 of the x402 Python SDK 2.25 (which we follow where the three SDKs spell a code differently), so that
-clients built on either recognise it. Nothing is coined here: where we know more than a code can say
-(which field differs, which transaction settled it first), the answer says it in `invalidMessage` /
-`errorMessage` or under `extensions`. Every member's name is its value upper-cased, so a code seen in a
-log can be found in the source by grepping either spelling.
+clients built on either recognise it; a few Permit2 checks the Python SDK names only with a literal, or
+does not make, take the constant of the TypeScript SDK (`@x402/evm` 2.27), which any literal matches.
+Nothing is coined here: where we know more than a code can say (which field differs, which transaction
+settled it first), the answer says it in `invalidMessage` / `errorMessage` or under `extensions`. Every
+member's name is its value upper-cased, so a code seen in a log can be found in the source by grepping
+either spelling.
 
 Parsing (raised as `WireError.reason`, answered as `isValid: false` / `success: false`):
 
@@ -62,6 +64,19 @@ Verification of a Permit2 witness transfer (`exact` by Permit2, and `upto`), in 
     permit2_invalid_owner              `from` is the zero address
     permit2_invalid_destination        witness.to is the zero address
     invalid_permit2_signature          the signature does not recover to `from`
+    permit2_proxy_not_deployed         Permit2 or the scheme's x402 proxy has no code on this chain (TS)
+    permit2_invalid_nonce              the Permit2 nonce is already used (or invalidated) (TS)
+    permit2_allowance_required         the payer has not approved Permit2 for the amount on the token
+    permit2_insufficient_balance       an `upto` payer's balance is below the maximum (`exact`:
+                                       invalid_exact_evm_insufficient_balance, as the Python SDK says)
+    permit2_2612_amount_mismatch       the EIP-2612 approval sent along is not for the permitted amount (TS)
+    invalid_eip2612_extension_format / eip2612_from_mismatch / eip2612_asset_mismatch /
+    eip2612_spender_not_permit2 / eip2612_deadline_expired
+                                       the `eip2612GasSponsoring` extension's approval of Permit2 is
+                                       malformed, of another owner or token, not for Permit2, or expiring (TS)
+    permit2_simulation_failed          the simulated `exact` settlement reverted for another reason (TS)
+    invalid_upto_evm_transaction_failed
+                                       the simulated `upto` settlement reverted for another reason
 
 Settlement:
 
@@ -131,6 +146,18 @@ class Reason(StrEnum):
     PERMIT2_INVALID_OWNER = "permit2_invalid_owner"
     PERMIT2_INVALID_DESTINATION = "permit2_invalid_destination"
     INVALID_PERMIT2_SIGNATURE = "invalid_permit2_signature"
+    PERMIT2_PROXY_NOT_DEPLOYED = "permit2_proxy_not_deployed"
+    PERMIT2_INVALID_NONCE = "permit2_invalid_nonce"
+    PERMIT2_ALLOWANCE_REQUIRED = "permit2_allowance_required"
+    PERMIT2_INSUFFICIENT_BALANCE = "permit2_insufficient_balance"
+    PERMIT2_2612_AMOUNT_MISMATCH = "permit2_2612_amount_mismatch"
+    INVALID_EIP2612_EXTENSION_FORMAT = "invalid_eip2612_extension_format"
+    EIP2612_FROM_MISMATCH = "eip2612_from_mismatch"
+    EIP2612_ASSET_MISMATCH = "eip2612_asset_mismatch"
+    EIP2612_SPENDER_NOT_PERMIT2 = "eip2612_spender_not_permit2"
+    EIP2612_DEADLINE_EXPIRED = "eip2612_deadline_expired"
+    PERMIT2_SIMULATION_FAILED = "permit2_simulation_failed"
+    INVALID_UPTO_EVM_TRANSACTION_FAILED = "invalid_upto_evm_transaction_failed"
 
     TRANSACTION_FAILED = "transaction_failed"
     INVALID_EXACT_EVM_TRANSFER_EVENT_MISMATCH = "invalid_exact_evm_transfer_event_mismatch"

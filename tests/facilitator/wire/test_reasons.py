@@ -1,14 +1,17 @@
-"""Reason codes: spelled as the x402 Python SDK spells them, and none outside the spec's and the SDK's."""
+"""Reason codes: spelled as the x402 Python SDK spells them, and none outside the spec's and the SDKs'."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import x402
 from x402.mechanisms.evm import constants as sdk
 
 from a2a_x402.facilitator.wire import Reason
+from tests.fixtures.node import NODE_MODULES
+from tests.fixtures.subprocesses import unavailable
 
 
 def test_member_names_are_the_upper_cased_codes() -> None:
@@ -50,6 +53,9 @@ def test_shared_codes_match_the_sdk_spelling() -> None:
         Reason.PERMIT2_INVALID_DESTINATION: sdk.ERR_PERMIT2_INVALID_DESTINATION,
         Reason.INVALID_PERMIT2_SIGNATURE: sdk.ERR_PERMIT2_INVALID_SIGNATURE,
         Reason.EIP6492_FACTORY_NOT_ALLOWED: sdk.ERR_FACTORY_NOT_ALLOWED,
+        Reason.PERMIT2_ALLOWANCE_REQUIRED: sdk.ERR_PERMIT2_ALLOWANCE_REQUIRED,
+        Reason.PERMIT2_INSUFFICIENT_BALANCE: sdk.ERR_PERMIT2_INSUFFICIENT_BALANCE,
+        Reason.INVALID_UPTO_EVM_TRANSACTION_FAILED: sdk.ERR_UPTO_TRANSACTION_FAILED,
     }
     for ours, theirs in ours_from_sdk.items():
         assert ours.value == theirs
@@ -93,6 +99,36 @@ def _sdk_codes() -> set[str]:
     return codes
 
 
+# Permit2 codes of the x402 TypeScript SDK (`@x402/evm` 2.27's `Err*` constants) for checks the Python SDK
+# names only with a literal of the same spelling (a used nonce, the EIP-2612 extension) or does not make.
+_TYPESCRIPT_PERMIT2 = frozenset(
+    {
+        "permit2_proxy_not_deployed",
+        "permit2_invalid_nonce",
+        "permit2_2612_amount_mismatch",
+        "permit2_simulation_failed",
+        "invalid_eip2612_extension_format",
+        "eip2612_from_mismatch",
+        "eip2612_asset_mismatch",
+        "eip2612_spender_not_permit2",
+        "eip2612_deadline_expired",
+    }
+)
+
+
 def test_every_code_we_emit_is_a_spec_or_sdk_spelling() -> None:
-    vocabulary = _SPEC_REGISTRY | _sdk_codes()
+    vocabulary = _SPEC_REGISTRY | _sdk_codes() | _TYPESCRIPT_PERMIT2
     assert {reason.value for reason in Reason} - vocabulary == set()
+
+
+def test_the_typescript_codes_are_the_typescript_sdks() -> None:
+    built = NODE_MODULES / "@x402" / "evm" / "dist" / "cjs"
+    sources = [built / kind / "facilitator" / "index.js" for kind in ("exact", "upto")]
+    if not all(source.is_file() for source in sources):
+        unavailable(f"@x402/evm is missing from {NODE_MODULES}: run ./scripts/setup")
+    constants = {
+        match.group(1)
+        for source in sources
+        for match in re.finditer(r'var Err\w+ = "([a-z0-9_]+)";', source.read_text(encoding="utf-8"))
+    }
+    assert _TYPESCRIPT_PERMIT2 - constants == set()

@@ -31,6 +31,7 @@ from x402.schemas.v1 import PaymentRequiredV1 as SdkPaymentRequiredV1
 from x402.schemas.v1 import PaymentRequirementsV1 as SdkPaymentRequirementsV1
 
 from a2a_x402.facilitator.wire import (
+    ExactEvmPayload,
     PaymentPayload,
     PaymentPayloadV1,
     PaymentRequired,
@@ -230,7 +231,9 @@ class _Facilitator(BaseHTTPRequestHandler):
             )
             return
         self.received.append(request)
-        payer = request.payment_payload.payload.authorization.from_address
+        signed = request.payment_payload.payload
+        assert isinstance(signed, ExactEvmPayload)  # the SDK's exact client signs EIP-3009 here
+        payer = signed.authorization.from_address
         if isinstance(request, VerifyRequest | VerifyRequestV1):
             verified = VerifyResponse(is_valid=True, payer=payer)
             answer = verified if isinstance(request, VerifyRequest) else verify_response_to_v1(verified)
