@@ -333,8 +333,12 @@ class Facilitator:
         return self._bumper.replacements_sent
 
     def supported(self) -> SupportedResponse:
-        """The kinds this facilitator verifies and settles, and its signers (`_supported`)."""
-        return supported_response(self.network, self.chain_id, self._relayer.addresses, self._permit2.schemes)
+        """The kinds this facilitator verifies and settles, and its signers (`_supported`).
+
+        Permit2 payments are verified but not settled yet: they are listed once `/settle` takes them, since
+        a resource server reading `upto` here would do the work before learning it cannot be paid.
+        """
+        return supported_response(self.network, self.chain_id, self._relayer.addresses, permit2_schemes=())
 
     async def verify(
         self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements

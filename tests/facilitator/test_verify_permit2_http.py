@@ -1,6 +1,6 @@
 """Permit2 payments over HTTP: `POST /verify` verifies the x402 Python and TypeScript SDK clients' `exact`
 (Permit2) and `upto` payments, refuses bad ones with their reason and malformed ones as a clear 200 refusal,
-claiming nothing; `/supported` lists `upto` and exact's Permit2 where the chain has the contracts."""
+claiming nothing; `/supported` lists them only once `/settle` takes them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from eth_account import Account
 
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
+from a2a_x402.facilitator._supported import supported_response
 from a2a_x402.facilitator.wire import Reason
 from tests.fixtures.node import NodeScript
 
@@ -165,30 +166,40 @@ async def test_a_permit2_payment_presented_for_settlement_is_refused_clearly(
     assert await claim_rows(sqlite_url) == []
 
 
-async def test_supported_lists_upto_and_permit2_where_the_chain_has_them(
-    chain: DevChain, start_service: StartService, sqlite_url: str
-) -> None:
-    async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
-        supported = (await client.get("/supported")).json()
+def test_supported_would_list_upto_and_permit2_for_a_chain_with_them() -> None:
+    relayer = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+    supported = supported_response("eip155:84532", 84532, [relayer], ("exact", "upto")).to_json_dict()
 
-    relayer = relayer_address(chain)
     assert supported["kinds"] == [
         {
             "x402Version": 2,
             "scheme": "exact",
-            "network": chain.network,
+            "network": "eip155:84532",
             "extra": {"assetTransferMethods": ["eip3009", "permit2"]},
         },
         {
             "x402Version": 2,
             "scheme": "upto",
-            "network": chain.network,
+            "network": "eip155:84532",
             "extra": {"facilitatorAddress": relayer},
         },
         {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
     ]
     assert supported["extensions"] == ["payment-identifier", "eip2612GasSponsoring"]
-    assert supported["signers"] == {"eip155:*": [relayer]}
+
+
+async def test_supported_lists_no_permit2_payment_before_settle_takes_them(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
+        supported = (await client.get("/supported")).json()
+
+    assert supported["kinds"] == [
+        {"x402Version": 2, "scheme": "exact", "network": chain.network},
+        {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
+    ]
+    assert supported["extensions"] == ["payment-identifier"]
+    assert supported["signers"] == {"eip155:*": [relayer_address(chain)]}
 
 
 async def test_supported_lists_neither_on_a_chain_without_permit2(
