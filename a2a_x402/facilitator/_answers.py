@@ -14,11 +14,20 @@ from ._errors import ChainError, ChainUnavailableError, PaymentInvalidError
 from ._recovery import ThirdPartySettlement
 from .wire import Reason, SettleResponse, VerifyResponse
 
-__all__ = ["CHAIN_DOWN", "Answers", "read_within", "remaining", "verify_answer"]
+__all__ = ["CHAIN_DOWN", "SEND_UNDECIDED", "Answers", "read_within", "remaining", "verify_answer"]
 
 logger = logging.getLogger(__name__)
 
 CHAIN_DOWN = "the chain could not be reached; try again"
+
+BROADCAST_PENDING = (
+    "the settlement is broadcast but not yet confirmed; ask again with the same idempotency key"
+)
+
+SEND_UNDECIDED = (
+    "the settlement's send failed and the chain could not be read to tell whether it went out after all; "
+    "ask again with the same idempotency key"
+)
 
 NOT_SHOWN_LATER = (
     "the authorization was already used on chain by a transaction not shown to be mined after the payment "
@@ -88,13 +97,13 @@ class Answers:
             network=self.network,
         )
 
-    def pending(self, claim: Claim, tx_hash: str | None = None) -> SettleResponse:
-        """The claim's settlement is broadcast (as `tx_hash`, or the claim's) but not yet final."""
+    def pending(
+        self, claim: Claim, tx_hash: str | None = None, *, message: str = BROADCAST_PENDING
+    ) -> SettleResponse:
+        """The claim's settlement is broadcast (as `tx_hash`, or the claim's) but not yet final; or, with
+        `SEND_UNDECIDED`, not known to be broadcast or not."""
         return self.failure(
-            Reason.SETTLEMENT_PENDING,
-            "the settlement is broadcast but not yet confirmed; ask again with the same idempotency key",
-            claim.payer,
-            transaction=tx_hash or claim.tx_hash or "",
+            Reason.SETTLEMENT_PENDING, message, claim.payer, transaction=tx_hash or claim.tx_hash or ""
         )
 
     def duplicate(self, claim: Claim) -> SettleResponse:

@@ -172,8 +172,8 @@ class FacilitatorSettings(BaseSettings):
         default=2.0,
         ge=0.5,
         le=3600,
-        description="a key's next nonce the node holds unmined this long while later ones wait is sent "
-        "again, and replaced with bumped fees if the node already held it or still holds it as long again",
+        description="a key's next nonce unmined this long while later ones wait is sent again if the node "
+        "no longer holds it, and replaced with bumped fees if it does",
     )
     fee_bump_after_s: float = Field(
         default=12.0,

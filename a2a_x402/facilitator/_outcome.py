@@ -6,11 +6,11 @@ import asyncio
 import logging
 from typing import Any
 
-from ._answers import Answers, remaining
+from ._answers import SEND_UNDECIDED, Answers, remaining
 from ._claims import Claim, ClaimState, ClaimStore
 from ._elsewhere import SettledElsewhere
 from ._errors import ChainError, RpcError
-from ._pool import RelayerPool
+from ._pool import NoRelayerError, RelayerPool
 from ._records import ClaimRecords
 from ._recovery import Recovery, ThirdPartySettlement
 from ._relayer import BroadcastUncertainError, SentTransaction
@@ -71,7 +71,6 @@ class Outcomes:
 
     async def broadcast(self, claim: Claim, verified: VerifiedPayment, deadline: float) -> SettleResponse:
         """Send the claim's settlement and wait (within the deadline) for its outcome."""
-        payer = verified.authorization.from_
         # The verifier refused estimates over the cap; the margin covers state that changes before mining.
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
@@ -84,27 +83,36 @@ class Outcomes:
             sent = exc.sent
         except ChainError as exc:
             logger.warning("broadcast of claim %s failed: %s", claim.id, exc)
-            response = self._answers.failure(
-                Reason.TRANSACTION_FAILED if isinstance(exc, RpcError) else Reason.UNEXPECTED_SETTLE_ERROR,
-                "the settlement transaction could not be submitted; nothing was charged",
-                payer,
-            )
-            try:
-                judged = await self._truth.judge(claim, deadline, pool=True)
-            except ChainError as unread:
-                # The node refused the send or does not hold it: nothing of ours is out there to wait for.
-                logger.warning("claim %s: the chain unread after its send failed: %s", claim.id, unread)
-                judged = None
-            if isinstance(judged, SettleResponse):
-                return judged
-            if judged is not None and judged.in_pool:
-                # Something the node holds uses the authorization (our send after all, or another): the
-                # claim stays claimed, and once its lease runs out `reconcile` records what was mined.
-                logger.warning("claim %s: its authorization is used in the pending block", claim.id)
-                return self._answers.pending(claim)
-            return await self._records.record(claim, response, state=ClaimState.RELEASED)
+            return await self._send_failed(claim, exc, deadline)
         logger.debug("claim %s broadcast as %s (relayer nonce %d)", claim.id, sent.tx_hash, sent.nonce)
         return await self.wait(claim, deadline, sent=sent)
+
+    async def _send_failed(self, claim: Claim, exc: ChainError, deadline: float) -> SettleResponse:
+        """The answer to a send that failed, once the chain says what became of the authorization: a node
+        that answered the send with an error (or lost its answer) may have taken it anyway."""
+        try:
+            judged = await self._truth.judge(claim, deadline, pool=True)
+        except ChainError as unread:
+            logger.warning("claim %s: the chain unread after its send failed: %s", claim.id, unread)
+            if not isinstance(exc, NoRelayerError):
+                # Only the chain may say nothing was charged. The claim stays claimed, so a later call or
+                # `reconcile` (once its lease runs out) records what the chain did; until then the answer
+                # is pending, naming no transaction.
+                return self._answers.pending(claim, message=SEND_UNDECIDED)
+            judged = None  # no key took the send: nothing was handed to any node
+        if isinstance(judged, SettleResponse):
+            return judged
+        if judged is not None and judged.in_pool:
+            # Something the node holds uses the authorization (our send after all, or another): the
+            # claim stays claimed, and once its lease runs out `reconcile` records what was mined.
+            logger.warning("claim %s: its authorization is used in the pending block", claim.id)
+            return self._answers.pending(claim)
+        response = self._answers.failure(
+            Reason.TRANSACTION_FAILED if isinstance(exc, RpcError) else Reason.UNEXPECTED_SETTLE_ERROR,
+            "the settlement transaction could not be submitted; nothing was charged",
+            claim.payer,
+        )
+        return await self._records.record(claim, response, state=ClaimState.RELEASED)
 
     async def wait(
         self,

@@ -17,12 +17,14 @@ behind it: anvil files a transaction as *queued* when the one before it is mined
 the account's nonce and its adding to the pool, and never promotes it. So a family whose nonce is the
 account's next and that the node does not count as executable (its pending nonce count stops at it: the
 case of a transaction it holds queued, or dropped), unmined past the revive delay while later nonces of
-its key wait, is sent again (the same signed bytes: enough for a node that dropped it). If the node
-answers that it holds it already, or it is still held as long again after the node took it anew, it is
-replaced with bumped fees like an underpriced one, which a node takes as a fresh transaction at that
-nonce (and which promotes the ones queued behind it); once per nonce, after which only the fee bumps
-above apply. Its claim follows the replacement, so exactly-once holds as above. A next nonce merely
-waiting for a slow block counts as executable, so it is neither sent again nor replaced.
+its key wait, is asked for by hash: one the node no longer holds is sent again (the same signed bytes:
+enough for a node that dropped it); one it holds is replaced with bumped fees like an underpriced one,
+which a node takes as a fresh transaction at that nonce (and which promotes the ones queued behind it);
+once per nonce, after which only the fee bumps above apply. Its claim follows the replacement, so
+exactly-once holds as above. A next nonce merely waiting for a slow block counts as executable, so it is
+neither sent again nor replaced. A node whose pending block is its latest (ganache) counts nothing of its
+pool, so its counts cannot tell a transaction waiting for its block from a stuck one: what it holds is left
+to its block time, since it would mine the same bytes sent again, or a replacement, besides the original.
 """
 
 from __future__ import annotations
@@ -85,7 +87,6 @@ class _Family:
     first_sent_at: float
     last_sent_at: float
     at_ceiling: bool = False
-    resent: bool = False  # sent again by a revive (the node had dropped it) since its newest member
     revived: bool = False  # replaced by a revive once: a node whose pending count lags its pool (a
     # replica forwarding to a sequencer) would otherwise have a healthy transaction replaced every delay
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -266,6 +267,7 @@ class FeeBumper:
         replies = await self._rpc.batch(
             [
                 RpcCall("eth_getBlockByNumber", ["pending", False]),
+                RpcCall("eth_blockNumber", []),
                 *(
                     RpcCall("eth_getTransactionCount", [sender, block])
                     for sender in senders
@@ -279,7 +281,9 @@ class FeeBumper:
                 raise reply
             values.append(reply)
         base_fee = int(values[0].get("baseFeePerGas", "0x0"), 16)
-        counts = [int(count, 16) for count in values[1:]]
+        pending_number = values[0].get("number")
+        blind = pending_number is not None and int(pending_number, 16) <= int(values[1], 16)
+        counts = [int(count, 16) for count in values[2:]]
         mined = dict(zip(senders, counts[0::2], strict=True))
         # The node's pending count stops below a nonce it holds but would not mine (queued, or dropped).
         executable = dict(zip(senders, counts[1::2], strict=True))
@@ -295,7 +299,7 @@ class FeeBumper:
                 self._at_ceiling.discard(key)
                 held = nonce == mined[sender] >= executable[sender] and not family.revived
                 if held and self._held(sender, nonce, family, now):
-                    await self._revive(key, family, base_fee)
+                    await self._revive(key, family, base_fee, blind=blind)
                 continue
             if now - family.last_sent_at < self._bump_after_s:
                 continue
@@ -308,12 +312,22 @@ class FeeBumper:
             return False
         return any(later > nonce for later in self._families.get(sender, ()))
 
-    async def _revive(self, key: tuple[str, int], family: _Family, base_fee: int) -> None:
-        """Send a held next nonce again; replace it with bumped fees if the node already held it, or if
-        it is still held a revive delay after the node took it anew."""
-        self.revivals += 1
+    async def _revive(self, key: tuple[str, int], family: _Family, base_fee: int, *, blind: bool) -> None:
+        """Send a held next nonce again if the node no longer holds it, else replace it with bumped fees;
+        on a node `blind` to its pool (its pending block is its latest), leave what it holds to be mined."""
         newest = family.newest
-        if not family.resent:
+        try:
+            holds = await self._rpc.call("eth_getTransactionByHash", newest.tx_hash) is not None
+        except ChainError as exc:
+            logger.warning("relayer %s nonce %d: could not ask for %s: %s", *key, newest.tx_hash, exc)
+            family.last_sent_at = time.monotonic()
+            return
+        if holds and blind:
+            # Waiting for its block, as far as anyone can tell: looked at again a revive delay later.
+            family.last_sent_at = time.monotonic()
+            return
+        self.revivals += 1
+        if not holds:
             try:
                 answer = await family.relayer.resend(newest.raw)
             except ChainError as exc:
@@ -327,7 +341,6 @@ class FeeBumper:
                 logger.warning(
                     "relayer %s nonce %d: the node had dropped %s; sent again", *key, newest.tx_hash
                 )
-                family.resent = True
                 family.last_sent_at = time.monotonic()
                 return
         # The node holds it and still will not mine it (anvil: queued behind a predecessor already mined).
@@ -376,7 +389,6 @@ class FeeBumper:
             base_fee,
         )
         family.members.append(replacement)
-        family.resent = False
         if family.claim_id is not None:
             originals = family.members[:1] if len(family.members) == 2 else []
             try:

@@ -37,6 +37,7 @@ __all__ = [
     "claim_rows",
     "deploy_gas_burning_wallet",
     "eth_balance",
+    "fund_payers",
     "high_s",
     "insert_claims",
     "left_behind",
@@ -234,6 +235,47 @@ def submit_directly(chain: DevChain, payload: PaymentPayload) -> None:
         ],
     )
     chain.rpc.transact(chain.deployer_key, to=chain.asset, data=data)
+
+
+def fund_payers(chain: DevChain, count: int, amount_atomic: int) -> list[str]:
+    """`count` fresh keys holding `amount_atomic` tokens each (and no ETH), minted by the deployer at once:
+    signed with consecutive nonces and sent together, then waited for, so a node with a block time mines
+    them in a block or two instead of one block each."""
+    keys = [Account.create() for _ in range(count)]
+    deployer = Account.from_key(chain.deployer_key)
+    calls = [encode_call("mint(address,uint256)", [key.address, amount_atomic]) for key in keys]
+    # Every mint to a fresh account costs the same: one estimate, with a margin, serves them all.
+    estimate = chain.rpc.call(
+        "eth_estimateGas", [{"from": deployer.address, "to": chain.asset, "data": "0x" + calls[0].hex()}]
+    )
+    base_fee = int(chain.rpc.call("eth_getBlockByNumber", ["latest", False])["baseFeePerGas"], 16)
+    tip = 10**9
+    first = int(chain.rpc.call("eth_getTransactionCount", [deployer.address, "pending"]), 16)
+    sent = [
+        chain.rpc.call(
+            "eth_sendRawTransaction",
+            [
+                deployer.sign_transaction(
+                    {
+                        "type": 2,
+                        "chainId": chain.chain_id,
+                        "nonce": first + i,
+                        "to": chain.asset,
+                        "data": data,
+                        "value": 0,
+                        "gas": int(estimate, 16) * 5 // 4,
+                        "maxFeePerGas": 4 * base_fee + tip,
+                        "maxPriorityFeePerGas": tip,
+                    }
+                ).raw_transaction.to_0x_hex()
+            ],
+        )
+        for i, data in enumerate(calls)
+    ]
+    for tx_hash in sent:
+        receipt = chain.rpc.wait_for_receipt(tx_hash, timeout_s=30.0, poll_s=0.05)
+        assert int(receipt["status"], 16) == 1, receipt
+    return [str(key.key.to_0x_hex()) for key in keys]
 
 
 def relayer_address(chain: DevChain) -> str:

@@ -83,7 +83,8 @@ Settlement:
     transaction_failed                 the transfer transaction reverted or could not be sent
     invalid_exact_evm_transfer_event_mismatch
                                        the receipt lacks the expected ERC-20 Transfer event
-    settlement_pending                 broadcast, but not yet confirmed (not terminal; carries the hash)
+    settlement_pending                 broadcast, but not yet confirmed (not terminal; carries the hash,
+                                       or none while the chain cannot tell whether the send went out)
     duplicate_settlement               this authorization was already settled under other requirements
 
 Catch-alls for faults of the service itself: unexpected_verify_error, unexpected_settle_error.

@@ -77,6 +77,10 @@ class Settler:
         """Settle the payment taken for `offer`; the last answer and the task's receipts, that answer's last.
 
         The answer is pending only if it still was when the horizon passed.
+
+        Raises:
+            ChainUnavailableError: the facilitator could not be reached, or answered pending without naming
+                a transaction (it could not tell whether its send went out): the outcome is not known.
         """
         # The same key for the paid turn and for recovery: the facilitator answers a retry from its claim.
         key = await self._keys.key(offer.task_id, offer.round)
@@ -84,6 +88,11 @@ class Settler:
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
         response = await self._settle(task_id, payload, requirements, key, presented_at)
+        if response.error_reason == Reason.SETTLEMENT_PENDING and not response.transaction:
+            # Pending, naming no transaction: the facilitator could not read its chain to tell whether its
+            # send went out. A pending receipt names the transaction the client can watch (spec §6.3): with
+            # none to name, the outcome is not known, as when the facilitator cannot be reached.
+            raise ChainUnavailableError("the facilitator cannot tell yet whether the settlement was sent")
         if response.error_reason == Reason.SETTLEMENT_PENDING:
             receipts.append(receipt_for(response, data.payload))
             await self._offers.advance(
@@ -127,8 +136,8 @@ class Settler:
                     task_id,
                     context_id,
                     TaskState.TASK_STATE_WORKING,
-                    "The settlement's outcome is not known yet (the facilitator could not be reached); "
-                    "the task completes or fails when it is.",
+                    "The settlement's outcome is not known yet (the facilitator could not be reached, or "
+                    "could not read the chain); the task completes or fails when it is.",
                     PaymentVerifiedData(receipts=await self._stored_receipts(task_id, data)),
                     dialect,
                 )
