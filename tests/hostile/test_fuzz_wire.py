@@ -18,12 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from a2a_x402.facilitator.wire import (
-    PaymentPayload,
     PaymentRequired,
-    PaymentRequirements,
     Reason,
     SettleResponse,
     WireError,
+    WireModel,
     parse_payment_payload,
     parse_payment_required,
     parse_settle_request,
@@ -84,7 +83,7 @@ def _body_bytes(document: Any) -> bytes | None:
         return None
 
 
-def _assert_round_trips(model: PaymentPayload | PaymentRequirements | PaymentRequired) -> None:
+def _assert_round_trips(model: WireModel) -> None:
     # json, not orjson: the free-form members (`extra`, `extensions`) may hold integers beyond 64 bits.
     wire = model.to_json_dict()
     assert type(model).from_wire(json.loads(json.dumps(wire))) == model
