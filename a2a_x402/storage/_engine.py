@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -78,6 +79,7 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
         event.listen(engine.sync_engine, "connect", sqlite_pragmas)
+        event.listen(engine.sync_engine, "invalidate", _roll_back_before_close)
         return engine
     kwargs.setdefault("pool_size", 20)
     kwargs.setdefault("max_overflow", 20)
@@ -96,6 +98,21 @@ def _refuse_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) 
     """
     if dbapi_connection.driver_connection.is_closed():
         raise DisconnectionError("the server closed this pooled connection")
+
+
+def _roll_back_before_close(dbapi_connection: Any, _record: Any, _exception: BaseException | None) -> None:
+    """End the transaction of a SQLite connection about to be closed because it was invalidated.
+
+    SQLAlchemy invalidates a connection whose task was cancelled inside a statement (a reconcile pass
+    stopped at shutdown, say) and closes it. A statement of it still alive then (the cursor of the
+    interrupted execute) makes SQLite keep the closed connection as a zombie, its transaction and write
+    lock included, until that statement is freed: every other writer of the database waited out its busy
+    timeout and failed. A rollback first releases the lock whatever is left behind.
+    """
+    if _exception is None:
+        return  # a plain invalidation (a pool recycle): nothing was interrupted
+    with contextlib.suppress(Exception):  # it is being closed anyway; a rollback that fails changes nothing
+        dbapi_connection.rollback()
 
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -180,4 +182,43 @@ async def test_an_in_memory_sqlite_database_refuses_writes(url: str) -> None:
         with pytest.raises(DatabaseUrlError, match="in-memory SQLite database cannot take writes"):
             await write(engine, _insert(1))
     finally:
+        await engine.dispose()
+
+
+async def test_a_write_cancelled_inside_its_statement_leaves_the_database_writable(tmp_path: Path) -> None:
+    # A task cancelled while its statement runs (a reconcile pass stopped at shutdown) has its connection
+    # invalidated and closed by SQLAlchemy; the interrupted statement kept SQLite's closed connection, and
+    # its write lock, alive: the next writer waited out the busy timeout (30 s) and failed, "database is
+    # locked". Every other writer must go on at once instead.
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'cancelled.db'}")
+    release = threading.Event()
+
+    def gate(_: int) -> int:
+        release.wait(10)
+        return 1
+
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _: dbapi.create_function("gate", 1, gate))
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(_rows.metadata.create_all)
+        inside = asyncio.Event()
+
+        async def interrupted() -> None:
+            async with write_transaction(engine) as connection:
+                await connection.execute(_rows.insert(), {"id": 1, "note": "undone"})
+                inside.set()
+                await connection.execute(sa.text("SELECT gate(1)"))
+
+        task = asyncio.create_task(interrupted())
+        await inside.wait()
+        await asyncio.sleep(0.1)  # the gate's statement is on the connection's thread, holding it
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        await asyncio.wait_for(write(engine, _insert(2)), 10)
+        assert await _ids(engine) == [2]
+    finally:
+        release.set()
         await engine.dispose()
