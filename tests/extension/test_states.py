@@ -91,6 +91,24 @@ def test_settlement_pending_is_not_a_failure() -> None:
 # What each reason our own facilitator emits must become; a new Reason member fails this test
 # until someone decides its extension code.
 _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
+    # Permit2 (verified, not yet offered by the merchant nor settled): decided when issue 29's settle lands.
+    "permit2_insufficient_balance": EC.INSUFFICIENT_FUNDS,
+    **dict.fromkeys(
+        (
+            "permit2_proxy_not_deployed",
+            "permit2_invalid_nonce",
+            "permit2_allowance_required",
+            "permit2_2612_amount_mismatch",
+            "invalid_eip2612_extension_format",
+            "eip2612_from_mismatch",
+            "eip2612_asset_mismatch",
+            "eip2612_spender_not_permit2",
+            "eip2612_deadline_expired",
+            "permit2_simulation_failed",
+            "invalid_upto_evm_transaction_failed",
+        ),
+        EC.SETTLEMENT_FAILED,
+    ),
     "invalid_payload": EC.SETTLEMENT_FAILED,
     "invalid_payment_requirements": EC.SETTLEMENT_FAILED,
     "invalid_x402_version": EC.SETTLEMENT_FAILED,

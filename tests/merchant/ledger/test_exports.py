@@ -38,6 +38,7 @@ def test_every_module_declares_all() -> None:
         "_records",
         "_sequence",
         "_statement",
+        "_tallies",
         "cli",
     }
     for module in modules:
