@@ -18,6 +18,8 @@ from x402.mechanisms.evm.exact.client import ExactEvmScheme
 from x402.mechanisms.evm.upto.client import UptoEvmScheme
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 
+from a2a_x402.devchain import ANVIL_DEV_KEYS
+
 __all__ = [
     "AMOUNT",
     "ASSET",
@@ -32,9 +34,10 @@ __all__ = [
     "sdk_payment",
 ]
 
-# anvil's well-known dev keys: no funds are at stake, nothing here touches a chain.
-PAYER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
-STRANGER_KEY = "0x5de4111afa1a4b94908f83103eb1d1706367c2e68ca870fc3fb9a804cdab365a"
+# anvil's well-known dev key: no funds are at stake, nothing here touches a chain.
+PAYER_KEY = ANVIL_DEV_KEYS[1]
+# Someone who signs but is neither the payer nor any dev account: a key made for this run.
+STRANGER_KEY = Account.create().key.to_0x_hex()
 CHAIN_ID = 31337
 NETWORK = f"eip155:{CHAIN_ID}"
 ASSET = "0x5FbDB2315678afecb367f032d93F642f64180aa3"

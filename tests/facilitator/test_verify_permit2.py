@@ -16,7 +16,7 @@ from eth_account import Account
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
 from a2a_x402.facilitator import Facilitator
 from a2a_x402.facilitator.wire import PaymentRequirements, Reason
-from tests.facilitator.permit2_payments import resign
+from tests.facilitator.permit2_payments import STRANGER_KEY, resign
 from tests.fixtures.chain import clock_ahead
 from tests.fixtures.facilitator import PAY_TO
 
@@ -25,7 +25,6 @@ from .payments import claim_rows, relayer_address, relayer_nonce
 from .permit2_chain import AMOUNT, funded_payer, parsed, permit2_requirements, sdk_sign
 
 OTHER = "0x1111111111111111111111111111111111111111"  # an address without code
-STRANGER_KEY = "0x5de4111afa1a4b94908f83103eb1d1706367c2e68ca870fc3fb9a804cdab365a"  # anvil's account 3
 SCHEMES = ("exact", "upto")
 _SIMULATION_FAILED = {
     "exact": Reason.PERMIT2_SIMULATION_FAILED,
