@@ -4,9 +4,13 @@ The server under test is `merchant.app.build_app` (the edge, the payment layer, 
 on the session's dev chain) with every skill free and `ScenarioExecutor` as its agent, on SQLite, served
 on 127.0.0.1. The TCK runs unpatched, from its folder beside the checkout (`../shared/peers/a2a-tck-1.0`,
 or under `X402_PEERS_DIR`) and in its own virtualenv (`.venv-peers/a2a-tck-1.0`, made by
-`scripts/setup`), as a subprocess: `run_tck.py` at MUST level on the `jsonrpc`, `http_json` and `grpc`
-transports. It writes its reports into the folder it runs in, so it runs in a copy of the folder in a
-temporary directory (the peer folder stays read-only). One run per test session: it takes about two minutes.
+`scripts/setup`), as subprocesses: `run_tck.py` at MUST level, one run per transport (`jsonrpc`,
+`http_json` and `grpc`), the three at once, each against a merchant of its own (so no run's tasks show in
+another's lists), their outcomes merged: a transport-agnostic test each run repeats counts once, by its
+worst result. Most of a run is the TCK waiting (streams held open for ten seconds, a thirty-second gRPC
+subscription), not computing: at once, the three take about as long as the slowest, some 45 s, where one
+run over the three transports took two minutes. Each writes its reports into the folder it runs in, so it
+runs in a copy of the folder in a temporary directory (the peer folder stays read-only).
 
 The A2A 0.3 TCK (`../shared/peers/a2a-tck-0.3`, virtualenv `.venv-peers/a2a-tck-0.3`) runs the same way
 against the 0.3 interfaces (the header-less card, the 0.3 JSON-RPC methods and the 0.3 HTTP+JSON paths)
@@ -24,9 +28,9 @@ where the well-known card is the tenant's 0.3 card and every other path is the m
 `http://127.0.0.1:PORT/t/acme/a2a/jsonrpc` there, the TCK reads acme's card, whose interfaces are acme's
 URLs on the merchant's own origin, and posts its raw JSON-RPC checks to acme's endpoint.
 
-The four runs (root and tenant, on each transport) go one after the other on the one merchant process,
-because the TCK's tests wait on the server with short timeouts. A JSON-RPC run takes about 12 s, a REST
-one 6 s.
+The four runs (root and tenant, on each transport) go at once on the one merchant process: each
+tenant's tasks are its own, and the 0.3 TCK lists none. A JSON-RPC run takes about 12 s, a REST one 6 s,
+mostly waiting.
 
 Outside CI a missing TCK folder or virtualenv skips the tests, naming what is missing; under `CI=true`
 they fail instead.
@@ -40,7 +44,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,24 +133,15 @@ def _tck_environment() -> dict[str, str]:
     return environment
 
 
-def _run_tck(base_url: str, workdir: Path) -> TckRun:
-    tck = workdir / "a2a-tck"
+def _run_tck(base_url: str, workdir: Path, transport: str) -> TckRun:
+    tck = workdir / f"a2a-tck-{transport}"
     shutil.copytree(TCK_DIR, tck, ignore=shutil.ignore_patterns(".git", "__pycache__", "reports"))
-    command = [
-        str(TCK_PYTHON),
-        "run_tck.py",
-        "--sut-host",
-        base_url,
-        "--level",
-        "must",
-        "--transport",
-        ",".join(TRANSPORTS),
-    ]
-    environment = _tck_environment()
+    command = [str(TCK_PYTHON), "run_tck.py", "--sut-host", base_url, "--level", "must"]
+    command += ["--transport", transport]
     finished = subprocess.run(  # noqa: S603 - a fixed command
         command,
         cwd=tck,
-        env=environment,
+        env=_tck_environment(),
         capture_output=True,
         text=True,
         timeout=_RUN_TIMEOUT_S,
@@ -155,9 +150,25 @@ def _run_tck(base_url: str, workdir: Path) -> TckRun:
     report = tck / "reports" / "junitreport.xml"
     if not report.is_file():
         raise AssertionError(
-            f"the TCK wrote no report (exit {finished.returncode}):\n{finished.stdout}\n{finished.stderr}"
+            f"the TCK wrote no report on {transport} (exit {finished.returncode}):\n"
+            f"{finished.stdout}\n{finished.stderr}"
         )
     return TckRun(parse_junit(report), finished.stdout + finished.stderr)
+
+
+_WORST_FIRST = ("error", "failed", "passed", "skipped")
+
+
+def merge_runs(runs: list[TckRun]) -> TckRun:
+    """One run of the runs' outcomes: a test case more than one run reports (a transport-agnostic one) counts
+    once, by its worst result."""
+    merged: dict[tuple[str, str], TckOutcome] = {}
+    for outcome in (outcome for run in runs for outcome in run.outcomes):
+        key = (outcome.classname, outcome.name)
+        kept = merged.get(key)
+        if kept is None or _WORST_FIRST.index(outcome.result) < _WORST_FIRST.index(kept.result):
+            merged[key] = outcome
+    return TckRun(tuple(merged.values()), "\n".join(run.output for run in runs))
 
 
 class _TenantOrigin:
@@ -226,10 +237,16 @@ def _skip_or_fail(missing: str | None) -> None:
 async def tck_run(devchain: DevChain, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TckRun]:
     """The TCK's outcomes against a free reference merchant playing the TCK's scenarios."""
     _skip_or_fail(_missing())
-    workdir = tmp_path_factory.mktemp("tck")
-    async with _reference_merchant(devchain, workdir, ScenarioExecutor()) as origins:
-        # The server runs on its own thread and loop; the session's loop must stay free meanwhile.
-        yield await asyncio.to_thread(_run_tck, origins["root"], workdir)
+    async with AsyncExitStack() as servers:
+        runs = []
+        for transport in TRANSPORTS:
+            workdir = tmp_path_factory.mktemp(f"tck-{transport}")
+            origins = await servers.enter_async_context(
+                _reference_merchant(devchain, workdir, ScenarioExecutor())
+            )
+            # The servers run on their own threads and loops; the session's loop must stay free meanwhile.
+            runs.append(asyncio.to_thread(_run_tck, origins["root"], workdir, transport))
+        yield merge_runs(list(await asyncio.gather(*runs)))
 
 
 def _missing_0_3() -> str | None:
@@ -298,12 +315,8 @@ async def tck_0_3_runs(
     executor = ScenarioExecutor(work_then_answer)
     async with _reference_merchant(devchain, workdir, executor, tenant=TENANT_0_3) as origins:
         sut_urls = {name: _sut_url_0_3(origins, name) for name in ROOTS_0_3}
-        runs: dict[tuple[str, str], TckRun] = {}
-        for transport in TRANSPORTS_0_3:
-            # One run at a time: the TCK's tests wait on the server with short timeouts, and two runs
-            # on a loaded two-core machine could turn each other's waits into failures.
-            for name in ROOTS_0_3:
-                runs[(name, transport)] = await asyncio.to_thread(
-                    _run_tck_0_3, sut_urls[name], workdir, name, transport
-                )
-        yield TckRunsV0_3(runs, sut_urls)
+        keys = [(name, transport) for transport in TRANSPORTS_0_3 for name in ROOTS_0_3]
+        done = await asyncio.gather(
+            *(asyncio.to_thread(_run_tck_0_3, sut_urls[key[0]], workdir, *key) for key in keys)
+        )
+        yield TckRunsV0_3(dict(zip(keys, done, strict=True)), sut_urls)

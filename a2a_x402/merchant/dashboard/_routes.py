@@ -227,6 +227,10 @@ def create_dashboard_router(
         listing = await data.unpaid_page(tenant.id, after)
         return page("unpaid.html", segment=segment, tenant=tenant.id, listing=listing, signed_in=True)
 
+    def plain(text: str, code: int) -> Response:
+        """A CSV route's refusal, as text a download tool shows as it is."""
+        return Response(text, code, headers=_HEADERS, media_type="text/plain")
+
     def csv_file(segment: str, what: str, text: str) -> Response:
         name = f"{_NOT_IN_FILENAME.sub('_', segment)[:64]}-{what}.csv"
         headers = {**_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
@@ -240,9 +244,7 @@ def create_dashboard_router(
         try:
             wanted = parse_filter(request.query_params.multi_items(), today=datetime.now(UTC).date())
         except FilterError as error:
-            return Response(
-                f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"
-            )
+            return plain(f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT)
         listing = await data.settlement_page(tenant.id, wanted)
         return csv_file(segment, "settlements", settlements_csv(listing.rows))
 
@@ -254,9 +256,7 @@ def create_dashboard_router(
         try:
             after = parse_unpaid_cursor(request.query_params.multi_items())
         except FilterError as error:
-            return Response(
-                f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT, headers=_HEADERS, media_type="text/plain"
-            )
+            return plain(f"{error}\n", status.HTTP_422_UNPROCESSABLE_CONTENT)
         listing = await data.unpaid_page(tenant.id, after)
         return csv_file(segment, "unpaid", unpaid_csv(listing.rows))
 
@@ -266,9 +266,7 @@ def create_dashboard_router(
         if not isinstance(tenant, Tenant):
             return tenant
         if what != "payers":
-            return Response(
-                "No such export.\n", status.HTTP_404_NOT_FOUND, headers=_HEADERS, media_type="text/plain"
-            )
+            return plain("No such export.\n", status.HTTP_404_NOT_FOUND)
         view = await data.overview(tenant.id, tenant.pay_to)
         return csv_file(segment, what, payers_csv(view.payers))
 
