@@ -31,6 +31,7 @@ from pathlib import Path
 import click
 
 from a2a_x402 import cli
+from a2a_x402.observability import failure_reason
 
 from ._anvil import DEFAULT_CHAIN_ID, AnvilNode, port_is_free
 from ._deploy import DEFAULT_MINT_ATOMIC, deploy_devchain
@@ -77,7 +78,7 @@ def _export_lines(env_file: Path) -> str:
         raise cli.ConfigError(f"{env_file} names no X402_RPC_URL; restart `x402-devchain`")
     if (problem := probe(rpc_url)) is not None:
         raise cli.ConfigError(
-            f"the dev chain of {env_file} does not answer at {rpc_url} ({type(problem).__name__}): "
+            f"the dev chain of {env_file} does not answer at {rpc_url} ({failure_reason(problem)}): "
             "it has stopped; start `x402-devchain` again"
         ) from problem
     return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in settings.items())

@@ -196,6 +196,8 @@ def test_export_without_a_running_chain_says_so_and_prints_nothing(tmp_path: Pat
         f"x402-devchain: the dev chain of {stale} does not answer at http://127.0.0.1:9"
     )
     assert "start `x402-devchain` again" in dead.stderr and dead.stderr.count("\n") == 1
+    # Why, in words: never an exception's class name.
+    assert "(connection refused)" in dead.stderr and "Error" not in dead.stderr
 
 
 def _start(cwd: Path, *options: str, tmpdir: Path | None = None) -> subprocess.Popen[str]:
