@@ -340,12 +340,11 @@ class Facilitator:
         return self._bumper.replacements_sent
 
     def supported(self) -> SupportedResponse:
-        """The kinds this facilitator verifies and settles, and its signers (`_supported`).
-
-        Permit2 payments are verified but not settled yet: they are listed once `/settle` takes them, since
-        a resource server reading `upto` here would do the work before learning it cannot be paid.
-        """
-        return supported_response(self.network, self.chain_id, self._relayer.addresses, permit2_schemes=())
+        """The kinds this facilitator verifies and settles, and its signers (`_supported`): the Permit2 ones
+        where the chain has the contracts (as `startup_checks` found them)."""
+        return supported_response(
+            self.network, self.chain_id, self._relayer.addresses, permit2_schemes=self._permit2.schemes
+        )
 
     async def verify(
         self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements

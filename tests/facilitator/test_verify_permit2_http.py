@@ -1,7 +1,7 @@
 """Permit2 payments over HTTP: `POST /verify` verifies the x402 Python and TypeScript SDK clients' `exact`
 (Permit2) and `upto` payments, refuses bad ones with their reason and malformed ones as a clear 200 refusal,
 claiming nothing; `POST /settle` settles them (an `upto` one for what its requirements charge); `/supported`
-lists them only once they are settled end to end."""
+lists the kinds the chain has the contracts for."""
 
 from __future__ import annotations
 
@@ -215,17 +215,28 @@ def test_supported_would_list_upto_and_permit2_for_a_chain_with_them() -> None:
     assert supported["extensions"] == ["payment-identifier", "eip2612GasSponsoring"]
 
 
-async def test_supported_lists_no_permit2_payment_before_settle_takes_them(
+async def test_supported_lists_the_permit2_kinds_of_a_chain_with_their_contracts(
     chain: DevChain, start_service: StartService, sqlite_url: str
 ) -> None:
     async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
         supported = (await client.get("/supported")).json()
 
     assert supported["kinds"] == [
-        {"x402Version": 2, "scheme": "exact", "network": chain.network},
+        {
+            "x402Version": 2,
+            "scheme": "exact",
+            "network": chain.network,
+            "extra": {"assetTransferMethods": ["eip3009", "permit2"]},
+        },
+        {
+            "x402Version": 2,
+            "scheme": "upto",
+            "network": chain.network,
+            "extra": {"facilitatorAddress": relayer_address(chain)},
+        },
         {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
     ]
-    assert supported["extensions"] == ["payment-identifier"]
+    assert supported["extensions"] == ["payment-identifier", "eip2612GasSponsoring"]
     assert supported["signers"] == {"eip155:*": [relayer_address(chain)]}
 
 
