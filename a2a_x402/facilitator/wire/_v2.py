@@ -7,7 +7,7 @@ byte. Networks are CAIP-2 `eip155:<chainId>`; amounts are uint256 decimal string
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Final, Self
+from typing import Annotated, Any, ClassVar, Final
 
 from pydantic import Field, PlainValidator, ValidationInfo, field_validator, model_validator
 
@@ -163,17 +163,19 @@ class SettleResponse(WireModel):
     error_reason: ReasonText | None = None
     error_message: ErrorMessage | None = None
     payer: Address | None = None
+    # Before `transaction`, whose check reads it.
+    amount: Uint256 | None = None
     transaction: TxHash
     network: Caip2Network
-    amount: Uint256 | None = None
     extensions: Extensions | None = None
     extra: ResponseExtra | None = None
 
-    @model_validator(mode="after")
-    def _success_needs_transaction(self) -> Self:
-        if self.transaction == "" and self.success and self.amount != 0:
+    @field_validator("transaction")
+    @classmethod
+    def _success_needs_transaction(cls, value: str, info: ValidationInfo) -> str:
+        if value == "" and info.data.get("success") is True and info.data.get("amount") != 0:
             fail("a successful settlement must name its transaction hash (only a settlement of 0 names none)")
-        return self
+        return value
 
 
 class SupportedKind(WireModel):

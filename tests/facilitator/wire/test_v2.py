@@ -226,7 +226,8 @@ def test_successful_settlement_must_name_its_transaction() -> None:
         with pytest.raises(WireError) as caught:
             SettleResponse.from_wire(docs.settle_success_v2() | unnamed)
         assert caught.value.message == (
-            "a successful settlement must name its transaction hash (only a settlement of 0 names none)"
+            "transaction: a successful settlement must name its transaction hash (only a settlement of 0 "
+            "names none)"
         )
 
 
