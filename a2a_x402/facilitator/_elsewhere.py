@@ -3,11 +3,12 @@
 Anyone holding a signed EIP-3009 authorization, or an `exact` Permit2 witness transfer, may submit it (spec
 §15.6). When someone did, the payer paid the payee exactly once, but from the chain alone that transaction
 cannot be told apart from another deployment's settlement of the same authorization for its own purchase
-(the payer may have presented it to both, and may have submitted it itself). So a transaction this facilitator did not send (none of its
-relayer keys did) counts as a settlement only when the operator declared that every deployment paying to
-the same payTo shares this claim store (`count_foreign`): the (payer, nonce) claim is then unique across
-them, and only its holder may count the transaction. Otherwise it is refused as a used nonce, naming the
-transaction, and nothing is delivered for it here. Every search keeps to the caller's deadline.
+(the payer may have presented it to both, and may have submitted it itself). So a transaction this
+facilitator did not send (none of its relayer keys did) counts as a settlement only when the operator
+declared that every deployment paying to the same payTo shares this claim store (`count_foreign`): the
+(payer, nonce) claim is then unique across them, and only its holder may count the transaction. Otherwise it
+is refused as a used nonce, naming the transaction, and nothing is delivered for it here. Every search keeps
+to the caller's deadline.
 """
 
 from __future__ import annotations
