@@ -92,9 +92,10 @@ REASON_ERROR_CODES: Mapping[str, PaymentErrorCode] = MappingProxyType(
         "invalid_exact_evm_payload_authorization_valid_after": PaymentErrorCode.EXPIRED_PAYMENT,
         "permit2_deadline_expired": PaymentErrorCode.EXPIRED_PAYMENT,
         "permit2_not_yet_valid": PaymentErrorCode.EXPIRED_PAYMENT,
-        # Replay. An EIP-3009 nonce is single use; a second settlement of the same payment is the
-        # same fault seen from the other side.
+        # Replay. An EIP-3009 nonce, and a Permit2 one, is single use; a second settlement of the same
+        # payment is the same fault seen from the other side.
         "invalid_exact_evm_nonce_already_used": PaymentErrorCode.DUPLICATE_NONCE,
+        "permit2_invalid_nonce": PaymentErrorCode.DUPLICATE_NONCE,
         "duplicate_settlement": PaymentErrorCode.DUPLICATE_NONCE,
         # Network. Python SDK, x402 spec, TypeScript/Go spellings.
         "network_mismatch": PaymentErrorCode.NETWORK_MISMATCH,

@@ -65,9 +65,9 @@ if TYPE_CHECKING:
         stored_revert_budget_check,
     )
     from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
+    from ._nonce_state import authorization_used
     from ._pool import NoRelayerError, RelayerState
     from ._probe import ChainStatus, RelayerStatus, read_chain_status
-    from ._recovery import authorization_used
     from ._replacement import bumped_fees
     from ._rpc import RpcCall, RpcClient, shown_origin
     from ._service import Facilitator
@@ -184,9 +184,9 @@ _EXPORTS = {
         "stored_revert_budget_check",
     ),
     "_metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
+    "_nonce_state": ("authorization_used",),
     "_pool": ("NoRelayerError", "RelayerState"),
     "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
-    "_recovery": ("authorization_used",),
     "_replacement": ("bumped_fees",),
     "_rpc": ("RpcCall", "RpcClient", "shown_origin"),
     "_service": ("Facilitator",),

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ._claims import Claim
 from ._errors import ChainError, ChainUnavailableError, PaymentInvalidError
-from ._recovery import ThirdPartySettlement
+from ._found import ThirdPartySettlement
 from .wire import Reason, SettleResponse, VerifyResponse
 
 __all__ = ["CHAIN_DOWN", "SEND_UNDECIDED", "Answers", "read_within", "remaining", "verify_answer"]
@@ -117,10 +117,15 @@ class Answers:
         return response.model_copy(update={"extensions": {"originalSettlement": original}})
 
     def used_elsewhere(
-        self, payer: str, settled: ThirdPartySettlement, *, message: str = NOT_SHOWN_LATER
+        self,
+        payer: str,
+        settled: ThirdPartySettlement,
+        *,
+        reason: Reason = Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED,
+        message: str = NOT_SHOWN_LATER,
     ) -> SettleResponse:
         """The refusal of an authorization that a transaction not vouched to be ours to count already used;
-        `message` says why it does not count."""
-        refused = self.failure(Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED, message, payer)
+        `reason` is its transfer method's word for a used nonce, `message` says why it does not count."""
+        refused = self.failure(reason, message, payer)
         found = {"transaction": settled.tx_hash, "blockNumber": settled.block_number}
         return refused.model_copy(update={"extensions": {"settledElsewhere": found}})

@@ -1,14 +1,17 @@
-"""Durable settlement claims: at most one broadcast per EIP-3009 authorization, across processes.
+"""Durable settlement claims: at most one broadcast per authorization, across processes.
 
-A claim row keyed by (chain id, asset, payer, nonce) is inserted *before* anything is broadcast. The
-database's unique constraint decides the race between concurrent settles of one authorization, in one
-process or in replicas sharing PostgreSQL: exactly one insert wins, and only its owner may broadcast.
+A claim row keyed by (chain id, asset, payer, nonce) is inserted *before* anything is broadcast: for an
+EIP-3009 authorization the asset is the token; for a Permit2 one it is Permit2, whose nonces are the payer's
+across every token, and the token moved is the row's `token`. The database's unique constraint decides the
+race between concurrent settles of one authorization, in one process or in replicas sharing PostgreSQL:
+exactly one insert wins, and only its owner may broadcast.
 
 States::
 
     claimed ──► broadcast ──► succeeded        (receipt status 1, Transfer log checked, depth reached)
        │            └───────► failed           (status 0, or no matching Transfer log)
-       └──────────► released                   (refused before any broadcast; may be claimed again)
+       ├──────────► released                   (refused before any broadcast; may be claimed again)
+       └──────────► succeeded                  (an `upto` settlement of 0: nothing to send, no transaction)
 
 Each claim stores the answer given for it. Only an unfinished claim's answer may change (a pending answer
 becomes the final one); once a claim has ended, the first final answer stands, so every later answer about
@@ -67,6 +70,7 @@ claims_table = sa.Table(
     sa.Column("response", sa.JSON, nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("token", sa.String(42), nullable=True),
 )
 
 
@@ -82,7 +86,8 @@ class ClaimState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ClaimKey:
-    """What identifies one EIP-3009 authorization on one chain."""
+    """What identifies one authorization on one chain: its token's EIP-3009 nonce, or its Permit2 nonce
+    (`asset` then Permit2's address)."""
 
     chain_id: int
     asset: str
@@ -118,11 +123,17 @@ class Claim:
     response: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    token: str | None = None
 
     @property
     def key(self) -> ClaimKey:
         """The authorization this claim is for."""
         return ClaimKey(self.chain_id, self.asset, self.payer, self.nonce)
+
+    @property
+    def moved_token(self) -> str:
+        """The ERC-20 the settlement moves: `token` for a Permit2 claim, else the asset itself."""
+        return self.token or self.asset
 
     @property
     def lease_expired(self) -> bool:
@@ -241,8 +252,12 @@ class ClaimStore:
         pay_to: str,
         amount: int,
         valid_before: int,
+        token: str | None = None,
     ) -> tuple[Claim, bool]:
         """Claim `key`. Returns (claim, True) when this call inserted it, else (the existing claim, False).
+
+        `valid_before` is the first unix time the chain refuses the authorization at; `token` the ERC-20 a
+        Permit2 authorization moves.
 
         The existing claim is the one `find` returns: the one for the same authorization, or failing that the
         one holding the same idempotency key (a key reused for another authorization).
@@ -266,6 +281,7 @@ class ClaimStore:
             **_NEW_ATTEMPT,
             created_at=now,
             updated_at=now,
+            token=token,
         )
         values = {column: getattr(claim, column) for column in claims_table.c.keys()}
         values["state"] = claim.state.value
@@ -278,9 +294,12 @@ class ClaimStore:
         return existing, False
 
     async def take_over(
-        self, claim: Claim, *, idempotency_key: str | None, payload_hash: str
+        self, claim: Claim, *, idempotency_key: str | None, payload_hash: str, amount: int | None = None
     ) -> Claim | None:
         """Claim again a released claim, or one whose owner vanished; None if someone else got it first.
+
+        `amount` is what this attempt moves when it is not the claim's (an `upto` settlement asked again
+        for another amount): the attempt's outcome is judged by it.
 
         Raises:
             IdempotencyConflictError: `idempotency_key` already names another claim.
@@ -300,6 +319,7 @@ class ClaimStore:
                 idempotency_key=idempotency_key,
                 payload_hash=payload_hash,
                 lease_until=now + self._lease,
+                amount=claim.amount if amount is None else amount,
                 **_NEW_ATTEMPT,
                 updated_at=now,
             )

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from a2a_x402.observability import FailureThrottle
 
 from ._api_keys import ApiKey, ApiKeyStore
-from .wire import PaymentPayload, PaymentRequirements, Reason
+from ._request import payer_of
+from .wire import PaymentPayload, PaymentRequirements, Permit2PaymentPayload, Reason
 
 __all__ = ["Caller", "Door", "Refused"]
 
@@ -54,11 +55,11 @@ class Caller:
 
     key: ApiKey | None
 
-    def namespace(self, payload: PaymentPayload) -> str:
+    def namespace(self, payload: PaymentPayload | Permit2PaymentPayload) -> str:
         """The namespace of this caller's idempotency keys for `payload`."""
         if self.key is not None:
             return f"key:{self.key.id}"
-        return f"public:{payload.payload.authorization.from_address.lower()}"
+        return f"public:{payer_of(payload).lower()}"
 
     @property
     def name(self) -> str:

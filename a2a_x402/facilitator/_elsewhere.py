@@ -1,13 +1,14 @@
 """Someone else's settlement: finding a transaction that used an authorization to pay the payee.
 
-Anyone holding a signed EIP-3009 authorization may submit it (spec §15.6). When someone did, the payer paid
-the payee exactly once, but from the chain alone that transaction cannot be told apart from another
-deployment's settlement of the same authorization for its own purchase (the payer may have presented it
-to both, and may have submitted it itself). So a transaction this facilitator did not send (none of its
-relayer keys did) counts as a settlement only when the operator declared that every deployment paying to
-the same payTo shares this claim store (`count_foreign`): the (payer, nonce) claim is then unique across
-them, and only its holder may count the transaction. Otherwise it is refused as a used nonce, naming the
-transaction, and nothing is delivered for it here. Every search keeps to the caller's deadline.
+Anyone holding a signed EIP-3009 authorization, or an `exact` Permit2 witness transfer, may submit it (spec
+§15.6). When someone did, the payer paid the payee exactly once, but from the chain alone that transaction
+cannot be told apart from another deployment's settlement of the same authorization for its own purchase
+(the payer may have presented it to both, and may have submitted it itself). So a transaction this
+facilitator did not send (none of its relayer keys did) counts as a settlement only when the operator
+declared that every deployment paying to the same payTo shares this claim store (`count_foreign`): the
+(payer, nonce) claim is then unique across them, and only its holder may count the transaction. Otherwise it
+is refused as a used nonce, naming the transaction, and nothing is delivered for it here. Every search keeps
+to the caller's deadline.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from collections.abc import Iterable
 from ._answers import Answers, read_within, remaining
 from ._claims import Claim, ClaimState
 from ._errors import ChainError
+from ._found import ThirdPartySettlement, find_use
+from ._nonce_state import nonce_used_reason
+from ._presented import Presented
 from ._receipts import Receipt, ReceiptWatcher
 from ._records import ClaimRecords
-from ._recovery import Recovery, ThirdPartySettlement, find_settlement
-from ._request import PaymentRequest
+from ._recovery import Recovery
 from ._rpc import RpcClient
 from .wire import Reason, SettleResponse
 
@@ -80,9 +83,10 @@ class SettledElsewhere:
         ours = claim is not None and settled.sender in self._relayers
         return ours or self._count_foreign
 
-    def foreign(self, payer: str, settled: ThirdPartySettlement) -> SettleResponse:
-        """The refusal of an authorization a transaction not counted here used."""
-        return self._answers.used_elsewhere(payer, settled, message=FOREIGN)
+    def foreign(self, payer: str, settled: ThirdPartySettlement, reason: Reason) -> SettleResponse:
+        """The refusal of an authorization a transaction not counted here used (`reason`: its method's
+        word for a used nonce)."""
+        return self._answers.used_elsewhere(payer, settled, reason=reason, message=FOREIGN)
 
     async def record(self, claim: Claim, settled: ThirdPartySettlement) -> SettleResponse:
         """Record what `settled`, a mined transaction that used the claim's authorization to pay the payee,
@@ -98,24 +102,21 @@ class SettledElsewhere:
             settled.tx_hash,
             settled.sender,
         )
-        refused = self.foreign(claim.payer, settled)
-        return await self._records.record(
-            claim, refused, state=ClaimState.FAILED, error_reason=Reason.INVALID_EXACT_EVM_NONCE_ALREADY_USED
-        )
+        reason = nonce_used_reason(claim.asset)
+        refused = self.foreign(claim.payer, settled, reason)
+        return await self._records.record(claim, refused, state=ClaimState.FAILED, error_reason=reason.value)
 
-    async def find(self, request: PaymentRequest, deadline: float) -> ThirdPartySettlement | None:
+    async def find(self, presented: Presented, deadline: float) -> ThirdPartySettlement | None:
         """The mined transaction that used this authorization to pay the payee, looked for within the
         caller's budget; None if there is none, or if the chain could not tell in time."""
-        auth, terms = request.authorization, request.terms
         try:
             return await read_within(
-                find_settlement(
+                find_use(
                     self._rpc,
-                    asset=terms.asset,
-                    payer=auth.from_,
-                    nonce="0x" + auth.nonce.hex(),
-                    pay_to=terms.pay_to,
-                    amount=terms.amount,
+                    presented.key,
+                    token=presented.token,
+                    pay_to=presented.pay_to,
+                    amount=presented.amount,
                 ),
                 deadline,
             )
@@ -124,9 +125,10 @@ class SettledElsewhere:
             return None
 
     async def confirmed(
-        self, request: PaymentRequest, settled: ThirdPartySettlement, deadline: float
+        self, payer: str, settled: ThirdPartySettlement, deadline: float
     ) -> Receipt | SettleResponse:
-        """`settled`'s receipt at the configured depth, or a pending answer naming it until then."""
+        """`settled`'s receipt at the configured depth, or a pending answer naming it until then (to
+        `payer`)."""
         receipt = await self._watcher.wait(
             settled.tx_hash, confirmations=self._confirmations, timeout_s=remaining(deadline)
         )
@@ -135,23 +137,23 @@ class SettledElsewhere:
             return self._answers.failure(
                 Reason.SETTLEMENT_PENDING,
                 "the payment was submitted by someone else and is not yet confirmed; ask again",
-                request.authorization.from_,
+                payer,
                 transaction=settled.tx_hash,
             )
         return receipt
 
     async def settled(
-        self, request: PaymentRequest, claim: Claim, deadline: float
+        self, presented: Presented, claim: Claim, deadline: float
     ) -> Receipt | SettleResponse | None:
         """The receipt, at the configured depth, of a transaction that used this authorization to pay the
         payee, if it may count as the settlement of the released `claim` (`counted`); a pending answer
         naming it while it is not that deep; its refusal if it may not count; None if there is none."""
-        settled = await self.find(request, deadline)
+        settled = await self.find(presented, deadline)
         if settled is None:
             return None
         if not self.counted(settled, claim):
-            return self.foreign(request.authorization.from_, settled)
-        return await self.confirmed(request, settled, deadline)
+            return self.foreign(presented.payer, settled, presented.nonce_used)
+        return await self.confirmed(presented.payer, settled, deadline)
 
     async def mined_since(self, settled: ThirdPartySettlement, presented_at: int, deadline: float) -> bool:
         """Whether `settled`'s block is stamped no earlier than `presented_at`, less the allowed skew.

@@ -10,15 +10,15 @@ from ._answers import SEND_UNDECIDED, Answers, remaining
 from ._claims import Claim, ClaimState, ClaimStore
 from ._elsewhere import SettledElsewhere
 from ._errors import ChainError, RpcError
+from ._found import ThirdPartySettlement, paid_claim
 from ._pool import NoRelayerError, RelayerPool
+from ._presented import Sendable
 from ._records import ClaimRecords
-from ._recovery import Recovery, ThirdPartySettlement
+from ._recovery import Recovery
 from ._relayer import BroadcastUncertainError, SentTransaction
 from ._replacement import FeeBumper
 from ._reverted import RevertedRelease
-from ._token import transfer_logs
 from ._truth import ChainTruth
-from ._verify import VerifiedPayment
 from .wire import Reason, SettleResponse
 
 __all__ = ["Outcomes"]
@@ -69,13 +69,21 @@ class Outcomes:
             task.cancel()
         await asyncio.gather(*checks, return_exceptions=True)
 
-    async def broadcast(self, claim: Claim, verified: VerifiedPayment, deadline: float) -> SettleResponse:
-        """Send the claim's settlement and wait (within the deadline) for its outcome."""
+    async def broadcast(
+        self, claim: Claim, verified: Sendable, deadline: float, *, sender: str | None = None
+    ) -> SettleResponse:
+        """Send the claim's settlement (from `sender`'s key alone, when given) and wait (within the
+        deadline) for its outcome."""
         # The verifier refused estimates over the cap; the margin covers state that changes before mining.
         gas = min(self._gas_limit_cap, verified.gas_estimate * 5 // 4 + 10_000)
         try:
             sent = await self._relayer.send(
-                verified.target, verified.calldata, gas, claim_id=claim.id, wait_s=remaining(deadline)
+                verified.target,
+                verified.calldata,
+                gas,
+                claim_id=claim.id,
+                wait_s=remaining(deadline),
+                sender=sender,
             )
         except BroadcastUncertainError as exc:
             # Maybe out there: record it as broadcast; the receipt wait and `reconcile` settle the doubt.
@@ -162,13 +170,7 @@ class Outcomes:
             if sent is not None
             else {}
         )
-        if receipt.status == 1 and any(
-            log.token == claim.asset
-            and log.from_ == claim.payer
-            and log.to == claim.pay_to
-            and log.value == claim.amount
-            for log in transfer_logs(receipt.raw)
-        ):
+        if receipt.status == 1 and paid_claim(claim, receipt.raw):
             logger.info("claim %s settled by %s in block %d", claim.id, tx_hash, receipt.block_number)
             return await self._records.success(
                 claim, tx_hash, receipt.block_number, receipt.block_hash, **sent_fields

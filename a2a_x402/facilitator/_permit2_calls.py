@@ -1,5 +1,6 @@
-"""ABI of the calls a Permit2 payment needs: the x402 proxies' `settle` and `settleWithPermit`, the token's
-`allowance`, Permit2's `nonceBitmap`; and the names of the custom errors they revert with.
+"""ABI of the calls a Permit2 payment needs: the x402 proxies' `settle` and `settleWithPermit` (and which
+permit a mined transaction's calldata settled, directly or through Multicall3), the token's `allowance`,
+Permit2's `nonceBitmap`; the proxies' events; and the names of the custom errors they revert with.
 
 Encoded with eth-abi: the proxies take nested tuples and a dynamic `bytes`, which hand-encoding would only
 make harder to check. A test compares the bytes with the x402 SDK's own ABIs.
@@ -10,19 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from eth_abi.abi import encode
+from eth_abi.abi import decode, encode
+from eth_abi.exceptions import DecodingError
 from eth_utils.crypto import keccak
 
-from ._permit2 import PERMIT2_ADDRESS, Permit2Authorization
+from ._erc6492 import MULTICALL3_ADDRESS
+from ._permit2 import EXACT_PERMIT2_PROXY, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY, Permit2Authorization
 from ._token import address_word, uint_word
-from .wire import UptoPermit2Authorization
+from .wire import UptoPermit2Authorization, checksum_address
 
 __all__ = [
+    "PROXY_SETTLED_TOPICS",
     "Eip2612Approval",
+    "SettledPermit",
     "encode_allowance",
     "encode_nonce_bitmap",
     "encode_settle",
     "revert_error_name",
+    "settled_permits",
 ]
 
 _PERMIT = "((address,uint256),uint256,uint256)"
@@ -46,6 +52,21 @@ _SELECTORS: Final = {
     for upto in (False, True)
     for with_permit in (False, True)
 }
+# Which proxy call each selector is: (upto, with_permit), and its argument types.
+_CALLS: Final = {
+    selector: (
+        upto,
+        with_permit,
+        ([_EIP2612_PERMIT] if with_permit else []) + (_UPTO_SETTLE if upto else _EXACT_SETTLE),
+    )
+    for (upto, with_permit), selector in _SELECTORS.items()
+}
+_AGGREGATE3: Final = _selector("aggregate3", ["(address,bool,bytes)[]"])
+_PROXIES: Final = frozenset((EXACT_PERMIT2_PROXY, UPTO_PERMIT2_PROXY))
+PROXY_SETTLED_TOPICS: Final = [
+    "0x" + keccak(text=event).hex() for event in ("Settled()", "SettledWithPermit()")
+]
+"""The topics of the events either proxy emits once it has settled (its events carry no arguments)."""
 _ALLOWANCE: Final = _selector("allowance", ["address", "address"])
 _NONCE_BITMAP: Final = _selector("nonceBitmap", ["address", "uint256"])
 
@@ -112,6 +133,57 @@ def encode_settle(
         types = [_EIP2612_PERMIT, *types]
         args = [(approval.value, approval.deadline, raw[:32], raw[32:64], raw[64]), *args]
     return "0x" + (_SELECTORS[upto, approval is not None] + encode(types, args)).hex()
+
+
+@dataclass(frozen=True, slots=True)
+class SettledPermit:
+    """The permit a proxy's `settle` (or `settleWithPermit`) call carries: who signed, which nonce, which
+    token."""
+
+    owner: str
+    nonce: int
+    token: str
+
+
+def settled_permits(to: str, data: str) -> list[SettledPermit]:
+    """The permits a transaction to `to` with calldata `data` (0x hex) hands a proxy to settle: its own call
+    of a proxy, or the proxy calls of a Multicall3 `aggregate3` (an ERC-6492 wallet deployed as it pays).
+    Empty for anything else (another contract calling a proxy cannot be read from its calldata)."""
+    try:
+        raw = bytes.fromhex(data.removeprefix("0x"))
+    except ValueError:
+        return []
+    if to in _PROXIES:
+        found = _proxy_permit(raw)
+        return [found] if found is not None else []
+    if to != MULTICALL3_ADDRESS or raw[:4] != _AGGREGATE3:
+        return []
+    try:
+        (calls,) = decode(["(address,bool,bytes)[]"], raw[4:])
+    except (DecodingError, ValueError, OverflowError):
+        return []
+    permits = (
+        _proxy_permit(bytes(calldata))
+        for target, _, calldata in calls
+        if checksum_address(target) in _PROXIES
+    )
+    return [permit for permit in permits if permit is not None]
+
+
+def _proxy_permit(raw: bytes) -> SettledPermit | None:
+    call = _CALLS.get(raw[:4])
+    if call is None:
+        return None
+    upto, with_permit, types = call
+    try:
+        args = decode(types, raw[4:])
+    except (DecodingError, ValueError, OverflowError):
+        return None
+    at = 1 if with_permit else 0
+    ((token, _), nonce, _) = args[at]
+    # `settle(permit, owner, …)`; `upto` puts the amount between them.
+    owner = args[at + (2 if upto else 1)]
+    return SettledPermit(owner=checksum_address(owner), nonce=int(nonce), token=checksum_address(token))
 
 
 def encode_allowance(owner: str, spender: str = PERMIT2_ADDRESS) -> str:

@@ -159,10 +159,11 @@ def allowance_required(why: str) -> PaymentInvalidError:
 
 
 def check_balance(scheme: str, reply: object, amount: int) -> None:
-    """Refuse a payer whose balance (the `balanceOf` reply) is below `amount` (`upto`: the maximum)."""
+    """Refuse a payer whose balance (the `balanceOf` reply) is below `amount` (to verify `upto`: the
+    maximum; to settle it: the charge)."""
     balance = erc20_amount(scheme, reply, "the payer's balance")
     if balance < amount:
         raise PaymentInvalidError(
             _INSUFFICIENT_BALANCE[scheme],
-            f"the payer holds {balance} of the token, less than the {amount} permitted",
+            f"the payer holds {balance} of the token, less than the {amount} to pay",
         )

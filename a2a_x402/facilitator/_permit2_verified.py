@@ -14,7 +14,7 @@ from ._request import Permit2Request
 from ._rpc import RpcCall
 from ._token import encode_balance_of
 
-__all__ = ["HEAD_BLOCK", "PROXIES", "READS", "VerifiedPermit2", "permit2_reads"]
+__all__ = ["HEAD_BLOCK", "PROXIES", "READS", "VerifiedPermit2", "permit2_claim_key", "permit2_reads"]
 
 PROXIES: Final = {"exact": EXACT_PERMIT2_PROXY, "upto": UPTO_PERMIT2_PROXY}
 """The x402 proxy each scheme settles through."""
@@ -47,9 +47,14 @@ class VerifiedPermit2:
     code_hash: str | None = None
 
     def claim_key(self, chain_id: int) -> ClaimKey:
-        """The claim key of this payment on `chain_id`: Permit2's nonces are the owner's across every token,
-        so the key names Permit2, not the token."""
-        return ClaimKey(chain_id, PERMIT2_ADDRESS, self.payer, f"0x{self.nonce:064x}")
+        """The claim key of this payment on `chain_id` (`permit2_claim_key`)."""
+        return permit2_claim_key(chain_id, self.payer, self.nonce)
+
+
+def permit2_claim_key(chain_id: int, payer: str, nonce: int) -> ClaimKey:
+    """The claim key of `payer`'s Permit2 `nonce` on `chain_id`: Permit2's nonces are the owner's across
+    every token, so the key names Permit2, not the token."""
+    return ClaimKey(chain_id, PERMIT2_ADDRESS, payer, f"0x{nonce:064x}")
 
 
 def permit2_reads(request: Permit2Request) -> list[RpcCall]:

@@ -8,8 +8,9 @@ block, sent from the address that will send it (any relayer for `exact`; for `up
 `facilitator`, the only sender the proxy accepts) with the fee caps the real transaction carries.
 
 Refusals come in the order the x402 Python SDK checks: contracts, signature, nonce, allowance, balance; then
-the head's time and the simulation. The balance and allowance needed are the permitted amount (for `upto`,
-the maximum), and the simulation settles that much.
+the head's time and the simulation. The balance and allowance needed are what the settlement moves (the
+permitted amount; for `upto`, the maximum at verification and the charge at settlement), and the
+simulation settles that much.
 
 A payer whose allowance is short may carry the SDKs' `eip2612GasSponsoring` extension, an EIP-2612 permit
 of Permit2 for the token (`_eip2612`): held against the payment, and the proxy's `settleWithPermit`, which
@@ -32,7 +33,7 @@ from ._errors import PaymentInvalidError, RpcError
 from ._gas import NO_FEES, Fees, RelayerCannotPayError, TransferGas, is_contract, unaffordable
 from ._lagging_clock import NodeClock
 from ._permit2 import PERMIT2_ADDRESS
-from ._permit2_calls import encode_settle
+from ._permit2_calls import encode_nonce_bitmap, encode_settle
 from ._permit2_refusals import (
     SIMULATION_FAILED,
     allowance_required,
@@ -143,6 +144,18 @@ class Permit2Verifier:
             now=now,
             margin_s=self._margin_s,
         )
+
+    async def check_unspent(self, request: Permit2Request) -> None:
+        """Refuse a payment whose nonce Permit2 marks as used (the one chain check of a settlement of 0,
+        which sends nothing).
+
+        Raises:
+            PaymentInvalidError: the nonce is used.
+            ChainError: the chain could not be read.
+        """
+        auth = request.payment.payload.permit2_authorization
+        call = {"to": PERMIT2_ADDRESS, "data": encode_nonce_bitmap(auth.from_address, auth.nonce)}
+        check_nonce_unused(request.terms.scheme, await self._rpc.call("eth_call", call, "latest"), auth.nonce)
 
     async def check_onchain(
         self, request: Permit2Request, signed: Permit2Signature, *, now: int
@@ -268,11 +281,13 @@ class Permit2Verifier:
             )
         check_nonce_unused(scheme, bitmap, auth.nonce)
         chosen = _PLAIN
+        # What this settlement moves: the permitted amount, but an `upto` settlement's charge when settling.
+        needed = terms.settle_amount
         approved = erc20_amount(scheme, allowance, "the payer's allowance to Permit2")
-        if approved < terms.amount:
+        if approved < needed:
             if not isinstance(plan.sponsored, Eip2612Permit):
                 raise plan.sponsored or allowance_required(
-                    f"the payer's allowance to Permit2 is {approved}, below the {terms.amount} permitted"
+                    f"the payer's allowance to Permit2 is {approved}, below the {needed} to settle"
                 )
             check_eip2612(
                 plan.sponsored,
@@ -283,7 +298,7 @@ class Permit2Verifier:
                 margin_s=self._margin_s,
             )
             chosen = _WITH_PERMIT
-        check_balance(scheme, balance, terms.amount)
+        check_balance(scheme, balance, needed)
         check_head_time(auth.deadline, head, now, self._margin_s, expired=Reason.PERMIT2_DEADLINE_EXPIRED)
         return chosen
 

@@ -8,8 +8,10 @@ with that key (reviving or recording each), and waits until the node holds none 
 unmined, so new sends start at the chain's next nonce and never collide with one left in flight.
 
 A process takes at most `X402_RELAYER_MAX_KEYS` keys, so replicas sharing one list split it between them.
-Settlements go to the usable key with the fewest transactions in flight. A key is not usable while its
-balance is below the floor, or while its oldest transaction is stuck (see `FeeBumper.stuck`).
+Settlements go to the usable key with the fewest transactions in flight, but an `upto` settlement goes
+from the one key its payer named (the x402 proxy takes it from no other), which this process must hold. A
+key is not usable while its balance is below the floor, or while its oldest transaction is stuck (see
+`FeeBumper.stuck`).
 """
 
 from __future__ import annotations
@@ -143,16 +145,25 @@ class RelayerPool:
             await self._leases.release(held)
 
     async def send(
-        self, to: str, data: str, gas: int, *, claim_id: str | None = None, wait_s: float | None = None
+        self,
+        to: str,
+        data: str,
+        gas: int,
+        *,
+        claim_id: str | None = None,
+        wait_s: float | None = None,
+        sender: str | None = None,
     ) -> SentTransaction:
-        """`Relayer.send` through a usable key, waiting up to `wait_s` (or a lease) if none is usable now.
+        """`Relayer.send` through a usable key (`sender`'s alone, when given), waiting up to `wait_s` (or a
+        lease) if none is usable now.
 
         Raises:
-            NoRelayerError: no key became usable in time; nothing was sent.
+            NoRelayerError: no key became usable in time, or `sender` is not a key this process holds;
+                nothing was sent.
             RpcError, ChainUnavailableError: as `Relayer.send`.
         """
         await self.start()
-        relayer = await self._pick(self._lease_s if wait_s is None else min(wait_s, self._lease_s))
+        relayer = await self._pick(self._lease_s if wait_s is None else min(wait_s, self._lease_s), sender)
         try:
             sent = await relayer.send(to, data, gas)
         except BroadcastUncertainError as exc:
@@ -175,6 +186,10 @@ class RelayerPool:
         """Send an already-signed transaction again; see `Relayer.rebroadcast` (it needs no lease: its nonce
         is its own)."""
         return await next(iter(self._relayers.values())).rebroadcast(raw)
+
+    def holds(self, address: str) -> bool:
+        """Whether `address` is a key this process holds the lease of (usable now or not)."""
+        return address in self._held
 
     def relayer(self, address: str) -> Relayer | None:
         """The pool's relayer of `address`, if it is one of its keys."""
@@ -210,11 +225,15 @@ class RelayerPool:
             return "oldest transaction stuck"
         return None
 
-    async def _pick(self, wait_s: float) -> Relayer:
+    async def _pick(self, wait_s: float, sender: str | None = None) -> Relayer:
+        """A usable key (`sender`'s, when given), once one is (within `wait_s`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        keys = list(self._relayers) if sender is None else [sender]
         while True:
-            usable = [address for address in self._relayers if self._why_not(address) is None]
+            if sender is not None and sender not in self._held:
+                raise NoRelayerError(f"the relayer key {sender} is not held by this process")
+            usable = [address for address in keys if self._why_not(address) is None]
             if usable:
                 self._turn += 1
                 # Fewest in flight first; ties in turn, so a burst spreads over every key.

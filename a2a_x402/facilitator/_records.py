@@ -48,6 +48,14 @@ class ClaimRecords:
         )
         return await self.record(claim, success, **changes)
 
+    async def nothing_moved(self, claim: Claim) -> SettleResponse:
+        """Record that the claim settled for 0 (an `upto` payment that used nothing): success naming no
+        transaction, as x402's `upto` scheme answers it; the authorization is left to expire unused."""
+        success = SettleResponse(
+            success=True, payer=claim.payer, transaction="", network=self._answers.network, amount=0
+        )
+        return await self.record(claim, success, state=ClaimState.SUCCEEDED)
+
     async def undecided(
         self, claim: Claim, tx_hash: str, sent_fields: dict[str, Any], exc: ChainError
     ) -> SettleResponse:

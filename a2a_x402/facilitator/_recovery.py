@@ -3,116 +3,32 @@
 A settlement transaction can leave the node's pool without being mined (evicted, dropped, a node restart)
 or be reorganised out of a block; while its authorization is unused and unexpired it can still land. The
 same signed bytes are broadcast again; if the relayer nonce they carry was meanwhile taken, the transfer
-is re-sent with a fresh nonce. An authorization can also be used by a transaction that is not ours (anyone
-may submit a signed EIP-3009 authorization): the `AuthorizationUsed` log tells which, and its `Transfer`
-log whether the payee was paid.
+is re-sent with a fresh nonce (from the same key when it is an `upto` settlement: the proxy takes it only
+from the facilitator the payer named). An authorization can also be used by a transaction that is not ours
+(anyone may submit a signed EIP-3009 authorization or `exact` Permit2 transfer): `_found` tells which, and
+whether the payee was paid.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from eth_account.typed_transactions.typed_transaction import TypedTransaction
 from hexbytes import HexBytes
 
 from ._claims import Claim, ClaimStore
 from ._errors import ChainError
+from ._found import ThirdPartySettlement, claim_settlement
+from ._nonce_state import authorization_used
+from ._permit2 import UPTO_PERMIT2_PROXY
 from ._pool import RelayerPool
 from ._relayer import BroadcastUncertainError
 from ._rpc import RpcClient
-from ._token import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, decode_bool, encode_authorization_state
 from .wire import checksum_address
 
-__all__ = ["Recovery", "ThirdPartySettlement", "authorization_used", "find_settlement"]
+__all__ = ["Recovery"]
 
 logger = logging.getLogger(__name__)
-
-# How far back to look for the transaction that used an authorization.
-_LOG_WINDOW_BLOCKS = 50_000
-
-
-@dataclass(frozen=True, slots=True)
-class ThirdPartySettlement:
-    """A transaction (maybe not ours) that used the claim's authorization and paid the payee; `sender`
-    is the account that sent it (EIP-55)."""
-
-    tx_hash: str
-    block_number: int
-    block_hash: str
-    sender: str
-
-
-async def authorization_used(
-    rpc: RpcClient, asset: str, payer: str, nonce: str, block: str = "latest"
-) -> bool:
-    """Whether the EIP-3009 token at `asset` reports `payer`'s authorization `nonce` as used or cancelled."""
-    call = {"to": asset, "data": encode_authorization_state(payer, bytes.fromhex(nonce[2:]))}
-    return decode_bool(await rpc.call("eth_call", call, block))
-
-
-async def claim_settlement(rpc: RpcClient, claim: Claim) -> ThirdPartySettlement | None:
-    """`find_settlement` of `claim`'s authorization and terms."""
-    return await find_settlement(
-        rpc, asset=claim.asset, payer=claim.payer, nonce=claim.nonce, pay_to=claim.pay_to, amount=claim.amount
-    )
-
-
-async def find_settlement(
-    rpc: RpcClient, *, asset: str, payer: str, nonce: str, pay_to: str, amount: int
-) -> ThirdPartySettlement | None:
-    """The mined transaction that used `payer`'s authorization `nonce` and paid `pay_to` `amount`, if any.
-
-    Its execution must have emitted the token's `AuthorizationUsed(payer, nonce)` and a `Transfer` of that
-    token from `payer` to `pay_to` of `amount`; a use of the nonce that paid someone else, or another
-    amount, is none. It is judged from the logs of the block that holds it, never from a receipt looked up
-    by hash: a node that mines an identical transaction twice (ganache) answers that hash with the copy
-    that reverted, while the logs (which only a successful execution leaves) show the one that paid.
-    """
-    head = int(await rpc.call("eth_blockNumber"), 16)
-    payer_word = address_topic(payer)
-    logs = await rpc.call(
-        "eth_getLogs",
-        {
-            "address": asset,
-            "fromBlock": hex(max(head - _LOG_WINDOW_BLOCKS, 0)),
-            "toBlock": "latest",
-            "topics": [AUTHORIZATION_USED_TOPIC, payer_word, nonce],
-        },
-    )
-    for log in logs or []:
-        if log.get("removed"):
-            continue
-        transfers = await rpc.call(
-            "eth_getLogs",
-            {
-                "address": asset,
-                "blockHash": log["blockHash"],
-                "topics": [TRANSFER_TOPIC, payer_word, address_topic(pay_to)],
-            },
-        )
-        if not any(
-            t.get("transactionIndex") == log["transactionIndex"] and int(t.get("data") or "0x0", 16) == amount
-            for t in transfers or []
-        ):
-            continue
-        sent = await rpc.call(
-            "eth_getTransactionByBlockHashAndIndex", log["blockHash"], log["transactionIndex"]
-        )
-        if sent is None:
-            continue  # reorganised away since the logs were read
-        return ThirdPartySettlement(
-            tx_hash=log["transactionHash"],
-            block_number=int(log["blockNumber"], 16),
-            block_hash=log["blockHash"],
-            sender=checksum_address(sent["from"]),
-        )
-    return None
-
-
-def address_topic(address: str) -> str:
-    """An address as an indexed event topic (a 32-byte word)."""
-    return "0x" + address[2:].lower().rjust(64, "0")
 
 
 class Recovery:
@@ -139,13 +55,16 @@ class Recovery:
         if claim.raw_tx is None:
             return tx_hash
         sent_before = TypedTransaction.from_bytes(HexBytes(claim.raw_tx)).as_dict()
-        # The same call again: to the token, or to Multicall3 when it also deploys an ERC-6492 wallet.
+        # The same call again: to the token or the proxy, or to Multicall3 when it also deploys an ERC-6492
+        # wallet; an `upto` one from the key that sent it, the witness's facilitator.
+        to = checksum_address("0x" + bytes(sent_before["to"]).hex())
         try:
             sent = await self._relayer.send(
-                checksum_address("0x" + bytes(sent_before["to"]).hex()),
+                to,
                 "0x" + bytes(sent_before["data"]).hex(),
                 int(sent_before["gas"]),
                 claim_id=claim.id,
+                sender=claim.relayer if to == UPTO_PERMIT2_PROXY else None,
             )
         except BroadcastUncertainError as exc:
             # Maybe taken (a slow node, a lost answer): the claim waits for it like any it sent.

@@ -32,6 +32,7 @@ __all__ = [
     "Permit2Request",
     "idempotency_key_of",
     "namespaced_key",
+    "payer_of",
     "read_payment",
     "read_permit2_payment",
 ]
@@ -152,7 +153,16 @@ def _accepted_mismatch(accepted: PaymentRequirements, required: PaymentRequireme
     return PaymentInvalidError(reason, f"paymentPayload.accepted differs from the requirements in: {named}")
 
 
-def idempotency_key_of(explicit: str | None, payload: PaymentPayload) -> str | None:
+def payer_of(payload: PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload) -> str:
+    """Who signed `payload`: its authorization's `from`."""
+    if isinstance(payload, PaymentPayload):
+        return payload.payload.authorization.from_address
+    return payload.payload.permit2_authorization.from_address
+
+
+def idempotency_key_of(
+    explicit: str | None, payload: PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload
+) -> str | None:
     """The caller's idempotency key, else the x402 `payment-identifier` extension's id, else None.
 
     Raises:

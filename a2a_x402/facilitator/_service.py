@@ -1,5 +1,5 @@
-"""The facilitator core: verify and settle exact-scheme EIP-3009 payments on one EVM chain, exactly once;
-verify Permit2 payments (`exact` by Permit2, and `upto`), which it does not settle yet.
+"""The facilitator core: verify and settle payments on one EVM chain, exactly once: `exact` by EIP-3009,
+and by Permit2 witness transfers `exact` (`assetTransferMethod: "permit2"`) and `upto` (`_permit2_settle`).
 
 This is the one implementation behind both the HTTP service and the merchant's in-process use. Its
 answers are x402 v2 `VerifyResponse` / `SettleResponse` documents; a payment that fails a check is an
@@ -35,9 +35,10 @@ from ._elsewhere import SettledElsewhere
 from ._errors import ChainMismatchError, ChainUnavailableError, PaymentInvalidError
 from ._leases import LeaseStore
 from ._outcome import Outcomes
-from ._permit2_verified import VerifiedPermit2
+from ._permit2_settle import Permit2Payments
 from ._permit2_verify import Permit2Verifier
 from ._pool import RelayerPool, RelayerState, holder_id
+from ._presented import Presented
 from ._probe import ChainStatus, read_chain_status
 from ._receipts import ReceiptWatcher
 from ._reconcile import reconcile_claims
@@ -45,7 +46,7 @@ from ._records import ClaimRecords
 from ._recovery import Recovery
 from ._relayer import Relayer
 from ._replacement import FeeBumper
-from ._request import idempotency_key_of, namespaced_key, read_payment, read_permit2_payment
+from ._request import idempotency_key_of, namespaced_key, payer_of, read_payment
 from ._reverted import RevertedRelease
 from ._reverts import RevertGuard
 from ._rpc import RpcClient
@@ -151,15 +152,20 @@ class Facilitator:
             gas_limit_cap=gas_limit_cap,
             erc6492_factories=erc6492_factories,
         )
-        self._permit2 = Permit2Verifier(
-            rpc,
+        self._permit2 = Permit2Payments(
+            Permit2Verifier(
+                rpc,
+                chain_id=self.chain_id,
+                relayer=relayers.address,
+                facilitators=relayers.addresses,
+                fees=relayers.fee_caps,
+                validity_margin_s=validity_margin_s,
+                gas_limit_cap=gas_limit_cap,
+                erc6492_factories=erc6492_factories,
+            ),
+            self.revert_guard,
             chain_id=self.chain_id,
-            relayer=relayers.address,
-            facilitators=relayers.addresses,
-            fees=relayers.fee_caps,
-            validity_margin_s=validity_margin_s,
-            gas_limit_cap=gas_limit_cap,
-            erc6492_factories=erc6492_factories,
+            network=network,
         )
         self._settlement = Settlement(
             rpc=rpc,
@@ -173,6 +179,7 @@ class Facilitator:
             chain_id=self.chain_id,
             guard=self.revert_guard,
             relayers=lambda: relayers.held_ready,
+            holds=relayers.holds,
         )
         relayers.on_take_over(
             lambda relayer: account_for_key(
@@ -333,49 +340,30 @@ class Facilitator:
         return self._bumper.replacements_sent
 
     def supported(self) -> SupportedResponse:
-        """The kinds this facilitator verifies and settles, and its signers (`_supported`).
-
-        Permit2 payments are verified but not settled yet: they are listed once `/settle` takes them, since
-        a resource server reading `upto` here would do the work before learning it cannot be paid.
-        """
-        return supported_response(self.network, self.chain_id, self._relayer.addresses, permit2_schemes=())
+        """The kinds this facilitator verifies and settles, and its signers (`_supported`): the Permit2 ones
+        where the chain has the contracts (as `startup_checks` found them)."""
+        return supported_response(
+            self.network, self.chain_id, self._relayer.addresses, permit2_schemes=self._permit2.schemes
+        )
 
     async def verify(
         self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
     ) -> VerifyResponse:
         """Check `payload` (an EIP-3009 `exact` payment, or a Permit2 one of `exact` or `upto`) against
         `requirements` without changing anything anywhere."""
-        if isinstance(payload, PaymentPayload):
-            payer = payload.payload.authorization.from_address
-            return await verify_answer(self._verify_eip3009(payload, requirements), payer)
-        payer = payload.payload.permit2_authorization.from_address
-        return await verify_answer(self._verify_permit2(payload, requirements), payer)
+        checks = (
+            self._verify_eip3009(payload, requirements)
+            if isinstance(payload, PaymentPayload)
+            else self._permit2.verify(payload, requirements)
+        )
+        return await verify_answer(checks, payer_of(payload))
 
     async def _verify_eip3009(self, payload: PaymentPayload, requirements: PaymentRequirements) -> None:
         await self._settlement.verify(read_payment(payload, requirements, self.network))
 
-    async def _verify_permit2(
-        self, payment: Permit2PaymentPayload, requirements: PaymentRequirements, *, settling: bool = False
-    ) -> VerifiedPermit2:
-        """Every check of a Permit2 payment, offline then on chain, then its payer's and wallet's cool-off;
-        `settling`: the requirements are a settle's (an `upto` one names the amount to charge, which must not
-        be 0 here: the proxy refuses to move nothing, and such a settlement sends no transaction at all).
-
-        Raises:
-            PaymentInvalidError: a check failed.
-            ChainError: the chain could not be read.
-        """
-        request = read_permit2_payment(payment, requirements, self.network, settling=settling)
-        # One moment of the wall clock for both halves, as for EIP-3009.
-        now = int(time.time())
-        signed = self._permit2.check_offline(request, now=now)
-        verified = await self._permit2.check_onchain(request, signed, now=now)
-        await self.revert_guard.check_cooling(verified.payer, verified.code_hash)
-        return verified
-
     async def settle(
         self,
-        payload: PaymentPayload,
+        payload: PaymentPayload | Permit2PaymentPayload,
         requirements: PaymentRequirements,
         *,
         idempotency_key: str | None = None,
@@ -384,6 +372,12 @@ class Facilitator:
         namespace: str | None = None,
     ) -> SettleResponse:
         """Settle `payload` on chain at most once; see the module docstring for the sequence.
+
+        A Permit2 payment's requirements are the settlement's: an `upto` one's `amount` is what to charge,
+        at most the maximum the payer permitted; 0 charges nothing and sends no transaction, answered as
+        success with an empty `transaction` and an `amount` of 0 (x402's `upto` scheme). An `upto` settlement
+        is sent from the relayer key its payer named (`witness.facilitator`), refused with nothing sent
+        when this process does not hold that key's lease.
 
         `idempotency_key` (or the payload's `payment-identifier` extension id) makes retries safe: the same
         key gets the first answer again, the transaction hash included. Without one, a second settle of an
@@ -410,27 +404,36 @@ class Facilitator:
         if key_text is not None and namespace is not None:
             key_text = namespaced_key(namespace, key_text)
         try:
-            request = read_payment(payload, requirements, self.network)
+            presented = self._presented(payload, requirements)
         except PaymentInvalidError as exc:
-            return self._answers.failure(exc.reason, exc.message, payload.payload.authorization.from_address)
-        return await self._settlement.settle(request, key_text, deadline, presented_at)
+            return self._answers.failure(exc.reason, exc.message, payer_of(payload))
+        return await self._settlement.settle(presented, key_text, deadline, presented_at)
+
+    def _presented(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> Presented:
+        """`payload` as a settle against `requirements` presents it.
+
+        Raises:
+            PaymentInvalidError: the checks that need neither the chain nor the clock refused it.
+        """
+        if isinstance(payload, PaymentPayload):
+            return self._settlement.presented(read_payment(payload, requirements, self.network))
+        return self._permit2.presented(payload, requirements)
 
     async def settlement_status(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        timeout_s: float = 0.0,
     ) -> SettleResponse | None:
         """The settlement answer for this authorization, finishing a pending one; None if never claimed."""
         try:
-            request = read_payment(payload, requirements, self.network)
+            presented = self._presented(payload, requirements)
         except PaymentInvalidError:
             return None
-        claim = await self._claims.by_key(self._settlement.claim_key(request))
-        if claim is None:
-            return None
-        if claim.state is ClaimState.BROADCAST:
-            return await self._outcomes.wait(claim, time.monotonic() + timeout_s)
-        if claim.response is not None:
-            return SettleResponse.from_wire(claim.response)
-        return self._answers.pending(claim)
+        return await self._settlement.status(presented, timeout_s)
 
     async def reconcile(
         self, *, reorg_window_blocks: int = 64, on_failure: Callable[[], None] | None = None

@@ -4,9 +4,10 @@ reverted or was not sent.
 A receipt or a node's reply tells what one transaction did, not what became of the payment: a node may
 mine an identical transaction twice and answer its hash with the reverted copy (ganache), take a send it
 refused or did not answer in time, and anyone may submit the authorization. The token's
-`authorizationState(payer, nonce)` says whether it was used; if it was, the transfer that used it (from
-its block's `AuthorizationUsed` and `Transfer` logs: `find_settlement`) is the settlement when it paid the
-claim's terms (asset, payee, amount). Read on those paths only: a success costs nothing more.
+`authorizationState(payer, nonce)` (for a Permit2 authorization, Permit2's `nonceBitmap`: `_nonce_state`)
+says whether it was used; if it was, the transfer that used it (from its block's logs: `_found`) is the
+settlement when it paid the claim's terms (token, payee, amount). Read on those paths only: a success costs
+nothing more.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from ._answers import read_within
 from ._claims import Claim
 from ._elsewhere import SettledElsewhere
 from ._errors import RpcError
-from ._recovery import claim_settlement
+from ._found import claim_settlement
+from ._nonce_state import read_used, used_call
 from ._rpc import RpcCall, RpcClient
-from ._token import decode_bool, encode_authorization_state
 from .wire import SettleResponse
 
 __all__ = ["AuthorizationOnChain", "ChainTruth"]
@@ -53,10 +54,7 @@ class ChainTruth:
         Raises:
             ChainError: the chain could not tell within the budget.
         """
-        state_call = {
-            "to": claim.asset,
-            "data": encode_authorization_state(claim.payer, bytes.fromhex(claim.nonce[2:])),
-        }
+        state_call = used_call(claim.asset, claim.payer, claim.nonce)
         calls = [
             RpcCall("eth_call", [state_call, "latest"]),
             RpcCall("eth_getBlockByNumber", ["latest", False]),
@@ -71,8 +69,8 @@ class ChainTruth:
         used, head = values[0], values[1]
         # Later blocks are no older than the latest: an authorization expired there can never be used.
         expired = int(head["timestamp"], 16) >= claim.valid_before
-        if not decode_bool(used):
-            in_pool = pool and decode_bool(values[2])
+        if not read_used(claim.asset, claim.nonce, used):
+            in_pool = pool and read_used(claim.asset, claim.nonce, values[2])
             return AuthorizationOnChain(used=False, expired=expired, in_pool=in_pool)
         settled = await read_within(claim_settlement(self._rpc, claim), deadline)
         if settled is not None:

@@ -59,6 +59,7 @@ def test_only_expired_and_insufficient_funds_are_retryable() -> None:
         ("permit2_not_yet_valid", EC.EXPIRED_PAYMENT),
         ("permit2_deadline_expired", EC.EXPIRED_PAYMENT),
         ("invalid_exact_evm_nonce_already_used", EC.DUPLICATE_NONCE),
+        ("permit2_invalid_nonce", EC.DUPLICATE_NONCE),
         ("duplicate_settlement", EC.DUPLICATE_NONCE),
         ("network_mismatch", EC.NETWORK_MISMATCH),
         ("invalid_network", EC.NETWORK_MISMATCH),
@@ -91,12 +92,14 @@ def test_settlement_pending_is_not_a_failure() -> None:
 # What each reason our own facilitator emits must become; a new Reason member fails this test
 # until someone decides its extension code.
 _FACILITATOR_REASONS: dict[str, PaymentErrorCode | None] = {
-    # Permit2 (verified, not yet offered by the merchant nor settled): decided when issue 29's settle lands.
+    # Permit2 (`exact` by Permit2, and `upto`), verified and settled. A used Permit2 nonce is a replay, as
+    # an EIP-3009 one; a payer who must approve Permit2 first, or whose permit the token refuses, sent a
+    # payment that cannot be made as it is.
     "permit2_insufficient_balance": EC.INSUFFICIENT_FUNDS,
+    "permit2_invalid_nonce": EC.DUPLICATE_NONCE,
     **dict.fromkeys(
         (
             "permit2_proxy_not_deployed",
-            "permit2_invalid_nonce",
             "permit2_allowance_required",
             "permit2_2612_amount_mismatch",
             "invalid_eip2612_extension_format",

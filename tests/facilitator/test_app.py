@@ -323,7 +323,12 @@ async def test_supported_and_health_describe_the_service(
         supported = (await client.get("/supported")).json()
         health = (await client.get("/healthz")).json()
 
-    exact = {"x402Version": 2, "scheme": "exact", "network": chain.network}
+    exact = {
+        "x402Version": 2,
+        "scheme": "exact",
+        "network": chain.network,
+        "extra": {"assetTransferMethods": ["eip3009", "permit2"]},
+    }
     assert supported["kinds"][0] == exact
     assert health["network"] == chain.network
     assert supported["signers"] == {"eip155:*": [health["relayer"]]}

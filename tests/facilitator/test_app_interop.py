@@ -54,7 +54,11 @@ async def test_a_payment_signed_by_the_sdk_verifies_and_settles_and_our_answers_
     assert (settled.success, settled.payer, settled.network) == (True, payer, chain.network)
     assert int(chain.rpc.call("eth_getTransactionReceipt", [settled.transaction])["status"], 16) == 1
     assert chain.balance_of(PAY_TO) == payee_before + AMOUNT
-    assert [(k.x402_version, k.network) for k in supported.kinds] == [(2, chain.network), (1, "base-sepolia")]
+    assert [(k.x402_version, k.scheme, k.network) for k in supported.kinds] == [
+        (2, "exact", chain.network),
+        (2, "upto", chain.network),
+        (1, "exact", "base-sepolia"),
+    ]
     assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
 
 

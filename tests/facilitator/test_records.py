@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from a2a_x402.facilitator._answers import Answers
-from a2a_x402.facilitator._recovery import ThirdPartySettlement
+from a2a_x402.facilitator._found import ThirdPartySettlement
 from a2a_x402.facilitator.wire import Reason, SettleResponse
 
 NETWORK = "eip155:84532"

@@ -476,13 +476,14 @@ async def test_open_refuses_a_node_serving_another_chain(
 async def test_supported_names_the_network_and_the_relayer(chain: DevChain, facilitator: Facilitator) -> None:
     supported = facilitator.supported()
 
-    # The dev chain has Permit2 and both x402 proxies, but neither is listed before /settle takes them.
+    # The dev chain has Permit2 and both x402 proxies: `exact` by either method, and `upto`.
     assert [(k.x402_version, k.scheme, k.network) for k in supported.kinds] == [
         (2, "exact", chain.network),
+        (2, "upto", chain.network),
         (1, "exact", "base-sepolia"),
     ]
     assert supported.signers == {"eip155:*": (facilitator.relayer_address,)}
-    assert supported.extensions == ("payment-identifier",)
+    assert supported.extensions == ("payment-identifier", "eip2612GasSponsoring")
 
 
 # What a call that waits on the calling thread is named, when Python code calls it.

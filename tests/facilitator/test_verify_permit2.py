@@ -205,7 +205,7 @@ async def test_a_payment_whose_nonce_was_used_on_chain_is_refused(
     scheme: str, chain: DevChain, facilitator: Facilitator, sqlite_url: str
 ) -> None:
     payment, asked = _settled_already(chain, scheme)
-    verified = await facilitator._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await facilitator._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
     chain.rpc.transact(chain.relayer_key, to=verified.target, data=bytes.fromhex(verified.calldata[2:]))
     assert chain.permit2_nonce_used(_payer(payment), _nonce(payment))
 
@@ -248,7 +248,7 @@ async def test_a_good_payment_verifies_changes_nothing_and_its_transaction_pays(
     )
 
     answers = [await facilitator.verify(parsed(payment), asked) for _ in range(2)]
-    verified = await facilitator._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await facilitator._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
 
     assert {(a.is_valid, a.invalid_reason, a.payer) for a in answers} == {(True, None, payer)}
     assert (
@@ -281,7 +281,7 @@ async def test_an_upto_payment_is_verified_for_its_maximum(chain: DevChain, faci
     answer = await facilitator.verify(parsed(payment), asked)
 
     assert (answer.is_valid, answer.invalid_reason) == (False, Reason.PERMIT2_INSUFFICIENT_BALANCE)
-    assert f"less than the {AMOUNT} permitted" in (answer.invalid_message or "")
+    assert f"less than the {AMOUNT} to pay" in (answer.invalid_message or "")
 
 
 async def test_a_payment_not_yet_valid_by_its_witness_is_refused(

@@ -1,6 +1,7 @@
 """Permit2 payments over HTTP: `POST /verify` verifies the x402 Python and TypeScript SDK clients' `exact`
 (Permit2) and `upto` payments, refuses bad ones with their reason and malformed ones as a clear 200 refusal,
-claiming nothing; `/supported` lists them only once `/settle` takes them."""
+claiming nothing; `POST /settle` settles them (an `upto` one for what its requirements charge); `/supported`
+lists the kinds the chain has the contracts for."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from eth_account import Account
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
 from a2a_x402.facilitator._supported import supported_response
 from a2a_x402.facilitator.wire import Reason
+from tests.fixtures.facilitator import PAY_TO
 from tests.fixtures.node import NodeScript
 
 from .conftest import StartService
 from .payments import claim_rows, relayer_address
-from .permit2_chain import funded_payer, permit2_requirements, sdk_sign, verify_body
+from .permit2_chain import AMOUNT, funded_payer, permit2_requirements, sdk_sign, verify_body
 
 _TS_CLIENT = Path(__file__).resolve().parent / "js" / "ts_permit2.cjs"
 SCHEMES = ("exact", "upto")
@@ -47,7 +49,7 @@ async def test_the_python_sdk_clients_payments_verify_over_http(
     assert await claim_rows(sqlite_url) == []
 
 
-async def test_the_typescript_sdk_clients_payments_verify_over_http(
+async def test_the_typescript_sdk_clients_payments_verify_and_settle_over_http(
     chain: DevChain, start_service: StartService, node_script: NodeScript, sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
@@ -72,6 +74,18 @@ async def test_the_typescript_sdk_clients_payments_verify_over_http(
     payer = Account.from_key(key).address
     assert [(a.status_code, a.json()) for a in answers] == [(200, {"isValid": True, "payer": payer})] * 2
     assert await claim_rows(sqlite_url) == []
+    # Settled: the `exact` price, and what the `upto` work used.
+    charges = [offers[0], offers[1].model_copy(update={"amount": AMOUNT // 3})]
+    payee_before = chain.balance_of(PAY_TO, asset=chain.plain_asset)
+    settled = [
+        (await _post(base_url, "/settle", verify_body(p, c))).json()
+        for p, c in zip(payments, charges, strict=True)
+    ]
+    assert [(s["success"], s["payer"], s["amount"]) for s in settled] == [
+        (True, payer, str(AMOUNT)),
+        (True, payer, str(AMOUNT // 3)),
+    ]
+    assert chain.balance_of(PAY_TO, asset=chain.plain_asset) == payee_before + AMOUNT + AMOUNT // 3
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -152,18 +166,31 @@ async def test_a_malformed_permit2_body_is_a_clear_refusal(
     assert await claim_rows(sqlite_url) == []
 
 
-async def test_a_permit2_payment_presented_for_settlement_is_refused_clearly(
-    chain: DevChain, start_service: StartService, sqlite_url: str
+@pytest.mark.parametrize("scheme", SCHEMES)
+async def test_the_python_sdk_clients_payments_settle_over_http(
+    scheme: str, chain: DevChain, start_service: StartService, sqlite_url: str
 ) -> None:
     base_url = start_service(sqlite_url)
-    asked = permit2_requirements(chain, "exact", chain.plain_asset)
-    body = verify_body(sdk_sign(chain, funded_payer(chain, asked.asset), asked), asked)
+    asked = permit2_requirements(chain, scheme, chain.plain_asset)
+    key = funded_payer(chain, asked.asset)
+    payment = sdk_sign(chain, key, asked)
+    # An `upto` merchant settles what the work used; an `exact` one the price.
+    charged = asked.model_copy(update={"amount": AMOUNT // 4}) if scheme == "upto" else asked
+    payee_before = chain.balance_of(PAY_TO, asset=asked.asset)
 
-    answer = await _post(base_url, "/settle", body)
+    answer = await _post(base_url, "/settle", verify_body(payment, charged))
+    status = await _post(base_url, "/settle/status", verify_body(payment, charged))
 
     assert answer.status_code == 200
-    assert (answer.json()["success"], answer.json()["errorReason"]) == (False, Reason.INVALID_PAYLOAD.value)
-    assert await claim_rows(sqlite_url) == []
+    body = answer.json()
+    assert (body["success"], body["payer"], body["amount"]) == (
+        True,
+        Account.from_key(key).address,
+        str(charged.amount),
+    )
+    assert (status.status_code, status.json()) == (200, body)
+    assert chain.balance_of(PAY_TO, asset=asked.asset) == payee_before + charged.amount
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
 
 
 def test_supported_would_list_upto_and_permit2_for_a_chain_with_them() -> None:
@@ -188,17 +215,28 @@ def test_supported_would_list_upto_and_permit2_for_a_chain_with_them() -> None:
     assert supported["extensions"] == ["payment-identifier", "eip2612GasSponsoring"]
 
 
-async def test_supported_lists_no_permit2_payment_before_settle_takes_them(
+async def test_supported_lists_the_permit2_kinds_of_a_chain_with_their_contracts(
     chain: DevChain, start_service: StartService, sqlite_url: str
 ) -> None:
     async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
         supported = (await client.get("/supported")).json()
 
     assert supported["kinds"] == [
-        {"x402Version": 2, "scheme": "exact", "network": chain.network},
+        {
+            "x402Version": 2,
+            "scheme": "exact",
+            "network": chain.network,
+            "extra": {"assetTransferMethods": ["eip3009", "permit2"]},
+        },
+        {
+            "x402Version": 2,
+            "scheme": "upto",
+            "network": chain.network,
+            "extra": {"facilitatorAddress": relayer_address(chain)},
+        },
         {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
     ]
-    assert supported["extensions"] == ["payment-identifier"]
+    assert supported["extensions"] == ["payment-identifier", "eip2612GasSponsoring"]
     assert supported["signers"] == {"eip155:*": [relayer_address(chain)]}
 
 

@@ -68,7 +68,7 @@ async def test_a_contract_wallet_pays_through_erc1271(
     payment = wallet_payment(chain, wallet, chain.erc1271_wallet_owner_key, asked)
 
     answer = await facilitator.verify(parsed(payment), asked)
-    verified = await facilitator._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await facilitator._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
 
     assert (answer.is_valid, answer.payer) == (True, wallet), answer
     assert verified.code_hash is not None
@@ -129,7 +129,7 @@ async def test_a_counterfactual_wallet_is_deployed_and_pays_in_one_exact_settlem
     payment, wallet = counterfactual_payment(chain, asked)
 
     answer = await service.verify(parsed(payment), asked)
-    verified = await service._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await service._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
 
     assert (answer.is_valid, answer.payer) == (True, wallet), answer
     assert chain.rpc.call("eth_getCode", [wallet, "latest"]) == "0x"  # verifying deploys nothing
@@ -187,7 +187,7 @@ async def test_a_payer_without_an_allowance_pays_with_its_eip2612_permit(
     nonce_before = relayer_nonce(chain)
 
     answer = await facilitator.verify(parsed(payment), asked)
-    verified = await facilitator._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await facilitator._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
 
     assert answer.is_valid, answer
     assert verified.with_eip2612
@@ -200,7 +200,7 @@ async def test_a_payer_with_an_allowance_is_settled_without_its_permit(
 ) -> None:
     payment, asked = _sponsored(chain, "exact", approved=True)
 
-    verified = await facilitator._verify_permit2(parsed(payment), asked)  # noqa: SLF001 - what settle sends
+    verified = await facilitator._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
 
     assert not verified.with_eip2612
 

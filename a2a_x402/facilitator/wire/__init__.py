@@ -1,8 +1,8 @@
 """x402 wire types: v2 and v1 documents, strict parsing, and conversions between the versions.
 
 Beside the EIP-3009 payload of `exact`, the v2 payloads of a Permit2 witness transfer (`exact` with
-`assetTransferMethod: "permit2"`, and `upto`) have their own documents, `/verify` bodies and parse entry
-point; the facilitator verifies them, and does not settle them yet.
+`assetTransferMethod: "permit2"`, and `upto`) have their own documents, `/verify` and `/settle` bodies and
+parse entry point.
 
 Pure data, no I/O. Untrusted input goes through the `parse_*` functions or `Model.from_wire`,
 which accept exactly the wire form (camelCase names, checksummed addresses, uint256 decimal
@@ -13,9 +13,11 @@ strings, 32-byte nonces, known `x402Version`s, bounded sizes) and raise only `Wi
 from __future__ import annotations
 
 from ._api import (
+    ExactPermit2SettleRequest,
     ExactPermit2VerifyRequest,
     SettleRequest,
     SettleRequestV1,
+    UptoSettleRequest,
     UptoVerifyRequest,
     VerifyRequest,
     VerifyRequestV1,
@@ -105,6 +107,7 @@ __all__ = [
     "ExactPermit2Authorization",
     "ExactPermit2Payload",
     "ExactPermit2PaymentPayload",
+    "ExactPermit2SettleRequest",
     "ExactPermit2VerifyRequest",
     "ExactPermit2Witness",
     "PaymentPayload",
@@ -132,6 +135,7 @@ __all__ = [
     "UptoPermit2Authorization",
     "UptoPermit2Payload",
     "UptoPermit2Witness",
+    "UptoSettleRequest",
     "UptoVerifyRequest",
     "V1Network",
     "VerifyRequest",

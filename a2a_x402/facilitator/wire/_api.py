@@ -5,8 +5,8 @@ fixes the version of both parts: a v2 body carrying a v1 payload is refused with
 `invalid_x402_version`. Problems inside `paymentRequirements` are reported as
 `invalid_payment_requirements`, all others as `invalid_payload`.
 
-A v2 `/verify` body may carry a Permit2 payment (`exact` by Permit2, or `upto`), which has a body of its
-own per scheme; the x402 SDKs send Permit2 payments in v2 only.
+A v2 `/verify` or `/settle` body may carry a Permit2 payment (`exact` by Permit2, or `upto`), which has a
+body of its own per scheme; the x402 SDKs send Permit2 payments in v2 only.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from ._v1 import PaymentPayloadV1, PaymentRequirementsV1
 from ._v2 import PaymentPayload, PaymentRequirements
 
 __all__ = [
+    "ExactPermit2SettleRequest",
     "ExactPermit2VerifyRequest",
     "SettleRequest",
     "SettleRequestV1",
+    "UptoSettleRequest",
     "UptoVerifyRequest",
     "VerifyRequest",
     "VerifyRequestV1",
@@ -68,9 +70,7 @@ class SettleRequestV1(_RequestV1):
     """A v1 `/settle` body."""
 
 
-class ExactPermit2VerifyRequest(WireModel):
-    """A v2 `/verify` body carrying an `exact` payment made by Permit2."""
-
+class _ExactPermit2Request(WireModel):
     wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
 
     x402_version: Annotated[int, version(2)]
@@ -78,11 +78,25 @@ class ExactPermit2VerifyRequest(WireModel):
     payment_requirements: PaymentRequirements
 
 
-class UptoVerifyRequest(WireModel):
-    """A v2 `/verify` body carrying an `upto` payment."""
-
+class _UptoRequest(WireModel):
     wire_reason_by_field: ClassVar[Mapping[str, Reason]] = _REASON_BY_FIELD
 
     x402_version: Annotated[int, version(2)]
     payment_payload: UptoPaymentPayload
     payment_requirements: PaymentRequirements
+
+
+class ExactPermit2VerifyRequest(_ExactPermit2Request):
+    """A v2 `/verify` body carrying an `exact` payment made by Permit2."""
+
+
+class ExactPermit2SettleRequest(_ExactPermit2Request):
+    """A v2 `/settle` body carrying an `exact` payment made by Permit2."""
+
+
+class UptoVerifyRequest(_UptoRequest):
+    """A v2 `/verify` body carrying an `upto` payment (its requirements' `amount` is the maximum)."""
+
+
+class UptoSettleRequest(_UptoRequest):
+    """A v2 `/settle` body carrying an `upto` payment (its requirements' `amount` is what to charge)."""

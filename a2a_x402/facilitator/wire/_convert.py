@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import overload
 
 from ._api import (
+    ExactPermit2SettleRequest,
     ExactPermit2VerifyRequest,
     SettleRequest,
     SettleRequestV1,
+    UptoSettleRequest,
     UptoVerifyRequest,
     VerifyRequest,
     VerifyRequestV1,
@@ -109,7 +111,7 @@ def request_to_v2(
 ) -> tuple[PaymentPayload, PaymentRequirements]: ...
 @overload
 def request_to_v2(
-    request: ExactPermit2VerifyRequest | UptoVerifyRequest,
+    request: ExactPermit2VerifyRequest | UptoVerifyRequest | ExactPermit2SettleRequest | UptoSettleRequest,
 ) -> tuple[Permit2PaymentPayload, PaymentRequirements]: ...
 def request_to_v2(
     request: VerifyRequest
@@ -117,13 +119,15 @@ def request_to_v2(
     | VerifyRequestV1
     | SettleRequestV1
     | ExactPermit2VerifyRequest
-    | UptoVerifyRequest,
+    | UptoVerifyRequest
+    | ExactPermit2SettleRequest
+    | UptoSettleRequest,
 ) -> tuple[PaymentPayload | Permit2PaymentPayload, PaymentRequirements]:
     """Return the v2 payload and requirements of a `/verify` or `/settle` body of either version."""
-    if isinstance(request, VerifyRequest | SettleRequest | ExactPermit2VerifyRequest | UptoVerifyRequest):
-        return request.payment_payload, request.payment_requirements
-    requirements = requirements_v1_to_v2(request.payment_requirements)
-    return payload_v1_to_v2(request.payment_payload, requirements), requirements
+    if isinstance(request, VerifyRequestV1 | SettleRequestV1):
+        requirements = requirements_v1_to_v2(request.payment_requirements)
+        return payload_v1_to_v2(request.payment_payload, requirements), requirements
+    return request.payment_payload, request.payment_requirements
 
 
 def verify_response_to_v1(response: VerifyResponse) -> VerifyResponseV1:

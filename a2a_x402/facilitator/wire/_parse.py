@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from typing import Literal, overload
 
 from ._api import (
+    ExactPermit2SettleRequest,
     ExactPermit2VerifyRequest,
     SettleRequest,
     SettleRequestV1,
+    UptoSettleRequest,
     UptoVerifyRequest,
     VerifyRequest,
     VerifyRequestV1,
@@ -104,22 +106,40 @@ def parse_verify_request(
     """
     if _read_version(data, Reason.INVALID_PAYLOAD) == 1:
         return VerifyRequestV1.from_wire(data)
+    kind = _permit2_scheme(data)
+    if kind == "upto":
+        return UptoVerifyRequest.from_wire(data)
+    if kind == "exact":
+        return ExactPermit2VerifyRequest.from_wire(data)
+    return VerifyRequest.from_wire(data)
+
+
+def _permit2_scheme(data: object) -> Literal["exact", "upto"] | None:
+    """Which Permit2 body a v2 request is: None when its `payload` carries no `permit2Authorization`, else
+    `upto` when its `accepted.scheme` says so and `exact` otherwise (whose parse refuses any other scheme)."""
     payment = data.get("paymentPayload") if isinstance(data, Mapping) else None
     payload = payment.get("payload") if isinstance(payment, Mapping) else None
     if not isinstance(payload, Mapping) or "permit2Authorization" not in payload:
-        return VerifyRequest.from_wire(data)
+        return None
     accepted = payment.get("accepted") if isinstance(payment, Mapping) else None
-    if isinstance(accepted, Mapping) and accepted.get("scheme") == "upto":
-        return UptoVerifyRequest.from_wire(data)
-    return ExactPermit2VerifyRequest.from_wire(data)
+    return "upto" if isinstance(accepted, Mapping) and accepted.get("scheme") == "upto" else "exact"
 
 
-def parse_settle_request(data: object) -> SettleRequest | SettleRequestV1:
+def parse_settle_request(
+    data: object,
+) -> SettleRequest | SettleRequestV1 | ExactPermit2SettleRequest | UptoSettleRequest:
     """Parse a `POST /settle` body; both parts must have the body's x402 version.
+
+    A v2 Permit2 payment is read as `parse_verify_request` reads it.
 
     Raises:
         WireError: `invalid_x402_version`, `invalid_payload` or `invalid_payment_requirements`.
     """
-    if _read_version(data, Reason.INVALID_PAYLOAD) == 2:
-        return SettleRequest.from_wire(data)
-    return SettleRequestV1.from_wire(data)
+    if _read_version(data, Reason.INVALID_PAYLOAD) == 1:
+        return SettleRequestV1.from_wire(data)
+    kind = _permit2_scheme(data)
+    if kind == "upto":
+        return UptoSettleRequest.from_wire(data)
+    if kind == "exact":
+        return ExactPermit2SettleRequest.from_wire(data)
+    return SettleRequest.from_wire(data)

@@ -116,7 +116,7 @@ class ExactEvmPayload(WireModel):
     """The `exact` scheme's EVM payload: an EIP-3009 authorization and its signature.
 
     A 65-byte signature is an EOA's r‖s‖v; anything else is for a contract wallet (EIP-1271,
-    possibly wrapped in ERC-6492). Permit2 payloads are refused: only EIP-3009 is settled here.
+    possibly wrapped in ERC-6492). A Permit2 payload is refused here: it has documents of its own.
     """
 
     authorization: ExactEvmAuthorization
@@ -154,25 +154,27 @@ class VerifyResponse(WireModel):
 class SettleResponse(WireModel):
     """The facilitator's answer to `/settle`.
 
-    `transaction` is "" when nothing was broadcast; a successful settlement always names its
-    transaction, so `success: true` with an empty `transaction` is refused.
+    `transaction` is "" when nothing was broadcast; a successful settlement names its transaction, so
+    `success: true` with an empty `transaction` is refused, unless it settled an `amount` of 0 (an `upto`
+    payment that used nothing: x402's `upto` scheme sends no transaction for it).
     """
 
     success: WireBool
     error_reason: ReasonText | None = None
     error_message: ErrorMessage | None = None
     payer: Address | None = None
+    # Before `transaction`, whose check reads it.
+    amount: Uint256 | None = None
     transaction: TxHash
     network: Caip2Network
-    amount: Uint256 | None = None
     extensions: Extensions | None = None
     extra: ResponseExtra | None = None
 
     @field_validator("transaction")
     @classmethod
     def _success_needs_transaction(cls, value: str, info: ValidationInfo) -> str:
-        if value == "" and info.data.get("success") is True:
-            fail("a successful settlement must name its transaction hash")
+        if value == "" and info.data.get("success") is True and info.data.get("amount") != 0:
+            fail("a successful settlement must name its transaction hash (only a settlement of 0 names none)")
         return value
 
 

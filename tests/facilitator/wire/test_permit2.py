@@ -4,6 +4,7 @@ byte; anything else is one `WireError` with the right reason and the offending f
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,13 +13,20 @@ from hypothesis import strategies as st
 
 from a2a_x402.facilitator.wire import (
     ExactPermit2PaymentPayload,
+    ExactPermit2SettleRequest,
+    ExactPermit2VerifyRequest,
     PaymentPayload,
     PaymentRequirements,
     Permit2Extra,
     Reason,
     UptoPaymentPayload,
+    UptoSettleRequest,
+    UptoVerifyRequest,
     WireError,
     parse_permit2_payment_payload,
+    parse_settle_request,
+    parse_verify_request,
+    request_to_v2,
 )
 from tests.facilitator.permit2_payments import FACILITATOR, requirements, sdk_payment
 
@@ -253,3 +261,27 @@ def test_any_value_in_any_field_of_a_signed_upto_payment_is_parsed_or_refused(
     else:
         # What gets through is stable: its wire form parses back to the same document.
         assert parse_permit2_payment_payload(parsed.to_json_dict()) == parsed
+
+
+@pytest.mark.parametrize(
+    ("parse", "models"),
+    [
+        (parse_verify_request, (ExactPermit2VerifyRequest, UptoVerifyRequest)),
+        (parse_settle_request, (ExactPermit2SettleRequest, UptoSettleRequest)),
+    ],
+)
+def test_a_verify_or_settle_body_with_a_permit2_payment_is_read_by_its_scheme(
+    parse: Callable[[object], Any],
+    models: tuple[type, type],
+    exact_payment: dict[str, Any],
+    upto_payment: dict[str, Any],
+) -> None:
+    bodies = [
+        {"x402Version": 2, "paymentPayload": payment, "paymentRequirements": requirements(scheme)}
+        for payment, scheme in ((exact_payment, "exact"), (upto_payment, "upto"))
+    ]
+
+    parsed = [parse(body) for body in bodies]
+
+    assert tuple(type(body) for body in parsed) == models
+    assert [request_to_v2(body)[0].to_json_dict() for body in parsed] == [exact_payment, upto_payment]

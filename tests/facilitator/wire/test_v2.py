@@ -222,9 +222,21 @@ def test_verify_response_accepts_nulls_for_optional_fields() -> None:
 
 
 def test_successful_settlement_must_name_its_transaction() -> None:
-    with pytest.raises(WireError) as caught:
-        SettleResponse.from_wire(docs.settle_success_v2() | {"transaction": ""})
-    assert caught.value.message == "transaction: a successful settlement must name its transaction hash"
+    for unnamed in ({"transaction": ""}, {"transaction": "", "amount": None}):
+        with pytest.raises(WireError) as caught:
+            SettleResponse.from_wire(docs.settle_success_v2() | unnamed)
+        assert caught.value.message == (
+            "transaction: a successful settlement must name its transaction hash (only a settlement of 0 "
+            "names none)"
+        )
+
+
+def test_a_settlement_of_nothing_names_no_transaction() -> None:
+    """x402's `upto` scheme: an amount of 0 settles without a transaction."""
+    wire = docs.settle_success_v2() | {"transaction": "", "amount": "0"}
+    parsed = SettleResponse.from_wire(wire)
+    assert (parsed.success, parsed.transaction, parsed.amount) == (True, "", 0)
+    assert parsed.to_json_dict() == wire
 
 
 @pytest.mark.parametrize(
