@@ -34,7 +34,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02
 from a2a_x402.facilitator import Facilitator
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Permit2PaymentPayload,
+    SettleResponse,
+)
 
 __all__ = [
     "LATE_BY_S",
@@ -75,9 +80,15 @@ class SettlesLate(Facilitator):
     _late: set[asyncio.Task[Any]]
 
     async def settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, **options: Any
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        **options: Any,
     ) -> SettleResponse:
-        """A success before anything was broadcast; the real settlement follows."""
+        """A success before anything was broadcast; the real settlement follows (EIP-3009 payments: the
+        merchants the kit is tried on take no other)."""
+        if not isinstance(payload, PaymentPayload):
+            return await Facilitator.settle(self, payload, requirements, **options)
 
         async def later() -> None:
             await asyncio.sleep(LATE_BY_S)
@@ -101,7 +112,10 @@ class SettlesSlowly(Facilitator):
     """Settles for real, `SLOW_BY_S` after being asked: a payment is being processed that long."""
 
     async def settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, **options: Any
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        **options: Any,
     ) -> SettleResponse:
         """The real settlement, late."""
         await asyncio.sleep(SLOW_BY_S)
