@@ -50,8 +50,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Only a merchant that hangs takes this long: one that fails exits, and is reported at once. A busy or
+# slow machine (a laptop running other work, a CI runner) can take many times its quiet startup.
+_STARTUP_TIMEOUT_S = 120.0
+# SIGTERM lets the merchant finish its requests and release its relayer leases; one that outlasts this is
+# killed, so the demo never leaves it running.
+_STOP_TIMEOUT_S = 60.0
+
+
 def _wait_healthy(
-    url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 30.0
+    url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float = _STARTUP_TIMEOUT_S
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -64,7 +72,8 @@ def _wait_healthy(
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise click.ClickException("the merchant did not start in time")
+    click.echo(log_path.read_text(errors="replace"), err=True)
+    raise click.ClickException(f"the merchant did not start within {timeout_s:.0f} s (its log is above)")
 
 
 T = TypeVar("T")
@@ -195,8 +204,16 @@ def _run(stream: bool, text: str) -> None:
             for line in _run_unstopped(partial(_ledger_lines, database_url)):
                 click.echo(line)
         finally:
-            merchant.terminate()
-            merchant.wait(10)
+            _stop(merchant)
+
+
+def _stop(merchant: subprocess.Popen[bytes]) -> None:
+    merchant.terminate()
+    try:
+        merchant.wait(_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        merchant.kill()
+        merchant.wait()
 
 
 def _payer_address(chain: DevChain) -> str:

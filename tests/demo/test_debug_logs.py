@@ -11,8 +11,10 @@ from tests.fixtures.commands import assert_no_secret, run_command
 
 
 async def test_the_demo_at_debug_prints_no_key_and_no_signature(workdir: Path) -> None:
+    # The whole demo (chain, deployment, merchant, payment) on however busy a machine: a hang guard inside
+    # the per-test one, beyond the demo's own wait for its merchant.
     answer = await run_command(
-        ["x402-demo", "--no-stream"], cwd=workdir, env={"X402_LOG_LEVEL": "DEBUG"}, timeout_s=180
+        ["x402-demo", "--no-stream"], cwd=workdir, env={"X402_LOG_LEVEL": "DEBUG"}, timeout_s=240
     )
 
     assert answer.returncode == 0, answer.stderr

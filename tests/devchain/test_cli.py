@@ -121,7 +121,7 @@ def _mining_mode(tmp_path: Path, *options: str, env: dict[str, str] | None = Non
             return rpc.call("anvil_getAutomine"), rpc.call("anvil_getIntervalMining")
     finally:
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
 
 
 def test_cli_mines_every_second_by_default_or_as_told_and_per_transaction_with_zero(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_export_prints_the_running_chains_settings_for_eval(tmp_path: Path) -> N
         )
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
 
     exported = dict(line.split("=", 1) for line in shown.stdout.splitlines() if line.startswith("X402_"))
     assert exported == written
@@ -216,7 +216,7 @@ def _stop(process: subprocess.Popen[str]) -> int:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     try:
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

@@ -13,6 +13,7 @@ from typing import Any
 
 from a2a_x402.extension import PaymentVerifiedData
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_data, payment_message, user_message
 
 __all__ = [
@@ -68,7 +69,7 @@ def pending_transaction(task: JSON) -> str:
     return data.pending_transaction
 
 
-async def poll_until_definite(wire: MerchantWire, task_id: str, *, timeout_s: float = 30.0) -> JSON:
+async def poll_until_definite(wire: MerchantWire, task_id: str, *, timeout_s: float = HANG_S) -> JSON:
     """GetTask until the task's state is definite; the task.
 
     Raises:

@@ -30,13 +30,13 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI
 from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering
 
 __all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
 
-_STARTUP_TIMEOUT_S = 30.0
-_STOP_TIMEOUT_S = 10.0
+_STOP_TIMEOUT_S = 30.0
 _RECONCILE_TIMEOUT_S = 60.0
 _CLIENT_TIMEOUT_S = 30.0
 _LOG_TAIL_LINES = 40
@@ -252,7 +252,7 @@ async def _wait_healthy(merchant: MerchantProcess) -> None:
             running=lambda: merchant.alive,
             what=merchant.name,
             log=merchant.log_tail,
-            timeout_s=_STARTUP_TIMEOUT_S,
+            timeout_s=HANG_S,
         )
     except AssertionError:
         merchant.kill()

@@ -209,7 +209,7 @@ async def _completed_after_a_restart(
         merchant, rpc_url=scenario.chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
     async with restarted.http() as http:
-        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
     assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
@@ -281,7 +281,7 @@ async def test_a_payment_front_run_while_the_merchant_was_down_fails_unbooked_af
         merchant, rpc_url=scenario.chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
     async with restarted.http() as http:
-        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id)
 
     assert done["status"]["state"] == "TASK_STATE_FAILED", done["status"]
     assert "artifacts" not in done

@@ -84,7 +84,7 @@ async def test_a_database_connection_lost_mid_transaction_does_not_lose_or_doubl
             answer: object = (await paying)["status"]
         except A2ACallError as exc:
             answer = exc  # no answer to this call: the client polls the task it holds
-        done = await poll_until_definite(wire, task_id, timeout_s=30)
+        done = await poll_until_definite(wire, task_id)
         await wait_until(lambda: _no_payment_in_progress(scenario.database), what="the reconciler to finish")
 
     assert merchant.alive

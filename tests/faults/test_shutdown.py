@@ -10,13 +10,11 @@ import signal
 import pytest
 
 from a2a_x402.payer import sign_payment
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.merchant import MerchantWire, payment_message
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
-
-_EXIT_TIMEOUT_S = 30.0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT-ctrl-c"])
@@ -46,7 +44,7 @@ async def test_a_stop_signal_with_a_paid_turn_in_flight_finishes_it_then_exits_0
         finally:
             chain.rpc.call("evm_setAutomine", [True])
         answer = await paying
-    returncode = await asyncio.to_thread(merchant.process.wait, _EXIT_TIMEOUT_S)
+    returncode = await asyncio.to_thread(merchant.process.wait, HANG_S)
 
     assert answer["status"]["state"] == "TASK_STATE_COMPLETED"
     assert returncode == 0
@@ -80,7 +78,7 @@ async def test_sigterm_with_a_paid_turn_running_in_the_background_hands_it_to_re
                 what="the settlement to be broadcast",
             )
             merchant.process.send_signal(signal.SIGTERM)
-            returncode = await asyncio.to_thread(merchant.process.wait, _EXIT_TIMEOUT_S)
+            returncode = await asyncio.to_thread(merchant.process.wait, HANG_S)
         finally:
             chain.rpc.call("evm_setAutomine", [True])
     chain.rpc.call("evm_mine")
@@ -94,7 +92,7 @@ async def test_sigterm_with_a_paid_turn_running_in_the_background_hands_it_to_re
         merchant, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
     async with restarted.http() as http:
-        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id, timeout_s=30)
+        done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id)
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", (done["status"], log, restarted.log_tail())
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert len(report.transfers) == 1 and report.booked_tasks == [task_id]

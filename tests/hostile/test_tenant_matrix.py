@@ -48,6 +48,7 @@ from a2a_x402.payer import sign_payment
 from a2a_x402.storage import upgrade_schema
 from tests.fixtures.a2a_grpc import GrpcCalls
 from tests.fixtures.chain import rolled_back
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     A2ACallError,
     MerchantWire,
@@ -69,7 +70,6 @@ JSON = dict[str, Any]
 
 GHOST = "ghost"
 _NO_RECONCILE_S = 3600.0
-_DELIVERY_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -104,7 +104,7 @@ class World:
 
 
 def _wait_delivered(database_url: str, chain: DevChain, receiver: Receiver, expected: int) -> None:
-    deadline = time.monotonic() + _DELIVERY_TIMEOUT_S
+    deadline = time.monotonic() + HANG_S
     while len(receiver.received) < expected:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the receiver got {len(receiver.received)} of {expected} deliveries")

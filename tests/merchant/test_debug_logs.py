@@ -95,7 +95,7 @@ async def test_debug_logs_hold_no_secret_and_no_signature(
                 ]
                 for binding in BINDINGS
             }
-        await wait_until(lambda: bool(receiver.received), what="a webhook delivery", timeout_s=30)
+        await wait_until(lambda: bool(receiver.received), what="a webhook delivery")
         sessions = await _use_the_dashboard_and_billing(merchant.base_url, acme_token)
         merchant.stop()
     text = merchant.log_path.read_text()

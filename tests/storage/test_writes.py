@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.storage import DatabaseUrlError, create_engine, write, write_transaction
+from tests.fixtures.deadlines import HANG_S
 
 _rows = sa.Table(
     "writes_rows", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True), sa.Column("note", sa.Text)
@@ -171,7 +172,7 @@ async def test_a_write_inside_the_same_tasks_write_transaction_is_refused_on_sql
         await asyncio.sleep(0.01)
         assert not other.done() or not sqlite
 
-    assert await asyncio.wait_for(other, 5) == 3
+    assert await asyncio.wait_for(other, HANG_S) == 3
     assert await _ids(engine) == ([1, 3] if sqlite else [1, 2, 3])
 
 
@@ -191,10 +192,11 @@ async def test_a_write_cancelled_inside_its_statement_leaves_the_database_writab
     # its write lock, alive: the next writer waited out the busy timeout (30 s) and failed, "database is
     # locked". Every other writer must go on at once instead.
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'cancelled.db'}")
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
     def gate(_: int) -> int:
-        release.wait(10)
+        entered.set()
+        release.wait(HANG_S)
         return 1
 
     event.listen(engine.sync_engine, "connect", lambda dbapi, _: dbapi.create_function("gate", 1, gate))
@@ -211,13 +213,15 @@ async def test_a_write_cancelled_inside_its_statement_leaves_the_database_writab
 
         task = asyncio.create_task(interrupted())
         await inside.wait()
-        await asyncio.sleep(0.1)  # the gate's statement is on the connection's thread, holding it
+        # The gate's statement is on the connection's thread, holding it.
+        assert await asyncio.to_thread(entered.wait, HANG_S)
         task.cancel()
         release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-        await asyncio.wait_for(write(engine, _insert(2)), 10)
+        # With the lock kept, this write fails ("database is locked") after the 30 s busy timeout.
+        await asyncio.wait_for(write(engine, _insert(2)), HANG_S)
         assert await _ids(engine) == [2]
     finally:
         release.set()

@@ -73,7 +73,7 @@ async def test_a_final_settlement_says_when_the_reconciler_marked_it_final_not_a
             [record] = await reader.settlements("globex")
             return record.finalization is not None
 
-        await wait_until(finalized, what="the settlement to be finalized", timeout_s=30)
+        await wait_until(finalized, what="the settlement to be finalized")
         [record] = await reader.settlements("globex")
     finally:
         await engine.dispose()

@@ -113,7 +113,7 @@ async def test_a_stranger_cannot_poison_a_pending_tasks_settlement(
             async def finalized() -> bool:
                 return await _unfinalized(sqlite_url) == 0
 
-            await wait_until(finalized, what="the reconciler finalizes the booking", timeout_s=60)
+            await wait_until(finalized, what="the reconciler finalizes the booking")
 
     assert anonymous.status_code == 401 and anonymous.json()["success"] is False
     assert keyed.status_code == 200 and keyed.json()["success"] is True  # in its own namespace only
@@ -244,7 +244,7 @@ async def test_a_conflict_met_by_recovery_ends_the_task_too(
             async def ended() -> bool:
                 return bool((await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_FAILED")
 
-            await wait_until(ended, what="the recovery ends the task", timeout_s=60)
+            await wait_until(ended, what="the recovery ends the task")
             done = await wire.get_task(task["id"])
             await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_url)
 
@@ -298,7 +298,7 @@ async def test_a_facilitator_answering_garbage_for_good_ends_the_task_once_the_a
             async def ended() -> bool:
                 return bool((await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_FAILED")
 
-            await wait_until(ended, what="the recovery ends the task", timeout_s=60)
+            await wait_until(ended, what="the recovery ends the task")
             done = await wire.get_task(task["id"])
             await assert_nothing_happened(chain, before, address_of(payer_key), sqlite_url)
 

@@ -134,9 +134,7 @@ async def test_a_facilitator_down_at_settlement_leaves_the_task_working_until_it
                     seen = await wire.get_task(task["id"])
                     return "facilitator could not be reached" in " ".join(texts(seen))
 
-                await wait_until(
-                    reported_unknown, what="the task says the outcome is not known", timeout_s=90
-                )
+                await wait_until(reported_unknown, what="the task says the outcome is not known")
                 working = await wire.get_task(task["id"])
                 assert working["status"]["state"] == "TASK_STATE_WORKING"
                 assert extension(working)["status"] == "payment-verified"
@@ -147,7 +145,7 @@ async def test_a_facilitator_down_at_settlement_leaves_the_task_working_until_it
                 seen = await wire.get_task(task["id"])
                 return bool(seen["status"]["state"] == "TASK_STATE_COMPLETED")
 
-            await wait_until(completed, what="the recovery settles the task", timeout_s=60)
+            await wait_until(completed, what="the recovery settles the task")
             done = await wire.get_task(task["id"])
 
     assert extension(done)["status"] == "payment-completed"

@@ -30,7 +30,7 @@ from a2a_x402.merchant.webhooks import (
     generate_secret,
 )
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until, within_deadline
+from tests.fixtures.deadlines import HANG_S, wait_until, within_deadline
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
 
@@ -240,13 +240,14 @@ async def test_a_slow_endpoint_does_not_delay_another_tenants_event(
             EndpointConfig("acme", asgi_server(fast.app) + HOOK_PATH, SECRET),
         ]
     )
-    deadline_s = 20.0
+    # An attempt deadline that only a worker holding the other event behind the slow sends reaches.
+    deadline_s = 120.0
     worker = make_worker(timeout_s=deadline_s, lease_s=2 * deadline_s, batch_size=4, endpoint_concurrency=2)
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02))
     try:
         await ledger.book_settlement(booking(tenant="slow"))
-        assert await asyncio.to_thread(slow.arrived.wait, 5)  # one slow send is in flight
+        assert await asyncio.to_thread(slow.arrived.wait, HANG_S)  # one slow send is in flight
         # Then a backlog that would fill every slot of the worker; 20 is more than a claim ranks (4 x 4).
         for _ in range(backlog):
             await ledger.book_settlement(booking(tenant="slow"))
@@ -554,7 +555,7 @@ async def test_a_send_still_open_at_shutdown_is_stopped_after_the_drain_and_sent
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop, poll_interval_s=0.02, drain_s=drain_s))
     await ledger.book_settlement(booking())
-    assert await asyncio.to_thread(receiver.arrived.wait, 5)
+    assert await asyncio.to_thread(receiver.arrived.wait, HANG_S)
 
     stop.set()
     # Shutdown waits the drain, not the attempt's 60 s deadline.
