@@ -55,6 +55,7 @@ from ._log_redaction import install_log_redaction
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes, tenant_v0_3_routes
+from ._sdk_log_levels import install_sdk_log_levels
 from ._slashes import TrailingSlashMiddleware
 from ._task_store import TenantTaskStore
 from ._tenancy import TenantGate
@@ -167,6 +168,7 @@ def create_app(
         else None
     )
     install_log_redaction()
+    install_sdk_log_levels()
     sdk_handler = DefaultRequestHandler(
         executor,
         task_store,
