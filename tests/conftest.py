@@ -4,6 +4,8 @@ LOAD_FIGURES = "load figures"
 """The user property under which a load test records its throughput and latency line."""
 
 pytest_plugins = [
+    "pytester",
+    "tests.fixtures.error_logs",
     "tests.fixtures.chain",
     "tests.fixtures.servers",
     "tests.fixtures.facilitator",

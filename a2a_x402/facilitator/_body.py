@@ -3,7 +3,9 @@
 A `Content-Length` over the limit is refused before a byte of the body is read, a chunked body as soon as it
 passes the limit, so at most one limit's worth (plus one read) is ever held. A body still arriving when its
 deadline passes is refused too: a client trickling its body would otherwise hold its request, and the
-connection under it, for as long as it likes (uvicorn times out neither).
+connection under it, for as long as it likes (uvicorn times out neither). A client that goes away before
+its body is complete is refused like a body that is not JSON, answered to nobody: it is the client's doing,
+not a failure of the service to log.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from .wire import Reason, WireError
 
@@ -27,7 +29,7 @@ async def read_json(request: Request, *, max_bytes: int, timeout_s: float) -> ob
 
     Raises:
         BodyTooSlowError: the body was not received within `timeout_s`.
-        WireError: the body is larger than `max_bytes`, or not JSON.
+        WireError: the body is larger than `max_bytes`, not JSON, or cut short by the client.
     """
     too_large = f"the body must be at most {max_bytes} bytes"
     declared = request.headers.get("content-length")
@@ -43,6 +45,10 @@ async def read_json(request: Request, *, max_bytes: int, timeout_s: float) -> ob
     except TimeoutError:
         message = f"the request body was not received within {timeout_s:g} s"
         raise BodyTooSlowError(Reason.INVALID_PAYLOAD, message) from None
+    except ClientDisconnect:
+        raise WireError(
+            Reason.INVALID_PAYLOAD, "the client closed the request before its body ended"
+        ) from None
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

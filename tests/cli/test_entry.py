@@ -111,6 +111,7 @@ def test_a_usage_error_is_one_line() -> None:
     )
 
 
+@pytest.mark.error_logs("why: the command raises a bug of its own, which is logged with its traceback")
 def test_an_unexpected_failure_logs_its_traceback_and_answers_in_one_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

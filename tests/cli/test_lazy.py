@@ -58,6 +58,7 @@ def test_help_lists_lazy_subcommands_among_the_others_in_order() -> None:
     assert commands.index("later") < commands.index("own")
 
 
+@pytest.mark.error_logs("why: a lazy name that is no command is a bug of ours, logged as one")
 def test_a_lazy_name_that_is_no_command_is_a_bug_not_a_mistake() -> None:
     broken = cli.Group("main", lazy={"later": f"{_MODULE}:LaterRefused"})
 

@@ -85,6 +85,7 @@ async def test_a_card_with_a_malformed_declaration_fails_its_checks(asgi_server:
     assert "404" in _failure(report, "activation.refused", "JSONRPC 1.0 tenant=(default)")
 
 
+@pytest.mark.error_logs("why: the hanging merchant it serves is cut off at shutdown, mid-request")
 async def test_a_hanging_server_fails_within_the_timeout(asgi_server: Callable[..., str]) -> None:
     started = time.monotonic()
     report = await _run(asgi_server(hostile_app(card=hang)), timeout_s=TIMEOUT_S)

@@ -3,7 +3,8 @@
 Each merchant is configured only through the `X402_*` environment, as an operator would run it: the
 `chain` fixture's node (or a proxy in front of it), its token, a relayer key, an API token for the default
 tenant made at run time and a PostgreSQL database. The process inherits no `X402_*` variable from the test
-run and runs in its own directory (no stray `.env`). Its log goes to a file, shown when it fails to start.
+run and runs in its own directory (no stray `.env`). Its log goes to a file, shown when it fails to start,
+checked for ERROR lines with the test's own records (`tests/fixtures/error_logs.py`).
 Every process started is killed at teardown; then, for a scenario that passed, no log and no `reconcile`
 output may hold an 8-character piece of the relayer key or the API token (issue 14, item 2: every fault
 scenario checks this as it runs, at no extra cost).
@@ -31,6 +32,7 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.deadlines import HANG_S
+from tests.fixtures.error_logs import watch_log
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering
 
@@ -230,6 +232,7 @@ class MerchantProcesses:
                 stderr=subprocess.STDOUT,
             )
         self._started.append(merchant)
+        watch_log(merchant.log_path)
 
 
 @contextmanager

@@ -21,6 +21,8 @@ from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
 from .database import DatabaseProbe
 
+pytestmark = pytest.mark.error_logs("why: the merchant's database connection is cut mid-transaction")
+
 TRANSACTIONS = [
     pytest.param("INSERT INTO settlement_claims", id="claiming the authorization"),
     # The event's insert is a CTE of the statement that reads its endpoints (PostgreSQL).

@@ -210,6 +210,7 @@ async def _paid_unbooked(
     return settings, amount
 
 
+@pytest.mark.error_logs("why: a trigger makes the ledger refuse the booking")
 async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_alone(
     sqlite_url: str, start_merchant: MerchantStarter, new_payer: Callable[..., str]
 ) -> None:
@@ -231,6 +232,7 @@ async def test_a_paid_task_the_ledger_missed_is_booked_late_once_and_then_left_a
     assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [amount]
 
 
+@pytest.mark.error_logs("why: a trigger makes the task store refuse the task's final state")
 @pytest.mark.parametrize(
     ("outcome", "offer_state", "task_state"),
     [
@@ -412,6 +414,7 @@ async def test_a_reconcilers_differences_are_stored_for_the_tenant_they_concern_
     assert others == []
 
 
+@pytest.mark.error_logs("why: a trigger makes the ledger refuse the booking")
 async def test_a_paid_task_whose_booking_was_lost_is_booked_from_the_chain_once(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter, new_payer: Callable[..., str]
 ) -> None:

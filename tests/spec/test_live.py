@@ -387,6 +387,7 @@ async def test_represented_payment_answers_with_the_task_as_it_stands(
             _assert_shape(await _call(http, request), example("task-finished.error.json"))
 
 
+@pytest.mark.error_logs("why: the paid skill raises, which the merchant logs for its operator")
 async def test_work_failure_fails_the_task_unpaid(
     start: Callable[..., RunningMerchant], chain: DevChain
 ) -> None:

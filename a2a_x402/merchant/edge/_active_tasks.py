@@ -1,4 +1,5 @@
-"""Closing the SDK's active task when it refuses to start, so its queue dispatchers do not leak.
+"""The SDK's active tasks at their end: closed when they refuse to start, and a message that meets one
+being closed refused as a message to a finished task.
 
 a2a-sdk 1.3's `ActiveTaskRegistry.get_or_create` builds an `ActiveTask` (whose two `EventQueueSource`s start
 their dispatcher tasks at once) and then starts it. When `start()` refuses (the task is already in a final
@@ -9,17 +10,36 @@ detach errors) at ERROR under normal traffic. A sibling of a2aproject/a2a-python
 
 The SDK's request handler has no way to be given a registry, so `close_refused_tasks` changes the class of
 the one it built to `ClosingActiveTaskRegistry`, which closes such a task before the refusal propagates.
+
+A message that reaches an active task while it is being closed (a cancel, or the payment that raced it)
+meets the task's closed request queue: the SDK lets `QueueShutDown` through, answered as an internal error
+and logged at ERROR with its traceback, for what is a client's message arriving a moment late.
+`EndedTaskRefusals`, the layer around the SDK's handler, answers it as the SDK answers a message to a task
+that has finished: `UnsupportedOperationError`.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, Awaitable
+from typing import TypeVar
+
 from a2a.server.agent_execution.active_task import ActiveTask
 from a2a.server.agent_execution.active_task_registry import ActiveTaskRegistry
 from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import Message
 
-__all__ = ["ClosingActiveTaskRegistry", "close_refused_tasks"]
+# The SDK's own alias of the exception its queues raise once closed (asyncio's, or culsans' before 3.13).
+from a2a.utils._async_queue_compat import QueueShutDown
+from a2a.utils.errors import UnsupportedOperationError
+
+from a2a_x402.merchant._handlers import DelegatingRequestHandler
+
+__all__ = ["ClosingActiveTaskRegistry", "EndedTaskRefusals", "close_refused_tasks"]
+
+_T = TypeVar("_T")
+_ENDED = "the task has ended and takes no more messages"
 
 
 class ClosingActiveTaskRegistry(ActiveTaskRegistry):
@@ -56,3 +76,22 @@ def close_refused_tasks(handler: DefaultRequestHandler) -> None:
     """Make `handler`'s active task registry close the tasks that refuse to start (see the module)."""
     registry = handler._active_task_registry  # the SDK has no public way to provide one
     registry.__class__ = ClosingActiveTaskRegistry
+
+
+class EndedTaskRefusals(DelegatingRequestHandler):
+    """Refuses a message that met its active task being closed, as the SDK refuses one to a finished task."""
+
+    async def _call(self, call: Awaitable[_T], context: ServerCallContext) -> _T:
+        try:
+            return await call
+        except QueueShutDown:
+            raise UnsupportedOperationError(message=_ENDED) from None
+
+    async def _stream(
+        self, events: AsyncGenerator[Event], context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        try:
+            async for event in events:
+                yield event
+        except QueueShutDown:
+            raise UnsupportedOperationError(message=_ENDED) from None

@@ -7,11 +7,12 @@ under `paths.TENANT_ROOT_PATH`, with its own cards there. Wiring, outermost firs
 the URL layout), each negotiating the version through one `VersionNegotiator` → `EdgeCallContextBuilder`
 (which hands the negotiated version on) → `RememberFailures` (the A2A error of a call, for the 0.3 routes
 to name) → `TenantGate` (unknown tenants refused) → `CallerScope` (the caller rules: anonymous callers,
-credentials of another tenant) → the handler layers (the payment layer's) → the SDK's
-`DefaultRequestHandler` → the executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore`
-with one-statement saves and reads) on the caller's engine, owner-scoped by tenant and caller (the principal
-`_authn.AuthenticationGate` authenticated, before the routes, or anonymous), in the table
-made by migration `m0001` (never by the SDK).
+credentials of another tenant) → the handler layers (the payment layer's) → `EndedTaskRefusals` (a message
+meeting its task being closed refused as one to a finished task) → the SDK's `DefaultRequestHandler` → the
+executor. Tasks live in `TenantTaskStore` (the SDK's `DatabaseTaskStore` with one-statement saves and
+reads) on the caller's engine, owner-scoped by tenant and caller (the principal
+`_authn.AuthenticationGate` authenticated, before the routes, or anonymous), in the table made by
+migration `m0001` (never by the SDK).
 
 The card bytes are produced in exactly one place, `card.render_agent_card`, per version, after the
 optional `card_modifier`; card signing plugs in there. With `tenant_extensions` in the card settings, each
@@ -41,7 +42,7 @@ from a2a_x402.merchant.callers import Authenticator
 from a2a_x402.merchant.tenants import DEFAULT_TENANT, TenantRegistry
 from a2a_x402.storage import ensure_schema_current
 
-from ._active_tasks import close_refused_tasks
+from ._active_tasks import EndedTaskRefusals, close_refused_tasks
 from ._authn import AuthenticationGate
 from ._bounded import BoundedRequestsMiddleware
 from ._call_context import EdgeCallContextBuilder
@@ -55,6 +56,7 @@ from ._log_redaction import install_log_redaction
 from ._numbers import IntegralNumbersMiddleware
 from ._request_context import TaskContextRequestContextBuilder
 from ._routes import jsonrpc_routes, rest_routes, tenant_v0_3_routes
+from ._sdk_log_levels import install_sdk_log_levels
 from ._slashes import TrailingSlashMiddleware
 from ._task_store import TenantTaskStore
 from ._tenancy import TenantGate
@@ -167,6 +169,7 @@ def create_app(
         else None
     )
     install_log_redaction()
+    install_sdk_log_levels()
     sdk_handler = DefaultRequestHandler(
         executor,
         task_store,
@@ -179,7 +182,7 @@ def create_app(
         validate_input_modes=True,
     )
     close_refused_tasks(sdk_handler)
-    inner: RequestHandler = sdk_handler
+    inner: RequestHandler = EndedTaskRefusals(sdk_handler)
     for layer in handler_layers:
         inner = layer(inner)
     handler = RememberFailures(TenantGate(CallerScope(inner, tenants, task_store), tenants))

@@ -59,6 +59,9 @@ async def test_a_task_refused_at_start_leaves_no_dispatcher_pending(engine: Asyn
     await registry.aclose()
 
 
+@pytest.mark.error_logs(
+    "why: the SDK's registry alone leaks its dispatchers, which asyncio and OpenTelemetry log"
+)
 async def test_the_sdk_registry_alone_leaves_them_pending(engine: AsyncEngine) -> None:
     # What the fix is for: without it, refusals leave dispatchers behind.
     store = TenantTaskStore(engine)

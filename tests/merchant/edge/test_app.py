@@ -314,6 +314,9 @@ async def test_extra_routes_are_served_next_to_the_tenant_routes(sqlite_url: str
     assert listed["tasks"] == []
 
 
+@pytest.mark.error_logs(
+    "why: the app starts on an unmigrated database: its startup fails, logged for the operator"
+)
 async def test_app_refuses_to_start_on_an_unmigrated_database(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

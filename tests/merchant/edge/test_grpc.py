@@ -344,6 +344,7 @@ async def test_undecodable_bytes_are_invalid_argument(edge: Edge, raw: bytes, me
 
 
 @pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+@pytest.mark.error_logs("why: the handler raises a bug of its own, which the gRPC edge logs")
 async def test_an_unexpected_failure_is_internal_and_says_nothing(edge: Edge, method: str) -> None:
     ask = call if method == "SendMessage" else stream
 

@@ -228,7 +228,17 @@ async def test_x402_version_may_arrive_as_a_float(
 # -- never charge for failed work, never deliver unpaid work ------------------------------------------
 
 
-@pytest.mark.parametrize("delegate", [FailingExecutor, GivingUpExecutor], ids=["raises", "ends-failed"])
+@pytest.mark.parametrize(
+    "delegate",
+    [
+        pytest.param(
+            FailingExecutor,
+            marks=pytest.mark.error_logs("why: the paid skill raises, logged for its operator"),
+        ),
+        GivingUpExecutor,
+    ],
+    ids=["raises", "ends-failed"],
+)
 async def test_failed_work_is_not_charged(
     start_merchant: MerchantStarter,
     database_url: str,

@@ -106,6 +106,9 @@ def plain_server(chain: DevChain, database_url: str, *, payment_handler: bool) -
         yield url
 
 
+@pytest.mark.error_logs(
+    "why: PaymentExecutor served without the payment layer, a wiring bug logged for the operator"
+)
 @pytest.mark.parametrize(
     ("payment_handler", "missing"),
     [
