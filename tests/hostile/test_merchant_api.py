@@ -69,10 +69,12 @@ _PARTS = {
         (f"POST {REST_PATH}/message:send", f"POST {REST_PATH}/message:stream"),
         frozenset({200, 400, 404}),
     ),
+    # An unknown tenant's 404 needs a drawn message valid enough to pass its own checks first (about 2 % of
+    # draws), so no run is sure to get one here; the tasks part and the tenant matrix answer it every time.
     "rest-tenant-messages": _Part(
         lambda path: path.startswith(_TENANT_REST) and not path.startswith(f"{_TENANT_REST}/tasks/"),
         (f"POST {REST_PATH}/acme/message:send", f"POST {REST_PATH}/acme/message:stream"),
-        frozenset({200, 400, 404}),
+        frozenset({200, 400}),
     ),
     # The operations on one task under a named tenant: what is drawn there is refused (404, 400).
     "rest-tenant-tasks": _Part(
