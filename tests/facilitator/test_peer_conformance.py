@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from a2a_x402.devchain import DevChain
+from tests.fixtures.error_logs import watch_log
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.servers import free_port, wait_answering_blocking
 from tests.fixtures.subprocesses import unavailable
@@ -94,6 +95,7 @@ def facilitator_process(chain: DevChain, sqlite_url: str, tmp_path: Path) -> Ite
         "X402_FACILITATOR_PUBLIC": "true",
     }
     log = (tmp_path / "facilitator.log").open("wb")
+    watch_log(tmp_path / "facilitator.log")
     process = subprocess.Popen(  # noqa: S603 - our own console script
         [str(Path(sys.executable).with_name("x402-facilitator")), "serve"],
         env=env,

@@ -238,6 +238,7 @@ async def test_the_node_going_away_is_not_ready_until_it_is_back(
     assert back[:2] == (200, [])
 
 
+@pytest.mark.error_logs("why: the schema is rolled back under the running merchant, whose passes then fail")
 async def test_a_schema_rolled_back_is_not_ready(start_merchant: MerchantStarter, sqlite_url: str) -> None:
     merchant = start_merchant(sqlite_url)
     config = Config()

@@ -32,6 +32,7 @@ from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
 from tests.faults.processes import MerchantProcesses, merchant_processes
 from tests.fixtures.deadlines import wait_until
+from tests.fixtures.error_logs import watch_log
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, MerchantWire
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.ledger.bookings import booking
@@ -110,6 +111,7 @@ async def test_a_merchant_killed_before_delivery_delivers_the_event_after_a_rest
 async def _start_worker(database_url: str, log: Path) -> asyncio.subprocess.Process:
     env = {key: value for key, value in os.environ.items() if not key.startswith("X402_")}
     env.update({"X402_DATABASE_URL": database_url, "X402_WEBHOOKS_ALLOW_PRIVATE": "true"})
+    watch_log(log)
     return await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("x402-merchant")),
         *("webhooks", "worker", "--batch-size", "4", "--poll-interval", "0.05"),
