@@ -1,22 +1,36 @@
 """Interop of the HTTP service with the official x402 Python SDK (a test dependency): payloads the SDK's
 client signs verify and settle on chain, our answers parse with the SDK's models, and the SDK's facilitator
-client drives the service, in x402 v2 and v1."""
+client drives the service, in x402 v2 and v1; the SDK's resource server, built on what our `/supported`
+says, takes the SDK client's Permit2 payments (`exact` by Permit2 and `upto`, with an approval or an
+EIP-2612 permit) and settles them through us."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from eth_account import Account
-from x402 import x402ClientSync
-from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-from x402.mechanisms.evm import EthAccountSigner
-from x402.mechanisms.evm.exact import register_exact_evm_client
+from x402 import x402ClientSync, x402ResourceServerSync
+from x402.extensions.eip2612_gas_sponsoring import declare_eip2612_gas_sponsoring_extension
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient, HTTPFacilitatorClientSync
+from x402.mechanisms.evm import EthAccountSigner, EthAccountSignerWithRPC
+from x402.mechanisms.evm.exact import (
+    ExactEvmClientScheme,
+    register_exact_evm_client,
+    register_exact_evm_server,
+)
 from x402.mechanisms.evm.types import TypedDataDomain, TypedDataField
+from x402.mechanisms.evm.upto import UptoEvmClientScheme, UptoEvmServerScheme
 from x402.schemas import (
+    PaymentPayload,
     PaymentRequired,
+    PaymentRequirements,
+    ResourceConfig,
     ResourceInfo,
     SettleResponse,
     SupportedResponse,
@@ -24,11 +38,14 @@ from x402.schemas import (
 )
 from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
 
-from a2a_x402.devchain import DevChain, encode_call
+from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
+from a2a_x402.facilitator.wire import Reason
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
-from .payments import claim_rows, relayer_nonce, wrap_erc6492
+from .payments import claim_rows, relayer_address, relayer_nonce, wrap_erc6492
+from .permit2_chain import AMOUNT as PERMIT2_AMOUNT
+from .permit2_flows import CASES, Before, Case, check_settled_once, offer_of, payer_for
 from .x402_sdk import AMOUNT, dump, sdk_requirements, signer_client
 
 
@@ -154,3 +171,88 @@ async def test_a_counterfactual_wallet_payment_signed_by_the_sdk_deploys_the_wal
     assert (settled.success, settled.payer) == (True, signer.address)
     assert chain.rpc.call("eth_getCode", [signer.address, "latest"]) != "0x"
     assert chain.balance_of(signer.address) == 0
+
+
+@dataclass(frozen=True)
+class _Flow:
+    """What the SDK's resource server offered, what its client paid, and the answers it got from us."""
+
+    offered: PaymentRequirements
+    payment: PaymentPayload
+    verified: VerifyResponse
+    settled: SettleResponse
+    replayed: SettleResponse
+
+
+def _sdk_flow(base_url: str, rpc_url: str, key: str, offer: dict[str, Any], case: Case) -> _Flow:
+    """The SDK's own resource server, client and facilitator client (its sync ones: the test runs this in
+    a thread) from the 402 to the settlement; an `upto` server settles what the work used."""
+    facilitator = HTTPFacilitatorClientSync(FacilitatorConfig(url=base_url))
+    server = x402ResourceServerSync(facilitator)
+    register_exact_evm_server(server, networks=offer["network"])
+    # The SDK's upto server scheme has no type hints and no register function of its own.
+    server.register(offer["network"], UptoEvmServerScheme())  # type: ignore[no-untyped-call, arg-type]
+    server.initialize()
+    price = {"amount": offer["amount"], "asset": offer["asset"], "extra": offer["extra"]}
+    config = ResourceConfig(
+        scheme=case.scheme,
+        pay_to=offer["payTo"],
+        price=price,
+        network=offer["network"],
+        max_timeout_seconds=120,
+    )
+    declared = declare_eip2612_gas_sponsoring_extension() if case.sponsored else None
+    required = server.create_payment_required_response(
+        server.build_payment_requirements(config),
+        ResourceInfo(url="https://merchant.example/a2a"),
+        extensions=declared,
+    )
+    signer = EthAccountSignerWithRPC(Account.from_key(key), rpc_url)
+    client = x402ClientSync()
+    client.register(offer["network"], ExactEvmClientScheme(signer))
+    client.register(offer["network"], UptoEvmClientScheme(signer))
+    # The SDK's spend controls only know the real USDC deployments, not the dev chain's tokens.
+    client.set_spend_controls(False)
+    payment = client.create_payment_payload(required)
+    assert isinstance(payment, PaymentPayload)
+    offered = server.find_matching_requirements(required.accepts, payment)
+    assert offered is not None
+    verified = server.verify_payment(payment, offered)
+    charged = offered if case.used is None else offered.model_copy(update={"amount": str(case.used)})
+    settled = server.settle_payment(payment, charged)
+    replayed = facilitator.settle(payment, charged)
+    return _Flow(offered, payment, verified.verify, settled, replayed)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+async def test_the_sdk_resource_server_and_client_pay_and_settle_permit2_payments_through_us(
+    case: Case, chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    key = payer_for(chain, case)
+    payer = Account.from_key(key).address
+    offer = offer_of(chain, case)
+    before = Before.read(chain, case, payer)
+
+    flow = await asyncio.to_thread(_sdk_flow, base_url, chain.rpc_url, key, offer, case)
+
+    upto_extra = {"facilitatorAddress": relayer_address(chain)} if case.scheme == "upto" else {}
+    assert (flow.offered.scheme, flow.offered.amount, flow.offered.extra) == (
+        case.scheme,
+        str(PERMIT2_AMOUNT),
+        offer["extra"] | upto_extra,
+    )
+    permit = (flow.payment.extensions or {}).get("eip2612GasSponsoring", {}).get("info", {})
+    if case.sponsored:
+        assert (permit["from"], permit["spender"], permit["amount"]) == (
+            payer,
+            PERMIT2_ADDRESS,
+            str(PERMIT2_AMOUNT),
+        )
+    else:
+        assert "signature" not in permit
+    assert (flow.verified.is_valid, flow.verified.payer) == (True, payer)
+    assert (flow.settled.success, flow.settled.payer, flow.settled.amount) == (True, payer, str(case.settled))
+    assert (flow.replayed.success, flow.replayed.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT.value)
+    check_settled_once(chain, case, payer, before, flow.settled.transaction)
+    assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
