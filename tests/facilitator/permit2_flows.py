@@ -15,7 +15,17 @@ from tests.fixtures.facilitator import PAY_TO
 from .payments import relayer_address, relayer_nonce, transfer_logs_of
 from .permit2_chain import AMOUNT, funded_payer, permit2_requirements
 
-__all__ = ["CASES", "Before", "Case", "check_settled_once", "offer_of", "payer_for"]
+__all__ = [
+    "CASES",
+    "OVER_THE_MAXIMUM",
+    "UNUSED",
+    "Before",
+    "Case",
+    "check_nothing_moved",
+    "check_settled_once",
+    "offer_of",
+    "payer_for",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,11 @@ CASES = {
     "upto, plain ERC-20, approved, a third used": Case("upto", "plain_asset", AMOUNT // 3),
     "upto, EIP-2612 token, sponsored, a quarter used": Case("upto", "permit_asset", AMOUNT // 4),
 }
+
+UNUSED = Case("upto", "plain_asset", 0)
+"""An `upto` payment whose work used nothing: settled with no transaction."""
+OVER_THE_MAXIMUM = Case("upto", "plain_asset", AMOUNT + 1)
+"""An `upto` payment a server tries to settle for more than its maximum: refused."""
 
 
 def offer_of(chain: DevChain, case: Case) -> dict[str, Any]:
@@ -99,3 +114,14 @@ def check_settled_once(chain: DevChain, case: Case, payer: str, before: Before, 
     if case.sponsored:
         # The permit approved Permit2 for the maximum; the transfer used what was settled of it.
         assert _permit2_allowance(chain, payer, asset) == AMOUNT - case.settled
+
+
+def check_nothing_moved(chain: DevChain, case: Case, payer: str, before: Before, nonce: int) -> None:
+    """No token moved since `before`, the relayer sent nothing, and the payer's Permit2 `nonce` is unspent."""
+    asset = getattr(chain, case.asset_field)
+    assert (
+        chain.balance_of(payer, asset=asset),
+        chain.balance_of(PAY_TO, asset=asset),
+        relayer_nonce(chain),
+    ) == (before.payer, before.payee, before.relayer_nonce)
+    assert not chain.permit2_nonce_used(payer, nonce)

@@ -2,7 +2,8 @@
 client signs verify and settle on chain, our answers parse with the SDK's models, and the SDK's facilitator
 client drives the service, in x402 v2 and v1; the SDK's resource server, built on what our `/supported`
 says, takes the SDK client's Permit2 payments (`exact` by Permit2 and `upto`, with an approval or an
-EIP-2612 permit) and settles them through us."""
+EIP-2612 permit) and settles them through us; an `upto` one whose work used nothing settles with no
+transaction, and one the server settles above its maximum is refused, moving nothing."""
 
 from __future__ import annotations
 
@@ -45,7 +46,17 @@ from tests.fixtures.facilitator import PAY_TO
 from .conftest import StartService
 from .payments import claim_rows, relayer_address, relayer_nonce, wrap_erc6492
 from .permit2_chain import AMOUNT as PERMIT2_AMOUNT
-from .permit2_flows import CASES, Before, Case, check_settled_once, offer_of, payer_for
+from .permit2_flows import (
+    CASES,
+    OVER_THE_MAXIMUM,
+    UNUSED,
+    Before,
+    Case,
+    check_nothing_moved,
+    check_settled_once,
+    offer_of,
+    payer_for,
+)
 from .x402_sdk import AMOUNT, dump, sdk_requirements, signer_client
 
 
@@ -256,3 +267,44 @@ async def test_the_sdk_resource_server_and_client_pay_and_settle_permit2_payment
     assert (flow.replayed.success, flow.replayed.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT.value)
     check_settled_once(chain, case, payer, before, flow.settled.transaction)
     assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
+
+
+async def test_the_sdk_resource_server_settles_an_upto_payment_that_used_nothing_with_no_transaction(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    key = payer_for(chain, UNUSED)
+    payer = Account.from_key(key).address
+    before = Before.read(chain, UNUSED, payer)
+
+    flow = await asyncio.to_thread(_sdk_flow, base_url, chain.rpc_url, key, offer_of(chain, UNUSED), UNUSED)
+
+    assert flow.verified.is_valid
+    assert (flow.settled.success, flow.settled.transaction, flow.settled.amount) == (True, "", "0")
+    assert (flow.replayed.success, flow.replayed.error_reason) == (False, Reason.DUPLICATE_SETTLEMENT.value)
+    check_nothing_moved(
+        chain, UNUSED, payer, before, int(flow.payment.payload["permit2Authorization"]["nonce"])
+    )
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], int(row["amount"]), row["tx_hash"]) == ("succeeded", 0, None)
+
+
+async def test_the_sdk_resource_server_settling_upto_above_the_maximum_is_refused_with_its_reason(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    case = OVER_THE_MAXIMUM
+    key = payer_for(chain, case)
+    payer = Account.from_key(key).address
+    before = Before.read(chain, case, payer)
+
+    flow = await asyncio.to_thread(_sdk_flow, base_url, chain.rpc_url, key, offer_of(chain, case), case)
+
+    exceeds = Reason.INVALID_UPTO_EVM_PAYLOAD_SETTLEMENT_EXCEEDS_AMOUNT.value
+    assert flow.verified.is_valid
+    assert (flow.settled.success, flow.settled.error_reason, flow.settled.transaction) == (False, exceeds, "")
+    assert (flow.replayed.success, flow.replayed.error_reason) == (False, exceeds)
+    check_nothing_moved(
+        chain, case, payer, before, int(flow.payment.payload["permit2Authorization"]["nonce"])
+    )
+    assert await claim_rows(sqlite_url) == []

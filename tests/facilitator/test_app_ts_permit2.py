@@ -4,12 +4,15 @@ its `exact` (by Permit2) or `upto` requirements from our `/supported` (an `upto`
 our `/supported` gives), the SDK's client pays them, on the plain ERC-20 with a Permit2 approval or on
 the EIP-2612 token with its own `eip2612GasSponsoring` permit instead, and the resource server verifies
 and settles the payment through our `/verify` and `/settle` (an `upto` one below its maximum); the
-tokens move once by exactly the settled amount, and a replay is refused as a duplicate.
+tokens move once by exactly the settled amount, and a replay is refused as a duplicate. An `upto` payment
+whose work used nothing settles with no transaction, as x402 says, and one settled for more than its
+maximum is refused with the SDK's own reason; neither moves anything.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -21,32 +24,49 @@ from tests.fixtures.node import NodeScript
 from .conftest import StartService
 from .payments import claim_rows, relayer_address
 from .permit2_chain import AMOUNT
-from .permit2_flows import CASES, Before, Case, check_settled_once, offer_of, payer_for
+from .permit2_flows import (
+    CASES,
+    OVER_THE_MAXIMUM,
+    UNUSED,
+    Before,
+    Case,
+    check_nothing_moved,
+    check_settled_once,
+    offer_of,
+    payer_for,
+)
 
 _FLOW = Path(__file__).resolve().parent / "js" / "ts_permit2_flow.cjs"
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-async def test_the_typescript_sdk_pays_and_settles_a_permit2_payment_through_our_facilitator(
-    case: Case, chain: DevChain, start_service: StartService, node_script: NodeScript, sqlite_url: str
-) -> None:
-    base_url = start_service(sqlite_url)
+async def _flow(
+    case: Case, chain: DevChain, base_url: str, node_script: NodeScript
+) -> tuple[str, Before, dict[str, Any]]:
+    """(the payer, the state before, what `js/ts_permit2_flow.cjs` printed) for a fresh payer of `case`."""
     key = payer_for(chain, case)
     payer = Account.from_key(key).address
-    offer = offer_of(chain, case)
     before = Before.read(chain, case, payer)
-
     out = await node_script.run(
         _FLOW,
         {
             "facilitatorUrl": base_url,
             "rpcUrl": chain.rpc_url,
             "privateKey": key,
-            "offer": offer,
+            "offer": offer_of(chain, case),
             "sponsored": case.sponsored,
             "charge": None if case.used is None else str(case.used),
         },
     )
+    return payer, before, out
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+async def test_the_typescript_sdk_pays_and_settles_a_permit2_payment_through_our_facilitator(
+    case: Case, chain: DevChain, start_service: StartService, node_script: NodeScript, sqlite_url: str
+) -> None:
+    offer = offer_of(chain, case)
+
+    payer, before, out = await _flow(case, chain, start_service(sqlite_url), node_script)
 
     [requirements] = out["paymentRequired"]["accepts"]
     expected_extra = offer["extra"] | (
@@ -77,3 +97,42 @@ async def test_the_typescript_sdk_pays_and_settles_a_permit2_payment_through_our
     assert (replayed["success"], replayed["errorReason"]) == (False, Reason.DUPLICATE_SETTLEMENT.value)
     check_settled_once(chain, case, payer, before, settled["transaction"])
     assert [row["state"] for row in await claim_rows(sqlite_url)] == ["succeeded"]
+
+
+async def test_an_upto_payment_the_typescript_sdk_settles_for_nothing_sends_nothing(
+    chain: DevChain, start_service: StartService, node_script: NodeScript, sqlite_url: str
+) -> None:
+    payer, before, out = await _flow(UNUSED, chain, start_service(sqlite_url), node_script)
+
+    assert out["verified"] == {"isValid": True, "payer": payer}
+    assert out["settled"] == {
+        "success": True,
+        "payer": payer,
+        "transaction": "",
+        "network": chain.network,
+        "amount": "0",
+    }
+    # Settled for good: the maximum can never be charged with it afterwards.
+    assert (out["replayed"]["success"], out["replayed"]["errorReason"]) == (
+        False,
+        Reason.DUPLICATE_SETTLEMENT.value,
+    )
+    nonce = int(out["paymentPayload"]["payload"]["permit2Authorization"]["nonce"])
+    check_nothing_moved(chain, UNUSED, payer, before, nonce)
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], int(row["amount"]), row["tx_hash"]) == ("succeeded", 0, None)
+
+
+async def test_an_upto_settlement_the_typescript_sdk_asks_above_the_maximum_is_refused(
+    chain: DevChain, start_service: StartService, node_script: NodeScript, sqlite_url: str
+) -> None:
+    payer, before, out = await _flow(OVER_THE_MAXIMUM, chain, start_service(sqlite_url), node_script)
+
+    exceeds = Reason.INVALID_UPTO_EVM_PAYLOAD_SETTLEMENT_EXCEEDS_AMOUNT.value
+    assert out["verified"] == {"isValid": True, "payer": payer}
+    # The SDK's resource server hands back our refusal as the settlement's answer, not as an error.
+    assert (out["settled"]["success"], out["settled"]["errorReason"]) == (False, exceeds), out["settled"]
+    assert (out["replayed"]["success"], out["replayed"]["errorReason"]) == (False, exceeds)
+    nonce = int(out["paymentPayload"]["payload"]["permit2Authorization"]["nonce"])
+    check_nothing_moved(chain, OVER_THE_MAXIMUM, payer, before, nonce)
+    assert await claim_rows(sqlite_url) == []

@@ -9,8 +9,9 @@
 // RPC URL to read the token's EIP-2612 nonce and the Permit2 allowance) pays it. The resource server then
 // verifies it and settles it through our /verify and /settle; `charge` (atomic units, optional) is the
 // settlement override an `upto` server passes for what the work used. Finally the same payment is settled
-// once more straight through the HTTPFacilitatorClient (a replay). Prints {supported, paymentRequired,
-// paymentPayload, verified, settled, replayed}: each answer as the SDK returned it, or {thrown: {...}}.
+// once more straight through the HTTPFacilitatorClient (a replay). Prints {paymentRequired,
+// paymentPayload, verified, settled, replayed}: each answer as the SDK returned it, or
+// {thrown: {name, message, reason}} when the SDK threw instead (a VerifyError or SettleError names our reason).
 "use strict";
 
 const { x402Client } = require("@x402/core/client");
@@ -41,7 +42,8 @@ async function answer(call) {
   try {
     return await call();
   } catch (error) {
-    return { thrown: { name: error.name, message: error.message, response: error.response ?? null } };
+    const reason = error.errorReason ?? error.invalidReason ?? null;
+    return { thrown: { name: error.name, message: error.message, reason } };
   }
 }
 
@@ -81,8 +83,7 @@ async function main() {
   const settled = await answer(() => server.settlePayment(paymentPayload, matched, undefined, undefined, overrides));
   const charged = overrides ? { ...matched, amount: charge } : matched;
   const replayed = await answer(() => facilitator.settle(paymentPayload, charged));
-  const supported = await facilitator.getSupported();
-  const out = { supported, paymentRequired, paymentPayload, verified, settled, replayed };
+  const out = { paymentRequired, paymentPayload, verified, settled, replayed };
   process.stdout.write(JSON.stringify(out, (_, value) => (typeof value === "bigint" ? value.toString() : value)));
 }
 
