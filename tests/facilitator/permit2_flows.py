@@ -68,10 +68,11 @@ def offer_of(chain: DevChain, case: Case) -> dict[str, Any]:
     return {key: asked[key] for key in ("scheme", "network", "asset", "amount", "payTo")} | {"extra": extra}
 
 
-def payer_for(chain: DevChain, case: Case) -> str:
-    """A fresh payer's key holding five times `AMOUNT` of the case's token, having approved Permit2 unless
-    the case pays with a permit instead."""
-    return funded_payer(chain, getattr(chain, case.asset_field), approved=not case.sponsored)
+def payer_for(chain: DevChain, case: Case, *, approved: bool | None = None) -> str:
+    """A fresh payer's key holding five times `AMOUNT` of the case's token, having approved Permit2
+    (`approved`; by default unless the case pays with a permit instead)."""
+    approve = not case.sponsored if approved is None else approved
+    return funded_payer(chain, getattr(chain, case.asset_field), approved=approve)
 
 
 @dataclass(frozen=True)

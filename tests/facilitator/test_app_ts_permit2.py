@@ -6,7 +6,10 @@ the EIP-2612 token with its own `eip2612GasSponsoring` permit instead, and the r
 and settles the payment through our `/verify` and `/settle` (an `upto` one below its maximum); the
 tokens move once by exactly the settled amount, and a replay is refused as a duplicate. An `upto` payment
 whose work used nothing settles with no transaction, as x402 says, and one settled for more than its
-maximum is refused with the SDK's own reason; neither moves anything.
+maximum is refused with the SDK's own reason; a payer who never approved Permit2 and sends no EIP-2612
+permit is refused, told to approve Permit2, even when the SDK's client offers an ERC-20 approval
+transaction for the facilitator to send (an extension ours does not offer, and never sends); none of
+them moves anything.
 """
 
 from __future__ import annotations
@@ -39,11 +42,29 @@ from .permit2_flows import (
 _FLOW = Path(__file__).resolve().parent / "js" / "ts_permit2_flow.cjs"
 
 
+# What a resource server declares to take an EIP-2612 permit of Permit2 beside a payment: the SDK's client
+# looks for the key, and merges the permit it signs into the declared `info`.
+_EIP2612_DECLARED = {
+    "eip2612GasSponsoring": {
+        "info": {"description": "EIP-2612 permits of Permit2 are relayed", "version": "1"},
+        "schema": {"type": "object"},
+    }
+}
+
+
 async def _flow(
-    case: Case, chain: DevChain, base_url: str, node_script: NodeScript
+    case: Case,
+    chain: DevChain,
+    base_url: str,
+    node_script: NodeScript,
+    *,
+    declared: dict[str, Any] | None = None,
+    approved: bool | None = None,
 ) -> tuple[str, Before, dict[str, Any]]:
-    """(the payer, the state before, what `js/ts_permit2_flow.cjs` printed) for a fresh payer of `case`."""
-    key = payer_for(chain, case)
+    """(the payer, the state before, what `js/ts_permit2_flow.cjs` printed) for a fresh payer of `case`
+    (`approved`: see `payer_for`); the PaymentRequired declares `declared`, by default the EIP-2612
+    extension where the case pays with it."""
+    key = payer_for(chain, case, approved=approved)
     payer = Account.from_key(key).address
     before = Before.read(chain, case, payer)
     out = await node_script.run(
@@ -53,7 +74,7 @@ async def _flow(
             "rpcUrl": chain.rpc_url,
             "privateKey": key,
             "offer": offer_of(chain, case),
-            "sponsored": case.sponsored,
+            "declared": _EIP2612_DECLARED if declared is None and case.sponsored else declared,
             "charge": None if case.used is None else str(case.used),
         },
     )
@@ -135,4 +156,50 @@ async def test_an_upto_settlement_the_typescript_sdk_asks_above_the_maximum_is_r
     assert (out["replayed"]["success"], out["replayed"]["errorReason"]) == (False, exceeds)
     nonce = int(out["paymentPayload"]["payload"]["permit2Authorization"]["nonce"])
     check_nothing_moved(chain, OVER_THE_MAXIMUM, payer, before, nonce)
+    assert await claim_rows(sqlite_url) == []
+
+
+_ERC20_APPROVAL_DECLARED = {
+    "erc20ApprovalGasSponsoring": {
+        "info": {"description": "a signed approval of Permit2 is sent first", "version": "1"},
+        "schema": {"type": "object"},
+    }
+}
+UNAPPROVED = {
+    f"{scheme}, {label}": (Case(scheme, "plain_asset"), declared)
+    for scheme in ("exact", "upto")
+    for label, declared in (
+        ("nothing declared", None),
+        ("ERC-20 approval sponsoring declared", _ERC20_APPROVAL_DECLARED),
+    )
+}
+
+
+@pytest.mark.parametrize(("case", "declared"), UNAPPROVED.values(), ids=UNAPPROVED.keys())
+async def test_a_payer_without_a_permit2_allowance_is_told_to_approve_and_nothing_is_sent(
+    case: Case,
+    declared: dict[str, Any] | None,
+    chain: DevChain,
+    start_service: StartService,
+    node_script: NodeScript,
+    sqlite_url: str,
+) -> None:
+    base_url = start_service(sqlite_url)
+
+    payer, before, out = await _flow(case, chain, base_url, node_script, declared=declared, approved=False)
+
+    offered = (out["paymentPayload"].get("extensions") or {}).get("erc20ApprovalGasSponsoring", {})
+    # The SDK's client did sign an approval for the facilitator to send when it was offered one.
+    assert ("signedTransaction" in offered.get("info", {})) == (declared is not None)
+    required = Reason.PERMIT2_ALLOWANCE_REQUIRED.value
+    verified, settled, replayed = out["verified"], out["settled"], out["replayed"]
+    assert (verified["isValid"], verified["invalidReason"], verified["payer"]) == (False, required, payer)
+    assert "approve Permit2" in verified["invalidMessage"]
+    assert [(a["success"], a["errorReason"], a["transaction"]) for a in (settled, replayed)] == [
+        (False, required, "")
+    ] * 2
+    nonce = int(out["paymentPayload"]["payload"]["permit2Authorization"]["nonce"])
+    check_nothing_moved(chain, case, payer, before, nonce)
+    # The approval the payer signed was never sent.
+    assert int(chain.rpc.call("eth_getTransactionCount", [payer, "latest"]), 16) == 0
     assert await claim_rows(sqlite_url) == []

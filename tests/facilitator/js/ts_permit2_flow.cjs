@@ -1,10 +1,10 @@
 // A Permit2 payment (`exact` by Permit2, or `upto`) made and settled by the x402 TypeScript SDK end to end,
 // with our facilitator behind its HTTPFacilitatorClient (tests/facilitator/test_app_ts_permit2.py).
 //
-// Reads {facilitatorUrl, rpcUrl, privateKey, offer, sponsored, charge} as JSON on stdin. The SDK's resource
+// Reads {facilitatorUrl, rpcUrl, privateKey, offer, declared, charge} as JSON on stdin. The SDK's resource
 // server (x402ResourceServer with the exact and upto EVM server schemes) learns what the facilitator
 // supports from our /supported and builds the offer's requirements (`offer`: {scheme, network, asset,
-// amount, payTo, extra}); `sponsored` declares the eip2612GasSponsoring extension in its PaymentRequired.
+// amount, payTo, extra}); `declared` (optional) are the extensions its PaymentRequired declares.
 // The SDK's client (x402Client with its exact and upto EVM client schemes on a viem account, given the
 // RPC URL to read the token's EIP-2612 nonce and the Permit2 allowance) pays it. The resource server then
 // verifies it and settles it through our /verify and /settle; `charge` (atomic units, optional) is the
@@ -23,15 +23,6 @@ const { UptoEvmScheme: UptoClient } = require("@x402/evm/upto/client");
 const { UptoEvmScheme: UptoServer } = require("@x402/evm/upto/server");
 const { privateKeyToAccount } = require("viem/accounts");
 
-// What a resource server declares to say it takes an EIP-2612 permit of Permit2 beside the payment: the
-// client SDK looks only for the key, and merges the permit it signs into the declared `info`.
-const SPONSORING_DECLARATION = {
-  eip2612GasSponsoring: {
-    info: { description: "EIP-2612 permits of Permit2 are relayed by the facilitator", version: "1" },
-    schema: { type: "object" },
-  },
-};
-
 async function readStdin() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
@@ -48,7 +39,7 @@ async function answer(call) {
 }
 
 async function main() {
-  const { facilitatorUrl, rpcUrl, privateKey, offer, sponsored, charge } = await readStdin();
+  const { facilitatorUrl, rpcUrl, privateKey, offer, declared, charge } = await readStdin();
   const facilitator = new HTTPFacilitatorClient({ url: facilitatorUrl, timeoutMs: 60000 });
   const server = new x402ResourceServer(facilitator);
   server.register(offer.network, new ExactServer());
@@ -66,7 +57,7 @@ async function main() {
     requirements,
     resource,
     undefined,
-    sponsored ? SPONSORING_DECLARATION : undefined,
+    declared ?? undefined,
   );
 
   const account = privateKeyToAccount(privateKey);
