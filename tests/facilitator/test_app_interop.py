@@ -3,7 +3,9 @@ client signs verify and settle on chain, our answers parse with the SDK's models
 client drives the service, in x402 v2 and v1; the SDK's resource server, built on what our `/supported`
 says, takes the SDK client's Permit2 payments (`exact` by Permit2 and `upto`, with an approval or an
 EIP-2612 permit) and settles them through us; an `upto` one whose work used nothing settles with no
-transaction, and one the server settles above its maximum is refused, moving nothing."""
+transaction, and one the server settles above its maximum is refused; a payer without a Permit2
+allowance is told to approve Permit2, and the approval transaction the SDK's client signs when offered
+the ERC-20 approval extension (which ours does not offer) is never sent."""
 
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ import pytest
 from eth_account import Account
 from x402 import x402ClientSync, x402ResourceServerSync
 from x402.extensions.eip2612_gas_sponsoring import declare_eip2612_gas_sponsoring_extension
+from x402.extensions.erc20_approval_gas_sponsoring import (
+    ERC20_APPROVAL_GAS_SPONSORING_KEY,
+    declare_erc20_approval_gas_sponsoring_extension,
+)
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient, HTTPFacilitatorClientSync
 from x402.mechanisms.evm import EthAccountSigner, EthAccountSignerWithRPC
 from x402.mechanisms.evm.exact import (
@@ -195,9 +201,17 @@ class _Flow:
     replayed: SettleResponse
 
 
-def _sdk_flow(base_url: str, rpc_url: str, key: str, offer: dict[str, Any], case: Case) -> _Flow:
+def _sdk_flow(
+    base_url: str,
+    rpc_url: str,
+    key: str,
+    offer: dict[str, Any],
+    case: Case,
+    declared: dict[str, Any] | None = None,
+) -> _Flow:
     """The SDK's own resource server, client and facilitator client (its sync ones: the test runs this in
-    a thread) from the 402 to the settlement; an `upto` server settles what the work used."""
+    a thread) from the 402 to the settlement; an `upto` server settles what the work used. The 402
+    declares `declared`, by default the EIP-2612 extension where the case pays with it."""
     facilitator = HTTPFacilitatorClientSync(FacilitatorConfig(url=base_url))
     server = x402ResourceServerSync(facilitator)
     register_exact_evm_server(server, networks=offer["network"])
@@ -212,7 +226,8 @@ def _sdk_flow(base_url: str, rpc_url: str, key: str, offer: dict[str, Any], case
         network=offer["network"],
         max_timeout_seconds=120,
     )
-    declared = declare_eip2612_gas_sponsoring_extension() if case.sponsored else None
+    if declared is None and case.sponsored:
+        declared = declare_eip2612_gas_sponsoring_extension()
     required = server.create_payment_required_response(
         server.build_payment_requirements(config),
         ResourceInfo(url="https://merchant.example/a2a"),
@@ -307,4 +322,38 @@ async def test_the_sdk_resource_server_settling_upto_above_the_maximum_is_refuse
     check_nothing_moved(
         chain, case, payer, before, int(flow.payment.payload["permit2Authorization"]["nonce"])
     )
+    assert await claim_rows(sqlite_url) == []
+
+
+@pytest.mark.parametrize("scheme", ["exact", "upto"])
+@pytest.mark.parametrize("offered", [False, True], ids=["nothing declared", "ERC-20 approval declared"])
+async def test_a_payer_without_a_permit2_allowance_is_told_to_approve_and_nothing_is_sent(
+    scheme: str, offered: bool, chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    base_url = start_service(sqlite_url)
+    case = Case(scheme, "plain_asset")
+    key = payer_for(chain, case, approved=False)
+    payer = Account.from_key(key).address
+    before = Before.read(chain, case, payer)
+    declared = declare_erc20_approval_gas_sponsoring_extension() if offered else None
+
+    flow = await asyncio.to_thread(
+        _sdk_flow, base_url, chain.rpc_url, key, offer_of(chain, case), case, declared
+    )
+
+    approval = (flow.payment.extensions or {}).get(ERC20_APPROVAL_GAS_SPONSORING_KEY, {})
+    assert ("signedTransaction" in approval.get("info", {})) == offered
+    required = Reason.PERMIT2_ALLOWANCE_REQUIRED.value
+    assert (flow.verified.is_valid, flow.verified.invalid_reason, flow.verified.payer) == (
+        False,
+        required,
+        payer,
+    )
+    assert "approve Permit2" in (flow.verified.invalid_message or "")
+    assert [(a.success, a.error_reason, a.transaction) for a in (flow.settled, flow.replayed)] == [
+        (False, required, "")
+    ] * 2
+    nonce = int(flow.payment.payload["permit2Authorization"]["nonce"])
+    check_nothing_moved(chain, case, payer, before, nonce)
+    assert int(chain.rpc.call("eth_getTransactionCount", [payer, "latest"]), 16) == 0
     assert await claim_rows(sqlite_url) == []
