@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -90,6 +90,7 @@ class Settlement:
     gas_price_wei: int
     calldata_bytes: int
     call: str
+    calldata: str = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,7 @@ def _mined(chain: DevChain, answer: dict[str, Any], who: str) -> Settlement:
         gas_price_wei=int(receipt["effectiveGasPrice"], 16),
         calldata_bytes=(len(data) - 2) // 2,
         call=_CALL_NAMES.get(data[:10], data[:10]),
+        calldata=data,
     )
 
 
@@ -205,13 +207,14 @@ def _both(pairs: list[Pair], field: str, unit: float = 1.0, digits: int = 0) -> 
 
 def render(pairs: list[Pair], header: list[str]) -> str:
     """The summary in Markdown: per kind, the gas used by each (median, min–max) and ours over the SDK's
-    (per payment, then the median), the gas limit each set, the price each paid, the calldata and the call."""
+    (per payment, then the median), the gas limit each set, the price each paid, the calldata (how many
+    payments the two sent byte for byte the same) and the call."""
     lines = [
         *header,
         "",
         "| kind | n | gas used, ours / SDK's | ours ÷ SDK's | gas limit, ours / SDK's "
-        "| effective price, gwei | calldata bytes | call, ours / SDK's |",
-        "|---|---|---|---|---|---|---|---|",
+        "| effective price, gwei | calldata bytes | same calldata | call, ours / SDK's |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for kind in KINDS:
         of_kind = [p for p in pairs if p.kind == kind]
@@ -223,7 +226,8 @@ def render(pairs: list[Pair], header: list[str]) -> str:
         lines.append(
             f"| {kind.label} | {len(of_kind)} | {_both(of_kind, 'gas_used')} | {ratio:.3f}x "
             f"| {_both(of_kind, 'gas_limit')} | {_both(of_kind, 'gas_price_wei', 1e9, 3)} "
-            f"| {_both(of_kind, 'calldata_bytes')} | {call} |"
+            f"| {_both(of_kind, 'calldata_bytes')} "
+            f"| {sum(p.ours.calldata == p.reference.calldata for p in of_kind)} of {len(of_kind)} | {call} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -50,14 +50,14 @@ async def test_a_settlement_of_another_amount_fails_the_check(chain: DevChain, o
 
 
 def _settlement(gas_used: int, call: str = "upto proxy settle") -> Settlement:
-    return Settlement(gas_used, 200_000, 1_500_000_000, 452, call)
+    return Settlement(gas_used, 200_000, 1_500_000_000, 452, call, calldata=f"0x{gas_used:x}")
 
 
-def test_the_summary_gives_medians_and_the_ratio_per_payment() -> None:
+def test_the_summary_gives_medians_the_ratio_per_payment_and_the_identical_calldata() -> None:
     upto = next(kind for kind in KINDS if kind.scheme == "upto")
     pairs = [
         Pair(upto, reference=_settlement(100_000), ours=_settlement(90_000)),
-        Pair(upto, reference=_settlement(100_000), ours=_settlement(110_000)),
+        Pair(upto, reference=_settlement(110_000), ours=_settlement(110_000)),
         Pair(upto, reference=_settlement(120_000), ours=_settlement(96_000)),
     ]
 
@@ -66,6 +66,6 @@ def test_the_summary_gives_medians_and_the_ratio_per_payment() -> None:
     assert report.startswith("# header\n")
     [row] = [line for line in report.splitlines() if line.startswith(f"| {upto.label} ")]
     assert row == (
-        f"| {upto.label} | 3 | 96,000 (90,000–110,000) / 100,000 (100,000–120,000) | 0.900x "
-        "| 200,000 / 200,000 | 1.500 / 1.500 | 452 / 452 | upto proxy settle |"
+        f"| {upto.label} | 3 | 96,000 (90,000–110,000) / 110,000 (100,000–120,000) | 0.900x "
+        "| 200,000 / 200,000 | 1.500 / 1.500 | 452 / 452 | 1 of 3 | upto proxy settle |"
     )
