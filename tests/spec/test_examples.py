@@ -365,3 +365,22 @@ def test_usage_adds_up_and_agrees_with_its_receipt(name: str, value: JSON) -> No
     assert receipt["success"] is True and receipt["amount"] == usage["settled"]
     # §6.3: a settlement of 0 sends no transaction; any other names one.
     assert (receipt["transaction"] == "") == (usage["settled"] == "0")
+
+
+_NEW_KINDS = [
+    (name, message)
+    for name, message, value in _EXTENSION_MESSAGES
+    if name.startswith(("metered.", "permit2.")) and value["status"] != "payment-failed"
+]
+
+
+@pytest.mark.parametrize(("name", "message"), _NEW_KINDS, ids=[name for name, _ in _NEW_KINDS])
+def test_metered_and_permit2_objects_ride_v0_2_as_x402_v2(name: str, message: JSON) -> None:
+    # §13: on v0.2 they are the same x402 v2 documents under flat keys, usage as x402.payment.usage.
+    data = decode(message["metadata"], Dialect.V03)
+    assert data is not None
+    flat = encode(data, Dialect.V02)
+    value = extension_object(message)
+    assert value is not None
+    assert flat == {f"x402.payment.{member}": item for member, item in value.items()}
+    assert decode(flat, Dialect.V02) == data

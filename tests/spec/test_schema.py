@@ -223,7 +223,8 @@ _ACCEPTED: dict[str, JSON] = {
     "permit2-without-sponsoring": _edit(_permit2_submitted, lambda v: v["payload"].pop("extensions")),
     # §6.2: which form an exact entry calls for is checked against the stored terms (§9.3), not here.
     "permit2-form-for-an-eip3009-entry": _edit(
-        _permit2_submitted, lambda v: v["payload"]["accepted"]["extra"].pop("assetTransferMethod")
+        _permit2_submitted,
+        lambda v: v["payload"]["accepted"].update(extra={"name": "USDC", "version": "2", "offerId": "1"}),
     ),
     # §6.4 and §7.7: usage above the maximum settles the maximum; nothing measured settles 0.
     "usage-capped-at-the-maximum": _edit(
