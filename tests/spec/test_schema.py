@@ -300,3 +300,14 @@ def test_card_params_schema_reads_a_pay_to_without_tenant_as_the_default_tenant(
     del params["payTo"][0]["tenant"]
     del params["payTo"][0]["network"]
     assert schema_errors("card-params.json", params) != []
+
+
+def test_card_params_schema_lets_a_permit2_only_token_leave_out_its_eip712_domain() -> None:
+    # §3: name and version are needed for EIP-3009 only; decimals and the address never go.
+    [declaration] = example("agent-card.json")["capabilities"]["extensions"]
+    params = declaration["params"]
+    for member in ("name", "version"):
+        params["assets"][0].pop(member)
+    assert schema_errors("card-params.json", params) == []
+    params["assets"][0].pop("decimals")
+    assert schema_errors("card-params.json", params) != []
