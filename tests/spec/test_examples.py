@@ -28,6 +28,7 @@ from google.protobuf.message import Message as ProtoMessage
 from google.rpc import error_details_pb2
 
 from a2a_x402.agentcard import CardVerifier, SignaturePolicy, parse_jwks
+from a2a_x402.devchain import EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS
 from a2a_x402.extension import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
 from spec import Example
 
@@ -291,3 +292,95 @@ async def test_card_signature_covers_the_pay_to_list() -> None:
     verifier = CardVerifier(trusted_keys=parse_jwks(example("jwks.json")).values())
     result = await verifier.verify(card)
     assert not result.verified
+
+
+def _payments() -> list[JSON]:
+    return [value["payload"] for _, _, value in _EXTENSION_MESSAGES if value["status"] == "payment-submitted"]
+
+
+def test_examples_show_every_kind_of_payment() -> None:
+    # §6.2: EIP-3009, Permit2 `exact` and `upto`, each at least once.
+    kinds = {(p["accepted"]["scheme"], "permit2Authorization" in p["payload"]) for p in _payments()}
+    assert kinds == {("exact", False), ("exact", True), ("upto", True)}
+
+
+@pytest.mark.parametrize("payment", _payments(), ids=lambda p: p["accepted"]["extra"]["offerId"])
+def test_every_example_payment_pays_its_accepted_entry(payment: JSON) -> None:
+    # §6.2 and §15.2: the authorization pays exactly the entry it names, to the scheme's proxy for Permit2.
+    accepted, signed = payment["accepted"], payment["payload"]
+    if "authorization" in signed:
+        authorization = signed["authorization"]
+        assert "assetTransferMethod" not in accepted["extra"]
+        assert (authorization["to"], authorization["value"]) == (accepted["payTo"], accepted["amount"])
+        return
+    authorization = signed["permit2Authorization"]
+    assert authorization["permitted"] == {"token": accepted["asset"], "amount": accepted["amount"]}
+    assert authorization["witness"]["to"] == accepted["payTo"]
+    if accepted["scheme"] == "upto":
+        assert authorization["spender"] == UPTO_PERMIT2_PROXY_ADDRESS
+        assert authorization["witness"]["facilitator"] == accepted["extra"]["facilitatorAddress"]
+    else:
+        assert accepted["extra"]["assetTransferMethod"] == "permit2"
+        assert authorization["spender"] == EXACT_PERMIT2_PROXY_ADDRESS
+        assert "facilitator" not in authorization["witness"]
+    sponsoring = payment.get("extensions", {}).get("eip2612GasSponsoring")
+    if sponsoring is not None:
+        # §7.8: an approval of Permit2, by the payer, for the token and exactly the permitted amount.
+        info = sponsoring["info"]
+        assert (info["from"], info["asset"], info["spender"], info["amount"]) == (
+            authorization["from"],
+            accepted["asset"],
+            PERMIT2_ADDRESS,
+            accepted["amount"],
+        )
+
+
+def _offered_maxima() -> set[str]:
+    return {
+        entry["amount"]
+        for _, _, value in _EXTENSION_MESSAGES
+        for entry in value.get("required", {}).get("accepts", [])
+        if entry["scheme"] == "upto"
+    }
+
+
+_USAGES = [(name, value) for name, _, value in _EXTENSION_MESSAGES if "usage" in value]
+
+
+def test_usage_rides_only_on_completions() -> None:
+    # §6.4 rule 4; the examples show a metered completion that charged and one that charged nothing.
+    assert {value["status"] for _, value in _USAGES} == {"payment-completed"}
+    assert {value["usage"]["settled"] == "0" for _, value in _USAGES} == {True, False}
+
+
+@pytest.mark.parametrize(("name", "value"), _USAGES, ids=[name for name, _ in _USAGES])
+def test_usage_adds_up_and_agrees_with_its_receipt(name: str, value: JSON) -> None:
+    # §6.4 rules 1 to 3 and §7.7: never above the maximum; the receipt settled exactly `settled`.
+    usage, receipt = value["usage"], value["receipts"][-1]
+    for item in usage["items"]:
+        assert int(item["amount"]) == int(item["quantity"]) * int(item["unitPrice"])
+    total = sum(int(item["amount"]) for item in usage["items"])
+    assert int(usage["settled"]) == min(total, int(usage["maximum"]))
+    assert usage["maximum"] in _offered_maxima()
+    assert receipt["success"] is True and receipt["amount"] == usage["settled"]
+    # §6.3: a settlement of 0 sends no transaction; any other names one.
+    assert (receipt["transaction"] == "") == (usage["settled"] == "0")
+
+
+_NEW_KINDS = [
+    (name, message)
+    for name, message, value in _EXTENSION_MESSAGES
+    if name.startswith(("metered.", "permit2.")) and value["status"] != "payment-failed"
+]
+
+
+@pytest.mark.parametrize(("name", "message"), _NEW_KINDS, ids=[name for name, _ in _NEW_KINDS])
+def test_metered_and_permit2_objects_ride_v0_2_as_x402_v2(name: str, message: JSON) -> None:
+    # §13: on v0.2 they are the same x402 v2 documents under flat keys, usage as x402.payment.usage.
+    data = decode(message["metadata"], Dialect.V03)
+    assert data is not None
+    flat = encode(data, Dialect.V02)
+    value = extension_object(message)
+    assert value is not None
+    assert flat == {f"x402.payment.{member}": item for member, item in value.items()}
+    assert decode(flat, Dialect.V02) == data

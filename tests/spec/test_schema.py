@@ -51,6 +51,41 @@ def _failed() -> JSON:
     return _value("settlement-failed.response.json", "payment-failed")
 
 
+def _upto_required() -> JSON:
+    return _value("metered.payment-required.response.json", "payment-required")
+
+
+def _upto_submitted() -> JSON:
+    return _value("metered.payment-submitted.request.json", "payment-submitted")
+
+
+def _permit2_submitted() -> JSON:
+    return _value("permit2.payment-submitted.request.json", "payment-submitted")
+
+
+def _metered() -> JSON:
+    return _value("metered.payment-completed.response.json", "payment-completed")
+
+
+def _nothing_used() -> JSON:
+    return _value("metered.nothing-used.response.json", "payment-completed")
+
+
+def _witness(value: JSON) -> JSON:
+    witness: JSON = value["payload"]["payload"]["permit2Authorization"]["witness"]
+    return witness
+
+
+def _charge(value: JSON, *, settled: str, items: list[tuple[str, str, str]]) -> None:
+    """Give `value` the usage `items` (quantity, unit price, amount) and `settled`; its receipt too."""
+    value["usage"]["items"] = [
+        {"name": f"unit-{index}", "quantity": quantity, "unitPrice": price, "amount": amount}
+        for index, (quantity, price, amount) in enumerate(items)
+    ]
+    value["usage"]["settled"] = settled
+    value["receipts"][-1]["amount"] = settled
+
+
 def _edit(base: Callable[[], JSON], change: Callable[[JSON], object]) -> JSON:
     value = base()
     change(value)
@@ -95,8 +130,31 @@ _REFUSED: dict[str, JSON] = {
     "failed-with-success": _edit(_failed, lambda v: v.update(receipts=_completed()["receipts"])),
     "rejected-with-error": {"status": "payment-rejected", "error": "INSUFFICIENT_FUNDS"},
     "receipt-unknown-member": _edit(_completed, lambda v: v["receipts"][0].update(blockNumber=7)),
-    "scheme-upto-in-terms": _edit(_required, lambda v: v["required"]["accepts"][0].update(scheme="upto")),
-    "scheme-upto-in-payment": _edit(_submitted, lambda v: v["payload"]["accepted"].update(scheme="upto")),
+    # §1.1: exact and upto only.
+    "other-scheme-in-terms": _edit(_required, lambda v: v["required"]["accepts"][0].update(scheme="stream")),
+    "other-scheme-in-payment": _edit(_submitted, lambda v: v["payload"]["accepted"].update(scheme="stream")),
+    # §6.2: the Permit2 forms.
+    "upto-witness-without-facilitator": _edit(_upto_submitted, lambda v: _witness(v).pop("facilitator")),
+    "permit2-without-signature": _edit(
+        _permit2_submitted, lambda v: v["payload"]["payload"].pop("signature")
+    ),
+    "permit2-nonce-as-number": _edit(
+        _permit2_submitted, lambda v: v["payload"]["payload"]["permit2Authorization"].update(nonce=7)
+    ),
+    "permit2-witness-unknown-member": _edit(_permit2_submitted, lambda v: _witness(v).update(note="hi")),
+    # §6.4: usage, in its form and only on payment-completed.
+    "usage-on-verified": _edit(_pending, lambda v: v.update(usage=_metered()["usage"])),
+    "usage-on-failed": _edit(_failed, lambda v: v.update(usage=_metered()["usage"])),
+    "usage-from-the-client": _edit(_upto_submitted, lambda v: v.update(usage=_metered()["usage"])),
+    "usage-unknown-member": _edit(_metered, lambda v: v["usage"].update(note="hi")),
+    "usage-without-items": _edit(_metered, lambda v: v["usage"].pop("items")),
+    "usage-quantity-as-number": _edit(_metered, lambda v: v["usage"]["items"][0].update(quantity=36)),
+    "usage-negative-quantity": _edit(_metered, lambda v: v["usage"]["items"][0].update(quantity="-36")),
+    "usage-item-without-name": _edit(_metered, lambda v: v["usage"]["items"][0].pop("name")),
+    # §6.3: only a settlement of 0 names no transaction.
+    "success-of-more-than-zero-without-transaction": _edit(
+        _nothing_used, lambda v: _charge(v, settled="5", items=[("1", "5", "5")])
+    ),
     # §6.3: a pending receipt is replaced by its final one, and a task settles at most once; the schemas
     # say so by counting (no pending receipt beside a final one, at most one success).
     "completed-with-earlier-pending": _edit(
@@ -119,6 +177,25 @@ _SCHEMA_LAX: dict[str, JSON] = {
     ),
 }
 
+# §6.4: arithmetic, which JSON Schema cannot do.
+_SCHEMA_LAX.update(
+    {
+        "usage-item-amount-not-the-product": _edit(
+            _metered,
+            lambda v: _charge(v, settled="10901", items=[("36", "25", "901"), ("2", "5000", "10000")]),
+        ),
+        "usage-settled-not-the-sum": _edit(
+            _metered, lambda v: _charge(v, settled="900", items=[("36", "25", "900"), ("2", "5000", "10000")])
+        ),
+        "usage-settled-above-the-maximum": _edit(
+            _metered, lambda v: _charge(v, settled="500001", items=[("500001", "1", "500001")])
+        ),
+        "usage-settled-not-the-receipt-s": _edit(
+            _metered, lambda v: v["receipts"][-1].update(amount="10000")
+        ),
+    }
+)
+
 _ACCEPTED: dict[str, JSON] = {
     "fresh-terms-with-retryable-code": _edit(_required, lambda v: v.update(error="EXPIRED_PAYMENT")),
     # §11 rule 7: a merchant that stops offering fresh terms ends the task with the last failure's code.
@@ -132,6 +209,28 @@ _ACCEPTED: dict[str, JSON] = {
     "receipt-with-extensions": _edit(
         _completed, lambda v: v["receipts"][0].update(extensions={"settlement": {"blockNumber": 7}})
     ),
+    # §6.1: the transfer method may be named; both methods may be offered together.
+    "eip3009-named": _edit(
+        _required, lambda v: v["required"]["accepts"][0]["extra"].update(assetTransferMethod="eip3009")
+    ),
+    "both-methods-and-upto-offered": _edit(
+        _required,
+        lambda v: v["required"]["accepts"].extend(
+            _value("permit2.payment-required.response.json", "payment-required")["required"]["accepts"]
+            + _upto_required()["required"]["accepts"]
+        ),
+    ),
+    "permit2-without-sponsoring": _edit(_permit2_submitted, lambda v: v["payload"].pop("extensions")),
+    # §6.2: which form an exact entry calls for is checked against the stored terms (§9.3), not here.
+    "permit2-form-for-an-eip3009-entry": _edit(
+        _permit2_submitted,
+        lambda v: v["payload"]["accepted"].update(extra={"name": "USDC", "version": "2", "offerId": "1"}),
+    ),
+    # §6.4 and §7.7: usage above the maximum settles the maximum; nothing measured settles 0.
+    "usage-capped-at-the-maximum": _edit(
+        _metered, lambda v: _charge(v, settled="500000", items=[("30000", "25", "750000")])
+    ),
+    "nothing-measured": _edit(_nothing_used, lambda v: v["usage"].update(items=[])),
     "lower-case-address": _edit(
         _submitted,
         lambda v: v["payload"]["payload"]["authorization"].update(
@@ -200,4 +299,15 @@ def test_card_params_schema_reads_a_pay_to_without_tenant_as_the_default_tenant(
     assert schema_errors("card-params.json", params) != []
     del params["payTo"][0]["tenant"]
     del params["payTo"][0]["network"]
+    assert schema_errors("card-params.json", params) != []
+
+
+def test_card_params_schema_lets_a_permit2_only_token_leave_out_its_eip712_domain() -> None:
+    # §3: name and version are needed for EIP-3009 only; decimals and the address never go.
+    [declaration] = example("agent-card.json")["capabilities"]["extensions"]
+    params = declaration["params"]
+    for member in ("name", "version"):
+        params["assets"][0].pop(member)
+    assert schema_errors("card-params.json", params) == []
+    params["assets"][0].pop("decimals")
     assert schema_errors("card-params.json", params) != []
