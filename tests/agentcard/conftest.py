@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from a2a_x402.agentcard import parse_card_json
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import bind_loopback, serve_asgi
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -260,7 +261,7 @@ def _tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KeyServer, 
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + HANG_S
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("TLS key server did not start")
@@ -286,12 +287,12 @@ def tls_key_server(_tls: tuple[KeyServer, _Certificate]) -> KeyServer:
 async def tls_client(_tls: tuple[KeyServer, _Certificate]) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client that trusts only the TLS key server's certificate."""
     context = ssl.create_default_context(cafile=str(_tls[1].cert_path))
-    async with httpx.AsyncClient(verify=context) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, verify=context) as client:
         yield client
 
 
 @pytest.fixture
 async def http_client() -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client for the HTTP key server."""
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         yield client

@@ -19,6 +19,7 @@ from a2a_x402.agentcard import (
     jwks_url,
 )
 from tests.agentcard.conftest import DRIP_BYTES, KeyServer
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import bind_loopback
 
 
@@ -64,7 +65,7 @@ def test_jwks_url_is_the_well_known_path_of_the_origin() -> None:
     ],
 )
 async def test_check_url(url: str, dev: bool, allowed: bool) -> None:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         cache = JwksCache(client, allow_insecure_localhost=dev)
         # The cache's rule and check_jku, the same rule without a cache, agree on every URL.
         for check in (cache.check_url, partial(check_jku, allow_insecure_localhost=dev)):

@@ -26,6 +26,7 @@ from a2a_x402.merchant.webhooks import (
 from a2a_x402.storage import create_engine
 from bench._growth_fill import History, fill_history
 from bench._growth_ops import Receiver
+from tests.fixtures.deadlines import HANG_S
 
 pytestmark = pytest.mark.postgres
 
@@ -126,7 +127,7 @@ async def test_bulk_rows_are_shaped_like_booked_rows_and_hold_the_invariants(pos
             )
         )
         await ledger.mark_final(entry.id, confirmations=1)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=HANG_S) as http:
             worker = DeliveryWorker(engine, http, allow_private_targets=True)
             while await worker.run_once():
                 pass

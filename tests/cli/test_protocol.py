@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from a2a_x402.cli import HeaderLimits, bounded_http_protocol
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.servers import serve_asgi
 
 LIMITS = HeaderLimits(header_timeout_s=0.5, max_header_count=20, max_header_bytes=4096)
@@ -86,7 +86,7 @@ async def test_headers_too_large_are_refused_before_they_end(address: tuple[str,
 
 async def test_requests_within_the_limits_are_served(address: tuple[str, int]) -> None:
     headers = {f"X-{i}": "1" for i in range(LIMITS.max_header_count - 10)}
-    async with httpx.AsyncClient(base_url=f"http://{address[0]}:{address[1]}") as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=f"http://{address[0]}:{address[1]}") as client:
         for _ in range(3):  # on one kept-alive connection
             response = await client.post("/", content=b"x" * 100_000, headers=headers)
             assert response.text == "POST 100000"
@@ -110,7 +110,7 @@ async def test_the_server_answers_while_60_connections_hold_half_their_headers(
     address = patient_address
     half = b"GET / HTTP/1.1\r\nHost: x\r\nX-"
     held = [asyncio.create_task(_answer(address, half, limits=PATIENT_LIMITS)) for _ in range(60)]
-    async with httpx.AsyncClient(base_url=f"http://{address[0]}:{address[1]}") as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=f"http://{address[0]}:{address[1]}") as client:
         for _ in range(5):
             assert (await client.get("/")).text == "GET 0"
             assert not any(task.done() for task in held), "answered only once a held connection ended"

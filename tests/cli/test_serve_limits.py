@@ -18,7 +18,7 @@ import pytest
 
 from a2a_x402.devchain import DevChain
 from tests.faults.processes import merchant_processes
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.facilitator_processes import facilitator_processes
 
 HEADER_TIMEOUT_S = 0.5
@@ -88,7 +88,7 @@ async def test_half_sent_headers_are_cut_off_and_too_many_or_too_large_are_refus
             (await _answer(address, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers, HEADER_TIMEOUT_S))[0]
             for headers in (too_many + b"\r\n", too_large)
         ]
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
             health = await client.get("/healthz")
 
     for answer, waited in half_sent:
@@ -107,7 +107,7 @@ async def test_healthz_answers_while_60_connections_hold_half_their_headers(serv
         try:
             # Counted, not timed: every answer comes while all 60 connections are still held (their
             # deadline is far off); a server that served them first would answer only after cutting them off.
-            async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+            async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
                 for _ in range(5):
                     assert (await client.get("/healthz")).status_code == 200
                     assert not any(task.done() for task in held), "answered only once a held connection ended"

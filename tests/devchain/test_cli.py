@@ -16,7 +16,7 @@ from eth_account import Account
 
 from a2a_x402.devchain import RpcClient, encode_call
 from a2a_x402.devchain._envfile import home_port
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.servers import bind_loopback, free_port
 
 EXPECTED_KEYS = {
@@ -31,7 +31,7 @@ EXPECTED_KEYS = {
 }
 
 
-def wait_for_file(path: Path, process: subprocess.Popen[str], timeout_s: float = 15.0) -> None:
+def wait_for_file(path: Path, process: subprocess.Popen[str], timeout_s: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if process.poll() is not None:
@@ -258,7 +258,7 @@ def test_a_stale_env_file_is_replaced_and_removed_on_exit(tmp_path: Path) -> Non
     env_file.write_text("X402_RPC_URL=http://127.0.0.1:9\nX402_NETWORK=eip155:31337\n")  # its chain stopped
     process = _start(tmp_path)
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_S
         while "X402_ASSET=" not in env_file.read_text():
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "the stale env file was not replaced"
@@ -291,10 +291,10 @@ def _run_once(cwd: Path, *options: str) -> tuple[int, str]:
     env_file = cwd / ".devchain.env"
     process = _start(cwd, *options)
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_S
         while not env_file.exists() or "X402_ASSET=" not in env_file.read_text():  # not a stale file's
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, f"{env_file} not written within 15 s"
+            assert time.monotonic() < deadline, f"{env_file} not written within {HANG_S} s"
             time.sleep(0.02)
         port = _rpc_port(env_file)
         with RpcClient(f"http://127.0.0.1:{port}") as rpc:

@@ -26,7 +26,7 @@ from a2a_x402.facilitator.wire import (
     SettleResponse,
 )
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import PAY_TO
 
 __all__ = [
@@ -273,7 +273,7 @@ def fund_payers(chain: DevChain, count: int, amount_atomic: int) -> list[str]:
         for i, data in enumerate(calls)
     ]
     for tx_hash in sent:
-        receipt = chain.rpc.wait_for_receipt(tx_hash, timeout_s=30.0, poll_s=0.05)
+        receipt = chain.rpc.wait_for_receipt(tx_hash, timeout_s=HANG_S, poll_s=0.05)
         assert int(receipt["status"], 16) == 1, receipt
     return [str(key.key.to_0x_hex()) for key in keys]
 

@@ -26,6 +26,7 @@ from a2a_x402.facilitator.wire import (
 )
 from tests.facilitator.payments import relayer_address, wrap_erc6492
 from tests.facilitator.permit2_payments import resign
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO
 
 __all__ = [
@@ -115,7 +116,7 @@ def approve_from(chain: DevChain, owner: str, asset: str, amount: int = _MAX_UIN
         sent = chain.rpc.call(
             "eth_sendTransaction", [{"from": owner, "to": asset, "data": "0x" + data.hex()}]
         )
-        receipt = chain.rpc.wait_for_receipt(sent)
+        receipt = chain.rpc.wait_for_receipt(sent, timeout_s=HANG_S)
         assert receipt["status"] == "0x1", receipt
     finally:
         chain.rpc.call("anvil_stopImpersonatingAccount", [owner])

@@ -32,7 +32,7 @@ from a2a_x402.facilitator import Facilitator, FacilitatorSettings
 from a2a_x402.facilitator.wire import Reason, SettleResponse
 from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import head_timestamp
-from tests.fixtures.deadlines import wait_until, within_deadline
+from tests.fixtures.deadlines import HANG_S, wait_until, within_deadline
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on, make_requirements
 from tests.fixtures.peer_nodes import GANACHE_OWN_BLOCK_TIME, MINING, NODES, OWN_BLOCK_TIME
 
@@ -269,7 +269,7 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
     )
     sent = chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
     # A node may answer the send a moment before its block is in: the count is read once it is mined.
-    chain.rpc.wait_for_receipt(sent)
+    chain.rpc.wait_for_receipt(sent, timeout_s=HANG_S)
     assert relayer_nonce(chain) == outside_nonce + 1
     payee_before = chain.balance_of(PAY_TO)
 

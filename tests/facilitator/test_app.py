@@ -23,6 +23,7 @@ from a2a_x402.facilitator.wire import (
     VerifyResponseV1,
 )
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import StartService
@@ -111,7 +112,7 @@ async def test_malformed_requests_get_the_operations_answer_with_their_reason(
     nonce_before = relayer_nonce(chain)
     answers: dict[tuple[str, str], tuple[int, str, bool]] = {}
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         for path in ("/verify", "/settle", "/settle/status"):
             for name, (mutate, _) in MALFORMED.items():
                 body = mutate(good)
@@ -160,7 +161,7 @@ async def test_a_version_1_body_that_cannot_be_parsed_gets_version_1_answers(
     base_url = start_service(sqlite_url)
     body = {"x402Version": 1, "paymentPayload": {"x402Version": 1}, "paymentRequirements": {}}
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         verified = (await client.post("/verify", json=body)).json()
         settled = (await client.post("/settle", json=body)).json()
 
@@ -178,7 +179,7 @@ async def test_a_version_2_payment_in_a_version_1_body_is_refused_in_version_1(
     body = _body(payload, requirements) | {"x402Version": 1}
     nonce_before = relayer_nonce(chain)
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         verified = (await client.post("/verify", json=body)).json()
         settled = (await client.post("/settle", json=body)).json()
 
@@ -198,7 +199,7 @@ async def test_a_malformed_idempotency_key_header_is_a_400_with_a_settle_answer(
     payload = sign_payment(new_payer(), requirements)
     body = _body(payload, requirements)
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         response = await client.post("/settle", json=body, headers={"idempotency-key": "two words"})
 
     answer = SettleResponse.from_wire(response.json())
@@ -275,7 +276,7 @@ async def test_one_key_for_two_payments_is_a_409_and_the_payment_identifier_is_a
         _body(sign_exact(key, requirements, extensions=extensions), requirements) for _ in range(2)
     )
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         by_header = await client.post("/settle", json=first, headers={"Idempotency-Key": "order-9"})
         header_conflict = await client.post("/settle", json=second, headers={"Idempotency-Key": "order-9"})
         by_extension = await client.post("/settle", json=second)
@@ -304,7 +305,7 @@ async def test_settle_status_reports_a_settlement_and_404s_an_unknown_one(
     requirements = make_requirements(chain)
     body = _body(sign_payment(new_payer(), requirements), requirements)
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         unknown = await client.post("/settle/status", json=body)
         settled = await client.post("/settle", json=body)
         status = await client.post("/settle/status", json=body)
@@ -319,7 +320,7 @@ async def test_supported_and_health_describe_the_service(
 ) -> None:
     base_url = start_service(sqlite_url)
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         supported = (await client.get("/supported")).json()
         health = (await client.get("/healthz")).json()
 
@@ -342,7 +343,7 @@ async def test_a_payment_that_fails_a_check_is_a_200_with_its_reason(
     requirements = make_requirements(chain)
     body = _body(sign_exact(new_payer(), requirements, value=requirements.amount - 1), requirements)
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         response = await client.post(path, json=body)
 
     reason_field = "invalidReason" if path == "/verify" else "errorReason"
@@ -362,7 +363,7 @@ async def test_a_payment_someone_else_settled_is_refused_over_http_naming_their_
     [theirs] = block["transactions"]
     nonce_before = relayer_nonce(chain)
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         response = await client.post(
             "/settle", json=_body(payload, requirements), headers={"idempotency-key": "front-run-http"}
         )

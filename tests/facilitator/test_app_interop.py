@@ -47,6 +47,7 @@ from x402.schemas.v1 import PaymentRequiredV1, PaymentRequirementsV1
 
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
 from a2a_x402.facilitator.wire import Reason
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
@@ -79,7 +80,7 @@ async def test_a_payment_signed_by_the_sdk_verifies_and_settles_and_our_answers_
     payer = payload.payload["authorization"]["from"]
     payee_before = chain.balance_of(PAY_TO)
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         verified = VerifyResponse.model_validate_json((await client.post("/verify", json=body)).content)
         settled = SettleResponse.model_validate_json((await client.post("/settle", json=body)).content)
         supported = SupportedResponse.model_validate_json((await client.get("/supported")).content)

@@ -18,7 +18,7 @@ import pytest
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import Reason
 from a2a_x402.payer import sign_payment
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.facilitator import make_requirements
 
 from .conftest import StartService
@@ -114,7 +114,7 @@ async def test_healthz_answers_while_slow_bodies_are_held_and_a_body_in_time_is_
     ]
     try:
         # Counted, not timed: every answer comes while all 30 slow bodies are still held.
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
             for _ in range(5):
                 assert (await client.get("/healthz")).status_code == 200
                 assert not any(task.done() for task in held), "a held request ended before its deadline"
@@ -162,7 +162,7 @@ async def test_the_body_limit_is_the_setting_declared_or_chunked(
     document["paymentPayload"]["resource"] = {"url": "https://x.example/", "description": "d" * limit}
     too_large = orjson.dumps(document)
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         served = await client.post("/verify", content=request_body)
         declared = await client.post("/verify", content=too_large)
         chunked = await client.post("/verify", content=_chunks(too_large))

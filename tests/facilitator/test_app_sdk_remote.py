@@ -32,6 +32,7 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import ApiKeyStore
 from a2a_x402.facilitator.wire import Reason
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO
 
 from .conftest import StartService
@@ -142,7 +143,7 @@ async def test_unpaid_is_a_402_and_the_sdk_client_pays_for_a_200(
 ) -> None:
     payee_before = chain.balance_of(PAY_TO)
 
-    async with httpx.AsyncClient(timeout=30) as plain:
+    async with httpx.AsyncClient(timeout=HANG_S) as plain:
         unpaid = await plain.get(paid_resource)
     async with x402HttpxClient(signer_client(x402Client(), new_payer()), timeout=60) as paying:
         paid = await paying.get(paid_resource)
@@ -161,7 +162,7 @@ async def test_unpaid_is_a_402_and_the_sdk_client_pays_for_a_200(
 async def test_a_replayed_payment_is_a_402_and_moves_no_money(
     chain: DevChain, paid_resource: str, new_payer: Callable[..., str]
 ) -> None:
-    async with httpx.AsyncClient(timeout=60) as plain:
+    async with httpx.AsyncClient(timeout=HANG_S) as plain:
         required = _required_of(await plain.get(paid_resource))
         payload = signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
         header = {"PAYMENT-SIGNATURE": encode_payment_signature_header(payload)}
@@ -181,7 +182,7 @@ async def test_the_paying_client_sees_why_a_malformed_payment_failed(
     case: tuple[str, object, str], chain: DevChain, paid_resource: str, new_payer: Callable[..., str]
 ) -> None:
     path, value, _ = case
-    async with httpx.AsyncClient(timeout=60) as plain:
+    async with httpx.AsyncClient(timeout=HANG_S) as plain:
         required = _required_of(await plain.get(paid_resource))
         payload = signer_client(x402ClientSync(), new_payer()).create_payment_payload(required)
         broken = PaymentPayload.model_validate(changed(dump(payload), path, value))

@@ -21,6 +21,7 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason
 from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import clock_ahead, head_timestamp, idle_for
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator, StartService
@@ -36,7 +37,7 @@ def _body(payload: PaymentPayload, requirements: PaymentRequirements) -> dict[st
 
 
 async def _verify_and_settle(base_url: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         verified = await client.post("/verify", json=body)
         settled = await client.post("/settle", json=body)
     assert (verified.status_code, settled.status_code) == (200, 200)
@@ -184,7 +185,7 @@ def _ignoring_block_overrides(node_url: str) -> Starlette:
         for call in calls if isinstance(calls, list) else [calls]:
             if call.get("method") in ("eth_call", "eth_estimateGas"):
                 call["params"] = call["params"][:2]
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             answer = await client.post(
                 node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
             )

@@ -16,6 +16,7 @@ from eth_account import Account
 from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
 from a2a_x402.facilitator.wire import PaymentPayload
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
 from tests.fixtures.servers import free_port, idle_connection_answers
@@ -74,7 +75,7 @@ async def test_two_processes_sharing_postgresql_settle_one_authorization_once(
 
     async with _processes(chain, tmp_path) as serve:
         urls = await asyncio.gather(serve(postgres_url), serve(postgres_url))
-        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=50)) as client:
+        async with httpx.AsyncClient(timeout=HANG_S, limits=httpx.Limits(max_connections=50)) as client:
             responses = await asyncio.gather(
                 *(client.post(urls[i % 2] + "/settle", json=body) for i in range(50))
             )

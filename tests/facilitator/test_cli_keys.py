@@ -15,6 +15,7 @@ import orjson
 from a2a_x402.devchain import DevChain
 from a2a_x402.payer import sign_payment
 from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.facilitator_processes import CLI, facilitator_process_env, facilitator_processes
 
@@ -63,7 +64,7 @@ async def test_keys_are_created_once_listed_without_secret_and_revoked_at_once(
 
     async with facilitator_processes(chain, tmp_path) as processes:
         served = await processes.serve(sqlite_url, X402_FACILITATOR_PUBLIC="false")
-        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=served.url, timeout=HANG_S) as http:
             verified = await http.post(
                 "/verify", content=body, headers={**headers, "authorization": f"Bearer {key}"}
             )
@@ -99,7 +100,7 @@ async def test_serve_says_how_to_create_a_key_or_that_it_is_public(
     async with facilitator_processes(chain, tmp_path) as processes:
         private = await processes.serve(sqlite_url, X402_FACILITATOR_PUBLIC="false")
         public = await processes.serve(sqlite_url, X402_FACILITATOR_PUBLIC="true")
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=HANG_S) as http:
             refused = await http.post(private.url + "/settle", content=b"{}")
             supported = await http.get(private.url + "/supported")
 
@@ -138,7 +139,7 @@ async def test_a_key_appears_only_in_its_create_output_at_debug(
         served = await processes.serve(
             sqlite_url, X402_FACILITATOR_PUBLIC="false", X402_ACCESS_LOG="true", **debug
         )
-        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=served.url, timeout=HANG_S) as http:
             for path in ("/verify", "/settle", "/settle/status"):
                 for presented in (key, wrong):
                     answer = await http.post(

@@ -20,6 +20,7 @@ from a2a_x402.observability import service_version
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.fixtures.commands import assert_no_secret
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import free_port, wait_answering
 
@@ -107,7 +108,7 @@ async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature
         url = f"http://127.0.0.1:{port}"
         await wait_answering(url + "/readyz", running=lambda: process.returncode is None, what="facilitator")
         headers = {"authorization": f"Bearer {api_key}"}
-        async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=HANG_S, headers=headers) as client:
             answers = []
             for payload in payloads:
                 body = {

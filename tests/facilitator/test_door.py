@@ -23,6 +23,7 @@ from a2a_x402.facilitator import ApiKeyStore, HttpFacilitatorClient, KeyRules
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
 
@@ -80,13 +81,13 @@ async def _post(
     if idempotency_key is not None:
         headers["idempotency-key"] = idempotency_key
     transport = None if source is None else httpx.AsyncHTTPTransport(local_address=source)
-    async with httpx.AsyncClient(base_url=url, timeout=30, transport=transport) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=HANG_S, transport=transport) as http:
         return await http.post(path, content=_body(payload, requirements), headers=headers)
 
 
 async def _door_refusals(url: str) -> dict[str, int]:
     """`x402_facilitator_door_refusals_total` by reason, from the service's /metrics (promtool-clean)."""
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=HANG_S) as http:
         text = (await http.get("/metrics")).text
     promtool_check(text)
     found = {}
@@ -154,7 +155,7 @@ async def test_a_stranger_is_refused_and_nothing_is_claimed_or_sent(
     assert set(answers.values()) == {401}
     assert await claim_rows(sqlite_url) == []
     assert relayer_nonce(chain) == sent_before
-    async with httpx.AsyncClient(base_url=private_service, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=private_service, timeout=HANG_S) as http:
         assert (await http.get("/supported")).status_code == 200
         assert (await http.get("/healthz")).status_code == 200
     # Each refusal counted by why, three paths each: a stranger knocking is visible to the operator.

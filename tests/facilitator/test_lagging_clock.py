@@ -29,7 +29,7 @@ from a2a_x402.facilitator import Facilitator
 from a2a_x402.facilitator.wire import Reason
 from a2a_x402.payer import sign_payment
 from tests.fixtures.chain import head_timestamp
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on, make_requirements
 from tests.fixtures.peer_nodes import HARDHAT_LAG_S
 
@@ -117,7 +117,7 @@ def _counting_overrides(node_url: str, asked: list[str]) -> Starlette:
         for call in calls if isinstance(calls, list) else [calls]:
             if len(call.get("params") or []) > 3:
                 asked.append(call["method"])
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             answer = await client.post(node_url, content=body, headers={"content-type": "application/json"})
         return Response(answer.content, media_type="application/json")
 

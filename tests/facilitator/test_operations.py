@@ -15,6 +15,7 @@ import httpx
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import Facilitator, FacilitatorSettings, create_app
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
 from tests.fixtures.servers import free_port
@@ -32,7 +33,9 @@ async def served(settings: FacilitatorSettings) -> AsyncIterator[httpx.AsyncClie
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://facilitator") as client:
+            async with httpx.AsyncClient(
+                timeout=HANG_S, transport=transport, base_url="http://facilitator"
+            ) as client:
                 yield client
     finally:
         await service.aclose()
@@ -56,7 +59,7 @@ async def test_metrics_pass_promtool_and_count_a_settlement(
         "paymentRequirements": requirements.to_json_dict(),
     }
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         before = (await client.get("/metrics")).text
         assert (await client.post("/verify", json=body)).json()["isValid"] is True
         assert (await client.post("/settle", json=body)).json()["success"] is True
@@ -136,7 +139,7 @@ async def test_an_unfunded_relayer_is_not_ready(start_service: StartService, sql
     key = "0x" + secrets.token_hex(32)  # made now, never funded
     base_url = start_service(sqlite_url, relayer_key=key, relayer_min_balance_wei=1)
 
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         response = await client.get("/readyz")
 
     body = response.json()

@@ -18,7 +18,7 @@ from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
 from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.facilitator_processes import facilitator_processes
 
@@ -92,7 +92,7 @@ async def test_two_processes_with_four_keys_settle_on_distinct_keys_each_authori
         first = await processes.serve(postgres_url, **_pool_env(X402_RELAYER_MAX_KEYS="2"))
         second = await processes.serve(postgres_url, **_pool_env(X402_RELAYER_MAX_KEYS="2"))
         urls = [first.url, second.url]
-        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as client:
+        async with httpx.AsyncClient(timeout=HANG_S, limits=httpx.Limits(max_connections=100)) as client:
             posts = [
                 client.post(urls[i % 2] + "/settle", json=_body(payload, requirements))
                 for i, payload in enumerate(singles)
@@ -141,7 +141,7 @@ async def test_keys_of_a_killed_process_are_taken_over_after_the_lease_and_its_t
     async with facilitator_processes(chain, tmp_path) as processes:
         doomed = await processes.serve(postgres_url, **_pool_env())
         chain.rpc.call("evm_setAutomine", [False])  # what it sends stays in the pool, unmined
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             posts = [
                 asyncio.ensure_future(client.post(doomed.url + "/settle", json=_body(p, requirements)))
                 for p in in_flight

@@ -26,7 +26,7 @@ from a2a_x402.facilitator._claims import claims_table
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 
 from .conftest import OpenFacilitator
@@ -365,7 +365,7 @@ def _receipts_aliased(node_url: str, aliases: dict[str, str]) -> Starlette:
             if call.get("method") == "eth_getTransactionReceipt" and call["params"][0] in aliases:
                 asked[call["id"]] = call["params"][0]
                 call["params"] = [aliases[call["params"][0]]]
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             answer = await client.post(
                 node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
             )

@@ -25,6 +25,7 @@ from a2a_x402.facilitator._relayer import BroadcastUncertainError, Relayer, Sent
 from a2a_x402.facilitator._rpc import RpcClient
 from a2a_x402.facilitator.wire import Reason
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.faults import rpc_proxy
 
@@ -129,7 +130,9 @@ async def test_an_outside_transaction_from_the_relayer_key_costs_nothing(
             "maxPriorityFeePerGas": 10**9,
         }
     )
-    chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
+    sent = chain.rpc.call("eth_sendRawTransaction", ["0x" + outside.raw_transaction.hex()])
+    # A node may answer the send a moment before its block is in: the count is read once it is mined.
+    chain.rpc.wait_for_receipt(sent, timeout_s=HANG_S)
     assert relayer_nonce(chain) == outside_nonce + 1
     payee_before = chain.balance_of(PAY_TO)
 
@@ -191,7 +194,7 @@ async def _send_twice(url: str, delivered: bool, chain: DevChain) -> None:
 
     assert following.nonce == nonce + (1 if delivered else 0)
     # A send returns once the node has the transaction; anvil mines it a moment later.
-    chain.rpc.wait_for_receipt(following.tx_hash)
+    chain.rpc.wait_for_receipt(following.tx_hash, timeout_s=HANG_S)
     assert relayer_nonce(chain) == following.nonce + 1
     assert _pool_is_empty(chain)
 
@@ -251,7 +254,7 @@ async def test_a_send_refused_in_the_middle_of_a_batch_fails_alone_and_its_nonce
     call = "0x" + encode_call("balanceOf(address)", [PAY_TO]).hex()
     try:
         first = await relayer.send(chain.asset, call, 100_000)  # nonce and fees known: one round below
-        chain.rpc.wait_for_receipt(first.tx_hash)
+        chain.rpc.wait_for_receipt(first.tx_hash, timeout_s=HANG_S)
         nonce = first.nonce + 1
         # Nothing is mined while the batch arrives: this relayer has no revival for a nonce anvil would
         # hold queued, were its predecessor mined as it came in (see `_replacement`).
@@ -274,7 +277,7 @@ async def test_a_send_refused_in_the_middle_of_a_batch_fails_alone_and_its_nonce
     assert [tx.nonce for tx in sent] == [nonce, nonce + 1, nonce + 3, nonce + 4]
     assert [tx.nonce for tx in fillers] == [nonce + 2]
     assert following.nonce == nonce + 5
-    chain.rpc.wait_for_receipt(following.tx_hash)
+    chain.rpc.wait_for_receipt(following.tx_hash, timeout_s=HANG_S)
     filler = chain.rpc.call("eth_getTransactionByHash", [fillers[0].tx_hash])
     assert (filler["to"].lower(), int(filler["value"], 16), filler["input"]) == (
         relayer.address.lower(),
@@ -282,7 +285,7 @@ async def test_a_send_refused_in_the_middle_of_a_batch_fails_alone_and_its_nonce
         "0x",
     )
     for tx in [*sent, *fillers]:
-        assert chain.rpc.wait_for_receipt(tx.tx_hash)["status"] == "0x1"
+        assert chain.rpc.wait_for_receipt(tx.tx_hash, timeout_s=HANG_S)["status"] == "0x1"
     assert relayer_nonce(chain) == nonce + 6
     assert _pool_is_empty(chain)
 
@@ -305,7 +308,7 @@ async def test_a_send_cut_short_after_reaching_the_node_is_uncertain_never_unsen
             await rpc.aclose()
 
     # Reported as maybe sent, so its claim waits for it: and it is mined.
-    assert chain.rpc.wait_for_receipt(uncertain.value.sent.tx_hash)["status"] == "0x1"
+    assert chain.rpc.wait_for_receipt(uncertain.value.sent.tx_hash, timeout_s=HANG_S)["status"] == "0x1"
 
 
 async def test_a_hole_at_the_nodes_next_nonce_is_filled_even_without_sends(chain: DevChain) -> None:
@@ -324,7 +327,7 @@ async def test_a_hole_at_the_nodes_next_nonce_is_filled_even_without_sends(chain
 
     # anvil answers a send a moment before its block is in: wait for it rather than race it.
     [filler] = fillers
-    chain.rpc.wait_for_receipt(filler.tx_hash)
+    chain.rpc.wait_for_receipt(filler.tx_hash, timeout_s=HANG_S)
     assert relayer_nonce(chain) == nonce + 1
     mined = chain.rpc.call("eth_getBlockByNumber", ["latest", True])["transactions"][-1]
     assert (int(mined["nonce"], 16), int(mined["value"], 16), mined["to"].lower()) == (
@@ -350,7 +353,7 @@ def _pending_is_latest(node_url: str, refuse_sends: list[bool]) -> Starlette:
             if call.get("method") == "eth_getTransactionCount" and call["params"][1] == "pending":
                 call["params"][1] = "latest"
         if not clients:
-            clients.append(httpx.AsyncClient(timeout=30))
+            clients.append(httpx.AsyncClient(timeout=HANG_S))
         answer = await clients[0].post(
             node_url, content=orjson.dumps(calls), headers={"content-type": "application/json"}
         )

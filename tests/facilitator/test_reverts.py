@@ -34,7 +34,7 @@ from a2a_x402.facilitator._reverts import (
 from a2a_x402.facilitator.wire import PaymentPayload, Reason
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine, write
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.metrics import promtool_check, sample
 
@@ -229,7 +229,9 @@ async def serving(service: Facilitator, settings: FacilitatorSettings) -> AsyncI
     app = create_app(service, settings=settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://facilitator") as client:
+        async with httpx.AsyncClient(
+            timeout=HANG_S, transport=transport, base_url="http://facilitator"
+        ) as client:
             yield client
 
 

@@ -16,6 +16,7 @@ from eth_account import Account
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
 from a2a_x402.facilitator._supported import supported_response
 from a2a_x402.facilitator.wire import Reason
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO
 from tests.fixtures.node import NodeScript
 
@@ -28,7 +29,7 @@ SCHEMES = ("exact", "upto")
 
 
 async def _post(base_url: str, path: str, body: object) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as client:
         return await client.post(path, json=body)
 
 
@@ -218,7 +219,7 @@ def test_supported_would_list_upto_and_permit2_for_a_chain_with_them() -> None:
 async def test_supported_lists_the_permit2_kinds_of_a_chain_with_their_contracts(
     chain: DevChain, start_service: StartService, sqlite_url: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=start_service(sqlite_url)) as client:
         supported = (await client.get("/supported")).json()
 
     assert supported["kinds"] == [
@@ -245,7 +246,7 @@ async def test_supported_lists_neither_on_a_chain_without_permit2(
 ) -> None:
     chain.rpc.call("anvil_setCode", [PERMIT2_ADDRESS, "0x"])
 
-    async with httpx.AsyncClient(base_url=start_service(sqlite_url)) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=start_service(sqlite_url)) as client:
         supported = (await client.get("/supported")).json()
 
     assert supported["kinds"] == [

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import MAX_CHAIN_ID, Reason
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 
 from .conftest import StartService
@@ -100,7 +101,7 @@ class _Case:
         return _body(sign_exact(self.new_payer(), requirements_model, **message), requirements_model)
 
     def check(self, body: Body, expected: Expected) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=30) as client:
+        with httpx.Client(base_url=self.base_url, timeout=HANG_S) as client:
             verified = client.post("/verify", json=body)
             settled = client.post("/settle", json=body)
         assert (verified.status_code, settled.status_code) == (200, 200), (verified.text, settled.text)

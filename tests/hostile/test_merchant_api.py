@@ -37,6 +37,7 @@ from schemathesis.core.transport import Response
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI
 from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import MerchantStarter, RunningMerchant
 
 from .fuzzing import AnyCase, fuzz_operations
@@ -173,7 +174,7 @@ def three_tenants(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Pa
 @pytest.fixture
 def a2a(three_tenants: RunningMerchant) -> Iterator[httpx.Client]:
     """A synchronous A2A 1.0 client of the merchant with the x402 extension activated."""
-    with httpx.Client(base_url=three_tenants.base_url, headers=A2A_HEADERS, timeout=30) as client:
+    with httpx.Client(base_url=three_tenants.base_url, headers=A2A_HEADERS, timeout=HANG_S) as client:
         yield client
 
 

@@ -100,7 +100,7 @@ class World:
 
     def http(self) -> httpx.AsyncClient:
         """An A2A 1.0 client with the x402 extension activated."""
-        return httpx.AsyncClient(base_url=self.base_url, headers=A2A_HEADERS, timeout=30)
+        return httpx.AsyncClient(base_url=self.base_url, headers=A2A_HEADERS, timeout=HANG_S)
 
 
 def _wait_delivered(database_url: str, chain: DevChain, receiver: Receiver, expected: int) -> None:
@@ -147,7 +147,7 @@ def _build_world(
     }
     settings = MerchantSettings(**values)
     base_url = servers.enter_context(serve_asgi(build_app(settings), sock=sock))
-    with httpx.Client(base_url=base_url, headers=A2A_HEADERS, timeout=30) as client:
+    with httpx.Client(base_url=base_url, headers=A2A_HEADERS, timeout=HANG_S) as client:
         tasks = {
             "acme-awaiting": quote(client, "acme"),
             "acme-paid": pay(client, "acme", quote(client, "acme"), chain.new_payer()),
@@ -422,7 +422,7 @@ async def test_the_books_are_closed_without_the_tenants_token(
     method, url = _billing_url(world, route, tenant)
     headers = _bearer(TOKENS["acme"]) if credentials == "acme-token" else CREDENTIALS[credentials]
     transport = httpx.AsyncHTTPTransport(local_address=address)
-    async with httpx.AsyncClient(base_url=world.base_url, timeout=30, transport=transport) as http:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=HANG_S, transport=transport) as http:
         response = await http.request(method, url, headers=headers)
 
     assert response.status_code == 401, response.text
@@ -438,7 +438,7 @@ async def test_an_authenticated_tenant_sees_and_redelivers_none_of_anothers_book
     world: World, route: str
 ) -> None:
     method, url = _billing_url(world, route, "globex")
-    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=HANG_S) as http:
         response = await http.request(method, url, headers=_bearer(TOKENS["globex"]))
 
     if route == "redeliver":
@@ -474,7 +474,7 @@ async def test_control_the_owner_reaches_its_tasks(world: World, binding: str) -
 @pytest.mark.parametrize("route", [r for r in BILLING_ROUTES if r != "redeliver"], ids=lambda r: f"acme-{r}")
 async def test_control_the_owner_reads_its_books(world: World, route: str) -> None:
     method, url = _billing_url(world, route, "acme")
-    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=HANG_S) as http:
         response = await http.request(method, url, headers=_bearer(TOKENS["acme"]))
 
     assert response.status_code == 200, response.text
@@ -487,7 +487,7 @@ async def test_control_the_owner_redelivers_its_event(world: World) -> None:
     """Last in the module: it changes the deliveries (and waits until the receiver has the event again)."""
     before = len(world.receiver.received)
     method, url = _billing_url(world, "redeliver", "acme")
-    async with httpx.AsyncClient(base_url=world.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=world.base_url, timeout=HANG_S) as http:
         response = await http.request(method, url, headers=_bearer(TOKENS["acme"]))
 
     assert response.status_code == 202, response.text

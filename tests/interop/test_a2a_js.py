@@ -22,6 +22,7 @@ from a2a_x402.extension import EXTENSION_URI
 from a2a_x402.merchant.callers import CallerKeys
 from a2a_x402.storage import create_engine
 from tests.fixtures.chain import idle_for
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -214,7 +215,7 @@ async def test_the_js_sdk_pays_with_a_jwt_of_the_tenants_own_issuer_valid_there_
     )
     # acme's issuer opens acme only: at the default tenant the same token is no caller's, and its card
     # (the 0.3 root card speaks for the default tenant alone) declares no bearer JWT.
-    async with httpx.AsyncClient(base_url=closed_shop.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=closed_shop.base_url, timeout=HANG_S) as http:
         envelope = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
         headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {request['token']}"}
         answer = (await http.post("/a2a/jsonrpc", json=envelope, headers=headers)).json()

@@ -25,6 +25,7 @@ from google.protobuf.json_format import MessageToDict
 from a2a_x402.extension import EXTENSION_URI
 from a2a_x402.facilitator.wire import PaymentRequired
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import NAMED_TENANT, TENANTS, TEXT, Shop
 
@@ -113,7 +114,7 @@ async def test_the_sdk_client_pays_and_the_payee_is_credited_once(
     context = ClientCallContext(
         service_parameters=ServiceParametersFactory.create([with_a2a_extensions([EXTENSION_URI])])
     )
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = await A2ACardResolver(http, shop.base_url).get_agent_card(
             http_kwargs={"headers": {VERSION_HEADER: PROTOCOL_VERSION_1_0}}
         )
@@ -166,7 +167,7 @@ async def test_the_sdk_factory_takes_the_first_tenants_interface_of_the_card(
     context = ClientCallContext(
         service_parameters=ServiceParametersFactory.create([with_a2a_extensions([EXTENSION_URI])])
     )
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = await A2ACardResolver(http, shop.base_url).get_agent_card(
             http_kwargs={"headers": {VERSION_HEADER: PROTOCOL_VERSION_1_0}}
         )

@@ -58,7 +58,7 @@ def v2_payload(v1, chosen, resource):
     return {"x402Version": 2, "accepted": accepted, "resource": resource, "payload": v1["payload"]}
 
 async def main():
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=120) as http:  # a hang guard, as HANG_S
         card = await A2ACardResolver(http, given["baseUrl"]).get_agent_card()
         config = ClientConfig(
             httpx_client=http,

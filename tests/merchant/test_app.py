@@ -28,6 +28,7 @@ from google.protobuf.json_format import MessageToDict
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI, PaymentCompletedData, PaymentVerifiedData
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     BINDINGS,
     DEFAULT_PAY_TO,
@@ -62,7 +63,7 @@ def binding(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client for the SDK (it adds `A2A-Version`; the extension is activated per call)."""
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         yield client
 
 
@@ -220,7 +221,7 @@ async def test_each_tenant_is_paid_and_booked(
 
 async def test_card_declares_the_extension_required(sqlite_url: str, start_merchant: MerchantStarter) -> None:
     merchant = start_merchant(sqlite_url)
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = await A2ACardResolver(http, merchant.base_url).get_agent_card(
             http_kwargs={"headers": {"A2A-Version": "1.0"}}
         )

@@ -46,6 +46,7 @@ from a2a_x402.agentcard import (
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     TWO_TENANTS,
@@ -182,7 +183,7 @@ async def test_each_versions_card_is_signed_and_verifies_with_the_merchants_jwks
     key = KeyStore(tmp_path / "keys").generate(alg)
     merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         served = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
         results = {
             version: await verify(http, merchant.base_url, served[version].card) for version in VERSIONS
@@ -225,7 +226,7 @@ async def test_the_signed_card_is_signed_once_and_cached_per_version(
 ) -> None:
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         first = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
         again = {version: await fetch_card(http, merchant.base_url, version) for version in VERSIONS}
         revalidated = await http.get(
@@ -253,7 +254,7 @@ async def test_the_served_bytes_minus_signatures_are_exactly_what_was_signed(
     # The same merchant without keys, claiming the same URL: its card is the unsigned document.
     unsigned = start_merchant(sqlite_url, public_url=signed.base_url, grpc_port=None)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         for version in VERSIONS:
             served = await fetch_card(http, signed.base_url, version)
             plain = await fetch_card(http, unsigned.base_url, version)
@@ -289,7 +290,7 @@ async def test_a_card_whose_pay_to_was_changed_fails_verification(
 ) -> None:
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = (await fetch_card(http, merchant.base_url, version)).card
         tampered = copy.deepcopy(card)
         [entry] = x402_pay_to(tampered, uri)
@@ -321,7 +322,7 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     new = out.split()[3]
 
     during = start_merchant(sqlite_url, card_keys_dir=str(keys))
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         rotating = {version: await fetch_card(http, during.base_url, version) for version in VERSIONS}
         checks = {
             version: await verify(http, during.base_url, rotating[version].card) for version in VERSIONS
@@ -332,7 +333,7 @@ async def test_rotation_signs_with_both_keys_until_the_old_one_is_retired(
     status, out, err = await merchant_cli("keys", "retire", old, keys_dir=keys, cwd=tmp_path)
     assert (status, out) == (0, f"retired key {old}\n"), err
     after = start_merchant(sqlite_url, card_keys_dir=str(keys))
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         retired = {version: await fetch_card(http, after.base_url, version) for version in VERSIONS}
         results = {version: await verify(http, after.base_url, retired[version].card) for version in VERSIONS}
         jwks_after = await fetch_jwks(http, after.base_url)
@@ -506,7 +507,7 @@ async def test_the_sdk_verifier_accepts_a_card_without_the_default_tenant(
 ) -> None:
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=TWO_TENANTS)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = (await fetch_card(http, merchant.base_url, "1.0")).card
         jwks = await fetch_jwks(http, merchant.base_url)
 
@@ -521,7 +522,7 @@ async def test_the_sdk_verifier_accepts_the_served_default_card(
     # SDK's canonical form (it drops every empty string, tests/agentcard/test_interop.py) and fail there.
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = (await fetch_card(http, merchant.base_url, "1.0")).card
         jwks = await fetch_jwks(http, merchant.base_url)
         assert (await verify(http, merchant.base_url, card)).verified
@@ -548,7 +549,7 @@ async def test_signing_keys_can_come_from_the_environment_instead_of_a_key_direc
     key = generate_signing_key("ES256")
     merchant = start_merchant(sqlite_url, card_signing_keys=json.dumps(key.private_jwk()))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         served = await fetch_card(http, merchant.base_url, "1.0")
         result = await verify(http, merchant.base_url, served.card)
         jwks = await fetch_jwks(http, merchant.base_url)
@@ -567,7 +568,7 @@ async def test_the_signing_key_can_come_from_a_single_file(
     key_file.chmod(0o600)
     merchant = start_merchant(sqlite_url, card_signing_key_file=str(key_file))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         served = await fetch_card(http, merchant.base_url, "1.0")
         result = await verify(http, merchant.base_url, served.card)
         jwks = await fetch_jwks(http, merchant.base_url)

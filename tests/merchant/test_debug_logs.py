@@ -27,7 +27,7 @@ from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.faults.processes import merchant_processes
 from tests.fixtures.commands import assert_no_secret, run_command
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import (
     BINDINGS,
@@ -125,7 +125,7 @@ async def _get_task_as(base_url: str, http: httpx.AsyncClient, binding: str, key
     """GetTask of no task with the caller API key `key` on `binding`: the error's reason, or the status of
     a refused credential (HTTP, or gRPC's name)."""
     headers = {**http.headers, "authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=base_url, headers=headers) as keyed:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url, headers=headers) as keyed:
         if binding == "jsonrpc":  # a refusal there is HTTP 401, not a JSON-RPC answer
             answer = await keyed.post(JSONRPC_PATH, json=_get_task_request())
             return "TASK_NOT_FOUND" if "TASK_NOT_FOUND" in answer.text else str(answer.status_code)
@@ -142,7 +142,7 @@ def _get_task_request() -> dict[str, object]:
 
 async def _use_the_dashboard_and_billing(base_url: str, token: str) -> list[str]:
     """Log in (wrong, then right), read pages and the billing API with a bearer, log out; the sessions."""
-    async with httpx.AsyncClient(base_url=base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as http:
         await http.post("/tenants/acme/dashboard/login", data={"token": token[::-1]})
         login = await http.post("/tenants/acme/dashboard/login", data={"token": token})
         session = login.cookies[SESSION_COOKIE]

@@ -31,7 +31,7 @@ from a2a_x402.merchant.webhooks import Outbox, generate_secret
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine, normalize_url
 from tests.faults.proxy import threaded_rpc_proxy
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -54,7 +54,7 @@ def terms_of(task: JSON) -> PaymentRequirements:
 
 
 async def metrics_of(merchant: RunningMerchant) -> str:
-    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=HANG_S) as client:
         response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -62,7 +62,7 @@ async def metrics_of(merchant: RunningMerchant) -> str:
 
 
 async def readiness(merchant: RunningMerchant) -> tuple[int, list[str], dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=HANG_S) as client:
         response = await client.get("/readyz")
     body = response.json()
     return response.status_code, body["failing"], body["checks"]

@@ -35,6 +35,7 @@ from a2a_x402.facilitator.wire import PaymentPayload
 from a2a_x402.merchant.checks import check_remote_facilitator
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import claim_rows, submit_directly, tampered
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -124,7 +125,7 @@ def sdk_facilitator(request: pytest.FixtureRequest, chain: DevChain, tmp_path: P
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client for the a2a-sdk client."""
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         yield client
 
 
@@ -310,7 +311,7 @@ async def test_the_sdk_facilitator_makes_the_merchant_ready_and_passes_check(
     # The SDK's server has no liveness route: readiness asks what `check` asks, `GET /supported`.
     merchant = start_merchant(sqlite_url, facilitator_url=sdk_facilitator)
 
-    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=merchant.base_url, timeout=HANG_S) as client:
         response = await client.get("/readyz")
 
     assert (response.status_code, response.json()["failing"]) == (200, [])

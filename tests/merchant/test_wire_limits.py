@@ -29,6 +29,7 @@ from a2a_x402.extension import (
 )
 from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.payer import sign_payment
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
     RunningMerchant,
@@ -78,7 +79,7 @@ class _Shop:
     def pay(self, expected: Expected, **authorization: int) -> None:
         """Pay a new task with the authorization fields given (the others as a payer signs them)."""
         headers = {VERSION_HEADER: "1.0", HTTP_EXTENSION_HEADER: EXTENSION_URI}
-        with httpx.Client(base_url=self._merchant.base_url, headers=headers, timeout=30) as client:
+        with httpx.Client(base_url=self._merchant.base_url, headers=headers, timeout=HANG_S) as client:
             task = self._send(client, user_message())
             assert "code" not in task, task
             terms = offered_terms(task).accepts[0]

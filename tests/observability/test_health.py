@@ -10,6 +10,7 @@ import httpx
 from starlette.applications import Starlette
 
 from a2a_x402.observability import Check, CheckResult, readiness_route, render_checks, run_checks
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import free_port
 
 
@@ -71,7 +72,9 @@ def test_the_table_has_a_row_per_check() -> None:
 async def test_readyz_fails_on_any_problem_fatal_or_not() -> None:
     app = Starlette(routes=[readiness_route(lambda: [Check("a", _fine), Check("b", _short)])])
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    async with httpx.AsyncClient(
+        timeout=HANG_S, transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
         response = await client.get("/readyz")
 
     assert response.status_code == 503
@@ -87,7 +90,7 @@ async def test_readyz_says_what_a_probe_raised_in_words_never_its_class() -> Non
     closed = f"http://127.0.0.1:{free_port()}"
 
     async def node() -> CheckResult:
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             await client.get(closed)
         raise AssertionError("a closed port answered")
 
@@ -103,7 +106,9 @@ async def test_readyz_says_what_a_probe_raised_in_words_never_its_class() -> Non
     checks = [Check("node", node), Check("database", database), Check("shape", shape), Check("sql", sql)]
     app = Starlette(routes=[readiness_route(lambda: checks)])
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    async with httpx.AsyncClient(
+        timeout=HANG_S, transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
         body = (await client.get("/readyz")).json()
 
     assert {name: check["detail"] for name, check in body["checks"].items()} == {

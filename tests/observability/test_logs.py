@@ -20,6 +20,7 @@ from a2a_x402.observability import (
     configure_logging,
     log_context,
 )
+from tests.fixtures.deadlines import HANG_S
 
 
 def test_json_lines_carry_time_level_logger_message_and_context(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,7 +116,9 @@ async def test_the_access_log_has_one_line_per_request_without_the_query(
     transport = httpx.ASGITransport(app=app)
 
     with caplog.at_level(logging.INFO, logger="x402.access"):
-        async with httpx.AsyncClient(transport=transport, base_url="http://merchant") as client:
+        async with httpx.AsyncClient(
+            timeout=HANG_S, transport=transport, base_url="http://merchant"
+        ) as client:
             await client.post("/hello?token=secret-value", content=b"body")
             await client.get("/missing")
 

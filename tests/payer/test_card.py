@@ -31,6 +31,7 @@ from a2a_x402.payer import (
     UntrustedCardError,
     resolve_card,
 )
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import free_port
 
 from .conftest import PAY_TO, PRICE, TENANT, TENANT_PAY_TO
@@ -51,7 +52,7 @@ async def test_resolve_card_reads_the_x402_terms_the_card_pins(
     )
     url = merchant(tenants=tenants)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         by_origin = await resolve_card(http, url)
         by_url = await resolve_card(http, url + "/.well-known/agent-card.json")
 
@@ -95,7 +96,7 @@ async def test_resolve_card_refuses_cards_without_usable_x402_terms(
 ) -> None:
     url = merchant(card_edit=edit)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(CardError, match=reason) as caught:
             await resolve_card(http, url)
 
@@ -105,7 +106,7 @@ async def test_resolve_card_refuses_cards_without_usable_x402_terms(
 async def test_resolve_card_refuses_what_is_not_a_card(merchant: Callable[..., str]) -> None:
     url = merchant()
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(CardNotServedError) as not_served:
             await resolve_card(http, url + "/no-card-here.json")
         with pytest.raises(CardError, match="absolute http"):
@@ -147,7 +148,7 @@ async def test_resolve_card_stops_downloading_a_ten_megabyte_card_at_the_cap(
 
     url = asgi_server(card_server(chunks))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(CardError, match=f"larger than {MAX_CARD_BYTES} bytes") as caught:
             await resolve_card(http, url, timeout_s=3.0)
 
@@ -164,7 +165,7 @@ async def test_resolve_card_refuses_a_card_with_a_duplicate_member(asgi_server: 
 
     url = asgi_server(card_server(chunks))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(CardError, match="'name'") as caught:
             await resolve_card(http, url)
 
@@ -208,7 +209,7 @@ async def test_connect_checks_the_card_under_warn_by_default(
     with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard._verify"):
         async with await Payer.connect(url, key) as payer:
             verification = payer.card.verification
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         off = await resolve_card(http, url, verifier=CardVerifier(policy=SignaturePolicy.OFF))
 
     assert (verification.status, verification.code) == (CardStatus.UNSIGNED, "card_unsigned")
@@ -228,7 +229,7 @@ async def test_connect_refuses_a_key_that_is_not_a_key(merchant: Callable[..., s
 async def test_resolve_card_at_a_closed_port_is_an_unreachable_merchant_without_a_repr() -> None:
     url = f"http://127.0.0.1:{free_port()}/card.json"
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(MerchantUnreachableError) as caught:
             await resolve_card(http, url)
 

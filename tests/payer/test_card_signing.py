@@ -43,6 +43,7 @@ from a2a_x402.payer import (
     resolve_card,
 )
 from a2a_x402.payer.cli import _jku_hint
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import PAY_TO, PRICE, TEXT
@@ -77,7 +78,7 @@ def rewriting_proxy(upstream: str, *, card: bool, terms: bool) -> Starlette:
     async def relay(request: Request) -> Response:
         path = request.url.path
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_RELAYED}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=HANG_S) as http:
             reply = await http.request(
                 request.method, upstream + path, headers=headers, content=await request.body()
             )
@@ -107,7 +108,7 @@ async def test_require_pays_a_merchant_whose_card_verifies(
     [key] = KeyStore(keys_dir).signing_keys()
     url = merchant(card_keys_dir=str(keys_dir))
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card_verifier = verifier(http, SignaturePolicy.REQUIRE)
         async with await Payer.connect(url, new_payer(), card_verifier=card_verifier, http=http) as payer:
             verification = payer.card.verification
@@ -130,7 +131,7 @@ async def test_warn_pays_despite_an_unsigned_card_and_logs_why(
     url = merchant()
 
     with caplog.at_level(logging.WARNING, logger="a2a_x402.agentcard"):
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=HANG_S) as http:
             card_verifier = verifier(http, SignaturePolicy.WARN)
             async with await Payer.connect(url, new_payer(), card_verifier=card_verifier, http=http) as payer:
                 verification = payer.card.verification
@@ -154,7 +155,7 @@ async def test_a_man_in_the_middle_swapping_the_cards_pay_to_is_refused_under_re
     url = behind_proxy(merchant, asgi_server, keys_dir, card=True, terms=True)
     key, block = new_payer(), block_number(chain)
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(UntrustedCardError) as caught:
             await Payer.connect(url, key, card_verifier=verifier(http, SignaturePolicy.REQUIRE), http=http)
         async with await Payer.connect(
@@ -185,7 +186,7 @@ async def test_terms_paying_an_address_the_verified_card_does_not_list_are_refus
     stages: list[PaymentStage] = []
     key, block = new_payer(), block_number(chain)
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card_verifier = verifier(http, SignaturePolicy.REQUIRE)
         async with await Payer.connect(url, key, card_verifier=card_verifier, http=http) as payer:
             verified = payer.card.verification
@@ -203,7 +204,7 @@ async def test_a_card_carrying_another_merchants_signatures_is_refused(
     merchant: Callable[..., str], keys_dir: Path
 ) -> None:
     genuine = merchant(card_keys_dir=str(keys_dir))
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         reply = await http.get(genuine + AGENT_CARD_WELL_KNOWN_PATH, headers={"A2A-Version": "1.0"})
     signatures = reply.json()["signatures"]
 
@@ -214,7 +215,7 @@ async def test_a_card_carrying_another_merchants_signatures_is_refused(
     impostor = merchant(pay_to=ATTACKER, card_edit=graft)
     key = "0x" + "11" * 32
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         with pytest.raises(UntrustedCardError) as caught:
             await Payer.connect(
                 impostor, key, card_verifier=verifier(http, SignaturePolicy.REQUIRE), http=http
@@ -237,7 +238,7 @@ async def test_resolutions_sharing_a_jwks_cache_fetch_the_merchants_keys_once(
         if request.url.path == JWKS_PATH:
             jwks_fetches.append(str(request.url))
 
-    async with httpx.AsyncClient(timeout=30, event_hooks={"request": [note_jwks_fetch]}) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, event_hooks={"request": [note_jwks_fetch]}) as http:
         jwks = JwksCache(http, allow_insecure_localhost=True)
         first = await resolve_card(http, url, jwks=jwks)
         second = await resolve_card(http, url, jwks=jwks)

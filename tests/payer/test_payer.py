@@ -36,6 +36,7 @@ from a2a_x402.payer import (
     PayToNotPinnedError,
     StageKind,
 )
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import PAY_TO, PRICE, TENANT, TENANT_PAY_TO, TEXT, Fault, FaultyTransport, sent_message
 
@@ -78,7 +79,7 @@ async def run(payer: Payer, *, streaming: bool, stages: list[PaymentStage]) -> N
 async def task_state(base_url: str, task_id: str) -> str:
     """The task's state as the merchant reports it, read without the payer."""
     headers = {"A2A-Version": "1.0", "A2A-Extensions": EXTENSION_URI}
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=HANG_S) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
         reply = await http.post("/a2a/jsonrpc", json=body)
     state: str = reply.json()["result"]["status"]["state"]
@@ -212,7 +213,7 @@ async def test_a_lost_submission_is_presented_again_and_never_signed_again(
     transport = FaultyTransport(fault)
     stages: list[PaymentStage] = []
 
-    async with httpx.AsyncClient(transport=transport) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, transport=transport) as http:
         async with await Payer.connect(merchant(), key, http=http, settings=FAST) as payer:
             await run(payer, streaming=streaming, stages=stages)
 
@@ -236,7 +237,7 @@ async def test_a_payment_that_never_arrives_is_not_signed_again(
     stages: list[PaymentStage] = []
     settings = PayerSettings(submit_attempts=3, retry_backoff_s=0.01)
 
-    async with httpx.AsyncClient(transport=transport) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, transport=transport) as http:
         async with await Payer.connect(merchant(), new_payer(), http=http, settings=settings) as payer:
             with pytest.raises(MerchantUnreachableError) as caught:
                 await payer.pay(TEXT, on_stage=stages.append)
@@ -348,7 +349,7 @@ async def test_a_failed_payment_raises_with_the_merchant_error_code(
 ) -> None:
     transport = FaultyTransport(Fault.CORRUPT_SIGNATURE)
 
-    async with httpx.AsyncClient(transport=transport) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, transport=transport) as http:
         async with await Payer.connect(merchant(), new_payer(), http=http) as payer:
             with pytest.raises(PaymentFailedError) as caught:
                 await payer.pay(TEXT)
@@ -423,7 +424,7 @@ async def test_a_settlement_pending_too_long_raises_with_its_transaction(
     # Let the merchant finish, so that it stops cleanly.
     chain.rpc.call("evm_mine")
     assert pending.task_id is not None
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while await task_state(url, pending.task_id) != "TASK_STATE_COMPLETED":
         assert time.monotonic() < deadline, "the merchant did not complete the task once it was mined"
         await asyncio.sleep(0.05)
@@ -437,7 +438,7 @@ async def test_a_merchant_gone_after_its_card_is_unreachable_in_words_not_the_sd
         Fault.LOSE_REQUEST, times=100, select=lambda request: request.method == "POST"
     )
 
-    async with httpx.AsyncClient(transport=transport) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, transport=transport) as http:
         async with await Payer.connect(merchant(), new_payer(), http=http, settings=FAST) as payer:
             with pytest.raises(MerchantUnreachableError) as caught:
                 await payer.pay(TEXT)

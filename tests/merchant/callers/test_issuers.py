@@ -22,6 +22,7 @@ from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.tenants import Tenant, TenantJwtIssuer, TenantRegistry
 from a2a_x402.merchant.wiring import build_authenticator
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 
 PAY_TO = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
@@ -33,7 +34,7 @@ def trust(issuer: Issuer, tenants: frozenset[str] | None, audience: str = AUDIEN
 
 @pytest.fixture
 async def jwks() -> AsyncIterator[JwksCache]:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         yield JwksCache(http, allow_insecure_localhost=True, min_refetch_interval_s=1.0)
 
 
@@ -138,7 +139,7 @@ async def test_the_merchant_trusts_its_own_issuer_everywhere_and_each_tenants_wh
     )
     engine = create_engine(sqlite_url)
     try:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=HANG_S) as http:
             authenticator = build_authenticator(settings, engine, http, tenants)
             everywhere = await authenticator.authenticate(f"Bearer {jwt_issuer.token('svc')}")
             shared = await authenticator.authenticate(f"Bearer {other_jwt_issuer.token('svc')}")

@@ -22,7 +22,7 @@ from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 @pytest.fixture
 async def authenticator(jwt_issuer: Issuer) -> AsyncIterator[Authenticator]:
     """An authenticator trusting `jwt_issuer` (no API keys), refetching an unknown kid after 1 s."""
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         cache = JwksCache(http, allow_insecure_localhost=True, min_refetch_interval_s=1.0, max_bytes=8192)
         issuer = JwtIssuer(
             issuer=jwt_issuer.url, audience=AUDIENCE, jwks_url=jwt_issuer.jwks_url, leeway_s=30
@@ -116,7 +116,7 @@ async def test_keys_are_cached_and_an_unknown_kid_is_fetched_again_at_most_once_
 @settings(max_examples=60, deadline=None)
 @given(st.text(min_size=1, max_size=300))
 async def test_no_made_up_credential_authenticates(value: str) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         issuer = JwtIssuer(
             issuer="https://issuer.test", audience=AUDIENCE, jwks_url="https://issuer.test/jwks"
         )

@@ -35,6 +35,7 @@ from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints, generate_secret
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -153,7 +154,9 @@ async def local_dashboard(sqlite_url: str) -> AsyncIterator[LocalDashboard]:
     headers = {"authorization": f"Bearer {token}"}
     transport = httpx.ASGITransport(app=app)
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers) as http:
+        async with httpx.AsyncClient(
+            timeout=HANG_S, transport=transport, base_url="http://test", headers=headers
+        ) as http:
             yield http, Ledger(engine, Outbox(engine)), OfferStore(engine)
     finally:
         await engine.dispose()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 
 from a2a_x402.merchant.dashboard import SESSION_COOKIE
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import MerchantStarter
 
 from .conftest import Shop
@@ -28,7 +29,7 @@ _CROSS_SITE = {
 def _client_from(shop: Shop, address: str) -> httpx.AsyncClient:
     """A client of the merchant whose connections come from `address` (any of 127.0.0.0/8)."""
     transport = httpx.AsyncHTTPTransport(local_address=address)
-    return httpx.AsyncClient(base_url=shop.merchant.base_url, transport=transport)
+    return httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url, transport=transport)
 
 
 def _headers(template: dict[str, str], base: str) -> dict[str, str]:
@@ -38,7 +39,7 @@ def _headers(template: dict[str, str], base: str) -> dict[str, str]:
 async def test_cross_site_log_ins_and_log_outs_are_refused_and_change_nothing(shop: Shop) -> None:
     base = shop.merchant.base_url
     login_url, logout_url = f"{shop.dashboard('acme')}/login", f"{shop.dashboard('acme')}/logout"
-    async with httpx.AsyncClient(base_url=base) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base) as http:
         same = {"origin": base, "sec-fetch-site": "same-origin", "referer": base + login_url}
         login = await http.post(login_url, data={"token": shop.tokens["acme"]}, headers=same)
         assert login.status_code == 303, login.text
@@ -63,7 +64,7 @@ async def test_cross_site_log_ins_and_log_outs_are_refused_and_change_nothing(sh
 
 
 async def test_a_new_log_in_replaces_the_session_the_browser_came_with(shop: Shop) -> None:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         first = await http.post(f"{shop.dashboard('acme')}/login", data={"token": shop.tokens["acme"]})
         old = first.cookies[SESSION_COOKIE]
         second = await http.post(f"{shop.dashboard('acme')}/login", data={"token": shop.tokens["acme"]})
@@ -137,7 +138,7 @@ async def test_fifty_wrong_bearer_tokens_on_the_billing_api_get_429_and_the_righ
 
 async def test_integer_query_parameters_out_of_range_are_422_never_a_500(shop: Shop) -> None:
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url, headers=acme) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url, headers=acme) as http:
         answers = {
             value: await http.get("/tenants/acme/webhooks/events", params={"since_sequence": value})
             for value in (str(2**70), str(2**63), "-1", "1e3", str(2**63 - 1), "0")
@@ -167,7 +168,7 @@ async def test_integer_query_parameters_out_of_range_are_422_never_a_500(shop: S
 
 async def test_billing_answers_are_never_stored_and_no_api_docs_are_served(shop: Shop) -> None:
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         answers = [
             await http.get("/tenants/acme/ledger/balance", headers=acme),
             await http.get("/tenants/acme/ledger/statement", params={"format": "csv"}, headers=acme),
@@ -189,7 +190,7 @@ async def test_x402_api_docs_serves_the_schema_alone(
     sqlite_url: str, start_merchant: MerchantStarter
 ) -> None:
     merchant = start_merchant(sqlite_url, api_docs=True)
-    async with httpx.AsyncClient(base_url=merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=merchant.base_url) as http:
         schema = await http.get("/openapi.json")
         docs = {path: (await http.get(path)).status_code for path in ("/docs", "/redoc")}
 

@@ -31,7 +31,7 @@ from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, ledger_entries
 from tests.fixtures.servers import free_port
@@ -66,7 +66,7 @@ async def test_a_tenant_books_and_acknowledges_its_differences_and_nobody_else_c
         f"{shop.dashboard('acme')}/differences",
         f"{shop.dashboard('globex')}/differences",
     )
-    async with httpx.AsyncClient(base_url=base) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base) as http:
 
         async def listed(page: str, tenant: str) -> list[int]:
             answer = await http.get(page, headers=_bearer(shop, tenant))

@@ -10,7 +10,7 @@ import httpx
 
 from a2a_x402.merchant.ledger import LedgerReader
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 
 from .conftest import Shop
 
@@ -21,7 +21,7 @@ def _section(text: str, name: str) -> str:
 
 
 async def _page(shop: Shop, tenant: str, path: str = "") -> httpx.Response:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         return await http.get(
             shop.dashboard(tenant) + path, headers={"authorization": f"Bearer {shop.tokens[tenant]}"}
         )

@@ -14,6 +14,7 @@ from a2a_x402.merchant.dashboard._format import Money
 from a2a_x402.merchant.dashboard._views import SettlementView
 from a2a_x402.merchant.ledger import LedgerReader
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import Shop
 
@@ -23,7 +24,7 @@ def _rows(text: str) -> list[dict[str, str]]:
 
 
 async def _get(shop: Shop, tenant: str, path: str, **params: str) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         return await http.get(
             shop.dashboard(tenant) + path,
             params=params,
@@ -71,7 +72,7 @@ async def test_payers_and_refused_payments_as_csv(shop: Shop) -> None:
 @pytest.mark.parametrize("path", ["/settlements.csv", "/payers.csv", "/unpaid.csv"])
 async def test_a_stranger_or_another_tenant_gets_no_csv(shop: Shop, path: str) -> None:
     await shop.paid_task("globex")
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         none = await http.get(shop.dashboard("globex") + path)
         other = await http.get(
             shop.dashboard("globex") + path, headers={"authorization": f"Bearer {shop.tokens['acme']}"}

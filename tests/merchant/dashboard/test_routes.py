@@ -24,7 +24,7 @@ from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly
 from tests.faults.clients import open_task, pay
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.merchant import MerchantStarter, MerchantWire
 
 from .conftest import SEGMENTS, Shop
@@ -61,7 +61,7 @@ async def _pay_each_tenant(shop: Shop) -> dict[str, _Paid]:
 def _client_from(shop: Shop, address: str) -> httpx.AsyncClient:
     """A client of the merchant whose connections come from `address` (any of 127.0.0.0/8)."""
     transport = httpx.AsyncHTTPTransport(local_address=address)
-    return httpx.AsyncClient(base_url=shop.merchant.base_url, transport=transport)
+    return httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url, transport=transport)
 
 
 async def _log_in(http: httpx.AsyncClient, shop: Shop, tenant: str) -> httpx.Response:
@@ -71,7 +71,7 @@ async def _log_in(http: httpx.AsyncClient, shop: Shop, tenant: str) -> httpx.Res
 async def test_only_the_urls_own_tenant_sees_its_dashboard_with_a_token_or_a_session(shop: Shop) -> None:
     paid = await _pay_each_tenant(shop)
     every_mark = [mark for item in paid.values() for mark in item.marks]
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         sessions = {}
         for tenant in SEGMENTS:
             login = await _log_in(http, shop, tenant)
@@ -127,7 +127,7 @@ async def test_only_the_urls_own_tenant_sees_its_dashboard_with_a_token_or_a_ses
 async def test_the_overview_shows_the_amount_in_atomic_units_and_with_the_assets_decimals(shop: Shop) -> None:
     await shop.paid_task("acme")
     price = shop.prices["acme"]  # 100000 atomic units: 0.1 dev USDC (6 decimals)
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         page = await http.get(
             shop.dashboard("acme"), headers={"authorization": f"Bearer {shop.tokens['acme']}"}
         )
@@ -142,7 +142,7 @@ async def test_the_overview_shows_the_amount_in_atomic_units_and_with_the_assets
 
 
 async def test_the_session_cookie_is_httponly_strict_and_scoped_and_logging_out_ends_it(shop: Shop) -> None:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         wrong = await http.post(f"{shop.dashboard('acme')}/login", data={"token": shop.tokens["globex"]})
         missing = await http.post(f"{shop.dashboard('acme')}/login", data={})
         unknown = await http.post("/tenants/nosuch/dashboard/login", data={"token": shop.tokens["acme"]})
@@ -176,7 +176,7 @@ async def test_after_ten_wrong_tokens_for_a_tenant_an_address_gets_429_but_the_r
     shop: Shop,
 ) -> None:
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         login_url = f"{shop.dashboard('acme')}/login"
         wrong = [await http.post(login_url, data={"token": f"guess-{n}"}) for n in range(10)]
         refused = await http.post(f"{shop.dashboard('acme')}/login", data={"token": "guess-10"})
@@ -205,7 +205,7 @@ async def test_after_ten_wrong_tokens_for_a_tenant_an_address_gets_429_but_the_r
 async def test_what_comes_from_the_url_is_escaped_and_pages_allow_no_script(shop: Shop) -> None:
     attack = "<img src=x onerror=alert(1)>\"'&"  # no slash: it is one path segment
     acme = {"authorization": f"Bearer {shop.tokens['acme']}"}
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         login = await http.get(f"/tenants/{attack}/dashboard")
         missing = await http.get(f"{shop.dashboard('acme')}/settlements/{attack}", headers=acme)
         style = await http.get("/dashboard/static/dashboard.css")
@@ -233,7 +233,7 @@ async def test_the_reconcilers_open_differences_reach_only_the_tenant_paid(
     nonce = payload.payload.authorization.nonce
     headers = {tenant: {"authorization": f"Bearer {shop.tokens[tenant]}"} for tenant in SEGMENTS}
 
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
 
         async def reported() -> bool:
             page = await http.get(shop.dashboard("acme"), headers=headers["acme"])
@@ -294,7 +294,7 @@ async def test_the_overview_lists_the_tenants_callers_without_their_keys(shop: S
         await keys.revoke("acme", "bob")
     finally:
         await engine.dispose()
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         page = await http.get(
             shop.dashboard("acme"), headers={"authorization": f"Bearer {shop.tokens['acme']}"}
         )

@@ -17,6 +17,7 @@ from a2a_x402.merchant.webhooks import Outbox, WebhookEndpoints
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.faults.clients import open_task, pay
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import MerchantWire
 
 from .conftest import Shop
@@ -28,7 +29,7 @@ def _section(text: str, name: str) -> str:
 
 
 async def _get(shop: Shop, tenant: str, path: str, **params: str) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         return await http.get(
             shop.dashboard(tenant) + path,
             params=params,
@@ -121,7 +122,7 @@ async def test_walking_the_pages_by_their_cursor_visits_every_settlement_once(sh
 async def test_a_bad_filter_is_refused_with_422_and_one_line(
     shop: Shop, params: dict[str, str] | list[tuple[str, str]]
 ) -> None:
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         answer = await http.get(
             shop.dashboard("globex") + "/settlements",
             params=tuple(params.items() if isinstance(params, dict) else params),
@@ -145,7 +146,7 @@ async def test_filters_parse_to_a_utc_range_and_a_cursor() -> None:
 
 async def test_a_stranger_gets_no_list(shop: Shop) -> None:
     await shop.paid_task("globex")
-    async with httpx.AsyncClient(base_url=shop.merchant.base_url) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=shop.merchant.base_url) as http:
         none = await http.get(shop.dashboard("globex") + "/settlements")
         other = await http.get(
             shop.dashboard("globex") + "/settlements",

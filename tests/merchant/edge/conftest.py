@@ -24,6 +24,7 @@ from a2a_x402.merchant.edge import AgentCardSettings, CardModifier, HandlerLayer
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 from a2a_x402.observability import FailureThrottle
 from a2a_x402.storage import create_engine, upgrade_schema
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import base_url_of, bind_loopback, free_port, serve_asgi
 
 from .executors import ScriptedExecutor
@@ -91,7 +92,7 @@ def running_merchant(
     """
     sock = sock if sock is not None else bind_loopback()
     engine = create_engine(database_url)
-    jwks = httpx.AsyncClient()
+    jwks = httpx.AsyncClient(timeout=HANG_S)
     verifiers = [
         JwtVerifier(issuer, JwksCache(jwks, allow_insecure_localhost=True, min_refetch_interval_s=1.0))
         for issuer in jwt_issuers
@@ -141,7 +142,7 @@ def a2a_http_as(base_url: str, token: str) -> httpx.AsyncClient:
 
 def a2a_http(base_url: str) -> httpx.AsyncClient:
     """An HTTP client for the merchant at `base_url` that speaks A2A 1.0."""
-    return httpx.AsyncClient(base_url=base_url, headers={"A2A-Version": "1.0"}, timeout=10)
+    return httpx.AsyncClient(base_url=base_url, headers={"A2A-Version": "1.0"}, timeout=HANG_S)
 
 
 @pytest.fixture(scope="module")

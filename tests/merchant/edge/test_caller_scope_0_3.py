@@ -36,7 +36,7 @@ async def main():
     store = InMemoryContextCredentialStore()
     for who in ("owner", "stranger"):
         await store.set_credentials(who, given["scheme"], given[who])
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=120) as http:  # a hang guard, as HANG_S
         card = await A2ACardResolver(http, given["baseUrl"]).get_agent_card()
         config = ClientConfig(httpx_client=http, supported_transports=[given["transport"]], streaming=False)
         client = ClientFactory(config).create(card, interceptors=[AuthInterceptor(store)])

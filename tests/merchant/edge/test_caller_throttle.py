@@ -16,6 +16,7 @@ from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from a2a_x402.merchant.edge._authn import REFUSED_MESSAGE
 from a2a_x402.observability import FailureThrottle
 from tests.fixtures.a2a_grpc import GrpcCalls, a2a_stub
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import free_port
 
 from .conftest import a2a_http, a2a_http_as, issue_key, running_merchant
@@ -66,7 +67,7 @@ async def test_fifty_wrong_keys_then_the_right_one_over_http(
     # Another address is not throttled (loopback: any 127/8 source address reaches the server).
     elsewhere = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
     async with httpx.AsyncClient(
-        base_url=base_url, transport=elsewhere, headers={"A2A-Version": "1.0"}
+        timeout=HANG_S, base_url=base_url, transport=elsewhere, headers={"A2A-Version": "1.0"}
     ) as other:
         answer = await other.get(f"{REST_PATH}/tasks", headers={"Authorization": f"Bearer {_wrong_key(0)}"})
     assert answer.status_code == 401

@@ -28,6 +28,7 @@ from a2a_x402.merchant.edge import (
 )
 from a2a_x402.merchant.edge._card_security import _ANONYMOUS, _SCHEMES
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import PAY_TO, SKILL, TENANT_A, TENANT_B, make_card, make_tenants, running_merchant
 from .wire import JSON
@@ -303,7 +304,7 @@ async def test_served_card_is_the_requested_version_cached_and_revalidated(
     sqlite_url: str, headers: dict[str, str], version: str | None
 ) -> None:
     with running_merchant(sqlite_url) as base_url:
-        async with httpx.AsyncClient(base_url=base_url) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as http:
             response = await http.get(AGENT_CARD_PATH, headers=headers)
             etag = response.headers["etag"]
             revalidated = await http.get(AGENT_CARD_PATH, headers={**headers, "If-None-Match": etag})
@@ -328,7 +329,7 @@ async def test_served_card_is_the_requested_version_cached_and_revalidated(
 
 async def test_each_version_has_its_own_entity_tag(sqlite_url: str) -> None:
     with running_merchant(sqlite_url) as base_url:
-        async with httpx.AsyncClient(base_url=base_url) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as http:
             versionless = await http.get(AGENT_CARD_PATH)
             legacy = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "0.3"})
             current = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})
@@ -359,7 +360,7 @@ async def test_each_version_has_its_own_entity_tag(sqlite_url: str) -> None:
 @pytest.mark.parametrize("version", ["1.7", "2.0", "0.2", "abc"])
 async def test_card_of_an_unsupported_version_is_refused(sqlite_url: str, version: str) -> None:
     with running_merchant(sqlite_url) as base_url:
-        async with httpx.AsyncClient(base_url=base_url) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as http:
             response = await http.get(AGENT_CARD_PATH, headers={"A2A-Version": version})
 
     assert response.status_code == 400
@@ -377,7 +378,7 @@ async def test_card_modifier_shapes_every_served_card(sqlite_url: str) -> None:
         return served
 
     with running_merchant(sqlite_url, card_modifier=rename) as base_url:
-        async with httpx.AsyncClient(base_url=base_url) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as http:
             served = (await http.get(AGENT_CARD_PATH, headers={"A2A-Version": "1.0"})).json()
             legacy = (await http.get(AGENT_CARD_PATH)).json()
 

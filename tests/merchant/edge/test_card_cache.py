@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, create_app
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 
 from .conftest import make_card, make_tenants
@@ -96,7 +97,7 @@ async def test_cache_never_crosses_versions(
 ) -> None:
     first, second = order
     with cached_merchant(sqlite_url, tmp_path) as (base_url, origin):
-        async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as http:
             cards = [await fetch(http, version) for version in (first, first, second, second, first)]
             reached = origin.card_requests
 
@@ -111,7 +112,7 @@ async def test_without_vary_the_cache_would_serve_a_0_3_card_to_1_0_clients(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     with cached_merchant(sqlite_url, tmp_path, strip_vary=True) as (base_url, origin):
-        async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as http:
             legacy = await fetch(http, None)
             current = await fetch(http, "1.0")
 

@@ -30,6 +30,7 @@ from a2a_x402.agentcard import (
 )
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, tenant_root
 from tests.fixtures.compat import CompatPython
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import TWO_TENANTS, MerchantStarter
 from tests.merchant.test_card_signing import fetch_jwks, sdk_key_provider, signing_merchant, verify
 
@@ -113,7 +114,7 @@ async def test_each_served_card_verifies_with_both_sdks_verifiers_and_ours(
 ) -> None:
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path)
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         cards = await fetch_cards(http, merchant.base_url)
         jwks = await fetch_jwks(http, merchant.base_url)
         ours = {name: await verify(http, merchant.base_url, card) for name, card in cards.items()}
@@ -139,7 +140,7 @@ async def test_during_a_rotation_each_key_signs_every_reading(
     new = store.rotate().kid
     merchant = start_merchant(sqlite_url, card_keys_dir=str(tmp_path / "keys"))
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         cards = await fetch_cards(http, merchant.base_url)
         jwks = await fetch_jwks(http, merchant.base_url)
         ours = {name: await verify(http, merchant.base_url, card) for name, card in cards.items()}
@@ -167,7 +168,7 @@ async def test_a_card_with_both_versions_members_verifies_with_both_sdks_and_our
     # members: each SDK drops what it does not know, so each reads it differently from the other and from us.
     merchant = start_merchant(sqlite_url)
     key = generate_signing_key("ES256")
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         served = await fetch_cards(http, merchant.base_url)
     dual = {**served["0.3"], "supportedInterfaces": served["1.0"]["supportedInterfaces"]}
     signed = sign_card(dual, [key], readings=tuple(CardReading))  # as merchant.app signs
@@ -196,7 +197,7 @@ async def test_a_named_tenants_own_cards_verify_with_both_sdks_and_ours(
     merchant = signing_merchant(start_merchant, sqlite_url, tmp_path, tenants=dict(TWO_TENANTS))
     root = merchant.base_url + tenant_root("acme")
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         cards = await fetch_cards(http, root)
         jwks = await fetch_jwks(http, merchant.base_url)
         ours = {name: await verify(http, merchant.base_url, card) for name, card in cards.items()}

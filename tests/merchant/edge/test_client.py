@@ -23,6 +23,8 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
 
+from tests.fixtures.deadlines import HANG_S
+
 from .conftest import TENANT_A
 from .executors import QUESTION, STREAM_STEPS
 from .wire import binding
@@ -45,7 +47,7 @@ async def client_factory(
 ) -> AsyncIterator[tuple[AgentCard, ClientFactory, ClientFactory]]:
     """The served card, and client factories (non-streaming, streaming) for the binding under test."""
     # A 1.0 client asks for the 1.0 card (ClientFactory sets the same default header on its client).
-    async with httpx.AsyncClient(timeout=10, headers={"A2A-Version": "1.0"}) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, headers={"A2A-Version": "1.0"}) as http:
         card = await A2ACardResolver(http, merchant_url).get_agent_card()
         factories = tuple(
             ClientFactory(

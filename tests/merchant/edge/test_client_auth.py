@@ -14,6 +14,7 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
 
 from a2a_x402.merchant.callers import API_KEY_SCHEME, JWT_SCHEME, JwtIssuer
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.servers import free_port
 
@@ -43,7 +44,7 @@ async def test_the_sdk_client_authenticates_with_each_declared_scheme(
         await credentials.set_credentials("stranger", scheme, stranger)
         as_owner = ClientCallContext(state={"sessionId": "owner"})
         as_stranger = ClientCallContext(state={"sessionId": "stranger"})
-        async with httpx.AsyncClient(timeout=10, headers={"A2A-Version": "1.0"}) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, headers={"A2A-Version": "1.0"}) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
             declared = {name for requirement in card.security_requirements for name in requirement.schemes}
             assert scheme in declared

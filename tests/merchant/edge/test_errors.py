@@ -21,6 +21,7 @@ import pytest
 from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.a2a_grpc import GrpcCalls
+from tests.fixtures.deadlines import HANG_S
 
 from .wire import JSON, mid, user_message
 
@@ -203,7 +204,7 @@ def error_info(details: list[JSON]) -> JSON:
 @pytest.mark.parametrize("error", ERRORS)
 async def test_every_a2a_error_on_every_binding(shared_merchant: str, binding_name: str, error: str) -> None:
     row = TABLE[error]
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await TRIGGERS[error](Binding(binding_name, http))
 
     assert response.headers["content-type"] == "application/json"
@@ -224,7 +225,7 @@ async def test_every_a2a_error_on_every_binding(shared_merchant: str, binding_na
 @pytest.mark.parametrize("error", ERRORS)
 async def test_every_a2a_error_on_grpc_as_on_http_json(shared_merchant: str, error: str) -> None:
     row = TABLE[error]
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         refused = await TRIGGERS[error](GrpcBinding(http))
         rest = (await TRIGGERS[error](Binding("rest", http))).json()["error"]
 
@@ -253,7 +254,7 @@ async def test_standard_jsonrpc_errors_name_their_reason(
     shared_merchant: str, error: str, body: bytes
 ) -> None:
     row = JSONRPC_ONLY[error]
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(
             JSONRPC_PATH, content=body, headers={**_HEADERS, "content-type": "application/json"}
         )
@@ -267,7 +268,7 @@ async def test_standard_jsonrpc_errors_name_their_reason(
 
 
 async def test_success_media_types(shared_merchant: str) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         task_id = await _completed_task(Binding("rest", http))
         rest = await Binding("rest", http).call("GetTask", {"id": task_id})
         rpc = await Binding("jsonrpc", http).call("GetTask", {"id": task_id})
@@ -279,7 +280,7 @@ async def test_success_media_types(shared_merchant: str) -> None:
 
 
 async def test_rest_body_that_is_not_json(shared_merchant: str) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(
             REST_PATH + "/message:send",
             content=b'{"message": ',
@@ -296,7 +297,7 @@ async def test_rest_body_that_is_not_json(shared_merchant: str) -> None:
 @BUGS
 async def test_both_bindings_answer_every_error_alike(shared_merchant: str) -> None:
     answers: dict[str, list[tuple[str, str, str]]] = {}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         for name in ("jsonrpc", "rest"):
             binding = Binding(name, http)
             for error in sorted(TABLE):
@@ -425,7 +426,7 @@ async def test_every_a2a_error_on_every_0_3_binding(
     shared_merchant: str, binding_name: str, error: str
 ) -> None:
     row = TABLE[error]
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await TRIGGERS_V0_3[error](BindingV0_3(binding_name, http))
 
     assert response.headers["content-type"] == "application/json"
@@ -470,7 +471,7 @@ async def test_0_3_stream_errors_are_0_3_error_objects(
 ) -> None:
     params = {"message": message_v0_3("jsonrpc", text)}
     envelope = {"jsonrpc": "2.0", "id": "s-1", "method": "message/stream", "params": params}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(JSONRPC_PATH, json=envelope)
 
     assert response.headers["a2a-version"] == "0.3"
@@ -491,7 +492,7 @@ async def test_0_3_rest_stream_refused_at_its_first_step_is_an_error_response(
 ) -> None:
     row = TABLE[error]
     body = {"message": message_v0_3("rest", text)}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(f"{_V0_3_REST}/message:stream", json=body)
 
     # Not a 200 stream that drops: the error, as on any 0.3 HTTP+JSON route.

@@ -40,6 +40,7 @@ from a2a_x402.merchant.ledger import LedgerEntry
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import cancel_authorization
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -103,7 +104,7 @@ def v1_payload(
 async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXTENSION_URI_V02) -> Paid:
     """Pay with JSON shaped exactly like the a2a-x402 v0.2 spec examples (no A2A-Version: 0.3)."""
     async with httpx.AsyncClient(
-        base_url=merchant.base_url, headers={"X-A2A-Extensions": extension}, timeout=30
+        base_url=merchant.base_url, headers={"X-A2A-Extensions": extension}, timeout=HANG_S
     ) as http:
 
         async def send(message: JSON, request_id: str) -> JSON:
@@ -149,7 +150,7 @@ async def pay_v0_3_raw(merchant: RunningMerchant, key: str, extension: str = EXT
 
 async def pay_v0_3_sdk(merchant: RunningMerchant, key: str, binding: str) -> Paid:
     """Pay with the a2a-sdk 0.3 compat client (from the 0.3 card), an x402 v2 payload in the v0.2 keys."""
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         # The 0.3 card: without `A2A-Version` this client, which speaks both, would pick a 1.0 interface.
         card = await A2ACardResolver(http, merchant.base_url).get_agent_card(
             http_kwargs={"headers": {"A2A-Version": "0.3"}}
@@ -247,7 +248,7 @@ def submitted(task_id: str, payload: JSON) -> JSON:
 async def raw_v0_3(sqlite_merchant: RunningMerchant) -> AsyncIterator[RawV0_3]:
     """A raw 0.3 client of the SQLite merchant with the v0.2 extension activated."""
     async with httpx.AsyncClient(
-        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=HANG_S
     ) as http:
         yield RawV0_3(http)
 
@@ -294,7 +295,7 @@ async def test_0_3_settlement_failure_is_payment_failed_with_v1_receipts(
         ),
     )
     async with httpx.AsyncClient(
-        base_url=merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+        base_url=merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=HANG_S
     ) as http:
         wire = RawV0_3(http)
         task = await wire.ask()
@@ -460,7 +461,7 @@ async def test_a_priced_skill_without_the_extension_activated_is_refused(
     else:
         body = {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "content": [{"text": TEXT}]}}
         path = REST_PATH + "/v1/message:send"
-    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=HANG_S) as http:
         response = await http.post(path, json=body, headers=headers)
 
     assert response.status_code == 400
@@ -470,7 +471,7 @@ async def test_a_priced_skill_without_the_extension_activated_is_refused(
 
 async def test_0_3_jsonrpc_client_learns_the_extension_is_required(sqlite_merchant: RunningMerchant) -> None:
     ask = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}
-    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, timeout=HANG_S) as http:
         response = await http.post(
             JSONRPC_PATH,
             json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": ask}},
@@ -503,7 +504,7 @@ async def test_flat_keys_on_1_0_and_nested_metadata_on_0_3_are_refused(
         "metadata": {EXTENSION_URI: {"status": "payment-submitted", "payload": {}}},
     }
     async with httpx.AsyncClient(
-        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=30
+        base_url=sqlite_merchant.base_url, headers={"X-A2A-Extensions": EXTENSION_URI_V02}, timeout=HANG_S
     ) as http:
         legacy = await http.post(
             JSONRPC_PATH,

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
+from tests.fixtures.deadlines import HANG_S
 
 _HEADERS = {"A2A-Version": "1.0", "content-type": "application/json"}
 
@@ -22,7 +23,7 @@ async def test_the_sdks_lines_about_a_clients_mistake_are_warnings(
         b'{"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": {"not": "a string"}}}',
     ]
     with caplog.at_level(logging.WARNING, logger="a2a"):
-        async with httpx.AsyncClient(base_url=shared_merchant, headers=_HEADERS, timeout=10) as http:
+        async with httpx.AsyncClient(base_url=shared_merchant, headers=_HEADERS, timeout=HANG_S) as http:
             answers = [(await http.post(JSONRPC_PATH, content=body)).json() for body in bodies]
             push = await http.post(
                 f"{REST_PATH}/tasks/{uuid.uuid4()}/pushNotificationConfigs",

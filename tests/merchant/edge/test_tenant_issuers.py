@@ -9,6 +9,7 @@ import pytest
 from a2a_x402.merchant.callers import JwtIssuer
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, tenant_root
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.jwt_issuer import AUDIENCE, Issuer
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.servers import free_port
@@ -81,7 +82,7 @@ async def test_each_card_declares_bearer_jwts_only_where_an_issuer_is_trusted(
     with running_merchant(
         sqlite_url, tenants=closed_tenants(), jwt_issuers=[own_issuer(jwt_issuer, TENANT_A)]
     ) as url:
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with httpx.AsyncClient(timeout=HANG_S, base_url=url) as http:
             at_a = await card_requirements(http, tenant_root(TENANT_A) + AGENT_CARD_PATH)
             at_b = await card_requirements(http, tenant_root(TENANT_B) + AGENT_CARD_PATH)
             root = await card_requirements(http, AGENT_CARD_PATH)

@@ -26,6 +26,7 @@ from a2a_x402.merchant.edge import (
 )
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 from a2a_x402.storage import upgrade_schema
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import A2ACallError
 from tests.fixtures.wire_v0_3 import BINDINGS_V0_3, WireV0_3, message_v0_3, state_of
 
@@ -134,7 +135,7 @@ async def test_a_tenants_card_is_served_per_version_and_revalidated(
     edge: str, headers: dict[str, str], version: str
 ) -> None:
     path = tenant_root(TENANT_A) + AGENT_CARD_PATH
-    async with httpx.AsyncClient(base_url=edge) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=edge) as http:
         response = await http.get(path, headers=headers)
         again = await http.get(path, headers={**headers, "If-None-Match": response.headers["etag"]})
 
@@ -156,7 +157,7 @@ async def test_a_tenants_card_is_served_per_version_and_revalidated(
 
 @pytest.mark.parametrize("tenant", ["ghost", "default", "v1"])
 async def test_the_card_of_a_tenant_not_served_is_404(edge: str, tenant: str) -> None:
-    async with httpx.AsyncClient(base_url=edge) as http:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=edge) as http:
         response = await http.get(tenant_root(tenant) + AGENT_CARD_PATH)
 
     assert response.status_code == 404
@@ -189,7 +190,7 @@ async def test_a_named_tenant_is_served_0_3_at_its_own_urls_and_only_there(edge:
 
 
 async def test_a_task_is_the_tenants_on_both_versions(edge: str) -> None:
-    async with httpx.AsyncClient(base_url=edge, headers={"A2A-Version": "1.0"}, timeout=10) as current:
+    async with httpx.AsyncClient(base_url=edge, headers={"A2A-Version": "1.0"}, timeout=HANG_S) as current:
         task = await start_quote(binding("jsonrpc", current, TENANT_A))
     async with WireV0_3.client(edge) as http:
         fetched = await WireV0_3(http, "jsonrpc", TENANT_A).get_task(task["id"])
@@ -233,7 +234,7 @@ async def test_an_unknown_tenants_urls_refuse_cleanly(edge: str, transport: str)
 async def test_a_tenants_urls_refuse_a2a_1_0(edge: str) -> None:
     root = tenant_root(TENANT_A)
     message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "quote"}]}
-    async with httpx.AsyncClient(base_url=edge, headers={"A2A-Version": "1.0"}, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=edge, headers={"A2A-Version": "1.0"}, timeout=HANG_S) as http:
         rpc = await http.post(
             root + JSONRPC_PATH,
             json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},

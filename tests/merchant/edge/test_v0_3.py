@@ -30,6 +30,7 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotFoundError
 
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
+from tests.fixtures.deadlines import HANG_S
 
 from .executors import QUESTION, STREAM_STEPS
 from .layers import MEMBERS_EXTENSION
@@ -58,7 +59,7 @@ async def rpc_v0_3(http: httpx.AsyncClient, method: str, params: JSON) -> JSON:
 
 
 async def test_raw_jsonrpc_0_3_input_required_flow(shared_merchant: str) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         first = (await rpc_v0_3(http, "message/send", {"message": message_v0_3("quote")}))["result"]
         follow_up = {"message": message_v0_3("M", task_id=first["id"])}
         done = (await rpc_v0_3(http, "message/send", follow_up))["result"]
@@ -78,7 +79,7 @@ async def test_raw_jsonrpc_0_3_stream_has_kinds_and_final(shared_merchant: str) 
     params = {"message": message_v0_3("stream")}
     request = {"jsonrpc": "2.0", "id": "s-1", "method": "message/stream", "params": params}
     events: list[JSON] = []
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         async with http.stream("POST", JSONRPC_PATH, json=request) as response:
             assert response.headers["a2a-version"] == "0.3"
             async for line in response.aiter_lines():
@@ -102,7 +103,7 @@ BLOCKING = {"blocking": True}
 async def test_raw_rest_0_3_flow(shared_merchant: str) -> None:
     ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
     body = {"message": ask, "configuration": BLOCKING}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
         task = sent.json()["task"]
         answer = {"messageId": mid(), "role": "ROLE_USER", "taskId": task["id"], "content": [{"text": "S"}]}
@@ -127,7 +128,7 @@ async def test_rest_0_3_send_without_blocking_answers_at_once(
     body: JSON = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}}
     if configuration is not None:
         body["configuration"] = configuration
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         sent = await http.post(f"{REST_PATH}/v1/message:send", json=body)
         task = sent.json()["task"]
         state = task["status"]["state"]
@@ -146,7 +147,7 @@ async def test_rest_0_3_send_without_blocking_answers_at_once(
 async def test_rest_0_3_get_task_reads_history_length_by_either_name(shared_merchant: str, name: str) -> None:
     # The proto's HTTP rule names query parameters by field path (history_length); JSON names work too.
     ask = {"messageId": mid(), "role": "ROLE_USER", "content": [{"text": "quote"}]}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         sent = await http.post(
             f"{REST_PATH}/v1/message:send", json={"message": ask, "configuration": BLOCKING}
         )
@@ -209,7 +210,7 @@ async def test_rest_0_3_get_task_reads_history_length_by_either_name(shared_merc
 async def test_a_message_in_the_other_versions_form_is_refused(
     shared_merchant: str, version: str, path: str, body: JSON, marker: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(path, json=body, headers={"A2A-Version": version})
 
     answer = response.json()
@@ -235,7 +236,7 @@ async def test_a_1_0_message_whose_role_is_not_a_string_is_invalid_params(
         "method": "SendMessage",
         "params": {"message": {"messageId": "m", "role": role, "parts": [{"text": "hi"}]}},
     }
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(JSONRPC_PATH, json=body, headers={"A2A-Version": "1.0"})
 
     assert response.status_code == 200
@@ -256,7 +257,7 @@ async def test_invalid_0_3_params_are_invalid_params_not_invalid_request(
     shared_merchant: str, method: str, params: JSON, field: str
 ) -> None:
     # The SDK's 0.3 layer answers every schema failure -32600; JSON-RPC 2.0 gives bad params -32602.
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         answer = await rpc_v0_3(http, method, params)
 
     assert answer["id"] == "r-1"
@@ -266,7 +267,7 @@ async def test_invalid_0_3_params_are_invalid_params_not_invalid_request(
 
 async def test_invalid_0_3_params_of_a_request_without_id_are_invalid_params(shared_merchant: str) -> None:
     envelope = {"jsonrpc": "2.0", "method": "message/send", "params": {"": "not a message"}}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(JSONRPC_PATH, json=envelope)
 
     assert response.json()["error"]["code"] == -32602
@@ -274,7 +275,7 @@ async def test_invalid_0_3_params_of_a_request_without_id_are_invalid_params(sha
 
 async def test_a_broken_0_3_envelope_stays_invalid_request(shared_merchant: str) -> None:
     envelope = {"jsonrpc": "1.0", "id": "r-1", "method": "tasks/get", "params": {}}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(JSONRPC_PATH, json=envelope)
 
     assert response.json()["error"]["code"] == -32600
@@ -286,7 +287,7 @@ async def test_a_file_by_bytes_on_0_3_rest_is_refused_clearly(shared_merchant: s
     text = "aGVsbG8="  # "hello": bytes that are valid UTF-8 are mis-read too
     content = [{"file": {"fileWithBytes": text, "mimeType": "text/plain"}}]
     body = {"message": {"messageId": mid(), "role": "ROLE_USER", "content": content}}
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(REST_PATH + path, json=body)
 
     assert response.status_code == 400
@@ -313,7 +314,7 @@ class CompatClients:
 @pytest.fixture(params=sorted(SDK_BINDINGS))
 async def compat(shared_merchant: str, request: pytest.FixtureRequest) -> AsyncIterator[CompatClients]:
     """Unary and streaming 0.3 compat clients on one binding."""
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         document = (await http.get(shared_merchant + AGENT_CARD_PATH)).json()
         # A 0.3 client knows no `supportedInterfaces`; the SDK's parser then reads the 0.3 members.
         del document["supportedInterfaces"]
@@ -368,7 +369,7 @@ async def test_a_1_0_client_that_fetched_the_card_without_a_version_speaks_1_0(
     shared_merchant: str, binding_name: str
 ) -> None:
     # The card for requests naming no version lists the 1.0 interfaces first; a client of both picks 1.0.
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=HANG_S) as http:
         card = await A2ACardResolver(http, shared_merchant).get_agent_card()
         config = ClientConfig(
             httpx_client=http, supported_protocol_bindings=[SDK_BINDINGS[binding_name]], streaming=False
@@ -416,7 +417,9 @@ async def test_compat_client_subscribes_and_cancels(shared_merchant: str, compat
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert later[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
     # Seen by a 1.0 client, the same task is plain 1.0 ProtoJSON.
-    async with httpx.AsyncClient(base_url=shared_merchant, headers={"A2A-Version": "1.0"}) as http:
+    async with httpx.AsyncClient(
+        timeout=HANG_S, base_url=shared_merchant, headers={"A2A-Version": "1.0"}
+    ) as http:
         current = (await http.get(f"{REST_PATH}/tasks/{first.task.id}")).json()
     assert current["status"]["state"] == "TASK_STATE_CANCELED"
     assert "kind" not in set(walk_keys(current))

@@ -17,6 +17,7 @@ from a2a_x402.merchant.edge import (
     ProtocolVersion,
     negotiate_version,
 )
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import TENANT_A
 from .layers import MEMBERS_EXTENSION
@@ -216,7 +217,7 @@ CASES = [
 async def test_every_route_serves_exactly_the_negotiated_version(
     shared_merchant: str, route: Route, headers: dict[str, str], query: dict[str, str], version: str | None
 ) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await call(http, route, headers, query)
 
     if version is None or (route.serves is not None and route.serves != version):
@@ -241,7 +242,7 @@ REPEATED: list[tuple[Pairs, Pairs]] = [
 async def test_a_repeated_version_naming_different_versions_is_refused(
     shared_merchant: str, route: Route, headers: Pairs, query: Pairs
 ) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await call(http, route, headers, query)
 
     assert_version_refused(route, response)
@@ -250,7 +251,7 @@ async def test_a_repeated_version_naming_different_versions_is_refused(
 @pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
 async def test_a_version_repeated_alike_is_served(shared_merchant: str, route: Route) -> None:
     version = route.serves or "1.0"
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await call(
             http, route, (("A2A-Version", version), ("A2A-Version", version)), (("A2A-Version", version),)
         )
@@ -269,7 +270,7 @@ async def test_a_version_repeated_alike_is_served(shared_merchant: str, route: R
 async def test_an_operation_of_the_other_version_is_refused_by_name(
     shared_merchant: str, version: str, method: str, params: JSON
 ) -> None:
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         response = await http.post(
             JSONRPC_PATH,
             headers={"A2A-Version": version},
@@ -285,7 +286,7 @@ async def test_an_operation_of_the_other_version_is_refused_by_name(
 
 async def test_activated_extensions_are_echoed_per_version(shared_merchant: str) -> None:
     unknown = "https://example.org/ext/members/v2"
-    async with httpx.AsyncClient(base_url=shared_merchant, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=shared_merchant, timeout=HANG_S) as http:
         current = await call(
             http, ROUTES[0], {"A2A-Version": "1.0", "A2A-Extensions": f"{unknown}, {MEMBERS_EXTENSION}"}, {}
         )

@@ -17,6 +17,7 @@ from a2a_x402.facilitator import RpcClient
 from a2a_x402.merchant.payments._chain_proof import NotProvenError, prove_settlement
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 
@@ -92,7 +93,7 @@ async def test_a_transaction_the_node_lacks_a_reverted_one_or_no_hash_proves_not
     reverted = chain.rpc.send_transaction(
         chain.deployer_key, to=chain.asset, data=bytes.fromhex(again["input"][2:]), gas=300_000
     )
-    assert int(chain.rpc.wait_for_receipt(reverted)["status"], 16) == 0
+    assert int(chain.rpc.wait_for_receipt(reverted, timeout_s=HANG_S)["status"], 16) == 0
 
     with pytest.raises(NotProvenError, match="did not succeed"):
         await prove_settlement(rpc, reverted, payload, requirements)

@@ -32,7 +32,7 @@ from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import (
@@ -96,7 +96,7 @@ async def test_a_stranger_cannot_poison_a_pending_tasks_settlement(
             facilitator_api_key=merchant_key,
             reconcile_interval_s=0.5,
         )
-        async with merchant.http() as http, httpx.AsyncClient(base_url=remote, timeout=30) as stranger:
+        async with merchant.http() as http, httpx.AsyncClient(base_url=remote, timeout=HANG_S) as stranger:
             wire = MerchantWire(http, "jsonrpc")
             task = await offer(wire)
             theirs = make_requirements(chain, amount=1, pay_to=ATTACKER)
@@ -135,7 +135,7 @@ def _scripted(real: str, answers: dict[str, Response | None]) -> Starlette:
             for name, value in request.headers.items()
             if name in ("authorization", "content-type", "idempotency-key")
         }
-        async with httpx.AsyncClient(base_url=real, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=real, timeout=HANG_S) as http:
             answered = await http.request(
                 request.method, request.url.path, content=await request.body(), headers=headers
             )
@@ -310,5 +310,5 @@ async def test_a_facilitator_answering_garbage_for_good_ends_the_task_once_the_a
 
 
 async def metrics_text(base_url: str) -> str:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG_S) as http:
         return (await http.get("/metrics")).text

@@ -27,7 +27,7 @@ from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.merchant.payments._wire import payload_hash
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
-from tests.fixtures.deadlines import within_deadline
+from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
     TWO_TENANTS,
@@ -390,8 +390,8 @@ async def test_cancel_before_paying(
 
 
 async def _until(wire: MerchantWire, task_id: str, done: Callable[[JSON], bool], what: str) -> JSON:
-    """The stored task once `done(task)`; fails after 30 s."""
-    deadline = time.monotonic() + 30
+    """The stored task once `done(task)`; fails after `HANG_S`."""
+    deadline = time.monotonic() + HANG_S
     while not done(task := await wire.get_task(task_id)):
         assert time.monotonic() < deadline, f"the task never {what}: {task['status']}"
         await asyncio.sleep(0.05)

@@ -33,6 +33,7 @@ from a2a_x402.merchant.payments import (
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, ledger_entries
 from tests.fixtures.servers import base_url_of, bind_loopback, serve_asgi
 from tests.merchant.paid_agents import SHOUT, SHOUT_PRICE, Voices, skill_named
@@ -136,7 +137,7 @@ async def test_a_plain_sdk_server_fails_the_task_and_charges_nothing(
         caplog.at_level(logging.INFO),
         plain_server(chain, sqlite_url, payment_handler=payment_handler) as url,
     ):
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with httpx.AsyncClient(headers=headers, timeout=HANG_S) as http:
             answer = (await http.post(url + "/", json=request)).json()
 
     task = answer["result"]["task"]

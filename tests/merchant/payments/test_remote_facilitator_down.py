@@ -23,7 +23,7 @@ import pytest
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import PaymentRequirements
 from a2a_x402.payer import sign_payment
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator_processes import FacilitatorProcess, facilitator_processes
 from tests.fixtures.merchant import (
     DEFAULT_PRICE,
@@ -47,7 +47,7 @@ def _stop(started: FacilitatorProcess) -> None:
     """SIGKILL the facilitator and wait (blocking) until its port refuses connections."""
     os.kill(started.process.pid, signal.SIGKILL)
     parts = urlsplit(started.url)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         try:
             socket.create_connection((parts.hostname, parts.port), timeout=1).close()

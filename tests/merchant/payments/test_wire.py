@@ -22,6 +22,7 @@ from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequiredV1
 from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from a2a_x402.merchant.payments._wire import terms_for
 from tests.fixtures.compat import CompatPython
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, RunningMerchant, ledger_entries
 
 JSON = dict[str, Any]
@@ -115,7 +116,7 @@ async def test_x402_0_2_parses_the_v1_terms_and_its_payment_is_taken(
     binding: str,
 ) -> None:
     headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
-    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=sqlite_merchant.base_url, headers=headers, timeout=HANG_S) as http:
         client = V03Client(http, binding)
         task = await client.send(TEXT)
         assert state_of(task) == "input-required"

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.webhooks import DeliveryWorker, Outbox, RetryPolicy, WebhookEndpoints, generate_secret
+from tests.fixtures.deadlines import HANG_S
 
 # Short enough for tests: 13 attempts over ~2.6 s (the outage test retries for longer, see there).
 FAST_RETRY = RetryPolicy(delays_s=(0.05, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3))
@@ -38,7 +39,7 @@ def endpoints(engine: AsyncEngine) -> WebhookEndpoints:
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     """The HTTP client workers send with; no keep-alive, so receivers stop at once at teardown."""
-    async with httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         yield client
 
 

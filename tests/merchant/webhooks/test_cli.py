@@ -26,6 +26,7 @@ from a2a_x402.merchant.webhooks import (
     webhooks_cli,
 )
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.merchant.ledger.bookings import PAY_TO, booking
 
 from .conftest import FAST_RETRY, SECRET, drain
@@ -105,7 +106,7 @@ async def test_list_shows_endpoints_and_the_delivery_log(
     await ledger.book_settlement(booking())
     engine = create_engine(sqlite_url)
     [event] = await Outbox(engine).events_since("acme")
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         worker = DeliveryWorker(engine, client, retry=FAST_RETRY, allow_private_targets=True)
         await drain(worker, lambda: _answered(receiver, 200))
     await engine.dispose()

@@ -20,6 +20,7 @@ from a2a_x402.merchant.webhooks import (
     event_json_schema,
     send_test_event,
 )
+from tests.fixtures.deadlines import HANG_S
 from tests.merchant.ledger.bookings import booking
 
 from .conftest import SECRET, SQLITE_ONLY
@@ -81,7 +82,7 @@ async def test_the_test_event_validates(
 ) -> None:
     receiver = Receiver([SECRET])
     await endpoints.sync([EndpointConfig("acme", asgi_server(receiver.app) + HOOK_PATH, SECRET)])
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         [result] = await send_test_event(engine, client, "acme", allow_private_targets=True)
 
     [request] = receiver.received

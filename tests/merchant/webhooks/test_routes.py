@@ -19,6 +19,7 @@ from a2a_x402.merchant.webhooks import (
     generate_secret,
 )
 from a2a_x402.storage import create_engine
+from tests.fixtures.deadlines import HANG_S
 from tests.merchant.ledger.bookings import EURC, booking
 
 from .conftest import SQLITE_ONLY
@@ -75,7 +76,7 @@ async def api(database_url: str, asgi_server: Callable[..., str]) -> AsyncIterat
         )
     )
     base_url = asgi_server(app, on_exit=engine.dispose)
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=base_url) as client:
         yield client
 
 
@@ -130,14 +131,14 @@ async def test_the_default_tenant_is_named_default_in_the_paths(
     await ledger.book_settlement(booking(tenant="acme", amount=5))
     default_auth = {"authorization": f"Bearer {tokens['']}"}
 
-    async with httpx.AsyncClient(base_url=serve("default")) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=serve("default")) as client:
         balance = await client.get("/tenants/default/ledger/balance", headers=default_auth)
         statement = await client.get("/tenants/default/ledger/statement", headers=default_auth)
         events = await client.get("/tenants/default/webhooks/events", headers=default_auth)
         limits = await client.get("/tenants/default/limits", headers=default_auth)
         with_acme_token = await client.get("/tenants/default/ledger/balance", headers=_auth("acme"))
         empty_segment = await client.get("/tenants//ledger/balance", headers=default_auth)
-    async with httpx.AsyncClient(base_url=serve(None)) as client:
+    async with httpx.AsyncClient(timeout=HANG_S, base_url=serve(None)) as client:
         without_the_name = await client.get("/tenants/default/ledger/balance", headers=default_auth)
 
     assert balance.status_code == 200

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from a2a_x402.merchant.webhooks._sender import send_signed
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.servers import base_url_of, bind_loopback
 
 from .conftest import SECRET
@@ -37,7 +38,7 @@ async def test_retry_after_in_seconds_or_as_a_date(
     receiver = Receiver([SECRET], plan=[Reply(status, {"retry-after": retry_after()})])
     url = asgi_server(receiver.app) + HOOK_PATH
 
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         result = await send_signed(client, url, "evt_1", BODY, [SECRET], allow_private=True, timeout_s=2)
 
     assert result.status_code == status and result.error is None
@@ -54,7 +55,7 @@ async def test_a_refused_connection_is_a_result_not_an_exception() -> None:
     url = base_url_of(closed) + HOOK_PATH
     closed.close()  # nothing listens there any more
 
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         result = await send_signed(client, url, "evt_1", BODY, [SECRET], allow_private=True, timeout_s=2)
 
     assert result.status_code is None and result.retry_after_s is None
