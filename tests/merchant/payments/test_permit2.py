@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from a2a_x402.devchain import DevChain
+from a2a_x402.devchain import PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain
 from a2a_x402.facilitator.wire import PaymentRequirements
 from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.payer import sign_payment
@@ -194,3 +194,35 @@ async def test_an_eip3009_authorization_does_not_pay_permit2_terms(
     assert (await permit2_wire.get_task(task["id"]))["status"] == task["status"]
     assert balances(chain, address_of(key)) == before
     assert await ledger_entries(permit2_merchant.database_url) == []
+
+
+async def test_a_payer_without_allowance_pays_with_an_eip2612_permit_of_permit2(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain
+) -> None:
+    merchant = start_merchant(
+        sqlite_url,
+        asset=chain.permit_asset,
+        asset_name=PERMIT_ASSET_NAME,
+        asset_version=PERMIT_ASSET_VERSION,
+    )
+    key = funded_payer(chain, chain.permit_asset, approved=False)
+    payer = address_of(key)
+    async with merchant.http() as client:
+        wire = MerchantWire(client, "jsonrpc")
+        task = await offer(wire)
+        terms = terms_of(task)
+        assert terms.extra is not None and terms.extra["assetTransferMethod"] == PERMIT2_AT_START
+        before = chain.balance_of(payer, asset=chain.permit_asset)
+        payment = sdk_sign(chain, key, terms, eip2612=True)
+        assert "eip2612GasSponsoring" in payment["extensions"]
+
+        done = (await wire.send(payment_message(task["id"], payment)))["task"]
+        [kept] = history_payments(await wire.get_task(task["id"]))
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert chain.balance_of(payer, asset=chain.permit_asset) == before - DEFAULT_PRICE
+    [entry] = await ledger_entries(merchant.database_url)
+    assert (entry.payer, entry.asset, entry.amount) == (payer, chain.permit_asset, DEFAULT_PRICE)
+    # Neither signature stays in the task's history: the payment's, nor the EIP-2612 permit's.
+    assert "signature" not in kept["payload"]
+    assert "signature" not in kept["extensions"]["eip2612GasSponsoring"]["info"]
