@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from eth_account import Account
 
 from a2a_x402.devchain import PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain
+from a2a_x402.extension import EXTENSION_URI_V02
 from a2a_x402.facilitator.wire import PaymentRequirements
 from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.payer import sign_payment
@@ -28,7 +30,7 @@ from tests.fixtures.merchant import (
     payment_message,
 )
 
-from .flows import JSON, extension, offer, texts
+from .flows import JSON, V03Client, extension, offer, state_of, texts
 
 PERMIT2_AT_START = "permit2"
 
@@ -226,3 +228,31 @@ async def test_a_payer_without_allowance_pays_with_an_eip2612_permit_of_permit2(
     # Neither signature stays in the task's history: the payment's, nor the EIP-2612 permit's.
     assert "signature" not in kept["payload"]
     assert "signature" not in kept["extensions"]["eip2612GasSponsoring"]["info"]
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+async def test_an_a2a_0_3_client_is_offered_x402_v2_terms_and_pays_them_by_permit2(
+    permit2_merchant: RunningMerchant, chain: DevChain, binding: str
+) -> None:
+    key = funded_payer(chain, chain.plain_asset)
+    headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
+    async with httpx.AsyncClient(base_url=permit2_merchant.base_url, headers=headers, timeout=30) as http:
+        client = V03Client(http, binding)
+        task = await client.send("The quick brown fox.")
+        terms = task["status"]["message"]["metadata"]["x402.payment.required"]
+        # x402 v1 has no Permit2 payment: the terms travel as x402 v2 on extension v0.2 too.
+        assert terms["x402Version"] == 2
+        [offered] = terms["accepts"]
+        assert offered["extra"]["assetTransferMethod"] == PERMIT2_AT_START
+        payment = sdk_sign(chain, key, PaymentRequirements.from_wire(offered))
+        submission = {"x402.payment.status": "payment-submitted", "x402.payment.payload": payment}
+
+        done = await client.send("Here is my payment.", task_id=task["id"], metadata=submission)
+
+    assert state_of(done) == "completed", done["status"]
+    completed = done["status"]["message"]["metadata"]
+    assert completed["x402.payment.status"] == "payment-completed"
+    [receipt] = completed["x402.payment.receipts"]
+    assert receipt["success"] is True and receipt["network"] == chain.network  # a v2 receipt: CAIP-2
+    [entry] = await ledger_entries(permit2_merchant.database_url)
+    assert (entry.task_id, entry.asset, entry.amount) == (task["id"], chain.plain_asset, DEFAULT_PRICE)

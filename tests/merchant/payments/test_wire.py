@@ -9,7 +9,6 @@ both 0.3 bindings, picks the option to pay and signs it, and the merchant takes 
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import httpx
@@ -26,11 +25,12 @@ from a2a_x402.facilitator.wire import (
     PaymentRequiredV1,
     parse_permit2_payment_payload,
 )
-from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
 from a2a_x402.merchant.payments._wire import match_offer, strip_signature, terms_for
 from tests.extension import documents as doc
 from tests.fixtures.compat import CompatPython
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, RunningMerchant, ledger_entries
+
+from .flows import V03Client, state_of
 
 JSON = dict[str, Any]
 TEXT = "The quick brown fox. The dog sleeps."
@@ -73,45 +73,6 @@ print(json.dumps({
     "payload": payload,
 }))
 """
-
-
-class V03Client:
-    """A raw A2A 0.3 client (no `A2A-Version`, `X-A2A-Extensions` with v0.2) on one binding."""
-
-    def __init__(self, http: httpx.AsyncClient, binding: str) -> None:
-        self.http = http
-        self.binding = binding
-
-    async def send(self, text: str, *, task_id: str = "", metadata: JSON | None = None) -> JSON:
-        """Send a user message; return the task answered."""
-        message: JSON = {"messageId": str(uuid.uuid4()), "role": "user"}
-        if self.binding == "jsonrpc":
-            message |= {"kind": "message", "parts": [{"kind": "text", "text": text}]}
-        else:
-            message |= {"role": "ROLE_USER", "content": [{"text": text}]}
-        if task_id:
-            message["taskId"] = task_id
-        if metadata is not None:
-            message["metadata"] = metadata
-        if self.binding == "jsonrpc":
-            params = {"message": message}
-            envelope = {"jsonrpc": "2.0", "id": "r-1", "method": "message/send", "params": params}
-            response = await self.http.post(JSONRPC_PATH, json=envelope)
-        else:
-            # Without configuration a 0.3 HTTP+JSON send is non-blocking (the proto's `blocking` is false).
-            request = {"message": message, "configuration": {"blocking": True}}
-            response = await self.http.post(f"{REST_PATH}/v1/message:send", json=request)
-        assert response.status_code == 200, response.text
-        assert response.headers["a2a-version"] == "0.3"
-        body: JSON = response.json()
-        task: JSON = body["result"] if self.binding == "jsonrpc" else body["task"]
-        return task
-
-
-def state_of(task: JSON) -> str:
-    """The task's state in either binding's spelling, as the 0.3 JSON-RPC one (`input-required`)."""
-    state: str = task["status"]["state"]
-    return state.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 @pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
