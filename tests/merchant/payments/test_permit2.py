@@ -18,6 +18,7 @@ from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import relayer_nonce
 from tests.facilitator.permit2_chain import funded_payer, sdk_sign
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -236,7 +237,7 @@ async def test_an_a2a_0_3_client_is_offered_x402_v2_terms_and_pays_them_by_permi
 ) -> None:
     key = funded_payer(chain, chain.plain_asset)
     headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
-    async with httpx.AsyncClient(base_url=permit2_merchant.base_url, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=permit2_merchant.base_url, headers=headers, timeout=HANG_S) as http:
         client = V03Client(http, binding)
         task = await client.send("The quick brown fox.")
         terms = task["status"]["message"]["metadata"]["x402.payment.required"]
