@@ -1,7 +1,8 @@
-"""Facilitator throughput: ours beside the x402 Python SDK's, on one anvil chain with the project's token.
+"""Facilitator throughput: ours beside the x402 Python SDK's, on one anvil chain with the project's tokens.
 
-Run ``python -m bench.facilitator_bench`` (about four minutes on two cores) or with ``--quick`` (under a
-minute, one small repetition). Each repetition measures, every segment from the same reset chain:
+Run ``python -m bench.facilitator_bench`` (about four minutes on two cores for `exact` by EIP-3009, as much
+again for the Permit2 kinds) or with ``--quick`` (about a minute on a quiet machine, one small
+repetition). Each repetition measures, every segment from the same reset chain:
 
 * the node's ceiling: pre-signed ``transferWithAuthorization`` transactions sent straight to anvil, just
   before our settlements at concurrency 50 (the node share compares the two);
@@ -19,10 +20,10 @@ minute, one small repetition). Each repetition measures, every segment from the 
 * the floor of our HTTP stack: uvicorn and Starlette answering a trivial POST of a settle body at
   concurrency 50 (``bench._http_floor_app``), for the CPU budget of the node-share target (``bench._budget``).
 
-Each settlement segment checks that every answer succeeded, that the payee received exactly the amount
-times the successes, and that the relayer mined one transaction per success. The summary goes to stdout
-and to ``bench/results/facilitator-latest.md``; the exit status is 1 when a target is missed or one of our
-segments failed a check.
+Each settlement segment checks that every answer succeeded, that the payee received exactly what the kind
+charges times the successes, and that the relayer mined one transaction per success. The summary goes to
+stdout and to ``bench/results/facilitator-latest.md``; the exit status is 1 when a target is missed or one
+of our segments failed a check.
 """
 
 from __future__ import annotations
