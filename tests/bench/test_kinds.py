@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from eth_utils.crypto import keccak
 
-from bench._chain import BenchChain, start_bench_chain
+from bench._chain import BenchChain, ChainState, start_bench_chain
 from bench._gas_payments import Kind
 from bench._kinds import PERMIT2_KINDS
 from bench._kinds_report import render_kinds
@@ -41,7 +41,8 @@ def runner(bench_chain: BenchChain, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _transfers_to_payee(chain: BenchChain, asset: str, first: int, last: int) -> list[tuple[str, int]]:
-    """(transaction, amount) of each Transfer of `asset` to the payee mined in blocks first..last."""
+    """(transaction, amount) of each Transfer of `asset` to the payee mined in blocks first..last (an
+    eth_getLogs query of its own, apart from the segments' balance checks)."""
     logs = chain.chain.rpc.call(
         "eth_getLogs",
         [
@@ -58,12 +59,27 @@ def _transfers_to_payee(chain: BenchChain, asset: str, first: int, last: int) ->
 
 @pytest.mark.parametrize("kind", PERMIT2_KINDS, ids=[kind.scheme for kind in PERMIT2_KINDS])
 def test_every_settlement_of_each_segment_lands_for_what_the_kind_charges(
-    kind: Kind, runner: Runner, bench_chain: BenchChain
+    kind: Kind, runner: Runner, bench_chain: BenchChain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     [batches] = [b for b in runner.permit2 if b.kind == kind]
     order = [(OURS, runner.start_ours), (REFERENCE, runner.start_reference)]
+    asset = bench_chain.chain.plain_asset
+    # Every segment starts by reverting the chain: each one's transfers are read just before that, the
+    # last one's at the end. The snapshot sits one block below each segment's first.
+    landed: list[list[tuple[str, int]]] = []
+    reset = bench_chain.reset
+
+    def read_then_reset() -> ChainState:
+        state = bench_chain.state()
+        if state.height > snapshot:
+            landed.append(_transfers_to_payee(bench_chain, asset, snapshot + 1, state.height))
+        return reset()
+
+    snapshot = reset().height - 1
+    monkeypatch.setattr(bench_chain, "reset", read_then_reset)
 
     segments = runner.kind_segments(0, order, batches)
+    landed.append(_transfers_to_payee(bench_chain, asset, snapshot + 1, bench_chain.state().height))
 
     assert [(s.server, s.concurrency) for s in segments] == [
         (OURS, 1),
@@ -76,13 +92,11 @@ def test_every_settlement_of_each_segment_lands_for_what_the_kind_charges(
         assert segment.kind == batches.kind.label
         assert segment.failed == 0, (segment.server, segment.failures, segment.failure_samples)
         assert not segment.problems, (segment.server, segment.problems)
-    # The last segment's chain is still there (each resets the chain as it starts): its transfers, counted.
-    last = segments[-1]
-    asset = bench_chain.chain.plain_asset
-    transfers = _transfers_to_payee(bench_chain, asset, last.height_start + 1, last.height_end)
-    assert len(transfers) == last.count == _PLAN.kind_concurrent_count
-    assert len({tx for tx, _ in transfers}) == last.count
-    assert {amount for _, amount in transfers} == {batches.kind.charged}
+    # Counted on chain: one transfer of the kind's charge per settlement, each in a transaction of its own.
+    assert [len(transfers) for transfers in landed[-len(segments) :]] == [s.count for s in segments]
+    for transfers in landed[-len(segments) :]:
+        assert len({tx for tx, _ in transfers}) == len(transfers)
+        assert {amount for _, amount in transfers} == {batches.kind.charged}
 
 
 def test_a_ceiling_that_moves_another_amount_than_the_kind_charges_breaks_its_check(
