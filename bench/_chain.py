@@ -124,11 +124,12 @@ class BenchChain:
         self.chain.rpc.call("evm_mine")
         return self.state()
 
-    def state(self) -> ChainState:
-        """The head height, the payee's token balance and the relayer's count of mined transactions."""
+    def state(self, asset: str | None = None) -> ChainState:
+        """The head height, the payee's balance of `asset` (the dev USDC by default) and the relayer's count
+        of mined transactions."""
         return ChainState(
             height=int(self.chain.rpc.call("eth_blockNumber"), 16),
-            payee_balance=self.chain.balance_of(self.pay_to),
+            payee_balance=self.chain.balance_of(self.pay_to, asset=asset),
             relayer_nonce=int(self.chain.rpc.call("eth_getTransactionCount", [self.relayer, "latest"]), 16),
         )
 

@@ -13,14 +13,14 @@ from typing import Any
 
 from eth_account import Account
 from x402.extensions.eip2612_gas_sponsoring import EIP2612_GAS_SPONSORING_KEY
-from x402.mechanisms.evm import EthAccountSignerWithRPC
+from x402.mechanisms.evm import EthAccountSigner, EthAccountSignerWithRPC
 from x402.mechanisms.evm.exact import ExactEvmClientScheme
 from x402.mechanisms.evm.upto import UptoEvmClientScheme
 from x402.schemas import PaymentRequirements as SdkRequirements
 
 from a2a_x402.devchain import PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain
 
-__all__ = ["KINDS", "Kind", "Payment", "make_payment"]
+__all__ = ["KINDS", "Kind", "Payment", "kind_requirements", "make_payment", "sign_with_sdk"]
 
 AMOUNT_ATOMIC = 1_000_000  # 1 unit of a 6-decimal token: the maximum of an `upto` payment
 _USED_SHARE = 0.6  # what an `upto` payment's work used of its maximum
@@ -74,7 +74,9 @@ class Payment:
         return {"x402Version": 2, "paymentPayload": self.payload, "paymentRequirements": self.charged}
 
 
-def _requirements(chain: DevChain, kind: Kind, pay_to: str, relayer: str) -> dict[str, Any]:
+def kind_requirements(chain: DevChain, kind: Kind, pay_to: str, relayer: str) -> dict[str, Any]:
+    """The x402 v2 requirements (wire form) of `kind` for AMOUNT_ATOMIC of its token to `pay_to`; an `upto`
+    payment names `relayer` as the facilitator that may settle it."""
     asset = getattr(chain, kind.asset_field)
     extra: dict[str, Any] = {}
     if kind.asset_field == "asset":
@@ -96,17 +98,10 @@ def _requirements(chain: DevChain, kind: Kind, pay_to: str, relayer: str) -> dic
     }
 
 
-def make_payment(chain: DevChain, kind: Kind, *, pay_to: str, relayer: str) -> Payment:
-    """A fresh payer holding the maximum of the kind's token (having approved Permit2 where the kind pays
-    by Permit2 without a permit), and its payment to `pay_to` signed by the SDK's client scheme."""
-    account = Account.create()
-    asset = getattr(chain, kind.asset_field)
-    chain.mint(account.address, AMOUNT_ATOMIC, asset=asset)
-    if kind.permit2 and not kind.sponsored:
-        chain.approve_permit2(account.key.to_0x_hex(), asset)
-    requirements = _requirements(chain, kind, pay_to, relayer)
-    # The RPC-backed signer reads the token's EIP-2612 nonce for the permit.
-    signer = EthAccountSignerWithRPC(account, chain.rpc_url)
+def sign_with_sdk(kind: Kind, signer: EthAccountSigner, requirements: dict[str, Any]) -> dict[str, Any]:
+    """The x402 v2 PaymentPayload (wire form) `signer` makes for `requirements` with the SDK's client scheme
+    of `kind` (with the EIP-2612 permit in its extensions where `kind` is sponsored: `signer` must then be
+    an `EthAccountSignerWithRPC`, which reads the token's permit nonce)."""
     scheme = ExactEvmClientScheme(signer) if kind.scheme == "exact" else UptoEvmClientScheme(signer)
     declared: dict[str, Any] | None = {EIP2612_GAS_SPONSORING_KEY: {}} if kind.sponsored else None
     inner: dict[str, Any] = scheme.create_payment_payload(
@@ -118,5 +113,18 @@ def make_payment(chain: DevChain, kind: Kind, *, pay_to: str, relayer: str) -> P
         payload["extensions"] = extensions
     if kind.sponsored and not extensions:
         raise RuntimeError(f"the SDK's client signed no EIP-2612 permit for {kind.label}")
+    return payload
+
+
+def make_payment(chain: DevChain, kind: Kind, *, pay_to: str, relayer: str) -> Payment:
+    """A fresh payer holding the maximum of the kind's token (having approved Permit2 where the kind pays
+    by Permit2 without a permit), and its payment to `pay_to` signed by the SDK's client scheme."""
+    account = Account.create()
+    asset = getattr(chain, kind.asset_field)
+    chain.mint(account.address, AMOUNT_ATOMIC, asset=asset)
+    if kind.permit2 and not kind.sponsored:
+        chain.approve_permit2(account.key.to_0x_hex(), asset)
+    requirements = kind_requirements(chain, kind, pay_to, relayer)
+    payload = sign_with_sdk(kind, EthAccountSignerWithRPC(account, chain.rpc_url), requirements)
     charged = requirements | {"amount": str(kind.charged)}
     return Payment(kind, account.address, payload, requirements, charged)

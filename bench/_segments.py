@@ -19,12 +19,10 @@ from typing import Any, TypeVar
 import orjson
 import uvloop
 
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
-
 from ._chain import BenchChain, ChainState, busiest_thread_s, machine_busy_s, threads_cpu_s
 from ._http import Answer, HttpConnection, build_request, run_requests
 from ._http_floor_app import SETTLE_SIZED_ANSWER
-from ._payloads import AMOUNT_ATOMIC, sign_raw_transfers, to_requests
+from ._payloads import EIP3009_KIND, Batch, sign_raw_calls
 from ._servers import ServerProcess
 
 __all__ = [
@@ -80,6 +78,8 @@ class Segment:
     height_start: int = 0
     height_end: int = 0
     problems: tuple[str, ...] = ()
+    kind: str = EIP3009_KIND
+    """The settlement kind the segment's payments are (`Batch.kind`)."""
 
     @property
     def rate(self) -> float:
@@ -157,23 +157,23 @@ def _outcome(answer: Answer, mode: str) -> _Outcome:
     )
 
 
-def warm_up(
-    servers: Sequence[ServerProcess], payloads: Sequence[PaymentPayload], requirements: PaymentRequirements
-) -> None:
+def warm_up(servers: Sequence[ServerProcess], batch: Batch) -> None:
     """Send a few untimed verifications to every server, so first-call costs fall outside the timing."""
     for server in servers:
-        requests = to_requests(*server.target, "/verify", payloads, requirements)
+        requests = batch.requests(*server.target, "verify")
         answers, _ = _run(run_requests([server.target], requests, concurrency=1))
         bad = [a for a in answers if not _outcome(a, "verify").success]
         if bad:
             raise RuntimeError(f"{server.name} failed its warm-up: {bad[0].status} {bad[0].body[:300]!r}")
 
 
-def _settlement_problems(before: ChainState, after: ChainState, ok: int, tx_hashes: list[str]) -> list[str]:
+def _settlement_problems(
+    before: ChainState, after: ChainState, ok: int, tx_hashes: list[str], charged: int
+) -> list[str]:
     problems = []
     received = after.payee_balance - before.payee_balance
-    if received != AMOUNT_ATOMIC * ok:
-        problems.append(f"payee balance grew by {received}, expected {AMOUNT_ATOMIC * ok}")
+    if received != charged * ok:
+        problems.append(f"payee balance grew by {received}, expected {charged * ok}")
     mined = after.relayer_nonce - before.relayer_nonce
     if mined != ok:
         problems.append(f"relayer mined {mined} transactions for {ok} successful settlements")
@@ -188,19 +188,19 @@ def measure_http(
     *,
     label: str,
     mode: str,
-    payloads: Sequence[PaymentPayload],
-    requirements: PaymentRequirements,
+    batch: Batch,
     concurrency: int,
 ) -> Segment:
-    """POST every payload once to /verify or /settle (`mode`) of `servers` and check the outcome."""
-    requests = to_requests(*servers[0].target, f"/{mode}", payloads, requirements)
-    before = chain.state()
+    """POST every payment of `batch` once to /verify or /settle (`mode`) of `servers` and check the
+    outcome: for settlements, on `batch`'s token."""
+    requests = batch.requests(*servers[0].target, mode)
+    before = chain.state(batch.asset)
     threads = _thread_readings(chain, servers)
     cpu = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time(), machine_busy_s())
     answers, elapsed = _run(run_requests([s.target for s in servers], requests, concurrency=concurrency))
     cpu_after = (_sum_cpu(servers), chain.anvil_cpu_s(), time.process_time(), machine_busy_s())
     threads_after = _thread_readings(chain, servers)
-    after = chain.state()
+    after = chain.state(batch.asset)
     outcomes = [_outcome(a, mode) for a in answers]
     ok = sum(1 for o in outcomes if o.success)
     failures = Counter(o.reason for o in outcomes if not o.success)
@@ -209,35 +209,36 @@ def measure_http(
         if not o.success:
             samples.setdefault(o.reason, o.message)
     problems: list[str] = []
-    if len(answers) != len(payloads):
-        problems.append(f"{len(payloads) - len(answers)} requests got no answer")
+    if len(answers) != len(batch):
+        problems.append(f"{len(batch) - len(answers)} requests got no answer")
     if mode == "settle":
         hashes = [o.tx_hash for o in outcomes if o.success and o.tx_hash]
         if len(hashes) != ok:
             problems.append(f"{ok - len(hashes)} successful settlements named no transaction")
-        problems += _settlement_problems(before, after, ok, hashes)
+        problems += _settlement_problems(before, after, ok, hashes, batch.charged)
     elif after.height != before.height:
         problems.append(f"verification changed the chain (height {before.height} -> {after.height})")
     return Segment(
         server=label,
         mode=mode,
         concurrency=concurrency,
-        count=len(payloads),
+        count=len(batch),
         elapsed_s=elapsed,
         ok=ok,
         failures=failures,
         failure_samples=samples,
         latencies_ms=tuple(a.latency_s * 1000 for a in answers),
-        server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(payloads)),
-        anvil_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(payloads)),
-        loadgen_cpu_ms=_per_request_ms(cpu[2], cpu_after[2], len(payloads)),
-        machine_cpu_ms=_per_request_ms(cpu[3], cpu_after[3], len(payloads)),
-        anvil_thread_ms=_busiest_ms(threads[0], threads_after[0], len(payloads)),
-        server_thread_ms=_busiest_ms(threads[1], threads_after[1], len(payloads)),
-        server_system_ms=_per_request_ms(threads[2], threads_after[2], len(payloads)),
+        server_cpu_ms=_per_request_ms(cpu[0], cpu_after[0], len(batch)),
+        anvil_cpu_ms=_per_request_ms(cpu[1], cpu_after[1], len(batch)),
+        loadgen_cpu_ms=_per_request_ms(cpu[2], cpu_after[2], len(batch)),
+        machine_cpu_ms=_per_request_ms(cpu[3], cpu_after[3], len(batch)),
+        anvil_thread_ms=_busiest_ms(threads[0], threads_after[0], len(batch)),
+        server_thread_ms=_busiest_ms(threads[1], threads_after[1], len(batch)),
+        server_system_ms=_per_request_ms(threads[2], threads_after[2], len(batch)),
         height_start=before.height,
         height_end=after.height,
         problems=tuple(problems),
+        kind=batch.kind,
     )
 
 
@@ -288,13 +289,14 @@ async def _send_and_confirm(
         await connection.close()
 
 
-def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segment:
-    """The node's ceiling: pre-signed relayer transactions sent straight to anvil over one connection."""
-    before = chain.state()
+def measure_raw(chain: BenchChain, batch: Batch) -> Segment:
+    """The node's ceiling: `batch`'s settlements as pre-signed relayer transactions sent straight to anvil
+    over one connection."""
+    before = chain.state(batch.asset)
     block = chain.chain.rpc.call("eth_getBlockByNumber", ["latest", False])
     first_nonce = int(chain.chain.rpc.call("eth_getTransactionCount", [chain.relayer, "pending"]), 16)
-    signed = sign_raw_transfers(
-        chain.chain, payloads, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16)
+    signed = sign_raw_calls(
+        chain.chain, batch.calls, first_nonce=first_nonce, base_fee_wei=int(block["baseFeePerGas"], 16)
     )
     threads = chain.anvil_threads_cpu_s()
     anvil_before, loadgen_before, machine_before = chain.anvil_cpu_s(), time.process_time(), machine_busy_s()
@@ -303,22 +305,23 @@ def measure_raw(chain: BenchChain, payloads: Sequence[PaymentPayload]) -> Segmen
     )
     anvil_after, loadgen_after, machine_after = chain.anvil_cpu_s(), time.process_time(), machine_busy_s()
     threads_after = chain.anvil_threads_cpu_s()
-    after = chain.state()
+    after = chain.state(batch.asset)
     return Segment(
         server=NODE,
         mode="raw",
         concurrency=1,
-        count=len(payloads),
+        count=len(batch),
         elapsed_s=elapsed,
         ok=ok,
-        failures=Counter({"reverted": len(payloads) - ok}) if ok < len(payloads) else Counter(),
-        anvil_cpu_ms=_per_request_ms(anvil_before, anvil_after, len(payloads)),
-        loadgen_cpu_ms=_per_request_ms(loadgen_before, loadgen_after, len(payloads)),
-        machine_cpu_ms=_per_request_ms(machine_before, machine_after, len(payloads)),
-        anvil_thread_ms=_busiest_ms(threads, threads_after, len(payloads)),
+        failures=Counter({"reverted": len(batch) - ok}) if ok < len(batch) else Counter(),
+        anvil_cpu_ms=_per_request_ms(anvil_before, anvil_after, len(batch)),
+        loadgen_cpu_ms=_per_request_ms(loadgen_before, loadgen_after, len(batch)),
+        machine_cpu_ms=_per_request_ms(machine_before, machine_after, len(batch)),
+        anvil_thread_ms=_busiest_ms(threads, threads_after, len(batch)),
         height_start=before.height,
         height_end=after.height,
-        problems=tuple(_settlement_problems(before, after, ok, [t.tx_hash for t in signed])),
+        problems=tuple(_settlement_problems(before, after, ok, [t.tx_hash for t in signed], batch.charged)),
+        kind=batch.kind,
     )
 
 

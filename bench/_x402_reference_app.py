@@ -1,7 +1,8 @@
 """The reference facilitator: the x402 Python SDK 2.x facilitator in a minimal FastAPI app.
 
 Written the way the SDK's own facilitator example does it: an async ``x402Facilitator`` with the exact
-EVM scheme registered on a ``FacilitatorWeb3Signer``, and ``async def`` routes that ``await
+EVM scheme (EIP-3009 and Permit2 payloads) and the upto EVM scheme registered on a
+``FacilitatorWeb3Signer``, and ``async def`` routes that ``await
 facilitator.verify/settle``. The SDK's EVM scheme makes blocking web3 calls inside those coroutines, so
 this app blocks its event loop during every verify and settle, exactly as a user following the example
 would deploy it; the benchmark measures it as is and does not move the calls to a thread pool.
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from x402 import x402Facilitator
 from x402.mechanisms.evm import FacilitatorWeb3Signer
 from x402.mechanisms.evm.exact import register_exact_evm_facilitator
+from x402.mechanisms.evm.upto import UptoEvmFacilitatorScheme
 from x402.schemas import parse_payment_payload, parse_payment_requirements
 
 __all__ = ["FacilitatorRequest", "create_app"]
@@ -39,7 +41,10 @@ def create_app() -> FastAPI:
         private_key=os.environ["BENCH_REF_PRIVATE_KEY"], rpc_url=os.environ["BENCH_REF_RPC_URL"]
     )
     facilitator = x402Facilitator()
-    register_exact_evm_facilitator(facilitator, signer, networks=os.environ["BENCH_REF_NETWORK"])
+    network = os.environ["BENCH_REF_NETWORK"]
+    register_exact_evm_facilitator(facilitator, signer, networks=network)
+    # The SDK has no register helper for upto: its facilitator scheme is registered by hand.
+    facilitator.register([network], UptoEvmFacilitatorScheme(signer))
     app = FastAPI(title="x402 SDK reference facilitator")
 
     @app.post("/verify")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ._chain import BenchChain, start_bench_chain
 from ._merchant_servers import Backend, Databases, postgres_version
-from ._payloads import make_requirements, sign_payloads
+from ._payloads import eip3009_batch, make_requirements, sign_payloads
 from ._pool_segments import PoolSegment, SpikeSegment, measure_pool, measure_spike
 from ._segments import Segment, measure_raw
 from ._servers import migrate_claim_store
@@ -90,7 +90,8 @@ def _repetition(
 ) -> tuple[Segment, list[PoolSegment], list[SpikeSegment]]:
     requirements = make_requirements(chain.chain, chain.pay_to)
     chain.reset()
-    ceiling = measure_raw(chain, sign_payloads(chain.chain.payer_keys, requirements, plan.settle_count))
+    payloads = sign_payloads(chain.chain.payer_keys, requirements, plan.settle_count)
+    ceiling = measure_raw(chain, eip3009_batch(chain.chain, payloads, requirements))
     _progress(f"rep {rep + 1}: node ceiling {ceiling.rate:.1f}/s")
     pools = []
     for processes, keys_each in SHAPES:
