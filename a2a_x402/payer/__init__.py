@@ -6,6 +6,7 @@
 * ``resolve_card``     -- fetch, verify and read a card's x402 terms (``_card``)
 * ``PaymentStage`` / ``PaidResult`` -- what a run reports (``_stages``)
 * ``sign_payment``     -- the EIP-3009 authorization itself (``_signing``)
+* ``sign_permit2_payment`` -- a Permit2 witness transfer: ``exact`` by Permit2, or ``upto`` (``_permit2``)
 * errors with stable codes (``_errors``)
 """
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         UntrustedCardError,
     )
     from ._payer import Payer
+    from ._permit2 import Permit2Payment, sign_permit2_payment
     from ._policy import PaymentPolicy
     from ._settings import FreshTermsHook, PayerSettings
     from ._signing import VALID_AFTER_BACKDATE_S, sign_payment
@@ -67,12 +69,14 @@ __all__ = [
     "PaymentPolicy",
     "PaymentRefusedError",
     "PaymentStage",
+    "Permit2Payment",
     "ResolvedCard",
     "StageKind",
     "UntrustedCardError",
     "VALID_AFTER_BACKDATE_S",
     "resolve_card",
     "sign_payment",
+    "sign_permit2_payment",
 ]
 
 _EXPORTS = {
@@ -95,6 +99,7 @@ _EXPORTS = {
         "UntrustedCardError",
     ),
     "_payer": ("Payer",),
+    "_permit2": ("Permit2Payment", "sign_permit2_payment"),
     "_policy": ("PaymentPolicy",),
     "_settings": ("FreshTermsHook", "PayerSettings"),
     "_signing": ("VALID_AFTER_BACKDATE_S", "sign_payment"),
