@@ -45,6 +45,18 @@ class Chain:
         self._timeout_s = timeout_s
         self._checked = False
 
+    @classmethod
+    async def of_node(cls, http: httpx.AsyncClient, url: str, *, timeout_s: float) -> Chain:
+        """The node at `url`, for the network its chain id says it is.
+
+        Raises:
+            ChainError: the node did not answer its chain id.
+        """
+        chain = cls(http, url, "eip155:0", timeout_s=timeout_s)
+        answered = int(str(await chain._request("eth_chainId", [])), 16)
+        chain.network, chain.chain_id, chain._checked = f"eip155:{answered}", answered, True
+        return chain
+
     async def request(self, method: str, params: Sequence[Any]) -> Any:
         """The node's `result` for `method`.
 

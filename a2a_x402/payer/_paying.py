@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TypeAlias
 
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.facilitator.wire import PaymentRequirements
 
 from ._allowance import permit2_extensions
 from ._card import CardAsset
 from ._chain import ChainAccess
-from ._permit2 import Permit2Payment, is_permit2, sign_permit2_payment
+from ._permit2 import is_permit2, sign_permit2_payment
 from ._signing import sign_payment
+from ._stages import SignedPayment
 
-__all__ = ["SignedPayment", "sign_chosen"]
-
-SignedPayment: TypeAlias = PaymentPayload | Permit2Payment
-"""A signed payment of any kind the payer makes."""
+__all__ = ["sign_chosen"]
 
 
 async def sign_chosen(

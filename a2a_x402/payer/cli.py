@@ -19,6 +19,13 @@ flag would let through says so.
 The key comes from ``--key``, ``--key-file``, ``X402_PAYER_KEY``, or else the first of ``X402_PAYER_KEYS``
 (what ``x402-devchain`` writes to its env file), in that order. Prefer the file or the environment: a key on
 the command line is visible to other users of the machine.
+
+Terms paid by Permit2 (``exact`` by Permit2, ``upto``) need ``--rpc-url`` (``X402_PAYER_RPC_URL``): the payer
+reads its allowance to Permit2 there first. ``upto`` (metered) terms are signed only under
+``--upto-max-per-task``, and within ``--upto-max-per-day`` when given (the day's sum is this process's).
+``x402-pay approve-permit2 --asset TOKEN --rpc-url URL`` sends the one-time approval of Permit2 a token
+without EIP-2612 needs, and prints its transaction: the one transaction the payer ever sends (and pays gas
+for) itself.
 """
 
 from __future__ import annotations
@@ -28,11 +35,14 @@ import json
 import logging
 import os
 import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from a2a.types import Artifact, TaskState
+from eth_utils.address import to_checksum_address
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import cli
@@ -57,6 +67,7 @@ class _Unavailable(click.ClickException):
 
 
 _DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
+_APPROVE = "approve-permit2"
 _HTTP_TIMEOUT_S = 60.0
 _HEX_KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 
@@ -83,6 +94,22 @@ class _Printer:
         if stage.transaction is not None and stage.transaction != self._transaction:
             self._transaction = stage.transaction
             click.echo(f"transaction: {stage.transaction}")
+
+
+def _setup(key: str | None, key_file: Path | None, *, verbose: bool) -> str:
+    """Configure the logs and return the payer's key, redacted from every log line."""
+    try:
+        configure_tool_logging(logging.INFO if verbose else logging.WARNING)
+    except LogSettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    private_key = _read_key(key, key_file)
+    redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
+    if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
+        raise click.UsageError(
+            f"the payer's key is not 32 bytes of hex (--key, --key-file, X402_PAYER_KEY or the first of "
+            f"{_DEVCHAIN_KEYS_ENV})"
+        )
+    return private_key
 
 
 def _read_key(key: str | None, key_file: Path | None) -> str:
@@ -169,6 +196,13 @@ def _checked_card_url(_ctx: click.Context, _param: click.Parameter, value: str) 
     return value
 
 
+def _checked_rpc_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--rpc-url as given, once it is an absolute http(s) URL."""
+    if value is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+        raise click.BadParameter("the RPC URL must be an absolute http(s) URL (e.g. http://127.0.0.1:8545)")
+    return value
+
+
 async def _pay(
     card_url: str,
     key: str,
@@ -178,6 +212,7 @@ async def _pay(
     binding: Binding,
     tenant: str,
     policy: PaymentPolicy,
+    rpc_url: str | None,
     card_policy: SignaturePolicy,
     allow_insecure_jku: bool,
 ) -> PaidResult:
@@ -194,7 +229,14 @@ async def _pay(
             jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku), policy=card_policy
         )
         async with Payer.connect(
-            card_url, key, binding=binding, tenant=tenant, policy=policy, card_verifier=verifier, http=http
+            card_url,
+            key,
+            binding=binding,
+            tenant=tenant,
+            policy=policy,
+            card_verifier=verifier,
+            http=http,
+            rpc_urls=rpc_url,
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
             click.echo(_card_line(payer.card.verification, allow_insecure_jku=allow_insecure_jku))
@@ -214,7 +256,36 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
     raise RuntimeError("a payment run ends with a result or an error")
 
 
-@click.command(cls=cli.Command)
+def _checked_asset(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """--asset checksummed, once it is a token address (a mixed-case one with a wrong checksum is a typo)."""
+    if not re.fullmatch(r"0x[0-9a-fA-F]{40}", value) or (
+        value[2:] not in (value[2:].lower(), value[2:].upper()) and to_checksum_address(value) != value
+    ):
+        raise click.BadParameter(
+            "the asset must be a token address (0x and 40 hex digits, EIP-55 if mixed-case)"
+        )
+    return str(to_checksum_address(value))
+
+
+class _PayCommand(cli.Command):
+    """``x402-pay``: pays; its first argument ``approve-permit2`` runs that subcommand instead."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        given = list(sys.argv[1:] if args is None else args)
+        prog = prog_name or os.path.basename(sys.argv[0]) or "x402-pay"
+        if given[:1] == [_APPROVE]:
+            return approve_main.main(given[1:], f"{prog} {_APPROVE}", complete_var, standalone_mode, **extra)
+        return super().main(given, prog, complete_var, standalone_mode, **extra)
+
+
+@click.command(cls=_PayCommand)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-pay")
 @click.option(
     "--card-url", required=True, callback=_checked_card_url, help="The agent's card URL, or its origin."
@@ -248,6 +319,26 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 )
 @click.option("--network", "networks", multiple=True, help="Only pay on this CAIP-2 network (repeatable).")
 @click.option(
+    "--upto-max-per-task",
+    envvar="X402_PAYER_UPTO_MAX_PER_TASK",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Sign metered (upto) terms whose maximum is at most this many atomic units (default: refuse upto).",
+)
+@click.option(
+    "--upto-max-per-day",
+    envvar="X402_PAYER_UPTO_MAX_PER_DAY",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Refuse upto terms once their maxima would pass this many atomic units this UTC day (this process).",
+)
+@click.option(
+    "--rpc-url",
+    envvar="X402_PAYER_RPC_URL",
+    callback=_checked_rpc_url,
+    help="A JSON-RPC node of the chain, to read the Permit2 allowance (needed to pay by Permit2 only).",
+)
+@click.option(
     "--card-policy",
     type=click.Choice([p.value for p in SignaturePolicy]),
     default=SignaturePolicy.WARN.value,
@@ -270,25 +361,28 @@ def main(
     key_file: Path | None,
     max_amount: int | None,
     networks: tuple[str, ...],
+    upto_max_per_task: int | None,
+    upto_max_per_day: int | None,
+    rpc_url: str | None,
     card_policy: str,
     allow_insecure_jku: bool,
     stream: bool,
     verbose: bool,
     text: str,
 ) -> None:
-    """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result."""
-    try:
-        configure_tool_logging(logging.INFO if verbose else logging.WARNING)
-    except LogSettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-    private_key = _read_key(key, key_file)
-    redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
-    if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
-        raise click.UsageError(
-            f"the payer's key is not 32 bytes of hex (--key, --key-file, X402_PAYER_KEY or the first of "
-            f"{_DEVCHAIN_KEYS_ENV})"
-        )
-    policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)
+    """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result.
+
+    x402-pay approve-permit2 --help: approve Permit2 once for a token without EIP-2612.
+    """
+    private_key = _setup(key, key_file, verbose=verbose)
+    if rpc_url is not None:
+        redact_values([rpc_url])  # an RPC URL may carry its provider's API key
+    policy = PaymentPolicy(
+        max_amount_atomic=max_amount,
+        networks=frozenset(networks) if networks else None,
+        upto_max_per_task_atomic=upto_max_per_task,
+        upto_max_per_day_atomic=upto_max_per_day,
+    )
     try:
         result = asyncio.run(
             _pay(
@@ -299,6 +393,7 @@ def main(
                 binding=Binding(binding),
                 tenant=tenant,
                 policy=policy,
+                rpc_url=rpc_url,
                 card_policy=SignaturePolicy(card_policy),
                 allow_insecure_jku=allow_insecure_jku,
             )
@@ -314,6 +409,55 @@ def main(
     except ValueError as exc:  # a key, URL or option value that cannot be used
         raise cli.ConfigError(str(exc)) from exc
     _print_result(result)
+
+
+async def _approve(rpc_url: str, key: str, asset: str) -> None:
+    # Imported here, as in `_pay`: the signing libraries are this subcommand's alone.
+    import httpx
+
+    from ._approve import approve_permit2
+    from ._chain import Chain
+
+    async with httpx.AsyncClient() as http:
+        chain = await Chain.of_node(http, rpc_url, timeout_s=_HTTP_TIMEOUT_S)
+        approval = await approve_permit2(chain, key, asset, receipt_timeout_s=_HTTP_TIMEOUT_S)
+    where = f"{asset} of {approval.owner} on {chain.network}"
+    if approval.transaction is None:
+        click.echo(f"approved already: Permit2 may move all of {where}; nothing sent")
+    else:
+        click.echo(f"approved: Permit2 may move all of {where}")
+        click.echo(f"transaction: {approval.transaction}")
+
+
+@click.command(cls=cli.Command, name=_APPROVE)
+@click.option("--asset", required=True, callback=_checked_asset, help="The token to approve Permit2 on.")
+@click.option(
+    "--rpc-url",
+    envvar="X402_PAYER_RPC_URL",
+    required=True,
+    callback=_checked_rpc_url,
+    help="A JSON-RPC node of the token's chain; env X402_PAYER_RPC_URL.",
+)
+@click.option("--key", envvar="X402_PAYER_KEY", help="The payer's private key (hex); env X402_PAYER_KEY.")
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file holding the payer's private key (hex).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
+def approve_main(asset: str, rpc_url: str, key: str | None, key_file: Path | None, verbose: bool) -> None:
+    """Approve Permit2, once, to move all of --asset from the payer's account; print the transaction.
+
+    Paying by Permit2 in a token without EIP-2612 needs it; a token with EIP-2612 is approved within each
+    payment instead, for free. The payer's account pays this transaction's gas. Nothing is sent when Permit2
+    may already move all of it.
+    """
+    private_key = _setup(key, key_file, verbose=verbose)
+    redact_values([rpc_url])  # an RPC URL may carry its provider's API key
+    try:
+        asyncio.run(_approve(rpc_url, private_key, asset))
+    except PayerError as exc:
+        raise click.ClickException(f"{exc.code}: {exc}") from exc
 
 
 if __name__ == "__main__":

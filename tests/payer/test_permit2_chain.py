@@ -19,7 +19,8 @@ from a2a_x402.facilitator.wire import ExactPermit2PaymentPayload, PaymentRequire
 from a2a_x402.payer import CardAsset, ChainError, Permit2NotApprovedError, Permit2Payment
 from a2a_x402.payer._approve import approve_permit2
 from a2a_x402.payer._chain import ChainAccess
-from a2a_x402.payer._paying import SignedPayment, sign_chosen
+from a2a_x402.payer._paying import sign_chosen
+from a2a_x402.payer._stages import SignedPayment
 from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.facilitator import PAY_TO, facilitator_settings_on
 
