@@ -2,11 +2,13 @@
 
 * ``Payer``            -- one merchant (card, binding, tenant), one key: ``pay``, ``pay_streaming``;
   ``async with Payer.connect(card_url, key, policy=PaymentPolicy(max_amount_atomic=...)) as payer:``
-* ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning
+* ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning, and
+  ``upto`` (metered) terms within a cap per task and per UTC day
 * ``resolve_card``     -- fetch, verify and read a card's x402 terms (``_card``)
 * ``PaymentStage`` / ``PaidResult`` -- what a run reports (``_stages``)
 * ``sign_payment``     -- the EIP-3009 authorization itself (``_signing``)
 * ``sign_permit2_payment`` -- a Permit2 witness transfer: ``exact`` by Permit2, or ``upto`` (``_permit2``)
+* ``approve_permit2``  -- the one-time approval of Permit2 a token without EIP-2612 needs (``_approve``)
 * errors with stable codes (``_errors``)
 """
 
@@ -19,6 +21,7 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
+    from ._approve import Approval, approve_permit2
     from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
     from ._connecting import Connecting
     from ._errors import (
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AmountOverLimitError",
+    "Approval",
     "Binding",
     "CardAsset",
     "CardError",
@@ -78,12 +82,14 @@ __all__ = [
     "StageKind",
     "UntrustedCardError",
     "VALID_AFTER_BACKDATE_S",
+    "approve_permit2",
     "resolve_card",
     "sign_payment",
     "sign_permit2_payment",
 ]
 
 _EXPORTS = {
+    "_approve": ("Approval", "approve_permit2"),
     "_card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
     "_connecting": ("Connecting",),
     "_errors": (

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+import httpx
 from eth_account import Account
 
 from ._chain import Chain, call_data
@@ -32,21 +33,38 @@ class Approval:
 
     Attributes:
         owner: the approving account.
+        network: the CAIP-2 network of the token.
         transaction: the hash of the approval sent, or None when Permit2 was already allowed the maximum.
     """
 
     owner: str
+    network: str
     transaction: str | None
 
 
 async def approve_permit2(
-    chain: Chain, private_key: str, token: str, *, receipt_timeout_s: float
+    rpc_url: str,
+    private_key: str,
+    token: str,
+    *,
+    http: httpx.AsyncClient | None = None,
+    timeout_s: float = 60.0,
 ) -> Approval:
-    """Approve Permit2 to move all of `token` of the key's account, and wait for it to be mined.
+    """Approve Permit2 to move all of `token` of the key's account, on the chain of the node at `rpc_url`,
+    and wait (up to `timeout_s`, as each request) for the transaction to be mined.
 
     Raises:
-        ChainError: the node refused or lost the transaction, it reverted, or it was not mined in time.
+        ChainError: the node did not answer, refused or lost the transaction, it reverted, or it was not
+            mined in time.
     """
+    if http is None:
+        async with httpx.AsyncClient() as own:
+            return await approve_permit2(rpc_url, private_key, token, http=own, timeout_s=timeout_s)
+    chain = await Chain.of_node(http, rpc_url, timeout_s=timeout_s)
+    return await _approve(chain, private_key, token, receipt_timeout_s=timeout_s)
+
+
+async def _approve(chain: Chain, private_key: str, token: str, *, receipt_timeout_s: float) -> Approval:
     owner = Account.from_key(private_key).address
     allowance = await chain.uint(
         token, "allowance(address,address)", ["address", "address"], [owner, PERMIT2_ADDRESS]
@@ -54,7 +72,7 @@ async def approve_permit2(
     if allowance is None:
         raise ChainError(f"{token} on {chain.network} does not answer allowance(): is it an ERC-20?")
     if allowance == _MAX_UINT256:
-        return Approval(owner, None)
+        return Approval(owner, chain.network, None)
     data = (
         "0x"
         + call_data("approve(address,uint256)", ["address", "uint256"], [PERMIT2_ADDRESS, _MAX_UINT256]).hex()
@@ -76,7 +94,7 @@ async def approve_permit2(
     receipt = await _receipt(chain, sent, receipt_timeout_s)
     if receipt.get("status") != "0x1":
         raise ChainError(f"the approval of Permit2 {sent} reverted on {chain.network}")
-    return Approval(owner, sent)
+    return Approval(owner, chain.network, sent)
 
 
 async def _fees(chain: Chain) -> dict[str, int]:

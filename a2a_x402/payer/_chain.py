@@ -52,9 +52,9 @@ class Chain:
         Raises:
             ChainError: the node did not answer its chain id.
         """
-        chain = cls(http, url, "eip155:0", timeout_s=timeout_s)
-        answered = int(str(await chain._request("eth_chainId", [])), 16)
-        chain.network, chain.chain_id, chain._checked = f"eip155:{answered}", answered, True
+        answered = int(str(await _rpc(http, url, "the RPC node", "eth_chainId", [], timeout_s)), 16)
+        chain = cls(http, url, f"eip155:{answered}", timeout_s=timeout_s)
+        chain._checked = True
         return chain
 
     async def request(self, method: str, params: Sequence[Any]) -> Any:
@@ -94,29 +94,37 @@ class Chain:
         return int(value)
 
     async def _request(self, method: str, params: Sequence[Any]) -> Any:
-        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": list(params)}
         where = f"the payer's RPC node for {self.network}"
-        try:
-            response = await self._http.post(self._url, json=body, timeout=self._timeout_s)
-        except httpx.HTTPError as exc:
-            raise ChainError(f"{where} did not answer {method}: {unreachable_reason(exc)}") from None
-        if response.status_code != httpx.codes.OK:
-            raise ChainError(f"{where} answered {method} with HTTP {response.status_code}")
-        try:
-            document = response.json()
-        except ValueError:
-            raise ChainError(f"{where} answered {method} with no JSON") from None
-        if not isinstance(document, dict):
-            raise ChainError(f"{where} answered {method} with no JSON-RPC object")
-        error = document.get("error")
-        if error is not None:
-            message = error.get("message") if isinstance(error, dict) else None
-            text = str(message)[:200] if message else "an error"
-            # A node says a call reverted in its message (anvil, geth: "execution reverted").
-            raise ChainError(f"{where} refused {method}: {text}", reverted="revert" in text.lower())
-        if "result" not in document:
-            raise ChainError(f"{where} answered {method} without a result")
-        return document["result"]
+        return await _rpc(self._http, self._url, where, method, params, self._timeout_s)
+
+
+async def _rpc(
+    http: httpx.AsyncClient, url: str, where: str, method: str, params: Sequence[Any], timeout_s: float
+) -> Any:
+    """The `result` of one JSON-RPC call; `where` names the node in errors (never its URL, which may carry
+    a provider's API key)."""
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": list(params)}
+    try:
+        response = await http.post(url, json=body, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise ChainError(f"{where} did not answer {method}: {unreachable_reason(exc)}") from None
+    if response.status_code != httpx.codes.OK:
+        raise ChainError(f"{where} answered {method} with HTTP {response.status_code}")
+    try:
+        document = response.json()
+    except ValueError:
+        raise ChainError(f"{where} answered {method} with no JSON") from None
+    if not isinstance(document, dict):
+        raise ChainError(f"{where} answered {method} with no JSON-RPC object")
+    error = document.get("error")
+    if error is not None:
+        message = error.get("message") if isinstance(error, dict) else None
+        text = str(message)[:200] if message else "an error"
+        # A node says a call reverted in its message (anvil, geth: "execution reverted").
+        raise ChainError(f"{where} refused {method}: {text}", reverted="revert" in text.lower())
+    if "result" not in document:
+        raise ChainError(f"{where} answered {method} without a result")
+    return document["result"]
 
 
 class ChainAccess:

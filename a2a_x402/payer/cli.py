@@ -413,15 +413,10 @@ def main(
 
 async def _approve(rpc_url: str, key: str, asset: str) -> None:
     # Imported here, as in `_pay`: the signing libraries are this subcommand's alone.
-    import httpx
-
     from ._approve import approve_permit2
-    from ._chain import Chain
 
-    async with httpx.AsyncClient() as http:
-        chain = await Chain.of_node(http, rpc_url, timeout_s=_HTTP_TIMEOUT_S)
-        approval = await approve_permit2(chain, key, asset, receipt_timeout_s=_HTTP_TIMEOUT_S)
-    where = f"{asset} of {approval.owner} on {chain.network}"
+    approval = await approve_permit2(rpc_url, key, asset, timeout_s=_HTTP_TIMEOUT_S)
+    where = f"{asset} of {approval.owner} on {approval.network}"
     if approval.transaction is None:
         click.echo(f"approved already: Permit2 may move all of {where}; nothing sent")
     else:

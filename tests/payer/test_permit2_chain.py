@@ -16,8 +16,7 @@ from eth_account import Account
 from a2a_x402.devchain import PERMIT2_ADDRESS, PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain, encode_call
 from a2a_x402.facilitator import Facilitator
 from a2a_x402.facilitator.wire import ExactPermit2PaymentPayload, PaymentRequirements, UptoPaymentPayload
-from a2a_x402.payer import CardAsset, ChainError, Permit2NotApprovedError, Permit2Payment
-from a2a_x402.payer._approve import approve_permit2
+from a2a_x402.payer import CardAsset, ChainError, Permit2NotApprovedError, Permit2Payment, approve_permit2
 from a2a_x402.payer._chain import ChainAccess
 from a2a_x402.payer._paying import sign_chosen
 from a2a_x402.payer._stages import SignedPayment
@@ -111,14 +110,9 @@ async def test_the_plain_erc20_is_paid_by_permit2_once_the_payer_approved_it(
 
     with pytest.raises(Permit2NotApprovedError, match="approve Permit2 once") as refused:
         await sign(key, asked)
-    chains = ChainAccess(http, chain.rpc_url, timeout_s=HANG_S)
-    approved = await approve_permit2(
-        chains.chain(chain.network), key, chain.plain_asset, receipt_timeout_s=HANG_S
-    )
+    approved = await approve_permit2(chain.rpc_url, key, chain.plain_asset, http=http, timeout_s=HANG_S)
     allowed = _allowance(chain, payer, chain.plain_asset)
-    again = await approve_permit2(
-        chains.chain(chain.network), key, chain.plain_asset, receipt_timeout_s=HANG_S
-    )
+    again = await approve_permit2(chain.rpc_url, key, chain.plain_asset)
     payment = await sign(key, asked)
     before = (
         chain.balance_of(payer, asset=chain.plain_asset),
@@ -128,7 +122,8 @@ async def test_the_plain_erc20_is_paid_by_permit2_once_the_payer_approved_it(
 
     assert (refused.value.code, refused.value.signed) == ("permit2_not_approved", False)
     assert f"0 of {AMOUNT} atomic units of {chain.plain_asset}" in str(refused.value)
-    assert approved.owner == payer and approved.transaction is not None
+    assert (approved.owner, approved.network) == (payer, chain.network)
+    assert approved.transaction is not None
     assert chain.rpc.wait_for_receipt(approved.transaction)["status"] == "0x1"
     assert allowed == _MAX
     assert again.transaction is None  # the maximum already: nothing sent
@@ -219,12 +214,7 @@ async def test_no_key_material_in_any_log_line_or_error(
 
     with pytest.raises(Permit2NotApprovedError) as refused:
         await sign(key, asked)
-    approved = await approve_permit2(
-        ChainAccess(http, chain.rpc_url, timeout_s=HANG_S).chain(chain.network),
-        key,
-        chain.plain_asset,
-        receipt_timeout_s=HANG_S,
-    )
+    approved = await approve_permit2(chain.rpc_url, key, chain.plain_asset, http=http, timeout_s=HANG_S)
     payment = await sign(key, asked)
 
     raw = chain.rpc.call("eth_getTransactionByHash", [approved.transaction])
