@@ -388,8 +388,14 @@ class Payer:
     def _completed(
         self, view: TaskView, payment: PaymentData | None, paid: PaymentRequirements | None
     ) -> PaymentStage:
-        receipts = payment.receipts if isinstance(payment, PaymentCompletedData) else ()
-        result = PaidResult(task=view.task, receipts=receipts, paid=paid, payer=self._address)
+        completed = payment if isinstance(payment, PaymentCompletedData) else None
+        result = PaidResult(
+            task=view.task,
+            receipts=completed.receipts if completed is not None else (),
+            paid=paid,
+            payer=self._address,
+            usage=completed.usage if completed is not None else None,
+        )
         return PaymentStage(
             StageKind.COMPLETED,
             view.task.id,

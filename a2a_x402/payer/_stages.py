@@ -21,6 +21,7 @@ from a2a_x402.extension import (
     PaymentCompletedData,
     PaymentData,
     PaymentFailedData,
+    PaymentUsage,
     PaymentVerifiedData,
     X402Receipt,
     decode,
@@ -78,12 +79,14 @@ class PaidResult:
         paid: the terms of the payment that was taken, or ``None`` when nothing was paid; for ``upto``
             terms ``paid.amount`` is the maximum authorized, and ``settled`` what was taken of it.
         payer: the paying address.
+        usage: for an ``upto`` task, what the merchant says the task used and settled, if it said.
     """
 
     task: Task
     receipts: tuple[X402Receipt, ...]
     paid: PaymentRequirements | None
     payer: str
+    usage: PaymentUsage | None = None
 
     @property
     def task_id(self) -> str:

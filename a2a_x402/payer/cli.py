@@ -82,9 +82,8 @@ class _Printer:
     def __call__(self, stage: PaymentStage) -> None:
         if stage.kind is StageKind.PAYMENT_SIGNED and stage.requirements is not None:
             terms = stage.requirements
-            click.echo(
-                f"signed: {terms.amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}"
-            )
+            amount = f"up to {terms.amount}" if terms.scheme == "upto" else str(terms.amount)
+            click.echo(f"signed: {amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}")
         elif stage.kind is StageKind.RESUBMITTED:
             click.echo(f"resubmitting the same signed payment: {stage.detail}")
         elif stage.kind is not StageKind.COMPLETED and (stage.state, stage.message) != self._last:
@@ -127,7 +126,10 @@ def _read_key(key: str | None, key_file: Path | None) -> str:
 
 def _print_result(result: PaidResult) -> None:
     if result.paid is not None:
-        click.echo(f"paid: {result.paid.amount} atomic units to {result.paid.pay_to} from {result.payer}")
+        upto = f" (of at most {result.paid.amount})" if result.paid.scheme == "upto" else ""
+        click.echo(f"paid: {result.settled} atomic units{upto} to {result.paid.pay_to} from {result.payer}")
+        for item in result.usage.items if result.usage is not None else ():
+            click.echo(f"used: {item.quantity} {item.name} at {item.unit_price} = {item.amount} atomic units")
     else:
         click.echo("paid: nothing (the agent asked for no payment)")
     for artifact in result.artifacts:
