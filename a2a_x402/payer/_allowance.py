@@ -25,7 +25,7 @@ from a2a_x402.facilitator.wire import PaymentRequirements
 from ._card import CardAsset
 from ._chain import Chain, call_data
 from ._errors import ChainError, Permit2NotApprovedError
-from ._permit2 import PERMIT2_ADDRESS
+from ._permit2_terms import PERMIT2_ADDRESS
 
 __all__ = ["EIP2612_GAS_SPONSORING", "permit2_extensions"]
 

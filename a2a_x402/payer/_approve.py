@@ -17,7 +17,7 @@ from eth_account import Account
 
 from ._chain import Chain, call_data
 from ._errors import ChainError
-from ._permit2 import PERMIT2_ADDRESS
+from ._permit2_terms import PERMIT2_ADDRESS
 
 __all__ = ["Approval", "approve_permit2"]
 

@@ -12,7 +12,8 @@ from a2a_x402.facilitator.wire import PaymentRequirements
 from ._allowance import permit2_extensions
 from ._card import CardAsset
 from ._chain import ChainAccess
-from ._permit2 import is_permit2, sign_permit2_payment
+from ._permit2 import sign_permit2_payment
+from ._permit2_terms import is_permit2
 from ._signing import sign_payment
 from ._stages import SignedPayment
 

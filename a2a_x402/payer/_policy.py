@@ -36,7 +36,7 @@ from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 from ._budget import NO_RESERVATION, Reservation, UptoDays
 from ._card import CardAsset, CardPaymentTerms
 from ._errors import AmountOverLimitError, NoAcceptableTermsError, PaymentRefusedError, PayToNotPinnedError
-from ._permit2 import is_permit2, upto_facilitator
+from ._permit2_terms import is_permit2, upto_facilitator
 
 __all__ = ["PaymentPolicy"]
 

@@ -13,7 +13,7 @@ import x402.mechanisms.evm.upto.client as sdk_upto
 from a2a_x402.devchain import EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS
 from a2a_x402.facilitator._permit2 import permit2_digest, permit2_signer
 from a2a_x402.facilitator.wire import PaymentRequirements
-from a2a_x402.payer import _permit2 as ours
+from a2a_x402.payer import _permit2_terms as ours
 from a2a_x402.payer import sign_permit2_payment
 from tests.facilitator.permit2_payments import CHAIN_ID, FACILITATOR, PAYER_KEY, requirements, sdk_payment
 
