@@ -113,3 +113,12 @@ def test_terms_the_payer_refuses_to_sign(terms: PaymentRequirements, reason: str
         sign_permit2_payment(PAYER_KEY, terms)
 
     assert PAYER_KEY[2:] not in str(caught.value)
+
+
+def test_each_signature_takes_a_fresh_random_nonce() -> None:
+    terms = PaymentRequirements.from_wire(requirements("upto"))
+
+    nonces = {sign_permit2_payment(PAYER_KEY, terms).payload.permit2_authorization.nonce for _ in range(8)}
+
+    assert len(nonces) == 8
+    assert max(nonces) > 2**128  # drawn from the whole uint256 range, not a counter

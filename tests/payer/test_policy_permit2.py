@@ -173,3 +173,14 @@ def test_caps_must_be_non_negative_integers() -> None:
         PaymentPolicy(upto_max_per_day_atomic=-1)
     with pytest.raises(ValueError, match="upto_max_per_task_atomic"):
         PaymentPolicy(upto_max_per_task_atomic=True)
+
+
+def test_an_upto_maximum_of_the_whole_uint256_range_is_refused_in_display_form() -> None:
+    huge = 2**256 - 1
+
+    with pytest.raises(AmountOverLimitError) as over:
+        metered().choose(offer(upto(amount=huge)), CARD, "")
+
+    whole, fraction = divmod(huge, 10**6)
+    assert f"upto maximum {whole}.{fraction:06d} USDC ({huge} atomic units)" in str(over.value)
+    assert metered().upto_spent_today(NETWORK, ASSET) == 0
