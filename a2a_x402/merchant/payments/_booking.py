@@ -10,13 +10,14 @@ import stamina
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from a2a_x402.facilitator import ChainError, RpcClient
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
+from a2a_x402.facilitator.wire import PaymentRequirements, SettleResponse, payer_of, signer_of
 
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
 from ._chain_proof import NotProvenError, prove_settlement
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
+from ._signed import SignedPayment
 
 __all__ = ["book_settlement", "record_paid", "settlement_event"]
 
@@ -27,7 +28,7 @@ async def book_settlement(
     ledger: Ledger,
     rpc: RpcClient,
     offer: Offer,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     response: SettleResponse,
     *,
@@ -74,7 +75,7 @@ async def book_settlement(
             network=requirements.network,
             chain_id=requirements.chain_id,
             amount=paid.amount,
-            nonce=payload.payload.authorization.nonce,
+            nonce=signer_of(payload).nonce,
             tx_hash=paid.tx_hash,
             block_number=paid.block_number,
             settled_at=datetime.now(UTC),
@@ -98,7 +99,7 @@ async def record_paid(
     rpc: RpcClient,
     offers: OfferStore,
     offer: Offer,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     response: SettleResponse,
     receipts: list[dict[str, Any]],
@@ -123,7 +124,7 @@ def settlement_event(
     kind: EventType,
     offer: Offer,
     requirements: PaymentRequirements,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     response: SettleResponse,
 ) -> tuple[EventType, dict[str, Any]]:
     """A `settlement.pending` or `settlement.failed` webhook event (type and data) for `offer`'s payment.
@@ -133,7 +134,7 @@ def settlement_event(
     data: dict[str, Any] = {
         "taskId": offer.task_id,
         "contextId": offer.context_id,
-        "payer": payload.payload.authorization.from_address,
+        "payer": payer_of(payload),
         "payTo": requirements.pay_to,
         "asset": requirements.asset,
         "network": requirements.network,

@@ -10,13 +10,14 @@ from eth_utils.address import to_checksum_address
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from ..tenants import TenantRegistry
+from ._transfer_method import TransferMethod
 
 __all__ = ["Asset", "Pricing"]
 
 
 @dataclass(frozen=True, slots=True)
 class Asset:
-    """The token payments are made in, on one chain."""
+    """The token payments are made in, on one chain, and how its payments move it (`transfer_method`)."""
 
     network: str
     address: str
@@ -24,6 +25,7 @@ class Asset:
     version: str
     decimals: int = 6
     symbol: str = "USDC"
+    transfer_method: TransferMethod = TransferMethod.EIP3009
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "address", to_checksum_address(self.address))
@@ -84,7 +86,13 @@ class Pricing:
         Every offer gets its own id, carried in `extra.offerId` next to the token's EIP-712 name and
         version. A v2 payload returns the terms it pays verbatim in `accepted`, so the id tells a payment
         made for these terms from one signed for another task's (or an earlier round's) identical terms.
+        A token paid through Permit2 says so (`extra.assetTransferMethod: "permit2"`); its EIP-712 name and
+        version stay, for a payer that signs an EIP-2612 permit of Permit2 with its payment.
         """
+        extra: dict[str, object] = {"name": self.asset.name, "version": self.asset.version}
+        if self.asset.transfer_method is TransferMethod.PERMIT2:
+            extra["assetTransferMethod"] = TransferMethod.PERMIT2.value
+        extra["offerId"] = offer_id
         requirements = PaymentRequirements(
             scheme="exact",
             network=self.asset.network,
@@ -92,7 +100,7 @@ class Pricing:
             amount=self.price(tenant_id, skill),
             pay_to=self.pay_to(tenant_id),
             max_timeout_seconds=self._max_timeout_seconds,
-            extra={"name": self.asset.name, "version": self.asset.version, "offerId": offer_id},
+            extra=extra,
         )
         tenant_part = f"/{tenant_id}" if tenant_id else ""
         resource = ResourceInfo(
