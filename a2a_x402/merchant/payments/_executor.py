@@ -166,12 +166,14 @@ class PaymentExecutor(AgentExecutor):
         request: dict[str, Any] | None = None,
     ) -> None:
         task_id, context_id = turn_ids(context)
-        price = self._pricing.price(context.tenant, skill)
+        amount = self._pricing.amount_text(context.tenant, skill)
         required = self._pricing.terms(
             context.tenant,
             skill,
-            description=f"{skill} for {self._pricing.asset.format(price)}",
+            description=f"{skill} for {amount}",
             offer_id=uuid.uuid4().hex,
+            # Known by now: the request handler refused the task's first request without it.
+            facilitator_address=await self._pricing.facilitator_address(context.tenant, skill),
         )
         offered = await self._offers.offer(
             task_id=task_id,
@@ -196,7 +198,7 @@ class PaymentExecutor(AgentExecutor):
                 reservation=reservation if isinstance(reservation, str) else None,
             )
         pay_to = self._pricing.pay_to(context.tenant)
-        text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
+        text = f"Payment required: {amount} to {pay_to}."
         if error is not None:
             text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
         terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)

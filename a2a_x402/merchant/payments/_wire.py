@@ -106,14 +106,16 @@ def agent_status(
 def terms_for(
     required: PaymentRequired, dialect: Dialect, *, mime_type: str, reason: str
 ) -> PaymentRequired | PaymentRequiredV1:
-    """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 (unchanged) for v0.3.
+    """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 (unchanged) for v0.3
+    and for terms v1 cannot state.
 
     v1 payers need what v2 leaves optional: `error` at the top, which the v1 specification requires
     (`reason`, unless the terms carry their own), and `mimeType` in every entry (`mime_type`, unless
     `resource` names one). The x402 0.2 Python models, which the a2a-x402 package parses terms with,
     refuse terms that lack either.
     """
-    if dialect is Dialect.V03:
+    if dialect is Dialect.V03 or any(r.scheme != "exact" for r in required.accepts):
+        # x402 v1 has no `upto`: such terms reach a v0.2 client as the v2 document (v0.2 carries either).
         return required
     resource = required.resource
     if resource.mime_type is None:
