@@ -125,10 +125,14 @@ def settlement_event(
     requirements: PaymentRequirements,
     payload: PaymentPayload,
     response: SettleResponse,
+    *,
+    maximum: int | None = None,
 ) -> tuple[EventType, dict[str, Any]]:
     """A `settlement.pending` or `settlement.failed` webhook event (type and data) for `offer`'s payment.
 
-    `settlement.completed`, `.finalized` and `.reversed` come from the ledger, with the entry they report.
+    A metered payment's event carries its `maximum` (what the payer signed for) beside the `amount` being
+    settled (`requirements.amount`). `settlement.completed`, `.finalized` and `.reversed` come from the
+    ledger, with the entry they report.
     """
     data: dict[str, Any] = {
         "taskId": offer.task_id,
@@ -141,6 +145,8 @@ def settlement_event(
         "transaction": response.transaction or None,
         "occurredAt": datetime.now(UTC).isoformat(),
     }
+    if maximum is not None:
+        data["maximum"] = str(maximum)
     if kind is EventType.SETTLEMENT_FAILED:
         data["reason"] = response.error_reason or "transaction_failed"
     return kind, data
