@@ -111,8 +111,8 @@ class _Payment(EventModel):
     maximum: AtomicAmount | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="a metered (x402 upto) payment's maximum, the most the payer signed for; `amount` is what "
-        "is settled (absent for a fixed price)",
+        description="a metered (x402 upto) payment's maximum, the most the payer signed for; `amount` is "
+        "what is settled (absent for a fixed price)",
     )
 
 
