@@ -61,6 +61,7 @@ from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import WorkOutcome
 from ._layer import refuse_without_layer
+from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
@@ -284,7 +285,9 @@ class PaymentExecutor(AgentExecutor):
                 dialect,
             )
         )
-        outcome = await run_paid_work(self._delegate, context, event_queue, offer)
+        # A metered payment is verified for its maximum; its work then reports what it used.
+        maximum = requirements.amount if requirements.scheme == UPTO else None
+        outcome = await run_paid_work(self._delegate, context, event_queue, offer, maximum=maximum)
         if not outcome.completed:
             await self._fail(
                 context,
@@ -297,14 +300,17 @@ class PaymentExecutor(AgentExecutor):
             )
             return
         held = [MessageToDict(a) for a in outcome.artifacts]
-        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held):
+        usage = outcome.usage.to_json_dict() if outcome.usage is not None else None
+        # The usage is stored before anything is settled: a settlement recovery finishes asks for the same.
+        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held, usage=usage):
             # Someone else decided this payment meanwhile (recovery took the turn for orphaned): never
             # settle what is no longer ours to settle.
             logger.warning("task %s: its payment was decided elsewhere during the work", task_id)
             return
         try:
+            settling = settled_requirements(requirements, outcome.usage)
             await self._settle_and_deliver(
-                context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
+                context, event_queue, offer, dialect, data, payload, settling, outcome, taken_at
             )
         except ChainUnavailableError as exc:
             # The settlement may have been sent before the facilitator went silent: the task stays working
@@ -372,7 +378,7 @@ class PaymentExecutor(AgentExecutor):
                 )
             )
         self._tell(context.tenant, PaymentOutcome.SETTLED)
-        text = f"Payment settled in transaction {response.transaction}."
+        text = settled_text(response.transaction)
         await event_queue.enqueue_event(
             agent_status(
                 task_id,

@@ -57,6 +57,7 @@ from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
+from ._metered import settled_requirements, settled_text, stored_usage
 from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
@@ -188,7 +189,7 @@ class PaymentRecovery:
         await self._update_task(
             offer,
             TaskState.TASK_STATE_COMPLETED,
-            f"Payment settled in transaction {settled}." if settled else "Payment settled.",
+            settled_text(settled) if settled is not None else "Payment settled.",
             PaymentCompletedData(receipts=tuple(receipts)),
             artifacts,
             correct=correct,
@@ -221,7 +222,9 @@ class PaymentRecovery:
         if offer.payload is None or offer.accepted is None or not offer.receipts:
             return False
         payload = PaymentPayload.from_wire(offer.payload)
-        requirements = PaymentRequirements.from_wire(offer.accepted)
+        requirements = settled_requirements(
+            PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
+        )
         authorization = payload.payload.authorization
         already = await self._ledger.has_authorization(
             requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
@@ -255,7 +258,10 @@ class PaymentRecovery:
             )
             return True
         payload = PaymentPayload.from_wire(offer.payload)
-        requirements = PaymentRequirements.from_wire(offer.accepted)
+        # A metered payment is settled for the usage its paid turn stored, as that turn would have.
+        requirements = settled_requirements(
+            PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
+        )
         try:
             response = await self._ask_facilitator(offer, payload, requirements)
         except ChainError as exc:
