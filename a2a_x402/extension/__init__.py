@@ -2,7 +2,8 @@
 
 Pure data and parsing, no I/O; used by both the merchant and the payer. It defines the extension
 URIs and the dialect each A2A version speaks (``negotiate_dialect``), the payment statuses and
-error codes, the content of extension messages and its two wire forms (``encode``/``decode``),
+error codes, the content of extension messages (a metered task's usage among it) and its two wire
+forms (``encode``/``decode``),
 the repair of numbers that went through a protobuf ``Struct``, and the literal mapping table
 between extension v0.2 on A2A 0.3 and v0.3 on A2A 1.0.
 """
@@ -34,6 +35,7 @@ from ._states import (
     reason_name,
 )
 from ._uris import EXTENSION_URI, EXTENSION_URI_V01, EXTENSION_URI_V02, Dialect, negotiate_dialect
+from ._usage import MAX_USAGE_ITEMS, MAX_USAGE_NAME_CHARS, PaymentUsage, UsageItem
 from ._x402 import X402PaymentPayload, X402PaymentRequired, X402Receipt
 
 __all__ = [
@@ -45,6 +47,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "MAX_STRING_CHARS",
+    "MAX_USAGE_ITEMS",
+    "MAX_USAGE_NAME_CHARS",
     "REASON_ERROR_CODES",
     "RETRYABLE_ERROR_CODES",
     "SETTLEMENT_PENDING_REASON",
@@ -62,7 +66,9 @@ __all__ = [
     "PaymentRequiredData",
     "PaymentStatus",
     "PaymentSubmittedData",
+    "PaymentUsage",
     "PaymentVerifiedData",
+    "UsageItem",
     "X402PaymentPayload",
     "X402PaymentRequired",
     "X402Receipt",

@@ -10,7 +10,7 @@ status              required fields         optional fields
 payment-required    required                error (a retryable code: fresh terms)
 payment-submitted   payload                 -
 payment-verified    -                       receipts (only to report a pending settlement)
-payment-completed   receipts (≥ 1)          -
+payment-completed   receipts (≥ 1)          usage (a metered task's, see `_usage`)
 payment-failed      error, receipts (≥ 0)   -
 payment-rejected    -                       -
 ==================  ======================  ========================================
@@ -54,6 +54,7 @@ from ._payment_data import (
 )
 from ._states import PaymentErrorCode, PaymentStatus
 from ._uris import EXTENSION_URI, Dialect
+from ._usage import PaymentUsage, parse_usage
 from ._x402 import (
     X402PaymentPayload,
     X402PaymentRequired,
@@ -81,7 +82,7 @@ FLAT_KEY_PREFIX = "x402.payment."
 """The prefix of the v0.2 metadata keys: ``x402.payment.<field>``."""
 
 # Wire order of the fields after "status"; also the order errors are looked for in.
-_FIELD_NAMES = ("required", "payload", "error", "receipts")
+_FIELD_NAMES = ("required", "payload", "error", "receipts", "usage")
 _RELATIVE_PATH = re.compile(r"([a-z]+)(.*)", re.DOTALL)
 
 
@@ -90,7 +91,7 @@ _WIRE_FIELDS: Mapping[PaymentStatus, tuple[frozenset[str], frozenset[str]]] = {
     PaymentStatus.PAYMENT_REQUIRED: (frozenset({"required"}), frozenset({"error"})),
     PaymentStatus.PAYMENT_SUBMITTED: (frozenset({"payload"}), frozenset()),
     PaymentStatus.PAYMENT_VERIFIED: (frozenset(), frozenset({"receipts"})),
-    PaymentStatus.PAYMENT_COMPLETED: (frozenset({"receipts"}), frozenset()),
+    PaymentStatus.PAYMENT_COMPLETED: (frozenset({"receipts"}), frozenset({"usage"})),
     PaymentStatus.PAYMENT_FAILED: (frozenset({"error", "receipts"}), frozenset()),
     PaymentStatus.PAYMENT_REJECTED: (frozenset(), frozenset()),
 }
@@ -261,7 +262,7 @@ def _build(status: PaymentStatus, reader: _Fields) -> PaymentData:
         case PaymentStatus.PAYMENT_VERIFIED:
             return PaymentVerifiedData(reader.pending_receipts() if "receipts" in reader else ())
         case PaymentStatus.PAYMENT_COMPLETED:
-            return PaymentCompletedData(reader.receipts())
+            return PaymentCompletedData(reader.receipts(), reader.usage() if "usage" in reader else None)
         case PaymentStatus.PAYMENT_FAILED:
             return PaymentFailedData(reader.error(), reader.receipts())
         case PaymentStatus.PAYMENT_REJECTED:
@@ -291,6 +292,9 @@ class _Fields:
                 MetadataErrorCode.INVALID_TYPE, f"expected an array, got {json_type_name(value)}", path
             )
         return tuple(parse_receipt(item, self._dialect, child_path(path, i)) for i, item in enumerate(value))
+
+    def usage(self) -> PaymentUsage:
+        return parse_usage(self._members["usage"], self._path("usage"))
 
     def pending_receipts(self) -> tuple[X402Receipt, ...]:
         receipts = self.receipts()
@@ -327,6 +331,8 @@ class _Fields:
 def _encode_field(value: object, dialect: Dialect, path: str) -> JsonValue:
     if isinstance(value, PaymentErrorCode):
         return value.value
+    if isinstance(value, PaymentUsage):
+        return value.to_wire()
     if isinstance(value, tuple):
         return [to_wire(item, dialect, child_path(path, index)) for index, item in enumerate(value)]
     return to_wire(value, dialect, path)

@@ -12,6 +12,7 @@ from typing import ClassVar, TypeAlias
 
 from ._errors import ExtensionMetadataError, MetadataErrorCode, child_path
 from ._states import RETRYABLE_ERROR_CODES, SETTLEMENT_PENDING_REASON, PaymentErrorCode, PaymentStatus
+from ._usage import PaymentUsage
 from ._x402 import (
     X402PaymentPayload,
     X402PaymentRequired,
@@ -123,10 +124,17 @@ class PaymentVerifiedData:
 
 @dataclass(frozen=True, slots=True)
 class PaymentCompletedData:
-    """Merchant to client: the payment settled; the newest receipt is the successful one."""
+    """Merchant to client: the payment settled; the newest receipt is the successful one.
+
+    Attributes:
+        receipts: every settlement attempt, newest last; the newest succeeded.
+        usage: for a metered (``upto``) task, what it used and what was settled; when the successful
+            receipt states the settled ``amount``, the two agree.
+    """
 
     status: ClassVar[PaymentStatus] = PaymentStatus.PAYMENT_COMPLETED
     receipts: tuple[X402Receipt, ...]
+    usage: PaymentUsage | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "receipts", tuple(self.receipts))
@@ -135,6 +143,17 @@ class PaymentCompletedData:
             raise inconsistent(
                 "receipts", "payment-completed needs a successful settlement as the newest receipt"
             )
+        if self.usage is None:
+            return
+        if not isinstance(self.usage, PaymentUsage):
+            raise ExtensionMetadataError(
+                MetadataErrorCode.INVALID_TYPE,
+                f"expected a PaymentUsage, got {type(self.usage).__name__}",
+                "usage",
+            )
+        settled = getattr(self.receipts[-1], "amount", None)
+        if settled is not None and settled != self.usage.settled:
+            raise inconsistent("usage.settled", "must be the amount the successful receipt settled")
 
 
 @dataclass(frozen=True, slots=True)

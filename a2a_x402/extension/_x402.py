@@ -19,16 +19,19 @@ from collections.abc import Callable, Mapping
 from typing import TypeAlias, TypeVar
 
 from a2a_x402.facilitator.wire import (
+    ExactPermit2PaymentPayload,
     PaymentPayload,
     PaymentPayloadV1,
     PaymentRequired,
     PaymentRequiredV1,
     SettleResponse,
     SettleResponseV1,
+    UptoPaymentPayload,
     WireError,
     WireModel,
     parse_payment_payload,
     parse_payment_required,
+    parse_permit2_payment_payload,
 )
 
 from ._errors import ExtensionMetadataError, MetadataErrorCode, child_path
@@ -39,14 +42,23 @@ __all__ = ["X402PaymentPayload", "X402PaymentRequired", "X402Receipt"]
 
 X402PaymentRequired: TypeAlias = PaymentRequired | PaymentRequiredV1
 """The payment terms: x402 v2 ``PaymentRequired``, or v1 on extension v0.2."""
-X402PaymentPayload: TypeAlias = PaymentPayload | PaymentPayloadV1
-"""The signed payment: x402 v2 ``PaymentPayload``, or v1 on extension v0.2."""
+X402PaymentPayload: TypeAlias = (
+    PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload | PaymentPayloadV1
+)
+"""The signed payment: x402 v2 (an EIP-3009 ``PaymentPayload``, or a Permit2 ``ExactPermit2PaymentPayload``
+or ``UptoPaymentPayload``), or v1 (EIP-3009) on extension v0.2."""
 X402Receipt: TypeAlias = SettleResponse | SettleResponseV1
 """A settlement receipt: x402 v2 ``SettleResponse``, or v1 on extension v0.2."""
 
 _VERSIONS: Mapping[Dialect, frozenset[int]] = {Dialect.V03: frozenset({2}), Dialect.V02: frozenset({1, 2})}
-_V03_SCHEMES = frozenset({"exact"})
-_V2_TYPES: tuple[type[WireModel], ...] = (PaymentRequired, PaymentPayload, SettleResponse)
+_V03_SCHEMES = frozenset({"exact", "upto"})
+_V2_TYPES: tuple[type[WireModel], ...] = (
+    PaymentRequired,
+    PaymentPayload,
+    ExactPermit2PaymentPayload,
+    UptoPaymentPayload,
+    SettleResponse,
+)
 _Model = TypeVar("_Model", bound=WireModel)
 
 
@@ -62,10 +74,20 @@ def parse_required(value: JsonValue, dialect: Dialect, path: str) -> X402Payment
 
 def parse_payload(value: JsonValue, dialect: Dialect, path: str) -> X402PaymentPayload:
     """Parse the signed payment carried by ``dialect``; ``value`` is already normalised."""
-    _check_version(value, dialect, path)
+    if _check_version(value, dialect, path) == 2 and _carries_permit2(value):
+        if dialect is Dialect.V03:
+            # The profile's word before the document's, whose own check says less ("must be exact").
+            _check_scheme(_scheme_of(value), child_path(path, "accepted"))
+        return _parse(parse_permit2_payment_payload, value, path)
     payload = _parse(parse_payment_payload, value, path)
     if isinstance(payload, PaymentPayload) and dialect is Dialect.V03:
         _check_scheme(payload.accepted.scheme, child_path(path, "accepted"))
+        if payload.accepted.scheme == "upto":
+            raise ExtensionMetadataError(
+                MetadataErrorCode.INVALID_X402_VALUE,
+                "an upto payment carries a Permit2 authorization (permit2Authorization)",
+                child_path(path, "payload"),
+            )
     return payload
 
 
@@ -112,12 +134,25 @@ def _check_scheme(scheme: str, path: str) -> None:
     if scheme not in _V03_SCHEMES:
         raise ExtensionMetadataError(
             MetadataErrorCode.INVALID_X402_VALUE,
-            "this scheme is not carried by extension v0.3 (expected exact)",
+            "this scheme is not carried by extension v0.3 (expected exact or upto)",
             child_path(path, "scheme"),
         )
 
 
-def _check_version(value: JsonValue, dialect: Dialect, path: str) -> None:
+def _carries_permit2(value: JsonValue) -> bool:
+    """Whether a v2 payment's ``payload`` holds a Permit2 authorization rather than an EIP-3009 one."""
+    inner = value.get("payload") if isinstance(value, dict) else None
+    return isinstance(inner, dict) and "permit2Authorization" in inner
+
+
+def _scheme_of(value: JsonValue) -> str:
+    accepted = value.get("accepted") if isinstance(value, dict) else None
+    scheme = accepted.get("scheme") if isinstance(accepted, dict) else None
+    # Not a string: the document's own parse says what is wrong with it.
+    return scheme if isinstance(scheme, str) else "exact"
+
+
+def _check_version(value: JsonValue, dialect: Dialect, path: str) -> int:
     if not isinstance(value, dict):
         raise ExtensionMetadataError(
             MetadataErrorCode.INVALID_TYPE, f"expected an object, got {json_type_name(value)}", path
@@ -136,6 +171,7 @@ def _check_version(value: JsonValue, dialect: Dialect, path: str) -> None:
             f"x402Version {shown} is not carried by extension {dialect.value} (expected {expected})",
             child_path(path, "x402Version"),
         )
+    return found
 
 
 def _parse(parser: Callable[[object], _Model], value: JsonValue, path: str) -> _Model:

@@ -11,21 +11,34 @@ import orjson
 from a2a_x402.observability import failure_reason, unreachable_reason
 
 from ._errors import ChainUnavailableError, FacilitatorAnswerError, IdempotencyConflictError
-from .wire import PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse
+from .wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Permit2PaymentPayload,
+    SettleResponse,
+    SupportedResponse,
+    VerifyResponse,
+)
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
 
 
 class FacilitatorClient(Protocol):
-    """What a merchant needs from a facilitator, wherever it runs."""
+    """What a merchant needs from a facilitator, wherever it runs.
 
-    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
+    A payment is an EIP-3009 `exact` one (`PaymentPayload`) or a Permit2 witness transfer (`exact` by Permit2,
+    or `upto`, whose settle `requirements` may ask for less than the signed maximum).
+    """
+
+    async def verify(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
         """Check a payment without changing anything."""
         ...
 
     async def settle(
         self,
-        payload: PaymentPayload,
+        payload: PaymentPayload | Permit2PaymentPayload,
         requirements: PaymentRequirements,
         *,
         idempotency_key: str | None = None,
@@ -36,7 +49,11 @@ class FacilitatorClient(Protocol):
         ...
 
     async def settlement_status(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        timeout_s: float = 0.0,
     ) -> SettleResponse | None:
         """The settlement answer for a payment, or None if it was never presented."""
         ...
@@ -70,14 +87,16 @@ class HttpFacilitatorClient:
             base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport, headers=headers
         )
 
-    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
+    async def verify(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
         """POST /verify."""
         answer = await self._post("/verify", payload, requirements, None)
         return _read(VerifyResponse.from_wire, answer)
 
     async def settle(
         self,
-        payload: PaymentPayload,
+        payload: PaymentPayload | Permit2PaymentPayload,
         requirements: PaymentRequirements,
         *,
         idempotency_key: str | None = None,
@@ -94,7 +113,11 @@ class HttpFacilitatorClient:
         return _read(SettleResponse.from_wire, answer)
 
     async def settlement_status(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        timeout_s: float = 0.0,
     ) -> SettleResponse | None:
         """POST /settle/status; None when the facilitator never saw the payment."""
         answer = await self._post("/settle/status", payload, requirements, None, allow_not_found=True)
@@ -115,7 +138,7 @@ class HttpFacilitatorClient:
     async def _post(
         self,
         path: str,
-        payload: PaymentPayload,
+        payload: PaymentPayload | Permit2PaymentPayload,
         requirements: PaymentRequirements,
         headers: dict[str, str] | None,
         *,

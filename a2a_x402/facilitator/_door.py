@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from a2a_x402.observability import FailureThrottle
 
 from ._api_keys import ApiKey, ApiKeyStore
-from ._request import payer_of
-from .wire import PaymentPayload, PaymentRequirements, Permit2PaymentPayload, Reason
+from .wire import PaymentPayload, PaymentRequirements, Permit2PaymentPayload, Reason, payer_of
 
 __all__ = ["Caller", "Door", "Refused"]
 

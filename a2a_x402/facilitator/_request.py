@@ -32,7 +32,6 @@ __all__ = [
     "Permit2Request",
     "idempotency_key_of",
     "namespaced_key",
-    "payer_of",
     "read_payment",
     "read_permit2_payment",
 ]
@@ -151,13 +150,6 @@ def _accepted_mismatch(accepted: PaymentRequirements, required: PaymentRequireme
     )
     named = ", ".join(to_camel(name) for name in differing)
     return PaymentInvalidError(reason, f"paymentPayload.accepted differs from the requirements in: {named}")
-
-
-def payer_of(payload: PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload) -> str:
-    """Who signed `payload`: its authorization's `from`."""
-    if isinstance(payload, PaymentPayload):
-        return payload.payload.authorization.from_address
-    return payload.payload.permit2_authorization.from_address
 
 
 def idempotency_key_of(

@@ -46,7 +46,7 @@ from ._records import ClaimRecords
 from ._recovery import Recovery
 from ._relayer import Relayer
 from ._replacement import FeeBumper
-from ._request import idempotency_key_of, namespaced_key, payer_of, read_payment
+from ._request import idempotency_key_of, namespaced_key, read_payment
 from ._reverted import RevertedRelease
 from ._reverts import RevertGuard
 from ._rpc import RpcClient
@@ -63,6 +63,7 @@ from .wire import (
     SettleResponse,
     SupportedResponse,
     VerifyResponse,
+    payer_of,
 )
 
 __all__ = ["Facilitator"]

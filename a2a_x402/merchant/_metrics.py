@@ -25,7 +25,13 @@ from a2a_x402.facilitator import (
     chain_gauges,
     facilitator_readings,
 )
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Permit2PaymentPayload,
+    SettleResponse,
+    VerifyResponse,
+)
 from a2a_x402.observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, gauge
 
 from .differences import KNOWN_KINDS, DifferenceStore
@@ -195,7 +201,9 @@ class TimedFacilitator:
         self._inner = inner
         self._metrics = metrics
 
-    async def verify(self, payload: PaymentPayload, requirements: PaymentRequirements) -> VerifyResponse:
+    async def verify(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
         """The inner verify, timed."""
         started = time.perf_counter()
         try:
@@ -205,7 +213,7 @@ class TimedFacilitator:
 
     async def settle(
         self,
-        payload: PaymentPayload,
+        payload: PaymentPayload | Permit2PaymentPayload,
         requirements: PaymentRequirements,
         *,
         idempotency_key: str | None = None,
@@ -226,7 +234,11 @@ class TimedFacilitator:
             self._metrics.settle_seconds.observe(time.perf_counter() - started)
 
     async def settlement_status(
-        self, payload: PaymentPayload, requirements: PaymentRequirements, *, timeout_s: float = 0.0
+        self,
+        payload: PaymentPayload | Permit2PaymentPayload,
+        requirements: PaymentRequirements,
+        *,
+        timeout_s: float = 0.0,
     ) -> SettleResponse | None:
         """The inner settlement status (not timed: it is the reconciler's, not a paid turn's)."""
         return await self._inner.settlement_status(payload, requirements, timeout_s=timeout_s)

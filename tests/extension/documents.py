@@ -95,3 +95,63 @@ def payload_v1() -> dict[str, Any]:
 
 def receipt_v1() -> dict[str, Any]:
     return {"success": True, "payer": PAYER, "transaction": TX_HASH, "network": "base-sepolia"}
+
+
+FACILITATOR = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+EXACT_PROXY = "0x402085c248EeA27D92E8b30b2C58ed07f9E20001"
+UPTO_PROXY = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002"
+PERMIT2_NONCE = "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+
+
+def permit2_requirements(scheme: str = "exact") -> dict[str, Any]:
+    """Terms of a Permit2 payment: `exact` by Permit2, or `upto` (its `amount` the maximum)."""
+    extra: dict[str, Any] = {"assetTransferMethod": "permit2"} if scheme == "exact" else {}
+    if scheme == "upto":
+        extra["facilitatorAddress"] = FACILITATOR
+    return {**requirements_v2(), "scheme": scheme, "amount": "50000", "extra": extra}
+
+
+def required_permit2(scheme: str = "exact") -> dict[str, Any]:
+    return {"x402Version": 2, "resource": resource(), "accepts": [permit2_requirements(scheme)]}
+
+
+def permit2_payload(scheme: str = "exact") -> dict[str, Any]:
+    """A v2 payment by a Permit2 witness transfer, in the wire types' field order."""
+    witness: dict[str, Any] = {"to": MERCHANT, "validAfter": "0"}
+    if scheme == "upto":
+        witness = {"to": MERCHANT, "facilitator": FACILITATOR, "validAfter": "0"}
+    authorization = {
+        "from": PAYER,
+        "permitted": {"token": USDC, "amount": "50000"},
+        "spender": UPTO_PROXY if scheme == "upto" else EXACT_PROXY,
+        "nonce": PERMIT2_NONCE,
+        "deadline": "1796015019",
+        "witness": witness,
+    }
+    return {
+        "x402Version": 2,
+        "payload": {"permit2Authorization": authorization, "signature": SIGNATURE},
+        "accepted": permit2_requirements(scheme),
+    }
+
+
+def settled_v2(amount: str) -> dict[str, Any]:
+    """A successful `upto` receipt naming the amount it settled."""
+    return {
+        "success": True,
+        "payer": PAYER,
+        "amount": amount,
+        "transaction": TX_HASH,
+        "network": "eip155:84532",
+    }
+
+
+def usage() -> dict[str, Any]:
+    return {
+        "maximum": "50000",
+        "settled": "1300",
+        "items": [
+            {"name": "tokens", "quantity": "1200", "unitPrice": "1", "amount": "1200"},
+            {"name": "images", "quantity": "2", "unitPrice": "50", "amount": "100"},
+        ],
+    }

@@ -26,7 +26,9 @@ from a2a_x402.extension import (
     PaymentRequiredData,
     PaymentStatus,
     PaymentSubmittedData,
+    PaymentUsage,
     PaymentVerifiedData,
+    UsageItem,
     decode,
     encode,
 )
@@ -35,6 +37,7 @@ from a2a_x402.facilitator.wire import (
     SettleResponseV1,
     parse_payment_payload,
     parse_payment_required,
+    parse_permit2_payment_payload,
 )
 
 from . import documents as doc
@@ -53,6 +56,14 @@ def _wire(members: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
 
 def _v2(receipt: dict[str, Any]) -> SettleResponse:
     return SettleResponse.from_wire(receipt)
+
+
+def _usage() -> PaymentUsage:
+    return PaymentUsage(
+        maximum=50_000,
+        settled=1300,
+        items=(UsageItem("tokens", 1200, 1, 1200), UsageItem("images", 2, 50, 100)),
+    )
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,26 @@ CASES = [
         lambda: {"status": "payment-submitted", "payload": doc.payload_v1()},
         (Dialect.V02,),
     ),
+    Case(
+        "required-permit2-exact",
+        lambda: PaymentRequiredData(parse_payment_required(doc.required_permit2())),
+        lambda: {"status": "payment-required", "required": doc.required_permit2()},
+    ),
+    Case(
+        "required-upto",
+        lambda: PaymentRequiredData(parse_payment_required(doc.required_permit2("upto"))),
+        lambda: {"status": "payment-required", "required": doc.required_permit2("upto")},
+    ),
+    Case(
+        "submitted-permit2-exact",
+        lambda: PaymentSubmittedData(parse_permit2_payment_payload(doc.permit2_payload())),
+        lambda: {"status": "payment-submitted", "payload": doc.permit2_payload()},
+    ),
+    Case(
+        "submitted-upto",
+        lambda: PaymentSubmittedData(parse_permit2_payment_payload(doc.permit2_payload("upto"))),
+        lambda: {"status": "payment-submitted", "payload": doc.permit2_payload("upto")},
+    ),
     Case("verified", PaymentVerifiedData, lambda: {"status": "payment-verified"}),
     Case(
         "verified-settlement-pending",
@@ -106,6 +137,22 @@ CASES = [
         "completed-after-retries",
         lambda: PaymentCompletedData((_v2(doc.failed_v2()), _v2(doc.receipt_v2()))),
         lambda: {"status": "payment-completed", "receipts": [doc.failed_v2(), doc.receipt_v2()]},
+    ),
+    Case(
+        "completed-upto-with-usage",
+        lambda: PaymentCompletedData((_v2(doc.settled_v2("1300")),), _usage()),
+        lambda: {"status": "payment-completed", "receipts": [doc.settled_v2("1300")], "usage": doc.usage()},
+    ),
+    Case(
+        "completed-upto-of-nothing",
+        lambda: PaymentCompletedData(
+            (_v2({**doc.settled_v2("0"), "transaction": ""}),), PaymentUsage(50_000, 0, ())
+        ),
+        lambda: {
+            "status": "payment-completed",
+            "receipts": [{**doc.settled_v2("0"), "transaction": ""}],
+            "usage": {"maximum": "50000", "settled": "0", "items": []},
+        },
     ),
     Case(
         "completed-x402-v1",
@@ -259,12 +306,29 @@ def test_encode_refuses_what_is_not_a_message() -> None:
         (lambda: PaymentFailedData(EC.SETTLEMENT_FAILED, (_v2(doc.pending_v2()),)), "receipts[0]"),
         (lambda: PaymentVerifiedData((_v2(doc.failed_v2()),)), "receipts[0]"),
         (lambda: PaymentRequiredData(parse_payment_required(doc.required_v2()), EC.DUPLICATE_NONCE), "error"),
+        (lambda: PaymentCompletedData((_v2(doc.settled_v2("1200")),), _usage()), "usage.settled"),
+        (lambda: UsageItem("tokens", 3, 7, 20), "amount"),
+        (lambda: PaymentUsage(1000, 1300, _usage().items), "settled"),
+        (lambda: PaymentUsage(1000, 999, _usage().items), "settled"),
+        (lambda: PaymentUsage(50_000, 1, ()), "settled"),
     ],
 )
-def test_message_classes_refuse_contradictions(build: Callable[[], PaymentData], path: str) -> None:
+def test_message_classes_refuse_contradictions(build: Callable[[], object], path: str) -> None:
     with pytest.raises(ExtensionMetadataError) as info:
         build()
     assert (info.value.code, info.value.path) == (MC.INCONSISTENT_CONTENT, path)
+
+
+def test_usage_settles_what_was_used_capped_at_the_maximum() -> None:
+    capped = PaymentUsage(1000, 1000, _usage().items)
+    assert capped.to_wire()["settled"] == "1000"
+    assert PaymentUsage(50_000, 0, (UsageItem("tokens", 0, 7, 0),)).settled == 0
+    # Beyond 2**53 the numbers stay exact: they travel as decimal strings.
+    big = UsageItem("wei", 2**200, 3, 3 * 2**200)
+    usage = PaymentUsage(2**256 - 1, 3 * 2**200, (big,))
+    completed = PaymentCompletedData((_v2(doc.receipt_v2()),), usage)
+    for dialect in Dialect:
+        assert decode(json.loads(json.dumps(encode(completed, dialect))), dialect) == completed
 
 
 def test_message_classes_are_frozen_and_keep_receipts_as_tuples() -> None:
@@ -314,12 +378,13 @@ def _documents(*makers: Callable[[], dict[str, Any]]) -> st.SearchStrategy[Any]:
 
 
 _fields: dict[str, st.SearchStrategy[Any]] = {
-    "required": _documents(doc.required_v2, doc.required_v1),
-    "payload": _documents(doc.payload_v2, doc.payload_v1),
+    "required": _documents(doc.required_v2, doc.required_v1, doc.required_permit2),
+    "payload": _documents(doc.payload_v2, doc.payload_v1, doc.permit2_payload),
     "receipts": st.lists(
         _documents(doc.receipt_v2, doc.pending_v2, doc.failed_v2, doc.receipt_v1), max_size=3
     ),
     "error": st.sampled_from([c.value for c in PaymentErrorCode]),
+    "usage": _documents(doc.usage),
 }
 _statuses = st.sampled_from([s.value for s in PaymentStatus])
 
@@ -329,7 +394,7 @@ _STATUS_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "payment-required": (("required",), ("error",)),
     "payment-submitted": (("payload",), ()),
     "payment-verified": ((), ("receipts",)),
-    "payment-completed": (("receipts",), ()),
+    "payment-completed": (("receipts",), ("usage",)),
     "payment-failed": (("error", "receipts"), ()),
     "payment-rejected": ((), ()),
 }

@@ -10,6 +10,7 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import ChainUnavailableError, HttpFacilitatorClient, IdempotencyConflictError
 from a2a_x402.facilitator.wire import Reason
 from a2a_x402.payer import sign_payment
+from tests.facilitator.permit2_chain import funded_payer, parsed, permit2_requirements, sdk_sign
 from tests.fixtures.facilitator import make_requirements
 from tests.fixtures.servers import base_url_of, bind_loopback
 
@@ -39,6 +40,24 @@ async def test_the_http_client_verifies_settles_and_reports_status(
     assert verified.is_valid
     assert settled.success and again == settled and status == settled
     assert supported.kinds[0].network == chain.network
+
+
+async def test_the_http_client_verifies_and_settles_a_permit2_payment(
+    chain: DevChain, start_service: StartService, sqlite_url: str
+) -> None:
+    client = HttpFacilitatorClient(start_service(sqlite_url))
+    requirements = permit2_requirements(chain, "exact", chain.plain_asset)
+    payload = parsed(sdk_sign(chain, funded_payer(chain, chain.plain_asset), requirements))
+    try:
+        verified = await client.verify(payload, requirements)
+        settled = await client.settle(payload, requirements)
+        status = await client.settlement_status(payload, requirements)
+    finally:
+        await client.aclose()
+
+    assert verified.is_valid, verified
+    assert settled.success and settled.transaction, settled
+    assert status == settled
 
 
 async def test_the_http_client_reports_a_refused_payment_as_an_answer(

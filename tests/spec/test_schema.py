@@ -95,8 +95,12 @@ _REFUSED: dict[str, JSON] = {
     "failed-with-success": _edit(_failed, lambda v: v.update(receipts=_completed()["receipts"])),
     "rejected-with-error": {"status": "payment-rejected", "error": "INSUFFICIENT_FUNDS"},
     "receipt-unknown-member": _edit(_completed, lambda v: v["receipts"][0].update(blockNumber=7)),
-    "scheme-upto-in-terms": _edit(_required, lambda v: v["required"]["accepts"][0].update(scheme="upto")),
-    "scheme-upto-in-payment": _edit(_submitted, lambda v: v["payload"]["accepted"].update(scheme="upto")),
+    "scheme-other-in-terms": _edit(
+        _required, lambda v: v["required"]["accepts"][0].update(scheme="deferred")
+    ),
+    "scheme-other-in-payment": _edit(
+        _submitted, lambda v: v["payload"]["accepted"].update(scheme="deferred")
+    ),
     # §6.3: a pending receipt is replaced by its final one, and a task settles at most once; the schemas
     # say so by counting (no pending receipt beside a final one, at most one success).
     "completed-with-earlier-pending": _edit(

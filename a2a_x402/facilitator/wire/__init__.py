@@ -2,7 +2,7 @@
 
 Beside the EIP-3009 payload of `exact`, the v2 payloads of a Permit2 witness transfer (`exact` with
 `assetTransferMethod: "permit2"`, and `upto`) have their own documents, `/verify` and `/settle` bodies and
-parse entry point.
+parse entry point; `signer_of` says who signed a payload of any kind and which nonce it spends.
 
 Pure data, no I/O. Untrusted input goes through the `parse_*` functions or `Model.from_wire`,
 which accept exactly the wire form (camelCase names, checksummed addresses, uint256 decimal
@@ -75,6 +75,7 @@ from ._primitives import (
     checksum_address,
 )
 from ._reasons import Reason
+from ._signer import PERMIT2_NONCE_PREFIX, AnyPaymentPayload, PaymentSigner, payer_of, signer_of
 from ._v1 import (
     PaymentPayloadV1,
     PaymentRequiredV1,
@@ -98,8 +99,10 @@ from ._v2 import (
 __all__ = [
     "MAX_CHAIN_ID",
     "MAX_SIGNATURE_BYTES",
+    "PERMIT2_NONCE_PREFIX",
     "V1_NETWORK_CHAIN_IDS",
     "Address",
+    "AnyPaymentPayload",
     "Bytes32",
     "Caip2Network",
     "ExactEvmAuthorization",
@@ -116,6 +119,7 @@ __all__ = [
     "PaymentRequiredV1",
     "PaymentRequirements",
     "PaymentRequirementsV1",
+    "PaymentSigner",
     "Permit2Extra",
     "Permit2PaymentPayload",
     "Permit2TokenPermissions",
@@ -154,12 +158,14 @@ __all__ = [
     "parse_permit2_payment_payload",
     "parse_settle_request",
     "parse_verify_request",
+    "payer_of",
     "payload_v1_to_v2",
     "request_to_v2",
     "requirements_v1_to_v2",
     "requirements_v2_to_v1",
     "resource_info_from_v1",
     "settle_response_to_v1",
+    "signer_of",
     "v1_network_from_chain_id",
     "verify_response_to_v1",
 ]

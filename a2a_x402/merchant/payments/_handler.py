@@ -55,7 +55,7 @@ from a2a_x402.extension import (
     PaymentVerifiedData,
     negotiate_dialect,
 )
-from a2a_x402.facilitator.wire import PaymentRequired
+from a2a_x402.facilitator.wire import PaymentRequired, signer_of
 
 from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
@@ -278,8 +278,8 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             return data, dialect  # the SDK answers TaskNotFound / UnsupportedOperation itself
         if isinstance(data, PaymentSubmittedData):
             # The offer the authorization was taken for comes with the task's own, in the same read.
-            presented = data.payload.payload.authorization
-            offer, used = await self._offers.for_payment(task.id, presented.from_address, presented.nonce)
+            presented = signer_of(data.payload)
+            offer, used = await self._offers.for_payment(task.id, presented.payer, presented.nonce)
         else:
             offer, used = await self._offers.get(task.id), None
         if offer is None:

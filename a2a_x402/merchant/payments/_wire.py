@@ -23,6 +23,7 @@ from a2a_x402.extension import (
 )
 from a2a_x402.facilitator.wire import (
     PaymentPayload,
+    PaymentPayloadV1,
     PaymentRequired,
     PaymentRequiredV1,
     PaymentRequirements,
@@ -136,6 +137,8 @@ def match_offer(
     for requirements in offered.accepts:
         if isinstance(payload, PaymentPayload):
             candidate = payload if payload.accepted == requirements else None
+        elif not isinstance(payload, PaymentPayloadV1):
+            candidate = None  # a Permit2 payment: these terms ask for EIP-3009
         elif (
             payload.scheme == requirements.scheme
             and chain_id_from_v1_network(payload.network) == requirements.chain_id

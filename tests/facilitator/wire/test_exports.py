@@ -29,6 +29,7 @@ def test_every_private_module_declares_all() -> None:
         wire._permit2,
         wire._primitives,
         wire._reasons,
+        wire._signer,
         wire._v1,
         wire._v2,
     ):
