@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ._recovery import PaymentRecovery, exception_line
     from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
     from ._unpaid_limits import InvalidLimitsError, UnpaidRules
-    from ._usage import UsageError, UsageItem, UsageMeter, UsageRecord, usage_meter
+    from ._usage import UsageError, UsageMeter, usage_meter
 
 __all__ = [
     "Asset",
@@ -55,9 +55,7 @@ __all__ = [
     "UnpaidRules",
     "UnpaidWork",
     "UsageError",
-    "UsageItem",
     "UsageMeter",
-    "UsageRecord",
     "caller_of",
     "exception_line",
     "protocol_version",
@@ -78,7 +76,7 @@ _EXPORTS = {
     "_recovery": ("PaymentRecovery", "exception_line"),
     "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
     "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),
-    "_usage": ("UsageError", "UsageItem", "UsageMeter", "UsageRecord", "usage_meter"),
+    "_usage": ("UsageError", "UsageMeter", "usage_meter"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

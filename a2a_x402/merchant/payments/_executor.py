@@ -300,7 +300,7 @@ class PaymentExecutor(AgentExecutor):
             )
             return
         held = [MessageToDict(a) for a in outcome.artifacts]
-        usage = outcome.usage.to_json_dict() if outcome.usage is not None else None
+        usage = outcome.usage.to_wire() if outcome.usage is not None else None
         # The usage is stored before anything is settled: a settlement recovery finishes asks for the same.
         if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held, usage=usage):
             # Someone else decided this payment meanwhile (recovery took the turn for orphaned): never

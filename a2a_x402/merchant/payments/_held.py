@@ -15,7 +15,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from ._usage import UsageRecord
+from a2a_x402.extension import PaymentUsage
 
 __all__ = ["HoldingQueue", "WorkOutcome"]
 
@@ -35,7 +35,7 @@ class WorkOutcome:
 
     artifacts: list[Artifact] = field(default_factory=list)
     final_status: TaskStatus | None = None
-    usage: UsageRecord | None = None
+    usage: PaymentUsage | None = None
 
     @property
     def completed(self) -> bool:

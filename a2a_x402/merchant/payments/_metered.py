@@ -7,10 +7,11 @@ asked for with the accepted terms' amount replaced by the usage's settled amount
 
 from __future__ import annotations
 
+from a2a_x402.extension import PaymentUsage
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
 from ._offer_table import Offer
-from ._usage import UsageRecord
+from ._usage import usage_from_json
 
 __all__ = ["UPTO", "offered_maximum", "settled_requirements", "settled_text", "stored_usage"]
 
@@ -18,7 +19,7 @@ UPTO = "upto"
 """The x402 scheme of metered terms."""
 
 
-def settled_requirements(accepted: PaymentRequirements, usage: UsageRecord | None) -> PaymentRequirements:
+def settled_requirements(accepted: PaymentRequirements, usage: PaymentUsage | None) -> PaymentRequirements:
     """The requirements a payment taken for `accepted` is settled with: `accepted` itself, or for a metered
     payment with its `amount` the usage's settled amount (never above the maximum accepted)."""
     if usage is None:
@@ -26,9 +27,9 @@ def settled_requirements(accepted: PaymentRequirements, usage: UsageRecord | Non
     return accepted.model_copy(update={"amount": min(usage.settled, accepted.amount)})
 
 
-def stored_usage(offer: Offer) -> UsageRecord | None:
+def stored_usage(offer: Offer) -> PaymentUsage | None:
     """The usage stored with a metered offer when its work was done; None for any other offer."""
-    return UsageRecord.from_json_dict(offer.usage) if offer.usage is not None else None
+    return usage_from_json(offer.usage) if offer.usage is not None else None
 
 
 def offered_maximum(offer: Offer) -> int | None:

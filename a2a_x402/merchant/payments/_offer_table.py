@@ -45,7 +45,7 @@ offers_table = sa.Table(
     sa.Column("accepted", sa.JSON, nullable=True),
     sa.Column("receipts", sa.JSON, nullable=False),
     sa.Column("held_artifacts", sa.JSON, nullable=True),
-    # A metered task's usage (`UsageRecord.to_json_dict`), stored when its work is done, before it is settled:
+    # A metered task's usage (`PaymentUsage.to_wire`), stored when its work is done, before it is settled:
     # recovery settles the same amount.
     sa.Column("usage", sa.JSON, nullable=True),
     sa.Column("error", sa.String(32), nullable=True),

@@ -18,20 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext
 
-__all__ = [
-    "USAGE_METER_KEY",
-    "UsageError",
-    "UsageItem",
-    "UsageMeter",
-    "UsageRecord",
-    "metering",
-    "usage_meter",
-]
+from a2a_x402.extension import PaymentUsage, UsageItem
+
+__all__ = ["USAGE_METER_KEY", "UsageError", "UsageMeter", "metering", "usage_from_json", "usage_meter"]
 
 USAGE_METER_KEY = "a2a_x402.usage_meter"
 """Where a metered paid turn keeps its meter: the request's `ServerCallContext.state`."""
@@ -47,65 +40,6 @@ class UsageError(ValueError):
     report after the paid turn ended); nothing of it is recorded."""
 
     code = "usage_invalid"
-
-
-@dataclass(frozen=True, slots=True)
-class UsageItem:
-    """One measured item: `quantity` units of `name` at `unit_price` atomic units each."""
-
-    name: str
-    quantity: int
-    unit_price: int
-
-    @property
-    def amount(self) -> int:
-        """What the item costs in atomic units: quantity × unit price."""
-        return self.quantity * self.unit_price
-
-    def to_json_dict(self) -> dict[str, str]:
-        """The item as the `x402.payment.usage` metadata carries it (decimal strings)."""
-        return {
-            "name": self.name,
-            "quantity": str(self.quantity),
-            "unitPrice": str(self.unit_price),
-            "amount": str(self.amount),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRecord:
-    """What a metered paid turn used: its items, the maximum signed for, and the amount to settle (their sum,
-    capped at the maximum)."""
-
-    maximum: int
-    items: tuple[UsageItem, ...]
-
-    @property
-    def total(self) -> int:
-        """The sum of the items' amounts, before the cap."""
-        return sum(item.amount for item in self.items)
-
-    @property
-    def settled(self) -> int:
-        """What is charged: the total, capped at the maximum."""
-        return min(self.total, self.maximum)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The record as the `x402.payment.usage` metadata carries it and an offer stores it."""
-        return {
-            "maximum": str(self.maximum),
-            "settled": str(self.settled),
-            "items": [item.to_json_dict() for item in self.items],
-        }
-
-    @classmethod
-    def from_json_dict(cls, stored: Mapping[str, Any]) -> UsageRecord:
-        """A record as `to_json_dict` wrote it (read back from an offer)."""
-        items = tuple(
-            UsageItem(str(item["name"]), int(item["quantity"]), int(item["unitPrice"]))
-            for item in stored["items"]
-        )
-        return cls(maximum=int(stored["maximum"]), items=items)
 
 
 class UsageMeter:
@@ -147,14 +81,17 @@ class UsageMeter:
         if self._maximum is not None:
             self._quantities[key] = summed
 
-    def record(self) -> UsageRecord:
-        """What was reported, as a record (an unmetered meter's has a maximum of 0 and no items)."""
+    def record(self) -> PaymentUsage:
+        """What was reported, and what it settles: the items' sum capped at the maximum (an unmetered
+        meter's usage has a maximum of 0 and no items)."""
         items = tuple(
-            UsageItem(name, quantity, price) for (name, price), quantity in self._quantities.items()
+            UsageItem(name, quantity, price, quantity * price)
+            for (name, price), quantity in self._quantities.items()
         )
-        return UsageRecord(maximum=self._maximum or 0, items=items)
+        maximum = self._maximum or 0
+        return PaymentUsage(maximum, min(sum(item.amount for item in items), maximum), items)
 
-    def close(self) -> UsageRecord:
+    def close(self) -> PaymentUsage:
         """End the turn's reporting (a later report is refused) and return what was reported."""
         self._closed = True
         return self.record()
@@ -194,3 +131,12 @@ def metering(context: RequestContext, maximum: int) -> Iterator[UsageMeter]:
         meter.close()
         if state.get(USAGE_METER_KEY) is meter:
             del state[USAGE_METER_KEY]
+
+
+def usage_from_json(stored: Mapping[str, Any]) -> PaymentUsage:
+    """A usage from its wire form (`PaymentUsage.to_wire`), as an offer stores it."""
+    items = tuple(
+        UsageItem(str(item["name"]), int(item["quantity"]), int(item["unitPrice"]), int(item["amount"]))
+        for item in stored["items"]
+    )
+    return PaymentUsage(int(stored["maximum"]), int(stored["settled"]), items)

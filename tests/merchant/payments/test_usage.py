@@ -8,9 +8,9 @@ import pytest
 from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 
+from a2a_x402.extension import PaymentUsage, UsageItem
 from a2a_x402.merchant import UsageError, UsageMeter, usage_meter
-from a2a_x402.merchant.payments import UsageItem, UsageRecord
-from a2a_x402.merchant.payments._usage import USAGE_METER_KEY, metering
+from a2a_x402.merchant.payments._usage import USAGE_METER_KEY, metering, usage_from_json
 
 
 def context() -> RequestContext:
@@ -28,12 +28,12 @@ def test_a_metered_turn_records_items_and_caps_what_is_settled() -> None:
 
     record = meter.record()
     assert record.items == (
-        UsageItem("tokens", 1234, 25),
-        UsageItem("tokens", 10, 30),
-        UsageItem("calls", 0, 10**6),
+        UsageItem("tokens", 1234, 25, 30850),
+        UsageItem("tokens", 10, 30, 300),
+        UsageItem("calls", 0, 10**6, 0),
     )
-    assert (record.total, record.settled) == (31150, 31150)
-    assert record.to_json_dict() == {
+    assert (record.maximum, record.settled) == (100_000, 31150)
+    assert record.to_wire() == {
         "maximum": "100000",
         "settled": "31150",
         "items": [
@@ -42,7 +42,7 @@ def test_a_metered_turn_records_items_and_caps_what_is_settled() -> None:
             {"name": "calls", "quantity": "0", "unitPrice": "1000000", "amount": "0"},
         ],
     }
-    assert UsageRecord.from_json_dict(record.to_json_dict()) == record
+    assert usage_from_json(record.to_wire()) == record
     assert USAGE_METER_KEY not in turn.call_context.state
 
 
@@ -51,15 +51,21 @@ def test_usage_above_the_maximum_settles_the_maximum() -> None:
     with metering(turn, maximum=500) as meter:
         usage_meter(turn).add("pages", quantity=3, unit_price=400)
 
-    assert (meter.record().total, meter.record().settled) == (1200, 500)
-    assert meter.record().to_json_dict()["settled"] == "500"
+    assert meter.record() == PaymentUsage(500, 500, (UsageItem("pages", 3, 400, 1200),))
+    assert meter.record().to_wire()["settled"] == "500"
 
 
 def test_numbers_beyond_2_53_stay_exact_on_the_wire() -> None:
-    record = UsageRecord(maximum=2**255, items=(UsageItem("bytes", 2**60 + 1, 3),))
+    turn = context()
+    with metering(turn, maximum=2**255) as meter:
+        usage_meter(turn).add("bytes", quantity=2**60 + 1, unit_price=3)
+    wire = meter.record().to_wire()
 
-    assert record.to_json_dict()["items"][0]["amount"] == str((2**60 + 1) * 3)
-    assert record.to_json_dict()["settled"] == str((2**60 + 1) * 3)
+    assert wire["items"] == [
+        {"name": "bytes", "quantity": str(2**60 + 1), "unitPrice": "3", "amount": str((2**60 + 1) * 3)}
+    ]
+    assert wire["settled"] == str((2**60 + 1) * 3)
+    assert usage_from_json(wire) == meter.record()
 
 
 def test_outside_a_metered_turn_reports_are_checked_and_dropped() -> None:
@@ -68,7 +74,7 @@ def test_outside_a_metered_turn_reports_are_checked_and_dropped() -> None:
     meter.add("tokens", quantity=5, unit_price=1)
 
     assert not meter.metered
-    assert meter.record() == UsageRecord(maximum=0, items=())
+    assert meter.record() == PaymentUsage(0, 0, ())
     with pytest.raises(UsageError, match="must not be negative"):
         meter.add("tokens", quantity=-1, unit_price=1)
 
@@ -102,7 +108,7 @@ def test_a_bad_report_is_refused_clearly_and_records_nothing(
     assert str(refused.value).startswith(refusal)
     assert "\n" not in str(refused.value)
     assert refused.value.code == "usage_invalid"
-    assert meter.record().items == (UsageItem("tokens", 2, 25),)
+    assert meter.record().items == (UsageItem("tokens", 2, 25, 50),)
 
 
 def test_the_items_of_one_turn_are_bounded() -> None:
