@@ -385,7 +385,7 @@ class PaymentExecutor(AgentExecutor):
                 context_id,
                 TaskState.TASK_STATE_COMPLETED,
                 text,
-                PaymentCompletedData(receipts=tuple(receipts)),
+                PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage),
                 dialect,
             )
         )

@@ -183,14 +183,15 @@ class PaymentRecovery:
             await self._update_task(offer, TaskState.TASK_STATE_FAILED, text, data, [], correct=True)
 
     async def _complete(self, offer: Offer, receipts: list[SettleResponse], *, correct: bool = False) -> None:
-        """Complete the task with its held artifacts and its receipts, the last one a success."""
+        """Complete the task with its held artifacts and its receipts, the last one a success (and a metered
+        task's usage)."""
         artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
         settled = next((r.transaction for r in reversed(receipts) if r.success), None)
         await self._update_task(
             offer,
             TaskState.TASK_STATE_COMPLETED,
             settled_text(settled) if settled is not None else "Payment settled.",
-            PaymentCompletedData(receipts=tuple(receipts)),
+            PaymentCompletedData(receipts=tuple(receipts), usage=stored_usage(offer)),
             artifacts,
             correct=correct,
         )
