@@ -66,7 +66,7 @@ async def test_a_metered_skill_offers_upto_terms_for_its_maximum(
     assert again.extra["offerId"] != terms.extra["offerId"]
     [other] = offered_terms(fixed).accepts
     assert (other.scheme, other.amount) == ("exact", 7000)
-    assert "Payment required: 0.01 USDC to" in texts(fixed)[0]
+    assert "Payment required: 0.007 USDC to" in texts(fixed)[0]
 
 
 async def test_v0_2_clients_get_upto_terms_as_the_x402_v2_document(
