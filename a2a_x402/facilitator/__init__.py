@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     )
     from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
     from ._nonce_state import authorization_used
+    from ._permit2 import PERMIT2_ADDRESS
+    from ._permit2_calls import SettledPermit, settled_permits
     from ._pool import NoRelayerError, RelayerState
     from ._probe import ChainStatus, RelayerStatus, read_chain_status
     from ._replacement import bumped_fees
@@ -98,6 +100,7 @@ __all__ = [
     "InvalidIdempotencyKeyError",
     "KeyRules",
     "NoRelayerError",
+    "PERMIT2_ADDRESS",
     "PaymentInvalidError",
     "ReadStatus",
     "RelayerState",
@@ -105,6 +108,7 @@ __all__ = [
     "RpcCall",
     "RpcClient",
     "RpcError",
+    "SettledPermit",
     "TRANSFER_TOPIC",
     "authorization_used",
     "bumped_fees",
@@ -132,6 +136,7 @@ __all__ = [
     "relayer_revert_checks",
     "refuse_on_fatal",
     "schema_check",
+    "settled_permits",
     "shown_origin",
     "stored_revert_budget_check",
 ]
@@ -185,6 +190,8 @@ _EXPORTS = {
     ),
     "_metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
     "_nonce_state": ("authorization_used",),
+    "_permit2": ("PERMIT2_ADDRESS",),
+    "_permit2_calls": ("SettledPermit", "settled_permits"),
     "_pool": ("NoRelayerError", "RelayerState"),
     "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
     "_replacement": ("bumped_fees",),

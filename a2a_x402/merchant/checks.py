@@ -51,6 +51,7 @@ from a2a_x402.observability import Check, CheckResult, run_checks
 
 from ._facilitator_probe import check_remote_facilitator, shown_url
 from .app import MERCHANT_SKILLS
+from .payments import TransferMethod, probe_transfer_method
 from .settings import MerchantSettings
 from .tenants import TenantConfigError, TenantRegistry, tenant_name
 from .webhooks import UnsafeTargetError, resolve_target
@@ -70,6 +71,23 @@ __all__ = [
 _UPGRADE = "x402-merchant db upgrade"
 
 
+async def _asset_domain(rpc: RpcClient, settings: MerchantSettings) -> CheckResult:
+    """`asset domain` of a token paid by its EIP-3009; one paid through Permit2 signs nothing of its own
+    (its payers sign Permit2's domain), so a token without `version()` is fine there."""
+    method = settings.asset_transfer_method
+    if method == "auto":
+        method = (await probe_transfer_method(rpc, settings.asset)).value
+    if method == TransferMethod.PERMIT2.value:
+        return CheckResult.passed("asset domain", "not needed: the token is paid through Permit2")
+    return await check_asset_domain(
+        rpc,
+        settings.asset,
+        settings.asset_name,
+        settings.asset_version,
+        expected_decimals=settings.asset_decimals,
+    )
+
+
 async def check_merchant(
     settings: MerchantSettings, *, skills: Sequence[AgentSkill] = MERCHANT_SKILLS
 ) -> list[CheckResult]:
@@ -85,17 +103,7 @@ async def check_merchant(
         checks = [
             network_check(read, settings.network),
             Check("asset", partial(check_asset_code, rpc, settings.asset, settings.network)),
-            Check(
-                "asset domain",
-                partial(
-                    check_asset_domain,
-                    rpc,
-                    settings.asset,
-                    settings.asset_name,
-                    settings.asset_version,
-                    expected_decimals=settings.asset_decimals,
-                ),
-            ),
+            Check("asset domain", partial(_asset_domain, rpc, settings)),
         ]
         if settings.facilitator_url:
             checks.append(

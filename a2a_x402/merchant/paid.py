@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from functools import partial
 from urllib.parse import urlsplit
 
@@ -64,8 +65,10 @@ from .payments import (
     PaymentRequestHandler,
     Presentations,
     Pricing,
+    TransferMethod,
     UnpaidRules,
     UnpaidWork,
+    probe_transfer_method,
 )
 from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
@@ -190,6 +193,9 @@ def paid_app(
         name=settings.asset_name,
         version=settings.asset_version,
         decimals=settings.asset_decimals,
+        transfer_method=TransferMethod.PERMIT2
+        if settings.asset_transfer_method == "permit2"
+        else TransferMethod.EIP3009,
     )
     facilitator: Facilitator | HttpFacilitatorClient = (
         HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
@@ -366,6 +372,9 @@ def paid_app(
     async def lifespan(app_: FastAPI) -> AsyncIterator[None]:
         if isinstance(facilitator, Facilitator):
             await facilitator.startup_checks()
+        if settings.asset_transfer_method == "auto":
+            method = await probe_transfer_method(chain_rpc, asset.address)
+            pricing.asset = replace(asset, transfer_method=method)
         if webhooks:
             await WebhookEndpoints(engine).sync(endpoint_configs(tenants))
         http = httpx.AsyncClient()

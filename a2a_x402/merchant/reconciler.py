@@ -43,15 +43,24 @@ from typing import Any, TypeVar
 
 from eth_utils.address import to_checksum_address
 
-from a2a_x402.facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient, authorization_used
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient
+from a2a_x402.facilitator.wire import PERMIT2_NONCE_PREFIX, PaymentRequirements
 
 from . import _difference_checks as checks
 from ._chain_scan import ChainPayment, payments_to
 from .differences import DifferenceStore
 from .differences import _kinds as kinds
 from .ledger import BookedEntry, EntryStatus, Ledger, LedgerError, SettlementBooking
-from .payments import Offer, OfferState, OfferStore, PaymentRecovery, exception_line
+from .payments import (
+    Offer,
+    OfferState,
+    OfferStore,
+    PaymentRecovery,
+    exception_line,
+    nonce_used,
+    payment_from_wire,
+    valid_before,
+)
 
 __all__ = ["RECONCILE_STAGES", "Difference", "ReconcileReport", "Reconciler"]
 
@@ -310,6 +319,8 @@ class Reconciler:
         for entry in finalized:
             if restarted_at is not None and entry.booked_at < restarted_at:
                 continue  # booked on the chain before its restart: said once, as chain_restarted
+            if entry.nonce.startswith(PERMIT2_NONCE_PREFIX):
+                continue  # the scan reads EIP-3009 payments only: a Permit2 one is never among them
             if (entry.payer, entry.nonce.lower()) not in on_chain:
                 report.differ(
                     f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain (a reorg deeper "
@@ -402,7 +413,7 @@ class Reconciler:
                 await self._ledger.mark_final(entry.id, confirmations=depth)
                 report.finalized += 1
             return
-        if await authorization_used(self._rpc, entry.asset, entry.payer, entry.nonce):
+        if await nonce_used(self._rpc, entry.asset, entry.payer, entry.nonce):
             report.differ(
                 f"{entry.id}: {entry.tx_hash} is off chain, but another transaction used the authorization",
                 tenant=entry.tenant,
@@ -430,7 +441,7 @@ class Reconciler:
         offer = await self._offers.by_authorization(entry.payer, entry.nonce)
         if offer is None or offer.payload is None:
             return None
-        return PaymentPayload.from_wire(offer.payload).payload.authorization.valid_before
+        return valid_before(payment_from_wire(offer.payload))
 
 
 async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T | None:

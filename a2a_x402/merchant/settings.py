@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -22,7 +24,11 @@ class MerchantSettings(BaseSettings):
     database_url: str = Field(DEFAULT_DATABASE_URL, description="ledger, tasks, offers and outbox database")
     rpc_url: str = Field("http://127.0.0.1:8545", description="JSON-RPC endpoint (in-process facilitator)")
     network: str = Field("eip155:84532", description="CAIP-2 id of the chain payments are made on")
-    asset: str = Field(..., description="the token contract's address (EIP-3009)")
+    asset: str = Field(..., description="the token contract's address (EIP-3009, or any ERC-20 via Permit2)")
+    asset_transfer_method: Literal["eip3009", "permit2", "auto"] = Field(
+        "auto",
+        description="how payments move the token: its EIP-3009, or Permit2; auto asks the token at start-up",
+    )
     asset_name: str = Field("USDC", description="the token's EIP-712 domain name")
     asset_version: str = Field("2", description="the token's EIP-712 domain version")
     asset_decimals: int = Field(6, ge=0, le=36)

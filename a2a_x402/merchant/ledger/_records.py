@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 _HASH32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
+# A payment's nonce as `facilitator.wire.signer_of` keys it: EIP-3009's `0x…`, or a Permit2 nonce's `p2…`.
+_NONCE = re.compile(r"^(0x|p2)[0-9a-fA-F]{64}$")
 _CAIP2 = re.compile(r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")
 _UINT256_LIMIT = 2**256
 _TEXT_MAX = 255
@@ -95,6 +97,14 @@ def _hash32(name: str, value: str) -> str:
     return value.lower()
 
 
+def _nonce(value: str) -> str:
+    if not isinstance(value, str) or not _NONCE.fullmatch(value):
+        raise InvalidBookingError(
+            f"nonce: must be 0x (EIP-3009) or p2 (Permit2) followed by 64 hex digits, got {value!r}"
+        )
+    return value.lower()
+
+
 def _text(name: str, value: str, *, allow_empty: bool = False) -> None:
     if not isinstance(value, str) or len(value) > _TEXT_MAX or (not value and not allow_empty):
         kind = "string" if allow_empty else "non-empty string"
@@ -110,10 +120,11 @@ def _whole(name: str, value: int, *, minimum: int, limit: int) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SettlementBooking:
-    """One settled EIP-3009 payment to book: who paid which tenant how much, and where it is on chain.
+    """One settled payment to book: who paid which tenant how much, and where it is on chain.
 
-    Construction validates and normalizes: addresses to EIP-55, the nonce and transaction hash to lowercase
-    hex, `settled_at` to UTC. `amount` is in the asset's atomic units (an `int`, never a float). `network`
+    Construction validates and normalizes: addresses to EIP-55, the nonce (an EIP-3009 one, `0x…`, or a
+    Permit2 one, `p2…`: `facilitator.wire.signer_of`) and transaction hash to lowercase hex, `settled_at`
+    to UTC. `amount` is in the asset's atomic units (an `int`, never a float). `network`
     is the CAIP-2 id; for `eip155` networks its reference must equal `chain_id`.
 
     Raises:
@@ -152,7 +163,7 @@ class SettlementBooking:
             "payer": _address("payer", self.payer),
             "pay_to": _address("pay_to", self.pay_to),
             "asset": _address("asset", self.asset),
-            "nonce": _hash32("nonce", self.nonce),
+            "nonce": _nonce(self.nonce),
             "tx_hash": _hash32("tx_hash", self.tx_hash),
             "settled_at": utc(self.settled_at, "settled_at"),
         }

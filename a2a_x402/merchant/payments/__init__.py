@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ._pricing import Asset, Pricing
     from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
     from ._recovery import PaymentRecovery, exception_line
+    from ._signed import SignedPayment, nonce_used, payment_from_wire, valid_before
+    from ._transfer_method import TransferMethod, probe_transfer_method
     from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
     from ._unpaid_limits import InvalidLimitsError, UnpaidRules
     from ._usage import UsageError, UsageMeter, usage_meter
@@ -49,7 +51,9 @@ __all__ = [
     "Pricing",
     "Purchase",
     "PurgeReport",
+    "SignedPayment",
     "SkillResolver",
+    "TransferMethod",
     "UnpaidAttempt",
     "UnpaidLimitError",
     "UnpaidRules",
@@ -58,8 +62,12 @@ __all__ = [
     "UsageMeter",
     "caller_of",
     "exception_line",
+    "nonce_used",
+    "payment_from_wire",
+    "probe_transfer_method",
     "protocol_version",
     "usage_meter",
+    "valid_before",
 ]
 
 _EXPORTS = {
@@ -74,6 +82,8 @@ _EXPORTS = {
     "_pricing": ("Asset", "Pricing"),
     "_protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
     "_recovery": ("PaymentRecovery", "exception_line"),
+    "_signed": ("SignedPayment", "nonce_used", "payment_from_wire", "valid_before"),
+    "_transfer_method": ("TransferMethod", "probe_transfer_method"),
     "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
     "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),
     "_usage": ("UsageError", "UsageMeter", "usage_meter"),

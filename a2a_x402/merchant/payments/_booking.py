@@ -10,7 +10,7 @@ import stamina
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from a2a_x402.facilitator import ChainError, RpcClient
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, SettleResponse
+from a2a_x402.facilitator.wire import PaymentRequirements, SettleResponse, payer_of, signer_of
 
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
@@ -18,6 +18,7 @@ from ._chain_proof import NotProvenError, prove_settlement
 from ._metered import offered_maximum
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
+from ._signed import SignedPayment
 
 __all__ = ["book_settlement", "record_paid", "settlement_event"]
 
@@ -28,7 +29,7 @@ async def book_settlement(
     ledger: Ledger,
     rpc: RpcClient,
     offer: Offer,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     response: SettleResponse,
     *,
@@ -75,7 +76,7 @@ async def book_settlement(
             network=requirements.network,
             chain_id=requirements.chain_id,
             amount=paid.amount,
-            nonce=payload.payload.authorization.nonce,
+            nonce=signer_of(payload).nonce,
             tx_hash=paid.tx_hash,
             block_number=paid.block_number,
             settled_at=datetime.now(UTC),
@@ -99,7 +100,7 @@ async def record_paid(
     rpc: RpcClient,
     offers: OfferStore,
     offer: Offer,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     response: SettleResponse,
     receipts: list[dict[str, Any]],
@@ -128,7 +129,7 @@ def settlement_event(
     kind: EventType,
     offer: Offer,
     requirements: PaymentRequirements,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     response: SettleResponse,
 ) -> tuple[EventType, dict[str, Any]]:
     """A `settlement.pending` or `settlement.failed` webhook event (type and data) for `offer`'s payment.
@@ -140,7 +141,7 @@ def settlement_event(
     data: dict[str, Any] = {
         "taskId": offer.task_id,
         "contextId": offer.context_id,
-        "payer": payload.payload.authorization.from_address,
+        "payer": payer_of(payload),
         "payTo": requirements.pay_to,
         "asset": requirements.asset,
         "network": requirements.network,

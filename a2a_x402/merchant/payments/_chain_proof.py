@@ -6,19 +6,25 @@ merchant never books from the answer's extras. It reads the transaction's receip
 books only the payment the logs prove: a successful transaction whose `AuthorizationUsed` log names the
 payer and the signed nonce, followed by the token's `Transfer` of the offered amount from the payer to the
 offered payTo (`pair_payments`, as the reconciler's chain scan reads them).
+
+Permit2 logs no nonce: a Permit2 payment is proven by the transaction's calldata, an x402 proxy's settlement
+of the payer's permit of that nonce and token (`facilitator.settled_permits`), and the token's `Transfer`
+of the offered amount from the payer to the offered payTo in its receipt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from eth_utils.address import to_checksum_address
 
-from a2a_x402.facilitator import ChainError, RpcClient
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.facilitator import TRANSFER_TOPIC, ChainError, RpcClient, settled_permits
+from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, signer_of
 
 from .._chain_scan import ChainPayment, pair_payments
+from ._signed import SignedPayment
 
 __all__ = ["NotProvenError", "prove_settlement"]
 
@@ -40,7 +46,7 @@ class NotProvenError(Exception):
 async def prove_settlement(
     rpc: RpcClient,
     tx_hash: str,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     *,
     unseen_wait_s: float = _UNSEEN_WAIT_S,
@@ -63,14 +69,17 @@ async def prove_settlement(
         raise NotProvenError(tx_hash, "is not on the merchant's node")
     if not isinstance(receipt, dict) or receipt.get("status") != "0x1":
         raise NotProvenError(tx_hash, "did not succeed on chain")
-    authorization = payload.payload.authorization
     pay_to = to_checksum_address(requirements.pay_to)
+    signer = signer_of(payload)
+    payer, nonce = to_checksum_address(signer.payer), signer.nonce
     try:
-        paid = pair_payments(receipt.get("logs") or [], requirements.asset, {pay_to})
-    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(payload, PaymentPayload):
+            paid = pair_payments(receipt.get("logs") or [], requirements.asset, {pay_to})
+        else:
+            permit = (payer, payload.payload.permit2_authorization.nonce, nonce)
+            paid = await _permit2_payments(rpc, tx_hash, receipt, requirements.asset, permit, pay_to)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ChainError(f"the receipt of {tx_hash} is malformed: {exc}") from exc
-    payer = to_checksum_address(authorization.from_address)
-    nonce = authorization.nonce.lower()
     for payment in paid:
         if payment.payer == payer and payment.nonce == nonce:
             if payment.amount != requirements.amount:
@@ -79,6 +88,47 @@ async def prove_settlement(
     raise NotProvenError(
         tx_hash, f"shows no transfer of {requirements.asset} from {payer} to {pay_to} using nonce {nonce}"
     )
+
+
+async def _permit2_payments(
+    rpc: RpcClient,
+    tx_hash: str,
+    receipt: dict[str, Any],
+    asset: str,
+    permit: tuple[str, int, str],
+    pay_to: str,
+) -> list[ChainPayment]:
+    """The transfers of `asset` from the payer to `pay_to` in a successful transaction that settled the
+    payer's Permit2 permit for `asset` through an x402 proxy; none when it settled no such permit.
+    `permit` is (payer, its Permit2 nonce, that nonce's key, which the payments found name)."""
+    payer, nonce, key = permit
+    sent = await rpc.call("eth_getTransactionByHash", tx_hash)
+    if not isinstance(sent, dict) or not sent.get("to"):
+        return []
+    asset = to_checksum_address(asset)
+    permits = settled_permits(to_checksum_address(sent["to"]), sent.get("input") or "0x")
+    if not any((p.owner, p.nonce, p.token) == (payer, nonce, asset) for p in permits):
+        return []
+    found = []
+    for log in receipt.get("logs") or []:
+        topics = [topic.lower() for topic in log.get("topics") or []]
+        if log.get("removed") or to_checksum_address(log["address"]) != asset:
+            continue
+        if len(topics) != 3 or topics[0] != TRANSFER_TOPIC:
+            continue
+        sender, receiver = (to_checksum_address("0x" + topic[-40:]) for topic in topics[1:])
+        if (sender, receiver) == (payer, pay_to):
+            found.append(
+                ChainPayment(
+                    payer=payer,
+                    nonce=key,
+                    pay_to=pay_to,
+                    amount=int(log["data"], 16),
+                    tx_hash=tx_hash.lower(),
+                    block_number=int(log["blockNumber"], 16),
+                )
+            )
+    return found
 
 
 def _is_tx_hash(value: str) -> bool:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 
 from a2a_x402.facilitator import FacilitatorClient, IdempotencyConflictError
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
+from a2a_x402.facilitator.wire import PaymentRequirements, Reason, SettleResponse, payer_of
+
+from ._signed import SignedPayment
 
 __all__ = ["CONFLICT_MESSAGE", "UNREADABLE_MESSAGE", "answer_from_claim", "answer_unsettled"]
 
@@ -30,7 +32,7 @@ UNREADABLE_MESSAGE = (
 
 async def answer_from_claim(
     facilitator: FacilitatorClient,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     *,
     task_id: str,
@@ -52,7 +54,7 @@ async def answer_from_claim(
         success=False,
         error_reason=reason,
         error_message=message,
-        payer=payload.payload.authorization.from_address,
+        payer=payer_of(payload),
         transaction="",
         network=requirements.network,
     )
@@ -60,7 +62,7 @@ async def answer_from_claim(
 
 async def answer_unsettled(
     facilitator: FacilitatorClient,
-    payload: PaymentPayload,
+    payload: SignedPayment,
     requirements: PaymentRequirements,
     task_id: str,
     error: Exception,

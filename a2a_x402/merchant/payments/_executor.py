@@ -47,11 +47,11 @@ from a2a_x402.extension import (
 )
 from a2a_x402.facilitator import ChainUnavailableError, FacilitatorClient, RpcClient
 from a2a_x402.facilitator.wire import (
-    PaymentPayload,
     PaymentRequired,
     PaymentRequirements,
     Reason,
     VerifyResponse,
+    signer_of,
 )
 from a2a_x402.observability import log_context
 
@@ -69,6 +69,7 @@ from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
 from ._settling import Settler
+from ._signed import SignedPayment
 from ._turn import checked_of, message_dict, run_paid_work, turn_ids
 from ._unpaid import RESERVATION_KEY, UnpaidWork, caller_of
 from ._wire import agent_status, match_offer, message_payment_data, payload_hash, terms_for
@@ -240,12 +241,12 @@ class PaymentExecutor(AgentExecutor):
         if matched is None:
             return  # the edge's gate refuses such messages before they reach the task
         payload, requirements = matched
-        authorization = payload.payload.authorization
+        signer = signer_of(payload)
         taken_at = await self._offers.submit(
             task_id,
             round_=offer.round,
-            payer=authorization.from_address,
-            nonce=authorization.nonce,
+            payer=signer.payer,
+            nonce=signer.nonce,
             payload=payload.to_json_dict(),
             payload_hash=payload_hash(payload),
             accepted=requirements.to_json_dict(),
@@ -342,7 +343,7 @@ class PaymentExecutor(AgentExecutor):
         offer: Offer,
         dialect: Dialect,
         data: PaymentSubmittedData,
-        payload: PaymentPayload,
+        payload: SignedPayment,
         requirements: PaymentRequirements,
         outcome: WorkOutcome,
         taken_at: datetime,

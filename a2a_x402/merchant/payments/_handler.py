@@ -312,10 +312,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             raise _Represented(task.status.message.message_id)
         # Bound to this task before anything is verified: an authorization once presented here, whatever
         # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
-        authorization = payload.payload.authorization
+        signer = signer_of(payload)
         owner = await self._presentations.present(
-            payer=authorization.from_address,
-            nonce=authorization.nonce,
+            payer=signer.payer,
+            nonce=signer.nonce,
             task_id=task.id,
             tenant=call_context.tenant,
         )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from a2a_x402.extension import RETRYABLE_ERROR_CODES, PaymentErrorCode
+from a2a_x402.facilitator import PERMIT2_ADDRESS
 from a2a_x402.facilitator.wire import Reason
 
 from ..tenants import tenant_name
@@ -46,6 +47,13 @@ _AGAIN = {
 _ENDED = "nothing was charged; this task has ended: send the request again{when} for new terms"
 _UNREACHED = "the facilitator could not be reached, or could not reach the chain"
 _USED = "this task has ended: send the request again for new terms"
+# A Permit2 payment of a payer that never approved Permit2 on the token (and brought no EIP-2612 permit of
+# it): the one thing to do is said, whatever words the facilitator used.
+_NO_ALLOWANCE = (
+    f"the payer has not approved Permit2 ({PERMIT2_ADDRESS}) to move this token; nothing was charged: "
+    "approve Permit2 on the token once (or sign the eip2612GasSponsoring extension's permit with the "
+    "payment), then send the request again"
+)
 
 
 def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | None) -> str:
@@ -63,6 +71,8 @@ def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | No
         return f"{stage} failed: {client_text(code, said)}; {_AGAIN.get(code, 'pay the new terms')}"
     if reason in _NOT_MADE:
         return f"{stage} failed: {_UNREACHED}; {_ENDED.format(when=' later')}"
+    if reason == Reason.PERMIT2_ALLOWANCE_REQUIRED:
+        return f"{stage} failed: {_NO_ALLOWANCE}"
     return f"{stage} failed: {client_text(code, said)}; {_ENDED.format(when='')}"
 
 

@@ -10,6 +10,7 @@ from eth_utils.address import to_checksum_address
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from ..tenants import TenantRegistry
+from ._transfer_method import TransferMethod
 from ._upto import SupportedSource, UptoFacilitator
 
 __all__ = ["Asset", "Pricing"]
@@ -17,7 +18,7 @@ __all__ = ["Asset", "Pricing"]
 
 @dataclass(frozen=True, slots=True)
 class Asset:
-    """The token payments are made in, on one chain."""
+    """The token payments are made in, on one chain, and how its payments move it (`transfer_method`)."""
 
     network: str
     address: str
@@ -25,6 +26,7 @@ class Asset:
     version: str
     decimals: int = 6
     symbol: str = "USDC"
+    transfer_method: TransferMethod = TransferMethod.EIP3009
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "address", to_checksum_address(self.address))
@@ -115,21 +117,23 @@ class Pricing:
         Every offer gets its own id, carried in `extra.offerId` next to the token's EIP-712 name and
         version. A v2 payload returns the terms it pays verbatim in `accepted`, so the id tells a payment
         made for these terms from one signed for another task's (or an earlier round's) identical terms.
-        A metered skill's terms are x402 `upto` for its maximum, settled from `facilitator_address` (the
-        facilitator's `/supported` names it; the payer's witness names it too).
+        A token paid through Permit2 says so (`extra.assetTransferMethod: "permit2"`); its EIP-712 name and
+        version stay, for a payer that signs an EIP-2612 permit of Permit2 with its payment. A metered
+        skill's terms are x402 `upto` (always paid through Permit2) for its maximum, settled from
+        `facilitator_address` (the facilitator's `/supported` names it; the payer's witness names it too).
 
         Raises:
             ValueError: the skill is metered and no `facilitator_address` is given.
         """
+        extra: dict[str, object] = {"name": self.asset.name, "version": self.asset.version}
+        scheme = "exact"
         if self.is_metered(tenant_id, skill):
             if facilitator_address is None:
                 raise ValueError("metered terms name the facilitator that settles them")
-            scheme, extra = "upto", {"facilitatorAddress": facilitator_address, "offerId": offer_id}
-        else:
-            scheme, extra = (
-                "exact",
-                {"name": self.asset.name, "version": self.asset.version, "offerId": offer_id},
-            )
+            scheme, extra["facilitatorAddress"] = "upto", facilitator_address
+        elif self.asset.transfer_method is TransferMethod.PERMIT2:
+            extra["assetTransferMethod"] = TransferMethod.PERMIT2.value
+        extra["offerId"] = offer_id
         requirements = PaymentRequirements(
             scheme=scheme,
             network=self.asset.network,

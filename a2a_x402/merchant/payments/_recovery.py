@@ -49,9 +49,8 @@ from a2a_x402.facilitator import (
     FacilitatorClient,
     IdempotencyConflictError,
     RpcClient,
-    authorization_used,
 )
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, Reason, SettleResponse
+from a2a_x402.facilitator.wire import PaymentRequirements, Reason, SettleResponse, signer_of
 
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
@@ -62,6 +61,7 @@ from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
 from ._refusals import one_line
+from ._signed import SignedPayment, nonce_used, payment_from_wire, valid_before
 from ._wire import agent_status
 
 __all__ = ["PaymentRecovery"]
@@ -222,13 +222,13 @@ class PaymentRecovery:
         """Book `offer`'s settlement if the ledger lacks it; True if this call booked it."""
         if offer.payload is None or offer.accepted is None or not offer.receipts:
             return False
-        payload = PaymentPayload.from_wire(offer.payload)
+        payload = payment_from_wire(offer.payload)
         requirements = settled_requirements(
             PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
         )
-        authorization = payload.payload.authorization
+        signer = signer_of(payload)
         already = await self._ledger.has_authorization(
-            requirements.chain_id, requirements.asset, authorization.from_address, authorization.nonce
+            requirements.chain_id, requirements.asset, signer.payer, signer.nonce
         )
         response = SettleResponse.from_wire(offer.receipts[-1])
         # Booking is idempotent: for an authorization already in the ledger it only marks the offer.
@@ -258,7 +258,7 @@ class PaymentRecovery:
                 offer, PaymentErrorCode.SETTLEMENT_FAILED, "The work was interrupted; nothing was charged."
             )
             return True
-        payload = PaymentPayload.from_wire(offer.payload)
+        payload = payment_from_wire(offer.payload)
         # A metered payment is settled for the usage its paid turn stored, as that turn would have.
         requirements = settled_requirements(
             PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
@@ -297,7 +297,7 @@ class PaymentRecovery:
         return True
 
     async def _ask_facilitator(
-        self, offer: Offer, payload: PaymentPayload, requirements: PaymentRequirements
+        self, offer: Offer, payload: SignedPayment, requirements: PaymentRequirements
     ) -> SettleResponse:
         """What the facilitator says of `offer`'s settlement, settling it now if it never was.
 
@@ -330,21 +330,19 @@ class PaymentRecovery:
         return response
 
     async def _expired_unused(
-        self, offer: Offer, payload: PaymentPayload, asset: str, error: ChainError
+        self, offer: Offer, payload: SignedPayment, asset: str, error: ChainError
     ) -> bool:
         """Whether the chain shows `offer`'s authorization unused past its validBefore: then no transaction
         can ever use it, so nothing was, or will be, charged. A used one is for the reconciler's chain scan
         to book (this knows no transaction of it); one still valid, or a chain that cannot be read, waits
         for a later pass."""
-        authorization = payload.payload.authorization
+        signer = signer_of(payload)
         try:
             latest = await self._chain.call("eth_getBlockByNumber", "latest", False)
             now = int(latest["timestamp"], 16)
-            if authorization.valid_before > now:
+            if valid_before(payload) > now:
                 return False
-            used = await authorization_used(
-                self._chain, asset, authorization.from_address, authorization.nonce
-            )
+            used = await nonce_used(self._chain, asset, signer.payer, signer.nonce)
         except (ChainError, KeyError, TypeError, ValueError) as exc:
             logger.warning("recovery of task %s: the chain could not be read either: %s", offer.task_id, exc)
             return False

@@ -25,7 +25,6 @@ from a2a_x402.facilitator import (
     IdempotencyConflictError,
 )
 from a2a_x402.facilitator.wire import (
-    PaymentPayload,
     PaymentRequirements,
     Reason,
     SettleResponse,
@@ -38,6 +37,7 @@ from ._conflict import answer_unsettled as _answer_unsettled
 from ._keys import SettlementKeys
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
+from ._signed import SignedPayment
 from ._wire import agent_status, receipt_for
 
 __all__ = ["Settler"]
@@ -70,7 +70,7 @@ class Settler:
         offer: Offer,
         dialect: Dialect,
         data: PaymentSubmittedData,
-        payload: PaymentPayload,
+        payload: SignedPayment,
         requirements: PaymentRequirements,
         taken_at: datetime,
     ) -> tuple[SettleResponse, list[SettleResponse | SettleResponseV1]]:
@@ -155,7 +155,7 @@ class Settler:
     async def _settle(
         self,
         task_id: str,
-        payload: PaymentPayload,
+        payload: SignedPayment,
         requirements: PaymentRequirements,
         key: str,
         presented_at: int,

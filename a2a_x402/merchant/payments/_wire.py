@@ -22,7 +22,6 @@ from a2a_x402.extension import (
     encode,
 )
 from a2a_x402.facilitator.wire import (
-    PaymentPayload,
     PaymentPayloadV1,
     PaymentRequired,
     PaymentRequiredV1,
@@ -36,6 +35,7 @@ from a2a_x402.facilitator.wire import (
 )
 
 from ._refusals import client_receipt
+from ._signed import SignedPayment, asks_permit2, pays
 
 __all__ = [
     "agent_status",
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _SIGNATURE = "signature"
+_EIP2612 = "eip2612GasSponsoring"
 
 
 def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentData | None:
@@ -64,24 +65,31 @@ def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentDa
 
 
 def strip_signature(message: Message, dialect: Dialect) -> None:
-    """Remove the signature of the payment a client message carries, in place (`payload.payload.signature`).
+    """Remove the signatures of the payment a client message carries, in place: the payment's own
+    (`payload.payload.signature`, of either transfer method) and that of the EIP-2612 permit a Permit2
+    payment may bring (`payload.extensions.eip2612GasSponsoring.info.signature`).
 
     A signed authorization is a bearer instrument until it is settled or expires: whoever reads it can
     present it. The message is stored in the task's history and shown to anyone who reads the task, so
-    it is kept there without its signature (specification §11); the merchant keeps the whole payment in
+    it is kept there without its signatures (specification §11); the merchant keeps the whole payment in
     its offer row. The payment was decoded (and checked) before: here the shape is known to be valid.
     """
-    path = ("payload", "payload") if dialect is Dialect.V03 else ("payload",)
     key = EXTENSION_URI if dialect is Dialect.V03 else FLAT_KEY_PREFIX + "payload"
     if not message.HasField("metadata") or key not in message.metadata:
         return
-    signed = message.metadata[key]
-    for name in path:
-        if not isinstance(signed, Struct) or name not in signed:
-            return
-        signed = signed[name]
-    if isinstance(signed, Struct) and _SIGNATURE in signed:
-        del signed[_SIGNATURE]
+    payment: object = message.metadata[key]
+    if dialect is Dialect.V03:
+        payment = _member(payment, "payload")
+    for path in (("payload",), ("extensions", _EIP2612, "info")):
+        signed: object = payment
+        for name in path:
+            signed = _member(signed, name)
+        if isinstance(signed, Struct) and _SIGNATURE in signed:
+            del signed[_SIGNATURE]
+
+
+def _member(value: object, name: str) -> object:
+    return value[name] if isinstance(value, Struct) and name in value else None
 
 
 def agent_status(
@@ -108,15 +116,15 @@ def terms_for(
     required: PaymentRequired, dialect: Dialect, *, mime_type: str, reason: str
 ) -> PaymentRequired | PaymentRequiredV1:
     """The offered terms as this dialect's clients expect them: x402 v1 for v0.2, v2 (unchanged) for v0.3
-    and for terms v1 cannot state.
+    and for terms paid through Permit2, which x402 v1 cannot carry.
 
     v1 payers need what v2 leaves optional: `error` at the top, which the v1 specification requires
     (`reason`, unless the terms carry their own), and `mimeType` in every entry (`mime_type`, unless
     `resource` names one). The x402 0.2 Python models, which the a2a-x402 package parses terms with,
     refuse terms that lack either.
     """
-    if dialect is Dialect.V03 or any(r.scheme != "exact" for r in required.accepts):
-        # x402 v1 has no `upto`: such terms reach a v0.2 client as the v2 document (v0.2 carries either).
+    if dialect is Dialect.V03 or any(asks_permit2(r) for r in required.accepts):
+        # Permit2 payments (`exact` by Permit2, `upto`) exist in x402 v2 only: v0.2 carries their terms as v2.
         return required
     resource = required.resource
     if resource.mime_type is None:
@@ -128,33 +136,27 @@ def terms_for(
 
 def match_offer(
     payload: X402PaymentPayload, offered: PaymentRequired
-) -> tuple[PaymentPayload, PaymentRequirements] | None:
-    """The v2 payload and the offered requirements it pays, or None if it pays none of them exactly.
+) -> tuple[SignedPayment, PaymentRequirements] | None:
+    """The v2 payment and the offered requirements it pays, or None if it pays none of them exactly.
 
-    A v2 payload must carry one offered entry unchanged in `accepted`; a v1 payload names only its scheme
-    and network. Either way the signed authorization must pay the offered amount to the offered payTo.
+    A v2 payment must carry one offered entry unchanged in `accepted`; a v1 payload names only its scheme
+    and network. Either way the signed transfer must be of the method the terms ask for (EIP-3009 or
+    Permit2) and pay the offered amount of the offered token to the offered payTo.
     """
     for requirements in offered.accepts:
-        if isinstance(payload, PaymentPayload):
-            candidate = payload if payload.accepted == requirements else None
-        elif not isinstance(payload, PaymentPayloadV1):
-            candidate = None  # a Permit2 payment: these terms ask for EIP-3009
-        elif (
-            payload.scheme == requirements.scheme
-            and chain_id_from_v1_network(payload.network) == requirements.chain_id
-        ):
-            candidate = payload_v1_to_v2(payload, requirements)
+        candidate: SignedPayment | None
+        if isinstance(payload, PaymentPayloadV1):
+            same_kind = payload.scheme == requirements.scheme
+            same_chain = chain_id_from_v1_network(payload.network) == requirements.chain_id
+            candidate = payload_v1_to_v2(payload, requirements) if same_kind and same_chain else None
         else:
-            candidate = None
-        if candidate is None:
-            continue
-        authorization = candidate.payload.authorization
-        if authorization.to == requirements.pay_to and authorization.value == requirements.amount:
+            candidate = payload if payload.accepted == requirements else None
+        if candidate is not None and pays(candidate, requirements):
             return candidate, requirements
     return None
 
 
-def payload_hash(payload: PaymentPayload) -> str:
+def payload_hash(payload: SignedPayment) -> str:
     """A digest identifying one signed payment (for recognising a re-presented payload)."""
     return hashlib.sha256(orjson.dumps(payload.to_json_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
@@ -162,6 +164,6 @@ def payload_hash(payload: PaymentPayload) -> str:
 def receipt_for(response: SettleResponse, submitted: X402PaymentPayload) -> SettleResponse | SettleResponseV1:
     """A settlement receipt in the x402 version the payer used, without the facilitator's free text."""
     response = client_receipt(response)
-    if isinstance(submitted, PaymentPayload):
-        return response
-    return settle_response_to_v1(response)
+    if isinstance(submitted, PaymentPayloadV1):
+        return settle_response_to_v1(response)
+    return response
