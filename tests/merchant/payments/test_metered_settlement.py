@@ -105,15 +105,17 @@ def upto_payment(chain: DevChain, key: str, task: JSON) -> JSON:
     return signed
 
 
-async def pay(chain: DevChain, merchant: RunningMerchant) -> tuple[str, JSON, JSON]:
+async def pay(chain: DevChain, merchant: RunningMerchant, *, unmined: bool = False) -> tuple[str, JSON, JSON]:
     """Ask for the metered skill and pay its terms from a fresh payer who approved Permit2: (payer, the task
-    offered, the task answered)."""
+    offered, the task answered). `unmined`: the chain mines nothing from the payment on (automine off)."""
     key = permit2_payer(chain, chain.asset, 10**9)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task = await offer(wire)
         [terms] = offered_terms(task).accepts
         assert (terms.scheme, terms.amount) == ("upto", MAXIMUM)
+        if unmined:
+            chain.rpc.call("evm_setAutomine", [False])
         done = (await wire.send(payment_message(task["id"], upto_payment(chain, key, task))))["task"]
     return address_of(key), task, done
 
@@ -263,8 +265,7 @@ async def test_the_reconciler_finishes_an_interrupted_metered_settlement_for_the
         reconcile_stale_after_s=0.1,
     )
     payee_before = chain.balance_of(DEFAULT_PAY_TO)
-    chain.rpc.call("evm_setAutomine", [False])
-    payer, task, working = await pay(chain, first)
+    payer, task, working = await pay(chain, first, unmined=True)
     assert working["status"]["state"] == "TASK_STATE_WORKING"
     first.stop()  # the process that owned the settlement is gone; its transaction is still in the pool
     chain.rpc.call("evm_mine")

@@ -56,7 +56,12 @@ async def test_a_metered_skill_offers_upto_terms_for_its_maximum(
 
     [terms] = offered_terms(first).accepts
     assert (terms.scheme, terms.amount, terms.pay_to) == ("upto", MAXIMUM, DEFAULT_PAY_TO)
-    assert terms.extra is not None and set(terms.extra) == {"facilitatorAddress", "offerId"}
+    assert terms.extra is not None and set(terms.extra) == {
+        "name",
+        "version",
+        "facilitatorAddress",
+        "offerId",
+    }
     # The in-process facilitator settles from its relayer key: the address the payer's witness must name.
     assert terms.extra["facilitatorAddress"] == address_of(chain.relayer_key)
     assert "Payment required: up to 0.50 USDC to" in texts(first)[0]
