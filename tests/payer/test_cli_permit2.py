@@ -1,6 +1,7 @@
 """`x402-pay approve-permit2` on the dev chain (real processes): it sends the one approval when asked and
 prints its transaction, sends nothing the second time, and refuses its user's mistakes in one line, before
-any request, printing no secret; `x402-pay`'s new options are refused the same way."""
+any request, printing no secret; `x402-pay`'s new options are refused the same way, and pay a metered
+merchant within their caps."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 from eth_account import Account
 
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
+from tests.devchain.permit2_sdk import permit2_payer
 from tests.fixtures.commands import Secrets, assert_mistake, assert_no_secret, run_command
+from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter
 from tests.fixtures.servers import free_port
+from tests.merchant.payments.test_metered_settlement import MAXIMUM, MeteredExecutor, metered_merchant
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -165,3 +169,29 @@ def test_no_help_of_approve_permit2_shows_a_secret(known_secrets: Secrets) -> No
     assert "Usage: x402-pay approve-permit2 [OPTIONS]" in answered.output
     assert "secret-api-key" not in answered.output
     assert_no_secret([answered.output], known_secrets.values())
+
+
+async def test_x402_pay_pays_metered_terms_within_its_caps_and_prints_the_usage(
+    start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path, chain: DevChain, workdir: Path
+) -> None:
+    delegate = MeteredExecutor((("tokens", 1200, 25),))
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, delegate, grpc_port=None)
+    key = permit2_payer(chain, chain.asset, 10 * MAXIMUM)
+    env = {
+        "X402_PAYER_KEY": key,
+        "X402_PAYER_RPC_URL": chain.rpc_url,
+        "X402_PAYER_UPTO_MAX_PER_TASK": str(MAXIMUM),
+    }
+
+    answer = await run_command(
+        ["x402-pay", "--card-url", merchant.base_url, "Count me."], cwd=workdir, env=env
+    )
+
+    assert answer.returncode == 0, answer.stderr
+    payer = Account.from_key(key).address
+    assert f"signed: up to {MAXIMUM} atomic units of {chain.asset} on {chain.network}" in answer.stdout
+    assert (
+        f"paid: 30000 atomic units (of at most {MAXIMUM}) to {DEFAULT_PAY_TO} from {payer}" in answer.stdout
+    )
+    assert "used: 1200 tokens at 25 = 30000 atomic units" in answer.stdout
+    assert_no_secret([answer.stdout, answer.stderr], {"payer key": key[2:]})
