@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,14 +40,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from a2a.types import Artifact, TaskState
-from eth_utils.address import to_checksum_address
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import cli
 from a2a_x402.agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, VerificationResult, check_jku
-from a2a_x402.observability import LogSettingsError, configure_tool_logging, redact_values
+from a2a_x402.observability import redact_values
 
+from ._approve_cli import APPROVE, approve_main
 from ._card import Binding, card_document_url
+from ._cli_options import checked_rpc_url, setup
 from ._errors import CardError, MerchantUnreachableError, PayerError, UntrustedCardError
 from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
@@ -66,10 +65,7 @@ class _Unavailable(click.ClickException):
     exit_code = os.EX_UNAVAILABLE
 
 
-_DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
-_APPROVE = "approve-permit2"
 _HTTP_TIMEOUT_S = 60.0
-_HEX_KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 
 
 class _Printer:
@@ -93,35 +89,6 @@ class _Printer:
         if stage.transaction is not None and stage.transaction != self._transaction:
             self._transaction = stage.transaction
             click.echo(f"transaction: {stage.transaction}")
-
-
-def _setup(key: str | None, key_file: Path | None, *, verbose: bool) -> str:
-    """Configure the logs and return the payer's key, redacted from every log line."""
-    try:
-        configure_tool_logging(logging.INFO if verbose else logging.WARNING)
-    except LogSettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-    private_key = _read_key(key, key_file)
-    redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
-    if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
-        raise click.UsageError(
-            f"the payer's key is not 32 bytes of hex (--key, --key-file, X402_PAYER_KEY or the first of "
-            f"{_DEVCHAIN_KEYS_ENV})"
-        )
-    return private_key
-
-
-def _read_key(key: str | None, key_file: Path | None) -> str:
-    if key is not None and key_file is not None:
-        raise click.UsageError("give either --key or --key-file, not both")
-    if key_file is not None:
-        return key_file.read_text().strip()
-    if key:
-        return key.strip()
-    devchain_keys = os.environ.get(_DEVCHAIN_KEYS_ENV, "").split(",")
-    if devchain_keys[0].strip():
-        return devchain_keys[0].strip()
-    raise click.UsageError(f"no key: use --key-file, --key, X402_PAYER_KEY or {_DEVCHAIN_KEYS_ENV}")
 
 
 def _print_result(result: PaidResult) -> None:
@@ -198,13 +165,6 @@ def _checked_card_url(_ctx: click.Context, _param: click.Parameter, value: str) 
     return value
 
 
-def _checked_rpc_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """--rpc-url as given, once it is an absolute http(s) URL."""
-    if value is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
-        raise click.BadParameter("the RPC URL must be an absolute http(s) URL (e.g. http://127.0.0.1:8545)")
-    return value
-
-
 async def _pay(
     card_url: str,
     key: str,
@@ -258,17 +218,6 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
     raise RuntimeError("a payment run ends with a result or an error")
 
 
-def _checked_asset(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """--asset checksummed, once it is a token address (a mixed-case one with a wrong checksum is a typo)."""
-    if not re.fullmatch(r"0x[0-9a-fA-F]{40}", value) or (
-        value[2:] not in (value[2:].lower(), value[2:].upper()) and to_checksum_address(value) != value
-    ):
-        raise click.BadParameter(
-            "the asset must be a token address (0x and 40 hex digits, EIP-55 if mixed-case)"
-        )
-    return str(to_checksum_address(value))
-
-
 class _PayCommand(cli.Command):
     """``x402-pay``: pays; its first argument ``approve-permit2`` runs that subcommand instead."""
 
@@ -282,8 +231,8 @@ class _PayCommand(cli.Command):
     ) -> Any:
         given = list(sys.argv[1:] if args is None else args)
         prog = prog_name or os.path.basename(sys.argv[0]) or "x402-pay"
-        if given[:1] == [_APPROVE]:
-            return approve_main.main(given[1:], f"{prog} {_APPROVE}", complete_var, standalone_mode, **extra)
+        if given[:1] == [APPROVE]:
+            return approve_main.main(given[1:], f"{prog} {APPROVE}", complete_var, standalone_mode, **extra)
         return super().main(given, prog, complete_var, standalone_mode, **extra)
 
 
@@ -337,7 +286,7 @@ class _PayCommand(cli.Command):
 @click.option(
     "--rpc-url",
     envvar="X402_PAYER_RPC_URL",
-    callback=_checked_rpc_url,
+    callback=checked_rpc_url,
     help="A JSON-RPC node of the chain, to read the Permit2 allowance (needed to pay by Permit2 only).",
 )
 @click.option(
@@ -376,7 +325,7 @@ def main(
 
     x402-pay approve-permit2 --help: approve Permit2 once for a token without EIP-2612.
     """
-    private_key = _setup(key, key_file, verbose=verbose)
+    private_key = setup(key, key_file, verbose=verbose)
     if rpc_url is not None:
         redact_values([rpc_url])  # an RPC URL may carry its provider's API key
     policy = PaymentPolicy(
@@ -411,50 +360,6 @@ def main(
     except ValueError as exc:  # a key, URL or option value that cannot be used
         raise cli.ConfigError(str(exc)) from exc
     _print_result(result)
-
-
-async def _approve(rpc_url: str, key: str, asset: str) -> None:
-    # Imported here, as in `_pay`: the signing libraries are this subcommand's alone.
-    from ._approve import approve_permit2
-
-    approval = await approve_permit2(rpc_url, key, asset, timeout_s=_HTTP_TIMEOUT_S)
-    where = f"{asset} of {approval.owner} on {approval.network}"
-    if approval.transaction is None:
-        click.echo(f"approved already: Permit2 may move all of {where}; nothing sent")
-    else:
-        click.echo(f"approved: Permit2 may move all of {where}")
-        click.echo(f"transaction: {approval.transaction}")
-
-
-@click.command(cls=cli.Command, name=_APPROVE)
-@click.option("--asset", required=True, callback=_checked_asset, help="The token to approve Permit2 on.")
-@click.option(
-    "--rpc-url",
-    envvar="X402_PAYER_RPC_URL",
-    required=True,
-    callback=_checked_rpc_url,
-    help="A JSON-RPC node of the token's chain; env X402_PAYER_RPC_URL.",
-)
-@click.option("--key", envvar="X402_PAYER_KEY", help="The payer's private key (hex); env X402_PAYER_KEY.")
-@click.option(
-    "--key-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A file holding the payer's private key (hex).",
-)
-@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
-def approve_main(asset: str, rpc_url: str, key: str | None, key_file: Path | None, verbose: bool) -> None:
-    """Approve Permit2, once, to move all of --asset from the payer's account; print the transaction.
-
-    Paying by Permit2 in a token without EIP-2612 needs it; a token with EIP-2612 is approved within each
-    payment instead, for free. The payer's account pays this transaction's gas. Nothing is sent when Permit2
-    may already move all of it.
-    """
-    private_key = _setup(key, key_file, verbose=verbose)
-    redact_values([rpc_url])  # an RPC URL may carry its provider's API key
-    try:
-        asyncio.run(_approve(rpc_url, private_key, asset))
-    except PayerError as exc:
-        raise click.ClickException(f"{exc.code}: {exc}") from exc
 
 
 if __name__ == "__main__":
