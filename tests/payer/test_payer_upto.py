@@ -12,7 +12,7 @@ from eth_account import Account
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import PaymentUsage, UsageItem
-from a2a_x402.payer import AmountOverLimitError, NoAcceptableTermsError, Payer, PaymentPolicy
+from a2a_x402.payer import AmountOverLimitError, ChainError, NoAcceptableTermsError, Payer, PaymentPolicy
 from tests.devchain.permit2_sdk import permit2_payer
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, RunningMerchant
 from tests.merchant.payments.test_metered_settlement import MAXIMUM, MeteredExecutor, Report, metered_merchant
@@ -105,3 +105,16 @@ async def test_an_upto_task_that_used_nothing_completes_without_a_transaction(
     assert (result.state, result.settled, result.transaction) == (TaskState.TASK_STATE_COMPLETED, 0, None)
     assert result.usage == PaymentUsage(maximum=MAXIMUM, settled=0)
     assert chain.balance_of(Account.from_key(key).address) == held
+
+
+async def test_a_maximum_never_signed_does_not_count_against_the_day(
+    metered: RunningMerchant, chain: DevChain
+) -> None:
+    policy = PaymentPolicy(upto_max_per_task_atomic=MAXIMUM, upto_max_per_day_atomic=MAXIMUM)
+
+    async with await Payer.connect(metered.base_url, _payer(chain), policy=policy) as payer:
+        with pytest.raises(ChainError, match="no RPC URL") as refused:  # the allowance cannot be read
+            await payer.pay(TEXT)
+
+    assert refused.value.signed is False
+    assert policy.upto_spent_today(chain.network, chain.asset) == 0
