@@ -2,7 +2,7 @@
 plain ERC-20 after `approve_permit2`, the EIP-2612 token with no approval at all (the permit rides in the
 payment: the payer spends no gas), DevUSDC `upto` settled below its maximum; and the refusals that come
 before any signature (no allowance and no EIP-2612, no node, a node of another chain), none showing key
-material."""
+material. The signatures are the x402 Python SDK's for the same inputs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 from eth_account import Account
+from x402.extensions.eip2612_gas_sponsoring.client import sign_eip2612_permit
+from x402.mechanisms.evm import EthAccountSignerWithRPC
 
 from a2a_x402.devchain import PERMIT2_ADDRESS, PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain, encode_call
 from a2a_x402.facilitator import Facilitator
@@ -232,3 +234,22 @@ def _upto_facilitator(facilitator: Facilitator, chain: DevChain) -> str:
     """The address `/supported` names for `upto` on the chain, as a merchant copies it into its terms."""
     [kind] = [k for k in facilitator.supported().kinds if k.scheme == "upto" and k.network == chain.network]
     return str((kind.extra or {})["facilitatorAddress"])
+
+
+async def test_the_eip2612_permit_is_the_one_the_sdk_signs(chain: DevChain, sign: Sign) -> None:
+    key = _funded(chain, chain.permit_asset)
+    asked = _requirements(chain, "exact", chain.permit_asset)
+    payment = _permit2(await sign(key, asked))
+    ours = (payment.extensions or {})["eip2612GasSponsoring"]["info"]
+
+    theirs = sign_eip2612_permit(
+        EthAccountSignerWithRPC(Account.from_key(key), chain.rpc_url),
+        chain.permit_asset,
+        PERMIT_ASSET_NAME,
+        PERMIT_ASSET_VERSION,
+        chain.chain_id,
+        str(payment.payload.permit2_authorization.deadline),
+        str(AMOUNT),
+    )
+
+    assert ours == theirs.to_dict()
