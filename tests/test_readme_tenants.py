@@ -15,12 +15,12 @@ MARKER = "<!-- readme-tenants:"
 PAGES = (ROOT / "docs" / "concepts" / "tenants.md", ROOT / "docs" / "guides" / "webhooks.md")
 
 
-def readme_tenants(readme: str) -> str:
-    """The tenants examples of `readme` (pages' text), in order, as one TOML document."""
+def readme_tenants(readme: str, marker: str = MARKER) -> str:
+    """The tenants examples of `readme` (pages' text) after `marker`, in order, as one TOML document."""
     blocks = []
-    for after in readme.split(MARKER)[1:]:
+    for after in readme.split(marker)[1:]:
         match = re.match(r"[^\n]*\n```toml\n(.*?)\n```", after, re.DOTALL)
-        assert match, f"the line after {MARKER!r} must open a ```toml block"
+        assert match, f"the line after {marker!r} must open a ```toml block"
         blocks.append(match[1])
     return "\n".join(blocks)
 
@@ -39,3 +39,14 @@ def test_the_readme_tenants_example_loads(tmp_path: Path) -> None:
     assert acme.price_for("text-stats") == 5000
     assert len(acme.webhook_endpoints) == 2  # webhook_url and the [[tenants.acme.webhooks]] one
     assert acme.api_token is not None and acme.accepts_api_token(acme.api_token)
+
+
+def test_the_metered_skills_example_loads(tmp_path: Path) -> None:
+    document = readme_tenants(PAGES[0].read_text(), "<!-- readme-metered:")
+    path = tmp_path / "tenants.toml"
+    path.write_text(document)
+
+    acme = TenantRegistry.from_toml(path).require("acme")
+
+    assert acme.is_metered("text-stats")
+    assert acme.price_for("text-stats") == 500000

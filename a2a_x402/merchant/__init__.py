@@ -4,6 +4,7 @@
 * ``MerchantSettings``  -- its settings, read from the ``X402_*`` environment by default
 * ``PaidAppError``      -- ``paid_app`` called wrongly (skills, prices, ``skill_of``): nothing starts
 * ``PaymentLayerMissingError`` -- a ``PaymentExecutor`` served without the payment layer: use ``paid_app``
+* ``usage_meter``       -- what a metered skill's work reports it used (``UsageMeter``; ``UsageError``)
 
 The parts (``edge``, ``payments``, ``ledger``, ``webhooks``, ``dashboard``, ...) are packages of their own;
 ``app`` is the reference merchant that ``x402-merchant serve`` runs.
@@ -19,14 +20,22 @@ import lazy_loader
 # and must not start the app's dependencies.
 if TYPE_CHECKING:
     from .paid import PaidAppError, paid_app
-    from .payments import PaymentLayerMissingError
+    from .payments import PaymentLayerMissingError, UsageError, UsageMeter, usage_meter
     from .settings import MerchantSettings
 
-__all__ = ["MerchantSettings", "PaidAppError", "PaymentLayerMissingError", "paid_app"]
+__all__ = [
+    "MerchantSettings",
+    "PaidAppError",
+    "PaymentLayerMissingError",
+    "UsageError",
+    "UsageMeter",
+    "paid_app",
+    "usage_meter",
+]
 
 _EXPORTS = {
     "paid": ("PaidAppError", "paid_app"),
-    "payments": ("PaymentLayerMissingError",),
+    "payments": ("PaymentLayerMissingError", "UsageError", "UsageMeter", "usage_meter"),
     "settings": ("MerchantSettings",),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

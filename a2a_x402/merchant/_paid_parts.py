@@ -1,5 +1,5 @@
 """The pieces of `paid_app` that read its settings once: the card's signer and JWKS route, the gRPC
-addresses, the secrets to redact, and the line saying the merchant serves."""
+addresses, the secrets to redact, the line saying the merchant serves, and the facilitator's `/supported`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_x402.agentcard import JWKS_PATH, CardReading, jwks_url, sign_card
+from a2a_x402.facilitator import Facilitator, HttpFacilitatorClient
+from a2a_x402.facilitator.wire import SupportedResponse
 from a2a_x402.observability import service_version, settings_secrets
 
 from .edge import CardSigner, grpc_listen_address
@@ -97,3 +99,11 @@ def log_startup(settings: MerchantSettings, tenants: TenantRegistry, *, signed: 
             "cards_signed": signed,
         },
     )
+
+
+async def supported_kinds(facilitator: Facilitator | HttpFacilitatorClient) -> SupportedResponse:
+    """The facilitator's `/supported` answer (metered skills' terms read its `upto` kind): the in-process
+    one answers from what its startup checks found, a remote one over HTTP."""
+    if isinstance(facilitator, Facilitator):
+        return facilitator.supported()
+    return await facilitator.supported()

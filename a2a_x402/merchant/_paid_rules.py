@@ -110,17 +110,22 @@ def priced_tenants(
 
     Raises:
         PaidAppError: a tenant prices a skill not offered; `prices` is given but there is no default tenant;
-            or a skill is priced both in `prices` and in the default tenant's `skill_prices`.
+            or a skill is priced both in `prices` and in the default tenant's `skill_prices` or
+            `metered_skills`.
     """
     offered = {skill.id for skill in skills}
     where = source or "the tenants"
     for tenant in tenants:
-        unknown = sorted(set(tenant.skill_prices) - offered)
-        if unknown:
-            raise PaidAppError(
-                f"{where}: {tenant_name(tenant.id)}.skill_prices names {', '.join(map(repr, unknown))}, "
-                f"not in skills (offered: {', '.join(sorted(offered))})"
-            )
+        for key, skill_ids in (
+            ("skill_prices", tenant.skill_prices),
+            ("metered_skills", tenant.metered_skills),
+        ):
+            unknown = sorted(set(skill_ids) - offered)
+            if unknown:
+                raise PaidAppError(
+                    f"{where}: {tenant_name(tenant.id)}.{key} names {', '.join(map(repr, unknown))}, "
+                    f"not in skills (offered: {', '.join(sorted(offered))})"
+                )
     if not prices:
         return tenants
     default = tenants.get(DEFAULT_TENANT)
@@ -129,11 +134,15 @@ def priced_tenants(
             f"prices are the default tenant's, but {where} declares no [default] tenant: add one, "
             "or give the prices in the file"
         )
-    both = sorted(set(prices) & set(default.skill_prices))
-    if both:
-        raise PaidAppError(
-            f"{', '.join(map(repr, both))} priced both in prices and in {where}'s [default] "
-            "skill_prices: keep one"
-        )
+    for key, skill_ids in (
+        ("skill_prices", default.skill_prices),
+        ("metered_skills", default.metered_skills),
+    ):
+        both = sorted(set(prices) & set(skill_ids))
+        if both:
+            raise PaidAppError(
+                f"{', '.join(map(repr, both))} priced both in prices and in {where}'s [default] "
+                f"{key}: keep one"
+            )
     priced = dataclasses.replace(default, skill_prices={**default.skill_prices, **prices})
     return TenantRegistry(priced if tenant.id == DEFAULT_TENANT else tenant for tenant in tenants)

@@ -22,6 +22,7 @@ __all__ = [
     "amount_problems",
     "describe",
     "is_http_url",
+    "metered_problems",
     "secret_problems",
     "skill_price_problems",
     "subscription_problems",
@@ -109,6 +110,23 @@ def skill_price_problems(skill_prices: Mapping[str, object]) -> list[str]:
             problems.append(f"skill_prices: skill ids must be non-empty strings, got {describe(skill_id)}")
             continue
         problems += amount_problems(f"skill_prices.{skill_id}", amount)
+    return problems
+
+
+def metered_problems(metered_skills: Mapping[str, object], skill_prices: Mapping[str, object]) -> list[str]:
+    """Problems of `metered_skills` (skill id = the most one task may cost): each maximum a positive amount,
+    and no skill both metered and fixed-price (which would leave its price to the reader's guess)."""
+    problems: list[str] = []
+    for skill_id, maximum in metered_skills.items():
+        at = f"metered_skills.{skill_id}"
+        if not isinstance(skill_id, str) or not skill_id:
+            problems.append(f"metered_skills: skill ids must be non-empty strings, got {describe(skill_id)}")
+        elif skill_id in skill_prices:
+            problems.append(f"{at}: {skill_id!r} has a fixed price in skill_prices too: keep one")
+        elif amount_problems(at, maximum):
+            problems += amount_problems(at, maximum)
+        elif maximum == 0:
+            problems.append(f"{at}: the maximum must be above 0 (a skill that costs nothing is priced 0)")
     return problems
 
 

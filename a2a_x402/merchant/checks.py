@@ -15,7 +15,7 @@ relayer's balance read in one batch). Beyond those:
   its hourly budget on reverted settlements (the facilitator's check; read only from a database at head);
 - `erc6492 factories`: without it, every wallet factory of `X402_ERC6492_FACTORIES` has code;
 - `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
-- `skill prices`: every `skill_prices` key names a skill the merchant offers;
+- `skill prices`: every `skill_prices` and `metered_skills` key names a skill the merchant offers;
 - `webhooks`: every webhook URL passes the SSRF rules the delivery worker applies;
 - `card signing`: the configured Agent Card keys load and sign a card their public keys verify.
 """
@@ -168,20 +168,24 @@ async def check_tenants(
 
 
 async def check_skill_prices(tenants: TenantRegistry, skills: Sequence[AgentSkill]) -> CheckResult:
-    """`skill prices`: each tenant's `skill_prices` keys name skills in `skills` (a typo would charge the
-    tenant's default price for the skill it meant)."""
+    """`skill prices`: each tenant's `skill_prices` and `metered_skills` keys name skills in `skills` (a typo
+    would charge the tenant's default price for the skill it meant)."""
     offered = {skill.id for skill in skills}
     unknown = [
-        f"{tenant_name(tenant.id)}.skill_prices.{skill}"
+        f"{tenant_name(tenant.id)}.{key}.{skill}"
         for tenant in tenants
-        for skill in tenant.skill_prices
+        for key, skill_ids in (
+            ("skill_prices", tenant.skill_prices),
+            ("metered_skills", tenant.metered_skills),
+        )
+        for skill in skill_ids
         if skill not in offered
     ]
     if unknown:
         return CheckResult.problem(
             "skill prices", f"{', '.join(unknown)}: no such skill (offered: {', '.join(sorted(offered))})"
         )
-    priced = sum(len(tenant.skill_prices) for tenant in tenants)
+    priced = sum(len(tenant.skill_prices) + len(tenant.metered_skills) for tenant in tenants)
     return CheckResult.passed("skill prices", f"{priced} skill price(s), each for an offered skill")
 
 

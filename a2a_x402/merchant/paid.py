@@ -31,7 +31,6 @@ from a2a_x402.extension import EXTENSION_URI_V01, EXTENSION_URI_V02
 from a2a_x402.facilitator import (
     ChainStatus,
     Facilitator,
-    FacilitatorClient,
     HttpFacilitatorClient,
     RpcClient,
     read_chain_status,
@@ -42,7 +41,7 @@ from a2a_x402.storage import create_engine
 from ._health import merchant_checks
 from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
-from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of
+from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
 from .callers import CallerKeys
 from .dashboard import (
@@ -198,17 +197,18 @@ def paid_app(
         if settings.asset_transfer_method == "permit2"
         else TransferMethod.EIP3009,
     )
+    facilitator: Facilitator | HttpFacilitatorClient = (
+        HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
+        if settings.facilitator_url
+        else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+    )
     # x402 v1 terms name the media type of what is paid for: each skill's first output mode.
     pricing = Pricing(
         tenants,
         asset,
         resource_url=settings.base_url,
         mime_types={skill.id: skill.output_modes[0] for skill in offered if skill.output_modes},
-    )
-    facilitator: FacilitatorClient = (
-        HttpFacilitatorClient(settings.facilitator_url, api_key=settings.remote_facilitator_key())
-        if settings.facilitator_url
-        else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
+        supported=partial(supported_kinds, facilitator),
     )
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)

@@ -7,7 +7,8 @@ default tenant, reached by requests that carry no tenant.
 The registry is built once at startup, either from a TOML file (`X402_TENANTS_FILE`) or as the built-in
 registry holding only the default tenant. Validation is strict and complete: every mistake in the file is
 reported at once with its key path, and nothing half-valid is ever returned. Invariants of a `Tenant`:
-`pay_to` is EIP-55 checksummed, every price is an `int` number of atomic units in [0, 2**256), and a webhook
+`pay_to` is EIP-55 checksummed, every price is an `int` number of atomic units in [0, 2**256) (a metered
+skill's maximum above 0, the skill not priced in `skill_prices` as well), and a webhook
 URL always comes with its signing secret (`whsec_` + base64 of 24 to 64 bytes, the Standard Webhooks form).
 
 File format::
@@ -30,6 +31,9 @@ File format::
 
     [tenants.acme.skill_prices]     # optional per-skill prices, by AgentSkill id
     translate = 5000
+
+    [tenants.acme.metered_skills]   # optional: skills charged by what the work reports it used
+    summarize = "500000"            # the most one task may cost (x402 `upto`); not in skill_prices too
 
     [[tenants.acme.webhooks]]       # more endpoints, each subscribed to chosen event types
     url = "https://acme.example/x402/reversals"
@@ -67,6 +71,7 @@ from ._tenant_rules import (
     amount_problems,
     describe,
     limit_problems,
+    metered_problems,
     secret_problems,
     skill_price_problems,
     subscription_problems,
@@ -97,6 +102,7 @@ _TENANT_KEYS = (
     "pay_to",
     "price",
     "skill_prices",
+    "metered_skills",
     "webhook_url",
     "webhook_secret",
     "webhooks",
@@ -174,6 +180,7 @@ class Tenant:
     pay_to: str
     price: int
     skill_prices: Mapping[str, int] = field(default_factory=dict, hash=False)
+    metered_skills: Mapping[str, int] = field(default_factory=dict, hash=False)
     webhook_url: str | None = None
     webhook_secret: str | None = field(default=None, repr=False)
     webhooks: tuple[WebhookSubscription, ...] = ()
@@ -190,6 +197,7 @@ class Tenant:
             *address_problems("pay_to", self.pay_to),
             *amount_problems("price", self.price),
             *skill_price_problems(self.skill_prices),
+            *metered_problems(self.metered_skills, self.skill_prices),
             *webhook_problems(self.webhook_url, self.webhook_secret),
             *subscription_problems(self.webhooks, self.webhook_url),
             *secret_problems("api_token", self.api_token),
@@ -202,6 +210,7 @@ class Tenant:
             raise TenantConfigError(problems, source=f"tenant {tenant_name(self.id)!r}")
         object.__setattr__(self, "pay_to", to_checksum_address(self.pay_to))
         object.__setattr__(self, "skill_prices", MappingProxyType(dict(self.skill_prices)))
+        object.__setattr__(self, "metered_skills", MappingProxyType(dict(self.metered_skills)))
 
     @property
     def webhook_endpoints(self) -> tuple[WebhookSubscription, ...]:
@@ -211,10 +220,15 @@ class Tenant:
         return (WebhookSubscription(url=self.webhook_url, secret=self.webhook_secret), *self.webhooks)
 
     def price_for(self, skill_id: str | None = None) -> int:
-        """The price in atomic units for `skill_id`, falling back to the tenant's default price."""
+        """The price in atomic units for `skill_id`, falling back to the tenant's default price; for a
+        metered skill, the most one task may cost (what is charged is what the work used, up to it)."""
         if skill_id is None:
             return self.price
-        return self.skill_prices.get(skill_id, self.price)
+        return self.metered_skills.get(skill_id, self.skill_prices.get(skill_id, self.price))
+
+    def is_metered(self, skill_id: str) -> bool:
+        """Whether `skill_id` is charged by what its work used (`metered_skills`), up to `price_for`."""
+        return skill_id in self.metered_skills
 
     def accepts_api_token(self, token: str) -> bool:
         """Whether `token` is this tenant's API token (constant-time; always False when none is set)."""
@@ -356,11 +370,10 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
         return None, [f"{where}: must be a table, got {describe(table)}"]
     problems = [_unknown_key(key, f"{where}.", _TENANT_KEYS) for key in table if key not in _TENANT_KEYS]
     problems += [f"{where}.{key}: is required" for key in _REQUIRED_TENANT_KEYS if key not in table]
-    skill_prices = table.get("skill_prices", {})
-    if not isinstance(skill_prices, dict):
-        problems.append(
-            f"{where}.skill_prices: must be a table of skill id = amount, got {describe(skill_prices)}"
-        )
+    skill_prices, metered = (table.get(key, {}) for key in ("skill_prices", "metered_skills"))
+    for key, value in (("skill_prices", skill_prices), ("metered_skills", metered)):
+        if not isinstance(value, dict):
+            problems.append(f"{where}.{key}: must be a table of skill id = amount, got {describe(value)}")
     webhooks, webhook_problems = _parse_webhooks(f"{where}.webhooks", table.get("webhooks", []))
     problems += webhook_problems
     jwt_issuers, issuer_problems = parse_jwt_issuers(f"{where}.jwt_issuers", table.get("jwt_issuers", []))
@@ -376,6 +389,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             pay_to=table["pay_to"],
             price=_coerce_amount(table["price"]),
             skill_prices={skill: _coerce_amount(amount) for skill, amount in skill_prices.items()},
+            metered_skills={skill: _coerce_amount(amount) for skill, amount in metered.items()},
             webhook_url=table.get("webhook_url"),
             webhook_secret=table.get("webhook_secret"),
             webhooks=webhooks,

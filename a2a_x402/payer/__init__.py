@@ -2,10 +2,13 @@
 
 * ``Payer``            -- one merchant (card, binding, tenant), one key: ``pay``, ``pay_streaming``;
   ``async with Payer.connect(card_url, key, policy=PaymentPolicy(max_amount_atomic=...)) as payer:``
-* ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning
+* ``PaymentPolicy``    -- which terms the payer signs: amount cap, networks, assets, payTo pinning, and
+  ``upto`` (metered) terms within a cap per task and per UTC day
 * ``resolve_card``     -- fetch, verify and read a card's x402 terms (``_card``)
 * ``PaymentStage`` / ``PaidResult`` -- what a run reports (``_stages``)
 * ``sign_payment``     -- the EIP-3009 authorization itself (``_signing``)
+* ``sign_permit2_payment`` -- a Permit2 witness transfer: ``exact`` by Permit2, or ``upto`` (``_permit2``)
+* ``approve_permit2``  -- the one-time approval of Permit2 a token without EIP-2612 needs (``_approve``)
 * errors with stable codes (``_errors``)
 """
 
@@ -18,12 +21,14 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
+    from ._approve import Approval, approve_permit2
     from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
     from ._connecting import Connecting
     from ._errors import (
         AmountOverLimitError,
         CardError,
         CardNotServedError,
+        ChainError,
         InsufficientFundsError,
         MerchantError,
         MerchantUnreachableError,
@@ -34,9 +39,11 @@ if TYPE_CHECKING:
         PaymentPendingError,
         PaymentRefusedError,
         PayToNotPinnedError,
+        Permit2NotApprovedError,
         UntrustedCardError,
     )
     from ._payer import Payer
+    from ._permit2 import Permit2Payment, sign_permit2_payment
     from ._policy import PaymentPolicy
     from ._settings import FreshTermsHook, PayerSettings
     from ._signing import VALID_AFTER_BACKDATE_S, sign_payment
@@ -44,12 +51,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AmountOverLimitError",
+    "Approval",
     "Binding",
     "CardAsset",
     "CardError",
     "CardNotServedError",
     "CardPayee",
     "CardPaymentTerms",
+    "ChainError",
     "Connecting",
     "FreshTermsHook",
     "InsufficientFundsError",
@@ -67,21 +76,27 @@ __all__ = [
     "PaymentPolicy",
     "PaymentRefusedError",
     "PaymentStage",
+    "Permit2NotApprovedError",
+    "Permit2Payment",
     "ResolvedCard",
     "StageKind",
     "UntrustedCardError",
     "VALID_AFTER_BACKDATE_S",
+    "approve_permit2",
     "resolve_card",
     "sign_payment",
+    "sign_permit2_payment",
 ]
 
 _EXPORTS = {
+    "_approve": ("Approval", "approve_permit2"),
     "_card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
     "_connecting": ("Connecting",),
     "_errors": (
         "AmountOverLimitError",
         "CardError",
         "CardNotServedError",
+        "ChainError",
         "InsufficientFundsError",
         "MerchantError",
         "MerchantUnreachableError",
@@ -91,10 +106,12 @@ _EXPORTS = {
         "PaymentFailedError",
         "PaymentPendingError",
         "PaymentRefusedError",
+        "Permit2NotApprovedError",
         "PayToNotPinnedError",
         "UntrustedCardError",
     ),
     "_payer": ("Payer",),
+    "_permit2": ("Permit2Payment", "sign_permit2_payment"),
     "_policy": ("PaymentPolicy",),
     "_settings": ("FreshTermsHook", "PayerSettings"),
     "_signing": ("VALID_AFTER_BACKDATE_S", "sign_payment"),

@@ -9,8 +9,10 @@ Errors raised before anything was signed say so in ``signed`` (``False``): nothi
     │   └── UntrustedCardError          card_untrusted: the verifier (policy ``require``) refused the card
     ├── PaymentRefusedError             payment_refused: the payer's own policy refused the merchant's terms
     │   ├── PayToNotPinnedError         pay_to_not_pinned: the terms pay an address the card does not list
-    │   ├── AmountOverLimitError        amount_over_limit: the terms ask more than the policy's maximum
-    │   └── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
+    │   ├── AmountOverLimitError        amount_over_limit: the terms ask more than a cap of the policy
+    │   ├── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
+    │   └── Permit2NotApprovedError     permit2_not_approved: Permit2 may not move the token, nor be let
+    ├── ChainError                      chain_unavailable: the payer could not read what it needs on chain
     ├── MerchantError                   merchant_error: the merchant answered outside the protocol or refused
     ├── PaymentFailedError              payment_failed: the task ended without the result (code, receipts)
     ├── InsufficientFundsError          insufficient_funds: the payer holds less than the price
@@ -33,6 +35,7 @@ __all__ = [
     "AmountOverLimitError",
     "CardError",
     "CardNotServedError",
+    "ChainError",
     "InsufficientFundsError",
     "MerchantError",
     "MerchantUnreachableError",
@@ -43,6 +46,7 @@ __all__ = [
     "PaymentFailedError",
     "PaymentPendingError",
     "PaymentRefusedError",
+    "Permit2NotApprovedError",
     "UntrustedCardError",
 ]
 
@@ -103,7 +107,8 @@ class PayToNotPinnedError(PaymentRefusedError):
 
 
 class AmountOverLimitError(PaymentRefusedError):
-    """The terms ask for more than the policy's maximum per payment."""
+    """The terms ask for more than a cap of the policy: its maximum per payment, or for ``upto`` its cap
+    per task or what is left of its cap per day."""
 
     code = "amount_over_limit"
 
@@ -112,6 +117,30 @@ class NoAcceptableTermsError(PaymentRefusedError):
     """No entry of ``accepts`` uses a scheme, network and asset the payer and the card agree on."""
 
     code = "no_acceptable_terms"
+
+
+class Permit2NotApprovedError(PaymentRefusedError):
+    """Paying by Permit2 needs Permit2's allowance on the token: the payer's falls short, and the token has
+    no EIP-2612 permit to grant it in the payment. Approving Permit2 once (``x402-pay approve-permit2``)
+    cures it; nothing was signed."""
+
+    code = "permit2_not_approved"
+
+
+class ChainError(PayerError):
+    """The payer could not read on chain what it must know before signing (its Permit2 allowance, the
+    token's EIP-2612 state), or send its Permit2 approval: no RPC URL for the network, no answer, a node of
+    another chain, a refused transaction.
+
+    Attributes:
+        reverted: the node answered that the call reverted (a contract without the function, say).
+    """
+
+    code = "chain_unavailable"
+
+    def __init__(self, message: str, *, reverted: bool = False) -> None:
+        super().__init__(message)
+        self.reverted = reverted
 
 
 class MerchantError(PayerError):

@@ -12,7 +12,8 @@ import uuid
 from a2a.types import Message, Part, Role, Task
 
 from a2a_x402.extension import EXTENSION_URI, Dialect, PaymentRejectedData, PaymentSubmittedData, encode
-from a2a_x402.facilitator.wire import PaymentPayload
+
+from ._stages import SignedPayment
 
 __all__ = ["decline_message", "payment_message", "user_message"]
 
@@ -30,10 +31,11 @@ def user_message(request: str | Message) -> Message:
     return message
 
 
-def payment_message(task: Task, payload: PaymentPayload) -> Message:
+def payment_message(task: Task, payload: SignedPayment) -> Message:
     """``payment-submitted`` with ``payload`` for ``task``."""
     terms = payload.accepted
-    text = f"Payment of {terms.amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}."
+    amount = f"up to {terms.amount}" if terms.scheme == "upto" else str(terms.amount)
+    text = f"Payment of {amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}."
     return _extension_message(task, PaymentSubmittedData(payload), text)
 
 

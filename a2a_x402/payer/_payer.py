@@ -9,7 +9,9 @@ Usage::
 
 The run: send the request; the merchant answers ``TASK_STATE_INPUT_REQUIRED`` with ``payment-required``
 terms; the policy picks the entry to sign (payTo pinned to the card); the payer signs an EIP-3009
-authorization and sends it as ``payment-submitted`` on the same task; the task then completes (artifacts and
+authorization, or a Permit2 witness transfer (``exact`` by Permit2, or ``upto``: at most a maximum, of which
+the merchant settles what the task used; its Permit2 allowance read first on the node of ``rpc_urls``), and
+sends it as ``payment-submitted`` on the same task; the task then completes (artifacts and
 receipts), works on (the payer polls GetTask until it resolves), asks again with fresh terms after a
 retryable failure (only then is a new authorization signed, at most ``max_payments`` per run), or fails.
 Fresh terms after ``INSUFFICIENT_FUNDS`` are signed only when an ``on_fresh_terms`` hook may have topped the
@@ -18,10 +20,10 @@ payer up; without one the run stops at the first such refusal (``InsufficientFun
 Never paying twice. A transport error while submitting (timeout, reset, lost answer) leaves the payer not
 knowing whether the merchant took the payment, so it presents the same signed payment again: the same
 message, byte for byte, including its ``messageId`` (it is the same message; a server that deduplicates by
-``messageId`` sees one, and the merchant recognises the payload and its EIP-3009 nonce, which the token
-accepts once). When the merchant refuses the re-presentation because the task moved on, or the retries run
-out, GetTask tells the outcome. A new authorization is signed only for a new ``payment-required`` status;
-the status already answered never leads to a second signature.
+``messageId`` sees one, and the merchant recognises the payload and its nonce, which the token (EIP-3009)
+or Permit2 accepts once). When the merchant refuses the re-presentation because the task moved on, or the
+retries run out, GetTask tells the outcome. A new authorization is signed only for a new
+``payment-required`` status; the status already answered never leads to a second signature.
 
 Every request carries ``A2A-Version`` and ``A2A-Extensions: <EXTENSION_URI>`` (SDK service parameters), goes
 through the a2a-sdk client for the chosen binding and tenant, and has a timeout.
@@ -44,11 +46,13 @@ from eth_account import Account
 
 from a2a_x402.agentcard import CardVerifier, JwksCache
 from a2a_x402.extension import PaymentCompletedData, PaymentData, PaymentErrorCode, PaymentRequiredData
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRequirements
+from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
 from ._card import Binding, ResolvedCard, resolve_card
+from ._chain import ChainAccess, RpcUrls
 from ._connecting import connecting
 from ._errors import (
+    ChainError,
     InsufficientFundsError,
     MerchantError,
     MerchantUnreachableError,
@@ -58,10 +62,18 @@ from ._errors import (
 )
 from ._merchant_calls import MerchantCalls, client_failure
 from ._messages import payment_message, user_message
+from ._paying import sign_chosen
 from ._policy import PaymentPolicy
 from ._settings import FreshTermsHook, PayerSettings
-from ._signing import sign_payment
-from ._stages import PaidResult, PaymentStage, StageKind, TaskView, failure_of, transaction_of
+from ._stages import (
+    PaidResult,
+    PaymentStage,
+    SignedPayment,
+    StageKind,
+    TaskView,
+    failure_of,
+    transaction_of,
+)
 
 __all__ = ["Payer"]
 
@@ -103,6 +115,7 @@ class Payer:
         policy: PaymentPolicy | None = None,
         settings: PayerSettings | None = None,
         on_fresh_terms: FreshTermsHook | None = None,
+        rpc_urls: RpcUrls | None = None,
         owns_http: bool = False,
     ) -> None:
         interface = card.interface(binding, tenant)
@@ -119,6 +132,7 @@ class Payer:
         self._on_fresh_terms = on_fresh_terms
         self._http = http
         self._owns_http = owns_http
+        self._chains = ChainAccess(http, rpc_urls, timeout_s=self.settings.request_timeout_s)
         self._calls = MerchantCalls(
             card.narrowed_to(interface),
             http,
@@ -142,6 +156,7 @@ class Payer:
         jwks: JwksCache | None = None,
         on_fresh_terms: FreshTermsHook | None = None,
         http: httpx.AsyncClient | None = None,
+        rpc_urls: RpcUrls | None = None,
     ) -> Payer:
         """Resolve the card at ``card_url`` and return a payer for it.
 
@@ -162,6 +177,8 @@ class Payer:
                 fetched once per its TTL (default: a cache of this connection's own).
             on_fresh_terms: awaited before signing again for fresh terms.
             http: the HTTP client to use (not closed by the payer); default: one of its own.
+            rpc_urls: JSON-RPC nodes, by CAIP-2 network, or one URL for whichever network its chain is:
+                the payer reads its Permit2 allowance there before paying by Permit2 (only then needed).
 
         Raises:
             ValueError: both ``card_verifier`` and ``jwks`` are given.
@@ -184,6 +201,7 @@ class Payer:
                 policy=policy,
                 settings=settings,
                 on_fresh_terms=on_fresh_terms,
+                rpc_urls=rpc_urls,
                 owns_http=own,
             )
         except BaseException:
@@ -223,7 +241,9 @@ class Payer:
             The completed task, its artifacts and receipts.
 
         Raises:
-            PaymentRefusedError: the policy refused the terms (nothing signed; the task is declined).
+            PaymentRefusedError: the policy refused the terms, or Permit2 may not move the token
+                (``Permit2NotApprovedError``): nothing signed; the task is declined.
+            ChainError: a payment by Permit2 whose allowance could not be read (nothing signed; declined).
             PaymentFailedError: the task failed, was canceled or rejected.
             InsufficientFundsError: the payer's balance is below the price (and no hook may top it up).
             PaymentAttemptsExhaustedError: fresh terms came more than ``max_payments`` times.
@@ -317,21 +337,29 @@ class Payer:
         async for stage in self._calls.submit(SendMessageRequest(message=message), view, streaming):
             yield stage
 
-    async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> PaymentPayload:
-        """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses."""
+    async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> SignedPayment:
+        """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses,
+        or a Permit2 payment cannot be made."""
         if not isinstance(terms.required, PaymentRequired):  # extension v0.3 carries x402 v2 only
             raise MerchantError("the merchant's terms are not x402 v2", task_id=task.id)
+        reservation = None
         try:
             requirements = self.policy.choose(terms.required, self.card.terms, self.tenant)
-        except PaymentRefusedError as exc:
-            # The policy knows nothing of tasks; the caller needs to know which one was declined.
-            exc.task_id, exc.signed = task.id, signed
-            await self._calls.decline(task)
+            reservation = self.policy.reserve(requirements, self.card.terms)
+            asset = self.card.terms.asset(requirements.network, requirements.asset)
+            payload = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
+        except BaseException as exc:
+            if reservation is not None:  # nothing was signed: the day's upto cap gets it back
+                reservation.release()
+            if isinstance(exc, PaymentRefusedError | ChainError):
+                # The policy knows nothing of tasks; the caller needs to know which one was declined.
+                exc.task_id, exc.signed = task.id, signed
+                await self._calls.decline(task)
             raise
-        payload = await asyncio.to_thread(sign_payment, self._key, requirements)
         logger.info(
-            "signed payment task_id=%s amount=%s asset=%s pay_to=%s network=%s",
+            "signed payment task_id=%s scheme=%s amount=%s asset=%s pay_to=%s network=%s",
             task.id,
+            requirements.scheme,
             requirements.amount,
             requirements.asset,
             requirements.pay_to,
@@ -360,8 +388,14 @@ class Payer:
     def _completed(
         self, view: TaskView, payment: PaymentData | None, paid: PaymentRequirements | None
     ) -> PaymentStage:
-        receipts = payment.receipts if isinstance(payment, PaymentCompletedData) else ()
-        result = PaidResult(task=view.task, receipts=receipts, paid=paid, payer=self._address)
+        completed = payment if isinstance(payment, PaymentCompletedData) else None
+        result = PaidResult(
+            task=view.task,
+            receipts=completed.receipts if completed is not None else (),
+            paid=paid,
+            payer=self._address,
+            usage=completed.usage if completed is not None else None,
+        )
         return PaymentStage(
             StageKind.COMPLETED,
             view.task.id,

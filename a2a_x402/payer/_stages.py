@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeAlias
 
 from a2a.helpers import get_message_text
 from a2a.types import Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState
@@ -20,15 +21,34 @@ from a2a_x402.extension import (
     PaymentCompletedData,
     PaymentData,
     PaymentFailedData,
+    PaymentUsage,
     PaymentVerifiedData,
     X402Receipt,
     decode,
 )
-from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
+from a2a_x402.facilitator.wire import (
+    ExactPermit2PaymentPayload,
+    PaymentPayload,
+    PaymentRequirements,
+    SettleResponse,
+    UptoPaymentPayload,
+)
 
 from ._errors import MerchantError, PaymentFailedError
 
-__all__ = ["PaidResult", "PaymentStage", "StageKind", "TaskView", "failure_of", "transaction_of"]
+__all__ = [
+    "PaidResult",
+    "PaymentStage",
+    "SignedPayment",
+    "StageKind",
+    "TaskView",
+    "failure_of",
+    "transaction_of",
+]
+
+SignedPayment: TypeAlias = PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload
+"""A payment the payer signed: an EIP-3009 authorization, or a Permit2 witness transfer (``exact`` or
+``upto``)."""
 
 
 class StageKind(StrEnum):
@@ -56,14 +76,17 @@ class PaidResult:
         task: the task as the merchant last reported it.
         receipts: the merchant's settlement receipts, newest (the successful one) last; empty when the task
             completed without asking for payment.
-        paid: the terms of the payment that was taken, or ``None`` when nothing was paid.
+        paid: the terms of the payment that was taken, or ``None`` when nothing was paid; for ``upto``
+            terms ``paid.amount`` is the maximum authorized, and ``settled`` what was taken of it.
         payer: the paying address.
+        usage: for an ``upto`` task, what the merchant says the task used and settled, if it said.
     """
 
     task: Task
     receipts: tuple[X402Receipt, ...]
     paid: PaymentRequirements | None
     payer: str
+    usage: PaymentUsage | None = None
 
     @property
     def task_id(self) -> str:
@@ -79,6 +102,15 @@ class PaidResult:
     def artifacts(self) -> tuple[Artifact, ...]:
         """What the task produced."""
         return tuple(self.task.artifacts)
+
+    @property
+    def settled(self) -> int | None:
+        """The atomic units taken: what the successful receipt says it settled, else the terms' amount;
+        ``None`` when nothing was paid. An ``upto`` task that used nothing settles 0 (and no transaction)."""
+        if self.paid is None:
+            return None
+        amounts = [r.amount for r in self.receipts if isinstance(r, SettleResponse) and r.success]
+        return amounts[-1] if amounts and amounts[-1] is not None else self.paid.amount
 
     @property
     def transaction(self) -> str | None:
@@ -110,7 +142,7 @@ class PaymentStage:
     payment: PaymentData | None = None
     message: str | None = None
     artifact: Artifact | None = None
-    payload: PaymentPayload | None = None
+    payload: SignedPayment | None = None
     transaction: str | None = None
     detail: str | None = None
     result: PaidResult | None = None

@@ -19,17 +19,24 @@ flag would let through says so.
 The key comes from ``--key``, ``--key-file``, ``X402_PAYER_KEY``, or else the first of ``X402_PAYER_KEYS``
 (what ``x402-devchain`` writes to its env file), in that order. Prefer the file or the environment: a key on
 the command line is visible to other users of the machine.
+
+Terms paid by Permit2 (``exact`` by Permit2, ``upto``) need ``--rpc-url`` (``X402_PAYER_RPC_URL``): the payer
+reads its allowance to Permit2 there first. ``upto`` (metered) terms are signed only under
+``--upto-max-per-task``, and within ``--upto-max-per-day`` when given (the day's sum is this process's).
+``x402-pay approve-permit2 --asset TOKEN --rpc-url URL`` sends the one-time approval of Permit2 a token
+without EIP-2612 needs, and prints its transaction: the one transaction the payer ever sends (and pays gas
+for) itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
-import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from a2a.types import Artifact, TaskState
@@ -37,9 +44,11 @@ from google.protobuf.json_format import MessageToDict
 
 from a2a_x402 import cli
 from a2a_x402.agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, VerificationResult, check_jku
-from a2a_x402.observability import LogSettingsError, configure_tool_logging, redact_values
+from a2a_x402.observability import redact_values
 
+from ._approve_cli import APPROVE, approve_main
 from ._card import Binding, card_document_url
+from ._cli_options import checked_rpc_url, setup
 from ._errors import CardError, MerchantUnreachableError, PayerError, UntrustedCardError
 from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
@@ -56,9 +65,7 @@ class _Unavailable(click.ClickException):
     exit_code = os.EX_UNAVAILABLE
 
 
-_DEVCHAIN_KEYS_ENV = "X402_PAYER_KEYS"
 _HTTP_TIMEOUT_S = 60.0
-_HEX_KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 
 
 class _Printer:
@@ -71,9 +78,8 @@ class _Printer:
     def __call__(self, stage: PaymentStage) -> None:
         if stage.kind is StageKind.PAYMENT_SIGNED and stage.requirements is not None:
             terms = stage.requirements
-            click.echo(
-                f"signed: {terms.amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}"
-            )
+            amount = f"up to {terms.amount}" if terms.scheme == "upto" else str(terms.amount)
+            click.echo(f"signed: {amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}")
         elif stage.kind is StageKind.RESUBMITTED:
             click.echo(f"resubmitting the same signed payment: {stage.detail}")
         elif stage.kind is not StageKind.COMPLETED and (stage.state, stage.message) != self._last:
@@ -85,22 +91,12 @@ class _Printer:
             click.echo(f"transaction: {stage.transaction}")
 
 
-def _read_key(key: str | None, key_file: Path | None) -> str:
-    if key is not None and key_file is not None:
-        raise click.UsageError("give either --key or --key-file, not both")
-    if key_file is not None:
-        return key_file.read_text().strip()
-    if key:
-        return key.strip()
-    devchain_keys = os.environ.get(_DEVCHAIN_KEYS_ENV, "").split(",")
-    if devchain_keys[0].strip():
-        return devchain_keys[0].strip()
-    raise click.UsageError(f"no key: use --key-file, --key, X402_PAYER_KEY or {_DEVCHAIN_KEYS_ENV}")
-
-
 def _print_result(result: PaidResult) -> None:
     if result.paid is not None:
-        click.echo(f"paid: {result.paid.amount} atomic units to {result.paid.pay_to} from {result.payer}")
+        upto = f" (of at most {result.paid.amount})" if result.paid.scheme == "upto" else ""
+        click.echo(f"paid: {result.settled} atomic units{upto} to {result.paid.pay_to} from {result.payer}")
+        for item in result.usage.items if result.usage is not None else ():
+            click.echo(f"used: {item.quantity} {item.name} at {item.unit_price} = {item.amount} atomic units")
     else:
         click.echo("paid: nothing (the agent asked for no payment)")
     for artifact in result.artifacts:
@@ -178,6 +174,7 @@ async def _pay(
     binding: Binding,
     tenant: str,
     policy: PaymentPolicy,
+    rpc_url: str | None,
     card_policy: SignaturePolicy,
     allow_insecure_jku: bool,
 ) -> PaidResult:
@@ -194,7 +191,14 @@ async def _pay(
             jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku), policy=card_policy
         )
         async with Payer.connect(
-            card_url, key, binding=binding, tenant=tenant, policy=policy, card_verifier=verifier, http=http
+            card_url,
+            key,
+            binding=binding,
+            tenant=tenant,
+            policy=policy,
+            card_verifier=verifier,
+            http=http,
+            rpc_urls=rpc_url,
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
             click.echo(_card_line(payer.card.verification, allow_insecure_jku=allow_insecure_jku))
@@ -214,7 +218,25 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
     raise RuntimeError("a payment run ends with a result or an error")
 
 
-@click.command(cls=cli.Command)
+class _PayCommand(cli.Command):
+    """``x402-pay``: pays; its first argument ``approve-permit2`` runs that subcommand instead."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        given = list(sys.argv[1:] if args is None else args)
+        prog = prog_name or os.path.basename(sys.argv[0]) or "x402-pay"
+        if given[:1] == [APPROVE]:
+            return approve_main.main(given[1:], f"{prog} {APPROVE}", complete_var, standalone_mode, **extra)
+        return super().main(given, prog, complete_var, standalone_mode, **extra)
+
+
+@click.command(cls=_PayCommand)
 @click.version_option(package_name="a2a-x402-merchant", prog_name="x402-pay")
 @click.option(
     "--card-url", required=True, callback=_checked_card_url, help="The agent's card URL, or its origin."
@@ -248,6 +270,26 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 )
 @click.option("--network", "networks", multiple=True, help="Only pay on this CAIP-2 network (repeatable).")
 @click.option(
+    "--upto-max-per-task",
+    envvar="X402_PAYER_UPTO_MAX_PER_TASK",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Sign metered (upto) terms whose maximum is at most this many atomic units (default: refuse upto).",
+)
+@click.option(
+    "--upto-max-per-day",
+    envvar="X402_PAYER_UPTO_MAX_PER_DAY",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Refuse upto terms once their maxima would pass this many atomic units this UTC day (this process).",
+)
+@click.option(
+    "--rpc-url",
+    envvar="X402_PAYER_RPC_URL",
+    callback=checked_rpc_url,
+    help="A JSON-RPC node of the chain, to read the Permit2 allowance (needed to pay by Permit2 only).",
+)
+@click.option(
     "--card-policy",
     type=click.Choice([p.value for p in SignaturePolicy]),
     default=SignaturePolicy.WARN.value,
@@ -270,25 +312,28 @@ def main(
     key_file: Path | None,
     max_amount: int | None,
     networks: tuple[str, ...],
+    upto_max_per_task: int | None,
+    upto_max_per_day: int | None,
+    rpc_url: str | None,
     card_policy: str,
     allow_insecure_jku: bool,
     stream: bool,
     verbose: bool,
     text: str,
 ) -> None:
-    """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result."""
-    try:
-        configure_tool_logging(logging.INFO if verbose else logging.WARNING)
-    except LogSettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-    private_key = _read_key(key, key_file)
-    redact_values([private_key])  # whatever a dependency logs at DEBUG, the key is never written
-    if not _HEX_KEY.fullmatch(private_key):  # never echoed: it may be a key mistyped
-        raise click.UsageError(
-            f"the payer's key is not 32 bytes of hex (--key, --key-file, X402_PAYER_KEY or the first of "
-            f"{_DEVCHAIN_KEYS_ENV})"
-        )
-    policy = PaymentPolicy(max_amount_atomic=max_amount, networks=frozenset(networks) if networks else None)
+    """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result.
+
+    x402-pay approve-permit2 --help: approve Permit2 once for a token without EIP-2612.
+    """
+    private_key = setup(key, key_file, verbose=verbose)
+    if rpc_url is not None:
+        redact_values([rpc_url])  # an RPC URL may carry its provider's API key
+    policy = PaymentPolicy(
+        max_amount_atomic=max_amount,
+        networks=frozenset(networks) if networks else None,
+        upto_max_per_task_atomic=upto_max_per_task,
+        upto_max_per_day_atomic=upto_max_per_day,
+    )
     try:
         result = asyncio.run(
             _pay(
@@ -299,6 +344,7 @@ def main(
                 binding=Binding(binding),
                 tenant=tenant,
                 policy=policy,
+                rpc_url=rpc_url,
                 card_policy=SignaturePolicy(card_policy),
                 allow_insecure_jku=allow_insecure_jku,
             )

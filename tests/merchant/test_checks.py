@@ -187,14 +187,16 @@ def test_a_skill_price_for_no_offered_skill_is_a_problem(
     tenants = _tenants_file(
         tmp_path,
         f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 5000\n'
-        "[tenants.acme.skill_prices]\ntext-stats = 7000\ntext-stat = 9000\n",
+        "[tenants.acme.skill_prices]\ntext-stats = 7000\ntext-stat = 9000\n"
+        "[tenants.acme.metered_skills]\ntext-statz = 9000\n",
     )
 
     code, rows = run_check(main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants))
 
     assert code == 1
     assert problems(rows) == {
-        "skill prices": "acme.skill_prices.text-stat: no such skill (offered: text-stats)"
+        "skill prices": "acme.skill_prices.text-stat, acme.metered_skills.text-statz: no such skill "
+        "(offered: text-stats)"
     }
 
 

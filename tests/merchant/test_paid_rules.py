@@ -116,6 +116,16 @@ async def test_a_payment_executor_is_refused_for_the_executor_it_wraps(tmp_path:
             "acme.skill_prices names 'sing', not in skills (offered: shout)",
         ),
         (
+            f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 5\n[default.metered_skills]\nshout = 7\n',
+            {"prices": {"shout": 10}},
+            "[default] metered_skills: keep one",
+        ),
+        (
+            f'[tenants.acme]\npay_to = "{ACME_PAY_TO}"\nprice = 5\n[tenants.acme.metered_skills]\nsing = 7\n',
+            {},
+            "acme.metered_skills names 'sing', not in skills (offered: shout)",
+        ),
+        (
             f'[tenants.acme]\npay_to = "{ACME_PAY_TO}"\nprice = 5\nwebhook_url = "https://acme.example/hook"\n'
             f'webhook_secret = "whsec_{"A" * 32}"\n',
             {"webhooks": False},

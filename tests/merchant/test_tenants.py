@@ -166,8 +166,9 @@ price = 1
     assert problems == (
         "colour: unknown key (allowed: default, tenants)",
         "tenants.acme.surprise: unknown key "
-        "(allowed: pay_to, price, skill_prices, webhook_url, webhook_secret, webhooks, api_token, "
-        "max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers, jwt_issuers)",
+        "(allowed: pay_to, price, skill_prices, metered_skills, webhook_url, webhook_secret, webhooks, "
+        "api_token, max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers, "
+        "jwt_issuers)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",
@@ -403,3 +404,67 @@ def test_a_tenants_jwt_issuers_are_validated(tmp_path: Path, entries: str, probl
 
     assert len(problems) == 1
     assert problems[0].startswith(problem)
+
+
+def test_a_skill_may_be_metered_up_to_a_maximum(tmp_path: Path) -> None:
+    registry = TenantRegistry.from_toml(
+        write(
+            tmp_path,
+            f"""
+[tenants.acme]
+pay_to = "{CHECKSUMMED}"
+price = 100
+
+[tenants.acme.skill_prices]
+translate = 7
+
+[tenants.acme.metered_skills]
+summarize = "500000"
+huge = "{2**256 - 1}"
+""",
+        )
+    )
+
+    acme = registry.require("acme")
+    assert dict(acme.metered_skills) == {"summarize": 500000, "huge": 2**256 - 1}
+    assert (acme.price_for("summarize"), acme.is_metered("summarize")) == (500000, True)
+    assert (acme.price_for("translate"), acme.is_metered("translate")) == (7, False)
+    assert (acme.price_for("other"), acme.is_metered("other")) == (100, False)
+    with pytest.raises(TypeError):
+        acme.metered_skills["x"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            "[tenants.acme.skill_prices]\nsummarize = 5\n[tenants.acme.metered_skills]\nsummarize = 9",
+            "metered_skills.summarize: 'summarize' has a fixed price in skill_prices too: keep one",
+        ),
+        (
+            "[tenants.acme.metered_skills]\nsummarize = 0",
+            "metered_skills.summarize: the maximum must be above 0 (a skill that costs nothing is priced 0)",
+        ),
+        ("[tenants.acme.metered_skills]\nsummarize = -5", "metered_skills.summarize: must not be negative"),
+        ("[tenants.acme.metered_skills]\nsummarize = 1.5", f"metered_skills.summarize: {NOT_AN_AMOUNT}"),
+        ('[tenants.acme.metered_skills]\nsummarize = "1e6"', "metered_skills.summarize: must be a whole"),
+        (
+            f'[tenants.acme.metered_skills]\nsummarize = "{2**256}"',
+            "metered_skills.summarize: must be below 2**256",
+        ),
+        ("[tenants.acme]\nmetered_skills = 3", "metered_skills: must be a table of skill id = amount"),
+    ],
+)
+def test_metered_skills_are_validated(tmp_path: Path, entry: str, problem: str) -> None:
+    head = f'[tenants.acme]\npay_to = "{CHECKSUMMED}"\nprice = 1\n'
+    if entry.startswith("[tenants.acme]\n"):
+        head, entry = head + entry.removeprefix("[tenants.acme]\n"), ""
+    problems = problems_of(tmp_path, f"{head}{entry}\n")
+
+    assert len(problems) == 1
+    assert problems[0].startswith(f"tenants.acme.{problem}"), problems[0]
+
+
+def test_a_tenant_built_directly_cannot_price_a_skill_both_ways() -> None:
+    with pytest.raises(TenantConfigError, match="has a fixed price in skill_prices too"):
+        Tenant(id="acme", pay_to=CHECKSUMMED, price=1, skill_prices={"a": 1}, metered_skills={"a": 2})

@@ -20,6 +20,7 @@ from a2a_x402.extension import (
     PaymentRequiredData,
     PaymentVerifiedData,
 )
+from a2a_x402.facilitator.wire import PaymentPayload
 from a2a_x402.merchant.tenants import Tenant, TenantRegistry
 from a2a_x402.payer import (
     AmountOverLimitError,
@@ -59,7 +60,7 @@ def block_number(chain: DevChain) -> int:
 
 
 def nonce_of(stage: PaymentStage) -> bytes:
-    assert stage.payload is not None
+    assert isinstance(stage.payload, PaymentPayload)
     return bytes.fromhex(stage.payload.payload.authorization.nonce[2:])
 
 

@@ -1,7 +1,8 @@
 """The x402 payment extension as a wrapper around any a2a-sdk `AgentExecutor`.
 
 `PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentRequestHandler` refuses bad
-payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably.
+payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably; a metered
+skill's work reports what it used through `usage_meter`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ._transfer_method import TransferMethod, probe_transfer_method
     from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
     from ._unpaid_limits import InvalidLimitsError, UnpaidRules
+    from ._usage import UsageError, UsageMeter, usage_meter
 
 __all__ = [
     "Asset",
@@ -56,12 +58,15 @@ __all__ = [
     "UnpaidLimitError",
     "UnpaidRules",
     "UnpaidWork",
+    "UsageError",
+    "UsageMeter",
     "caller_of",
     "exception_line",
     "nonce_used",
     "payment_from_wire",
     "probe_transfer_method",
     "protocol_version",
+    "usage_meter",
     "valid_before",
 ]
 
@@ -81,6 +86,7 @@ _EXPORTS = {
     "_transfer_method": ("TransferMethod", "probe_transfer_method"),
     "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
     "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),
+    "_usage": ("UsageError", "UsageMeter", "usage_meter"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

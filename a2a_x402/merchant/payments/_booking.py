@@ -15,6 +15,7 @@ from a2a_x402.facilitator.wire import PaymentRequirements, SettleResponse, payer
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
 from ._chain_proof import NotProvenError, prove_settlement
+from ._metered import offered_maximum
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
 from ._signed import SignedPayment
@@ -108,8 +109,12 @@ async def record_paid(
 
     A settlement that cannot be booked now still leaves the offer paid, marked unbooked: the reconciler
     books it later (`PaymentRecovery.book_unbooked`). The task is told afterwards; if the process stops
-    before it is, recovery tells it from the offer (`PaymentRecovery.tell_untold`).
+    before it is, recovery tells it from the offer (`PaymentRecovery.tell_untold`). A metered payment
+    settled for 0 moved nothing (no transaction): the offer is paid with nothing to book.
     """
+    if requirements.amount == 0:
+        await offers.advance(offer.task_id, OfferState.PAID, receipts=receipts, booked_at=datetime.now(UTC))
+        return
 
     async def paid_and_booked(connection: AsyncConnection) -> None:
         await offers.advance_in(
@@ -129,7 +134,9 @@ def settlement_event(
 ) -> tuple[EventType, dict[str, Any]]:
     """A `settlement.pending` or `settlement.failed` webhook event (type and data) for `offer`'s payment.
 
-    `settlement.completed`, `.finalized` and `.reversed` come from the ledger, with the entry they report.
+    A metered payment's event carries its `maximum` (what the payer signed for) beside the `amount` being
+    settled (`requirements.amount`, its usage). `settlement.completed`, `.finalized` and `.reversed` come
+    from the ledger, with the entry they report.
     """
     data: dict[str, Any] = {
         "taskId": offer.task_id,
@@ -142,6 +149,9 @@ def settlement_event(
         "transaction": response.transaction or None,
         "occurredAt": datetime.now(UTC).isoformat(),
     }
+    maximum = offered_maximum(offer)
+    if maximum is not None:
+        data["maximum"] = str(maximum)
     if kind is EventType.SETTLEMENT_FAILED:
         data["reason"] = response.error_reason or "transaction_failed"
     return kind, data

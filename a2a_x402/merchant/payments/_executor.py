@@ -61,6 +61,7 @@ from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import WorkOutcome
 from ._layer import refuse_without_layer
+from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
 from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
@@ -167,12 +168,14 @@ class PaymentExecutor(AgentExecutor):
         request: dict[str, Any] | None = None,
     ) -> None:
         task_id, context_id = turn_ids(context)
-        price = self._pricing.price(context.tenant, skill)
+        amount = self._pricing.amount_text(context.tenant, skill)
         required = self._pricing.terms(
             context.tenant,
             skill,
-            description=f"{skill} for {self._pricing.asset.format(price)}",
+            description=f"{skill} for {amount}",
             offer_id=uuid.uuid4().hex,
+            # Known by now: the request handler refused the task's first request without it.
+            facilitator_address=await self._pricing.facilitator_address(context.tenant, skill),
         )
         offered = await self._offers.offer(
             task_id=task_id,
@@ -197,7 +200,7 @@ class PaymentExecutor(AgentExecutor):
                 reservation=reservation if isinstance(reservation, str) else None,
             )
         pay_to = self._pricing.pay_to(context.tenant)
-        text = f"Payment required: {self._pricing.asset.format(price)} to {pay_to}."
+        text = f"Payment required: {amount} to {pay_to}."
         if error is not None:
             text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
         terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)
@@ -283,7 +286,9 @@ class PaymentExecutor(AgentExecutor):
                 dialect,
             )
         )
-        outcome = await run_paid_work(self._delegate, context, event_queue, offer)
+        # A metered payment is verified for its maximum; its work then reports what it used.
+        maximum = requirements.amount if requirements.scheme == UPTO else None
+        outcome = await run_paid_work(self._delegate, context, event_queue, offer, maximum=maximum)
         if not outcome.completed:
             await self._fail(
                 context,
@@ -296,14 +301,17 @@ class PaymentExecutor(AgentExecutor):
             )
             return
         held = [MessageToDict(a) for a in outcome.artifacts]
-        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held):
+        usage = outcome.usage.to_wire() if outcome.usage is not None else None
+        # The usage is stored before anything is settled: a settlement recovery finishes asks for the same.
+        if not await self._offers.advance(task_id, OfferState.SETTLING, held_artifacts=held, usage=usage):
             # Someone else decided this payment meanwhile (recovery took the turn for orphaned): never
             # settle what is no longer ours to settle.
             logger.warning("task %s: its payment was decided elsewhere during the work", task_id)
             return
         try:
+            settling = settled_requirements(requirements, outcome.usage)
             await self._settle_and_deliver(
-                context, event_queue, offer, dialect, data, payload, requirements, outcome, taken_at
+                context, event_queue, offer, dialect, data, payload, settling, outcome, taken_at
             )
         except ChainUnavailableError as exc:
             # The settlement may have been sent before the facilitator went silent: the task stays working
@@ -371,14 +379,14 @@ class PaymentExecutor(AgentExecutor):
                 )
             )
         self._tell(context.tenant, PaymentOutcome.SETTLED)
-        text = f"Payment settled in transaction {response.transaction}."
+        text = settled_text(response.transaction)
         await event_queue.enqueue_event(
             agent_status(
                 task_id,
                 context_id,
                 TaskState.TASK_STATE_COMPLETED,
                 text,
-                PaymentCompletedData(receipts=tuple(receipts)),
+                PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage),
                 dialect,
             )
         )

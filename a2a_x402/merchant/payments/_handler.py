@@ -66,6 +66,7 @@ from ._presented import Presentations
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._unpaid import RESERVATION_KEY, UnpaidLimitError, UnpaidWork, caller_of
+from ._upto import MeteringUnavailableError
 from ._wire import match_offer, message_payment_data, payload_hash, strip_signature
 
 __all__ = ["MAX_MESSAGE_BYTES", "USED_ELSEWHERE", "PaymentRequestHandler"]
@@ -258,11 +259,13 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if not message.task_id:
             if data is not None:
                 raise InvalidParamsError(message="a payment message must name the task (taskId) it pays for")
-            if self._pricing.price(call_context.tenant, self._skill_of(message)) > 0:
+            skill = self._skill_of(message)
+            if self._pricing.price(call_context.tenant, skill) > 0:
                 if dialect is None:
                     raise ExtensionSupportRequiredError(
                         message="this skill is paid: activate the x402 payment extension (A2A-Extensions)"
                     )
+                await self._metered_terms_ready(call_context.tenant, skill)
                 await self._admit_unpaid(call_context)
             return data, dialect
         try:
@@ -335,6 +338,20 @@ class PaymentRequestHandler(DelegatingRequestHandler):
             if reservation is not None and self._unpaid is not None:
                 await self._unpaid.release(reservation)
             raise
+
+    async def _metered_terms_ready(self, tenant: str, skill: str) -> None:
+        """Refuse a metered skill's new task, before any task, while its `upto` terms cannot be made.
+
+        Raises:
+            UnsupportedOperationError: the facilitator settles no `upto` payments on the network, or cannot be
+                asked now.
+        """
+        try:
+            await self._pricing.facilitator_address(tenant, skill)
+        except MeteringUnavailableError as exc:
+            raise UnsupportedOperationError(
+                message=f"the skill {skill!r} is metered, but {exc}: it cannot be paid for now"
+            ) from None
 
     async def _admit_unpaid(self, call_context: ServerCallContext) -> None:
         """Refuse a new priced task to a caller over its bounds on unpaid work (`_unpaid`), before any task.

@@ -15,6 +15,8 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
+from a2a_x402.extension import PaymentUsage
+
 __all__ = ["HoldingQueue", "WorkOutcome"]
 
 _DONE = {TaskState.TASK_STATE_COMPLETED}
@@ -29,10 +31,11 @@ _GAVE_UP = {
 
 @dataclass
 class WorkOutcome:
-    """What the wrapped executor produced: its artifacts and how it ended."""
+    """What the wrapped executor produced: its artifacts, how it ended, and a metered turn's usage."""
 
     artifacts: list[Artifact] = field(default_factory=list)
     final_status: TaskStatus | None = None
+    usage: PaymentUsage | None = None
 
     @property
     def completed(self) -> bool:

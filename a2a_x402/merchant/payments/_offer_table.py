@@ -45,6 +45,9 @@ offers_table = sa.Table(
     sa.Column("accepted", sa.JSON, nullable=True),
     sa.Column("receipts", sa.JSON, nullable=False),
     sa.Column("held_artifacts", sa.JSON, nullable=True),
+    # A metered task's usage (`PaymentUsage.to_wire`), stored when its work is done, before it is settled:
+    # recovery settles the same amount.
+    sa.Column("usage", sa.JSON, nullable=True),
     sa.Column("error", sa.String(32), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
@@ -109,6 +112,7 @@ class Offer:
     accepted: dict[str, Any] | None
     receipts: list[dict[str, Any]]
     held_artifacts: list[dict[str, Any]] | None
+    usage: dict[str, Any] | None
     error: str | None
     created_at: datetime
     updated_at: datetime

@@ -14,7 +14,8 @@ States::
     offered ──► rejected   (the client's payment-rejected, or CancelTask)
 
 `working`: a payment was taken for the current terms; it is verified, then the work runs on it.
-`settling`: the work is done (its artifacts held here) and the payment is being settled.
+`settling`: the work is done (its artifacts held here, and a metered task's usage) and the payment is being
+settled.
 Every change of state is a compare-and-set on the state it comes from: a rejection or cancel racing a
 payment wins only while the offer is `offered`, before anything is verified, or changes nothing.
 """
@@ -149,6 +150,7 @@ class OfferStore:
                 "payload_hash": None,
                 "accepted": None,
                 "held_artifacts": None,
+                "usage": None,
                 "taken_at": None,
                 "updated_at": insert.excluded.updated_at,
             },

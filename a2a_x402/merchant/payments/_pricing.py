@@ -11,6 +11,7 @@ from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, Reso
 
 from ..tenants import TenantRegistry
 from ._transfer_method import TransferMethod
+from ._upto import SupportedSource, UptoFacilitator
 
 __all__ = ["Asset", "Pricing"]
 
@@ -41,7 +42,8 @@ class Pricing:
     """Prices per tenant and skill, and the x402 terms that ask for them.
 
     `mime_types` names the media type of what each skill delivers (its artifact), for the `mimeType` that
-    x402 v1 terms must carry; a skill not listed has an empty one.
+    x402 v1 terms must carry; a skill not listed has an empty one. `supported` is the facilitator's
+    `/supported` answer, where metered skills' terms find the address their `upto` payments settle from.
     """
 
     def __init__(
@@ -52,12 +54,14 @@ class Pricing:
         resource_url: str,
         max_timeout_seconds: int = 300,
         mime_types: Mapping[str, str] | None = None,
+        supported: SupportedSource | None = None,
     ):
         self.tenants = tenants
         self.asset = asset
         self._resource_url = resource_url.rstrip("/")
         self._max_timeout_seconds = max_timeout_seconds
         self._mime_types = dict(mime_types or {})
+        self._upto = UptoFacilitator(supported, asset.network)
 
     @property
     def max_timeout_seconds(self) -> int:
@@ -72,6 +76,25 @@ class Pricing:
         """
         return self.tenants.require(tenant_id).price_for(skill)
 
+    def is_metered(self, tenant_id: str, skill: str) -> bool:
+        """Whether `skill` is charged by what its work used, up to its `price` (x402 `upto`)."""
+        return self.tenants.require(tenant_id).is_metered(skill)
+
+    def amount_text(self, tenant_id: str, skill: str) -> str:
+        """What `skill` costs, for people: '0.50 USDC', or 'up to 0.50 USDC' for a metered skill."""
+        amount = self.asset.format(self.price(tenant_id, skill))
+        return f"up to {amount}" if self.is_metered(tenant_id, skill) else amount
+
+    async def facilitator_address(self, tenant_id: str, skill: str) -> str | None:
+        """Where a metered skill's `upto` payments settle from (the facilitator's `/supported`, asked once);
+        None for a fixed-price skill.
+
+        Raises:
+            MeteringUnavailableError: the skill is metered and the facilitator settles no `upto` payments on
+                the network, or cannot be asked now.
+        """
+        return await self._upto.address() if self.is_metered(tenant_id, skill) else None
+
     def pay_to(self, tenant_id: str) -> str:
         """Where the tenant's payments go."""
         return self.tenants.require(tenant_id).pay_to
@@ -80,21 +103,39 @@ class Pricing:
         """The media type of what `skill` delivers, or "" when it was not configured."""
         return self._mime_types.get(skill, "")
 
-    def terms(self, tenant_id: str, skill: str, *, description: str, offer_id: str) -> PaymentRequired:
+    def terms(
+        self,
+        tenant_id: str,
+        skill: str,
+        *,
+        description: str,
+        offer_id: str,
+        facilitator_address: str | None = None,
+    ) -> PaymentRequired:
         """The x402 v2 `PaymentRequired` asking for this skill's price, as the offer `offer_id`.
 
         Every offer gets its own id, carried in `extra.offerId` next to the token's EIP-712 name and
         version. A v2 payload returns the terms it pays verbatim in `accepted`, so the id tells a payment
         made for these terms from one signed for another task's (or an earlier round's) identical terms.
         A token paid through Permit2 says so (`extra.assetTransferMethod: "permit2"`); its EIP-712 name and
-        version stay, for a payer that signs an EIP-2612 permit of Permit2 with its payment.
+        version stay, for a payer that signs an EIP-2612 permit of Permit2 with its payment. A metered
+        skill's terms are x402 `upto` (always paid through Permit2) for its maximum, settled from
+        `facilitator_address` (the facilitator's `/supported` names it; the payer's witness names it too).
+
+        Raises:
+            ValueError: the skill is metered and no `facilitator_address` is given.
         """
         extra: dict[str, object] = {"name": self.asset.name, "version": self.asset.version}
-        if self.asset.transfer_method is TransferMethod.PERMIT2:
+        scheme = "exact"
+        if self.is_metered(tenant_id, skill):
+            if facilitator_address is None:
+                raise ValueError("metered terms name the facilitator that settles them")
+            scheme, extra["facilitatorAddress"] = "upto", facilitator_address
+        elif self.asset.transfer_method is TransferMethod.PERMIT2:
             extra["assetTransferMethod"] = TransferMethod.PERMIT2.value
         extra["offerId"] = offer_id
         requirements = PaymentRequirements(
-            scheme="exact",
+            scheme=scheme,
             network=self.asset.network,
             asset=self.asset.address,
             amount=self.price(tenant_id, skill),

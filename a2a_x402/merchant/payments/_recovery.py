@@ -56,6 +56,7 @@ from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
+from ._metered import settled_requirements, settled_text, stored_usage
 from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
@@ -182,14 +183,15 @@ class PaymentRecovery:
             await self._update_task(offer, TaskState.TASK_STATE_FAILED, text, data, [], correct=True)
 
     async def _complete(self, offer: Offer, receipts: list[SettleResponse], *, correct: bool = False) -> None:
-        """Complete the task with its held artifacts and its receipts, the last one a success."""
+        """Complete the task with its held artifacts and its receipts, the last one a success (and a metered
+        task's usage)."""
         artifacts = [ParseDict(item, Artifact()) for item in offer.held_artifacts or []]
         settled = next((r.transaction for r in reversed(receipts) if r.success), None)
         await self._update_task(
             offer,
             TaskState.TASK_STATE_COMPLETED,
-            f"Payment settled in transaction {settled}." if settled else "Payment settled.",
-            PaymentCompletedData(receipts=tuple(receipts)),
+            settled_text(settled) if settled is not None else "Payment settled.",
+            PaymentCompletedData(receipts=tuple(receipts), usage=stored_usage(offer)),
             artifacts,
             correct=correct,
         )
@@ -221,7 +223,9 @@ class PaymentRecovery:
         if offer.payload is None or offer.accepted is None or not offer.receipts:
             return False
         payload = payment_from_wire(offer.payload)
-        requirements = PaymentRequirements.from_wire(offer.accepted)
+        requirements = settled_requirements(
+            PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
+        )
         signer = signer_of(payload)
         already = await self._ledger.has_authorization(
             requirements.chain_id, requirements.asset, signer.payer, signer.nonce
@@ -255,7 +259,10 @@ class PaymentRecovery:
             )
             return True
         payload = payment_from_wire(offer.payload)
-        requirements = PaymentRequirements.from_wire(offer.accepted)
+        # A metered payment is settled for the usage its paid turn stored, as that turn would have.
+        requirements = settled_requirements(
+            PaymentRequirements.from_wire(offer.accepted), stored_usage(offer)
+        )
         try:
             response = await self._ask_facilitator(offer, payload, requirements)
         except ChainError as exc:

@@ -1,11 +1,13 @@
 """The request context of one turn of a priced task: its ids, the offer and payment the request handler
 checked for it, its message as an offer stores it; and the context the paid work then runs in, on the
-request that was priced, its artifacts held back until the payment is settled.
+request that was priced, its artifacts held back until the payment is settled, its usage metered when the
+skill is.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -16,6 +18,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from ._held import HoldingQueue, WorkOutcome
 from ._offer_table import Offer
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer
+from ._usage import UsageMeter, metering
 
 __all__ = ["checked_of", "message_dict", "run_paid_work", "turn_ids"]
 
@@ -23,9 +26,15 @@ logger = logging.getLogger(__name__)
 
 
 async def run_paid_work(
-    delegate: AgentExecutor, context: RequestContext, event_queue: EventQueue, offer: Offer
+    delegate: AgentExecutor,
+    context: RequestContext,
+    event_queue: EventQueue,
+    offer: Offer,
+    *,
+    maximum: int | None = None,
 ) -> WorkOutcome:
-    """Run `delegate` on the request that was priced (the offer's), holding back what it produces."""
+    """Run `delegate` on the request that was priced (the offer's), holding back what it produces; with a
+    `maximum` (a metered skill's) the work reports its usage on `usage_meter`, returned with the outcome."""
     task = context.current_task
     if task is None:
         raise RuntimeError("a payment turn always has a task")
@@ -38,11 +47,15 @@ async def run_paid_work(
         context_id=task.context_id,
         task=task,
     )
-    try:
-        await delegate.execute(work_context, holding)
-    except Exception:  # noqa: BLE001 - any failure of the work means it is not paid for
-        logger.exception("paid work for task %s failed", task.id)
-        return WorkOutcome()
+    meter = metering(work_context, maximum) if maximum is not None else nullcontext[UsageMeter | None](None)
+    with meter as measuring:
+        try:
+            await delegate.execute(work_context, holding)
+        except Exception:  # noqa: BLE001 - any failure of the work (a refused usage report too): not paid for
+            logger.exception("paid work for task %s failed", task.id)
+            return WorkOutcome()
+    if measuring is not None:
+        holding.outcome.usage = measuring.record()
     return holding.outcome
 
 

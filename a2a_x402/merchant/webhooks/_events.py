@@ -108,6 +108,12 @@ class _Payment(EventModel):
     asset: Address
     network: Network
     amount: AtomicAmount
+    maximum: AtomicAmount | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="a metered (x402 upto) payment's maximum, the most the payer signed for; `amount` is "
+        "what is settled (absent for a fixed price)",
+    )
 
 
 class SettlementPendingData(_Payment):

@@ -1,0 +1,71 @@
+"""The `upto` maxima a policy authorized per UTC day, per network and asset, and the reservation that
+counts one: kept in memory, so per process (and per policy object): a restart, or another process paying
+with the same key, starts the day at nothing.
+
+A maximum counts from the moment it is reserved, just before it is signed, whatever is settled of it later:
+the merchant may take it all until the authorization expires. A reservation whose payment was never signed
+is released. Reserving checks and counts under one lock, so concurrent tasks (threads or coroutines) cannot
+both pass a cap that only one fits under.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime
+
+__all__ = ["Reservation", "UptoDays"]
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+class Reservation:
+    """One counted maximum; ``release`` takes it back (once) when nothing was signed."""
+
+    def __init__(self, days: UptoDays | None, key: tuple[date, str, str], amount: int) -> None:
+        self._days = days
+        self._key = key
+        self._amount = amount
+
+    def release(self) -> None:
+        """Take the amount back from its day (nothing for a reservation already released or of ``exact``)."""
+        if self._days is not None:
+            self._days.take_back(self._key, self._amount)
+            self._days = None
+
+
+NO_RESERVATION = Reservation(None, (date.min, "", ""), 0)
+"""What an ``exact`` payment reserves: nothing."""
+
+
+class UptoDays:
+    """The sum of `upto` maxima authorized today (UTC) for each (network, asset)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spent: dict[tuple[date, str, str], int] = {}
+
+    def spent(self, network: str, asset: str) -> int:
+        """What today's authorizations of `asset` on `network` add up to."""
+        with self._lock:
+            return self._spent.get((_today(), network, asset), 0)
+
+    def reserve(self, network: str, asset: str, amount: int, cap: int | None) -> Reservation | int:
+        """Count `amount` for today, or, when it would take the day over `cap`, return what is spent already
+        (nothing counted)."""
+        key = (_today(), network, asset)
+        with self._lock:
+            spent = self._spent.get(key, 0)
+            if cap is not None and spent + amount > cap:
+                return spent
+            # Only today's sums are kept: yesterday's can never be read again.
+            self._spent = {k: v for k, v in self._spent.items() if k[0] == key[0]}
+            self._spent[key] = spent + amount
+        return Reservation(self, key, amount)
+
+    def take_back(self, key: tuple[date, str, str], amount: int) -> None:
+        """Uncount `amount` of the day and asset of `key` (a reservation released)."""
+        with self._lock:
+            if key in self._spent:
+                self._spent[key] = max(self._spent[key] - amount, 0)
