@@ -42,7 +42,7 @@ async def facilitator(chain: DevChain, sqlite_url: str) -> AsyncIterator[Facilit
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=HANG_S) as client:
         yield client
 
 

@@ -26,6 +26,7 @@ from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.merchant.payments._upto import MeteringUnavailableError, UptoFacilitator
 from a2a_x402.storage import create_engine
 from tests.fixtures.a2a_errors import A2ACallError
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, MerchantWire, offered_terms, user_message
 from tests.fixtures.servers import serve_asgi
 
@@ -82,7 +83,7 @@ async def test_v0_2_clients_get_upto_terms_as_the_x402_v2_document(
     message = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [part]}
     body = {"jsonrpc": "2.0", "method": "message/send", "id": "req-1", "params": {"message": message}}
     headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
-    async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=HANG_S) as http:
         answer = (await http.post(JSONRPC_PATH, json=body)).json()
 
     metadata = answer["result"]["status"]["message"]["metadata"]
