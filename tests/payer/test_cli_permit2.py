@@ -14,6 +14,7 @@ from eth_account import Account
 from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, encode_call
 from tests.devchain.permit2_sdk import permit2_payer
 from tests.fixtures.commands import Secrets, assert_mistake, assert_no_secret, run_command
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter
 from tests.fixtures.servers import free_port
 from tests.merchant.payments.test_metered_settlement import MAXIMUM, MeteredExecutor, metered_merchant
@@ -45,7 +46,7 @@ async def test_approve_permit2_sends_the_approval_once_and_prints_its_transactio
     assert lines[0] == f"approved: Permit2 may move all of {where}"
     match = re.fullmatch(r"transaction: (0x[0-9a-f]{64})", lines[1])
     assert match is not None, first.stdout
-    assert chain.rpc.wait_for_receipt(match[1])["status"] == "0x1"
+    assert chain.rpc.wait_for_receipt(match[1], timeout_s=HANG_S)["status"] == "0x1"
     assert _allowance(chain, account.address, chain.plain_asset) == _MAX
     assert (second.returncode, second.stdout) == (
         0,

@@ -126,7 +126,7 @@ async def test_the_plain_erc20_is_paid_by_permit2_once_the_payer_approved_it(
     assert f"0 of {AMOUNT} atomic units of {chain.plain_asset}" in str(refused.value)
     assert (approved.owner, approved.network) == (payer, chain.network)
     assert approved.transaction is not None
-    assert chain.rpc.wait_for_receipt(approved.transaction)["status"] == "0x1"
+    assert chain.rpc.wait_for_receipt(approved.transaction, timeout_s=HANG_S)["status"] == "0x1"
     assert allowed == _MAX
     assert again.transaction is None  # the maximum already: nothing sent
     assert payment.extensions is None

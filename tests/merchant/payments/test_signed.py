@@ -14,6 +14,7 @@ from a2a_x402.facilitator.wire import (
 )
 from a2a_x402.merchant.payments import nonce_used, payment_from_wire, valid_before
 from tests.extension import documents as doc
+from tests.fixtures.deadlines import HANG_S
 
 
 def test_a_stored_payment_is_read_back_as_the_kind_it_is() -> None:
@@ -37,7 +38,7 @@ def _invalidate(chain: DevChain, owner: str, nonce: int) -> None:
         sent = chain.rpc.call(
             "eth_sendTransaction", [{"from": owner, "to": PERMIT2_ADDRESS, "data": "0x" + data.hex()}]
         )
-        assert chain.rpc.wait_for_receipt(sent)["status"] == "0x1"
+        assert chain.rpc.wait_for_receipt(sent, timeout_s=HANG_S)["status"] == "0x1"
     finally:
         chain.rpc.call("anvil_stopImpersonatingAccount", [owner])
 
