@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -27,11 +28,14 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.extension import PaymentCompletedData, PaymentFailedData, PaymentUsage, UsageItem
 from a2a_x402.merchant import UsageError, usage_meter
 from a2a_x402.merchant.demo_skill import TextStatsExecutor
+from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
-from tests.devchain.permit2_sdk import permit2_payer
+from tests.devchain.permit2_sdk import STRANGER, permit2_payer
+from tests.facilitator.permit2_payments import resign
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
+    A2ACallError,
     MerchantStarter,
     MerchantWire,
     RunningMerchant,
@@ -42,7 +46,7 @@ from tests.fixtures.merchant import (
 )
 
 from .executors import FAILURE_TEXT
-from .flows import JSON, address_of, offer, snapshot, texts
+from .flows import JSON, address_of, extension, offer, snapshot, texts
 
 MAXIMUM = 500_000
 Report = tuple[Any, Any, Any]
@@ -57,9 +61,11 @@ class MeteredExecutor(AgentExecutor):
         self._give_up = give_up
         self._skill = TextStatsExecutor()
         self.refusals: list[str] = []
+        self.runs = 0
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Report the usage, then run the skill (or fail)."""
+        self.runs += 1
         meter = usage_meter(context)
         for name, quantity, unit_price in self._reports:
             try:
@@ -284,3 +290,77 @@ async def test_the_reconciler_finishes_an_interrupted_metered_settlement_for_the
     assert completed.usage.settled == used
     [pending] = [e["data"] for e in await events(sqlite_url) if e["type"] == "settlement.pending"]
     assert (pending["amount"], pending["maximum"]) == (str(used), str(MAXIMUM))
+
+
+async def test_a_settled_upto_payment_replayed_for_another_task_is_refused_and_moves_nothing(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
+) -> None:
+    executor = MeteredExecutor([("tokens", 4, 25)])
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, executor)
+    key = permit2_payer(chain, chain.asset, 10**9)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        first = await offer(wire)
+        payment = upto_payment(chain, key, first)
+        paid = (await wire.send(payment_message(first["id"], payment)))["task"]
+        assert paid["status"]["state"] == "TASK_STATE_COMPLETED", texts(paid)
+        task = await offer(wire)
+        before = (chain.balance_of(address_of(key)), chain.balance_of(DEFAULT_PAY_TO))
+        # `accepted` is not signed: swapped for this task's terms, the permit pays them exactly.
+        replayed = {**payment, "accepted": offered_terms(task).accepts[0].to_json_dict()}
+        with pytest.raises(A2ACallError) as refused:
+            await wire.send(payment_message(task["id"], replayed))
+        assert (await wire.get_task(task["id"]))["status"] == task["status"]
+
+    assert (refused.value.reason, refused.value.message) == ("INVALID_PARAMS", USED_ELSEWHERE)
+    assert (chain.balance_of(address_of(key)), chain.balance_of(DEFAULT_PAY_TO)) == before
+    assert executor.runs == 1
+    assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [100]
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (
+            {"permitted.amount": str(MAXIMUM - 1)},
+            "the payment does not match the terms offered for this task",
+        ),
+        ({"witness.to": STRANGER}, "the payment does not match the terms offered for this task"),
+        ({"witness.facilitator": STRANGER}, None),
+    ],
+)
+async def test_an_upto_payment_that_is_not_for_the_terms_is_never_settled(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    chain: DevChain,
+    tmp_path: Path,
+    change: dict[str, str],
+    refusal: str | None,
+) -> None:
+    executor = MeteredExecutor([("tokens", 4, 25)])
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, executor)
+    key = permit2_payer(chain, chain.asset, 10**9)
+    relayer_before = snapshot(chain, DEFAULT_PAY_TO).relayer_nonce
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = await offer(wire)
+        # Signed by the payer itself, for other terms than offered: less than the maximum, another payee, or
+        # another facilitator (whose relayer alone could settle it).
+        payment = resign(upto_payment(chain, key, task), change, key=key, chain_id=chain.chain_id)
+        if refusal is not None:
+            with pytest.raises(A2ACallError) as refused:
+                await wire.send(payment_message(task["id"], payment))
+            assert (refused.value.reason, refused.value.message) == ("INVALID_PARAMS", refusal)
+        else:
+            answered = (await wire.send(payment_message(task["id"], payment)))["task"]
+            # The facilitator refuses to verify it: its relayer is not the one the witness names.
+            assert answered["status"]["state"] == "TASK_STATE_FAILED", texts(answered)
+            assert (extension(answered)["error"], extension(answered)["receipts"]) == (
+                "SETTLEMENT_FAILED",
+                [],
+            )
+
+    assert executor.runs == 0  # verified before the work: refused, nothing ran
+    assert chain.balance_of(address_of(key)) == 10**9
+    assert snapshot(chain, DEFAULT_PAY_TO).relayer_nonce == relayer_before
+    assert await ledger_entries(sqlite_url) == []
