@@ -8,10 +8,12 @@ completed status (`x402.payment.usage` beside the receipts) and the billing even
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -33,6 +35,8 @@ from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
 from tests.devchain.permit2_sdk import STRANGER, permit2_payer
 from tests.facilitator.permit2_payments import resign
+from tests.fixtures.deadlines import wait_until
+from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     A2ACallError,
@@ -54,11 +58,15 @@ Report = tuple[Any, Any, Any]
 
 class MeteredExecutor(AgentExecutor):
     """The text-stats skill, reporting `reports` (name, quantity, unit price) on its usage meter first;
-    the meter's refusals are kept in `refusals`. `give_up`: the work then fails instead."""
+    the meter's refusals are kept in `refusals`. `give_up`: the work then fails instead. `hook` (blocking,
+    so in a worker thread) runs after the reports, while the payment is verified and not yet settled."""
 
-    def __init__(self, reports: Sequence[Report], *, give_up: bool = False) -> None:
+    def __init__(
+        self, reports: Sequence[Report], *, give_up: bool = False, hook: Callable[[], None] | None = None
+    ) -> None:
         self._reports = reports
         self._give_up = give_up
+        self._hook = hook
         self._skill = TextStatsExecutor()
         self.refusals: list[str] = []
         self.runs = 0
@@ -72,6 +80,8 @@ class MeteredExecutor(AgentExecutor):
                 meter.add(name, quantity=quantity, unit_price=unit_price)
             except UsageError as refused:
                 self.refusals.append(str(refused))
+        if self._hook is not None:
+            await asyncio.to_thread(self._hook)
         if self._give_up:
             updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
             await updater.failed(updater.new_agent_message([Part(text=FAILURE_TEXT)]))
@@ -364,3 +374,50 @@ async def test_an_upto_payment_that_is_not_for_the_terms_is_never_settled(
     assert chain.balance_of(address_of(key)) == 10**9
     assert snapshot(chain, DEFAULT_PAY_TO).relayer_nonce == relayer_before
     assert await ledger_entries(sqlite_url) == []
+
+
+async def test_a_metered_settlement_the_facilitator_never_sent_is_settled_by_recovery_for_the_usage(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
+) -> None:
+    # The remote facilitator dies during the work: nothing is sent at settlement, and recovery settles the
+    # payment from scratch once it is back, for the usage stored with the offer (not the maximum signed).
+    from .test_remote_facilitator_down import _stop
+
+    used = 9 * 25
+    async with facilitator_processes(chain, tmp_path) as processes:
+        remote = await processes.serve(sqlite_url)
+        port = urlsplit(remote.url).port
+        executor = MeteredExecutor([("tokens", 9, 25)], hook=lambda: _stop(remote))
+        merchant = metered_merchant(
+            start_merchant,
+            sqlite_url,
+            tmp_path,
+            executor,
+            facilitator_url=remote.url,
+            settle_timeout_s=2.0,
+            reconcile_interval_s=1.0,
+            reconcile_stale_after_s=2.0,
+        )
+        relayer_before = snapshot(chain, DEFAULT_PAY_TO).relayer_nonce
+        payee_before = chain.balance_of(DEFAULT_PAY_TO)
+        payer, task, answered = await pay(chain, merchant)
+        assert answered["status"]["state"] == "TASK_STATE_WORKING", texts(answered)
+        assert await ledger_entries(sqlite_url) == []
+        await processes.serve(sqlite_url, X402_PORT=str(port))
+        async with merchant.http() as http:
+            wire = MerchantWire(http, "jsonrpc")
+
+            async def completed() -> bool:
+                return bool((await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_COMPLETED")
+
+            await wait_until(completed, what="the recovery settles the task")
+            done = await wire.get_task(task["id"])
+
+    assert chain.balance_of(payer) == 10**9 - used
+    assert chain.balance_of(DEFAULT_PAY_TO) == payee_before + used
+    assert snapshot(chain, DEFAULT_PAY_TO).relayer_nonce == relayer_before + 1  # settled once
+    assert [(e.task_id, e.amount) for e in await ledger_entries(sqlite_url)] == [(task["id"], used)]
+    completed_data = payment_data(done)
+    assert isinstance(completed_data, PaymentCompletedData) and completed_data.usage is not None
+    assert (completed_data.usage.settled, completed_data.usage.maximum) == (used, MAXIMUM)
+    assert executor.runs == 1
