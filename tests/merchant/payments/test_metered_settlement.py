@@ -177,7 +177,7 @@ async def test_three_reported_items_settle_exactly_their_sum(
         (task["id"], used, payer)
     ]
     [booked] = [e["data"] for e in await events(database_url) if e["type"] == "settlement.completed"]
-    assert booked["amount"] == str(used)
+    assert (booked["amount"], booked["maximum"]) == (str(used), str(MAXIMUM))
 
 
 async def test_usage_above_the_maximum_settles_the_maximum(
