@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -27,9 +29,16 @@ from x402.mechanisms.evm.upto.client import UptoEvmScheme
 from x402.schemas import PaymentRequired as SdkPaymentRequired
 
 from a2a_x402.devchain import DevChain
-from a2a_x402.extension import PaymentCompletedData, PaymentFailedData, PaymentUsage, UsageItem
+from a2a_x402.extension import (
+    EXTENSION_URI_V02,
+    PaymentCompletedData,
+    PaymentFailedData,
+    PaymentUsage,
+    UsageItem,
+)
 from a2a_x402.merchant import UsageError, usage_meter
 from a2a_x402.merchant.demo_skill import TextStatsExecutor
+from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
@@ -109,12 +118,14 @@ def metered_merchant(
     return start_merchant(database_url, tenants_file=tenants, delegate=delegate, **settings)
 
 
-def upto_payment(chain: DevChain, key: str, task: JSON) -> JSON:
-    """The payment the x402 SDK's client signs with `key` for the task's offered `upto` terms."""
+def upto_payment(chain: DevChain, key: str, task: JSON | None = None, *, terms: JSON | None = None) -> JSON:
+    """The payment the x402 SDK's client signs with `key` for the `upto` terms offered (the task's, or
+    `terms` as a v0.2 client reads them)."""
     client = x402ClientSync()
     client.register(chain.network, UptoEvmScheme(EthAccountSigner(Account.from_key(key))))
     client.set_spend_controls(False)  # they know only the real USDC deployments
-    required = SdkPaymentRequired.model_validate(offered_terms(task).to_json_dict())
+    offered = terms if terms is not None else offered_terms(task or {}).to_json_dict()
+    required = SdkPaymentRequired.model_validate(offered)
     signed: JSON = client.create_payment_payload(required).model_dump(
         mode="json", by_alias=True, exclude_none=True
     )
@@ -421,3 +432,51 @@ async def test_a_metered_settlement_the_facilitator_never_sent_is_settled_by_rec
     assert isinstance(completed_data, PaymentCompletedData) and completed_data.usage is not None
     assert (completed_data.usage.settled, completed_data.usage.maximum) == (used, MAXIMUM)
     assert executor.runs == 1
+
+
+async def test_a_v0_2_client_pays_metered_terms_as_x402_v2_and_reads_the_usage(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
+) -> None:
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, MeteredExecutor([("tokens", 40, 25)]))
+    key = permit2_payer(chain, chain.asset, 10**9)
+    headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
+    async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=30) as http:
+
+        async def send(message: JSON) -> JSON:
+            body = {"jsonrpc": "2.0", "method": "message/send", "id": "req-1", "params": {"message": message}}
+            answer: JSON = (await http.post(JSONRPC_PATH, json=body)).json()
+            result: JSON = answer["result"]
+            return result
+
+        part = {"kind": "text", "text": "The quick brown fox."}
+        task = await send(
+            {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}
+        )
+        terms = task["status"]["message"]["metadata"]["x402.payment.required"]
+        assert (terms["x402Version"], terms["accepts"][0]["scheme"]) == (2, "upto")
+        done = await send(
+            {
+                "kind": "message",
+                "messageId": str(uuid.uuid4()),
+                "taskId": task["id"],
+                "role": "user",
+                "parts": [{"kind": "text", "text": "Here is the payment."}],
+                "metadata": {
+                    "x402.payment.status": "payment-submitted",
+                    "x402.payment.payload": upto_payment(chain, key, terms=terms),
+                },
+            }
+        )
+
+    assert done["status"]["state"] == "completed", done["status"]
+    metadata = done["status"]["message"]["metadata"]
+    assert metadata["x402.payment.status"] == "payment-completed"
+    [receipt] = metadata["x402.payment.receipts"]
+    assert (receipt["success"], receipt["amount"]) == (True, "1000")
+    assert metadata["x402.payment.usage"] == {
+        "maximum": str(MAXIMUM),
+        "settled": "1000",
+        "items": [{"name": "tokens", "quantity": "40", "unitPrice": "25", "amount": "1000"}],
+    }
+    assert chain.balance_of(address_of(key)) == 10**9 - 1000
+    assert [entry.amount for entry in await ledger_entries(sqlite_url)] == [1000]
