@@ -32,6 +32,7 @@ from eth_account import Account
 from a2a_x402.agentcard import AgentCardError, CardVerifier, SignaturePolicy, VerificationKey, sign_card
 from a2a_x402.facilitator import (
     CHECK_TIMEOUT_S,
+    ChainError,
     ReadStatus,
     RpcClient,
     check_asset_code,
@@ -73,12 +74,12 @@ _UPGRADE = "x402-merchant db upgrade"
 
 async def _asset_domain(rpc: RpcClient, settings: MerchantSettings) -> CheckResult:
     """`asset domain` of a token paid by its EIP-3009; one paid through Permit2 signs nothing of its own
-    (its payers sign Permit2's domain), so a token without `version()` is fine there."""
+    (its payers sign Permit2's domain), so a token without `version()` is fine there. Where there is no token
+    at all (or the node cannot say), the domain check itself says why nothing could be read."""
     method = settings.asset_transfer_method
-    if method == "auto":
-        method = (await probe_transfer_method(rpc, settings.asset)).value
-    if method == TransferMethod.PERMIT2.value:
-        return CheckResult.passed("asset domain", "not needed: the token is paid through Permit2")
+    if method != TransferMethod.EIP3009.value and await _has_code(rpc, settings.asset):
+        if method == "permit2" or await probe_transfer_method(rpc, settings.asset) is TransferMethod.PERMIT2:
+            return CheckResult.passed("asset domain", "not needed: the token is paid through Permit2")
     return await check_asset_domain(
         rpc,
         settings.asset,
@@ -86,6 +87,13 @@ async def _asset_domain(rpc: RpcClient, settings: MerchantSettings) -> CheckResu
         settings.asset_version,
         expected_decimals=settings.asset_decimals,
     )
+
+
+async def _has_code(rpc: RpcClient, address: str) -> bool:
+    try:
+        return await rpc.call("eth_getCode", address, "latest") not in ("0x", "0x0", "")
+    except ChainError:
+        return False
 
 
 async def check_merchant(

@@ -118,6 +118,23 @@ def test_a_wrong_name_and_version_are_problems(chain: DevChain, sqlite_url: str)
 
 
 @pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize("method", ["auto", "permit2"])
+def test_a_token_paid_through_permit2_has_no_domain_to_compare(
+    chain: DevChain, sqlite_url: str, method: str
+) -> None:
+    # The plain ERC-20 has no version(): with EIP-3009 that is a problem, through Permit2 nothing is signed
+    # in its domain.
+    env = _env(chain, sqlite_url, X402_ASSET=chain.plain_asset, X402_ASSET_DECIMALS="18")
+
+    code, rows = run_check(main, {**env, "X402_ASSET_TRANSFER_METHOD": method})
+    _, as_eip3009 = run_check(main, {**env, "X402_ASSET_TRANSFER_METHOD": "eip3009"})
+
+    assert (code, problems(rows)) == (0, {})
+    assert rows["asset domain"][1] == "not needed: the token is paid through Permit2"
+    assert "asset domain" in problems(as_eip3009)
+
+
+@pytest.mark.usefixtures("clean_env")
 def test_a_network_the_node_does_not_serve_is_a_problem(chain: DevChain, sqlite_url: str) -> None:
     code, rows = run_check(main, _env(chain, sqlite_url, X402_NETWORK="eip155:1"))
 

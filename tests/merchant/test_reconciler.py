@@ -27,6 +27,7 @@ from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.facilitator.payments import submit_directly, tampered
+from tests.facilitator.permit2_chain import funded_payer, sdk_sign
 from tests.fixtures.facilitator import PAY_TO, make_requirements
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -154,6 +155,26 @@ async def test_a_settlement_a_reorg_removed_is_put_back_and_finalized(
     assert chain.balance_of(DEFAULT_PAY_TO) == payee_before
     receipt = chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash])
     assert int(receipt["status"], 16) == 1
+
+
+async def test_a_permit2_settlement_is_finalized_and_never_taken_for_one_a_reorg_removed(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
+) -> None:
+    # The chain scan reads EIP-3009 payments only: a finalized Permit2 booking is not among them, and that
+    # must not read as a reorg having taken it away.
+    merchant = start_merchant(sqlite_url, asset=chain.plain_asset)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = (await wire.send(user_message()))["task"]
+        payment = sdk_sign(chain, funded_payer(chain, chain.plain_asset), offered_terms(task).accepts[0])
+        done = (await wire.send(payment_message(task["id"], payment)))["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    merchant.stop()
+
+    assert await _reconcile(merchant.settings) == (0, 0, 1, 0)
+    assert await _reconcile(merchant.settings) == (0, 0, 0, 0)  # and no difference, either pass
+    [entry] = await ledger_entries(sqlite_url)
+    assert (entry.task_id, entry.asset) == (task["id"], chain.plain_asset)
 
 
 async def test_a_booking_whose_transaction_left_the_chain_for_good_is_reversed(

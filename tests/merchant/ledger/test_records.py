@@ -35,6 +35,8 @@ def test_normalizes_addresses_hashes_and_time() -> None:
         ({"payer": "0x1234"}, "payer"),
         ({"pay_to": "0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED!"}, "pay_to"),
         ({"nonce": "0x" + "ab" * 31}, "nonce"),
+        ({"nonce": "p3" + "ab" * 32}, "nonce"),
+        ({"nonce": "p2" + "ab" * 33}, "nonce"),
         ({"tx_hash": "ab" * 32}, "tx_hash"),
         ({"network": "base-sepolia"}, "network"),
         ({"network": "eip155:1"}, "network"),
@@ -53,6 +55,12 @@ def test_refuses_malformed_fields(changes: dict[str, object], field: str) -> Non
         booking(**changes)
     assert raised.value.code == "invalid_booking"
     assert isinstance(raised.value, ValueError)
+
+
+def test_a_permit2_nonce_key_is_booked_apart_from_an_eip3009_nonce() -> None:
+    permit2 = booking(nonce="p2" + "AB" * 32)
+    assert permit2.nonce == "p2" + "ab" * 32
+    assert permit2.nonce != booking(nonce="0x" + "ab" * 32).nonce
 
 
 def test_the_default_tenant_is_the_empty_string() -> None:

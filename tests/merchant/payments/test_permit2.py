@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from eth_account import Account
 
-from a2a_x402.devchain import DevChain
+from a2a_x402.devchain import PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain
+from a2a_x402.extension import EXTENSION_URI_V02
 from a2a_x402.facilitator.wire import PaymentRequirements
 from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.payer import sign_payment
@@ -28,7 +30,7 @@ from tests.fixtures.merchant import (
     payment_message,
 )
 
-from .flows import JSON, extension, offer, texts
+from .flows import JSON, V03Client, extension, offer, state_of, texts
 
 PERMIT2_AT_START = "permit2"
 
@@ -194,3 +196,63 @@ async def test_an_eip3009_authorization_does_not_pay_permit2_terms(
     assert (await permit2_wire.get_task(task["id"]))["status"] == task["status"]
     assert balances(chain, address_of(key)) == before
     assert await ledger_entries(permit2_merchant.database_url) == []
+
+
+async def test_a_payer_without_allowance_pays_with_an_eip2612_permit_of_permit2(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain
+) -> None:
+    merchant = start_merchant(
+        sqlite_url,
+        asset=chain.permit_asset,
+        asset_name=PERMIT_ASSET_NAME,
+        asset_version=PERMIT_ASSET_VERSION,
+    )
+    key = funded_payer(chain, chain.permit_asset, approved=False)
+    payer = address_of(key)
+    async with merchant.http() as client:
+        wire = MerchantWire(client, "jsonrpc")
+        task = await offer(wire)
+        terms = terms_of(task)
+        assert terms.extra is not None and terms.extra["assetTransferMethod"] == PERMIT2_AT_START
+        before = chain.balance_of(payer, asset=chain.permit_asset)
+        payment = sdk_sign(chain, key, terms, eip2612=True)
+        assert "eip2612GasSponsoring" in payment["extensions"]
+
+        done = (await wire.send(payment_message(task["id"], payment)))["task"]
+        [kept] = history_payments(await wire.get_task(task["id"]))
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert chain.balance_of(payer, asset=chain.permit_asset) == before - DEFAULT_PRICE
+    [entry] = await ledger_entries(merchant.database_url)
+    assert (entry.payer, entry.asset, entry.amount) == (payer, chain.permit_asset, DEFAULT_PRICE)
+    # Neither signature stays in the task's history: the payment's, nor the EIP-2612 permit's.
+    assert "signature" not in kept["payload"]
+    assert "signature" not in kept["extensions"]["eip2612GasSponsoring"]["info"]
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+async def test_an_a2a_0_3_client_is_offered_x402_v2_terms_and_pays_them_by_permit2(
+    permit2_merchant: RunningMerchant, chain: DevChain, binding: str
+) -> None:
+    key = funded_payer(chain, chain.plain_asset)
+    headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
+    async with httpx.AsyncClient(base_url=permit2_merchant.base_url, headers=headers, timeout=30) as http:
+        client = V03Client(http, binding)
+        task = await client.send("The quick brown fox.")
+        terms = task["status"]["message"]["metadata"]["x402.payment.required"]
+        # x402 v1 has no Permit2 payment: the terms travel as x402 v2 on extension v0.2 too.
+        assert terms["x402Version"] == 2
+        [offered] = terms["accepts"]
+        assert offered["extra"]["assetTransferMethod"] == PERMIT2_AT_START
+        payment = sdk_sign(chain, key, PaymentRequirements.from_wire(offered))
+        submission = {"x402.payment.status": "payment-submitted", "x402.payment.payload": payment}
+
+        done = await client.send("Here is my payment.", task_id=task["id"], metadata=submission)
+
+    assert state_of(done) == "completed", done["status"]
+    completed = done["status"]["message"]["metadata"]
+    assert completed["x402.payment.status"] == "payment-completed"
+    [receipt] = completed["x402.payment.receipts"]
+    assert receipt["success"] is True and receipt["network"] == chain.network  # a v2 receipt: CAIP-2
+    [entry] = await ledger_entries(permit2_merchant.database_url)
+    assert (entry.task_id, entry.asset, entry.amount) == (task["id"], chain.plain_asset, DEFAULT_PRICE)

@@ -23,6 +23,7 @@ import pytest
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import PaymentRequirements
 from a2a_x402.payer import sign_payment
+from tests.facilitator.permit2_chain import funded_payer, sdk_sign
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.facilitator_processes import FacilitatorProcess, facilitator_processes
 from tests.fixtures.merchant import (
@@ -158,3 +159,49 @@ async def test_a_facilitator_down_at_settlement_leaves_the_task_working_until_it
         r for r in caplog.records if r.exc_info is not None and r.name.startswith("a2a_x402.merchant")
     ]
     assert tracebacks == [], [r.getMessage() for r in tracebacks]
+
+
+async def test_a_permit2_payment_interrupted_at_settlement_is_settled_once_by_the_recovery(
+    start_merchant: MerchantStarter,
+    sqlite_url: str,
+    chain: DevChain,
+    tmp_path: Path,
+) -> None:
+    """As above for `exact` by Permit2: the recovery reads the stored Permit2 payment back, settles it
+    through the remote facilitator's HTTP API and books it from the proxy call's permit."""
+    plain = chain.plain_asset
+    async with facilitator_processes(chain, tmp_path) as processes:
+        remote = await processes.serve(sqlite_url)
+        port = urlsplit(remote.url).port
+        assert port is not None
+        merchant = start_merchant(
+            sqlite_url,
+            asset=plain,
+            facilitator_url=remote.url,
+            delegate=MidWorkExecutor(lambda: _stop(remote)),
+            settle_timeout_s=2.0,
+            reconcile_interval_s=1.0,
+            reconcile_stale_after_s=2.0,
+        )
+        payer_key = funded_payer(chain, plain)
+        payer = address_of(payer_key)
+        async with merchant.http() as http:
+            wire = MerchantWire(http, "jsonrpc")
+            task = await offer(wire)
+            before = chain.balance_of(payer, asset=plain)
+            payment = sdk_sign(chain, payer_key, _terms(task))
+            answered = (await wire.send(payment_message(task["id"], payment)))["task"]
+            assert answered["status"]["state"] == "TASK_STATE_WORKING", answered
+            await processes.serve(sqlite_url, X402_PORT=str(port))
+
+            async def completed() -> bool:
+                seen = await wire.get_task(task["id"])
+                return bool(seen["status"]["state"] == "TASK_STATE_COMPLETED")
+
+            await wait_until(completed, what="the recovery settles the task")
+            done = await wire.get_task(task["id"])
+
+    assert extension(done)["status"] == "payment-completed"
+    [entry] = await ledger_entries(sqlite_url)
+    assert (entry.task_id, entry.asset, entry.amount) == (task["id"], plain, DEFAULT_PRICE)
+    assert chain.balance_of(payer, asset=plain) == before - DEFAULT_PRICE

@@ -9,20 +9,28 @@ both 0.3 bindings, picks the option to pay and signs it, and the merchant takes 
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import httpx
 import pytest
+from a2a.types import Message, Role
 from eth_account import Account
+from google.protobuf.json_format import MessageToDict
 
 from a2a_x402.devchain import DevChain
-from a2a_x402.extension import EXTENSION_URI_V02, Dialect
-from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequiredV1
-from a2a_x402.merchant.edge import JSONRPC_PATH, REST_PATH
-from a2a_x402.merchant.payments._wire import terms_for
+from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02, Dialect, PaymentSubmittedData, encode
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequired,
+    PaymentRequiredV1,
+    parse_permit2_payment_payload,
+)
+from a2a_x402.merchant.payments._wire import match_offer, strip_signature, terms_for
+from tests.extension import documents as doc
 from tests.fixtures.compat import CompatPython
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, RunningMerchant, ledger_entries
+
+from .flows import V03Client, state_of
 
 JSON = dict[str, Any]
 TEXT = "The quick brown fox. The dog sleeps."
@@ -65,45 +73,6 @@ print(json.dumps({
     "payload": payload,
 }))
 """
-
-
-class V03Client:
-    """A raw A2A 0.3 client (no `A2A-Version`, `X-A2A-Extensions` with v0.2) on one binding."""
-
-    def __init__(self, http: httpx.AsyncClient, binding: str) -> None:
-        self.http = http
-        self.binding = binding
-
-    async def send(self, text: str, *, task_id: str = "", metadata: JSON | None = None) -> JSON:
-        """Send a user message; return the task answered."""
-        message: JSON = {"messageId": str(uuid.uuid4()), "role": "user"}
-        if self.binding == "jsonrpc":
-            message |= {"kind": "message", "parts": [{"kind": "text", "text": text}]}
-        else:
-            message |= {"role": "ROLE_USER", "content": [{"text": text}]}
-        if task_id:
-            message["taskId"] = task_id
-        if metadata is not None:
-            message["metadata"] = metadata
-        if self.binding == "jsonrpc":
-            params = {"message": message}
-            envelope = {"jsonrpc": "2.0", "id": "r-1", "method": "message/send", "params": params}
-            response = await self.http.post(JSONRPC_PATH, json=envelope)
-        else:
-            # Without configuration a 0.3 HTTP+JSON send is non-blocking (the proto's `blocking` is false).
-            request = {"message": message, "configuration": {"blocking": True}}
-            response = await self.http.post(f"{REST_PATH}/v1/message:send", json=request)
-        assert response.status_code == 200, response.text
-        assert response.headers["a2a-version"] == "0.3"
-        body: JSON = response.json()
-        task: JSON = body["result"] if self.binding == "jsonrpc" else body["task"]
-        return task
-
-
-def state_of(task: JSON) -> str:
-    """The task's state in either binding's spelling, as the 0.3 JSON-RPC one (`input-required`)."""
-    state: str = task["status"]["state"]
-    return state.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 @pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
@@ -206,3 +175,55 @@ def test_v0_2_terms_keep_what_the_v2_terms_already_say() -> None:
     wire = terms_for(required, Dialect.V02, mime_type="image/png", reason="other").to_json_dict()
     [accepted] = wire["accepts"]
     assert (wire["error"], accepted["mimeType"], accepted["description"]) == ("own", "text/csv", "a table")
+
+
+def test_v0_2_terms_paid_through_permit2_stay_x402_v2() -> None:
+    # x402 v1 knows no Permit2 payment: a 0.3 client is offered the v2 terms, as it would pay them.
+    for scheme, extra in (("exact", {"assetTransferMethod": "permit2"}), ("upto", {})):
+        required = PaymentRequired.from_wire(
+            {**v2_terms().to_json_dict(), "accepts": [{**doc.permit2_requirements(scheme), "extra": extra}]}
+        )
+        assert terms_for(required, Dialect.V02, mime_type="text/plain", reason="why") is required
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_the_stored_message_keeps_no_signature_of_a_permit2_payment(dialect: Dialect) -> None:
+    payment = doc.permit2_payload()
+    permit = {"from": doc.PAYER, "asset": doc.USDC, "signature": doc.SIGNATURE}
+    payment["extensions"] = {"eip2612GasSponsoring": {"info": permit}}
+    data = PaymentSubmittedData(parse_permit2_payment_payload(payment))
+    message = Message(message_id="m", role=Role.ROLE_USER)
+    message.metadata.update(encode(data, dialect))
+
+    strip_signature(message, dialect)
+
+    kept = MessageToDict(message)["metadata"]
+    value = kept[EXTENSION_URI]["payload"] if dialect is Dialect.V03 else kept["x402.payment.payload"]
+    assert "signature" not in value["payload"]
+    assert value["payload"]["permit2Authorization"] == payment["payload"]["permit2Authorization"]
+    assert value["extensions"]["eip2612GasSponsoring"]["info"] == {"from": doc.PAYER, "asset": doc.USDC}
+    assert doc.SIGNATURE not in str(kept)
+
+
+def test_a_payment_of_the_other_transfer_method_pays_no_terms() -> None:
+    eip3009 = PaymentPayload.from_wire(doc.payload_v2())
+    permit2 = parse_permit2_payment_payload(doc.permit2_payload())
+    eip3009_terms = PaymentRequired.from_wire(doc.required_v2())
+    permit2_terms = PaymentRequired.from_wire(doc.required_permit2())
+    assert match_offer(eip3009, eip3009_terms) == (eip3009, eip3009_terms.accepts[0])
+    assert match_offer(permit2, permit2_terms) == (permit2, permit2_terms.accepts[0])
+    # The same terms but for the method, as a payer might sign them by mistake.
+    assert (
+        match_offer(eip3009.model_copy(update={"accepted": permit2_terms.accepts[0]}), permit2_terms) is None
+    )
+    assert (
+        match_offer(permit2.model_copy(update={"accepted": eip3009_terms.accepts[0]}), eip3009_terms) is None
+    )
+    # A Permit2 transfer of another token, or to another payee, pays nothing either.
+    for changed in (
+        {"permitted": {"token": doc.MERCHANT, "amount": "50000"}},
+        {"witness": {"to": doc.PAYER, "validAfter": "0"}},
+    ):
+        wire = doc.permit2_payload()
+        wire["payload"]["permit2Authorization"].update(changed)
+        assert match_offer(parse_permit2_payment_payload(wire), permit2_terms) is None
