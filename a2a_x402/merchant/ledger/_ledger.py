@@ -242,6 +242,7 @@ class Ledger(LedgerReader):
             block_number=booking.block_number,
             effective_at=booking.settled_at,
             booked_at=_now(),
+            maximum=booking.maximum,
         )
         if postgres:
             entry = await _book_in_one_statement(connection, entry)
@@ -282,6 +283,7 @@ class Ledger(LedgerReader):
             booked_at=_now(),
             reverses_entry_id=original.id,
             reason=reason,
+            maximum=original.maximum,
         )
         await _insert_entry(connection, reversal)
         await _watched_no_more(connection, original.id)

@@ -137,6 +137,8 @@ class LedgerEntry(LedgerBase):
     chain_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     nonce: Mapped[str] = mapped_column(_HASH, nullable=False)
     amount: Mapped[int] = mapped_column(Uint256(), nullable=False)
+    # A metered payment's maximum (what the payer signed for, `amount` being what was settled); else NULL.
+    maximum: Mapped[int | None] = mapped_column(Uint256(), nullable=True)
     tx_hash: Mapped[str] = mapped_column(_HASH, nullable=False)
     block_number: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     effective_at: Mapped[datetime] = mapped_column(_TIME, nullable=False)

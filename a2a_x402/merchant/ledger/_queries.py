@@ -100,6 +100,7 @@ def entry_from_row(row: sa.Row[Any]) -> BookedEntry:
         booked_at=row.booked_at,
         reverses_entry_id=row.reverses_entry_id,
         reason=row.reason,
+        maximum=row.maximum,
     )
 
 

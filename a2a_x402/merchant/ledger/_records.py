@@ -125,7 +125,8 @@ class SettlementBooking:
     Construction validates and normalizes: addresses to EIP-55, the nonce (an EIP-3009 one, `0x…`, or a
     Permit2 one, `p2…`: `facilitator.wire.signer_of`) and transaction hash to lowercase hex, `settled_at`
     to UTC. `amount` is in the asset's atomic units (an `int`, never a float). `network`
-    is the CAIP-2 id; for `eip155` networks its reference must equal `chain_id`.
+    is the CAIP-2 id; for `eip155` networks its reference must equal `chain_id`. `maximum` is a metered
+    (x402 `upto`) payment's, the most the payer signed for (at least `amount`); None for a fixed price.
 
     Raises:
         InvalidBookingError: a field is malformed (the message names it).
@@ -144,6 +145,7 @@ class SettlementBooking:
     tx_hash: str
     block_number: int
     settled_at: datetime
+    maximum: int | None = None
 
     def __post_init__(self) -> None:
         _text("tenant", self.tenant, allow_empty=True)
@@ -151,6 +153,8 @@ class SettlementBooking:
         _text("context_id", self.context_id)
         _whole("chain_id", self.chain_id, minimum=1, limit=2**63)
         _whole("amount", self.amount, minimum=1, limit=_UINT256_LIMIT)
+        if self.maximum is not None:
+            _whole("maximum", self.maximum, minimum=self.amount, limit=_UINT256_LIMIT)
         _whole("block_number", self.block_number, minimum=0, limit=2**63)
         if not isinstance(self.network, str) or not _CAIP2.fullmatch(self.network):
             raise InvalidBookingError(
@@ -176,7 +180,7 @@ class BookedEntry:
     """A journal entry as stored, with the current status of the settlement it concerns.
 
     For a reversal, the details are those of the reversed settlement, `reverses_entry_id` names it, and
-    `status` is always `reversed`.
+    `status` is always `reversed`. `maximum` is a metered payment's (`SettlementBooking.maximum`).
     """
 
     id: str
@@ -199,6 +203,7 @@ class BookedEntry:
     booked_at: datetime
     reverses_entry_id: str | None = None
     reason: str | None = None
+    maximum: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -80,6 +80,7 @@ async def book_settlement(
             tx_hash=paid.tx_hash,
             block_number=paid.block_number,
             settled_at=datetime.now(UTC),
+            maximum=offered_maximum(offer),
         )
         # A ledger error is a verdict on the booking itself; anything else (the database) may pass.
         async for attempt in stamina.retry_context(

@@ -56,7 +56,7 @@ from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_unsettled
 from ._keys import SettlementKeys
-from ._metered import settled_requirements, settled_text, stored_usage
+from ._metered import key_held_elsewhere, settled_requirements, settled_text, stored_usage
 from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
@@ -275,6 +275,11 @@ class PaymentRecovery:
             )
             return True
         if response.error_reason == Reason.SETTLEMENT_PENDING:
+            return False
+        if key_held_elsewhere(response, payload):
+            logger.warning(
+                "recovery of task %s postponed: %s", offer.task_id, one_line(response.error_message or "")
+            )
             return False
         # The pending receipt recorded while the settlement was unconfirmed is resolved by this answer.
         receipts = [*(r for r in offer.receipts if not _pending(r)), response.to_json_dict()]

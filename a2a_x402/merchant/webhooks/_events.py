@@ -273,6 +273,7 @@ def _completed(entry: BookedEntry) -> dict[str, Any]:
         "asset": entry.asset,
         "network": entry.network,
         "amount": str(entry.amount),
+        "maximum": None if entry.maximum is None else str(entry.maximum),
         "ledger_entry_id": entry.id,
         "transaction": entry.tx_hash,
         "block_number": entry.block_number,

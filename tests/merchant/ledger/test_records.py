@@ -45,6 +45,9 @@ def test_normalizes_addresses_hashes_and_time() -> None:
         ({"task_id": ""}, "task_id"),
         ({"context_id": "x" * 256}, "context_id"),
         ({"settled_at": datetime(2026, 11, 30)}, "settled_at"),  # noqa: DTZ001 - naive on purpose
+        ({"maximum": 2_499_999}, "maximum"),  # a metered payment never settles more than its maximum
+        ({"maximum": 2**256}, "maximum"),
+        ({"maximum": 3.0e6}, "maximum"),
     ],
 )
 def test_refuses_malformed_fields(changes: dict[str, object], field: str) -> None:
@@ -62,3 +65,9 @@ def test_a_permit2_nonce_key_is_booked_apart_from_an_eip3009_nonce() -> None:
 
 def test_the_default_tenant_is_the_empty_string() -> None:
     assert booking(tenant="").tenant == ""
+
+
+def test_a_metered_booking_keeps_its_maximum() -> None:
+    assert booking(maximum=2_500_000).maximum == 2_500_000
+    assert booking(maximum=2**256 - 1).maximum == 2**256 - 1
+    assert booking().maximum is None
