@@ -44,7 +44,7 @@ from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
 from tests.devchain.permit2_sdk import STRANGER, permit2_payer
 from tests.facilitator.permit2_payments import resign
-from tests.fixtures.deadlines import wait_until
+from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.facilitator_processes import facilitator_processes
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -440,7 +440,7 @@ async def test_a_v0_2_client_pays_metered_terms_as_x402_v2_and_reads_the_usage(
     merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, MeteredExecutor([("tokens", 40, 25)]))
     key = permit2_payer(chain, chain.asset, 10**9)
     headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
-    async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=HANG_S) as http:
 
         async def send(message: JSON) -> JSON:
             body = {"jsonrpc": "2.0", "method": "message/send", "id": "req-1", "params": {"message": message}}
