@@ -16,8 +16,10 @@ from .wire import (
     PaymentRequirements,
     Permit2PaymentPayload,
     SettleResponse,
+    SupportedKind,
     SupportedResponse,
     VerifyResponse,
+    WireError,
 )
 
 __all__ = ["FacilitatorClient", "HttpFacilitatorClient"]
@@ -124,12 +126,19 @@ class HttpFacilitatorClient:
         return None if answer is None else _read(SettleResponse.from_wire, answer)
 
     async def supported(self) -> SupportedResponse:
-        """GET /supported."""
+        """GET /supported, without the kinds this package cannot read.
+
+        The x402 SDKs' facilitators list x402 v1 kinds for every network name their release knows, some of
+        which this package does not: such a kind is left out rather than voiding the whole answer.
+        """
         try:
             response = await self._http.get("/supported")
         except httpx.HTTPError as exc:
             raise ChainUnavailableError(f"facilitator unreachable: {unreachable_reason(exc)}") from exc
-        return SupportedResponse.from_wire(orjson.loads(response.content))
+        body = orjson.loads(response.content)
+        if isinstance(body, dict) and isinstance(body.get("kinds"), list):
+            body = {**body, "kinds": [kind for kind in body["kinds"] if _readable_kind(kind)]}
+        return SupportedResponse.from_wire(body)
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -194,3 +203,11 @@ def _read(parse: Callable[[object], T], answer: object) -> T:
         raise FacilitatorAnswerError(
             f"facilitator answered something that is not an x402 answer: {failure_reason(exc)}"
         ) from None
+
+
+def _readable_kind(kind: object) -> bool:
+    try:
+        SupportedKind.from_wire(kind)
+    except WireError:
+        return False
+    return True

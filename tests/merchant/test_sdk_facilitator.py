@@ -5,9 +5,10 @@ Two facilitators nobody here wrote, each served on 127.0.0.1 with the relayer ke
 x402 TypeScript SDK's (`js/ts_facilitator.cjs`: `@x402/core` and `@x402/evm` on node:http, as its example
 does it). Neither reports a block number: the merchant reads the receipt itself, so a task paid through
 either completes with its artifact and is booked in the paid turn (the ledger row is there when
-SendMessage returns), with no ERROR line. Each refusal is read in the facilitator's own vocabulary and
-mapped to the extension's code: an unfunded payer gets fresh terms, a bad signature and a used nonce fail
-the task, and none of the facilitator's free text reaches the client.
+SendMessage returns), with no ERROR line: by EIP-3009, by Permit2 in the dev chain's plain ERC-20, and
+metered by `upto` (settled for the reported usage; nothing used, no transaction). Each refusal is read in
+the facilitator's own vocabulary and mapped to the extension's code: an unfunded payer gets fresh terms, a
+bad signature and a used nonce fail the task, and none of the facilitator's free text reaches the client.
 """
 
 from __future__ import annotations
@@ -30,20 +31,30 @@ from eth_account import Account
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402.devchain import DevChain
-from a2a_x402.extension import PaymentCompletedData, PaymentFailedData, PaymentRequiredData
+from a2a_x402.extension import (
+    PaymentCompletedData,
+    PaymentFailedData,
+    PaymentRequiredData,
+    PaymentUsage,
+    UsageItem,
+)
+from a2a_x402.facilitator import HttpFacilitatorClient
 from a2a_x402.facilitator.wire import PaymentPayload
 from a2a_x402.merchant.checks import check_remote_facilitator
 from a2a_x402.payer import sign_payment
-from tests.facilitator.payments import claim_rows, submit_directly, tampered
+from tests.facilitator.payments import claim_rows, relayer_address, submit_directly, tampered
+from tests.facilitator.permit2_chain import funded_payer, sdk_sign
 from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
     MerchantStarter,
+    MerchantWire,
     activation,
     ledger_entries,
     offered_terms,
     payment_data,
+    payment_message,
     sdk_client,
     sdk_payment_message,
 )
@@ -51,7 +62,8 @@ from tests.fixtures.node import NODE_MODULES
 from tests.fixtures.servers import bind_loopback, wait_answering_blocking
 from tests.fixtures.subprocesses import unavailable
 
-from .payments.flows import address_of
+from .payments.flows import address_of, offer, snapshot, texts
+from .payments.test_metered_settlement import MAXIMUM, MeteredExecutor, metered_merchant, pay
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _TS_FACILITATOR = Path(__file__).resolve().parent / "js" / "ts_facilitator.cjs"
@@ -326,3 +338,114 @@ async def test_the_sdk_facilitator_makes_the_merchant_ready_and_passes_check(
         True,
         f"{sdk_facilitator} does not support exact on eip155:1",
     )
+
+
+async def test_the_sdk_facilitators_supported_names_its_upto_settler(
+    chain: DevChain, sdk_facilitator: str
+) -> None:
+    # The TypeScript SDK lists v1 kinds on networks this package does not know: left out, not a refusal.
+    client = HttpFacilitatorClient(sdk_facilitator)
+    try:
+        supported = await client.supported()
+    finally:
+        await client.aclose()
+
+    [upto] = [kind for kind in supported.kinds if (kind.x402_version, kind.scheme) == (2, "upto")]
+    assert (upto.network, upto.extra) == (chain.network, {"facilitatorAddress": relayer_address(chain)})
+
+
+async def test_a_permit2_payment_through_the_sdk_facilitator_is_booked_in_the_paid_turn(
+    chain: DevChain,
+    start_merchant: MerchantStarter,
+    sdk_facilitator: str,
+    sqlite_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plain = chain.plain_asset
+    merchant = start_merchant(
+        sqlite_url, asset=plain, facilitator_url=sdk_facilitator, reconcile_interval_s=3600
+    )
+    key = funded_payer(chain, plain)
+    payer = address_of(key)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        task = await offer(wire)
+        [terms] = offered_terms(task).accepts
+        assert terms.extra is not None and terms.extra["assetTransferMethod"] == "permit2"
+        before = (chain.balance_of(payer, asset=plain), chain.balance_of(DEFAULT_PAY_TO, asset=plain))
+        with caplog.at_level(logging.WARNING):
+            done = (await wire.send(payment_message(task["id"], sdk_sign(chain, key, terms))))["task"]
+            entries = await ledger_entries(sqlite_url)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", texts(done)
+    assert [artifact["name"] for artifact in done["artifacts"]] == ["text-stats"]
+    completed = payment_data(done)
+    assert isinstance(completed, PaymentCompletedData)
+    [receipt] = completed.receipts
+    assert (receipt.success, receipt.payer, receipt.network) == (True, payer, chain.network)
+    on_chain = chain.rpc.call("eth_getTransactionReceipt", [receipt.transaction])
+    assert int(on_chain["status"], 16) == 1
+    assert await claim_rows(sqlite_url) == []
+    assert (chain.balance_of(payer, asset=plain), chain.balance_of(DEFAULT_PAY_TO, asset=plain)) == (
+        before[0] - DEFAULT_PRICE,
+        before[1] + DEFAULT_PRICE,
+    )
+    [entry] = entries
+    assert (entry.task_id, entry.asset, entry.amount, entry.tx_hash, entry.block_number) == (
+        task["id"],
+        plain,
+        DEFAULT_PRICE,
+        receipt.transaction,
+        int(on_chain["blockNumber"], 16),
+    )
+    assert _merchant_errors(caplog) == []
+
+
+@pytest.mark.parametrize("quantity", [7, 0], ids=["used", "nothing-used"])
+async def test_a_metered_task_through_the_sdk_facilitator_settles_exactly_its_usage(
+    chain: DevChain,
+    start_merchant: MerchantStarter,
+    sdk_facilitator: str,
+    sqlite_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    quantity: int,
+) -> None:
+    used = quantity * 25
+    executor = MeteredExecutor([("tokens", quantity, 25)])
+    settings = {"facilitator_url": sdk_facilitator, "reconcile_interval_s": 3600}
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, executor, **settings)
+    payee_before = chain.balance_of(DEFAULT_PAY_TO)
+    relayer_before = snapshot(chain, DEFAULT_PAY_TO).relayer_nonce
+
+    with caplog.at_level(logging.WARNING):
+        payer, task, done = await pay(chain, merchant)
+        entries = await ledger_entries(sqlite_url)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", texts(done)
+    assert [artifact["name"] for artifact in done["artifacts"]] == ["text-stats"]
+    # The SDK's facilitator settled from the address the merchant's terms named, copied from its /supported.
+    [terms] = offered_terms(task).accepts
+    assert terms.extra is not None and terms.extra["facilitatorAddress"] == relayer_address(chain)
+    completed = payment_data(done)
+    assert isinstance(completed, PaymentCompletedData)
+    assert completed.usage == PaymentUsage(MAXIMUM, used, (UsageItem("tokens", quantity, 25, used),))
+    receipt = completed.receipts[-1]
+    assert (receipt.success, receipt.payer, getattr(receipt, "amount", None)) == (True, payer, used)
+    assert (chain.balance_of(payer), chain.balance_of(DEFAULT_PAY_TO)) == (10**9 - used, payee_before + used)
+    assert await claim_rows(sqlite_url) == []
+    if quantity == 0:
+        assert (receipt.transaction, texts(done)) == ("", ["Nothing was used, so nothing was charged."])
+        assert snapshot(chain, DEFAULT_PAY_TO).relayer_nonce == relayer_before  # nothing was sent
+        assert entries == []
+    else:
+        on_chain = chain.rpc.call("eth_getTransactionReceipt", [receipt.transaction])
+        assert int(on_chain["status"], 16) == 1
+        [entry] = entries
+        assert (entry.task_id, entry.amount, entry.payer, entry.tx_hash) == (
+            task["id"],
+            used,
+            payer,
+            receipt.transaction,
+        )
+    assert _merchant_errors(caplog) == []

@@ -1,7 +1,7 @@
-// The x402 TypeScript SDK's facilitator (@x402/core + @x402/evm, exact EVM scheme) on 127.0.0.1.
+// The x402 TypeScript SDK's facilitator (@x402/core + @x402/evm, exact and upto EVM schemes) on 127.0.0.1.
 //
 // Written as the SDK's facilitator example does it: an x402Facilitator with the exact EVM scheme
-// registered on a viem wallet client turned into a FacilitatorEvmSigner, served over plain node:http
+// (EIP-3009 and Permit2 payloads) and the upto EVM scheme registered on a viem wallet client turned into a FacilitatorEvmSigner, served over plain node:http
 // (POST /verify, POST /settle, GET /supported). CommonJS so that NODE_PATH can point at the packages.
 // Settings: TS_FAC_RPC_URL, TS_FAC_PRIVATE_KEY, TS_FAC_NETWORK (CAIP-2), TS_FAC_PORT. Prints
 // "listening <port>" once it answers.
@@ -10,6 +10,7 @@
 const http = require("node:http");
 const { x402Facilitator } = require("@x402/core/facilitator");
 const { registerExactEvmScheme } = require("@x402/evm/exact/facilitator");
+const { UptoEvmScheme } = require("@x402/evm/upto/facilitator");
 const { toFacilitatorEvmSigner } = require("@x402/evm");
 const { createWalletClient, http: viemHttp, publicActions, defineChain } = require("viem");
 const { privateKeyToAccount } = require("viem/accounts");
@@ -39,6 +40,7 @@ async function main() {
   }, { confirmationTimeoutMs: 20000 });
   const facilitator = new x402Facilitator();
   registerExactEvmScheme(facilitator, { signer, networks: network });
+  facilitator.register(network, new UptoEvmScheme(signer));
 
   const server = http.createServer((request, response) => {
     const chunks = [];
