@@ -361,13 +361,11 @@ class Reconciler:
         requirements = PaymentRequirements.from_wire(offer.accepted)
         # A metered (`upto`) payment settles what the work used: at most the accepted amount.
         metered = requirements.scheme == "upto"
-        paid_in_full = (
+        amount_agrees = (
             payment.amount <= requirements.amount if metered else payment.amount == requirements.amount
         )
-        if (requirements.pay_to, to_checksum_address(requirements.asset)) != (
-            payment.pay_to,
-            self._asset,
-        ) or not paid_in_full:
+        terms = (requirements.pay_to, to_checksum_address(requirements.asset))
+        if not amount_agrees or terms != (payment.pay_to, self._asset):
             return _Problem(f"does not match the terms task {offer.task_id} accepted", kinds.TERMS_DIFFER)
         if await self._ledger.has_authorization(self._chain_id, self._asset, payment.payer, payment.nonce):
             return None  # booked by the task's own turn since the ledger was read

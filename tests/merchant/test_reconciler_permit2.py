@@ -1,13 +1,17 @@
 """The reconciler's chain scan sees Permit2 payments as it sees EIP-3009 ones (issue 29): a Permit2 payment
 to a payTo that no offer was paid with is reported once, keyed by its payer and `p2` nonce as the ledger
-keys it; a booked one agrees with the chain; a finalized one whose transaction a reorg took away is found.
-The merchant takes the plain ERC-20 (no EIP-3009), so its terms ask for Permit2."""
+keys it; a booked one agrees with the chain; a finalized one whose transaction a reorg took away is found;
+a metered (`upto`) one the ledger lost is booked from the chain for the amount settled. The merchant takes
+the plain ERC-20 (no EIP-3009), so its `exact` terms ask for Permit2."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from a2a_x402.devchain import EXACT_PERMIT2_PROXY_ADDRESS, DevChain
 from a2a_x402.facilitator import Facilitator, RpcClient
@@ -33,6 +37,14 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
+from tests.merchant.payments.test_metered_settlement import (
+    MAXIMUM,
+    MeteredExecutor,
+    events,
+    metered_merchant,
+    pay,
+)
+from tests.merchant.test_reconciler import _sql
 
 
 @asynccontextmanager
@@ -178,3 +190,37 @@ async def test_a_finalized_permit2_booking_a_reorg_took_away_is_reported(
     assert (difference.kind, difference.key) == (kinds.REORGED_OUT, entry.id)
     assert difference.text.startswith(f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain")
     assert [(d.kind, d.key) for d in stored] == [(kinds.REORGED_OUT, entry.id)]
+
+
+@pytest.mark.error_logs("why: a trigger makes the ledger refuse the booking")
+async def test_a_metered_payment_the_ledger_lost_is_booked_from_the_chain_for_what_it_settled_once(
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
+) -> None:
+    used = 7 * 25
+    await _sql(
+        sqlite_url,
+        "CREATE TRIGGER refuse_bookings BEFORE INSERT ON ledger_entries"
+        " BEGIN SELECT RAISE(ABORT, 'the ledger is unavailable'); END",
+    )
+    merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, MeteredExecutor([("tokens", 7, 25)]))
+    payer, task, done = await pay(chain, merchant)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    merchant.stop()
+    # The offer says booked, the ledger has nothing: only the chain shows the payment, below the maximum.
+    await _sql(
+        sqlite_url, "DROP TRIGGER refuse_bookings", "UPDATE payment_offers SET booked_at = CURRENT_TIMESTAMP"
+    )
+    assert await ledger_entries(sqlite_url) == []
+
+    async with _reconciler(merchant.settings) as (reconciler, store):
+        first = await reconciler.run_once()
+        second = await reconciler.run_once()
+        stored = await store.listed()
+
+    assert (first.booked_from_chain, first.differences) == (1, [])
+    assert (second.booked_from_chain, second.differences, stored) == (0, [], [])
+    assert [(e.task_id, e.payer, e.amount) for e in await ledger_entries(sqlite_url)] == [
+        (task["id"], payer, used)
+    ]
+    [booked] = [e["data"] for e in await events(sqlite_url) if e["type"] == "settlement.completed"]
+    assert (booked["amount"], booked["maximum"]) == (str(used), str(MAXIMUM))
