@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from ._metrics import FacilitatorMetrics, chain_gauges, facilitator_readings
     from ._nonce_state import authorization_used
     from ._permit2 import PERMIT2_ADDRESS
-    from ._permit2_calls import SettledPermit, settled_permits
+    from ._permit2_calls import PERMIT_SETTLING_TARGETS, SettledPermit, settled_permits
     from ._pool import NoRelayerError, RelayerState
     from ._probe import ChainStatus, RelayerStatus, read_chain_status
     from ._replacement import bumped_fees
@@ -101,6 +101,7 @@ __all__ = [
     "KeyRules",
     "NoRelayerError",
     "PERMIT2_ADDRESS",
+    "PERMIT_SETTLING_TARGETS",
     "PaymentInvalidError",
     "ReadStatus",
     "RelayerState",
@@ -191,7 +192,7 @@ _EXPORTS = {
     "_metrics": ("FacilitatorMetrics", "chain_gauges", "facilitator_readings"),
     "_nonce_state": ("authorization_used",),
     "_permit2": ("PERMIT2_ADDRESS",),
-    "_permit2_calls": ("SettledPermit", "settled_permits"),
+    "_permit2_calls": ("PERMIT_SETTLING_TARGETS", "SettledPermit", "settled_permits"),
     "_pool": ("NoRelayerError", "RelayerState"),
     "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
     "_replacement": ("bumped_fees",),

@@ -21,6 +21,7 @@ from ._token import address_word, uint_word
 from .wire import UptoPermit2Authorization, checksum_address
 
 __all__ = [
+    "PERMIT_SETTLING_TARGETS",
     "PROXY_SETTLED_TOPICS",
     "Eip2612Approval",
     "SettledPermit",
@@ -63,6 +64,9 @@ _CALLS: Final = {
 }
 _AGGREGATE3: Final = _selector("aggregate3", ["(address,bool,bytes)[]"])
 _PROXIES: Final = frozenset((EXACT_PERMIT2_PROXY, UPTO_PERMIT2_PROXY))
+PERMIT_SETTLING_TARGETS: Final = _PROXIES | {MULTICALL3_ADDRESS}
+"""The addresses a transaction is sent to when `settled_permits` can find a permit in it: for any other,
+its calldata need not be read."""
 PROXY_SETTLED_TOPICS: Final = [
     "0x" + keccak(text=event).hex() for event in ("Settled()", "SettledWithPermit()")
 ]

@@ -7,8 +7,9 @@ One pass (`x402-merchant reconcile`, and periodically inside the service):
 2. paid turns whose executor is gone are finished (`PaymentRecovery`): settled, booked, delivered, or
    failed with nothing charged; tasks whose payment was decided but never reached them are told; paid
    tasks the ledger lacks are booked;
-3. the chain is read: every EIP-3009 payment (`AuthorizationUsed` and its `Transfer`) to a tenant's
-   payTo in the last `lookback_blocks` blocks, read in bounded ranges, is matched against the ledger and
+3. the chain is read: every EIP-3009 payment (`AuthorizationUsed` and its `Transfer`) and every Permit2
+   payment (an x402 proxy's settlement of a permit and its `Transfer`) to a tenant's payTo in the last
+   `lookback_blocks` blocks, read in bounded ranges, is matched against the ledger and
    the offers. A payment the ledger lacks whose authorization was submitted for a paid offer, to that
    offer's payTo and amount, is booked; any other (no offer behind it, an offer told it failed or was
    declined, other terms, a reversed booking) is reported. A finalized booking to a watched payTo in
@@ -44,7 +45,7 @@ from typing import Any, TypeVar
 from eth_utils.address import to_checksum_address
 
 from a2a_x402.facilitator import ChainError, Facilitator, FacilitatorClient, RpcClient
-from a2a_x402.facilitator.wire import PERMIT2_NONCE_PREFIX, PaymentRequirements
+from a2a_x402.facilitator.wire import PaymentRequirements
 
 from . import _difference_checks as checks
 from ._chain_scan import ChainPayment, payments_to
@@ -319,8 +320,6 @@ class Reconciler:
         for entry in finalized:
             if restarted_at is not None and entry.booked_at < restarted_at:
                 continue  # booked on the chain before its restart: said once, as chain_restarted
-            if entry.nonce.startswith(PERMIT2_NONCE_PREFIX):
-                continue  # the scan reads EIP-3009 payments only: a Permit2 one is never among them
             if (entry.payer, entry.nonce.lower()) not in on_chain:
                 report.differ(
                     f"{entry.id}: finalized, but {entry.tx_hash} is no longer on the chain (a reorg deeper "
@@ -360,11 +359,13 @@ class Reconciler:
                 kinds.TOLD_FAILED,
             )
         requirements = PaymentRequirements.from_wire(offer.accepted)
-        if (requirements.pay_to, requirements.amount, to_checksum_address(requirements.asset)) != (
-            payment.pay_to,
-            payment.amount,
-            self._asset,
-        ):
+        # A metered (`upto`) payment settles what the work used: at most the accepted amount.
+        metered = requirements.scheme == "upto"
+        amount_agrees = (
+            payment.amount <= requirements.amount if metered else payment.amount == requirements.amount
+        )
+        terms = (requirements.pay_to, to_checksum_address(requirements.asset))
+        if not amount_agrees or terms != (payment.pay_to, self._asset):
             return _Problem(f"does not match the terms task {offer.task_id} accepted", kinds.TERMS_DIFFER)
         if await self._ledger.has_authorization(self._chain_id, self._asset, payment.payer, payment.nonce):
             return None  # booked by the task's own turn since the ledger was read
@@ -392,6 +393,7 @@ class Reconciler:
             tx_hash=payment.tx_hash,
             block_number=payment.block_number,
             settled_at=datetime.now(UTC),
+            maximum=requirements.amount if requirements.scheme == "upto" else None,
         )
         try:
             await self._ledger.book_settlement(

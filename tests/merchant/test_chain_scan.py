@@ -1,16 +1,20 @@
 """The reconciler's chain scan (`merchant._chain_scan`) on the dev chain: EIP-3009 payments to the payTo
 addresses asked for, each paired with its authorization, read the same in one range or block by block;
 plain transfers, other payees and transfers next to someone else's authorization are not payments to report;
-the authorizations come from the matching transactions' receipts."""
+the authorizations come from the matching transactions' receipts. A Permit2 transfer is paired with the
+next permit of its sender that the transaction settled."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from eth_account import Account
+
 from a2a_x402.devchain import DevChain
-from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcClient
-from a2a_x402.merchant._chain_scan import ChainPayment, pair_payments, payments_to
+from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC, RpcClient, SettledPermit
+from a2a_x402.facilitator.wire import permit2_nonce_key
+from a2a_x402.merchant._chain_scan import ChainPayment, pair_payments, pair_permit2_payments, payments_to
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.facilitator import PAY_TO, make_requirements
@@ -117,3 +121,43 @@ def test_a_transfer_to_the_payee_is_paired_only_with_its_own_senders_authorizati
     assert pair_payments(_in_one_transaction(forged, b_transfer), chain.asset, payees) == []
     # A's own payment to someone else, batched before B's plain transfer, lends B nothing.
     assert pair_payments(_in_one_transaction(a_used, a_transfer, b_transfer), chain.asset, payees) == []
+
+
+def _transfer(asset: str, sender: str, receiver: str, amount: int, index: int) -> dict[str, Any]:
+    """A token `Transfer` log as a receipt holds it."""
+    words = ["0x" + address[2:].lower().rjust(64, "0") for address in (sender, receiver)]
+    return {
+        "address": asset.lower(),
+        "topics": [TRANSFER_TOPIC, *words],
+        "data": hex(amount),
+        "logIndex": hex(index),
+        "transactionHash": "0x" + "ab" * 32,
+        "blockNumber": "0x7",
+    }
+
+
+def test_a_transfer_to_the_payee_is_a_permit2_payment_only_of_its_senders_next_permit_of_the_token(
+    chain: DevChain,
+) -> None:
+    owner, other, stranger = (Account.create().address for _ in range(3))
+    token = chain.plain_asset
+    permits = [
+        SettledPermit(owner, 1, token),
+        SettledPermit(owner, 2, token),
+        SettledPermit(other, 3, chain.asset),  # a permit of another token moves none of this one
+    ]
+    logs = [
+        _transfer(token, stranger, DEFAULT_PAY_TO, 11, 5),  # no permit of its sender: a plain transfer
+        _transfer(token, owner, PAY_TO, 5, 0),  # the owner's first permit, to someone else
+        _transfer(chain.asset, owner, DEFAULT_PAY_TO, 13, 1),  # another token's transfer
+        _transfer(token, owner, DEFAULT_PAY_TO, 7, 2),  # the owner's second permit: the payment
+        _transfer(token, other, DEFAULT_PAY_TO, 9, 3),
+        _transfer(token, owner, DEFAULT_PAY_TO, 17, 4),  # the owner's permits are spent
+    ]
+
+    payments = pair_permit2_payments(logs, permits, token, {DEFAULT_PAY_TO})
+
+    assert [(p.payer, p.nonce, p.pay_to, p.amount, p.block_number) for p in payments] == [
+        (owner, permit2_nonce_key(2), DEFAULT_PAY_TO, 7, 7)
+    ]
+    assert pair_permit2_payments(logs, [], token, {DEFAULT_PAY_TO}) == []

@@ -160,8 +160,8 @@ async def test_a_settlement_a_reorg_removed_is_put_back_and_finalized(
 async def test_a_permit2_settlement_is_finalized_and_never_taken_for_one_a_reorg_removed(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
 ) -> None:
-    # The chain scan reads EIP-3009 payments only: a finalized Permit2 booking is not among them, and that
-    # must not read as a reorg having taken it away.
+    # The chain scan reads the Permit2 payment under its ledger key (`p2…`): it agrees with its booking, and
+    # once finalized is not taken for one a reorg removed (tests/merchant/test_reconciler_permit2.py).
     merchant = start_merchant(sqlite_url, asset=chain.plain_asset)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")

@@ -75,7 +75,14 @@ from ._primitives import (
     checksum_address,
 )
 from ._reasons import Reason
-from ._signer import PERMIT2_NONCE_PREFIX, AnyPaymentPayload, PaymentSigner, payer_of, signer_of
+from ._signer import (
+    PERMIT2_NONCE_PREFIX,
+    AnyPaymentPayload,
+    PaymentSigner,
+    payer_of,
+    permit2_nonce_key,
+    signer_of,
+)
 from ._v1 import (
     PaymentPayloadV1,
     PaymentRequiredV1,
@@ -160,6 +167,7 @@ __all__ = [
     "parse_verify_request",
     "payer_of",
     "payload_v1_to_v2",
+    "permit2_nonce_key",
     "request_to_v2",
     "requirements_v1_to_v2",
     "requirements_v2_to_v1",

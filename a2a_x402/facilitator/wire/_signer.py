@@ -15,7 +15,14 @@ from ._permit2 import ExactPermit2PaymentPayload, UptoPaymentPayload
 from ._v1 import PaymentPayloadV1
 from ._v2 import PaymentPayload
 
-__all__ = ["PERMIT2_NONCE_PREFIX", "AnyPaymentPayload", "PaymentSigner", "payer_of", "signer_of"]
+__all__ = [
+    "PERMIT2_NONCE_PREFIX",
+    "AnyPaymentPayload",
+    "PaymentSigner",
+    "payer_of",
+    "permit2_nonce_key",
+    "signer_of",
+]
 
 AnyPaymentPayload: TypeAlias = (
     PaymentPayload | PaymentPayloadV1 | ExactPermit2PaymentPayload | UptoPaymentPayload
@@ -40,7 +47,12 @@ def signer_of(payload: AnyPaymentPayload) -> PaymentSigner:
         authorization = payload.payload.authorization
         return PaymentSigner(authorization.from_address, authorization.nonce)
     permit = payload.payload.permit2_authorization
-    return PaymentSigner(permit.from_address, f"{PERMIT2_NONCE_PREFIX}{permit.nonce:064x}")
+    return PaymentSigner(permit.from_address, permit2_nonce_key(permit.nonce))
+
+
+def permit2_nonce_key(nonce: int) -> str:
+    """The key of Permit2 nonce `nonce` (see `PaymentSigner`), as the ledger and the offers store it."""
+    return f"{PERMIT2_NONCE_PREFIX}{nonce:064x}"
 
 
 def payer_of(payload: AnyPaymentPayload) -> str:

@@ -9,7 +9,7 @@ offered payTo (`pair_payments`, as the reconciler's chain scan reads them).
 
 Permit2 logs no nonce: a Permit2 payment is proven by the transaction's calldata, an x402 proxy's settlement
 of the payer's permit of that nonce and token (`facilitator.settled_permits`), and the token's `Transfer`
-of the offered amount from the payer to the offered payTo in its receipt.
+of the offered amount from the payer to the offered payTo in its receipt (`pair_permit2_payments`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 from eth_utils.address import to_checksum_address
 
-from a2a_x402.facilitator import TRANSFER_TOPIC, ChainError, RpcClient, settled_permits
+from a2a_x402.facilitator import ChainError, RpcClient, settled_permits
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements, signer_of
 
-from .._chain_scan import ChainPayment, pair_payments
+from .._chain_scan import ChainPayment, pair_payments, pair_permit2_payments
 from ._signed import SignedPayment
 
 __all__ = ["NotProvenError", "prove_settlement"]
@@ -76,8 +76,7 @@ async def prove_settlement(
         if isinstance(payload, PaymentPayload):
             paid = pair_payments(receipt.get("logs") or [], requirements.asset, {pay_to})
         else:
-            permit = (payer, payload.payload.permit2_authorization.nonce, nonce)
-            paid = await _permit2_payments(rpc, tx_hash, receipt, requirements.asset, permit, pay_to)
+            paid = await _permit2_payments(rpc, tx_hash, receipt, requirements.asset, pay_to)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ChainError(f"the receipt of {tx_hash} is malformed: {exc}") from exc
     for payment in paid:
@@ -91,44 +90,15 @@ async def prove_settlement(
 
 
 async def _permit2_payments(
-    rpc: RpcClient,
-    tx_hash: str,
-    receipt: dict[str, Any],
-    asset: str,
-    permit: tuple[str, int, str],
-    pay_to: str,
+    rpc: RpcClient, tx_hash: str, receipt: dict[str, Any], asset: str, pay_to: str
 ) -> list[ChainPayment]:
-    """The transfers of `asset` from the payer to `pay_to` in a successful transaction that settled the
-    payer's Permit2 permit for `asset` through an x402 proxy; none when it settled no such permit.
-    `permit` is (payer, its Permit2 nonce, that nonce's key, which the payments found name)."""
-    payer, nonce, key = permit
+    """The payments of `asset` to `pay_to` in a successful transaction by the permits it settled through
+    an x402 proxy, as the reconciler's chain scan pairs them; none when it settled no permit."""
     sent = await rpc.call("eth_getTransactionByHash", tx_hash)
     if not isinstance(sent, dict) or not sent.get("to"):
         return []
-    asset = to_checksum_address(asset)
     permits = settled_permits(to_checksum_address(sent["to"]), sent.get("input") or "0x")
-    if not any((p.owner, p.nonce, p.token) == (payer, nonce, asset) for p in permits):
-        return []
-    found = []
-    for log in receipt.get("logs") or []:
-        topics = [topic.lower() for topic in log.get("topics") or []]
-        if log.get("removed") or to_checksum_address(log["address"]) != asset:
-            continue
-        if len(topics) != 3 or topics[0] != TRANSFER_TOPIC:
-            continue
-        sender, receiver = (to_checksum_address("0x" + topic[-40:]) for topic in topics[1:])
-        if (sender, receiver) == (payer, pay_to):
-            found.append(
-                ChainPayment(
-                    payer=payer,
-                    nonce=key,
-                    pay_to=pay_to,
-                    amount=int(log["data"], 16),
-                    tx_hash=tx_hash.lower(),
-                    block_number=int(log["blockNumber"], 16),
-                )
-            )
-    return found
+    return pair_permit2_payments(receipt.get("logs") or [], permits, asset, {pay_to})
 
 
 def _is_tx_hash(value: str) -> bool:
