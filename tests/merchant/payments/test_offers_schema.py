@@ -3,6 +3,9 @@ and `payment_presentations`."""
 
 from __future__ import annotations
 
+# `_unpaid` adds its callers table and an index of `payment_offers` to the same metadata: the tables as the
+# merchant builds them, whichever tests ran before.
+from a2a_x402.merchant.payments import _unpaid  # noqa: F401
 from a2a_x402.merchant.payments._offer_table import offers_table
 from tests.fixtures.schema import migration_differences
 
