@@ -121,7 +121,7 @@ def _mining_mode(tmp_path: Path, *options: str, env: dict[str, str] | None = Non
             return rpc.call("anvil_getAutomine"), rpc.call("anvil_getIntervalMining")
     finally:
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=60)
+        process.communicate(timeout=HANG_S)
 
 
 def test_cli_mines_every_second_by_default_or_as_told_and_per_transaction_with_zero(tmp_path: Path) -> None:
@@ -156,12 +156,12 @@ def test_export_prints_the_running_chains_settings_for_eval(tmp_path: Path) -> N
             env={k: v for k, v in os.environ.items() if not k.startswith("X402_")},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_S,
             check=True,
         )
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)
+        process.communicate(timeout=HANG_S)
 
     exported = dict(line.split("=", 1) for line in shown.stdout.splitlines() if line.startswith("X402_"))
     assert exported == written
@@ -174,14 +174,14 @@ def test_export_without_a_running_chain_says_so_and_prints_nothing(tmp_path: Pat
     stale.write_text("X402_RPC_URL=http://127.0.0.1:9\nX402_NETWORK=eip155:31337\n")
 
     missing = subprocess.run(  # noqa: S603 - our own console script
-        [script, "--export"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+        [script, "--export"], cwd=tmp_path, capture_output=True, text=True, timeout=HANG_S, check=False
     )
     dead = subprocess.run(  # noqa: S603 - our own console script
         [script, "--export", "--env-file", str(stale)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         check=False,
     )
 
@@ -216,7 +216,7 @@ def _stop(process: subprocess.Popen[str]) -> int:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     try:
-        process.communicate(timeout=60)
+        process.communicate(timeout=HANG_S)
     finally:
         if process.poll() is None:
             process.kill()
@@ -234,7 +234,7 @@ def test_a_second_chain_in_the_same_checkout_is_refused_and_the_first_keeps_its_
         rpc_url = dict(line.split("=", 1) for line in text.splitlines())["X402_RPC_URL"]
         (first_state,) = temp_root.glob("x402-anvil-*")
         second = _start(tmp_path, tmpdir=temp_root)
-        stdout, stderr = second.communicate(timeout=60)
+        stdout, stderr = second.communicate(timeout=HANG_S)
         # Nothing started, nothing written: the first chain, its file and its --export are as they were.
         assert (second.returncode, stdout) == (2, "")
         assert stderr == (
@@ -355,7 +355,7 @@ def test_a_taken_port_asked_for_is_refused_in_one_line_and_nothing_starts(tmp_pa
         holder.listen()
         port = holder.getsockname()[1]
         process = _start(tmp_path, "--port", str(port), tmpdir=temp_root)
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, stderr = process.communicate(timeout=HANG_S)
 
     assert (process.returncode, stdout) == (2, "")
     assert stderr == f"x402-devchain: --port {port}: that port of 127.0.0.1 is taken; choose another\n"
@@ -366,7 +366,7 @@ def test_a_taken_port_asked_for_is_refused_in_one_line_and_nothing_starts(tmp_pa
 @pytest.mark.parametrize("port", ["0", "65536", "eight"])
 def test_a_port_that_is_no_port_is_refused_in_one_line(port: str, tmp_path: Path) -> None:
     process = _start(tmp_path, "--port", port)
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=HANG_S)
 
     assert (process.returncode, stdout) == (2, "")
     assert stderr.startswith("x402-devchain: Invalid value for '--port'") and stderr.count("\n") == 1, stderr
