@@ -202,7 +202,7 @@ async def test_the_paying_client_pays_under_its_cap_and_refuses_over_it(
     ]
     for refused in (reversed_, at_acme_reversed):
         assert refused.stdout.startswith("refused by the policy (amount_over_limit): "), refused.stdout
-        assert f"over the policy's maximum of {CAP}" in refused.stdout
+        assert f"over the policy's maximum of 0.02 USDC ({CAP} atomic units)" in refused.stdout
     # Paid twice, once each: the refusals signed and moved nothing.
     assert before - kit_chain.balance_of(payer) == COUNT_PRICE + ACME_COUNT_PRICE
     booked = [e for e in await ledger_entries(database_in(two_tenants.folder)) if e.payer == payer]
