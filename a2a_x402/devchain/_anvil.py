@@ -4,16 +4,20 @@ anvil is ``X402_ANVIL_BIN``, else the pinned npm package ``@foundry-rs/anvil`` i
 ``node_modules``, else the one on ``PATH`` (``_binary``). A checkout's binary is spawned directly (not
 through ``npx``, whose Node wrapper would swallow our signals), each anvil in its own process group, with
 its own state directory that ``stop()`` deletes: anvil 1.7.1 otherwise leaves ``anvil-state-*`` folders
-under ``~/.foundry``.
+under ``~/.foundry``. Its own process group keeps a terminal's Ctrl-C from reaching it before its owner
+stops it; an owner that cannot run ``stop()`` (SIGKILLed) would then leave it running, so a long-lived owner
+(``x402-devchain``) asks Linux to send anvil SIGTERM when it dies (``die_with_parent``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -48,6 +52,16 @@ ANVIL_DEV_KEYS: tuple[str, ...] = (
 
 # Pre-binding a free port leaves a small window for another process to take it; retry then.
 _PORT_ATTEMPTS = 3
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when the thread that forked it ends
+
+
+def _signalled_when_parent_dies(parent: int) -> None:
+    """In the forked child, before anvil is executed: SIGTERM on the parent's death, which may already
+    have happened while forking (then the child is reparented, and ends now)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) != 0 or os.getppid() != parent:
+        os._exit(1)
 
 
 def _free_port() -> int:
@@ -84,6 +98,7 @@ class AnvilNode:
         extra_args: Sequence[str] = (),
         start_timeout_s: float = 10.0,
         port: int | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"port {port} is not a TCP port (1-65535)")
@@ -92,6 +107,8 @@ class AnvilNode:
         self.extra_args = tuple(extra_args)
         self.start_timeout_s = start_timeout_s
         self._fixed_port = port
+        # Linux only, and tied to the thread that starts anvil: for an owner starting it from its main thread.
+        self._die_with_parent = die_with_parent and sys.platform == "linux"
         self.port: int | None = None
         self.state_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -192,6 +209,8 @@ class AnvilNode:
             "--max-persisted-states", "0",
             *self.extra_args,
         ]  # fmt: skip
+        parent = os.getpid()
+        on_fork = (lambda: _signalled_when_parent_dies(parent)) if self._die_with_parent else None
         with open(state_dir / "anvil.log", "ab") as log:
             process = subprocess.Popen(  # noqa: S603 - fixed binary, no shell
                 command,
@@ -199,6 +218,7 @@ class AnvilNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=on_fork,
             )
         self.port, self._process = port, process
         self._client = RpcClient(self.rpc_url)

@@ -194,7 +194,7 @@ def main(
     # Installed before anvil starts, so a signal during start-up still leads to a clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
-    with AnvilNode(chain_id=chain_id, port=listen_port) as node:
+    with AnvilNode(chain_id=chain_id, port=listen_port, die_with_parent=True) as node:
         chain = deploy_devchain(node.client, payers=payers, mint_atomic=mint_atomic)
         node.set_block_time(block_time_s)
         text = "".join(f"{key}={value}\n" for key, value in chain.env().items())

@@ -370,3 +370,45 @@ def test_a_port_that_is_no_port_is_refused_in_one_line(port: str, tmp_path: Path
 
     assert (process.returncode, stdout) == (2, "")
     assert stderr.startswith("x402-devchain: Invalid value for '--port'") and stderr.count("\n") == 1, stderr
+
+
+def _anvil_listening_on(port: int) -> int | None:
+    """The pid of the anvil process started with ``--port port``, if one is running (a zombie is not)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # it ended while read
+            continue
+        if (
+            argv[0].endswith(b"anvil")
+            and b"--port" in argv
+            and argv[argv.index(b"--port") + 1] == str(port).encode()
+        ):
+            if state != "Z":
+                return int(entry.name)
+    return None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's (prctl)")
+def test_a_killed_devchain_takes_its_anvil_with_it(tmp_path: Path) -> None:
+    # SIGKILL leaves x402-devchain no time to stop anvil, which runs in its own process group.
+    env_file = tmp_path / "chain.env"
+    process = _start(tmp_path, "--env-file", str(env_file))
+    try:
+        wait_for_file(env_file, process)
+        url = dict(line.split("=", 1) for line in env_file.read_text().splitlines())["X402_RPC_URL"]
+        port = int(url.rsplit(":", 1)[1])
+        assert _anvil_listening_on(port) is not None
+    finally:
+        process.kill()
+        process.communicate(timeout=HANG_S)
+
+    deadline = time.monotonic() + HANG_S
+    while _anvil_listening_on(port) is not None:
+        assert time.monotonic() < deadline, f"anvil on port {port} outlived its x402-devchain"
+        time.sleep(0.05)
+    with pytest.raises(httpx.TransportError), RpcClient(url) as rpc:
+        rpc.call("eth_chainId")
