@@ -395,8 +395,9 @@ def _anvil_listening_on(port: int) -> int | None:
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's (prctl)")
 def test_a_killed_devchain_takes_its_anvil_with_it(tmp_path: Path) -> None:
     # SIGKILL leaves x402-devchain no time to stop anvil, which runs in its own process group.
-    env_file = tmp_path / "chain.env"
-    process = _start(tmp_path, "--env-file", str(env_file))
+    env_file, temp_root = tmp_path / "chain.env", tmp_path / "tmp"  # anvil's state, left by a killed owner
+    temp_root.mkdir()
+    process = _start(tmp_path, "--env-file", str(env_file), tmpdir=temp_root)
     try:
         wait_for_file(env_file, process)
         url = dict(line.split("=", 1) for line in env_file.read_text().splitlines())["X402_RPC_URL"]
