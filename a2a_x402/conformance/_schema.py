@@ -19,6 +19,7 @@ __all__ = ["SCHEMA_DIR", "SCHEMA_FILES", "schema_problems"]
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 """Where the kit's copies of the specification's schemas are."""
 SCHEMA_FILES = (
+    "ap2.json",
     "card-params.json",
     "common.json",
     "extension-object.json",

@@ -46,13 +46,24 @@ def schema_names() -> list[str]:
     return sorted(_schemas())
 
 
+def _registry() -> Registry:
+    return Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in _schemas().values()
+    )
+
+
 def validator(name: str) -> Draft202012Validator:
     """A validator for `spec/schema/<name>` that resolves references to the other schema files."""
-    schemas = _schemas()
-    registry: Registry = Registry().with_resources(
-        (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
-    )
-    return Draft202012Validator(schemas[name], registry=registry)
+    return Draft202012Validator(_schemas()[name], registry=_registry())
+
+
+def definition_errors(name: str, definition: str, instance: Any) -> list[str]:
+    """The validation errors of `instance` against `$defs/<definition>` of `spec/schema/<name>`."""
+    reference = {"$ref": f"{_schemas()[name]['$id']}#/$defs/{definition}"}
+    return [
+        f"{list(error.absolute_path)}: {error.message}"
+        for error in Draft202012Validator(reference, registry=_registry()).iter_errors(instance)
+    ]
 
 
 def schema_errors(name: str, instance: Any) -> list[str]:
