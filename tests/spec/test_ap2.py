@@ -3,8 +3,8 @@
 The other tests check their A2A form and extension objects like every example's. These open the tokens:
 the checkout JWT and the receipts verify with the published checkout key, each mandate chain verifies
 from the published issuer key through its agent key, and every hash of §20.4 and §20.6 is the hash of
-what it names. They read SD-JWTs with a few lines of their own rather than the AP2 SDK, whose pinned
-dependencies do not install beside ours.
+what it names. They read SD-JWTs with a few lines of their own, independent of the AP2 SDK that made
+the examples, so the spec's examples are checked without it.
 """
 
 from __future__ import annotations
