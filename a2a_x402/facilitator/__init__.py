@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from ._nonce_state import authorization_used
     from ._permit2 import PERMIT2_ADDRESS
     from ._permit2_calls import PERMIT_SETTLING_TARGETS, SettledPermit, settled_permits
+    from ._permit2_verified import permit2_schemes
     from ._pool import NoRelayerError, RelayerState
     from ._probe import ChainStatus, RelayerStatus, read_chain_status
     from ._replacement import bumped_fees
@@ -131,6 +132,7 @@ __all__ = [
     "load_private_key",
     "load_private_keys",
     "network_check",
+    "permit2_schemes",
     "read_chain_status",
     "read_once",
     "relayer_check",
@@ -193,6 +195,7 @@ _EXPORTS = {
     "_nonce_state": ("authorization_used",),
     "_permit2": ("PERMIT2_ADDRESS",),
     "_permit2_calls": ("PERMIT_SETTLING_TARGETS", "SettledPermit", "settled_permits"),
+    "_permit2_verified": ("permit2_schemes",),
     "_pool": ("NoRelayerError", "RelayerState"),
     "_probe": ("ChainStatus", "RelayerStatus", "read_chain_status"),
     "_replacement": ("bumped_fees",),

@@ -1,5 +1,6 @@
-"""What a verified Permit2 payment hands its settlement (`VerifiedPermit2`), and the reads of the chain every
-Permit2 verification makes.
+"""What a verified Permit2 payment hands its settlement (`VerifiedPermit2`), the reads of the chain every
+Permit2 verification makes, and which schemes a chain has the contracts for (`permit2_schemes`: what
+`/supported` lists, and what the merchant's `check` asks of the chain its in-process facilitator settles on).
 """
 
 from __future__ import annotations
@@ -8,13 +9,22 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._claims import ClaimKey
+from ._gas import is_contract
 from ._permit2 import EXACT_PERMIT2_PROXY, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY
 from ._permit2_calls import encode_allowance, encode_nonce_bitmap
 from ._request import Permit2Request
-from ._rpc import RpcCall
+from ._rpc import RpcCall, RpcClient
 from ._token import encode_balance_of
 
-__all__ = ["HEAD_BLOCK", "PROXIES", "READS", "VerifiedPermit2", "permit2_claim_key", "permit2_reads"]
+__all__ = [
+    "HEAD_BLOCK",
+    "PROXIES",
+    "READS",
+    "VerifiedPermit2",
+    "permit2_claim_key",
+    "permit2_reads",
+    "permit2_schemes",
+]
 
 PROXIES: Final = {"exact": EXACT_PERMIT2_PROXY, "upto": UPTO_PERMIT2_PROXY}
 """The x402 proxy each scheme settles through."""
@@ -75,3 +85,20 @@ def permit2_reads(request: Permit2Request) -> list[RpcCall]:
         read(asset, encode_allowance(payer)),
         read(PERMIT2_ADDRESS, encode_nonce_bitmap(payer, auth.nonce)),
     ]
+
+
+async def permit2_schemes(rpc: RpcClient) -> frozenset[str]:
+    """The schemes the chain `rpc` reads can settle by Permit2: those whose x402 proxy has code, Permit2 too
+    (one batch).
+
+    Raises:
+        ChainError: the node could not be read.
+    """
+    permit2, *proxies = await rpc.batch(
+        [RpcCall("eth_getCode", [address, "latest"]) for address in (PERMIT2_ADDRESS, *PROXIES.values())]
+    )
+    return frozenset(
+        scheme
+        for scheme, code in zip(PROXIES, proxies, strict=True)
+        if is_contract(permit2) and is_contract(code)
+    )

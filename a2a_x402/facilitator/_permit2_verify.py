@@ -44,7 +44,7 @@ from ._permit2_refusals import (
     settle_refusal,
 )
 from ._permit2_rules import Permit2Signature, check_permit2
-from ._permit2_verified import HEAD_BLOCK, PROXIES, READS, VerifiedPermit2, permit2_reads
+from ._permit2_verified import HEAD_BLOCK, PROXIES, READS, VerifiedPermit2, permit2_reads, permit2_schemes
 from ._permit2_wallet import check_counterfactual
 from ._refusals import check_head_time, is_erc1271_magic
 from ._request import Permit2Request
@@ -118,14 +118,7 @@ class Permit2Verifier:
         Raises:
             ChainError: the node could not be read.
         """
-        permit2, *proxies = await self._rpc.batch(
-            [RpcCall("eth_getCode", [address, "latest"]) for address in (PERMIT2_ADDRESS, *PROXIES.values())]
-        )
-        self.schemes = frozenset(
-            scheme
-            for scheme, code in zip(PROXIES, proxies, strict=True)
-            if is_contract(permit2) and is_contract(code)
-        )
+        self.schemes = await permit2_schemes(self._rpc)
         return self.schemes
 
     def check_offline(self, request: Permit2Request, *, now: int) -> Permit2Signature:

@@ -16,6 +16,8 @@ relayer's balance read in one batch). Beyond those:
 - `erc6492 factories`: without it, every wallet factory of `X402_ERC6492_FACTORIES` has code;
 - `tenants`: the tenants file (or `X402_PAY_TO`) is valid;
 - `skill prices`: every `skill_prices` and `metered_skills` key names a skill the merchant offers;
+- `metering`: with metered skills, the facilitator (remote, or in process: the chain's Permit2 and upto
+  proxy) settles `upto` payments on the network (`_metering`);
 - `webhooks`: every webhook URL passes the SSRF rules the delivery worker applies;
 - `card signing`: the configured Agent Card keys load and sign a card their public keys verify.
 """
@@ -51,6 +53,7 @@ from a2a_x402.facilitator import (
 from a2a_x402.observability import Check, CheckResult, run_checks
 
 from ._facilitator_probe import check_remote_facilitator, shown_url
+from ._metering import CHAIN_LACKS_UPTO, chain_lists_upto, metered_names, metering_check, remote_lists_upto
 from .app import MERCHANT_SKILLS
 from .payments import TransferMethod, probe_transfer_method
 from .settings import MerchantSettings
@@ -146,6 +149,7 @@ async def check_merchant(
                     "webhooks",
                     partial(check_webhooks, tenants, allow_private=settings.webhooks_allow_private),
                 ),
+                *_metering(settings, tenants, rpc),
             ]
         checks.append(Check("card signing", partial(check_card_signing, settings)))
         results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
@@ -233,6 +237,24 @@ async def check_card_signing(settings: MerchantSettings) -> CheckResult:
             return CheckResult.problem("card signing", f"key {key.kid} does not sign verifiably: {exc}")
     kids = ", ".join(f"{key.alg} {key.kid}" for key in keys)
     return CheckResult.passed("card signing", f"{len(keys)} key(s) sign and verify: {kids}")
+
+
+def _metering(settings: MerchantSettings, tenants: TenantRegistry, rpc: RpcClient) -> list[Check]:
+    """`metering`, where some tenant meters a skill: of the remote facilitator's `/supported`, or of the
+    chain the in-process facilitator settles on."""
+    if settings.facilitator_url:
+        key = settings.remote_facilitator_key()
+        listed, where, lacking = (
+            remote_lists_upto(settings.facilitator_url, settings.network, key),
+            shown_url(settings.facilitator_url),
+            "",
+        )
+    else:
+        listed, where, lacking = chain_lists_upto(rpc), "the in-process facilitator", CHAIN_LACKS_UPTO
+    check = metering_check(
+        metered_names(tenants), listed, where=where, network=settings.network, lacking=lacking
+    )
+    return [] if check is None else [check]
 
 
 async def _revert_budget(

@@ -39,6 +39,7 @@ from a2a_x402.observability import FailureThrottle, metrics_route, readiness_rou
 from a2a_x402.storage import create_engine
 
 from ._health import merchant_checks
+from ._metering import metered_names
 from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
@@ -275,6 +276,8 @@ def paid_app(
         chain_status=chain_status,
         network=settings.network,
         min_balance_wei=settings.relayer_min_balance_wei,
+        metered=metered_names(tenants),
+        supported=partial(supported_kinds, facilitator),
     )
     signer, jwks_routes = card_signing(settings)
     grpc_listen, grpc_url = grpc_addresses(settings)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._transfer_method import TransferMethod, probe_transfer_method
     from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
     from ._unpaid_limits import InvalidLimitsError, UnpaidRules
+    from ._upto import SupportedSource, upto_address
     from ._usage import UsageError, UsageMeter, usage_meter
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "PurgeReport",
     "SignedPayment",
     "SkillResolver",
+    "SupportedSource",
     "TransferMethod",
     "UnpaidAttempt",
     "UnpaidLimitError",
@@ -66,6 +68,7 @@ __all__ = [
     "payment_from_wire",
     "probe_transfer_method",
     "protocol_version",
+    "upto_address",
     "usage_meter",
     "valid_before",
 ]
@@ -86,6 +89,7 @@ _EXPORTS = {
     "_transfer_method": ("TransferMethod", "probe_transfer_method"),
     "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
     "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),
+    "_upto": ("SupportedSource", "upto_address"),
     "_usage": ("UsageError", "UsageMeter", "usage_meter"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

@@ -13,7 +13,8 @@ the task in `TASK_STATE_FAILED` (`payment-failed`). A client's `payment-rejected
 settlement still unconfirmed at the deadline leaves the task `TASK_STATE_WORKING` with the pending
 receipt (its transaction hash), and the task completes when the settlement does. A facilitator that
 cannot be reached is a failed verification (nothing was sent); at settlement its outcome is unknown, so
-the task stays working and the reconciler settles it with the same idempotency key once it answers.
+the task stays working and the reconciler settles it with the same idempotency key once it answers. So does
+an `upto` settlement refused because another facilitator process holds its relayer key now (`_key_elsewhere`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from ..tenants import tenant_name
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
 from ._held import WorkOutcome
+from ._key_elsewhere import key_held_elsewhere
 from ._layer import refuse_without_layer
 from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
@@ -352,6 +354,9 @@ class PaymentExecutor(AgentExecutor):
         response, receipts = await self._settler.settle(
             event_queue, task_id, context_id, offer, dialect, data, payload, requirements, taken_at
         )
+        if key_held_elsewhere(response, payload):
+            await self._settler.leave_to_recovery(event_queue, task_id, context_id, data, dialect, response)
+            return
         if not response.success:
             reason = response.error_reason or Reason.UNEXPECTED_SETTLE_ERROR
             code = error_code_for_reason(reason, response.error_message)

@@ -7,18 +7,14 @@ asked for with the accepted terms' amount replaced by the usage's settled amount
 
 from __future__ import annotations
 
-import time
-
 from a2a_x402.extension import PaymentUsage
-from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, Reason, SettleResponse
+from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
 from ._offer_table import Offer
-from ._signed import SignedPayment, valid_before
 from ._usage import usage_from_json
 
 __all__ = [
     "UPTO",
-    "key_held_elsewhere",
     "offered_maximum",
     "settled_requirements",
     "settled_text",
@@ -56,11 +52,3 @@ def settled_text(transaction: str) -> str:
     if not transaction:
         return "Nothing was used, so nothing was charged."
     return f"Payment settled in transaction {transaction}."
-
-
-def key_held_elsewhere(response: SettleResponse, payment: SignedPayment) -> bool:
-    """Whether a verified `upto` payment was refused settlement only because no process of the facilitator
-    answering holds the relayer key its witness names just now (a restarted process, until the lease of the
-    one that stopped expires; another replica): worth asking again while the payment is valid. Its witness
-    was checked against the facilitator's address before the work, so the mismatch is not the payer's."""
-    return response.error_reason == Reason.UPTO_FACILITATOR_MISMATCH and valid_before(payment) > time.time()

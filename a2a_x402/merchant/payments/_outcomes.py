@@ -56,18 +56,21 @@ _NO_ALLOWANCE = (
 )
 
 
-def failure_text(stage: str, code: PaymentErrorCode, reason: str, said: str | None) -> str:
+def failure_text(
+    stage: str, code: PaymentErrorCode, reason: str, said: str | None, *, ended: bool = False
+) -> str:
     """What the payer reads when `stage` ("Settlement", "Payment verification") failed with `code`: what
     went wrong in our own words (`client_text`: the facilitator's text `said` is never shown), then what to
     do.
 
-    A retryable code comes with fresh terms on the same task; any other ends the task uncharged, so "try
-    again" can only mean a new request (later, when the merchant's chain or facilitator did not answer).
+    A retryable code comes with fresh terms on the same task, unless the task `ended` anyway (recovery
+    fails a task whatever the code); any other ends the task uncharged, so "try again" can only mean a new
+    request (later, when the merchant's chain or facilitator did not answer).
     """
     if code is PaymentErrorCode.DUPLICATE_NONCE:
         # The authorization moved money, just not for this task: "nothing was charged" would be false.
         return f"{stage} failed: {client_text(code, said)}, not by this merchant for this task; {_USED}"
-    if code in RETRYABLE_ERROR_CODES:
+    if code in RETRYABLE_ERROR_CODES and not ended:
         return f"{stage} failed: {client_text(code, said)}; {_AGAIN.get(code, 'pay the new terms')}"
     if reason in _NOT_MADE:
         return f"{stage} failed: {_UNREACHED}; {_ENDED.format(when=' later')}"

@@ -8,11 +8,12 @@ from how far it got:
   if it never reached the facilitator or was claimed but never broadcast, made now, with the task's
   idempotency key, so it still happens at most once); once it succeeds the payment is booked and the
   task completed with the held artifacts, and a definite failure fails the task. A settlement still
-  pending is left for a later pass. A facilitator that cannot say (unreachable, or answering garbage,
-  perhaps for good) is waited for only while the authorization can still be used: once the chain shows
-  it unused past its validBefore (`authorizationState` on the token, through the merchant's own node),
-  nothing can ever be charged and the task fails, saying so. One the chain shows used is left to the
-  reconciler's chain scan, which books what it finds (this pass knows no transaction to prove).
+  pending is left for a later pass, as is an `upto` one whose key another facilitator process holds now
+  (`_key_elsewhere`). A facilitator that cannot say (unreachable, or answering garbage, perhaps for good)
+  is waited for only while the authorization can still be used: once the chain shows it unused past its
+  validBefore (`authorizationState` on the token, through the merchant's own node), nothing can ever be
+  charged and the task fails, saying so. One the chain shows used is left to the reconciler's chain
+  scan, which books what it finds (this pass knows no transaction to prove).
 - `working`: nothing was settled, so nothing was charged; the task fails, saying so.
 
 An offer already decided (paid, failed, rejected) whose task was never told — the process stopped between
@@ -55,8 +56,9 @@ from a2a_x402.facilitator.wire import PaymentRequirements, Reason, SettleRespons
 from ..ledger import Ledger
 from ._booking import book_settlement, record_paid
 from ._conflict import answer_unsettled
+from ._key_elsewhere import key_held_elsewhere
 from ._keys import SettlementKeys
-from ._metered import key_held_elsewhere, settled_requirements, settled_text, stored_usage
+from ._metered import settled_requirements, settled_text, stored_usage
 from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
 from ._outcomes import PaymentOutcome, failure_text, log_unpaid
@@ -289,7 +291,7 @@ class PaymentRecovery:
             await self._fail(
                 offer,
                 code,
-                failure_text("Settlement", code, reason, response.error_message),
+                failure_text("Settlement", code, reason, response.error_message, ended=True),
                 said=response.error_message,
             )
             return True

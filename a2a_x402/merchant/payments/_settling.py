@@ -3,6 +3,8 @@
 A settlement is asked for with the task's idempotency key, so retrying a facilitator that cannot be
 reached never settles twice. A settlement still pending is told to the task (`TASK_STATE_WORKING` with the
 pending receipt) and waited for, the offer kept fresh meanwhile, until it is final or the horizon passes.
+An `upto` settlement refused because another facilitator process holds its relayer key is asked for again
+within the settlement timeout, then left to recovery (`_key_elsewhere`).
 What follows from the final answer (delivery, or failure) is the executor's.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import stamina
@@ -34,15 +37,22 @@ from a2a_x402.facilitator.wire import (
 from ..webhooks import EventType
 from ._booking import settlement_event
 from ._conflict import answer_unsettled as _answer_unsettled
+from ._key_elsewhere import KEY_ELSEWHERE_TEXT, settle_where_held
 from ._keys import SettlementKeys
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
+from ._refusals import one_line
 from ._signed import SignedPayment
 from ._wire import agent_status, receipt_for
 
 __all__ = ["Settler"]
 
 logger = logging.getLogger(__name__)
+
+_UNKNOWN_TEXT = (
+    "The settlement's outcome is not known yet (the facilitator could not be reached, or could not read the "
+    "chain); the task completes or fails when it is."
+)
 
 
 class Settler:
@@ -87,7 +97,9 @@ class Settler:
         # When the payment was taken: only a transaction mined since may settle it for someone else.
         presented_at = int(taken_at.timestamp())
         receipts = [receipt_for(SettleResponse.from_wire(r), data.payload) for r in offer.receipts]
-        response = await self._settle(task_id, payload, requirements, key, presented_at)
+        settle = partial(self._settle, task_id, payload, requirements, key, presented_at)
+        # An `upto` key another facilitator process holds now: another may answer the next ask.
+        response = await settle_where_held(settle, payload, await settle(), within_s=self._timeout_s)
         if response.error_reason == Reason.SETTLEMENT_PENDING and not response.transaction:
             # Pending, naming no transaction: the facilitator could not read its chain to tell whether its
             # send went out. A pending receipt names the transaction the client can watch (spec §6.3): with
@@ -127,23 +139,45 @@ class Settler:
         context_id: str,
         data: PaymentSubmittedData,
         dialect: Dialect,
+        *,
+        text: str = _UNKNOWN_TEXT,
     ) -> None:
-        """Tell the client the settlement's outcome is not known yet, with the receipts stored so far; a
-        fault doing so is only logged, as the task must stay working for the reconciler either way."""
+        """Tell the client the settlement's outcome is not known yet (`text` says why), with the receipts
+        stored so far; a fault doing so is only logged, as the task must stay working for the reconciler
+        either way."""
         try:
             await event_queue.enqueue_event(
                 agent_status(
                     task_id,
                     context_id,
                     TaskState.TASK_STATE_WORKING,
-                    "The settlement's outcome is not known yet (the facilitator could not be reached, or "
-                    "could not read the chain); the task completes or fails when it is.",
+                    text,
                     PaymentVerifiedData(receipts=await self._stored_receipts(task_id, data)),
                     dialect,
                 )
             )
         except Exception:  # noqa: BLE001 - the task stays working; the reconciler finishes it
             logger.exception("telling task %s its settlement is pending failed", task_id)
+
+    async def leave_to_recovery(
+        self,
+        event_queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        data: PaymentSubmittedData,
+        dialect: Dialect,
+        response: SettleResponse,
+    ) -> None:
+        """Leave a settlement refused because its `upto` key is held by another facilitator process now
+        (`key_held_elsewhere`) to recovery: the offer stays settling, the task working."""
+        logger.warning(
+            "settling task %s: %s; recovery asks again while the authorization is valid",
+            task_id,
+            one_line(response.error_message or str(response.error_reason)),
+        )
+        await self.tell_outcome_unknown(
+            event_queue, task_id, context_id, data, dialect, text=KEY_ELSEWHERE_TEXT
+        )
 
     async def _stored_receipts(self, task_id: str, data: PaymentSubmittedData) -> tuple[Any, ...]:
         """The receipts stored with the task's offer (a pending one among them, if the settlement got that

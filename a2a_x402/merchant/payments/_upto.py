@@ -17,7 +17,7 @@ from eth_utils.address import is_hex_address, to_checksum_address
 from a2a_x402.facilitator import ChainUnavailableError
 from a2a_x402.facilitator.wire import SupportedResponse
 
-__all__ = ["MeteringUnavailableError", "SupportedSource", "UptoFacilitator"]
+__all__ = ["MeteringUnavailableError", "SupportedSource", "UptoFacilitator", "upto_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +59,19 @@ class UptoFacilitator:
             raise MeteringUnavailableError(
                 "the facilitator could not be asked whether it settles upto"
             ) from None
-        for kind in answer.kinds:
-            if (kind.x402_version, kind.scheme, kind.network) != (2, "upto", self._network):
-                continue
-            address = (kind.extra or {}).get("facilitatorAddress")
-            if isinstance(address, str) and is_hex_address(address):
-                self._address = to_checksum_address(address)
-                return self._address
-        raise MeteringUnavailableError(f"the facilitator settles no upto payments on {self._network}")
+        self._address = upto_address(answer, self._network)
+        if self._address is None:
+            raise MeteringUnavailableError(f"the facilitator settles no upto payments on {self._network}")
+        return self._address
+
+
+def upto_address(answer: SupportedResponse, network: str) -> str | None:
+    """The `facilitatorAddress` (EIP-55) of the x402 v2 `upto` kind for `network` in a `/supported` `answer`;
+    None when it lists none with an address."""
+    for kind in answer.kinds:
+        if (kind.x402_version, kind.scheme, kind.network) != (2, "upto", network):
+            continue
+        address = (kind.extra or {}).get("facilitatorAddress")
+        if isinstance(address, str) and is_hex_address(address):
+            return to_checksum_address(address)
+    return None

@@ -65,3 +65,15 @@ def test_failure_text_says_what_happened_and_what_the_payer_can_do(
     stage: str, code: PaymentErrorCode, reason: str, detail: str | None, expected: str
 ) -> None:
     assert failure_text(stage, code, reason, detail) == expected
+
+
+def test_a_retryable_code_on_a_task_that_ends_anyway_offers_no_fresh_terms() -> None:
+    # Recovery fails the task whatever the code: a payment that expired waiting is not asked for again.
+    said = failure_text(
+        "Settlement", PaymentErrorCode.EXPIRED_PAYMENT, "permit2_deadline_expired", None, ended=True
+    )
+
+    assert said == (
+        "Settlement failed: the authorization is not valid at this time; nothing was charged; this task has "
+        "ended: send the request again for new terms"
+    )
