@@ -131,9 +131,9 @@ async def metered_task(probe: Probe, wire: Wire, terms: Reply | None = None) -> 
             raise fail("the successful receipt of a metered task carries no amount (§6.3)", paid.exchange)
         if settled > maximum:
             raise fail(f"the receipt settles {settled}, over the authorized maximum {maximum}", paid.exchange)
-        stated = _number(usage.get("settled"))
-        if stated is None or stated > maximum:
-            raise fail(f"usage.settled {usage.get('settled')!r} is over the maximum {maximum}", paid.exchange)
+        stated = _number(usage.get("settled"))  # its form is metered.usage-consistent's to judge
+        if stated is not None and stated > maximum:
+            raise fail(f"usage.settled {stated} is over the authorized maximum {maximum}", paid.exchange)
     async with probe.check("metered.usage-consistent"):
         problem = _usage_problem(usage, receipt, maximum)
         if problem:
