@@ -28,7 +28,6 @@ __all__ = [
     "expect_nothing_moved",
     "expect_settled",
     "extension_object",
-    "first_allowed",
     "new_offer",
     "offer_from",
     "outcome_of",
@@ -74,15 +73,8 @@ def extension_object(task: JSON) -> JSON:
     return value if isinstance(value, dict) else None
 
 
-def first_allowed(probe: Probe, required: JSON, tenant: str, kind: str = "eip3009") -> JSON:
-    """The first offered entry of ``kind`` (``payment_kind``) the card allows the kit to pay, or ``None``."""
-    for entry in _allowed(probe, required, tenant):
-        if payment_kind(entry) == kind:
-            return entry
-    return None
-
-
 def _allowed(probe: Probe, required: JSON, tenant: str) -> list[JSON]:
+    """The offered entries the card allows the kit to pay, in the offered order."""
     accepts = required.get("accepts") if isinstance(required, dict) else None
     allowed = []
     for entry in accepts if isinstance(accepts, list) else []:
