@@ -11,9 +11,13 @@ Deliberately wrong merchants, each caught by the checks that test its fault:
 * `ClaimsUnsentPermit2`: a payment layer whose facilitator answers every Permit2 settlement with a success
   naming a transaction it never sends: the task completes, nothing moved.
 * `SettlesTheMaximum`: a facilitator that settles an `upto` payment for the whole maximum, whatever the
-  merchant asked it to settle: the payer is charged more than the usage the merchant reports.
+  merchant asked it to settle: the payer is charged more than the usage (the merchant, seeing its receipt
+  disagree with its usage, never completes the task).
 * `inflates_usage`: answers on the A2A 1.0 HTTP bindings whose `usage` items claim more units than their
   amounts are the price of (§6.4 rule 1 broken).
+* `misreports_charge`: answers on A2A 1.0 whose completion reports another charge than the one settled, with
+  a `usage` that agrees with it: 1 atomic unit on JSON-RPC (less than moved), one more than the maximum on
+  HTTP+JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Scope
 
 from a2a_x402.facilitator import Facilitator
 from a2a_x402.facilitator.wire import (
@@ -53,6 +57,7 @@ __all__ = [
     "SettlesTheMaximum",
     "inflates_usage",
     "metered_tenants",
+    "misreports_charge",
 ]
 
 MAXIMUM = 500_000
@@ -157,3 +162,38 @@ def _inflate(value: Any) -> Any:
 def inflates_usage(app: ASGIApp) -> ASGIApp:
     """JSON answers to A2A 1.0 requests whose usage items claim one unit more than their amounts price."""
     return rewrite_json(app, _inflate)
+
+
+def _charged(amount: int) -> Any:
+    """A transform making a completion's newest receipt and its `usage` report `amount` charged."""
+
+    def report(value: Any) -> Any:
+        if isinstance(value, dict):
+            usage, receipts = value.get("usage"), value.get("receipts")
+            if isinstance(usage, dict) and isinstance(receipts, list) and receipts:
+                item = {"name": "calls", "quantity": str(amount), "unitPrice": "1", "amount": str(amount)}
+                return {
+                    **value,
+                    "receipts": [*receipts[:-1], {**receipts[-1], "amount": str(amount)}],
+                    "usage": {**usage, "settled": str(amount), "items": [item]},
+                }
+            return {key: report(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [report(item) for item in value]
+        return value
+
+    return report
+
+
+def _a2a_1_0_at(path: str) -> Any:
+    def applies(scope: Scope) -> bool:
+        versions = [v for n, v in scope.get("headers", []) if n.lower() == b"a2a-version"]
+        return str(scope.get("path", "")).startswith(path) and versions[:1] == [b"1.0"]
+
+    return applies
+
+
+def misreports_charge(app: ASGIApp) -> ASGIApp:
+    """Completions on A2A 1.0 report a charge of 1 (JSON-RPC) or of `MAXIMUM + 1` (HTTP+JSON)."""
+    understated = rewrite_json(app, _charged(1), _a2a_1_0_at("/a2a/jsonrpc"))
+    return rewrite_json(understated, _charged(MAXIMUM + 1), _a2a_1_0_at("/a2a/rest"))

@@ -29,6 +29,7 @@ from .kinds import (
     SettlesTheMaximum,
     inflates_usage,
     metered_tenants,
+    misreports_charge,
 )
 
 DEFAULT_1_0 = tuple(f"{b} 1.0 tenant=(default)" for b in ("JSONRPC", "HTTP+JSON", "GRPC"))
@@ -178,15 +179,33 @@ async def test_receipts_of_unsent_settlements_fail_the_chain_checks(kinds: Kinds
     assert "not a successful mined transaction" in _detail(report, "permit2.settled-on-chain", DEFAULT_1_0[0])
 
 
-async def test_settling_the_maximum_for_less_usage_fails_the_metered_checks(kinds: Kinds) -> None:
+@pytest.mark.error_logs(
+    "why: the merchant's facilitator settles the maximum, which the merchant's own receipt refuses to report"
+)
+async def test_settling_the_maximum_for_less_usage_never_completes(kinds: Kinds) -> None:
     url = kinds.serve("maximum", facilitator=SettlesTheMaximum)
+    report = await kinds.run(url, "metered.completes")
+
+    assert not report.ok
+    _assert_all(report, ("metered.completes",), Outcome.FAILED, ACME_1_0)
+    assert "not completed" in _detail(report, "metered.completes", ACME_1_0[0])
+
+
+async def test_a_charge_reported_other_than_settled_fails_the_chain_or_maximum_check(kinds: Kinds) -> None:
+    url = kinds.serve("misreported", wrap=misreports_charge)
     report = await kinds.run(url, "metered")
 
-    assert not report.ok, render_console(report, verbose=True)
-    failed = {r.spec.id for r in report.results if r.outcome is Outcome.FAILED and r.target in ACME_1_0}
-    assert failed & {"metered.usage-consistent", "metered.settled-on-chain"}, render_console(
-        report, verbose=True
-    )
+    assert not report.ok
+    jsonrpc, rest, grpc = ACME_1_0
+    # JSON-RPC reports 1 charged, consistently: only the chain shows more moved.
+    _assert_all(report, METERED[:3], Outcome.PASSED, [jsonrpc])
+    _assert_all(report, ("metered.settled-on-chain",), Outcome.FAILED, [jsonrpc])
+    assert "not exactly 1 to" in _detail(report, "metered.settled-on-chain", jsonrpc)
+    # HTTP+JSON reports more than the payer authorized.
+    _assert_all(report, ("metered.within-maximum", "metered.settled-on-chain"), Outcome.FAILED, [rest])
+    assert "over the authorized maximum" in _detail(report, "metered.within-maximum", rest)
+    # gRPC is not behind the wrapper: the merchant's own report passes.
+    _assert_all(report, METERED, Outcome.PASSED, [grpc])
 
 
 async def test_usage_that_breaks_its_arithmetic_fails_the_usage_check(kinds: Kinds) -> None:
