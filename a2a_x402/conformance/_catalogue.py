@@ -8,48 +8,11 @@ check tests (BCP 14): a failed MUST fails the run, a failed SHOULD or MAY is rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
+from ._catalogue_kinds import PAYMENT_KIND_CHECKS
+from ._check_spec import CheckSpec, Level, Scope
+from ._check_spec import make_check as _c
 
 __all__ = ["CHECKS", "CheckSpec", "Level", "Scope", "check_spec"]
-
-
-class Level(StrEnum):
-    """The BCP 14 key word of the requirement a check tests."""
-
-    MUST = "MUST"
-    SHOULD = "SHOULD"
-    MAY = "MAY"
-
-
-class Scope(StrEnum):
-    """What a check runs against: a card, or one interface of a protocol version."""
-
-    CARD = "card"
-    """Once per card the merchant serves (the 1.0 card; if it serves 0.3, the 0.3 card and each named
-    tenant's own 0.3 card)."""
-    A2A_1_0 = "1.0"
-    """Once per A2A 1.0 interface (binding and tenant) of the card, in extension v0.3 forms."""
-    A2A_0_3 = "0.3"
-    """Once per A2A 0.3 interface of the card, in the extension v0.2 forms of §13 and §16."""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckSpec:
-    """One requirement the kit checks."""
-
-    id: str
-    level: Level
-    scope: Scope
-    section: str
-    """The section of ``spec/v0.3.md`` whose sentence the check tests, e.g. ``"4.3"``."""
-    title: str
-    """What a conforming merchant does, in one sentence."""
-
-
-def _c(check_id: str, level: Level, scope: Scope, section: str, title: str) -> CheckSpec:
-    return CheckSpec(check_id, level, scope, section, title)
-
 
 _M, _S = Level.MUST, Level.SHOULD
 _CARD, _V10, _V03 = Scope.CARD, Scope.A2A_1_0, Scope.A2A_0_3
@@ -425,6 +388,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         "10",
         "The streamed 0.3 paid turn: payment-verified, the artifact, then completed with payment-completed.",
     ),
+    *PAYMENT_KIND_CHECKS,
 )
 """Every check, in the order the kit reports them."""
 

@@ -9,6 +9,7 @@ reason the sequence stopped, so a merchant cannot pass a check by breaking the s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class Unspent:
     check_id: str
     target: str
     asset: str
+    """Where the nonce is kept: the EIP-3009 token, or Permit2 (``Signed.nonce_at``)."""
     payer: str
     nonce: str
 
@@ -66,6 +68,11 @@ class Run:
     timeout_s: float
     max_bytes: int
     unspent: list[Unspent] = field(default_factory=list)
+    approve_permit2: bool = False
+    """Whether the kit may approve Permit2 for the payer (a transaction the payer pays gas for)."""
+    failing_request: str = ""
+    """A request the operator knows makes the metered work fail (empty: the check does not apply)."""
+    approving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Probe:
@@ -120,6 +127,16 @@ class Probe:
         self.record(check_id, Outcome.FAILED, detail, exchanges)
         self._stopped = f"{check_id} failed: {detail}"
         self._stopped_evidence = exchanges
+
+    def skip_rest(self, check_id: str, rest: Iterable[str]) -> bool:
+        """Whether ``check_id`` was skipped; if so, ``rest`` (the checks that build on it) are skipped too,
+        for the same reason."""
+        result = self.recorded(check_id)
+        if result is None or result.outcome is not Outcome.SKIPPED:
+            return False
+        for later in rest:
+            self.record(later, Outcome.SKIPPED, result.detail)
+        return True
 
     @property
     def failed(self) -> bool:

@@ -9,8 +9,9 @@ from eth_utils.address import is_hex_address, to_checksum_address
 
 from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02
 
-from ._context import Probe, fail
+from ._context import NotApplicable, Probe, fail
 from ._messages import extension_message, user_message
+from ._permit2 import KIND_WORDS, payment_kind
 from ._reading import artifacts_of, expect_error, metadata_of, state_of
 from ._reply import Reply
 from ._schema import schema_problems
@@ -96,8 +97,16 @@ def terms_v1(reply: Reply) -> JSON:
 
 
 def sign_v1(probe: Probe, tenant: str, required: JSON) -> tuple[Signed, JSON]:
-    """The kit's signed payment for the first offered entry of 0.3 terms, and its x402 v1 payload."""
-    entry = next(e for e in required["accepts"] if isinstance(e, dict))
+    """The kit's signed payment for the first offered entry by EIP-3009 of 0.3 terms, and its x402 v1 payload.
+
+    Raises:
+        NotApplicable: the terms offer no such entry (a metered skill's, or a token taken by Permit2).
+    """
+    entry = next((e for e in required["accepts"] if payment_kind(e) == "eip3009"), None)
+    if entry is None:
+        raise NotApplicable(
+            f"the terms of the request offer no {KIND_WORDS['eip3009']}, which these checks pay"
+        )
     amount = str(entry.get("maxAmountRequired") if required.get("x402Version") == 1 else entry.get("amount"))
     network = str(entry.get("network"))
     signed = probe.run.signer.sign(
@@ -180,7 +189,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         if receipt is None:
             raise fail("x402.payment.receipts does not end with a successful receipt", paid.exchange)
         await expect_settled(run.chain, probe, signed, receipt, paid)
-    if probe.failed:
+    if probe.failed or probe.skip_rest("v02.payment-completes", ("v02.no-signature",)):
         return
     async with probe.check("v02.no-signature"):
         await _no_signature(wire, task_id, paid, signed)

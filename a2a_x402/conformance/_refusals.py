@@ -56,6 +56,8 @@ BAD_PAYMENT_CHECKS = (
     "metadata.other-version-form",
     "rejection.cancels",
 )
+_UNPAID = ("rejection.cancels", "activation.continue-refused", "metadata.other-version-form")
+"""The checks of ``BAD_PAYMENT_CHECKS`` that send no payment: any entry's terms will do."""
 _FRESH_TERMS = {
     "payment.expired": "EXPIRED_PAYMENT",
     "payment.not-yet-valid": "EXPIRED_PAYMENT",
@@ -113,7 +115,7 @@ async def bad_payment(probe: Probe, wire: Wire, check_id: str) -> None:
     """One check of ``BAD_PAYMENT_CHECKS``, on a task of its own."""
     interface = wire.interface
     async with probe.check(check_id) as shown:
-        offer = await new_offer(probe, wire)
+        offer = await new_offer(probe, wire, "any" if check_id in _UNPAID else "eip3009")
         shown.append(offer.reply.exchange)
         if check_id == "rejection.cancels":
             await _rejection(wire, offer)
@@ -266,7 +268,7 @@ async def tenant_isolation(probe: Probe, wire: Wire, other: Wire | None) -> None
     async with probe.check("tenant.isolation") as shown:
         if other is None:
             raise NotApplicable("the card lists no other tenant on this binding")
-        offer = await new_offer(probe, wire)
+        offer = await new_offer(probe, wire, "any")
         shown.append(offer.reply.exchange)
         reply = await other.get_task(offer.task_id)
         problem = expect_error(reply, "TASK_NOT_FOUND", other.interface)
@@ -279,7 +281,7 @@ async def tenant_isolation(probe: Probe, wire: Wire, other: Wire | None) -> None
 async def anonymous_list(probe: Probe, wire: Wire) -> None:
     """A task started without credentials, then ListTasks without credentials and without a contextId."""
     async with probe.check("callers.anonymous-list-empty") as shown:
-        offer = await new_offer(probe, wire)
+        offer = await new_offer(probe, wire, "any")
         shown.append(offer.reply.exchange)
         reply = await wire.list_tasks()
         if reply.error is not None:
@@ -304,7 +306,7 @@ async def stranger_cancel(probe: Probe, owner: Wire | None, stranger: Wire | Non
             raise NotApplicable(
                 "no caller credentials of this interface's tenant were given (--caller-tokens-file)"
             )
-        offer = await new_offer(probe, owner)
+        offer = await new_offer(probe, owner, "any")
         shown.append(offer.reply.exchange)
         for reply in (await stranger.cancel(offer.task_id), await stranger.get_task(offer.task_id)):
             problem = expect_error(reply, "TASK_NOT_FOUND", stranger.interface)

@@ -22,6 +22,8 @@ from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
 from ._flows_0_3 import V02_CHECKS, v02_task
 from ._http import UntrustedHttp
+from ._metered import FAILED_WORK_CHECKS, METERED_CHECKS, failed_work, payment_kinds
+from ._permit2_flow import PERMIT2_CHECKS
 from ._refusals import (
     BAD_PAYMENT_CHECKS,
     REFUSAL_CHECKS,
@@ -60,6 +62,11 @@ class KitSettings:
     """Bearer tokens of two callers of the default tenant, for the stranger checks (none: not applicable)."""
     only: frozenset[str] = frozenset()
     """Run only the checks whose id is here or starts with one of these followed by a dot (empty: all)."""
+    approve_permit2: bool = False
+    """Let the kit approve Permit2 for the payer where a Permit2 payment needs it (a transaction: gas)."""
+    failing_request: str = ""
+    """A request for the metered skill that the operator knows makes its work fail (empty: that check is
+    skipped)."""
 
 
 def _selected(settings: KitSettings, ids: Iterable[str]) -> bool:
@@ -102,6 +109,8 @@ def _scenarios(
         ),
         (CONCURRENT_CHECKS, represented_concurrently),
         (REFUSAL_CHECKS, refusals),
+        ((*PERMIT2_CHECKS, *METERED_CHECKS), payment_kinds),
+        (FAILED_WORK_CHECKS, failed_work),
     ]
     for check_id in BAD_PAYMENT_CHECKS:
 
@@ -145,7 +154,18 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
     except ChainError:
         start_block = 0  # every chain check then fails with the node's error as its evidence
     signer = Signer(settings.payer_key, discovery, max_amount=settings.max_amount)
-    run = Run(report, discovery, http, chain, signer, start_block, settings.timeout_s, settings.max_bytes)
+    run = Run(
+        report,
+        discovery,
+        http,
+        chain,
+        signer,
+        start_block,
+        settings.timeout_s,
+        settings.max_bytes,
+        approve_permit2=settings.approve_permit2,
+        failing_request=settings.failing_request,
+    )
     versions = {i.version for i in discovery.interfaces}
     both = versions == {"1.0", "0.3"}
     readings = ["1.0", "0.3", ""] if both else ["1.0", *(["0.3"] if "0.3" in versions else [])]
@@ -214,7 +234,7 @@ async def _job(
 async def _sweep(run: Run) -> None:
     for unspent in run.unspent:
         try:
-            used = await run.chain.authorization_used(unspent.asset, unspent.payer, unspent.nonce)
+            used = await run.chain.nonce_used(unspent.asset, unspent.payer, unspent.nonce)
         except ChainError:
             continue  # the check already read it unused; a node failure now proves nothing either way
         result = run.report.result(unspent.check_id, unspent.target)

@@ -14,8 +14,9 @@ from typing import Any
 from a2a_x402.extension import EXTENSION_URI, Dialect, ExtensionMetadataError, decode
 
 from ._chain import ChainReader
-from ._context import Probe, Unspent, fail
+from ._context import NotApplicable, Probe, Unspent, fail
 from ._messages import user_message
+from ._permit2 import KIND_WORDS, payment_kind
 from ._reading import artifacts_of, metadata_of, state_of
 from ._reply import Reply
 from ._signer import Signed
@@ -27,8 +28,8 @@ __all__ = [
     "expect_nothing_moved",
     "expect_settled",
     "extension_object",
-    "first_allowed",
     "new_offer",
+    "offer_from",
     "outcome_of",
 ]
 
@@ -72,24 +73,27 @@ def extension_object(task: JSON) -> JSON:
     return value if isinstance(value, dict) else None
 
 
-def first_allowed(probe: Probe, required: JSON, tenant: str) -> JSON:
-    """The first offered entry the card allows the kit to pay, or ``None``."""
+def _allowed(probe: Probe, required: JSON, tenant: str) -> list[JSON]:
+    """The offered entries the card allows the kit to pay, in the offered order."""
     accepts = required.get("accepts") if isinstance(required, dict) else None
+    allowed = []
     for entry in accepts if isinstance(accepts, list) else []:
         if not isinstance(entry, dict):
             continue
         network, asset, pay_to = entry.get("network"), entry.get("asset"), entry.get("payTo")
         if isinstance(network, str) and isinstance(asset, str) and isinstance(pay_to, str):
             if not probe.run.discovery.allows(network, asset, pay_to, tenant):
-                return entry
-    return None
+                allowed.append(entry)
+    return allowed
 
 
-def offer_from(probe: Probe, reply: Reply, tenant: str) -> Offer:
-    """The offer in a payment-required answer.
+def offer_from(probe: Probe, reply: Reply, tenant: str, kind: str = "eip3009") -> Offer:
+    """The offer of an entry of ``kind`` (``"any"``: the kit will not pay it) in a payment-required answer.
 
     Raises:
         CheckFailed: the answer is not a task waiting for payment with terms the kit may pay.
+        NotApplicable: the terms the kit may pay offer no entry of ``kind`` (they do offer another kind,
+            or ``kind`` is one a merchant need not offer).
     """
     task = reply.task
     if reply.error is not None or task is None:
@@ -104,7 +108,10 @@ def offer_from(probe: Probe, reply: Reply, tenant: str) -> Offer:
         raise fail(
             "the status message has no payment-required object under the extension URI", reply.exchange
         )
-    entry = first_allowed(probe, value.get("required"), tenant)
+    allowed = _allowed(probe, value.get("required"), tenant)
+    entry = next((e for e in allowed if kind in ("any", payment_kind(e))), None)
+    if entry is None and (allowed or kind not in ("eip3009", "any")):
+        raise NotApplicable(f"the terms of the request offer no {KIND_WORDS[kind]} the card lists")
     if entry is None:
         raise fail(
             "the kit does not sign: no offered entry has a network, asset and payTo the card lists",
@@ -116,11 +123,11 @@ def offer_from(probe: Probe, reply: Reply, tenant: str) -> Offer:
     return Offer(task_id, entry, reply)
 
 
-async def new_offer(probe: Probe, wire: Wire) -> Offer:
-    """Ask for the priced skill (activated) and return the offer; fails the check when there is none."""
-    text = probe.run.discovery.request_text
-    reply = await wire.send(user_message(wire.interface, text))
-    return offer_from(probe, reply, wire.interface.tenant)
+async def new_offer(probe: Probe, wire: Wire, kind: str = "eip3009", text: str = "") -> Offer:
+    """Ask for the priced skill (activated; ``text``, else the card's example) and return the offer of an
+    entry of ``kind``; fails the check when there is none."""
+    reply = await wire.send(user_message(wire.interface, text or probe.run.discovery.request_text))
+    return offer_from(probe, reply, wire.interface.tenant, kind)
 
 
 async def outcome_of(probe: Probe, wire: Wire, reply: Reply) -> Reply:
@@ -181,12 +188,12 @@ async def expect_nothing_moved(probe: Probe, signed: Signed, reply: Reply, check
     Raises:
         CheckFailed: the authorization was used.
     """
-    if await probe.run.chain.authorization_used(signed.asset, signed.payer, signed.nonce):
+    if await probe.run.chain.nonce_used(signed.nonce_at, signed.payer, signed.nonce):
         raise fail(
             "the authorization was used on chain: money moved for a payment the merchant refused",
             reply.exchange,
         )
-    probe.run.unspent.append(Unspent(check_id, probe.target, signed.asset, signed.payer, signed.nonce))
+    probe.run.unspent.append(Unspent(check_id, probe.target, signed.nonce_at, signed.payer, signed.nonce))
 
 
 def no_artifact(task: JSON, reply: Reply) -> None:

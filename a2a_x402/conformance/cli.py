@@ -63,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
         help="file holding two bearer tokens (one a line) of two callers of the default tenant",
     )
     parser.add_argument(
+        "--approve-permit2",
+        action="store_true",
+        help="let the kit approve Permit2 for the payer where a Permit2 payment needs it (costs gas)",
+    )
+    parser.add_argument(
+        "--failing-request",
+        default="",
+        help="a request for the metered skill that makes its work fail (for metered.failed-work)",
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="run only this check id or prefix (repeatable)"
     )
     parser.add_argument("--json", type=Path, help="write the JSON report here")
@@ -124,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         concurrency=options.concurrency,
         caller_tokens=_tokens(parser, options.caller_tokens_file),
         only=frozenset(options.only),
+        approve_permit2=options.approve_permit2,
+        failing_request=options.failing_request,
     )
     try:
         asyncio.run(check_setup(settings.merchant_url, settings.rpc_url, timeout_s=settings.timeout_s))
