@@ -366,8 +366,11 @@ class Payer:
             raise MerchantError("the merchant's terms are not x402 v2", task_id=task.id)
         reservation = None
         try:
-            requirements = self.policy.choose(terms.required, self.card.terms, self.tenant)
-            reservation = self.policy.reserve(requirements, self.card.terms)
+            # Off the event loop: a policy may count its upto cap per day in a file.
+            requirements = await asyncio.to_thread(
+                self.policy.choose, terms.required, self.card.terms, self.tenant
+            )
+            reservation = await asyncio.to_thread(self.policy.reserve, requirements, self.card.terms)
             asset = self.card.terms.asset(requirements.network, requirements.asset)
             payload, lease = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
         except BaseException as exc:
