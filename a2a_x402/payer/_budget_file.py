@@ -19,7 +19,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Final
 
-from ._budget import DayKey, Reservation, today
+from . import _budget
+from ._budget import DayKey, Reservation
 from ._errors import UptoDayCapUnavailableError
 
 __all__ = ["UptoDaysFile"]
@@ -67,7 +68,7 @@ class UptoDaysFile:
         """
         try:
             with closing(self._connect()) as db:
-                return _read(db, (today(), network, asset))
+                return _read(db, (_budget.today(), network, asset))
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
 
@@ -78,7 +79,7 @@ class UptoDaysFile:
         Raises:
             UptoDayCapUnavailableError: the file could not be read or written (nothing counted).
         """
-        key = (today(), network, asset)
+        key = (_budget.today(), network, asset)
         try:
             with self._transaction() as db:
                 spent = _read(db, key)

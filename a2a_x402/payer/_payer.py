@@ -280,14 +280,15 @@ class Payer:
     async def _run(self, request: str | Message, *, streaming: bool) -> AsyncGenerator[PaymentStage, None]:
         run = _RunState()
         try:
-            async for stage in self._run_task(request, run, streaming=streaming):
-                yield stage
+            async with aclosing(self._run_task(request, run, streaming=streaming)) as stages:
+                async for stage in stages:
+                    yield stage
         finally:
             run.lease.release()
 
     async def _run_task(
         self, request: str | Message, run: _RunState, *, streaming: bool
-    ) -> AsyncIterator[PaymentStage]:
+    ) -> AsyncGenerator[PaymentStage, None]:
         view = TaskView()
         try:
             first = SendMessageRequest(message=user_message(request))
