@@ -125,5 +125,5 @@ async def test_the_cli_answers_an_unusable_file_in_one_line(tmp_path: Path) -> N
 
     assert answer.returncode == 2
     assert answer.stderr.strip().splitlines() == [
-        f"Error: upto days file {missing} cannot be used: unable to open database file"
+        f"x402-pay: upto days file {missing} cannot be used: unable to open database file"
     ]
