@@ -60,6 +60,7 @@ from .edge import AgentCardSettings, TenantTaskStore, create_app
 from .ledger import Ledger
 from .payments import (
     Asset,
+    GasSponsoring,
     OfferReader,
     OfferStore,
     PaymentExecutor,
@@ -203,13 +204,17 @@ def paid_app(
         if settings.facilitator_url
         else Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     )
+    # The merchant's own node: paid turns book what it shows, and the reconciler reads it.
+    chain_rpc = RpcClient(settings.rpc_url)
+    supported = partial(supported_kinds, facilitator)
     # x402 v1 terms name the media type of what is paid for: each skill's first output mode.
     pricing = Pricing(
         tenants,
         asset,
         resource_url=settings.base_url,
         mime_types={skill.id: skill.output_modes[0] for skill in offered if skill.output_modes},
-        supported=partial(supported_kinds, facilitator),
+        supported=supported,
+        sponsoring=GasSponsoring(supported, chain_rpc),
     )
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
@@ -225,8 +230,6 @@ def paid_app(
         offer_timeout_s=pricing.max_timeout_seconds,
     )
     metrics = MerchantMetrics(CollectorRegistry())
-    # The merchant's own node: paid turns book what it shows, and the reconciler reads it.
-    chain_rpc = RpcClient(settings.rpc_url)
     paying = PaymentExecutor(
         executor,
         pricing=pricing,

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         PayToNotPinnedError,
         Permit2NotApprovedError,
         UntrustedCardError,
+        UptoDayCapUnavailableError,
     )
     from ._payer import Payer
     from ._permit2 import Permit2Payment, sign_permit2_payment
@@ -81,6 +82,7 @@ __all__ = [
     "ResolvedCard",
     "StageKind",
     "UntrustedCardError",
+    "UptoDayCapUnavailableError",
     "VALID_AFTER_BACKDATE_S",
     "approve_permit2",
     "resolve_card",
@@ -109,6 +111,7 @@ _EXPORTS = {
         "Permit2NotApprovedError",
         "PayToNotPinnedError",
         "UntrustedCardError",
+        "UptoDayCapUnavailableError",
     ),
     "_payer": ("Payer",),
     "_permit2": ("Permit2Payment", "sign_permit2_payment"),

@@ -8,7 +8,8 @@ short of the permitted amount and the token has EIP-2612 (it answers `nonces(own
 settlement transaction. The token's EIP-712 name and version come from the terms' `extra`, else the card,
 else the token's `name()` with version "1", and are used only when they give the token's own
 `DOMAIN_SEPARATOR()`: a permit under another domain would be refused on chain. Without EIP-2612 the payment
-is refused: the payer must approve Permit2 once (`x402-pay approve-permit2`).
+is refused: the payer must approve Permit2 once (`x402-pay approve-permit2`). Whether a payment may count
+on the allowance it read, or sign a permit now, is `_allowance_leases`' to say: payments in flight share it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ._chain import Chain, call_data
 from ._errors import ChainError, Permit2NotApprovedError
 from ._permit2_terms import PERMIT2_ADDRESS
 
-__all__ = ["EIP2612_GAS_SPONSORING", "permit2_extensions"]
+__all__ = ["EIP2612_GAS_SPONSORING", "permit2_allowance", "permit2_extensions"]
 
 EIP2612_GAS_SPONSORING: Final = "eip2612GasSponsoring"
 """The extension's key in a payment payload's `extensions`."""
@@ -48,6 +49,20 @@ _PERMIT_TYPES: Final = {
 _EXTENSION_VERSION: Final = "1"
 
 
+async def permit2_allowance(chain: Chain, owner: str, token: str) -> int:
+    """What Permit2 may move of `owner`'s `token` (`allowance(owner, Permit2)`).
+
+    Raises:
+        ChainError: the node could not tell, or the token does not answer `allowance`.
+    """
+    allowance = await chain.uint(
+        token, "allowance(address,address)", ["address", "address"], [owner, PERMIT2_ADDRESS]
+    )
+    if allowance is None:
+        raise ChainError(f"{token} on {chain.network} does not answer allowance(): is it an ERC-20?")
+    return allowance
+
+
 async def permit2_extensions(
     chain: Chain,
     private_key: str,
@@ -55,23 +70,17 @@ async def permit2_extensions(
     *,
     card_asset: CardAsset | None,
     deadline: int,
-) -> dict[str, Any] | None:
-    """None when Permit2 may already move `requirements.amount` of the payer's token; else the extensions
-    carrying an EIP-2612 permit of Permit2 for that amount, valid until `deadline`.
+    allowance: int,
+) -> dict[str, Any]:
+    """The extensions carrying an EIP-2612 permit of Permit2 for `requirements.amount`, valid until
+    `deadline`, for a payer whose `allowance` (as read) is short of it.
 
     Raises:
-        Permit2NotApprovedError: the allowance is short and the token cannot grant it by signature.
+        Permit2NotApprovedError: the token cannot grant the allowance by signature.
         ChainError: the node could not tell.
     """
     owner = Account.from_key(private_key).address
     token, amount = requirements.asset, requirements.amount
-    allowance = await chain.uint(
-        token, "allowance(address,address)", ["address", "address"], [owner, PERMIT2_ADDRESS]
-    )
-    if allowance is None:
-        raise ChainError(f"{token} on {chain.network} does not answer allowance(): is it an ERC-20?")
-    if allowance >= amount:
-        return None
     refusal = (
         f"Permit2 may move {allowance} of {amount} atomic units of {token} from {owner} on {chain.network}, "
         "and the token has no EIP-2612 permit to allow it in the payment: approve Permit2 once "

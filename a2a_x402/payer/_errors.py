@@ -10,6 +10,7 @@ Errors raised before anything was signed say so in ``signed`` (``False``): nothi
     ├── PaymentRefusedError             payment_refused: the payer's own policy refused the merchant's terms
     │   ├── PayToNotPinnedError         pay_to_not_pinned: the terms pay an address the card does not list
     │   ├── AmountOverLimitError        amount_over_limit: the terms ask more than a cap of the policy
+    │   ├── UptoDayCapUnavailableError  upto_day_cap_unavailable: the file of the day's upto cap is unusable
     │   ├── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
     │   └── Permit2NotApprovedError     permit2_not_approved: Permit2 may not move the token, nor be let
     ├── ChainError                      chain_unavailable: the payer could not read what it needs on chain
@@ -48,6 +49,7 @@ __all__ = [
     "PaymentRefusedError",
     "Permit2NotApprovedError",
     "UntrustedCardError",
+    "UptoDayCapUnavailableError",
 ]
 
 
@@ -111,6 +113,13 @@ class AmountOverLimitError(PaymentRefusedError):
     per task or what is left of its cap per day."""
 
     code = "amount_over_limit"
+
+
+class UptoDayCapUnavailableError(PaymentRefusedError):
+    """The policy counts its ``upto`` cap per day in a file that could not be read or written: the terms are
+    refused rather than signed uncounted."""
+
+    code = "upto_day_cap_unavailable"
 
 
 class NoAcceptableTermsError(PaymentRefusedError):

@@ -10,7 +10,8 @@ Usage::
 The run: send the request; the merchant answers ``TASK_STATE_INPUT_REQUIRED`` with ``payment-required``
 terms; the policy picks the entry to sign (payTo pinned to the card); the payer signs an EIP-3009
 authorization, or a Permit2 witness transfer (``exact`` by Permit2, or ``upto``: at most a maximum, of which
-the merchant settles what the task used; its Permit2 allowance read first on the node of ``rpc_urls``), and
+the merchant settles what the task used; its Permit2 allowance read first on the node of ``rpc_urls``, and
+shared with the payer's payments in flight: ``_allowance_leases``), and
 sends it as ``payment-submitted`` on the same task; the task then completes (artifacts and
 receipts), works on (the payer polls GetTask until it resolves), asks again with fresh terms after a
 retryable failure (only then is a new authorization signed, at most ``max_payments`` per run), or fails.
@@ -34,7 +35,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -48,6 +50,7 @@ from a2a_x402.agentcard import CardVerifier, JwksCache
 from a2a_x402.extension import PaymentCompletedData, PaymentData, PaymentErrorCode, PaymentRequiredData
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
+from ._allowance_leases import NO_LEASE, AllowanceLease
 from ._card import Binding, ResolvedCard, resolve_card
 from ._chain import ChainAccess, RpcUrls
 from ._connecting import connecting
@@ -92,6 +95,8 @@ class _RunState:
     payments: int = 0
     paid: PaymentRequirements | None = None
     answered: TaskStatus | None = None
+    # The Permit2 allowance the last payment counts on, held until its outcome is known.
+    lease: AllowanceLease = NO_LEASE
 
 
 class Payer:
@@ -251,11 +256,13 @@ class Payer:
             MerchantUnreachableError: transport errors outlasted the retries.
             MerchantError: the merchant refused a request or broke the protocol.
         """
-        async for stage in self._run(request, streaming=False):
-            if on_stage is not None:
-                on_stage(stage)
-            if stage.result is not None:
-                return stage.result
+        # Closed on the way out, so that the run gives back what it holds (its allowance lease) at once.
+        async with aclosing(self._run(request, streaming=False)) as stages:
+            async for stage in stages:
+                if on_stage is not None:
+                    on_stage(stage)
+                if stage.result is not None:
+                    return stage.result
         raise RuntimeError("a payment run ends with a result or an error")
 
     async def pay_streaming(self, request: str | Message) -> AsyncIterator[PaymentStage]:
@@ -264,12 +271,24 @@ class Payer:
         The last stage is ``COMPLETED`` with the result; failures raise as in ``pay``. A merchant whose card
         does not declare streaming is paid without it (the stages then come from answers and polling).
         """
-        async for stage in self._run(request, streaming=self._calls.streams):
-            yield stage
+        async with aclosing(self._run(request, streaming=self._calls.streams)) as stages:
+            async for stage in stages:
+                yield stage
 
     # -- the run ---------------------------------------------------------------------------------------
 
-    async def _run(self, request: str | Message, *, streaming: bool) -> AsyncIterator[PaymentStage]:
+    async def _run(self, request: str | Message, *, streaming: bool) -> AsyncGenerator[PaymentStage, None]:
+        run = _RunState()
+        try:
+            async with aclosing(self._run_task(request, run, streaming=streaming)) as stages:
+                async for stage in stages:
+                    yield stage
+        finally:
+            run.lease.release()
+
+    async def _run_task(
+        self, request: str | Message, run: _RunState, *, streaming: bool
+    ) -> AsyncGenerator[PaymentStage, None]:
         view = TaskView()
         try:
             first = SendMessageRequest(message=user_message(request))
@@ -279,11 +298,11 @@ class Payer:
             raise MerchantUnreachableError(f"sending the request failed: {client_failure(exc)}") from exc
         except A2AError as exc:
             raise MerchantError(f"the merchant refused the request: {exc}") from exc
-        run = _RunState()
         while True:
             task, payment = view.task, view.payment
             state = task.status.state
             if state == TaskState.TASK_STATE_COMPLETED:
+                run.lease.release()  # settled: the next payment reads the allowance (and nonce) it left
                 yield self._completed(view, payment, run.paid)
                 return
             if state in _ENDED:
@@ -328,7 +347,9 @@ class Payer:
             )
         if run.payments and self._on_fresh_terms is not None:
             await self._on_fresh_terms(terms)
-        payload = await self._sign(task, terms, signed=run.payments > 0)
+        # Fresh terms: the payment before was not taken, and no longer counts on the allowance.
+        run.lease.release()
+        payload, run.lease = await self._sign(task, terms, signed=run.payments > 0)
         run.payments, run.paid, run.answered = run.payments + 1, payload.accepted, _copy_status(task.status)
         yield PaymentStage(
             StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
@@ -337,17 +358,22 @@ class Payer:
         async for stage in self._calls.submit(SendMessageRequest(message=message), view, streaming):
             yield stage
 
-    async def _sign(self, task: Task, terms: PaymentRequiredData, *, signed: bool) -> SignedPayment:
+    async def _sign(
+        self, task: Task, terms: PaymentRequiredData, *, signed: bool
+    ) -> tuple[SignedPayment, AllowanceLease]:
         """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses,
         or a Permit2 payment cannot be made."""
         if not isinstance(terms.required, PaymentRequired):  # extension v0.3 carries x402 v2 only
             raise MerchantError("the merchant's terms are not x402 v2", task_id=task.id)
         reservation = None
         try:
-            requirements = self.policy.choose(terms.required, self.card.terms, self.tenant)
-            reservation = self.policy.reserve(requirements, self.card.terms)
+            # Off the event loop: a policy may count its upto cap per day in a file.
+            requirements = await asyncio.to_thread(
+                self.policy.choose, terms.required, self.card.terms, self.tenant
+            )
+            reservation = await asyncio.to_thread(self.policy.reserve, requirements, self.card.terms)
             asset = self.card.terms.asset(requirements.network, requirements.asset)
-            payload = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
+            payload, lease = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
         except BaseException as exc:
             if reservation is not None:  # nothing was signed: the day's upto cap gets it back
                 reservation.release()
@@ -365,7 +391,7 @@ class Payer:
             requirements.pay_to,
             requirements.network,
         )
-        return payload
+        return payload, lease
 
     async def _wait(self, view: TaskView) -> AsyncIterator[PaymentStage]:
         """Poll GetTask until the task leaves the working states, yielding each status change."""

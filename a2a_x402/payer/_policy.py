@@ -14,8 +14,9 @@ An entry of ``accepts`` is signable when, in this order:
    and the payment's own contracts, since the payer cannot know the merchant's facilitator; whoever it is
    can move at most the maximum, and only to the pinned payTo);
 5. its amount is at most the policy's maximum; an ``upto`` maximum is also at most the cap per task and fits
-   in what is left of the cap per UTC day (the sum of the ``upto`` maxima this policy object authorized
-   today for that network and asset, kept in memory: per process).
+   in what is left of the cap per UTC day (the sum of the ``upto`` maxima authorized today for that network
+   and asset: by this policy object, in memory, unless ``upto_days_file`` names a SQLite file to count them
+   in, shared by every process naming it and kept across restarts).
 
 ``choose`` takes the merchant's first signable entry (the merchant lists them in its order of preference),
 except that an ``exact`` by Permit2 gives way to an ``exact`` by EIP-3009 for the same price (no allowance
@@ -28,12 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from eth_utils.address import to_checksum_address
 
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
-from ._budget import NO_RESERVATION, Reservation, UptoDays
+from ._budget import NO_RESERVATION, Reservation, UptoDayCounts, UptoDays
+from ._budget_file import UptoDaysFile
 from ._card import CardAsset, CardPaymentTerms
 from ._errors import AmountOverLimitError, NoAcceptableTermsError, PaymentRefusedError, PayToNotPinnedError
 from ._permit2_terms import is_permit2, upto_facilitator
@@ -55,8 +58,16 @@ class PaymentPolicy:
         upto_max_per_task_atomic: the most one ``upto`` (metered) task may authorize; ``None``: ``upto``
             terms are refused.
         upto_max_per_day_atomic: the most the ``upto`` maxima authorized in one UTC day may add up to, per
-            network and asset; ``None``: no daily cap. Counted in this object, in memory: share one policy
-            between payers to share the cap; a new process starts the day at nothing.
+            network and asset; ``None``: no daily cap. Counted in this object, in memory (share one policy
+            between payers to share the cap; a new process starts the day at nothing), unless
+            ``upto_days_file`` is given.
+        upto_days_file: a SQLite file to count the day's ``upto`` maxima in (made if missing): every
+            policy and process naming it shares one count per day, which survives restarts; ``None``: in
+            memory.
+
+    Raises:
+        ValueError: a cap is not a non-negative int, an asset not an address, or ``upto_days_file``
+            cannot be opened or made.
     """
 
     max_amount_atomic: int | None = None
@@ -64,7 +75,8 @@ class PaymentPolicy:
     assets: frozenset[str] | None = None
     upto_max_per_task_atomic: int | None = None
     upto_max_per_day_atomic: int | None = None
-    _days: UptoDays = field(default_factory=UptoDays, init=False, compare=False, repr=False)
+    upto_days_file: str | Path | None = None
+    _days: UptoDayCounts = field(default_factory=UptoDays, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("max_amount_atomic", "upto_max_per_task_atomic", "upto_max_per_day_atomic"):
@@ -75,9 +87,16 @@ class PaymentPolicy:
             object.__setattr__(self, "networks", frozenset(self.networks))
         if self.assets is not None:
             object.__setattr__(self, "assets", _checksummed(self.assets))
+        if self.upto_days_file is not None:
+            object.__setattr__(self, "_days", UptoDaysFile(self.upto_days_file))
 
     def upto_spent_today(self, network: str, asset: str) -> int:
-        """The ``upto`` maxima of `asset` on `network` this policy authorized today (UTC)."""
+        """The ``upto`` maxima of `asset` on `network` authorized today (UTC): by this policy, or by every
+        policy counting in its ``upto_days_file``.
+
+        Raises:
+            UptoDayCapUnavailableError: its ``upto_days_file`` could not be read.
+        """
         return self._days.spent(network, asset)
 
     def choose(self, required: PaymentRequired, terms: CardPaymentTerms, tenant: str) -> PaymentRequirements:
@@ -95,6 +114,7 @@ class PaymentPolicy:
             PayToNotPinnedError: the furthest entry pays an address the card does not list.
             AmountOverLimitError: the furthest entry asks more than a cap of the policy.
             NoAcceptableTermsError: no entry uses a scheme, network and asset the payer can sign.
+            UptoDayCapUnavailableError: ``upto`` terms, and the ``upto_days_file`` could not be read.
         """
         best: tuple[int, PaymentRefusedError] | None = None
         signable: list[PaymentRequirements] = []
@@ -118,7 +138,8 @@ class PaymentPolicy:
         release the reservation if they are not signed after all.
 
         Raises:
-            AmountOverLimitError: another task took the day's cap since ``choose``.
+            AmountOverLimitError: another task (or process) took the day's cap since ``choose``.
+            UptoDayCapUnavailableError: the ``upto_days_file`` could not be read or written.
         """
         if requirements.scheme != "upto":
             return NO_RESERVATION
@@ -187,9 +208,11 @@ class PaymentPolicy:
         if task_cap is not None and requirements.amount > task_cap:
             cap = _shown(task_cap, asset, requirements.asset)
             return AmountOverLimitError(f"{asked}: over the policy's upto cap per task of {cap}")
-        spent = self._days.spent(requirements.network, requirements.asset)
         day_cap = self.upto_max_per_day_atomic
-        if day_cap is not None and spent + requirements.amount > day_cap:
+        if day_cap is None:
+            return None
+        spent = self._days.spent(requirements.network, requirements.asset)
+        if spent + requirements.amount > day_cap:
             return self._over_day_cap(requirements, terms, spent)
         return None
 
@@ -201,7 +224,7 @@ class PaymentPolicy:
         return AmountOverLimitError(
             f"upto maximum {_shown(requirements.amount, asset, token)} on {requirements.network}: over the "
             f"policy's upto cap per day of {_shown(self.upto_max_per_day_atomic or 0, asset, token)} "
-            f"({_shown(spent, asset, token)} authorized today, UTC, by this process)"
+            f"({_shown(spent, asset, token)} authorized today, UTC, {self._days.scope})"
         )
 
 

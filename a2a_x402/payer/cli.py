@@ -22,7 +22,9 @@ the command line is visible to other users of the machine.
 
 Terms paid by Permit2 (``exact`` by Permit2, ``upto``) need ``--rpc-url`` (``X402_PAYER_RPC_URL``): the payer
 reads its allowance to Permit2 there first. ``upto`` (metered) terms are signed only under
-``--upto-max-per-task``, and within ``--upto-max-per-day`` when given (the day's sum is this process's).
+``--upto-max-per-task``, and within ``--upto-max-per-day`` when given: the day's sum is this process's alone,
+unless ``--upto-days-file`` (``X402_PAYER_UPTO_DAYS_FILE``) names a SQLite file to count it in, which every
+run naming it shares (one after another, or at once) and which outlives the process.
 ``x402-pay approve-permit2 --asset TOKEN --rpc-url URL`` sends the one-time approval of Permit2 a token
 without EIP-2612 needs, and prints its transaction: the one transaction the payer ever sends (and pays gas
 for) itself.
@@ -281,7 +283,20 @@ class _PayCommand(cli.Command):
     envvar="X402_PAYER_UPTO_MAX_PER_DAY",
     type=click.IntRange(min=0),
     default=None,
-    help="Refuse upto terms once their maxima would pass this many atomic units this UTC day (this process).",
+    help=(
+        "Refuse upto terms once their maxima would pass this many atomic units this UTC day (counted by this "
+        "process alone, unless --upto-days-file is given)."
+    ),
+)
+@click.option(
+    "--upto-days-file",
+    envvar="X402_PAYER_UPTO_DAYS_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "A SQLite file (made if missing) counting the upto maxima of each UTC day for --upto-max-per-day: "
+        "shared by every run naming it and kept across runs."
+    ),
 )
 @click.option(
     "--rpc-url",
@@ -314,6 +329,7 @@ def main(
     networks: tuple[str, ...],
     upto_max_per_task: int | None,
     upto_max_per_day: int | None,
+    upto_days_file: Path | None,
     rpc_url: str | None,
     card_policy: str,
     allow_insecure_jku: bool,
@@ -328,12 +344,16 @@ def main(
     private_key = setup(key, key_file, verbose=verbose)
     if rpc_url is not None:
         redact_values([rpc_url])  # an RPC URL may carry its provider's API key
-    policy = PaymentPolicy(
-        max_amount_atomic=max_amount,
-        networks=frozenset(networks) if networks else None,
-        upto_max_per_task_atomic=upto_max_per_task,
-        upto_max_per_day_atomic=upto_max_per_day,
-    )
+    try:
+        policy = PaymentPolicy(
+            max_amount_atomic=max_amount,
+            networks=frozenset(networks) if networks else None,
+            upto_max_per_task_atomic=upto_max_per_task,
+            upto_max_per_day_atomic=upto_max_per_day,
+            upto_days_file=upto_days_file,
+        )
+    except ValueError as exc:  # an --upto-days-file that cannot be opened or made
+        raise cli.ConfigError(str(exc)) from exc
     try:
         result = asyncio.run(
             _pay(

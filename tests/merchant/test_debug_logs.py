@@ -7,7 +7,9 @@ key (made by `callers create` at DEBUG) used right and wrong on every binding, t
 bearer tokens right and wrong, the billing API (its limits changed too), log-out. Then no 8-character piece
 of the relayer key, an API token, the caller API key, the webhook secret, a session cookie or any payment's
 signature is anywhere in the log (nor, inside a long hex run, the first 16 hex digits of one); the log did
-record the requests (DEBUG is on).
+record the requests (DEBUG is on). The same for Permit2 payments of the EIP-2612 token, `exact` and `upto`,
+each by the allowance and by an EIP-2612 permit (`eip2612GasSponsoring`): neither the Permit2 signature nor
+the permit's, nor the permit's r or s apart.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from a2a_x402.devchain import DevChain
+from a2a_x402.devchain import PERMIT_ASSET_NAME, PERMIT_ASSET_VERSION, DevChain
 from a2a_x402.facilitator import ApiKeyStore
 from a2a_x402.merchant.dashboard import SESSION_COOKIE
 from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.merchant.webhooks import generate_secret
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
+from tests.facilitator.permit2_chain import funded_payer, sdk_sign
 from tests.faults.processes import merchant_processes
 from tests.fixtures.commands import assert_no_secret, run_command
 from tests.fixtures.deadlines import HANG_S, wait_until
@@ -187,3 +191,58 @@ async def test_the_facilitator_key_the_merchant_presents_is_in_no_log_at_debug(
     assert paid["task"]["status"]["state"] == "TASK_STATE_COMPLETED", paid  # the key was presented
     assert JSONRPC_PATH in text and "/settle" in served  # both logged every request
     assert_no_secret([text, served], {"facilitator API key": key.rsplit("_", 1)[1]})
+
+
+async def test_debug_logs_hold_no_permit2_or_eip2612_signature(
+    chain: DevChain, database_url: str, tmp_path: Path
+) -> None:
+    tenants_file = tmp_path / "tenants.toml"
+    acme_pay_to, _acme_price = TWO_TENANTS["acme"]
+    tenants_file.write_text(
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = {DEFAULT_PRICE}\n\n'
+        f'[tenants.acme]\npay_to = "{acme_pay_to}"\nprice = {DEFAULT_PRICE}\n'
+        f"[tenants.acme.metered_skills]\ntext-stats = {DEFAULT_PRICE}\n"
+    )
+    payments: list[dict[str, Any]] = []
+    states: list[str] = []
+    with merchant_processes(chain, database_url, tmp_path) as processes:
+        # The EIP-2612 token: its terms are Permit2 (`exact` by Permit2 by default, `upto` for acme).
+        merchant = await processes.start(
+            log_level="DEBUG",
+            access_log="true",
+            tenants_file=tenants_file,
+            asset=chain.permit_asset,
+            asset_name=PERMIT_ASSET_NAME,
+            asset_version=PERMIT_ASSET_VERSION,
+        )
+        async with merchant.http() as http:
+            for tenant in ("", "acme"):
+                wire = MerchantWire(http, "jsonrpc", tenant)
+                for approved in (True, False):  # by the allowance, then by an EIP-2612 permit
+                    task = await offer(wire)
+                    [terms] = offered_terms(task).accepts
+                    key = funded_payer(chain, chain.permit_asset, approved=approved)
+                    payment = sdk_sign(chain, key, terms, eip2612=not approved)
+                    payments.append(payment)
+                    done = await wire.send(payment_message(task["id"], payment))
+                    states.append(done["task"]["status"]["state"])
+        merchant.stop()
+    text = merchant.log_path.read_text()
+
+    assert states == ["TASK_STATE_COMPLETED"] * 4
+    assert [p["accepted"]["scheme"] for p in payments] == ["exact", "exact", "upto", "upto"]
+    assert " DEBUG " in text and "booked settlement" in text  # DEBUG was on, the payments were settled
+    signatures = {f"Permit2 signature {n}": p["payload"]["signature"] for n, p in enumerate(payments)}
+    signatures |= {
+        f"EIP-2612 signature {n}": p["extensions"]["eip2612GasSponsoring"]["info"]["signature"]
+        for n, p in enumerate(payments)
+        if "extensions" in p
+    }
+    assert len(signatures) == 6
+    known = {name: signature.removeprefix("0x") for name, signature in signatures.items()}
+    # Its r and s apart too, as a permit's (v, r, s) is handed to the token.
+    known |= {f"{name} r": value[:64] for name, value in known.items()}
+    known |= {f"{name} s": value[64:128] for name, value in known.items() if not name.endswith(" r")}
+    assert_no_secret([text], known)
+    for value in known.values():
+        assert value[:16].lower() not in text.lower()

@@ -1,9 +1,11 @@
 """`Payer` against the reference merchant asking for a token without EIP-3009 (`exact` by Permit2): refused
 before signing, and the task declined, until the payer approved Permit2 once; then paid and settled. The
-EIP-2612 token is paid with no approval and no gas (the permit rides in the payment)."""
+EIP-2612 token is paid with no approval and no gas (the permit rides in the payment), by concurrent tasks
+of one key too (their permits signed in turn, each with its own nonce)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -16,9 +18,11 @@ from a2a_x402.payer import (
     ChainError,
     Payer,
     PaymentPolicy,
+    PaymentStage,
     Permit2NotApprovedError,
     approve_permit2,
 )
+from tests.fixtures.deadlines import HANG_S
 
 from .conftest import PAY_TO, PRICE, TEXT
 from .test_payer import task_state
@@ -74,6 +78,35 @@ async def test_the_eip2612_token_is_paid_through_the_merchant_without_approval_o
 
     assert result.settled == PRICE and result.transaction is not None
     assert chain.balance_of(payer_address, asset=chain.permit_asset) == 9 * PRICE
+    assert int(chain.rpc.call("eth_getTransactionCount", [payer_address, "latest"]), 16) == 0
+
+
+async def test_concurrent_tasks_of_one_key_all_pay_the_eip2612_token_with_its_permits_in_turn(
+    merchant: Callable[..., str], chain: DevChain
+) -> None:
+    url = merchant(asset=chain.permit_asset, asset_name=PERMIT_ASSET_NAME, asset_version=PERMIT_ASSET_VERSION)
+    key = _holder(chain, chain.permit_asset)
+    payer_address = Account.from_key(key).address
+    permits: list[str] = []
+
+    def note_permit(stage: PaymentStage) -> None:
+        if stage.payload is not None and stage.payload.extensions:
+            permits.append(stage.payload.extensions["eip2612GasSponsoring"]["info"]["nonce"])
+
+    # Two tasks of one payer and one of another payer with the same key, all at once.
+    rpc = {chain.network: chain.rpc_url}
+    async with (
+        await Payer.connect(url, key, rpc_urls=rpc) as payer,
+        await Payer.connect(url, key, rpc_urls=rpc) as twin,
+    ):
+        results = await asyncio.wait_for(
+            asyncio.gather(*(p.pay(TEXT, on_stage=note_permit) for p in (payer, payer, twin))), HANG_S
+        )
+
+    assert [(r.state, r.settled) for r in results] == [(TaskState.TASK_STATE_COMPLETED, PRICE)] * 3
+    assert len({r.transaction for r in results}) == 3
+    assert sorted(permits) == ["0", "1", "2"]  # each its own nonce, signed once the one before settled
+    assert chain.balance_of(payer_address, asset=chain.permit_asset) == 7 * PRICE
     assert int(chain.rpc.call("eth_getTransactionCount", [payer_address, "latest"]), 16) == 0
 
 

@@ -1,6 +1,7 @@
 """`Payer` against the reference merchant metering its skill (`upto` terms, merged from branch meter): paid
 within the policy's caps for what the work used of the maximum, the usage reported; refused before signing,
-and the task declined, without a cap per task or once the day's cap is reached across tasks."""
+and the task declined, without a cap per task or once the day's cap is reached across tasks (and, counted in
+a file, across payers and a restart)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,32 @@ async def test_a_maximum_never_signed_does_not_count_against_the_day(
 
     assert refused.value.signed is False
     assert policy.upto_spent_today(chain.network, chain.asset) == 0
+
+
+async def test_the_days_cap_in_a_file_is_shared_by_payers_and_survives_a_restart(
+    metered: RunningMerchant, chain: DevChain, tmp_path: Path
+) -> None:
+    days = tmp_path / "upto-days.sqlite"
+    cap = MAXIMUM + MAXIMUM // 2
+
+    def policy() -> PaymentPolicy:  # each call stands for a new process naming the file
+        return PaymentPolicy(
+            upto_max_per_task_atomic=MAXIMUM, upto_max_per_day_atomic=cap, upto_days_file=days
+        )
+
+    key = _payer(chain)
+    first_policy = policy()
+    url, rpc = metered.base_url, chain.rpc_url
+    async with await Payer.connect(url, key, policy=first_policy, rpc_urls=rpc) as first:
+        paid = await first.pay(TEXT)
+    async with await Payer.connect(url, key, policy=policy(), rpc_urls=rpc) as second:
+        with pytest.raises(AmountOverLimitError, match="cap per day") as refused:
+            await second.pay(TEXT)
+    restarted = policy()
+
+    assert paid.settled == USED
+    assert f"0.5 USDC (500000 atomic units) authorized today, UTC, as counted in {days}" in str(refused.value)
+    assert refused.value.signed is False
+    assert await task_state(metered.base_url, str(refused.value.task_id)) == "TASK_STATE_CANCELED"
+    assert restarted.upto_spent_today(chain.network, chain.asset) == MAXIMUM
+    assert first_policy.upto_spent_today(chain.network, chain.asset) == MAXIMUM

@@ -58,7 +58,9 @@ def sign(chain: DevChain, http: httpx.AsyncClient) -> Sign:
         card_asset: CardAsset | None = None,
     ) -> SignedPayment:
         chains = ChainAccess(http, rpc_urls, timeout_s=HANG_S)
-        return await sign_chosen(key, requirements, chains=chains, card_asset=card_asset)
+        payment, lease = await sign_chosen(key, requirements, chains=chains, card_asset=card_asset)
+        lease.release()  # each payment of these tests stands alone (`test_allowance_leases` shares them)
+        return payment
 
     return run
 

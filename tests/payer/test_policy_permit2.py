@@ -1,11 +1,13 @@
 """The policy's rules for Permit2 `exact` and for `upto`: the transfer method chosen, the caps per task and
-per UTC day (counted across tasks, under concurrency, released when nothing was signed), and the refusals
+per UTC day (counted across tasks, under concurrency, released when nothing was signed; in memory and in a
+`upto_days_file`), and the refusals
 that name the cap and the amounts in display form."""
 
 from __future__ import annotations
 
 import threading
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,8 +100,14 @@ def test_a_task_that_lost_the_race_for_the_days_cap_is_refused_at_reserve() -> N
         policy.reserve(chosen[1], CARD)
 
 
-def test_concurrent_reservations_never_pass_the_cap_together() -> None:
-    policy = metered(per_day=5 * MAXIMUM)
+@pytest.fixture(params=["in-memory", "in-a-file"])
+def counted_in(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Where the day's maxima are counted: the policy's memory, or a SQLite file (`upto_days_file`)."""
+    return {} if request.param == "in-memory" else {"upto_days_file": tmp_path / "upto-days.sqlite"}
+
+
+def test_concurrent_reservations_never_pass_the_cap_together(counted_in: dict[str, Any]) -> None:
+    policy = metered(per_day=5 * MAXIMUM, **counted_in)
     outcomes: list[bool] = []
     start = threading.Barrier(20)
 
@@ -121,15 +129,17 @@ def test_concurrent_reservations_never_pass_the_cap_together() -> None:
     assert policy.upto_spent_today(NETWORK, ASSET) == 5 * MAXIMUM
 
 
-def test_the_day_is_the_utc_day_and_each_asset_has_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    policy = metered(per_day=MAXIMUM)
-    monkeypatch.setattr(budget, "_today", lambda: date(2026, 1, 1))
+def test_the_day_is_the_utc_day_and_each_asset_has_its_own(
+    monkeypatch: pytest.MonkeyPatch, counted_in: dict[str, Any]
+) -> None:
+    policy = metered(per_day=MAXIMUM, **counted_in)
+    monkeypatch.setattr(budget, "today", lambda: date(2026, 1, 1))
     policy.reserve(upto(), CARD)
     with pytest.raises(AmountOverLimitError):
         policy.reserve(upto(), CARD)
 
     policy.reserve(upto(network=OTHER_NETWORK), CARD)
-    monkeypatch.setattr(budget, "_today", lambda: date(2026, 1, 2))
+    monkeypatch.setattr(budget, "today", lambda: date(2026, 1, 2))
 
     assert policy.upto_spent_today(NETWORK, ASSET) == 0
     policy.reserve(upto(), CARD)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._protocol import NEGOTIATED_VERSION_KEY, protocol_version
     from ._recovery import PaymentRecovery, exception_line
     from ._signed import SignedPayment, nonce_used, payment_from_wire, valid_before
+    from ._sponsoring import GasSponsoring
     from ._transfer_method import TransferMethod, probe_transfer_method
     from ._unpaid import CLIENT_ADDRESS_KEY, PurgeReport, UnpaidLimitError, UnpaidWork, caller_of
     from ._unpaid_limits import InvalidLimitsError, UnpaidRules
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Asset",
     "CLIENT_ADDRESS_KEY",
+    "GasSponsoring",
     "InvalidLimitsError",
     "MAX_MESSAGE_BYTES",
     "NEGOTIATED_VERSION_KEY",
@@ -86,6 +88,7 @@ _EXPORTS = {
     "_protocol": ("NEGOTIATED_VERSION_KEY", "protocol_version"),
     "_recovery": ("PaymentRecovery", "exception_line"),
     "_signed": ("SignedPayment", "nonce_used", "payment_from_wire", "valid_before"),
+    "_sponsoring": ("GasSponsoring",),
     "_transfer_method": ("TransferMethod", "probe_transfer_method"),
     "_unpaid": ("CLIENT_ADDRESS_KEY", "PurgeReport", "UnpaidLimitError", "UnpaidWork", "caller_of"),
     "_unpaid_limits": ("InvalidLimitsError", "UnpaidRules"),

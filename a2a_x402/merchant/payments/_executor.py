@@ -178,6 +178,7 @@ class PaymentExecutor(AgentExecutor):
             offer_id=uuid.uuid4().hex,
             # Known by now: the request handler refused the task's first request without it.
             facilitator_address=await self._pricing.facilitator_address(context.tenant, skill),
+            extensions=await self._pricing.extensions(context.tenant, skill),
         )
         offered = await self._offers.offer(
             task_id=task_id,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from eth_utils.address import to_checksum_address
 
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from ..tenants import TenantRegistry
+from ._sponsoring import GasSponsoring
 from ._transfer_method import TransferMethod
 from ._upto import SupportedSource, UptoFacilitator
 
@@ -43,7 +45,8 @@ class Pricing:
 
     `mime_types` names the media type of what each skill delivers (its artifact), for the `mimeType` that
     x402 v1 terms must carry; a skill not listed has an empty one. `supported` is the facilitator's
-    `/supported` answer, where metered skills' terms find the address their `upto` payments settle from.
+    `/supported` answer, where metered skills' terms find the address their `upto` payments settle from;
+    `sponsoring` says whether terms paid by Permit2 declare the `eip2612GasSponsoring` extension.
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class Pricing:
         max_timeout_seconds: int = 300,
         mime_types: Mapping[str, str] | None = None,
         supported: SupportedSource | None = None,
+        sponsoring: GasSponsoring | None = None,
     ):
         self.tenants = tenants
         self.asset = asset
@@ -62,6 +66,7 @@ class Pricing:
         self._max_timeout_seconds = max_timeout_seconds
         self._mime_types = dict(mime_types or {})
         self._upto = UptoFacilitator(supported, asset.network)
+        self._sponsoring = sponsoring
 
     @property
     def max_timeout_seconds(self) -> int:
@@ -95,6 +100,15 @@ class Pricing:
         """
         return await self._upto.address() if self.is_metered(tenant_id, skill) else None
 
+    async def extensions(self, tenant_id: str, skill: str) -> dict[str, Any] | None:
+        """The top-level `extensions` of the skill's terms: for terms paid by Permit2 (a metered skill, or a
+        token paid through Permit2), the `eip2612GasSponsoring` declaration where the token and the
+        facilitator support it (`_sponsoring`); else None."""
+        by_permit2 = self.is_metered(tenant_id, skill) or self.asset.transfer_method is TransferMethod.PERMIT2
+        if not by_permit2 or self._sponsoring is None:
+            return None
+        return await self._sponsoring.extensions(self.asset.address)
+
     def pay_to(self, tenant_id: str) -> str:
         """Where the tenant's payments go."""
         return self.tenants.require(tenant_id).pay_to
@@ -111,6 +125,7 @@ class Pricing:
         description: str,
         offer_id: str,
         facilitator_address: str | None = None,
+        extensions: dict[str, Any] | None = None,
     ) -> PaymentRequired:
         """The x402 v2 `PaymentRequired` asking for this skill's price, as the offer `offer_id`.
 
@@ -121,6 +136,7 @@ class Pricing:
         version stay, for a payer that signs an EIP-2612 permit of Permit2 with its payment. A metered
         skill's terms are x402 `upto` (always paid through Permit2) for its maximum, settled from
         `facilitator_address` (the facilitator's `/supported` names it; the payer's witness names it too).
+        `extensions` (`extensions()`) are the terms' top-level x402 extensions.
 
         Raises:
             ValueError: the skill is metered and no `facilitator_address` is given.
@@ -147,4 +163,6 @@ class Pricing:
         resource = ResourceInfo(
             url=f"{self._resource_url}{tenant_part}/skills/{skill}", description=description
         )
-        return PaymentRequired(x402_version=2, resource=resource, accepts=(requirements,))
+        return PaymentRequired(
+            x402_version=2, resource=resource, accepts=(requirements,), extensions=extensions
+        )
