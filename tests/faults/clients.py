@@ -49,7 +49,7 @@ async def open_task(
     return str(task["id"]), offered_terms(task).accepts[0]
 
 
-async def pay(wire: MerchantWire, task_id: str, payload: PaymentPayload) -> JSON:
+async def pay(wire: MerchantWire, task_id: str, payload: PaymentPayload | JSON) -> JSON:
     """Submit `payload` for task `task_id` (a blocking SendMessage); the task as answered."""
     answer: JSON = (await wire.send(payment_message(task_id, payload)))["task"]
     return answer

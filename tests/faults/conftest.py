@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,8 @@ from tests.fixtures.invariants import InvariantReport, assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 
 from .database import DatabaseProbe
-from .processes import MerchantProcesses, merchant_processes
+from .payments import EIP3009, PaymentKind
+from .processes import MerchantProcess, MerchantProcesses, merchant_processes
 from .proxy import ThreadedRpcProxy, threaded_rpc_proxy
 
 PAY_TOS = (DEFAULT_PAY_TO,)
@@ -42,6 +44,7 @@ class Scenario:
     merchants: MerchantProcesses
     database: DatabaseProbe
     first_block: int
+    workdir: Path
     _stack: ExitStack = field(repr=False)
 
     @cached_property
@@ -49,9 +52,15 @@ class Scenario:
         """A proxy to the chain's node that can hold requests or cut the node off."""
         return self._stack.enter_context(threaded_rpc_proxy(self.chain.rpc_url))
 
-    def new_payer(self) -> str:
-        """A fresh payer's key, holding tokens and no ETH."""
-        return self.chain.new_payer()
+    def new_payer(self, kind: PaymentKind = EIP3009) -> str:
+        """A fresh payer's key for `kind`: holding the token (and no ETH, unless it approved Permit2)."""
+        return kind.new_payer(self.chain)
+
+    async def start(self, kind: PaymentKind = EIP3009, **settings: Any) -> MerchantProcess:
+        """Start a merchant asking to be paid by `kind` (`MerchantProcesses.start` with `settings`)."""
+        return await self.merchants.start(
+            command=kind.command(), **{**kind.settings(self.chain, self.workdir), **settings}
+        )
 
     async def invariants(
         self,
@@ -81,6 +90,6 @@ async def scenario(chain: DevChain, postgres_url: str, tmp_path: Path) -> AsyncI
     try:
         with ExitStack() as stack:
             merchants = stack.enter_context(merchant_processes(chain, postgres_url, tmp_path))
-            yield Scenario(chain, postgres_url, merchants, database, first_block, stack)
+            yield Scenario(chain, postgres_url, merchants, database, first_block, tmp_path, stack)
     finally:
         await database.aclose()

@@ -36,7 +36,7 @@ from tests.fixtures.error_logs import watch_log
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering
 
-__all__ = ["MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
+__all__ = ["SERVE", "MerchantProcess", "MerchantProcesses", "ReconcileRun", "merchant_processes"]
 
 _STOP_TIMEOUT_S = 30.0
 _RECONCILE_TIMEOUT_S = 60.0
@@ -49,6 +49,10 @@ def _console_script(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+SERVE = (_console_script("x402-merchant"), "serve")
+"""The command line of a reference merchant."""
+
+
 @dataclass
 class MerchantProcess:
     """One `x402-merchant serve` process (or the memory of one that was killed)."""
@@ -57,6 +61,8 @@ class MerchantProcess:
     base_url: str
     env: dict[str, str]
     log_path: Path
+    command: tuple[str, ...] = SERVE
+    """The command line serving it."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -145,9 +151,15 @@ class MerchantProcesses:
         return env
 
     async def start(
-        self, *, rpc_url: str | None = None, relayer_key: str | None = None, **settings: object
+        self,
+        *,
+        rpc_url: str | None = None,
+        relayer_key: str | None = None,
+        command: tuple[str, ...] = SERVE,
+        **settings: object,
     ) -> MerchantProcess:
-        """Start a merchant and return once it answers `/healthz`.
+        """Start a merchant and return once it answers `/healthz`; `command` serves it instead of
+        `x402-merchant serve` (configured by the same environment).
 
         Raises:
             AssertionError: it exited or did not answer in time (its log tail is in the message).
@@ -159,11 +171,12 @@ class MerchantProcesses:
             base_url=f"http://127.0.0.1:{port}",
             env=env,
             log_path=self._workdir / f"merchant-{len(self._started) + 1}.log",
+            command=command,
         )
         return await self._launch(merchant)
 
     async def restart(self, merchant: MerchantProcess, **settings: object) -> MerchantProcess:
-        """Start `merchant` again (same port, database, chain and keys), with `settings` changed."""
+        """Start `merchant` again (same command, port, database, chain and keys), with `settings` changed."""
         if merchant.alive:
             raise RuntimeError(f"{merchant.name} is still running")
         env = {**merchant.env, **{f"X402_{name.upper()}": str(value) for name, value in settings.items()}}
@@ -172,6 +185,7 @@ class MerchantProcesses:
             base_url=merchant.base_url,
             env=env,
             log_path=self._workdir / f"{merchant.name}-restarted-{len(self._started)}.log",
+            command=merchant.command,
         )
         return await self._launch(again)
 
@@ -222,9 +236,10 @@ class MerchantProcesses:
     def _spawn(self, merchant: MerchantProcess) -> None:
         # fork/exec returns at once; the wait for the server to come up is the async part.
         with merchant.log_path.open("ab") as log:
-            # Our own console script with arguments we chose: nothing untrusted reaches the command line.
+            # Our own console script (or test script) with arguments we chose: nothing untrusted reaches the
+            # command line.
             merchant.process = subprocess.Popen(  # noqa: S603
-                [_console_script("x402-merchant"), "serve"],
+                list(merchant.command),
                 env=merchant.env,
                 cwd=self._workdir,
                 stdin=subprocess.DEVNULL,

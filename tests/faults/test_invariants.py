@@ -1,5 +1,8 @@
 """The invariant checker bites: each invariant, broken on purpose after a clean paid turn, is reported.
 
+A payment by Permit2 (`exact`, `upto`) is found on chain by the proxy call's permit, and a metered one is
+held to what its work used; each is checked clean, then broken.
+
 (The merchant runs in-process here: the checker, not the process model, is under test.)
 """
 
@@ -13,15 +16,20 @@ import sqlalchemy as sa
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator.wire import PaymentRequirements
+from a2a_x402.merchant.demo_skill import TextStatsExecutor
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
+from tests.devchain.permit2_sdk import EXACT, UPTO, permit_of, send
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import MerchantStarter, MerchantWire
 
 from .clients import open_task, pay
 from .conftest import Scenario
+from .metered_serve import TokenCountingExecutor
+from .payments import PERMIT2, UPTO_NOTHING, PaymentKind
+from .payments import UPTO as UPTO_USED
 
 
 @dataclass(frozen=True)
@@ -192,3 +200,103 @@ async def test_more_depth_than_the_chain_has_and_an_undecided_client_are_reporte
         r"blocks deep, 2 required.*4: the client",
     ):
         await paid.scenario.invariants(confirmations=2, client_views={paid.paid_task: "TASK_STATE_WORKING"})
+
+
+async def _paid_by(kind: PaymentKind, scenario: Scenario, start_merchant: MerchantStarter) -> _Paid:
+    """A paid task by `kind` and a second one offered (its terms signed by the same payer later)."""
+    delegate = TokenCountingExecutor(kind.tokens) if kind.metered else TextStatsExecutor()
+    settings = kind.settings(scenario.chain, scenario.workdir)
+    merchant = start_merchant(scenario.database_url, delegate=delegate, **settings)
+    payer_key = scenario.new_payer(kind)
+    async with merchant.http() as http:
+        wire = MerchantWire(http, "jsonrpc")
+        paid_task, terms = await open_task(wire)
+        answer = await pay(wire, paid_task, kind.sign(payer_key, terms).wire)
+        assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer["status"]
+        offered_task, offered_terms = await open_task(wire)
+    merchant.stop()
+    return _Paid(scenario, paid_task, offered_task, offered_terms, payer_key)
+
+
+@pytest.mark.parametrize("kind", [PERMIT2.param(), UPTO_USED.param(), UPTO_NOTHING.param()])
+async def test_a_clean_permit2_turn_keeps_every_invariant_found_by_its_permit(
+    kind: PaymentKind, scenario: Scenario, start_merchant: MerchantStarter
+) -> None:
+    paid = await _paid_by(kind, scenario, start_merchant)
+
+    report = await scenario.invariants(client_views={paid.paid_task: "TASK_STATE_COMPLETED"})
+
+    if kind.sends_nothing:
+        assert (report.transfers, report.booked_tasks, report.events["settlement.completed"]) == ([], [], 0)
+        return
+    [transfer] = report.transfers
+    assert (transfer.asset, transfer.amount, transfer.nonce[:2]) == (
+        kind.asset(scenario.chain),
+        kind.charged,
+        "p2",
+    )
+    assert report.booked_tasks == [paid.paid_task]
+
+
+async def test_a_permit2_transfer_nobody_booked_is_reported(
+    scenario: Scenario, start_merchant: MerchantStarter
+) -> None:
+    paid = await _paid_by(PERMIT2, scenario, start_merchant)
+    signed = PERMIT2.sign(paid.payer_key, paid.offered_terms)
+    # Anyone may send an `exact` permit to its proxy: here the deployer, for a task still offered.
+    send(scenario.chain, scenario.chain.deployer_key, EXACT, "settle", [*permit_of(signed.wire["payload"])])
+
+    with pytest.raises(AssertionError, match=r"1: transfer .* \(payer .*, nonce p2.*\) is booked 0 times"):
+        await scenario.invariants()
+
+
+async def test_a_metered_booking_of_other_than_the_usage_is_reported(
+    scenario: Scenario, start_merchant: MerchantStarter
+) -> None:
+    paid = await _paid_by(UPTO_USED, scenario, start_merchant)
+    # The stored usage says the work used all it was signed for: the booking and the transfer (of what it
+    # really used) no longer match it.
+    usage = (
+        '{"maximum": "500000", "settled": "500000", '
+        '"items": [{"name": "tokens", "quantity": "20000", "unitPrice": "25", "amount": "500000"}]}'
+    )
+    await paid.execute(
+        "UPDATE payment_offers SET usage = CAST(:u AS json) WHERE task_id = :t", u=usage, t=paid.paid_task
+    )
+
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)7: entry .* books task .* 175 of a maximum 500000, its work used 500000 of 500000"
+        r".*7: 0x.* charged task .* 175, its work used 500000",
+    ):
+        await scenario.invariants()
+
+
+async def test_a_metered_turn_that_used_nothing_but_was_charged_is_reported(
+    scenario: Scenario, start_merchant: MerchantStarter
+) -> None:
+    paid = await _paid_by(UPTO_NOTHING, scenario, start_merchant)
+    [permit, owner, witness, signature] = permit_of(
+        await _presented_payload(paid.database_url, paid.paid_task)
+    )
+    # The facilitator the witness names (the relayer) settles 1 of the maximum after all.
+    send(scenario.chain, scenario.chain.relayer_key, UPTO, "settle", [permit, 1, owner, witness, signature])
+
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)1: transfer .* is booked 0 times.*7: task .* used nothing, yet 0x.* charged it"
+        r".*7: task .* used nothing, yet its permit is spent on chain",
+    ):
+        await scenario.invariants()
+
+
+async def _presented_payload(database_url: str, task_id: str) -> dict[str, object]:
+    """The signed payload the offer of `task_id` holds."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            statement = sa.text("SELECT payload FROM payment_offers WHERE task_id = :t")
+            payment = (await connection.execute(statement, {"t": task_id})).scalar_one()
+    finally:
+        await engine.dispose()
+    return dict(payment["payload"])

@@ -1,32 +1,41 @@
-"""The same payment presented to two replicas at once: one settlement, and a true answer from each."""
+"""The same payment presented to two replicas at once: one settlement, and a true answer from each.
+
+Shown for EIP-3009 and for `upto`, whose payment names the first replica's relayer, the only one that may
+settle it (the second must wait for the first, not settle); `exact` by Permit2 races as EIP-3009 does, on
+the presentation and the claim, and is left out to keep the suite's time.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from a2a_x402.devchain import ANVIL_DEV_KEYS
-from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import MerchantWire
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
+from .payments import EIP3009, UPTO, PaymentKind
 
 _SECOND_REPLICA_WAITS_S = 1.0
 
 
+@pytest.mark.parametrize("kind", [EIP3009.param(), UPTO.param()])
 async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_answered_with_terms(
+    kind: PaymentKind,
     scenario: Scenario,
 ) -> None:
     first, second = await asyncio.gather(
-        scenario.merchants.start(rpc_url=scenario.proxy.url),
-        scenario.merchants.start(relayer_key=ANVIL_DEV_KEYS[2]),
+        scenario.start(kind, rpc_url=scenario.proxy.url),
+        scenario.start(kind, relayer_key=ANVIL_DEV_KEYS[2]),
     )
-    payer_key = scenario.new_payer()
+    payer_key = scenario.new_payer(kind)
     async with first.http() as first_http, second.http() as second_http:
         at_first, at_second = MerchantWire(first_http, "jsonrpc"), MerchantWire(second_http, "jsonrpc")
         task_id, terms = await open_task(at_first)
-        payload = sign_payment(payer_key, terms)
+        payload = kind.sign(payer_key, terms).wire
         verifying = scenario.proxy.hold(
             b"eth_call", deliver=False
         )  # the first replica sits in its verification
@@ -42,6 +51,6 @@ async def test_a_payment_presented_to_both_replicas_is_settled_once_and_never_an
 
     assert (answered["status"]["state"], done["status"]["state"]) == ("TASK_STATE_COMPLETED",) * 2
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
-    assert len(report.transfers) == 1
+    assert [transfer.amount for transfer in report.transfers] == [kind.charged]
     # The second answer may be a task to poll (working) or the outcome; never a request to pay.
     assert again["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED"), again["status"]

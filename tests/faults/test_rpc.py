@@ -2,7 +2,8 @@
 
 The merchant talks to the node through a proxy that cuts it off at the chosen request. Whatever the client
 is told must be true: "failed, nothing charged" only when nothing was, and a working task that completes
-once the node is back otherwise.
+once the node is back otherwise. The send lost (the request, or its answer after the node took it) is
+shown for each transfer method (`payments.KINDS`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tests.fixtures.merchant import MerchantWire, payment_data
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
+from .payments import KINDS, PaymentKind
 
 
 async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scenario: Scenario) -> None:
@@ -41,28 +43,30 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scena
     assert report.transfers == []
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "delivered", [pytest.param(False, id="request lost"), pytest.param(True, id="answer lost")]
 )
 async def test_the_node_unreachable_when_the_settlement_is_sent_settles_it_once(
     delivered: bool,
+    kind: PaymentKind,
     scenario: Scenario,
 ) -> None:
-    merchant = await scenario.merchants.start(rpc_url=scenario.proxy.url, settle_timeout_s=2)
-    payer_key = scenario.new_payer()
+    merchant = await scenario.start(kind, rpc_url=scenario.proxy.url, settle_timeout_s=2)
+    payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
         # The send (and, for 2 s, every other request) is lost: whether the node took the transaction is
         # unknown to the merchant, so it must neither report "nothing charged" nor send a second one.
         cut = scenario.proxy.outage(b"eth_sendRawTransaction", seconds=2.0, deliver=delivered)
-        await pay(wire, task_id, sign_payment(payer_key, terms))
+        await pay(wire, task_id, kind.sign(payer_key, terms).wire)
         assert cut.hits == 1
         done = await poll_until_definite(wire, task_id)
 
     report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert len(report.transfers) == 1
+    assert [transfer.amount for transfer in report.transfers] == [kind.charged]
 
 
 @pytest.mark.parametrize(
