@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from pydantic import ValidationError
 
@@ -72,6 +72,8 @@ class _Sdk(NamedTuple):
     payment_chain: ModuleType
     constraints: ModuleType
     jwk: ModuleType
+    open_checkout_mandate: Any
+    open_payment_mandate: Any
 
 
 @cache
@@ -88,8 +90,12 @@ def _sdk() -> _Sdk:
     import ap2.sdk.constraints as constraints
     import ap2.sdk.payment_mandate_chain as payment_chain
     import jwcrypto.jwk as jwk
+    from ap2.sdk.generated.open_checkout_mandate import OpenCheckoutMandate
+    from ap2.sdk.generated.open_payment_mandate import OpenPaymentMandate
 
-    return _Sdk(mandate, checkout_chain, payment_chain, constraints, jwk)
+    return _Sdk(
+        mandate, checkout_chain, payment_chain, constraints, jwk, OpenCheckoutMandate, OpenPaymentMandate
+    )
 
 
 def ap2_sdk_available() -> bool:
@@ -221,6 +227,8 @@ def verify_mandate(
         if kind is MandateKind.CHECKOUT
         else sdk.payment_chain.PaymentMandateChain
     )
+    open_model = sdk.open_checkout_mandate if kind is MandateKind.CHECKOUT else sdk.open_payment_mandate
+    _refuse_unknown_constraints(kind, payloads[0], open_model)
     try:
         chain = chain_class.parse(payloads)
     except ValidationError as exc:
@@ -318,13 +326,38 @@ def _key_provider(issuers: IssuerKeys, sdk: _Sdk) -> Any:
     return issuer_key
 
 
+def _refuse_unknown_constraints(kind: MandateKind, opened: Any, open_model: Any) -> None:
+    """A constraint of a type the SDK has no model for is ``unresolved_constraint`` (§20.6), not a malformed
+    mandate: the SDK's constraint union is not discriminated, so its parse error cannot tell the two apart."""
+    vct, known = _open_mandate_form(open_model)
+    if (
+        not isinstance(opened, Mapping)
+        or opened.get("vct") != vct
+        or not isinstance(opened.get("constraints"), list)
+    ):
+        return  # the parse says what is wrong with it
+    for constraint in opened["constraints"]:
+        kind_of = constraint.get("type") if isinstance(constraint, Mapping) else None
+        if isinstance(kind_of, str) and kind_of not in known:
+            raise MandateRefused(
+                Ap2ErrorCode.UNRESOLVED_CONSTRAINT,
+                f"the open {kind} mandate has a constraint this merchant cannot evaluate: {kind_of[:64]!r}",
+            )
+
+
+@cache
+def _open_mandate_form(model: Any) -> tuple[str, frozenset[str]]:
+    """The ``vct`` of an SDK open mandate model and the ``type`` of each constraint model it knows."""
+    vct = str(model.model_fields["vct"].default)
+    [member] = get_args(model.model_fields["constraints"].annotation)
+    constraints = get_args(member) or (member,)
+    known = frozenset(str(get_args(c.model_fields["type"].annotation)[0]) for c in constraints)
+    return vct, known
+
+
 def _form_error_code(exc: ValidationError) -> Ap2ErrorCode:
     """What a pydantic error of the SDK's mandate models means for the client (§20.6)."""
-    errors = exc.errors()
-    for error in errors:
-        if error["type"] == "union_tag_invalid" and "constraints" in error["loc"]:
-            return Ap2ErrorCode.UNRESOLVED_CONSTRAINT
-    for error in errors:
+    for error in exc.errors():
         if tuple(error["loc"]) == ("vct",):
             return Ap2ErrorCode.MANDATES_NOT_SUPPORTED
     return Ap2ErrorCode.INVALID_MANDATE

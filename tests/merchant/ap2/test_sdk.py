@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import pathlib
+import time
 from typing import Any
 
 import pytest
@@ -235,3 +236,46 @@ def test_the_sdk_writes_no_log_file_into_its_install() -> None:
     # Where the SDK would otherwise write: `.logs` three levels above its `ap2/sdk/mandate.py`.
     install = pathlib.Path(mandate_module.__file__).resolve().parents[3]
     assert not (install / ".logs").exists()
+
+
+def test_a_constraint_of_an_unknown_type_is_unresolved() -> None:
+    """An open mandate the SDK issues for us (our own issuer and agent keys) with a constraint it has no
+    evaluator for; the closed hop is the example's closed payment mandate, presented over it."""
+    from ap2.sdk.generated.payment_mandate import PaymentMandate
+    from jwcrypto.jwk import JWK
+    from pydantic import BaseModel
+
+    class OpenMandate(BaseModel):
+        vct: str
+        constraints: list[dict[str, Any]]
+        cnf: dict[str, Any]
+        iat: int
+        exp: int
+
+    # The key-binding JWT's iat is the SDK's wall clock, so the chain lives and is checked at that time.
+    wall = int(time.time())
+    issuer = JWK.generate(kty="EC", crv="P-256", kid="test-issuer")
+    agent = JWK.generate(kty="EC", crv="P-256")
+    opened = OpenMandate(
+        vct="mandate.payment.open.1",
+        constraints=[{"type": "payment.weather", "sunny": True}],
+        cnf={"jwk": json.loads(agent.export_public())},
+        iat=wall,
+        exp=wall + 600,
+    )
+    # Through the wrapper first, which turns the SDK's file log off before the SDK issues anything.
+    _, payment_token = _mandates()
+    closed = PaymentMandate.model_validate(dict(_verify(MandateKind.PAYMENT, payment_token).closed_claims))
+    client = mandate_module.MandateClient()
+    root = client.create([opened], issuer)
+    token = client.present(agent, root, [closed], nonce=_NONCE, aud=_AUDIENCE)
+    issuers = IssuerKeys.from_jwks({"keys": [json.loads(issuer.export_public())]})
+    error = _refused(
+        Ap2ErrorCode.UNRESOLVED_CONSTRAINT,
+        _verify,
+        MandateKind.PAYMENT,
+        token,
+        issuers=issuers,
+        now=wall,
+    )
+    assert "payment.weather" in error.detail
