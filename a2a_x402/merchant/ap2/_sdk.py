@@ -195,6 +195,8 @@ def verify_mandate(
     if not audience or not nonce:
         raise ValueError("a mandate is verified for an audience and a nonce")
     sdk = _sdk()
+    if not token.isascii():
+        raise MandateRefused(Ap2ErrorCode.INVALID_CREDENTIAL, f"the {kind} mandate is not an SD-JWT")
     segments = token.split("~~")
     if len(segments) != _CHAIN_HOPS:
         raise MandateRefused(

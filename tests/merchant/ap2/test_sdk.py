@@ -144,6 +144,11 @@ def test_a_tampered_mandate_is_an_invalid_credential_and_is_not_repeated() -> No
             assert piece not in str(error)
 
 
+def test_a_mandate_with_text_no_sd_jwt_has_does_not_verify() -> None:
+    checkout_token, _ = _mandates()
+    _refused(Ap2ErrorCode.INVALID_CREDENTIAL, _verify, MandateKind.CHECKOUT, checkout_token + "é")
+
+
 def test_a_closed_hop_moved_onto_another_open_mandate_does_not_verify() -> None:
     checkout_token, payment_token = _mandates()
     spliced = checkout_token.split("~~")[0] + "~~" + payment_token.split("~~")[1]

@@ -1,0 +1,29 @@
+"""Only the wrappers import the AP2 SDK (and its sd-jwt and jwcrypto), so no SDK type or file log escapes."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import a2a_x402
+
+# The merchant's wrapper, and the payer's when it comes (docs/design/ap2-embedded.md).
+_WRAPPERS = {"merchant/ap2/_sdk.py", "payer/_ap2_sdk.py"}
+_SDK_ROOTS = {"ap2", "sd_jwt", "jwcrypto"}
+
+
+def test_only_the_wrappers_import_the_ap2_sdk() -> None:
+    package = pathlib.Path(a2a_x402.__file__).parent
+    importers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.split(".")[0] in _SDK_ROOTS for name in names):
+                importers.add(path.relative_to(package).as_posix())
+    assert importers <= _WRAPPERS
+    assert "merchant/ap2/_sdk.py" in importers
