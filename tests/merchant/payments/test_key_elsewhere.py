@@ -118,7 +118,7 @@ def _merchant(
         tmp_path,
         executor,
         facilitator_url=pool.url,
-        # Long enough for a busy machine's verification before the refusal; the paid turn asks again within it.
+        # Long enough for a busy machine's verification before the refusal; the turn asks again within it.
         settle_timeout_s=5.0,
         reconcile_interval_s=0.5,
         reconcile_stale_after_s=1.0,

@@ -1,0 +1,56 @@
+"""The merchant's side of the embedded flow (specification §20): AP2 mandates beside x402 payments.
+
+`_sdk` is the one module that imports the AP2 SDK (`ap2`, installed by scripts/setup from its snapshot):
+`verify_mandate` checks a mandate chain's signatures, bindings and times against the issuer keys a tenant
+trusts (`IssuerKeys`), `check_checkout_mandate` and `check_payment_mandate` its constraints, and every
+refusal is a `MandateRefused` carrying the `ap2Error` code of §20.6. The SDK is imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import lazy_loader
+
+# Each name is imported from its module on first use (PEP 562), so that importing the package does not
+# import the AP2 SDK.
+if TYPE_CHECKING:
+    from ._sdk import (
+        IssuerKeys,
+        MandateKind,
+        MandateRefused,
+        MandateUsage,
+        VerifiedMandate,
+        ap2_sdk_available,
+        check_checkout_mandate,
+        check_payment_mandate,
+        verify_mandate,
+    )
+
+__all__ = [
+    "IssuerKeys",
+    "MandateKind",
+    "MandateRefused",
+    "MandateUsage",
+    "VerifiedMandate",
+    "ap2_sdk_available",
+    "check_checkout_mandate",
+    "check_payment_mandate",
+    "verify_mandate",
+]
+
+_EXPORTS = {
+    "_sdk": (
+        "IssuerKeys",
+        "MandateKind",
+        "MandateRefused",
+        "MandateUsage",
+        "VerifiedMandate",
+        "ap2_sdk_available",
+        "check_checkout_mandate",
+        "check_payment_mandate",
+        "verify_mandate",
+    ),
+}
+if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
+    __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)
