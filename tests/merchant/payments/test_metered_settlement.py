@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ from a2a_x402.extension import (
 )
 from a2a_x402.merchant import UsageError, usage_meter
 from a2a_x402.merchant.demo_skill import TextStatsExecutor
-from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.storage import create_engine
@@ -59,7 +57,7 @@ from tests.fixtures.merchant import (
 )
 
 from .executors import FAILURE_TEXT
-from .flows import JSON, address_of, extension, offer, snapshot, texts
+from .flows import JSON, V03Client, address_of, extension, offer, snapshot, state_of, texts
 
 MAXIMUM = 500_000
 Report = tuple[Any, Any, Any]
@@ -434,41 +432,25 @@ async def test_a_metered_settlement_the_facilitator_never_sent_is_settled_by_rec
     assert executor.runs == 1
 
 
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
 async def test_a_v0_2_client_pays_metered_terms_as_x402_v2_and_reads_the_usage(
-    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path
+    start_merchant: MerchantStarter, sqlite_url: str, chain: DevChain, tmp_path: Path, binding: str
 ) -> None:
     merchant = metered_merchant(start_merchant, sqlite_url, tmp_path, MeteredExecutor([("tokens", 40, 25)]))
     key = permit2_payer(chain, chain.asset, 10**9)
     headers = {"X-A2A-Extensions": EXTENSION_URI_V02}
     async with httpx.AsyncClient(base_url=merchant.base_url, headers=headers, timeout=HANG_S) as http:
-
-        async def send(message: JSON) -> JSON:
-            body = {"jsonrpc": "2.0", "method": "message/send", "id": "req-1", "params": {"message": message}}
-            answer: JSON = (await http.post(JSONRPC_PATH, json=body)).json()
-            result: JSON = answer["result"]
-            return result
-
-        part = {"kind": "text", "text": "The quick brown fox."}
-        task = await send(
-            {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}
-        )
+        client = V03Client(http, binding)
+        task = await client.send("The quick brown fox.")
         terms = task["status"]["message"]["metadata"]["x402.payment.required"]
         assert (terms["x402Version"], terms["accepts"][0]["scheme"]) == (2, "upto")
-        done = await send(
-            {
-                "kind": "message",
-                "messageId": str(uuid.uuid4()),
-                "taskId": task["id"],
-                "role": "user",
-                "parts": [{"kind": "text", "text": "Here is the payment."}],
-                "metadata": {
-                    "x402.payment.status": "payment-submitted",
-                    "x402.payment.payload": upto_payment(chain, key, terms=terms),
-                },
-            }
-        )
+        submission = {
+            "x402.payment.status": "payment-submitted",
+            "x402.payment.payload": upto_payment(chain, key, terms=terms),
+        }
+        done = await client.send("Here is the payment.", task_id=task["id"], metadata=submission)
 
-    assert done["status"]["state"] == "completed", done["status"]
+    assert state_of(done) == "completed", done["status"]
     metadata = done["status"]["message"]["metadata"]
     assert metadata["x402.payment.status"] == "payment-completed"
     [receipt] = metadata["x402.payment.receipts"]
