@@ -4,6 +4,11 @@
 `verify_mandate` checks a mandate chain's signatures, bindings and times against the issuer keys a tenant
 trusts (`IssuerKeys`), `check_checkout_mandate` and `check_payment_mandate` its constraints, and every
 refusal is a `MandateRefused` carrying the `ap2Error` code of §20.6. The SDK is imported on first use.
+
+What the merchant signs needs no SDK: `_keys` loads a tenant's checkout keys (`load_checkout_keys`: PEM
+files of EC P-256 keys, the first signs, all are published by `CheckoutKeys.public_jwks`, their private
+parts redacted from logs), and `_checkout` makes a round's checkout JWT from the terms it offers
+(`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them).
 """
 
 from __future__ import annotations
@@ -15,6 +20,23 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that importing the package does not
 # import the AP2 SDK.
 if TYPE_CHECKING:
+    from ._checkout import (
+        CheckoutItem,
+        CheckoutNotOffered,
+        NotOfferedReason,
+        ParAsset,
+        SignedCheckout,
+        checkout_claims,
+        merchant_issuer,
+        sign_checkout,
+    )
+    from ._keys import (
+        CHECKOUT_JWT_TYPE,
+        CheckoutKeyError,
+        CheckoutKeys,
+        CheckoutTokenError,
+        load_checkout_keys,
+    )
     from ._sdk import (
         IssuerKeys,
         MandateKind,
@@ -28,18 +50,48 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CHECKOUT_JWT_TYPE",
+    "CheckoutItem",
+    "CheckoutKeyError",
+    "CheckoutKeys",
+    "CheckoutNotOffered",
+    "CheckoutTokenError",
     "IssuerKeys",
     "MandateKind",
     "MandateRefused",
     "MandateUsage",
+    "NotOfferedReason",
+    "ParAsset",
+    "SignedCheckout",
     "VerifiedMandate",
     "ap2_sdk_available",
     "check_checkout_mandate",
     "check_payment_mandate",
+    "checkout_claims",
+    "load_checkout_keys",
+    "merchant_issuer",
+    "sign_checkout",
     "verify_mandate",
 ]
 
 _EXPORTS = {
+    "_checkout": (
+        "CheckoutItem",
+        "CheckoutNotOffered",
+        "NotOfferedReason",
+        "ParAsset",
+        "SignedCheckout",
+        "checkout_claims",
+        "merchant_issuer",
+        "sign_checkout",
+    ),
+    "_keys": (
+        "CHECKOUT_JWT_TYPE",
+        "CheckoutKeyError",
+        "CheckoutKeys",
+        "CheckoutTokenError",
+        "load_checkout_keys",
+    ),
     "_sdk": (
         "IssuerKeys",
         "MandateKind",
