@@ -7,8 +7,9 @@ refusal is a `MandateRefused` carrying the `ap2Error` code of §20.6. The SDK is
 
 What the merchant signs needs no SDK: `_keys` loads a tenant's checkout keys (`load_checkout_keys`: PEM
 files of EC P-256 keys, the first signs, all are published by `CheckoutKeys.public_jwks`, their private
-parts redacted from logs), and `_checkout` makes a round's checkout JWT from the terms it offers
-(`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them).
+parts redacted from logs), `_checkout` makes a round's checkout JWT from the terms it offers
+(`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them), and `_receipts` the AP2
+receipts that end a round (`success_receipts`, `error_receipts`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         CheckoutTokenError,
         load_checkout_keys,
     )
+    from ._receipts import ReceiptSubject, error_receipts, mandate_reference, success_receipts
     from ._sdk import (
         IssuerKeys,
         MandateKind,
@@ -62,15 +64,19 @@ __all__ = [
     "MandateUsage",
     "NotOfferedReason",
     "ParAsset",
+    "ReceiptSubject",
     "SignedCheckout",
     "VerifiedMandate",
     "ap2_sdk_available",
     "check_checkout_mandate",
     "check_payment_mandate",
     "checkout_claims",
+    "error_receipts",
     "load_checkout_keys",
+    "mandate_reference",
     "merchant_issuer",
     "sign_checkout",
+    "success_receipts",
     "verify_mandate",
 ]
 
@@ -92,6 +98,7 @@ _EXPORTS = {
         "CheckoutTokenError",
         "load_checkout_keys",
     ),
+    "_receipts": ("ReceiptSubject", "error_receipts", "mandate_reference", "success_receipts"),
     "_sdk": (
         "IssuerKeys",
         "MandateKind",
