@@ -9,6 +9,8 @@
 * ``sign_payment``     -- the EIP-3009 authorization itself (``_signing``)
 * ``sign_permit2_payment`` -- a Permit2 witness transfer: ``exact`` by Permit2, or ``upto`` (``_permit2``)
 * ``approve_permit2``  -- the one-time approval of Permit2 a token without EIP-2612 needs (``_approve``)
+* ``OpenMandates`` / ``present_mandates`` -- the user's open AP2 mandates, closed over one payment (§20.4;
+  ``_ap2_sdk``, the payer's only importer of the AP2 SDK)
 * errors with stable codes (``_errors``)
 """
 
@@ -21,6 +23,7 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
+    from ._ap2_sdk import OpenMandates, present_mandates
     from ._approve import Approval, approve_permit2
     from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
     from ._connecting import Connecting
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         CardNotServedError,
         ChainError,
         InsufficientFundsError,
+        MandateConstraintError,
         MerchantError,
         MerchantUnreachableError,
         NoAcceptableTermsError,
@@ -63,9 +67,11 @@ __all__ = [
     "Connecting",
     "FreshTermsHook",
     "InsufficientFundsError",
+    "MandateConstraintError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",
+    "OpenMandates",
     "PaidResult",
     "PayToNotPinnedError",
     "Payer",
@@ -85,12 +91,14 @@ __all__ = [
     "UptoDayCapUnavailableError",
     "VALID_AFTER_BACKDATE_S",
     "approve_permit2",
+    "present_mandates",
     "resolve_card",
     "sign_payment",
     "sign_permit2_payment",
 ]
 
 _EXPORTS = {
+    "_ap2_sdk": ("OpenMandates", "present_mandates"),
     "_approve": ("Approval", "approve_permit2"),
     "_card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
     "_connecting": ("Connecting",),
@@ -100,6 +108,7 @@ _EXPORTS = {
         "CardNotServedError",
         "ChainError",
         "InsufficientFundsError",
+        "MandateConstraintError",
         "MerchantError",
         "MerchantUnreachableError",
         "NoAcceptableTermsError",

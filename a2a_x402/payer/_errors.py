@@ -12,6 +12,7 @@ Errors raised before anything was signed say so in ``signed`` (``False``): nothi
     │   ├── AmountOverLimitError        amount_over_limit: the terms ask more than a cap of the policy
     │   ├── UptoDayCapUnavailableError  upto_day_cap_unavailable: the file of the day's upto cap is unusable
     │   ├── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
+    │   ├── MandateConstraintError      mandate_constraint: the user's open AP2 mandates do not allow it
     │   └── Permit2NotApprovedError     permit2_not_approved: Permit2 may not move the token, nor be let
     ├── ChainError                      chain_unavailable: the payer could not read what it needs on chain
     ├── MerchantError                   merchant_error: the merchant answered outside the protocol or refused
@@ -38,6 +39,7 @@ __all__ = [
     "CardNotServedError",
     "ChainError",
     "InsufficientFundsError",
+    "MandateConstraintError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",
@@ -113,6 +115,22 @@ class AmountOverLimitError(PaymentRefusedError):
     per task or what is left of its cap per day."""
 
     code = "amount_over_limit"
+
+
+class MandateConstraintError(PaymentRefusedError):
+    """The user's open AP2 mandates do not allow this payment (§20.4), or cannot be closed over it: no
+    mandate was presented.
+
+    Attributes:
+        constraint: what refused it: a constraint type of the open mandates (``payment.budget``), or
+            ``exp``, ``merchant``, ``nonce``, ``agent_key``, ``form``, ``sdk``.
+    """
+
+    code = "mandate_constraint"
+
+    def __init__(self, constraint: str, detail: str) -> None:
+        super().__init__(f"{constraint}: {' '.join(detail.split())}")
+        self.constraint = constraint
 
 
 class UptoDayCapUnavailableError(PaymentRefusedError):

@@ -26,6 +26,7 @@ from a2a_x402.merchant.ap2 import (
     check_payment_mandate,
     verify_mandate,
 )
+from tests.fixtures.ap2 import issue_open_mandate_claims, new_key, public_jwks
 from tests.spec.support import example
 
 mandate_module = pytest.importorskip(
@@ -247,34 +248,25 @@ def test_a_constraint_of_an_unknown_type_is_unresolved() -> None:
     """An open mandate the SDK issues for us (our own issuer and agent keys) with a constraint it has no
     evaluator for; the closed hop is the example's closed payment mandate, presented over it."""
     from ap2.sdk.generated.payment_mandate import PaymentMandate
-    from jwcrypto.jwk import JWK
-    from pydantic import BaseModel
-
-    class OpenMandate(BaseModel):
-        vct: str
-        constraints: list[dict[str, Any]]
-        cnf: dict[str, Any]
-        iat: int
-        exp: int
 
     # The key-binding JWT's iat is the SDK's wall clock, so the chain lives and is checked at that time.
     wall = int(time.time())
-    issuer = JWK.generate(kty="EC", crv="P-256", kid="test-issuer")
-    agent = JWK.generate(kty="EC", crv="P-256")
-    opened = OpenMandate(
-        vct="mandate.payment.open.1",
-        constraints=[{"type": "payment.weather", "sunny": True}],
-        cnf={"jwk": json.loads(agent.export_public())},
-        iat=wall,
-        exp=wall + 600,
-    )
+    issuer = new_key("test-issuer")
+    agent = new_key()
     # Through the wrapper first, which turns the SDK's file log off before the SDK issues anything.
     _, payment_token = _mandates()
     closed = PaymentMandate.model_validate(dict(_verify(MandateKind.PAYMENT, payment_token).closed_claims))
+    root = issue_open_mandate_claims(
+        issuer,
+        agent,
+        "mandate.payment.open.1",
+        [{"type": "payment.weather", "sunny": True}],
+        now=wall,
+        lifetime_s=600,
+    )
     client = mandate_module.MandateClient()
-    root = client.create([opened], issuer)
     token = client.present(agent, root, [closed], nonce=_NONCE, aud=_AUDIENCE)
-    issuers = IssuerKeys.from_jwks({"keys": [json.loads(issuer.export_public())]})
+    issuers = IssuerKeys.from_jwks(public_jwks(issuer))
     error = _refused(
         Ap2ErrorCode.UNRESOLVED_CONSTRAINT,
         _verify,
