@@ -19,12 +19,10 @@ from typing import Final
 from ._errors import PaymentInvalidError
 from ._permit2 import PERMIT2_ADDRESS
 from ._permit2_calls import Eip2612Approval
-from .wire import Reason
+from .wire import EIP2612_GAS_SPONSORING, Reason
 
-__all__ = ["EIP2612_GAS_SPONSORING", "Eip2612Permit", "check_eip2612", "read_eip2612"]
+__all__ = ["Eip2612Permit", "check_eip2612", "read_eip2612"]
 
-EIP2612_GAS_SPONSORING: Final = "eip2612GasSponsoring"
-"""The extension's key in a payment payload's `extensions` (and in `/supported`'s)."""
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 _UINT = re.compile(r"[0-9]{1,78}")

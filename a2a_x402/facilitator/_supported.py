@@ -14,8 +14,7 @@ import secrets
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ._eip2612 import EIP2612_GAS_SPONSORING
-from .wire import SupportedKind, SupportedResponse, v1_network_from_chain_id
+from .wire import EIP2612_GAS_SPONSORING, SupportedKind, SupportedResponse, v1_network_from_chain_id
 
 __all__ = ["supported_response"]
 

@@ -21,17 +21,15 @@ from eth_abi.exceptions import DecodingError
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from a2a_x402.facilitator.wire import PaymentRequirements
+from a2a_x402.facilitator.wire import EIP2612_GAS_SPONSORING, PaymentRequirements
 
 from ._card import CardAsset
 from ._chain import Chain, call_data
 from ._errors import ChainError, Permit2NotApprovedError
 from ._permit2_terms import PERMIT2_ADDRESS
 
-__all__ = ["EIP2612_GAS_SPONSORING", "permit2_allowance", "permit2_extensions"]
+__all__ = ["permit2_allowance", "permit2_extensions"]
 
-EIP2612_GAS_SPONSORING: Final = "eip2612GasSponsoring"
-"""The extension's key in a payment payload's `extensions`."""
 
 _DOMAIN_TYPEHASH: Final = keccak(
     text="EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"

@@ -51,6 +51,7 @@ from ._parse import (
     parse_verify_request,
 )
 from ._permit2 import (
+    EIP2612_GAS_SPONSORING,
     ExactPermit2Authorization,
     ExactPermit2Payload,
     ExactPermit2PaymentPayload,
@@ -104,6 +105,7 @@ from ._v2 import (
 )
 
 __all__ = [
+    "EIP2612_GAS_SPONSORING",
     "MAX_CHAIN_ID",
     "MAX_SIGNATURE_BYTES",
     "PERMIT2_NONCE_PREFIX",

@@ -13,7 +13,7 @@ These are wire shapes only; whether a payload pays what the requirements ask is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Self, TypeAlias
+from typing import Annotated, ClassVar, Final, Self, TypeAlias
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -24,6 +24,7 @@ from ._reasons import Reason
 from ._v2 import PaymentRequirements, ResourceInfo
 
 __all__ = [
+    "EIP2612_GAS_SPONSORING",
     "ExactPermit2Authorization",
     "ExactPermit2Payload",
     "ExactPermit2PaymentPayload",
@@ -37,6 +38,10 @@ __all__ = [
     "UptoPermit2Witness",
     "parse_permit2_payment_payload",
 ]
+
+EIP2612_GAS_SPONSORING: Final = "eip2612GasSponsoring"
+"""The x402 extension a Permit2 payer's EIP-2612 permit of Permit2 travels in: its key in a payment's and
+the terms' `extensions`, and its name in `/supported`'s `extensions`."""
 
 
 class Permit2TokenPermissions(WireModel):

@@ -21,15 +21,14 @@ from typing import Any, Final
 from eth_utils.crypto import keccak
 
 from a2a_x402.facilitator import ChainError, ChainUnavailableError, RpcClient
+from a2a_x402.facilitator.wire import EIP2612_GAS_SPONSORING
 
 from ._upto import SupportedSource
 
-__all__ = ["EIP2612_GAS_SPONSORING", "GasSponsoring"]
+__all__ = ["GasSponsoring"]
 
 logger = logging.getLogger(__name__)
 
-EIP2612_GAS_SPONSORING: Final = "eip2612GasSponsoring"
-"""The extension's key in `PaymentRequired.extensions` and in `/supported`'s `extensions`."""
 
 _WORD_HEX_CHARS = 2 + 64
 # `DOMAIN_SEPARATOR()` and `nonces(address(0))`: an EIP-2612 token answers both with one word.

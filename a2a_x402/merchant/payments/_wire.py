@@ -22,6 +22,7 @@ from a2a_x402.extension import (
     encode,
 )
 from a2a_x402.facilitator.wire import (
+    EIP2612_GAS_SPONSORING,
     PaymentPayloadV1,
     PaymentRequired,
     PaymentRequiredV1,
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 _SIGNATURE = "signature"
-_EIP2612 = "eip2612GasSponsoring"
 
 
 def message_payment_data(message: Message | None, dialect: Dialect) -> PaymentData | None:
@@ -80,7 +80,7 @@ def strip_signature(message: Message, dialect: Dialect) -> None:
     payment: object = message.metadata[key]
     if dialect is Dialect.V03:
         payment = _member(payment, "payload")
-    for path in (("payload",), ("extensions", _EIP2612, "info")):
+    for path in (("payload",), ("extensions", EIP2612_GAS_SPONSORING, "info")):
         signed: object = payment
         for name in path:
             signed = _member(signed, name)
