@@ -375,8 +375,8 @@ class Payer:
             asset = self.card.terms.asset(requirements.network, requirements.asset)
             payload, lease = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
         except BaseException as exc:
-            if reservation is not None:  # nothing was signed: the day's upto cap gets it back
-                reservation.release()
+            if reservation is not None:  # nothing was signed: the day's upto cap gets it back, off the loop
+                await asyncio.to_thread(reservation.release)
             if isinstance(exc, PaymentRefusedError | ChainError):
                 # The policy knows nothing of tasks; the caller needs to know which one was declined.
                 exc.task_id, exc.signed = task.id, signed
