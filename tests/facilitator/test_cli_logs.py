@@ -31,9 +31,9 @@ CLI = str(Path(sys.executable).parent / "x402-facilitator")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
-    port = free_port()
-    env = {
+def _serve_env(chain: DevChain, sqlite_url: str, port: int) -> dict[str, str]:
+    """The environment of a facilitator serving `chain` on `port`, access log on, no X402_* of the caller."""
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("X402_")},
         "PYTHONPATH": str(REPO_ROOT),
         "X402_RPC_URL": chain.rpc_url,
@@ -41,9 +41,13 @@ async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: s
         "X402_RELAYER_KEY": chain.relayer_key,
         "X402_DATABASE_URL": sqlite_url,
         "X402_PORT": str(port),
-        "X402_LOG_FORMAT": "json",
         "X402_ACCESS_LOG": "1",
     }
+
+
+async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = {**_serve_env(chain, sqlite_url, port), "X402_LOG_FORMAT": "json"}
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         process = await asyncio.create_subprocess_exec(
@@ -78,26 +82,11 @@ async def test_json_logs_of_a_serving_facilitator(chain: DevChain, sqlite_url: s
     assert all(key[i : i + 8] not in text for i in range(len(key) - 7))
 
 
-def _debug_env(chain: DevChain, sqlite_url: str, port: int) -> dict[str, str]:
-    """The environment of a facilitator serving `chain` on `port` and logging at DEBUG, access log on."""
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("X402_")},
-        "PYTHONPATH": str(REPO_ROOT),
-        "X402_RPC_URL": chain.rpc_url,
-        "X402_NETWORK": chain.network,
-        "X402_RELAYER_KEY": chain.relayer_key,
-        "X402_DATABASE_URL": sqlite_url,
-        "X402_PORT": str(port),
-        "X402_LOG_LEVEL": "DEBUG",
-        "X402_ACCESS_LOG": "1",
-    }
-
-
 async def test_debug_logs_of_a_settling_facilitator_hold_no_key_and_no_signature(
     chain: DevChain, sqlite_url: str, tmp_path: Path, new_payer: Callable[..., str]
 ) -> None:
     port = free_port()
-    env = _debug_env(chain, sqlite_url, port)
+    env = {**_serve_env(chain, sqlite_url, port), "X402_LOG_LEVEL": "DEBUG"}
     # The door admits only a caller with an API key (X402_FACILITATOR_PUBLIC is off): the merchant's, which
     # the DEBUG log must not hold either.
     engine = create_engine(sqlite_url)
@@ -149,7 +138,11 @@ async def test_debug_logs_hold_no_permit2_or_eip2612_signature(
     chain: DevChain, sqlite_url: str, tmp_path: Path
 ) -> None:
     port = free_port()
-    env = {**_debug_env(chain, sqlite_url, port), "X402_FACILITATOR_PUBLIC": "true"}
+    env = {
+        **_serve_env(chain, sqlite_url, port),
+        "X402_LOG_LEVEL": "DEBUG",
+        "X402_FACILITATOR_PUBLIC": "true",
+    }
     # `exact` by Permit2 and `upto`, of the plain ERC-20 by the payer's allowance and of the EIP-2612 token
     # by a permit of Permit2 riding in the payment (`eip2612GasSponsoring`).
     cases = [
