@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from a2a.server.tasks import InMemoryTaskStore
@@ -58,8 +58,9 @@ async def _reconcile_report(settings: MerchantSettings) -> ReconcileReport:
     return report
 
 
-async def _reconcile_any(settings: MerchantSettings) -> ReconcileReport:
-    """One reconciliation pass, whatever it leaves unresolved."""
+@contextlib.asynccontextmanager
+async def open_reconciler(settings: MerchantSettings) -> AsyncIterator[tuple[Reconciler, DifferenceStore]]:
+    """A reconciler on `settings` storing its differences, and that store; all closed after."""
     engine = create_engine(settings.database_url)
     facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
     try:
@@ -71,13 +72,18 @@ async def _reconcile_any(settings: MerchantSettings) -> ReconcileReport:
             ledger=Ledger(engine, Outbox(engine)),
         )
         try:
-            report = await reconciler.run_once()
+            yield reconciler, DifferenceStore(engine)
         finally:
             await reconciler.aclose()
     finally:
         await facilitator.aclose()
         await engine.dispose()
-    return report
+
+
+async def _reconcile_any(settings: MerchantSettings) -> ReconcileReport:
+    """One reconciliation pass, whatever it leaves unresolved."""
+    async with open_reconciler(settings) as (reconciler, _):
+        return await reconciler.run_once()
 
 
 async def test_a_settlement_left_pending_by_a_stopped_merchant_is_finished_by_the_reconciler(

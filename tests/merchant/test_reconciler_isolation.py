@@ -37,26 +37,7 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
-
-
-async def _pass(settings: MerchantSettings) -> ReconcileReport:
-    engine = create_engine(settings.database_url)
-    facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
-    try:
-        reconciler = build_reconciler(
-            settings,
-            engine=engine,
-            facilitator=facilitator,
-            offers=OfferStore(engine),
-            ledger=Ledger(engine, Outbox(engine)),
-        )
-        try:
-            return await reconciler.run_once()
-        finally:
-            await reconciler.aclose()
-    finally:
-        await facilitator.aclose()
-        await engine.dispose()
+from tests.merchant.test_reconciler import _reconcile_any
 
 
 async def _sql(database_url: str, statement: str, **params: object) -> None:
@@ -105,7 +86,7 @@ async def test_a_poisoned_row_is_counted_and_retried_while_the_pass_finishes_the
     )
 
     with caplog.at_level(logging.WARNING, logger="a2a_x402.merchant"):
-        report = await _pass(merchant.settings)
+        report = await _reconcile_any(merchant.settings)
 
     assert (report.turns_finished, report.finalized, report.failed) == (1, 1, {"turns": 1})
     assert [entry.task_id for entry in await ledger_entries(sqlite_url)] == [honest]
@@ -122,7 +103,7 @@ async def test_a_poisoned_row_is_counted_and_retried_while_the_pass_finishes_the
         payload=original,
         task=poisoned,
     )
-    retried = await _pass(merchant.settings)
+    retried = await _reconcile_any(merchant.settings)
     assert (retried.turns_finished, retried.failed) == (1, {})
     assert sorted(entry.task_id for entry in await ledger_entries(sqlite_url)) == sorted(tasks)
 
@@ -190,7 +171,7 @@ async def test_a_poisoned_claim_of_the_in_process_facilitator_is_counted_and_the
     )
 
     with caplog.at_level(logging.WARNING, logger="a2a_x402"):
-        report = await _pass(MerchantSettings(**values))
+        report = await _reconcile_any(MerchantSettings(**values))
 
     assert (report.claims_moved, report.failed) == (1, {"claims": 1})
     assert [r for r in caplog.records if "clm_poisoned" in r.getMessage()]

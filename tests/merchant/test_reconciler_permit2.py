@@ -6,26 +6,20 @@ the plain ERC-20 (no EIP-3009), so its `exact` terms ask for Permit2."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from a2a_x402.devchain import EXACT_PERMIT2_PROXY_ADDRESS, DevChain
-from a2a_x402.facilitator import Facilitator, RpcClient
+from a2a_x402.facilitator import RpcClient
 from a2a_x402.facilitator._permit2_calls import encode_settle
 from a2a_x402.facilitator.wire import signer_of
 from a2a_x402.merchant._chain_scan import payments_to
-from a2a_x402.merchant.differences import DifferenceStore
 from a2a_x402.merchant.differences import _kinds as kinds
 from a2a_x402.merchant.ledger import BookedEntry, Ledger
-from a2a_x402.merchant.payments import OfferStore
-from a2a_x402.merchant.reconciler import Reconciler
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.webhooks import Outbox
-from a2a_x402.merchant.wiring import build_reconciler
 from a2a_x402.storage import create_engine
 from tests.facilitator.permit2_chain import funded_payer, parsed, sdk_sign
 from tests.fixtures.merchant import (
@@ -44,27 +38,7 @@ from tests.merchant.payments.test_metered_settlement import (
     metered_merchant,
     pay,
 )
-from tests.merchant.test_reconciler import _sql
-
-
-@asynccontextmanager
-async def _reconciler(settings: MerchantSettings) -> AsyncIterator[tuple[Reconciler, DifferenceStore]]:
-    """A reconciler on `settings` storing its differences, and that store."""
-    engine = create_engine(settings.database_url)
-    facilitator = Facilitator.from_settings(settings.facilitator_settings(), engine=engine)
-    reconciler = build_reconciler(
-        settings,
-        engine=engine,
-        facilitator=facilitator,
-        offers=OfferStore(engine),
-        ledger=Ledger(engine, Outbox(engine)),
-    )
-    try:
-        yield reconciler, DifferenceStore(engine)
-    finally:
-        await reconciler.aclose()
-        await facilitator.aclose()
-        await engine.dispose()
+from tests.merchant.test_reconciler import _sql, open_reconciler
 
 
 async def _paid_task(sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter) -> MerchantSettings:
@@ -104,7 +78,7 @@ async def test_a_permit2_payment_no_offer_was_paid_with_is_reported_once_and_not
     tx_hash = _settle_directly(chain, payment)
     payer, nonce = signer_of(parsed(payment))
 
-    async with _reconciler(merchant.settings) as (reconciler, store):
+    async with open_reconciler(merchant.settings) as (reconciler, store):
         first = await reconciler.run_once()
         second = await reconciler.run_once()  # read again (within the reorg margin): still one difference
         stored = await store.listed()
@@ -151,7 +125,7 @@ async def test_a_booked_permit2_payment_is_read_from_the_chain_under_its_ledger_
         )
     finally:
         await rpc.aclose()
-    async with _reconciler(settings) as (reconciler, store):
+    async with open_reconciler(settings) as (reconciler, store):
         first = await reconciler.run_once()
         second = await reconciler.run_once()
         stored = await store.listed()
@@ -174,7 +148,7 @@ async def test_a_finalized_permit2_booking_a_reorg_took_away_is_reported(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
 ) -> None:
     settings = await _paid_task(sqlite_url, chain, start_merchant)
-    async with _reconciler(settings) as (reconciler, _):
+    async with open_reconciler(settings) as (reconciler, _):
         assert (await reconciler.run_once()).finalized == 1
     (entry,) = await _finalized(settings, chain)
     chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again
@@ -182,7 +156,7 @@ async def test_a_finalized_permit2_booking_a_reorg_took_away_is_reported(
     chain.rpc.call("anvil_dropAllTransactions")
     assert chain.rpc.call("eth_getTransactionReceipt", [entry.tx_hash]) is None
 
-    async with _reconciler(settings) as (reconciler, store):
+    async with open_reconciler(settings) as (reconciler, store):
         report = await reconciler.run_once()
         stored = await store.listed()
 
@@ -212,7 +186,7 @@ async def test_a_metered_payment_the_ledger_lost_is_booked_from_the_chain_for_wh
     )
     assert await ledger_entries(sqlite_url) == []
 
-    async with _reconciler(merchant.settings) as (reconciler, store):
+    async with open_reconciler(merchant.settings) as (reconciler, store):
         first = await reconciler.run_once()
         second = await reconciler.run_once()
         stored = await store.listed()
