@@ -163,11 +163,10 @@ async def test_a_settlement_a_reorg_removed_is_put_back_and_finalized(
     assert int(receipt["status"], 16) == 1
 
 
-async def test_a_permit2_settlement_is_finalized_and_never_taken_for_one_a_reorg_removed(
+async def paid_by_permit2(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
-) -> None:
-    # The chain scan reads the Permit2 payment under its ledger key (`p2…`): it agrees with its booking, and
-    # once finalized is not taken for one a reorg removed (tests/merchant/test_reconciler_permit2.py).
+) -> tuple[MerchantSettings, str]:
+    """A task paid by Permit2 on a merchant that then stops: the merchant's settings and the task's id."""
     merchant = start_merchant(sqlite_url, asset=chain.plain_asset)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
@@ -176,11 +175,20 @@ async def test_a_permit2_settlement_is_finalized_and_never_taken_for_one_a_reorg
         done = (await wire.send(payment_message(task["id"], payment)))["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     merchant.stop()
+    return merchant.settings, str(task["id"])
 
-    assert await _reconcile(merchant.settings) == (0, 0, 1, 0)
-    assert await _reconcile(merchant.settings) == (0, 0, 0, 0)  # and no difference, either pass
+
+async def test_a_permit2_settlement_is_finalized_and_never_taken_for_one_a_reorg_removed(
+    sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
+) -> None:
+    # The chain scan reads the Permit2 payment under its ledger key (`p2…`): it agrees with its booking, and
+    # once finalized is not taken for one a reorg removed (tests/merchant/test_reconciler_permit2.py).
+    settings, task_id = await paid_by_permit2(sqlite_url, chain, start_merchant)
+
+    assert await _reconcile(settings) == (0, 0, 1, 0)
+    assert await _reconcile(settings) == (0, 0, 0, 0)  # and no difference, either pass
     [entry] = await ledger_entries(sqlite_url)
-    assert (entry.task_id, entry.asset) == (task["id"], chain.plain_asset)
+    assert (entry.task_id, entry.asset) == (task_id, chain.plain_asset)
 
 
 async def test_a_booking_whose_transaction_left_the_chain_for_good_is_reversed(

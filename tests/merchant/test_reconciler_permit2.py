@@ -28,7 +28,6 @@ from tests.fixtures.merchant import (
     MerchantWire,
     ledger_entries,
     offered_terms,
-    payment_message,
     user_message,
 )
 from tests.merchant.payments.test_metered_settlement import (
@@ -38,20 +37,7 @@ from tests.merchant.payments.test_metered_settlement import (
     metered_merchant,
     pay,
 )
-from tests.merchant.test_reconciler import _sql, open_reconciler
-
-
-async def _paid_task(sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter) -> MerchantSettings:
-    """A task paid by Permit2 on a merchant that then stops; returns its settings."""
-    merchant = start_merchant(sqlite_url, asset=chain.plain_asset)
-    async with merchant.http() as http:
-        wire = MerchantWire(http, "jsonrpc")
-        task = (await wire.send(user_message()))["task"]
-        payment = sdk_sign(chain, funded_payer(chain, chain.plain_asset), offered_terms(task).accepts[0])
-        done = (await wire.send(payment_message(task["id"], payment)))["task"]
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    merchant.stop()
-    return merchant.settings
+from tests.merchant.test_reconciler import _sql, open_reconciler, paid_by_permit2
 
 
 def _settle_directly(chain: DevChain, payment: dict[str, Any]) -> str:
@@ -110,7 +96,7 @@ async def _finalized(settings: MerchantSettings, chain: DevChain) -> list[Booked
 async def test_a_booked_permit2_payment_is_read_from_the_chain_under_its_ledger_key_and_agrees(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
 ) -> None:
-    settings = await _paid_task(sqlite_url, chain, start_merchant)
+    settings, _ = await paid_by_permit2(sqlite_url, chain, start_merchant)
     (booked,) = await ledger_entries(sqlite_url)
 
     rpc = RpcClient(chain.rpc_url)
@@ -147,7 +133,7 @@ async def test_a_booked_permit2_payment_is_read_from_the_chain_under_its_ledger_
 async def test_a_finalized_permit2_booking_a_reorg_took_away_is_reported(
     sqlite_url: str, chain: DevChain, start_merchant: MerchantStarter
 ) -> None:
-    settings = await _paid_task(sqlite_url, chain, start_merchant)
+    settings, _ = await paid_by_permit2(sqlite_url, chain, start_merchant)
     async with open_reconciler(settings) as (reconciler, _):
         assert (await reconciler.run_once()).finalized == 1
     (entry,) = await _finalized(settings, chain)
