@@ -79,10 +79,25 @@ async def _reorg(scenario: Scenario, who: str, tx_hash: str) -> None:
         raw = await database.scalar("SELECT raw_tx FROM settlement_claims WHERE tx_hash = :h", h=tx_hash)
         chain.rpc.call("anvil_reorg", [1, [[raw, 0]]])  # a new block at the same height, same transaction
     else:
+        # Without automine the merchant's re-broadcast waits in the pool, so the settlement is seen gone
+        # before it is back (the merchant re-broadcasts within its reconcile interval, faster than a poll).
+        stamp = int(
+            chain.rpc.call("eth_getBlockByHash", [_block_hash(chain, tx_hash), False])["timestamp"], 16
+        )
+        chain.rpc.call("evm_setAutomine", [False])
         _take_the_last_block_away(chain)
-        assert _block_hash(chain, tx_hash) is None
-        # The merchant sees the settlement gone while its authorization is still valid.
-        await wait_until(lambda: _block_hash(chain, tx_hash) is not None, what="the re-broadcast")
+        assert _block_hash(chain, tx_hash) is None and not _in_pool(chain, tx_hash)
+        # A later stamp than the lost block's: the block it is mined into again is a different block.
+        chain.rpc.call("evm_setNextBlockTimestamp", [max(stamp + 1, int(time.time()))])
+        # The merchant sees the settlement gone while its authorization is still valid and sends it again.
+        await wait_until(lambda: _in_pool(chain, tx_hash), what="the re-broadcast")
+        chain.rpc.call("evm_mine")
+        chain.rpc.call("evm_setAutomine", [True])
+
+
+def _in_pool(chain: DevChain, tx_hash: str) -> bool:
+    """The transaction is known to the node again (it was dropped with its block)."""
+    return chain.rpc.call("eth_getTransactionByHash", [tx_hash]) is not None
 
 
 @pytest.mark.parametrize("who", ["the chain", "the merchant"])
