@@ -81,7 +81,9 @@ def parse_ap2(where: str, table: Any, base: Path, *, tenant: str) -> tuple[Tenan
         minor_unit_exponent(currency)
     except Ap2PriceError as exc:
         problems.append(f"{where}.currency: {exc}")
-    key_files = _paths(f"{where}.checkout_keys", table.get("checkout_keys", []), base, problems)
+    # A missing `checkout_keys` is said once, as required.
+    keys_at, declared = f"{where}.checkout_keys", "checkout_keys" in table
+    key_files = _paths(keys_at, table.get("checkout_keys", []), base, problems, empty=not declared)
     issuer_files = _paths(f"{where}.issuers", table.get("issuers", []), base, problems, empty=True)
     keys: CheckoutKeys | None = None
     try:
