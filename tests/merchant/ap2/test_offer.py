@@ -22,6 +22,7 @@ from a2a_x402.extension import (
     AP2_CHECKOUT_ARTIFACT_ID,
     AP2_CHECKOUT_JWT_KEY,
     EXTENSION_URI,
+    PaymentCompletedData,
     PaymentRequiredData,
 )
 from a2a_x402.payer import sign_payment
@@ -139,7 +140,9 @@ async def test_declared_tenants_offer_a_signed_checkout_on_every_binding(
     assert "initech" in refused[0].getMessage()
 
 
-async def test_fresh_terms_replace_the_checkout(shop: RunningMerchant, chain: DevChain) -> None:
+async def test_fresh_terms_replace_the_checkout_and_the_paid_task_keeps_it(
+    shop: RunningMerchant, chain: DevChain
+) -> None:
     broke = str(Account.create().key.to_0x_hex())  # no funds: the payment is refused, fresh terms follow
     async with shop.http() as http:
         wire = MerchantWire(http, "rest", "acme")
@@ -156,7 +159,14 @@ async def test_fresh_terms_replace_the_checkout(shop: RunningMerchant, chain: De
         assert claims["x402"] == required_of(again)
         assert claims["id"] == required_of(again)["accepts"][0]["extra"]["offerId"] != entry.extra["offerId"]
         assert [a["artifactId"] for a in again["artifacts"]] == [AP2_CHECKOUT_ARTIFACT_ID]
-    assert (await stored_checkouts(shop.database_url))[task["id"]] == second
+        assert (await stored_checkouts(shop.database_url))[task["id"]] == second
+
+        # Paid as in the standalone flow: the work is delivered beside the checkout it was offered with.
+        [fresh] = offered_terms(again).accepts
+        paid = (await wire.send(payment_message(task["id"], sign_payment(chain.new_payer(), fresh))))["task"]
+        assert isinstance(payment_data(paid), PaymentCompletedData)
+        assert [a.get("name") for a in paid["artifacts"]] == ["AP2 checkout", "text-stats"]
+        assert checkout_of(paid) == second
 
 
 def private_members(value: Any) -> list[str]:
