@@ -134,6 +134,17 @@ async def test_declared_tenants_offer_a_signed_checkout_on_every_binding(
                 assert claims["merchant"] == {"id": DECLARED[tenant], "name": (tenant or "default").title()}
                 total = int(terms["accepts"][0]["amount"]) // 10_000  # 6-decimal token, cents
                 assert claims["totals"][-1] == {"type": "total", "amount": total}
+        for binding in BINDINGS:  # streamed, the checkout comes before the status that offers its terms
+            events = await MerchantWire(http, binding, "acme").stream(user_message())
+            kinds = [next(iter(event)) for event in events]
+            assert kinds == ["task", "artifactUpdate", "statusUpdate"], kinds
+            update = events[1]["artifactUpdate"]
+            assert update.get("append", False) is False and update["lastChunk"] is True
+            token = checkout_of({"artifacts": [update["artifact"]]})
+            assert token is not None
+            terms = events[2]["statusUpdate"]["status"]["message"]["metadata"][EXTENSION_URI]["required"]
+            assert (await verified_claims(http, "acme", token))["x402"] == terms
+            offered[update["taskId"]] = token
     assert await stored_checkouts(shop.database_url) == offered
     refused = [r for r in caplog.records if "without an AP2 checkout" in r.getMessage()]
     assert [r.levelno for r in refused] == [logging.INFO]  # once, for every round of initech's terms
