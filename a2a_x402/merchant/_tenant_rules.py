@@ -17,8 +17,10 @@ from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_a
 __all__ = [
     "DEFAULT_TENANT",
     "DEFAULT_TENANT_SEGMENT",
+    "Ap2Entry",
     "Subscription",
     "address_problems",
+    "ap2_sharing_problems",
     "amount_problems",
     "describe",
     "is_http_url",
@@ -212,3 +214,38 @@ def limit_problems(name: str, value: object, *, minimum: int = 1, maximum: int =
     if not minimum <= value <= maximum:
         return [f"{name}: must be between {minimum} and {maximum}, got {value}"]
     return []
+
+
+class Ap2Entry(Protocol):
+    """What `ap2_sharing_problems` reads of a tenant's `ap2` table: its merchant id and checkout keys."""
+
+    @property
+    def merchant_id(self) -> str: ...
+
+    @property
+    def checkout_kids(self) -> Sequence[tuple[str, str]]: ...
+
+
+def ap2_sharing_problems(entries: Sequence[tuple[str, Ap2Entry]]) -> list[str]:
+    """Problems of the tenants in the embedded flow (`(tenant name, its ap2)`) taken together: a checkout key
+    (by its `kid`, a thumbprint of the public key) serves one tenant, and a `merchant.id`, the audience of
+    the mandates presented to a tenant, names one tenant (§20.1, §20.2)."""
+    problems: list[str] = []
+    key_owner: dict[str, tuple[str, str]] = {}
+    id_owner: dict[str, str] = {}
+    for name, entry in entries:
+        if entry.merchant_id in id_owner:
+            problems.append(
+                f"tenant {name!r}: ap2.merchant.id {entry.merchant_id[:200]!r} is also the id of tenant "
+                f"{id_owner[entry.merchant_id]!r}; each tenant is an AP2 merchant of its own"
+            )
+        id_owner.setdefault(entry.merchant_id, name)
+        for kid, path in entry.checkout_kids:
+            if kid in key_owner and key_owner[kid][0] != name:
+                owner, owner_path = key_owner[kid]
+                problems.append(
+                    f"tenant {name!r}: checkout key file {path} holds the key of tenant {owner!r} "
+                    f"({owner_path}); a checkout key serves one tenant"
+                )
+            key_owner.setdefault(kid, (name, path))
+    return problems

@@ -19,7 +19,9 @@ relayer's balance read in one batch). Beyond those:
 - `metering`: with metered skills, the facilitator (remote, or in process: the chain's Permit2 and upto
   proxy) settles `upto` payments on the network (`_metering`);
 - `webhooks`: every webhook URL passes the SSRF rules the delivery worker applies;
-- `card signing`: the configured Agent Card keys load and sign a card their public keys verify.
+- `card signing`: the configured Agent Card keys load and sign a card their public keys verify;
+- `ap2`: with a tenant in the embedded flow, the AP2 SDK imports and its checkout keys are P-256, and
+  each such tenant can be offered to (`_ap2_check`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from a2a_x402.facilitator import (
 )
 from a2a_x402.observability import Check, CheckResult, run_checks
 
+from ._ap2_check import check_ap2, declares_ap2
 from ._facilitator_probe import check_remote_facilitator, shown_url
 from ._metering import CHAIN_LACKS_UPTO, chain_lists_upto, metered_names, metering_check, remote_lists_upto
 from .app import MERCHANT_SKILLS
@@ -151,6 +154,8 @@ async def check_merchant(
                 ),
                 *_metering(settings, tenants, rpc),
             ]
+            if declares_ap2(tenants):
+                checks.append(Check("ap2", partial(check_ap2, tenants, settings)))
         checks.append(Check("card signing", partial(check_card_signing, settings)))
         results = await run_checks(checks, timeout_s=CHECK_TIMEOUT_S)
         if not settings.facilitator_url:

@@ -38,6 +38,7 @@ from a2a_x402.facilitator import (
 from a2a_x402.observability import FailureThrottle, metrics_route, readiness_route, redact_values
 from a2a_x402.storage import create_engine
 
+from ._ap2_card import ap2_declarations, ap2_jwks_route
 from ._health import merchant_checks
 from ._metering import metered_names
 from ._metrics import MerchantMetrics, TimedFacilitator
@@ -60,6 +61,7 @@ from .edge import AgentCardSettings, TenantTaskStore, create_app
 from .ledger import Ledger
 from .payments import (
     Asset,
+    Checkouts,
     GasSponsoring,
     OfferReader,
     OfferStore,
@@ -241,6 +243,7 @@ def paid_app(
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
         unpaid=unpaid,
+        checkouts=Checkouts(pricing, {skill.id: skill.name for skill in offered}),
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     # Its final-state hook marks the offers whose outcome the client has been told.
@@ -298,10 +301,12 @@ def paid_app(
         throttle=throttle,
         limits=unpaid,
     )
+    ap2 = ap2_declarations(tenants, settings.base_url)
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),
         readiness_route(checks),
         *jwks_routes,
+        *([ap2_jwks_route(tenants)] if ap2 else []),
         *billing.routes,
     ]
     if dashboard:
@@ -340,8 +345,8 @@ def paid_app(
             base_url=settings.base_url,
             skills=list(offered),
             grpc_url=grpc_url,
-            extensions=[payment_extension(pricing)],
-            tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant)],
+            extensions=[payment_extension(pricing, ap2=ap2)],
+            tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant, ap2=ap2)],
             # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
             extensions_v0_3=[
                 payment_extension(pricing, EXTENSION_URI_V02),

@@ -45,6 +45,8 @@ File format::
     audience = "https://shop.example/a2a"
     jwks_url = "https://login.acme.example/.well-known/jwks.json"   # https (http only on loopback)
 
+    [tenants.acme.ap2]              # optional: the embedded flow (AP2 mandates), format in `_tenant_ap2`
+
 `webhook_url` with `webhook_secret` is the short form of one `[[webhooks]]` entry subscribed to every event
 type; a tenant may use both, but each endpoint URL only once. Event type names are checked for their form
 here and against the known types when the webhook endpoints are synced at startup.
@@ -58,17 +60,20 @@ import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from eth_utils.address import to_checksum_address
 
+from ._tenant_ap2 import TenantAp2, parse_ap2
 from ._tenant_jwt import TenantJwtIssuer, jwt_issuer_problems, parse_jwt_issuers
 from ._tenant_rules import (
     DEFAULT_TENANT,
     DEFAULT_TENANT_SEGMENT,
     address_problems,
     amount_problems,
+    ap2_sharing_problems,
     describe,
     limit_problems,
     metered_problems,
@@ -85,6 +90,7 @@ __all__ = [
     "TENANTS_FILE_ENV",
     "Tenant",
     "TenantConfigError",
+    "TenantAp2",
     "TenantJwtIssuer",
     "TenantRegistry",
     "UnknownTenantError",
@@ -110,6 +116,7 @@ _TENANT_KEYS = (
     *_UNPAID_KEYS,
     "anonymous_callers",
     "jwt_issuers",
+    "ap2",
 )
 # The shortest retention: an unpaid task is kept at least as long as its terms can be paid.
 _MIN_RETENTION_S = 300
@@ -190,6 +197,7 @@ class Tenant:
     unpaid_retention_s: int | None = None
     anonymous_callers: bool = True
     jwt_issuers: tuple[TenantJwtIssuer, ...] = ()
+    ap2: TenantAp2 | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         problems = [
@@ -251,6 +259,7 @@ class TenantRegistry:
             by_id[tenant.id] = tenant
         if not by_id:
             problems.append("no tenant is configured")
+        problems += ap2_sharing_problems([(tenant_name(t.id), t.ap2) for t in by_id.values() if t.ap2])
         if problems:
             raise TenantConfigError(problems)
         self._by_id = by_id
@@ -278,7 +287,7 @@ class TenantRegistry:
             raise TenantConfigError([f"cannot read the file: {exc.strerror or exc}"], source) from exc
         except tomllib.TOMLDecodeError as exc:
             raise TenantConfigError([f"not valid TOML: {exc}"], source) from exc
-        tenants, problems = _parse_document(document)
+        tenants, problems = _parse_document(document, Path(source).parent)
         if problems:
             raise TenantConfigError(problems, source)
         try:
@@ -340,7 +349,7 @@ class TenantRegistry:
         return f"TenantRegistry({list(self._by_id)!r})"
 
 
-def _parse_document(document: Mapping[str, Any]) -> tuple[list[Tenant], list[str]]:
+def _parse_document(document: Mapping[str, Any], base: Path) -> tuple[list[Tenant], list[str]]:
     problems = [_unknown_key(key, "", _TOP_LEVEL_KEYS) for key in document if key not in _TOP_LEVEL_KEYS]
     tenants: list[Tenant] = []
     entries: list[tuple[str, str, Any]] = []
@@ -358,14 +367,14 @@ def _parse_document(document: Mapping[str, Any]) -> tuple[list[Tenant], list[str
     if not entries:
         problems.append("no tenant is declared: add a [default] table or [tenants.<id>] tables")
     for tenant_id, where, table in entries:
-        tenant, tenant_problems = _parse_tenant(tenant_id, where, table)
+        tenant, tenant_problems = _parse_tenant(tenant_id, where, table, base)
         problems.extend(tenant_problems)
         if tenant is not None:
             tenants.append(tenant)
     return tenants, problems
 
 
-def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None, list[str]]:
+def _parse_tenant(tenant_id: str, where: str, table: Any, base: Path) -> tuple[Tenant | None, list[str]]:
     if not isinstance(table, dict):
         return None, [f"{where}: must be a table, got {describe(table)}"]
     problems = [_unknown_key(key, f"{where}.", _TENANT_KEYS) for key in table if key not in _TENANT_KEYS]
@@ -378,6 +387,8 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
     problems += webhook_problems
     jwt_issuers, issuer_problems = parse_jwt_issuers(f"{where}.jwt_issuers", table.get("jwt_issuers", []))
     problems += issuer_problems
+    ap2, ap2_problems = parse_ap2(f"{where}.ap2", table.get("ap2"), base, tenant=tenant_name(tenant_id))
+    problems += ap2_problems
     anonymous = table.get("anonymous_callers", True)
     if not isinstance(anonymous, bool):
         problems.append(f"{where}.anonymous_callers: must be true or false, got {describe(anonymous)}")
@@ -397,6 +408,7 @@ def _parse_tenant(tenant_id: str, where: str, table: Any) -> tuple[Tenant | None
             **{key: table[key] for key in _UNPAID_KEYS if key in table},
             anonymous_callers=anonymous,
             jwt_issuers=jwt_issuers,
+            ap2=ap2,
         )
     except TenantConfigError as exc:
         return None, [f"{where}.{problem}" for problem in exc.problems]

@@ -8,7 +8,7 @@ parts from the same settings with them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,7 +25,7 @@ from a2a_x402.agentcard import (
     load_signing_keys_from_env,
 )
 from a2a_x402.cli import ConfigError
-from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.extension import EXTENSION_URI, Ap2Declaration
 from a2a_x402.facilitator import FacilitatorClient, RpcClient
 from a2a_x402.facilitator.wire import chain_id_from_caip2
 
@@ -55,9 +55,11 @@ def payment_extension(
     required: bool = True,
     tenant: str | None = None,
     name_tenants: bool = True,
+    ap2: Sequence[Ap2Declaration] = (),
 ) -> AgentExtension:
     """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid
-    (every tenant's payTo, or with `tenant` only that tenant's, for its extended card and its own cards).
+    (every tenant's payTo, or with `tenant` only that tenant's, for its extended card and its own cards),
+    and in v0.3 (`EXTENSION_URI`) the tenants of `ap2` that offer the embedded flow (`params.ap2`, §20.2).
 
     A named tenant's 0.3 card (`name_tenants=False`) names no tenant in its `payTo` entries: its interfaces
     carry none (on 0.3 the URL is the tenant), and a reader takes a missing `tenant` as the interface's.
@@ -66,6 +68,11 @@ def payment_extension(
     a2a-sdk's card verifier drops empty strings before checking a signature (docs/guides/agent-cards.md,
     "Empty fields"), so a signed `"tenant": ""` would make the SDK refuse the merchant's card.
     """
+    ap2_entries = [
+        entry.to_wire()
+        for entry in ap2
+        if uri == EXTENSION_URI and (tenant is None or entry.tenant == tenant)
+    ]
     params = Struct()
     params.update(
         {
@@ -87,6 +94,8 @@ def payment_extension(
             ],
         }
     )
+    if ap2_entries:
+        params.update({"ap2": ap2_entries})
     return AgentExtension(
         uri=uri,
         description="Payments for skills with x402 (EIP-3009 transferWithAuthorization).",

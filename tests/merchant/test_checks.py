@@ -223,6 +223,28 @@ def test_a_webhook_to_a_private_address_is_a_problem(
 
 
 @pytest.mark.usefixtures("clean_env")
+def test_a_tenant_in_the_embedded_flow_is_checked(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "acme.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    tenants = _tenants_file(
+        tmp_path,
+        f'[tenants.acme]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 10000\n[tenants.acme.ap2]\n'
+        'merchant = { id = "acme.example", name = "Acme" }\ncheckout_keys = ["acme.pem"]\n',
+    )
+
+    code, rows = run_check(
+        main, _env(chain, sqlite_url, X402_TENANTS_FILE=tenants, X402_PUBLIC_URL="https://shop.example")
+    )
+
+    # A problem, not fatal (serve starts): checkouts are offered, no mandates accepted without an issuer.
+    assert (code, problems(rows)) == (1, {"ap2": "acme: trusts no mandate issuer (ap2.issuers)"})
+
+
+@pytest.mark.usefixtures("clean_env")
 def test_an_invalid_tenants_file_is_a_problem(chain: DevChain, sqlite_url: str, tmp_path: Path) -> None:
     tenants = _tenants_file(tmp_path, '[tenants.acme]\npay_to = "0x1234"\nprice = 5000\n')
 

@@ -168,7 +168,7 @@ price = 1
         "tenants.acme.surprise: unknown key "
         "(allowed: pay_to, price, skill_prices, metered_skills, webhook_url, webhook_secret, webhooks, "
         "api_token, max_unpaid_tasks, max_unpaid_per_minute, unpaid_retention_s, anonymous_callers, "
-        "jwt_issuers)",
+        "jwt_issuers, ap2)",
         "tenants.globex.pay_to: must be a 0x-prefixed 20-byte hex address, got str 'not an address'",
         f"tenants.globex.price: {NOT_AN_AMOUNT}, got float 1.5",
         "tenants.initech.pay_to: is required",

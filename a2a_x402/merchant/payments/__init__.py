@@ -2,7 +2,8 @@
 
 `PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentRequestHandler` refuses bad
 payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably; a metered
-skill's work reports what it used through `usage_meter`.
+skill's work reports what it used through `usage_meter`; `Checkouts` signs the AP2 checkout of the terms
+offered to a tenant in the embedded flow (specification §20.3).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
+    from ._checkouts import Checkouts, checkout_artifact
     from ._executor import PaymentExecutor, SkillResolver
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
     from ._layer import PaymentLayerMissingError
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Asset",
     "CLIENT_ADDRESS_KEY",
+    "Checkouts",
     "GasSponsoring",
     "InvalidLimitsError",
     "MAX_MESSAGE_BYTES",
@@ -65,6 +68,7 @@ __all__ = [
     "UsageError",
     "UsageMeter",
     "caller_of",
+    "checkout_artifact",
     "exception_line",
     "nonce_used",
     "payment_from_wire",
@@ -76,6 +80,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
+    "_checkouts": ("Checkouts", "checkout_artifact"),
     "_executor": ("PaymentExecutor", "SkillResolver"),
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
     "_layer": ("PaymentLayerMissingError",),

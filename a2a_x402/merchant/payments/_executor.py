@@ -60,6 +60,7 @@ from ..ledger import Ledger
 from ..tenants import tenant_name
 from ..webhooks import EventType
 from ._booking import record_paid, settlement_event
+from ._checkouts import Checkouts, checkout_artifact
 from ._held import WorkOutcome
 from ._key_elsewhere import key_held_elsewhere
 from ._layer import refuse_without_layer
@@ -101,6 +102,7 @@ class PaymentExecutor(AgentExecutor):
         settle_horizon_s: float = 900.0,
         on_outcome: OutcomeListener | None = None,
         unpaid: UnpaidWork | None = None,
+        checkouts: Checkouts | None = None,
     ):
         self._delegate = delegate
         self._pricing = pricing
@@ -112,6 +114,7 @@ class PaymentExecutor(AgentExecutor):
         self._settler = Settler(facilitator, offers, timeout_s=settle_timeout_s, horizon_s=settle_horizon_s)
         self._on_outcome = on_outcome
         self._unpaid = unpaid
+        self._checkouts = checkouts if checkouts is not None else Checkouts(pricing)
 
     @property
     def settle_timeout_s(self) -> float:
@@ -180,6 +183,7 @@ class PaymentExecutor(AgentExecutor):
             facilitator_address=await self._pricing.facilitator_address(context.tenant, skill),
             extensions=await self._pricing.extensions(context.tenant, skill),
         )
+        checkout = self._checkouts.sign(context.tenant, skill, required, dialect)
         offered = await self._offers.offer(
             task_id=task_id,
             tenant=context.tenant,
@@ -188,6 +192,7 @@ class PaymentExecutor(AgentExecutor):
             dialect=dialect.value,
             required=required.to_json_dict(),
             request=request if request is not None else message_dict(context.message),
+            checkout_jwt=checkout,
         )
         if not offered:
             # Another request took a payment for this task meanwhile: its turn tells the task what happens.
@@ -208,6 +213,8 @@ class PaymentExecutor(AgentExecutor):
             text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
         terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)
         data = PaymentRequiredData(required=terms, error=error)
+        if checkout is not None:  # the checkout goes before the status that offers its terms (§20.3)
+            await event_queue.enqueue_event(checkout_artifact(task_id, context_id, checkout))
         await event_queue.enqueue_event(
             agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
         )
@@ -235,7 +242,11 @@ class PaymentExecutor(AgentExecutor):
         self, context: RequestContext, event_queue: EventQueue, data: PaymentSubmittedData, dialect: Dialect
     ) -> None:
         task_id, context_id = turn_ids(context)
-        offer = await self._checked_offer(context, task_id)
+        # The offer as the request handler read it for this request, else as stored. Reusing it is safe:
+        # taking the payment (`OfferStore.submit`) succeeds only for the round and state read here.
+        checked = checked_of(context)
+        read = checked.offer if checked is not None and checked.offer.task_id == task_id else None
+        offer = read if read is not None else await self._offers.get(task_id)
         if offer is None or offer.state is not OfferState.OFFERED:
             # A re-presented payment (a client retry) while the first is being taken: nothing to add.
             return
@@ -327,17 +338,6 @@ class PaymentExecutor(AgentExecutor):
             # (the payer may well be charged): it stays working, and the reconciler, which finds the offer
             # settling and untouched, settles or fails it for good and delivers the held artifacts.
             logger.exception("settling task %s was interrupted; the reconciler will finish it", task_id)
-
-    async def _checked_offer(self, context: RequestContext, task_id: str) -> Offer | None:
-        """The task's offer as the request handler read it for this request, else as stored.
-
-        Reusing it is safe: taking the payment (`OfferStore.submit`) succeeds only for the round and
-        state read here.
-        """
-        checked = checked_of(context)
-        if checked is not None and checked.offer.task_id == task_id:
-            return checked.offer
-        return await self._offers.get(task_id)
 
     async def _settle_and_deliver(
         self,

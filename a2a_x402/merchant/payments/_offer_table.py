@@ -49,6 +49,9 @@ offers_table = sa.Table(
     # recovery settles the same amount.
     sa.Column("usage", sa.JSON, nullable=True),
     sa.Column("error", sa.String(32), nullable=True),
+    # The round's checkout JWT (§20.3) when its tenant offers the embedded flow and the terms pass the
+    # price rule: the round's mandates must name exactly it.
+    sa.Column("checkout_jwt", sa.Text, nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     # When the current round's payment was taken: only a transaction mined since may settle it for us.
@@ -119,6 +122,7 @@ class Offer:
     taken_at: datetime | None
     booked_at: datetime | None
     told_at: datetime | None
+    checkout_jwt: str | None = None
 
 
 def offer_of(row: sa.Row[Any]) -> Offer:

@@ -144,6 +144,7 @@ class OfferStore:
                 "state": insert.excluded.state,
                 "round": offers_table.c.round + 1,
                 "required": insert.excluded.required,
+                "checkout_jwt": insert.excluded.checkout_jwt,
                 "payer": None,
                 "nonce": None,
                 "payload": None,
@@ -173,10 +174,12 @@ class OfferStore:
         dialect: str,
         required: dict[str, Any],
         request: dict[str, Any],
+        checkout_jwt: str | None = None,
     ) -> bool:
         """Record the terms offered for a task (or fresh terms replacing earlier ones, in the next round).
 
-        `request` is the client message that asked for the paid work; the work runs on it once paid. One
+        `request` is the client message that asked for the paid work; the work runs on it once paid.
+        `checkout_jwt` is the round's AP2 checkout, when the terms are offered with one (§20.3). One
         statement: a task offered terms before gets its next round. Returns False, changing nothing, when
         the task's offer is no longer open (its payment is being taken or was decided).
         """
@@ -192,6 +195,7 @@ class OfferStore:
             "required": required,
             "request": request,
             "receipts": [],
+            "checkout_jwt": checkout_jwt,
             "created_at": now,
             "updated_at": now,
         }
