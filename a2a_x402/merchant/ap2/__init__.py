@@ -50,9 +50,11 @@ if TYPE_CHECKING:
         check_payment_mandate,
         verify_mandate,
     )
+    from ._verify import AcceptedMandates, UsageReader, verify_mandates
 
 __all__ = [
     "CHECKOUT_JWT_TYPE",
+    "AcceptedMandates",
     "CheckoutItem",
     "CheckoutKeyError",
     "CheckoutKeys",
@@ -66,6 +68,7 @@ __all__ = [
     "ParAsset",
     "ReceiptSubject",
     "SignedCheckout",
+    "UsageReader",
     "VerifiedMandate",
     "ap2_sdk_available",
     "check_checkout_mandate",
@@ -78,6 +81,7 @@ __all__ = [
     "sign_checkout",
     "success_receipts",
     "verify_mandate",
+    "verify_mandates",
 ]
 
 _EXPORTS = {
@@ -110,6 +114,7 @@ _EXPORTS = {
         "check_payment_mandate",
         "verify_mandate",
     ),
+    "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)
