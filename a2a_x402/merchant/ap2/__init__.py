@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         check_payment_mandate,
         verify_mandate,
     )
+    from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
     from ._verify import AcceptedMandates, UsageReader, verify_mandates
 
 __all__ = [
@@ -64,10 +65,13 @@ __all__ = [
     "MandateKind",
     "MandateRefused",
     "MandateUsage",
+    "MandateUsageStore",
     "NotOfferedReason",
     "ParAsset",
     "ReceiptSubject",
+    "Reservation",
     "SignedCheckout",
+    "UseState",
     "UsageReader",
     "VerifiedMandate",
     "ap2_sdk_available",
@@ -77,6 +81,7 @@ __all__ = [
     "error_receipts",
     "load_checkout_keys",
     "mandate_reference",
+    "mandate_usage_metadata",
     "merchant_issuer",
     "sign_checkout",
     "success_receipts",
@@ -114,6 +119,7 @@ _EXPORTS = {
         "check_payment_mandate",
         "verify_mandate",
     ),
+    "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
     "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
