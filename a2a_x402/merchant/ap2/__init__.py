@@ -10,6 +10,11 @@ files of EC P-256 keys, the first signs, all are published by `CheckoutKeys.publ
 parts redacted from logs), `_checkout` makes a round's checkout JWT from the terms it offers
 (`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them), and `_receipts` the AP2
 receipts that end a round (`success_receipts`, `error_receipts`).
+
+A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
+payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
+keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
+recurrence are checked against.
 """
 
 from __future__ import annotations
