@@ -148,7 +148,8 @@ async def verify_mandates(
     clock_skew_s: int = 300,
 ) -> AcceptedMandates:
     """Verify ``mandates`` for ``payment`` to the tenant of ``declaration`` (§20.5), at ``now`` (unix
-    seconds), allowing ``clock_skew_s`` on every time.
+    seconds), allowing ``clock_skew_s`` on the mandates' times (the checkout's ``exp`` is the merchant's
+    own, and holds to the second).
 
     ``checkout_jwt`` is the checkout the merchant stored for the task's current round, ``payment`` the
     decoded ``payload`` of the ``payment-submitted`` extension object, and ``usage`` reads the record of
@@ -171,7 +172,7 @@ async def verify_mandates(
         _verify_chains, mandates, issuers, declaration.merchant.id, checkout.id, now, clock_skew_s
     )
     # 2. and 3. The round's checkout, carried whole and named by its hash, and the open constraints on it.
-    if now > checkout.expires_at + clock_skew_s:
+    if now > checkout.expires_at:  # the merchant's own clock set it: no skew to allow for
         raise _invalid("the checkout of this round has expired")
     closed = checkout_mandate.closed_claims
     if closed.get("checkout_jwt") != checkout.jwt:

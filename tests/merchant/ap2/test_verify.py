@@ -383,7 +383,7 @@ async def test_mandates_for_an_expired_checkout_are_refused(
         mandates,
         paid,
         issuers,
-        now=now + 900 + 301,
+        now=now + 900 + 1,
     )
 
 
