@@ -10,6 +10,11 @@ files of EC P-256 keys, the first signs, all are published by `CheckoutKeys.publ
 parts redacted from logs), `_checkout` makes a round's checkout JWT from the terms it offers
 (`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them), and `_receipts` the AP2
 receipts that end a round (`success_receipts`, `error_receipts`).
+
+A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
+payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
+keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
+recurrence are checked against.
 """
 
 from __future__ import annotations
@@ -50,9 +55,12 @@ if TYPE_CHECKING:
         check_payment_mandate,
         verify_mandate,
     )
+    from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
+    from ._verify import AcceptedMandates, UsageReader, verify_mandates
 
 __all__ = [
     "CHECKOUT_JWT_TYPE",
+    "AcceptedMandates",
     "CheckoutItem",
     "CheckoutKeyError",
     "CheckoutKeys",
@@ -62,10 +70,14 @@ __all__ = [
     "MandateKind",
     "MandateRefused",
     "MandateUsage",
+    "MandateUsageStore",
     "NotOfferedReason",
     "ParAsset",
     "ReceiptSubject",
+    "Reservation",
     "SignedCheckout",
+    "UseState",
+    "UsageReader",
     "VerifiedMandate",
     "ap2_sdk_available",
     "check_checkout_mandate",
@@ -74,10 +86,12 @@ __all__ = [
     "error_receipts",
     "load_checkout_keys",
     "mandate_reference",
+    "mandate_usage_metadata",
     "merchant_issuer",
     "sign_checkout",
     "success_receipts",
     "verify_mandate",
+    "verify_mandates",
 ]
 
 _EXPORTS = {
@@ -110,6 +124,8 @@ _EXPORTS = {
         "check_payment_mandate",
         "verify_mandate",
     ),
+    "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
+    "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)
