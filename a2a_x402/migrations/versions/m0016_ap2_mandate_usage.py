@@ -9,7 +9,7 @@ whether it is reserved, confirmed (the round settled) or released (the round end
 a round has at most one that is not released.
 
 Revision ID: m0016
-Revises: m0014
+Revises: m0015
 Create Date: 2026-12-05
 """
 
