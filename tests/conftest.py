@@ -6,6 +6,7 @@ LOAD_FIGURES = "load figures"
 pytest_plugins = [
     "pytester",
     "tests.fixtures.error_logs",
+    "tests.fixtures.forked",
     "tests.fixtures.chain",
     "tests.fixtures.servers",
     "tests.fixtures.facilitator",

@@ -12,7 +12,6 @@ scenario checks this as it runs, at no extra cost).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import signal
@@ -30,9 +29,11 @@ from a2a.utils.constants import VERSION_HEADER
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI
+from tests.fixtures import forked
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.error_logs import watch_log
+from tests.fixtures.forked import ForkedProcess
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE, chain_settings
 from tests.fixtures.servers import free_port, wait_answering
 
@@ -63,7 +64,7 @@ class MerchantProcess:
     log_path: Path
     command: tuple[str, ...] = SERVE
     """The command line serving it."""
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    process: ForkedProcess | None = field(default=None, repr=False)
 
     @property
     def alive(self) -> bool:
@@ -192,22 +193,14 @@ class MerchantProcesses:
     async def reconcile(self, merchant: MerchantProcess, **settings: object) -> ReconcileRun:
         """One `x402-merchant reconcile` pass with `merchant`'s settings (and `settings` changed)."""
         env = {**merchant.env, **{f"X402_{name.upper()}": str(value) for name, value in settings.items()}}
-        process = await asyncio.create_subprocess_exec(
-            _console_script("x402-merchant"),
-            "reconcile",
+        code, stdout, stderr = await forked.run(
+            [_console_script("x402-merchant"), "reconcile"],
             env=env,
             cwd=self._workdir,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            timeout_s=_RECONCILE_TIMEOUT_S,
+            stop_timeout_s=_STOP_TIMEOUT_S,
         )
-        try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(), _RECONCILE_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise
-        assert process.returncode is not None
-        run = ReconcileRun(process.returncode, stdout.decode(), stderr.decode())
+        run = ReconcileRun(code, stdout.decode(), stderr.decode())
         self._outputs += [run.stdout, run.stderr]
         return run
 
@@ -236,13 +229,10 @@ class MerchantProcesses:
     def _spawn(self, merchant: MerchantProcess) -> None:
         # fork/exec returns at once; the wait for the server to come up is the async part.
         with merchant.log_path.open("ab") as log:
-            # Our own console script (or test script) with arguments we chose: nothing untrusted reaches the
-            # command line.
-            merchant.process = subprocess.Popen(  # noqa: S603
+            merchant.process = forked.spawn(
                 list(merchant.command),
                 env=merchant.env,
                 cwd=self._workdir,
-                stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
