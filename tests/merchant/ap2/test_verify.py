@@ -34,8 +34,13 @@ from a2a_x402.merchant.ap2 import (
 )
 from a2a_x402.payer import OpenMandates, present_mandates, sign_payment
 from tests.fixtures.ap2 import (
+    ASSET,
     MERCHANT,
+    NETWORK,
     OTHER_MERCHANT,
+    PAY_TO,
+    PAYER_KEY,
+    PRICE_CENTS,
     OpenTerms,
     checkout_jwt,
     close_mandates,
@@ -50,11 +55,6 @@ pytest.importorskip(
     reason="the AP2 SDK is not installed (scripts/setup installs it from ../shared/peers/ap2)",
 )
 
-NETWORK = "eip155:84532"
-ASSET = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
-PAY_TO = "0x53e80BC7DF960b978Ef9211fD3908b266F4ce50a"
-PRICE_CENTS = 25
-PAYER_KEY = "0x" + "5a" * 32
 PAYER = Account.from_key(PAYER_KEY).address
 DECLARATION = Ap2Declaration(merchant=MERCHANT, jwks_url="https://merchant.example/.well-known/ap2/jwks.json")
 
