@@ -35,11 +35,11 @@ from a2a_x402.merchant.ap2 import (
 )
 from a2a_x402.payer import OpenMandates, present_mandates
 from a2a_x402.storage import create_engine
-from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key, public_jwks
+from tests.fixtures.ap2 import MERCHANT, PRICE_CENTS, OpenTerms, issue_open_mandates, new_key, public_jwks
 from tests.fixtures.deadlines import HANG_S, wait_until
 from tests.fixtures.schema import migration_differences
 
-from .test_verify import DECLARATION, PRICE_CENTS, Round
+from .test_verify import DECLARATION, Round
 
 pytest.importorskip(
     "ap2.sdk.mandate",
