@@ -45,6 +45,7 @@ from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
+from .ap2 import MandateUsageStore
 from .callers import CallerKeys
 from .dashboard import (
     AssetInfo,
@@ -66,6 +67,7 @@ from .payments import (
     OfferReader,
     OfferStore,
     PaymentExecutor,
+    PaymentMandates,
     PaymentRequestHandler,
     Presentations,
     Pricing,
@@ -302,6 +304,11 @@ def paid_app(
         limits=unpaid,
     )
     ap2 = ap2_declarations(tenants, settings.base_url)
+    # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
+    issuers = {tenant.id: tenant.ap2.issuers for tenant in tenants if tenant.ap2 is not None}
+    mandates = (
+        PaymentMandates(((d, issuers[d.tenant]) for d in ap2), MandateUsageStore(engine)) if ap2 else None
+    )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),
         readiness_route(checks),
@@ -373,6 +380,7 @@ def paid_app(
                 skill_of=resolve_skill,
                 progress_timeout_s=settings.settle_timeout_s,
                 unpaid=unpaid,
+                mandates=mandates,
             )
         ],
     )

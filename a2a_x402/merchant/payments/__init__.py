@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._executor import PaymentExecutor, SkillResolver
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
     from ._layer import PaymentLayerMissingError
+    from ._mandates import PaymentMandates
     from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
     from ._offer_table import Offer, OfferState
     from ._offers import OfferStore
@@ -50,6 +51,7 @@ __all__ = [
     "OutcomeListener",
     "PaymentExecutor",
     "PaymentLayerMissingError",
+    "PaymentMandates",
     "PaymentOutcome",
     "PaymentRecovery",
     "PaymentRequestHandler",
@@ -84,6 +86,7 @@ _EXPORTS = {
     "_executor": ("PaymentExecutor", "SkillResolver"),
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
     "_layer": ("PaymentLayerMissingError",),
+    "_mandates": ("PaymentMandates",),
     "_offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
     "_offer_table": ("Offer", "OfferState"),
     "_offers": ("OfferStore",),

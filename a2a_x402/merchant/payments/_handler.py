@@ -60,6 +60,7 @@ from a2a_x402.facilitator.wire import PaymentRequired, signer_of
 from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
 from ._layer import mark_payment_layer
+from ._mandates import PaymentMandates
 from ._offer_table import OfferState
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferStore
 from ._presented import Presentations
@@ -105,8 +106,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         skill_of: Callable[[Message], str],
         progress_timeout_s: float = 15.0,
         unpaid: UnpaidWork | None = None,
+        mandates: PaymentMandates | None = None,
     ):
         super().__init__(inner)
+        self._mandates = mandates
         self._unpaid = unpaid
         self._pricing = pricing
         self._offers = offers
@@ -310,14 +313,15 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                     message=f"this task is not awaiting payment (it is {offer.state.value})"
                 )
             raise _Represented(task.status.message.message_id)
+        # The embedded flow's mandates (§20.5): verified first, and counted with the presentation.
+        mandates = (
+            await self._mandates.check(call_context.tenant, offer, data, message) if self._mandates else None
+        )
         # Bound to this task before anything is verified: an authorization once presented here, whatever
         # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
         signer = signer_of(payload)
         owner = await self._presentations.present(
-            payer=signer.payer,
-            nonce=signer.nonce,
-            task_id=task.id,
-            tenant=call_context.tenant,
+            payer=signer.payer, nonce=signer.nonce, task_id=task.id, tenant=call_context.tenant, also=mandates
         )
         if owner != (task.id, call_context.tenant):
             raise InvalidParamsError(message=USED_ELSEWHERE)

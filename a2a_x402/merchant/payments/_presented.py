@@ -9,6 +9,7 @@ one task have it, even when two tasks race for it. The row is never changed or r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -48,10 +49,19 @@ class Presentations:
         )
         self._insert = insert.on_conflict_do_nothing(index_elements=["payer", "nonce"])
 
-    async def present(self, *, payer: str, nonce: str, task_id: str, tenant: str) -> tuple[str, str]:
+    async def present(
+        self,
+        *,
+        payer: str,
+        nonce: str,
+        task_id: str,
+        tenant: str,
+        also: Callable[[sa.Connection], None] | None = None,
+    ) -> tuple[str, str]:
         """Record that the authorization (payer, nonce) was presented for `task_id` of `tenant`, unless it
         was presented before: the (task id, tenant) it belongs to, this task's or the first task's it was
-        presented for. One transaction; of two tasks presenting it at once, one gets it."""
+        presented for. One transaction; of two tasks presenting it at once, one gets it. `also` runs in
+        it when the authorization is this task's; what it raises undoes the record and is raised here."""
         values = {
             "payer": payer,
             "nonce": nonce,
@@ -63,7 +73,10 @@ class Presentations:
         def operation(connection: sa.Connection) -> tuple[str, str]:
             connection.execute(self._insert, values)
             row = connection.execute(_OWNER, {"_payer": payer, "_nonce": nonce}).one()
-            return str(row.task_id), str(row.tenant)
+            owner = str(row.task_id), str(row.tenant)
+            if also is not None and owner == (task_id, tenant):
+                also(connection)
+            return owner
 
         return await write(self._engine, operation, isolated=True)
 

@@ -5,7 +5,8 @@ names differ, and their messages are free text (a node's error, viem's whole rev
 arguments, an exception). The code a refusal means is read from the name and, for a name that means no
 code by itself, from the revert text (`a2a_x402.error_code_for_reason`). The client gets that code and
 our own sentence for it, and a receipt holding only the reason's name; the facilitator's text goes to the
-operator's log, on one line.
+operator's log, on one line. A refusal of a payment's AP2 mandates (§20.6) is an `InvalidParamsError` whose
+`ErrorInfo` metadata carries the `ap2Error` code (`mandate_refusal`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from a2a.utils.errors import InvalidParamsError
 
 from a2a_x402.extension import PaymentErrorCode, reason_name
 from a2a_x402.facilitator.wire import SettleResponse
 
-__all__ = ["CLIENT_TEXTS", "client_receipt", "client_text", "one_line"]
+if TYPE_CHECKING:
+    from ..ap2 import MandateRefused
+
+__all__ = ["CLIENT_TEXTS", "client_receipt", "client_text", "mandate_refusal", "one_line"]
 
 CLIENT_TEXTS: Mapping[PaymentErrorCode, str] = MappingProxyType(
     {
@@ -81,3 +88,11 @@ def client_receipt(response: SettleResponse) -> SettleResponse:
     if reason is not None:
         reason = reason_name(reason) or "unexpected_settle_error"
     return response.model_copy(update={"error_reason": reason, "error_message": None})
+
+
+def mandate_refusal(refused: MandateRefused) -> InvalidParamsError:
+    """What a client is told of its refused mandates: the task unchanged, the terms still valid (§20.6)."""
+    return InvalidParamsError(
+        message=f"the AP2 mandates do not authorize this payment ({refused.code.value}): {refused.detail}",
+        data={"ap2Error": refused.code.value},
+    )

@@ -1,0 +1,172 @@
+"""A payment with its AP2 mandates, served for real (§20.5, §20.6): the mandates are verified before
+anything of the payment is recorded, and their use is counted with its presentation. Refused mandates
+change nothing (no presentation, no settlement, no ledger row, the payer's balance and the task as they
+were, the terms still valid) and are answered with `InvalidParamsError` carrying the `ap2Error`; a tenant
+that requires mandates refuses a payment without them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from eth_account import Account
+
+from a2a_x402.devchain import DevChain
+from a2a_x402.extension import Ap2ErrorCode, Ap2Mandates, PaymentCompletedData
+from a2a_x402.merchant.edge import JSONRPC_PATH
+from a2a_x402.payer import present_mandates, sign_payment
+from a2a_x402.storage import create_engine
+from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key, public_jwks
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    MerchantStarter,
+    MerchantWire,
+    RunningMerchant,
+    ledger_entries,
+    offered_terms,
+    payment_data,
+    payment_message,
+    user_message,
+)
+from tests.merchant.ap2.support import write_key
+from tests.merchant.ap2.test_offer import checkout_of
+
+pytest.importorskip(
+    "ap2.sdk.mandate",
+    reason="the AP2 SDK is not installed (scripts/setup installs it from ../shared/peers/ap2)",
+)
+
+ACME = ("0x976EA74026E726554dB657fA54763abd0C3a0aa9", 100_000)  # 10 cents
+STRICT = ("0x14dC79964da2C08b23698B3D3cc7Ca32193d9955", 100_000)
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+def user_key() -> Any:
+    return new_key("trusted-surface")
+
+
+@pytest.fixture
+def shop(
+    start_merchant: MerchantStarter, database_url: str, tmp_path: Path, user_key: Any
+) -> RunningMerchant:
+    """acme takes mandates its trusted surface (`user_key`) issued; strict requires mandates."""
+    (tmp_path / "surface.jwks.json").write_text(json.dumps(public_jwks(user_key)))
+    write_key(tmp_path / "acme.pem")
+    write_key(tmp_path / "strict.pem")
+    website = f', website = "{MERCHANT.website}"' if MERCHANT.website else ""
+    (tmp_path / "tenants.toml").write_text(
+        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 250000\n\n'
+        f'[tenants.acme]\npay_to = "{ACME[0]}"\nprice = {ACME[1]}\n\n'
+        f'[tenants.acme.ap2]\nmerchant = {{ id = "{MERCHANT.id}", name = "{MERCHANT.name}"{website} }}\n'
+        'checkout_keys = ["acme.pem"]\nissuers = ["surface.jwks.json"]\n\n'
+        f'[tenants.strict]\npay_to = "{STRICT[0]}"\nprice = {STRICT[1]}\n\n'
+        '[tenants.strict.ap2]\nmerchant = { id = "strict.example", name = "Strict" }\n'
+        'checkout_keys = ["strict.pem"]\nissuers = ["surface.jwks.json"]\nrequired = true\n'
+    )
+    return start_merchant(database_url, tenants_file=tmp_path / "tenants.toml")
+
+
+def with_mandates(message: JSON, mandates: Ap2Mandates) -> JSON:
+    """`message` with the mandates data part of §20.4 beside its text."""
+    message["parts"].append({"data": mandates.to_wire(), "mediaType": "application/json"})
+    return message
+
+
+async def refused(http: httpx.AsyncClient, tenant: str, message: JSON) -> tuple[str, str]:
+    """Send `message` over JSON-RPC, expecting `InvalidParamsError`: the `ap2Error` its ErrorInfo carries,
+    and its message."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"tenant": tenant, "message": message},
+    }
+    answer = (await http.post(JSONRPC_PATH, json=request)).json()
+    assert "error" in answer, answer
+    assert answer["error"]["code"] == -32602
+    [info] = [d for d in answer["error"]["data"] if d["@type"].endswith("google.rpc.ErrorInfo")]
+    code: str = info["metadata"]["ap2Error"]
+    assert code in answer["error"]["message"]
+    return code, answer["error"]["message"]
+
+
+async def rows(database_url: str, table: str) -> list[Any]:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            return list((await connection.execute(sa.text(f"SELECT * FROM {table}"))).all())  # noqa: S608
+    finally:
+        await engine.dispose()
+
+
+async def test_refused_mandates_change_nothing_and_good_ones_pay(
+    shop: RunningMerchant, chain: DevChain, user_key: Any
+) -> None:
+    now = int(time.time())
+    payer_key = chain.new_payer()
+    payer = Account.from_key(payer_key).address
+    before = chain.balance_of(payer)
+    async with shop.http() as http:
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task = (await wire.send(user_message()))["task"]
+        checkout = checkout_of(task)
+        [entry] = offered_terms(task).accepts
+        assert checkout is not None and entry.extra is not None
+        offer_id = entry.extra["offerId"]
+        opened = issue_open_mandates(user_key, new_key(), OpenTerms(), now=now)
+
+        # Mandates for one payment, presented with another of the same terms: its payload_hash differs.
+        paid = sign_payment(payer_key, entry).to_json_dict()
+        other = sign_payment(payer_key, entry).to_json_dict()
+        mandates = present_mandates(opened, checkout, other, MERCHANT.id, offer_id, now=now)
+        swapped = with_mandates(payment_message(task["id"], paid), mandates)
+        code, says = await refused(http, "acme", swapped)
+        assert code == Ap2ErrorCode.INVALID_MANDATE and "payload_hash" in says
+
+        # Mandates a surface the tenant does not trust issued.
+        stranger = issue_open_mandates(new_key("stranger"), new_key(), OpenTerms(), now=now)
+        untrusted = present_mandates(stranger, checkout, paid, MERCHANT.id, offer_id, now=now)
+        message = with_mandates(payment_message(task["id"], paid), untrusted)
+        code, says = await refused(http, "acme", message)
+        assert code == Ap2ErrorCode.INVALID_CREDENTIAL, says
+
+        # Nothing changed: the task awaits its payment, nothing presented, counted, settled or booked.
+        assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        for table in ("payment_presentations", "ap2_mandate_uses"):
+            assert await rows(shop.database_url, table) == []
+        assert await ledger_entries(shop.database_url, tenant="acme") == []
+        assert chain.balance_of(payer) == before
+
+        # The same payment with its own mandates pays the same terms, and its use is counted.
+        good = present_mandates(opened, checkout, paid, MERCHANT.id, offer_id, now=now)
+        done = (await wire.send(with_mandates(payment_message(task["id"], paid), good)))["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert isinstance(payment_data(done), PaymentCompletedData)
+    [use] = await rows(shop.database_url, "ap2_mandate_uses")
+    assert (use.tenant, use.task_id, use.amount, use.state) == ("acme", task["id"], 10, "reserved")
+    assert len(await ledger_entries(shop.database_url, tenant="acme")) == 1
+    assert chain.balance_of(payer) == before - entry.amount
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_tenant_that_requires_mandates_refuses_a_payment_without_them(
+    shop: RunningMerchant, chain: DevChain
+) -> None:
+    payer_key = chain.new_payer()
+    async with shop.http() as http:
+        wire = MerchantWire(http, "jsonrpc", "strict")
+        task = (await wire.send(user_message()))["task"]
+        [entry] = offered_terms(task).accepts
+        message = payment_message(task["id"], sign_payment(payer_key, entry))
+        code, says = await refused(http, "strict", message)
+        assert code == Ap2ErrorCode.INVALID_MANDATE and "only with AP2 mandates" in says
+        assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert await rows(shop.database_url, "payment_presentations") == []
+    assert await ledger_entries(shop.database_url, tenant="strict") == []
