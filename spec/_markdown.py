@@ -9,9 +9,10 @@ An example is a fenced ``json`` block announced by the HTML comment on the line 
 
 The comment names the file the block is published as under ``examples/`` and the type of the document
 (``AgentCard``, ``JWKS``, or a JSON-RPC method with ``request``, ``response``, ``error`` or ``stream``,
-or with ``http-request`` / ``http-response`` for the HTTP+JSON binding's bodies), which tells the checks
-what to validate it as. Every ``json`` block must be announced, so that no JSON in
-the specification escapes the checks, and other JSON-like fences (``jsonc``, ``json5``) are refused.
+or with ``http-request`` / ``http-response`` for the HTTP+JSON binding's bodies; an A2A 0.3 method is
+named as on the 0.3 wire, e.g. ``message/send request``), which tells the checks what to validate it
+as. Every ``json`` block must be announced, so that no JSON in the specification escapes the checks, and
+other JSON-like fences (``jsonc``, ``json5``) are refused.
 
 A generated section is the text between ``<!-- BEGIN GENERATED: <name> ... -->`` and
 ``<!-- END GENERATED: <name> -->``; ``spec.build`` owns it.
@@ -36,7 +37,8 @@ __all__ = [
 ]
 
 _HEADER = re.compile(
-    r"<!-- example: (?P<name>[a-z0-9][a-z0-9.-]*\.json) \((?P<type>[A-Za-z]+(?: [a-z-]+)?)\) -->"
+    r"<!-- example: (?P<name>[a-z0-9][a-z0-9.-]*\.json) "
+    r"\((?P<type>[A-Za-z]+(?:/[A-Za-z]+)?(?: [a-z-]+)?)\) -->"
 )
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[^`\n]*)$")
 _JSON_LIKE = frozenset({"json", "jsonc", "json5", "javascript", "js"})

@@ -7,10 +7,13 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from a2a.compat.v0_3 import conversions
+from a2a.types import SendMessageRequest, SendMessageResponse
+from google.protobuf.json_format import ParseDict
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02, Dialect, decode, encode
 from spec import Example, read_examples
 from spec.build import SCHEMA_DIR, SPEC_PATH
 
@@ -102,3 +105,31 @@ def extension_object(message: JSON) -> JSON | None:
     """The extension object of a message, or None."""
     value = message.get("metadata", {}).get(EXTENSION_URI)
     return value if isinstance(value, dict) else None
+
+
+def v0_2_form(document: JSON, role: str) -> JSON:
+    """The A2A 0.3 / extension v0.2 form (§13) of a 1.0 `SendMessage` example with the `role` given.
+
+    The A2A objects go through the a2a-sdk's own 0.3 conversion; the extension object of each message
+    becomes the v0.2 flat keys by `a2a_x402.encode` of what `decode` reads from the 1.0 form, from the
+    example's JSON itself (a detour through protobuf would turn its integers into floats).
+    """
+    if role == "request":
+        request = ParseDict(document["params"], SendMessageRequest())
+        converted = conversions.to_compat_send_message_request(request, document["id"])
+        result: JSON = converted.model_dump(mode="json", by_alias=True, exclude_none=True)
+    elif role == "response":
+        task = ParseDict(document["result"], SendMessageResponse()).task
+        dumped = conversions.to_compat_task(task).model_dump(mode="json", by_alias=True, exclude_none=True)
+        result = {"jsonrpc": "2.0", "id": document["id"], "result": dumped}
+    else:
+        raise ValueError(f"no v0.2 form for a {role}")
+    for original, message in zip(messages(document), messages(result), strict=True):
+        value = decode(original.get("metadata", {}), Dialect.V03)
+        if value is None:
+            continue
+        message["metadata"] = encode(value, Dialect.V02)
+        message["extensions"] = [
+            EXTENSION_URI_V02 if uri == EXTENSION_URI else uri for uri in message.get("extensions", [])
+        ]
+    return result

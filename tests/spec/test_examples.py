@@ -12,6 +12,7 @@ import itertools
 from typing import Any
 
 import pytest
+from a2a.compat.v0_3 import types as types_0_3
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -26,13 +27,23 @@ from google.protobuf import any_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from google.rpc import error_details_pb2
+from pydantic import BaseModel
 
 from a2a_x402.agentcard import CardVerifier, SignaturePolicy, parse_jwks
 from a2a_x402.devchain import EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS
 from a2a_x402.extension import EXTENSION_URI, Dialect, PaymentStatus, decode, encode
 from spec import Example
 
-from .support import JSON, example, examples, extension_object, messages, schema_errors, statuses
+from .support import (
+    JSON,
+    example,
+    examples,
+    extension_object,
+    messages,
+    schema_errors,
+    statuses,
+    v0_2_form,
+)
 
 # method -> (params type, result type)
 _METHODS: dict[str, tuple[type[ProtoMessage], type[ProtoMessage]]] = {
@@ -40,6 +51,10 @@ _METHODS: dict[str, tuple[type[ProtoMessage], type[ProtoMessage]]] = {
     "SendStreamingMessage": (SendMessageRequest, StreamResponse),
     "GetTask": (GetTaskRequest, Task),
     "CancelTask": (CancelTaskRequest, Task),
+}
+# A2A 0.3 methods (§13's v0.2 form) -> (request, success response) of the a2a-sdk's 0.3 models.
+_METHODS_0_3: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
+    "message/send": (types_0_3.SendMessageRequest, types_0_3.SendMessageSuccessResponse),
 }
 _RPC_CODE_OF_REASON = {
     mapping.reason: JSON_RPC_ERROR_CODE_MAP[error] for error, mapping in A2A_ERROR_MAPPING.items()
@@ -56,6 +71,9 @@ _STATE_OF_STATUS = {
 _CLIENT_STATUSES = {"payment-submitted", "payment-rejected"}
 _TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 _ALL = examples()
+# The A2A 1.0 examples. Those of the v0.2 form (§13) are held to being exactly an A2A 1.0 example on the
+# 0.3 wire (below), so the rules checked on the 1.0 form hold for them too.
+_A2A_1_0 = [item for item in _ALL if not item.name.startswith("v0.2.")]
 
 
 def _parse(document: Any, proto: type[ProtoMessage]) -> ProtoMessage:
@@ -94,10 +112,19 @@ def _check_stream(document: Any) -> None:
         _check_response(event, "SendStreamingMessage")
 
 
+def _check_0_3(document: JSON, method: str, role: str) -> None:
+    # The 0.3 models ignore members they do not know, so the document must also be exactly their dump.
+    model = _METHODS_0_3[method][0 if role == "request" else 1]
+    dumped = model.model_validate(document).model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert dumped == document
+
+
 def _check(item: Example) -> None:
     document = item.document
     kind = item.type.split(" ")
-    if kind == ["AgentCard"]:
+    if len(kind) == 2 and kind[0] in _METHODS_0_3 and kind[1] in {"request", "response"}:
+        _check_0_3(document, *kind)
+    elif kind == ["AgentCard"]:
         _parse(document, AgentCard)
     elif kind == ["JWKS"]:
         assert len(parse_jwks(document)) == len(document["keys"]) >= 1
@@ -156,7 +183,7 @@ def test_the_proto_check_refuses_a2a_0_3_forms(document: JSON, proto: type[Proto
 
 def _extension_messages() -> list[tuple[str, JSON, JSON]]:
     found = []
-    for item in _ALL:
+    for item in _A2A_1_0:
         for message in messages(item.document):
             value = extension_object(message)
             if value is not None:
@@ -212,7 +239,7 @@ def _tasks(document: Any) -> list[JSON]:
     return [result] if "status" in result and "id" in result else []
 
 
-@pytest.mark.parametrize("item", _ALL, ids=lambda item: item.name)
+@pytest.mark.parametrize("item", _A2A_1_0, ids=lambda item: item.name)
 def test_artifacts_only_with_completed_payments(item: Example) -> None:
     # §7.3 rule 4: nothing paid for is delivered before the settlement succeeded. The embedded flow's
     # checkout artifact (§20.3) is the offer, not work.
@@ -385,3 +412,26 @@ def test_metered_and_permit2_objects_ride_v0_2_as_x402_v2(name: str, message: JS
     assert value is not None
     assert flat == {f"x402.payment.{member}": item for member, item in value.items()}
     assert decode(flat, Dialect.V02) == data
+
+
+_V0_2_FORMS = [item for item in _ALL if item.name.startswith("v0.2.")]
+
+
+def test_the_v0_2_form_has_examples() -> None:
+    assert {item.name for item in _V0_2_FORMS} >= {
+        "v0.2.metered.payment-required.response.json",
+        "v0.2.metered.payment-submitted.request.json",
+        "v0.2.metered.payment-completed.response.json",
+        "v0.2.permit2.payment-submitted.request.json",
+    }
+
+
+@pytest.mark.parametrize("item", _V0_2_FORMS, ids=lambda item: item.name)
+def test_a_v0_2_example_is_its_a2a_1_0_example_on_the_0_3_wire(item: Example) -> None:
+    # §13: the same x402 v2 documents as the A2A 1.0 example of the same name, under the flat keys.
+    original = next(candidate for candidate in _ALL if candidate.name == item.name.removeprefix("v0.2."))
+    assert item.document == v0_2_form(original.document, original.type.split(" ")[1])
+    for message in messages(item.document):
+        data = decode(message["metadata"], Dialect.V02)
+        assert data is not None
+        assert encode(data, Dialect.V02) == message["metadata"]
