@@ -6,9 +6,10 @@ merchant whose tenants meter text-stats, settled for what the work reported it u
 `js/pay.mjs` with `signer: "x402"` is the client: the A2A SDK's card resolver, `ClientFactory` and transport
 on one binding and tenant, the x402 SDK's client signing the terms the task asked for. Each run ends with
 the task completed, its receipt (and, for `upto`, its usage) on the client's side, the signature kept
-nowhere in the task, and the payee credited exactly once, on chain and in the ledger, by exactly the
-settled amount of the merchant's token. gRPC is not run: `@a2a-js/sdk`'s gRPC client needs `@grpc/grpc-js`
-and `@bufbuild/protobuf`, which `package.json` does not pin.
+nowhere in the task, the same payment presented for another task refused, and the payee credited exactly
+once, on chain and in the ledger, by exactly the settled amount of the merchant's token. gRPC is not run:
+`@a2a-js/sdk`'s gRPC client needs `@grpc/grpc-js` and `@bufbuild/protobuf`, which `package.json` does not
+pin.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from eth_account import Account
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.merchant.payments._handler import USED_ELSEWHERE
 from tests.devchain.permit2_sdk import permit2_payer
 from tests.facilitator.permit2_chain import funded_payer
 from tests.fixtures.chain import idle_for
@@ -80,8 +82,9 @@ def metered_shop(start_merchant: MerchantStarter, sqlite_url: str, chain: DevCha
 async def _pay(
     shop: Shop, node_script: NodeScript, key: str, binding: str, streaming: bool, tenant: str
 ) -> dict[str, Any]:
-    """Pay `shop`'s text-stats at `tenant` with `pay.mjs`, the x402 SDK signing; what the client saw, its
-    task completed and the payment signed by the SDK for the terms offered."""
+    """Pay `shop`'s text-stats at `tenant` with `pay.mjs`, the x402 SDK signing, then replay the payment
+    for another task; what the client saw, its task completed, the payment signed by the SDK for the terms
+    offered, and the replay refused."""
     request = {
         "baseUrl": shop.base_url,
         "binding": BINDINGS[binding],
@@ -92,6 +95,7 @@ async def _pay(
         "text": TEXT,
         "signer": "x402",
         "rpcUrl": shop.chain.rpc_url,
+        "replay": True,
     }
     seen: dict[str, Any] = await node_script.run(PAY, request)
     assert (seen["askedState"], seen["paidState"], seen["fetchedState"]) == (
@@ -109,6 +113,11 @@ async def _pay(
     assert signed["accepted"] == option
     assert signed["payload"]["permit2Authorization"]["from"] == Account.from_key(key).address
     assert option["payTo"] == shop.pay_to(tenant)
+    # Presented again for another task (its `accepted` swapped: it is not signed): refused, that task
+    # still waits for a payment, and nothing more is settled (the caller's `assert_paid_once`).
+    replayed = seen["replayed"]
+    assert replayed["ok"] is False and USED_ELSEWHERE in replayed["message"], replayed
+    assert seen["replayedState"] == "TASK_STATE_INPUT_REQUIRED"
     return seen
 
 

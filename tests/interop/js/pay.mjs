@@ -3,7 +3,7 @@
 // Run by tests/interop/test_a2a_js.py and test_a2a_js_permit2.py as `node pay.mjs` with one JSON object on
 // stdin:
 //   {baseUrl, binding: "JSONRPC" | "HTTP+JSON", streaming, tenant, key, extension, text,
-//    token?, strangerToken?, signer?: "viem" | "x402", rpcUrl?}
+//    token?, strangerToken?, signer?: "viem" | "x402", rpcUrl?, replay?}
 // With `token`, every request carries `Authorization: Bearer <token>` (the card's bearer schemes); with
 // `strangerToken`, a second client of another caller then reads and cancels the paid task, and a client
 // without credentials reads it: what each was answered is printed too.
@@ -13,7 +13,9 @@
 // domain name and version from the terms' `extra`); "x402" hands the terms to the x402 TypeScript SDK's
 // client (@x402/core's x402Client with @x402/evm's exact and upto EVM client schemes on a viem account,
 // reading the chain at `rpcUrl`), which signs `exact` by EIP-3009 or by Permit2 and `upto` (a Permit2
-// witness transfer) as the terms ask.
+// witness transfer) as the terms ask. With `replay`, the client then asks again and presents the same
+// signed payment for the new task, its `accepted` swapped for the new terms (it is not signed): what it was
+// answered is printed as `replayed`, with the new task's state after it.
 // Any SDK error or unexpected answer exits non-zero with the reason on stderr.
 
 import { randomBytes } from "node:crypto";
@@ -221,6 +223,19 @@ async function main() {
     others.anonymousSend = await outcome(() => send(anonymous, newMessage(input.text), options));
     const after = await client.getTask({ tenant: "", id: taskId, historyLength: undefined }, options);
     others.afterState = taskStateToJSON(after.status.state);
+  }
+  if (input.replay) {
+    const again = await send(client, newMessage(input.text), options);
+    const againId = taskIdOf(again);
+    const terms = lastStatus(again).message.metadata[input.extension].required.accepts[0];
+    const replay = newMessage("Here is my payment.", {
+      taskId: againId,
+      metadata: { [input.extension]: { status: "payment-submitted", payload: { ...payload, accepted: terms } } },
+      extensions: [input.extension],
+    });
+    others.replayed = await outcome(() => send(client, replay, options));
+    const left = await client.getTask({ tenant: "", id: againId, historyLength: undefined }, options);
+    others.replayedState = taskStateToJSON(left.status.state);
   }
 
   process.stdout.write(
