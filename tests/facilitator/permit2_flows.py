@@ -17,6 +17,7 @@ from .permit2_chain import AMOUNT, funded_payer, permit2_requirements
 
 __all__ = [
     "CASES",
+    "EIP2612_DECLARED",
     "OVER_THE_MAXIMUM",
     "UNUSED",
     "Before",
@@ -58,6 +59,15 @@ UNUSED = Case("upto", "plain_asset", 0)
 """An `upto` payment whose work used nothing: settled with no transaction."""
 OVER_THE_MAXIMUM = Case("upto", "plain_asset", AMOUNT + 1)
 """An `upto` payment a server tries to settle for more than its maximum: refused."""
+
+EIP2612_DECLARED = {
+    "eip2612GasSponsoring": {
+        "info": {"description": "EIP-2612 permits of Permit2 are relayed", "version": "1"},
+        "schema": {"type": "object"},
+    }
+}
+"""What a resource server declares to take an EIP-2612 permit of Permit2 beside a payment: the SDK's client
+looks for the key, and merges the permit it signs into the declared `info`."""
 
 
 def offer_of(chain: DevChain, case: Case) -> dict[str, Any]:

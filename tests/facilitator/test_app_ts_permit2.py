@@ -29,6 +29,7 @@ from .payments import claim_rows, relayer_address
 from .permit2_chain import AMOUNT
 from .permit2_flows import (
     CASES,
+    EIP2612_DECLARED,
     OVER_THE_MAXIMUM,
     UNUSED,
     Before,
@@ -40,16 +41,6 @@ from .permit2_flows import (
 )
 
 _FLOW = Path(__file__).resolve().parent / "js" / "ts_permit2_flow.cjs"
-
-
-# What a resource server declares to take an EIP-2612 permit of Permit2 beside a payment: the SDK's client
-# looks for the key, and merges the permit it signs into the declared `info`.
-_EIP2612_DECLARED = {
-    "eip2612GasSponsoring": {
-        "info": {"description": "EIP-2612 permits of Permit2 are relayed", "version": "1"},
-        "schema": {"type": "object"},
-    }
-}
 
 
 async def _flow(
@@ -74,7 +65,7 @@ async def _flow(
             "rpcUrl": chain.rpc_url,
             "privateKey": key,
             "offer": offer_of(chain, case),
-            "declared": _EIP2612_DECLARED if declared is None and case.sponsored else declared,
+            "declared": EIP2612_DECLARED if declared is None and case.sponsored else declared,
             "charge": None if case.used is None else str(case.used),
         },
     )

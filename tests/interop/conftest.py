@@ -3,9 +3,9 @@
 `shop` is one real merchant (`start_merchant`: `x402-merchant`'s app under uvicorn on 127.0.0.1, the
 in-process facilitator, a fresh migrated SQLite database) serving the default tenant and the named tenant
 `acme`, each with its own payee and price. `Shop.assert_paid_once` is the one check every client's run ends
-with: exactly one settlement on chain (the receipt's transaction moved exactly the price from the payer to
-the tenant's payee, and the payee's balance grew by exactly that) and exactly one ledger entry, for that
-task, tenant, payer and transaction.
+with: exactly one settlement on chain (the receipt's transaction moved exactly the price, or what an `upto`
+payment settled, of the shop's token from the payer to the tenant's payee, and the payee's balance grew by
+exactly that) and exactly one ledger entry, for that task, tenant, payer, token, amount and transaction.
 
 SQLite only: the clients differ, the booking does not (it runs on PostgreSQL too in tests/merchant/), and
 every paid run costs suite time.
@@ -47,12 +47,19 @@ _TRANSFER_TOPIC = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
 
 @dataclass(frozen=True)
 class Shop:
-    """The merchant the clients pay, its chain, and each tenant's (payee, price)."""
+    """The merchant the clients pay, its chain, each tenant's (payee, price), and the token it asks for
+    (None: the chain's EIP-3009 dev token)."""
 
     merchant: RunningMerchant
     chain: DevChain
     payees: dict[str, tuple[str, int]]
     opening_balances: dict[str, int]
+    asset: str | None = None
+
+    @property
+    def token(self) -> str:
+        """The token the merchant's terms ask for."""
+        return self.asset or self.chain.asset
 
     @property
     def base_url(self) -> str:
@@ -71,24 +78,29 @@ class Shop:
         """A fresh payer key holding 1000 dev USDC and no ETH."""
         return self.chain.new_payer()
 
-    async def assert_paid_once(self, *, tenant: str, task_id: str, payer_key: str, transaction: str) -> None:
-        """The task was settled once, on chain and in the ledger: the price, from the payer to the payee."""
+    async def assert_paid_once(
+        self, *, tenant: str, task_id: str, payer_key: str, transaction: str, amount: int | None = None
+    ) -> None:
+        """The task was settled once, on chain and in the ledger: `amount` (by default the price) of the
+        shop's token, from the payer to the payee."""
         payer = Account.from_key(payer_key).address
         pay_to, price = self.payees[tenant]
+        price = price if amount is None else amount
         receipt: dict[str, Any] = self.chain.rpc.call("eth_getTransactionReceipt", [transaction])
         assert receipt is not None and receipt["status"] == "0x1", receipt
         transfers = [
             (_address(log["topics"][1]), _address(log["topics"][2]), int(log["data"], 16))
             for log in receipt["logs"]
-            if log["address"].lower() == self.chain.asset.lower() and log["topics"][0] == _TRANSFER_TOPIC
+            if log["address"].lower() == self.token.lower() and log["topics"][0] == _TRANSFER_TOPIC
         ]
         assert transfers == [(payer.lower(), pay_to.lower(), price)], receipt["logs"]
         for other, opening in self.opening_balances.items():
             credited = price if other == tenant else 0
-            assert self.chain.balance_of(self.pay_to(other)) == opening + credited, other
+            assert self.chain.balance_of(self.pay_to(other), asset=self.token) == opening + credited, other
         [entry] = await ledger_entries(self.merchant.database_url)
-        booked = (entry.tenant, entry.task_id, entry.payer, entry.pay_to, entry.amount, entry.tx_hash)
-        assert booked == (tenant, task_id, payer, pay_to, price, transaction)
+        booked = (entry.tenant, entry.task_id, entry.payer, entry.pay_to, entry.asset)
+        assert booked == (tenant, task_id, payer, pay_to, self.token)
+        assert (entry.amount, entry.tx_hash) == (price, transaction)
         debits = sum(amount for direction, amount, _ in entry.lines if direction == "debit")
         credits = sum(amount for direction, amount, _ in entry.lines if direction == "credit")
         assert debits == credits == price, entry.lines

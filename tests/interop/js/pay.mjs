@@ -1,14 +1,21 @@
 // Pays the reference merchant with the official JavaScript A2A SDK (@a2a-js/sdk, A2A 1.0, extension v0.3).
 //
-// Run by tests/interop/test_a2a_js.py as `node pay.mjs` with one JSON object on stdin:
+// Run by tests/interop/test_a2a_js.py and test_a2a_js_permit2.py as `node pay.mjs` with one JSON object on
+// stdin:
 //   {baseUrl, binding: "JSONRPC" | "HTTP+JSON", streaming, tenant, key, extension, text,
-//    token?, strangerToken?}
+//    token?, strangerToken?, signer?: "viem" | "x402", rpcUrl?, replay?}
 // With `token`, every request carries `Authorization: Bearer <token>` (the card's bearer schemes); with
 // `strangerToken`, a second client of another caller then reads and cancels the paid task, and a client
 // without credentials reads it: what each was answered is printed too.
 // It resolves the card with the SDK, builds a client with its ClientFactory on that binding and tenant,
-// sends the priced request, signs the offered EIP-3009 TransferWithAuthorization with viem (EIP-712 domain
-// name and version from the terms' `extra`), pays, fetches the task back, and prints what it saw as JSON.
+// sends the priced request, signs the payment, pays, fetches the task back, and prints what it saw as JSON.
+// The signer: "viem" (the default) signs the offered EIP-3009 TransferWithAuthorization with viem (EIP-712
+// domain name and version from the terms' `extra`); "x402" hands the terms to the x402 TypeScript SDK's
+// client (@x402/core's x402Client with @x402/evm's exact and upto EVM client schemes on a viem account,
+// reading the chain at `rpcUrl`), which signs `exact` by EIP-3009 or by Permit2 and `upto` (a Permit2
+// witness transfer) as the terms ask. With `replay`, the client then asks again and presents the same
+// signed payment for the new task, its `accepted` swapped for the new terms (it is not signed): what it was
+// answered is printed as `replayed`, with the new task's state after it.
 // Any SDK error or unexpected answer exits non-zero with the reason on stderr.
 
 import { randomBytes } from "node:crypto";
@@ -126,6 +133,28 @@ async function sign(option, key) {
   return { x402Version: 2, accepted: option, payload: { authorization, signature } };
 }
 
+// The payment the x402 TypeScript SDK's client makes for the first offer of `required` (an x402
+// PaymentRequired), loaded only for this signer so that the viem path needs no @x402 package.
+async function sdkSign(required, key) {
+  const { x402Client } = await import("@x402/core/client");
+  const { ExactEvmScheme } = await import("@x402/evm/exact/client");
+  const { UptoEvmScheme } = await import("@x402/evm/upto/client");
+  const account = privateKeyToAccount(key);
+  const [option] = required.accepts;
+  // The SDK pays only tokens it knows (real USDC deployments) unless told of others.
+  const allowed = { network: option.network, asset: option.asset, maxAmountPerPayment: option.amount };
+  const client = x402Client.fromConfig({ schemes: [], spendControls: { allowedAssets: [allowed] } });
+  client.register(option.network, new ExactEvmScheme(account, { rpcUrl: input.rpcUrl }));
+  client.register(option.network, new UptoEvmScheme(account, { rpcUrl: input.rpcUrl }));
+  return client.createPaymentPayload({ ...required, accepts: [option] });
+}
+
+// What was signed, without its signature: the terms and the authorization (EIP-3009 or Permit2).
+function signed(payload) {
+  const { signature: _, ...rest } = payload.payload;
+  return { accepted: payload.accepted, payload: rest };
+}
+
 // A fetch presenting `token` as a bearer credential on every request (none: fetch as is).
 function bearerFetch(token) {
   if (!token) return fetch;
@@ -170,8 +199,12 @@ async function main() {
   const askedStatus = lastStatus(asked);
   const required = askedStatus.message.metadata[input.extension];
   const taskId = taskIdOf(asked);
-  const option = required.required.accepts[0];
-  const payload = await sign(option, input.key);
+  const payload =
+    (input.signer ?? "viem") === "viem"
+      ? await sign(required.required.accepts[0], input.key)
+      : input.signer === "x402"
+        ? await sdkSign(required.required, input.key)
+        : fail(`unknown signer ${input.signer}`);
   const payment = newMessage("Here is my payment.", {
     taskId,
     metadata: { [input.extension]: { status: "payment-submitted", payload } },
@@ -191,6 +224,19 @@ async function main() {
     const after = await client.getTask({ tenant: "", id: taskId, historyLength: undefined }, options);
     others.afterState = taskStateToJSON(after.status.state);
   }
+  if (input.replay) {
+    const again = await send(client, newMessage(input.text), options);
+    const againId = taskIdOf(again);
+    const terms = lastStatus(again).message.metadata[input.extension].required.accepts[0];
+    const replay = newMessage("Here is my payment.", {
+      taskId: againId,
+      metadata: { [input.extension]: { status: "payment-submitted", payload: { ...payload, accepted: terms } } },
+      extensions: [input.extension],
+    });
+    others.replayed = await outcome(() => send(client, replay, options));
+    const left = await client.getTask({ tenant: "", id: againId, historyLength: undefined }, options);
+    others.replayedState = taskStateToJSON(left.status.state);
+  }
 
   process.stdout.write(
     JSON.stringify({
@@ -198,6 +244,7 @@ async function main() {
       taskId,
       askedState: taskStateToJSON(askedStatus.state),
       required,
+      signed: signed(payload),
       paidKinds: paid.map((event) => event.kind),
       paidState: taskStateToJSON(paidStatus.state),
       completed: paidStatus.message.metadata[input.extension],
