@@ -3,19 +3,24 @@
 Fatal: the AP2 SDK cannot be imported (mandates could not be verified), or a checkout key is not EC P-256.
 The tenants file itself already refuses checkout keys and issuer files that do not load (`_tenant_ap2`),
 so a registry reaching this check has them loaded. Problems, not fatal: a `jwksUrl` that is not https
-(AP2 clients refuse it), a tenant that trusts no mandate issuer yet, and a tenant none of whose prices the
-price rule lets into the embedded flow (its terms always go out without a checkout).
+(AP2 clients refuse it), a tenant that trusts no mandate issuer yet, an `https` issuer source that gives no
+usable JWK Set now (fetched once, as a payment's mandates would fetch it: until it answers, the mandates
+its issuer signed are refused as untrusted, and payments without mandates are taken as before), and a
+tenant none of whose prices the price rule lets into the embedded flow (its terms always go out without a
+checkout).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 from a2a_x402.extension import Ap2PriceError, checkout_total_for_amount
 from a2a_x402.observability import CheckResult
 
 from ._ap2_card import ap2_jwks_url
-from .ap2 import ap2_sdk_available
+from .ap2 import TrustedIssuers, ap2_sdk_available
 from .settings import MerchantSettings
 from .tenants import Tenant, TenantRegistry, tenant_name
 
@@ -37,12 +42,19 @@ async def check_ap2(tenants: TenantRegistry, settings: MerchantSettings) -> Chec
             _NAME, "the AP2 SDK cannot be imported: install the merchant with its [ap2] extra (scripts/setup)"
         )
     warnings: list[str] = []
+    async with httpx.AsyncClient() as http:
+        # All tenants' sources at once: the check's deadline is one fetch's, not their sum.
+        fetched = await asyncio.gather(
+            *(TrustedIssuers(ap2.issuers, ap2.issuer_urls, http).check_sources() for _, ap2 in declared)
+        )
+    for (tenant, _), problems in zip(declared, fetched, strict=True):
+        warnings += [f"{tenant_name(tenant.id)}: issuer source {problem}" for problem in problems]
     for tenant, ap2 in declared:
         name = tenant_name(tenant.id)
         for key in ap2.checkout_keys.keys:
             if key.public_jwk().get("crv") != "P-256":
                 return CheckResult.problem(_NAME, f"{name}: checkout key {key.kid} is not P-256")
-        if not ap2.issuers.by_kid:
+        if not ap2.issuers.by_kid and not ap2.issuer_urls:
             warnings.append(f"{name}: trusts no mandate issuer (ap2.issuers)")
         if not _any_price_embeds(tenant, ap2.currency, settings.asset_decimals):
             warnings.append(
@@ -55,7 +67,7 @@ async def check_ap2(tenants: TenantRegistry, settings: MerchantSettings) -> Chec
         return CheckResult.problem(_NAME, "; ".join(warnings), fatal=False)
     summary = ", ".join(
         f"{tenant_name(tenant.id)} ({len(ap2.checkout_keys.kids)} checkout key(s), "
-        f"{len(ap2.issuers.by_kid)} issuer key(s))"
+        f"{len(ap2.issuers.by_kid)} issuer key(s) in files, {len(ap2.issuer_urls)} https issuer source(s))"
         for tenant, ap2 in declared
     )
     return CheckResult.passed(_NAME, f"the embedded flow for {summary}")

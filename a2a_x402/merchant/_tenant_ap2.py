@@ -3,14 +3,17 @@
     [tenants.acme.ap2]              # or [default.ap2] for the default tenant
     merchant = { id = "acme.example", name = "Acme", website = "https://acme.example" }
     checkout_keys = ["acme-checkout.pem"]    # PEM EC P-256 private keys: the first signs, all are published
-    issuers = ["surface.jwks.json"]          # optional: JWK Sets of the mandate issuers trusted here
+    issuers = ["surface.jwks.json", "https://agents.example/ap2/jwks.json"]
+                                             # optional: JWK Sets (files or https URLs) of the mandate
+                                             # issuers trusted here
     required = false                         # optional: every payment must come with mandates
     currency = "USD"                         # optional: the checkout's currency, the token taken at par
 
 Relative paths are read from the tenants file's directory. The files are read as the file is parsed, so a
 key that is not P-256, or an issuer file that is not a JWK Set of public P-256 keys, is a problem of the
-file like any other (one line naming the file, never its content). Which keys and merchant ids two
-tenants may not share is `_tenant_rules.ap2_sharing_problems`.
+file like any other (one line naming the file, never its content). An `https://` issuer (plain `http://`
+only on loopback) is fetched when mandates need it, not here (`ap2._issuers.TrustedIssuers`). Which keys
+and merchant ids two tenants may not share is `_tenant_rules.ap2_sharing_problems`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from a2a_x402.extension import Ap2Merchant, Ap2PriceError, minor_unit_exponent
 
 from ._tenant_rules import describe, is_http_url
+from .ap2._issuers import check_issuer_url
 from .ap2._keys import CheckoutKeyError, CheckoutKeys, load_checkout_keys
 from .ap2._sdk import IssuerKeys
 
@@ -39,14 +43,15 @@ _ISSUER_FILE_MAX_BYTES = 256 * 1024
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TenantAp2:
     """A tenant that offers the embedded flow: who it is in mandates, its checkout keys (loaded), the issuer
-    keys it trusts for mandates (loaded; empty: none yet), whether mandates are required, and the currency
-    its checkouts are in."""
+    keys it trusts for mandates (those of its files, loaded; its `https` sources, by URL), whether mandates
+    are required, and the currency its checkouts are in."""
 
     merchant: Ap2Merchant
     checkout_keys: CheckoutKeys = field(repr=False)
     checkout_key_files: tuple[str, ...]
     issuers: IssuerKeys = field(default_factory=lambda: IssuerKeys({}), repr=False)
     issuer_files: tuple[str, ...] = ()
+    issuer_urls: tuple[str, ...] = ()
     required: bool = False
     currency: str = "USD"
 
@@ -84,7 +89,7 @@ def parse_ap2(where: str, table: Any, base: Path, *, tenant: str) -> tuple[Tenan
     # A missing `checkout_keys` is said once, as required.
     keys_at, declared = f"{where}.checkout_keys", "checkout_keys" in table
     key_files = _paths(keys_at, table.get("checkout_keys", []), base, problems, empty=not declared)
-    issuer_files = _paths(f"{where}.issuers", table.get("issuers", []), base, problems, empty=True)
+    issuer_files, issuer_urls = _issuer_sources(f"{where}.issuers", table.get("issuers", []), base, problems)
     keys: CheckoutKeys | None = None
     try:
         keys = load_checkout_keys(key_files, tenant=tenant) if key_files else None
@@ -99,6 +104,7 @@ def parse_ap2(where: str, table: Any, base: Path, *, tenant: str) -> tuple[Tenan
         checkout_key_files=tuple(str(path) for path in key_files),
         issuers=issuers,
         issuer_files=tuple(str(path) for path in issuer_files),
+        issuer_urls=issuer_urls,
         required=required,
         currency=currency,
     ), []
@@ -135,11 +141,35 @@ def _paths(where: str, value: Any, base: Path, problems: list[str], *, empty: bo
     found: list[Path] = []
     for index, item in enumerate(value):
         if item.startswith(("https://", "http://")):
-            # Fetching issuer keys by URL (with a timeout and a cache by kid) is not built yet.
-            problems.append(f"{where}[{index}]: {item[:200]}: URLs are not supported yet; give a file")
+            problems.append(f"{where}[{index}]: {item[:200]}: must be a file path")
             continue
         found.append(base / Path(item).expanduser())
     return found
+
+
+def _issuer_sources(
+    where: str, value: Any, base: Path, problems: list[str]
+) -> tuple[list[Path], tuple[str, ...]]:
+    """The issuer files and URLs of `issuers`, in order; its problems to `problems`."""
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        problems.append(f"{where}: must be an array of file paths or https URLs, got {describe(value)[:200]}")
+        return [], ()
+    urls: list[str] = []
+    files: list[str] = []
+    for index, item in enumerate(value):
+        if not item.lower().startswith(("https://", "http://")):
+            files.append(item)
+            continue
+        try:
+            check_issuer_url(item)
+        except ValueError as exc:
+            # Not quoted: a URL with user info may carry a password.
+            problems.append(f"{where}[{index}]: {exc}")
+            continue
+        if item in urls:
+            problems.append(f"{where}[{index}]: {item[:200]}: is given twice")
+        urls.append(item)
+    return _paths(where, files, base, problems, empty=True), tuple(dict.fromkeys(urls))
 
 
 def _issuers(where: str, files: list[Path], problems: list[str]) -> IssuerKeys:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 # Each command imports what only it uses in its body, and the groups of the sub-packages are loaded when the
 # command line reaches them: `x402-merchant differences list` starts no A2A app, chain client or key library.
 _SUBCOMMANDS = {
+    "ap2-keys": "a2a_x402.merchant._ap2_keys_cli:ap2_keys_cli",
     "callers": "a2a_x402.merchant.callers.cli:callers_cli",
     "differences": "a2a_x402.merchant.differences.cli:differences_cli",
     "ledger": "a2a_x402.merchant.ledger.cli:ledger_cli",

@@ -45,7 +45,7 @@ from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
-from .ap2 import MandateUsageStore
+from .ap2 import MandateUsageStore, TrustedIssuers
 from .callers import CallerKeys
 from .dashboard import (
     AssetInfo,
@@ -304,8 +304,14 @@ def paid_app(
         limits=unpaid,
     )
     ap2 = ap2_declarations(tenants, settings.base_url)
+    # One client for the key sets the merchant fetches: its callers' JWT issuers, its tenants' AP2 issuers.
+    jwks_http = httpx.AsyncClient()
     # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
-    issuers = {tenant.id: tenant.ap2.issuers for tenant in tenants if tenant.ap2 is not None}
+    issuers = {
+        tenant.id: TrustedIssuers(tenant.ap2.issuers, tenant.ap2.issuer_urls, jwks_http)
+        for tenant in tenants
+        if tenant.ap2 is not None
+    }
     mandates = (
         PaymentMandates(((d, issuers[d.tenant]) for d in ap2), MandateUsageStore(engine)) if ap2 else None
     )
@@ -338,7 +344,6 @@ def paid_app(
             explorers=explorers_for(settings.rpc_url, settings.facilitator_url, settings.explorer_urls()),
             differences=DifferenceDesk(DifferenceStore(engine), ledger, settings.network),
         ).routes
-    jwks_http = httpx.AsyncClient()
     app = create_app(
         authenticator=build_authenticator(settings, engine, jwks_http, tenants),
         executor=paying,

@@ -142,8 +142,16 @@ def test_a_merchant_id_shared_by_two_tenants_is_refused(tmp_path: Path) -> None:
         (ap2_table(more='currency = "XBT"'), "tenants.acme.ap2.currency: no minor unit known for currency"),
         (ap2_table(more='required = "yes"'), "tenants.acme.ap2.required: must be true or false"),
         (
-            ap2_table(more='issuers = ["https://surface.example/jwks.json"]'),
-            "tenants.acme.ap2.issuers[0]: https://surface.example/jwks.json: URLs are not supported yet",
+            ap2_table(more='issuers = ["http://surface.example/jwks.json"]'),
+            "tenants.acme.ap2.issuers[0]: an issuer URL must be an absolute https:// URL",
+        ),
+        (
+            ap2_table(more='issuers = ["https://s.example/k", "https://s.example/k"]'),
+            "tenants.acme.ap2.issuers[1]: https://s.example/k: is given twice",
+        ),
+        (
+            ap2_table(keys='["https://acme.example/key.pem"]'),
+            "tenants.acme.ap2.checkout_keys[0]: https://acme.example/key.pem: must be a file path",
         ),
         (
             'merchant = { id = "a", name = "A", website = "ftp://a" }\ncheckout_keys = ["acme.pem"]',
@@ -167,6 +175,27 @@ def test_an_issuer_file_with_a_private_key_is_refused_without_it(tmp_path: Path)
     problem = problem_of(tenants_file(tmp_path, ap2_table(more='issuers = ["surface.jwks.json"]')))
     assert problem.startswith(f"tenants.acme.ap2.issuers: issuer file {tmp_path / 'surface.jwks.json'}: ")
     assert "private key" in problem and str(private["d"]) not in problem
+
+
+def test_https_issuers_are_kept_by_url_and_fetched_later(tmp_path: Path) -> None:
+    write_key(tmp_path / "acme.pem")
+    public = jwk_of(write_key(tmp_path / "surface.pem")).as_dict(private=False) | {"kid": "file-1"}
+    (tmp_path / "surface.jwks.json").write_text(json.dumps({"keys": [public]}))
+    urls = '"https://surface.example/jwks.json", "http://127.0.0.1:9/jwks.json"'
+    table = ap2_table(more=f'issuers = ["surface.jwks.json", {urls}]')
+    [acme] = [tenant for tenant in TenantRegistry.from_toml(tenants_file(tmp_path, table)) if tenant.ap2]
+    assert acme.ap2 is not None
+    assert acme.ap2.issuer_urls == ("https://surface.example/jwks.json", "http://127.0.0.1:9/jwks.json")
+    assert list(acme.ap2.issuers.by_kid) == ["file-1"]
+
+
+def test_an_issuer_url_with_user_info_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    write_key(tmp_path / "acme.pem")
+    table = ap2_table(more='issuers = ["https://ops:hunter2secret@surface.example/jwks.json"]')
+    problem = problem_of(tenants_file(tmp_path, table))
+    assert (
+        problem.startswith("tenants.acme.ap2.issuers[0]: an issuer URL must be") and "hunter2" not in problem
+    )
 
 
 def test_an_issuer_file_that_is_not_json_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ receipts that end a round (`success_receipts`, `error_receipts`).
 A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
 payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
-recurrence are checked against.
+recurrence are checked against. The issuer keys a tenant trusts are its `TrustedIssuers` (`_issuers`): its
+JWK Set files and `https` sources, fetched with a timeout and a size limit and cached by `kid`; a
+payment's mandates are verified against `keys_for(issuer_kids(mandates))`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         merchant_issuer,
         sign_checkout,
     )
+    from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids
     from ._keys import (
         CHECKOUT_JWT_TYPE,
         CheckoutKeyError,
@@ -67,6 +70,7 @@ __all__ = [
     "CheckoutNotOffered",
     "CheckoutTokenError",
     "IssuerKeys",
+    "IssuerSourceError",
     "MandateKind",
     "MandateRefused",
     "MandateUsage",
@@ -76,14 +80,17 @@ __all__ = [
     "ReceiptSubject",
     "Reservation",
     "SignedCheckout",
+    "TrustedIssuers",
     "UseState",
     "UsageReader",
     "VerifiedMandate",
     "ap2_sdk_available",
     "check_checkout_mandate",
+    "check_issuer_url",
     "check_payment_mandate",
     "checkout_claims",
     "error_receipts",
+    "issuer_kids",
     "load_checkout_keys",
     "mandate_reference",
     "mandate_usage_metadata",
@@ -105,6 +112,7 @@ _EXPORTS = {
         "merchant_issuer",
         "sign_checkout",
     ),
+    "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids"),
     "_keys": (
         "CHECKOUT_JWT_TYPE",
         "CheckoutKeyError",

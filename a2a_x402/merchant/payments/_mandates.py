@@ -28,7 +28,7 @@ from a2a_x402.extension import (
     parse_ap2_mandates,
 )
 
-from ..ap2 import IssuerKeys, MandateRefused, MandateUsageStore, verify_mandates
+from ..ap2 import MandateRefused, MandateUsageStore, TrustedIssuers, issuer_kids, verify_mandates
 from ._offer_table import Offer
 from ._refusals import mandate_refusal
 
@@ -45,7 +45,7 @@ class PaymentMandates:
 
     def __init__(
         self,
-        declarations: Iterable[tuple[Ap2Declaration, IssuerKeys]],
+        declarations: Iterable[tuple[Ap2Declaration, TrustedIssuers]],
         usage: MandateUsageStore,
     ) -> None:
         self._tenants = {declaration.tenant: (declaration, issuers) for declaration, issuers in declarations}
@@ -67,7 +67,7 @@ class PaymentMandates:
         declared = self._tenants.get(tenant)
         if declared is None or offer.checkout_jwt is None:
             return None
-        declaration, issuers = declared
+        declaration, trusted = declared
         try:
             mandates = mandates_of(message)
             if mandates is None:
@@ -76,6 +76,8 @@ class PaymentMandates:
                 raise MandateRefused(
                     Ap2ErrorCode.INVALID_MANDATE, "this merchant takes payments only with AP2 mandates"
                 )
+            # The keys of the issuers the mandates name, an https source fetched if it must be (§20.5 step 1).
+            issuers = await trusted.keys_for(issuer_kids(mandates))
             accepted = await verify_mandates(
                 declaration,
                 issuers,

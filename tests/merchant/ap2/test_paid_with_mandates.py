@@ -22,6 +22,7 @@ from a2a_x402.extension import Ap2ErrorCode, Ap2Mandates, PaymentCompletedData
 from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.payer import present_mandates, sign_payment
 from a2a_x402.storage import create_engine
+from tests.agentcard.conftest import KeyServer
 from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key, public_jwks
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
@@ -170,3 +171,51 @@ async def test_a_tenant_that_requires_mandates_refuses_a_payment_without_them(
         assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert await rows(shop.database_url, "payment_presentations") == []
     assert await ledger_entries(shop.database_url, tenant="strict") == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_mandates_of_an_issuer_whose_keys_are_fetched_over_https_pay(
+    start_merchant: MerchantStarter,
+    database_url: str,
+    tmp_path: Path,
+    chain: DevChain,
+    tls_key_server: KeyServer,
+    tls_ca_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """acme trusts only an agent provider's JWK Set at an https URL, which the merchant fetches over TLS
+    (trusting the test server's certificate alone): its mandates pay, a stranger's are refused, and the
+    stranger's unknown kid does not make the merchant ask the provider again."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_ca_file))
+    provider = new_key("agent-provider-1")
+    tls_key_server.jwks = public_jwks(provider)
+    write_key(tmp_path / "acme.pem")
+    (tmp_path / "tenants.toml").write_text(
+        f'[tenants.acme]\npay_to = "{ACME[0]}"\nprice = {ACME[1]}\n\n'
+        f'[tenants.acme.ap2]\nmerchant = {{ id = "{MERCHANT.id}", name = "{MERCHANT.name}" }}\n'
+        f'checkout_keys = ["acme.pem"]\nissuers = ["{tls_key_server.jwks_url}"]\n'
+    )
+    shop = start_merchant(database_url, tenants_file=tmp_path / "tenants.toml")
+    now = int(time.time())
+    payer_key = chain.new_payer()
+    async with shop.http() as http:
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task = (await wire.send(user_message()))["task"]
+        checkout = checkout_of(task)
+        [entry] = offered_terms(task).accepts
+        assert checkout is not None and entry.extra is not None
+        offer_id = entry.extra["offerId"]
+        paid = sign_payment(payer_key, entry).to_json_dict()
+
+        stranger = issue_open_mandates(new_key("stranger-1"), new_key(), OpenTerms(), now=now)
+        untrusted = present_mandates(stranger, checkout, paid, MERCHANT.id, offer_id, now=now)
+        code, says = await refused(http, "acme", with_mandates(payment_message(task["id"], paid), untrusted))
+        assert code == Ap2ErrorCode.INVALID_CREDENTIAL and "stranger-1" in says
+
+        opened = issue_open_mandates(provider, new_key(), OpenTerms(), now=now)
+        good = present_mandates(opened, checkout, paid, MERCHANT.id, offer_id, now=now)
+        done = (await wire.send(with_mandates(payment_message(task["id"], paid), good)))["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert tls_key_server.hits["/.well-known/jwks.json"] == 1
+    [use] = await rows(shop.database_url, "ap2_mandate_uses")
+    assert (use.tenant, use.task_id, use.state) == ("acme", task["id"], "reserved")
