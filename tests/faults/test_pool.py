@@ -1,12 +1,15 @@
 """The five invariants with the relayer pool and fee bumping on: merchant replicas sharing four leased keys
 under concurrent paid turns (one payment presented at both), a replica SIGKILLed mid-settlement whose keys
-another takes over after the lease, and a base-fee spike in the middle of a paid turn."""
+another takes over after the lease, and a base-fee spike in the middle of a paid turn, for each transfer
+method (`payments.KINDS`: the replacement carries the same call, an `upto` one from the key its payer
+named)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
 
+import pytest
 from eth_account import Account
 
 from a2a_x402.devchain import ANVIL_DEV_KEYS, DevChain
@@ -16,6 +19,7 @@ from tests.fixtures.merchant import MerchantWire
 
 from .clients import JSON, open_task, pay, poll_until_definite
 from .conftest import Scenario
+from .payments import EIP3009, KINDS, PaymentKind
 from .processes import MerchantProcess
 
 FOUR_KEYS = ANVIL_DEV_KEYS[4:8]
@@ -109,17 +113,19 @@ async def test_a_replica_killed_mid_settlement_has_its_keys_taken_over_and_its_t
     assert len(set(nonces)) == 2 and set(_unmined(chain).values()) == {0}
 
 
+@pytest.mark.parametrize("kind", KINDS)
 async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_replacement(
+    kind: PaymentKind,
     scenario: Scenario,
 ) -> None:
     chain = scenario.chain
-    merchant = await _start(scenario)
+    merchant = await _start(scenario, kind=kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
-        payer_key = scenario.new_payer()  # minted while blocks are still mined
+        payer_key = scenario.new_payer(kind)  # minted (and Permit2 approved) while blocks are still mined
         chain.rpc.call("evm_setAutomine", [False])
-        paying = asyncio.ensure_future(pay(wire, task_id, sign_payment(payer_key, terms)))
+        paying = asyncio.ensure_future(pay(wire, task_id, kind.sign(payer_key, terms).wire))
         await wait_until(lambda: _count(scenario, _BROADCAST), what="the settlement to be broadcast")
         pending = chain.rpc.call("txpool_content")["pending"]
         (tx,) = [tx for txs in pending.values() for tx in txs.values()]
@@ -133,14 +139,24 @@ async def test_a_paid_turn_through_a_base_fee_spike_is_settled_once_by_the_repla
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     (transfer,) = report.transfers
     assert transfer.tx_hash != tx["hash"]  # the replacement was mined, and it is the booked settlement
+    assert transfer.amount == kind.charged
+    replacement = chain.rpc.call("eth_getTransactionByHash", [transfer.tx_hash])
+    # The same call from the same key (an `upto` one must come from the key its payer named).
+    assert [replacement[f] for f in ("from", "to", "input")] == [tx[f] for f in ("from", "to", "input")]
     assert set(_unmined(chain).values()) == {0}
 
 
 async def _start(
-    scenario: Scenario, *, max_keys: int = len(FOUR_KEYS), reconcile_s: float = 30.0
+    scenario: Scenario,
+    *,
+    kind: PaymentKind = EIP3009,
+    max_keys: int = len(FOUR_KEYS),
+    reconcile_s: float = 30.0,
 ) -> MerchantProcess:
-    """A merchant with the pool of four keys (at most `max_keys` of them) and fee bumping after 0.5 s."""
-    return await scenario.merchants.start(
+    """A merchant paid by `kind` with the pool of four keys (at most `max_keys` of them) and fee bumping
+    after 0.5 s."""
+    return await scenario.start(
+        kind,
         relayer_key=FOUR_KEYS[0],
         relayer_keys=",".join(FOUR_KEYS),
         relayer_max_keys=max_keys,
