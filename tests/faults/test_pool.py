@@ -1,8 +1,8 @@
 """The five invariants with the relayer pool and fee bumping on: merchant replicas sharing four leased keys
 under concurrent paid turns (one payment presented at both), a replica SIGKILLed mid-settlement whose keys
-another takes over after the lease, and a base-fee spike in the middle of a paid turn, for each transfer
-method (`payments.KINDS`: the replacement carries the same call, an `upto` one from the key its payer
-named)."""
+another takes over after the lease (both for EIP-3009 and `upto`, whose payment names one key), and a
+base-fee spike in the middle of a paid turn, for each transfer method (`payments.KINDS`: the replacement
+carries the same call, an `upto` one from the key its payer named)."""
 
 from __future__ import annotations
 
