@@ -13,6 +13,9 @@ Deliberately wrong merchants, each caught by the checks that test its fault:
 * `SettlesTheMaximum`: a facilitator that settles an `upto` payment for the whole maximum, whatever the
   merchant asked it to settle: the payer is charged more than the usage (the merchant, seeing its receipt
   disagree with its usage, never completes the task).
+* `ChargesBeforeTheWork`: a facilitator that settles an `upto` payment for its maximum as soon as it is
+  verified, before the work runs: work that then fails was charged all the same (the merchant's own answer,
+  payment-failed with nothing delivered, looks right; the chain does not).
 * `inflates_usage`: answers on the A2A 1.0 HTTP bindings whose `usage` items claim more units than their
   amounts are the price of (§6.4 rule 1 broken).
 * `misreports_charge`: answers on A2A 1.0 whose completion reports another charge than the one settled, with
@@ -39,6 +42,7 @@ from a2a_x402.facilitator.wire import (
     Permit2PaymentPayload,
     SettleResponse,
     UptoPaymentPayload,
+    VerifyResponse,
 )
 from a2a_x402.merchant import usage_meter
 from a2a_x402.merchant.demo_skill import TextStatsExecutor, text_stats
@@ -52,6 +56,7 @@ __all__ = [
     "FAILING_REQUEST",
     "MAXIMUM",
     "SENTENCE_PRICE",
+    "ChargesBeforeTheWork",
     "ClaimsUnsentPermit2",
     "MeteredTextStats",
     "SettlesTheMaximum",
@@ -142,6 +147,19 @@ class SettlesTheMaximum(Facilitator):
             maximum = payload.payload.permit2_authorization.permitted.amount
             requirements = requirements.model_copy(update={"amount": maximum})
         return await Facilitator.settle(self, payload, requirements, **options)
+
+
+class ChargesBeforeTheWork(Facilitator):
+    """Settles an `upto` payment for its maximum when verifying it, before the work it pays for has run."""
+
+    async def verify(
+        self, payload: PaymentPayload | Permit2PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
+        """The real verification; a valid `upto` payment is then settled for its maximum at once."""
+        verified = await Facilitator.verify(self, payload, requirements)
+        if verified.is_valid and isinstance(payload, UptoPaymentPayload):
+            await Facilitator.settle(self, payload, requirements)
+        return verified
 
 
 def _inflate(value: Any) -> Any:

@@ -24,6 +24,7 @@ from tests.fixtures.conformance import serve_reference_merchant
 
 from .kinds import (
     FAILING_REQUEST,
+    ChargesBeforeTheWork,
     ClaimsUnsentPermit2,
     MeteredTextStats,
     SettlesTheMaximum,
@@ -189,6 +190,17 @@ async def test_settling_the_maximum_for_less_usage_never_completes(kinds: Kinds)
     assert not report.ok
     _assert_all(report, ("metered.completes",), Outcome.FAILED, ACME_1_0)
     assert "not completed" in _detail(report, "metered.completes", ACME_1_0[0])
+
+
+async def test_failed_work_charged_fails_the_failed_work_check(kinds: Kinds) -> None:
+    url = kinds.serve("charges-failed-work", facilitator=ChargesBeforeTheWork)
+    report = await kinds.run(url, "metered.failed-work", failing=FAILING_REQUEST)
+
+    assert not report.ok
+    # Each binding's answer is the right one (payment-failed, nothing delivered): only the chain tells.
+    _assert_all(report, ("metered.failed-work",), Outcome.FAILED, ACME_1_0)
+    detail = _detail(report, "metered.failed-work", ACME_1_0[0])
+    assert "nonce is spent although the work failed" in detail, detail
 
 
 async def test_a_charge_reported_other_than_settled_fails_the_chain_or_maximum_check(kinds: Kinds) -> None:

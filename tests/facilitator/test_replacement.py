@@ -1,6 +1,7 @@
 """Fee spikes on anvil: a settlement whose maxFeePerGas a raised base fee left behind is replaced with its
 nonce and higher fees; whichever of the two is mined (the replacement, or the original overtaking it) is
-the settlement, exactly once; at the fee ceiling the key takes no new work until the base fee falls. And
+the settlement, exactly once (for each transfer method: EIP-3009, `exact` and `upto` by Permit2); at the fee
+ceiling the key takes no new work until the base fee falls. And
 a next nonce the node holds queued without mining it is sent again and replaced, and the rest follow.
 
 anvil mines nothing here until the test says so (automine off), so transactions priced under the next
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,12 @@ import sqlalchemy as sa
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.facilitator import AUTHORIZATION_USED_TOPIC, Facilitator, bumped_fees
-from a2a_x402.facilitator.wire import PaymentPayload, SettleResponse
+from a2a_x402.facilitator.wire import (
+    PaymentPayload,
+    PaymentRequirements,
+    Permit2PaymentPayload,
+    SettleResponse,
+)
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.fixtures.deadlines import wait_until
@@ -29,6 +35,7 @@ from tests.fixtures.facilitator import make_requirements
 
 from .conftest import OpenFacilitator
 from .payments import claim_rows, relayer_address, relayer_nonce
+from .permit2_chain import AMOUNT, funded_payer, parsed, permit2_requirements, sdk_sign
 
 GWEI = 10**9
 # Replacements are considered after this long under the base fee (the checks run at half of it).
@@ -89,7 +96,10 @@ async def _sent_rows(database_url: str) -> list[dict[str, Any]]:
 
 
 async def _spiked(
-    chain: DevChain, facilitator: Facilitator, payments: list[PaymentPayload], requirements: Any
+    chain: DevChain,
+    facilitator: Facilitator,
+    payments: Sequence[PaymentPayload | Permit2PaymentPayload],
+    requirements: Any,
 ) -> tuple[list[asyncio.Task[SettleResponse]], dict[int, dict[str, Any]]]:
     """Start settling `payments` with mining off, then raise the next base fee over their fee caps.
 
@@ -103,12 +113,43 @@ async def _spiked(
     return settles, originals
 
 
+def _payment(
+    chain: DevChain, new_payer: Callable[..., str], method: str
+) -> tuple[PaymentPayload | Permit2PaymentPayload, PaymentRequirements]:
+    """A fresh payer's payment by `method` (EIP-3009, or `exact`/`upto` by Permit2: an `upto` one settled
+    for a third of its maximum) and the requirements it is settled with."""
+    if method == "eip3009":
+        requirements = make_requirements(chain)
+        return sign_payment(new_payer(), requirements), requirements
+    asked = permit2_requirements(chain, method, chain.plain_asset)
+    payment = parsed(sdk_sign(chain, funded_payer(chain, asked.asset), asked))
+    return payment, asked if method == "exact" else asked.model_copy(update={"amount": AMOUNT // 3})
+
+
+def _each_used_once(
+    chain: DevChain, payments: Sequence[PaymentPayload | Permit2PaymentPayload], first_block: int
+) -> None:
+    """Each payment's authorization was used, once: by its EIP-3009 event, or its bit in Permit2."""
+    eip3009 = [p.payload.authorization.nonce for p in payments if isinstance(p, PaymentPayload)]
+    assert _uses(chain, first_block) == Counter(dict.fromkeys(eip3009, 1))
+    for payment in payments:
+        if isinstance(payment, Permit2PaymentPayload):
+            permit = payment.payload.permit2_authorization
+            assert chain.permit2_nonce_used(permit.from_address, permit.nonce)
+
+
+@pytest.mark.parametrize("method", ["eip3009", "exact", "upto"])
 async def test_settlements_under_a_spiked_base_fee_are_replaced_and_the_replacements_settle(
-    chain: DevChain, sqlite_url: str, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+    method: str,
+    chain: DevChain,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
 ) -> None:
     facilitator = await open_facilitator(sqlite_url, fee_bump_after_s=BUMP_AFTER_S, receipt_timeout_s=60)
-    requirements = make_requirements(chain)
-    payments = [sign_payment(new_payer(), requirements) for _ in range(2)]
+    (first, requirements), (second, _) = (_payment(chain, new_payer, method) for _ in range(2))
+    payments = [first, second]
+    payee_before = chain.balance_of(requirements.pay_to, asset=requirements.asset)
     first_block, nonce_before = int(chain.rpc.call("eth_blockNumber"), 16) + 1, relayer_nonce(chain)
 
     settles, originals = await _spiked(chain, facilitator, payments, requirements)
@@ -126,8 +167,9 @@ async def test_settlements_under_a_spiked_base_fee_are_replaced_and_the_replacem
         assert int(tx["maxFeePerGas"], 16) * 100 >= int(old["maxFeePerGas"], 16) * 110
         assert int(tx["maxPriorityFeePerGas"], 16) * 100 >= int(old["maxPriorityFeePerGas"], 16) * 110
     assert relayer_nonce(chain) == nonce_before + 2  # gap-free: one nonce per settlement
-    uses = _uses(chain, first_block)
-    assert uses == Counter({p.payload.authorization.nonce: 1 for p in payments})
+    _each_used_once(chain, payments, first_block)
+    paid = chain.balance_of(requirements.pay_to, asset=requirements.asset) - payee_before
+    assert paid == 2 * requirements.amount
     rows = await claim_rows(sqlite_url)
     assert {(row["state"], row["tx_hash"]) for row in rows} == {("succeeded", a.transaction) for a in answers}
     # Every hash sent for a claim is recorded: the original and its replacement.
@@ -138,12 +180,19 @@ async def test_settlements_under_a_spiked_base_fee_are_replaced_and_the_replacem
     }
 
 
+# For each transfer method (an `upto` family is sent from the key its payer named): whichever member is
+# mined, the claim follows it, the payee is paid once and the authorization used once.
+@pytest.mark.parametrize("method", ["eip3009", "exact", "upto"])
 async def test_an_original_mined_before_its_replacement_is_the_settlement(
-    chain: DevChain, sqlite_url: str, open_facilitator: OpenFacilitator, new_payer: Callable[..., str]
+    method: str,
+    chain: DevChain,
+    sqlite_url: str,
+    open_facilitator: OpenFacilitator,
+    new_payer: Callable[..., str],
 ) -> None:
     facilitator = await open_facilitator(sqlite_url, fee_bump_after_s=BUMP_AFTER_S, receipt_timeout_s=60)
-    requirements = make_requirements(chain)
-    payment = sign_payment(new_payer(), requirements)
+    payment, requirements = _payment(chain, new_payer, method)
+    payee_before = chain.balance_of(requirements.pay_to, asset=requirements.asset)
     first_block, base_fee = int(chain.rpc.call("eth_blockNumber"), 16) + 1, _next_base_fee(chain)
 
     (settle,), originals = await _spiked(chain, facilitator, [payment], requirements)
@@ -158,7 +207,9 @@ async def test_an_original_mined_before_its_replacement_is_the_settlement(
 
     assert answer.success, answer
     assert answer.transaction == original["tx_hash"] == next(iter(originals.values()))["hash"]
-    assert _uses(chain, first_block) == Counter({payment.payload.authorization.nonce: 1})
+    _each_used_once(chain, [payment], first_block)
+    paid = chain.balance_of(requirements.pay_to, asset=requirements.asset) - payee_before
+    assert paid == requirements.amount  # once
     (row,) = await claim_rows(sqlite_url)
     assert (row["state"], row["tx_hash"]) == ("succeeded", original["tx_hash"])
     assert chain.rpc.call("eth_getTransactionReceipt", [replacement["tx_hash"]]) is None

@@ -1,7 +1,9 @@
 """Permit2 settlements that went astray: a restart with one in the pool, a crash after its transaction was
-sent but before it was recorded (found again by the permit its calldata settled), a crash before anything
-was sent, a dropped `upto` transaction sent again from the key its payer named, and an `exact` permit that
-someone else submitted to the proxy (counted as the settlement only where foreign settlements count)."""
+sent but before it was recorded (found again by the permit its calldata settled, for either scheme: an
+`upto` one for what it charged), a crash before anything was sent, a dropped `upto` transaction sent again
+from the key its payer named, and an `exact` permit that someone else submitted to the proxy (counted as
+the settlement only where foreign settlements count). Nobody else can submit an `upto` permit: the proxy
+takes it only from the key its payer named, so its used nonce is recognised as the crash's is."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from eth_account import Account
 
-from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain
+from a2a_x402.devchain import PERMIT2_ADDRESS, DevChain, TransactionFailedError
 from a2a_x402.facilitator import ClaimState, Facilitator, FacilitatorSettings
 from a2a_x402.facilitator.wire import PaymentRequirements, Reason, SettleResponse
 from tests.fixtures.deadlines import wait_until
@@ -34,8 +37,10 @@ def _authorization(payment: dict[str, Any]) -> dict[str, Any]:
     return authorization
 
 
-def _claim_of(chain: DevChain, claim_id: str, payment: dict[str, Any]) -> dict[str, Any]:
-    """The row a process killed after claiming `payment` (and maybe sending it) left behind."""
+def _claim_of(
+    chain: DevChain, claim_id: str, payment: dict[str, Any], amount: int = AMOUNT
+) -> dict[str, Any]:
+    """The row a process killed after claiming `payment` for `amount` (and maybe sending it) left behind."""
     authorization = _authorization(payment)
     return left_behind(
         chain,
@@ -44,7 +49,7 @@ def _claim_of(chain: DevChain, claim_id: str, payment: dict[str, Any]) -> dict[s
         token=chain.plain_asset,
         payer=authorization["from"],
         nonce=f"0x{int(authorization['nonce']):064x}",
-        amount=AMOUNT,
+        amount=amount,
         valid_before=int(authorization["deadline"]) + 1,
     )
 
@@ -95,24 +100,29 @@ async def test_a_settlement_in_the_pool_at_a_restart_is_finished_by_the_next_pro
     assert (answer.success, answer.transaction, answer.amount) == (True, pending.transaction, AMOUNT // 2)
 
 
+@pytest.mark.parametrize(
+    ("scheme", "charged"), [("exact", AMOUNT), ("upto", AMOUNT // 3)], ids=["exact", "upto"]
+)
 async def test_a_settlement_sent_but_never_recorded_is_found_by_the_permit_it_settled(
-    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+    scheme: str, charged: int, chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
 ) -> None:
     """A process claimed the payment, sent its transaction and died before recording it: the next pass
-    finds the nonce used in Permit2 and the transaction whose calldata settled that permit."""
+    finds the nonce used in Permit2 and the transaction whose calldata settled that permit (an `upto` one
+    through its own proxy, for what it charged, from the key its payer named)."""
     service = await open_facilitator(sqlite_url)
-    payment, asked = _signed(chain, "exact")
-    verified = await service._permit2.verify(parsed(payment), asked)  # noqa: SLF001 - what settle sends
-    receipt = chain.rpc.transact(
-        chain.relayer_key, to=verified.target, data=bytes.fromhex(verified.calldata[2:])
-    )
-    await insert_claims(sqlite_url, _claim_of(chain, "clm_crashed", payment))
+    payment, asked = _signed(chain, scheme)
+    settling = asked.model_copy(update={"amount": charged})
+    sent = await service._permit2.presented(parsed(payment), settling).check()  # noqa: SLF001 - what it sends
+    payee_before = chain.balance_of(PAY_TO, asset=chain.plain_asset)
+    receipt = chain.rpc.transact(chain.relayer_key, to=sent.target, data=bytes.fromhex(sent.calldata[2:]))
+    await insert_claims(sqlite_url, _claim_of(chain, "clm_crashed", payment, charged))
 
     assert await service.reconcile() == 1
 
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["tx_hash"]) == (ClaimState.SUCCEEDED, receipt["transactionHash"])
-    again = await service.settle(parsed(payment), asked)
+    assert chain.balance_of(PAY_TO, asset=chain.plain_asset) == payee_before + charged
+    again = await service.settle(parsed(payment), settling)
     assert (again.error_reason, again.extensions) == (
         Reason.DUPLICATE_SETTLEMENT,
         {"originalSettlement": {"state": "succeeded", "transaction": receipt["transactionHash"]}},
@@ -159,11 +169,14 @@ async def test_a_dropped_upto_settlement_whose_nonce_was_taken_is_sent_again_fro
     assert (sent["from"].lower(), sent["to"].lower()) == (relayer.lower(), chain.upto_permit2_proxy.lower())
 
 
-def _front_run(chain: DevChain, calldata: str, target: str) -> str:
-    """Someone not the facilitator submits the permit to the proxy; the hash of their transaction."""
+def _front_run(chain: DevChain, calldata: str, target: str, gas: int | None = None) -> str:
+    """Someone not the facilitator submits the permit to the proxy (with `gas`: not estimated first); the
+    hash of their transaction."""
     someone = Account.create()
     chain.rpc.call("anvil_setBalance", [someone.address, hex(10**18)])
-    receipt = chain.rpc.transact(someone.key.to_0x_hex(), to=target, data=bytes.fromhex(calldata[2:]))
+    receipt = chain.rpc.transact(
+        someone.key.to_0x_hex(), to=target, data=bytes.fromhex(calldata[2:]), gas=gas
+    )
     return str(receipt["transactionHash"])
 
 
@@ -209,3 +222,28 @@ async def test_an_exact_permit_someone_else_submitted_is_the_settlement_where_fo
     assert chain.balance_of(PAY_TO, asset=chain.plain_asset) == payee_before + AMOUNT
     [row] = await claim_rows(sqlite_url)
     assert (row["state"], row["tx_hash"], row["token"]) == (ClaimState.SUCCEEDED, theirs, chain.plain_asset)
+
+
+async def test_an_upto_permit_someone_else_submits_reverts_and_is_settled_once_from_the_named_key(
+    chain: DevChain, open_facilitator: OpenFacilitator, sqlite_url: str
+) -> None:
+    """The proxy takes an `upto` permit only from the key its payer named: a front-runner's attempt reverts
+    on chain, leaves the nonce unused, and the facilitator settles the payment once, from that key."""
+    service = await open_facilitator(sqlite_url)
+    payment, asked = _signed(chain, "upto")
+    charged = asked.model_copy(update={"amount": AMOUNT // 2})
+    sent = await service._permit2.presented(parsed(payment), charged).check()  # noqa: SLF001 - its calldata
+    payee_before = chain.balance_of(PAY_TO, asset=chain.plain_asset)
+    with pytest.raises(TransactionFailedError):
+        _front_run(chain, sent.calldata, sent.target, gas=4 * sent.gas_estimate)
+    authorization = _authorization(payment)
+    assert not chain.permit2_nonce_used(authorization["from"], int(authorization["nonce"]))
+
+    settled = await service.settle(parsed(payment), charged)
+
+    assert (settled.success, settled.amount) == (True, AMOUNT // 2), settled
+    mined = chain.rpc.call("eth_getTransactionByHash", [settled.transaction])
+    assert mined["from"].lower() == relayer_address(chain).lower()
+    assert chain.balance_of(PAY_TO, asset=chain.plain_asset) == payee_before + AMOUNT // 2
+    [row] = await claim_rows(sqlite_url)
+    assert (row["state"], row["tx_hash"]) == (ClaimState.SUCCEEDED, settled.transaction)

@@ -132,8 +132,9 @@ class PaymentKind:
         chain.approve_permit2(key, self.asset(chain))
         return key
 
-    def sign(self, key: str, terms: PaymentRequirements) -> Signed:
-        """The payment `key` signs for `terms` with the payer library.
+    def sign(self, key: str, terms: PaymentRequirements, *, valid_before: int | None = None) -> Signed:
+        """The payment `key` signs for `terms` with the payer library, valid before `valid_before` when given
+        (a Permit2 deadline of the second before: Permit2 accepts a block stamped at the deadline itself).
 
         Raises:
             AssertionError: the terms are not of this kind.
@@ -143,10 +144,11 @@ class PaymentKind:
         if asked != self.method:
             raise AssertionError(f"the merchant asks for {terms.scheme} by {asked}, not {self.name}")
         if self.method == "eip3009":
-            payment = sign_payment(key, terms)
+            payment = sign_payment(key, terms, valid_before=valid_before)
             authorization = payment.payload.authorization
             return Signed(payment, authorization.from_address, authorization.nonce, None)
-        signed = sign_permit2_payment(key, terms)
+        deadline = None if valid_before is None else valid_before - 1
+        signed = sign_permit2_payment(key, terms, deadline=deadline)
         permit = signed.payload.permit2_authorization
         return Signed(signed, permit.from_address, f"0x{permit.nonce:064x}", permit.nonce)
 

@@ -13,23 +13,24 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import A2ACallError, MerchantWire
 
 from .clients import open_task, pay, poll_until_definite
 from .conftest import Scenario
 from .database import DatabaseProbe
+from .payments import EIP3009, UPTO, PaymentKind
 
 pytestmark = pytest.mark.error_logs("why: the merchant's database connection is cut mid-transaction")
 
+# The event's insert is a CTE of the statement that reads its endpoints (PostgreSQL).
+_BOOKING = "WITH new_event AS \n(INSERT INTO webhook_events"
 TRANSACTIONS = [
-    pytest.param("INSERT INTO settlement_claims", id="claiming the authorization"),
-    # The event's insert is a CTE of the statement that reads its endpoints (PostgreSQL).
-    pytest.param(
-        "WITH new_event AS \n(INSERT INTO webhook_events", id="booking the settlement and its event"
-    ),
-    pytest.param("UPDATE payment_offers", id="recording the offer paid"),
+    pytest.param("INSERT INTO settlement_claims", EIP3009, id="claiming the authorization"),
+    pytest.param(_BOOKING, EIP3009, id="booking the settlement and its event"),
+    # A metered booking (the usage's amount, the maximum beside it) of a Permit2 settlement.
+    pytest.param(_BOOKING, UPTO, id="booking the settlement and its event-upto"),
+    pytest.param("UPDATE payment_offers", EIP3009, id="recording the offer paid"),
 ]
 
 
@@ -64,20 +65,25 @@ async def _blocked_at(
         yield arm
 
 
-@pytest.mark.parametrize("statement", TRANSACTIONS)
+@pytest.mark.parametrize(("statement", "kind"), TRANSACTIONS)
 async def test_a_database_connection_lost_mid_transaction_does_not_lose_or_double_a_payment(
     statement: str,
+    kind: PaymentKind,
     scenario: Scenario,
 ) -> None:
-    merchant = await scenario.merchants.start(
-        rpc_url=scenario.proxy.url, reconcile_interval_s=0.5, reconcile_stale_after_s=3, claim_lease_s=1
+    merchant = await scenario.start(
+        kind,
+        rpc_url=scenario.proxy.url,
+        reconcile_interval_s=0.5,
+        reconcile_stale_after_s=3,
+        claim_lease_s=1,
     )
-    payer_key = scenario.new_payer()
+    payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
         async with _blocked_at(statement, task_id, scenario) as arm:
-            paying = asyncio.create_task(pay(wire, task_id, sign_payment(payer_key, terms)))
+            paying = asyncio.create_task(pay(wire, task_id, kind.sign(payer_key, terms).wire))
             await arm()
             await wait_until(lambda: _waiting(scenario.database, statement), what=f"{statement} to wait")
             for pid in await scenario.database.waiting(statement):
@@ -92,7 +98,7 @@ async def test_a_database_connection_lost_mid_transaction_does_not_lose_or_doubl
     assert merchant.alive
     report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", (answer, done["status"])
-    assert len(report.transfers) == 1
+    assert [transfer.amount for transfer in report.transfers] == [kind.charged]
 
 
 async def _waiting(database: DatabaseProbe, statement: str) -> bool:

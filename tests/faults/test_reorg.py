@@ -7,6 +7,10 @@ confirmations the reorg comes before the depth is reached: nothing is delivered,
 before the transaction is back on the chain and two blocks deep there, and the invariants are checked at
 that depth. A reorg deeper than the depth (a finalized settlement's transaction gone) cannot be undone
 by the merchant: `x402-merchant reconcile` reports it and exits 1.
+
+A settlement put back by the merchant, and one removed for good, are shown for the Permit2 methods too
+(`payments`): whether the authorization is used, and until when it is valid, are then Permit2's nonce
+bitmap and the permit's deadline, and the transfer is found by the permit its transaction settled.
 """
 
 from __future__ import annotations
@@ -24,16 +28,22 @@ from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 from .clients import open_task, pay, pending_transaction, poll_until_definite
 from .conftest import Scenario
 from .database import DatabaseProbe
+from .payments import EIP3009, PERMIT2, UPTO, PaymentKind
 from .processes import MerchantProcess
 
 
-async def _paid(scenario: Scenario, merchant: MerchantProcess, *, valid_for_s: int = 300) -> tuple[str, int]:
-    """A task paid (by a new payer), delivered and booked; its id and its authorization's `validBefore`."""
+async def _paid(
+    scenario: Scenario, merchant: MerchantProcess, kind: PaymentKind = EIP3009, *, valid_for_s: int = 300
+) -> tuple[str, int]:
+    """A task paid by `kind` (a new payer), delivered and booked; its id and when its authorization stops
+    being valid (EIP-3009's `validBefore`, the second after a permit's deadline)."""
+    payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms = await open_task(wire)
         valid_before = int(time.time()) + valid_for_s
-        done = await pay(wire, task_id, sign_payment(scenario.new_payer(), terms, valid_before=valid_before))
+        signed = kind.sign(payer_key, terms, valid_before=valid_before)
+        done = await pay(wire, task_id, signed.wire)
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     return task_id, valid_before
 
@@ -53,14 +63,24 @@ _FINALIZED = "SELECT count(*) FROM ledger_finalizations"
 _RECONCILE_INTERVAL_S = 0.5
 
 
-@pytest.mark.parametrize("who", ["the chain", "the merchant"])
+@pytest.mark.parametrize(
+    ("who", "kind"),
+    [
+        pytest.param("the chain", EIP3009, id="the chain"),
+        pytest.param("the merchant", EIP3009, id="the merchant"),
+        # Put back by the merchant only: what the chain re-includes is the same bytes whatever they call.
+        pytest.param("the merchant", PERMIT2, id="the merchant-permit2"),
+        pytest.param("the merchant", UPTO, id="the merchant-upto"),
+    ],
+)
 async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_becomes_final(
     who: str,
+    kind: PaymentKind,
     scenario: Scenario,
 ) -> None:
     chain = scenario.chain
-    merchant = await scenario.merchants.start(reconcile_interval_s=_RECONCILE_INTERVAL_S)
-    task_id, _ = await _paid(scenario, merchant)
+    merchant = await scenario.start(kind, reconcile_interval_s=_RECONCILE_INTERVAL_S)
+    task_id, _ = await _paid(scenario, merchant, kind)
     (entry,) = await ledger_entries(scenario.database_url)
     block_hash = _block_hash(chain, entry.tx_hash)
     await _reorg(scenario, who, entry.tx_hash)
@@ -68,7 +88,7 @@ async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_bec
     await wait_until(lambda: _count(scenario.database, _FINALIZED), what="the finalization")
 
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
-    assert [t.tx_hash for t in report.transfers] == [entry.tx_hash]
+    assert [(t.tx_hash, t.amount) for t in report.transfers] == [(entry.tx_hash, kind.charged)]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
 
 
@@ -176,12 +196,17 @@ async def _nothing_final_yet(wire: MerchantWire, task_id: str, scenario: Scenari
     assert await scenario.database.scalar(_FINALIZED) == 0
 
 
-async def test_a_settlement_a_reorg_removed_for_good_is_reversed(scenario: Scenario) -> None:
+# `upto` stands for both Permit2 methods here (its permit's deadline, its nonce in Permit2's bitmap), and
+# for a booking of the usage rather than the price: each case waits out a 30 s authorization.
+@pytest.mark.parametrize("kind", [EIP3009.param(), UPTO.param()])
+async def test_a_settlement_a_reorg_removed_for_good_is_reversed(
+    kind: PaymentKind, scenario: Scenario
+) -> None:
     chain = scenario.chain
-    merchant = await scenario.merchants.start()
+    merchant = await scenario.start(kind)
     # Valid long enough that paying, stopping the merchant and starting the first reconcile all fit in it
     # on a loaded machine (at 9 s a busy run reconciled after expiry), yet short enough to wait out cheaply.
-    task_id, valid_before = await _paid(scenario, merchant, valid_for_s=30)
+    task_id, valid_before = await _paid(scenario, merchant, kind, valid_for_s=30)
     merchant.stop()
     (entry,) = await ledger_entries(scenario.database_url)
     chain.rpc.call("evm_setAutomine", [False])  # nothing is mined again until the test says so

@@ -2,7 +2,9 @@
 
 Shown for EIP-3009 and for `upto`, whose payment names the first replica's relayer, the only one that may
 settle it (the second must wait for the first, not settle); `exact` by Permit2 races as EIP-3009 does, on
-the presentation and the claim, and is left out to keep the suite's time.
+the presentation and the claim, and is left out to keep the suite's time: the second replica waits on the
+merchant's presentation, whatever the transfer method, and what Permit2 changes at the claim (its key is
+the Permit2 nonce) `upto` shares, and `tests/facilitator/test_settle_permit2.py` races for both schemes.
 """
 
 from __future__ import annotations
