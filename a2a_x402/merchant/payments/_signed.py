@@ -73,11 +73,12 @@ def pays(payment: SignedPayment, requirements: PaymentRequirements) -> bool:
 
 
 def valid_before(payment: SignedPayment) -> int:
-    """The first unix time the chain refuses `payment` at: EIP-3009's `validBefore`, Permit2's `deadline`
-    (any uint256: one beyond every block's time never expires)."""
+    """The first unix time the chain refuses `payment` at: EIP-3009's `validBefore`, the second after
+    Permit2's `deadline` (Permit2 still takes a block stamped at its deadline; a deadline beyond every
+    block's time never expires)."""
     if isinstance(payment, PaymentPayload):
         return payment.payload.authorization.valid_before
-    return payment.payload.permit2_authorization.deadline
+    return payment.payload.permit2_authorization.deadline + 1
 
 
 async def nonce_used(rpc: RpcClient, asset: str, payer: str, nonce: str) -> bool:

@@ -26,7 +26,10 @@ def test_a_stored_payment_is_read_back_as_the_kind_it_is() -> None:
         ExactPermit2PaymentPayload,
         UptoPaymentPayload,
     )
-    assert valid_before(eip3009) == valid_before(exact) == 1796015019
+    # Both documents end at 1796015019: EIP-3009 refuses a block at its validBefore, Permit2 takes a block
+    # at its deadline and refuses the next second (DevPermit2.sol, as Permit2: `block.timestamp > deadline`).
+    assert valid_before(eip3009) == 1796015019
+    assert valid_before(exact) == valid_before(upto) == 1796015019 + 1
 
 
 def _invalidate(chain: DevChain, owner: str, nonce: int) -> None:
