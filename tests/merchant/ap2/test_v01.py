@@ -6,7 +6,9 @@ as a standalone one (booked, receipts in `x402.payment.receipts`); every refused
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,7 @@ from joserfc.jwk import KeySet
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI_V02, JsonValue
 from a2a_x402.merchant.ap2 import build_cart, cart_digest, load_checkout_keys
+from a2a_x402.merchant.edge import JSONRPC_PATH, tenant_root
 from a2a_x402.storage import create_engine
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.ap2 import MERCHANT, new_key, public_jwks
@@ -266,3 +269,42 @@ def test_the_shopper_hashes_what_the_merchant_signed(tmp_path: Path) -> None:
     assert cart_digest(cart) == digest(read.model_dump(mode="json"))
     assert read.contents.payment_request.details.total.amount.value == 0.25
     assert read.contents.cart_expiry == "2026-05-04T10:09:30+00:00"
+
+
+async def test_one_mandate_sent_twice_at_once_pays_once_and_no_secret_is_told(
+    shop: RunningMerchant, chain: DevChain, user_key: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    now = int(time.time())
+    shopper = Shopper(user_key, new_key())
+    payer_key = chain.new_payer()
+    payer = Account.from_key(payer_key).address
+    before = chain.balance_of(payer)
+    async with WireV0_3.client(shop.base_url) as http:
+        wire = WireV0_3(http, "jsonrpc", "strict")
+        task = await wire.send(message_v0_3("The quick brown fox."))
+        cart = cart_of(task)
+        paid = v1_payload(payer_key, x402_terms(cart))
+        mandate = shopper.pay(cart, paid, merchant_id=MERCHANT.id, now=now)
+        answers = await asyncio.gather(
+            wire.send(mandate_message(task["id"], mandate)),
+            wire.send(mandate_message(task["id"], mandate)),
+            return_exceptions=True,
+        )
+        read = await wire.get_task(task["id"])
+        # Oversized: a mandate beyond the request bound is refused before anything is read.
+        padded = dict(mandate, padding="x" * (64 * 1024))
+        request = {"jsonrpc": "2.0", "id": 9, "method": "message/send"}
+        request["params"] = {"message": mandate_message(task["id"], padded)}
+        too_big = await http.post(tenant_root("strict") + JSONRPC_PATH, json=request)
+        assert too_big.status_code == 413 and "over the limit" in too_big.json()["error"]["message"]
+    assert state_of(read) == "completed", (answers, read)
+    assert len(await ledger_entries(shop.database_url, tenant="strict")) == 1
+    assert chain.balance_of(payer) == before - STRICT[1]
+    signature = paid["payload"]["signature"].removeprefix("0x").lower()
+    authorization = str(mandate["user_authorization"])
+    secrets = (signature, signature[:16], authorization, authorization.rsplit("~", 1)[1])
+    told = json.dumps([repr(a) if isinstance(a, BaseException) else a for a in answers]) + json.dumps(read)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    for secret in secrets:
+        assert secret not in told.lower() and secret not in logged.lower()
