@@ -201,11 +201,21 @@ class CartMandates:
             raise InvalidParamsError(message=f"the PaymentMandate's details: {exc}") from None
         return data if isinstance(data, PaymentSubmittedData) else None
 
-    def check(self, tenant_id: str, offer: Offer, message: Message) -> None:
-        """Verify the `PaymentMandate` of `message` against the cart `offer`'s round offered (§20.7).
+    @staticmethod
+    def applies(offer: Offer, embedded: PaymentSubmittedData | None) -> bool:
+        """Whether this form's check, not the 1.0 one, answers a payment for `offer`: the payment came in
+        a `PaymentMandate` (`embedded`, from `payment_of`), or the round was offered with a cart."""
+        return embedded is not None or _stored_cart(offer) is not None
+
+    def check(
+        self, tenant_id: str, offer: Offer, message: Message, embedded: PaymentSubmittedData | None
+    ) -> None:
+        """Verify the `PaymentMandate` of `message`, whose payment `payment_of` read (`embedded`), against
+        the cart `offer`'s round offered (§20.7).
 
         Raises:
-            InvalidParamsError: the mandate is refused; its `data` holds the `ap2Error`.
+            InvalidParamsError: the mandate is refused, or the round's cart is paid without one (in
+                `x402.payment.payload`, or on A2A 1.0); its `data` holds the `ap2Error`.
         """
         ap2 = self._ap2(tenant_id)
         try:
@@ -213,6 +223,11 @@ class CartMandates:
             if ap2 is None or cart is None:
                 raise MandateRefused(
                     Ap2ErrorCode.INVALID_MANDATE, "this round was not offered with an AP2 CartMandate"
+                )
+            if embedded is None:
+                raise MandateRefused(
+                    Ap2ErrorCode.INVALID_MANDATE,
+                    "this round's AP2 CartMandate is paid only with a PaymentMandate on A2A 0.3",
                 )
             verify_payment_mandate(
                 cart,

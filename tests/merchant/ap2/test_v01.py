@@ -22,13 +22,22 @@ from joserfc.jwk import KeySet
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import EXTENSION_URI_V02, JsonValue
+from a2a_x402.facilitator.wire import PaymentRequired
 from a2a_x402.merchant.ap2 import build_cart, cart_digest, load_checkout_keys
 from a2a_x402.merchant.edge import JSONRPC_PATH, tenant_root
+from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.ap2 import MERCHANT, new_key, public_jwks
 from tests.fixtures.ap2_v01 import Shopper, cart_of, digest, mandate_message, x402_terms
-from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, RunningMerchant, ledger_entries
+from tests.fixtures.merchant import (
+    DEFAULT_PAY_TO,
+    MerchantStarter,
+    MerchantWire,
+    RunningMerchant,
+    ledger_entries,
+    payment_message,
+)
 from tests.fixtures.wire_v0_3 import BINDINGS_V0_3, WireV0_3, message_v0_3, state_of
 from tests.merchant.ap2.support import write_key
 from tests.merchant.edge.test_paid_versions import v1_payload
@@ -196,7 +205,18 @@ async def test_refused_mandates_change_nothing_then_the_good_one_pays(
         await refused(wire, mandate_message(other["id"], good))
         # A standalone payment for the required tenant.
         plain = message_v0_3("pay", task_id=task["id"], metadata=beside)
-        assert "only with AP2 mandates" in await refused(wire, plain)
+        assert "only with a PaymentMandate" in await refused(wire, plain)
+        # The round's cart paid on A2A 1.0, with the stored terms and a 1.0 mandates part.
+        offers = await rows(shop.database_url, "payment_offers")
+        [required] = [row.required for row in offers if row.task_id == task["id"]]
+        required = json.loads(required) if isinstance(required, str) else required  # SQLite: text
+        [entry] = PaymentRequired.from_wire(required).accepts
+        on_1_0 = payment_message(task["id"], sign_payment(payer_key, entry))
+        on_1_0["parts"].append({"data": {"ap2.checkout_mandate": "a~b~", "ap2.payment_mandate": "c~d~"}})
+        async with shop.http() as http_1_0:
+            with pytest.raises(A2ACallError) as caught:
+                await MerchantWire(http_1_0, "jsonrpc", "strict").send(on_1_0)
+        assert "invalid_mandate" in str(caught.value) and "only with a PaymentMandate" in str(caught.value)
 
         # Nothing changed: both tasks await payment, nothing presented, booked or moved.
         for waiting in (task, other):
