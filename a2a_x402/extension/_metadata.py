@@ -32,7 +32,8 @@ whose newest receipt is the facilitator's own pending answer, which names the tr
 so a payer learns the hash to watch, and a later ``payment-completed`` or ``payment-failed``
 resolves it. On A2A 1.0 the embedded flow (spec §20: AP2 mandates in data parts) leaves the extension
 object as it is, so it decodes as above. Its v0.2 form (§20.7: AP2 v0.1 objects in data parts, no
-``required``/``payload`` in metadata) is not supported yet: such messages fail with ``missing_field``.
+``required``/``payload`` in metadata) is not decoded here (such metadata fails with ``missing_field``):
+the merchant reads the payment from the ``PaymentMandate`` part and decodes it as a ``payload``.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ from .edge import AgentCardSettings, TenantTaskStore, create_app
 from .ledger import Ledger
 from .payments import (
     Asset,
+    CartMandates,
     Checkouts,
     GasSponsoring,
     OfferReader,
@@ -234,6 +235,8 @@ def paid_app(
         offer_timeout_s=pricing.max_timeout_seconds,
     )
     metrics = MerchantMetrics(CollectorRegistry())
+    # The v0.2 form of the embedded flow (§20.7), for the tenants whose `ap2` entry is required.
+    carts = CartMandates(pricing, {skill.id: skill.name for skill in offered})
     paying = PaymentExecutor(
         executor,
         pricing=pricing,
@@ -246,6 +249,7 @@ def paid_app(
         on_outcome=metrics.payment,
         unpaid=unpaid,
         checkouts=Checkouts(pricing, {skill.id: skill.name for skill in offered}),
+        carts=carts,
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     # Its final-state hook marks the offers whose outcome the client has been told.
@@ -361,12 +365,17 @@ def paid_app(
             tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant, ap2=ap2)],
             # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
             extensions_v0_3=[
-                payment_extension(pricing, EXTENSION_URI_V02),
+                payment_extension(pricing, EXTENSION_URI_V02, ap2=ap2),
                 payment_extension(pricing, EXTENSION_URI_V01, required=False),
             ],
             tenant_extensions_v0_3=lambda tenant: [
                 payment_extension(
-                    pricing, uri, required=uri == EXTENSION_URI_V02, tenant=tenant, name_tenants=False
+                    pricing,
+                    uri,
+                    required=uri == EXTENSION_URI_V02,
+                    tenant=tenant,
+                    name_tenants=False,
+                    ap2=ap2,
                 )
                 for uri in (EXTENSION_URI_V02, EXTENSION_URI_V01)
             ],
@@ -386,6 +395,7 @@ def paid_app(
                 progress_timeout_s=settings.settle_timeout_s,
                 unpaid=unpaid,
                 mandates=mandates,
+                carts=carts,
             )
         ],
     )

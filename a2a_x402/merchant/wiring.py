@@ -25,7 +25,7 @@ from a2a_x402.agentcard import (
     load_signing_keys_from_env,
 )
 from a2a_x402.cli import ConfigError
-from a2a_x402.extension import EXTENSION_URI, Ap2Declaration
+from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02, Ap2Declaration
 from a2a_x402.facilitator import FacilitatorClient, RpcClient
 from a2a_x402.facilitator.wire import chain_id_from_caip2
 
@@ -59,7 +59,8 @@ def payment_extension(
 ) -> AgentExtension:
     """The card's declaration of the x402 extension version `uri`, with what is accepted and who is paid
     (every tenant's payTo, or with `tenant` only that tenant's, for its extended card and its own cards),
-    and in v0.3 (`EXTENSION_URI`) the tenants of `ap2` that offer the embedded flow (`params.ap2`, §20.2).
+    and in v0.3 (`EXTENSION_URI`) the tenants of `ap2` that offer the embedded flow (`params.ap2`, §20.2), in
+    v0.2 those of them offered its v0.2 form (`required`, §20.7).
 
     A named tenant's 0.3 card (`name_tenants=False`) names no tenant in its `payTo` entries: its interfaces
     carry none (on 0.3 the URL is the tenant), and a reader takes a missing `tenant` as the interface's.
@@ -71,7 +72,9 @@ def payment_extension(
     ap2_entries = [
         entry.to_wire()
         for entry in ap2
-        if uri == EXTENSION_URI and (tenant is None or entry.tenant == tenant)
+        # On A2A 0.3 only the tenants offered the v0.2 form of the embedded flow (§20.7): the required ones.
+        if (uri == EXTENSION_URI or (uri == EXTENSION_URI_V02 and entry.required))
+        and (tenant is None or entry.tenant == tenant)
     ]
     params = Struct()
     params.update(

@@ -11,6 +11,10 @@ parts redacted from logs), `_checkout` makes a round's checkout JWT from the ter
 (`sign_checkout`, or `CheckoutNotOffered` when the price rule refuses them), and `_receipts` the AP2
 receipts that end a round (`success_receipts`, `error_receipts`).
 
+The v0.2 form on A2A 0.3 (§20.7), without the SDK: `_v01` builds a round's AP2 v0.1 `CartMandate`
+(`build_cart`) and checks the `PaymentMandate` that pays it (`verify_payment_mandate`), whose
+`user_authorization` `_user_authorization` verifies (an SD-JWT with a key-binding JWT over the two hashes).
+
 A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
 payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
@@ -59,10 +63,23 @@ if TYPE_CHECKING:
         verify_mandate,
     )
     from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
+    from ._user_authorization import KB_JWT_TYPE, verify_user_authorization
+    from ._v01 import (
+        CART_MANDATE_KEY,
+        PAYMENT_MANDATE_KEY,
+        X402_METHOD,
+        build_cart,
+        cart_digest,
+        verify_payment_mandate,
+    )
     from ._verify import AcceptedMandates, UsageReader, verify_mandates
 
 __all__ = [
+    "CART_MANDATE_KEY",
     "CHECKOUT_JWT_TYPE",
+    "KB_JWT_TYPE",
+    "PAYMENT_MANDATE_KEY",
+    "X402_METHOD",
     "AcceptedMandates",
     "CheckoutItem",
     "CheckoutKeyError",
@@ -85,6 +102,8 @@ __all__ = [
     "UsageReader",
     "VerifiedMandate",
     "ap2_sdk_available",
+    "build_cart",
+    "cart_digest",
     "check_checkout_mandate",
     "check_issuer_url",
     "check_payment_mandate",
@@ -99,6 +118,8 @@ __all__ = [
     "success_receipts",
     "verify_mandate",
     "verify_mandates",
+    "verify_payment_mandate",
+    "verify_user_authorization",
 ]
 
 _EXPORTS = {
@@ -133,6 +154,15 @@ _EXPORTS = {
         "verify_mandate",
     ),
     "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
+    "_user_authorization": ("KB_JWT_TYPE", "verify_user_authorization"),
+    "_v01": (
+        "CART_MANDATE_KEY",
+        "PAYMENT_MANDATE_KEY",
+        "X402_METHOD",
+        "build_cart",
+        "cart_digest",
+        "verify_payment_mandate",
+    ),
     "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported

@@ -3,7 +3,8 @@
 `PaymentExecutor` charges for the wrapped executor's skills per tenant; `PaymentRequestHandler` refuses bad
 payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably; a metered
 skill's work reports what it used through `usage_meter`; `Checkouts` signs the AP2 checkout of the terms
-offered to a tenant in the embedded flow (specification §20.3).
+offered to a tenant in the embedded flow (specification §20.3), `CartMandates` its AP2 v0.1 cart on A2A 0.3
+(§20.7).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
     from ._layer import PaymentLayerMissingError
     from ._mandates import PaymentMandates
+    from ._mandates_v02 import CartMandates
     from ._offer_queries import OfferReader, Purchase, UnpaidAttempt
     from ._offer_table import Offer, OfferState
     from ._offers import OfferStore
@@ -37,8 +39,9 @@ if TYPE_CHECKING:
     from ._usage import UsageError, UsageMeter, usage_meter
 
 __all__ = [
-    "Asset",
     "CLIENT_ADDRESS_KEY",
+    "Asset",
+    "CartMandates",
     "Checkouts",
     "GasSponsoring",
     "InvalidLimitsError",
@@ -87,6 +90,7 @@ _EXPORTS = {
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),
     "_layer": ("PaymentLayerMissingError",),
     "_mandates": ("PaymentMandates",),
+    "_mandates_v02": ("CartMandates",),
     "_offer_queries": ("OfferReader", "Purchase", "UnpaidAttempt"),
     "_offer_table": ("Offer", "OfferState"),
     "_offers": ("OfferStore",),

@@ -4,7 +4,7 @@ A round whose tenant declares `ap2` in the tenants file, offered in extension v0
 checkout: its terms signed with the tenant's current checkout key (`merchant.ap2.sign_checkout`), stored
 with the offer and sent as the task's `ap2-checkout` artifact before the `payment-required` status. Fresh
 terms get a new checkout that replaces it (`append` false, the same artifact id). The v0.2 form of §20.7
-(A2A 0.3) is not offered. Terms the price rule keeps out of the embedded flow (a sub-cent price) go out
+(A2A 0.3) is `_mandates_v02`'s. Terms the price rule keeps out of the embedded flow (a sub-cent price) go out
 without a checkout, which the log says once per tenant and skill: the rule gives every round of them the
 same answer.
 """

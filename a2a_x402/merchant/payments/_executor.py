@@ -64,6 +64,7 @@ from ._checkouts import Checkouts, checkout_artifact
 from ._held import WorkOutcome
 from ._key_elsewhere import key_held_elsewhere
 from ._layer import refuse_without_layer
+from ._mandates_v02 import CartMandates
 from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
@@ -103,6 +104,7 @@ class PaymentExecutor(AgentExecutor):
         on_outcome: OutcomeListener | None = None,
         unpaid: UnpaidWork | None = None,
         checkouts: Checkouts | None = None,
+        carts: CartMandates | None = None,
     ):
         self._delegate = delegate
         self._pricing = pricing
@@ -115,6 +117,7 @@ class PaymentExecutor(AgentExecutor):
         self._on_outcome = on_outcome
         self._unpaid = unpaid
         self._checkouts = checkouts if checkouts is not None else Checkouts(pricing)
+        self._carts = carts
 
     @property
     def settle_timeout_s(self) -> float:
@@ -184,6 +187,12 @@ class PaymentExecutor(AgentExecutor):
             extensions=await self._pricing.extensions(context.tenant, skill),
         )
         checkout = self._checkouts.sign(context.tenant, skill, required, dialect)
+        pay_to = self._pricing.pay_to(context.tenant)
+        text = f"Payment required: {amount} to {pay_to}."
+        if error is not None:
+            text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
+        terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)
+        cart = self._carts.offer(context.tenant, skill, required, terms, dialect) if self._carts else None
         offered = await self._offers.offer(
             task_id=task_id,
             tenant=context.tenant,
@@ -192,7 +201,7 @@ class PaymentExecutor(AgentExecutor):
             dialect=dialect.value,
             required=required.to_json_dict(),
             request=request if request is not None else message_dict(context.message),
-            checkout_jwt=checkout,
+            checkout_jwt=checkout if cart is None else cart.stored,
         )
         if not offered:
             # Another request took a payment for this task meanwhile: its turn tells the task what happens.
@@ -207,17 +216,14 @@ class PaymentExecutor(AgentExecutor):
                 caller_of(call_context),
                 reservation=reservation if isinstance(reservation, str) else None,
             )
-        pay_to = self._pricing.pay_to(context.tenant)
-        text = f"Payment required: {amount} to {pay_to}."
-        if error is not None:
-            text = f"The payment was not taken ({error.value}); here are fresh terms. {text}"
-        terms = terms_for(required, dialect, mime_type=self._pricing.mime_type(skill), reason=text)
         data = PaymentRequiredData(required=terms, error=error)
         if checkout is not None:  # the checkout goes before the status that offers its terms (§20.3)
             await event_queue.enqueue_event(checkout_artifact(task_id, context_id, checkout))
-        await event_queue.enqueue_event(
-            agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
-        )
+        status = agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
+        if cart is not None:  # v0.2's embedded flow (§20.7): the terms are in the cart, not the status
+            await event_queue.enqueue_event(cart.artifact(task_id, context_id))
+            status = cart.without_terms(status)
+        await event_queue.enqueue_event(status)
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
         task_id, context_id = turn_ids(context)

@@ -61,6 +61,7 @@ from .._handlers import DelegatingRequestHandler
 from .._task_reads import forget_task_reads
 from ._layer import mark_payment_layer
 from ._mandates import PaymentMandates
+from ._mandates_v02 import CartMandates, strip_mandate_secrets
 from ._offer_table import OfferState
 from ._offers import CHECKED_OFFER_KEY, CheckedOffer, OfferStore
 from ._presented import Presentations
@@ -107,8 +108,10 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         progress_timeout_s: float = 15.0,
         unpaid: UnpaidWork | None = None,
         mandates: PaymentMandates | None = None,
+        carts: CartMandates | None = None,
     ):
         super().__init__(inner)
+        self._carts = carts
         self._mandates = mandates
         self._unpaid = unpaid
         self._pricing = pricing
@@ -258,7 +261,9 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                 message="x402 payment data belongs in the message's metadata, not the request's"
             )
         dialect = negotiate_dialect(call_context.requested_extensions, protocol_version(call_context))
-        data = self._read(message, dialect)
+        # The v0.2 form of the embedded flow (§20.7) carries the payment in a PaymentMandate part.
+        embedded = self._carts.payment_of(call_context.tenant, message, dialect) if self._carts else None
+        data = embedded or self._read(message, dialect)
         if not message.task_id:
             if data is not None:
                 raise InvalidParamsError(message="a payment message must name the task (taskId) it pays for")
@@ -314,9 +319,11 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                 )
             raise _Represented(task.status.message.message_id)
         # The embedded flow's mandates (§20.5): verified first, and counted with the presentation.
-        mandates = (
-            await self._mandates.check(call_context.tenant, offer, data, message) if self._mandates else None
-        )
+        mandates = None
+        if self._carts is not None and self._carts.applies(offer, embedded):  # §20.7's v0.2 form
+            self._carts.check(call_context.tenant, offer, message, embedded)
+        elif self._mandates is not None:
+            mandates = await self._mandates.check(call_context.tenant, offer, data, message)
         # Bound to this task before anything is verified: an authorization once presented here, whatever
         # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
         signer = signer_of(payload)
@@ -329,6 +336,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         # From here on the message goes into the task's history: without its signature (§11). The executor
         # takes the payment from the checked offer, and the offer row keeps it whole once it is taken.
         strip_signature(message, dialect)
+        strip_mandate_secrets(message)
         return data, dialect
 
     @asynccontextmanager
