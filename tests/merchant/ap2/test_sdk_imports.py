@@ -11,8 +11,8 @@ import sys
 import a2a_x402
 from tests.fixtures.deadlines import HANG_S
 
-# The merchant's wrapper, and the payer's when it comes (docs/design/ap2-embedded.md).
-_WRAPPERS = {"merchant/ap2/_sdk.py", "payer/_ap2_sdk.py"}
+# The merchant's, the payer's and the conformance kit's wrappers (docs/design/ap2-embedded.md).
+_WRAPPERS = {"merchant/ap2/_sdk.py", "payer/_ap2_sdk.py", "conformance/_ap2_sdk.py"}
 _SDK_ROOTS = {"ap2", "sd_jwt", "jwcrypto"}
 
 
