@@ -13,6 +13,7 @@ as ``x402-pay --allow-insecure-jku`` does for the card's keys.
 from __future__ import annotations
 
 import copy
+import re
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,6 +55,7 @@ __all__ = [
 JSON = Any
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _CLOCK_SKEW_S = 300
+_PRIVATE_MEMBER = re.compile(r'("(?:d|p|q|dp|dq|qi|k|oth)"\s*:\s*)("[^"]*"?|\[[^\]]*\]?)')
 
 
 def _raw_entries(discovery: Discovery) -> JSON:
@@ -125,6 +127,8 @@ async def checkout_keys(probe: Probe, url: str) -> KeySet:
         cached: KeySet = run.jwks[url]
         return cached
     answer = await run.http.request("GET", url, headers={"Accept": "application/json"})
+    # A merchant that publishes a private key leaks it; the kit's evidence does not repeat it.
+    answer.exchange.answer = _PRIVATE_MEMBER.sub(r'\1"…"', answer.exchange.answer)
     body = answer.body
     keys = body.get("keys") if isinstance(body, dict) and answer.status == 200 else None
     if not isinstance(keys, list) or not keys:

@@ -30,7 +30,7 @@ from a2a_x402.devchain import DevChain
 from tests.fixtures.ap2 import new_key
 from tests.fixtures.conformance import serve_reference_merchant
 
-from .ap2 import ap2_tenants, ignores_payload_hash
+from .ap2 import ap2_tenants, checkout_carries_work, ignores_payload_hash, publishes_private_keys
 
 pytest.importorskip(
     "ap2.sdk.mandate",
@@ -159,3 +159,27 @@ async def test_a_merchant_ignoring_payload_hash_fails_binding_payload(
     assert "not refused" in _detail(report, "ap2.binding-payload", ACME[0])
     # What the fault does not touch still passes.
     _assert(report, ("ap2.binding-round",), ACME, Outcome.PASSED)
+
+
+async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_caught(
+    kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
+) -> None:
+    tenants = ap2_tenants(tmp_path, issuer)
+    options: dict[str, Any] = {"tenants_file": str(tenants), "max_unpaid_per_minute": 1000}
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=checkout_carries_work, **options
+    ) as url:
+        early = await _run(url, kit_chain, kit_payer, issuer, "ap2.checkout-offered", "payment.expired")
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=publishes_private_keys, **options
+    ) as url:
+        private = await _run(url, kit_chain, kit_payer, issuer, "ap2.declaration", "ap2.checkout-signed")
+
+    json_bindings = ACME[:2]  # the wrapper rewrites HTTP answers; gRPC's are the merchant's own
+    _assert(early, ("ap2.checkout-offered", "payment.expired"), json_bindings, Outcome.FAILED)
+    assert "carries an artifact" in _detail(early, "payment.expired", ACME[0])
+    _assert(early, ("ap2.checkout-offered", "payment.expired"), ACME[2:], Outcome.PASSED)
+    declaration = private.result("ap2.declaration", "card A2A-Version=1.0")
+    assert declaration is not None and declaration.outcome is Outcome.FAILED
+    assert "private key" in declaration.detail and "WW91IHNob3Vs" not in render_console(private, verbose=True)
+    _assert(private, ("ap2.checkout-signed",), ACME, Outcome.FAILED)
