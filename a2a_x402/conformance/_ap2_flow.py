@@ -24,7 +24,7 @@ from a2a_x402.extension import (
 
 from ._ap2_mandates import STRAIGHT, Twist, closed_reference, make_mandates
 from ._ap2_offer import checkout_jwt_of, checkout_keys, tenant_entry, verify_checkout, verify_jws
-from ._ap2_sdk import sdk_problem
+from ._ap2_sdk import Ap2SdkError, import_key, sdk_problem
 from ._context import NotApplicable, Probe, fail
 from ._flows import completed
 from ._messages import extension_message, user_message
@@ -91,6 +91,10 @@ def mandates_gate(probe: Probe, tenant: str) -> tuple[Ap2Declaration, str]:
             f"presenting mandates needs an issuer key the merchant trusts for tenant {tenant or '(default)'} "
             "(--ap2-issuer-key FILE)"
         )
+    try:
+        import_key(probe.run.ap2_issuer_key)
+    except Ap2SdkError as unusable:  # the operator's setup, not the merchant's fault
+        raise NotApplicable(str(unusable)) from None
     return entry, url
 
 
@@ -113,7 +117,8 @@ def sign(probe: Probe, wire: Wire, offer: Offer, **variant: Any) -> tuple[Signed
 def mandates(probe: Probe, found: Round, payload: JSON, twist: Twist = STRAIGHT) -> Ap2Mandates:
     """The mandates of ``found`` for ``payload``, twisted by ``twist``."""
     issuer = probe.run.ap2_issuer_key
-    assert issuer is not None  # mandates_gate saw it
+    if issuer is None:
+        raise NotApplicable("no issuer key was given (--ap2-issuer-key FILE)")
     return make_mandates(issuer, found.entry, found.jwt, found.claims, payload, twist)
 
 

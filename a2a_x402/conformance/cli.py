@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from eth_account import Account
 
+from ._ap2_sdk import Ap2SdkError, import_key, sdk_problem
 from ._render import render_console, render_json, render_junit, render_markdown
 from ._runner import KitSettings, run_conformance
 from ._setup import SetupError, check_setup
@@ -147,6 +148,11 @@ def _issuer_key(path: Path | None) -> dict[str, str] | None:
         or not all(members.get(name) for name in ("x", "y", "d", "kid"))
     ):
         _refuse(f"the AP2 issuer key file {path} is not a private EC P-256 JWK with a kid")
+    if not sdk_problem():  # without the SDK the mandate checks are skipped, saying so
+        try:
+            import_key(members)
+        except Ap2SdkError as unusable:
+            _refuse(f"the AP2 issuer key file {path}: {unusable}")
     return members
 
 

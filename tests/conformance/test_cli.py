@@ -220,6 +220,10 @@ def test_the_key_is_read_as_x402_pay_reads_it_the_first_of_x402_payer_keys(
             "not a private EC P-256 JWK",
         ),
         (json.dumps([SECRET]), "not a private EC P-256 JWK"),
+        (
+            json.dumps({"kty": "EC", "crv": "P-256", "x": "AAAA", "y": "AAAA", "d": SECRET, "kid": "k"}),
+            "not a usable EC P-256 private JWK",
+        ),
     ],
 )
 def test_an_unusable_ap2_issuer_key_is_refused_in_one_line_without_its_content(
