@@ -5,7 +5,9 @@ interfaces, extension versions and priced skill from the card and runs every che
 binding and tenant the card lists (extension v0.3 on A2A 1.0, the v0.2 forms on A2A 0.3), verifying money
 movements on chain. It sends only what a client could, treats every answer as untrusted (timeouts, size
 caps, no redirects) and signs only for assets, networks and payTo addresses the card lists, never more than
-the offered amount or ``KitSettings.max_amount``.
+the offered amount or ``KitSettings.max_amount``. Where the card declares the embedded flow (``params.ap2``,
+§20), the ``ap2.*`` checks also present AP2 mandates, issued with ``KitSettings.ap2_issuer_key`` through the
+AP2 SDK (an optional extra, imported by ``_ap2_sdk`` only).
 
 * ``CHECKS`` / ``CheckSpec`` / ``Level`` / ``Scope`` -- the check catalogue (``_catalogue``)
 * ``KitSettings`` / ``run_conformance`` -- one run (``_runner``)

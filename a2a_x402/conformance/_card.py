@@ -95,6 +95,8 @@ class Discovery:
     """Named tenant → the last reading of its own 0.3 card (the served one, if any URL served one)."""
     tenant_payees: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
     """Named tenant → ``(network, checksummed payTo)`` its own 0.3 card's v0.2 declaration lists."""
+    ap2_required: frozenset[str] = frozenset()
+    """The tenants ``params.ap2`` declares ``required: true``: they take payments only with mandates."""
     request_text: str = "The quick brown fox jumps over the lazy dog. The dog sleeps."
     """What the kit asks for: the first example of the card's first skill."""
 
@@ -215,6 +217,12 @@ def _read_params(discovery: Discovery, params: JSON) -> None:
         if isinstance(tenant, str) and address is not None:
             payees.setdefault((payee["network"], tenant), set()).add(address)
     discovery.payees = {key: frozenset(value) for key, value in payees.items()}
+    ap2 = params.get("ap2")
+    discovery.ap2_required = frozenset(
+        str(entry.get("tenant", ""))
+        for entry in (ap2 if isinstance(ap2, list) else [])
+        if isinstance(entry, dict) and entry.get("required") is True
+    )
 
 
 def _request_text(card: dict[str, JSON]) -> str | None:

@@ -8,6 +8,7 @@ from eth_utils.address import is_checksum_address
 
 from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02
 
+from ._ap2_offer import relaxed
 from ._card import CardReading, Discovery
 from ._context import NotApplicable, Probe, fail
 from ._schema import schema_problems
@@ -33,8 +34,16 @@ def reading_target(version: str) -> str:
     return f"card A2A-Version={version}" if version else "card (no A2A-Version)"
 
 
-async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, both_versions: bool) -> None:
-    """The card checks of one reading (``probe`` is that reading's target)."""
+async def card_checks(
+    probe: Probe,
+    reading: CardReading,
+    discovery: Discovery,
+    both_versions: bool,
+    *,
+    allow_insecure_jwks: bool = False,
+) -> None:
+    """The card checks of one reading (``probe`` is that reading's target); ``allow_insecure_jwks``: a
+    loopback http ``jwksUrl`` of ``params.ap2`` stands for https (development)."""
     exchange = (
         reading.answer.exchange if reading.answer else (reading.fault.exchange if reading.fault else None)
     )
@@ -62,6 +71,8 @@ async def card_checks(probe: Probe, reading: CardReading, discovery: Discovery, 
                 raise NotApplicable(
                     "this reading declares only v0.2, whose params the specification leaves open"
                 )
+            if isinstance(params, dict) and "ap2" in params:
+                params = {**params, "ap2": relaxed(params["ap2"], allow_insecure_jwks)}
             _params_check(check_id, params, discovery, exchange)
     if reading.version == "1.0":
         async with probe.check("card.vary"):

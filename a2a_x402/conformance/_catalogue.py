@@ -8,6 +8,7 @@ check tests (BCP 14): a failed MUST fails the run, a failed SHOULD or MAY is rep
 
 from __future__ import annotations
 
+from ._catalogue_ap2 import AP2_CATALOGUE
 from ._catalogue_kinds import PAYMENT_KIND_CHECKS
 from ._check_spec import CheckSpec, Level, Scope
 from ._check_spec import make_check as _c
@@ -389,6 +390,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         "The streamed 0.3 paid turn: payment-verified, the artifact, then completed with payment-completed.",
     ),
     *PAYMENT_KIND_CHECKS,
+    *AP2_CATALOGUE,
 )
 """Every check, in the order the kit reports them."""
 

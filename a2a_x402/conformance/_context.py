@@ -10,9 +10,10 @@ reason the sequence stopped, so a merchant cannot pass a check by breaking the s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from a2a_x402.observability import failure_reason
 
@@ -73,6 +74,13 @@ class Run:
     failing_request: str = ""
     """A request the operator knows makes the metered work fail (empty: the check does not apply)."""
     approving: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ap2_issuer_key: Mapping[str, str] | None = field(default=None, repr=False)
+    """The private JWK of an issuer the merchant trusts for the AP2 tenants under test (None: the checks
+    presenting mandates do not apply)."""
+    allow_insecure_jwks: bool = False
+    """Development: take a ``jwksUrl`` of plain http on the loopback host as if it were https."""
+    jwks: dict[str, Any] = field(default_factory=dict)
+    """The JWK Sets read so far, by ``jwksUrl`` (each read once a run)."""
 
 
 class Probe:

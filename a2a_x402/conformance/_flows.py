@@ -13,7 +13,14 @@ from a2a_x402.extension import EXTENSION_URI, FLAT_KEY_PREFIX
 
 from ._context import NotApplicable, Probe, fail
 from ._messages import extension_message, user_message
-from ._reading import artifacts_of, expect_error, metadata_of, state_of, status_message_of
+from ._reading import (
+    artifacts_of,
+    expect_error,
+    is_checkout_artifact,
+    metadata_of,
+    state_of,
+    status_message_of,
+)
 from ._reply import Reply
 from ._schema import schema_problems
 from ._signer import Signed, payload_v2
@@ -253,7 +260,11 @@ async def streamed_task(probe: Probe, wire: Wire) -> None:
             i for i, state, status in kinds if status == "payment-verified" and state == "TASK_STATE_WORKING"
         ]
         artifacts = [
-            i for i, event in enumerate(paid.events) if isinstance(event, dict) and "artifactUpdate" in event
+            i
+            for i, event in enumerate(paid.events)
+            if isinstance(event, dict)
+            and isinstance(event.get("artifactUpdate"), dict)
+            and not is_checkout_artifact(event["artifactUpdate"].get("artifact"))
         ]
         if not kinds or kinds[-1][1:] != ("TASK_STATE_COMPLETED", "payment-completed"):
             raise fail(

@@ -88,8 +88,9 @@ class GrpcWire:
                     reply.result = _integral(MessageToDict(await rpc))
                 initial = await rpc.initial_metadata()
             except grpc.aio.AioRpcError as error:
+                reason, info = _error_info(error)
                 reply.error = ErrorAnswer(
-                    grpc_status=error.code().name, reason=_reason(error), message=error.details() or ""
+                    grpc_status=error.code().name, reason=reason, message=error.details() or "", info=info
                 )
                 initial = error.initial_metadata()
             reply.headers = {key.lower(): str(value) for key, value in (initial or ())}
@@ -102,13 +103,14 @@ class GrpcWire:
         return reply
 
 
-def _reason(error: grpc.aio.AioRpcError) -> str:
+def _error_info(error: grpc.aio.AioRpcError) -> tuple[str, dict[str, str]]:
+    """The ``ErrorInfo`` reason and metadata of the status details (empty: there is none)."""
     try:
         status = status_from_call(error)
     except Exception:  # noqa: BLE001 - an undecodable status detail is simply no reason
-        return ""
+        return "", {}
     for detail in status.details if status is not None else ():
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info):
-            return info.reason
-    return ""
+            return info.reason, dict(info.metadata)
+    return "", {}

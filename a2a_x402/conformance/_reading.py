@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, ExtensionMetadataError, parse_ap2_checkout_data
+
 from ._card import Interface
 from ._reply import Reply
 
-__all__ = ["A2A_ERRORS", "artifacts_of", "expect_error", "metadata_of", "state_of", "status_message_of"]
+__all__ = [
+    "A2A_ERRORS",
+    "artifacts_of",
+    "checkout_artifacts_of",
+    "expect_error",
+    "is_checkout_artifact",
+    "metadata_of",
+    "state_of",
+    "status_message_of",
+]
 
 JSON = Any
 
@@ -60,10 +71,35 @@ def metadata_of(task: JSON) -> JSON:
     return metadata if isinstance(metadata, dict) else None
 
 
-def artifacts_of(task: JSON) -> list[JSON]:
-    """The task's artifacts (an empty list when it has none or they are not a list)."""
+def is_checkout_artifact(artifact: JSON) -> bool:
+    """Whether ``artifact`` is an AP2 checkout (§20.3): id ``ap2-checkout`` and exactly one data part holding
+    exactly a checkout JWT. It is an offer, not work; anything else under that id is work."""
+    if not isinstance(artifact, dict) or artifact.get("artifactId") != AP2_CHECKOUT_ARTIFACT_ID:
+        return False
+    parts = artifact.get("parts")
+    if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], dict):
+        return False
+    try:
+        parse_ap2_checkout_data(parts[0].get("data"))
+    except ExtensionMetadataError:
+        return False
+    return True
+
+
+def _all_artifacts(task: JSON) -> list[JSON]:
     artifacts = task.get("artifacts") if isinstance(task, dict) else None
     return [a for a in artifacts if isinstance(a, dict)] if isinstance(artifacts, list) else []
+
+
+def artifacts_of(task: JSON) -> list[JSON]:
+    """The task's artifacts of work (an empty list when it has none or they are not a list): an AP2
+    checkout (``is_checkout_artifact``) is an offer, not work (§20.3), and is left out."""
+    return [a for a in _all_artifacts(task) if not is_checkout_artifact(a)]
+
+
+def checkout_artifacts_of(task: JSON) -> list[JSON]:
+    """Every artifact of the task with the id ``ap2-checkout``, well formed or not."""
+    return [a for a in _all_artifacts(task) if a.get("artifactId") == AP2_CHECKOUT_ARTIFACT_ID]
 
 
 def expect_error(reply: Reply, reason: str, interface: Interface) -> str:

@@ -23,6 +23,9 @@ class ErrorAnswer:
     reason: str = ""
     """The ``google.rpc.ErrorInfo`` reason, when the answer carried one."""
     message: str = ""
+    info: dict[str, str] = field(default_factory=dict)
+    """The ``ErrorInfo`` metadata (a string map), when the answer carried one: where an AP2 refusal names
+    its ``ap2Error`` and error receipts (§20.6)."""
 
 
 @dataclass

@@ -9,10 +9,13 @@ read again: a merchant that settles a refused payment later fails that check the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._ap2_flow import AP2_OFFER_CHECKS, ap2_offer, ap2_paid
+from ._ap2_offer import check_declaration
+from ._ap2_refusals import AP2_REFUSAL_CHECKS, ap2_refusal
 from ._card import Discovery, Interface, discover
 from ._card_checks import CARD_CHECKS, card_checks, reading_target
 from ._catalogue import CHECKS
@@ -67,6 +70,11 @@ class KitSettings:
     failing_request: str = ""
     """A request for the metered skill that the operator knows makes its work fail (empty: that check is
     skipped)."""
+    ap2_issuer_key: Mapping[str, str] | None = field(default=None, repr=False)
+    """The private JWK (EC P-256, with ``kid``) of an issuer the merchant trusts for the AP2 tenants under
+    test (None: the checks presenting mandates are skipped)."""
+    allow_insecure_jwks: bool = False
+    """Development: take a ``jwksUrl`` of plain http on the loopback host as if it were https."""
 
 
 def _selected(settings: KitSettings, ids: Iterable[str]) -> bool:
@@ -111,6 +119,8 @@ def _scenarios(
         (REFUSAL_CHECKS, refusals),
         ((*PERMIT2_CHECKS, *METERED_CHECKS), payment_kinds),
         (FAILED_WORK_CHECKS, failed_work),
+        (AP2_OFFER_CHECKS, ap2_offer),
+        (("ap2.paid-with-mandates",), ap2_paid),
     ]
     for check_id in BAD_PAYMENT_CHECKS:
 
@@ -118,6 +128,12 @@ def _scenarios(
             await bad_payment(probe, wire, check_id)
 
         found.append(((check_id,), one))
+    for check_id in AP2_REFUSAL_CHECKS:
+
+        async def refused(probe: Probe, wire: Wire, check_id: str = check_id) -> None:
+            await ap2_refusal(probe, wire, check_id)
+
+        found.append(((check_id,), refused))
     return found
 
 
@@ -165,6 +181,8 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
         settings.max_bytes,
         approve_permit2=settings.approve_permit2,
         failing_request=settings.failing_request,
+        ap2_issuer_key=settings.ap2_issuer_key,
+        allow_insecure_jwks=settings.allow_insecure_jwks,
     )
     versions = {i.version for i in discovery.interfaces}
     both = versions == {"1.0", "0.3"}
@@ -176,6 +194,8 @@ async def _run(settings: KitSettings, http: UntrustedHttp, chain: ChainReader) -
         report.targets.append(target)
         if _selected(settings, (*CARD_CHECKS, "card.vary", "card.unversioned-lists-both")):
             jobs.append(_card_job(Probe(run, target), run, version, both))
+        if version == "1.0" and _selected(settings, ("ap2.declaration",)):
+            jobs.append(_declaration_job(Probe(run, target)))
     for tenant in discovery.tenant_cards:
         target = tenant_card_target(tenant)
         report.targets.append(target)
@@ -216,7 +236,12 @@ def _neighbour(run: Run, interface: Interface) -> Wire | None:
 async def _card_job(probe: Probe, run: Run, version: str, both: bool) -> None:
     reading = run.discovery.readings[version]
     async with probe.scenario(CARD_CHECKS) as scenario:
-        await card_checks(scenario, reading, run.discovery, both)
+        await card_checks(scenario, reading, run.discovery, both, allow_insecure_jwks=run.allow_insecure_jwks)
+
+
+async def _declaration_job(probe: Probe) -> None:
+    async with probe.scenario(("ap2.declaration",)) as scenario, scenario.check("ap2.declaration"):
+        await check_declaration(scenario)
 
 
 async def _tenant_card_job(probe: Probe, run: Run, tenant: str) -> None:

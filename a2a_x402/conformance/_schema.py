@@ -35,18 +35,28 @@ _MAX_PROBLEMS = 5
 
 
 @cache
-def _validators() -> dict[str, Draft202012Validator]:
+def _registry() -> tuple[dict[str, Any], Registry[Any]]:
     documents = {name: json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8")) for name in SCHEMA_FILES}
     registry: Registry[Any] = Registry().with_resources(
         (document["$id"], Resource.from_contents(document)) for document in documents.values()
     )
-    return {name: Draft202012Validator(document, registry=registry) for name, document in documents.items()}
+    return documents, registry
 
 
-def schema_problems(name: str, instance: Any) -> list[str]:
-    """Why ``instance`` does not validate against schema ``name`` (at most a few reasons; empty: valid)."""
+@cache
+def _validator(name: str, definition: str) -> Draft202012Validator:
+    documents, registry = _registry()
+    document = documents[name]
+    if definition:
+        document = {"$ref": f"{document['$id']}#/$defs/{definition}"}
+    return Draft202012Validator(document, registry=registry)
+
+
+def schema_problems(name: str, instance: Any, definition: str = "") -> list[str]:
+    """Why ``instance`` does not validate against schema ``name`` (or its ``$defs/definition``): at most a
+    few reasons; empty: valid."""
     problems = []
-    for error in _validators()[name].iter_errors(instance):
+    for error in _validator(name, definition).iter_errors(instance):
         where = "/".join(str(part) for part in error.absolute_path) or "(root)"
         problems.append(f"{where}: {error.message[:200]}")
         if len(problems) == _MAX_PROBLEMS:

@@ -87,14 +87,22 @@ def _allowed(probe: Probe, required: JSON, tenant: str) -> list[JSON]:
     return allowed
 
 
-def offer_from(probe: Probe, reply: Reply, tenant: str, kind: str = "eip3009") -> Offer:
-    """The offer of an entry of ``kind`` (``"any"``: the kit will not pay it) in a payment-required answer.
+def offer_from(
+    probe: Probe, reply: Reply, tenant: str, kind: str = "eip3009", *, with_mandates: bool = False
+) -> Offer:
+    """The offer of an entry of ``kind`` (``"any"``: the kit will not pay it) in a payment-required answer,
+    to pay ``with_mandates`` (§20) or not.
 
     Raises:
         CheckFailed: the answer is not a task waiting for payment with terms the kit may pay.
         NotApplicable: the terms the kit may pay offer no entry of ``kind`` (they do offer another kind,
-            or ``kind`` is one a merchant need not offer).
+            or ``kind`` is one a merchant need not offer), or the tenant takes payments only with mandates.
     """
+    if kind != "any" and not with_mandates and tenant in probe.run.discovery.ap2_required:
+        raise NotApplicable(
+            f"params.ap2 declares tenant {tenant or '(default)'} required: true: it takes payments only with "
+            "AP2 mandates (the ap2.* checks pay it)"
+        )
     task = reply.task
     if reply.error is not None or task is None:
         raise fail("the priced request did not return a task", reply.exchange)
@@ -123,11 +131,13 @@ def offer_from(probe: Probe, reply: Reply, tenant: str, kind: str = "eip3009") -
     return Offer(task_id, entry, reply)
 
 
-async def new_offer(probe: Probe, wire: Wire, kind: str = "eip3009", text: str = "") -> Offer:
+async def new_offer(
+    probe: Probe, wire: Wire, kind: str = "eip3009", text: str = "", *, with_mandates: bool = False
+) -> Offer:
     """Ask for the priced skill (activated; ``text``, else the card's example) and return the offer of an
-    entry of ``kind``; fails the check when there is none."""
+    entry of ``kind`` to pay ``with_mandates`` or not; fails the check when there is none."""
     reply = await wire.send(user_message(wire.interface, text or probe.run.discovery.request_text))
-    return offer_from(probe, reply, wire.interface.tenant, kind)
+    return offer_from(probe, reply, wire.interface.tenant, kind, with_mandates=with_mandates)
 
 
 async def outcome_of(probe: Probe, wire: Wire, reply: Reply) -> Reply:

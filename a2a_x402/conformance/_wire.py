@@ -170,7 +170,7 @@ class Wire:
                 return ErrorAnswer(http_status=status)
             raise MerchantFault("the answer is neither a result nor an A2A error", exchange)
         details = error.get("data") if self.interface.binding == "JSONRPC" else error.get("details")
-        reason = ""
+        reason, info = "", {}
         for detail in details if isinstance(details, list) else []:
             if (
                 isinstance(detail, dict)
@@ -178,9 +178,16 @@ class Wire:
                 and isinstance(detail.get("reason"), str)
             ):
                 reason = detail["reason"]
+                metadata = detail.get("metadata")
+                if isinstance(metadata, dict):
+                    info = {k: v for k, v in metadata.items() if isinstance(k, str) and isinstance(v, str)}
                 break
         code = error.get("code") if self.interface.binding == "JSONRPC" else None
         message = str(error["message"]) if isinstance(error.get("message"), str) else ""
         return ErrorAnswer(
-            code=code if isinstance(code, int) else None, http_status=status, reason=reason, message=message
+            code=code if isinstance(code, int) else None,
+            http_status=status,
+            reason=reason,
+            message=message,
+            info=info,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import NoReturn
 
 from eth_account import Account
 
+from ._ap2_sdk import Ap2SdkError, import_key, sdk_problem
 from ._render import render_console, render_json, render_junit, render_markdown
 from ._runner import KitSettings, run_conformance
 from ._setup import SetupError, check_setup
@@ -73,6 +75,17 @@ def _parser() -> argparse.ArgumentParser:
         help="a request for the metered skill that makes its work fail (for metered.failed-work)",
     )
     parser.add_argument(
+        "--ap2-issuer-key",
+        type=Path,
+        help="file holding the private JWK (EC P-256, with kid) of an issuer the merchant trusts for the AP2 "
+        "tenants under test: the checks presenting mandates run only with it",
+    )
+    parser.add_argument(
+        "--allow-insecure-jwks",
+        action="store_true",
+        help="development: take a params.ap2 jwksUrl of plain http on localhost/127.0.0.1 as https",
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="run only this check id or prefix (repeatable)"
     )
     parser.add_argument("--json", type=Path, help="write the JSON report here")
@@ -118,6 +131,31 @@ def _tokens(parser: argparse.ArgumentParser, path: Path | None) -> tuple[str, ..
     return tokens
 
 
+def _issuer_key(path: Path | None) -> dict[str, str] | None:
+    """The private JWK of ``--ap2-issuer-key``; nothing of the file is ever shown."""
+    if path is None:
+        return None
+    try:
+        members = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        _refuse(f"cannot read the AP2 issuer key file {path}: {(error.strerror or 'unreadable').lower()}")
+    except ValueError:
+        _refuse(f"the AP2 issuer key file {path} is not JSON (a private JWK)")
+    if (
+        not isinstance(members, dict)
+        or not all(isinstance(value, str) for value in members.values())
+        or (members.get("kty"), members.get("crv")) != ("EC", "P-256")
+        or not all(members.get(name) for name in ("x", "y", "d", "kid"))
+    ):
+        _refuse(f"the AP2 issuer key file {path} is not a private EC P-256 JWK with a kid")
+    if not sdk_problem():  # without the SDK the mandate checks are skipped, saying so
+        try:
+            import_key(members)
+        except Ap2SdkError as unusable:
+            _refuse(f"the AP2 issuer key file {path}: {unusable}")
+    return members
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the kit; returns the exit status."""
     parser = _parser()
@@ -136,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         only=frozenset(options.only),
         approve_permit2=options.approve_permit2,
         failing_request=options.failing_request,
+        ap2_issuer_key=_issuer_key(options.ap2_issuer_key),
+        allow_insecure_jwks=options.allow_insecure_jwks,
     )
     try:
         asyncio.run(check_setup(settings.merchant_url, settings.rpc_url, timeout_s=settings.timeout_s))

@@ -201,3 +201,47 @@ def test_the_key_is_read_as_x402_pay_reads_it_the_first_of_x402_payer_keys(
     monkeypatch.setenv("X402_PAYER_KEY", "0x" + "22" * 32)  # X402_PAYER_KEY wins over the list
     monkeypatch.setenv("X402_PAYER_KEYS", "0xnot-a-key")
     assert main(argv) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("not json " + SECRET, "is not JSON"),
+        (
+            json.dumps({"kty": "EC", "crv": "P-256", "x": "a", "y": "b", "kid": "k"}),
+            "not a private EC P-256 JWK",
+        ),
+        (
+            json.dumps({"kty": "EC", "crv": "P-256", "x": "a", "y": "b", "d": SECRET}),
+            "not a private EC P-256 JWK",
+        ),
+        (
+            json.dumps({"kty": "RSA", "n": "a", "e": "b", "d": SECRET, "kid": "k"}),
+            "not a private EC P-256 JWK",
+        ),
+        (json.dumps([SECRET]), "not a private EC P-256 JWK"),
+        (
+            json.dumps({"kty": "EC", "crv": "P-256", "x": "AAAA", "y": "AAAA", "d": SECRET, "kid": "k"}),
+            "not a usable EC P-256 private JWK",
+        ),
+    ],
+)
+def test_an_unusable_ap2_issuer_key_is_refused_in_one_line_without_its_content(
+    content: str,
+    says: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("X402_PAYER_KEY", "0x" + "11" * 32)
+    key = tmp_path / "issuer.jwk"
+    key.write_text(content)
+    line = _refusal(
+        ["http://127.0.0.1:9", "--rpc-url", "http://127.0.0.1:9", "--ap2-issuer-key", str(key)], capsys
+    )
+    assert says in line
+    missing = _refusal(
+        ["http://127.0.0.1:9", "--rpc-url", "http://127.0.0.1:9", "--ap2-issuer-key", str(tmp_path / "none")],
+        capsys,
+    )
+    assert "cannot read the AP2 issuer key file" in missing

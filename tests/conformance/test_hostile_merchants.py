@@ -12,7 +12,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from a2a_x402.conformance import KitSettings, Outcome, Report, render_console, run_conformance
+from a2a_x402.conformance import CHECKS, KitSettings, Outcome, Report, Scope, render_console, run_conformance
 from a2a_x402.devchain import DevChain
 from tests.fixtures.conformance import serve_reference_merchant
 from tests.fixtures.servers import free_port
@@ -114,8 +114,10 @@ async def test_a_hanging_endpoint_fails_every_interface_check_in_time(
     assert time.monotonic() - started < _HANGING_BOUND_S
     interface = [r for r in report.results if r.target == "JSONRPC 1.0 tenant=(default)"]
     # One tenant only: tenant.isolation does not apply; no caller tokens given: callers.stranger-cancel does
-    # not either; no failing request given: metered.failed-work neither; every other check fails.
-    not_applicable = {"tenant.isolation", "callers.stranger-cancel", "metered.failed-work"}
+    # not either; no failing request given: metered.failed-work neither; the card declares no params.ap2:
+    # no ap2 check; every other check fails.
+    ap2 = {spec.id for spec in CHECKS if spec.id.startswith("ap2.") and spec.scope is not Scope.CARD}
+    not_applicable = {"tenant.isolation", "callers.stranger-cancel", "metered.failed-work", *ap2}
     assert {r.spec.id for r in interface if r.outcome is Outcome.SKIPPED} == not_applicable
     assert all(r.outcome is Outcome.FAILED for r in interface if r.spec.id not in not_applicable), (
         render_console(report)

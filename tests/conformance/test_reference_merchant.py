@@ -84,10 +84,15 @@ def test_the_named_tenant_s_own_0_3_card_is_checked(report: Report) -> None:
 def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
     """gRPC has no JSON integers; the 0.3 card declares only v0.2, which defines no params; the kit's caller
     keys are the default tenant's (a key is valid at its own tenant only); the merchant offers neither
-    Permit2 nor metered terms (`test_payment_kinds.py` runs those checks against one that does)."""
+    Permit2 nor metered terms (`test_payment_kinds.py` runs those checks against one that does), nor the
+    embedded flow (`test_ap2.py` runs the `ap2.*` checks against one that does)."""
     skipped = {(r.spec.id, r.target) for r in report.results if r.outcome is Outcome.SKIPPED}
     params = ("params-present", "params-schema", "params-consistent", "pay-to-per-tenant", "no-empty-tenant")
-    kinds = [spec.id for spec in CHECKS if spec.id.startswith(("permit2.", "metered."))]
+    kinds = [
+        spec.id
+        for spec in CHECKS
+        if spec.id.startswith(("permit2.", "metered.", "ap2.")) and spec.scope is not Scope.CARD
+    ]
     assert skipped == {
         *((check_id, target) for check_id in kinds for target in EXPECTED_TARGETS if " 1.0 " in target),
         ("terms.integers", "GRPC 1.0 tenant=(default)"),
@@ -95,6 +100,7 @@ def test_only_what_cannot_apply_is_skipped(report: Report) -> None:
         *(("callers.stranger-cancel", f"{b} 1.0 tenant=acme") for b in ("JSONRPC", "HTTP+JSON", "GRPC")),
         *(("v02.stranger-cancel", f"{b} 0.3 tenant=acme") for b in ("JSONRPC", "HTTP+JSON")),
         *((f"card.{name}", "card A2A-Version=0.3") for name in params),
+        ("ap2.declaration", "card A2A-Version=1.0"),
     }, render_console(report, verbose=True)
 
 

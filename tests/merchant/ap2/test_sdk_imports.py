@@ -11,8 +11,8 @@ import sys
 import a2a_x402
 from tests.fixtures.deadlines import HANG_S
 
-# The merchant's wrapper, and the payer's when it comes (docs/design/ap2-embedded.md).
-_WRAPPERS = {"merchant/ap2/_sdk.py", "payer/_ap2_sdk.py"}
+# The merchant's, the payer's and the conformance kit's wrappers (docs/design/ap2-embedded.md).
+_WRAPPERS = {"merchant/ap2/_sdk.py", "payer/_ap2_sdk.py", "conformance/_ap2_sdk.py"}
 _SDK_ROOTS = {"ap2", "sd_jwt", "jwcrypto"}
 
 
@@ -55,3 +55,22 @@ def test_without_the_sdk_mandates_are_refused_as_not_supported() -> None:
         "False",
         "mandates_not_supported: the AP2 SDK is not installed (scripts/setup installs it)",
     ]
+
+
+_KIT_WITHOUT_SDK = """\
+import sys
+
+sys.modules["ap2"] = None  # as if it were not installed
+import a2a_x402.conformance
+from a2a_x402.conformance._ap2_sdk import sdk_problem
+
+print(sdk_problem())
+"""
+
+
+def test_without_the_sdk_the_kit_runs_and_names_what_to_install() -> None:
+    completed = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
+        [sys.executable, "-c", _KIT_WITHOUT_SDK], capture_output=True, text=True, timeout=HANG_S, check=True
+    )
+    [line] = completed.stdout.splitlines()
+    assert line.startswith("the AP2 SDK is not installed: install it with `pip install --no-deps`"), line
