@@ -14,7 +14,8 @@ receipts that end a round (`success_receipts`, `error_receipts`).
 A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
 payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
-recurrence are checked against.
+recurrence are checked against. `Ap2EvidenceStore` keeps a round's checkout, mandates and receipts for
+disputes, and purges them after their retention.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         merchant_issuer,
         sign_checkout,
     )
+    from ._evidence import Ap2Evidence, Ap2EvidenceStore, ap2_evidence_metadata
     from ._keys import (
         CHECKOUT_JWT_TYPE,
         CheckoutKeyError,
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKOUT_JWT_TYPE",
     "AcceptedMandates",
+    "Ap2Evidence",
+    "Ap2EvidenceStore",
     "CheckoutItem",
     "CheckoutKeyError",
     "CheckoutKeys",
@@ -79,6 +83,7 @@ __all__ = [
     "UseState",
     "UsageReader",
     "VerifiedMandate",
+    "ap2_evidence_metadata",
     "ap2_sdk_available",
     "check_checkout_mandate",
     "check_payment_mandate",
@@ -105,6 +110,7 @@ _EXPORTS = {
         "merchant_issuer",
         "sign_checkout",
     ),
+    "_evidence": ("Ap2Evidence", "Ap2EvidenceStore", "ap2_evidence_metadata"),
     "_keys": (
         "CHECKOUT_JWT_TYPE",
         "CheckoutKeyError",
