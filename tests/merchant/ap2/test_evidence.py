@@ -3,6 +3,7 @@ in a `repr`, and purged once past its retention, by a clock the test controls. (
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -89,6 +90,20 @@ async def test_a_rounds_evidence_is_kept_once_with_its_receipts_added_later(engi
     for secret in (CHECKOUT, *MANDATES.checkout_mandate.split("~"), "c-receipt", "p-receipt"):
         assert not secret or secret not in shown
     assert "task-1" in shown
+
+
+async def test_two_presentations_of_a_round_at_once_keep_one_evidence(engine: AsyncEngine) -> None:
+    other = Ap2Mandates(checkout_mandate=_token(), payment_mandate=_token())
+    await asyncio.gather(*(_keep(engine, "task-1", 1, mandates) for mandates in (MANDATES, other) * 4))
+
+    assert len(await _rows(engine)) == 1
+    kept = await Ap2EvidenceStore(engine).evidence("task-1", 1)
+    assert kept is not None and kept.payment_mandate in (MANDATES.payment_mandate, other.payment_mandate)
+
+
+async def _rows(engine: AsyncEngine) -> list[sa.Row[object]]:
+    async with engine.connect() as connection:
+        return list((await connection.execute(sa.text("SELECT task_id FROM ap2_evidence"))).all())
 
 
 async def test_evidence_is_purged_only_once_past_its_retention(engine: AsyncEngine) -> None:
