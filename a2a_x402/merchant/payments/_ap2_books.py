@@ -4,8 +4,10 @@ A round's accepted mandates are counted, with its payment's presentation, as one
 (`ap2.MandateUsageStore`, table `ap2_mandate_uses`): the closed payment mandate's reference (the payment
 receipt's `reference`), the open mandate it counts against, and the hash of the round's checkout. The
 settlement of that round is booked with the same three (`ledger.Ap2References`), read in the booking's
-own transaction from the round's use that counts (reserved, or confirmed once settled). A round paid
-without mandates has no such use, and its entry none.
+own transaction from the round's use that counts (reserved, or confirmed once settled), and its
+`settlement.pending` and `settlement.failed` events, which have no journal entry, carry them as `ap2`
+(`ap2_event_data`) as the entry's events do. A round paid without mandates has no such use, and its
+entry and events none.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ap2 import UseState
 from ..ledger import Ap2Lookup, Ap2References
+from ..webhooks import Ap2Data
 
-__all__ = ["round_ap2"]
+__all__ = ["ap2_event_data", "round_ap2"]
 
 # The columns read of the usage record's table (`ap2._usage`, migration m0016).
 _uses = sa.table(
@@ -47,3 +50,13 @@ def round_ap2(task_id: str, round_: int) -> Ap2Lookup:
         )
 
     return lookup
+
+
+def ap2_event_data(references: Ap2References) -> dict[str, str]:
+    """The `ap2` member of a settlement webhook event's `data`, in its wire form."""
+    data = Ap2Data(
+        checkout_hash=references.checkout_hash,
+        payment_ref=references.payment_ref,
+        open_mandate=references.open_mandate,
+    )
+    return data.model_dump(by_alias=True)

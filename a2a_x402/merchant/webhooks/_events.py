@@ -101,6 +101,21 @@ class EventModel(BaseModel):
     )
 
 
+class Ap2Data(EventModel):
+    """The AP2 mandates a payment was made with (specification §20), named by their hashes: never the
+    mandates themselves, which are credentials and personal data."""
+
+    checkout_hash: Ap2Reference = Field(
+        description="base64url SHA-256 of the round's checkout JWT (the payment mandate's transaction_id)"
+    )
+    payment_ref: Ap2Reference = Field(
+        description="the closed payment mandate's reference: the AP2 payment receipt's `reference`"
+    )
+    open_mandate: Ap2Reference = Field(
+        description="the open payment mandate the payment counted against: the hash of its issuer-signed JWT"
+    )
+
+
 class _Payment(EventModel):
     tenant: Tenant
     task_id: Text
@@ -115,6 +130,11 @@ class _Payment(EventModel):
         exclude_if=lambda value: value is None,
         description="a metered (x402 upto) payment's maximum, the most the payer signed for; `amount` is "
         "what is settled (absent for a fixed price)",
+    )
+    ap2: Ap2Data | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="a payment made with AP2 mandates: their references (absent for a payment without)",
     )
 
 
@@ -133,21 +153,6 @@ class SettlementFailedData(_Payment):
     occurred_at: AwareDatetime
 
 
-class Ap2Data(EventModel):
-    """The AP2 mandates a payment was made with (specification §20), named by their hashes: never the
-    mandates themselves, which are credentials and personal data."""
-
-    checkout_hash: Ap2Reference = Field(
-        description="base64url SHA-256 of the round's checkout JWT (the payment mandate's transaction_id)"
-    )
-    payment_ref: Ap2Reference = Field(
-        description="the closed payment mandate's reference: the AP2 payment receipt's `reference`"
-    )
-    open_mandate: Ap2Reference = Field(
-        description="the open payment mandate the payment counted against: the hash of its issuer-signed JWT"
-    )
-
-
 class SettlementCompletedData(_Payment):
     """`settlement.completed`: the payment is on chain and booked as journal entry `ledgerEntryId`."""
 
@@ -156,11 +161,6 @@ class SettlementCompletedData(_Payment):
     block_number: BlockNumber
     settled_at: AwareDatetime
     booked_at: AwareDatetime
-    ap2: Ap2Data | None = Field(
-        default=None,
-        exclude_if=lambda value: value is None,
-        description="a payment made with AP2 mandates: their references (absent for a payment without)",
-    )
 
 
 class SettlementFinalizedData(SettlementCompletedData):
