@@ -1,8 +1,9 @@
 """The merchant's Prometheus metrics, on a registry of the app's own (`build_app` serves it at `/metrics`).
 
-Counted where they happen: payments by tenant and outcome (the payment layer's listener), the latency of
-the facilitator's verify and settle as the payment layer sees them (`TimedFacilitator`), webhook delivery
-attempts by outcome, and the differences the reconciler found. Read per scrape: payments in flight,
+Counted where they happen: payments by tenant and outcome (the payment layer's listener), the decisions on
+AP2 mandates by tenant, outcome and `ap2Error` code, the latency of the facilitator's verify and settle as
+the payment layer sees them (`TimedFacilitator`), webhook delivery attempts by outcome, and the
+differences the reconciler found. Read per scrape: payments in flight,
 the reconciler's open differences by kind, settlements booked but not final, each webhook endpoint's
 backlog, and, in every facilitator mode, the chain head's lag; with the in-process facilitator also its
 relayers and unfinished claims.
@@ -36,13 +37,14 @@ from a2a_x402.observability import LATENCY_BUCKETS_S, Reading, ScrapedGauges, ga
 
 from .differences import KNOWN_KINDS, DifferenceStore
 from .ledger import Ledger
-from .payments import OfferStore, PaymentOutcome, PurgeReport
+from .payments import MANDATE_CODES, OfferStore, PaymentOutcome, PurgeReport
 from .reconciler import RECONCILE_STAGES, ReconcileReport
 from .webhooks import delivery_backlog
 
 __all__ = ["MerchantMetrics", "TimedFacilitator"]
 
 # What a reconcile pass found that the records did not already say; `finalized` is the normal course.
+_MANDATE_OUTCOMES = ("accepted", "refused")
 _DIFFERENCES = ("claims_moved", "turns_finished", "told_late", "booked_late", "booked_from_chain", "reversed")
 
 
@@ -97,6 +99,13 @@ class MerchantMetrics:
             ["what"],
             registry=registry,
         )
+        self._mandates = Counter(
+            "x402_ap2_mandates",
+            "decisions on the AP2 mandates of payments, by tenant, outcome (accepted, refused) and ap2Error "
+            "code (empty when accepted)",
+            ["tenant", "outcome", "code"],
+            registry=registry,
+        )
         for what in ("tasks", "offers"):
             self._purged.labels(what)
         for outcome in ("delivered", "retry", "failed", "disabled"):
@@ -107,6 +116,14 @@ class MerchantMetrics:
     def payment(self, tenant: str, outcome: PaymentOutcome) -> None:
         """Count one payment's outcome (the payment layer's `OutcomeListener`)."""
         self._payments.labels(tenant, outcome.value).inc()
+
+    def mandates(self, tenant: str, outcome: str, code: str) -> None:
+        """Count one decision on a payment's AP2 mandates (`payments.KeptMandates`' listener): `outcome`
+        accepted (`code` "") or refused with its `ap2Error` code; any other value is counted as "other",
+        so that the labels stay few."""
+        outcome = outcome if outcome in _MANDATE_OUTCOMES else "other"
+        code = code if code == "" or code in MANDATE_CODES else "other"
+        self._mandates.labels(tenant, outcome, code).inc()
 
     def delivery(self, outcome: str) -> None:
         """Count one webhook delivery attempt's outcome."""

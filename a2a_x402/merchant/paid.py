@@ -5,8 +5,9 @@ store) → the payment layer's request handler (checks before anything changes) 
 `PaymentExecutor` → the executor given. The settlement goes through the in-process facilitator (sharing
 this database and chain) or a remote one (`X402_FACILITATOR_URL`) and is booked in the ledger; beside the
 A2A routes are `/metrics`, `/readyz`, the card's JWKS when it is signed, the tenants' billing API and,
-optionally, their dashboard; in the lifespan run the webhook delivery, the reconciler and the purge of
-unpaid work. This is the one composition path: the reference merchant (`app.build_app`) is a call of it.
+optionally, their dashboard; in the lifespan run the webhook delivery, the reconciler and the purges of
+unpaid work and of AP2 evidence past its retention. This is the one composition path: the reference
+merchant (`app.build_app`) is a call of it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
 from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
-from .ap2 import MandateUsageStore, TrustedIssuers
+from .ap2 import Ap2EvidenceStore, MandateUsageStore, TrustedIssuers
 from .callers import CallerKeys
 from .dashboard import (
     AssetInfo,
@@ -65,10 +66,10 @@ from .payments import (
     CartMandates,
     Checkouts,
     GasSponsoring,
+    KeptMandates,
     OfferReader,
     OfferStore,
     PaymentExecutor,
-    PaymentMandates,
     PaymentRequestHandler,
     Presentations,
     Pricing,
@@ -316,8 +317,18 @@ def paid_app(
         for tenant in tenants
         if tenant.ap2 is not None
     }
+    # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
+    # to purge.
+    evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)
     mandates = (
-        PaymentMandates(((d, issuers[d.tenant]) for d in ap2), MandateUsageStore(engine)) if ap2 else None
+        KeptMandates(
+            ((d, issuers[d.tenant]) for d in ap2),
+            MandateUsageStore(engine),
+            evidence=evidence,
+            on_decision=metrics.mandates,
+        )
+        if ap2
+        else None
     )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),
@@ -417,7 +428,10 @@ def paid_app(
             asyncio.create_task(
                 unpaid.run(stop, interval_s=settings.unpaid_purge_interval_s, on_purge=metrics.purged),
                 name="unpaid-purge",
-            )
+            ),
+            asyncio.create_task(
+                evidence.run(stop, interval_s=settings.unpaid_purge_interval_s), name="ap2-evidence-purge"
+            ),
         ]
         if webhooks:
             worker = DeliveryWorker(

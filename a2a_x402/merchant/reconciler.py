@@ -60,6 +60,7 @@ from .payments import (
     exception_line,
     nonce_used,
     payment_from_wire,
+    round_ap2,
     valid_before,
 )
 
@@ -397,7 +398,9 @@ class Reconciler:
         )
         try:
             await self._ledger.book_settlement(
-                booking, along=partial(self._offers.mark_booked, task_id=offer.task_id)
+                booking,
+                along=partial(self._offers.mark_booked, task_id=offer.task_id),
+                ap2_of=round_ap2(offer.task_id, offer.round),
             )
         except LedgerError:
             logger.exception("the payment of task %s in %s cannot be booked", offer.task_id, payment.tx_hash)

@@ -154,6 +154,12 @@ class MerchantSettings(BaseSettings):
     unpaid_purge_interval_s: float = Field(
         60.0, gt=0, description="how often the service purges unpaid tasks past their retention"
     )
+    ap2_evidence_days: int = Field(
+        400,
+        ge=1,
+        description="days the AP2 evidence of a round paid with mandates (its checkout, mandates and "
+        "receipts) is kept for disputes before it is purged; the mandates are personal data",
+    )
     webhooks_allow_private: bool = Field(
         False, description="allow webhook endpoints on private/loopback hosts"
     )

@@ -20,7 +20,8 @@ payee, amount and payment among them), which returns the `AcceptedMandates` or r
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
 recurrence are checked against. The issuer keys a tenant trusts are its `TrustedIssuers` (`_issuers`): its
 JWK Set files and `https` sources, fetched with a timeout and a size limit and cached by `kid`; a
-payment's mandates are verified against `keys_for(issuer_kids(mandates))`.
+payment's mandates are verified against `keys_for(issuer_kids(mandates))`. `Ap2EvidenceStore` keeps a
+round's checkout, mandates and receipts for disputes, and purges them after their retention.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         merchant_issuer,
         sign_checkout,
     )
+    from ._evidence import Ap2Evidence, Ap2EvidenceStore, ap2_evidence_metadata
     from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids
     from ._keys import (
         CHECKOUT_JWT_TYPE,
@@ -81,6 +83,8 @@ __all__ = [
     "PAYMENT_MANDATE_KEY",
     "X402_METHOD",
     "AcceptedMandates",
+    "Ap2Evidence",
+    "Ap2EvidenceStore",
     "CheckoutItem",
     "CheckoutKeyError",
     "CheckoutKeys",
@@ -101,6 +105,7 @@ __all__ = [
     "UseState",
     "UsageReader",
     "VerifiedMandate",
+    "ap2_evidence_metadata",
     "ap2_sdk_available",
     "build_cart",
     "cart_digest",
@@ -133,6 +138,7 @@ _EXPORTS = {
         "merchant_issuer",
         "sign_checkout",
     ),
+    "_evidence": ("Ap2Evidence", "Ap2EvidenceStore", "ap2_evidence_metadata"),
     "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids"),
     "_keys": (
         "CHECKOUT_JWT_TYPE",

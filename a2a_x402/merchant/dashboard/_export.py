@@ -1,5 +1,5 @@
-"""CSV exports of what the dashboard's tables show: a page of settlements, the payers, the refused and
-failed payments.
+"""CSV exports of what the dashboard's tables show: a page of settlements (with the AP2 references of a
+payment made with mandates, empty for any other), the payers, the refused and failed payments.
 
 RFC 4180 CSV (CRLF line ends) with a header row. Every text cell passes the statement's formula guard
 (`spreadsheet_safe`, OWASP "CSV Injection": a payer-chosen skill description or an error text could start
@@ -36,6 +36,9 @@ _SETTLEMENT_COLUMNS = (
     "tx_hash",
     "block_number",
     "finality",
+    "ap2_checkout_hash",
+    "ap2_payment_ref",
+    "ap2_open_mandate",
 )
 _PAYER_COLUMNS = ("payer", "network", "settlements", "total", "total_atomic", "unit", "last_seen")
 _UNPAID_COLUMNS = (
@@ -81,6 +84,9 @@ def settlements_csv(rows: Sequence[SettlementView]) -> str:
                 row.tx_hash,
                 row.block_number,
                 row.finality,
+                row.ap2_checkout_hash or "",
+                row.ap2_payment_ref or "",
+                row.ap2_open_mandate or "",
             )
             for row in rows
         ),

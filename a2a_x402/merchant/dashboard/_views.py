@@ -78,6 +78,10 @@ class SettlementView:
     reversal_reason: str | None
     skill: str = ""
     description: str = ""
+    # A payment made with AP2 mandates: their references (hashes, never the mandates); else None.
+    ap2_checkout_hash: str | None = None
+    ap2_payment_ref: str | None = None
+    ap2_open_mandate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +351,9 @@ class DashboardData:
             reversal_reason=None if record.reversal is None else record.reversal.reason,
             skill="" if bought is None else bought.skill,
             description="" if bought is None else bought.description,
+            ap2_checkout_hash=entry.ap2_checkout_hash,
+            ap2_payment_ref=entry.ap2_payment_ref,
+            ap2_open_mandate=entry.ap2_open_mandate,
         )
 
     def _finality(self, record: SettlementRecord) -> str:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         LedgerInvariantError,
     )
     from ._invariants import check_invariants
-    from ._ledger import Along, Ledger
+    from ._ledger import Along, Ap2Lookup, Ledger
     from ._models import (
         LedgerAccount,
         LedgerBase,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from ._queries import LedgerReader
     from ._records import (
+        Ap2References,
         Balance,
         BookedEntry,
         DailyRevenue,
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
 __all__ = [
     "STATEMENT_COLUMNS",
     "Along",
+    "Ap2Lookup",
+    "Ap2References",
     "Balance",
     "BookedEntry",
     "BookingConflictError",
@@ -120,7 +123,7 @@ _EXPORTS = {
         "LedgerInvariantError",
     ),
     "_invariants": ("check_invariants",),
-    "_ledger": ("Along", "Ledger"),
+    "_ledger": ("Along", "Ap2Lookup", "Ledger"),
     "_models": (
         "LedgerAccount",
         "LedgerBase",
@@ -131,6 +134,7 @@ _EXPORTS = {
     ),
     "_queries": ("LedgerReader",),
     "_records": (
+        "Ap2References",
         "Balance",
         "BookedEntry",
         "DailyRevenue",

@@ -42,6 +42,7 @@ from ._models import LedgerAccount, LedgerEntry, LedgerFinalization, LedgerLine,
 from ._pg_booking import book_in_one_statement, ensure_accounts
 from ._queries import LedgerReader, entry_from_row, entry_query, finalization_from_row
 from ._records import (
+    Ap2References,
     BookedEntry,
     EntryKind,
     EntryStatus,
@@ -55,10 +56,13 @@ from ._records import (
 )
 from ._sequence import allocate_sequence
 
-__all__ = ["Along", "Ledger"]
+__all__ = ["Along", "Ap2Lookup", "Ledger"]
 
 Along = Callable[[AsyncConnection], Awaitable[None]]
 """A write of the caller's that commits in the same transaction as a booking."""
+
+Ap2Lookup = Callable[[AsyncConnection], Awaitable[Ap2References | None]]
+"""Reads, in a booking's transaction, the AP2 references of the payment booked (None: made without)."""
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +124,9 @@ class Ledger(LedgerReader):
         super().__init__(engine)
         self._events = events
 
-    async def book_settlement(self, booking: SettlementBooking, *, along: Along | None = None) -> BookedEntry:
+    async def book_settlement(
+        self, booking: SettlementBooking, *, along: Along | None = None, ap2_of: Ap2Lookup | None = None
+    ) -> BookedEntry:
         """Book a settled payment: debit the payer's account, credit the tenant's revenue account.
 
         Idempotent per authorization (chain id, asset, payer, nonce): booking it again returns the stored
@@ -131,6 +137,9 @@ class Ledger(LedgerReader):
         before the sequence is taken, so the sequence's lock is not held through it (it must start with a
         write, which on SQLite takes the database's write lock as the sequence's UPDATE would).
 
+        `ap2_of`, for a booking without `ap2`, reads the payment's AP2 references in the same transaction
+        (after `along`), and the entry is written with them.
+
         Raises:
             BookingConflictError: the authorization is booked with a different tenant, task, context,
                 payee, network, amount or transaction.
@@ -139,6 +148,8 @@ class Ledger(LedgerReader):
             async with write_transaction(self._engine) as connection:
                 if along is not None:
                     await along(connection)
+                if ap2_of is not None and booking.ap2 is None:
+                    booking = replace(booking, ap2=await ap2_of(connection))
                 entry = await self._book(connection, booking)
         except _AlreadyRecorded as duplicate:
             existing = await self.find_settlement(
@@ -243,6 +254,9 @@ class Ledger(LedgerReader):
             effective_at=booking.settled_at,
             booked_at=_now(),
             maximum=booking.maximum,
+            ap2_checkout_hash=None if booking.ap2 is None else booking.ap2.checkout_hash,
+            ap2_payment_ref=None if booking.ap2 is None else booking.ap2.payment_ref,
+            ap2_open_mandate=None if booking.ap2 is None else booking.ap2.open_mandate,
         )
         if postgres:
             entry = await _book_in_one_statement(connection, entry)
@@ -284,6 +298,9 @@ class Ledger(LedgerReader):
             reverses_entry_id=original.id,
             reason=reason,
             maximum=original.maximum,
+            ap2_checkout_hash=original.ap2_checkout_hash,
+            ap2_payment_ref=original.ap2_payment_ref,
+            ap2_open_mandate=original.ap2_open_mandate,
         )
         await _insert_entry(connection, reversal)
         await _watched_no_more(connection, original.id)

@@ -42,6 +42,7 @@ _ID = sa.String(40)
 _TENANT = sa.String(64)
 _ADDRESS = sa.String(42)
 _HASH = sa.String(66)
+_AP2_REFERENCE = sa.String(43)  # base64url of a SHA-256, unpadded
 _TIME = UtcDateTime()
 
 
@@ -143,6 +144,10 @@ class LedgerEntry(LedgerBase):
     block_number: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     effective_at: Mapped[datetime] = mapped_column(_TIME, nullable=False)
     booked_at: Mapped[datetime] = mapped_column(_TIME, nullable=False)
+    # A payment made with AP2 mandates (§20): its references (`Ap2References`, migration m0017); else NULL.
+    ap2_checkout_hash: Mapped[str | None] = mapped_column(_AP2_REFERENCE, nullable=True)
+    ap2_payment_ref: Mapped[str | None] = mapped_column(_AP2_REFERENCE, nullable=True)
+    ap2_open_mandate: Mapped[str | None] = mapped_column(_AP2_REFERENCE, nullable=True)
 
 
 class LedgerLine(LedgerBase):

@@ -101,6 +101,9 @@ def entry_from_row(row: sa.Row[Any]) -> BookedEntry:
         reverses_entry_id=row.reverses_entry_id,
         reason=row.reason,
         maximum=row.maximum,
+        ap2_checkout_hash=row.ap2_checkout_hash,
+        ap2_payment_ref=row.ap2_payment_ref,
+        ap2_open_mandate=row.ap2_open_mandate,
     )
 
 
@@ -430,4 +433,5 @@ def _statement_line(row: sa.Row[Any]) -> StatementLine:
         tx_hash=entry.tx_hash,
         block_number=entry.block_number,
         reverses_entry_id=entry.reverses_entry_id,
+        ap2=entry.ap2,
     )

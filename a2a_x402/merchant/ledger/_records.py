@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ._errors import InvalidBookingError
 
 __all__ = [
+    "Ap2References",
     "Balance",
     "BookedEntry",
     "DailyRevenue",
@@ -39,6 +40,7 @@ __all__ = [
 _HASH32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
 # A payment's nonce as `facilitator.wire.signer_of` keys it: EIP-3009's `0x…`, or a Permit2 nonce's `p2…`.
 _NONCE = re.compile(r"^(0x|p2)[0-9a-fA-F]{64}$")
+_AP2_REFERENCE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _CAIP2 = re.compile(r"^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$")
 _UINT256_LIMIT = 2**256
 _TEXT_MAX = 255
@@ -119,6 +121,32 @@ def _whole(name: str, value: int, *, minimum: int, limit: int) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Ap2References:
+    """What names a payment made with AP2 mandates (specification §20), each the unpadded base64url of a
+    SHA-256 (43 characters). None of them is a credential: they name the mandates, which are kept apart.
+
+    Attributes:
+        checkout_hash: the hash of the round's checkout JWT (the payment mandate's `transaction_id`).
+        payment_ref: the closed payment mandate's reference (the payment receipt's `reference`).
+        open_mandate: the key of the open payment mandate the payment counted against (the hash of its
+            issuer-signed JWT).
+
+    Raises:
+        InvalidBookingError: a reference is not 43 base64url characters.
+    """
+
+    checkout_hash: str
+    payment_ref: str
+    open_mandate: str
+
+    def __post_init__(self) -> None:
+        for name in ("checkout_hash", "payment_ref", "open_mandate"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not _AP2_REFERENCE.fullmatch(value):
+                raise InvalidBookingError(f"ap2.{name}: must be 43 base64url characters (a SHA-256)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SettlementBooking:
     """One settled payment to book: who paid which tenant how much, and where it is on chain.
 
@@ -127,6 +155,7 @@ class SettlementBooking:
     to UTC. `amount` is in the asset's atomic units (an `int`, never a float). `network`
     is the CAIP-2 id; for `eip155` networks its reference must equal `chain_id`. `maximum` is a metered
     (x402 `upto`) payment's, the most the payer signed for (at least `amount`); None for a fixed price.
+    `ap2` names the AP2 mandates a payment was made with (§20); None for a payment without them.
 
     Raises:
         InvalidBookingError: a field is malformed (the message names it).
@@ -146,8 +175,11 @@ class SettlementBooking:
     block_number: int
     settled_at: datetime
     maximum: int | None = None
+    ap2: Ap2References | None = None
 
     def __post_init__(self) -> None:
+        if self.ap2 is not None and not isinstance(self.ap2, Ap2References):
+            raise InvalidBookingError("ap2: must be Ap2References or None")
         _text("tenant", self.tenant, allow_empty=True)
         _text("task_id", self.task_id)
         _text("context_id", self.context_id)
@@ -180,7 +212,9 @@ class BookedEntry:
     """A journal entry as stored, with the current status of the settlement it concerns.
 
     For a reversal, the details are those of the reversed settlement, `reverses_entry_id` names it, and
-    `status` is always `reversed`. `maximum` is a metered payment's (`SettlementBooking.maximum`).
+    `status` is always `reversed`. `maximum` is a metered payment's (`SettlementBooking.maximum`), and the
+    `ap2_` fields are the references of a payment made with AP2 mandates (`SettlementBooking.ap2`, a
+    reversal repeating its settlement's), all None for any other.
     """
 
     id: str
@@ -204,6 +238,20 @@ class BookedEntry:
     reverses_entry_id: str | None = None
     reason: str | None = None
     maximum: int | None = None
+    ap2_checkout_hash: str | None = None
+    ap2_payment_ref: str | None = None
+    ap2_open_mandate: str | None = None
+
+    @property
+    def ap2(self) -> Ap2References | None:
+        """The AP2 references of the payment, or None when it was made without mandates."""
+        if self.ap2_checkout_hash is None or self.ap2_payment_ref is None or self.ap2_open_mandate is None:
+            return None
+        return Ap2References(
+            checkout_hash=self.ap2_checkout_hash,
+            payment_ref=self.ap2_payment_ref,
+            open_mandate=self.ap2_open_mandate,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +324,7 @@ class StatementLine:
 
     `direction` is `credit` (a settlement: revenue up) or `debit` (a reversal: revenue down);
     `balance_after` is the revenue account's balance right after this line; `status` is the current status
-    of the settlement the line concerns.
+    of the settlement the line concerns; `ap2` the AP2 references of a payment made with mandates.
     """
 
     sequence: int
@@ -297,6 +345,7 @@ class StatementLine:
     tx_hash: str
     block_number: int
     reverses_entry_id: str | None
+    ap2: Ap2References | None = None
 
 
 @dataclass(frozen=True, slots=True)

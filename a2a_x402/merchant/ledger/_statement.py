@@ -43,13 +43,18 @@ STATEMENT_COLUMNS = (
     "tx_hash",
     "block_number",
     "reverses_entry_id",
+    "ap2_checkout_hash",
+    "ap2_payment_ref",
+    "ap2_open_mandate",
 )
-"""The CSV header, in column order."""
+"""The CSV header, in column order. The `ap2_` columns name the AP2 mandates of a payment made with them
+(§20), and are empty (null in JSON) for any other."""
 
 # A spreadsheet runs a cell starting with one of these as a formula (OWASP, "CSV Injection"), also after
 # leading blanks or separators it drops, and in their full-width and small forms, which some read alike.
 _FORMULA_STARTS = frozenset("=+-@\t\r\n|%\uff1d\uff0b\uff0d\uff20\uff5c\uff05\ufe66\ufe62\ufe63\ufe6b")
 _SKIPPED = ";,\uff1b\uff0c"  # separators (and their full-width forms) a spreadsheet may drop
+_AP2_COLUMNS = ("ap2_checkout_hash", "ap2_payment_ref", "ap2_open_mandate")
 _OUR_NUMBERS = frozenset({"sequence", "amount", "balance_after", "block_number"})
 
 
@@ -94,6 +99,9 @@ def _cells(line: StatementLine) -> dict[str, str]:
         "tx_hash": line.tx_hash,
         "block_number": str(line.block_number),
         "reverses_entry_id": line.reverses_entry_id or "",
+        "ap2_checkout_hash": "" if line.ap2 is None else line.ap2.checkout_hash,
+        "ap2_payment_ref": "" if line.ap2 is None else line.ap2.payment_ref,
+        "ap2_open_mandate": "" if line.ap2 is None else line.ap2.open_mandate,
     }
 
 
@@ -125,7 +133,8 @@ def statement_json(
     """The statement as compact JSON: `{"tenant", "since", "until", "lines": [...]}`.
 
     Line keys are the CSV columns in camelCase; integers that are money (`amount`, `balanceAfter`) are
-    decimal strings, `sequence` and `blockNumber` are numbers, a missing `reversesEntryId` is null.
+    decimal strings, `sequence` and `blockNumber` are numbers, a missing `reversesEntryId` is null, and so
+    are the `ap2…` references of a payment made without AP2 mandates.
     """
     rendered: list[dict[str, Any]] = []
     for line in lines:
@@ -133,6 +142,8 @@ def statement_json(
         cells["sequence"] = line.sequence
         cells["block_number"] = line.block_number
         cells["reverses_entry_id"] = line.reverses_entry_id
+        for name in _AP2_COLUMNS:
+            cells[name] = cells[name] or None
         rendered.append({_camel(column): cells[column] for column in STATEMENT_COLUMNS})
     document = {
         "tenant": tenant,

@@ -4,7 +4,8 @@
 payment requests before they reach a task; `OfferStore` keeps the terms offered per task durably; a metered
 skill's work reports what it used through `usage_meter`; `Checkouts` signs the AP2 checkout of the terms
 offered to a tenant in the embedded flow (specification §20.3), `CartMandates` its AP2 v0.1 cart on A2A 0.3
-(§20.7).
+(§20.7); `KeptMandates` checks a payment's AP2 mandates, keeps them as evidence and tells each decision,
+and `round_ap2` names them in the books.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import lazy_loader
 # Each name is imported from its module on first use (PEP 562), so that a command (or a package)
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
+    from ._ap2_books import round_ap2
+    from ._ap2_kept import MANDATE_CODES, KeptMandates, MandatesListener
     from ._checkouts import Checkouts, checkout_artifact
     from ._executor import PaymentExecutor, SkillResolver
     from ._handler import MAX_MESSAGE_BYTES, PaymentRequestHandler
@@ -45,7 +48,10 @@ __all__ = [
     "Checkouts",
     "GasSponsoring",
     "InvalidLimitsError",
+    "KeptMandates",
+    "MANDATE_CODES",
     "MAX_MESSAGE_BYTES",
+    "MandatesListener",
     "NEGOTIATED_VERSION_KEY",
     "Offer",
     "OfferReader",
@@ -79,12 +85,15 @@ __all__ = [
     "payment_from_wire",
     "probe_transfer_method",
     "protocol_version",
+    "round_ap2",
     "upto_address",
     "usage_meter",
     "valid_before",
 ]
 
 _EXPORTS = {
+    "_ap2_books": ("round_ap2",),
+    "_ap2_kept": ("MANDATE_CODES", "KeptMandates", "MandatesListener"),
     "_checkouts": ("Checkouts", "checkout_artifact"),
     "_executor": ("PaymentExecutor", "SkillResolver"),
     "_handler": ("MAX_MESSAGE_BYTES", "PaymentRequestHandler"),

@@ -14,6 +14,7 @@ from a2a_x402.facilitator.wire import PaymentRequirements, SettleResponse, payer
 
 from ..ledger import Along, Ledger, LedgerError, SettlementBooking
 from ..webhooks import EventType
+from ._ap2_books import round_ap2
 from ._chain_proof import NotProvenError, prove_settlement
 from ._metered import offered_maximum
 from ._offer_table import Offer, OfferState
@@ -45,6 +46,7 @@ async def book_settlement(
     marked paid and booked). Booking never stops delivery: the payer paid. A settlement that cannot be
     booked now is logged naming the task and the transaction, and the reconciler books it later. What the
     chain shows instead of the offered payment is also appended to `unproven` (the reconciler's difference).
+    A round paid with AP2 mandates is booked with their references (`round_ap2`).
     """
     try:
         paid = await prove_settlement(rpc, response.transaction, payload, requirements)
@@ -87,7 +89,9 @@ async def book_settlement(
             on=lambda exc: not isinstance(exc, LedgerError), attempts=5, timeout=10.0
         ):
             with attempt:
-                await ledger.book_settlement(booking, along=along)
+                await ledger.book_settlement(
+                    booking, along=along, ap2_of=round_ap2(offer.task_id, offer.round)
+                )
     except Exception:  # noqa: BLE001 - the payer paid: deliver even when the books cannot be written now
         logger.exception(
             "settlement of task %s in %s could not be booked", offer.task_id, response.transaction

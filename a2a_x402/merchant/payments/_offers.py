@@ -37,6 +37,7 @@ from a2a_x402.extension import PaymentSubmittedData
 from a2a_x402.storage import write, write_transaction
 
 from ..webhooks import EventType, Outbox
+from ._ap2_books import ap2_event_data, round_ap2
 from ._offer_table import UNBOOKED, UNFINISHED, UNTOLD, Offer, OfferState, offer_of, offers_table
 
 __all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "OfferStore"]
@@ -97,7 +98,7 @@ _FOR_PAYMENT = sa.select(offers_table).where(
 # once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
 _UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
 _ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
-_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant)
+_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant, offers_table.c.round)
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
     offers_table.c.round == sa.bindparam("_round"),
@@ -274,7 +275,7 @@ class OfferStore:
 
         `event` (a billing webhook event type and its data) is written to the outbox in the same
         transaction, only if the offer moved, so the change and its notification are never separated by a
-        crash.
+        crash. A round paid with AP2 mandates adds their references to it (`ap2`).
         """
         if event is None or self._events is None:
             return await self._write_one(_ADVANCE, _changes(task_id, state, values)) == 1
@@ -294,10 +295,13 @@ class OfferStore:
         changes = _changes(task_id, state, values)
         if event is None or self._events is None:
             return (await connection.execute(_ADVANCE, changes)).rowcount == 1
-        tenant = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).scalar_one_or_none()
-        if tenant is None:
+        moved = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).first()
+        if moved is None:
             return False
-        await self._events.record_event(connection, tenant, event[0], event[1])
+        # A round paid with AP2 mandates is named by them in its events, as its journal entry is.
+        references = await round_ap2(task_id, moved.round)(connection)
+        data = event[1] if references is None else {**event[1], "ap2": ap2_event_data(references)}
+        await self._events.record_event(connection, moved.tenant, event[0], data)
         return True
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:

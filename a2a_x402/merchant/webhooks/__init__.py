@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._events import (
         EVENT_DATA_MODELS,
         EVENT_MODELS,
+        Ap2Data,
         EventModel,
         EventType,
         SettlementCompletedData,
@@ -67,6 +68,7 @@ __all__ = [
     "REQUEST_TIMEOUT_S",
     "RESOLVE_TIMEOUT_S",
     "RETRY_SCHEDULE_S",
+    "Ap2Data",
     "ApiTokenLookup",
     "DeliveryLogEntry",
     "DeliveryState",
@@ -138,6 +140,7 @@ _EXPORTS = {
         "EVENT_MODELS",
         "EventModel",
         "EventType",
+        "Ap2Data",
         "SettlementCompletedData",
         "SettlementFailedData",
         "SettlementFinalizedData",

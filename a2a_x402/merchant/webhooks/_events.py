@@ -35,6 +35,7 @@ from a2a_x402.merchant.tenants import tenant_name
 __all__ = [
     "EVENT_DATA_MODELS",
     "EVENT_MODELS",
+    "Ap2Data",
     "EventModel",
     "EventType",
     "SettlementCompletedData",
@@ -73,6 +74,7 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 EntryId = Annotated[str, StringConstraints(pattern=r"^je_[0-9a-f]{28}$")]
 EventId = Annotated[str, StringConstraints(pattern=r"^evt_[0-9a-f]{28}$")]
 BlockNumber = Annotated[int, Field(ge=0)]
+Ap2Reference = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{43}$")]
 
 
 class EventType(StrEnum):
@@ -99,6 +101,21 @@ class EventModel(BaseModel):
     )
 
 
+class Ap2Data(EventModel):
+    """The AP2 mandates a payment was made with (specification §20), named by their hashes: never the
+    mandates themselves, which are credentials and personal data."""
+
+    checkout_hash: Ap2Reference = Field(
+        description="base64url SHA-256 of the round's checkout JWT (the payment mandate's transaction_id)"
+    )
+    payment_ref: Ap2Reference = Field(
+        description="the closed payment mandate's reference: the AP2 payment receipt's `reference`"
+    )
+    open_mandate: Ap2Reference = Field(
+        description="the open payment mandate the payment counted against: the hash of its issuer-signed JWT"
+    )
+
+
 class _Payment(EventModel):
     tenant: Tenant
     task_id: Text
@@ -113,6 +130,11 @@ class _Payment(EventModel):
         exclude_if=lambda value: value is None,
         description="a metered (x402 upto) payment's maximum, the most the payer signed for; `amount` is "
         "what is settled (absent for a fixed price)",
+    )
+    ap2: Ap2Data | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="a payment made with AP2 mandates: their references (absent for a payment without)",
     )
 
 
@@ -279,4 +301,16 @@ def _completed(entry: BookedEntry) -> dict[str, Any]:
         "block_number": entry.block_number,
         "settled_at": entry.effective_at,
         "booked_at": entry.booked_at,
+        "ap2": _ap2(entry),
     }
+
+
+def _ap2(entry: BookedEntry) -> Ap2Data | None:
+    references = entry.ap2
+    if references is None:
+        return None
+    return Ap2Data(
+        checkout_hash=references.checkout_hash,
+        payment_ref=references.payment_ref,
+        open_mandate=references.open_mandate,
+    )

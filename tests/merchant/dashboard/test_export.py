@@ -104,6 +104,9 @@ def test_every_text_cell_is_guarded_against_formulas_and_our_numbers_are_not(for
         reversal_reason=None,
         skill=formula,
         description=formula,
+        ap2_checkout_hash=formula,
+        ap2_payment_ref=formula,
+        ap2_open_mandate=formula,
     )
     payer = PayerView(payer=formula, network=formula, count=3, total=amount, last_seen=formula)
     unpaid = UnpaidView(

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from a2a_x402.merchant.ledger import (
     STATEMENT_COLUMNS,
+    Ap2References,
     Balance,
     EntryKind,
     EntryStatus,
@@ -25,6 +26,8 @@ from .bookings import EURC, NETWORK, PAY_TO, PAYER, USDC, booking
 
 BOOKED = datetime(2026, 11, 30, 12, 0, 1, 250000, tzinfo=UTC)
 TX = "0x" + "cd" * 32
+# A payment made with AP2 mandates: one of its references starts like a formula, and is guarded as one.
+AP2 = Ap2References(checkout_hash="C" * 43, payment_ref="-" + "P" * 42, open_mandate="O" * 43)
 
 CREDIT = StatementLine(
     sequence=7,
@@ -58,6 +61,7 @@ DEBIT = StatementLine(
         "direction": "debit",
         "balance_after": 5,
         "reverses_entry_id": "je_019a00000000aaaaaaaaaaaaaaaa",
+        "ap2": AP2,
     }
 )
 
@@ -69,10 +73,10 @@ def test_csv_is_exact() -> None:
         f"{header}\r\n"
         f"7,je_019a00000000aaaaaaaaaaaaaaaa,settlement,reversed,2026-11-30T12:00:01.250000Z,"
         f'2026-11-30T12:00:00.000000Z,"\'=HYPERLINK(""http://evil"")","ctx, ""quoted""",{PAYER},{PAY_TO},'
-        f"{NETWORK},{USDC},credit,{amount},{2**200 + 5},{TX},1234,\r\n"
+        f"{NETWORK},{USDC},credit,{amount},{2**200 + 5},{TX},1234,,,,\r\n"
         f"8,je_019a00000001bbbbbbbbbbbbbbbb,reversal,reversed,2026-11-30T12:01:01.250000Z,"
         f"2026-11-30T12:00:00.000000Z,task-1,ctx-1,{PAYER},{PAY_TO},{NETWORK},{USDC},debit,{amount},5,{TX},1234,"
-        f"je_019a00000000aaaaaaaaaaaaaaaa\r\n"
+        f"je_019a00000000aaaaaaaaaaaaaaaa,{'C' * 43},'-{'P' * 42},{'O' * 43}\r\n"
     )
 
     assert statement_csv([CREDIT, DEBIT]) == expected
@@ -120,8 +124,11 @@ def test_json_is_exact() -> None:
         '"bookedAt":"2026-11-30T12:01:01.250000Z","effectiveAt":"2026-11-30T12:00:00.000000Z","taskId":"task-1",'
         f'"contextId":"ctx-1","payer":"{PAYER}","payTo":"{PAY_TO}","network":"{NETWORK}","asset":"{USDC}",'
         f'"direction":"debit","amount":"{2**200}","balanceAfter":"5","txHash":"{TX}","blockNumber":1234,'
-        '"reversesEntryId":"je_019a00000000aaaaaaaaaaaaaaaa"}]}'
+        '"reversesEntryId":"je_019a00000000aaaaaaaaaaaaaaaa",'
+        f'"ap2CheckoutHash":"{"C" * 43}","ap2PaymentRef":"-{"P" * 42}","ap2OpenMandate":"{"O" * 43}"}}]}}'
     )
+    without = statement_json("acme", [CREDIT])
+    assert '"ap2CheckoutHash":null,"ap2PaymentRef":null,"ap2OpenMandate":null}' in without
 
 
 def test_balances_json_is_exact() -> None:
