@@ -9,7 +9,8 @@ against the payer's own record of what it presented under them, so that a paymen
 is refused with a ``MandateConstraintError`` instead of being refused by the merchant.
 
 The SDK is imported on first use, its file log pointed at ``os.devnull`` first: it appends whole
-presentation tokens to a file inside its install. The merchant's wrapper does the same two lines; a
+presentation tokens to a file inside its install; and the ``sd_jwt`` logger, which logs disclosed claim
+values at DEBUG, is held at INFO. The merchant's wrapper does the same two lines; a
 shared helper would be a third importer of the SDK, which ``tests/merchant/ap2/test_sdk_imports.py``
 forbids, and no package both sides may import is the place for an SDK loader. No SDK type leaves this
 module, and the agent's private key is never put in a message or a ``repr``.
@@ -17,6 +18,7 @@ module, and the agent's private key is never put in a message or a ``repr``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +58,9 @@ def _sdk() -> _Sdk:
             "sdk", "the AP2 SDK is not installed (scripts/setup installs it)"
         ) from None
     mandate.LOG_FILE_PATH = os.devnull
+    # The SD-JWT library it builds on logs every claim it discloses at DEBUG, values included: a
+    # mandate's content never reaches a log line, whatever level the caller asks for.
+    logging.getLogger("sd_jwt").setLevel(max(logging.getLogger("sd_jwt").level, logging.INFO))
     import jwcrypto.jwk as jwk
     from ap2.sdk.generated.checkout_mandate import CheckoutMandate
     from ap2.sdk.generated.payment_mandate import PaymentMandate
@@ -78,14 +83,17 @@ class OpenMandates:
     Attributes:
         checkout: the open checkout mandate (``mandate.checkout.open.1``), SD-JWT as issued.
         payment: the open payment mandate (``mandate.payment.open.1``), SD-JWT as issued.
-        agent_key: the agent's private EC P-256 JWK (its members as a mapping); never shown.
+        agent_key: the agent's private EC P-256 JWK (its members as a mapping).
+
+    None of the three is ever shown (``repr`` included).
         usage: where the payer counts what it presented under the open payment mandate (the sum of the
             ``payment_amount``s in minor units and their number), which its budget and recurrence limit
             are checked against: in memory by default, or a ``MandateUsageFile`` shared across runs.
     """
 
-    checkout: str
-    payment: str
+    # Credentials, as the key is: a repr (in a traceback, a log line) shows none of them.
+    checkout: str = field(repr=False)
+    payment: str = field(repr=False)
     agent_key: Mapping[str, str] = field(repr=False)
     usage: MandateUsage = field(default_factory=MandateUsageMemory, repr=False, compare=False)
 
