@@ -13,8 +13,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ import httpx
 import pytest
 from eth_account import Account
 
-from a2a_x402.agentcard import JwksCache
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, Ap2ErrorCode
 from a2a_x402.payer import (
@@ -32,117 +30,23 @@ from a2a_x402.payer import (
     MandatesRefusedError,
     MandatesRequiredError,
     OpenMandates,
-    Payer,
-    PayerSettings,
     PaymentPolicy,
     PaymentStage,
     StageKind,
     UnresolvedConstraintError,
 )
-from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key, public_jwks
+from tests.fixtures.ap2 import issue_open_mandates, new_key
 from tests.fixtures.commands import assert_no_secret
-from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, RunningMerchant
-from tests.merchant.ap2.support import write_key
+from tests.fixtures.merchant import DEFAULT_PAY_TO, RunningMerchant
 from tests.merchant.ap2.test_paid_with_mandates import rows
+
+from .ap2_shop import BUDGET, JSON, PRICE, TEXT, Edit, Wire, connect
 
 pytest.importorskip(
     "ap2.sdk.mandate",
     reason="the AP2 SDK is not installed (scripts/setup installs it from ../shared/peers/ap2)",
 )
 pytestmark = pytest.mark.timeout(90)
-
-PRICE = 100_000  # 10 cents of a 6-decimal USD token
-ACME_PAY_TO = "0x976EA74026E726554dB657fA54763abd0C3a0aa9"
-STRICT_PAY_TO = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"
-TEXT = "The quick brown fox. The dog sleeps."
-BUDGET = OpenTerms(budget=0.3)  # 30 cents: three tasks
-FAST = PayerSettings(retry_backoff_s=0.01, poll_interval_s=0.05)
-
-JSON = dict[str, Any]
-Edit = Callable[[httpx.Request, JSON], JSON | None]
-
-
-@pytest.fixture
-def user_key() -> Any:
-    return new_key("trusted-surface")
-
-
-@pytest.fixture
-def shop(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path, user_key: Any) -> RunningMerchant:
-    (tmp_path / "surface.jwks.json").write_text(json.dumps(public_jwks(user_key)))
-    write_key(tmp_path / "acme.pem")
-    write_key(tmp_path / "strict.pem")
-    website = f', website = "{MERCHANT.website}"' if MERCHANT.website else ""
-    (tmp_path / "tenants.toml").write_text(
-        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 250000\n\n'
-        f'[tenants.acme]\npay_to = "{ACME_PAY_TO}"\nprice = {PRICE}\n\n'
-        f'[tenants.acme.ap2]\nmerchant = {{ id = "{MERCHANT.id}", name = "{MERCHANT.name}"{website} }}\n'
-        'checkout_keys = ["acme.pem"]\nissuers = ["surface.jwks.json"]\n\n'
-        f'[tenants.strict]\npay_to = "{STRICT_PAY_TO}"\nprice = {PRICE}\n\n'
-        '[tenants.strict.ap2]\nmerchant = { id = "strict.example", name = "Strict" }\n'
-        'checkout_keys = ["strict.pem"]\nissuers = ["surface.jwks.json"]\nrequired = true\n'
-    )
-    return start_merchant(sqlite_url, tenants_file=tmp_path / "tenants.toml")
-
-
-@dataclass
-class Wire(httpx.AsyncBaseTransport):
-    """Forwards to the real server, letting ``edit`` replace a JSON answer, or ``answer`` answer a request
-    in the server's place; records every request."""
-
-    edit: Edit | None = None
-    answer: Callable[[httpx.Request], JSON | None] | None = None
-    sent: list[httpx.Request] = field(default_factory=list)
-    _inner: httpx.AsyncHTTPTransport = field(default_factory=httpx.AsyncHTTPTransport)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append(request)
-        instead = self.answer(request) if self.answer is not None else None
-        if instead is not None:
-            return httpx.Response(200, json=instead)
-        response = await self._inner.handle_async_request(request)
-        if self.edit is None or "json" not in response.headers.get("content-type", ""):
-            return response
-        body = json.loads(await response.aread())
-        edited = self.edit(request, body)
-        if edited is None:
-            return httpx.Response(response.status_code, headers=response.headers, content=json.dumps(body))
-        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-length",)]
-        return httpx.Response(response.status_code, headers=headers, content=json.dumps(edited).encode())
-
-    def payments(self) -> list[httpx.Request]:
-        return [r for r in self.sent if b'"payment-submitted"' in r.content]
-
-
-@pytest.fixture
-async def wire() -> AsyncIterator[Wire]:
-    transport = Wire()
-    yield transport
-    await transport.aclose()
-
-
-async def connect(
-    shop: RunningMerchant,
-    key: str,
-    wire: Wire,
-    *,
-    tenant: str = "acme",
-    mandates: OpenMandates | None = None,
-    policy: PaymentPolicy | None = None,
-) -> Payer:
-    http = httpx.AsyncClient(transport=wire, timeout=30)
-    payer = await Payer.connect(
-        shop.base_url,
-        key,
-        tenant=tenant,
-        http=http,
-        settings=FAST,
-        policy=policy,
-        mandates=mandates,
-        ap2_jwks=JwksCache(http, allow_insecure_localhost=True),
-    )
-    payer._owns_http = True  # closed with the payer
-    return payer
 
 
 def balance(chain: DevChain, key: str) -> int:
@@ -155,7 +59,7 @@ async def test_three_tasks_are_paid_within_the_budget_and_the_fourth_is_refused_
     key = chain.new_payer()
     before = balance(chain, key)
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
-    async with await connect(shop, key, wire, mandates=opened) as payer:
+    async with connect(shop, key, wire, mandates=opened) as payer:
         for paid in range(1, 4):
             result = await payer.pay(TEXT)
             assert result.ap2_mandates is not None and result.ap2_receipts is None  # receipts: ap2round
@@ -182,14 +86,14 @@ async def test_the_merchants_own_budget_refusal_is_a_typed_error(
     shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire
 ) -> None:
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened) as first:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as first:
         for _ in range(3):
             await first.pay(TEXT)
     # Another agent holding the same open mandate, with a record of its own that knows nothing of them.
     shared = OpenMandates(checkout=opened.checkout, payment=opened.payment, agent_key=opened.agent_key)
     key = chain.new_payer()
     before = balance(chain, key)
-    async with await connect(shop, key, wire, mandates=shared) as second:
+    async with connect(shop, key, wire, mandates=shared) as second:
         with pytest.raises(MandatesRefusedError) as refused:
             await second.pay(TEXT)
     assert type(refused.value) is MandatesRefusedError
@@ -261,7 +165,7 @@ async def test_a_checkout_that_does_not_verify_is_refused_before_anything_is_sig
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     wire.edit = edit
     stages: list[PaymentStage] = []
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
         with pytest.raises(CheckoutInvalidError) as refused:
             await payer.pay(TEXT, on_stage=stages.append)
     assert says in str(refused.value) and not refused.value.signed
@@ -284,7 +188,7 @@ async def test_a_checkout_signed_by_the_tenant_for_other_terms_is_refused(
 
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     wire.edit = _edit_checkout(resigned)
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
         with pytest.raises(CheckoutInvalidError, match="x402 claim is not the terms"):
             await payer.pay(TEXT)
     assert wire.payments() == []
@@ -294,11 +198,11 @@ async def test_a_tenant_requiring_mandates_is_not_paid_without_them_and_others_a
     shop: RunningMerchant, chain: DevChain, wire: Wire
 ) -> None:
     key = chain.new_payer()
-    async with await connect(shop, key, wire, tenant="strict") as strict:
+    async with connect(shop, key, wire, tenant="strict") as strict:
         with pytest.raises(MandatesRequiredError) as refused:
             await strict.pay(TEXT)
     assert not refused.value.signed and wire.payments() == []
-    async with await connect(shop, key, wire) as acme:
+    async with connect(shop, key, wire) as acme:
         result = await acme.pay(TEXT)
     assert result.transaction is not None and result.ap2_mandates is None
     [payment] = wire.payments()
@@ -338,7 +242,7 @@ async def test_refusal_codes_surface_as_their_typed_errors(
 ) -> None:
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     wire.answer = _refuse_mandates(code)
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
         with pytest.raises(error) as refused:
             await payer.pay(TEXT)
     assert getattr(refused.value, "ap2_error", None) == code
@@ -351,7 +255,7 @@ async def test_mandates_not_supported_falls_back_to_the_same_payment_when_the_po
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     wire.answer = _refuse_mandates(Ap2ErrorCode.MANDATES_NOT_SUPPORTED)
     policy = PaymentPolicy(ap2_standalone_fallback=True)
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened, policy=policy) as payer:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened, policy=policy) as payer:
         result = await payer.pay(TEXT)
     assert result.transaction is not None and result.ap2_mandates is None
     with_mandates, without = wire.payments()
@@ -371,7 +275,7 @@ async def test_no_mandate_or_key_reaches_a_log_line_at_debug(
     shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire, debug_logs: pytest.LogCaptureFixture
 ) -> None:
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
-    async with await connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
         result = await payer.pay(TEXT)
         for _ in range(2):
             await payer.pay(TEXT)
