@@ -25,6 +25,9 @@ reads its allowance to Permit2 there first. ``upto`` (metered) terms are signed 
 ``--upto-max-per-task``, and within ``--upto-max-per-day`` when given: the day's sum is this process's alone,
 unless ``--upto-days-file`` (``X402_PAYER_UPTO_DAYS_FILE``) names a SQLite file to count it in, which every
 run naming it shares (one after another, or at once) and which outlives the process.
+With ``--ap2-mandates DIR --ap2-agent-key FILE`` (``_ap2_cli``) a tenant the card declares in ``params.ap2``
+is paid with the user's open AP2 mandates, closed over each payment, within their budget (counted across
+runs in ``--ap2-usage-file``); nothing of a mandate or the key is printed.
 ``x402-pay approve-permit2 --asset TOKEN --rpc-url URL`` sends the one-time approval of Permit2 a token
 without EIP-2612 needs, and prints its transaction: the one transaction the payer ever sends (and pays gas
 for) itself.
@@ -48,6 +51,7 @@ from a2a_x402 import cli
 from a2a_x402.agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, VerificationResult, check_jku
 from a2a_x402.observability import redact_values
 
+from ._ap2_cli import ap2_options, read_open_mandates
 from ._approve_cli import APPROVE, approve_main
 from ._card import Binding, card_document_url
 from ._cli_options import checked_rpc_url, setup
@@ -56,6 +60,7 @@ from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
 
 if TYPE_CHECKING:
+    from ._ap2_sdk import OpenMandates
     from ._payer import Payer
 
 __all__ = ["main"]
@@ -101,6 +106,9 @@ def _print_result(result: PaidResult) -> None:
             click.echo(f"used: {item.quantity} {item.name} at {item.unit_price} = {item.amount} atomic units")
     else:
         click.echo("paid: nothing (the agent asked for no payment)")
+    if result.ap2_mandates is not None:
+        receipts = "verified" if result.ap2_receipts is not None else "none sent"
+        click.echo(f"ap2: paid under the user's open mandates (merchant's AP2 receipts: {receipts})")
     for artifact in result.artifacts:
         _print_artifact(artifact)
 
@@ -179,6 +187,7 @@ async def _pay(
     rpc_url: str | None,
     card_policy: SignaturePolicy,
     allow_insecure_jku: bool,
+    mandates: OpenMandates | None,
 ) -> PaidResult:
     # Imported here: the HTTP client, the A2A client and the signing libraries are paying's alone, and
     # would cost `--help`, `--version` and every refused option a second of start-up.
@@ -201,6 +210,9 @@ async def _pay(
             card_verifier=verifier,
             http=http,
             rpc_urls=rpc_url,
+            mandates=mandates,
+            # The tenant's checkout keys come from its jwksUrl under the card's own rules.
+            ap2_jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku),
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
             click.echo(_card_line(payer.card.verification, allow_insecure_jku=allow_insecure_jku))
@@ -314,8 +326,12 @@ class _PayCommand(cli.Command):
 @click.option(
     "--allow-insecure-jku",
     is_flag=True,
-    help="Development: fetch the card's JWK Set over plain http from localhost/127.0.0.1.",
+    help=(
+        "Development: fetch the card's JWK Set (and a tenant's AP2 checkout keys) over plain http from "
+        "localhost/127.0.0.1."
+    ),
 )
+@ap2_options
 @click.option("--stream", is_flag=True, help="Use SendStreamingMessage and print stages as they arrive.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the payer's progress to stderr.")
 @click.argument("text")
@@ -333,6 +349,10 @@ def main(
     rpc_url: str | None,
     card_policy: str,
     allow_insecure_jku: bool,
+    ap2_mandates: Path | None,
+    ap2_agent_key: Path | None,
+    ap2_usage_file: Path | None,
+    ap2_fallback: bool,
     stream: bool,
     verbose: bool,
     text: str,
@@ -344,6 +364,7 @@ def main(
     private_key = setup(key, key_file, verbose=verbose)
     if rpc_url is not None:
         redact_values([rpc_url])  # an RPC URL may carry its provider's API key
+    mandates = read_open_mandates(ap2_mandates, ap2_agent_key, ap2_usage_file)
     try:
         policy = PaymentPolicy(
             max_amount_atomic=max_amount,
@@ -351,6 +372,7 @@ def main(
             upto_max_per_task_atomic=upto_max_per_task,
             upto_max_per_day_atomic=upto_max_per_day,
             upto_days_file=upto_days_file,
+            ap2_standalone_fallback=ap2_fallback,
         )
     except ValueError as exc:  # an --upto-days-file that cannot be opened or made
         raise cli.ConfigError(str(exc)) from exc
@@ -367,6 +389,7 @@ def main(
                 rpc_url=rpc_url,
                 card_policy=SignaturePolicy(card_policy),
                 allow_insecure_jku=allow_insecure_jku,
+                mandates=mandates,
             )
         )
     except PayerError as exc:
