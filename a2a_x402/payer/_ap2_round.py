@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from a2a.types import Task
+from a2a.types import SendMessageRequest, Task
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
 
@@ -42,6 +42,9 @@ from ._errors import (
     MerchantError,
     UnresolvedConstraintError,
 )
+from ._merchant_calls import MerchantCalls
+from ._messages import payment_message
+from ._stages import PaymentStage, SignedPayment, TaskView
 
 __all__ = ["Ap2Round", "Ap2Rounds", "mandates_refusal"]
 
@@ -148,6 +151,37 @@ class Ap2Rounds:
         )
         return Ap2Round(prepared)
 
+    async def submit(
+        self,
+        calls: MerchantCalls,
+        view: TaskView,
+        streaming: bool,
+        payload: SignedPayment,
+        ap2_round: Ap2Round | None,
+        *,
+        fallback: bool,
+    ) -> AsyncIterator[PaymentStage]:
+        """Present the signed payment with the round's mandates, if any; when the merchant answers
+        ``mandates_not_supported`` and ``fallback`` allows it, present the same payment without them.
+
+        Raises:
+            MandatesRefusedError: the merchant refused the mandates (see ``refused``).
+        """
+        mandates = ap2_round.mandates if ap2_round is not None else None
+        message = payment_message(view.task, payload, mandates)
+        try:
+            async for stage in calls.submit(SendMessageRequest(message=message), view, streaming):
+                yield stage
+            return
+        except MerchantError as exc:
+            code = mandates_refusal(exc)
+            if ap2_round is None or code is None:
+                raise
+            await self.refused(ap2_round, exc, code, fallback=fallback)
+        standalone = SendMessageRequest(message=payment_message(view.task, payload))
+        async for stage in calls.submit(standalone, view, streaming):
+            yield stage
+
     async def refused(self, ap2_round: Ap2Round, exc: MerchantError, code: str, *, fallback: bool) -> None:
         """The merchant refused the round's mandates with ``code``; return when the payment may go again
         without them (``mandates_not_supported`` and ``fallback``: their use is then released).
@@ -167,6 +201,7 @@ class Ap2Rounds:
         if code == Ap2ErrorCode.MANDATES_NOT_SUPPORTED and fallback:
             logger.info("task %s: the merchant takes no AP2 mandates; paying without them", exc.task_id)
             ap2_round.release()  # the payment goes on outside the mandates
+            ap2_round.mandates = None
             return
         if receipts is not None:
             ap2_round.release()

@@ -26,6 +26,10 @@ or Permit2 accepts once). When the merchant refuses the re-presentation because 
 retries run out, GetTask tells the outcome. A new authorization is signed only for a new
 ``payment-required`` status; the status already answered never leads to a second signature.
 
+AP2 mandates (§20). A payer given the user's open mandates (``mandates=``) pays a tenant the card declares
+in ``params.ap2`` with closed mandates whenever its terms carry an ``ap2-checkout``: the checkout and the
+open mandates' constraints are checked, and their use reserved, before anything is signed (``_ap2_round``).
+
 Every request carries ``A2A-Version`` and ``A2A-Extensions: <EXTENSION_URI>`` (SDK service parameters), goes
 through the a2a-sdk client for the chosen binding and tenant, and has a timeout.
 """
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -57,7 +60,7 @@ from a2a_x402.extension import (
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
 from ._allowance_leases import NO_LEASE, AllowanceLease
-from ._ap2_round import Ap2Round, Ap2Rounds, mandates_refusal
+from ._ap2_round import Ap2Round, Ap2Rounds
 from ._ap2_sdk import OpenMandates
 from ._card import Binding, ResolvedCard, resolve_card
 from ._chain import ChainAccess, RpcUrls
@@ -68,11 +71,10 @@ from ._errors import (
     MerchantError,
     MerchantUnreachableError,
     PaymentAttemptsExhaustedError,
-    PaymentPendingError,
     PaymentRefusedError,
 )
 from ._merchant_calls import MerchantCalls, client_failure
-from ._messages import payment_message, submitted_payload, user_message
+from ._messages import submitted_payload, user_message
 from ._paying import sign_chosen
 from ._policy import PaymentPolicy
 from ._settings import FreshTermsHook, PayerSettings
@@ -83,7 +85,6 @@ from ._stages import (
     StageKind,
     TaskView,
     failure_of,
-    transaction_of,
 )
 
 __all__ = ["Payer"]
@@ -334,7 +335,7 @@ class Payer:
                 await self._end_ap2_round(run, task, settled=False)
                 raise failure_of(task, payment, signed=run.payments > 0)
             if state in _RUNNING:
-                async for stage in self._wait(view):
+                async for stage in self._calls.wait(view, _RUNNING):
                     yield stage
                 continue
             if state != TaskState.TASK_STATE_INPUT_REQUIRED or not isinstance(payment, PaymentRequiredData):
@@ -382,21 +383,10 @@ class Payer:
         yield PaymentStage(
             StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
         )
-        mandates = run.ap2.mandates if run.ap2 is not None else None
-        message = payment_message(task, payload, mandates)
-        try:
-            async for stage in self._calls.submit(SendMessageRequest(message=message), view, streaming):
-                yield stage
-            return
-        except MerchantError as exc:
-            code = mandates_refusal(exc)
-            if run.ap2 is None or code is None:
-                raise
-            ap2_round, run.ap2 = run.ap2, None
-            await self._ap2.refused(ap2_round, exc, code, fallback=self.policy.ap2_standalone_fallback)
-        # The merchant takes no mandates, and the policy lets the same signed payment go without them.
-        standalone = SendMessageRequest(message=payment_message(task, payload))
-        async for stage in self._calls.submit(standalone, view, streaming):
+        fallback = self.policy.ap2_standalone_fallback
+        async for stage in self._ap2.submit(
+            self._calls, view, streaming, payload, run.ap2, fallback=fallback
+        ):
             yield stage
 
     async def _sign(
@@ -449,24 +439,6 @@ class Payer:
         if ap2_round is None:
             return None
         return await self._ap2.settle(ap2_round, task, settled=settled)
-
-    async def _wait(self, view: TaskView) -> AsyncIterator[PaymentStage]:
-        """Poll GetTask until the task leaves the working states, yielding each status change."""
-        deadline = time.monotonic() + self.settings.pending_timeout_s
-        while view.task.status.state in _RUNNING:
-            if time.monotonic() >= deadline:
-                raise PaymentPendingError(
-                    f"the task was still {TaskState.Name(view.task.status.state)} "
-                    f"after {self.settings.pending_timeout_s} s",
-                    task_id=view.task.id,
-                    transaction=transaction_of(view.payment),
-                )
-            await asyncio.sleep(self.settings.poll_interval_s)
-            task = await self._calls.get_task(view.task.id)
-            changed = task.status != view.task.status
-            stage = view.replace(task)
-            if changed:
-                yield stage
 
     async def _completed(self, view: TaskView, payment: PaymentData | None, run: _RunState) -> PaymentStage:
         completed = payment if isinstance(payment, PaymentCompletedData) else None

@@ -295,3 +295,17 @@ async def test_no_mandate_or_key_reaches_a_log_line_at_debug(
         "closed payment mandate": result.ap2_mandates.payment_mandate.rstrip("~").rsplit(".", 1)[1],
     }
     assert_no_secret([text, repr(opened)], secrets)
+
+
+async def test_a_streamed_payment_carries_the_mandates_too(
+    shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire
+) -> None:
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+        stages = [stage async for stage in payer.pay_streaming(TEXT)]
+    result = stages[-1].result
+    assert result is not None and result.ap2_mandates is not None and result.transaction is not None
+    assert [a.name for a in result.artifacts] == ["text-stats"]
+    [payment] = wire.payments()
+    assert b"ap2.payment_mandate" in payment.content and b"SendStreamingMessage" in payment.content
+    assert (opened.spent, opened.uses) == (10, 1)
