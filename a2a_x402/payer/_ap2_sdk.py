@@ -27,8 +27,19 @@ from typing import Any, NamedTuple
 
 from a2a_x402.extension import Ap2Mandates, ExtensionMetadataError, ap2_digest, payload_hash
 
+from ._ap2_constraints import (
+    allowed_for_checkout,
+    allowed_for_payment,
+    check_checkout,
+    check_payment,
+    check_times,
+    checkout_total,
+    constraints,
+    paying_account,
+    with_tilde,
+)
 from ._ap2_tokens import OpenToken, jwt_claims
-from ._ap2_usage import MandateSpend, MandateUsage, MandateUsageMemory, MandateUse, usage_key
+from ._ap2_usage import MandateUsage, MandateUsageMemory, MandateUse, usage_key
 from ._errors import MandateConstraintError
 
 __all__ = ["OpenMandates", "PreparedMandates", "prepare_mandates", "present_mandates"]
@@ -36,9 +47,6 @@ __all__ = ["OpenMandates", "PreparedMandates", "prepare_mandates", "present_mand
 _CHECKOUT_OPEN_VCT = "mandate.checkout.open.1"
 _PAYMENT_OPEN_VCT = "mandate.payment.open.1"
 _INSTRUMENT_TYPE = "x402"
-# The SDK's budget evaluator reads `payment.budget.max` in major units and multiplies it by 100; the
-# payer counts the same way, so that it refuses exactly what the merchant would.
-_BUDGET_SCALE = 100
 
 
 class _Sdk(NamedTuple):
@@ -144,7 +152,7 @@ class PreparedMandates:
         extra = accepted.get("extra") if isinstance(accepted, Mapping) else None
         if not isinstance(extra, Mapping) or extra.get("offerId") != self.nonce:
             raise MandateConstraintError("payment", "the payment is not of the checkout's terms (offerId)")
-        if _instrument_id(payment_payload) != self.instrument_id:
+        if paying_account(payment_payload) != self.instrument_id:
             raise MandateConstraintError("payment", "the payment is not from the wallet checked")
         try:
             paid_hash = payload_hash(payment_payload)
@@ -188,7 +196,7 @@ def present_mandates(
             over them, or the SDK is missing; no mandate was signed, nothing was counted.
     """
     prepared = prepare_mandates(
-        open_mandates, checkout_jwt, merchant_id, nonce, _instrument_id(payment_payload), now=now
+        open_mandates, checkout_jwt, merchant_id, nonce, paying_account(payment_payload), now=now
     )
     try:
         return prepared.close(payment_payload)
@@ -220,31 +228,31 @@ def prepare_mandates(
     merchant = checkout.get("merchant")
     if not isinstance(merchant, dict) or merchant.get("id") != merchant_id:
         raise MandateConstraintError("merchant", "the checkout's merchant is not the tenant's merchant")
-    amount = _checkout_total(checkout)
+    amount = checkout_total(checkout)
     open_checkout = OpenToken.read(open_mandates.checkout, _CHECKOUT_OPEN_VCT, "checkout")
     open_payment = OpenToken.read(open_mandates.payment, _PAYMENT_OPEN_VCT, "payment")
     for opened in (open_checkout, open_payment):
-        _check_times(opened, now)
-    _check_checkout(open_checkout, merchant_id)
+        check_times(opened, now)
+    check_checkout(open_checkout, merchant_id)
     # The open payment mandate names the open checkout mandate by the hash of the form presented: when it
     # does, that form is the one it was issued in, and only the payment mandate is trimmed.
     checkout_presented = open_checkout.token
-    references = _constraints(open_payment, "payment.reference")
+    references = constraints(open_payment, "payment.reference")
     if not references:
         checkout_presented = open_checkout.trimmed(
-            lambda kind, value: _allowed_for_checkout(kind, value, merchant_id)
+            lambda kind, value: allowed_for_checkout(kind, value, merchant_id)
         )
     payment_presented = open_payment.trimmed(
-        lambda kind, value: _allowed_for_payment(kind, value, merchant_id, instrument_id)
+        lambda kind, value: allowed_for_payment(kind, value, merchant_id, instrument_id)
     )
     for reference in references:
-        if reference.get("conditional_transaction_id") != ap2_digest(_with_tilde(checkout_presented)):
+        if reference.get("conditional_transaction_id") != ap2_digest(with_tilde(checkout_presented)):
             raise MandateConstraintError("payment.reference", "the open mandates do not belong together")
     _sdk()  # a missing SDK refuses before anything is counted
     use = open_mandates.usage.reserve(
         open_mandates.usage_key,
         amount[0],
-        lambda spent: _check_payment(open_payment, amount, merchant_id, instrument_id, spent),
+        lambda spent: check_payment(open_payment, amount, merchant_id, instrument_id, spent),
     )
     return PreparedMandates(
         open_mandates,
@@ -302,105 +310,3 @@ def _close(
             "sdk", f"the SDK could not close the mandates: {type(exc).__name__}"
         ) from None
     return Ap2Mandates(checkout_mandate=checkout_mandate, payment_mandate=payment_mandate)
-
-
-def _constraints(opened: OpenToken, kind: str) -> list[Mapping[str, Any]]:
-    return [c for c in opened.claims.get("constraints", ()) if isinstance(c, dict) and c.get("type") == kind]
-
-
-def _check_times(opened: OpenToken, now: int) -> None:
-    expires = opened.claims.get("exp")
-    if isinstance(expires, int) and now > expires:
-        raise MandateConstraintError("exp", f"the open {opened.kind} mandate has expired")
-
-
-def _check_checkout(opened: OpenToken, merchant_id: str) -> None:
-    for constraint in _constraints(opened, "checkout.allowed_merchants"):
-        if not any(_has_id(allowed, merchant_id) for allowed in constraint.get("allowed", ())):
-            raise MandateConstraintError(
-                "checkout.allowed_merchants", "the open checkout mandate does not allow this merchant"
-            )
-
-
-def _check_payment(
-    opened: OpenToken, amount: tuple[int, str], merchant_id: str, instrument_id: str, usage: MandateSpend
-) -> None:
-    total, currency = amount
-    for constraint in opened.claims.get("constraints", ()):
-        kind = constraint.get("type") if isinstance(constraint, dict) else None
-        if kind == "payment.amount_range":
-            low, high = constraint.get("min"), constraint.get("max")
-            if (
-                constraint.get("currency") != currency
-                or (isinstance(low, int) and total < low)
-                or (isinstance(high, int) and total > high)
-            ):
-                raise MandateConstraintError(
-                    kind, f"{total} {currency} minor units are outside the allowed amount range"
-                )
-        elif kind == "payment.allowed_payees":
-            if not any(_has_id(allowed, merchant_id) for allowed in constraint.get("allowed", ())):
-                raise MandateConstraintError(kind, "the open payment mandate does not allow this payee")
-        elif kind == "payment.allowed_payment_instruments":
-            if not any(_has_id(allowed, instrument_id) for allowed in constraint.get("allowed", ())):
-                raise MandateConstraintError(kind, "the open payment mandate does not allow this wallet")
-        elif kind == "payment.budget":
-            limit = constraint.get("max")
-            if constraint.get("currency") != currency or not isinstance(limit, (int, float)):
-                raise MandateConstraintError(kind, f"the budget is not in {currency}")
-            budget = int(limit * _BUDGET_SCALE)
-            if usage.total + total > budget:
-                raise MandateConstraintError(
-                    kind,
-                    f"{total} more would exceed the budget of {budget} ({usage.total} spent)",
-                )
-        elif kind == "payment.agent_recurrence":
-            most = constraint.get("max_occurrences")
-            if isinstance(most, int) and usage.uses >= most:
-                raise MandateConstraintError(
-                    kind, f"the open payment mandate was used {usage.uses} of {most} times"
-                )
-        elif kind != "payment.reference":  # checked against the presented checkout mandate
-            raise MandateConstraintError(str(kind)[:64], "the payer cannot evaluate this constraint")
-
-
-def _allowed_for_checkout(kind: str, value: Any, merchant_id: str) -> bool:
-    return kind != "checkout.allowed_merchants" or _has_id(value, merchant_id)
-
-
-def _allowed_for_payment(kind: str, value: Any, merchant_id: str, instrument_id: str) -> bool:
-    if kind == "payment.allowed_payees":
-        return _has_id(value, merchant_id)
-    if kind == "payment.allowed_payment_instruments":
-        return _has_id(value, instrument_id)
-    return True
-
-
-def _has_id(value: Any, wanted: str) -> bool:
-    return isinstance(value, dict) and value.get("id") == wanted
-
-
-def _checkout_total(checkout: Mapping[str, Any]) -> tuple[int, str]:
-    totals = [t for t in checkout.get("totals", ()) if isinstance(t, dict) and t.get("type") == "total"]
-    currency = checkout.get("currency")
-    if len(totals) != 1 or not isinstance(totals[0].get("amount"), int) or not isinstance(currency, str):
-        raise MandateConstraintError("checkout", "the checkout has no single total in a currency")
-    return totals[0]["amount"], currency
-
-
-def _instrument_id(payment_payload: Mapping[str, Any]) -> str:
-    """The paying account as CAIP-10: the network of ``accepted`` and the authorization's ``from``."""
-    accepted = payment_payload.get("accepted")
-    inner = payment_payload.get("payload")
-    network = accepted.get("network") if isinstance(accepted, Mapping) else None
-    signed = None
-    if isinstance(inner, Mapping):
-        signed = inner.get("authorization") or inner.get("permit2Authorization")
-    payer = signed.get("from") if isinstance(signed, Mapping) else None
-    if not isinstance(network, str) or not isinstance(payer, str):
-        raise MandateConstraintError("payment", "the payment names no network and payer")
-    return f"{network}:{payer}"
-
-
-def _with_tilde(token: str) -> str:
-    return token if token.endswith("~") else token + "~"
