@@ -13,6 +13,7 @@ from ._ap2_usage import MandateSpend
 from ._errors import MandateConstraintError
 
 __all__ = [
+    "BUDGET_SCALE",
     "allowed_for_checkout",
     "allowed_for_payment",
     "check_checkout",
@@ -26,7 +27,7 @@ __all__ = [
 
 # The SDK's budget evaluator reads `payment.budget.max` in major units and multiplies it by 100; the
 # payer counts the same way, so that it refuses exactly what the merchant would.
-_BUDGET_SCALE = 100
+BUDGET_SCALE = 100
 
 
 def constraints(opened: OpenToken, kind: str) -> list[Mapping[str, Any]]:
@@ -78,7 +79,7 @@ def check_payment(
             limit = constraint.get("max")
             if constraint.get("currency") != currency or not isinstance(limit, (int, float)):
                 raise MandateConstraintError(kind, f"the budget is not in {currency}")
-            budget = int(limit * _BUDGET_SCALE)
+            budget = int(limit * BUDGET_SCALE)
             if usage.total + total > budget:
                 raise MandateConstraintError(
                     kind,

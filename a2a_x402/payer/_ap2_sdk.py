@@ -18,6 +18,7 @@ module, and the agent's private key is never put in a message or a ``repr``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -25,8 +26,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from a2a_x402.extension import Ap2Mandates, ExtensionMetadataError, ap2_digest, payload_hash
+from a2a_x402.extension import Ap2Mandates, Ap2Merchant, ExtensionMetadataError, ap2_digest, payload_hash
 
+from ._ap2_constraints import (
+    BUDGET_SCALE as _BUDGET_SCALE,
+)
 from ._ap2_constraints import (
     allowed_for_checkout,
     allowed_for_payment,
@@ -42,7 +46,14 @@ from ._ap2_tokens import OpenToken, jwt_claims
 from ._ap2_usage import MandateUsage, MandateUsageMemory, MandateUse, usage_key
 from ._errors import MandateConstraintError
 
-__all__ = ["OpenMandates", "PreparedMandates", "prepare_mandates", "present_mandates"]
+__all__ = [
+    "OpenMandates",
+    "PreparedMandates",
+    "TestIssue",
+    "issue_test_mandates",
+    "prepare_mandates",
+    "present_mandates",
+]
 
 _CHECKOUT_OPEN_VCT = "mandate.checkout.open.1"
 _PAYMENT_OPEN_VCT = "mandate.payment.open.1"
@@ -310,3 +321,65 @@ def _close(
             "sdk", f"the SDK could not close the mandates: {type(exc).__name__}"
         ) from None
     return Ap2Mandates(checkout_mandate=checkout_mandate, payment_mandate=payment_mandate)
+
+
+@dataclass(frozen=True, slots=True)
+class TestIssue:
+    """Open mandates issued for trying things out (``issue_test_mandates``).
+
+    Attributes:
+        mandates: the open mandates and the fresh agent key they confirm.
+        issuer_jwks: the public JWK Set of the throwaway "user" key that signed them: what a merchant
+            is told to trust as an issuer of the tenant. Its private part is not kept anywhere.
+    """
+
+    mandates: OpenMandates = field(repr=False)
+    issuer_jwks: Mapping[str, Any]
+
+
+def issue_test_mandates(
+    merchant: Ap2Merchant, *, budget: int, max_amount: int, currency: str, lifetime_s: int, now: int
+) -> TestIssue:
+    """Open checkout and payment mandates for ``merchant``, signed by a throwaway "user" key made here, for
+    a fresh agent key: at most ``max_amount`` a payment and ``budget`` in all (minor units of
+    ``currency``, whose minor unit must be a hundredth: the SDK's budget is in major units), valid for
+    ``lifetime_s`` from ``now``. For tests and trying things out only: no person consented to them.
+
+    Raises:
+        MandateConstraintError: the SDK is missing, or the amounts are not whole hundredths.
+    """
+    sdk = _sdk()
+    if budget < 0 or max_amount < 0:
+        raise MandateConstraintError("issue", "amounts are not negative")
+    from ap2.sdk.generated.open_checkout_mandate import AllowedMerchants, OpenCheckoutMandate
+    from ap2.sdk.generated.open_payment_mandate import (
+        AllowedPayees,
+        AmountRange,
+        Budget,
+        OpenPaymentMandate,
+        PaymentReference,
+    )
+
+    made = sdk.jwk.JWK.generate(kty="EC", crv="P-256")
+    user = sdk.jwk.JWK(**json.loads(made.export_private()), kid=made.thumbprint())
+    agent = sdk.jwk.JWK.generate(kty="EC", crv="P-256")
+    cnf = {"jwk": json.loads(agent.export_public())}
+    times = {"iat": now, "exp": now + lifetime_s}
+    allowed = [merchant.to_wire()]
+    checkout = OpenCheckoutMandate(constraints=[AllowedMerchants(allowed=allowed)], cnf=cnf, **times)
+    checkout_token: str = sdk.client.create([checkout], user)
+    payment = OpenPaymentMandate(
+        constraints=[
+            AmountRange(currency=currency, min=0, max=max_amount),
+            AllowedPayees(allowed=allowed),
+            PaymentReference(conditional_transaction_id=ap2_digest(checkout_token)),
+            Budget(max=budget / _BUDGET_SCALE, currency=currency),
+        ],
+        cnf=cnf,
+        **times,
+    )
+    payment_token: str = sdk.client.create([payment], user)
+    mandates = OpenMandates(
+        checkout=checkout_token, payment=payment_token, agent_key=json.loads(agent.export_private())
+    )
+    return TestIssue(mandates, {"keys": [dict(json.loads(user.export_public()), alg="ES256", use="sig")]})

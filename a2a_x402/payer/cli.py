@@ -52,6 +52,7 @@ from a2a_x402.agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, 
 from a2a_x402.observability import redact_values
 
 from ._ap2_cli import ap2_options, read_open_mandates
+from ._ap2_issue_cli import AP2, ISSUE_OPEN, issue_open_main
 from ._approve_cli import APPROVE, approve_main
 from ._card import Binding, card_document_url
 from ._cli_options import checked_rpc_url, setup
@@ -233,7 +234,8 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 
 
 class _PayCommand(cli.Command):
-    """``x402-pay``: pays; its first argument ``approve-permit2`` runs that subcommand instead."""
+    """``x402-pay``: pays; its first arguments ``approve-permit2`` or ``ap2 issue-open`` run that subcommand
+    instead."""
 
     def main(
         self,
@@ -247,6 +249,9 @@ class _PayCommand(cli.Command):
         prog = prog_name or os.path.basename(sys.argv[0]) or "x402-pay"
         if given[:1] == [APPROVE]:
             return approve_main.main(given[1:], f"{prog} {APPROVE}", complete_var, standalone_mode, **extra)
+        if given[:2] == [AP2, ISSUE_OPEN]:
+            name = f"{prog} {AP2} {ISSUE_OPEN}"
+            return issue_open_main.main(given[2:], name, complete_var, standalone_mode, **extra)
         return super().main(given, prog, complete_var, standalone_mode, **extra)
 
 
@@ -360,6 +365,7 @@ def main(
     """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result.
 
     x402-pay approve-permit2 --help: approve Permit2 once for a token without EIP-2612.
+    x402-pay ap2 issue-open --help: open AP2 mandates for tests (a throwaway "user" key).
     """
     private_key = setup(key, key_file, verbose=verbose)
     if rpc_url is not None:

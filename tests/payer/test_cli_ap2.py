@@ -13,9 +13,10 @@ import pytest
 
 from a2a_x402.devchain import DevChain
 from a2a_x402.payer import OpenMandates
+from tests.fixtures._migrated import migrated_sqlite
 from tests.fixtures.ap2 import issue_open_mandates, new_key
 from tests.fixtures.commands import assert_no_secret
-from tests.fixtures.merchant import RunningMerchant
+from tests.fixtures.merchant import MerchantStarter, RunningMerchant
 
 from .ap2_shop import BUDGET, PRICE, TEXT
 from .test_cli import x402_pay
@@ -116,3 +117,64 @@ async def test_x402_pay_refuses_ap2_mistakes_in_one_line_before_any_request(
     assert status == 2, err
     assert says in err and len(err.strip().splitlines()) == 1
     assert_no_secret([out, err], secrets_of(opened))
+
+
+async def test_x402_pay_ap2_issue_open_issues_test_mandates_a_merchant_trusting_them_takes(
+    shop: RunningMerchant, start_merchant: MerchantStarter, chain: DevChain, tmp_path: Path
+) -> None:
+    issued = tmp_path / "issued"
+    status, out, err = await x402_pay(
+        "ap2",
+        "issue-open",
+        "--card-url",
+        shop.base_url,
+        "--tenant",
+        "acme",
+        "--budget",
+        "0.20",
+        "--max",
+        "0.10",
+        "--out",
+        str(issued),
+        "--allow-insecure-jku",
+        env={},
+    )
+    assert status == 0, err
+    assert "issued TEST open mandates: for trying things out only" in out
+    assert "at most 10 cents a payment, 20 cents in all" in out
+    assert (issued / "agent.jwk").stat().st_mode & 0o777 == 0o600
+    agent_key = json.loads((issued / "agent.jwk").read_text())
+    tokens = {n: (issued / f"{n}.sdjwt").read_text().strip() for n in ("checkout", "payment")}
+    opened = OpenMandates(checkout=tokens["checkout"], payment=tokens["payment"], agent_key=agent_key)
+    assert_no_secret([out, err], secrets_of(opened))
+    again, _, says = await x402_pay(
+        *["ap2", "issue-open", "--card-url", shop.base_url, "--tenant", "acme"],
+        *["--budget", "1", "--max", "1", "--out", str(issued), "--allow-insecure-jku"],
+        env={},
+    )
+    assert again == 2 and "exists" in says  # a folder is never written over
+
+    # The same tenant, trusting the issued key set: it takes them.
+    tenants = (
+        (tmp_path / "tenants.toml").read_text().replace("surface.jwks.json", str(issued / "issuer.jwks.json"))
+    )
+    (tmp_path / "trusting.toml").write_text(tenants)
+    trusting = start_merchant(
+        await migrated_sqlite(tmp_path / "trusting.db"), tenants_file=tmp_path / "trusting.toml"
+    )
+    key_file = tmp_path / "payer.key"
+    key_file.write_text(chain.new_payer() + "\n")
+    status, out, err = await x402_pay(
+        *["--card-url", trusting.base_url, "--tenant", "acme", "--key-file", str(key_file)],
+        *[
+            "--allow-insecure-jku",
+            "--ap2-mandates",
+            str(issued),
+            "--ap2-agent-key",
+            str(issued / "agent.jwk"),
+        ],
+        TEXT,
+        env={},
+    )
+    assert status == 0, err
+    assert "ap2: paid under the user's open mandates" in out
