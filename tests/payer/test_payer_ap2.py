@@ -24,6 +24,7 @@ from eth_account import Account
 from a2a_x402.devchain import DevChain
 from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, Ap2ErrorCode
 from a2a_x402.payer import (
+    CardError,
     CheckoutInvalidError,
     MandateConstraintError,
     MandatesNotSupportedError,
@@ -174,8 +175,44 @@ async def test_a_checkout_that_does_not_verify_is_refused_before_anything_is_sig
     assert wire.payments() == [] and (opened.spent, opened.uses) == (0, 0)
 
 
-async def test_a_checkout_signed_by_the_tenant_for_other_terms_is_refused(
-    shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire, tmp_path: Path
+def _other_payee(claims: JSON) -> None:
+    claims["x402"]["accepts"][0]["payTo"] = DEFAULT_PAY_TO
+
+
+def _other_merchant(claims: JSON) -> None:
+    claims["merchant"] = {"id": "other.example", "name": "Another merchant"}
+
+
+def _other_total(claims: JSON) -> None:
+    claims["totals"] = [{"type": "total", "amount": 1}]
+
+
+def _other_offer(claims: JSON) -> None:
+    claims["id"] = "0" * 32
+
+
+def _expired(claims: JSON) -> None:
+    claims["exp"] = int(time.time()) - 3600
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (_other_payee, "x402 claim is not the terms"),
+        (_other_merchant, "merchant is not the one the card declares"),
+        (_other_total, "price rule fails"),
+        (_other_offer, "id is not the offerId"),
+        (_expired, "has expired"),
+    ],
+)
+async def test_a_checkout_the_tenant_signed_that_fails_a_check_is_refused(
+    shop: RunningMerchant,
+    chain: DevChain,
+    user_key: Any,
+    wire: Wire,
+    tmp_path: Path,
+    change: Callable[[JSON], None],
+    says: str,
 ) -> None:
     from a2a_x402.merchant.ap2 import load_checkout_keys
 
@@ -183,15 +220,52 @@ async def test_a_checkout_signed_by_the_tenant_for_other_terms_is_refused(
 
     def resigned(jwt: str) -> str:
         claims = _claims(jwt)
-        claims["x402"]["accepts"][0]["payTo"] = DEFAULT_PAY_TO
+        change(claims)
         return keys.sign(claims)
 
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     wire.edit = _edit_checkout(resigned)
     async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
-        with pytest.raises(CheckoutInvalidError, match="x402 claim is not the terms"):
+        with pytest.raises(CheckoutInvalidError, match=says):
             await payer.pay(TEXT)
-    assert wire.payments() == []
+    assert wire.payments() == [] and opened.uses == 0
+
+
+async def test_a_checkout_replayed_from_another_task_is_refused(
+    shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire
+) -> None:
+    earlier: list[str] = []
+
+    def replay(jwt: str) -> str:
+        earlier.append(jwt)
+        return earlier[0]
+
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+        await payer.pay(TEXT)
+        wire.edit = _edit_checkout(replay)
+        await payer.pay(TEXT)  # records its own checkout first: paid as it is
+        with pytest.raises(CheckoutInvalidError, match="id is not the offerId"):
+            await payer.pay(TEXT)  # carries the second task's checkout
+    assert len(wire.payments()) == 2 and opened.uses == 2
+
+
+async def test_a_jwks_url_off_the_cards_origin_is_refused_when_paying_with_mandates(
+    shop: RunningMerchant, chain: DevChain, user_key: Any, wire: Wire
+) -> None:
+    def elsewhere(_request: httpx.Request, body: JSON) -> JSON | None:
+        for extension in body.get("capabilities", {}).get("extensions", []):
+            for entry in extension.get("params", {}).get("ap2", []):
+                entry["jwksUrl"] = "https://keys.elsewhere.example/jwks.json"
+        return body
+
+    wire.edit = elsewhere
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    with pytest.raises(CardError, match="not on the card's origin"):
+        async with connect(shop, chain.new_payer(), wire, mandates=opened):
+            pass
+    async with connect(shop, chain.new_payer(), wire) as payer:  # without mandates: standalone
+        assert (await payer.pay(TEXT)).transaction is not None
 
 
 async def test_a_tenant_requiring_mandates_is_not_paid_without_them_and_others_are_paid_standalone(
