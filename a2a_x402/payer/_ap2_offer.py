@@ -66,8 +66,10 @@ def tenant_declaration(
     Raises:
         CardError: ``params.ap2`` is malformed, or the entry's ``jwksUrl`` is not on the card's origin.
     """
-    extensions = card.card_json.get("capabilities", {}).get("extensions", ())
-    ours = [e for e in extensions if isinstance(e, Mapping) and e.get("uri") == EXTENSION_URI]
+    capabilities = card.card_json.get("capabilities")
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    listed = extensions if isinstance(extensions, list) else []
+    ours = [e for e in listed if isinstance(e, Mapping) and e.get("uri") == EXTENSION_URI]
     params = ours[0].get("params") if ours else None
     if not isinstance(params, Mapping) or "ap2" not in params:
         return None

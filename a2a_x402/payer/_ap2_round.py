@@ -72,9 +72,14 @@ class Ap2Round:
         self.mandates = await asyncio.to_thread(self.prepared.close, payment_payload)
         return self.mandates
 
-    def release(self) -> None:
-        """Nothing was settled under the round's mandates: their budget gets the amount back."""
-        self.prepared.use.release()
+    async def release(self) -> None:
+        """Nothing was settled under the round's mandates: their budget gets the amount back (off the
+        event loop: the record may be a file)."""
+        await asyncio.to_thread(self.prepared.use.release)
+
+    async def confirm(self) -> None:
+        """The round's payment was settled: its use counts for good."""
+        await asyncio.to_thread(self.prepared.use.confirm)
 
 
 def mandates_refusal(exc: MerchantError) -> str | None:
@@ -200,11 +205,11 @@ class Ap2Rounds:
             receipts = await self._verified(ap2_round, Ap2Receipts(checkout, payment), "Error", exc.task_id)
         if code == Ap2ErrorCode.MANDATES_NOT_SUPPORTED and fallback:
             logger.info("task %s: the merchant takes no AP2 mandates; paying without them", exc.task_id)
-            ap2_round.release()  # the payment goes on outside the mandates
+            await ap2_round.release()  # the payment goes on outside the mandates
             ap2_round.mandates = None
             return
         if receipts is not None:
-            ap2_round.release()
+            await ap2_round.release()
         else:
             logger.info("task %s: refused mandates without verified error receipts stay counted", exc.task_id)
         kind = _REFUSALS.get(code, MandatesRefusedError)
@@ -227,9 +232,9 @@ class Ap2Rounds:
         wanted = "Success" if settled else "Error"
         verified = await self._verified(ap2_round, receipts, wanted, task.id) if receipts else None
         if settled:
-            ap2_round.prepared.use.confirm()
+            await ap2_round.confirm()
         else:
-            ap2_round.release()
+            await ap2_round.release()
         return verified if settled else None
 
     async def _verified(

@@ -414,7 +414,7 @@ class Payer:
         except BaseException as exc:
             lease.release()
             if ap2_round is not None:  # nothing was presented: the open mandate's budget gets it back
-                ap2_round.release()
+                await ap2_round.release()
             if reservation is not None:  # nothing was signed: the day's upto cap gets it back, off the loop
                 await asyncio.to_thread(reservation.release)
             if isinstance(exc, PaymentRefusedError | ChainError):
