@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -103,18 +103,30 @@ class OpenMandates:
         checkout: the open checkout mandate (``mandate.checkout.open.1``), SD-JWT as issued.
         payment: the open payment mandate (``mandate.payment.open.1``), SD-JWT as issued.
         agent_key: the agent's private EC P-256 JWK (its members as a mapping).
+        usage: (given only) where the payer counts what it presents under the open payment mandate (the
+            sum of the ``payment_amount``s in minor units and their number), which its budget and
+            recurrence limit are checked against: ``usage_record``; by default a record in memory of this
+            object's own (a ``dataclasses.replace`` copy starts a new one), or a ``MandateUsageFile``
+            shared across objects, runs and processes.
 
-    None of the three is ever shown (``repr`` included).
-        usage: where the payer counts what it presented under the open payment mandate (the sum of the
-            ``payment_amount``s in minor units and their number), which its budget and recurrence limit
-            are checked against: in memory by default, or a ``MandateUsageFile`` shared across runs.
+    None of the three credentials is ever shown (``repr`` included).
     """
 
     # Credentials, as the key is: a repr (in a traceback, a log line) shows none of them.
     checkout: str = field(repr=False)
     payment: str = field(repr=False)
     agent_key: Mapping[str, str] = field(repr=False)
-    usage: MandateUsage = field(default_factory=MandateUsageMemory, repr=False, compare=False)
+    usage: InitVar[MandateUsage | None] = None
+    _record: MandateUsage = field(default_factory=MandateUsageMemory, init=False, repr=False, compare=False)
+
+    def __post_init__(self, usage: MandateUsage | None) -> None:
+        if usage is not None:
+            self._record = usage
+
+    @property
+    def usage_record(self) -> MandateUsage:
+        """Where the uses of the open payment mandate are counted."""
+        return self._record
 
     @property
     def usage_key(self) -> str:
@@ -124,12 +136,12 @@ class OpenMandates:
     @property
     def spent(self) -> int:
         """What counts under the open payment mandate, in minor units of its currency."""
-        return self.usage.spent(self.usage_key).total
+        return self._record.spent(self.usage_key).total
 
     @property
     def uses(self) -> int:
         """How many payments count under the open payment mandate."""
-        return self.usage.spent(self.usage_key).uses
+        return self._record.spent(self.usage_key).uses
 
 
 @dataclass(slots=True)
@@ -260,7 +272,7 @@ def prepare_mandates(
         if reference.get("conditional_transaction_id") != ap2_digest(with_tilde(checkout_presented)):
             raise MandateConstraintError("payment.reference", "the open mandates do not belong together")
     _sdk()  # a missing SDK refuses before anything is counted
-    use = open_mandates.usage.reserve(
+    use = open_mandates.usage_record.reserve(
         open_mandates.usage_key,
         amount[0],
         lambda spent: check_payment(open_payment, amount, merchant_id, instrument_id, spent),
