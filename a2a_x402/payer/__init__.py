@@ -10,7 +10,10 @@
 * ``sign_permit2_payment`` -- a Permit2 witness transfer: ``exact`` by Permit2, or ``upto`` (``_permit2``)
 * ``approve_permit2``  -- the one-time approval of Permit2 a token without EIP-2612 needs (``_approve``)
 * ``OpenMandates`` / ``present_mandates`` -- the user's open AP2 mandates, closed over one payment (§20.4;
-  ``_ap2_sdk``, the payer's only importer of the AP2 SDK)
+  ``_ap2_sdk``, the payer's only importer of the AP2 SDK); ``Payer(..., mandates=OpenMandates(...))`` pays
+  a tenant the card declares in ``params.ap2`` with them (``_ap2_round``, ``_ap2_offer``)
+* ``MandateUsageMemory`` / ``MandateUsageFile`` -- where the payer counts its uses of an open payment
+  mandate against its budget (``_ap2_usage``)
 * errors with stable codes (``_errors``)
 """
 
@@ -24,6 +27,7 @@ import lazy_loader
 # importing one of them does not start the others' dependencies.
 if TYPE_CHECKING:
     from ._ap2_sdk import OpenMandates, present_mandates
+    from ._ap2_usage import MandateUsageFile, MandateUsageMemory
     from ._approve import Approval, approve_permit2
     from ._card import Binding, CardAsset, CardPayee, CardPaymentTerms, ResolvedCard, resolve_card
     from ._connecting import Connecting
@@ -32,8 +36,12 @@ if TYPE_CHECKING:
         CardError,
         CardNotServedError,
         ChainError,
+        CheckoutInvalidError,
         InsufficientFundsError,
         MandateConstraintError,
+        MandatesNotSupportedError,
+        MandatesRefusedError,
+        MandatesRequiredError,
         MerchantError,
         MerchantUnreachableError,
         NoAcceptableTermsError,
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
         PaymentRefusedError,
         PayToNotPinnedError,
         Permit2NotApprovedError,
+        UnresolvedConstraintError,
         UntrustedCardError,
         UptoDayCapUnavailableError,
     )
@@ -64,10 +73,16 @@ __all__ = [
     "CardPayee",
     "CardPaymentTerms",
     "ChainError",
+    "CheckoutInvalidError",
     "Connecting",
     "FreshTermsHook",
     "InsufficientFundsError",
     "MandateConstraintError",
+    "MandateUsageFile",
+    "MandateUsageMemory",
+    "MandatesNotSupportedError",
+    "MandatesRefusedError",
+    "MandatesRequiredError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",
@@ -87,6 +102,7 @@ __all__ = [
     "Permit2Payment",
     "ResolvedCard",
     "StageKind",
+    "UnresolvedConstraintError",
     "UntrustedCardError",
     "UptoDayCapUnavailableError",
     "VALID_AFTER_BACKDATE_S",
@@ -99,6 +115,7 @@ __all__ = [
 
 _EXPORTS = {
     "_ap2_sdk": ("OpenMandates", "present_mandates"),
+    "_ap2_usage": ("MandateUsageFile", "MandateUsageMemory"),
     "_approve": ("Approval", "approve_permit2"),
     "_card": ("Binding", "CardAsset", "CardPayee", "CardPaymentTerms", "ResolvedCard", "resolve_card"),
     "_connecting": ("Connecting",),
@@ -107,8 +124,12 @@ _EXPORTS = {
         "CardError",
         "CardNotServedError",
         "ChainError",
+        "CheckoutInvalidError",
         "InsufficientFundsError",
         "MandateConstraintError",
+        "MandatesNotSupportedError",
+        "MandatesRefusedError",
+        "MandatesRequiredError",
         "MerchantError",
         "MerchantUnreachableError",
         "NoAcceptableTermsError",
@@ -119,6 +140,7 @@ _EXPORTS = {
         "PaymentRefusedError",
         "Permit2NotApprovedError",
         "PayToNotPinnedError",
+        "UnresolvedConstraintError",
         "UntrustedCardError",
         "UptoDayCapUnavailableError",
     ),

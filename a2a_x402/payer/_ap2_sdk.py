@@ -9,7 +9,8 @@ against the payer's own record of what it presented under them, so that a paymen
 is refused with a ``MandateConstraintError`` instead of being refused by the merchant.
 
 The SDK is imported on first use, its file log pointed at ``os.devnull`` first: it appends whole
-presentation tokens to a file inside its install. The merchant's wrapper does the same two lines; a
+presentation tokens to a file inside its install; and the ``sd_jwt`` logger, which logs disclosed claim
+values at DEBUG, is held at INFO. The merchant's wrapper does the same two lines; a
 shared helper would be a third importer of the SDK, which ``tests/merchant/ap2/test_sdk_imports.py``
 forbids, and no package both sides may import is the place for an SDK loader. No SDK type leaves this
 module, and the agent's private key is never put in a message or a ``repr``.
@@ -17,28 +18,46 @@ module, and the agent's private key is never put in a message or a ``repr``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
+import logging
 import os
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from a2a_x402.extension import Ap2Mandates, ExtensionMetadataError, ap2_digest, payload_hash
+from a2a_x402.extension import Ap2Mandates, Ap2Merchant, ExtensionMetadataError, ap2_digest, payload_hash
 
+from ._ap2_constraints import (
+    BUDGET_SCALE as _BUDGET_SCALE,
+)
+from ._ap2_constraints import (
+    allowed_for_checkout,
+    allowed_for_payment,
+    check_checkout,
+    check_payment,
+    check_times,
+    checkout_total,
+    constraints,
+    paying_account,
+    with_tilde,
+)
+from ._ap2_tokens import OpenToken, jwt_claims
+from ._ap2_usage import MandateUsage, MandateUsageMemory, MandateUse, usage_key
 from ._errors import MandateConstraintError
 
-__all__ = ["OpenMandates", "present_mandates"]
+__all__ = [
+    "OpenMandates",
+    "PreparedMandates",
+    "TestIssue",
+    "issue_test_mandates",
+    "prepare_mandates",
+    "present_mandates",
+]
 
 _CHECKOUT_OPEN_VCT = "mandate.checkout.open.1"
 _PAYMENT_OPEN_VCT = "mandate.payment.open.1"
 _INSTRUMENT_TYPE = "x402"
-# The SDK's budget evaluator reads `payment.budget.max` in major units and multiplies it by 100; the
-# payer counts the same way, so that it refuses exactly what the merchant would.
-_BUDGET_SCALE = 100
 
 
 class _Sdk(NamedTuple):
@@ -58,6 +77,9 @@ def _sdk() -> _Sdk:
             "sdk", "the AP2 SDK is not installed (scripts/setup installs it)"
         ) from None
     mandate.LOG_FILE_PATH = os.devnull
+    # The SD-JWT library it builds on logs every claim it discloses at DEBUG, values included: a
+    # mandate's content never reaches a log line, whatever level the caller asks for.
+    logging.getLogger("sd_jwt").setLevel(max(logging.getLogger("sd_jwt").level, logging.INFO))
     import jwcrypto.jwk as jwk
     from ap2.sdk.generated.checkout_mandate import CheckoutMandate
     from ap2.sdk.generated.payment_mandate import PaymentMandate
@@ -73,12 +95,6 @@ def _sdk() -> _Sdk:
     return _Sdk(mandate.MandateClient(), jwk, CheckoutMandate, X402PaymentMandate)
 
 
-@dataclass(frozen=True, slots=True)
-class _Usage:
-    total: int = 0
-    uses: int = 0
-
-
 @dataclass(slots=True)
 class OpenMandates:
     """The user's open mandates (issued by a Trusted Surface) and the agent key their ``cnf`` confirms.
@@ -86,28 +102,97 @@ class OpenMandates:
     Attributes:
         checkout: the open checkout mandate (``mandate.checkout.open.1``), SD-JWT as issued.
         payment: the open payment mandate (``mandate.payment.open.1``), SD-JWT as issued.
-        agent_key: the agent's private EC P-256 JWK (its members as a mapping); never shown.
+        agent_key: the agent's private EC P-256 JWK (its members as a mapping).
+        usage: (given only) where the payer counts what it presents under the open payment mandate (the
+            sum of the ``payment_amount``s in minor units and their number), which its budget and
+            recurrence limit are checked against: ``usage_record``; by default a record in memory of this
+            object's own (a ``dataclasses.replace`` copy starts a new one), or a ``MandateUsageFile``
+            shared across objects, runs and processes.
 
-    It also keeps, in memory, what this payer has presented under the open payment mandate (the sum of
-    the ``payment_amount``s in minor units and their number), which its budget and recurrence limit
-    are checked against.
+    None of the three credentials is ever shown (``repr`` included).
     """
 
-    checkout: str
-    payment: str
+    # Credentials, as the key is: a repr (in a traceback, a log line) shows none of them.
+    checkout: str = field(repr=False)
+    payment: str = field(repr=False)
     agent_key: Mapping[str, str] = field(repr=False)
-    _usage: _Usage = field(default_factory=_Usage, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    usage: InitVar[MandateUsage | None] = None
+    _record: MandateUsage = field(default_factory=MandateUsageMemory, init=False, repr=False, compare=False)
+
+    def __post_init__(self, usage: MandateUsage | None) -> None:
+        if usage is not None:
+            self._record = usage
+
+    @property
+    def usage_record(self) -> MandateUsage:
+        """Where the uses of the open payment mandate are counted."""
+        return self._record
+
+    @property
+    def usage_key(self) -> str:
+        """The key of the open payment mandate's record: the hash of its issuer-signed JWT."""
+        return usage_key(self.payment)
 
     @property
     def spent(self) -> int:
-        """What was presented under the open payment mandate so far, in minor units of its currency."""
-        return self._usage.total
+        """What counts under the open payment mandate, in minor units of its currency."""
+        return self._record.spent(self.usage_key).total
 
     @property
     def uses(self) -> int:
-        """How many payments were presented under the open payment mandate so far."""
-        return self._usage.uses
+        """How many payments count under the open payment mandate."""
+        return self._record.spent(self.usage_key).uses
+
+
+@dataclass(slots=True)
+class PreparedMandates:
+    """The open mandates checked against one checkout, their use reserved, ready to close over the payment.
+
+    ``close`` signs the closed mandates; ``use`` is the reservation the caller confirms or releases once
+    the round's outcome is known (and releases when ``close`` fails).
+    """
+
+    open_mandates: OpenMandates = field(repr=False)
+    checkout_jwt: str = field(repr=False)
+    merchant: Mapping[str, Any]
+    nonce: str
+    amount: tuple[int, str]
+    instrument_id: str
+    use: MandateUse
+    _checkout_token: str = field(repr=False)
+    _payment_token: str = field(repr=False)
+
+    def close(self, payment_payload: Mapping[str, Any]) -> Ap2Mandates:
+        """The closed mandates of the round for ``payment_payload`` (the ``payload`` member of the
+        ``payment-submitted`` extension object, wire form): the data part of §20.4 (``to_wire()``).
+
+        Raises:
+            MandateConstraintError: the payment is not of the checkout's terms or of the checked payer, has
+                no RFC 8785 form, or the SDK cannot sign; nothing was presented (the use stays reserved:
+                the caller releases it).
+        """
+        accepted = payment_payload.get("accepted")
+        extra = accepted.get("extra") if isinstance(accepted, Mapping) else None
+        if not isinstance(extra, Mapping) or extra.get("offerId") != self.nonce:
+            raise MandateConstraintError("payment", "the payment is not of the checkout's terms (offerId)")
+        if paying_account(payment_payload) != self.instrument_id:
+            raise MandateConstraintError("payment", "the payment is not from the wallet checked")
+        try:
+            paid_hash = payload_hash(payment_payload)
+        except ExtensionMetadataError:
+            raise MandateConstraintError("payment", "the payment has no RFC 8785 form to hash") from None
+        merchant_id = str(self.merchant.get("id"))
+        return _close(
+            self.open_mandates,
+            self._checkout_token,
+            self._payment_token,
+            checkout_jwt=self.checkout_jwt,
+            payee=self.merchant,
+            amount=self.amount,
+            instrument={"id": self.instrument_id, "type": _INSTRUMENT_TYPE, "payload_hash": paid_hash},
+            merchant_id=merchant_id,
+            nonce=self.nonce,
+        )
 
 
 def present_mandates(
@@ -126,68 +211,83 @@ def present_mandates(
     ``payment-submitted`` extension object (the signed x402 payment, wire form), ``merchant_id`` the
     tenant's ``merchant.id`` and ``nonce`` the checkout ``id``. The open mandates' constraints are
     checked at ``now`` (unix seconds) first; the payment is then counted against the open payment
-    mandate's budget.
+    mandate's budget (a reservation ``prepare_mandates`` returns, which this shorthand leaves counted).
 
     Raises:
         MandateConstraintError: the payment is outside what the open mandates allow (amount range, payee,
             budget, occurrences, instrument, merchant, expiry), the checkout or payment cannot be closed
             over them, or the SDK is missing; no mandate was signed, nothing was counted.
     """
-    checkout = _jwt_claims(checkout_jwt, "the checkout JWT")
+    prepared = prepare_mandates(
+        open_mandates, checkout_jwt, merchant_id, nonce, paying_account(payment_payload), now=now
+    )
+    try:
+        return prepared.close(payment_payload)
+    except BaseException:
+        prepared.use.release()
+        raise
+
+
+def prepare_mandates(
+    open_mandates: OpenMandates,
+    checkout_jwt: str,
+    merchant_id: str,
+    nonce: str,
+    instrument_id: str,
+    *,
+    now: int,
+) -> PreparedMandates:
+    """Check the open mandates against the checkout and the paying account, and reserve their use.
+
+    Called before the payment is signed: ``instrument_id`` is the paying account as CAIP-10 (the network
+    of the entry to pay, ``:``, the payer's address). The arguments are those of ``present_mandates``.
+
+    Raises:
+        MandateConstraintError: as ``present_mandates``; nothing was counted.
+    """
+    checkout = jwt_claims(checkout_jwt, "the checkout JWT")
     if checkout.get("id") != nonce:
         raise MandateConstraintError("nonce", "the nonce is not the checkout's id")
     merchant = checkout.get("merchant")
     if not isinstance(merchant, dict) or merchant.get("id") != merchant_id:
         raise MandateConstraintError("merchant", "the checkout's merchant is not the tenant's merchant")
-    accepted = payment_payload.get("accepted")
-    extra = accepted.get("extra") if isinstance(accepted, Mapping) else None
-    if not isinstance(extra, Mapping) or extra.get("offerId") != nonce:
-        raise MandateConstraintError("payment", "the payment is not of the checkout's terms (offerId)")
-    amount = _checkout_total(checkout)
-    instrument_id = _instrument_id(payment_payload)
-    try:
-        paid_hash = payload_hash(payment_payload)
-    except ExtensionMetadataError:
-        raise MandateConstraintError("payment", "the payment has no RFC 8785 form to hash") from None
-    open_checkout = _OpenToken.read(open_mandates.checkout, _CHECKOUT_OPEN_VCT, "checkout")
-    open_payment = _OpenToken.read(open_mandates.payment, _PAYMENT_OPEN_VCT, "payment")
+    amount = checkout_total(checkout)
+    open_checkout = OpenToken.read(open_mandates.checkout, _CHECKOUT_OPEN_VCT, "checkout")
+    open_payment = OpenToken.read(open_mandates.payment, _PAYMENT_OPEN_VCT, "payment")
     for opened in (open_checkout, open_payment):
-        _check_times(opened, now)
-    _check_checkout(open_checkout, merchant_id)
+        check_times(opened, now)
+    check_checkout(open_checkout, merchant_id)
     # The open payment mandate names the open checkout mandate by the hash of the form presented: when it
     # does, that form is the one it was issued in, and only the payment mandate is trimmed.
     checkout_presented = open_checkout.token
-    references = _constraints(open_payment, "payment.reference")
+    references = constraints(open_payment, "payment.reference")
     if not references:
         checkout_presented = open_checkout.trimmed(
-            lambda kind, value: _allowed_for_checkout(kind, value, merchant_id)
+            lambda kind, value: allowed_for_checkout(kind, value, merchant_id)
         )
     payment_presented = open_payment.trimmed(
-        lambda kind, value: _allowed_for_payment(kind, value, merchant_id, instrument_id)
+        lambda kind, value: allowed_for_payment(kind, value, merchant_id, instrument_id)
     )
-    with open_mandates._lock:
-        usage = open_mandates._usage
-        _check_payment(open_payment, amount, merchant_id, instrument_id, usage)
-        for reference in references:
-            if reference.get("conditional_transaction_id") != ap2_digest(_with_tilde(checkout_presented)):
-                raise MandateConstraintError("payment.reference", "the open mandates do not belong together")
-        closed = _close(
-            open_mandates,
-            checkout_presented,
-            payment_presented,
-            checkout_jwt=checkout_jwt,
-            payee=merchant,
-            amount=amount,
-            instrument={
-                "id": instrument_id,
-                "type": _INSTRUMENT_TYPE,
-                "payload_hash": paid_hash,
-            },
-            merchant_id=merchant_id,
-            nonce=nonce,
-        )
-        open_mandates._usage = _Usage(usage.total + amount[0], usage.uses + 1)
-    return closed
+    for reference in references:
+        if reference.get("conditional_transaction_id") != ap2_digest(with_tilde(checkout_presented)):
+            raise MandateConstraintError("payment.reference", "the open mandates do not belong together")
+    _sdk()  # a missing SDK refuses before anything is counted
+    use = open_mandates.usage_record.reserve(
+        open_mandates.usage_key,
+        amount[0],
+        lambda spent: check_payment(open_payment, amount, merchant_id, instrument_id, spent),
+    )
+    return PreparedMandates(
+        open_mandates,
+        checkout_jwt,
+        merchant,
+        nonce,
+        amount,
+        instrument_id,
+        use,
+        checkout_presented,
+        payment_presented,
+    )
 
 
 def _close(
@@ -236,207 +336,62 @@ def _close(
 
 
 @dataclass(frozen=True, slots=True)
-class _OpenToken:
-    """An open mandate as issued: its token, its claims (disclosures resolved) and its disclosures."""
+class TestIssue:
+    """Open mandates issued for trying things out (``issue_test_mandates``).
 
-    token: str
-    kind: str
-    claims: Mapping[str, Any]
-    disclosures: tuple[str, ...]
-    # For each disclosure of an element of a constraint's array: the constraint's type and the value.
-    elements: Mapping[str, tuple[str, Any]]
+    Attributes:
+        mandates: the open mandates and the fresh agent key they confirm.
+        issuer_jwks: the public JWK Set of the throwaway "user" key that signed them: what a merchant
+            is told to trust as an issuer of the tenant. Its private part is not kept anywhere.
+    """
 
-    @classmethod
-    def read(cls, token: str, vct: str, kind: str) -> _OpenToken:
-        """The payer reads its own user's mandate: the signature is the merchant's to check."""
-        if not token.isascii():
-            raise MandateConstraintError("form", f"the open {kind} mandate is not an SD-JWT")
-        jwt, *rest = token.split("~")
-        disclosures = tuple(part for part in rest if part)
-        values: dict[str, Any] = {}
-        for disclosure in disclosures:
-            decoded = _b64_json(disclosure, f"a disclosure of the open {kind} mandate")
-            if not isinstance(decoded, list) or len(decoded) not in (2, 3):
-                raise MandateConstraintError(kind, f"the open {kind} mandate has a malformed disclosure")
-            values[ap2_digest(disclosure)] = decoded
-        payload = _jwt_claims(jwt, f"the open {kind} mandate")
-        items = _resolve(payload.get("delegate_payload"), values)
-        mandates = [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
-        if len(mandates) != 1 or mandates[0].get("vct") != vct:
-            raise MandateConstraintError(kind, f"the open {kind} mandate is not a {vct}")
-        elements: dict[str, tuple[str, Any]] = {}
-        # The mandate as disclosed, its arrays' elements still digests: which disclosure is which element.
-        raw_mandate = next(
-            (d[-1] for d in values.values() if isinstance(d[-1], dict) and d[-1].get("vct") == vct), {}
-        )
-        for constraint in raw_mandate.get("constraints", ()):
-            if not isinstance(constraint, dict):
-                continue
-            for array in constraint.values():
-                for digest in _placeholders(array):
-                    if digest in values:
-                        elements[digest] = (str(constraint.get("type")), values[digest][-1])
-        by_digest = {ap2_digest(disclosure): disclosure for disclosure in disclosures}
-        return cls(token, kind, mandates[0], disclosures, {by_digest[d]: v for d, v in elements.items()})
-
-    def trimmed(self, keep: Callable[[str, Any], bool]) -> str:
-        """The token with only the disclosures of constraint elements ``keep(type, value)`` wants."""
-        kept = [
-            disclosure
-            for disclosure in self.disclosures
-            if disclosure not in self.elements or keep(*self.elements[disclosure])
-        ]
-        return self.token.split("~", 1)[0] + "~" + "".join(part + "~" for part in kept)
+    mandates: OpenMandates = field(repr=False)
+    issuer_jwks: Mapping[str, Any]
 
 
-def _placeholders(value: Any) -> list[str]:
-    """The digests of the selectively disclosed elements anywhere under ``value``."""
-    if isinstance(value, dict):
-        if set(value) == {"..."} and isinstance(value["..."], str):
-            return [value["..."]]
-        return [digest for item in value.values() for digest in _placeholders(item)]
-    if isinstance(value, list):
-        return [digest for item in value for digest in _placeholders(item)]
-    return []
+def issue_test_mandates(
+    merchant: Ap2Merchant, *, budget: int, max_amount: int, currency: str, lifetime_s: int, now: int
+) -> TestIssue:
+    """Open checkout and payment mandates for ``merchant``, signed by a throwaway "user" key made here, for
+    a fresh agent key: at most ``max_amount`` a payment and ``budget`` in all (minor units of
+    ``currency``, whose minor unit must be a hundredth: the SDK's budget is in major units), valid for
+    ``lifetime_s`` from ``now``. For tests and trying things out only: no person consented to them.
 
+    Raises:
+        MandateConstraintError: the SDK is missing, or the amounts are not whole hundredths.
+    """
+    sdk = _sdk()
+    if budget < 0 or max_amount < 0:
+        raise MandateConstraintError("issue", "amounts are not negative")
+    from ap2.sdk.generated.open_checkout_mandate import AllowedMerchants, OpenCheckoutMandate
+    from ap2.sdk.generated.open_payment_mandate import (
+        AllowedPayees,
+        AmountRange,
+        Budget,
+        OpenPaymentMandate,
+        PaymentReference,
+    )
 
-def _resolve(value: Any, values: Mapping[str, list[Any]]) -> Any:
-    """``value`` with its disclosed elements and members in place and undisclosed ones left out."""
-    if isinstance(value, list):
-        resolved = []
-        for item in value:
-            if isinstance(item, dict) and set(item) == {"..."}:
-                if item["..."] in values:
-                    resolved.append(_resolve(values[item["..."]][-1], values))
-                continue
-            resolved.append(_resolve(item, values))
-        return resolved
-    if isinstance(value, dict):
-        members = {
-            key: _resolve(item, values) for key, item in value.items() if key not in ("_sd", "_sd_alg")
-        }
-        for digest in value.get("_sd", ()):
-            decoded = values.get(digest)
-            if decoded is not None and len(decoded) == 3:
-                members[decoded[1]] = _resolve(decoded[2], values)
-        return members
-    return value
-
-
-def _constraints(opened: _OpenToken, kind: str) -> list[Mapping[str, Any]]:
-    return [c for c in opened.claims.get("constraints", ()) if isinstance(c, dict) and c.get("type") == kind]
-
-
-def _check_times(opened: _OpenToken, now: int) -> None:
-    expires = opened.claims.get("exp")
-    if isinstance(expires, int) and now > expires:
-        raise MandateConstraintError("exp", f"the open {opened.kind} mandate has expired")
-
-
-def _check_checkout(opened: _OpenToken, merchant_id: str) -> None:
-    for constraint in _constraints(opened, "checkout.allowed_merchants"):
-        if not any(_has_id(allowed, merchant_id) for allowed in constraint.get("allowed", ())):
-            raise MandateConstraintError(
-                "checkout.allowed_merchants", "the open checkout mandate does not allow this merchant"
-            )
-
-
-def _check_payment(
-    opened: _OpenToken, amount: tuple[int, str], merchant_id: str, instrument_id: str, usage: _Usage
-) -> None:
-    total, currency = amount
-    for constraint in opened.claims.get("constraints", ()):
-        kind = constraint.get("type") if isinstance(constraint, dict) else None
-        if kind == "payment.amount_range":
-            low, high = constraint.get("min"), constraint.get("max")
-            if (
-                constraint.get("currency") != currency
-                or (isinstance(low, int) and total < low)
-                or (isinstance(high, int) and total > high)
-            ):
-                raise MandateConstraintError(
-                    kind, f"{total} {currency} minor units are outside the allowed amount range"
-                )
-        elif kind == "payment.allowed_payees":
-            if not any(_has_id(allowed, merchant_id) for allowed in constraint.get("allowed", ())):
-                raise MandateConstraintError(kind, "the open payment mandate does not allow this payee")
-        elif kind == "payment.allowed_payment_instruments":
-            if not any(_has_id(allowed, instrument_id) for allowed in constraint.get("allowed", ())):
-                raise MandateConstraintError(kind, "the open payment mandate does not allow this wallet")
-        elif kind == "payment.budget":
-            limit = constraint.get("max")
-            if constraint.get("currency") != currency or not isinstance(limit, (int, float)):
-                raise MandateConstraintError(kind, f"the budget is not in {currency}")
-            budget = int(limit * _BUDGET_SCALE)
-            if usage.total + total > budget:
-                raise MandateConstraintError(
-                    kind,
-                    f"{total} more would exceed the budget of {budget} ({usage.total} spent)",
-                )
-        elif kind == "payment.agent_recurrence":
-            most = constraint.get("max_occurrences")
-            if isinstance(most, int) and usage.uses >= most:
-                raise MandateConstraintError(
-                    kind, f"the open payment mandate was used {usage.uses} of {most} times"
-                )
-        elif kind != "payment.reference":  # checked against the presented checkout mandate
-            raise MandateConstraintError(str(kind)[:64], "the payer cannot evaluate this constraint")
-
-
-def _allowed_for_checkout(kind: str, value: Any, merchant_id: str) -> bool:
-    return kind != "checkout.allowed_merchants" or _has_id(value, merchant_id)
-
-
-def _allowed_for_payment(kind: str, value: Any, merchant_id: str, instrument_id: str) -> bool:
-    if kind == "payment.allowed_payees":
-        return _has_id(value, merchant_id)
-    if kind == "payment.allowed_payment_instruments":
-        return _has_id(value, instrument_id)
-    return True
-
-
-def _has_id(value: Any, wanted: str) -> bool:
-    return isinstance(value, dict) and value.get("id") == wanted
-
-
-def _checkout_total(checkout: Mapping[str, Any]) -> tuple[int, str]:
-    totals = [t for t in checkout.get("totals", ()) if isinstance(t, dict) and t.get("type") == "total"]
-    currency = checkout.get("currency")
-    if len(totals) != 1 or not isinstance(totals[0].get("amount"), int) or not isinstance(currency, str):
-        raise MandateConstraintError("checkout", "the checkout has no single total in a currency")
-    return totals[0]["amount"], currency
-
-
-def _instrument_id(payment_payload: Mapping[str, Any]) -> str:
-    """The paying account as CAIP-10: the network of ``accepted`` and the authorization's ``from``."""
-    accepted = payment_payload.get("accepted")
-    inner = payment_payload.get("payload")
-    network = accepted.get("network") if isinstance(accepted, Mapping) else None
-    signed = None
-    if isinstance(inner, Mapping):
-        signed = inner.get("authorization") or inner.get("permit2Authorization")
-    payer = signed.get("from") if isinstance(signed, Mapping) else None
-    if not isinstance(network, str) or not isinstance(payer, str):
-        raise MandateConstraintError("payment", "the payment names no network and payer")
-    return f"{network}:{payer}"
-
-
-def _with_tilde(token: str) -> str:
-    return token if token.endswith("~") else token + "~"
-
-
-def _jwt_claims(jwt: str, what: str) -> dict[str, Any]:
-    parts = jwt.split(".")
-    if len(parts) != 3:
-        raise MandateConstraintError("form", f"{what} is not a compact JWS")
-    claims = _b64_json(parts[1], what)
-    if not isinstance(claims, dict):
-        raise MandateConstraintError("form", f"{what} has no claims object")
-    return claims
-
-
-def _b64_json(segment: str, what: str) -> Any:
-    try:
-        return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (binascii.Error, ValueError):
-        raise MandateConstraintError("form", f"{what} is not base64url JSON") from None
+    made = sdk.jwk.JWK.generate(kty="EC", crv="P-256")
+    user = sdk.jwk.JWK(**json.loads(made.export_private()), kid=made.thumbprint())
+    agent = sdk.jwk.JWK.generate(kty="EC", crv="P-256")
+    cnf = {"jwk": json.loads(agent.export_public())}
+    times = {"iat": now, "exp": now + lifetime_s}
+    allowed = [merchant.to_wire()]
+    checkout = OpenCheckoutMandate(constraints=[AllowedMerchants(allowed=allowed)], cnf=cnf, **times)
+    checkout_token: str = sdk.client.create([checkout], user)
+    payment = OpenPaymentMandate(
+        constraints=[
+            AmountRange(currency=currency, min=0, max=max_amount),
+            AllowedPayees(allowed=allowed),
+            PaymentReference(conditional_transaction_id=ap2_digest(checkout_token)),
+            Budget(max=budget / _BUDGET_SCALE, currency=currency),
+        ],
+        cnf=cnf,
+        **times,
+    )
+    payment_token: str = sdk.client.create([payment], user)
+    mandates = OpenMandates(
+        checkout=checkout_token, payment=payment_token, agent_key=json.loads(agent.export_private())
+    )
+    return TestIssue(mandates, {"keys": [dict(json.loads(user.export_public()), alg="ES256", use="sig")]})

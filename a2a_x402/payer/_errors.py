@@ -13,9 +13,14 @@ Errors raised before anything was signed say so in ``signed`` (``False``): nothi
     │   ├── UptoDayCapUnavailableError  upto_day_cap_unavailable: the file of the day's upto cap is unusable
     │   ├── NoAcceptableTermsError      no_acceptable_terms: no entry of ``accepts`` the payer can sign
     │   ├── MandateConstraintError      mandate_constraint: the user's open AP2 mandates do not allow it
+    │   ├── MandatesRequiredError       mandates_required: the tenant takes only AP2 mandates; none to give
+    │   ├── CheckoutInvalidError        ap2_checkout_invalid: the AP2 checkout fails the checks of §20.3
     │   └── Permit2NotApprovedError     permit2_not_approved: Permit2 may not move the token, nor be let
     ├── ChainError                      chain_unavailable: the payer could not read what it needs on chain
     ├── MerchantError                   merchant_error: the merchant answered outside the protocol or refused
+    │   └── MandatesRefusedError        mandates_refused: the merchant refused the AP2 mandates
+    │       ├── UnresolvedConstraintError  unresolved_constraint: a constraint it cannot evaluate
+    │       └── MandatesNotSupportedError  mandates_not_supported: it takes no mandates from this payer
     ├── PaymentFailedError              payment_failed: the task ended without the result (code, receipts)
     ├── InsufficientFundsError          insufficient_funds: the payer holds less than the price
     ├── PaymentAttemptsExhaustedError   payment_attempts_exhausted: fresh terms kept coming
@@ -30,7 +35,7 @@ from collections.abc import Sequence
 from a2a.types import TaskState
 
 from a2a_x402.agentcard import VerificationResult
-from a2a_x402.extension import PaymentErrorCode, X402Receipt
+from a2a_x402.extension import Ap2Receipts, PaymentErrorCode, X402Receipt
 from a2a_x402.facilitator.wire import PaymentRequirements
 
 __all__ = [
@@ -38,8 +43,12 @@ __all__ = [
     "CardError",
     "CardNotServedError",
     "ChainError",
+    "CheckoutInvalidError",
     "InsufficientFundsError",
     "MandateConstraintError",
+    "MandatesNotSupportedError",
+    "MandatesRefusedError",
+    "MandatesRequiredError",
     "MerchantError",
     "MerchantUnreachableError",
     "NoAcceptableTermsError",
@@ -50,6 +59,7 @@ __all__ = [
     "PaymentPendingError",
     "PaymentRefusedError",
     "Permit2NotApprovedError",
+    "UnresolvedConstraintError",
     "UntrustedCardError",
     "UptoDayCapUnavailableError",
 ]
@@ -133,6 +143,21 @@ class MandateConstraintError(PaymentRefusedError):
         self.constraint = constraint
 
 
+class MandatesRequiredError(PaymentRefusedError):
+    """The tenant's ``params.ap2`` entry says ``required: true`` and the payer has no mandates to present
+    (or the merchant offered no checkout to present them for): nothing was signed."""
+
+    code = "mandates_required"
+
+
+class CheckoutInvalidError(PaymentRefusedError):
+    """The task's ``ap2-checkout`` fails a check of §20.3: its signature with the tenant's ``jwksUrl`` keys,
+    its ``x402`` claim against the terms, its merchant, the price rule, or its expiry. No payment is made
+    for such a checkout, with mandates or without: nothing was signed."""
+
+    code = "ap2_checkout_invalid"
+
+
 class UptoDayCapUnavailableError(PaymentRefusedError):
     """The policy counts its ``upto`` cap per day in a file that could not be read or written: the terms are
     refused rather than signed uncounted."""
@@ -174,6 +199,37 @@ class MerchantError(PayerError):
     """The merchant refused a request or answered in a way the extension does not allow."""
 
     code = "merchant_error"
+
+
+class MandatesRefusedError(MerchantError):
+    """The merchant refused the AP2 mandates presented with the payment (§20.6): the payment was not
+    recorded, nothing moved on chain, and the payer's own use of the open mandate was taken back.
+
+    Attributes:
+        ap2_error: the merchant's ``ap2Error`` (``invalid_credential``, ``invalid_mandate``, ...).
+        receipts: the merchant's error receipts, when it sent them and they verified.
+    """
+
+    code = "mandates_refused"
+
+    def __init__(self, message: str, *, ap2_error: str, receipts: Ap2Receipts | None, task_id: str) -> None:
+        super().__init__(message, task_id=task_id, signed=True)
+        self.ap2_error = ap2_error
+        self.receipts = receipts
+
+
+class UnresolvedConstraintError(MandatesRefusedError):
+    """The merchant cannot evaluate a constraint of the open mandates (``unresolved_constraint``): the
+    caller may answer with closed mandates the user signs directly (user present)."""
+
+    code = "unresolved_constraint"
+
+
+class MandatesNotSupportedError(MandatesRefusedError):
+    """The merchant takes no mandates of this kind for the tenant (``mandates_not_supported``), and the
+    policy does not allow paying without them (``PaymentPolicy.ap2_standalone_fallback``)."""
+
+    code = "mandates_not_supported"
 
 
 class PaymentFailedError(PayerError):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Collection
 
 import httpx
 from a2a.client import A2AClientError, Client, ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import AgentCard, GetTaskRequest, SendMessageRequest, Task
+from a2a.types import AgentCard, GetTaskRequest, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError
 
@@ -23,10 +24,10 @@ from a2a_x402.extension import EXTENSION_URI
 from a2a_x402.observability import unreachable_reason
 
 from ._card import Binding
-from ._errors import MerchantError, MerchantUnreachableError
+from ._errors import MerchantError, MerchantUnreachableError, PaymentPendingError
 from ._messages import decline_message
 from ._settings import PayerSettings
-from ._stages import PaymentStage, StageKind, TaskView
+from ._stages import PaymentStage, StageKind, TaskView, transaction_of
 
 __all__ = ["MerchantCalls", "client_failure"]
 
@@ -107,6 +108,28 @@ class MerchantCalls:
                 logger.info("payment for task %s: %s; asking for the task", view.task.id, exc)
                 break
         yield view.replace(await self.get_task(view.task.id))
+
+    async def wait(self, view: TaskView, running: Collection[TaskState]) -> AsyncIterator[PaymentStage]:
+        """Poll GetTask until the task leaves the ``running`` states, yielding each status change.
+
+        Raises:
+            PaymentPendingError: it was still running after ``pending_timeout_s``.
+        """
+        deadline = time.monotonic() + self._settings.pending_timeout_s
+        while view.task.status.state in running:
+            if time.monotonic() >= deadline:
+                raise PaymentPendingError(
+                    f"the task was still {TaskState.Name(view.task.status.state)} "
+                    f"after {self._settings.pending_timeout_s} s",
+                    task_id=view.task.id,
+                    transaction=transaction_of(view.payment),
+                )
+            await asyncio.sleep(self._settings.poll_interval_s)
+            task = await self.get_task(view.task.id)
+            changed = task.status != view.task.status
+            stage = view.replace(task)
+            if changed:
+                yield stage
 
     async def get_task(self, task_id: str) -> Task:
         """GetTask, again after transport errors."""

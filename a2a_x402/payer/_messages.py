@@ -8,14 +8,23 @@ Extension messages (``payment-submitted``, ``payment-rejected``) name the task a
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from a2a.types import Message, Part, Role, Task
+from google.protobuf.struct_pb2 import Value
 
-from a2a_x402.extension import EXTENSION_URI, Dialect, PaymentRejectedData, PaymentSubmittedData, encode
+from a2a_x402.extension import (
+    EXTENSION_URI,
+    Ap2Mandates,
+    Dialect,
+    PaymentRejectedData,
+    PaymentSubmittedData,
+    encode,
+)
 
 from ._stages import SignedPayment
 
-__all__ = ["decline_message", "payment_message", "user_message"]
+__all__ = ["decline_message", "payment_message", "submitted_payload", "user_message"]
 
 
 def user_message(request: str | Message) -> Message:
@@ -31,12 +40,27 @@ def user_message(request: str | Message) -> Message:
     return message
 
 
-def payment_message(task: Task, payload: SignedPayment) -> Message:
-    """``payment-submitted`` with ``payload`` for ``task``."""
+def payment_message(task: Task, payload: SignedPayment, mandates: Ap2Mandates | None = None) -> Message:
+    """``payment-submitted`` with ``payload`` for ``task``, and the AP2 mandates part (§20.4) when given."""
     terms = payload.accepted
     amount = f"up to {terms.amount}" if terms.scheme == "upto" else str(terms.amount)
     text = f"Payment of {amount} atomic units of {terms.asset} on {terms.network} to {terms.pay_to}."
-    return _extension_message(task, PaymentSubmittedData(payload), text)
+    message = _extension_message(task, PaymentSubmittedData(payload), text)
+    if mandates is not None:
+        value = Value()
+        value.struct_value.update(mandates.to_wire())
+        message.parts.append(Part(data=value, media_type="application/json"))
+    return message
+
+
+def submitted_payload(payload: SignedPayment) -> dict[str, Any]:
+    """The ``payload`` member of the ``payment-submitted`` extension object as sent: what §20.4's
+    ``payload_hash`` is the hash of."""
+    entry = encode(PaymentSubmittedData(payload), Dialect.V03)[EXTENSION_URI]
+    wire = entry.get("payload") if isinstance(entry, dict) else None
+    if not isinstance(wire, dict):
+        raise RuntimeError("payment-submitted always carries its payload")
+    return wire
 
 
 def decline_message(task: Task) -> Message:

@@ -26,6 +26,10 @@ or Permit2 accepts once). When the merchant refuses the re-presentation because 
 retries run out, GetTask tells the outcome. A new authorization is signed only for a new
 ``payment-required`` status; the status already answered never leads to a second signature.
 
+AP2 mandates (§20). A payer given the user's open mandates (``mandates=``) pays a tenant the card declares
+in ``params.ap2`` with closed mandates whenever its terms carry an ``ap2-checkout``: the checkout and the
+open mandates' constraints are checked, and their use reserved, before anything is signed (``_ap2_round``).
+
 Every request carries ``A2A-Version`` and ``A2A-Extensions: <EXTENSION_URI>`` (SDK service parameters), goes
 through the a2a-sdk client for the chosen binding and tenant, and has a timeout.
 """
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -47,10 +50,18 @@ from a2a.utils.errors import A2AError
 from eth_account import Account
 
 from a2a_x402.agentcard import CardVerifier, JwksCache
-from a2a_x402.extension import PaymentCompletedData, PaymentData, PaymentErrorCode, PaymentRequiredData
+from a2a_x402.extension import (
+    Ap2Receipts,
+    PaymentCompletedData,
+    PaymentData,
+    PaymentErrorCode,
+    PaymentRequiredData,
+)
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequirements
 
 from ._allowance_leases import NO_LEASE, AllowanceLease
+from ._ap2_round import Ap2Round, Ap2Rounds
+from ._ap2_sdk import OpenMandates
 from ._card import Binding, ResolvedCard, resolve_card
 from ._chain import ChainAccess, RpcUrls
 from ._connecting import connecting
@@ -60,11 +71,10 @@ from ._errors import (
     MerchantError,
     MerchantUnreachableError,
     PaymentAttemptsExhaustedError,
-    PaymentPendingError,
     PaymentRefusedError,
 )
 from ._merchant_calls import MerchantCalls, client_failure
-from ._messages import payment_message, user_message
+from ._messages import submitted_payload, user_message
 from ._paying import sign_chosen
 from ._policy import PaymentPolicy
 from ._settings import FreshTermsHook, PayerSettings
@@ -75,7 +85,6 @@ from ._stages import (
     StageKind,
     TaskView,
     failure_of,
-    transaction_of,
 )
 
 __all__ = ["Payer"]
@@ -86,6 +95,8 @@ _ENDED = frozenset(
     {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
 )
 _RUNNING = frozenset({TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_SUBMITTED})
+# The tenant's checkout keys are a small JWK Set: no reason to wait for them as long as for a settlement.
+_JWKS_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -97,6 +108,8 @@ class _RunState:
     answered: TaskStatus | None = None
     # The Permit2 allowance the last payment counts on, held until its outcome is known.
     lease: AllowanceLease = NO_LEASE
+    # The AP2 mandates the last payment was presented with, their use reserved until its outcome is known.
+    ap2: Ap2Round | None = None
 
 
 class Payer:
@@ -121,6 +134,8 @@ class Payer:
         settings: PayerSettings | None = None,
         on_fresh_terms: FreshTermsHook | None = None,
         rpc_urls: RpcUrls | None = None,
+        mandates: OpenMandates | None = None,
+        ap2_jwks: JwksCache | None = None,
         owns_http: bool = False,
     ) -> None:
         interface = card.interface(binding, tenant)
@@ -138,6 +153,8 @@ class Payer:
         self._http = http
         self._owns_http = owns_http
         self._chains = ChainAccess(http, rpc_urls, timeout_s=self.settings.request_timeout_s)
+        jwks = ap2_jwks or JwksCache(http, timeout_s=min(self.settings.request_timeout_s, _JWKS_TIMEOUT_S))
+        self._ap2 = Ap2Rounds(card, tenant, mandates, jwks)
         self._calls = MerchantCalls(
             card.narrowed_to(interface),
             http,
@@ -162,6 +179,8 @@ class Payer:
         on_fresh_terms: FreshTermsHook | None = None,
         http: httpx.AsyncClient | None = None,
         rpc_urls: RpcUrls | None = None,
+        mandates: OpenMandates | None = None,
+        ap2_jwks: JwksCache | None = None,
     ) -> Payer:
         """Resolve the card at ``card_url`` and return a payer for it.
 
@@ -184,6 +203,11 @@ class Payer:
             http: the HTTP client to use (not closed by the payer); default: one of its own.
             rpc_urls: JSON-RPC nodes, by CAIP-2 network, or one URL for whichever network its chain is:
                 the payer reads its Permit2 allowance there before paying by Permit2 (only then needed).
+            mandates: the user's open AP2 mandates and the agent key: a tenant the card declares in
+                ``params.ap2`` is then paid with closed mandates (§20.4) whenever its terms carry an
+                ``ap2-checkout``; without them such a tenant is paid standalone, unless it requires mandates.
+            ap2_jwks: the cache the tenant's checkout keys (``jwksUrl``) are fetched through; default: one
+                of this payer's own, https only.
 
         Raises:
             ValueError: both ``card_verifier`` and ``jwks`` are given.
@@ -207,6 +231,8 @@ class Payer:
                 settings=settings,
                 on_fresh_terms=on_fresh_terms,
                 rpc_urls=rpc_urls,
+                mandates=mandates,
+                ap2_jwks=ap2_jwks,
                 owns_http=own,
             )
         except BaseException:
@@ -303,12 +329,13 @@ class Payer:
             state = task.status.state
             if state == TaskState.TASK_STATE_COMPLETED:
                 run.lease.release()  # settled: the next payment reads the allowance (and nonce) it left
-                yield self._completed(view, payment, run.paid)
+                yield await self._completed(view, payment, run)
                 return
             if state in _ENDED:
+                await self._end_ap2_round(run, task, settled=False)
                 raise failure_of(task, payment, signed=run.payments > 0)
             if state in _RUNNING:
-                async for stage in self._wait(view):
+                async for stage in self._calls.wait(view, _RUNNING):
                     yield stage
                 continue
             if state != TaskState.TASK_STATE_INPUT_REQUIRED or not isinstance(payment, PaymentRequiredData):
@@ -331,6 +358,9 @@ class Payer:
                 task_id=task.id,
                 signed=True,
             )
+        # Fresh terms: the payment before was not taken, and no longer counts on the open mandate's budget
+        # (nor, below, on the allowance).
+        await self._end_ap2_round(run, task, settled=False)
         if (
             terms.error is PaymentErrorCode.INSUFFICIENT_FUNDS
             and run.paid is not None
@@ -347,34 +377,44 @@ class Payer:
             )
         if run.payments and self._on_fresh_terms is not None:
             await self._on_fresh_terms(terms)
-        # Fresh terms: the payment before was not taken, and no longer counts on the allowance.
         run.lease.release()
-        payload, run.lease = await self._sign(task, terms, signed=run.payments > 0)
+        payload, run.lease, run.ap2 = await self._sign(task, terms, signed=run.payments > 0)
         run.payments, run.paid, run.answered = run.payments + 1, payload.accepted, _copy_status(task.status)
         yield PaymentStage(
             StageKind.PAYMENT_SIGNED, task.id, task.status.state, payment=terms, payload=payload
         )
-        message = payment_message(task, payload)
-        async for stage in self._calls.submit(SendMessageRequest(message=message), view, streaming):
+        fallback = self.policy.ap2_standalone_fallback
+        async for stage in self._ap2.submit(
+            self._calls, view, streaming, payload, run.ap2, fallback=fallback
+        ):
             yield stage
 
     async def _sign(
         self, task: Task, terms: PaymentRequiredData, *, signed: bool
-    ) -> tuple[SignedPayment, AllowanceLease]:
-        """Choose the terms to pay under the policy and sign them; decline the task if the policy refuses,
-        or a Permit2 payment cannot be made."""
+    ) -> tuple[SignedPayment, AllowanceLease, Ap2Round | None]:
+        """Choose the terms to pay under the policy and sign them, with the closed AP2 mandates when the
+        round is paid with them; decline the task if the policy or the open mandates refuse, the checkout
+        is bad, or a Permit2 payment cannot be made."""
         if not isinstance(terms.required, PaymentRequired):  # extension v0.3 carries x402 v2 only
             raise MerchantError("the merchant's terms are not x402 v2", task_id=task.id)
-        reservation = None
+        reservation = ap2_round = None
+        lease = NO_LEASE
         try:
             # Off the event loop: a policy may count its upto cap per day in a file.
             requirements = await asyncio.to_thread(
                 self.policy.choose, terms.required, self.card.terms, self.tenant
             )
+            # Checked, and their use reserved, before anything is signed (§20.3, §20.4).
+            ap2_round = await self._ap2.prepare(task, requirements, self._address)
             reservation = await asyncio.to_thread(self.policy.reserve, requirements, self.card.terms)
             asset = self.card.terms.asset(requirements.network, requirements.asset)
             payload, lease = await sign_chosen(self._key, requirements, chains=self._chains, card_asset=asset)
+            if ap2_round is not None:
+                await ap2_round.close(submitted_payload(payload))
         except BaseException as exc:
+            lease.release()
+            if ap2_round is not None:  # nothing was presented: the open mandate's budget gets it back
+                await ap2_round.release()
             if reservation is not None:  # nothing was signed: the day's upto cap gets it back, off the loop
                 await asyncio.to_thread(reservation.release)
             if isinstance(exc, PaymentRefusedError | ChainError):
@@ -391,36 +431,27 @@ class Payer:
             requirements.pay_to,
             requirements.network,
         )
-        return payload, lease
+        return payload, lease, ap2_round
 
-    async def _wait(self, view: TaskView) -> AsyncIterator[PaymentStage]:
-        """Poll GetTask until the task leaves the working states, yielding each status change."""
-        deadline = time.monotonic() + self.settings.pending_timeout_s
-        while view.task.status.state in _RUNNING:
-            if time.monotonic() >= deadline:
-                raise PaymentPendingError(
-                    f"the task was still {TaskState.Name(view.task.status.state)} "
-                    f"after {self.settings.pending_timeout_s} s",
-                    task_id=view.task.id,
-                    transaction=transaction_of(view.payment),
-                )
-            await asyncio.sleep(self.settings.poll_interval_s)
-            task = await self._calls.get_task(view.task.id)
-            changed = task.status != view.task.status
-            stage = view.replace(task)
-            if changed:
-                yield stage
+    async def _end_ap2_round(self, run: _RunState, task: Task, *, settled: bool) -> Ap2Receipts | None:
+        """Resolve the use of the mandates the last payment was presented with, once its round ended."""
+        ap2_round, run.ap2 = run.ap2, None
+        if ap2_round is None:
+            return None
+        return await self._ap2.settle(ap2_round, task, settled=settled)
 
-    def _completed(
-        self, view: TaskView, payment: PaymentData | None, paid: PaymentRequirements | None
-    ) -> PaymentStage:
+    async def _completed(self, view: TaskView, payment: PaymentData | None, run: _RunState) -> PaymentStage:
         completed = payment if isinstance(payment, PaymentCompletedData) else None
+        mandates = run.ap2.mandates if run.ap2 is not None else None
+        ap2_receipts = await self._end_ap2_round(run, view.task, settled=True)
         result = PaidResult(
             task=view.task,
             receipts=completed.receipts if completed is not None else (),
-            paid=paid,
+            paid=run.paid,
             payer=self._address,
             usage=completed.usage if completed is not None else None,
+            ap2_mandates=mandates,
+            ap2_receipts=ap2_receipts,
         )
         return PaymentStage(
             StageKind.COMPLETED,

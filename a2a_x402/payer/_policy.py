@@ -64,6 +64,9 @@ class PaymentPolicy:
         upto_days_file: a SQLite file to count the day's ``upto`` maxima in (made if missing): every
             policy and process naming it shares one count per day, which survives restarts; ``None``: in
             memory.
+        ap2_standalone_fallback: when a merchant answers AP2 mandates with ``mandates_not_supported``,
+            present the same signed payment again without them (§20.6 allows it); ``False``: stop with
+            ``MandatesNotSupportedError``.
 
     Raises:
         ValueError: a cap is not a non-negative int, an asset not an address, or ``upto_days_file``
@@ -76,6 +79,7 @@ class PaymentPolicy:
     upto_max_per_task_atomic: int | None = None
     upto_max_per_day_atomic: int | None = None
     upto_days_file: str | Path | None = None
+    ap2_standalone_fallback: bool = False
     _days: UptoDayCounts = field(default_factory=UptoDays, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -7,7 +7,7 @@ change as a ``PaymentStage``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeAlias
 
@@ -16,6 +16,9 @@ from a2a.types import Artifact, StreamResponse, Task, TaskArtifactUpdateEvent, T
 from google.protobuf.json_format import MessageToDict
 
 from a2a_x402.extension import (
+    AP2_CHECKOUT_ARTIFACT_ID,
+    Ap2Mandates,
+    Ap2Receipts,
     Dialect,
     ExtensionMetadataError,
     PaymentCompletedData,
@@ -80,6 +83,10 @@ class PaidResult:
             terms ``paid.amount`` is the maximum authorized, and ``settled`` what was taken of it.
         payer: the paying address.
         usage: for an ``upto`` task, what the merchant says the task used and settled, if it said.
+        ap2_mandates: the closed AP2 mandates the payment was presented with (§20.4), if it was; AP2
+            asks the agent to keep them with the receipts. Credentials: never shown.
+        ap2_receipts: the merchant's success receipts for them (§20.6), verified with the tenant's keys,
+            when it sent them.
     """
 
     task: Task
@@ -87,6 +94,8 @@ class PaidResult:
     paid: PaymentRequirements | None
     payer: str
     usage: PaymentUsage | None = None
+    ap2_mandates: Ap2Mandates | None = field(default=None, repr=False)
+    ap2_receipts: Ap2Receipts | None = field(default=None, repr=False)
 
     @property
     def task_id(self) -> str:
@@ -100,8 +109,8 @@ class PaidResult:
 
     @property
     def artifacts(self) -> tuple[Artifact, ...]:
-        """What the task produced."""
-        return tuple(self.task.artifacts)
+        """What the task produced: its artifacts but the AP2 checkout, which is an offer, not work."""
+        return tuple(a for a in self.task.artifacts if a.artifact_id != AP2_CHECKOUT_ARTIFACT_ID)
 
     @property
     def settled(self) -> int | None:

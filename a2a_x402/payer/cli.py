@@ -25,6 +25,9 @@ reads its allowance to Permit2 there first. ``upto`` (metered) terms are signed 
 ``--upto-max-per-task``, and within ``--upto-max-per-day`` when given: the day's sum is this process's alone,
 unless ``--upto-days-file`` (``X402_PAYER_UPTO_DAYS_FILE``) names a SQLite file to count it in, which every
 run naming it shares (one after another, or at once) and which outlives the process.
+With ``--ap2-mandates DIR --ap2-agent-key FILE`` (``_ap2_cli``) a tenant the card declares in ``params.ap2``
+is paid with the user's open AP2 mandates, closed over each payment, within their budget (counted across
+runs in ``--ap2-usage-file``); nothing of a mandate or the key is printed.
 ``x402-pay approve-permit2 --asset TOKEN --rpc-url URL`` sends the one-time approval of Permit2 a token
 without EIP-2612 needs, and prints its transaction: the one transaction the payer ever sends (and pays gas
 for) itself.
@@ -48,6 +51,8 @@ from a2a_x402 import cli
 from a2a_x402.agentcard import CardStatus, JkuNotAllowedError, SignaturePolicy, VerificationResult, check_jku
 from a2a_x402.observability import redact_values
 
+from ._ap2_cli import ap2_options, read_open_mandates
+from ._ap2_issue_cli import AP2, ISSUE_OPEN, issue_open_main
 from ._approve_cli import APPROVE, approve_main
 from ._card import Binding, card_document_url
 from ._cli_options import checked_rpc_url, setup
@@ -56,6 +61,7 @@ from ._policy import PaymentPolicy
 from ._stages import PaidResult, PaymentStage, StageKind
 
 if TYPE_CHECKING:
+    from ._ap2_sdk import OpenMandates
     from ._payer import Payer
 
 __all__ = ["main"]
@@ -101,6 +107,9 @@ def _print_result(result: PaidResult) -> None:
             click.echo(f"used: {item.quantity} {item.name} at {item.unit_price} = {item.amount} atomic units")
     else:
         click.echo("paid: nothing (the agent asked for no payment)")
+    if result.ap2_mandates is not None:
+        receipts = "verified" if result.ap2_receipts is not None else "none sent"
+        click.echo(f"ap2: paid under the user's open mandates (merchant's AP2 receipts: {receipts})")
     for artifact in result.artifacts:
         _print_artifact(artifact)
 
@@ -179,6 +188,7 @@ async def _pay(
     rpc_url: str | None,
     card_policy: SignaturePolicy,
     allow_insecure_jku: bool,
+    mandates: OpenMandates | None,
 ) -> PaidResult:
     # Imported here: the HTTP client, the A2A client and the signing libraries are paying's alone, and
     # would cost `--help`, `--version` and every refused option a second of start-up.
@@ -201,6 +211,9 @@ async def _pay(
             card_verifier=verifier,
             http=http,
             rpc_urls=rpc_url,
+            mandates=mandates,
+            # The tenant's checkout keys come from its jwksUrl under the card's own rules.
+            ap2_jwks=JwksCache(http, allow_insecure_localhost=allow_insecure_jku),
         ) as payer:
             click.echo(f"card: {payer.card.card.name} at {payer.card.url}")
             click.echo(_card_line(payer.card.verification, allow_insecure_jku=allow_insecure_jku))
@@ -221,7 +234,8 @@ async def _run(payer: Payer, text: str, *, stream: bool, binding: Binding, tenan
 
 
 class _PayCommand(cli.Command):
-    """``x402-pay``: pays; its first argument ``approve-permit2`` runs that subcommand instead."""
+    """``x402-pay``: pays; its first arguments ``approve-permit2`` or ``ap2 issue-open`` run that subcommand
+    instead."""
 
     def main(
         self,
@@ -235,6 +249,9 @@ class _PayCommand(cli.Command):
         prog = prog_name or os.path.basename(sys.argv[0]) or "x402-pay"
         if given[:1] == [APPROVE]:
             return approve_main.main(given[1:], f"{prog} {APPROVE}", complete_var, standalone_mode, **extra)
+        if given[:2] == [AP2, ISSUE_OPEN]:
+            name = f"{prog} {AP2} {ISSUE_OPEN}"
+            return issue_open_main.main(given[2:], name, complete_var, standalone_mode, **extra)
         return super().main(given, prog, complete_var, standalone_mode, **extra)
 
 
@@ -314,8 +331,12 @@ class _PayCommand(cli.Command):
 @click.option(
     "--allow-insecure-jku",
     is_flag=True,
-    help="Development: fetch the card's JWK Set over plain http from localhost/127.0.0.1.",
+    help=(
+        "Development: fetch the card's JWK Set (and a tenant's AP2 checkout keys) over plain http from "
+        "localhost/127.0.0.1."
+    ),
 )
+@ap2_options
 @click.option("--stream", is_flag=True, help="Use SendStreamingMessage and print stages as they arrive.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the payer's progress to stderr.")
 @click.argument("text")
@@ -333,6 +354,10 @@ def main(
     rpc_url: str | None,
     card_policy: str,
     allow_insecure_jku: bool,
+    ap2_mandates: Path | None,
+    ap2_agent_key: Path | None,
+    ap2_usage_file: Path | None,
+    ap2_fallback: bool,
     stream: bool,
     verbose: bool,
     text: str,
@@ -340,10 +365,12 @@ def main(
     """Send TEXT to the agent at --card-url, pay what it asks (within the policy), print the result.
 
     x402-pay approve-permit2 --help: approve Permit2 once for a token without EIP-2612.
+    x402-pay ap2 issue-open --help: open AP2 mandates for tests (a throwaway "user" key).
     """
     private_key = setup(key, key_file, verbose=verbose)
     if rpc_url is not None:
         redact_values([rpc_url])  # an RPC URL may carry its provider's API key
+    mandates = read_open_mandates(ap2_mandates, ap2_agent_key, ap2_usage_file)
     try:
         policy = PaymentPolicy(
             max_amount_atomic=max_amount,
@@ -351,6 +378,7 @@ def main(
             upto_max_per_task_atomic=upto_max_per_task,
             upto_max_per_day_atomic=upto_max_per_day,
             upto_days_file=upto_days_file,
+            ap2_standalone_fallback=ap2_fallback,
         )
     except ValueError as exc:  # an --upto-days-file that cannot be opened or made
         raise cli.ConfigError(str(exc)) from exc
@@ -367,6 +395,7 @@ def main(
                 rpc_url=rpc_url,
                 card_policy=SignaturePolicy(card_policy),
                 allow_insecure_jku=allow_insecure_jku,
+                mandates=mandates,
             )
         )
     except PayerError as exc:

@@ -9,8 +9,9 @@ answer, or corrupts it in flight: faults that cannot be caused on loopback other
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +23,10 @@ from a2a_x402.devchain import DevChain
 from a2a_x402.merchant.app import build_app
 from a2a_x402.merchant.settings import MerchantSettings
 from a2a_x402.merchant.tenants import TenantRegistry
-from tests.fixtures.merchant import chain_settings, own_relayer_key
+from tests.fixtures.merchant import MerchantStarter, RunningMerchant, chain_settings, own_relayer_key
 from tests.fixtures.servers import base_url_of, bind_loopback
+
+from .ap2_shop import Wire, start_shop
 
 PRICE = 250_000
 PAY_TO = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
@@ -165,3 +168,25 @@ def sent_message(request: httpx.Request) -> dict[str, Any]:
     document = json.loads(request.content)
     message: dict[str, Any] = document.get("params", document)["message"]
     return message
+
+
+@pytest.fixture
+def user_key() -> Any:
+    """The trusted surface's key: the AP2 merchant (`shop`) trusts the open mandates it issues."""
+    from tests.fixtures.ap2 import new_key
+
+    return new_key("trusted-surface")
+
+
+@pytest.fixture
+def shop(start_merchant: MerchantStarter, sqlite_url: str, tmp_path: Path, user_key: Any) -> RunningMerchant:
+    """The merchant of the AP2 tests (`ap2_shop.start_shop`)."""
+    return start_shop(start_merchant, sqlite_url, tmp_path, user_key)
+
+
+@pytest.fixture
+async def wire() -> AsyncIterator[Wire]:
+    """The wire between an AP2 test's payer and `shop` (`ap2_shop.Wire`)."""
+    transport = Wire()
+    yield transport
+    await transport.aclose()

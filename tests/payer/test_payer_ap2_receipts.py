@@ -1,0 +1,152 @@
+"""The merchant's AP2 receipts as the payer reads them (§20.6), against the real merchant on anvil and SQLite.
+
+Until the reference merchant sends its receipts, they are signed here with the tenant's own checkout key
+(`a2a_x402.merchant.ap2.success_receipts`/`error_receipts`) and put where §20.6 puts them: a data part of
+the status that ends the round, and the `ErrorInfo` metadata of a refusal. Receipts that verify are
+returned with the result (success) or the error (refusal), and resolve the payer's own usage record:
+success keeps the use, an error receipt gives it back. Receipts signed by another key are not used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_x402.extension import EXTENSION_URI, Ap2ErrorCode, Ap2Receipts
+from a2a_x402.payer import MandatesRefusedError
+from tests.fixtures.ap2 import MERCHANT, issue_open_mandates, new_key
+from tests.fixtures.merchant import RunningMerchant
+from tests.merchant.ap2.support import write_key
+
+from .ap2_shop import BUDGET, JSON, TEXT, Edit, Wire, connect
+
+pytest.importorskip(
+    "ap2.sdk.mandate",
+    reason="the AP2 SDK is not installed (scripts/setup installs it from ../shared/peers/ap2)",
+)
+pytestmark = pytest.mark.timeout(90)
+
+
+def _keys(path: Path) -> Any:
+    from a2a_x402.merchant.ap2 import load_checkout_keys
+
+    return load_checkout_keys([path])
+
+
+def _subject(request: httpx.Request, task_id: str) -> Any:
+    from a2a_x402.merchant.ap2 import ReceiptSubject, mandate_reference
+
+    message = json.loads(request.content)["params"]["message"]
+    [mandates] = [part["data"] for part in message["parts"] if "data" in part]
+    offer_id = message["metadata"][EXTENSION_URI]["payload"]["accepted"]["extra"]["offerId"]
+    return ReceiptSubject(
+        checkout_reference=mandate_reference(mandates["ap2.checkout_mandate"]),
+        payment_reference=mandate_reference(mandates["ap2.payment_mandate"]),
+        order_id=task_id,
+        payment_id=offer_id,
+    )
+
+
+def _with_success_receipts(keys: Any, sent: list[Ap2Receipts]) -> Edit:
+    """Success receipts signed with ``keys`` added to the completion of a payment with mandates."""
+    from a2a_x402.merchant.ap2 import success_receipts
+
+    def edit(request: httpx.Request, body: JSON) -> JSON | None:
+        if b"ap2.payment_mandate" not in request.content:
+            return None
+        task = body["result"]["task"]
+        status = task["status"]
+        [receipt] = status["message"]["metadata"][EXTENSION_URI]["receipts"]
+        receipts = success_receipts(
+            keys,
+            _subject(request, task["id"]),
+            merchant=MERCHANT,
+            transaction=receipt["transaction"],
+            network=receipt["network"],
+            now=int(time.time()),
+        )
+        sent.append(receipts)
+        status["message"]["parts"].append({"data": receipts.to_wire(), "mediaType": "application/json"})
+        return body
+
+    return edit
+
+
+async def test_success_receipts_that_verify_come_with_the_result(
+    shop: RunningMerchant, chain: Any, user_key: Any, wire: Wire, tmp_path: Path
+) -> None:
+    sent: list[Ap2Receipts] = []
+    wire.edit = _with_success_receipts(_keys(tmp_path / "acme.pem"), sent)
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+        result = await payer.pay(TEXT)
+    assert result.ap2_receipts == sent[0] and result.ap2_mandates is not None
+    assert (opened.spent, opened.uses) == (10, 1)
+
+
+async def test_receipts_signed_by_another_key_are_not_used(
+    shop: RunningMerchant,
+    chain: Any,
+    user_key: Any,
+    wire: Wire,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write_key(tmp_path / "stranger.pem")
+    wire.edit = _with_success_receipts(_keys(tmp_path / "stranger.pem"), [])
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    with caplog.at_level(logging.WARNING, logger="a2a_x402.payer"):
+        async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+            result = await payer.pay(TEXT)
+    assert result.transaction is not None and result.ap2_receipts is None
+    assert "AP2 receipts are not used" in caplog.text
+    assert (opened.spent, opened.uses) == (10, 1)  # the task completed: the use stays
+
+
+@pytest.mark.parametrize("signer", ["acme", "stranger"])
+async def test_a_refusal_with_error_receipts_gives_the_use_back_only_when_they_verify(
+    shop: RunningMerchant, chain: Any, user_key: Any, wire: Wire, tmp_path: Path, signer: str
+) -> None:
+    from a2a_x402.merchant.ap2 import error_receipts
+
+    if signer == "stranger":
+        write_key(tmp_path / "stranger.pem")
+    keys = _keys(tmp_path / f"{signer}.pem")
+
+    def refuse(request: httpx.Request) -> JSON | None:
+        if b"ap2.payment_mandate" not in request.content:
+            return None
+        task_id = json.loads(request.content)["params"]["message"]["taskId"]
+        receipts = error_receipts(
+            keys,
+            _subject(request, task_id),
+            merchant=MERCHANT,
+            error=Ap2ErrorCode.INVALID_MANDATE,
+            description="the payment mandate's budget is exhausted",
+            now=int(time.time()),
+        )
+        metadata = {
+            "ap2Error": "invalid_mandate",
+            "ap2CheckoutReceipt": receipts.checkout_receipt,
+            "ap2PaymentReceipt": receipts.payment_receipt,
+        }
+        info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "INVALID_PARAMS"}
+        error = {"code": -32602, "message": "refused", "data": [{**info, "metadata": metadata}]}
+        return {"jsonrpc": "2.0", "id": json.loads(request.content)["id"], "error": error}
+
+    wire.answer = refuse
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
+        with pytest.raises(MandatesRefusedError) as refused:
+            await payer.pay(TEXT)
+    assert refused.value.ap2_error == "invalid_mandate"
+    if signer == "acme":
+        assert refused.value.receipts is not None and opened.spent == 0
+    else:
+        assert refused.value.receipts is None and opened.spent == 10
