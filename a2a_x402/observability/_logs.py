@@ -44,7 +44,8 @@ _CHATTY_LOGGERS = ("alembic", "httpx")
 # Dependencies whose lower levels write what must never be written: SQL with its parameters (SQLAlchemy's
 # engine at INFO; aiosqlite, asyncpg at DEBUG), request bodies and events with payment signatures (the
 # a2a-sdk at DEBUG), HTTP/2 and HTTP/1.1 frames and headers (hpack, h2, httpcore, grpc), form parts
-# (python-multipart). They log from this level up even at DEBUG; there is no setting to lower it.
+# (python-multipart), the disclosed claims of AP2 mandates (sd_jwt at DEBUG). They log from this level up
+# even at DEBUG; there is no setting to lower it.
 _QUIET_LOGGERS = {
     "sqlalchemy": logging.WARNING,
     "aiosqlite": logging.INFO,
@@ -56,6 +57,7 @@ _QUIET_LOGGERS = {
     "grpc": logging.INFO,
     "multipart": logging.INFO,
     "python_multipart": logging.INFO,
+    "sd_jwt": logging.INFO,
     "sse_starlette": logging.INFO,
     "websockets": logging.INFO,
     "web3": logging.INFO,

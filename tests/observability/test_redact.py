@@ -91,6 +91,7 @@ def test_at_debug_the_dependencies_that_dump_sql_and_bodies_stay_quiet_and_every
     logging.getLogger("sqlalchemy.engine.Engine").info("INSERT ... [generated in 0.0001s] ('whsec_x')")
     logging.getLogger("aiosqlite").debug("executing ... ('whsec_y')")
     logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").debug("Request body: {...}")
+    logging.getLogger("sd_jwt.verifier").debug("Disclosed claims: {...}")
     logging.getLogger("merchant.test").debug("ours at DEBUG, with %s", SIGNATURE)
     logging.getLogger("a2a.server").warning("a warning with Bearer acme-0123456789abcdef")
     try:
@@ -100,6 +101,7 @@ def test_at_debug_the_dependencies_that_dump_sql_and_bodies_stay_quiet_and_every
 
     err = capsys.readouterr().err
     assert "INSERT" not in err and "executing" not in err and "Request body" not in err
+    assert "Disclosed claims" not in err
     assert "ours at DEBUG, with 0x" + REDACTED in err
     assert f"a warning with Bearer {REDACTED}" in err
     assert "a3a3a3a3" not in err and "0123456789abcdef" not in err and "ValueError: refused 0x" in err
