@@ -20,7 +20,8 @@ payee, amount and payment among them), which returns the `AcceptedMandates` or r
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
 recurrence are checked against. The issuer keys a tenant trusts are its `TrustedIssuers` (`_issuers`): its
 JWK Set files and `https` sources, fetched with a timeout and a size limit and cached by `kid`; a
-payment's mandates are verified against `keys_for(issuer_kids(mandates))`.
+payment's mandates are verified against `keys_for(issuer_kids(mandates))`, a v0.2 `user_authorization`
+against `keys_for(token_kids(user_authorization))`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
         merchant_issuer,
         sign_checkout,
     )
-    from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids
+    from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids, token_kids
     from ._keys import (
         CHECKOUT_JWT_TYPE,
         CheckoutKeyError,
@@ -116,6 +117,7 @@ __all__ = [
     "merchant_issuer",
     "sign_checkout",
     "success_receipts",
+    "token_kids",
     "verify_mandate",
     "verify_mandates",
     "verify_payment_mandate",
@@ -133,7 +135,7 @@ _EXPORTS = {
         "merchant_issuer",
         "sign_checkout",
     ),
-    "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids"),
+    "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids", "token_kids"),
     "_keys": (
         "CHECKOUT_JWT_TYPE",
         "CheckoutKeyError",
