@@ -41,6 +41,22 @@ BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 ACME = tuple(f"{b} 1.0 tenant=acme" for b in BINDINGS)
 STRICT = tuple(f"{b} 1.0 tenant=strict" for b in BINDINGS)
 DEFAULT = tuple(f"{b} 1.0 tenant=(default)" for b in BINDINGS)
+BINDINGS_0_3 = ("JSONRPC", "HTTP+JSON")
+STRICT_0_3 = tuple(f"{b} 0.3 tenant=strict" for b in BINDINGS_0_3)
+"""strict requires mandates: on A2A 0.3 it is offered the embedded flow's v0.2 form (§20.7)."""
+OTHERS_0_3 = tuple(f"{b} 0.3 tenant={t}" for b in BINDINGS_0_3 for t in ("acme", "(default)"))
+V02_FORM = ("ap2.v02-no-required", "ap2.v02-cart-offered")
+V02_PAYMENTS = ("ap2.v02-paid-with-mandate", "ap2.v02-binding-payment", "ap2.v02-standalone-refused")
+V02_STANDALONE = (
+    "v02.terms",
+    "v02.listed-in-card",
+    "v02.payment-completes",
+    "v02.other-version-form",
+    "v02.no-signature",
+    "v02.streaming-terms",
+    "v02.streaming-paid-turn",
+)
+"""The 0.3 checks of the standalone flow, skipped where the v0.2 form is offered."""
 OFFER = ("ap2.checkout-offered", "ap2.checkout-signed", "ap2.checkout-not-work", "ap2.checkout-replaced")
 MANDATES = (
     "ap2.binding-payload",
@@ -119,6 +135,13 @@ async def test_the_reference_merchant_passes_the_embedded_flow_s_checks(
     # A tenant that requires mandates is paid by the ap2 checks only.
     _assert(report, standalone, STRICT, Outcome.SKIPPED)
     assert "required: true" in _detail(report, "payment.completes", STRICT[0])
+    # On A2A 0.3, strict is offered the v0.2 form: its checks pass there, the standalone ones are skipped.
+    _assert(report, (*V02_FORM, *V02_PAYMENTS), STRICT_0_3, Outcome.PASSED)
+    _assert(report, V02_STANDALONE, STRICT_0_3, Outcome.SKIPPED)
+    assert "v0.2 form" in _detail(report, "v02.payment-completes", STRICT_0_3[0])
+    _assert(report, V02_STANDALONE, OTHERS_0_3, Outcome.PASSED)
+    _assert(report, (*V02_FORM, *V02_PAYMENTS), OTHERS_0_3, Outcome.SKIPPED)
+    assert "not offered" in _detail(report, "ap2.v02-cart-offered", OTHERS_0_3[0])
     # Outside the embedded flow every ap2 check is skipped, saying why.
     _assert(report, (*OFFER, *MANDATES, *RECEIPT_CHECKS, "ap2.required"), DEFAULT, Outcome.SKIPPED)
     assert "no entry for tenant (default)" in _detail(report, "ap2.checkout-offered", DEFAULT[0])
@@ -141,6 +164,9 @@ async def test_without_the_issuer_key_the_mandate_checks_are_skipped(
     _assert(report, (*MANDATES, *RECEIPT_CHECKS), ACME, Outcome.SKIPPED)
     _assert(report, ("ap2.required",), STRICT, Outcome.PASSED)
     assert "--ap2-issuer-key" in _detail(report, "ap2.binding-round", ACME[0])
+    _assert(report, V02_FORM, STRICT_0_3, Outcome.PASSED)
+    _assert(report, V02_PAYMENTS, STRICT_0_3, Outcome.SKIPPED)
+    assert "--ap2-issuer-key" in _detail(report, "ap2.v02-paid-with-mandate", STRICT_0_3[0])
 
 
 async def test_a_merchant_ignoring_payload_hash_fails_binding_payload(
