@@ -6,6 +6,8 @@ Deliberately broken merchants, each caught by the checks that test its fault:
 
 * `ignores_payload_hash`: patches the merchant's verifier so that a payment mandate's `payload_hash`
   matches any payment (`ap2.binding-payload`).
+* `ignores_signed_payment`: patches the merchant's v0.2 verifier (§20.7) so that the hash of the
+  `payment_mandate_contents` a `user_authorization` signs matches any contents (`ap2.v02-binding-payment`).
 * `checkout_carries_work`: answers on the A2A 1.0 HTTP bindings whose `ap2-checkout` artifact also carries a
   text part: work delivered under the checkout's id (`ap2.checkout-offered`, and the kit's delivery checks).
 * `publishes_private_keys`: JWK Sets of the checkout keys with a private member `d` (`ap2.declaration`).
@@ -20,7 +22,8 @@ from typing import Any
 import pytest
 from starlette.types import ASGIApp, Scope
 
-from a2a_x402.merchant.ap2 import _verify
+from a2a_x402.merchant.ap2 import _v01, _verify
+from a2a_x402.merchant.ap2._user_authorization import verify_user_authorization
 from tests.fixtures.ap2 import MERCHANT, public_jwks
 from tests.fixtures.conformance import ACME_PAY_TO, ACME_PRICE
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE
@@ -77,6 +80,17 @@ class _MatchesAnything(str):
 def ignores_payload_hash(patch: pytest.MonkeyPatch) -> None:
     """Make the merchant's verifier take any `payload_hash` (while `patch` lasts)."""
     patch.setattr(_verify, "payload_hash", lambda payload: _MatchesAnything("any"))
+
+
+def ignores_signed_payment(patch: pytest.MonkeyPatch) -> None:
+    """Make the merchant's v0.2 verifier take a `user_authorization` as signing any payment_mandate_contents
+    (while `patch` lasts); everything else of it is still checked."""
+
+    def lenient(*args: Any, **kwargs: Any) -> tuple[str, ...]:
+        cart, _ = verify_user_authorization(*args, **kwargs)
+        return cart, _MatchesAnything("any")
+
+    patch.setattr(_v01, "verify_user_authorization", lenient)
 
 
 def _with_work(value: Any) -> Any:

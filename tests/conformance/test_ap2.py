@@ -5,8 +5,11 @@
 kit takes its `jwksUrl`s with `allow_insecure_jwks`. The whole kit runs: every check passes, each `ap2.*`
 one at `acme` and `strict` on each binding, except those that read the merchant's AP2 receipts until the
 merchant emits them (`RECEIPT_CHECKS`); the standalone flow still passes at `acme` beside its checkout
-artifact, and is not paid at `strict`, which requires mandates. Without the issuer key the mandate checks
-are skipped saying so; and a merchant whose verifier ignores `payload_hash` fails `ap2.binding-payload`.
+artifact, and is not paid at `strict`, which requires mandates. On A2A 0.3 `strict` is offered the v0.2
+form (§20.7): the `ap2.v02-*` checks pass there, and the standalone v0.2 checks are skipped. Without the
+issuer key the mandate checks are skipped saying so; and a merchant whose verifier ignores `payload_hash`
+(1.0), or the payment a `user_authorization` signs (0.3), fails `ap2.binding-payload` or
+`ap2.v02-binding-payment`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from a2a_x402.devchain import DevChain
 from tests.fixtures.ap2 import new_key
 from tests.fixtures.conformance import serve_reference_merchant
 
-from .ap2 import ap2_tenants, checkout_carries_work, ignores_payload_hash, publishes_private_keys
+from .ap2 import (
+    ap2_tenants,
+    checkout_carries_work,
+    ignores_payload_hash,
+    ignores_signed_payment,
+    publishes_private_keys,
+)
 
 pytest.importorskip(
     "ap2.sdk.mandate",
@@ -169,22 +178,34 @@ async def test_without_the_issuer_key_the_mandate_checks_are_skipped(
     assert "--ap2-issuer-key" in _detail(report, "ap2.v02-paid-with-mandate", STRICT_0_3[0])
 
 
-async def test_a_merchant_ignoring_payload_hash_fails_binding_payload(
+async def test_merchants_ignoring_the_payment_their_mandates_bind_fail_the_binding_checks(
     kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
 ) -> None:
+    """On A2A 1.0 the verifier ignores `payload_hash`; on A2A 0.3 the hash of the payment_mandate_contents
+    that user_authorization signs: each takes a payment the user did not sign for."""
     tenants = ap2_tenants(tmp_path, issuer)
+    checks = (
+        "ap2.binding-payload",
+        "ap2.binding-round",
+        "ap2.v02-binding-payment",
+        "ap2.v02-paid-with-mandate",
+    )
     with pytest.MonkeyPatch.context() as patch:
         ignores_payload_hash(patch)
+        ignores_signed_payment(patch)
         # The module's database holds the unpaid tasks of the runs before: the per-minute limit is lifted.
         with serve_reference_merchant(
             kit_chain, kit_database, tmp_path, tenants_file=str(tenants), max_unpaid_per_minute=1000
         ) as url:
-            report = await _run(url, kit_chain, kit_payer, issuer, "ap2.binding-payload", "ap2.binding-round")
+            report = await _run(url, kit_chain, kit_payer, issuer, *checks)
 
     _assert(report, ("ap2.binding-payload",), ACME, Outcome.FAILED)
     assert "not refused" in _detail(report, "ap2.binding-payload", ACME[0])
-    # What the fault does not touch still passes.
+    _assert(report, ("ap2.v02-binding-payment",), STRICT_0_3, Outcome.FAILED)
+    assert "not refused" in _detail(report, "ap2.v02-binding-payment", STRICT_0_3[0])
+    # What the faults do not touch still passes.
     _assert(report, ("ap2.binding-round",), ACME, Outcome.PASSED)
+    _assert(report, ("ap2.v02-paid-with-mandate",), STRICT_0_3, Outcome.PASSED)
 
 
 async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_caught(
