@@ -145,6 +145,8 @@ async def read_round(probe: Probe, reply: Reply, entry: Ap2Declaration, url: str
         raise fail("the cart's contents.id is not the offerId of every offered entry", reply.exchange)
     if request["details"]["id"] != offer_id:
         raise fail("the cart's payment_request.details.id is not the offerId", reply.exchange)
+    if not isinstance(cart["merchant_authorization"], str):
+        raise fail("the cart has no merchant_authorization (§20.7)", reply.exchange)
     _, claims = verify_jws(
         await checkout_keys(probe, url),
         cart["merchant_authorization"],

@@ -35,10 +35,12 @@ from tests.fixtures.conformance import serve_reference_merchant
 
 from .ap2 import (
     ap2_tenants,
+    cart_total_changed,
     checkout_carries_work,
     ignores_payload_hash,
     ignores_signed_payment,
     publishes_private_keys,
+    terms_beside_the_cart,
 )
 
 pytest.importorskip(
@@ -75,6 +77,9 @@ MANDATES = (
     "ap2.unknown-constraint",
     "ap2.refused-then-paid",
 )
+_LIFTED: dict[str, Any] = {"max_unpaid_per_minute": 1000, "max_unpaid_tasks": 1000}
+"""The unpaid-work limits of each merchant here: the module's database keeps the unpaid tasks of the runs
+before (each run leaves some at every tenant), which the default limits would soon refuse."""
 RECEIPT_CHECKS = ("ap2.paid-with-mandates", "ap2.budget")
 """The checks that read the merchant's AP2 receipts (§20.6)."""
 
@@ -87,9 +92,9 @@ def issuer() -> Any:
 @pytest.fixture(scope="module")
 def ap2_merchant(kit_chain: DevChain, kit_database: str, kit_folder: Path, issuer: Any) -> Iterator[str]:
     tenants = ap2_tenants(kit_folder, issuer)
-    # The whole kit leaves more priced tasks unpaid within a minute than a caller may by default.
+    # The whole kit leaves more priced tasks unpaid than a caller may by default (`_LIFTED`).
     with serve_reference_merchant(
-        kit_chain, kit_database, kit_folder, tenants_file=str(tenants), max_unpaid_per_minute=1000
+        kit_chain, kit_database, kit_folder, **_LIFTED, tenants_file=str(tenants)
     ) as url:
         yield url
 
@@ -193,9 +198,9 @@ async def test_merchants_ignoring_the_payment_their_mandates_bind_fail_the_bindi
     with pytest.MonkeyPatch.context() as patch:
         ignores_payload_hash(patch)
         ignores_signed_payment(patch)
-        # The module's database holds the unpaid tasks of the runs before: the per-minute limit is lifted.
+        # The module's database holds the unpaid tasks of the runs before: the limits are lifted (`_LIFTED`).
         with serve_reference_merchant(
-            kit_chain, kit_database, tmp_path, tenants_file=str(tenants), max_unpaid_per_minute=1000
+            kit_chain, kit_database, tmp_path, **_LIFTED, tenants_file=str(tenants)
         ) as url:
             report = await _run(url, kit_chain, kit_payer, issuer, *checks)
 
@@ -212,7 +217,7 @@ async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_cau
     kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
 ) -> None:
     tenants = ap2_tenants(tmp_path, issuer)
-    options: dict[str, Any] = {"tenants_file": str(tenants), "max_unpaid_per_minute": 1000}
+    options: dict[str, Any] = {**_LIFTED, "tenants_file": str(tenants)}
     with serve_reference_merchant(
         kit_chain, kit_database, tmp_path, wrap=checkout_carries_work, **options
     ) as url:
@@ -230,3 +235,26 @@ async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_cau
     assert declaration is not None and declaration.outcome is Outcome.FAILED
     assert "private key" in declaration.detail and "WW91IHNob3Vs" not in render_console(private, verbose=True)
     _assert(private, ("ap2.checkout-signed",), ACME, Outcome.FAILED)
+
+
+async def test_a_cart_changed_after_signing_and_terms_beside_it_are_caught_on_0_3(
+    kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
+) -> None:
+    tenants = ap2_tenants(tmp_path, issuer)
+    options: dict[str, Any] = {**_LIFTED, "tenants_file": str(tenants)}
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=cart_total_changed, **options
+    ) as url:
+        changed = await _run(
+            url, kit_chain, kit_payer, issuer, "ap2.v02-cart-offered", "ap2.v02-paid-with-mandate"
+        )
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=terms_beside_the_cart, **options
+    ) as url:
+        beside = await _run(url, kit_chain, kit_payer, issuer, "ap2.v02-no-required")
+
+    for check_id in ("ap2.v02-cart-offered", "ap2.v02-paid-with-mandate"):
+        _assert(changed, (check_id,), STRICT_0_3, Outcome.FAILED)
+        assert "cart_hash" in _detail(changed, check_id, STRICT_0_3[0])
+    _assert(beside, ("ap2.v02-no-required",), STRICT_0_3, Outcome.FAILED)
+    assert "x402.payment.required" in _detail(beside, "ap2.v02-no-required", STRICT_0_3[1])
