@@ -7,7 +7,8 @@ movements on chain. It sends only what a client could, treats every answer as un
 caps, no redirects) and signs only for assets, networks and payTo addresses the card lists, never more than
 the offered amount or ``KitSettings.max_amount``. Where the card declares the embedded flow (``params.ap2``,
 §20), the ``ap2.*`` checks also present AP2 mandates, issued with ``KitSettings.ap2_issuer_key`` through the
-AP2 SDK (an optional extra, imported by ``_ap2_sdk`` only).
+AP2 SDK (an optional extra, imported by ``_ap2_sdk`` only); on A2A 0.3 the ``ap2.v02-*`` checks read the
+v0.2 form's AP2 v0.1 carts and pay them with a ``PaymentMandate`` (§20.7).
 
 * ``CHECKS`` / ``CheckSpec`` / ``Level`` / ``Scope`` -- the check catalogue (``_catalogue``)
 * ``KitSettings`` / ``run_conformance`` -- one run (``_runner``)

@@ -46,6 +46,8 @@ __all__ = [
     "checkout_jwt_of",
     "check_declaration",
     "checkout_keys",
+    "insecure_ok",
+    "price_rule",
     "relaxed",
     "tenant_entry",
     "verify_checkout",
@@ -66,7 +68,8 @@ def _raw_entries(discovery: Discovery) -> JSON:
     return params.get("ap2") if isinstance(params, dict) else None
 
 
-def _insecure_ok(url: JSON, allow: bool) -> bool:
+def insecure_ok(url: JSON, allow: bool) -> bool:
+    """Whether ``url`` is a loopback ``http://`` URL that ``--allow-insecure-jwks`` (``allow``) takes."""
     if not allow or not isinstance(url, str) or not url.startswith("http://"):
         return False
     return urlsplit(url).hostname in _LOOPBACK
@@ -79,7 +82,7 @@ def relaxed(entries: JSON, allow: bool) -> JSON:
         return entries
     written = copy.deepcopy(entries)
     for entry in written:
-        if isinstance(entry, dict) and _insecure_ok(entry.get("jwksUrl"), allow):
+        if isinstance(entry, dict) and insecure_ok(entry.get("jwksUrl"), allow):
             entry["jwksUrl"] = "https://" + entry["jwksUrl"].removeprefix("http://")
     return written
 
@@ -159,7 +162,7 @@ async def check_declaration(probe: Probe) -> None:
         if (
             isinstance(url, str)
             and url.startswith("http://")
-            and not _insecure_ok(url, run.allow_insecure_jwks)
+            and not insecure_ok(url, run.allow_insecure_jwks)
         ):
             raise fail(
                 f"jwksUrl {url} is not https (--allow-insecure-jwks takes loopback http, in development)"
@@ -255,7 +258,7 @@ def verify_checkout(probe: Probe, keys: KeySet, token: str, entry: Ap2Declaratio
         raise fail("the checkout's merchant is not the declaration's merchant", reply.exchange)
     total, currency = _total(claims), claims.get("currency")
     for offered in accepts:
-        _price_rule(probe, offered, total, str(currency), reply)
+        price_rule(probe, offered, total, str(currency), reply)
     expires, issued = claims.get("exp"), claims.get("iat")
     if not isinstance(expires, int) or not isinstance(issued, int) or expires <= issued:
         raise fail("the checkout's exp is not after its iat", reply.exchange)
@@ -264,7 +267,9 @@ def verify_checkout(probe: Probe, keys: KeySet, token: str, entry: Ap2Declaratio
     return claims
 
 
-def _price_rule(probe: Probe, offered: JSON, total: int, currency: str, reply: Reply) -> None:
+def price_rule(probe: Probe, offered: JSON, total: int, currency: str, reply: Reply) -> None:
+    """The offered entry's ``amount`` is ``total`` (minor units of ``currency``) in the asset's atomic units,
+    at par (§20.3); else fails."""
     network, asset = str(offered.get("network")), str(offered.get("asset"))
     listed = probe.run.discovery.assets.get(
         (network, to_checksum_address(asset) if is_hex_address(asset) else asset)

@@ -97,6 +97,9 @@ class Discovery:
     """Named tenant → ``(network, checksummed payTo)`` its own 0.3 card's v0.2 declaration lists."""
     ap2_required: frozenset[str] = frozenset()
     """The tenants ``params.ap2`` declares ``required: true``: they take payments only with mandates."""
+    ap2_v02: dict[str, dict[str, JSON]] = field(default_factory=dict)
+    """Tenant → its entry in ``params.ap2`` of a 0.3 card's v0.2 declaration (the merchant's 0.3 card, or
+    the tenant's own): the tenants offered the embedded flow's v0.2 form on A2A 0.3 (§20.7), as read."""
     request_text: str = "The quick brown fox jumps over the lazy dog. The dog sleeps."
     """What the kit asks for: the first example of the card's first skill."""
 
@@ -275,6 +278,7 @@ async def _tenant_card(http: UntrustedHttp, discovery: Discovery, tenant: str) -
         if address is not None and isinstance(payee.get("network"), str):
             listed.add((payee["network"], address))
     discovery.tenant_payees[tenant] = frozenset(listed)
+    _read_ap2_v02(discovery, params, tenant)
     # Interfaces at URLs the 1.0 card lists already (for any tenant) are not the tenant's to add; the
     # card checks fail a tenant card naming another tenant's.
     known = {(i.url, i.binding) for i in discovery.interfaces if i.version == "0.3"}
@@ -303,6 +307,21 @@ async def discover(http: UntrustedHttp, url: str) -> Discovery:
     if card_0_3 is not None and not any(i.version == "0.3" for i in discovery.interfaces):
         if card_0_3.get("capabilities") and readings["0.3"].declaration(EXTENSION_URI_V02) is not None:
             discovery.interfaces += interfaces_0_3(card_0_3)
+    for reading in (readings["0.3"], readings[""]):
+        declaration = reading.declaration(EXTENSION_URI_V02)
+        _read_ap2_v02(discovery, declaration.get("params") if declaration is not None else None, "")
     for tenant in dict.fromkeys(i.tenant for i in discovery.interfaces if i.version == "0.3" and i.tenant):
         await _tenant_card(http, discovery, tenant)
     return discovery
+
+
+def _read_ap2_v02(discovery: Discovery, params: JSON, tenant: str) -> None:
+    """Note the entries of a v0.2 declaration's ``params.ap2`` (on a tenant's own card, an entry without
+    ``tenant`` is that tenant's); the first entry read for a tenant counts."""
+    ap2 = params.get("ap2") if isinstance(params, dict) else None
+    for entry in ap2 if isinstance(ap2, list) else []:
+        if isinstance(entry, dict):
+            named = entry.get("tenant", tenant)
+            if isinstance(named, str) and named not in discovery.ap2_v02:
+                own = {key: value for key, value in entry.items() if key != "tenant"}
+                discovery.ap2_v02[named] = {**own, "tenant": named} if named else own

@@ -1,7 +1,9 @@
 """The catalogue's checks of the embedded flow (§20): a merchant that declares ``params.ap2`` offers signed
 checkouts beside its terms and takes payments with AP2 mandates bound to them. They run for the tenants the
 declaration names, and are skipped, saying so, elsewhere; the checks that present mandates need an issuer key
-the merchant trusts (``--ap2-issuer-key``) and the AP2 SDK. ``_catalogue.CHECKS`` lists them last."""
+the merchant trusts (``--ap2-issuer-key``) and the AP2 SDK. The ``ap2.v02-*`` checks are those of its v0.2
+form on A2A 0.3 (§20.7), for the tenants a 0.3 card's v0.2 declaration lists in ``params.ap2``.
+``_catalogue.CHECKS`` lists them last."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from ._check_spec import make_check as _c
 
 __all__ = ["AP2_CATALOGUE"]
 
-_M, _S, _CARD, _V10 = Level.MUST, Level.SHOULD, Scope.CARD, Scope.A2A_1_0
+_M, _S, _CARD, _V10, _V03 = Level.MUST, Level.SHOULD, Scope.CARD, Scope.A2A_1_0, Scope.A2A_0_3
 
 AP2_CATALOGUE: tuple[CheckSpec, ...] = (
     _c(
@@ -123,6 +125,47 @@ AP2_CATALOGUE: tuple[CheckSpec, ...] = (
         _V10,
         "20.5",
         "After mandates are refused, the same payment with good mandates completes the task.",
+    ),
+    _c(
+        "ap2.v02-no-required",
+        _M,
+        _V03,
+        "20.7",
+        "A tenant a 0.3 card's v0.2 declaration lists in params.ap2 waits for payment without "
+        "x402.payment.required: its terms are in the cart.",
+    ),
+    _c(
+        "ap2.v02-cart-offered",
+        _M,
+        _V03,
+        "20.7",
+        "The task's ap2-checkout artifact is an AP2 v0.1 CartMandate whose x402 method data are the "
+        "terms, contents.id the offerId, the total kept by the price rule, and whose merchant_authorization "
+        "verifies with a jwksUrl key and hashes its contents.",
+    ),
+    _c(
+        "ap2.v02-paid-with-mandate",
+        _M,
+        _V03,
+        "20.7",
+        "A PaymentMandate carrying the x402 payment, with a valid user_authorization, completes the task, "
+        "settled on chain, its receipts in x402.payment.receipts.",
+    ),
+    _c(
+        "ap2.v02-binding-payment",
+        _M,
+        _V03,
+        "20.7",
+        "A PaymentMandate whose details carry another payment than the one user_authorization signs is "
+        "refused with InvalidParamsError and invalid_mandate; nothing moves.",
+    ),
+    _c(
+        "ap2.v02-standalone-refused",
+        _M,
+        _V03,
+        "20.7",
+        "A round offered with a cart, paid in x402.payment.payload without a PaymentMandate, is refused with "
+        "InvalidParamsError and invalid_mandate; nothing moves.",
     ),
 )
 """The ``ap2.*`` rows, in the order the kit reports them."""

@@ -14,12 +14,24 @@ from ._messages import extension_message, user_message
 from ._permit2 import KIND_WORDS, payment_kind
 from ._reading import artifacts_of, expect_error, metadata_of, state_of
 from ._reply import Reply
+from ._report import Outcome
 from ._schema import schema_problems
 from ._signer import Signed, payload_v1
 from ._steps import carries_signature, expect_settled, outcome_of, successful_receipt
 from ._wire import Wire
 
-__all__ = ["V02_CHECKS", "flat_value", "sign_v1", "terms_v1", "v02_task"]
+__all__ = [
+    "V02_CHECKS",
+    "V02_STANDALONE_CHECKS",
+    "caip2",
+    "check_terms_v1",
+    "expect_paid_0_3",
+    "flat_value",
+    "sign_v1",
+    "standalone_0_3_problem",
+    "terms_v1",
+    "v02_task",
+]
 
 JSON = Any
 V02_CHECKS = (
@@ -32,6 +44,8 @@ V02_CHECKS = (
     "v02.other-version-form",
     "v02.no-signature",
 )
+V02_STANDALONE_CHECKS = V02_CHECKS[3:]
+"""The checks of ``V02_CHECKS`` that read the standalone flow's terms (the activation checks come first)."""
 _V1_TERMS = ("x402Version", "accepts", "error")
 _V1_ENTRY = (
     "scheme",
@@ -53,13 +67,26 @@ _V1_NETWORKS = {
 }
 
 
-def _caip2(network: str) -> str:
+def caip2(network: str) -> str:
+    """The CAIP-2 id of an x402 v1 network name (a CAIP-2 id as it is)."""
     return network if network.startswith("eip155:") else _V1_NETWORKS.get(network, network)
 
 
 def flat_value(task: JSON, name: str) -> JSON:
     """The v0.2 flat key ``x402.payment.<name>`` of the task's (or status update's) status message."""
     return (metadata_of(task) or {}).get(f"x402.payment.{name}")
+
+
+def standalone_0_3_problem(probe: Probe, tenant: str) -> str:
+    """Why the standalone flow's 0.3 checks do not apply to ``tenant`` (``""``: they do): a 0.3 card's v0.2
+    declaration lists it in ``params.ap2``, so it is offered the embedded flow's v0.2 form (§20.7), whose
+    terms are in a cart, paid with a ``PaymentMandate`` only (the ``ap2.v02-*`` checks)."""
+    if tenant not in probe.run.discovery.ap2_v02:
+        return ""
+    return (
+        f"the 0.3 card's v0.2 declaration lists tenant {tenant or '(default)'} in params.ap2: it is offered "
+        "the embedded flow's v0.2 form (§20.7), paid with an AP2 PaymentMandate only (the ap2.v02-* checks)"
+    )
 
 
 def terms_v1(reply: Reply) -> JSON:
@@ -72,9 +99,14 @@ def terms_v1(reply: Reply) -> JSON:
         or flat_value(task, "status") != "payment-required"
     ):
         raise fail("the task is not input-required with x402.payment.status payment-required", reply.exchange)
-    required = flat_value(task, "required")
+    return check_terms_v1(flat_value(task, "required"), reply, "x402.payment.required")
+
+
+def check_terms_v1(required: JSON, reply: Reply, where: str) -> JSON:
+    """``required`` (found at ``where``) once it is x402 v1 terms with every field v1 clients require (or v2
+    terms valid against the schema); else fails."""
     if not isinstance(required, dict):
-        raise fail("x402.payment.required is not an object", reply.exchange)
+        raise fail(f"{where} is not an object", reply.exchange)
     if required.get("x402Version") == 2:
         problems = schema_problems(
             "payment-required.json", {"status": "payment-required", "required": required}
@@ -113,7 +145,7 @@ def sign_v1(probe: Probe, tenant: str, required: JSON) -> tuple[Signed, JSON]:
         entry,
         tenant=tenant,
         network=network,
-        caip2=_caip2(network),
+        caip2=caip2(network),
         amount=int(amount) if amount.isdigit() else 0,
     )
     return signed, payload_v1(entry, signed)
@@ -135,6 +167,11 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
         header = reply.headers.get("x-a2a-extensions", "") + "," + reply.headers.get("a2a-extensions", "")
         if EXTENSION_URI_V02 not in (item.strip() for item in header.split(",")):
             raise fail("the answer does not list the v0.2 URI in its extensions header", reply.exchange)
+    embedded = standalone_0_3_problem(probe, interface.tenant)
+    if embedded:
+        for check_id in V02_STANDALONE_CHECKS:
+            probe.record(check_id, Outcome.SKIPPED, embedded)
+        return
     async with probe.check("v02.terms"):
         required = terms_v1(reply)
     if probe.failed:
@@ -143,7 +180,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
     async with probe.check("v02.listed-in-card"):
         for entry in entries:
             refusal = run.discovery.allows(
-                _caip2(str(entry.get("network"))),
+                caip2(str(entry.get("network"))),
                 str(entry.get("asset")),
                 str(entry.get("payTo")),
                 interface.tenant,
@@ -153,7 +190,7 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
             own = run.discovery.tenant_payees.get(interface.tenant)
             address = str(entry.get("payTo"))
             pay_to = (
-                _caip2(str(entry.get("network"))),
+                caip2(str(entry.get("network"))),
                 to_checksum_address(address) if is_hex_address(address) else address,
             )
             if own is not None and pay_to not in own:
@@ -174,25 +211,36 @@ async def v02_task(probe: Probe, wire: Wire) -> None:
     async with probe.check("v02.payment-completes"):
         signed, payload = sign_v1(probe, interface.tenant, required)
         paid = await wire.send(extension_message(interface, task_id, "payment-submitted", payload=payload))
-        paid = await outcome_of(probe, wire, paid)
-        task = paid.task
-        if paid.error is not None or task is None:
-            raise fail("the payment got no task", paid.exchange)
-        if state_of(task, version="0.3") != "TASK_STATE_COMPLETED" or not artifacts_of(task):
-            raise fail(
-                f"the paid task is {state_of(task, version='0.3')}, not completed with an artifact",
-                paid.exchange,
-            )
-        if flat_value(task, "status") != "payment-completed":
-            raise fail("x402.payment.status is not payment-completed", paid.exchange)
-        receipt = successful_receipt(flat_value(task, "receipts"))
-        if receipt is None:
-            raise fail("x402.payment.receipts does not end with a successful receipt", paid.exchange)
-        await expect_settled(run.chain, probe, signed, receipt, paid)
+        paid = await expect_paid_0_3(probe, wire, paid, signed)
     if probe.failed or probe.skip_rest("v02.payment-completes", ("v02.no-signature",)):
         return
     async with probe.check("v02.no-signature"):
         await _no_signature(wire, task_id, paid, signed)
+
+
+async def expect_paid_0_3(probe: Probe, wire: Wire, answer: Reply, signed: Signed) -> Reply:
+    """The outcome of ``answer`` to a 0.3 payment, once the task is completed with an artifact of work,
+    ``payment-completed`` and a successful receipt in ``x402.payment.receipts``, settled on chain once.
+
+    Raises:
+        CheckFailed: any of these is not so.
+    """
+    paid = await outcome_of(probe, wire, answer)
+    task = paid.task
+    if paid.error is not None or task is None:
+        raise fail("the payment got no task", paid.exchange)
+    if state_of(task, version="0.3") != "TASK_STATE_COMPLETED" or not artifacts_of(task):
+        raise fail(
+            f"the paid task is {state_of(task, version='0.3')}, not completed with an artifact",
+            paid.exchange,
+        )
+    if flat_value(task, "status") != "payment-completed":
+        raise fail("x402.payment.status is not payment-completed", paid.exchange)
+    receipt = successful_receipt(flat_value(task, "receipts"))
+    if receipt is None:
+        raise fail("x402.payment.receipts does not end with a successful receipt", paid.exchange)
+    await expect_settled(probe.run.chain, probe, signed, receipt, paid)
+    return paid
 
 
 async def _no_signature(wire: Wire, task_id: str, paid: Reply, signed: Signed) -> None:

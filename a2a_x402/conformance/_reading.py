@@ -17,7 +17,9 @@ from ._reply import Reply
 
 __all__ = [
     "A2A_ERRORS",
+    "CART_MANDATE_KEY",
     "artifacts_of",
+    "cart_data",
     "checkout_artifacts_of",
     "expect_error",
     "is_checkout_artifact",
@@ -35,6 +37,8 @@ A2A_ERRORS: dict[str, tuple[int, int, str]] = {
     "TASK_NOT_FOUND": (-32001, 404, "NOT_FOUND"),
 }
 """A2A reason → (JSON-RPC code, HTTP status, gRPC status), as A2A 1.0.1 maps them."""
+CART_MANDATE_KEY = "ap2.mandates.CartMandate"
+"""The data key of the merchant's AP2 v0.1 cart on A2A 0.3 (§20.7)."""
 
 _STATES_0_3 = {
     "submitted": "TASK_STATE_SUBMITTED",
@@ -73,17 +77,31 @@ def metadata_of(task: JSON) -> JSON:
 
 def is_checkout_artifact(artifact: JSON) -> bool:
     """Whether ``artifact`` is an AP2 checkout (§20.3): id ``ap2-checkout`` and exactly one data part holding
-    exactly a checkout JWT. It is an offer, not work; anything else under that id is work."""
+    exactly a checkout JWT, or on A2A 0.3 exactly an AP2 v0.1 ``CartMandate`` object (§20.7). It is an
+    offer, not work; anything else under that id is work."""
     if not isinstance(artifact, dict) or artifact.get("artifactId") != AP2_CHECKOUT_ARTIFACT_ID:
         return False
     parts = artifact.get("parts")
     if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], dict):
         return False
+    if isinstance(cart_data(parts[0]), dict):
+        return True
     try:
         parse_ap2_checkout_data(parts[0].get("data"))
     except ExtensionMetadataError:
         return False
     return True
+
+
+def cart_data(part: JSON) -> JSON:
+    """The ``CartMandate`` object of a 0.3 data part (JSON-RPC ``data``, HTTP+JSON ``data.data``) holding
+    exactly ``ap2.mandates.CartMandate``, or ``None``."""
+    data = part.get("data") if isinstance(part, dict) else None
+    if isinstance(data, dict) and set(data) == {"data"}:
+        data = data["data"]
+    if not isinstance(data, dict) or set(data) != {CART_MANDATE_KEY}:
+        return None
+    return data[CART_MANDATE_KEY]
 
 
 def _all_artifacts(task: JSON) -> list[JSON]:

@@ -16,6 +16,7 @@ from typing import Any
 from ._ap2_flow import AP2_OFFER_CHECKS, ap2_offer, ap2_paid
 from ._ap2_offer import check_declaration
 from ._ap2_refusals import AP2_REFUSAL_CHECKS, ap2_refusal
+from ._ap2_v02 import AP2_V02_CHECKS, AP2_V02_PAYMENT_CHECKS, ap2_v02_offer, ap2_v02_payment
 from ._card import Discovery, Interface, discover
 from ._card_checks import CARD_CHECKS, card_checks, reading_target
 from ._catalogue import CHECKS
@@ -23,7 +24,7 @@ from ._chain import ChainError, ChainReader
 from ._concurrent import CONCURRENT_CHECKS, represented_concurrently
 from ._context import NotApplicable, Probe, Run
 from ._flows import PAID_CHECKS, STREAM_CHECKS, paid_task, streamed_task
-from ._flows_0_3 import V02_CHECKS, v02_task
+from ._flows_0_3 import V02_CHECKS, standalone_0_3_problem, v02_task
 from ._http import UntrustedHttp
 from ._metered import FAILED_WORK_CHECKS, METERED_CHECKS, failed_work, payment_kinds
 from ._permit2_flow import PERMIT2_CHECKS
@@ -94,11 +95,24 @@ def _scenarios(
         async def stranger_0_3(probe: Probe, wire: Wire) -> None:
             await stranger_cancel_0_3(probe, *(callers or (None, None)))
 
-        return [
+        async def streamed_0_3(probe: Probe, wire: Wire) -> None:
+            # The streamed paid turn is the standalone flow's: not a tenant offered the v0.2 embedded form.
+            embedded = standalone_0_3_problem(probe, wire.interface.tenant)
+            await (_skipped(V02_STREAM_CHECKS, embedded) if embedded else streaming)(probe, wire)
+
+        found_0_3: list[tuple[tuple[str, ...], Scenario]] = [
             (V02_CHECKS, v02_task),
-            (V02_STREAM_CHECKS, streaming),
+            (V02_STREAM_CHECKS, streamed_0_3),
             (("v02.stranger-cancel",), stranger_0_3),
+            (AP2_V02_CHECKS, ap2_v02_offer),
         ]
+        for check_id in AP2_V02_PAYMENT_CHECKS:
+
+            async def paid_0_3(probe: Probe, wire: Wire, check_id: str = check_id) -> None:
+                await ap2_v02_payment(probe, wire, check_id)
+
+            found_0_3.append(((check_id,), paid_0_3))
+        return found_0_3
 
     async def isolation(probe: Probe, wire: Wire) -> None:
         await tenant_isolation(probe, wire, other)
@@ -143,10 +157,14 @@ def _streams(card: dict[str, Any] | None) -> bool:
 
 
 def _no_streaming(check_ids: tuple[str, ...]) -> Scenario:
+    return _skipped(check_ids, "the card does not declare capabilities.streaming")
+
+
+def _skipped(check_ids: tuple[str, ...], reason: str) -> Scenario:
     async def skip(probe: Probe, wire: Wire) -> None:
         for check_id in check_ids:
             async with probe.check(check_id):
-                raise NotApplicable("the card does not declare capabilities.streaming")
+                raise NotApplicable(reason)
 
     return skip
 

@@ -182,6 +182,8 @@ class Wire:
                 if isinstance(metadata, dict):
                     info = {k: v for k, v in metadata.items() if isinstance(k, str) and isinstance(v, str)}
                 break
+        if isinstance(details, dict):  # A2A 0.3 JSON-RPC: the error's data object, without ErrorInfo
+            info = {k: v for k, v in details.items() if isinstance(k, str) and isinstance(v, str)}
         code = error.get("code") if self.interface.binding == "JSONRPC" else None
         message = str(error["message"]) if isinstance(error.get("message"), str) else ""
         return ErrorAnswer(

@@ -236,8 +236,16 @@ def paid_app(
         offer_timeout_s=pricing.max_timeout_seconds,
     )
     metrics = MerchantMetrics(CollectorRegistry())
+    # One client for the key sets the merchant fetches: its callers' JWT issuers, its tenants' AP2 issuers.
+    jwks_http = httpx.AsyncClient()
+    # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
+    issuers = {
+        tenant.id: TrustedIssuers(tenant.ap2.issuers, tenant.ap2.issuer_urls, jwks_http)
+        for tenant in tenants
+        if tenant.ap2 is not None
+    }
     # The v0.2 form of the embedded flow (§20.7), for the tenants whose `ap2` entry is required.
-    carts = CartMandates(pricing, {skill.id: skill.name for skill in offered})
+    carts = CartMandates(pricing, {skill.id: skill.name for skill in offered}, issuers)
     paying = PaymentExecutor(
         executor,
         pricing=pricing,
@@ -309,14 +317,6 @@ def paid_app(
         limits=unpaid,
     )
     ap2 = ap2_declarations(tenants, settings.base_url)
-    # One client for the key sets the merchant fetches: its callers' JWT issuers, its tenants' AP2 issuers.
-    jwks_http = httpx.AsyncClient()
-    # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
-    issuers = {
-        tenant.id: TrustedIssuers(tenant.ap2.issuers, tenant.ap2.issuer_urls, jwks_http)
-        for tenant in tenants
-        if tenant.ap2 is not None
-    }
     # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
     # to purge.
     evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)

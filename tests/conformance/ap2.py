@@ -6,27 +6,34 @@ Deliberately broken merchants, each caught by the checks that test its fault:
 
 * `ignores_payload_hash`: patches the merchant's verifier so that a payment mandate's `payload_hash`
   matches any payment (`ap2.binding-payload`).
+* `ignores_signed_payment`: patches the merchant's v0.2 verifier (§20.7) so that the hash of the
+  `payment_mandate_contents` a `user_authorization` signs matches any contents (`ap2.v02-binding-payment`).
 * `checkout_carries_work`: answers on the A2A 1.0 HTTP bindings whose `ap2-checkout` artifact also carries a
   text part: work delivered under the checkout's id (`ap2.checkout-offered`, and the kit's delivery checks).
 * `publishes_private_keys`: JWK Sets of the checkout keys with a private member `d` (`ap2.declaration`).
+* `cart_total_changed`, `terms_beside_the_cart`: A2A 0.3 answers whose v0.2 cart asks twice the total its
+  `merchant_authorization` signed (`ap2.v02-cart-offered`), or whose status carries `x402.payment.required`
+  beside the cart (`ap2.v02-no-required`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.types import ASGIApp, Scope
 
-from a2a_x402.merchant.ap2 import _verify
+from a2a_x402.merchant.ap2 import _v01, _verify
+from a2a_x402.merchant.ap2._user_authorization import verify_user_authorization
 from tests.fixtures.ap2 import MERCHANT, public_jwks
 from tests.fixtures.conformance import ACME_PAY_TO, ACME_PRICE
 from tests.fixtures.merchant import DEFAULT_PAY_TO, DEFAULT_PRICE
 from tests.merchant.ap2.support import write_key
 
-from .broken import rewrite_json
+from .broken import is_1_0, rewrite_json
 
 __all__ = [
     "STRICT_ID",
@@ -79,6 +86,17 @@ def ignores_payload_hash(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(_verify, "payload_hash", lambda payload: _MatchesAnything("any"))
 
 
+def ignores_signed_payment(patch: pytest.MonkeyPatch) -> None:
+    """Make the merchant's v0.2 verifier take a `user_authorization` as signing any payment_mandate_contents
+    (while `patch` lasts); everything else of it is still checked."""
+
+    def lenient(*args: Any, **kwargs: Any) -> tuple[str, ...]:
+        cart, _ = verify_user_authorization(*args, **kwargs)
+        return cart, _MatchesAnything("any")
+
+    patch.setattr(_v01, "verify_user_authorization", lenient)
+
+
 def _with_work(value: Any) -> Any:
     if isinstance(value, dict):
         if value.get("artifactId") == "ap2-checkout" and isinstance(value.get("parts"), list):
@@ -109,3 +127,39 @@ def _with_private(value: Any) -> Any:
 def publishes_private_keys(app: ASGIApp) -> ASGIApp:
     """JWK Sets of the checkout keys whose keys carry a private member."""
     return rewrite_json(app, _with_private, _jwks)
+
+
+def _not_1_0(scope: Scope) -> bool:
+    return not is_1_0(scope)
+
+
+def _walk(value: Any, change: Callable[[dict[str, Any]], None]) -> Any:
+    if isinstance(value, dict):
+        change(value)
+        for item in value.values():
+            _walk(item, change)
+    elif isinstance(value, list):
+        for item in value:
+            _walk(item, change)
+    return value
+
+
+def _twice_the_total(holder: dict[str, Any]) -> None:
+    cart = holder.get("ap2.mandates.CartMandate")
+    if isinstance(cart, dict):
+        cart["contents"]["payment_request"]["details"]["total"]["amount"]["value"] *= 2
+
+
+def cart_total_changed(app: ASGIApp) -> ASGIApp:
+    """A2A 0.3 answers whose cart's total is twice the one its `merchant_authorization` signed."""
+    return rewrite_json(app, lambda value: _walk(value, _twice_the_total), _not_1_0)
+
+
+def _terms_beside(holder: dict[str, Any]) -> None:
+    if holder.get("x402.payment.status") == "payment-required":
+        holder.setdefault("x402.payment.required", {"x402Version": 1, "accepts": [], "error": ""})
+
+
+def terms_beside_the_cart(app: ASGIApp) -> ASGIApp:
+    """A2A 0.3 answers whose payment-required status carries `x402.payment.required` beside the cart."""
+    return rewrite_json(app, lambda value: _walk(value, _terms_beside), _not_1_0)

@@ -50,6 +50,7 @@ __all__ = [
     "echoes_signature",
     "ignore_activation",
     "ignore_tenant",
+    "is_1_0",
     "rewrite_json",
     "rogue_pay_to",
     "rogue_tenant_card",
@@ -181,7 +182,7 @@ def terms_while_busy(app: ASGIApp) -> ASGIApp:
     busy: dict[str, int] = {}
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/a2a/jsonrpc" or not _is_1_0(scope):
+        if scope["type"] != "http" or scope["path"] != "/a2a/jsonrpc" or not is_1_0(scope):
             await app(scope, receive, send)
             return
         body = await _whole_body(receive)
@@ -268,12 +269,13 @@ def _flatten(value: Any) -> Any:
     return value
 
 
-def _is_1_0(scope: Scope) -> bool:
+def is_1_0(scope: Scope) -> bool:
+    """Whether the request asks for A2A 1.0 (its `A2A-Version` header)."""
     return _version(scope).startswith("1.")
 
 
 def rewrite_json(
-    app: ASGIApp, transform: Callable[[Any], Any], applies: Callable[[Scope], bool] = _is_1_0
+    app: ASGIApp, transform: Callable[[Any], Any], applies: Callable[[Scope], bool] = is_1_0
 ) -> ASGIApp:
     """The JSON answers to requests `applies` to (A2A 1.0 ones) passed through `transform`; streams pass."""
 

@@ -5,8 +5,11 @@
 kit takes its `jwksUrl`s with `allow_insecure_jwks`. The whole kit runs: every check passes, each `ap2.*`
 one at `acme` and `strict` on each binding, except those that read the merchant's AP2 receipts until the
 merchant emits them (`RECEIPT_CHECKS`); the standalone flow still passes at `acme` beside its checkout
-artifact, and is not paid at `strict`, which requires mandates. Without the issuer key the mandate checks
-are skipped saying so; and a merchant whose verifier ignores `payload_hash` fails `ap2.binding-payload`.
+artifact, and is not paid at `strict`, which requires mandates. On A2A 0.3 `strict` is offered the v0.2
+form (§20.7): the `ap2.v02-*` checks pass there, and the standalone v0.2 checks are skipped. Without the
+issuer key the mandate checks are skipped saying so; and a merchant whose verifier ignores `payload_hash`
+(1.0), or the payment a `user_authorization` signs (0.3), fails `ap2.binding-payload` or
+`ap2.v02-binding-payment`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ from a2a_x402.devchain import DevChain
 from tests.fixtures.ap2 import new_key
 from tests.fixtures.conformance import serve_reference_merchant
 
-from .ap2 import ap2_tenants, checkout_carries_work, ignores_payload_hash, publishes_private_keys
+from .ap2 import (
+    ap2_tenants,
+    cart_total_changed,
+    checkout_carries_work,
+    ignores_payload_hash,
+    ignores_signed_payment,
+    publishes_private_keys,
+    terms_beside_the_cart,
+)
 
 pytest.importorskip(
     "ap2.sdk.mandate",
@@ -41,6 +52,22 @@ BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 ACME = tuple(f"{b} 1.0 tenant=acme" for b in BINDINGS)
 STRICT = tuple(f"{b} 1.0 tenant=strict" for b in BINDINGS)
 DEFAULT = tuple(f"{b} 1.0 tenant=(default)" for b in BINDINGS)
+BINDINGS_0_3 = ("JSONRPC", "HTTP+JSON")
+STRICT_0_3 = tuple(f"{b} 0.3 tenant=strict" for b in BINDINGS_0_3)
+"""strict requires mandates: on A2A 0.3 it is offered the embedded flow's v0.2 form (§20.7)."""
+OTHERS_0_3 = tuple(f"{b} 0.3 tenant={t}" for b in BINDINGS_0_3 for t in ("acme", "(default)"))
+V02_FORM = ("ap2.v02-no-required", "ap2.v02-cart-offered")
+V02_PAYMENTS = ("ap2.v02-paid-with-mandate", "ap2.v02-binding-payment", "ap2.v02-standalone-refused")
+V02_STANDALONE = (
+    "v02.terms",
+    "v02.listed-in-card",
+    "v02.payment-completes",
+    "v02.other-version-form",
+    "v02.no-signature",
+    "v02.streaming-terms",
+    "v02.streaming-paid-turn",
+)
+"""The 0.3 checks of the standalone flow, skipped where the v0.2 form is offered."""
 OFFER = ("ap2.checkout-offered", "ap2.checkout-signed", "ap2.checkout-not-work", "ap2.checkout-replaced")
 MANDATES = (
     "ap2.binding-payload",
@@ -50,6 +77,9 @@ MANDATES = (
     "ap2.unknown-constraint",
     "ap2.refused-then-paid",
 )
+_LIFTED: dict[str, Any] = {"max_unpaid_per_minute": 1000, "max_unpaid_tasks": 1000}
+"""The unpaid-work limits of each merchant here: the module's database keeps the unpaid tasks of the runs
+before (each run leaves some at every tenant), which the default limits would soon refuse."""
 RECEIPT_CHECKS = ("ap2.paid-with-mandates", "ap2.budget")
 """The checks that read the merchant's AP2 receipts (§20.6)."""
 
@@ -62,9 +92,9 @@ def issuer() -> Any:
 @pytest.fixture(scope="module")
 def ap2_merchant(kit_chain: DevChain, kit_database: str, kit_folder: Path, issuer: Any) -> Iterator[str]:
     tenants = ap2_tenants(kit_folder, issuer)
-    # The whole kit leaves more priced tasks unpaid within a minute than a caller may by default.
+    # The whole kit leaves more priced tasks unpaid than a caller may by default (`_LIFTED`).
     with serve_reference_merchant(
-        kit_chain, kit_database, kit_folder, tenants_file=str(tenants), max_unpaid_per_minute=1000
+        kit_chain, kit_database, kit_folder, **_LIFTED, tenants_file=str(tenants)
     ) as url:
         yield url
 
@@ -119,6 +149,13 @@ async def test_the_reference_merchant_passes_the_embedded_flow_s_checks(
     # A tenant that requires mandates is paid by the ap2 checks only.
     _assert(report, standalone, STRICT, Outcome.SKIPPED)
     assert "required: true" in _detail(report, "payment.completes", STRICT[0])
+    # On A2A 0.3, strict is offered the v0.2 form: its checks pass there, the standalone ones are skipped.
+    _assert(report, (*V02_FORM, *V02_PAYMENTS), STRICT_0_3, Outcome.PASSED)
+    _assert(report, V02_STANDALONE, STRICT_0_3, Outcome.SKIPPED)
+    assert "v0.2 form" in _detail(report, "v02.payment-completes", STRICT_0_3[0])
+    _assert(report, V02_STANDALONE, OTHERS_0_3, Outcome.PASSED)
+    _assert(report, (*V02_FORM, *V02_PAYMENTS), OTHERS_0_3, Outcome.SKIPPED)
+    assert "not offered" in _detail(report, "ap2.v02-cart-offered", OTHERS_0_3[0])
     # Outside the embedded flow every ap2 check is skipped, saying why.
     _assert(report, (*OFFER, *MANDATES, *RECEIPT_CHECKS, "ap2.required"), DEFAULT, Outcome.SKIPPED)
     assert "no entry for tenant (default)" in _detail(report, "ap2.checkout-offered", DEFAULT[0])
@@ -141,31 +178,46 @@ async def test_without_the_issuer_key_the_mandate_checks_are_skipped(
     _assert(report, (*MANDATES, *RECEIPT_CHECKS), ACME, Outcome.SKIPPED)
     _assert(report, ("ap2.required",), STRICT, Outcome.PASSED)
     assert "--ap2-issuer-key" in _detail(report, "ap2.binding-round", ACME[0])
+    _assert(report, V02_FORM, STRICT_0_3, Outcome.PASSED)
+    _assert(report, V02_PAYMENTS, STRICT_0_3, Outcome.SKIPPED)
+    assert "--ap2-issuer-key" in _detail(report, "ap2.v02-paid-with-mandate", STRICT_0_3[0])
 
 
-async def test_a_merchant_ignoring_payload_hash_fails_binding_payload(
+async def test_merchants_ignoring_the_payment_their_mandates_bind_fail_the_binding_checks(
     kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
 ) -> None:
+    """On A2A 1.0 the verifier ignores `payload_hash`; on A2A 0.3 the hash of the payment_mandate_contents
+    that user_authorization signs: each takes a payment the user did not sign for."""
     tenants = ap2_tenants(tmp_path, issuer)
+    checks = (
+        "ap2.binding-payload",
+        "ap2.binding-round",
+        "ap2.v02-binding-payment",
+        "ap2.v02-paid-with-mandate",
+    )
     with pytest.MonkeyPatch.context() as patch:
         ignores_payload_hash(patch)
-        # The module's database holds the unpaid tasks of the runs before: the per-minute limit is lifted.
+        ignores_signed_payment(patch)
+        # The module's database holds the unpaid tasks of the runs before: the limits are lifted (`_LIFTED`).
         with serve_reference_merchant(
-            kit_chain, kit_database, tmp_path, tenants_file=str(tenants), max_unpaid_per_minute=1000
+            kit_chain, kit_database, tmp_path, **_LIFTED, tenants_file=str(tenants)
         ) as url:
-            report = await _run(url, kit_chain, kit_payer, issuer, "ap2.binding-payload", "ap2.binding-round")
+            report = await _run(url, kit_chain, kit_payer, issuer, *checks)
 
     _assert(report, ("ap2.binding-payload",), ACME, Outcome.FAILED)
     assert "not refused" in _detail(report, "ap2.binding-payload", ACME[0])
-    # What the fault does not touch still passes.
+    _assert(report, ("ap2.v02-binding-payment",), STRICT_0_3, Outcome.FAILED)
+    assert "not refused" in _detail(report, "ap2.v02-binding-payment", STRICT_0_3[0])
+    # What the faults do not touch still passes.
     _assert(report, ("ap2.binding-round",), ACME, Outcome.PASSED)
+    _assert(report, ("ap2.v02-paid-with-mandate",), STRICT_0_3, Outcome.PASSED)
 
 
 async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_caught(
     kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
 ) -> None:
     tenants = ap2_tenants(tmp_path, issuer)
-    options: dict[str, Any] = {"tenants_file": str(tenants), "max_unpaid_per_minute": 1000}
+    options: dict[str, Any] = {**_LIFTED, "tenants_file": str(tenants)}
     with serve_reference_merchant(
         kit_chain, kit_database, tmp_path, wrap=checkout_carries_work, **options
     ) as url:
@@ -183,3 +235,26 @@ async def test_work_under_the_checkout_s_id_and_private_keys_in_its_jwks_are_cau
     assert declaration is not None and declaration.outcome is Outcome.FAILED
     assert "private key" in declaration.detail and "WW91IHNob3Vs" not in render_console(private, verbose=True)
     _assert(private, ("ap2.checkout-signed",), ACME, Outcome.FAILED)
+
+
+async def test_a_cart_changed_after_signing_and_terms_beside_it_are_caught_on_0_3(
+    kit_chain: DevChain, kit_database: str, kit_payer: str, issuer: Any, tmp_path: Path
+) -> None:
+    tenants = ap2_tenants(tmp_path, issuer)
+    options: dict[str, Any] = {**_LIFTED, "tenants_file": str(tenants)}
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=cart_total_changed, **options
+    ) as url:
+        changed = await _run(
+            url, kit_chain, kit_payer, issuer, "ap2.v02-cart-offered", "ap2.v02-paid-with-mandate"
+        )
+    with serve_reference_merchant(
+        kit_chain, kit_database, tmp_path, wrap=terms_beside_the_cart, **options
+    ) as url:
+        beside = await _run(url, kit_chain, kit_payer, issuer, "ap2.v02-no-required")
+
+    for check_id in ("ap2.v02-cart-offered", "ap2.v02-paid-with-mandate"):
+        _assert(changed, (check_id,), STRICT_0_3, Outcome.FAILED)
+        assert "cart_hash" in _detail(changed, check_id, STRICT_0_3[0])
+    _assert(beside, ("ap2.v02-no-required",), STRICT_0_3, Outcome.FAILED)
+    assert "x402.payment.required" in _detail(beside, "ap2.v02-no-required", STRICT_0_3[1])

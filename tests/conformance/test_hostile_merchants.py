@@ -116,7 +116,7 @@ async def test_a_hanging_endpoint_fails_every_interface_check_in_time(
     # One tenant only: tenant.isolation does not apply; no caller tokens given: callers.stranger-cancel does
     # not either; no failing request given: metered.failed-work neither; the card declares no params.ap2:
     # no ap2 check; every other check fails.
-    ap2 = {spec.id for spec in CHECKS if spec.id.startswith("ap2.") and spec.scope is not Scope.CARD}
+    ap2 = {spec.id for spec in CHECKS if spec.id.startswith("ap2.") and spec.scope is Scope.A2A_1_0}
     not_applicable = {"tenant.isolation", "callers.stranger-cancel", "metered.failed-work", *ap2}
     assert {r.spec.id for r in interface if r.outcome is Outcome.SKIPPED} == not_applicable
     assert all(r.outcome is Outcome.FAILED for r in interface if r.spec.id not in not_applicable), (

@@ -20,8 +20,9 @@ payee, amount and payment among them), which returns the `AcceptedMandates` or r
 keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
 recurrence are checked against. The issuer keys a tenant trusts are its `TrustedIssuers` (`_issuers`): its
 JWK Set files and `https` sources, fetched with a timeout and a size limit and cached by `kid`; a
-payment's mandates are verified against `keys_for(issuer_kids(mandates))`. `Ap2EvidenceStore` keeps a
-round's checkout, mandates and receipts for disputes, and purges them after their retention.
+payment's mandates are verified against `keys_for(issuer_kids(mandates))`, a v0.2 `user_authorization`
+against `keys_for(token_kids(user_authorization))`. `Ap2EvidenceStore` keeps a round's checkout,
+mandates and receipts for disputes, and purges them after their retention.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
         sign_checkout,
     )
     from ._evidence import Ap2Evidence, Ap2EvidenceStore, ap2_evidence_metadata
-    from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids
+    from ._issuers import IssuerSourceError, TrustedIssuers, check_issuer_url, issuer_kids, token_kids
     from ._keys import (
         CHECKOUT_JWT_TYPE,
         CheckoutKeyError,
@@ -121,6 +122,7 @@ __all__ = [
     "merchant_issuer",
     "sign_checkout",
     "success_receipts",
+    "token_kids",
     "verify_mandate",
     "verify_mandates",
     "verify_payment_mandate",
@@ -139,7 +141,7 @@ _EXPORTS = {
         "sign_checkout",
     ),
     "_evidence": ("Ap2Evidence", "Ap2EvidenceStore", "ap2_evidence_metadata"),
-    "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids"),
+    "_issuers": ("IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids", "token_kids"),
     "_keys": (
         "CHECKOUT_JWT_TYPE",
         "CheckoutKeyError",

@@ -3,7 +3,8 @@
 A tenant's `ap2.issuers` names JWK Sets of the Trusted Surfaces and agent providers whose open mandates it
 takes: files, read with the tenants file (`_tenant_ap2`), and `https://` URLs, fetched here. Before a
 payment's mandates are verified, `TrustedIssuers.keys_for` is asked for the `kid`s their open mandates name
-(`issuer_kids`) and answers the keys trusted now, from the files and the sources' cached sets.
+(`issuer_kids`; on A2A 0.3 the one a `user_authorization` names, `token_kids`) and answers the keys trusted
+now, from the files and the sources' cached sets.
 
 Rules of the `https` sources:
 
@@ -40,7 +41,7 @@ from a2a_x402.observability import unreachable_reason
 
 from ._sdk import IssuerKeys
 
-__all__ = ["IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids"]
+__all__ = ["IssuerSourceError", "TrustedIssuers", "check_issuer_url", "issuer_kids", "token_kids"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,16 @@ def check_issuer_url(url: str) -> None:
 def issuer_kids(mandates: Ap2Mandates) -> frozenset[str]:
     """The `kid`s of the issuer-signed JWTs that open the mandates (read, not verified): the keys their
     verification will ask for. A token without a readable `kid` names none (its verification refuses it)."""
+    return token_kids(mandates.checkout_mandate, mandates.payment_mandate)
+
+
+def token_kids(*tokens: object) -> frozenset[str]:
+    """The `kid`s the first JWTs of `tokens` (SD-JWTs or JWTs, read, not verified) name in their headers:
+    of the mandates of §20.4, or of a `user_authorization` (§20.7). Anything else names none."""
     kids: set[str] = set()
-    for token in (mandates.checkout_mandate, mandates.payment_mandate):
+    for token in tokens:
+        if not isinstance(token, str):
+            continue
         header = token.split("~", 1)[0].split(".", 1)[0][:_MAX_HEADER_CHARS]
         try:
             decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))

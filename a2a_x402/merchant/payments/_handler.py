@@ -321,7 +321,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         # The embedded flow's mandates (§20.5): verified first, and counted with the presentation.
         mandates = None
         if self._carts is not None and self._carts.applies(offer, embedded):  # §20.7's v0.2 form
-            self._carts.check(call_context.tenant, offer, message, embedded)
+            await self._carts.check(call_context.tenant, offer, message, embedded)
         elif self._mandates is not None:
             mandates = await self._mandates.check(call_context.tenant, offer, data, message)
         # Bound to this task before anything is verified: an authorization once presented here, whatever

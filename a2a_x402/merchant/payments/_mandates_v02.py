@@ -50,8 +50,10 @@ from ..ap2 import (
     CheckoutNotOffered,
     MandateRefused,
     ParAsset,
+    TrustedIssuers,
     build_cart,
     checkout_claims,
+    token_kids,
     verify_payment_mandate,
 )
 from ..tenants import TenantAp2, tenant_name
@@ -105,12 +107,20 @@ class CartOffer:
 class CartMandates:
     """The v0.2 form of the embedded flow for the tenants of `pricing` whose `ap2` entry is required.
 
-    `titles` are the skills' names by id, the cart's item labels (a skill not named is labelled by its id).
+    `titles` are the skills' names by id, the cart's item labels (a skill not named is labelled by its id);
+    `issuers` the issuer keys each tenant trusts, by tenant id (its files and `https` sources, as on A2A 1.0;
+    a tenant not there trusts its files' keys only).
     """
 
-    def __init__(self, pricing: Pricing, titles: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        pricing: Pricing,
+        titles: Mapping[str, str] | None = None,
+        issuers: Mapping[str, TrustedIssuers] | None = None,
+    ) -> None:
         self._pricing = pricing
         self._titles = dict(titles or {})
+        self._issuers = dict(issuers or {})
         self._said: set[tuple[str, str]] = set()
 
     def offer(
@@ -207,7 +217,7 @@ class CartMandates:
         a `PaymentMandate` (`embedded`, from `payment_of`), or the round was offered with a cart."""
         return embedded is not None or _stored_cart(offer) is not None
 
-    def check(
+    async def check(
         self, tenant_id: str, offer: Offer, message: Message, embedded: PaymentSubmittedData | None
     ) -> None:
         """Verify the `PaymentMandate` of `message`, whose payment `payment_of` read (`embedded`), against
@@ -229,11 +239,15 @@ class CartMandates:
                     Ap2ErrorCode.INVALID_MANDATE,
                     "this round's AP2 CartMandate is paid only with a PaymentMandate on A2A 0.3",
                 )
+            mandate = _mandate_parts(message)[0]
+            # The keys of the issuer user_authorization names, an https source fetched if it must be.
+            trusted = self._issuers.get(tenant_id) or TrustedIssuers(ap2.issuers)
+            issuers = await trusted.keys_for(token_kids(mandate.get("user_authorization")))
             verify_payment_mandate(
                 cart,
-                _mandate_parts(message)[0],
+                mandate,
                 keys=ap2.checkout_keys,
-                issuers=ap2.issuers,
+                issuers=issuers,
                 merchant_id=ap2.merchant_id,
                 now=int(time.time()),
             )

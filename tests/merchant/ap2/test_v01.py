@@ -27,6 +27,7 @@ from a2a_x402.merchant.ap2 import build_cart, cart_digest, load_checkout_keys
 from a2a_x402.merchant.edge import JSONRPC_PATH, tenant_root
 from a2a_x402.payer import sign_payment
 from a2a_x402.storage import create_engine
+from tests.agentcard.conftest import KeyServer
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.ap2 import MERCHANT, new_key, public_jwks
 from tests.fixtures.ap2_v01 import Shopper, cart_of, digest, mandate_message, x402_terms
@@ -328,3 +329,43 @@ async def test_one_mandate_sent_twice_at_once_pays_once_and_no_secret_is_told(
     logged = "\n".join(record.getMessage() for record in caplog.records)
     for secret in secrets:
         assert secret not in told.lower() and secret not in logged.lower()
+
+
+async def test_a_user_authorization_of_an_issuer_fetched_over_https_pays_on_0_3(
+    start_merchant: MerchantStarter,
+    database_url: str,
+    tmp_path: Path,
+    chain: DevChain,
+    tls_key_server: KeyServer,
+    tls_ca_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """strict trusts only an agent provider's JWK Set at an https URL (as on A2A 1.0, `TrustedIssuers`):
+    its user_authorization pays the cart, a stranger's is refused, and the stranger's unknown kid does
+    not make the merchant ask the provider again."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_ca_file))
+    provider = new_key("agent-provider-1")
+    tls_key_server.jwks = public_jwks(provider)
+    write_key(tmp_path / "strict.pem")
+    (tmp_path / "tenants.toml").write_text(
+        f'[tenants.strict]\npay_to = "{STRICT[0]}"\nprice = {STRICT[1]}\n\n'
+        f'[tenants.strict.ap2]\nmerchant = {{ id = "{MERCHANT.id}", name = "{MERCHANT.name}" }}\n'
+        f'checkout_keys = ["strict.pem"]\nissuers = ["{tls_key_server.jwks_url}"]\nrequired = true\n'
+    )
+    shop = start_merchant(database_url, tenants_file=tmp_path / "tenants.toml")
+    now = int(time.time())
+    payer_key = chain.new_payer()
+    agent = new_key()
+    async with WireV0_3.client(shop.base_url) as http:
+        wire = WireV0_3(http, "jsonrpc", "strict")
+        task = await wire.send(message_v0_3("The quick brown fox."))
+        cart = cart_of(task)
+        paid = v1_payload(payer_key, x402_terms(cart))
+        stranger = Shopper(new_key("stranger-1"), agent)
+        message = mandate_message(task["id"], stranger.pay(cart, paid, merchant_id=MERCHANT.id, now=now))
+        assert "invalid_credential" in await refused(wire, message)
+        good = Shopper(provider, agent).pay(cart, paid, merchant_id=MERCHANT.id, now=now)
+        done = await wire.send(mandate_message(task["id"], good))
+        assert state_of(done) == "completed", done
+    assert tls_key_server.hits["/.well-known/jwks.json"] == 1
+    assert len(await ledger_entries(shop.database_url, tenant="strict")) == 1
