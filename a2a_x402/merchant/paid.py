@@ -222,7 +222,9 @@ def paid_app(
     )
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
-    offers = OfferStore(engine, events=outbox)
+    # A round's end decides the use its AP2 mandates reserved, in the same transaction (§20.5).
+    mandate_usage = MandateUsageStore(engine)
+    offers = OfferStore(engine, events=outbox, usage=mandate_usage)
     unpaid = UnpaidWork(
         engine,
         tenants=tenants,
@@ -304,10 +306,10 @@ def paid_app(
         limits=unpaid,
     )
     ap2 = ap2_declarations(tenants, settings.base_url)
-    # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
-    issuers = {tenant.id: tenant.ap2.issuers for tenant in tenants if tenant.ap2 is not None}
-    mandates = (
-        PaymentMandates(((d, issuers[d.tenant]) for d in ap2), MandateUsageStore(engine)) if ap2 else None
+    # Tenants in the embedded flow verify a payment's mandates; the others refuse them.
+    embedded = {tenant.id: tenant.ap2 for tenant in tenants if tenant.ap2 is not None}
+    mandates = PaymentMandates(
+        ((d, embedded[d.tenant].issuers, embedded[d.tenant].checkout_keys) for d in ap2), mandate_usage
     )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),

@@ -13,8 +13,9 @@ receipts that end a round (`success_receipts`, `error_receipts`).
 
 A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
 payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
-keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
-recurrence are checked against.
+keeps what was accepted under each open payment mandate (reserve, then confirm or release with the change of
+state that ends the round, `decide_in`), which its budget and recurrence are checked against. A round's
+stored checkout that cannot be read is a `StoredCheckoutError`, the merchant's fault.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
         verify_mandate,
     )
     from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
-    from ._verify import AcceptedMandates, UsageReader, verify_mandates
+    from ._verify import AcceptedMandates, StoredCheckoutError, UsageReader, verify_mandates
 
 __all__ = [
     "CHECKOUT_JWT_TYPE",
@@ -76,6 +77,7 @@ __all__ = [
     "ReceiptSubject",
     "Reservation",
     "SignedCheckout",
+    "StoredCheckoutError",
     "UseState",
     "UsageReader",
     "VerifiedMandate",
@@ -125,7 +127,7 @@ _EXPORTS = {
         "verify_mandate",
     ),
     "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
-    "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
+    "_verify": ("AcceptedMandates", "StoredCheckoutError", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -67,7 +67,7 @@ from ._layer import refuse_without_layer
 from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
+from ._outcomes import OutcomeListener, PaymentOutcome, add_ap2_receipts, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
@@ -215,9 +215,10 @@ class PaymentExecutor(AgentExecutor):
         data = PaymentRequiredData(required=terms, error=error)
         if checkout is not None:  # the checkout goes before the status that offers its terms (§20.3)
             await event_queue.enqueue_event(checkout_artifact(task_id, context_id, checkout))
-        await event_queue.enqueue_event(
-            agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
-        )
+        status = agent_status(task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, text, data, dialect)
+        if error is not None:  # fresh terms end the round whose payment failed (T4, T11)
+            add_ap2_receipts(status, context, self._pricing.tenants, error=error)
+        await event_queue.enqueue_event(status)
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
         task_id, context_id = turn_ids(context)
@@ -385,17 +386,23 @@ class PaymentExecutor(AgentExecutor):
                 )
             )
         self._tell(context.tenant, PaymentOutcome.SETTLED)
-        text = settled_text(response.transaction)
-        await event_queue.enqueue_event(
-            agent_status(
-                task_id,
-                context_id,
-                TaskState.TASK_STATE_COMPLETED,
-                text,
-                PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage),
-                dialect,
-            )
+        completed = PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage)
+        status = agent_status(
+            task_id,
+            context_id,
+            TaskState.TASK_STATE_COMPLETED,
+            settled_text(response.transaction),
+            completed,
+            dialect,
         )
+        add_ap2_receipts(
+            status,
+            context,
+            self._pricing.tenants,
+            transaction=response.transaction,
+            network=requirements.network,
+        )
+        await event_queue.enqueue_event(status)
 
     async def _fail(
         self,
@@ -431,16 +438,10 @@ class PaymentExecutor(AgentExecutor):
             task_id, OfferState.FAILED, receipts=stored, error=error.value, event=event
         ):
             return  # decided elsewhere meanwhile: its decider tells the task
-        await event_queue.enqueue_event(
-            agent_status(
-                task_id,
-                context_id,
-                TaskState.TASK_STATE_FAILED,
-                text,
-                PaymentFailedData(error=error, receipts=receipts),
-                dialect,
-            )
-        )
+        failed = PaymentFailedData(error=error, receipts=receipts)
+        status = agent_status(task_id, context_id, TaskState.TASK_STATE_FAILED, text, failed, dialect)
+        add_ap2_receipts(status, context, self._pricing.tenants, error=error)
+        await event_queue.enqueue_event(status)
 
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
         if self._on_outcome is not None:

@@ -314,9 +314,7 @@ class PaymentRequestHandler(DelegatingRequestHandler):
                 )
             raise _Represented(task.status.message.message_id)
         # The embedded flow's mandates (§20.5): verified first, and counted with the presentation.
-        mandates = (
-            await self._mandates.check(call_context.tenant, offer, data, message) if self._mandates else None
-        )
+        mandates = await self._mandates.check(call_context, offer, data, message) if self._mandates else None
         # Bound to this task before anything is verified: an authorization once presented here, whatever
         # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
         signer = signer_of(payload)

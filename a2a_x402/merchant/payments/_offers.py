@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from a2a.types import TaskState
@@ -38,6 +39,9 @@ from a2a_x402.storage import write, write_transaction
 
 from ..webhooks import EventType, Outbox
 from ._offer_table import UNBOOKED, UNFINISHED, UNTOLD, Offer, OfferState, offer_of, offers_table
+
+if TYPE_CHECKING:
+    from ..ap2 import MandateUsageStore
 
 __all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "OfferStore"]
 
@@ -62,6 +66,14 @@ TOLD_BY = {
 }
 """The final task state that tells each decided outcome."""
 _OUTCOME_TOLD_BY = {state: outcome for outcome, state in TOLD_BY.items()}
+_ENDS_ROUND = {
+    OfferState.PAID: True,
+    OfferState.FAILED: False,
+    OfferState.OFFERED: False,
+    OfferState.REJECTED: False,
+}
+"""The states that end a round, and whether the round settled: its AP2 mandates' use (§20.5) is confirmed
+or released in the transaction that moves the offer there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +109,9 @@ _FOR_PAYMENT = sa.select(offers_table).where(
 # once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
 _UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
 _ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
-_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant)
+_ADVANCE_RETURNING = _ADVANCE.returning(
+    offers_table.c.tenant, offers_table.c.round, offers_table.c.checkout_jwt.is_not(None).label("embedded")
+)
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
     offers_table.c.round == sa.bindparam("_round"),
@@ -127,11 +141,19 @@ def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[st
 
 
 class OfferStore:
-    """Reads and advances payment offers; every change is one short transaction."""
+    """Reads and advances payment offers; every change is one short transaction.
 
-    def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
+    With `usage`, a change that ends a round offered with an AP2 checkout also decides the use its
+    mandates reserved (`MandateUsageStore.decide_in`), in the same transaction: confirmed when the round
+    is paid, released when it failed, was offered again or rejected.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, events: Outbox | None = None, usage: MandateUsageStore | None = None
+    ):
         self._engine = engine
         self._events = events
+        self._usage = usage
         postgres = engine.dialect.name == "postgresql"
         # On PostgreSQL a write of one statement is its own transaction, in autocommit: no BEGIN and COMMIT
         # round trips around it (three of a paid turn's writes are one statement).
@@ -277,7 +299,11 @@ class OfferStore:
         crash.
         """
         if event is None or self._events is None:
-            return await self._write_one(_ADVANCE, _changes(task_id, state, values)) == 1
+            changes = _changes(task_id, state, values)
+            if self._usage is None or state not in _ENDS_ROUND:
+                return await self._write_one(_ADVANCE, changes) == 1
+            deciding = partial(self._advance_deciding, changes=changes, state=state)
+            return await write(self._engine, deciding, isolated=True) is not None
         async with write_transaction(self._engine) as connection:
             return await self.advance_in(connection, task_id, state, event=event, **values)
 
@@ -292,13 +318,31 @@ class OfferStore:
     ) -> bool:
         """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
         changes = _changes(task_id, state, values)
-        if event is None or self._events is None:
+        deciding = self._usage is not None and state in _ENDS_ROUND
+        if not deciding and (event is None or self._events is None):
             return (await connection.execute(_ADVANCE, changes)).rowcount == 1
-        tenant = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).scalar_one_or_none()
+        if deciding:
+            tenant = await connection.run_sync(self._advance_deciding, changes, state)
+        else:
+            moved = (await connection.execute(_ADVANCE_RETURNING, changes)).first()
+            tenant = None if moved is None else str(moved.tenant)
         if tenant is None:
             return False
-        await self._events.record_event(connection, tenant, event[0], event[1])
+        if event is not None and self._events is not None:
+            await self._events.record_event(connection, tenant, event[0], event[1])
         return True
+
+    def _advance_deciding(
+        self, connection: sa.Connection, changes: dict[str, Any], state: OfferState
+    ) -> str | None:
+        """Move the offer (`changes`) to `state`, a state that ends its round, and decide the use of the
+        round's mandates on the same `connection`: the offer's tenant, or None if it did not move."""
+        moved = connection.execute(_ADVANCE_RETURNING, changes).first()
+        if moved is None:
+            return None
+        if moved.embedded and self._usage is not None:
+            self._usage.decide_in(connection, changes["_task_id"], moved.round, settled=_ENDS_ROUND[state])
+        return str(moved.tenant)
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
         """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""

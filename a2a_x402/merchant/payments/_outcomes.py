@@ -4,22 +4,33 @@ Every payment the executor takes ends in exactly one outcome: `settled`; `refuse
 gets fresh terms, e.g. expired or underfunded); or `failed` (the task failed with `payment-failed`,
 nothing charged unless the receipts say otherwise). Each refused or failed payment is one WARNING line
 with the task, the tenant, the extension's error code and the facilitator's reason.
+
+The status that ends a round whose AP2 mandates were accepted (§20.6) carries the merchant's receipts in a
+`data` part beside its text (`add_ap2_receipts`): success receipts on `payment-completed`, error receipts
+with the extension object's `error` on `payment-failed` and on fresh terms.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from enum import StrEnum
+
+from a2a.server.agent_execution import RequestContext
+from a2a.types import Part, TaskStatusUpdateEvent
+from google.protobuf.struct_pb2 import Value
 
 from a2a_x402.extension import RETRYABLE_ERROR_CODES, PaymentErrorCode
 from a2a_x402.facilitator import PERMIT2_ADDRESS
 from a2a_x402.facilitator.wire import Reason
 
-from ..tenants import tenant_name
+from ..ap2 import ReceiptSubject, error_receipts, success_receipts
+from ..tenants import TenantRegistry, tenant_name
+from ._mandates import ROUND_MANDATES_KEY
 from ._refusals import client_text
 
-__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text"]
+__all__ = ["OutcomeListener", "PaymentOutcome", "add_ap2_receipts", "failure_text", "log_unpaid"]
 
 logger = logging.getLogger("a2a_x402.merchant.payments")
 
@@ -99,3 +110,36 @@ def log_unpaid(
             "reason": reason,
         },
     )
+
+
+def add_ap2_receipts(
+    event: TaskStatusUpdateEvent,
+    context: RequestContext,
+    tenants: TenantRegistry,
+    *,
+    error: PaymentErrorCode | None = None,
+    transaction: str | None = None,
+    network: str = "",
+) -> None:
+    """Add the AP2 receipts of the round ending with `event` to its message (§20.6), when this request's
+    mandates were accepted for it (`ROUND_MANDATES_KEY`): success receipts naming `transaction` on
+    `network`, or error receipts with `error` and the status's text as their description."""
+    state = context.call_context.state if context.call_context is not None else {}
+    subject = state.get(ROUND_MANDATES_KEY)
+    tenant = tenants.get(context.tenant)
+    ap2 = tenant.ap2 if tenant is not None else None
+    # A metered round settled for 0 moved nothing: no transaction for a payment receipt to confirm.
+    if not isinstance(subject, ReceiptSubject) or ap2 is None or transaction == "":
+        return
+    now, keys = int(time.time()), ap2.checkout_keys
+    if transaction is not None:
+        receipts = success_receipts(
+            keys, subject, merchant=ap2.merchant, transaction=transaction, network=network, now=now
+        )
+    else:
+        text = " ".join(part.text for part in event.status.message.parts if part.text)
+        code = error or PaymentErrorCode.SETTLEMENT_FAILED
+        receipts = error_receipts(keys, subject, merchant=ap2.merchant, error=code, description=text, now=now)
+    data = Value()
+    data.struct_value.update(receipts.to_wire())
+    event.status.message.parts.append(Part(data=data, media_type="application/json"))
