@@ -109,8 +109,10 @@ _FOR_PAYMENT = sa.select(offers_table).where(
 # once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
 _UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
 _ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
+# Whether the round had a checkout, as the length of its JWT (NULL without one): SQLite 3.40 answers
+# `checkout_jwt IS NOT NULL` wrongly in a RETURNING clause (true for a NULL), `length` rightly.
 _ADVANCE_RETURNING = _ADVANCE.returning(
-    offers_table.c.tenant, offers_table.c.round, offers_table.c.checkout_jwt.is_not(None).label("embedded")
+    offers_table.c.tenant, offers_table.c.round, sa.func.length(offers_table.c.checkout_jwt).label("checkout")
 )
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
@@ -340,7 +342,7 @@ class OfferStore:
         moved = connection.execute(_ADVANCE_RETURNING, changes).first()
         if moved is None:
             return None
-        if moved.embedded and self._usage is not None:
+        if moved.checkout and self._usage is not None:
             self._usage.decide_in(connection, changes["_task_id"], moved.round, settled=_ENDS_ROUND[state])
         return str(moved.tenant)
 
