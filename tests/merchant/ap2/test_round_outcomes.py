@@ -4,7 +4,8 @@ the task) releases its use, so that the open mandate's budget is not consumed an
 it is paid; the status ending the round carries error receipts with the extension object's error. Refused
 mandates carry the same `ap2Error` and error receipts on JSON-RPC, HTTP+JSON and gRPC, and mandates sent to
 a tenant without an `ap2` entry (or to a merchant without any) are refused `mandates_not_supported`,
-changing nothing.
+changing nothing. A round's stored checkout that cannot be read is the merchant's error, never a
+traceback, and changes nothing either.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from eth_account import Account
 
 from a2a_x402.devchain import DevChain
@@ -25,6 +27,7 @@ from a2a_x402.extension import (
     PaymentRequiredData,
 )
 from a2a_x402.payer import OpenMandates, present_mandates, sign_payment
+from a2a_x402.storage import create_engine, write_transaction
 from tests.facilitator.payments import cancel_authorization
 from tests.fixtures.a2a_errors import A2ACallError
 from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key
@@ -212,3 +215,34 @@ async def test_a_merchant_without_any_ap2_tenant_refuses_mandates_and_changes_no
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
         assert status_receipts(done) is None
     assert chain.balance_of(Account.from_key(payer_key).address) == before - entry.amount
+
+
+@pytest.mark.error_logs("why: the round's stored checkout is corrupted on purpose")
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_corrupt_stored_checkout_is_the_merchants_error_and_changes_nothing(
+    shop: RunningMerchant, chain: DevChain, user_key: Any
+) -> None:
+    now = int(time.time())
+    opened = issue_open_mandates(user_key, new_key(), OpenTerms(), now=now)
+    async with shop.http() as http:
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task = (await wire.send(user_message()))["task"]
+        [entry] = offered_terms(task).accepts
+        payload = sign_payment(chain.new_payer(), entry).to_json_dict()
+        mandates = _present(opened, task, payload, now=now)
+        engine = create_engine(shop.database_url)
+        try:
+            async with write_transaction(engine) as connection:
+                await connection.execute(
+                    sa.text("UPDATE payment_offers SET checkout_jwt = 'h.bm90IGpzb24.s' WHERE task_id = :t"),
+                    {"t": task["id"]},
+                )
+        finally:
+            await engine.dispose()
+        with pytest.raises(A2ACallError) as failed:
+            await wire.send(with_mandates(payment_message(task["id"], payload), mandates))
+        assert failed.value.rpc_code == -32603
+        assert "checkout cannot be read" in failed.value.message and "Traceback" not in failed.value.message
+        assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert await rows(shop.database_url, "payment_presentations") == []
+    assert await rows(shop.database_url, "ap2_mandate_uses") == []
