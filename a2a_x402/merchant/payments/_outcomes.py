@@ -132,14 +132,21 @@ def add_ap2_receipts(
     if not isinstance(subject, ReceiptSubject) or ap2 is None or transaction == "":
         return
     now, keys = int(time.time()), ap2.checkout_keys
-    if transaction is not None:
-        receipts = success_receipts(
-            keys, subject, merchant=ap2.merchant, transaction=transaction, network=network, now=now
-        )
-    else:
-        text = " ".join(part.text for part in event.status.message.parts if part.text)
-        code = error or PaymentErrorCode.SETTLEMENT_FAILED
-        receipts = error_receipts(keys, subject, merchant=ap2.merchant, error=code, description=text, now=now)
+    try:
+        if transaction is not None:
+            receipts = success_receipts(
+                keys, subject, merchant=ap2.merchant, transaction=transaction, network=network, now=now
+            )
+        else:
+            text = " ".join(part.text for part in event.status.message.parts if part.text)
+            code = error or PaymentErrorCode.SETTLEMENT_FAILED
+            receipts = error_receipts(
+                keys, subject, merchant=ap2.merchant, error=code, description=text, now=now
+            )
+    except ValueError as exc:
+        # A facilitator's answer a receipt cannot name (not a transaction hash): the round still ends.
+        logger.warning("task %s: its AP2 receipts could not be issued: %s", event.task_id, exc)
+        return
     data = Value()
     data.struct_value.update(receipts.to_wire())
     event.status.message.parts.append(Part(data=data, media_type="application/json"))
