@@ -303,24 +303,23 @@ class MandateUsageStore:
         change of state): its reserved use is confirmed if the round ``settled``, else released, so that
         a payment that moved nothing does not use up the budget (§20.5).
 
-        A release also frees any use still reserved for an earlier round of the task (one whose payment
-        was never taken: its round was offered again before the payment was), since none of them can
-        settle any more.
+        Any use still reserved for an earlier round of the task (one whose payment was never taken: its
+        round was offered again, or the task canceled, between the presentation and the taking) is
+        released too, since none of them can settle any more.
 
         Returns:
             The use of round ``round_`` as decided, or None when it had none still reserved.
         """
         moment = now or datetime.now(UTC)
+        decided = None
         if settled:
             row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
-            if row is None or row.state != UseState.RESERVED.value:
-                return None
-            changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
-            if connection.execute(_DECIDE, changes).rowcount != 1:
-                return None
-            return replace(_reservation_of(row), state=UseState.CONFIRMED, decided_at=moment)
-        decided = None
-        for row in connection.execute(_RESERVED_UP_TO, {"_task_id": task_id, "_round": round_}).all():
+            if row is not None:
+                changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
+                if connection.execute(_DECIDE, changes).rowcount == 1:
+                    decided = replace(_reservation_of(row), state=UseState.CONFIRMED, decided_at=moment)
+        releasing = {"_task_id": task_id, "_round": round_ - 1 if settled else round_}
+        for row in connection.execute(_RESERVED_UP_TO, releasing).all():
             if _release(connection, row, moment) and row.round == round_:
                 decided = replace(_reservation_of(row), state=UseState.RELEASED, decided_at=moment)
         return decided

@@ -176,7 +176,7 @@ def _receipts(
         subject,
         merchant=declaration.merchant,
         error=refused.code,
-        description=refused.detail,
+        description=refused.detail or refused.code.value,
         now=int(time.time()),
     )
 

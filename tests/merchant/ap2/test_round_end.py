@@ -3,7 +3,8 @@ whichever of the three ways the payment layer writes that change, on SQLite and 
 its own (recovery's failure, a metered round paid for 0), an `advance` with its webhook event (the
 executor's failure and fresh terms), and `advance_in` inside the caller's transaction (the booking of a
 paid round). Paid, the use is confirmed; failed, offered again or rejected, it is released and its
-amount taken off the open mandate's record. A change that does not happen decides nothing, and a
+amount taken off the open mandate's record, as is any use of an earlier round whose payment was never
+taken. A change that does not happen decides nothing, and a
 transaction that rolls back takes the decision with it. Recovery failing an interrupted turn releases it.
 """
 
@@ -38,6 +39,7 @@ TERMS = {"x402Version": 2, "accepts": []}
 # What the decision reads of the offer is only that its round had a checkout; the JWT is not read.
 CHECKOUT = "header.claims.signature"
 _USE_STATE = sa.text("SELECT state FROM ap2_mandate_uses WHERE task_id = :task_id")
+_ROUND_STATES = sa.text("SELECT round, state FROM ap2_mandate_uses WHERE task_id = :task_id ORDER BY round")
 
 
 class Rounds:
@@ -203,3 +205,39 @@ async def test_recovery_failing_an_interrupted_turn_releases_its_use(
     assert offer is not None and offer.state is OfferState.FAILED
     assert await rounds.state(task_id) is UseState.RELEASED
     assert (await rounds.counted()).total == 0
+
+
+async def test_a_use_whose_payment_was_never_taken_is_released_when_a_later_round_is_paid(
+    rounds: Rounds,
+) -> None:
+    # Round 1's mandates were reserved with their presentation, but the round was offered again before
+    # the payment was taken: round 2 is paid, and round 1's use, which can never settle, stops counting.
+    task_id = f"task-{uuid.uuid4().hex}"
+    offer = {
+        "task_id": task_id,
+        "tenant": TENANT,
+        "context_id": "ctx-1",
+        "skill": "text-stats",
+        "dialect": "v0.3",
+        "required": TERMS,
+        "request": {},
+        "checkout_jwt": CHECKOUT,
+    }
+    assert await rounds.offers.offer(**offer)
+    stale = await rounds.shopper.accepted()
+    rounds.open_mandate = stale.open_mandate
+    await rounds.usage.reserve(stale, tenant=TENANT, task_id=task_id, round_=1)
+    assert await rounds.offers.offer(**offer)  # round 2
+    await rounds.usage.reserve(await rounds.shopper.accepted(), tenant=TENANT, task_id=task_id, round_=2)
+    assert await rounds.offers.submit(
+        task_id, round_=2, payer="0x" + "11" * 20, nonce="0x02", payload={}, payload_hash="h", accepted={}
+    )
+    assert (await rounds.counted()).total == 2 * PRICE_CENTS
+
+    assert await rounds.offers.advance(task_id, OfferState.SETTLING)
+    assert await rounds.offers.advance(task_id, OfferState.PAID, receipts=[])
+
+    async with rounds.offers.engine.connect() as connection:
+        states = (await connection.execute(_ROUND_STATES, {"task_id": task_id})).all()
+    assert [tuple(row) for row in states] == [(1, "released"), (2, "confirmed")]
+    assert (await rounds.counted()).total == PRICE_CENTS
