@@ -260,6 +260,7 @@ def build_reconciler(
         tasks=tasks if tasks is not None else TenantTaskStore(engine, on_final=offers.told_in),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
+        tenants=tenants,
     )
     return Reconciler(
         facilitator=facilitator,

@@ -136,6 +136,12 @@ _ROUND_USE = sa.select(uses_table).where(
     uses_table.c.round == sa.bindparam("_round"),
     sa.text(_LIVE),
 )
+_LATEST_ROUND_USE = (
+    sa.select(uses_table)
+    .where(uses_table.c.task_id == sa.bindparam("_task_id"), uses_table.c.round == sa.bindparam("_round"))
+    .order_by(uses_table.c.reserved_at.desc())
+    .limit(1)
+)
 _DECIDE = (
     sa.update(uses_table)
     .where(
@@ -176,6 +182,13 @@ class MandateUsageStore:
         """The use that counts for round ``round_`` of ``task_id`` (reserved or confirmed), if any."""
         async with self._engine.connect() as connection:
             row = (await connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_})).first()
+        return None if row is None else _reservation_of(row)
+
+    async def round_use(self, task_id: str, round_: int) -> Reservation | None:
+        """The latest use reserved for round ``round_`` of ``task_id``, whatever became of it, if any."""
+        async with self._engine.connect() as connection:
+            values = {"_task_id": task_id, "_round": round_}
+            row = (await connection.execute(_LATEST_ROUND_USE, values)).first()
         return None if row is None else _reservation_of(row)
 
     async def reserve(

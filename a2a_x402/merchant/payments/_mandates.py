@@ -52,7 +52,7 @@ from ..ap2 import (
 from ._offer_table import Offer
 from ._refusals import mandate_refusal
 
-__all__ = ["ROUND_MANDATES_KEY", "PaymentMandates", "Reserve"]
+__all__ = ["ROUND_MANDATES_KEY", "PaymentMandates", "Reserve", "mandates_of", "receipt_subject"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class PaymentMandates:
                 now=int(time.time()),
             )
         except MandateRefused as refused:
-            subject = None if mandates is None else _subject_of(mandates, offer)
+            subject = None if mandates is None else receipt_subject(mandates, offer)
             raise mandate_refusal(refused, _receipts(keys, declaration, subject, refused)) from None
         except StoredCheckoutError as exc:
             # The merchant's own record is at fault: said to the operator, never blamed on the mandates.
@@ -148,9 +148,9 @@ class PaymentMandates:
         return reserve
 
 
-def _subject_of(mandates: Ap2Mandates, offer: Offer) -> ReceiptSubject | None:
-    """What error receipts answer for mandates that were read but not accepted: None when their references
-    cannot be read (not ending in an SD-JWT)."""
+def receipt_subject(mandates: Ap2Mandates, offer: Offer) -> ReceiptSubject | None:
+    """What the receipts of `offer`'s round answer for `mandates`, read but not necessarily accepted: None
+    when their references cannot be read (not ending in an SD-JWT) or the round names no `offerId`."""
     accepts = offer.required.get("accepts") if isinstance(offer.required, dict) else None
     extra = accepts[0].get("extra") if isinstance(accepts, list) and accepts else None
     offer_id = extra.get("offerId") if isinstance(extra, dict) else None

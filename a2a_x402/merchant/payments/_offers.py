@@ -188,6 +188,11 @@ class OfferStore:
         """The merchant's database."""
         return self._engine
 
+    @property
+    def usage(self) -> MandateUsageStore | None:
+        """The AP2 mandates' usage record its changes of state decide, if any."""
+        return self._usage
+
     async def offer(
         self,
         *,

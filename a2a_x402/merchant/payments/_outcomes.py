@@ -7,30 +7,46 @@ with the task, the tenant, the extension's error code and the facilitator's reas
 
 The status that ends a round whose AP2 mandates were accepted (§20.6) carries the merchant's receipts in a
 `data` part beside its text (`add_ap2_receipts`): success receipts on `payment-completed`, error receipts
-with the extension object's `error` on `payment-failed` and on fresh terms.
+with the extension object's `error` on `payment-failed` and on fresh terms. A status recovery writes gets
+them too (`add_recovered_ap2_receipts`), from the mandates of the task's history that the round's use
+names.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 
 from a2a.server.agent_execution import RequestContext
-from a2a.types import Part, TaskStatusUpdateEvent
+from a2a.types import Message, Part, TaskStatusUpdateEvent
 from google.protobuf.struct_pb2 import Value
 
-from a2a_x402.extension import RETRYABLE_ERROR_CODES, PaymentErrorCode
+from a2a_x402.extension import (
+    RETRYABLE_ERROR_CODES,
+    PaymentCompletedData,
+    PaymentData,
+    PaymentErrorCode,
+    PaymentFailedData,
+)
 from a2a_x402.facilitator import PERMIT2_ADDRESS
 from a2a_x402.facilitator.wire import Reason
 
-from ..ap2 import ReceiptSubject, error_receipts, success_receipts
+from ..ap2 import MandateRefused, ReceiptSubject, Reservation, error_receipts, success_receipts
 from ..tenants import TenantRegistry, tenant_name
-from ._mandates import ROUND_MANDATES_KEY
+from ._mandates import ROUND_MANDATES_KEY, mandates_of, receipt_subject
+from ._offer_table import Offer
 from ._refusals import client_text
 
-__all__ = ["OutcomeListener", "PaymentOutcome", "add_ap2_receipts", "failure_text", "log_unpaid"]
+__all__ = [
+    "OutcomeListener",
+    "PaymentOutcome",
+    "add_ap2_receipts",
+    "add_recovered_ap2_receipts",
+    "failure_text",
+    "log_unpaid",
+]
 
 logger = logging.getLogger("a2a_x402.merchant.payments")
 
@@ -126,10 +142,52 @@ def add_ap2_receipts(
     `network`, or error receipts with `error` and the status's text as their description."""
     state = context.call_context.state if context.call_context is not None else {}
     subject = state.get(ROUND_MANDATES_KEY)
-    tenant = tenants.get(context.tenant)
+    if isinstance(subject, ReceiptSubject):
+        _add_receipts(event, subject, tenants, context.tenant, error, transaction, network)
+
+
+def add_recovered_ap2_receipts(
+    event: TaskStatusUpdateEvent,
+    history: Iterable[Message],
+    offer: Offer,
+    tenants: TenantRegistry,
+    use: Reservation | None,
+    data: PaymentData,
+) -> None:
+    """`add_ap2_receipts` for a status that recovery writes to end `offer`'s round with `data`: the
+    mandates are those of the task's `history` message whose payment mandate is the round's `use`."""
+    if use is None or use.round != offer.round:
+        return
+    for message in reversed(list(history)):
+        try:
+            mandates = mandates_of(message)
+        except MandateRefused:
+            continue
+        subject = None if mandates is None else receipt_subject(mandates, offer)
+        if subject is None or subject.payment_reference != use.reference:
+            continue
+        if isinstance(data, PaymentFailedData):
+            _add_receipts(event, subject, tenants, offer.tenant, data.error, None, "")
+        elif isinstance(data, PaymentCompletedData):
+            paid = next((r for r in data.receipts if r.success), None)
+            if paid is not None:
+                _add_receipts(event, subject, tenants, offer.tenant, None, paid.transaction, paid.network)
+        return
+
+
+def _add_receipts(
+    event: TaskStatusUpdateEvent,
+    subject: ReceiptSubject,
+    tenants: TenantRegistry,
+    tenant_id: str,
+    error: PaymentErrorCode | None,
+    transaction: str | None,
+    network: str,
+) -> None:
+    tenant = tenants.get(tenant_id)
     ap2 = tenant.ap2 if tenant is not None else None
     # A metered round settled for 0 moved nothing: no transaction for a payment receipt to confirm.
-    if not isinstance(subject, ReceiptSubject) or ap2 is None or transaction == "":
+    if ap2 is None or transaction == "":
         return
     now, keys = int(time.time()), ap2.checkout_keys
     try:

@@ -5,27 +5,44 @@ executor's failure and fresh terms), and `advance_in` inside the caller's transa
 paid round). Paid, the use is confirmed; failed, offered again or rejected, it is released and its
 amount taken off the open mandate's record, as is any use of an earlier round whose payment was never
 taken. A change that does not happen decides nothing, and a
-transaction that rolls back takes the decision with it. Recovery failing an interrupted turn releases it.
+transaction that rolls back takes the decision with it. Recovery failing an interrupted turn releases it,
+and the status it writes carries the round's error receipts.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Value
+from joserfc import jwt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from a2a_x402.extension import AP2_CHECKOUT_RECEIPT_KEY, AP2_PAYMENT_RECEIPT_KEY
 from a2a_x402.facilitator import HttpFacilitatorClient, RpcClient
-from a2a_x402.merchant.ap2 import AcceptedMandates, MandateUsage, MandateUsageStore, UseState
+from a2a_x402.merchant.ap2 import (
+    AcceptedMandates,
+    MandateUsage,
+    MandateUsageStore,
+    UseState,
+    mandate_reference,
+)
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferState, OfferStore, PaymentRecovery
+from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.merchant.webhooks import EventType, Outbox
 from a2a_x402.storage import write_transaction
-from tests.fixtures.ap2 import PRICE_CENTS
+from tests.fixtures.ap2 import PRICE_CENTS, new_key
+from tests.merchant.ap2.shop import write_tenants
+from tests.merchant.ap2.support import published
 
 from .test_usage import Shopper
 
@@ -35,7 +52,8 @@ pytest.importorskip(
 )
 
 TENANT = "acme"
-TERMS = {"x402Version": 2, "accepts": []}
+# Read by nothing here but the receipts, which name the round's offerId.
+TERMS = {"x402Version": 2, "accepts": [{"extra": {"offerId": "offer-1"}}]}
 # What the decision reads of the offer is only that its round had a checkout; the JWT is not read.
 CHECKOUT = "header.claims.signature"
 _USE_STATE = sa.text("SELECT state FROM ap2_mandate_uses WHERE task_id = :task_id")
@@ -213,7 +231,7 @@ async def test_a_use_whose_payment_was_never_taken_is_released_when_a_later_roun
     # Round 1's mandates were reserved with their presentation, but the round was offered again before
     # the payment was taken: round 2 is paid, and round 1's use, which can never settle, stops counting.
     task_id = f"task-{uuid.uuid4().hex}"
-    offer = {
+    offer: dict[str, Any] = {
         "task_id": task_id,
         "tenant": TENANT,
         "context_id": "ctx-1",
@@ -241,3 +259,52 @@ async def test_a_use_whose_payment_was_never_taken_is_released_when_a_later_roun
         states = (await connection.execute(_ROUND_STATES, {"task_id": task_id})).all()
     assert [tuple(row) for row in states] == [(1, "released"), (2, "confirmed")]
     assert (await rounds.counted()).total == PRICE_CENTS
+
+
+async def test_the_status_recovery_ends_a_round_with_carries_its_error_receipts(
+    rounds: Rounds, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    tenants = TenantRegistry.from_toml(write_tenants(tmp_path, new_key("surface")))
+    task_id = await rounds.taken()
+    mandates = rounds.shopper.presented
+    assert mandates is not None
+    # The task as the payment message left it: the mandates part in its history, beside the payment.
+    data = Value()
+    data.struct_value.update(mandates.to_wire())
+    message = Message(
+        message_id="m-2",
+        role=Role.ROLE_USER,
+        task_id=task_id,
+        parts=[Part(text="Here is my payment."), Part(data=data, media_type="application/json")],
+    )
+    status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
+    task = Task(id=task_id, context_id="ctx-1", status=status, history=[message])
+    tasks = InMemoryTaskStore()
+    await tasks.save(task, ServerCallContext(tenant=TENANT))
+    facilitator = HttpFacilitatorClient("http://127.0.0.1:9")
+    recovery = PaymentRecovery(
+        offers=rounds.offers,
+        facilitator=facilitator,
+        ledger=Ledger(engine, Outbox(engine)),
+        chain=RpcClient("http://127.0.0.1:9"),
+        tasks=tasks,
+        stale_after_s=0.0,
+        tenants=tenants,
+    )
+    try:
+        assert await recovery.finish_abandoned() == 1
+    finally:
+        await facilitator.aclose()
+
+    told = await tasks.get(task_id, ServerCallContext(tenant=TENANT))
+    assert told is not None and told.status.state == TaskState.TASK_STATE_FAILED
+    [receipts] = [MessageToDict(part.data) for part in told.status.message.parts if part.HasField("data")]
+    ap2 = tenants.require(TENANT).ap2
+    assert ap2 is not None
+    keys = published(ap2.checkout_keys)
+    checkout = jwt.decode(receipts[AP2_CHECKOUT_RECEIPT_KEY], keys, algorithms=["ES256"]).claims
+    payment = jwt.decode(receipts[AP2_PAYMENT_RECEIPT_KEY], keys, algorithms=["ES256"]).claims
+    assert checkout["reference"] == mandate_reference(mandates.checkout_mandate)
+    assert payment["reference"] == mandate_reference(mandates.payment_mandate)
+    assert (payment["status"], payment["error"]) == ("Error", "SETTLEMENT_FAILED")
+    assert await rounds.state(task_id) is UseState.RELEASED
