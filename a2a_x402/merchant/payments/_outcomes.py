@@ -169,7 +169,7 @@ def add_recovered_ap2_receipts(
         if isinstance(data, PaymentFailedData):
             _add_receipts(event, subject, tenants, offer.tenant, data.error, None, "")
         elif isinstance(data, PaymentCompletedData):
-            paid = next((r for r in data.receipts if r.success), None)
+            paid = next((r for r in reversed(data.receipts) if r.success), None)
             if paid is not None:
                 _add_receipts(event, subject, tenants, offer.tenant, None, paid.transaction, paid.network)
         return
