@@ -212,6 +212,7 @@ async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
     from a2a_x402.facilitator import Facilitator, HttpFacilitatorClient
     from a2a_x402.storage import create_engine
 
+    from .ap2 import MandateUsageStore
     from .ledger import Ledger
     from .payments import OfferStore
     from .webhooks import Outbox
@@ -229,7 +230,7 @@ async def _reconcile_once(settings: MerchantSettings) -> ReconcileReport:
             settings,
             engine=engine,
             facilitator=facilitator,
-            offers=OfferStore(engine, events=Outbox(engine)),
+            offers=OfferStore(engine, events=Outbox(engine), usage=MandateUsageStore(engine)),
             ledger=ledger,
         )
         try:

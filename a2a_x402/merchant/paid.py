@@ -224,7 +224,9 @@ def paid_app(
     )
     outbox = Outbox(engine)
     ledger = Ledger(engine, outbox)
-    offers = OfferStore(engine, events=outbox)
+    # A round's end decides the use its AP2 mandates reserved, in the same transaction (§20.5).
+    mandate_usage = MandateUsageStore(engine)
+    offers = OfferStore(engine, events=outbox, usage=mandate_usage)
     unpaid = UnpaidWork(
         engine,
         tenants=tenants,
@@ -320,15 +322,13 @@ def paid_app(
     # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
     # to purge.
     evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)
-    mandates = (
-        KeptMandates(
-            ((d, issuers[d.tenant]) for d in ap2),
-            MandateUsageStore(engine),
-            evidence=evidence,
-            on_decision=metrics.mandates,
-        )
-        if ap2
-        else None
+    # Tenants in the embedded flow verify a payment's mandates; the others refuse them.
+    embedded = {tenant.id: tenant.ap2 for tenant in tenants if tenant.ap2 is not None}
+    mandates = KeptMandates(
+        ((d, issuers[d.tenant], embedded[d.tenant].checkout_keys) for d in ap2),
+        mandate_usage,
+        evidence=evidence,
+        on_decision=metrics.mandates,
     )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),

@@ -255,6 +255,8 @@ def build_reconciler(
     (default: a new client of `settings.rpc_url`) is the reconciler's to close."""
     if rpc is None:
         rpc = RpcClient(settings.rpc_url)
+    if tenants is None:
+        tenants = load_tenants(settings)
     recovery = PaymentRecovery(
         offers=offers,
         facilitator=facilitator,
@@ -263,6 +265,7 @@ def build_reconciler(
         tasks=tasks if tasks is not None else TenantTaskStore(engine, on_final=offers.told_in),
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
+        tenants=tenants,
     )
     return Reconciler(
         facilitator=facilitator,
@@ -273,7 +276,7 @@ def build_reconciler(
         confirmations=settings.confirmations,
         asset=settings.asset,
         chain_id=chain_id_from_caip2(settings.network),
-        pay_tos=[tenant.pay_to for tenant in (load_tenants(settings) if tenants is None else tenants)],
+        pay_tos=[tenant.pay_to for tenant in tenants],
         lookback_blocks=settings.reconcile_lookback_blocks,
         on_report=on_report,
         differences=DifferenceStore(engine),

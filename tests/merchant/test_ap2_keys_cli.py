@@ -28,9 +28,9 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
+from tests.merchant.ap2.shop import with_mandates
 from tests.merchant.ap2.support import claims_of, header_of, write_key
 from tests.merchant.ap2.test_offer import checkout_of
-from tests.merchant.ap2.test_paid_with_mandates import with_mandates
 
 pytest.importorskip(
     "ap2.sdk.mandate",

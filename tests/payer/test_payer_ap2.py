@@ -39,7 +39,7 @@ from a2a_x402.payer import (
 from tests.fixtures.ap2 import issue_open_mandates, new_key
 from tests.fixtures.commands import assert_no_secret
 from tests.fixtures.merchant import DEFAULT_PAY_TO, RunningMerchant
-from tests.merchant.ap2.test_paid_with_mandates import rows
+from tests.merchant.ap2.shop import rows
 
 from .ap2_shop import BUDGET, JSON, PRICE, TEXT, Edit, Wire, connect
 
@@ -63,7 +63,7 @@ async def test_three_tasks_are_paid_within_the_budget_and_the_fourth_is_refused_
     async with connect(shop, key, wire, mandates=opened) as payer:
         for paid in range(1, 4):
             result = await payer.pay(TEXT)
-            assert result.ap2_mandates is not None and result.ap2_receipts is None  # receipts: ap2round
+            assert result.ap2_mandates is not None and result.ap2_receipts is not None
             assert result.transaction is not None and result.settled == PRICE
             assert AP2_CHECKOUT_ARTIFACT_ID not in [a.artifact_id for a in result.artifacts]
             assert AP2_CHECKOUT_ARTIFACT_ID in [a.artifact_id for a in result.task.artifacts]
@@ -102,8 +102,10 @@ async def test_the_merchants_own_budget_refusal_is_a_typed_error(
     assert refused.value.ap2_error == Ap2ErrorCode.INVALID_MANDATE
     assert refused.value.task_id is not None
     assert balance(chain, key) == before
-    # Without the merchant's signed word that the mandates were not used, the payer keeps them counted.
-    assert shared.spent == 10
+    # The merchant's error receipts, signed with the tenant's key, say the mandates were not used: the payer
+    # gives the use back (without them it would keep it counted).
+    assert refused.value.receipts is not None
+    assert shared.spent == 0
     assert len(await rows(shop.database_url, "ap2_mandate_uses")) == 3
 
 

@@ -1,14 +1,15 @@
 """The merchant's AP2 receipts as the payer reads them (§20.6), against the real merchant on anvil and SQLite.
 
-Until the reference merchant sends its receipts, they are signed here with the tenant's own checkout key
-(`a2a_x402.merchant.ap2.success_receipts`/`error_receipts`) and put where §20.6 puts them: a data part of
-the status that ends the round, and the `ErrorInfo` metadata of a refusal. Receipts that verify are
-returned with the result (success) or the error (refusal), and resolve the payer's own usage record:
-success keeps the use, an error receipt gives it back. Receipts signed by another key are not used.
+The merchant's own receipts are where §20.6 puts them: a data part of the status that ends the round, and
+the `ErrorInfo` metadata of a refusal. Receipts that verify are returned with the result (success) or the
+error (refusal), and resolve the payer's own usage record: success keeps the use, an error receipt gives it
+back. Receipts signed by another key (put in the merchant's answer in place of its own, with the tenant's
+key or a stranger's through `a2a_x402.merchant.ap2.success_receipts`/`error_receipts`) are not used.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -33,6 +34,10 @@ pytest.importorskip(
 pytestmark = pytest.mark.timeout(90)
 
 
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 def _keys(path: Path) -> Any:
     from a2a_x402.merchant.ap2 import load_checkout_keys
 
@@ -54,7 +59,8 @@ def _subject(request: httpx.Request, task_id: str) -> Any:
 
 
 def _with_success_receipts(keys: Any, sent: list[Ap2Receipts]) -> Edit:
-    """Success receipts signed with ``keys`` added to the completion of a payment with mandates."""
+    """Success receipts signed with ``keys`` in place of the merchant's own on the completion of a payment
+    with mandates."""
     from a2a_x402.merchant.ap2 import success_receipts
 
     def edit(request: httpx.Request, body: JSON) -> JSON | None:
@@ -72,7 +78,11 @@ def _with_success_receipts(keys: Any, sent: list[Ap2Receipts]) -> Edit:
             now=int(time.time()),
         )
         sent.append(receipts)
-        status["message"]["parts"].append({"data": receipts.to_wire(), "mediaType": "application/json"})
+        parts = [
+            part for part in status["message"]["parts"] if "ap2.payment_receipt" not in part.get("data", {})
+        ]
+        assert len(parts) == len(status["message"]["parts"]) - 1  # the merchant's own receipts, replaced
+        status["message"]["parts"] = [*parts, {"data": receipts.to_wire(), "mediaType": "application/json"}]
         return body
 
     return edit
@@ -81,13 +91,18 @@ def _with_success_receipts(keys: Any, sent: list[Ap2Receipts]) -> Edit:
 async def test_success_receipts_that_verify_come_with_the_result(
     shop: RunningMerchant, chain: Any, user_key: Any, wire: Wire, tmp_path: Path
 ) -> None:
-    sent: list[Ap2Receipts] = []
-    wire.edit = _with_success_receipts(_keys(tmp_path / "acme.pem"), sent)
+    # The merchant's own receipts first, then receipts the tenant's key signed put in their place.
     opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
     async with connect(shop, chain.new_payer(), wire, mandates=opened) as payer:
         result = await payer.pay(TEXT)
-    assert result.ap2_receipts == sent[0] and result.ap2_mandates is not None
-    assert (opened.spent, opened.uses) == (10, 1)
+        assert result.ap2_receipts is not None and result.ap2_mandates is not None
+        claims = json.loads(_b64url(result.ap2_receipts.payment_receipt.split(".")[1]))
+        assert (claims["status"], claims["psp_confirmation_id"]) == ("Success", result.transaction)
+        sent: list[Ap2Receipts] = []
+        wire.edit = _with_success_receipts(_keys(tmp_path / "acme.pem"), sent)
+        again = await payer.pay(TEXT)
+    assert again.ap2_receipts == sent[0]
+    assert (opened.spent, opened.uses) == (20, 2)
 
 
 async def test_receipts_signed_by_another_key_are_not_used(

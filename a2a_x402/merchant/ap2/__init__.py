@@ -17,12 +17,14 @@ The v0.2 form on A2A 0.3 (§20.7), without the SDK: `_v01` builds a round's AP2 
 
 A payment's mandates are verified by `verify_mandates` (§20.5 steps 1 to 5, our bindings of the checkout,
 payee, amount and payment among them), which returns the `AcceptedMandates` or refuses; `MandateUsageStore`
-keeps what was accepted under each open payment mandate (reserve, confirm, release), which its budget and
-recurrence are checked against. The issuer keys a tenant trusts are its `TrustedIssuers` (`_issuers`): its
-JWK Set files and `https` sources, fetched with a timeout and a size limit and cached by `kid`; a
-payment's mandates are verified against `keys_for(issuer_kids(mandates))`, a v0.2 `user_authorization`
-against `keys_for(token_kids(user_authorization))`. `Ap2EvidenceStore` keeps a round's checkout,
-mandates and receipts for disputes, and purges them after their retention.
+keeps what was accepted under each open payment mandate (reserve, then confirm or release with the change of
+state that ends the round, `decide_in`), which its budget and recurrence are checked against. A round's
+stored checkout that cannot be read is a `StoredCheckoutError`, the merchant's fault. The issuer keys a
+tenant trusts are its `TrustedIssuers` (`_issuers`): its JWK Set files and `https` sources, fetched with a
+timeout and a size limit and cached by `kid`; a payment's mandates are verified against
+`keys_for(issuer_kids(mandates))`, a v0.2 `user_authorization` against
+`keys_for(token_kids(user_authorization))`. `Ap2EvidenceStore` keeps a round's checkout, mandates and
+receipts for disputes, and purges them after their retention.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
         cart_digest,
         verify_payment_mandate,
     )
-    from ._verify import AcceptedMandates, UsageReader, verify_mandates
+    from ._verify import AcceptedMandates, StoredCheckoutError, UsageReader, verify_mandates
 
 __all__ = [
     "CART_MANDATE_KEY",
@@ -102,6 +104,7 @@ __all__ = [
     "ReceiptSubject",
     "Reservation",
     "SignedCheckout",
+    "StoredCheckoutError",
     "TrustedIssuers",
     "UseState",
     "UsageReader",
@@ -171,7 +174,7 @@ _EXPORTS = {
         "cart_digest",
         "verify_payment_mandate",
     ),
-    "_verify": ("AcceptedMandates", "UsageReader", "verify_mandates"),
+    "_verify": ("AcceptedMandates", "StoredCheckoutError", "UsageReader", "verify_mandates"),
 }
 if not TYPE_CHECKING:  # type checkers read the imports above, and so still refuse a name not exported
     __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -121,7 +121,7 @@ class CheckoutKeys:
         if not isinstance(token, str) or len(token) > _MAX_TOKEN_CHARS or token.count(".") != 2:
             raise CheckoutTokenError("not a compact JWS")
         try:
-            header = json.loads(_b64url_decode(token.split(".", 1)[0]))
+            header = json.loads(b64url_decode(token.split(".", 1)[0]))
         except ValueError:
             raise CheckoutTokenError("the JWS header is not base64url JSON") from None
         if not isinstance(header, dict) or header.get("alg") != _ALG:
@@ -224,7 +224,12 @@ def _describe(key: object) -> str:
     return type(key).__name__.removeprefix("_").removesuffix("PrivateKey") or "non-EC"
 
 
-def _b64url_decode(text: str) -> bytes:
+def b64url_decode(text: str) -> bytes:
+    """The bytes of unpadded base64url ``text`` (the segments of a JWS), for this package's modules.
+
+    Raises:
+        ValueError: ``text`` is not base64url.
+    """
     if not _B64URL.fullmatch(text):
         raise ValueError("not base64url")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

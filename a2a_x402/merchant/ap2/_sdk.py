@@ -302,10 +302,14 @@ def _expect(mandate: VerifiedMandate, kind: MandateKind) -> None:
 def _refuse_violations(mandate: VerifiedMandate, check: Any) -> None:
     try:
         violations = check(mandate._chain)
-    except ValueError as exc:
-        # The SDK's evaluator factories raise ValueError for a constraint type they have no evaluator for.
+    except MandateRefused:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the client's data: whatever the SDK raises is a refusal
+        # The SDK's evaluator factories raise ValueError for a constraint type they have no evaluator for;
+        # a constraint whose values they cannot read (a TypeError, a KeyError) cannot be evaluated either.
         raise MandateRefused(
-            Ap2ErrorCode.UNRESOLVED_CONSTRAINT, f"the open {mandate.kind} mandate cannot be evaluated: {exc}"
+            Ap2ErrorCode.UNRESOLVED_CONSTRAINT,
+            f"the open {mandate.kind} mandate cannot be evaluated: {type(exc).__name__}: {exc}",
         ) from None
     if violations:
         raise MandateRefused(

@@ -6,7 +6,8 @@ accepted under it: the sum of the accepted ``payment_amount``s, their number and
 issuer-signed JWT, which does not change with the disclosures presented.
 
 A payment counts from the moment its mandates are accepted (``reserve``), and stops counting if its
-round ends with nothing settled (``release``); a settled round's use stays (``confirm``). Each closed
+round ends with nothing settled (``release``); a settled round's use stays (``confirm``). The payment
+layer decides it with ``decide_in``, in the transaction that records how the round ended. Each closed
 payment mandate is one use, keyed by its reference: presented again for its own round (T13) it is the
 same use, counted once, and for any other round it is refused. A round has at most one live use: the
 mandates of a second payment in a round whose first holds one are refused.
@@ -22,7 +23,7 @@ Tables ``ap2_mandate_usage`` and ``ap2_mandate_uses``, migration m0016.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -135,12 +136,29 @@ _ROUND_USE = sa.select(uses_table).where(
     uses_table.c.round == sa.bindparam("_round"),
     sa.text(_LIVE),
 )
+_LATEST_ROUND_USE = (
+    sa.select(uses_table)
+    .where(uses_table.c.task_id == sa.bindparam("_task_id"), uses_table.c.round == sa.bindparam("_round"))
+    .order_by(uses_table.c.reserved_at.desc())
+    .limit(1)
+)
 _DECIDE = (
     sa.update(uses_table)
     .where(
         uses_table.c.reference == sa.bindparam("_reference"), uses_table.c.state == UseState.RESERVED.value
     )
     .values(state=sa.bindparam("_state"), decided_at=sa.bindparam("_now"))
+)
+# The uses a round's end releases: its own and any earlier round's still reserved, the open mandates in one
+# order so that two releases lock their records in the same order.
+_RESERVED_UP_TO = (
+    sa.select(uses_table)
+    .where(
+        uses_table.c.task_id == sa.bindparam("_task_id"),
+        uses_table.c.round <= sa.bindparam("_round"),
+        uses_table.c.state == UseState.RESERVED.value,
+    )
+    .order_by(uses_table.c.open_mandate, uses_table.c.reference)
 )
 _LAST_USED = sa.select(sa.func.max(uses_table.c.reserved_at)).where(
     uses_table.c.open_mandate == sa.bindparam("_key"), sa.text(_LIVE)
@@ -164,6 +182,13 @@ class MandateUsageStore:
         """The use that counts for round ``round_`` of ``task_id`` (reserved or confirmed), if any."""
         async with self._engine.connect() as connection:
             row = (await connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_})).first()
+        return None if row is None else _reservation_of(row)
+
+    async def round_use(self, task_id: str, round_: int) -> Reservation | None:
+        """The latest use reserved for round ``round_`` of ``task_id``, whatever became of it, if any."""
+        async with self._engine.connect() as connection:
+            values = {"_task_id": task_id, "_round": round_}
+            row = (await connection.execute(_LATEST_ROUND_USE, values)).first()
         return None if row is None else _reservation_of(row)
 
     async def reserve(
@@ -263,48 +288,76 @@ class MandateUsageStore:
         return _reservation_of(values)
 
     async def confirm(self, task_id: str, round_: int, *, now: datetime | None = None) -> bool:
-        """Round ``round_`` of ``task_id`` settled: its reserved use counts for good. Whether there was one
-        to confirm (a use already released stays released)."""
-        moment = now or datetime.now(UTC)
-
-        def operation(connection: sa.Connection) -> bool:
-            row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
-            if row is None:
-                return False
-            changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
-            return bool(connection.execute(_DECIDE, changes).rowcount == 1)
-
-        return await write(self._engine, operation, isolated=True)
+        """Round ``round_`` of ``task_id`` settled: its reserved use counts for good, in a transaction of its
+        own (``decide_in``). Whether there was one to confirm (a use already released stays released)."""
+        return await self._decide(task_id, round_, settled=True, now=now)
 
     async def release(self, task_id: str, round_: int, *, now: datetime | None = None) -> bool:
-        """Round ``round_`` of ``task_id`` ended with nothing settled: its reserved use stops counting, so
-        a failed payment does not use up the budget. Whether there was one to release (a confirmed use
-        stays)."""
-        moment = now or datetime.now(UTC)
+        """Round ``round_`` of ``task_id`` ended with nothing settled: its reserved use stops counting, in a
+        transaction of its own (``decide_in``). Whether there was one to release (a confirmed use stays)."""
+        return await self._decide(task_id, round_, settled=False, now=now)
 
+    async def _decide(self, task_id: str, round_: int, *, settled: bool, now: datetime | None) -> bool:
         def operation(connection: sa.Connection) -> bool:
-            row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
-            if row is None:
-                return False
-            # The open mandate's record first, as a reservation locks it: the two never wait on each other.
-            connection.execute(_LOCKED_USAGE, {"_key": row.open_mandate}).one()
-            changes = {"_reference": row.reference, "_state": UseState.RELEASED.value, "_now": moment}
-            if connection.execute(_DECIDE, changes).rowcount != 1:
-                return False  # confirmed meanwhile
-            last_used = connection.execute(_LAST_USED, {"_key": row.open_mandate}).scalar_one()
-            connection.execute(
-                sa.update(usage_table)
-                .where(usage_table.c.open_mandate == row.open_mandate)
-                .values(
-                    total=usage_table.c.total - row.amount,
-                    uses=usage_table.c.uses - 1,
-                    last_used_at=last_used,
-                    updated_at=moment,
-                )
-            )
-            return True
+            return self.decide_in(connection, task_id, round_, settled=settled, now=now) is not None
 
         return await write(self._engine, operation, isolated=True)
+
+    def decide_in(
+        self,
+        connection: sa.Connection,
+        task_id: str,
+        round_: int,
+        *,
+        settled: bool,
+        now: datetime | None = None,
+    ) -> Reservation | None:
+        """Round ``round_`` of ``task_id`` ended, inside the caller's write on ``connection`` (the offer's
+        change of state): its reserved use is confirmed if the round ``settled``, else released, so that
+        a payment that moved nothing does not use up the budget (§20.5).
+
+        Any use still reserved for an earlier round of the task (one whose payment was never taken: its
+        round was offered again, or the task canceled, between the presentation and the taking) is
+        released too, since none of them can settle any more.
+
+        Returns:
+            The use of round ``round_`` as decided, or None when it had none still reserved.
+        """
+        moment = now or datetime.now(UTC)
+        decided = None
+        if settled:
+            row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
+            if row is not None:
+                changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
+                if connection.execute(_DECIDE, changes).rowcount == 1:
+                    decided = replace(_reservation_of(row), state=UseState.CONFIRMED, decided_at=moment)
+        releasing = {"_task_id": task_id, "_round": round_ - 1 if settled else round_}
+        for row in connection.execute(_RESERVED_UP_TO, releasing).all():
+            if _release(connection, row, moment) and row.round == round_:
+                decided = replace(_reservation_of(row), state=UseState.RELEASED, decided_at=moment)
+        return decided
+
+
+def _release(connection: sa.Connection, row: sa.Row[Any], moment: datetime) -> bool:
+    """Release the reserved use ``row`` and take it off its open mandate's record: whether it was still
+    reserved."""
+    # The open mandate's record first, as a reservation locks it: the two never wait on each other.
+    connection.execute(_LOCKED_USAGE, {"_key": row.open_mandate}).one()
+    changes = {"_reference": row.reference, "_state": UseState.RELEASED.value, "_now": moment}
+    if connection.execute(_DECIDE, changes).rowcount != 1:
+        return False  # confirmed meanwhile
+    last_used = connection.execute(_LAST_USED, {"_key": row.open_mandate}).scalar_one()
+    connection.execute(
+        sa.update(usage_table)
+        .where(usage_table.c.open_mandate == row.open_mandate)
+        .values(
+            total=usage_table.c.total - row.amount,
+            uses=usage_table.c.uses - 1,
+            last_used_at=last_used,
+            updated_at=moment,
+        )
+    )
+    return True
 
 
 def _usage_of(row: sa.Row[Any, Any, Any] | None) -> MandateUsage:

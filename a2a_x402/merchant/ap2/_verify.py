@@ -20,8 +20,6 @@ beside the mandates.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,6 +43,7 @@ from a2a_x402.facilitator.wire import (
     signer_of,
 )
 
+from ._keys import b64url_decode
 from ._receipts import ReceiptSubject
 from ._sdk import (
     IssuerKeys,
@@ -57,7 +56,7 @@ from ._sdk import (
     verify_mandate,
 )
 
-__all__ = ["AcceptedMandates", "UsageReader", "verify_mandates"]
+__all__ = ["AcceptedMandates", "StoredCheckoutError", "UsageReader", "verify_mandates"]
 
 UsageReader = Callable[[str], Awaitable[MandateUsage]]
 """Reads the merchant's record of an open payment mandate, by its key (``VerifiedMandate.open_key``)."""
@@ -67,6 +66,11 @@ _Payment = PaymentPayload | ExactPermit2PaymentPayload | UptoPaymentPayload
 
 _INSTRUMENT_TYPE = "x402"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+class StoredCheckoutError(Exception):
+    """The checkout stored for the round is not one this merchant signs (its claims unreadable): the
+    merchant's fault, not the client's. Its text says what is wrong, never the token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,8 @@ async def verify_mandates(
             first step that fails (``invalid_credential`` for step 1, ``invalid_mandate`` for steps 2
             to 5, ``unresolved_constraint`` for a constraint that cannot be evaluated,
             ``mandates_not_supported`` for a mandate or a payment not of §20.4's form).
-        ValueError: ``checkout_jwt`` is not a checkout this merchant signs (its claims unreadable).
+        StoredCheckoutError: ``checkout_jwt`` is not a checkout this merchant signs (its claims
+            unreadable); nothing was verified.
     """
     checkout = _read_checkout(checkout_jwt)
     if isinstance(payment, PaymentPayloadV1):
@@ -268,17 +273,23 @@ def _names_payer(instrument_id: object, payment: _Payment) -> bool:
 
 def _read_checkout(jwt: str) -> _Checkout:
     """The claims of the round's checkout that the verification needs. The JWT is the merchant's own, as
-    stored: it is read, not verified."""
+    stored: it is read, not verified.
+
+    Raises:
+        StoredCheckoutError: it is not a checkout this merchant signs.
+    """
     parts = jwt.split(".") if isinstance(jwt, str) and jwt.isascii() else []
     if len(parts) != 3:
-        raise ValueError("the stored checkout is not a compact JWS")
+        raise StoredCheckoutError("the stored checkout is not a compact JWS")
     try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (binascii.Error, ValueError):
-        raise ValueError("the stored checkout's claims are not base64url JSON") from None
+        claims = json.loads(b64url_decode(parts[1]))
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError among them
+        raise StoredCheckoutError("the stored checkout's claims are not base64url JSON") from None
     if not isinstance(claims, dict):
-        raise ValueError("the stored checkout's claims are not an object")
-    totals = [t for t in claims.get("totals", ()) if isinstance(t, dict) and t.get("type") == "total"]
+        raise StoredCheckoutError("the stored checkout's claims are not an object")
+    listed = claims.get("totals")
+    listed = listed if isinstance(listed, list) else []
+    totals = [t for t in listed if isinstance(t, dict) and t.get("type") == "total"]
     checkout_id, currency = claims.get("id"), claims.get("currency")
     total = totals[0].get("amount") if len(totals) == 1 else None
     expires = claims.get("exp")
@@ -289,7 +300,7 @@ def _read_checkout(jwt: str) -> _Checkout:
         or not _whole(total)
         or not _whole(expires)
     ):
-        raise ValueError("the stored checkout lacks its id, its one total, its currency or its exp")
+        raise StoredCheckoutError("the stored checkout lacks its id, its one total, its currency or its exp")
     return _Checkout(jwt, ap2_digest(jwt), checkout_id, total, currency, expires)
 
 

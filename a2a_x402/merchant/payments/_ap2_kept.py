@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
+from a2a.server.context import ServerCallContext
 from a2a.types import Message
 from a2a.utils.errors import InvalidParamsError
 
 from a2a_x402.extension import Ap2Declaration, Ap2ErrorCode, PaymentSubmittedData
 
-from ..ap2 import Ap2EvidenceStore, MandateUsageStore, TrustedIssuers
+from ..ap2 import Ap2EvidenceStore, CheckoutKeys, MandateUsageStore, TrustedIssuers
 from ._mandates import PaymentMandates, Reserve, mandates_of
 from ._offer_table import Offer
 
@@ -40,7 +41,7 @@ class KeptMandates(PaymentMandates):
 
     def __init__(
         self,
-        declarations: Iterable[tuple[Ap2Declaration, TrustedIssuers]],
+        declarations: Iterable[tuple[Ap2Declaration, TrustedIssuers, CheckoutKeys]],
         usage: MandateUsageStore,
         *,
         evidence: Ap2EvidenceStore,
@@ -51,15 +52,16 @@ class KeptMandates(PaymentMandates):
         self._on_decision = on_decision
 
     async def check(
-        self, tenant: str, offer: Offer, data: PaymentSubmittedData, message: Message
+        self, call_context: ServerCallContext, offer: Offer, data: PaymentSubmittedData, message: Message
     ) -> Reserve | None:
         """`PaymentMandates.check`, whose reservation also keeps the mandates as evidence.
 
         Raises:
             InvalidParamsError: as `PaymentMandates.check`, the refusal told to the listener first.
         """
+        tenant = call_context.tenant
         try:
-            reserve = await super().check(tenant, offer, data, message)
+            reserve = await super().check(call_context, offer, data, message)
         except InvalidParamsError as refusal:
             self._tell(tenant, refusal)
             raise

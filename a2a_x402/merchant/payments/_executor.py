@@ -68,7 +68,7 @@ from ._mandates_v02 import CartMandates
 from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome, failure_text, log_unpaid
+from ._outcomes import OutcomeListener, PaymentOutcome, add_ap2_receipts, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
@@ -223,6 +223,8 @@ class PaymentExecutor(AgentExecutor):
         if cart is not None:  # v0.2's embedded flow (§20.7): the terms are in the cart, not the status
             await event_queue.enqueue_event(cart.artifact(task_id, context_id))
             status = cart.without_terms(status)
+        if error is not None:  # fresh terms end the round whose payment failed (T4, T11)
+            add_ap2_receipts(status, context, self._pricing.tenants, error=error)
         await event_queue.enqueue_event(status)
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
@@ -391,17 +393,23 @@ class PaymentExecutor(AgentExecutor):
                 )
             )
         self._tell(context.tenant, PaymentOutcome.SETTLED)
-        text = settled_text(response.transaction)
-        await event_queue.enqueue_event(
-            agent_status(
-                task_id,
-                context_id,
-                TaskState.TASK_STATE_COMPLETED,
-                text,
-                PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage),
-                dialect,
-            )
+        completed = PaymentCompletedData(receipts=tuple(receipts), usage=outcome.usage)
+        status = agent_status(
+            task_id,
+            context_id,
+            TaskState.TASK_STATE_COMPLETED,
+            settled_text(response.transaction),
+            completed,
+            dialect,
         )
+        add_ap2_receipts(
+            status,
+            context,
+            self._pricing.tenants,
+            transaction=response.transaction,
+            network=requirements.network,
+        )
+        await event_queue.enqueue_event(status)
 
     async def _fail(
         self,
@@ -437,16 +445,10 @@ class PaymentExecutor(AgentExecutor):
             task_id, OfferState.FAILED, receipts=stored, error=error.value, event=event
         ):
             return  # decided elsewhere meanwhile: its decider tells the task
-        await event_queue.enqueue_event(
-            agent_status(
-                task_id,
-                context_id,
-                TaskState.TASK_STATE_FAILED,
-                text,
-                PaymentFailedData(error=error, receipts=receipts),
-                dialect,
-            )
-        )
+        failed = PaymentFailedData(error=error, receipts=receipts)
+        status = agent_status(task_id, context_id, TaskState.TASK_STATE_FAILED, text, failed, dialect)
+        add_ap2_receipts(status, context, self._pricing.tenants, error=error)
+        await event_queue.enqueue_event(status)
 
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:
         if self._on_outcome is not None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from a2a.types import TaskState
@@ -39,6 +40,9 @@ from a2a_x402.storage import write, write_transaction
 from ..webhooks import EventType, Outbox
 from ._ap2_books import ap2_event_data, round_ap2
 from ._offer_table import UNBOOKED, UNFINISHED, UNTOLD, Offer, OfferState, offer_of, offers_table
+
+if TYPE_CHECKING:
+    from ..ap2 import MandateUsageStore
 
 __all__ = ["CHECKED_OFFER_KEY", "CheckedOffer", "OfferStore"]
 
@@ -63,6 +67,14 @@ TOLD_BY = {
 }
 """The final task state that tells each decided outcome."""
 _OUTCOME_TOLD_BY = {state: outcome for outcome, state in TOLD_BY.items()}
+_ENDS_ROUND = {
+    OfferState.PAID: True,
+    OfferState.FAILED: False,
+    OfferState.OFFERED: False,
+    OfferState.REJECTED: False,
+}
+"""The states that end a round, and whether the round settled: its AP2 mandates' use (§20.5) is confirmed
+or released in the transaction that moves the offer there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +110,11 @@ _FOR_PAYMENT = sa.select(offers_table).where(
 # once. Building and cache-keying these per call cost more CPU than the ledger's booking statement.
 _UPDATE = offers_table.update().where(offers_table.c.task_id == sa.bindparam("_task_id"))
 _ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expanding=True)))
-_ADVANCE_RETURNING_TENANT = _ADVANCE.returning(offers_table.c.tenant, offers_table.c.round)
+# Whether the round had a checkout, as the length of its JWT (NULL without one): SQLite 3.40 answers
+# `checkout_jwt IS NOT NULL` wrongly in a RETURNING clause (true for a NULL), `length` rightly.
+_ADVANCE_RETURNING = _ADVANCE.returning(
+    offers_table.c.tenant, offers_table.c.round, sa.func.length(offers_table.c.checkout_jwt).label("checkout")
+)
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
     offers_table.c.round == sa.bindparam("_round"),
@@ -128,11 +144,19 @@ def _changes(task_id: str, state: OfferState, values: dict[str, Any]) -> dict[st
 
 
 class OfferStore:
-    """Reads and advances payment offers; every change is one short transaction."""
+    """Reads and advances payment offers; every change is one short transaction.
 
-    def __init__(self, engine: AsyncEngine, events: Outbox | None = None):
+    With `usage`, a change that ends a round offered with an AP2 checkout also decides the use its
+    mandates reserved (`MandateUsageStore.decide_in`), in the same transaction: confirmed when the round
+    is paid, released when it failed, was offered again or rejected.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, events: Outbox | None = None, usage: MandateUsageStore | None = None
+    ):
         self._engine = engine
         self._events = events
+        self._usage = usage
         postgres = engine.dialect.name == "postgresql"
         # On PostgreSQL a write of one statement is its own transaction, in autocommit: no BEGIN and COMMIT
         # round trips around it (three of a paid turn's writes are one statement).
@@ -164,6 +188,11 @@ class OfferStore:
     def engine(self) -> AsyncEngine:
         """The merchant's database."""
         return self._engine
+
+    @property
+    def usage(self) -> MandateUsageStore | None:
+        """The AP2 mandates' usage record its changes of state decide, if any."""
+        return self._usage
 
     async def offer(
         self,
@@ -278,7 +307,11 @@ class OfferStore:
         crash. A round paid with AP2 mandates adds their references to it (`ap2`).
         """
         if event is None or self._events is None:
-            return await self._write_one(_ADVANCE, _changes(task_id, state, values)) == 1
+            changes = _changes(task_id, state, values)
+            if self._usage is None or state not in _ENDS_ROUND:
+                return await self._write_one(_ADVANCE, changes) == 1
+            deciding = partial(self._advance_deciding, changes=changes, state=state)
+            return await write(self._engine, deciding, isolated=True) is not None
         async with write_transaction(self._engine) as connection:
             return await self.advance_in(connection, task_id, state, event=event, **values)
 
@@ -293,16 +326,39 @@ class OfferStore:
     ) -> bool:
         """`advance` inside the caller's transaction on `connection` (a booking's, say)."""
         changes = _changes(task_id, state, values)
-        if event is None or self._events is None:
+        deciding = self._usage is not None and state in _ENDS_ROUND
+        telling = event is not None and self._events is not None
+        if not deciding and not telling:
             return (await connection.execute(_ADVANCE, changes)).rowcount == 1
-        moved = (await connection.execute(_ADVANCE_RETURNING_TENANT, changes)).first()
+        moved = (await connection.execute(_ADVANCE_RETURNING, changes)).first()
         if moved is None:
             return False
-        # A round paid with AP2 mandates is named by them in its events, as its journal entry is.
-        references = await round_ap2(task_id, moved.round)(connection)
-        data = event[1] if references is None else {**event[1], "ap2": ap2_event_data(references)}
-        await self._events.record_event(connection, moved.tenant, event[0], data)
+        # A round paid with AP2 mandates is named by them in its events, as its journal entry is: read before
+        # the end of the round releases its use.
+        references = await round_ap2(task_id, moved.round)(connection) if telling and moved.checkout else None
+        if deciding and moved.checkout:
+            await connection.run_sync(self._decide, task_id, moved.round, state)
+        if event is not None and self._events is not None:
+            data = event[1] if references is None else {**event[1], "ap2": ap2_event_data(references)}
+            await self._events.record_event(connection, str(moved.tenant), event[0], data)
         return True
+
+    def _advance_deciding(
+        self, connection: sa.Connection, changes: dict[str, Any], state: OfferState
+    ) -> str | None:
+        """Move the offer (`changes`) to `state`, a state that ends its round, and decide the use of the
+        round's mandates on the same `connection`: the offer's tenant, or None if it did not move."""
+        moved = connection.execute(_ADVANCE_RETURNING, changes).first()
+        if moved is None:
+            return None
+        if moved.checkout:
+            self._decide(connection, changes["_task_id"], moved.round, state)
+        return str(moved.tenant)
+
+    def _decide(self, connection: sa.Connection, task_id: str, round_: int, state: OfferState) -> None:
+        """Confirm or release the use of round `round_`'s mandates, which `state` ends, on `connection`."""
+        if self._usage is not None:
+            self._usage.decide_in(connection, task_id, round_, settled=_ENDS_ROUND[state])
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
         """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""

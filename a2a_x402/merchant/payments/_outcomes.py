@@ -4,22 +4,49 @@ Every payment the executor takes ends in exactly one outcome: `settled`; `refuse
 gets fresh terms, e.g. expired or underfunded); or `failed` (the task failed with `payment-failed`,
 nothing charged unless the receipts say otherwise). Each refused or failed payment is one WARNING line
 with the task, the tenant, the extension's error code and the facilitator's reason.
+
+The status that ends a round whose AP2 mandates were accepted (§20.6) carries the merchant's receipts in a
+`data` part beside its text (`add_ap2_receipts`): success receipts on `payment-completed`, error receipts
+with the extension object's `error` on `payment-failed` and on fresh terms. A status recovery writes gets
+them too (`add_recovered_ap2_receipts`), from the mandates of the task's history that the round's use
+names.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 
-from a2a_x402.extension import RETRYABLE_ERROR_CODES, PaymentErrorCode
+from a2a.server.agent_execution import RequestContext
+from a2a.types import Message, Part, TaskStatusUpdateEvent
+from google.protobuf.struct_pb2 import Value
+
+from a2a_x402.extension import (
+    RETRYABLE_ERROR_CODES,
+    PaymentCompletedData,
+    PaymentData,
+    PaymentErrorCode,
+    PaymentFailedData,
+)
 from a2a_x402.facilitator import PERMIT2_ADDRESS
 from a2a_x402.facilitator.wire import Reason
 
-from ..tenants import tenant_name
+from ..ap2 import MandateRefused, ReceiptSubject, Reservation, error_receipts, success_receipts
+from ..tenants import TenantRegistry, tenant_name
+from ._mandates import ROUND_MANDATES_KEY, mandates_of, receipt_subject
+from ._offer_table import Offer
 from ._refusals import client_text
 
-__all__ = ["OutcomeListener", "PaymentOutcome", "log_unpaid", "failure_text"]
+__all__ = [
+    "OutcomeListener",
+    "PaymentOutcome",
+    "add_ap2_receipts",
+    "add_recovered_ap2_receipts",
+    "failure_text",
+    "log_unpaid",
+]
 
 logger = logging.getLogger("a2a_x402.merchant.payments")
 
@@ -99,3 +126,85 @@ def log_unpaid(
             "reason": reason,
         },
     )
+
+
+def add_ap2_receipts(
+    event: TaskStatusUpdateEvent,
+    context: RequestContext,
+    tenants: TenantRegistry,
+    *,
+    error: PaymentErrorCode | None = None,
+    transaction: str | None = None,
+    network: str = "",
+) -> None:
+    """Add the AP2 receipts of the round ending with `event` to its message (§20.6), when this request's
+    mandates were accepted for it (`ROUND_MANDATES_KEY`): success receipts naming `transaction` on
+    `network`, or error receipts with `error` and the status's text as their description."""
+    state = context.call_context.state if context.call_context is not None else {}
+    subject = state.get(ROUND_MANDATES_KEY)
+    if isinstance(subject, ReceiptSubject):
+        _add_receipts(event, subject, tenants, context.tenant, error, transaction, network)
+
+
+def add_recovered_ap2_receipts(
+    event: TaskStatusUpdateEvent,
+    history: Iterable[Message],
+    offer: Offer,
+    tenants: TenantRegistry,
+    use: Reservation | None,
+    data: PaymentData,
+) -> None:
+    """`add_ap2_receipts` for a status that recovery writes to end `offer`'s round with `data`: the
+    mandates are those of the task's `history` message whose payment mandate is the round's `use`."""
+    if use is None or use.round != offer.round:
+        return
+    for message in reversed(list(history)):
+        try:
+            mandates = mandates_of(message)
+        except MandateRefused:
+            continue
+        subject = None if mandates is None else receipt_subject(mandates, offer)
+        if subject is None or subject.payment_reference != use.reference:
+            continue
+        if isinstance(data, PaymentFailedData):
+            _add_receipts(event, subject, tenants, offer.tenant, data.error, None, "")
+        elif isinstance(data, PaymentCompletedData):
+            paid = next((r for r in reversed(data.receipts) if r.success), None)
+            if paid is not None:
+                _add_receipts(event, subject, tenants, offer.tenant, None, paid.transaction, paid.network)
+        return
+
+
+def _add_receipts(
+    event: TaskStatusUpdateEvent,
+    subject: ReceiptSubject,
+    tenants: TenantRegistry,
+    tenant_id: str,
+    error: PaymentErrorCode | None,
+    transaction: str | None,
+    network: str,
+) -> None:
+    tenant = tenants.get(tenant_id)
+    ap2 = tenant.ap2 if tenant is not None else None
+    # A metered round settled for 0 moved nothing: no transaction for a payment receipt to confirm.
+    if ap2 is None or transaction == "":
+        return
+    now, keys = int(time.time()), ap2.checkout_keys
+    try:
+        if transaction is not None:
+            receipts = success_receipts(
+                keys, subject, merchant=ap2.merchant, transaction=transaction, network=network, now=now
+            )
+        else:
+            text = " ".join(part.text for part in event.status.message.parts if part.text)
+            code = error or PaymentErrorCode.SETTLEMENT_FAILED
+            receipts = error_receipts(
+                keys, subject, merchant=ap2.merchant, error=code, description=text, now=now
+            )
+    except ValueError as exc:
+        # A facilitator's answer a receipt cannot name (not a transaction hash): the round still ends.
+        logger.warning("task %s: its AP2 receipts could not be issued: %s", event.task_id, exc)
+        return
+    data = Value()
+    data.struct_value.update(receipts.to_wire())
+    event.status.message.parts.append(Part(data=data, media_type="application/json"))

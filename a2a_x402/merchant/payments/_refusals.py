@@ -6,7 +6,8 @@ arguments, an exception). The code a refusal means is read from the name and, fo
 code by itself, from the revert text (`a2a_x402.error_code_for_reason`). The client gets that code and
 our own sentence for it, and a receipt holding only the reason's name; the facilitator's text goes to the
 operator's log, on one line. A refusal of a payment's AP2 mandates (§20.6) is an `InvalidParamsError` whose
-`ErrorInfo` metadata carries the `ap2Error` code (`mandate_refusal`).
+`ErrorInfo` metadata carries the `ap2Error` code and, when the mandates could be read, the merchant's error
+receipts (`mandate_refusal`); the verifier's reason reaches the client on one bounded line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from a2a.utils.errors import InvalidParamsError
 
-from a2a_x402.extension import PaymentErrorCode, reason_name
+from a2a_x402.extension import Ap2Receipts, PaymentErrorCode, reason_name
 from a2a_x402.facilitator.wire import SettleResponse
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ _WHITESPACE = re.compile(r"\s+")
 # authorization not yet settled is as good as the payment to whoever reads it, so logs never keep them.
 _CALL_ARGS = re.compile(r"args:\s*\([^)]*\)?")
 _SIGNATURE = re.compile(r"0x[0-9a-fA-F]{130,}")
+# The longest reason of a mandates refusal a client reads (the AP2 SDK's texts are unbounded), and the
+# base64url runs it never quotes (a token, a disclosure, a key).
+_MANDATE_DETAIL_CHARS = 300
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~-]{40,}")
 
 
 def client_text(code: PaymentErrorCode, said: str | None) -> str:
@@ -90,9 +95,20 @@ def client_receipt(response: SettleResponse) -> SettleResponse:
     return response.model_copy(update={"error_reason": reason, "error_message": None})
 
 
-def mandate_refusal(refused: MandateRefused) -> InvalidParamsError:
-    """What a client is told of its refused mandates: the task unchanged, the terms still valid (§20.6)."""
+def mandate_refusal(refused: MandateRefused, receipts: Ap2Receipts | None = None) -> InvalidParamsError:
+    """What a client is told of its refused mandates: the task unchanged, the terms still valid (§20.6).
+
+    Its `data` (the `ErrorInfo` metadata on every binding) carries `ap2Error` and, with `receipts`, the
+    error receipts as `ap2CheckoutReceipt` and `ap2PaymentReceipt`. The reason is one line of at most 300
+    characters, without token-like runs.
+    """
+    detail = _TOKEN_LIKE.sub("…", " ".join(refused.detail.split())) or "refused"
+    if len(detail) > _MANDATE_DETAIL_CHARS:
+        detail = detail[: _MANDATE_DETAIL_CHARS - 1] + "…"
+    data = {"ap2Error": refused.code.value}
+    if receipts is not None:
+        data["ap2CheckoutReceipt"] = receipts.checkout_receipt
+        data["ap2PaymentReceipt"] = receipts.payment_receipt
     return InvalidParamsError(
-        message=f"the AP2 mandates do not authorize this payment ({refused.code.value}): {refused.detail}",
-        data={"ap2Error": refused.code.value},
+        message=f"the AP2 mandates do not authorize this payment ({refused.code.value}): {detail}", data=data
     )

@@ -47,9 +47,10 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
+from tests.merchant.ap2.shop import ACME, rows, with_mandates
 from tests.merchant.ap2.support import write_key
 from tests.merchant.ap2.test_offer import checkout_of
-from tests.merchant.ap2.test_paid_with_mandates import ACME, refused, rows, with_mandates
+from tests.merchant.ap2.test_paid_with_mandates import refused
 from tests.merchant.webhooks.receiver import HOOK_PATH, Receiver
 
 # Autouse here too: the logging `debug_log` configures is put back after the test.
@@ -184,7 +185,7 @@ async def test_a_payment_with_mandates_is_booked_told_and_kept_by_references_and
         # Refused first (a surface acme does not trust), then paid with good mandates.
         stranger = issue_open_mandates(new_key("stranger"), new_key(), OpenTerms(), now=now)
         untrusted = present_mandates(stranger, checkout, paid, MERCHANT.id, offer_id, now=now)
-        code, _ = await refused(http, "acme", with_mandates(payment_message(task["id"], paid), untrusted))
+        code, _, _ = await refused(http, "acme", with_mandates(payment_message(task["id"], paid), untrusted))
         assert code == Ap2ErrorCode.INVALID_CREDENTIAL
         opened = issue_open_mandates(user_key, new_key(), OpenTerms(), now=now)
         good = present_mandates(opened, checkout, paid, MERCHANT.id, offer_id, now=now)

@@ -1,31 +1,29 @@
 """A payment with its AP2 mandates, served for real (§20.5, §20.6): the mandates are verified before
-anything of the payment is recorded, and their use is counted with its presentation. Refused mandates
-change nothing (no presentation, no settlement, no ledger row, the payer's balance and the task as they
-were, the terms still valid) and are answered with `InvalidParamsError` carrying the `ap2Error`; a tenant
-that requires mandates refuses a payment without them the same way.
+anything of the payment is recorded, and their use is counted with its presentation and confirmed with
+the round's settlement. Refused mandates change nothing (no presentation, no settlement, no ledger row,
+the payer's balance and the task as they were, the terms still valid) and are answered with
+`InvalidParamsError` carrying the `ap2Error` and the merchant's error receipts; a tenant that requires
+mandates refuses a payment without them the same way, without receipts. The completed round carries the
+success receipts, each verified with the tenant's published keys and answering the mandates sent.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 from eth_account import Account
 
 from a2a_x402.devchain import DevChain
-from a2a_x402.extension import Ap2ErrorCode, Ap2Mandates, PaymentCompletedData
+from a2a_x402.extension import Ap2ErrorCode, PaymentCompletedData
 from a2a_x402.merchant.edge import JSONRPC_PATH
 from a2a_x402.payer import present_mandates, sign_payment
-from a2a_x402.storage import create_engine
 from tests.agentcard.conftest import KeyServer
 from tests.fixtures.ap2 import MERCHANT, OpenTerms, issue_open_mandates, new_key, public_jwks
 from tests.fixtures.merchant import (
-    DEFAULT_PAY_TO,
     MerchantStarter,
     MerchantWire,
     RunningMerchant,
@@ -35,6 +33,7 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
+from tests.merchant.ap2.shop import ACME, JSON, rows, status_receipts, verified_receipts, with_mandates
 from tests.merchant.ap2.support import write_key
 from tests.merchant.ap2.test_offer import checkout_of
 
@@ -43,46 +42,10 @@ pytest.importorskip(
     reason="the AP2 SDK is not installed (scripts/setup installs it from ../shared/peers/ap2)",
 )
 
-ACME = ("0x976EA74026E726554dB657fA54763abd0C3a0aa9", 100_000)  # 10 cents
-STRICT = ("0x14dC79964da2C08b23698B3D3cc7Ca32193d9955", 100_000)
-JSON = dict[str, Any]
 
-
-@pytest.fixture
-def user_key() -> Any:
-    return new_key("trusted-surface")
-
-
-@pytest.fixture
-def shop(
-    start_merchant: MerchantStarter, database_url: str, tmp_path: Path, user_key: Any
-) -> RunningMerchant:
-    """acme takes mandates its trusted surface (`user_key`) issued; strict requires mandates."""
-    (tmp_path / "surface.jwks.json").write_text(json.dumps(public_jwks(user_key)))
-    write_key(tmp_path / "acme.pem")
-    write_key(tmp_path / "strict.pem")
-    website = f', website = "{MERCHANT.website}"' if MERCHANT.website else ""
-    (tmp_path / "tenants.toml").write_text(
-        f'[default]\npay_to = "{DEFAULT_PAY_TO}"\nprice = 250000\n\n'
-        f'[tenants.acme]\npay_to = "{ACME[0]}"\nprice = {ACME[1]}\n\n'
-        f'[tenants.acme.ap2]\nmerchant = {{ id = "{MERCHANT.id}", name = "{MERCHANT.name}"{website} }}\n'
-        'checkout_keys = ["acme.pem"]\nissuers = ["surface.jwks.json"]\n\n'
-        f'[tenants.strict]\npay_to = "{STRICT[0]}"\nprice = {STRICT[1]}\n\n'
-        '[tenants.strict.ap2]\nmerchant = { id = "strict.example", name = "Strict" }\n'
-        'checkout_keys = ["strict.pem"]\nissuers = ["surface.jwks.json"]\nrequired = true\n'
-    )
-    return start_merchant(database_url, tenants_file=tmp_path / "tenants.toml")
-
-
-def with_mandates(message: JSON, mandates: Ap2Mandates) -> JSON:
-    """`message` with the mandates data part of §20.4 beside its text."""
-    message["parts"].append({"data": mandates.to_wire(), "mediaType": "application/json"})
-    return message
-
-
-async def refused(http: httpx.AsyncClient, tenant: str, message: JSON) -> tuple[str, str]:
+async def refused(http: httpx.AsyncClient, tenant: str, message: JSON) -> tuple[str, str, JSON]:
     """Send `message` over JSON-RPC, expecting `InvalidParamsError`: the `ap2Error` its ErrorInfo carries,
-    and its message."""
+    its message and the ErrorInfo's whole metadata."""
     request = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -95,16 +58,7 @@ async def refused(http: httpx.AsyncClient, tenant: str, message: JSON) -> tuple[
     [info] = [d for d in answer["error"]["data"] if d["@type"].endswith("google.rpc.ErrorInfo")]
     code: str = info["metadata"]["ap2Error"]
     assert code in answer["error"]["message"]
-    return code, answer["error"]["message"]
-
-
-async def rows(database_url: str, table: str) -> list[Any]:
-    engine = create_engine(database_url)
-    try:
-        async with engine.connect() as connection:
-            return list((await connection.execute(sa.text(f"SELECT * FROM {table}"))).all())  # noqa: S608
-    finally:
-        await engine.dispose()
+    return code, answer["error"]["message"], info["metadata"]
 
 
 async def test_refused_mandates_change_nothing_and_good_ones_pay(
@@ -128,15 +82,26 @@ async def test_refused_mandates_change_nothing_and_good_ones_pay(
         other = sign_payment(payer_key, entry).to_json_dict()
         mandates = present_mandates(opened, checkout, other, MERCHANT.id, offer_id, now=now)
         swapped = with_mandates(payment_message(task["id"], paid), mandates)
-        code, says = await refused(http, "acme", swapped)
+        code, says, metadata = await refused(http, "acme", swapped)
         assert code == Ap2ErrorCode.INVALID_MANDATE and "payload_hash" in says
+        # Error receipts, signed by the tenant, answering the mandates sent: they were not used.
+        checkout_receipt, payment_receipt = await verified_receipts(
+            http, "acme", metadata["ap2CheckoutReceipt"], metadata["ap2PaymentReceipt"], mandates
+        )
+        assert checkout_receipt["status"] == payment_receipt["status"] == "Error"
+        assert checkout_receipt["error"] == payment_receipt["error"] == "invalid_mandate"
+        assert payment_receipt["payment_id"] == offer_id
 
         # Mandates a surface the tenant does not trust issued.
         stranger = issue_open_mandates(new_key("stranger"), new_key(), OpenTerms(), now=now)
         untrusted = present_mandates(stranger, checkout, paid, MERCHANT.id, offer_id, now=now)
         message = with_mandates(payment_message(task["id"], paid), untrusted)
-        code, says = await refused(http, "acme", message)
+        code, says, metadata = await refused(http, "acme", message)
         assert code == Ap2ErrorCode.INVALID_CREDENTIAL, says
+        _, payment_receipt = await verified_receipts(
+            http, "acme", metadata["ap2CheckoutReceipt"], metadata["ap2PaymentReceipt"], untrusted
+        )
+        assert payment_receipt["error"] == "invalid_credential"
 
         # Nothing changed: the task awaits its payment, nothing presented, counted, settled or booked.
         assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -149,9 +114,22 @@ async def test_refused_mandates_change_nothing_and_good_ones_pay(
         good = present_mandates(opened, checkout, paid, MERCHANT.id, offer_id, now=now)
         done = (await wire.send(with_mandates(payment_message(task["id"], paid), good)))["task"]
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert isinstance(payment_data(done), PaymentCompletedData)
+        completed = payment_data(done)
+        assert isinstance(completed, PaymentCompletedData)
+        receipts = status_receipts(done)
+        assert receipts is not None
+        checkout_receipt, payment_receipt = await verified_receipts(http, "acme", *receipts, good)
+        # The stored task carries them too: they are part of the status, not of this answer only.
+        assert status_receipts(await wire.get_task(task["id"])) == receipts
+    [x402_receipt] = completed.receipts
+    transaction = x402_receipt.transaction
+    assert (checkout_receipt["status"], checkout_receipt["order_id"]) == ("Success", task["id"])
+    assert (payment_receipt["status"], payment_receipt["payment_id"]) == ("Success", offer_id)
+    assert payment_receipt["psp_confirmation_id"] == transaction
+    assert payment_receipt["network_confirmation_id"] == f"{entry.network}:{transaction}"
+    # Settled: its use counts for good.
     [use] = await rows(shop.database_url, "ap2_mandate_uses")
-    assert (use.tenant, use.task_id, use.amount, use.state) == ("acme", task["id"], 10, "reserved")
+    assert (use.tenant, use.task_id, use.amount, use.state) == ("acme", task["id"], 10, "confirmed")
     assert len(await ledger_entries(shop.database_url, tenant="acme")) == 1
     assert chain.balance_of(payer) == before - entry.amount
 
@@ -166,8 +144,9 @@ async def test_a_tenant_that_requires_mandates_refuses_a_payment_without_them(
         task = (await wire.send(user_message()))["task"]
         [entry] = offered_terms(task).accepts
         message = payment_message(task["id"], sign_payment(payer_key, entry))
-        code, says = await refused(http, "strict", message)
+        code, says, metadata = await refused(http, "strict", message)
         assert code == Ap2ErrorCode.INVALID_MANDATE and "only with AP2 mandates" in says
+        assert metadata == {"ap2Error": "invalid_mandate"}  # no mandates: nothing for receipts to answer
         assert (await wire.get_task(task["id"]))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert await rows(shop.database_url, "payment_presentations") == []
     assert await ledger_entries(shop.database_url, tenant="strict") == []
@@ -209,7 +188,9 @@ async def test_mandates_of_an_issuer_whose_keys_are_fetched_over_https_pay(
 
         stranger = issue_open_mandates(new_key("stranger-1"), new_key(), OpenTerms(), now=now)
         untrusted = present_mandates(stranger, checkout, paid, MERCHANT.id, offer_id, now=now)
-        code, says = await refused(http, "acme", with_mandates(payment_message(task["id"], paid), untrusted))
+        code, says, _ = await refused(
+            http, "acme", with_mandates(payment_message(task["id"], paid), untrusted)
+        )
         assert code == Ap2ErrorCode.INVALID_CREDENTIAL and "stranger-1" in says
 
         opened = issue_open_mandates(provider, new_key(), OpenTerms(), now=now)
@@ -218,4 +199,4 @@ async def test_mandates_of_an_issuer_whose_keys_are_fetched_over_https_pay(
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert tls_key_server.hits["/.well-known/jwks.json"] == 1
     [use] = await rows(shop.database_url, "ap2_mandate_uses")
-    assert (use.tenant, use.task_id, use.state) == ("acme", task["id"], "reserved")
+    assert (use.tenant, use.task_id, use.state) == ("acme", task["id"], "confirmed")

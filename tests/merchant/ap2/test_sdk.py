@@ -276,3 +276,35 @@ def test_a_constraint_of_an_unknown_type_is_unresolved() -> None:
         now=wall,
     )
     assert "payment.weather" in error.detail
+
+
+def test_a_constraint_the_sdk_cannot_evaluate_is_unresolved_whatever_it_raises() -> None:
+    """A budget whose `max` the SDK multiplies into infinity (`int(inf)` is an OverflowError, not a
+    ValueError): the client's data, so a refusal, never an error of the merchant."""
+    from ap2.sdk.generated.payment_mandate import PaymentMandate
+
+    wall = int(time.time())
+    issuer = new_key("test-issuer")
+    agent = new_key()
+    checkout_token, payment_token = _mandates()
+    checkout = _verify(MandateKind.CHECKOUT, checkout_token)
+    closed = PaymentMandate.model_validate(dict(_verify(MandateKind.PAYMENT, payment_token).closed_claims))
+    root = issue_open_mandate_claims(
+        issuer,
+        agent,
+        "mandate.payment.open.1",
+        [{"type": "payment.budget", "max": 1e308, "currency": "USD"}],
+        now=wall,
+        lifetime_s=600,
+    )
+    token = mandate_module.MandateClient().present(agent, root, [closed], nonce=_NONCE, aud=_AUDIENCE)
+    payment = _verify(MandateKind.PAYMENT, token, issuers=IssuerKeys.from_jwks(public_jwks(issuer)), now=wall)
+    error = _refused(
+        Ap2ErrorCode.UNRESOLVED_CONSTRAINT,
+        check_payment_mandate,
+        payment,
+        transaction_id=checkout.closed_claims["checkout_hash"],
+        open_checkout_hash=checkout.open_hash,
+        usage=MandateUsage(),
+    )
+    assert "OverflowError" in error.detail

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from a2a_x402.extension import Ap2ErrorCode
+from a2a_x402.extension import Ap2ErrorCode, Ap2Mandates
 from a2a_x402.merchant.ap2 import (
     AcceptedMandates,
     IssuerKeys,
@@ -58,6 +58,8 @@ class Shopper:
         self.issuers = IssuerKeys.from_jwks(public_jwks(user_key))
         self.opened: OpenMandates = issue_open_mandates(user_key, new_key(), OpenTerms(**terms), now=now)
         self.now = now
+        self.presented: Ap2Mandates | None = None
+        """The mandates of the last round `accepted`."""
 
     async def accepted(self) -> AcceptedMandates:
         """A new round paid under the open mandates, its mandates accepted against an empty record."""
@@ -68,6 +70,8 @@ class Shopper:
         mandates = present_mandates(
             replace(self.opened), paid.checkout_jwt, payload, MERCHANT.id, paid.offer_id, now=self.now
         )
+
+        self.presented = mandates
 
         async def empty(_key: str) -> MandateUsage:
             return MandateUsage()

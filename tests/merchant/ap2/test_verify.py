@@ -8,6 +8,8 @@ verification is pure: its only read is the usage record, which a test gives as a
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -29,6 +31,7 @@ from a2a_x402.merchant.ap2 import (
     IssuerKeys,
     MandateRefused,
     MandateUsage,
+    StoredCheckoutError,
     mandate_reference,
     verify_mandates,
 )
@@ -464,12 +467,33 @@ async def test_an_open_mandate_with_an_unknown_constraint_is_unresolved(
     )
 
 
+def _segment(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+_TOTAL = [{"type": "total", "amount": 1}]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "not.a-checkout.jwt",
+        "only-two.segments",
+        "h.%%%.s",
+        "h.é.s",
+        f"h.{_segment([1, 2])}.s",
+        f"h.{_segment({'id': 'x', 'currency': 'USD', 'exp': 1, 'totals': 5})}.s",
+        f"h.{_segment({'id': 'x', 'currency': 'USD', 'exp': 1, 'totals': None})}.s",
+        f"h.{_segment({'id': 'x', 'currency': 'USD', 'exp': '1', 'totals': _TOTAL})}.s",
+    ],
+)
 async def test_a_stored_checkout_that_is_not_one_is_the_merchants_error_not_a_refusal(
-    user_key: Any, issuers: IssuerKeys, now: int
+    user_key: Any, issuers: IssuerKeys, now: int, stored: str
 ) -> None:
     paid = Round(now=now)
     mandates = _present(_open(user_key, now), paid, now=now)
-    paid.checkout_jwt = "not.a-checkout.jwt"
+    paid.checkout_jwt = stored
 
-    with pytest.raises(ValueError, match="stored checkout"):
+    with pytest.raises(StoredCheckoutError, match="stored checkout") as raised:
         await _verify(mandates, paid, issuers, now=now)
+    assert stored not in str(raised.value)

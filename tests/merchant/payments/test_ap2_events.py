@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from a2a_x402.merchant.ap2 import MandateUsageStore
 from a2a_x402.merchant.payments import OfferState, OfferStore
 from a2a_x402.merchant.webhooks import EventType, Outbox
 
@@ -42,6 +44,7 @@ async def _taken(store: OfferStore, task_id: str, rounds: int = 1) -> None:
             dialect="v0.3",
             required={"x402Version": 2, "accepts": []},
             request={"messageId": "m-1"},
+            checkout_jwt="a.checkout.jwt",  # every round offered in the embedded flow: only a use tells
         )
     assert await store.submit(
         task_id, round_=rounds, payer=PAYER, nonce=task_id, payload={}, payload_hash="h", accepted={}
@@ -74,8 +77,13 @@ async def _events(engine: AsyncEngine) -> dict[str, dict[str, object]]:
     return {body["data"]["taskId"]: body for body in bodies}
 
 
-async def test_pending_and_failed_events_name_the_rounds_mandates(engine: AsyncEngine) -> None:
-    store = OfferStore(engine, events=Outbox(engine))
+@pytest.mark.parametrize("deciding", [False, True], ids=["store", "store-deciding-uses"])
+async def test_pending_and_failed_events_name_the_rounds_mandates(
+    engine: AsyncEngine, deciding: bool
+) -> None:
+    # Deciding, the failure releases the round's use in the same transaction: its event still names it.
+    usage = MandateUsageStore(engine) if deciding else None
+    store = OfferStore(engine, events=Outbox(engine), usage=usage)
     await _taken(store, "with-mandates")
     await _taken(store, "without")
     await _taken(store, "later-round", rounds=2)
@@ -103,5 +111,12 @@ async def test_pending_and_failed_events_name_the_rounds_mandates(engine: AsyncE
         "paymentRef": USE["reference"],
         "openMandate": USE["open_mandate"],
     }
+    async with engine.connect() as connection:
+        state = (
+            await connection.execute(
+                sa.text("SELECT state FROM ap2_mandate_uses WHERE task_id = 'with-mandates'")
+            )
+        ).scalar_one()
+    assert state == ("released" if deciding else "reserved")
     assert "ap2" not in events["without"]["data"]  # type: ignore[operator]
     assert "ap2" not in events["later-round"]["data"]  # type: ignore[operator]

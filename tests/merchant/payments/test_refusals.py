@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_x402.extension import PaymentErrorCode
+from a2a_x402.extension import Ap2ErrorCode, Ap2Receipts, PaymentErrorCode
 from a2a_x402.facilitator.wire import SettleResponse
-from a2a_x402.merchant.payments._refusals import CLIENT_TEXTS, client_receipt, client_text, one_line
+from a2a_x402.merchant.ap2 import MandateRefused
+from a2a_x402.merchant.payments._refusals import (
+    CLIENT_TEXTS,
+    client_receipt,
+    client_text,
+    mandate_refusal,
+    one_line,
+)
 
 _TX = "0x" + "ab" * 32
 
@@ -102,3 +109,21 @@ def test_the_logged_text_keeps_no_call_arguments_or_signature() -> None:
     assert "ERC20: transfer amount exceeds balance" in line
     assert r not in line and "ab" * 65 not in line and "250000" not in line
     assert "args: (…)" in line
+
+
+def test_a_mandates_refusal_says_one_bounded_line_without_tokens_and_carries_its_receipts() -> None:
+    token = "eyJ" + "A" * 400
+    refused = MandateRefused(Ap2ErrorCode.INVALID_MANDATE, "x")
+    refused.detail = f"the SDK says\n{token} " + "why " * 200  # however long the verifier's text
+
+    error = mandate_refusal(refused, Ap2Receipts("c.c.c", "p.p.p"))
+
+    assert error.message is not None
+    assert "\n" not in error.message and token not in error.message
+    assert len(error.message) <= 400
+    assert error.data == {
+        "ap2Error": "invalid_mandate",
+        "ap2CheckoutReceipt": "c.c.c",
+        "ap2PaymentReceipt": "p.p.p",
+    }
+    assert mandate_refusal(refused).data == {"ap2Error": "invalid_mandate"}
