@@ -23,7 +23,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import httpx
 import pytest
 
-from a2a_x402.extension import PaymentCompletedData
+from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, PaymentCompletedData
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.invariants import InvariantReport
 from tests.fixtures.merchant import MerchantWire, payment_data
@@ -247,7 +247,10 @@ async def completed_after_a_restart(
         done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    # The work, and (in the embedded flow) the round's checkout, which came with the terms.
+    artifacts = {a["artifactId"]: a["name"] for a in done["artifacts"]}
+    assert [name for i, name in artifacts.items() if i != AP2_CHECKOUT_ARTIFACT_ID] == ["text-stats"]
+    assert (AP2_CHECKOUT_ARTIFACT_ID in artifacts) == kind.ap2
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     if kind.sends_nothing:
         assert (report.transfers, report.booked_tasks) == ([], [])
