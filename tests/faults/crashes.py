@@ -222,7 +222,7 @@ async def killed_at(
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms, checkout = await open_offer(wire)
-        signed = kind.sign(scenario.new_payer(kind), terms, checkout=checkout)
+        signed = scenario.sign(kind, scenario.new_payer(kind), terms, checkout)
         stop = Stop(scenario, kind, signed)
         async with stop.at(step, task_id) as reached:
             paying = asyncio.create_task(pay(wire, task_id, signed.wire, signed.mandates))

@@ -44,7 +44,7 @@ async def _paid(
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms, checkout = await open_offer(wire)
         valid_before = int(time.time()) + valid_for_s
-        signed = kind.sign(payer_key, terms, valid_before=valid_before, checkout=checkout)
+        signed = scenario.sign(kind, payer_key, terms, checkout, valid_before=valid_before)
         done = await pay(wire, task_id, signed.wire, signed.mandates)
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     return task_id, valid_before

@@ -30,7 +30,7 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms, checkout = await open_offer(wire)
-        signed = kind.sign(payer_key, terms, checkout=checkout)
+        signed = scenario.sign(kind, payer_key, terms, checkout)
         scenario.proxy.offline = True
         answer = await pay(wire, task_id, signed.wire, signed.mandates)
         scenario.proxy.offline = False
@@ -66,7 +66,7 @@ async def test_the_node_unreachable_when_the_settlement_is_sent_settles_it_once(
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
         task_id, terms, checkout = await open_offer(wire)
-        signed = kind.sign(payer_key, terms, checkout=checkout)
+        signed = scenario.sign(kind, payer_key, terms, checkout)
         # The send (and, for 2 s, every other request) is lost: whether the node took the transaction is
         # unknown to the merchant, so it must neither report "nothing charged" nor send a second one.
         cut = scenario.proxy.outage(b"eth_sendRawTransaction", seconds=2.0, deliver=delivered)
