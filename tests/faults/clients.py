@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
-from a2a_x402.extension import PaymentVerifiedData
+from a2a_x402.extension import (
+    AP2_CHECKOUT_ARTIFACT_ID,
+    AP2_CHECKOUT_JWT_KEY,
+    Ap2Mandates,
+    PaymentVerifiedData,
+)
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
 from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import MerchantWire, offered_terms, payment_data, payment_message, user_message
@@ -19,6 +24,8 @@ from tests.fixtures.merchant import MerchantWire, offered_terms, payment_data, p
 __all__ = [
     "DEFINITE_STATES",
     "JSON",
+    "Offered",
+    "open_offer",
     "open_task",
     "pay",
     "pending_transaction",
@@ -39,19 +46,45 @@ DEFINITE_STATES = frozenset(
 _POLL_S = 0.05
 
 
+class Offered(NamedTuple):
+    """A task asking for payment: its id, the terms it offers, and its AP2 checkout JWT (the embedded
+    flow's `ap2-checkout` artifact) when its tenant offers one."""
+
+    task_id: str
+    terms: PaymentRequirements
+    checkout: str | None
+
+
+async def open_offer(wire: MerchantWire, text: str = "The quick brown fox. The dog sleeps.") -> Offered:
+    """Ask for the priced skill; the task asking for payment."""
+    task: JSON = (await wire.send(user_message(text)))["task"]
+    if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED":
+        raise AssertionError(f"the merchant did not ask for payment: {task}")
+    checkouts = [
+        artifact["parts"][0]["data"][AP2_CHECKOUT_JWT_KEY]
+        for artifact in task.get("artifacts", [])
+        if artifact["artifactId"] == AP2_CHECKOUT_ARTIFACT_ID
+    ]
+    return Offered(str(task["id"]), offered_terms(task).accepts[0], checkouts[0] if checkouts else None)
+
+
 async def open_task(
     wire: MerchantWire, text: str = "The quick brown fox. The dog sleeps."
 ) -> tuple[str, PaymentRequirements]:
     """Ask for the priced skill; the task id and the terms it offers."""
-    task: JSON = (await wire.send(user_message(text)))["task"]
-    if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED":
-        raise AssertionError(f"the merchant did not ask for payment: {task}")
-    return str(task["id"]), offered_terms(task).accepts[0]
+    offered = await open_offer(wire, text)
+    return offered.task_id, offered.terms
 
 
-async def pay(wire: MerchantWire, task_id: str, payload: PaymentPayload | JSON) -> JSON:
-    """Submit `payload` for task `task_id` (a blocking SendMessage); the task as answered."""
-    answer: JSON = (await wire.send(payment_message(task_id, payload)))["task"]
+async def pay(
+    wire: MerchantWire, task_id: str, payload: PaymentPayload | JSON, mandates: Ap2Mandates | None = None
+) -> JSON:
+    """Submit `payload` for task `task_id` (a blocking SendMessage), with the AP2 `mandates` data part
+    (§20.4) beside its text when given; the task as answered."""
+    message = payment_message(task_id, payload)
+    if mandates is not None:
+        message["parts"].append({"data": mandates.to_wire(), "mediaType": "application/json"})
+    answer: JSON = (await wire.send(message))["task"]
     return answer
 
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from a2a_x402.devchain import DevChain
+from a2a_x402.facilitator.wire import PaymentRequirements
 from tests.fixtures.invariants import InvariantReport, assert_invariants
 from tests.fixtures.merchant import DEFAULT_PAY_TO
 
 from .database import DatabaseProbe
-from .payments import EIP3009, PaymentKind
+from .payments import EIP3009, PaymentKind, Signed
 from .processes import MerchantProcess, MerchantProcesses, merchant_processes
 from .proxy import ThreadedRpcProxy, threaded_rpc_proxy
 
@@ -55,6 +56,28 @@ class Scenario:
     def new_payer(self, kind: PaymentKind = EIP3009) -> str:
         """A fresh payer's key for `kind`: holding the token (and no ETH, unless it approved Permit2)."""
         return kind.new_payer(self.chain)
+
+    def sign(
+        self,
+        kind: PaymentKind,
+        key: str,
+        terms: PaymentRequirements,
+        checkout: str | None,
+        *,
+        valid_before: int | None = None,
+    ) -> Signed:
+        """`kind.sign`; the signatures of the AP2 mandates presented with it (their issuer's and the
+        agent's key binding) are then secrets no merchant log or output may hold a piece of."""
+        signed = kind.sign(key, terms, valid_before=valid_before, checkout=checkout)
+        if signed.mandates is not None:
+            for name, token in (
+                ("checkout mandate", signed.mandates.checkout_mandate),
+                ("payment mandate", signed.mandates.payment_mandate),
+            ):
+                issued, *_, binding = token.split("~")
+                self.merchants.keep_secret(f"{name}'s issuer signature", issued.rsplit(".", 1)[-1])
+                self.merchants.keep_secret(f"{name}'s key binding signature", binding.rsplit(".", 1)[-1])
+        return signed
 
     async def start(self, kind: PaymentKind = EIP3009, **settings: Any) -> MerchantProcess:
         """Start a merchant asking to be paid by `kind` (`MerchantProcesses.start` with `settings`)."""

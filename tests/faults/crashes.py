@@ -23,12 +23,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import httpx
 import pytest
 
-from a2a_x402.extension import PaymentCompletedData
+from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, PaymentCompletedData
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.invariants import InvariantReport
 from tests.fixtures.merchant import MerchantWire, payment_data
 
-from .clients import open_task, pay, poll_until_definite
+from .clients import open_offer, pay, poll_until_definite
 from .conftest import Scenario
 from .payments import EIP3009, PaymentKind, Signed
 from .processes import MerchantProcess
@@ -221,11 +221,11 @@ async def killed_at(
     )
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
-        task_id, terms = await open_task(wire)
-        signed = kind.sign(scenario.new_payer(kind), terms)
+        task_id, terms, checkout = await open_offer(wire)
+        signed = scenario.sign(kind, scenario.new_payer(kind), terms, checkout)
         stop = Stop(scenario, kind, signed)
         async with stop.at(step, task_id) as reached:
-            paying = asyncio.create_task(pay(wire, task_id, signed.wire))
+            paying = asyncio.create_task(pay(wire, task_id, signed.wire, signed.mandates))
             await reached()
             merchant.kill()
             with pytest.raises(httpx.TransportError):
@@ -238,7 +238,8 @@ async def completed_after_a_restart(
 ) -> InvariantReport:
     """Restart `merchant` on the real node; the client, polling its task, sees it completed with its work,
     paid by one transfer of what `kind` charges and booked once (a metered turn that used nothing: by none,
-    and booked never), and a reconcile pass finds nothing left. Returns the invariants' report."""
+    and booked never; an `ap2` one with its AP2 references), and a reconcile pass finds nothing left.
+    Returns the invariants' report."""
     restarted = await scenario.merchants.restart(
         merchant, rpc_url=scenario.chain.rpc_url, reconcile_interval_s=0.5, reconcile_stale_after_s=0.5
     )
@@ -246,12 +247,16 @@ async def completed_after_a_restart(
         done = await poll_until_definite(MerchantWire(http, "jsonrpc"), task_id)
 
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-    assert [a["name"] for a in done["artifacts"]] == ["text-stats"]
+    # The work, and (in the embedded flow) the round's checkout, which came with the terms.
+    artifacts = {a["artifactId"]: a["name"] for a in done["artifacts"]}
+    assert [name for i, name in artifacts.items() if i != AP2_CHECKOUT_ARTIFACT_ID] == ["text-stats"]
+    assert (AP2_CHECKOUT_ARTIFACT_ID in artifacts) == kind.ap2
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     if kind.sends_nothing:
         assert (report.transfers, report.booked_tasks) == ([], [])
     else:
         assert [t.amount for t in report.transfers] == [kind.charged] and report.booked_tasks == [task_id]
+    assert report.ap2_booked_tasks == ([task_id] if kind.ap2 else [])
     if kind.metered:
         completed = payment_data(done)
         assert isinstance(completed, PaymentCompletedData) and completed.usage is not None

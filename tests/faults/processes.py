@@ -6,8 +6,9 @@ tenant made at run time and a PostgreSQL database. The process inherits no `X402
 run and runs in its own directory (no stray `.env`). Its log goes to a file, shown when it fails to start,
 checked for ERROR lines with the test's own records (`tests/fixtures/error_logs.py`).
 Every process started is killed at teardown; then, for a scenario that passed, no log and no `reconcile`
-output may hold an 8-character piece of the relayer key or the API token (issue 14, item 2: every fault
-scenario checks this as it runs, at no extra cost).
+output may hold an 8-character piece of the relayer key, the API token or a secret a client presented (the
+signatures of AP2 mandates; issue 14, item 2: every fault scenario checks this as it runs, at no extra
+cost).
 """
 
 from __future__ import annotations
@@ -127,6 +128,12 @@ class MerchantProcesses:
         self._started: list[MerchantProcess] = []
         self._api_token = secrets.token_urlsafe(32)
         self._outputs: list[str] = []
+        self._client_secrets: dict[str, str] = {}
+
+    def keep_secret(self, name: str, value: str) -> None:
+        """A secret a client gave the merchants (a mandate's signature): no log or output may hold a piece
+        of it either."""
+        self._client_secrets[name] = value
 
     def env(
         self, *, port: int, rpc_url: str | None = None, relayer_key: str | None = None, **settings: object
@@ -216,7 +223,7 @@ class MerchantProcesses:
             for merchant in self._started
             if merchant.log_path.exists()
         ]
-        known = {"API token": self._api_token}
+        known = {"API token": self._api_token, **self._client_secrets}
         for merchant in self._started:
             known[f"relayer key of {merchant.name}"] = merchant.env["X402_RELAYER_KEY"].removeprefix("0x")
         assert_no_secret([*logs, *self._outputs], known)

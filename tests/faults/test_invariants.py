@@ -1,7 +1,8 @@
 """The invariant checker bites: each invariant, broken on purpose after a clean paid turn, is reported.
 
 A payment by Permit2 (`exact`, `upto`) is found on chain by the proxy call's permit, and a metered one is
-held to what its work used; each is checked clean, then broken.
+held to what its work used; each is checked clean, then broken. So is a payment made with AP2 mandates:
+its booking's references, its round's one use and its open mandate's counted total (invariant 8).
 
 (The merchant runs in-process here: the checker, not the process model, is under test.)
 """
@@ -25,10 +26,10 @@ from tests.devchain.permit2_sdk import EXACT, UPTO, permit_of, send
 from tests.facilitator.payments import submit_directly
 from tests.fixtures.merchant import MerchantStarter, MerchantWire
 
-from .clients import open_task, pay
+from .clients import open_offer, open_task, pay
 from .conftest import Scenario
 from .metered_serve import TokenCountingExecutor
-from .payments import PERMIT2, UPTO_NOTHING, PaymentKind
+from .payments import AP2, PERMIT2, UPTO_NOTHING, PaymentKind
 from .payments import UPTO as UPTO_USED
 
 
@@ -210,8 +211,9 @@ async def _paid_by(kind: PaymentKind, scenario: Scenario, start_merchant: Mercha
     payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
-        paid_task, terms = await open_task(wire)
-        answer = await pay(wire, paid_task, kind.sign(payer_key, terms).wire)
+        paid_task, terms, checkout = await open_offer(wire)
+        signed = kind.sign(payer_key, terms, checkout=checkout)
+        answer = await pay(wire, paid_task, signed.wire, signed.mandates)
         assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer["status"]
         offered_task, offered_terms = await open_task(wire)
     merchant.stop()
@@ -300,3 +302,92 @@ async def _presented_payload(database_url: str, task_id: str) -> dict[str, objec
     finally:
         await engine.dispose()
     return dict(payment["payload"])
+
+
+async def test_a_clean_ap2_turn_keeps_every_invariant(
+    scenario: Scenario, start_merchant: MerchantStarter
+) -> None:
+    paid = await _paid_by(AP2, scenario, start_merchant)
+
+    report = await scenario.invariants(client_views={paid.paid_task: "TASK_STATE_COMPLETED"})
+
+    assert report.booked_tasks == report.ap2_booked_tasks == [paid.paid_task]
+
+
+async def _use_of_another_checkout(paid: _Paid) -> None:
+    await paid.execute("UPDATE ap2_mandate_uses SET checkout_hash = :h", h="A" * 43)
+
+
+async def _use_doubled(paid: _Paid) -> None:
+    # A recovery counting the round's payment a second time: another use of the same round, counted. The
+    # schema refuses a second live use of a round (uq_ap2_mandate_uses_live_round); the checker must not
+    # rely on that.
+    await paid.execute("DROP INDEX uq_ap2_mandate_uses_live_round")
+    await paid.execute(
+        "INSERT INTO ap2_mandate_uses SELECT :r, open_mandate, tenant, task_id, round, checkout_hash, "
+        "amount, state, reserved_at, decided_at FROM ap2_mandate_uses",
+        r="B" * 43,
+    )
+    await paid.execute("UPDATE ap2_mandate_usage SET total = total * 2, uses = uses * 2")
+
+
+async def _total_counted_twice(paid: _Paid) -> None:
+    await paid.execute("UPDATE ap2_mandate_usage SET total = total * 2")
+
+
+async def _failed_round_still_counted(paid: _Paid) -> None:
+    # The offered task's round ended failed, but the use its mandates reserved was never released.
+    await paid.execute(
+        "INSERT INTO ap2_mandate_uses SELECT :r, open_mandate, tenant, :t, 1, checkout_hash, amount, "
+        "'reserved', reserved_at, NULL FROM ap2_mandate_uses",
+        r="C" * 43,
+        t=paid.offered_task,
+    )
+    await paid.execute("UPDATE ap2_mandate_usage SET total = total * 2, uses = uses + 1")
+    await paid.execute("UPDATE payment_offers SET state = 'failed' WHERE task_id = :t", t=paid.offered_task)
+    failed = '{"state": "TASK_STATE_FAILED"}'
+    await paid.execute(
+        "UPDATE tasks SET status = CAST(:s AS json) WHERE id = :t", s=failed, t=paid.offered_task
+    )
+
+
+@pytest.mark.parametrize(
+    ("breaking", "reported"),
+    [
+        pytest.param(
+            _use_of_another_checkout,
+            r"(?s)8: entry .* carries the AP2 references .*, its round's use .*"
+            r"8: task .* counts a use of another checkout",
+            id="a use row corrupted",
+        ),
+        pytest.param(
+            _use_doubled,
+            r"(?s)8: task .* round 1 is paid with 2 uses that count, not one.*"
+            r"8: open mandate .* counts 50, the settlements booked under it come to 25 in 1",
+            id="a paid round's use doubled",
+        ),
+        pytest.param(
+            _total_counted_twice,
+            r"(?s)8: open mandate .* counts 50 in 1 uses, its uses that count 25 in 1.*"
+            r"8: open mandate .* counts 50, the settlements booked under it come to 25 in 1",
+            id="an open mandate's total counted twice",
+        ),
+        pytest.param(
+            _failed_round_still_counted,
+            r"(?s)8: open mandate .* counts 50, the settlements booked under it come to 25.*"
+            r"8: task .* round 1 ended failed with nothing settled, yet its use C+ still counts \(reserved\)",
+            id="a failed round's use not released",
+        ),
+    ],
+)
+async def test_each_broken_ap2_invariant_is_reported(
+    breaking: Callable[[_Paid], Awaitable[None]],
+    reported: str,
+    scenario: Scenario,
+    start_merchant: MerchantStarter,
+) -> None:
+    paid = await _paid_by(AP2, scenario, start_merchant)
+    await breaking(paid)
+
+    with pytest.raises(AssertionError, match=reported):
+        await scenario.invariants()

@@ -10,7 +10,9 @@ by the merchant: `x402-merchant reconcile` reports it and exits 1.
 
 A settlement put back by the merchant, and one removed for good, are shown for the Permit2 methods too
 (`payments`): whether the authorization is used, and until when it is valid, are then Permit2's nonce
-bitmap and the permit's deadline, and the transfer is found by the permit its transaction settled.
+bitmap and the permit's deadline, and the transfer is found by the permit its transaction settled. One put
+back by the merchant is shown for a payment made with AP2 mandates: its booking keeps its AP2 references
+and its open mandate counts it once (invariant 8).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from a2a_x402.payer import sign_payment
 from tests.fixtures.deadlines import wait_until
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantWire, ledger_entries
 
-from .clients import open_task, pay, pending_transaction, poll_until_definite
+from .clients import open_offer, open_task, pay, pending_transaction, poll_until_definite
 from .conftest import Scenario
 from .database import DatabaseProbe
-from .payments import EIP3009, PERMIT2, UPTO, PaymentKind
+from .payments import AP2, EIP3009, PERMIT2, UPTO, PaymentKind
 from .processes import MerchantProcess
 
 
@@ -40,10 +42,10 @@ async def _paid(
     payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
-        task_id, terms = await open_task(wire)
+        task_id, terms, checkout = await open_offer(wire)
         valid_before = int(time.time()) + valid_for_s
-        signed = kind.sign(payer_key, terms, valid_before=valid_before)
-        done = await pay(wire, task_id, signed.wire)
+        signed = scenario.sign(kind, payer_key, terms, checkout, valid_before=valid_before)
+        done = await pay(wire, task_id, signed.wire, signed.mandates)
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     return task_id, valid_before
 
@@ -71,6 +73,7 @@ _RECONCILE_INTERVAL_S = 0.5
         # Put back by the merchant only: what the chain re-includes is the same bytes whatever they call.
         pytest.param("the merchant", PERMIT2, id="the merchant-permit2"),
         pytest.param("the merchant", UPTO, id="the merchant-upto"),
+        pytest.param("the merchant", AP2, id="the merchant-ap2"),
     ],
 )
 async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_becomes_final(
@@ -90,6 +93,7 @@ async def test_a_settlement_a_reorg_removed_and_re_included_stays_booked_and_bec
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_COMPLETED"})
     assert [(t.tx_hash, t.amount) for t in report.transfers] == [(entry.tx_hash, kind.charged)]
     assert report.finalized == 1 and report.events["settlement.finalized"] == 1
+    assert report.ap2_booked_tasks == ([task_id] if kind.ap2 else [])
 
 
 async def _reorg(scenario: Scenario, who: str, tx_hash: str) -> None:

@@ -3,7 +3,9 @@
 The merchant talks to the node through a proxy that cuts it off at the chosen request. Whatever the client
 is told must be true: "failed, nothing charged" only when nothing was, and a working task that completes
 once the node is back otherwise. The send lost (the request, or its answer after the node took it) is
-shown for each transfer method (`payments.KINDS`).
+shown for each transfer method (`payments.KINDS`) and for a payment made with AP2 mandates, whose use is
+then counted once; the node unreachable during verify, for that payment too: its round failed, so its
+use no longer counts.
 """
 
 from __future__ import annotations
@@ -14,19 +16,23 @@ from a2a_x402.extension import PaymentErrorCode, PaymentFailedData
 from a2a_x402.payer import sign_payment
 from tests.fixtures.merchant import MerchantWire, payment_data
 
-from .clients import open_task, pay, poll_until_definite
+from .clients import open_offer, open_task, pay, poll_until_definite
 from .conftest import Scenario
-from .payments import KINDS, PaymentKind
+from .payments import AP2, EIP3009, KINDS, PaymentKind
 
 
-async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scenario: Scenario) -> None:
-    merchant = await scenario.merchants.start(rpc_url=scenario.proxy.url)
-    payer_key = scenario.new_payer()
+@pytest.mark.parametrize("kind", [EIP3009.param(), AP2.param()])
+async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(
+    kind: PaymentKind, scenario: Scenario
+) -> None:
+    merchant = await scenario.start(kind, rpc_url=scenario.proxy.url)
+    payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
-        task_id, terms = await open_task(wire)
+        task_id, terms, checkout = await open_offer(wire)
+        signed = scenario.sign(kind, payer_key, terms, checkout)
         scenario.proxy.offline = True
-        answer = await pay(wire, task_id, sign_payment(payer_key, terms))
+        answer = await pay(wire, task_id, signed.wire, signed.mandates)
         scenario.proxy.offline = False
 
     assert answer["status"]["state"] == "TASK_STATE_FAILED"
@@ -41,9 +47,12 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(scena
     )
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == []
+    # The mandates were accepted (their use counted) before the node was found unreachable.
+    uses = "SELECT count(*) FROM ap2_mandate_uses WHERE task_id = :task_id"
+    assert await scenario.database.scalar(uses, task_id=task_id) == (1 if kind.ap2 else 0)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, AP2.param()])
 @pytest.mark.parametrize(
     "delivered", [pytest.param(False, id="request lost"), pytest.param(True, id="answer lost")]
 )
@@ -56,17 +65,19 @@ async def test_the_node_unreachable_when_the_settlement_is_sent_settles_it_once(
     payer_key = scenario.new_payer(kind)
     async with merchant.http() as http:
         wire = MerchantWire(http, "jsonrpc")
-        task_id, terms = await open_task(wire)
+        task_id, terms, checkout = await open_offer(wire)
+        signed = scenario.sign(kind, payer_key, terms, checkout)
         # The send (and, for 2 s, every other request) is lost: whether the node took the transaction is
         # unknown to the merchant, so it must neither report "nothing charged" nor send a second one.
         cut = scenario.proxy.outage(b"eth_sendRawTransaction", seconds=2.0, deliver=delivered)
-        await pay(wire, task_id, kind.sign(payer_key, terms).wire)
+        await pay(wire, task_id, signed.wire, signed.mandates)
         assert cut.hits == 1
         done = await poll_until_definite(wire, task_id)
 
     report = await scenario.invariants(client_views={task_id: done["status"]["state"]})
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert [transfer.amount for transfer in report.transfers] == [kind.charged]
+    assert report.ap2_booked_tasks == ([task_id] if kind.ap2 else [])
 
 
 @pytest.mark.parametrize(
