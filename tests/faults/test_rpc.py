@@ -40,11 +40,15 @@ async def test_the_node_unreachable_during_verify_fails_the_task_uncharged(
     # they say what happened, that nothing was charged, and what the payer can do.
     data = payment_data(answer)
     assert isinstance(data, PaymentFailedData) and data.error is PaymentErrorCode.SETTLEMENT_FAILED
-    [text] = [part["text"] for part in answer["status"]["message"]["parts"]]
+    parts = answer["status"]["message"]["parts"]
+    [text] = [part["text"] for part in parts if "text" in part]
     assert text == (
         "Payment verification failed: the facilitator could not be reached, or could not reach the chain; "
         "nothing was charged; this task has ended: send the request again later for new terms"
     )
+    # With mandates, the error receipts ride beside the text (§20.6): the mandates' budget was not used.
+    receipts = [part["data"] for part in parts if "ap2.payment_receipt" in part.get("data", {})]
+    assert len(receipts) == (1 if kind.ap2 else 0)
     report = await scenario.invariants(client_views={task_id: "TASK_STATE_FAILED"})
     assert report.transfers == []
     # The mandates were accepted (their use counted) before the node was found unreachable.
