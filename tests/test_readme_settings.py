@@ -15,6 +15,7 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 from a2a_x402.facilitator._config import FacilitatorSettings
+from a2a_x402.merchant._ap2_keys_cli import Ap2KeySettings
 from a2a_x402.merchant.callers.cli import CallerSettings
 from a2a_x402.merchant.differences.cli import DifferenceSettings
 from a2a_x402.merchant.ledger.cli import LedgerSettings
@@ -33,6 +34,7 @@ _CLASSES: tuple[type[BaseSettings], ...] = (
     DifferenceSettings,
     LedgerSettings,
     WebhookSettings,
+    Ap2KeySettings,
     LogSettings,
 )
 # Unset (None) in the code, and said in words, in the variable's note, for what that means.

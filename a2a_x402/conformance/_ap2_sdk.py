@@ -24,10 +24,9 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from a2a_x402.extension import payload_hash
+from a2a_x402.extension import AP2_X402_METHOD, payload_hash
 
 __all__ = [
-    "X402_METHOD",
     "Ap2SdkError",
     "generate_key",
     "import_key",
@@ -39,8 +38,6 @@ __all__ = [
     "sdk_problem",
 ]
 
-X402_METHOD = "https://www.x402.org/"
-"""The payment method identifier of x402 in an AP2 v0.1 payment request and response (§20.7)."""
 
 INSTALL_HINT = (
     "the AP2 SDK is not installed: install it with `pip install --no-deps` from the AP2 repository, then "
@@ -202,7 +199,7 @@ def payment_mandate(
             payment_details_id=details["id"],
             payment_details_total=details["total"],
             payment_response=sdk.response(
-                request_id=contents["id"], method_name=X402_METHOD, details=dict(paid)
+                request_id=contents["id"], method_name=AP2_X402_METHOD, details=dict(paid)
             ),
             merchant_agent=merchant_id,
             timestamp=datetime.fromtimestamp(now, UTC).isoformat(),

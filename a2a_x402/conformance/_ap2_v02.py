@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_x402.extension import (
+    AP2_V01_PAYMENT_MANDATE_KEY,
+    AP2_X402_METHOD,
     Ap2Declaration,
     Ap2ErrorCode,
     Ap2PriceError,
@@ -29,7 +31,6 @@ from a2a_x402.extension import (
 
 from ._ap2_offer import checkout_keys, insecure_ok, price_rule, relaxed, verify_jws
 from ._ap2_sdk import (
-    X402_METHOD,
     Ap2SdkError,
     generate_key,
     import_key,
@@ -55,7 +56,6 @@ AP2_V02_PAYMENT_CHECKS = (
     "ap2.v02-binding-payment",
     "ap2.v02-standalone-refused",
 )
-PAYMENT_MANDATE_KEY = "ap2.mandates.PaymentMandate"
 _CLOCK_SKEW_S = 300
 _WAITING = "TASK_STATE_INPUT_REQUIRED"
 
@@ -135,9 +135,11 @@ async def read_round(probe: Probe, reply: Reply, entry: Ap2Declaration, url: str
     cart = _cart_of(reply)
     contents = cart["contents"]
     request = contents["payment_request"]
-    methods = [m for m in request["method_data"] if m.get("supported_methods") == X402_METHOD]
+    methods = [m for m in request["method_data"] if m.get("supported_methods") == AP2_X402_METHOD]
     if len(methods) != 1:
-        raise fail(f"the cart has {len(methods)} {X402_METHOD} method data entries, not one", reply.exchange)
+        raise fail(
+            f"the cart has {len(methods)} {AP2_X402_METHOD} method data entries, not one", reply.exchange
+        )
     terms = check_terms_v1(methods[0].get("data"), reply, "the cart's x402 method data")
     offer_id = contents["id"]
     accepts = [e for e in terms["accepts"] if isinstance(e, dict)]
@@ -232,7 +234,7 @@ def _gate(probe: Probe, tenant: str) -> tuple[Ap2Declaration, str, Any]:
 def _mandate_message(wire: Wire, task_id: str, mandate: JSON) -> JSON:
     """A 0.3 message paying ``task_id`` with ``mandate`` in a data part, ``payment-submitted`` alone."""
     message = extension_message(wire.interface, task_id, "payment-submitted")
-    value = {PAYMENT_MANDATE_KEY: mandate}
+    value = {AP2_V01_PAYMENT_MANDATE_KEY: mandate}
     part = (
         {"kind": "data", "data": value} if wire.interface.binding == "JSONRPC" else {"data": {"data": value}}
     )

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a_x402.extension import AP2_CHECKOUT_ARTIFACT_ID, ExtensionMetadataError, parse_ap2_checkout_data
+from a2a_x402.extension import (
+    AP2_CHECKOUT_ARTIFACT_ID,
+    AP2_V01_CART_MANDATE_KEY,
+    ExtensionMetadataError,
+    parse_ap2_checkout_data,
+)
 
 from ._card import Interface
 from ._reply import Reply
 
 __all__ = [
     "A2A_ERRORS",
-    "CART_MANDATE_KEY",
     "artifacts_of",
     "cart_data",
     "checkout_artifacts_of",
@@ -37,7 +41,6 @@ A2A_ERRORS: dict[str, tuple[int, int, str]] = {
     "TASK_NOT_FOUND": (-32001, 404, "NOT_FOUND"),
 }
 """A2A reason → (JSON-RPC code, HTTP status, gRPC status), as A2A 1.0.1 maps them."""
-CART_MANDATE_KEY = "ap2.mandates.CartMandate"
 """The data key of the merchant's AP2 v0.1 cart on A2A 0.3 (§20.7)."""
 
 _STATES_0_3 = {
@@ -99,9 +102,9 @@ def cart_data(part: JSON) -> JSON:
     data = part.get("data") if isinstance(part, dict) else None
     if isinstance(data, dict) and set(data) == {"data"}:
         data = data["data"]
-    if not isinstance(data, dict) or set(data) != {CART_MANDATE_KEY}:
+    if not isinstance(data, dict) or set(data) != {AP2_V01_CART_MANDATE_KEY}:
         return None
-    return data[CART_MANDATE_KEY]
+    return data[AP2_V01_CART_MANDATE_KEY]
 
 
 def _all_artifacts(task: JSON) -> list[JSON]:

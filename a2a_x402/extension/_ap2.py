@@ -35,6 +35,9 @@ __all__ = [
     "AP2_CHECKOUT_RECEIPT_KEY",
     "AP2_PAYMENT_MANDATE_KEY",
     "AP2_PAYMENT_RECEIPT_KEY",
+    "AP2_V01_CART_MANDATE_KEY",
+    "AP2_V01_PAYMENT_MANDATE_KEY",
+    "AP2_X402_METHOD",
     "MAX_AP2_TOKEN_CHARS",
     "Ap2Declaration",
     "Ap2ErrorCode",
@@ -67,6 +70,13 @@ AP2_CHECKOUT_RECEIPT_KEY = "ap2.checkout_receipt"
 """The member of the round's last status message's receipts part holding the checkout receipt."""
 AP2_PAYMENT_RECEIPT_KEY = "ap2.payment_receipt"
 """The member of the receipts part holding the payment receipt."""
+AP2_V01_CART_MANDATE_KEY = "ap2.mandates.CartMandate"
+"""The data-part key of the merchant's AP2 v0.1 cart in the v0.2 form (§20.7)."""
+AP2_V01_PAYMENT_MANDATE_KEY = "ap2.mandates.PaymentMandate"
+"""The data-part key of the client's AP2 v0.1 payment mandate in the v0.2 form (§20.7)."""
+AP2_X402_METHOD = "https://www.x402.org/"
+"""The payment method of x402 in the v0.2 form's AP2 v0.1 objects (§20.7): the `supported_methods` of the
+cart's method data holding the terms, the `method_name` of the payment mandate's response."""
 
 MAX_AP2_TOKEN_CHARS = 32_768
 """Longest token (JWT or mandate chain) read from a data part: §20.4's 9 KB example fits three times over,

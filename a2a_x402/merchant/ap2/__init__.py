@@ -70,9 +70,6 @@ if TYPE_CHECKING:
     from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
     from ._user_authorization import KB_JWT_TYPE, verify_user_authorization
     from ._v01 import (
-        CART_MANDATE_KEY,
-        PAYMENT_MANDATE_KEY,
-        X402_METHOD,
         build_cart,
         cart_digest,
         verify_payment_mandate,
@@ -80,14 +77,10 @@ if TYPE_CHECKING:
     from ._verify import AcceptedMandates, StoredCheckoutError, UsageReader, verify_mandates
 
 __all__ = [
-    "CART_MANDATE_KEY",
-    "CHECKOUT_JWT_TYPE",
-    "KB_JWT_TYPE",
-    "PAYMENT_MANDATE_KEY",
-    "X402_METHOD",
     "AcceptedMandates",
     "Ap2Evidence",
     "Ap2EvidenceStore",
+    "CHECKOUT_JWT_TYPE",
     "CheckoutItem",
     "CheckoutKeyError",
     "CheckoutKeys",
@@ -95,6 +88,7 @@ __all__ = [
     "CheckoutTokenError",
     "IssuerKeys",
     "IssuerSourceError",
+    "KB_JWT_TYPE",
     "MandateKind",
     "MandateRefused",
     "MandateUsage",
@@ -106,8 +100,8 @@ __all__ = [
     "SignedCheckout",
     "StoredCheckoutError",
     "TrustedIssuers",
-    "UseState",
     "UsageReader",
+    "UseState",
     "VerifiedMandate",
     "ap2_evidence_metadata",
     "ap2_sdk_available",
@@ -167,9 +161,6 @@ _EXPORTS = {
     "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
     "_user_authorization": ("KB_JWT_TYPE", "verify_user_authorization"),
     "_v01": (
-        "CART_MANDATE_KEY",
-        "PAYMENT_MANDATE_KEY",
-        "X402_METHOD",
         "build_cart",
         "cart_digest",
         "verify_payment_mandate",

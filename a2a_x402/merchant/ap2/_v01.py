@@ -25,7 +25,7 @@ from typing import Any
 
 import rfc8785
 
-from a2a_x402.extension import Ap2ErrorCode, Ap2Merchant, JsonValue, minor_unit_exponent
+from a2a_x402.extension import AP2_X402_METHOD, Ap2ErrorCode, Ap2Merchant, JsonValue, minor_unit_exponent
 
 from ._checkout import merchant_issuer
 from ._keys import CheckoutKeys, CheckoutTokenError
@@ -33,20 +33,11 @@ from ._sdk import IssuerKeys, MandateRefused
 from ._user_authorization import verify_user_authorization
 
 __all__ = [
-    "CART_MANDATE_KEY",
-    "PAYMENT_MANDATE_KEY",
-    "X402_METHOD",
     "build_cart",
     "cart_digest",
     "verify_payment_mandate",
 ]
 
-CART_MANDATE_KEY = "ap2.mandates.CartMandate"
-"""The data-part key of the merchant's cart (AP2 v0.1)."""
-PAYMENT_MANDATE_KEY = "ap2.mandates.PaymentMandate"
-"""The data-part key of the client's payment mandate (AP2 v0.1)."""
-X402_METHOD = "https://www.x402.org/"
-"""The payment method identifier of x402 in a W3C payment request and response."""
 _REFUND_PERIOD_DAYS = 0  # paid work is delivered at once and not refunded
 _CONTENTS_MEMBERS = frozenset(
     {
@@ -95,7 +86,7 @@ def build_cart(
         "id": offer_id,
         "user_cart_confirmation_required": False,
         "payment_request": {
-            "method_data": [{"supported_methods": X402_METHOD, "data": dict(terms)}],
+            "method_data": [{"supported_methods": AP2_X402_METHOD, "data": dict(terms)}],
             "details": {
                 "id": offer_id,
                 "display_items": [_item(title, amount)],
@@ -187,7 +178,10 @@ def verify_payment_mandate(
     for agrees, what in (
         (response["request_id"] == offer_id, "payment_response.request_id is not the offerId"),
         (contents["payment_details_id"] == offer_id, "payment_details_id is not the offerId"),
-        (response["method_name"] == X402_METHOD, f"payment_response.method_name is not {X402_METHOD}"),
+        (
+            response["method_name"] == AP2_X402_METHOD,
+            f"payment_response.method_name is not {AP2_X402_METHOD}",
+        ),
         (contents["merchant_agent"] == merchant_id, "merchant_agent is not this merchant's AP2 id"),
         (cart_digest(contents["payment_details_total"]) == cart_digest(total), "another total"),
     ):

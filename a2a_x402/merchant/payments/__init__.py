@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from ._usage import UsageError, UsageMeter, usage_meter
 
 __all__ = [
-    "CLIENT_ADDRESS_KEY",
     "Asset",
+    "CLIENT_ADDRESS_KEY",
     "CartMandates",
     "Checkouts",
     "GasSponsoring",

@@ -32,6 +32,8 @@ from google.protobuf.struct_pb2 import Struct, Value
 
 from a2a_x402.extension import (
     AP2_CHECKOUT_ARTIFACT_ID,
+    AP2_V01_CART_MANDATE_KEY,
+    AP2_V01_PAYMENT_MANDATE_KEY,
     EXTENSION_URI_V02,
     FLAT_KEY_PREFIX,
     Ap2ErrorCode,
@@ -44,8 +46,6 @@ from a2a_x402.extension import (
 from a2a_x402.facilitator.wire import PaymentRequired, PaymentRequiredV1
 
 from ..ap2 import (
-    CART_MANDATE_KEY,
-    PAYMENT_MANDATE_KEY,
     CheckoutItem,
     CheckoutNotOffered,
     MandateRefused,
@@ -86,7 +86,7 @@ class CartOffer:
     def artifact(self, task_id: str, context_id: str) -> TaskArtifactUpdateEvent:
         """The cart's artifact (§20.7): it replaces an earlier round's (`append` false, the same id)."""
         data = Value()
-        data.struct_value.update({CART_MANDATE_KEY: dict(self.cart)})
+        data.struct_value.update({AP2_V01_CART_MANDATE_KEY: dict(self.cart)})
         artifact = Artifact(
             artifact_id=AP2_CHECKOUT_ARTIFACT_ID,
             name=CART_ARTIFACT_NAME,
@@ -266,7 +266,7 @@ def strip_mandate_secrets(message: Message) -> None:
     for part in message.parts:
         if not _is_mandate_part(part):
             continue
-        mandate = part.data.struct_value.fields[PAYMENT_MANDATE_KEY].struct_value
+        mandate = part.data.struct_value.fields[AP2_V01_PAYMENT_MANDATE_KEY].struct_value
         if "user_authorization" in mandate.fields:
             del mandate["user_authorization"]
         for path in (("payload",), ("extensions", "eip2612GasSponsoring", "info")):
@@ -281,7 +281,7 @@ def _is_mandate_part(part: Part) -> bool:
     return (
         part.HasField("data")
         and part.data.HasField("struct_value")
-        and PAYMENT_MANDATE_KEY in part.data.struct_value.fields
+        and AP2_V01_PAYMENT_MANDATE_KEY in part.data.struct_value.fields
     )
 
 
@@ -290,7 +290,7 @@ def _mandate_parts(message: Message) -> list[Mapping[str, Any]]:
     found: list[Mapping[str, Any]] = []
     for part in message.parts:
         if _is_mandate_part(part):
-            value = MessageToDict(part.data.struct_value.fields[PAYMENT_MANDATE_KEY])
+            value = MessageToDict(part.data.struct_value.fields[AP2_V01_PAYMENT_MANDATE_KEY])
             found.append(value if isinstance(value, dict) else {})
     return found
 
