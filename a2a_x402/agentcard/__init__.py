@@ -7,7 +7,8 @@ the payer verifies a counterpart's card. The modules' docstrings carry the usage
 * ``sign_card``                  -- detached JWS per key (``_jws``)
 * ``read_card``, ``CardReading`` -- what each SDK's verifier reads of a card (``_readings``)
 * ``KeyStore`` and key loaders   -- generate / rotate / retire, PEM / JWK / env (``_keys``)
-* ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``); ``check_jku`` its URL rule
+* ``JwksCache``                  -- fetching ``jku`` JWK Sets (``_jwks``); ``check_jku`` its URL rule,
+  ``fetch_key_set`` one bounded fetch of a JWK Set, ``origin_of`` a URL's origin
 * ``CardVerifier``               -- policy and per-signature result (``_verify``)
 * ``parse_card_json``            -- size-limited, duplicate-rejecting JSON parsing (``_parse``)
 * errors with stable codes       -- (``_errors``)
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
         SignatureMismatchError,
         SigningError,
     )
-    from ._jwks import JWKS_PATH, JwksCache, check_jku, jwks_url
+    from ._jwks import JWKS_PATH, JwksCache, check_jku, fetch_key_set, jwks_url, origin_of
     from ._jws import JOSE_TYPE, sign_card
     from ._keys import (
         DEFAULT_KEYS_ENV,
@@ -118,10 +119,12 @@ __all__ = [
     "VerificationResult",
     "canonicalize_card",
     "check_jku",
+    "fetch_key_set",
     "generate_signing_key",
     "jwks_url",
     "load_signing_key",
     "load_signing_keys_from_env",
+    "origin_of",
     "parse_card_json",
     "parse_jwks",
     "read_card",
@@ -157,7 +160,7 @@ _EXPORTS = {
         "SignatureMismatchError",
         "SigningError",
     ),
-    "_jwks": ("JWKS_PATH", "JwksCache", "check_jku", "jwks_url"),
+    "_jwks": ("JWKS_PATH", "JwksCache", "check_jku", "fetch_key_set", "jwks_url", "origin_of"),
     "_jws": ("JOSE_TYPE", "sign_card"),
     "_keys": (
         "DEFAULT_KEYS_ENV",

@@ -46,7 +46,7 @@ from ._errors import (
 from ._keys import VerificationKey, parse_jwks
 from ._parse import load_json_object
 
-__all__ = ["JWKS_PATH", "JwksCache", "check_jku", "jwks_url"]
+__all__ = ["JWKS_PATH", "JwksCache", "check_jku", "fetch_key_set", "jwks_url", "origin_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -195,39 +195,52 @@ class JwksCache:
         return entry
 
     async def _fetch(self, jku: str) -> dict[str, VerificationKey]:
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                async with self._client.stream(
-                    "GET",
-                    jku,
-                    headers={"Accept": "application/jwk-set+json, application/json"},
-                    timeout=self._timeout_s,
-                    follow_redirects=False,
-                ) as response:
-                    if response.status_code != httpx.codes.OK:
-                        raise JwksFetchError(f"{jku} answered HTTP {response.status_code}")
-                    body = await self._read_bounded(response, jku)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise JwksTimeoutError(f"{jku} did not answer within {self._timeout_s} s") from exc
-        except httpx.TransportError as exc:
-            raise JwksFetchError(f"{jku} could not be reached ({unreachable_reason(exc)})") from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a redirect loop, a body it cannot decode
-            raise JwksFetchError(f"{jku} gave no usable answer: {exc}") from exc
+        body = await fetch_key_set(self._client, jku, timeout_s=self._timeout_s, max_bytes=self._max_bytes)
         try:
             return parse_jwks(load_json_object(body, max_bytes=self._max_bytes, what=f"JWK Set at {jku}"))
         except (CardParseError, KeyLoadError) as exc:
             raise JwksInvalidError(f"JWK Set at {jku} is not usable: {exc}") from exc
 
-    async def _read_bounded(self, response: httpx.Response, jku: str) -> bytes:
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._max_bytes:
-            raise JwksInvalidError(
-                f"JWK Set at {jku} is {declared} bytes, over the limit of {self._max_bytes}"
-            )
-        body = bytearray()
-        # aiter_bytes decodes content-encoding, so the bound applies to the inflated size (no gzip bombs).
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > self._max_bytes:
-                raise JwksInvalidError(f"JWK Set at {jku} is over the limit of {self._max_bytes} bytes")
-        return bytes(body)
+
+async def fetch_key_set(client: httpx.AsyncClient, url: str, *, timeout_s: float, max_bytes: int) -> bytes:
+    """The body of the JWK Set at ``url``: fetched within ``timeout_s`` for the whole exchange, no redirect
+    followed, at most ``max_bytes`` (after any content-encoding is undone, so no gzip bomb gets through).
+
+    The caller checks ``url`` first (``check_jku``) and parses what comes back.
+
+    Raises:
+        JwksTimeoutError: no whole answer within ``timeout_s``.
+        JwksFetchError: the server could not be reached, or answered other than HTTP 200.
+        JwksInvalidError: the answer is over ``max_bytes``.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream(
+                "GET",
+                url,
+                headers={"Accept": "application/jwk-set+json, application/json"},
+                timeout=timeout_s,
+                follow_redirects=False,
+            ) as response:
+                if response.status_code != httpx.codes.OK:
+                    raise JwksFetchError(f"{url} answered HTTP {response.status_code}")
+                return await _read_bounded(response, url, max_bytes)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise JwksTimeoutError(f"{url} did not answer within {timeout_s:g} s") from exc
+    except httpx.TransportError as exc:
+        raise JwksFetchError(f"{url} could not be reached ({unreachable_reason(exc)})") from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a redirect loop, a body it cannot decode
+        raise JwksFetchError(f"{url} gave no usable answer: {exc}") from exc
+
+
+async def _read_bounded(response: httpx.Response, url: str, max_bytes: int) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise JwksInvalidError(f"JWK Set at {url} is {declared} bytes, over the limit of {max_bytes}")
+    body = bytearray()
+    # aiter_bytes decodes content-encoding, so the bound applies to the inflated size (no gzip bombs).
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            raise JwksInvalidError(f"JWK Set at {url} is over the limit of {max_bytes} bytes")
+    return bytes(body)

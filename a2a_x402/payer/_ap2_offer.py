@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import rfc8785
 from a2a.types import Message, Task
@@ -25,7 +24,7 @@ from google.protobuf.json_format import MessageToDict
 from joserfc import jws
 from joserfc.errors import JoseError
 
-from a2a_x402.agentcard import AgentCardError, JwksCache
+from a2a_x402.agentcard import AgentCardError, JwksCache, origin_of
 from a2a_x402.extension import (
     AP2_CHECKOUT_ARTIFACT_ID,
     AP2_CHECKOUT_RECEIPT_KEY,
@@ -50,7 +49,6 @@ __all__ = ["Ap2Offer", "ReceiptError", "checkout_artifact", "receipts_of", "tena
 _ALG = "ES256"
 # Clock skew allowed on the checkout's `exp`, as the merchant allows on the mandates' times.
 _SKEW_S = 60
-_PORTS = {"http": 80, "https": 443}
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -87,14 +85,14 @@ def tenant_declaration(
     if found is None:
         return None
     url = loopback.get(found.jwks_url, found.jwks_url)
-    if _origin(url) != _origin(card.url):
+    if origin_of(url) != origin_of(card.url):
         raise CardError(f"the card's AP2 jwksUrl for tenant {tenant!r} is not on the card's origin: {url}")
     return Ap2Declaration(merchant=found.merchant, jwks_url=url, tenant=found.tenant, required=found.required)
 
 
 def _as_https(entry: object, loopback: dict[str, str]) -> object:
     url = entry.get("jwksUrl") if isinstance(entry, Mapping) else None
-    origin = _origin(url) if isinstance(url, str) else None
+    origin = origin_of(url) if isinstance(url, str) else None
     if not isinstance(entry, Mapping) or url is None or origin is None or origin[0] != "http":
         return entry
     if origin[1] not in _LOOPBACK:
@@ -241,19 +239,6 @@ def _header(token: str, what: str) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise ReceiptError(f"{what} has no JOSE header")
     return header
-
-
-def _origin(url: str) -> tuple[str, str, int] | None:
-    """(scheme, host, port) of an absolute http(s) URL, or ``None``."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _PORTS or not parts.hostname:
-        return None
-    return scheme, parts.hostname, port if port is not None else _PORTS[scheme]
 
 
 def _reference(mandate: str) -> str:

@@ -35,9 +35,8 @@ from typing import Any
 
 import httpx
 
-from a2a_x402.agentcard import AgentCardError, check_jku
+from a2a_x402.agentcard import AgentCardError, JwksInvalidError, check_jku, fetch_key_set
 from a2a_x402.extension import Ap2Mandates
-from a2a_x402.observability import unreachable_reason
 
 from ._sdk import IssuerKeys
 
@@ -205,23 +204,11 @@ class TrustedIssuers:
     async def _fetch(self, url: str) -> IssuerKeys:
         assert self._http is not None  # a source is made only with a client (__init__)
         try:
-            async with asyncio.timeout(self._timeout_s):
-                async with self._http.stream(
-                    "GET",
-                    url,
-                    headers={"Accept": "application/jwk-set+json, application/json"},
-                    timeout=self._timeout_s,
-                    follow_redirects=False,
-                ) as response:
-                    if response.status_code != httpx.codes.OK:
-                        raise IssuerSourceError(f"{url} answered HTTP {response.status_code}")
-                    body = await self._read_bounded(response, url)
-        except (TimeoutError, httpx.TimeoutException):
-            raise IssuerSourceError(f"{url} did not answer within {self._timeout_s:g} s") from None
-        except httpx.TransportError as exc:
-            raise IssuerSourceError(f"{url} could not be reached ({unreachable_reason(exc)})") from None
-        except (httpx.HTTPError, httpx.InvalidURL):
-            raise IssuerSourceError(f"{url} gave no usable answer") from None
+            body = await fetch_key_set(self._http, url, timeout_s=self._timeout_s, max_bytes=self._max_bytes)
+        except JwksInvalidError:  # the only thing fetch_key_set finds invalid is the size
+            raise IssuerSourceError(f"{url} answered over the limit of {self._max_bytes} bytes") from None
+        except AgentCardError as exc:  # its words start with the URL
+            raise IssuerSourceError(str(exc).splitlines()[0]) from None
         try:
             document = json.loads(body)
             if not isinstance(document, dict):
@@ -231,15 +218,3 @@ class TrustedIssuers:
             # json's messages give a position, never the text; IssuerKeys' name a kid at most.
             reason = str(exc).splitlines()[0][:200] if isinstance(exc, ValueError) else "nested too deep"
             raise IssuerSourceError(f"{url}: {reason}") from None
-
-    async def _read_bounded(self, response: httpx.Response, url: str) -> bytes:
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._max_bytes:
-            raise IssuerSourceError(f"{url} answered {declared} bytes, over the limit of {self._max_bytes}")
-        body = bytearray()
-        # aiter_bytes decodes content-encoding, so the bound is on the inflated size (no gzip bombs).
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > self._max_bytes:
-                raise IssuerSourceError(f"{url} answered over the limit of {self._max_bytes} bytes")
-        return bytes(body)
