@@ -248,6 +248,9 @@ def paid_app(
     }
     # The v0.2 form of the embedded flow (§20.7), for the tenants whose `ap2` entry is required.
     carts = CartMandates(pricing, {skill.id: skill.name for skill in offered}, issuers)
+    # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
+    # to purge. The mandates join it with their presentation, the receipts with the status ending the round.
+    evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)
     paying = PaymentExecutor(
         executor,
         pricing=pricing,
@@ -261,6 +264,7 @@ def paid_app(
         unpaid=unpaid,
         checkouts=Checkouts(pricing, {skill.id: skill.name for skill in offered}),
         carts=carts,
+        evidence=evidence,
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     # Its final-state hook marks the offers whose outcome the client has been told.
@@ -319,9 +323,6 @@ def paid_app(
         limits=unpaid,
     )
     ap2 = ap2_declarations(tenants, settings.base_url)
-    # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
-    # to purge.
-    evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)
     # Tenants in the embedded flow verify a payment's mandates; the others refuse them.
     embedded = {tenant.id: tenant.ap2 for tenant in tenants if tenant.ap2 is not None}
     mandates = KeptMandates(

@@ -29,6 +29,7 @@ from a2a_x402.extension import EXTENSION_URI, EXTENSION_URI_V02, Ap2Declaration
 from a2a_x402.facilitator import FacilitatorClient, RpcClient
 from a2a_x402.facilitator.wire import chain_id_from_caip2
 
+from .ap2 import Ap2EvidenceStore
 from .callers import Authenticator, CallerKeys, JwtIssuer, JwtVerifier, merge_issuers
 from .differences import DifferenceStore
 from .edge import RequestLimits, TenantTaskStore
@@ -266,6 +267,8 @@ def build_reconciler(
         stale_after_s=settings.reconcile_stale_after_s,
         settle_timeout_s=settings.settle_timeout_s,
         tenants=tenants,
+        # The receipts of the rounds it ends join their evidence, also when the command runs it alone.
+        evidence=Ap2EvidenceStore(engine, days=settings.ap2_evidence_days),
     )
     return Reconciler(
         facilitator=facilitator,

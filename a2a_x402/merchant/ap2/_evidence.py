@@ -8,7 +8,9 @@ and the AP2 receipts that end the round once they are signed.
 
 The mandates are written in the transaction that records the payment's presentation and counts their use
 (``keep_in``), so the evidence exists exactly when the use does; presented again for its round (T13), the
-first presentation's stays. The receipts are added by whoever signs them (``add_receipts``).
+first presentation's stays. The receipts are added by whoever signs them (``add_receipts``): the payment
+layer, with the status that ends the round (the executor, and recovery for a round it ends), before that
+status goes out.
 
 The tokens are credentials (a presented mandate is proof of the user's authorization) and personal data
 (their disclosures): this module never logs them, ``Ap2Evidence`` leaves them out of its ``repr``, and
@@ -143,7 +145,8 @@ class Ap2EvidenceStore:
             }
             return bool(connection.execute(_RECEIPTS, changes).rowcount == 1)
 
-        return await write(self._engine, operation)
+        # Isolated: a failure here (it never fails the paid turn) must not fail the writes queued beside it.
+        return await write(self._engine, operation, isolated=True)
 
     async def evidence(self, task_id: str, round_: int) -> Ap2Evidence | None:
         """Round ``round_`` of ``task_id``'s evidence, if it was paid with mandates and is not purged."""

@@ -56,6 +56,7 @@ from a2a_x402.facilitator.wire import (
 )
 from a2a_x402.observability import log_context
 
+from ..ap2 import Ap2EvidenceStore
 from ..ledger import Ledger
 from ..tenants import tenant_name
 from ..webhooks import EventType
@@ -68,7 +69,7 @@ from ._mandates_v02 import CartMandates
 from ._metered import UPTO, settled_requirements, settled_text
 from ._offer_table import Offer, OfferState
 from ._offers import OfferStore
-from ._outcomes import OutcomeListener, PaymentOutcome, add_ap2_receipts, failure_text, log_unpaid
+from ._outcomes import OutcomeListener, PaymentOutcome, end_ap2_round, failure_text, log_unpaid
 from ._pricing import Pricing
 from ._protocol import protocol_version
 from ._refusals import one_line
@@ -105,6 +106,7 @@ class PaymentExecutor(AgentExecutor):
         unpaid: UnpaidWork | None = None,
         checkouts: Checkouts | None = None,
         carts: CartMandates | None = None,
+        evidence: Ap2EvidenceStore | None = None,
     ):
         self._delegate = delegate
         self._pricing = pricing
@@ -118,6 +120,7 @@ class PaymentExecutor(AgentExecutor):
         self._unpaid = unpaid
         self._checkouts = checkouts if checkouts is not None else Checkouts(pricing)
         self._carts = carts
+        self._evidence = evidence  # a round's AP2 receipts join its evidence (§20.6)
 
     @property
     def settle_timeout_s(self) -> float:
@@ -174,7 +177,9 @@ class PaymentExecutor(AgentExecutor):
         *,
         error: PaymentErrorCode | None,
         request: dict[str, Any] | None = None,
+        ended: int = 0,
     ) -> None:
+        """Offer new terms; with the `error` that ended round `ended`, they end it (fresh terms)."""
         task_id, context_id = turn_ids(context)
         amount = self._pricing.amount_text(context.tenant, skill)
         required = self._pricing.terms(
@@ -224,7 +229,7 @@ class PaymentExecutor(AgentExecutor):
             await event_queue.enqueue_event(cart.artifact(task_id, context_id))
             status = cart.without_terms(status)
         if error is not None:  # fresh terms end the round whose payment failed (T4, T11)
-            add_ap2_receipts(status, context, self._pricing.tenants, error=error)
+            await end_ap2_round(status, context, self._pricing.tenants, self._evidence, ended, error=error)
         await event_queue.enqueue_event(status)
 
     async def _reject(self, context: RequestContext, event_queue: EventQueue, dialect: Dialect) -> None:
@@ -402,10 +407,12 @@ class PaymentExecutor(AgentExecutor):
             completed,
             dialect,
         )
-        add_ap2_receipts(
+        await end_ap2_round(
             status,
             context,
             self._pricing.tenants,
+            self._evidence,
+            offer.round,
             transaction=response.transaction,
             network=requirements.network,
         )
@@ -438,7 +445,13 @@ class PaymentExecutor(AgentExecutor):
             ):
                 return  # decided elsewhere meanwhile: its decider tells the task
             await self._offer_terms(
-                context, event_queue, offer.skill, dialect, error=error, request=offer.request
+                context,
+                event_queue,
+                offer.skill,
+                dialect,
+                error=error,
+                request=offer.request,
+                ended=offer.round,
             )
             return
         if not await self._offers.advance(
@@ -447,7 +460,7 @@ class PaymentExecutor(AgentExecutor):
             return  # decided elsewhere meanwhile: its decider tells the task
         failed = PaymentFailedData(error=error, receipts=receipts)
         status = agent_status(task_id, context_id, TaskState.TASK_STATE_FAILED, text, failed, dialect)
-        add_ap2_receipts(status, context, self._pricing.tenants, error=error)
+        await end_ap2_round(status, context, self._pricing.tenants, self._evidence, offer.round, error=error)
         await event_queue.enqueue_event(status)
 
     def _tell(self, tenant: str, outcome: PaymentOutcome) -> None:

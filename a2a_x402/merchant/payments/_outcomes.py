@@ -9,7 +9,9 @@ The status that ends a round whose AP2 mandates were accepted (§20.6) carries t
 `data` part beside its text (`add_ap2_receipts`): success receipts on `payment-completed`, error receipts
 with the extension object's `error` on `payment-failed` and on fresh terms. A status recovery writes gets
 them too (`add_recovered_ap2_receipts`), from the mandates of the task's history that the round's use
-names.
+names. Both return the receipts, which the caller keeps with the round's AP2 evidence (`keep_ap2_receipts`;
+`end_ap2_round` does both for the executor) before the status goes out; a failure to keep them is one
+WARNING line and never stops the status.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from google.protobuf.struct_pb2 import Value
 
 from a2a_x402.extension import (
     RETRYABLE_ERROR_CODES,
+    Ap2Receipts,
     PaymentCompletedData,
     PaymentData,
     PaymentErrorCode,
@@ -33,7 +36,14 @@ from a2a_x402.extension import (
 from a2a_x402.facilitator import PERMIT2_ADDRESS
 from a2a_x402.facilitator.wire import Reason
 
-from ..ap2 import MandateRefused, ReceiptSubject, Reservation, error_receipts, success_receipts
+from ..ap2 import (
+    Ap2EvidenceStore,
+    MandateRefused,
+    ReceiptSubject,
+    Reservation,
+    error_receipts,
+    success_receipts,
+)
 from ..tenants import TenantRegistry, tenant_name
 from ._mandates import ROUND_MANDATES_KEY, mandates_of, receipt_subject
 from ._offer_table import Offer
@@ -44,7 +54,9 @@ __all__ = [
     "PaymentOutcome",
     "add_ap2_receipts",
     "add_recovered_ap2_receipts",
+    "end_ap2_round",
     "failure_text",
+    "keep_ap2_receipts",
     "log_unpaid",
 ]
 
@@ -136,14 +148,35 @@ def add_ap2_receipts(
     error: PaymentErrorCode | None = None,
     transaction: str | None = None,
     network: str = "",
-) -> None:
+) -> Ap2Receipts | None:
     """Add the AP2 receipts of the round ending with `event` to its message (§20.6), when this request's
     mandates were accepted for it (`ROUND_MANDATES_KEY`): success receipts naming `transaction` on
-    `network`, or error receipts with `error` and the status's text as their description."""
+    `network`, or error receipts with `error` and the status's text as their description. The receipts
+    added, or None."""
     state = context.call_context.state if context.call_context is not None else {}
     subject = state.get(ROUND_MANDATES_KEY)
-    if isinstance(subject, ReceiptSubject):
-        _add_receipts(event, subject, tenants, context.tenant, error, transaction, network)
+    if not isinstance(subject, ReceiptSubject):
+        return None
+    return _add_receipts(event, subject, tenants, context.tenant, error, transaction, network)
+
+
+async def end_ap2_round(
+    event: TaskStatusUpdateEvent,
+    context: RequestContext,
+    tenants: TenantRegistry,
+    evidence: Ap2EvidenceStore | None,
+    round_: int,
+    *,
+    error: PaymentErrorCode | None = None,
+    transaction: str | None = None,
+    network: str = "",
+) -> None:
+    """`add_ap2_receipts` to `event`, which ends round `round_`, then `keep_ap2_receipts` with its
+    `evidence`: before the status goes out, so that a client told of the round finds its evidence whole."""
+    receipts = add_ap2_receipts(
+        event, context, tenants, error=error, transaction=transaction, network=network
+    )
+    await keep_ap2_receipts(evidence, event.task_id, round_, receipts)
 
 
 def add_recovered_ap2_receipts(
@@ -153,11 +186,11 @@ def add_recovered_ap2_receipts(
     tenants: TenantRegistry,
     use: Reservation | None,
     data: PaymentData,
-) -> None:
+) -> Ap2Receipts | None:
     """`add_ap2_receipts` for a status that recovery writes to end `offer`'s round with `data`: the
     mandates are those of the task's `history` message whose payment mandate is the round's `use`."""
     if use is None or use.round != offer.round:
-        return
+        return None
     for message in reversed(list(history)):
         try:
             mandates = mandates_of(message)
@@ -167,12 +200,39 @@ def add_recovered_ap2_receipts(
         if subject is None or subject.payment_reference != use.reference:
             continue
         if isinstance(data, PaymentFailedData):
-            _add_receipts(event, subject, tenants, offer.tenant, data.error, None, "")
-        elif isinstance(data, PaymentCompletedData):
+            return _add_receipts(event, subject, tenants, offer.tenant, data.error, None, "")
+        if isinstance(data, PaymentCompletedData):
             paid = next((r for r in reversed(data.receipts) if r.success), None)
             if paid is not None:
-                _add_receipts(event, subject, tenants, offer.tenant, None, paid.transaction, paid.network)
+                return _add_receipts(
+                    event, subject, tenants, offer.tenant, None, paid.transaction, paid.network
+                )
+        return None
+    return None
+
+
+async def keep_ap2_receipts(
+    evidence: Ap2EvidenceStore | None, task_id: str, round_: int, receipts: Ap2Receipts | None
+) -> None:
+    """Keep the `receipts` that end round `round_` of `task_id` with its AP2 evidence (§20.6), when both
+    are there. Never raises: the round's status goes out whether or not its evidence could be written."""
+    if evidence is None or receipts is None:
         return
+    try:
+        await evidence.add_receipts(
+            task_id,
+            round_,
+            checkout_receipt=receipts.checkout_receipt,
+            payment_receipt=receipts.payment_receipt,
+        )
+    except Exception as exc:  # noqa: BLE001 - the evidence must never fail the paid turn
+        # The type only: a database error's text repeats its parameters, the receipts.
+        logger.warning(
+            "task %s: the AP2 receipts of round %d were not kept as evidence: %s",
+            task_id,
+            round_,
+            type(exc).__name__,
+        )
 
 
 def _add_receipts(
@@ -183,12 +243,12 @@ def _add_receipts(
     error: PaymentErrorCode | None,
     transaction: str | None,
     network: str,
-) -> None:
+) -> Ap2Receipts | None:
     tenant = tenants.get(tenant_id)
     ap2 = tenant.ap2 if tenant is not None else None
     # A metered round settled for 0 moved nothing: no transaction for a payment receipt to confirm.
     if ap2 is None or transaction == "":
-        return
+        return None
     now, keys = int(time.time()), ap2.checkout_keys
     try:
         if transaction is not None:
@@ -204,7 +264,8 @@ def _add_receipts(
     except ValueError as exc:
         # A facilitator's answer a receipt cannot name (not a transaction hash): the round still ends.
         logger.warning("task %s: its AP2 receipts could not be issued: %s", event.task_id, exc)
-        return
+        return None
     data = Value()
     data.struct_value.update(receipts.to_wire())
     event.status.message.parts.append(Part(data=data, media_type="application/json"))
+    return receipts

@@ -53,6 +53,7 @@ from a2a_x402.facilitator import (
 )
 from a2a_x402.facilitator.wire import PaymentRequirements, Reason, SettleResponse, signer_of
 
+from ..ap2 import Ap2EvidenceStore
 from ..ledger import Ledger
 from ..tenants import TenantRegistry
 from ._booking import book_settlement, record_paid
@@ -62,7 +63,13 @@ from ._keys import SettlementKeys
 from ._metered import settled_requirements, settled_text, stored_usage
 from ._offer_table import Offer, OfferState
 from ._offers import TOLD_BY, OfferStore
-from ._outcomes import PaymentOutcome, add_recovered_ap2_receipts, failure_text, log_unpaid
+from ._outcomes import (
+    PaymentOutcome,
+    add_recovered_ap2_receipts,
+    failure_text,
+    keep_ap2_receipts,
+    log_unpaid,
+)
 from ._refusals import one_line
 from ._signed import SignedPayment, nonce_used, payment_from_wire, valid_before
 from ._wire import agent_status
@@ -98,9 +105,11 @@ class PaymentRecovery:
         stale_after_s: float = 60.0,
         settle_timeout_s: float = 5.0,
         tenants: TenantRegistry | None = None,
+        evidence: Ap2EvidenceStore | None = None,
     ):
         self._offers = offers
         self._tenants = tenants  # their AP2 checkout keys sign the receipts of the rounds it ends
+        self._evidence = evidence  # which keeps those receipts with the round's evidence (§20.6)
         self._keys = SettlementKeys(offers.engine)
         self._facilitator = facilitator
         self._ledger = ledger
@@ -401,7 +410,8 @@ class PaymentRecovery:
         )
         if self._tenants is not None and (usage := self._offers.usage) is not None:
             use = await usage.round_use(offer.task_id, offer.round)
-            add_recovered_ap2_receipts(update, task.history, offer, self._tenants, use, data)
+            receipts = add_recovered_ap2_receipts(update, task.history, offer, self._tenants, use, data)
+            await keep_ap2_receipts(self._evidence, offer.task_id, offer.round, receipts)
         _apply(task, update, artifacts)
         await self._tasks.save(task, context)
 

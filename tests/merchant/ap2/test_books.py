@@ -2,9 +2,9 @@
 `settlement.completed` webhook, the billing statement, the dashboard and its CSV name the mandates by the
 three references matching what was sent (the checkout's hash, the closed payment mandate's reference, the
 open payment mandate's key), while a payment made without mandates carries none. The mandates themselves
-are kept as evidence and purged after their retention (a clock the test sets), and never appear in the
-DEBUG log, a webhook body, a dashboard page, an export or `/metrics`. `x402_ap2_mandates_total` counts the
-refusal and the acceptance.
+are kept as evidence with the receipts that ended their round, purged after their retention (a clock the
+test sets), and never appear (nor those receipts) in the DEBUG log, a webhook body, a dashboard page, an
+export or `/metrics`. `x402_ap2_mandates_total` counts the refusal and the acceptance.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from tests.fixtures.merchant import (
     payment_message,
     user_message,
 )
-from tests.merchant.ap2.shop import ACME, rows, with_mandates
+from tests.merchant.ap2.shop import ACME, rows, status_receipts, with_mandates
 from tests.merchant.ap2.support import write_key
 from tests.merchant.ap2.test_offer import checkout_of
 from tests.merchant.ap2.test_paid_with_mandates import refused
@@ -191,6 +191,8 @@ async def test_a_payment_with_mandates_is_booked_told_and_kept_by_references_and
         good = present_mandates(opened, checkout, paid, MERCHANT.id, offer_id, now=now)
         done = (await wire.send(with_mandates(payment_message(task["id"], paid), good)))["task"]
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        receipts = status_receipts(done)
+        assert receipts is not None
         # Replayed whole: nothing more is booked, counted as a use or kept.
         replay = with_mandates(payment_message(task["id"], paid), good)
         params = {"tenant": "acme", "message": replay}
@@ -265,7 +267,8 @@ async def test_a_payment_with_mandates_is_booked_told_and_kept_by_references_and
     assert metric(shown["metrics"], "acme", "refused", "invalid_credential") == 1
     assert metric(shown["metrics"], "acme", "accepted", "") == 1
 
-    # The evidence: the round's checkout and mandates as sent, purged once past the retention.
+    # The evidence: the round's checkout and mandates as sent and the receipts that ended it, purged once past
+    # the retention.
     engine = create_engine(books.merchant.database_url)
     try:
         store = Ap2EvidenceStore(engine, days=books.merchant.settings.ap2_evidence_days)
@@ -276,6 +279,7 @@ async def test_a_payment_with_mandates_is_booked_told_and_kept_by_references_and
             good.checkout_mandate,
             good.payment_mandate,
         )
+        assert (kept.checkout_receipt, kept.payment_receipt) == receipts
         assert len(await rows(books.merchant.database_url, "ap2_evidence")) == 1  # none of the refused
         retention = timedelta(days=books.merchant.settings.ap2_evidence_days)
         assert await store.purge(now=kept.created_at + retention) == 0
@@ -287,7 +291,7 @@ async def test_a_payment_with_mandates_is_booked_told_and_kept_by_references_and
     # Never shown: not in the DEBUG log (which did record the payment), a webhook, a page or an export.
     log = "\n".join(_written(record) for record in debug_log)
     assert "booked settlement" in log and any(r.levelno == logging.DEBUG for r in debug_log)
-    secret = pieces([good, untrusted])
+    secret = pieces([good, untrusted]) | {*receipts, *(receipt.rsplit(".", 1)[-1] for receipt in receipts)}
     outputs = {
         "log": log,
         "webhooks": " ".join(got.body.decode() for got in books.receiver.received),

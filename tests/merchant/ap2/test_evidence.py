@@ -1,21 +1,32 @@
 """The AP2 evidence of a round (§20.6): kept with the presentation, its receipts added later, never shown
-in a `repr`, and purged once past its retention, by a clock the test controls. (SQLite and PostgreSQL.)"""
+in a `repr`, and purged once past its retention, by a clock the test controls. A merchant that cannot add
+a round's receipts to its evidence still ends the round with them, logging one line without them.
+(SQLite and PostgreSQL.)"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from a2a_x402.devchain import DevChain
 from a2a_x402.extension import Ap2Mandates
 from a2a_x402.merchant.ap2 import Ap2EvidenceStore, ap2_evidence_metadata
-from a2a_x402.storage import create_engine, write
+from a2a_x402.storage import create_engine, write, write_transaction
+from tests.fixtures.ap2 import issue_open_mandates, new_key
+from tests.fixtures.merchant import MerchantWire, RunningMerchant, user_message
 from tests.fixtures.schema import migration_differences
+from tests.merchant.ap2.shop import status_receipts
+from tests.merchant.ap2.test_books import pieces
+from tests.merchant.ap2.test_round_outcomes import ONE_PAYMENT, _pay
 
 ACCEPTED = datetime(2026, 12, 5, 12, tzinfo=UTC)
 
@@ -126,3 +137,51 @@ async def test_a_shorter_retention_purges_sooner_and_none_is_refused(engine: Asy
     assert await Ap2EvidenceStore(engine, days=1).purge(now=ACCEPTED + timedelta(days=1, seconds=1)) == 1
     with pytest.raises(ValueError, match="at least a day"):
         Ap2EvidenceStore(engine, days=0)
+
+
+_REFUSE_RECEIPTS = {
+    "sqlite": [
+        "CREATE TRIGGER refuse_receipts BEFORE UPDATE ON ap2_evidence "
+        "BEGIN SELECT RAISE(ABORT, 'receipts refused'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse_receipts() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'receipts refused'; END $$",
+        "CREATE TRIGGER refuse_receipts BEFORE UPDATE ON ap2_evidence "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_receipts()",
+    ],
+}
+
+
+async def test_receipts_the_evidence_cannot_take_still_end_the_round_in_one_line_without_them(
+    shop: RunningMerchant,
+    engine: AsyncEngine,
+    chain: DevChain,
+    user_key: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="a2a_x402")
+    # The database refuses every change of a kept evidence (its receipts); keeping the mandates still works.
+    async with write_transaction(engine) as connection:
+        for statement in _REFUSE_RECEIPTS[engine.dialect.name]:
+            await connection.execute(sa.text(statement))
+    now = int(time.time())
+    opened = issue_open_mandates(user_key, new_key(), ONE_PAYMENT, now=now)
+    async with shop.http() as http:
+        wire = MerchantWire(http, "jsonrpc", "acme")
+        task = (await wire.send(user_message()))["task"]
+        done, mandates = await _pay(wire, task, chain.new_payer(), opened, now)
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    receipts = status_receipts(done)
+    assert receipts is not None
+    kept = await Ap2EvidenceStore(engine).evidence(task["id"], 1)
+    assert kept is not None and kept.payment_mandate == mandates.payment_mandate
+    assert (kept.checkout_receipt, kept.payment_receipt) == (None, None)
+    ours = [r for r in caplog.records if r.name.startswith("a2a_x402")]
+    [line] = [r.getMessage() for r in ours if "not kept as evidence" in r.getMessage()]
+    assert task["id"] in line and "round 1" in line
+    assert all(r.levelno < logging.ERROR for r in ours)
+    written = "\n".join(r.getMessage() for r in ours)
+    secret = {*receipts, *(receipt.rsplit(".", 1)[-1] for receipt in receipts), *pieces([mandates])}
+    assert not [piece[:12] for piece in secret if piece in written]

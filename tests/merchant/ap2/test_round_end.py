@@ -6,7 +6,7 @@ paid round). Paid, the use is confirmed; failed, offered again or rejected, it i
 amount taken off the open mandate's record, as is any use of an earlier round whose payment was never
 taken. A change that does not happen decides nothing, and a
 transaction that rolls back takes the decision with it. Recovery failing an interrupted turn releases it,
-and the status it writes carries the round's error receipts.
+and the status it writes carries the round's error receipts, which its evidence keeps.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from a2a_x402.extension import AP2_CHECKOUT_RECEIPT_KEY, AP2_PAYMENT_RECEIPT_KEY
 from a2a_x402.facilitator import HttpFacilitatorClient, RpcClient
 from a2a_x402.merchant.ap2 import (
     AcceptedMandates,
+    Ap2EvidenceStore,
     MandateUsage,
     MandateUsageStore,
     UseState,
@@ -39,7 +40,7 @@ from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.payments import OfferState, OfferStore, PaymentRecovery
 from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.merchant.webhooks import EventType, Outbox
-from a2a_x402.storage import write_transaction
+from a2a_x402.storage import write, write_transaction
 from tests.fixtures.ap2 import PRICE_CENTS, new_key
 from tests.merchant.ap2.shop import write_tenants
 from tests.merchant.ap2.support import published
@@ -281,6 +282,14 @@ async def test_the_status_recovery_ends_a_round_with_carries_its_error_receipts(
     task = Task(id=task_id, context_id="ctx-1", status=status, history=[message])
     tasks = InMemoryTaskStore()
     await tasks.save(task, ServerCallContext(tenant=TENANT))
+    evidence = Ap2EvidenceStore(engine)
+
+    def keep(connection: sa.Connection) -> None:  # as the presentation's write kept them
+        evidence.keep_in(
+            connection, tenant=TENANT, task_id=task_id, round_=1, checkout_jwt=CHECKOUT, mandates=mandates
+        )
+
+    await write(engine, keep)
     facilitator = HttpFacilitatorClient("http://127.0.0.1:9")
     recovery = PaymentRecovery(
         offers=rounds.offers,
@@ -290,6 +299,7 @@ async def test_the_status_recovery_ends_a_round_with_carries_its_error_receipts(
         tasks=tasks,
         stale_after_s=0.0,
         tenants=tenants,
+        evidence=evidence,
     )
     try:
         assert await recovery.finish_abandoned() == 1
@@ -308,3 +318,9 @@ async def test_the_status_recovery_ends_a_round_with_carries_its_error_receipts(
     assert payment["reference"] == mandate_reference(mandates.payment_mandate)
     assert (payment["status"], payment["error"]) == ("Error", "SETTLEMENT_FAILED")
     assert await rounds.state(task_id) is UseState.RELEASED
+    kept = await evidence.evidence(task_id, 1)
+    assert kept is not None
+    assert (kept.checkout_receipt, kept.payment_receipt) == (
+        receipts[AP2_CHECKOUT_RECEIPT_KEY],
+        receipts[AP2_PAYMENT_RECEIPT_KEY],
+    )

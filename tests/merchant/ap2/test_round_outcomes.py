@@ -1,7 +1,8 @@
 """How a round whose AP2 mandates were accepted ends, served for real (§20.5, §20.6): a payment the
 facilitator refuses (a payer without funds gets fresh terms, an authorization already used on chain fails
 the task) releases its use, so that the open mandate's budget is not consumed and a later payment within
-it is paid; the status ending the round carries error receipts with the extension object's error. Refused
+it is paid; the status ending the round carries error receipts with the extension object's error, and the
+round's evidence keeps the receipts its status carried (never logged). Refused
 mandates carry the same `ap2Error` and error receipts on JSON-RPC, HTTP+JSON and gRPC, and mandates sent to
 a tenant without an `ap2` entry (or to a merchant without any) are refused `mandates_not_supported`,
 changing nothing. A round's stored checkout that cannot be read is the merchant's error, never a
@@ -27,6 +28,7 @@ from a2a_x402.extension import (
     PaymentFailedData,
     PaymentRequiredData,
 )
+from a2a_x402.merchant.ap2 import Ap2EvidenceStore
 from a2a_x402.payer import OpenMandates, present_mandates, sign_payment
 from a2a_x402.storage import create_engine, write_transaction
 from tests.facilitator.payments import cancel_authorization
@@ -43,6 +45,7 @@ from tests.fixtures.merchant import (
     user_message,
 )
 from tests.merchant.ap2.shop import JSON, rows, status_receipts, verified_receipts, with_mandates
+from tests.merchant.ap2.test_books import pieces
 from tests.merchant.ap2.test_offer import checkout_of
 
 pytest.importorskip(
@@ -79,9 +82,21 @@ async def _uses(database_url: str) -> list[tuple[str, int, str]]:
     return sorted((use.task_id, use.round, use.state) for use in await rows(database_url, "ap2_mandate_uses"))
 
 
+async def kept_receipts(database_url: str, task_id: str, round_: int) -> tuple[str | None, str | None]:
+    """The receipts round `round_` of `task_id`'s AP2 evidence holds, the round's evidence required."""
+    engine = create_engine(database_url)
+    try:
+        kept = await Ap2EvidenceStore(engine).evidence(task_id, round_)
+    finally:
+        await engine.dispose()
+    assert kept is not None
+    return kept.checkout_receipt, kept.payment_receipt
+
+
 async def test_a_payer_without_funds_gets_fresh_terms_and_its_use_is_released(
-    shop: RunningMerchant, chain: DevChain, user_key: Any
+    shop: RunningMerchant, chain: DevChain, user_key: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="a2a_x402")
     now = int(time.time())
     opened = issue_open_mandates(user_key, new_key(), ONE_PAYMENT, now=now)
     broke = "0x" + Account.create().key.hex().removeprefix("0x")  # never funded
@@ -96,7 +111,7 @@ async def test_a_payer_without_funds_gets_fresh_terms_and_its_use_is_released(
         data = payment_data(fresh)
         assert isinstance(data, PaymentRequiredData)
         assert data.error is PaymentErrorCode.INSUFFICIENT_FUNDS
-        receipts = status_receipts(fresh)
+        receipts = error_receipts = status_receipts(fresh)
         assert receipts is not None
         checkout_receipt, payment_receipt = await verified_receipts(http, "acme", *receipts, mandates)
         assert checkout_receipt["status"] == payment_receipt["status"] == "Error"
@@ -108,12 +123,21 @@ async def test_a_payer_without_funds_gets_fresh_terms_and_its_use_is_released(
         # the first use would have exhausted had it still counted.
         done, paid_with = await _pay(wire, fresh, chain.new_payer(), opened, now)
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-        receipts = status_receipts(done)
+        receipts = success_receipts = status_receipts(done)
         assert receipts is not None
         _, payment_receipt = await verified_receipts(http, "acme", *receipts, paid_with)
         assert payment_receipt["status"] == "Success"
     assert await _uses(shop.database_url) == [(task["id"], 1, "released"), (task["id"], 2, "confirmed")]
     assert len(await ledger_entries(shop.database_url, tenant="acme")) == 1
+    # Each round's evidence keeps the receipts its status carried, as sent; none of them is logged.
+    assert await kept_receipts(shop.database_url, task["id"], 1) == error_receipts
+    assert await kept_receipts(shop.database_url, task["id"], 2) == success_receipts
+    # The merchant's own lines (the SDK's DEBUG request bodies are held back when it is served).
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("a2a_x402"))
+    assert "payment for task" in ours and "not kept as evidence" not in ours
+    signatures = {receipt.rsplit(".", 1)[-1] for receipt in (*error_receipts, *success_receipts)}
+    secret = {*error_receipts, *success_receipts, *signatures, *pieces([mandates, paid_with])}
+    assert not [piece[:12] for piece in secret if piece in ours]
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -138,6 +162,7 @@ async def test_an_authorization_already_used_on_chain_fails_the_task_and_release
         assert receipts is not None
         _, payment_receipt = await verified_receipts(http, "acme", *receipts, mandates)
         assert (payment_receipt["status"], payment_receipt["error"]) == ("Error", "DUPLICATE_NONCE")
+        assert await kept_receipts(shop.database_url, task["id"], 1) == receipts
         assert await _uses(shop.database_url) == [(task["id"], 1, "released")]
 
         # Another task, within the budget the failed one did not use.
