@@ -25,6 +25,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from a2a_x402.extension import AP2_X402_METHOD, payload_hash
+from a2a_x402.observability import drop_debug_lines
 
 __all__ = [
     "Ap2SdkError",
@@ -72,6 +73,7 @@ def _sdk() -> _Sdk:
     except ImportError:
         raise Ap2SdkError(INSTALL_HINT) from None
     mandate.LOG_FILE_PATH = os.devnull
+    drop_debug_lines("sd_jwt")  # it logs each claim a mandate discloses at DEBUG, values included
     import ap2.models.mandate as v01
     import jwcrypto.jwk as jwk
     import jwcrypto.jws as jws

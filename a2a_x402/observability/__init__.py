@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._health import READYZ_PATH, Check, CheckResult, readiness_route, render_checks, run_checks
     from ._logs import LogSettings, LogSettingsError, configure_logging, configure_tool_logging, log_context
     from ._metrics import LATENCY_BUCKETS_S, METRICS_PATH, Reading, ScrapedGauges, gauge, metrics_route
+    from ._quiet import drop_debug_lines
     from ._redact import REDACTED, redact, redact_values, settings_secrets
     from ._throttle import FailureThrottle, client_network
     from ._unreachable import failure_reason, unreachable_reason
@@ -46,6 +47,7 @@ __all__ = [
     "client_network",
     "configure_logging",
     "configure_tool_logging",
+    "drop_debug_lines",
     "failure_reason",
     "gauge",
     "log_context",
@@ -70,6 +72,7 @@ _EXPORTS = {
         "configure_tool_logging",
         "log_context",
     ),
+    "_quiet": ("drop_debug_lines",),
     "_metrics": ("LATENCY_BUCKETS_S", "METRICS_PATH", "Reading", "ScrapedGauges", "gauge", "metrics_route"),
     "_redact": ("REDACTED", "redact", "redact_values", "settings_secrets"),
     "_throttle": ("FailureThrottle", "client_network"),

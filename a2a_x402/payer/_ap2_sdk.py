@@ -19,7 +19,6 @@ module, and the agent's private key is never put in a message or a ``repr``.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
@@ -27,6 +26,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from a2a_x402.extension import Ap2Mandates, Ap2Merchant, ExtensionMetadataError, ap2_digest, payload_hash
+from a2a_x402.observability import drop_debug_lines
 
 from ._ap2_constraints import (
     BUDGET_SCALE as _BUDGET_SCALE,
@@ -79,7 +79,7 @@ def _sdk() -> _Sdk:
     mandate.LOG_FILE_PATH = os.devnull
     # The SD-JWT library it builds on logs every claim it discloses at DEBUG, values included: a
     # mandate's content never reaches a log line, whatever level the caller asks for.
-    logging.getLogger("sd_jwt").setLevel(max(logging.getLogger("sd_jwt").level, logging.INFO))
+    drop_debug_lines("sd_jwt")
     import jwcrypto.jwk as jwk
     from ap2.sdk.generated.checkout_mandate import CheckoutMandate
     from ap2.sdk.generated.payment_mandate import PaymentMandate

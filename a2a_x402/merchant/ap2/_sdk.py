@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, get_args
 from pydantic import ValidationError
 
 from a2a_x402.extension import Ap2ErrorCode, ap2_digest
+from a2a_x402.observability import drop_debug_lines
 
 __all__ = [
     "IssuerKeys",
@@ -86,6 +87,7 @@ def _sdk() -> _Sdk:
             Ap2ErrorCode.MANDATES_NOT_SUPPORTED, "the AP2 SDK is not installed (scripts/setup installs it)"
         ) from None
     mandate.LOG_FILE_PATH = os.devnull
+    drop_debug_lines("sd_jwt")  # it logs each claim a mandate discloses at DEBUG, values included
     import ap2.sdk.checkout_mandate_chain as checkout_chain
     import ap2.sdk.constraints as constraints
     import ap2.sdk.payment_mandate_chain as payment_chain
