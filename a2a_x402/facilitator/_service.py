@@ -32,8 +32,9 @@ from ._checks import FOREIGN_SETTLEMENTS_COUNTED
 from ._claims import ClaimState, ClaimStore
 from ._config import FacilitatorSettings
 from ._elsewhere import SettledElsewhere
-from ._errors import ChainMismatchError, ChainUnavailableError, PaymentInvalidError
+from ._errors import ChainMismatchError, PaymentInvalidError
 from ._leases import LeaseStore
+from ._node_start import node_chain_id as read_node_chain_id
 from ._outcome import Outcomes
 from ._permit2_settle import Permit2Payments
 from ._permit2_verify import Permit2Verifier
@@ -276,10 +277,7 @@ class Facilitator:
         """
         if self._database_url is not None:
             await ensure_schema_current(self._database_url, "facilitator")
-        try:
-            node_chain_id = int(await self._rpc.call("eth_chainId"), 16)
-        except ChainUnavailableError as exc:
-            raise ChainUnavailableError(f"{exc}: check X402_RPC_URL and that the node runs") from exc
+        node_chain_id = await read_node_chain_id(self._rpc)
         if node_chain_id != self.chain_id:
             raise ChainMismatchError(
                 f"the RPC node serves chain {node_chain_id}, but X402_NETWORK is {self.network}"

@@ -414,15 +414,33 @@ def paid_app(
     app.add_middleware(NoStoreMiddleware, prefixes=("/tenants/",))
     edge_lifespan = app.router.lifespan_context
 
+    async def close_clients() -> None:
+        """Close the clients and pools made above: at shutdown, and when the start-up fails."""
+        await jwks_http.aclose()
+        if reconciling is not None:
+            await reconciling.aclose()  # closes the chain client it was given
+        else:
+            await chain_rpc.aclose()
+        if probe_rpc is not None:
+            await probe_rpc.aclose()
+        await facilitator.aclose()
+        await engine.dispose()
+
     @asynccontextmanager
     async def lifespan(app_: FastAPI) -> AsyncIterator[None]:
-        if isinstance(facilitator, Facilitator):
-            await facilitator.startup_checks()
-        if settings.asset_transfer_method == "auto":
-            method = await probe_transfer_method(chain_rpc, asset.address)
-            pricing.asset = replace(asset, transfer_method=method)
-        if webhooks:
-            await WebhookEndpoints(engine).sync(endpoint_configs(tenants))
+        try:
+            if isinstance(facilitator, Facilitator):
+                await facilitator.startup_checks()
+            if settings.asset_transfer_method == "auto":
+                method = await probe_transfer_method(chain_rpc, asset.address)
+                pricing.asset = replace(asset, transfer_method=method)
+            if webhooks:
+                await WebhookEndpoints(engine).sync(endpoint_configs(tenants))
+        except BaseException:
+            # A refused start opened connection pools already (the chain checks' at least): left open,
+            # the garbage collector reports each as an asyncio ERROR, at a moment of its own.
+            await close_clients()
+            raise
         http = httpx.AsyncClient()
         stop = asyncio.Event()
         running = [
@@ -457,15 +475,7 @@ def paid_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*running)
             await http.aclose()
-            await jwks_http.aclose()
-            if reconciling is not None:
-                await reconciling.aclose()  # closes the chain client it was given
-            else:
-                await chain_rpc.aclose()
-            if probe_rpc is not None:
-                await probe_rpc.aclose()
-            await facilitator.aclose()
-            await engine.dispose()
+            await close_clients()
 
     app.router.lifespan_context = lifespan
     return app

@@ -29,6 +29,7 @@ from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequired, PaymentRe
 from a2a_x402.merchant.edge import AGENT_CARD_PATH, JSONRPC_PATH, REST_PATH
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import submit_directly
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     DEFAULT_PAY_TO,
     DEFAULT_PRICE,
@@ -46,7 +47,6 @@ ACME_PAY_TO = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"
 # Short enough that a settlement held back by anvil's manual mining is reported pending at once.
 PENDING_SETTLE_TIMEOUT_S = 0.5
 _POLL_S = 0.05
-_WAIT_S = 15.0
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def _streaming(request: JSON) -> JSON:
 
 
 async def _call(http: httpx.AsyncClient, request: JSON) -> JSON:
-    async with asyncio.timeout(_WAIT_S):
+    async with asyncio.timeout(HANG_S):
         response = await http.post(JSONRPC_PATH, json=request)
     assert response.status_code == 200, response.text
     body: JSON = response.json()
@@ -99,7 +99,7 @@ async def _stream(
     """Every JSON-RPC response of a stream, until the server closes it; `on_event(count)` after each."""
     events: list[JSON] = []
     # A stream the server never closes would otherwise hold the test until the global timeout.
-    async with asyncio.timeout(_WAIT_S), http.stream("POST", JSONRPC_PATH, json=request) as response:
+    async with asyncio.timeout(HANG_S), http.stream("POST", JSONRPC_PATH, json=request) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         async for line in response.aiter_lines():
             if line.startswith("data:"):
@@ -128,7 +128,7 @@ async def _ask(http: httpx.AsyncClient, name: str = "payment-required.request.js
 
 async def _wait_for(http: httpx.AsyncClient, task_id: str, done: Callable[[JSON], bool]) -> JSON:
     request = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}}
-    async with asyncio.timeout(_WAIT_S):
+    async with asyncio.timeout(HANG_S):
         while True:
             body = await _call(http, request)
             if done(body["result"]):
@@ -483,7 +483,7 @@ async def test_cancel_before_paying(start: Callable[..., RunningMerchant]) -> No
 
 async def test_http_json_binding_answers_as_the_example(start: Callable[..., RunningMerchant]) -> None:
     merchant = start()
-    async with merchant.http() as http, asyncio.timeout(_WAIT_S):
+    async with merchant.http() as http, asyncio.timeout(HANG_S):
         request = example("http.payment-required.request.json")
         response = await http.post(REST_PATH + "/message:send", json=request)
     assert response.status_code == 200, response.text
