@@ -6,6 +6,9 @@ example block to ``examples/<name>``, deletes example files the Markdown no long
 ``schema/`` into the kit (``a2a_x402/conformance/schema/``). ``--check`` changes nothing and exits 1 when
 any of that would change something (run it in CI). ``--sign-card`` signs the Agent Card example with a fresh
 throwaway key and replaces the JWK Set example with its public key; run it after editing the card.
+``--ap2-v02-examples`` makes the two examples of the embedded flow's v0.2 form (§20.7) afresh with the
+project's own code and throwaway keys, publishing the new public keys beside the §20 examples' (run it
+after changing those examples or that code).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "SPEC_PATH",
     "build",
     "main",
+    "make_ap2_v02_examples",
     "render_spec",
     "sign_card_example",
 ]
@@ -134,16 +138,31 @@ def sign_card_example(spec_path: Path = SPEC_PATH) -> None:
     spec_path.write_text(replace_examples(markdown, texts), encoding="utf-8")
 
 
+def make_ap2_v02_examples(spec_path: Path = SPEC_PATH) -> None:
+    """Make the §20.7 examples afresh (``spec._ap2_v02``); the private keys exist only in memory."""
+    # Imported here: only this maintenance command needs the merchant's, the payer's and the AP2 SDK's code.
+    from ._ap2_v02 import make_ap2_v02_examples as make
+
+    spec_path.write_text(make(spec_path.read_text(encoding="utf-8")), encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m spec.build", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if anything is stale")
     parser.add_argument("--sign-card", action="store_true", help="re-sign the Agent Card example first")
+    parser.add_argument(
+        "--ap2-v02-examples",
+        action="store_true",
+        help="make the §20.7 examples afresh first (throwaway keys)",
+    )
     options = parser.parse_args(argv)
-    if options.sign_card and options.check:
-        parser.error("--sign-card changes the specification; it cannot be combined with --check")
+    if (options.sign_card or options.ap2_v02_examples) and options.check:
+        parser.error("--sign-card and --ap2-v02-examples change the specification; not with --check")
     if options.sign_card:
         sign_card_example()
+    if options.ap2_v02_examples:
+        make_ap2_v02_examples()
     changes = build(check=options.check)
     for change in changes:
         print(change, file=sys.stderr if options.check else sys.stdout)

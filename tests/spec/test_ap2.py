@@ -4,7 +4,10 @@ The other tests check their A2A form and extension objects like every example's.
 the checkout JWT and the receipts verify with the published checkout key, each mandate chain verifies
 from the published issuer key through its agent key, and every hash of §20.4 and §20.6 is the hash of
 what it names. They read SD-JWTs with a few lines of their own, independent of the AP2 SDK that made
-the examples, so the spec's examples are checked without it.
+the examples, so the spec's examples are checked without it. The same holds for the v0.2 form (§20.7):
+the cart's `merchant_authorization` verifies with a published checkout key and hashes its `contents`, its
+x402 terms keep the price rule, and the `user_authorization` verifies from a published issuer key through
+its `cnf` key and names the cart and the `payment_mandate_contents` that carry the payment.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -20,7 +25,15 @@ import rfc8785
 from joserfc import jws
 from joserfc.jwk import ECKey
 
-from a2a_x402.extension import EXTENSION_URI
+from a2a_x402.extension import (
+    AP2_V01_CART_MANDATE_KEY,
+    AP2_V01_PAYMENT_MANDATE_KEY,
+    AP2_X402_METHOD,
+    EXTENSION_URI,
+    EXTENSION_URI_V02,
+)
+from a2a_x402.facilitator.wire import PaymentRequirementsV1, requirements_v1_to_v2
+from a2a_x402.merchant.ap2 import IssuerKeys, verify_user_authorization
 
 from .support import JSON, definition_errors, example, extension_object, schema_errors
 
@@ -34,6 +47,10 @@ def _b64_json(segment: str) -> Any:
 
 def _sha256(text: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode("ascii")).digest()).rstrip(b"=").decode()
+
+
+def _canonical_hash(value: Any) -> str:
+    return _sha256(rfc8785.dumps(value).decode("ascii"))
 
 
 def _verified(token: str, jwks: JSON, kid: str | None = None) -> JSON:
@@ -170,7 +187,7 @@ def test_the_mandates_name_the_checkout_and_the_payment() -> None:
     instrument = closed_payment["payment_instrument"]
     payer = payment["payload"]["authorization"]["from"]
     assert instrument["id"] == f"{payment['accepted']['network']}:{payer}"
-    assert instrument["payload_hash"] == _sha256(rfc8785.dumps(payment).decode("ascii"))
+    assert instrument["payload_hash"] == _canonical_hash(payment)
 
 
 def test_the_open_payment_mandate_refers_to_the_open_checkout_mandate() -> None:
@@ -258,3 +275,152 @@ def test_a_refusal_carries_signed_error_receipts() -> None:
 def test_card_params_take_the_ap2_declaration(entry: JSON, valid: bool) -> None:
     params = {**_card_params(), "ap2": [entry]}
     assert (schema_errors("card-params.json", params) == []) is valid
+
+
+# The v0.2 form on A2A 0.3 (§20.7).
+
+
+def _cart_offer() -> tuple[JSON, JSON]:
+    """The task of the v0.2 form's offer and its `CartMandate`."""
+    task = example("ap2.v0.2.payment-required.response.json")["result"]
+    [artifact] = task["artifacts"]
+    assert (artifact["artifactId"], artifact["extensions"]) == (_CHECKOUT_ARTIFACT, [EXTENSION_URI_V02])
+    [part] = artifact["parts"]
+    assert part["kind"] == "data" and part["data"].keys() == {AP2_V01_CART_MANDATE_KEY}
+    cart: JSON = part["data"][AP2_V01_CART_MANDATE_KEY]
+    return task, cart
+
+
+def _cart_claims() -> JSON:
+    _, cart = _cart_offer()
+    return _verified(cart["merchant_authorization"], example("ap2.checkout-keys.json"))
+
+
+def _payment_mandate() -> tuple[JSON, JSON]:
+    """The v0.2 form's payment message and its `PaymentMandate`."""
+    message = example("ap2.v0.2.payment-submitted.request.json")["params"]["message"]
+    [data] = [part["data"] for part in message["parts"] if part["kind"] == "data"]
+    assert data.keys() == {AP2_V01_PAYMENT_MANDATE_KEY}
+    mandate: JSON = data[AP2_V01_PAYMENT_MANDATE_KEY]
+    assert mandate.keys() == {"payment_mandate_contents", "user_authorization"}
+    return message, mandate
+
+
+def test_the_v0_2_offer_has_its_terms_in_the_cart_only() -> None:
+    task, _ = _cart_offer()
+    assert task["status"]["state"] == "input-required"
+    # §20.7: v0.2 tells the flows apart by x402.payment.required, so it is not sent.
+    assert task["status"]["message"]["metadata"] == {"x402.payment.status": "payment-required"}
+
+
+def test_the_cart_is_signed_by_a_published_checkout_key_over_its_contents() -> None:
+    _, cart = _cart_offer()
+    claims = _cart_claims()
+    _, checkout = _checkout()
+    contents = cart["contents"]
+    assert claims.keys() == {"iss", "sub", "iat", "exp", "jti", "cart_hash"}
+    assert claims["cart_hash"] == _canonical_hash(contents)
+    assert (claims["iss"], claims["sub"], claims["jti"]) == (
+        checkout["iss"],
+        checkout["merchant"]["id"],
+        contents["id"],
+    )
+    assert datetime.fromisoformat(contents["cart_expiry"]).timestamp() == claims["exp"] > claims["iat"]
+    assert contents["merchant_name"] == checkout["merchant"]["name"]
+
+
+def test_the_cart_carries_the_x402_terms_at_its_total() -> None:
+    _, cart = _cart_offer()
+    request = cart["contents"]["payment_request"]
+    [method] = request["method_data"]
+    assert method["supported_methods"] == AP2_X402_METHOD
+    terms, details = method["data"], request["details"]
+    offer_id = cart["contents"]["id"]
+    assert details["id"] == offer_id
+    total = details["total"]["amount"]
+    assert [item["amount"] for item in details["display_items"]] == [total]
+    params = _card_params()
+    decimals = {(a["network"], a["address"]): a["decimals"] for a in params["assets"]}
+    pay_to = {(entry["network"], entry["address"]) for entry in params["payTo"] if "tenant" not in entry}
+    assert terms["x402Version"] == 1 and terms["accepts"]
+    for entry in terms["accepts"]:
+        # The x402 v1 terms of a v0.2 interface (§13), which read as v2 terms the card allows.
+        term = requirements_v1_to_v2(PaymentRequirementsV1.from_wire(entry)).to_json_dict()
+        assert term["extra"]["offerId"] == offer_id
+        assert (term["network"], term["payTo"]) in pay_to
+        # The price rule of §20.3, with the total in major units (a W3C payment amount).
+        exponent = decimals[(term["network"], term["asset"])]
+        assert Decimal(term["amount"]) == Decimal(str(total["value"])) * 10**exponent
+        assert total["currency"] == "USD"
+
+
+def test_the_payment_mandate_pays_the_cart_with_the_x402_payment() -> None:
+    task, cart = _cart_offer()
+    message, mandate = _payment_mandate()
+    contents = mandate["payment_mandate_contents"]
+    response = contents["payment_response"]
+    offer_id = cart["contents"]["id"]
+    assert (message["role"], message["taskId"]) == ("user", task["id"])
+    # §20.7: payment-submitted and no other x402.payment.* key, the payment being in `details`.
+    assert message["metadata"] == {"x402.payment.status": "payment-submitted"}
+    assert (response["request_id"], contents["payment_details_id"]) == (offer_id, offer_id)
+    assert response["method_name"] == AP2_X402_METHOD
+    assert contents["payment_details_total"] == cart["contents"]["payment_request"]["details"]["total"]
+    assert contents["merchant_agent"] == _cart_claims()["sub"]
+    payment = response["details"]
+    [method] = cart["contents"]["payment_request"]["method_data"]
+    [entry] = method["data"]["accepts"]
+    authorization = payment["payload"]["authorization"]
+    assert (payment["x402Version"], payment["scheme"], payment["network"]) == (
+        1,
+        entry["scheme"],
+        entry["network"],
+    )
+    assert (authorization["to"], authorization["value"]) == (entry["payTo"], entry["maxAmountRequired"])
+
+
+def _user_authorization() -> tuple[JSON, JSON]:
+    """The issuer-signed JWT's claims and the key-binding JWT's, every signature and binding checked."""
+    _, mandate = _payment_mandate()
+    token: str = mandate["user_authorization"]
+    issued, *disclosures, binding = token.split("~")
+    assert binding, "user_authorization ends with a key-binding JWT"
+    claims = _verified(issued, example("ap2.issuer-keys.json"))
+    named = set(claims.get("_sd", []))
+    assert all(_sha256(disclosure) in named for disclosure in disclosures)
+    assert _b64_json(binding.split(".")[0]) == {"alg": "ES256", "typ": "kb+jwt"}
+    holder = {"keys": [{**claims["cnf"]["jwk"], "kid": "cnf"}]}
+    bound = _verified(binding, holder, kid="cnf")
+    assert bound["sd_hash"] == _sha256(token[: len(token) - len(binding)])
+    return claims, bound
+
+
+def test_the_user_authorization_binds_the_cart_and_the_payment_to_the_round() -> None:
+    _, cart = _cart_offer()
+    _, mandate = _payment_mandate()
+    cart_claims = _cart_claims()
+    claims, bound = _user_authorization()
+    assert (bound["aud"], bound["nonce"]) == (cart_claims["sub"], cart["contents"]["id"])
+    assert cart_claims["iat"] <= bound["iat"] <= cart_claims["exp"]
+    assert claims["iat"] <= bound["iat"] <= claims["exp"]
+    assert bound["transaction_data"] == [
+        _canonical_hash(cart),
+        _canonical_hash(mandate["payment_mandate_contents"]),
+    ]
+
+
+def test_the_merchant_reads_the_user_authorization_as_these_tests_do() -> None:
+    # A second reading, by the merchant's own verifier (§20.7), of the same presentation.
+    _, cart = _cart_offer()
+    _, mandate = _payment_mandate()
+    cart_claims = _cart_claims()
+    _, bound = _user_authorization()
+    hashes = verify_user_authorization(
+        mandate["user_authorization"],
+        IssuerKeys.from_jwks(example("ap2.issuer-keys.json")),
+        audience=cart_claims["sub"],
+        nonce=cart["contents"]["id"],
+        not_before=cart_claims["iat"],
+        now=bound["iat"],
+    )
+    assert list(hashes) == bound["transaction_data"]

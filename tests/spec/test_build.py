@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from joserfc import jwt
+from joserfc.jwk import KeySet
 
 import spec.build
 from a2a_x402.agentcard import CardVerifier, SignaturePolicy, parse_jwks
@@ -21,6 +23,7 @@ from spec.build import (
     SPEC_PATH,
     build,
     main,
+    make_ap2_v02_examples,
     sign_card_example,
 )
 
@@ -98,6 +101,42 @@ async def test_sign_card_example_signs_with_a_published_key(copy: tuple[Path, Pa
     assert not (
         await CardVerifier(trusted_keys=parse_jwks(before[JWKS_EXAMPLE]).values()).verify(after[CARD_EXAMPLE])
     ).verified
+
+
+def test_ap2_v02_examples_are_made_afresh_beside_the_kept_keys(copy: tuple[Path, Path]) -> None:
+    pytest.importorskip(
+        "ap2.models.mandate", reason="the AP2 SDK is not installed (scripts/setup installs it)"
+    )
+    from a2a_x402.merchant.ap2 import IssuerKeys, cart_digest, verify_user_authorization
+
+    spec_path, _ = copy
+    before = {e.name: e.document for e in read_examples(spec_path.read_text(encoding="utf-8"))}
+    make_ap2_v02_examples(spec_path)
+    after = {e.name: e.document for e in read_examples(spec_path.read_text(encoding="utf-8"))}
+    made = {"ap2.v0.2.payment-required.response.json", "ap2.v0.2.payment-submitted.request.json"}
+    jwks = {"ap2.checkout-keys.json", "ap2.issuer-keys.json"}
+    assert {name for name in after if after[name] != before[name]} == made | jwks
+    for name in jwks:
+        # The first key, which the A2A 1.0 examples use, is kept; the second is new and public only.
+        kept, new = after[name]["keys"]
+        assert kept == before[name]["keys"][0] and new != before[name]["keys"][1] and "d" not in new
+    [artifact] = after["ap2.v0.2.payment-required.response.json"]["result"]["artifacts"]
+    cart = artifact["parts"][0]["data"]["ap2.mandates.CartMandate"]
+    claims = jwt.decode(
+        cart["merchant_authorization"], KeySet.import_key_set(after["ap2.checkout-keys.json"])
+    ).claims
+    assert claims["cart_hash"] == cart_digest(cart["contents"])
+    message = after["ap2.v0.2.payment-submitted.request.json"]["params"]["message"]
+    mandate = message["parts"][1]["data"]["ap2.mandates.PaymentMandate"]
+    hashes = verify_user_authorization(
+        mandate["user_authorization"],
+        IssuerKeys.from_jwks(after["ap2.issuer-keys.json"]),
+        audience=claims["sub"],
+        nonce=claims["jti"],
+        not_before=claims["iat"],
+        now=claims["iat"] + 60,
+    )
+    assert hashes == (cart_digest(cart), cart_digest(mandate["payment_mandate_contents"]))
 
 
 def test_main_check_exit_status(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,9 +57,9 @@ def test_the_first_key_signs_and_every_key_is_published_by_its_thumbprint(tmp_pa
     assert keys.signing_kid == thumbprints[0]
     jwks = keys.public_jwks()
     assert [entry["kid"] for entry in jwks["keys"]] == thumbprints
-    [served] = example("ap2.checkout-keys.json")["keys"]
-    for entry in jwks["keys"]:
-        assert set(entry) == set(served) == {"kty", "crv", "x", "y", "kid", "alg", "use"}
+    served = example("ap2.checkout-keys.json")["keys"]
+    for entry in jwks["keys"] + served:
+        assert set(entry) == {"kty", "crv", "x", "y", "kid", "alg", "use"}
         assert (entry["kty"], entry["crv"], entry["alg"], entry["use"]) == ("EC", "P-256", "ES256", "sig")
     token = keys.sign({"hello": "world", "n": 1})
     assert header_of(token) == {"alg": "ES256", "typ": "JWT", "kid": thumbprints[0]}
