@@ -19,6 +19,7 @@ import httpx
 from a2a_x402.agentcard import JwksCache
 from a2a_x402.payer import OpenMandates, Payer, PayerSettings, PaymentPolicy
 from tests.fixtures.ap2 import MERCHANT, OpenTerms, public_jwks
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import DEFAULT_PAY_TO, MerchantStarter, RunningMerchant
 from tests.merchant.ap2.support import write_key
 
@@ -93,7 +94,7 @@ async def connect(
     policy: PaymentPolicy | None = None,
 ) -> AsyncIterator[Payer]:
     """A payer of `shop`'s `tenant` over `wire`, fetching the tenant's checkout keys over loopback http."""
-    async with httpx.AsyncClient(transport=wire, timeout=30) as http:
+    async with httpx.AsyncClient(transport=wire, timeout=HANG_S) as http:
         async with Payer.connect(
             shop.base_url,
             key,
