@@ -221,8 +221,9 @@ class Ap2Rounds:
         ) from exc
 
     async def settle(self, ap2_round: Ap2Round, task: Task, *, settled: bool) -> Ap2Receipts | None:
-        """The round ended (``settled``: the task completed): confirm or release the use by the merchant's
-        receipts when they verify, else by the task; the success receipts, verified, or ``None``."""
+        """The round ended (``settled``: the task completed): the use is confirmed, or released only on the
+        merchant's signed word, error receipts that verify, since the merchant still holds the signed
+        payment and could settle it later; the success receipts, verified, or ``None``."""
         receipts = None
         if task.status.HasField("message"):
             try:
@@ -233,8 +234,10 @@ class Ap2Rounds:
         verified = await self._verified(ap2_round, receipts, wanted, task.id) if receipts else None
         if settled:
             await ap2_round.confirm()
-        else:
+        elif verified is not None:
             await ap2_round.release()
+        else:
+            logger.info("task %s: a round ended unpaid without verified error receipts stays counted", task.id)
         return verified if settled else None
 
     async def _verified(

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from a2a_x402.extension import EXTENSION_URI, Ap2ErrorCode, Ap2Receipts
-from a2a_x402.payer import MandatesRefusedError
+from a2a_x402.payer import InsufficientFundsError, MandatesRefusedError
 from tests.fixtures.ap2 import MERCHANT, issue_open_mandates, new_key
 from tests.fixtures.merchant import RunningMerchant
 from tests.merchant.ap2.support import write_key
@@ -165,3 +165,30 @@ async def test_a_refusal_with_error_receipts_gives_the_use_back_only_when_they_v
         assert refused.value.receipts is not None and opened.spent == 0
     else:
         assert refused.value.receipts is None and opened.spent == 10
+
+
+def _without_receipts(request: httpx.Request, body: JSON) -> JSON | None:
+    """The merchant's answer with the AP2 receipts part taken out of its status message."""
+    task = body.get("result", {}).get("task")
+    if not isinstance(task, dict) or "message" not in task.get("status", {}):
+        return None
+    message = task["status"]["message"]
+    message["parts"] = [p for p in message["parts"] if "ap2.payment_receipt" not in p.get("data", {})]
+    return body
+
+
+@pytest.mark.parametrize("answer", ["with-receipts", "receipts-taken-out"])
+async def test_fresh_terms_give_the_use_back_only_with_verified_error_receipts(
+    shop: RunningMerchant, chain: Any, user_key: Any, wire: Wire, answer: str
+) -> None:
+    # A payer without funds: the merchant takes the mandates, its facilitator refuses the payment, and the
+    # round ends with fresh terms. The merchant still holds the signed payment, so only its signed word
+    # (error receipts that verify) gives the use back; a hostile merchant's bare fresh terms do not.
+    if answer == "receipts-taken-out":
+        wire.edit = _without_receipts
+    opened = issue_open_mandates(user_key, new_key(), BUDGET, now=int(time.time()))
+    async with connect(shop, chain.new_payer(0), wire, mandates=opened) as payer:
+        with pytest.raises(InsufficientFundsError):
+            await payer.pay(TEXT)
+    assert wire.payments() != []  # the payment was signed and sent with its mandates
+    assert (opened.spent, opened.uses) == ((0, 0) if answer == "with-receipts" else (10, 1))
