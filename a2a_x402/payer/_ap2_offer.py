@@ -234,7 +234,7 @@ def _header(token: str, what: str) -> dict[str, Any]:
     segment = token.split(".", 1)[0]
     try:
         header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         raise ReceiptError(f"{what} is not a compact JWS") from None
     if not isinstance(header, dict):
         raise ReceiptError(f"{what} has no JOSE header")
@@ -247,7 +247,12 @@ def _reference(mandate: str) -> str:
 
 
 def _total(claims: Mapping[str, Any]) -> tuple[int, str]:
-    totals = [t for t in claims.get("totals", ()) if isinstance(t, dict) and t.get("type") == "total"]
+    listed = claims.get("totals")
+    totals = (
+        [t for t in listed if isinstance(t, dict) and t.get("type") == "total"]
+        if isinstance(listed, list)
+        else []
+    )
     currency = claims.get("currency")
     amount = totals[0].get("amount") if len(totals) == 1 else None
     if not isinstance(amount, int) or isinstance(amount, bool) or not isinstance(currency, str):

@@ -237,7 +237,9 @@ class Ap2Rounds:
         elif verified is not None:
             await ap2_round.release()
         else:
-            logger.info("task %s: a round ended unpaid without verified error receipts stays counted", task.id)
+            logger.info(
+                "task %s: a round ended unpaid without verified error receipts stays counted", task.id
+            )
         return verified if settled else None
 
     async def _verified(

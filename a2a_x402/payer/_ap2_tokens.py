@@ -120,5 +120,5 @@ def jwt_claims(jwt: str, what: str) -> dict[str, Any]:
 def _b64_json(segment: str, what: str) -> Any:
     try:
         return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         raise MandateConstraintError("form", f"{what} is not base64url JSON") from None

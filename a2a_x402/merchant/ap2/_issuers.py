@@ -81,7 +81,7 @@ def token_kids(*tokens: object) -> frozenset[str]:
         header = token.split("~", 1)[0].split(".", 1)[0][:_MAX_HEADER_CHARS]
         try:
             decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         kid = decoded.get("kid") if isinstance(decoded, dict) else None
         if isinstance(kid, str) and 0 < len(kid) <= _MAX_KID_CHARS:

@@ -122,7 +122,7 @@ class CheckoutKeys:
             raise CheckoutTokenError("not a compact JWS")
         try:
             header = json.loads(b64url_decode(token.split(".", 1)[0]))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise CheckoutTokenError("the JWS header is not base64url JSON") from None
         if not isinstance(header, dict) or header.get("alg") != _ALG:
             raise CheckoutTokenError("the JWS is not ES256")
@@ -139,7 +139,7 @@ class CheckoutKeys:
             raise CheckoutTokenError(f"the signature does not verify with checkout key {key.kid}") from None
         try:
             claims = json.loads(signed.payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise CheckoutTokenError("the JWS payload is not JSON") from None
         if not isinstance(claims, dict):
             raise CheckoutTokenError("the JWS payload is not a JSON object")

@@ -110,7 +110,7 @@ def verify_user_authorization(
 def _header(compact: str, what: str) -> dict[str, Any]:
     try:
         header = json.loads(_b64url_decode(compact.split(".", 1)[0]))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise _refused(f"user_authorization's {what} has no readable header") from None
     if not isinstance(header, dict) or header.get("alg") != _ALG:
         raise _refused(f"user_authorization's {what} is not {_ALG}")
@@ -122,7 +122,7 @@ def _verified(compact: str, jwk: Mapping[str, Any], what: str) -> dict[str, Any]
         public = ECKey.import_key(dict(jwk))
         payload = jws.deserialize_compact(compact, public, algorithms=[_ALG]).payload
         claims = json.loads(payload)
-    except (JoseError, ValueError, TypeError):
+    except (JoseError, ValueError, TypeError, RecursionError):
         raise _refused(f"user_authorization's {what} does not verify") from None
     if not isinstance(claims, dict):
         raise _refused(f"user_authorization's {what} is not a JSON object")

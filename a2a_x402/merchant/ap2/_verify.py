@@ -283,7 +283,7 @@ def _read_checkout(jwt: str) -> _Checkout:
         raise StoredCheckoutError("the stored checkout is not a compact JWS")
     try:
         claims = json.loads(b64url_decode(parts[1]))
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError among them
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError among them
         raise StoredCheckoutError("the stored checkout's claims are not base64url JSON") from None
     if not isinstance(claims, dict):
         raise StoredCheckoutError("the stored checkout's claims are not an object")
