@@ -400,7 +400,7 @@ class Reconciler:
             await self._ledger.book_settlement(
                 booking,
                 along=partial(self._offers.mark_booked, task_id=offer.task_id),
-                ap2_of=round_ap2(offer.task_id, offer.round),
+                ap2_of=round_ap2(offer.task_id, offer.round, offer.payload_hash),
             )
         except LedgerError:
             logger.exception("the payment of task %s in %s cannot be booked", offer.task_id, payment.tx_hash)

@@ -76,6 +76,7 @@ uses_table = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("reserved_at", UtcDateTime(), nullable=False),
     sa.Column("decided_at", UtcDateTime(), nullable=True),
+    sa.Column("payment_hash", sa.String(64), nullable=True),
     sa.Index("ix_ap2_mandate_uses_open_mandate", "open_mandate"),
     sa.Index(
         "uq_ap2_mandate_uses_live_round",
@@ -112,6 +113,8 @@ class Reservation:
         state: reserved, confirmed or released.
         reserved_at: when the mandates were accepted.
         decided_at: when it was confirmed or released.
+        payment_hash: the payment presented with the mandates (the offers' ``payload_hash`` of it): only the
+            settlement of that payment confirms the use.
     """
 
     reference: str
@@ -124,6 +127,7 @@ class Reservation:
     state: UseState
     reserved_at: datetime
     decided_at: datetime | None
+    payment_hash: str | None = None
 
 
 _USAGE = sa.select(usage_table.c.total, usage_table.c.uses, usage_table.c.last_used_at).where(
@@ -198,6 +202,7 @@ class MandateUsageStore:
         tenant: str,
         task_id: str,
         round_: int,
+        payment_hash: str | None = None,
         now: datetime | None = None,
     ) -> Reservation:
         """Count the payment of ``accepted`` against its open mandate, for round ``round_`` of ``task_id``,
@@ -209,7 +214,13 @@ class MandateUsageStore:
 
         def operation(connection: sa.Connection) -> Reservation:
             return self.reserve_in(
-                connection, accepted, tenant=tenant, task_id=task_id, round_=round_, now=now
+                connection,
+                accepted,
+                tenant=tenant,
+                task_id=task_id,
+                round_=round_,
+                payment_hash=payment_hash,
+                now=now,
             )
 
         return await write(self._engine, operation, isolated=True)
@@ -222,9 +233,11 @@ class MandateUsageStore:
         tenant: str,
         task_id: str,
         round_: int,
+        payment_hash: str | None = None,
         now: datetime | None = None,
     ) -> Reservation:
-        """``reserve`` inside the caller's write on ``connection`` (a ``storage.write`` operation).
+        """``reserve`` inside the caller's write on ``connection`` (a ``storage.write`` operation); the use
+        is of the payment ``payment_hash`` names, which alone confirms it when its round is paid.
 
         The open mandate's record is locked, step 5 of §20.5 is evaluated again against it
         (``AcceptedMandates.check_usage``), and the use is written and counted. The closed payment mandate
@@ -266,6 +279,7 @@ class MandateUsageStore:
             "state": UseState.RESERVED.value,
             "reserved_at": moment,
             "decided_at": None,
+            "payment_hash": payment_hash,
         }
         try:
             # In a savepoint: the unique index refusing it must not end the caller's transaction.
@@ -310,11 +324,14 @@ class MandateUsageStore:
         round_: int,
         *,
         settled: bool,
+        payment_hash: str | None = None,
         now: datetime | None = None,
     ) -> Reservation | None:
         """Round ``round_`` of ``task_id`` ended, inside the caller's write on ``connection`` (the offer's
-        change of state): its reserved use is confirmed if the round ``settled``, else released, so that
-        a payment that moved nothing does not use up the budget (§20.5).
+        change of state): its reserved use is confirmed if the round ``settled`` the payment the mandates
+        were presented with (``payment_hash``, the payment the round took), else released, so that a
+        payment that moved nothing, or another payment of the round than theirs, does not use up the
+        budget (§20.5).
 
         Any use still reserved for an earlier round of the task (one whose payment was never taken: its
         round was offered again, or the task canceled, between the presentation and the taking) is
@@ -327,11 +344,13 @@ class MandateUsageStore:
         decided = None
         if settled:
             row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
-            if row is not None:
+            # Without a payment named (a caller that took none of its own), the round's use is the one paid.
+            if row is not None and (payment_hash is None or row.payment_hash in (None, payment_hash)):
                 changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
                 if connection.execute(_DECIDE, changes).rowcount == 1:
                     decided = replace(_reservation_of(row), state=UseState.CONFIRMED, decided_at=moment)
-        releasing = {"_task_id": task_id, "_round": round_ - 1 if settled else round_}
+        # What is still reserved up to this round can settle no more: released (a confirmed use is not).
+        releasing = {"_task_id": task_id, "_round": round_}
         for row in connection.execute(_RESERVED_UP_TO, releasing).all():
             if _release(connection, row, moment) and row.round == round_:
                 decided = replace(_reservation_of(row), state=UseState.RELEASED, decided_at=moment)

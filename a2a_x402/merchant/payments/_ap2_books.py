@@ -30,20 +30,24 @@ _uses = sa.table(
     sa.column("task_id"),
     sa.column("round"),
     sa.column("state"),
+    sa.column("payment_hash"),
 )
-_ROUND_USE = sa.select(_uses.c.checkout_hash, _uses.c.reference, _uses.c.open_mandate).where(
+_ROUND_USE = sa.select(
+    _uses.c.checkout_hash, _uses.c.reference, _uses.c.open_mandate, _uses.c.payment_hash
+).where(
     _uses.c.task_id == sa.bindparam("_task_id"),
     _uses.c.round == sa.bindparam("_round"),
     _uses.c.state.in_((UseState.RESERVED.value, UseState.CONFIRMED.value)),
 )
 
 
-def round_ap2(task_id: str, round_: int) -> Ap2Lookup:
-    """The `Ledger.book_settlement` lookup of the AP2 references of round `round_` of `task_id`."""
+def round_ap2(task_id: str, round_: int, payment_hash: str | None = None) -> Ap2Lookup:
+    """The `Ledger.book_settlement` lookup of the AP2 references of round `round_` of `task_id`, when its
+    mandates were presented with the payment `payment_hash` (the payment the round took) names."""
 
     async def lookup(connection: AsyncConnection) -> Ap2References | None:
         row = (await connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_})).first()
-        if row is None:
+        if row is None or (payment_hash is not None and row.payment_hash not in (None, payment_hash)):
             return None
         return Ap2References(
             checkout_hash=row.checkout_hash, payment_ref=row.reference, open_mandate=row.open_mandate

@@ -52,7 +52,13 @@ class KeptMandates(PaymentMandates):
         self._on_decision = on_decision
 
     async def check(
-        self, call_context: ServerCallContext, offer: Offer, data: PaymentSubmittedData, message: Message
+        self,
+        call_context: ServerCallContext,
+        offer: Offer,
+        data: PaymentSubmittedData,
+        message: Message,
+        *,
+        payment_hash: str | None = None,
     ) -> Reserve | None:
         """`PaymentMandates.check`, whose reservation also keeps the mandates as evidence.
 
@@ -61,7 +67,7 @@ class KeptMandates(PaymentMandates):
         """
         tenant = call_context.tenant
         try:
-            reserve = await super().check(call_context, offer, data, message)
+            reserve = await super().check(call_context, offer, data, message, payment_hash=payment_hash)
         except InvalidParamsError as refusal:
             self._tell(tenant, refusal)
             raise

@@ -90,7 +90,7 @@ async def book_settlement(
         ):
             with attempt:
                 await ledger.book_settlement(
-                    booking, along=along, ap2_of=round_ap2(offer.task_id, offer.round)
+                    booking, along=along, ap2_of=round_ap2(offer.task_id, offer.round, offer.payload_hash)
                 )
     except Exception:  # noqa: BLE001 - the payer paid: deliver even when the books cannot be written now
         logger.exception(

@@ -323,7 +323,9 @@ class PaymentRequestHandler(DelegatingRequestHandler):
         if self._carts is not None and self._carts.applies(offer, embedded):  # §20.7's v0.2 form
             await self._carts.check(call_context.tenant, offer, message, embedded)
         elif self._mandates is not None:
-            mandates = await self._mandates.check(call_context, offer, data, message)
+            mandates = await self._mandates.check(
+                call_context, offer, data, message, payment_hash=payload_hash(payload)
+            )
         # Bound to this task before anything is verified: an authorization once presented here, whatever
         # became of it, pays no other task or tenant (a refused one stays valid on chain until it expires).
         signer = signer_of(payload)

@@ -81,10 +81,18 @@ class PaymentMandates:
         self._usage = usage
 
     async def check(
-        self, call_context: ServerCallContext, offer: Offer, data: PaymentSubmittedData, message: Message
+        self,
+        call_context: ServerCallContext,
+        offer: Offer,
+        data: PaymentSubmittedData,
+        message: Message,
+        *,
+        payment_hash: str | None = None,
     ) -> Reserve | None:
         """Verify the mandates `message` carries for the payment `data` of `offer`'s round, for the tenant of
-        `call_context`; accepted, their `ReceiptSubject` goes into its state (`ROUND_MANDATES_KEY`).
+        `call_context`; accepted, their `ReceiptSubject` goes into its state (`ROUND_MANDATES_KEY`), and
+        their use is of that payment (`payment_hash`, as the offers name a payment taken): only its
+        settlement confirms the use.
 
         Returns:
             What counts them with the presentation, or None: the payment comes without mandates and its
@@ -143,7 +151,12 @@ class PaymentMandates:
         def reserve(connection: sa.Connection) -> None:
             try:
                 self._usage.reserve_in(
-                    connection, accepted, tenant=tenant, task_id=offer.task_id, round_=offer.round
+                    connection,
+                    accepted,
+                    tenant=tenant,
+                    task_id=offer.task_id,
+                    round_=offer.round,
+                    payment_hash=payment_hash,
                 )
             except MandateRefused as refused:
                 raise mandate_refusal(refused, _receipts(keys, declaration, subject, refused)) from None

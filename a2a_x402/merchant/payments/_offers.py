@@ -113,7 +113,10 @@ _ADVANCE = _UPDATE.where(offers_table.c.state.in_(sa.bindparam("_from", expandin
 # Whether the round had a checkout, as the length of its JWT (NULL without one): SQLite 3.40 answers
 # `checkout_jwt IS NOT NULL` wrongly in a RETURNING clause (true for a NULL), `length` rightly.
 _ADVANCE_RETURNING = _ADVANCE.returning(
-    offers_table.c.tenant, offers_table.c.round, sa.func.length(offers_table.c.checkout_jwt).label("checkout")
+    offers_table.c.tenant,
+    offers_table.c.round,
+    offers_table.c.payload_hash,
+    sa.func.length(offers_table.c.checkout_jwt).label("checkout"),
 )
 _SUBMIT = offers_table.update().where(
     offers_table.c.task_id == sa.bindparam("_task_id"),
@@ -335,9 +338,12 @@ class OfferStore:
             return False
         # A round paid with AP2 mandates is named by them in its events, as its journal entry is: read before
         # the end of the round releases its use.
-        references = await round_ap2(task_id, moved.round)(connection) if telling and moved.checkout else None
+        taken = moved.payload_hash
+        references = (
+            await round_ap2(task_id, moved.round, taken)(connection) if telling and moved.checkout else None
+        )
         if deciding and moved.checkout:
-            await connection.run_sync(self._decide, task_id, moved.round, state)
+            await connection.run_sync(self._decide, task_id, moved.round, state, taken)
         if event is not None and self._events is not None:
             data = event[1] if references is None else {**event[1], "ap2": ap2_event_data(references)}
             await self._events.record_event(connection, str(moved.tenant), event[0], data)
@@ -352,13 +358,17 @@ class OfferStore:
         if moved is None:
             return None
         if moved.checkout:
-            self._decide(connection, changes["_task_id"], moved.round, state)
+            self._decide(connection, changes["_task_id"], moved.round, state, moved.payload_hash)
         return str(moved.tenant)
 
-    def _decide(self, connection: sa.Connection, task_id: str, round_: int, state: OfferState) -> None:
-        """Confirm or release the use of round `round_`'s mandates, which `state` ends, on `connection`."""
+    def _decide(
+        self, connection: sa.Connection, task_id: str, round_: int, state: OfferState, taken: str | None
+    ) -> None:
+        """Confirm or release the use of round `round_`'s mandates, which `state` ends, on `connection`:
+        confirmed only when the payment taken (`taken`, its `payload_hash`) is the one they came with."""
         if self._usage is not None:
-            self._usage.decide_in(connection, task_id, round_, settled=_ENDS_ROUND[state])
+            settled = _ENDS_ROUND[state]
+            self._usage.decide_in(connection, task_id, round_, settled=settled, payment_hash=taken)
 
     async def mark_booked(self, connection: AsyncConnection, task_id: str) -> None:
         """Record, in the booking's transaction on `connection`, that the task's settlement is booked."""

@@ -37,7 +37,7 @@ from a2a_x402.merchant.ap2 import (
     mandate_reference,
 )
 from a2a_x402.merchant.ledger import Ledger
-from a2a_x402.merchant.payments import OfferState, OfferStore, PaymentRecovery
+from a2a_x402.merchant.payments import OfferState, OfferStore, PaymentRecovery, round_ap2
 from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.merchant.webhooks import EventType, Outbox
 from a2a_x402.storage import write, write_transaction
@@ -70,8 +70,9 @@ class Rounds:
         self.shopper = shopper
         self.open_mandate = ""
 
-    async def taken(self, *, checkout: str | None = CHECKOUT) -> str:
-        """A task whose payment, with accepted mandates, was taken (`working`); its use reserved."""
+    async def taken(self, *, checkout: str | None = CHECKOUT, presented_with: str = "h") -> str:
+        """A task whose payment `h` was taken (`working`), its use reserved by mandates presented with the
+        payment `presented_with` (the same one, unless a test races two payments of one round)."""
         task_id = f"task-{uuid.uuid4().hex}"
         assert await self.offers.offer(
             task_id=task_id,
@@ -85,7 +86,9 @@ class Rounds:
         )
         accepted: AcceptedMandates = await self.shopper.accepted()
         self.open_mandate = accepted.open_mandate
-        await self.usage.reserve(accepted, tenant=TENANT, task_id=task_id, round_=1)
+        await self.usage.reserve(
+            accepted, tenant=TENANT, task_id=task_id, round_=1, payment_hash=presented_with
+        )
         assert await self.offers.submit(
             task_id,
             round_=1,
@@ -150,6 +153,21 @@ async def test_each_way_of_ending_a_round_decides_its_use_with_the_change(rounds
     # A decided round is not decided again: the change does not happen, and nothing more is released.
     assert not await rounds.offers.advance(failed, OfferState.FAILED)
     assert (await rounds.counted()).total == PRICE_CENTS
+
+
+async def test_a_round_that_took_another_payment_than_the_mandates_came_with_releases_their_use(
+    rounds: Rounds,
+) -> None:
+    # Two payments presented for one round, the mandates with "other" and "h" taken: paying "h" must not
+    # charge the mandates, nor name them in the books or the events.
+    task_id = await rounds.taken(presented_with="other")
+    assert await rounds.offers.advance(task_id, OfferState.SETTLING)
+    async with write_transaction(rounds.offers.engine) as connection:
+        assert await round_ap2(task_id, 1, "h")(connection) is None
+        assert await round_ap2(task_id, 1, "other")(connection) is not None
+        assert await rounds.offers.advance_in(connection, task_id, OfferState.PAID, receipts=[])
+    assert await rounds.state(task_id) is UseState.RELEASED
+    assert (await rounds.counted()).total == 0
 
 
 async def test_a_change_that_does_not_happen_or_rolls_back_decides_nothing(rounds: Rounds) -> None:
