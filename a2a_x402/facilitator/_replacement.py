@@ -288,7 +288,10 @@ class FeeBumper:
         # The node's pending count stops below a nonce it holds but would not mine (queued, or dropped).
         executable = dict(zip(senders, counts[1::2], strict=True))
         now = time.monotonic()
-        for sender, nonce, family in [(r, n, f) for r, fs in self._families.items() for n, f in fs.items()]:
+        # Only the keys asked about: one whose first transaction was watched during the batch (a key this
+        # process just took over, say) is looked at next tick.
+        watched = [(r, n, f) for r in senders for n, f in list(self._families.get(r, {}).items())]
+        for sender, nonce, family in watched:
             key = (sender, nonce)
             if nonce < mined[sender]:
                 self._forget(key)
