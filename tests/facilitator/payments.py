@@ -13,9 +13,10 @@ from typing import Any
 import sqlalchemy as sa
 from eth_abi.abi import decode, encode
 from eth_account import Account
+from eth_utils.abi import function_signature_to_4byte_selector
 from eth_utils.address import to_checksum_address
 
-from a2a_x402.devchain import DevChain, encode_call, load_artifact
+from a2a_x402.devchain import MULTICALL3_ADDRESS, DevChain, encode_call, load_artifact
 from a2a_x402.facilitator import ClaimState, Facilitator
 from a2a_x402.facilitator._claims import claims_table
 from a2a_x402.facilitator.wire import (
@@ -238,41 +239,21 @@ def submit_directly(chain: DevChain, payload: PaymentPayload) -> None:
 
 
 def fund_payers(chain: DevChain, count: int, amount_atomic: int) -> list[str]:
-    """`count` fresh keys holding `amount_atomic` tokens each (and no ETH), minted by the deployer at once:
-    signed with consecutive nonces and sent together, then waited for, so a node with a block time mines
-    them in a block or two instead of one block each."""
+    """`count` fresh keys holding `amount_atomic` tokens each (and no ETH), in two transactions: the
+    deployer mints the sum to Multicall3, then one `aggregate3` hands it out. Never two of the deployer's
+    transactions in the pool at once: ganache parks a later nonce that arrives while it mines a block in
+    a queue only the sender's next transaction drains, so a burst of mints could wait forever."""
     keys = [Account.create() for _ in range(count)]
-    deployer = Account.from_key(chain.deployer_key)
-    calls = [encode_call("mint(address,uint256)", [key.address, amount_atomic]) for key in keys]
-    # Every mint to a fresh account costs the same: one estimate, with a margin, serves them all.
-    estimate = chain.rpc.call(
-        "eth_estimateGas", [{"from": deployer.address, "to": chain.asset, "data": "0x" + calls[0].hex()}]
-    )
-    base_fee = int(chain.rpc.call("eth_getBlockByNumber", ["latest", False])["baseFeePerGas"], 16)
-    tip = 10**9
-    first = int(chain.rpc.call("eth_getTransactionCount", [deployer.address, "pending"]), 16)
-    sent = [
-        chain.rpc.call(
-            "eth_sendRawTransaction",
-            [
-                deployer.sign_transaction(
-                    {
-                        "type": 2,
-                        "chainId": chain.chain_id,
-                        "nonce": first + i,
-                        "to": chain.asset,
-                        "data": data,
-                        "value": 0,
-                        "gas": int(estimate, 16) * 5 // 4,
-                        "maxFeePerGas": 4 * base_fee + tip,
-                        "maxPriorityFeePerGas": tip,
-                    }
-                ).raw_transaction.to_0x_hex()
-            ],
-        )
-        for i, data in enumerate(calls)
+    transfers = [
+        (chain.asset, False, encode_call("transfer(address,uint256)", [key.address, amount_atomic]))
+        for key in keys
     ]
-    for tx_hash in sent:
+    aggregate = function_signature_to_4byte_selector("aggregate3((address,bool,bytes)[])") + encode(
+        ["(address,bool,bytes)[]"], [transfers]
+    )
+    mint = encode_call("mint(address,uint256)", [MULTICALL3_ADDRESS, count * amount_atomic])
+    for to, data in ((chain.asset, mint), (MULTICALL3_ADDRESS, aggregate)):
+        tx_hash = chain.rpc.send_transaction(chain.deployer_key, to=to, data=data)
         receipt = chain.rpc.wait_for_receipt(tx_hash, timeout_s=HANG_S, poll_s=0.05)
         assert int(receipt["status"], 16) == 1, receipt
     return [str(key.key.to_0x_hex()) for key in keys]
