@@ -9,8 +9,8 @@ A use is counted from the moment it is reserved, just before the closed mandates
 until it is released: the merchant refused the mandates, or the round ended with nothing settled (an error
 receipt, a failed task, fresh terms). A use whose outcome the payer never learns stays counted, erring on
 the safe side. Reserving checks and counts under one lock (in memory, ``MandateUsageMemory``) or in one
-``BEGIN IMMEDIATE`` transaction of a SQLite file (``MandateUsageFile``, as ``_budget_file`` counts the
-``upto`` maxima), so concurrent payments cannot both pass a budget only one fits under.
+transaction holding a SQLite file's lock (``MandateUsageFile``, a ``_sqlite_file`` as the ``upto`` maxima's
+file is), so concurrent payments cannot both pass a budget only one fits under.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -28,6 +28,7 @@ from typing import Final, Protocol
 from a2a_x402.extension import ap2_digest
 
 from ._errors import MandateConstraintError
+from ._sqlite_file import connect, prepare, transaction
 
 __all__ = [
     "MandateSpend",
@@ -40,13 +41,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_BUSY_TIMEOUT_S: Final = 10.0
-_VERSION: Final = 1
+_VERSION: Final = 2
+"""2: amounts as decimal strings (1 kept them as SQLite integers, which a total past 2**63 overflowed)."""
 _TABLE: Final = """
-CREATE TABLE IF NOT EXISTS mandate_uses (
+CREATE TABLE mandate_uses (
     mandate TEXT NOT NULL,
     use_id TEXT NOT NULL,
-    amount INTEGER NOT NULL,
+    amount TEXT NOT NULL,
     state TEXT NOT NULL,
     PRIMARY KEY (mandate, use_id)
 )
@@ -156,17 +157,7 @@ class MandateUsageFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.scope = f"as counted in {self.path}"
-        try:
-            with self._transaction() as db:
-                version = int(db.execute("PRAGMA user_version").fetchone()[0])
-                if version > _VERSION:
-                    raise ValueError(
-                        f"mandate usage file {self.path} was made by a newer version of the payer"
-                    )
-                db.execute(_TABLE)
-                db.execute(f"PRAGMA user_version = {_VERSION}")
-        except sqlite3.Error as exc:
-            raise ValueError(f"mandate usage file {self.path} cannot be used: {exc}") from None
+        prepare(self.path, "mandate usage file", _VERSION, _upgrade)
 
     def spent(self, key: str) -> MandateSpend:
         """What counts under the open mandate ``key`` now.
@@ -175,7 +166,7 @@ class MandateUsageFile:
             MandateConstraintError: the file could not be read.
         """
         try:
-            with closing(self._connect()) as db:
+            with closing(connect(self.path)) as db:
                 return _read(db, key)
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
@@ -184,12 +175,12 @@ class MandateUsageFile:
         """Run ``check`` on what counts now and count one more use of ``amount`` when it passes, in one
         transaction holding the file's write lock."""
         try:
-            with self._transaction() as db:
+            with transaction(self.path) as db:
                 check(_read(db, key))
                 use = MandateUse(self, key, amount)
                 db.execute(
                     "INSERT INTO mandate_uses (mandate, use_id, amount, state) VALUES (?, ?, ?, 'reserved')",
-                    (key, use.use_id, amount),
+                    (key, use.use_id, str(amount)),
                 )
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
@@ -199,7 +190,7 @@ class MandateUsageFile:
         """Mark a use confirmed, or delete it. A file that cannot be written keeps the use counted, and a
         WARNING says so: the budget then errs on the safe side."""
         try:
-            with self._transaction() as db:
+            with transaction(self.path) as db:
                 if settled:
                     db.execute(
                         "UPDATE mandate_uses SET state = 'confirmed' WHERE mandate = ? AND use_id = ?",
@@ -210,20 +201,6 @@ class MandateUsageFile:
         except sqlite3.Error as exc:
             logger.warning("mandate usage file %s: a use stays %s: %s", self.path, "reserved", exc)
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
     def _unavailable(self, exc: sqlite3.Error) -> MandateConstraintError:
         return MandateConstraintError(
             "usage", f"the mandates' usage record {self.path} could not be used ({exc})"
@@ -231,7 +208,18 @@ class MandateUsageFile:
 
 
 def _read(db: sqlite3.Connection, key: str) -> MandateSpend:
-    total, uses = db.execute(
-        "SELECT COALESCE(SUM(amount), 0), COUNT(*) FROM mandate_uses WHERE mandate = ?", (key,)
-    ).fetchone()
-    return MandateSpend(int(total), int(uses))
+    amounts = [int(row[0]) for row in db.execute("SELECT amount FROM mandate_uses WHERE mandate = ?", (key,))]
+    return MandateSpend(sum(amounts), len(amounts))
+
+
+def _upgrade(db: sqlite3.Connection, found: int) -> None:
+    if found == 0:
+        db.execute(_TABLE)
+    elif found == 1:
+        db.execute("ALTER TABLE mandate_uses RENAME TO mandate_uses_v1")
+        db.execute(_TABLE)
+        db.execute(
+            "INSERT INTO mandate_uses "
+            "SELECT mandate, use_id, CAST(amount AS TEXT), state FROM mandate_uses_v1"
+        )
+        db.execute("DROP TABLE mandate_uses_v1")

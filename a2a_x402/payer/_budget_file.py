@@ -1,33 +1,30 @@
 """The `upto` maxima of each UTC day counted in a SQLite file, so that a policy's cap per day holds across
 restarts and for every process (or policy object) that names the same file.
 
-The file is the payer's own, made on first use with the standard library's `sqlite3` (not a service's
-database: no migrations), one row per (day, network, asset) holding the day's sum as a decimal string
-(uint256 amounts pass SQLite's 64-bit integers). Reserving reads the day's sum and adds to it in one
-`BEGIN IMMEDIATE` transaction, which SQLite's file lock serializes across processes: two payers cannot both
-pass a cap only one fits under. A payer waits at most `_BUSY_TIMEOUT_S` for another's transaction; a file
-that cannot be read or written refuses the payment (`UptoDayCapUnavailableError`) rather than sign
-uncounted. Rows of earlier days are deleted as the next day's first maximum is counted.
+The file is the payer's own (`_sqlite_file`), one row per (day, network, asset) holding the day's sum.
+Reserving reads the day's sum and adds to it in one transaction holding the file's lock: two payers cannot
+both pass a cap only one fits under. A file that cannot be read or written refuses the payment
+(`UptoDayCapUnavailableError`) rather than sign uncounted. Rows of earlier days are deleted as the next
+day's first maximum is counted.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Final
 
 from . import _budget
 from ._budget import DayKey, Reservation
 from ._errors import UptoDayCapUnavailableError
+from ._sqlite_file import connect, prepare, transaction
 
 __all__ = ["UptoDaysFile"]
 
 logger = logging.getLogger(__name__)
 
-_BUSY_TIMEOUT_S: Final = 10.0
 _VERSION: Final = 1
 _TABLE: Final = """
 CREATE TABLE IF NOT EXISTS upto_days (
@@ -50,15 +47,7 @@ class UptoDaysFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.scope = f"as counted in {self.path}"
-        try:
-            with self._transaction() as db:
-                version = int(db.execute("PRAGMA user_version").fetchone()[0])
-                if version > _VERSION:
-                    raise ValueError(f"upto days file {self.path} was made by a newer version of the payer")
-                db.execute(_TABLE)
-                db.execute(f"PRAGMA user_version = {_VERSION}")
-        except sqlite3.Error as exc:
-            raise ValueError(f"upto days file {self.path} cannot be used: {exc}") from None
+        prepare(self.path, "upto days file", _VERSION, lambda db, _found: db.execute(_TABLE))
 
     def spent(self, network: str, asset: str) -> int:
         """What today's authorizations of `asset` on `network` add up to.
@@ -67,7 +56,7 @@ class UptoDaysFile:
             UptoDayCapUnavailableError: the file could not be read.
         """
         try:
-            with closing(self._connect()) as db:
+            with closing(connect(self.path)) as db:
                 return _read(db, (_budget.today(), network, asset))
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
@@ -81,7 +70,7 @@ class UptoDaysFile:
         """
         key = (_budget.today(), network, asset)
         try:
-            with self._transaction() as db:
+            with transaction(self.path) as db:
                 spent = _read(db, key)
                 if cap is not None and spent + amount > cap:
                     return spent
@@ -95,29 +84,12 @@ class UptoDaysFile:
         """Uncount `amount` of the day and asset of `key` (a reservation released). A file that cannot be
         written keeps the amount counted, and a WARNING says so: the day's cap then errs on the safe side."""
         try:
-            with self._transaction() as db:
+            with transaction(self.path) as db:
                 _write(db, key, max(_read(db, key) - amount, 0))
         except sqlite3.Error as exc:
             logger.warning(
                 "upto days file %s: %s of a maximum not signed stays counted: %s", self.path, amount, exc
             )
-
-    def _connect(self) -> sqlite3.Connection:
-        # Autocommit: each transaction is begun and ended here, explicitly.
-        return sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside `BEGIN IMMEDIATE` (the file's write lock from the first read), committed when
-        the block ends, rolled back when it raises."""
-        with closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
     def _unavailable(self, exc: sqlite3.Error) -> UptoDayCapUnavailableError:
         return UptoDayCapUnavailableError(

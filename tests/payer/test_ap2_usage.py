@@ -3,8 +3,10 @@ payer naming it shares (a budget two processes cannot both pass), kept across re
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,42 @@ def test_a_file_that_cannot_be_used_is_refused_in_one_line(tmp_path: Path) -> No
     (tmp_path / "not-sqlite").write_text("hello, this is not a database file at all\n" * 10)
     with pytest.raises(ValueError, match="cannot be used"):
         MandateUsageFile(tmp_path / "not-sqlite")
+
+
+def test_uint256_amounts_are_counted_exactly(usage: MandateUsage) -> None:
+    # A merchant names the amount: one past SQLite's 64-bit integers is counted, not a crash or a lost use.
+    huge = 2**255 + 1
+    usage.reserve(KEY, huge, lambda _: None).confirm()
+    usage.reserve(KEY, huge, lambda _: None)
+    assert usage.spent(KEY) == MandateSpend(2 * huge, 2)
+
+
+def test_a_file_of_the_first_version_is_upgraded_with_its_uses(tmp_path: Path) -> None:
+    path = tmp_path / "uses.db"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(
+            "CREATE TABLE mandate_uses (mandate TEXT NOT NULL, use_id TEXT NOT NULL, amount INTEGER NOT NULL,"
+            " state TEXT NOT NULL, PRIMARY KEY (mandate, use_id))"
+        )
+        db.executemany(
+            "INSERT INTO mandate_uses VALUES (?, ?, ?, ?)",
+            [(KEY, "a", 10, "confirmed"), (KEY, "b", 2**62, "reserved")],
+        )
+        db.execute("PRAGMA user_version = 1")
+    record = MandateUsageFile(path)
+    assert record.spent(KEY) == MandateSpend(10 + 2**62, 2)
+    record.reserve(KEY, 2**62, lambda _: None)
+    assert MandateUsageFile(path).spent(KEY) == MandateSpend(10 + 2**63, 3)
+
+
+def test_a_file_of_a_newer_payer_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "uses.db"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(ValueError, match="newer version of the payer"):
+        MandateUsageFile(path)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 99
 
 
 def test_the_key_is_the_issuer_signed_jwt_whatever_is_disclosed() -> None:
