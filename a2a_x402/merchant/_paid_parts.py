@@ -1,30 +1,75 @@
-"""The pieces of `paid_app` that read its settings once: the card's signer and JWKS route, the gRPC
-addresses, the secrets to redact, the line saying the merchant serves, and the facilitator's `/supported`."""
+"""The pieces of `paid_app` that read its settings once: the card (its settings, its signer and JWKS route),
+the gRPC addresses, the secrets to redact, the line saying the merchant serves, and the facilitator's
+`/supported`."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from a2a.types import AgentSkill
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from a2a_x402.agentcard import JWKS_PATH, CardReading, jwks_url, sign_card
+from a2a_x402.extension import EXTENSION_URI_V01, EXTENSION_URI_V02, Ap2Declaration
 from a2a_x402.facilitator import Facilitator, HttpFacilitatorClient
 from a2a_x402.facilitator.wire import SupportedResponse
 from a2a_x402.observability import service_version, settings_secrets
 
-from .edge import CardSigner, grpc_listen_address
+from .edge import AgentCardSettings, CardSigner, grpc_listen_address
+from .payments import Pricing
 from .settings import MerchantSettings
 from .tenants import TenantRegistry
 from .webhooks import endpoint_configs
-from .wiring import card_signing_keys
+from .wiring import card_signing_keys, payment_extension
 
-__all__ = ["card_signing", "grpc_addresses", "log_startup", "secrets_of"]
+__all__ = ["card_settings", "card_signing", "grpc_addresses", "log_startup", "secrets_of"]
 
 logger = logging.getLogger("a2a_x402.merchant.paid")  # the line of `paid_app`, whose module it speaks for
+
+
+def card_settings(
+    settings: MerchantSettings,
+    *,
+    name: str,
+    description: str,
+    version: str,
+    skills: Sequence[AgentSkill],
+    grpc_url: str | None,
+    pricing: Pricing,
+    ap2: Sequence[Ap2Declaration],
+) -> AgentCardSettings:
+    """The Agent Card's settings: the merchant's and each tenant's, on A2A 1.0 and 0.3."""
+    return AgentCardSettings(
+        name=name,
+        description=description,
+        version=version,
+        base_url=settings.base_url,
+        skills=list(skills),
+        grpc_url=grpc_url,
+        extensions=[payment_extension(pricing, ap2=ap2)],
+        tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant, ap2=ap2)],
+        # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
+        extensions_v0_3=[
+            payment_extension(pricing, EXTENSION_URI_V02, ap2=ap2),
+            payment_extension(pricing, EXTENSION_URI_V01, required=False),
+        ],
+        tenant_extensions_v0_3=lambda tenant: [
+            payment_extension(
+                pricing,
+                uri,
+                required=uri == EXTENSION_URI_V02,
+                tenant=tenant,
+                name_tenants=False,
+                ap2=ap2,
+            )
+            for uri in (EXTENSION_URI_V02, EXTENSION_URI_V01)
+        ],
+    )
 
 
 def card_signing(settings: MerchantSettings) -> tuple[CardSigner | None, list[BaseRoute]]:

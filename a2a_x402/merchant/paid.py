@@ -28,7 +28,6 @@ from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
 from a2a_x402.cli import load_settings
-from a2a_x402.extension import EXTENSION_URI_V01, EXTENSION_URI_V02
 from a2a_x402.facilitator import (
     ChainStatus,
     Facilitator,
@@ -39,14 +38,15 @@ from a2a_x402.facilitator import (
 from a2a_x402.observability import FailureThrottle, metrics_route, readiness_route, redact_values
 from a2a_x402.storage import create_engine
 
-from ._ap2_card import ap2_declarations, ap2_jwks_route
+from ._ap2_card import ap2_jwks_route
 from ._health import merchant_checks
 from ._metering import metered_names
 from ._metrics import MerchantMetrics, TimedFacilitator
 from ._no_store import NoStoreMiddleware
-from ._paid_parts import card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
+from ._paid_ap2 import ap2_parts
+from ._paid_parts import card_settings, card_signing, grpc_addresses, log_startup, secrets_of, supported_kinds
 from ._paid_rules import PaidAppError, checked_prices, checked_skills, priced_tenants, skill_resolver
-from .ap2 import Ap2EvidenceStore, MandateUsageStore, TrustedIssuers
+from .ap2 import MandateUsageStore
 from .callers import CallerKeys
 from .dashboard import (
     AssetInfo,
@@ -59,14 +59,12 @@ from .dashboard import (
     origin_of,
 )
 from .differences import DifferenceStore
-from .edge import AgentCardSettings, TenantTaskStore, create_app
+from .edge import TenantTaskStore, create_app
 from .ledger import Ledger
 from .payments import (
     Asset,
-    CartMandates,
     Checkouts,
     GasSponsoring,
-    KeptMandates,
     OfferReader,
     OfferStore,
     PaymentExecutor,
@@ -81,7 +79,7 @@ from .payments import (
 from .settings import MerchantSettings
 from .tenants import DEFAULT_TENANT_SEGMENT, TenantRegistry
 from .webhooks import DeliveryWorker, Outbox, WebhookEndpoints, create_billing_router, endpoint_configs
-from .wiring import build_authenticator, build_reconciler, load_tenants, payment_extension, request_limits
+from .wiring import build_authenticator, build_reconciler, load_tenants, request_limits
 
 __all__ = ["PaidAppError", "paid_app"]
 
@@ -240,17 +238,18 @@ def paid_app(
     metrics = MerchantMetrics(CollectorRegistry())
     # One client for the key sets the merchant fetches: its callers' JWT issuers, its tenants' AP2 issuers.
     jwks_http = httpx.AsyncClient()
-    # Only tenants in the embedded flow read a payment's mandates; without any, the handler reads none.
-    issuers = {
-        tenant.id: TrustedIssuers(tenant.ap2.issuers, tenant.ap2.issuer_urls, jwks_http)
-        for tenant in tenants
-        if tenant.ap2 is not None
-    }
-    # The v0.2 form of the embedded flow (§20.7), for the tenants whose `ap2` entry is required.
-    carts = CartMandates(pricing, {skill.id: skill.name for skill in offered}, issuers)
-    # Kept for disputes whatever the tenants file says now: a tenant taken out of the flow still has evidence
-    # to purge. The mandates join it with their presentation, the receipts with the status ending the round.
-    evidence = Ap2EvidenceStore(engine, days=settings.ap2_evidence_days)
+    # What a checkout's or a cart's items call each skill.
+    titles = {skill.id: skill.name for skill in offered}
+    ap2 = ap2_parts(
+        tenants,
+        settings,
+        engine=engine,
+        pricing=pricing,
+        titles=titles,
+        usage=mandate_usage,
+        jwks_http=jwks_http,
+        metrics=metrics,
+    )
     paying = PaymentExecutor(
         executor,
         pricing=pricing,
@@ -262,9 +261,9 @@ def paid_app(
         settle_timeout_s=settings.settle_timeout_s,
         on_outcome=metrics.payment,
         unpaid=unpaid,
-        checkouts=Checkouts(pricing, {skill.id: skill.name for skill in offered}),
-        carts=carts,
-        evidence=evidence,
+        checkouts=Checkouts(pricing, titles),
+        carts=ap2.carts,
+        evidence=ap2.evidence,
     )
     # One store for the requests and the reconciler: a request's remembered read is stale once either saves.
     # Its final-state hook marks the offers whose outcome the client has been told.
@@ -322,20 +321,11 @@ def paid_app(
         throttle=throttle,
         limits=unpaid,
     )
-    ap2 = ap2_declarations(tenants, settings.base_url)
-    # Tenants in the embedded flow verify a payment's mandates; the others refuse them.
-    embedded = {tenant.id: tenant.ap2 for tenant in tenants if tenant.ap2 is not None}
-    mandates = KeptMandates(
-        ((d, issuers[d.tenant], embedded[d.tenant].checkout_keys) for d in ap2),
-        mandate_usage,
-        evidence=evidence,
-        on_decision=metrics.mandates,
-    )
     routes: list[BaseRoute] = [
         metrics_route(metrics.registry, scraped),
         readiness_route(checks),
         *jwks_routes,
-        *([ap2_jwks_route(tenants)] if ap2 else []),
+        *([ap2_jwks_route(tenants)] if ap2.declarations else []),
         *billing.routes,
     ]
     if dashboard:
@@ -366,31 +356,15 @@ def paid_app(
         engine=engine,
         task_store=task_store,
         tenants=tenants,
-        card=AgentCardSettings(
+        card=card_settings(
+            settings,
             name=name,
             description=description,
             version=version,
-            base_url=settings.base_url,
-            skills=list(offered),
+            skills=offered,
             grpc_url=grpc_url,
-            extensions=[payment_extension(pricing, ap2=ap2)],
-            tenant_extensions=lambda tenant: [payment_extension(pricing, tenant=tenant, ap2=ap2)],
-            # A2A 0.3 clients speak extension v0.2; v0.1 has the same wire form (accepted, not required).
-            extensions_v0_3=[
-                payment_extension(pricing, EXTENSION_URI_V02, ap2=ap2),
-                payment_extension(pricing, EXTENSION_URI_V01, required=False),
-            ],
-            tenant_extensions_v0_3=lambda tenant: [
-                payment_extension(
-                    pricing,
-                    uri,
-                    required=uri == EXTENSION_URI_V02,
-                    tenant=tenant,
-                    name_tenants=False,
-                    ap2=ap2,
-                )
-                for uri in (EXTENSION_URI_V02, EXTENSION_URI_V01)
-            ],
+            pricing=pricing,
+            ap2=ap2.declarations,
         ),
         routes=routes,
         card_signer=signer,
@@ -406,8 +380,8 @@ def paid_app(
                 skill_of=resolve_skill,
                 progress_timeout_s=settings.settle_timeout_s,
                 unpaid=unpaid,
-                mandates=mandates,
-                carts=carts,
+                mandates=ap2.mandates,
+                carts=ap2.carts,
             )
         ],
     )
@@ -449,7 +423,7 @@ def paid_app(
                 name="unpaid-purge",
             ),
             asyncio.create_task(
-                evidence.run(stop, interval_s=settings.unpaid_purge_interval_s), name="ap2-evidence-purge"
+                ap2.evidence.run(stop, interval_s=settings.unpaid_purge_interval_s), name="ap2-evidence-purge"
             ),
         ]
         if webhooks:
