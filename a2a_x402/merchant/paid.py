@@ -234,6 +234,7 @@ def paid_app(
             retention_s=settings.unpaid_retention_s,
         ),
         offer_timeout_s=pricing.max_timeout_seconds,
+        usage=mandate_usage,
     )
     metrics = MerchantMetrics(CollectorRegistry())
     # One client for the key sets the merchant fetches: its callers' JWT issuers, its tenants' AP2 issuers.

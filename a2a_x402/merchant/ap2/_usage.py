@@ -6,7 +6,8 @@ accepted under it: the sum of the accepted ``payment_amount``s, their number and
 issuer-signed JWT, which does not change with the disclosures presented.
 
 A payment counts from the moment its mandates are accepted (``reserve``), and stops counting if its
-round ends with nothing settled (``release``); a settled round's use stays (``confirm``). The payment
+round ends with nothing settled (``release``), or if its task is purged unpaid with the payment never
+taken (``release_tasks_in``); a settled round's use stays (``confirm``). The payment
 layer decides it with ``decide_in``, in the transaction that records how the round ended. Each closed
 payment mandate is one use, keyed by its reference: presented again for its own round (T13) it is the
 same use, counted once, and for any other round it is refused. A round has at most one live use: the
@@ -160,6 +161,15 @@ _RESERVED_UP_TO = (
     .where(
         uses_table.c.task_id == sa.bindparam("_task_id"),
         uses_table.c.round <= sa.bindparam("_round"),
+        uses_table.c.state == UseState.RESERVED.value,
+    )
+    .order_by(uses_table.c.open_mandate, uses_table.c.reference)
+)
+# The uses of tasks the purge of unpaid work deletes: their payment can never be taken any more.
+_RESERVED_OF_TASKS = (
+    sa.select(uses_table)
+    .where(
+        uses_table.c.task_id.in_(sa.bindparam("_task_ids", expanding=True)),
         uses_table.c.state == UseState.RESERVED.value,
     )
     .order_by(uses_table.c.open_mandate, uses_table.c.reference)
@@ -355,6 +365,16 @@ class MandateUsageStore:
             if _release(connection, row, moment) and row.round == round_:
                 decided = replace(_reservation_of(row), state=UseState.RELEASED, decided_at=moment)
         return decided
+
+    def release_tasks_in(
+        self, connection: sa.Connection, task_ids: list[str], *, now: datetime | None = None
+    ) -> int:
+        """Release every use still reserved for ``task_ids``, inside the caller's write on ``connection``
+        (the purge deleting the tasks, unpaid past their retention): a payment presented with mandates but
+        never taken can no longer settle, so its use gives the budget back. How many were released."""
+        moment = now or datetime.now(UTC)
+        rows = connection.execute(_RESERVED_OF_TASKS, {"_task_ids": task_ids}).all()
+        return sum(_release(connection, row, moment) for row in rows)
 
 
 def _release(connection: sa.Connection, row: sa.Row[Any], moment: datetime) -> bool:

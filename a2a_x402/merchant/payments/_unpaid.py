@@ -18,7 +18,10 @@ The purge deletes, in one transaction per batch, the tasks whose offer has staye
 longer than the tenant's retention (never less than the terms' timeout), with their offers and callers;
 the offer's state is checked again by the DELETE itself, so an offer that became `working`, `settling` or
 `paid` meanwhile (and so one that is booked) is never touched. What it removed is counted (`PurgeReport`).
-Who asked for an offer is forgotten after the retention too, whatever became of the offer.
+Who asked for an offer is forgotten after the retention too, whatever became of the offer. A payment
+presented with AP2 mandates but never taken has its mandates' use released in the purge's transaction
+(`MandateUsageStore.release_tasks_in`): it can settle no more, and would otherwise count against the
+user's budget for good.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from a2a.server.context import ServerCallContext
@@ -43,6 +46,9 @@ from a2a_x402.storage import UtcDateTime, write, write_transaction
 
 from ._offer_table import OfferState, offers_table
 from ._unpaid_limits import OwnLimitStore, UnpaidRules, applied_rules, parse_own_limits, rules_json
+
+if TYPE_CHECKING:
+    from ..ap2 import MandateUsageStore
 
 __all__ = [
     "CLIENT_ADDRESS_KEY",
@@ -138,6 +144,7 @@ class UnpaidWork:
             `unpaid_retention_s`) override `defaults`: together, the ceiling of each tenant's own.
         defaults: the settings' limits.
         offer_timeout_s: the terms' `maxTimeoutSeconds`: an offer older than this has expired.
+        usage: the AP2 mandates' usage record, whose uses the purge releases for the tasks it deletes.
     """
 
     def __init__(
@@ -147,8 +154,10 @@ class UnpaidWork:
         tenants: TenantRegistry,
         defaults: UnpaidRules,
         offer_timeout_s: float,
+        usage: MandateUsageStore | None = None,
     ) -> None:
         self._engine = engine
+        self._usage = usage
         self._tenants = tenants
         self._defaults = defaults
         self._own = OwnLimitStore(engine)
@@ -356,6 +365,8 @@ class UnpaidWork:
             await connection.execute(
                 offer_callers_table.delete().where(offer_callers_table.c.task_id.in_(deleted))
             )
+            if self._usage is not None:
+                await connection.run_sync(self._usage.release_tasks_in, deleted)
         return PurgeReport(tasks=removed_tasks.rowcount or 0, offers=len(deleted))
 
     async def run(

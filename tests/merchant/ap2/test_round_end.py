@@ -1,18 +1,19 @@
 """A round's end decides its AP2 mandates' use in the transaction that changes the offer's state (§20.5),
 whichever of the three ways the payment layer writes that change, on SQLite and PostgreSQL: an `advance` of
-its own (recovery's failure, a metered round paid for 0), an `advance` with its webhook event (the
-executor's failure and fresh terms), and `advance_in` inside the caller's transaction (the booking of a
-paid round). Paid, the use is confirmed; failed, offered again or rejected, it is released and its
-amount taken off the open mandate's record, as is any use of an earlier round whose payment was never
-taken. A change that does not happen decides nothing, and a
-transaction that rolls back takes the decision with it. Recovery failing an interrupted turn releases it,
-and the status it writes carries the round's error receipts, which its evidence keeps.
+its own (recovery's failure, a metered round paid for 0), an `advance` with its webhook event (the executor's
+failure and fresh terms), and `advance_in` inside the caller's transaction (the booking of a paid round).
+Paid, the use is confirmed; failed, offered again or rejected, it is released and its amount taken off the
+open mandate's record, as is any use of an earlier round whose payment was never taken, and the use of a
+payment presented but never taken when the purge deletes its task left unpaid. A change that does not happen
+decides nothing, and a transaction that rolls back takes the decision with it. Recovery failing an interrupted
+turn releases it, and the status it writes carries the round's error receipts, which its evidence keeps.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,14 @@ from a2a_x402.merchant.ap2 import (
     mandate_reference,
 )
 from a2a_x402.merchant.ledger import Ledger
-from a2a_x402.merchant.payments import OfferState, OfferStore, PaymentRecovery, round_ap2
+from a2a_x402.merchant.payments import (
+    OfferState,
+    OfferStore,
+    PaymentRecovery,
+    UnpaidRules,
+    UnpaidWork,
+    round_ap2,
+)
 from a2a_x402.merchant.tenants import TenantRegistry
 from a2a_x402.merchant.webhooks import EventType, Outbox
 from a2a_x402.storage import write, write_transaction
@@ -278,6 +286,44 @@ async def test_a_use_whose_payment_was_never_taken_is_released_when_a_later_roun
         states = (await connection.execute(_ROUND_STATES, {"task_id": task_id})).all()
     assert [tuple(row) for row in states] == [(1, "released"), (2, "confirmed")]
     assert (await rounds.counted()).total == PRICE_CENTS
+
+
+async def test_a_use_whose_payment_was_never_taken_is_released_when_its_unpaid_task_is_purged(
+    rounds: Rounds, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    # The mandates were reserved with their presentation, and the payment was never taken (the client went
+    # away): the round never ends, so only the purge of the unpaid task can give the budget back.
+    abandoned = f"task-{uuid.uuid4().hex}"
+    assert await rounds.offers.offer(
+        task_id=abandoned,
+        tenant=TENANT,
+        context_id="ctx-1",
+        skill="text-stats",
+        dialect="v0.3",
+        required=TERMS,
+        request={},
+        checkout_jwt=CHECKOUT,
+    )
+    accepted = await rounds.shopper.accepted()
+    await rounds.usage.reserve(accepted, tenant=TENANT, task_id=abandoned, round_=1, payment_hash="h")
+    taken = await rounds.taken()  # being paid: neither purged nor released
+    assert (await rounds.counted()).total == 2 * PRICE_CENTS
+    unpaid = UnpaidWork(
+        engine,
+        tenants=TenantRegistry.from_toml(write_tenants(tmp_path, new_key("surface"))),
+        defaults=UnpaidRules(max_awaiting=10, max_per_minute=10, retention_s=3600),
+        offer_timeout_s=300,
+        usage=rounds.usage,
+    )
+
+    assert (await unpaid.purge()).offers == 0  # within the retention
+    assert await rounds.state(abandoned) is UseState.RESERVED
+    assert (await unpaid.purge(now=datetime.now(UTC) + timedelta(seconds=3601))).offers == 1
+
+    assert await rounds.state(abandoned) is UseState.RELEASED
+    assert await rounds.state(taken) is UseState.RESERVED
+    assert (await rounds.counted()).total == PRICE_CENTS
+    assert (await rounds.counted()).uses == 1
 
 
 async def test_the_status_recovery_ends_a_round_with_carries_its_error_receipts(
