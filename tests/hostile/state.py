@@ -18,6 +18,7 @@ from typing import Any
 from eth_account import Account
 
 from a2a_x402.devchain import DevChain
+from tests.fixtures.deadlines import HANG_S
 
 __all__ = ["TASK_TABLES", "Snapshot", "changes", "take_snapshot", "wait_until_quiet"]
 
@@ -106,7 +107,7 @@ def wait_until_quiet(
     payees: Iterable[str] = (),
     *,
     settle_s: float = 0.3,
-    timeout_s: float = 15,
+    timeout_s: float = HANG_S,
 ) -> Snapshot:
     """The snapshot once nothing has changed for `settle_s` (work an answered request left running is done).
 

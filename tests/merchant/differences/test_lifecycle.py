@@ -2,7 +2,7 @@
 difference is stored when a pass finds it and stays open after the passes that no longer read its block;
 the chain resolves it only with a reason (its transaction reorged out); a restarted chain (its genesis
 block changed) is one difference and one log line, not a reorg per booking; each change is one short log
-line; the open ones are counted by kind on /metrics."""
+line, an operator's acknowledgement or booking too; the open ones are counted by kind on /metrics."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from a2a_x402.devchain import DevChain, start_devchain
-from a2a_x402.merchant.differences import DifferenceState
+from a2a_x402.merchant.differences import DifferenceState, Sighting, acknowledge_difference, book_difference
 from a2a_x402.merchant.ledger import Ledger
 from a2a_x402.merchant.webhooks import Outbox
 from a2a_x402.payer import sign_payment
@@ -197,3 +197,40 @@ async def test_a_dev_chain_started_afresh_is_recognised_by_its_genesis_and_its_b
 
     assert [d.kind for d in restarted.differences] == ["chain_restarted"], restarted.unresolved
     assert after.differences == [] and counts == {"chain_restarted": 1}
+
+
+async def test_an_operator_s_acknowledgement_and_booking_are_each_one_line_naming_the_difference(
+    database_url: str,
+    chain: DevChain,
+    start_merchant: MerchantStarter,
+    new_payer: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings, _ = await unexplained_payment(database_url, chain, start_merchant, new_payer)
+    passes = Passes(settings)
+    try:
+        await passes.run()
+        await passes.store.sighted([Sighting(kind="reorged_out", key="entry-x", detail="x", tenant="")])
+        payment, other = sorted(await passes.all(), key=lambda d: d.kind != "unbooked_payment")
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="a2a_x402.merchant"):
+            entry = await book_difference(
+                passes.store,
+                Ledger(passes.engine, Outbox(passes.engine)),
+                payment.id,
+                tenant="",
+                tenant_pay_to=DEFAULT_PAY_TO,
+                network=settings.network,
+                note="a customer paid by hand",
+                by="ops",
+            )
+            await acknowledge_difference(passes.store, other.id, note="a test\nreorg", by="ops")
+    finally:
+        await passes.aclose()
+
+    changes = [line for line in _lines(caplog) if line.startswith("difference ")]
+    assert changes == [
+        f"difference {payment.id} booked by ops: unbooked_payment {payment.key}: "
+        f"a customer paid by hand (booked as {entry.id})",
+        f"difference {other.id} acknowledged by ops: reorged_out entry-x: a test reorg",
+    ]

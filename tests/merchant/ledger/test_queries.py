@@ -154,6 +154,21 @@ async def test_payers_sum_the_settlements_that_stand_exactly_per_asset(ledger: L
     assert await ledger.payers("nobody") == []
 
 
+async def test_a_payer_is_last_seen_at_its_latest_settlement_that_stands(ledger: Ledger) -> None:
+    first = await ledger.book_settlement(booking(amount=5))
+    latest = await ledger.book_settlement(booking(amount=6))
+    other = await ledger.book_settlement(booking(payer="0x" + "ab" * 20, amount=1))
+    assert first.booked_at <= latest.booked_at <= other.booked_at
+
+    [payer, _] = await ledger.payers("acme")
+    assert (payer.count, payer.last_seen) == (2, latest.booked_at)
+
+    # A reversed settlement no longer stands: the payer was last seen at the one before it.
+    await ledger.reverse_settlement(latest.id)
+    [payer, _] = await ledger.payers("acme")
+    assert (payer.count, payer.last_seen) == (1, first.booked_at)
+
+
 async def test_payers_are_summed_counted_and_limited_by_the_database_largest_first(ledger: Ledger) -> None:
     for index, amount in enumerate((5, 9, 7)):
         await ledger.book_settlement(booking(payer="0x" + f"{index + 1:02x}" * 20, amount=amount))

@@ -21,6 +21,7 @@ from a2a_x402.extension import EXTENSION_URI
 from a2a_x402.facilitator.wire import PaymentPayload, PaymentRequirements
 from a2a_x402.payer import sign_payment
 from tests.facilitator.payments import cancel_authorization, submit_directly, tampered
+from tests.fixtures.deadlines import HANG_S
 from tests.fixtures.merchant import (
     BINDINGS,
     DEFAULT_PAY_TO,
@@ -620,7 +621,7 @@ async def test_pending_settlement_completes_without_a_watcher(
     assert len(await ledger_entries(merchant.database_url)) == 1
 
 
-async def _until_state(wire: MerchantWire, task_id: str, state: str, timeout_s: float = 10.0) -> JSON:
+async def _until_state(wire: MerchantWire, task_id: str, state: str, timeout_s: float = HANG_S) -> JSON:
     deadline = time.monotonic() + timeout_s
     while True:
         task = await wire.get_task(task_id)

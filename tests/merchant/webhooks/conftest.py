@@ -66,7 +66,9 @@ def make_worker(engine: AsyncEngine, client: httpx.AsyncClient) -> WorkerFactory
     return make
 
 
-async def drain(worker: DeliveryWorker, done: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+async def drain(
+    worker: DeliveryWorker, done: Callable[[], Awaitable[bool]], timeout_s: float = HANG_S
+) -> None:
     """Run delivery passes until `done()` holds; fail after `timeout_s`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
