@@ -78,9 +78,9 @@ class Rounds:
         self.shopper = shopper
         self.open_mandate = ""
 
-    async def taken(self, *, checkout: str | None = CHECKOUT, presented_with: str = "h") -> str:
-        """A task whose payment `h` was taken (`working`), its use reserved by mandates presented with the
-        payment `presented_with` (the same one, unless a test races two payments of one round)."""
+    async def presented(self, *, checkout: str | None = CHECKOUT, presented_with: str = "h") -> str:
+        """A task offered with `checkout`, its use reserved by mandates presented with the payment
+        `presented_with`, which is not taken yet."""
         task_id = f"task-{uuid.uuid4().hex}"
         assert await self.offers.offer(
             task_id=task_id,
@@ -97,6 +97,12 @@ class Rounds:
         await self.usage.reserve(
             accepted, tenant=TENANT, task_id=task_id, round_=1, payment_hash=presented_with
         )
+        return task_id
+
+    async def taken(self, *, checkout: str | None = CHECKOUT, presented_with: str = "h") -> str:
+        """A task whose payment `h` was taken (`working`), its use reserved by mandates presented with the
+        payment `presented_with` (the same one, unless a test races two payments of one round)."""
+        task_id = await self.presented(checkout=checkout, presented_with=presented_with)
         assert await self.offers.submit(
             task_id,
             round_=1,
@@ -201,20 +207,7 @@ async def test_a_change_that_does_not_happen_or_rolls_back_decides_nothing(round
 async def test_a_rejection_releases_a_use_reserved_before_the_payment_was_taken(rounds: Rounds) -> None:
     # The mandates are reserved with the presentation, a moment before the payment is taken: a cancel
     # winning that moment ends the round with nothing settled.
-    task_id = f"task-{uuid.uuid4().hex}"
-    assert await rounds.offers.offer(
-        task_id=task_id,
-        tenant=TENANT,
-        context_id="ctx-1",
-        skill="text-stats",
-        dialect="v0.3",
-        required=TERMS,
-        request={},
-        checkout_jwt=CHECKOUT,
-    )
-    accepted = await rounds.shopper.accepted()
-    rounds.open_mandate = accepted.open_mandate
-    await rounds.usage.reserve(accepted, tenant=TENANT, task_id=task_id, round_=1)
+    task_id = await rounds.presented()
 
     assert await rounds.offers.advance(task_id, OfferState.REJECTED)
     assert await rounds.state(task_id) is UseState.RELEASED
@@ -293,19 +286,7 @@ async def test_a_use_whose_payment_was_never_taken_is_released_when_its_unpaid_t
 ) -> None:
     # The mandates were reserved with their presentation, and the payment was never taken (the client went
     # away): the round never ends, so only the purge of the unpaid task can give the budget back.
-    abandoned = f"task-{uuid.uuid4().hex}"
-    assert await rounds.offers.offer(
-        task_id=abandoned,
-        tenant=TENANT,
-        context_id="ctx-1",
-        skill="text-stats",
-        dialect="v0.3",
-        required=TERMS,
-        request={},
-        checkout_jwt=CHECKOUT,
-    )
-    accepted = await rounds.shopper.accepted()
-    await rounds.usage.reserve(accepted, tenant=TENANT, task_id=abandoned, round_=1, payment_hash="h")
+    abandoned = await rounds.presented()
     taken = await rounds.taken()  # being paid: neither purged nor released
     assert (await rounds.counted()).total == 2 * PRICE_CENTS
     unpaid = UnpaidWork(
