@@ -22,7 +22,7 @@ from tests.fixtures.deadlines import HANG_S, within_deadline
 from tests.fixtures.facilitator_processes import facilitator_processes
 
 HEADER_TIMEOUT_S = 0.5
-PATIENT_TIMEOUT_S = 30.0
+PATIENT_TIMEOUT_S = HANG_S
 """A header deadline far beyond any answer the server gives meanwhile, however busy the machine."""
 MAX_HEADER_COUNT = 20
 MAX_HEADER_BYTES = 4096
