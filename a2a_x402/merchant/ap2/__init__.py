@@ -67,7 +67,7 @@ if TYPE_CHECKING:
         check_payment_mandate,
         verify_mandate,
     )
-    from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata
+    from ._usage import MandateUsageStore, Reservation, UseState, mandate_usage_metadata, use_of_payment
     from ._user_authorization import KB_JWT_TYPE, verify_user_authorization
     from ._v01 import (
         build_cart,
@@ -120,6 +120,7 @@ __all__ = [
     "sign_checkout",
     "success_receipts",
     "token_kids",
+    "use_of_payment",
     "verify_mandate",
     "verify_mandates",
     "verify_payment_mandate",
@@ -158,7 +159,7 @@ _EXPORTS = {
         "check_payment_mandate",
         "verify_mandate",
     ),
-    "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"),
+    "_usage": ("MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata", "use_of_payment"),
     "_user_authorization": ("KB_JWT_TYPE", "verify_user_authorization"),
     "_v01": (
         "build_cart",

@@ -40,7 +40,7 @@ from a2a_x402.storage import UtcDateTime, write
 from ._sdk import MandateRefused, MandateUsage
 from ._verify import AcceptedMandates
 
-__all__ = ["MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata"]
+__all__ = ["MandateUsageStore", "Reservation", "UseState", "mandate_usage_metadata", "use_of_payment"]
 
 mandate_usage_metadata = sa.MetaData()
 """The tables of this module, for comparing them with the migrations."""
@@ -355,7 +355,7 @@ class MandateUsageStore:
         if settled:
             row = connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_}).first()
             # Without a payment named (a caller that took none of its own), the round's use is the one paid.
-            if row is not None and (payment_hash is None or row.payment_hash in (None, payment_hash)):
+            if row is not None and use_of_payment(row.payment_hash, payment_hash):
                 changes = {"_reference": row.reference, "_state": UseState.CONFIRMED.value, "_now": moment}
                 if connection.execute(_DECIDE, changes).rowcount == 1:
                     decided = replace(_reservation_of(row), state=UseState.CONFIRMED, decided_at=moment)
@@ -375,6 +375,12 @@ class MandateUsageStore:
         moment = now or datetime.now(UTC)
         rows = connection.execute(_RESERVED_OF_TASKS, {"_task_ids": task_ids}).all()
         return sum(_release(connection, row, moment) for row in rows)
+
+
+def use_of_payment(presented_with: str | None, taken: str | None) -> bool:
+    """Whether a use whose mandates came with the payment `presented_with` is the use of the payment a round
+    took (`taken`), both by their `payload_hash`: a use or a round that names no payment is any payment's."""
+    return taken is None or presented_with in (None, taken)
 
 
 def _release(connection: sa.Connection, row: sa.Row[Any], moment: datetime) -> bool:

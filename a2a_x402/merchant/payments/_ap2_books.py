@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..ap2 import UseState
+from ..ap2 import UseState, use_of_payment
 from ..ledger import Ap2Lookup, Ap2References
 from ..webhooks import Ap2Data
 
@@ -47,7 +47,7 @@ def round_ap2(task_id: str, round_: int, payment_hash: str | None = None) -> Ap2
 
     async def lookup(connection: AsyncConnection) -> Ap2References | None:
         row = (await connection.execute(_ROUND_USE, {"_task_id": task_id, "_round": round_})).first()
-        if row is None or (payment_hash is not None and row.payment_hash not in (None, payment_hash)):
+        if row is None or not use_of_payment(row.payment_hash, payment_hash):
             return None
         return Ap2References(
             checkout_hash=row.checkout_hash, payment_ref=row.reference, open_mandate=row.open_mandate
