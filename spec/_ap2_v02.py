@@ -13,18 +13,13 @@ The times are the §20 examples', so the documents read as the same morning's.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
-
-import rfc8785
 
 from a2a_x402.extension import (
     AP2_V01_CART_MANDATE_KEY,
     AP2_V01_PAYMENT_MANDATE_KEY,
-    AP2_X402_METHOD,
     EXTENSION_URI_V02,
     Ap2Merchant,
 )
@@ -48,7 +43,6 @@ _PAYMENT_MESSAGE_ID = "7d5b2e90-1c8f-4a36-9e4d-2f6a8c0b5e17"
 _MIME_TYPE = "application/json"
 _STATUS_TEXT = "Payment required: 0.25 USDC on Base Sepolia, with an AP2 PaymentMandate: see the AP2 cart."
 _BINDING_DELAY_S = 30  # the agent signs half a minute after the cart was offered
-_CREDENTIAL_LIFETIME_S = 3600
 
 
 def make_ap2_v02_examples(markdown: str) -> str:
@@ -168,62 +162,18 @@ def _v1_payment(requirements: Any, *, valid_after: int, valid_before: int) -> di
     }
 
 
-def _digest(value: Any) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(rfc8785.dumps(value)).digest()).rstrip(b"=").decode()
-
-
 def _mandate(
     cart: Mapping[str, Any], payment: Mapping[str, Any], *, merchant_id: str, now: int
 ) -> tuple[Any, Any]:
     """A fresh issuer key's public JWK and the ``PaymentMandate`` paying ``cart`` with ``payment``, its
-    ``user_authorization`` issued by that key for a fresh agent key, as the tests' AP2 v0.1 shopper does."""
-    # The AP2 SDK's models and the SD-JWT library it uses: only this maintenance command needs them.
-    from ap2.models.mandate import CartMandate, PaymentMandate, PaymentMandateContents
-    from ap2.models.payment_request import PaymentResponse
-    from jwcrypto.jwk import JWK
-    from jwcrypto.jws import JWS
-    from sd_jwt.issuer import SDJWTIssuer
+    ``user_authorization`` issued by that key for a fresh agent key, as the kit's AP2 v0.1 checks make it."""
+    from a2a_x402.conformance._ap2_sdk import generate_key, payment_mandate, public_jwk, read_cart
 
-    issuer = JWK.generate(kty="EC", crv="P-256")
-    issuer_kid = issuer.thumbprint()
-    agent = JWK.generate(kty="EC", crv="P-256")
-    read = CartMandate.model_validate(cart)
-    contents = PaymentMandateContents(
-        payment_mandate_id=f"pm-{read.contents.id}",
-        payment_details_id=read.contents.payment_request.details.id,
-        payment_details_total=read.contents.payment_request.details.total,
-        payment_response=PaymentResponse(
-            request_id=read.contents.id, method_name=AP2_X402_METHOD, details=dict(payment)
-        ),
-        merchant_agent=merchant_id,
-        timestamp=datetime.fromtimestamp(now, UTC).isoformat(),
+    issuer, agent = generate_key("ap2-v02-example-issuer"), generate_key("ap2-v02-example-agent")
+    mandate = payment_mandate(
+        read_cart(cart), payment, user_key=issuer, agent_key=agent, merchant_id=merchant_id, now=now
     )
-    credential: str = SDJWTIssuer(
-        {"iat": now - 60, "exp": now - 60 + _CREDENTIAL_LIFETIME_S, "vct": "ap2.user_authorization"},
-        issuer,
-        holder_key=agent,
-        sign_alg="ES256",
-        extra_header_parameters={"typ": "dc+sd-jwt", "kid": issuer_kid},
-    ).sd_jwt_issuance
-    binding = {
-        "iat": now,
-        "aud": merchant_id,
-        "nonce": read.contents.id,
-        "sd_hash": base64.urlsafe_b64encode(hashlib.sha256(credential.encode()).digest())
-        .rstrip(b"=")
-        .decode(),
-        "transaction_data": [
-            _digest(read.model_dump(mode="json")),
-            _digest(contents.model_dump(mode="json")),
-        ],
-    }
-    kb = JWS(json.dumps(binding).encode())
-    kb.add_signature(agent, alg="ES256", protected=json.dumps({"alg": "ES256", "typ": "kb+jwt"}))
-    mandate = PaymentMandate(
-        payment_mandate_contents=contents, user_authorization=credential + kb.serialize(compact=True)
-    )
-    public = {**issuer.export_public(as_dict=True), "kid": issuer_kid, "alg": "ES256", "use": "sig"}
-    return public, mandate.model_dump(mode="json")
+    return {**public_jwk(issuer), "alg": "ES256", "use": "sig"}, mandate
 
 
 def _offer_document(cart: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
