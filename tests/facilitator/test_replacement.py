@@ -196,7 +196,13 @@ async def test_an_original_mined_before_its_replacement_is_the_settlement(
     first_block, base_fee = int(chain.rpc.call("eth_blockNumber"), 16) + 1, _next_base_fee(chain)
 
     (settle,), originals = await _spiked(chain, facilitator, [payment], requirements)
-    await wait_until(lambda: facilitator.replacements_sent >= 1, what="the settlement to be replaced")
+
+    # The rows, not the counter, which the bumper moves as it sends, a moment before it records them.
+    async def both_recorded() -> bool:
+        return len(await _sent_rows(sqlite_url)) == 2
+
+    await wait_until(both_recorded, what="the settlement and its replacement to be recorded")
+    assert facilitator.replacements_sent >= 1
     (original, replacement) = await _sent_rows(sqlite_url)
     # The spike passes and a block producer that never saw the replacement mines the original.
     chain.rpc.call("anvil_dropTransaction", [replacement["tx_hash"]])
